@@ -1,0 +1,82 @@
+import { C1, Packr } from 'msgpackr'
+import { FrameTooLargeError, MalformedFrameError, type SerializedError } from './errors.js'
+import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from './types.js'
+
+/**
+ * Plain msgpack maps and arrays (no msgpackr records), so any msgpack implementation, Salt's
+ * included, reads what we write. Binary data travels as bin and comes back as Buffer.
+ */
+const packr = new Packr({ useRecords: false, moreTypes: false, mapsAsObjects: true, variableMapSize: true })
+
+/** Length of the big-endian length prefix on every TCP frame. */
+export const FRAME_HEADER_BYTES = 4
+
+/** Encodes one value; throws FrameTooLargeError when the body would exceed `limit`. */
+export function encode(value: WireValue, limit: number = DEFAULT_MAX_FRAME_BYTES, peer?: string): Buffer {
+  const body = packr.pack(value)
+  if (body.length > limit) throw new FrameTooLargeError(body.length, limit, peer === undefined ? undefined : `to ${peer}`)
+  return body
+}
+
+/** Decodes one value; any failure becomes MalformedFrameError. Trailing bytes are malformed too. */
+export function decode(body: Uint8Array, peer?: string): WireValue {
+  try {
+    const values = packr.unpackMultiple(body) as WireValue[] | undefined
+    if (values === undefined || values.length !== 1) {
+      throw new Error(`expected one msgpack value, found ${values?.length ?? 0}`)
+    }
+    // msgpackr decodes the never-used byte 0xc1 to a marker object instead of failing.
+    if (values[0] === C1) throw new Error('0xc1 is not a msgpack type')
+    return values[0]
+  } catch (error) {
+    throw new MalformedFrameError(`not a msgpack value (${(error as Error).message})`, peer, { cause: error })
+  }
+}
+
+/** 4-byte big-endian length, then the body: one TCP frame. */
+export function frame(body: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length)
+  out.writeUInt32BE(body.length, 0)
+  out.set(body, FRAME_HEADER_BYTES)
+  return out
+}
+
+/**
+ * Request/reply envelopes, the same bytes on both transports:
+ *   request `[0, id, body]`, ok reply `[1, id, body]`, error reply `[2, id, {name, message, context}]`.
+ * The id lets one connection multiplex many requests; an array keeps the envelope to 3–9 bytes.
+ */
+export const EnvelopeKind = { Request: 0, Reply: 1, ErrorReply: 2 } as const
+
+export type Envelope =
+  | { kind: typeof EnvelopeKind.Request; id: number; body: WireValue }
+  | { kind: typeof EnvelopeKind.Reply; id: number; body: WireValue }
+  | { kind: typeof EnvelopeKind.ErrorReply; id: number; body: SerializedError }
+
+export function encodeEnvelope(envelope: Envelope, limit?: number, peer?: string): Buffer {
+  return encode([envelope.kind, envelope.id, envelope.body], limit, peer)
+}
+
+/** Decodes and checks an envelope's shape; anything else is a MalformedFrameError. */
+export function decodeEnvelope(body: Uint8Array, peer?: string): Envelope {
+  const value = decode(body, peer)
+  if (!Array.isArray(value) || value.length !== 3) throw new MalformedFrameError('not a request/reply envelope', peer)
+  const [kind, id, payload] = value as [unknown, unknown, unknown]
+  if (payload === C1) throw new MalformedFrameError('envelope body is not a msgpack value', peer)
+  if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) {
+    throw new MalformedFrameError('envelope id is not a non-negative integer', peer)
+  }
+  switch (kind) {
+    case EnvelopeKind.Request:
+      return { kind, id, body: payload }
+    case EnvelopeKind.Reply:
+      return { kind, id, body: payload }
+    case EnvelopeKind.ErrorReply:
+      if (typeof payload !== 'object' || payload === null || typeof (payload as SerializedError).message !== 'string') {
+        throw new MalformedFrameError('error reply without a message', peer)
+      }
+      return { kind, id, body: payload as SerializedError }
+    default:
+      throw new MalformedFrameError(`unknown envelope kind ${String(kind)}`, peer)
+  }
+}

@@ -1,0 +1,75 @@
+import { BoundedQueue } from './bounded-queue.js'
+import { silentLogger, type Logger } from './logger.js'
+import type { EndpointStats, TransportEvent } from './types.js'
+
+/** Events buffered per endpoint before the oldest are dropped. */
+export const EVENT_BUFFER = 1024
+
+/** Frame drops logged per endpoint per burst before they are summarised, so a garbage flood cannot flood the log. */
+const DROP_LOG_BURST = 10
+
+/**
+ * What every endpoint of every transport shares: the event stream, the counters behind stats(),
+ * the closed promise and rate-limited drop logging. Transports compose it rather than re-writing it.
+ */
+export class EndpointCore {
+  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight'> = { dropped: 0, framesDropped: 0, reconnects: 0 }
+  readonly closed: Promise<void>
+  isClosed = false
+  private readonly eventQueue = new BoundedQueue<TransportEvent>(EVENT_BUFFER, 'drop-oldest')
+  private resolveClosed!: () => void
+  private dropsLogged = 0
+
+  constructor(
+    readonly transport: string,
+    readonly role: string,
+    readonly address: string,
+    readonly logger: Logger = silentLogger,
+  ) {
+    this.closed = new Promise((resolve) => {
+      this.resolveClosed = resolve
+    })
+  }
+
+  emit(event: TransportEvent): void {
+    this.eventQueue.push(event)
+  }
+
+  events(): AsyncIterable<TransportEvent> {
+    return { [Symbol.asyncIterator]: () => this.eventQueue[Symbol.asyncIterator]() }
+  }
+
+  /** An incoming frame was refused: counted, emitted and logged (with bursts summarised). */
+  frameDropped(peer: string, reason: string, size: number): void {
+    this.counters.framesDropped++
+    this.emit({ type: 'frame-drop', peer, reason, size })
+    this.dropsLogged++
+    if (this.dropsLogged <= DROP_LOG_BURST) {
+      this.logger.warning(`${this.transport} ${this.role} ${this.address}: dropped frame from ${peer}: ${reason}`)
+    } else if (this.dropsLogged % 1000 === 0) {
+      this.logger.warning(`${this.transport} ${this.role} ${this.address}: ${this.counters.framesDropped} frames dropped so far`)
+    }
+  }
+
+  /** A message was dropped at a high-water mark. */
+  messageDropped(peer: string, reason: string): void {
+    this.counters.dropped++
+    // One event per drop would itself be unbounded work under a flood; the counter is exact.
+    if (this.counters.dropped === 1 || this.counters.dropped % 1000 === 0) {
+      this.emit({ type: 'message-drop', peer, reason })
+      this.logger.warning(`${this.transport} ${this.role} ${this.address}: ${reason} (${this.counters.dropped} dropped so far)`)
+    }
+  }
+
+  /** Marks the endpoint closed, ends the event stream and resolves `closed`. Returns false if already closed. */
+  markClosed(): boolean {
+    if (this.isClosed) return false
+    this.isClosed = true
+    return true
+  }
+
+  finishClose(): void {
+    this.eventQueue.end()
+    this.resolveClosed()
+  }
+}

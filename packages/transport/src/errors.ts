@@ -1,0 +1,161 @@
+/**
+ * Brine's error hierarchy. Every error has a `name` set from a string literal (bundlers may rename
+ * classes, so `constructor.name` is never trusted), typed context fields, an optional `cause`, a
+ * cross-copy marker for `isInstance` checks, and `toJSON()` so it can cross worker threads and the
+ * wire as `{name, message, context}` and be rebuilt with {@link errorFromJSON}.
+ */
+
+const BRINE_ERROR = Symbol.for('brine.error')
+
+/** Context an error carries; only JSON-friendly values, so it survives the wire. */
+export type ErrorContext = Record<string, string | number | boolean | null | undefined | readonly string[]>
+
+/** The JSON form of an error, as it crosses the wire or a worker thread. */
+export interface SerializedError {
+  name: string
+  message: string
+  context?: ErrorContext
+}
+
+export class BrineError extends Error {
+  override name: string = 'BrineError'
+  readonly context: ErrorContext
+  declare readonly [BRINE_ERROR]: true
+
+  constructor(message: string, context: ErrorContext = {}, options?: ErrorOptions) {
+    super(message, options)
+    this.context = context
+    Object.defineProperty(this, BRINE_ERROR, { value: true, enumerable: false })
+  }
+
+  /** True for any Brine error, even one made by another copy of this module. */
+  static isInstance(value: unknown): value is BrineError {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRINE_ERROR] === true
+  }
+
+  toJSON(): SerializedError {
+    return { name: this.name, message: this.message, context: this.context }
+  }
+}
+
+/** Base of every error raised by a transport. */
+export class TransportError extends BrineError {
+  override name: string = 'TransportError'
+}
+
+export class TimeoutError extends TransportError {
+  override name = 'TimeoutError'
+  readonly address: string
+  readonly timeout: number
+  readonly tries: number
+
+  constructor(address: string, timeout: number, tries: number, options?: ErrorOptions) {
+    super(
+      `request to ${address} timed out after ${timeout} ms (${tries} ${tries === 1 ? 'try' : 'tries'})`,
+      { address, timeout, tries },
+      options,
+    )
+    this.address = address
+    this.timeout = timeout
+    this.tries = tries
+  }
+}
+
+export class ClosedError extends TransportError {
+  override name = 'ClosedError'
+  constructor(what: string, address?: string) {
+    super(address === undefined ? `${what} is closed` : `${what} ${address} is closed`, { address })
+  }
+}
+
+export class FrameTooLargeError extends TransportError {
+  override name = 'FrameTooLargeError'
+  readonly size: number
+  readonly limit: number
+
+  constructor(size: number, limit: number, peer?: string) {
+    const where = peer === undefined ? '' : ` ${peer.startsWith('to ') ? peer : `from ${peer}`}`
+    super(`frame of ${size} bytes${where} exceeds max_frame_bytes (${limit})`, { size, limit, peer })
+    this.size = size
+    this.limit = limit
+  }
+}
+
+export class MalformedFrameError extends TransportError {
+  override name = 'MalformedFrameError'
+  constructor(reason: string, peer?: string, options?: ErrorOptions) {
+    super(peer === undefined ? `malformed frame: ${reason}` : `malformed frame from ${peer}: ${reason}`, { peer, reason }, options)
+  }
+}
+
+export class AddressInUseError extends TransportError {
+  override name = 'AddressInUseError'
+  readonly address: string
+  constructor(address: string, options?: ErrorOptions) {
+    super(`address ${address} is already in use`, { address }, options)
+    this.address = address
+  }
+}
+
+/** A request handler on the far side threw; carries its error's name and message. */
+export class RemoteError extends TransportError {
+  override name = 'RemoteError'
+  readonly remoteName: string
+  constructor(remote: SerializedError, address: string) {
+    super(`${address} answered with ${remote.name}: ${remote.message}`, { ...remote.context, remoteName: remote.name, address })
+    this.remoteName = remote.name
+  }
+}
+
+/** A second consumer of a single-consumer iterator, a handler set twice, and the like. */
+export class InvalidOperationError extends BrineError {
+  override name = 'InvalidOperationError'
+}
+
+export class UnknownTransportError extends BrineError {
+  override name = 'UnknownTransportError'
+  readonly transport: string
+  readonly available: readonly string[]
+
+  constructor(transport: string, available: readonly string[], suggestion?: string, source?: string) {
+    const where = source === undefined ? '' : ` at ${source}`
+    const hint = suggestion === undefined ? '' : `; did you mean '${suggestion}'?`
+    super(`unknown transport '${transport}'${where} (available: ${available.join(', ')})${hint}`, {
+      transport,
+      available,
+      suggestion,
+      source,
+    })
+    this.transport = transport
+    this.available = available
+  }
+}
+
+export class TransportUnavailableError extends BrineError {
+  override name = 'TransportUnavailableError'
+  readonly transport: string
+  constructor(transport: string, hint: string, options?: ErrorOptions) {
+    const reason = options?.cause instanceof Error ? `: ${options.cause.message}` : ''
+    super(`transport '${transport}' could not be loaded${reason}. ${hint}`, { transport, hint }, options)
+    this.transport = transport
+  }
+}
+
+export class DuplicateTransportError extends BrineError {
+  override name = 'DuplicateTransportError'
+  constructor(transport: string) {
+    super(`transport '${transport}' is already registered`, { transport })
+  }
+}
+
+/** Rebuilds a handler's error that crossed the wire; the caller sees a {@link RemoteError}. */
+export function errorFromJSON(json: SerializedError, address: string): RemoteError {
+  return new RemoteError(json, address)
+}
+
+/** Turns anything thrown into the JSON form sent back to a requester. */
+export function serializeError(error: unknown): SerializedError {
+  if (BrineError.isInstance(error)) return error.toJSON()
+  if (error instanceof Error) return { name: error.name || 'Error', message: error.message }
+  return { name: 'Error', message: String(error) }
+}

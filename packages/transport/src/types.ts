@@ -1,0 +1,154 @@
+import type { BackoffOptions } from './backoff.js'
+import type { Logger } from './logger.js'
+
+/**
+ * Any value msgpack can carry: null, booleans, numbers, strings, Uint8Array, arrays and plain
+ * objects of these. Every message on the wire is exactly one such value.
+ */
+export type WireValue = unknown
+
+/** Events every endpoint reports through {@link Endpoint.events}; a union discriminated on `type`. */
+export type TransportEvent =
+  | { type: 'listening'; address: string }
+  | { type: 'peer-connect'; peer: string }
+  | { type: 'peer-disconnect'; peer: string; reason?: string }
+  /** A subscriber announced itself: `topic` is its id (TCP hello; ZeroMQ shows the hashed topic) or `broadcast`. */
+  | { type: 'peer-subscribe'; peer: string; topic: string }
+  | { type: 'reconnect-attempt'; address: string; attempt: number; delay: number }
+  /** An incoming frame was refused: too large, undecodable, or the wrong shape. */
+  | { type: 'frame-drop'; peer: string; reason: string; size: number }
+  /** An outgoing or received message was dropped because a bounded queue was full. */
+  | { type: 'message-drop'; peer: string; reason: string }
+  /** A request handler threw; the requester got an error reply. */
+  | { type: 'handler-error'; peer: string; error: string }
+
+export type TransportEventType = TransportEvent['type']
+
+/** Counters a test or a daemon can read instead of timing anything. */
+export interface EndpointStats {
+  /** Messages waiting in send or receive queues right now. */
+  queued: number
+  /** Messages dropped at a high-water mark, in total. */
+  dropped: number
+  /** Incoming frames refused (too large or malformed), in total. */
+  framesDropped: number
+  /** Successful reconnections after a lost connection, in total. */
+  reconnects: number
+  /** Requests sent and not yet answered (clients) or being handled (servers). */
+  inFlight: number
+  /** Peers connected right now (servers), or 1/0 for a client's link. */
+  peers: number
+}
+
+/** The lifecycle every role shares. */
+export interface Endpoint extends AsyncDisposable {
+  /** `tcp://host:port` this endpoint binds or connects to. */
+  readonly address: string
+  /**
+   * Servers: resolves once bound (rejects with AddressInUseError naming host:port).
+   * Clients: resolves at once; connecting (and reconnecting) goes on in the background.
+   */
+  start(): Promise<void>
+  /** Idempotent. Pending work rejects with ClosedError; iterators end with `{done: true}`. */
+  close(): Promise<void>
+  /** Resolves when the endpoint has closed; never rejects. */
+  readonly closed: Promise<void>
+  /**
+   * The endpoint's events, buffered (bounded, oldest dropped) from creation. A single consumer:
+   * calling it twice throws InvalidOperationError.
+   */
+  events(): AsyncIterable<TransportEvent>
+  stats(): EndpointStats
+}
+
+/** Options every endpoint takes. Times in this API are milliseconds; config keys stay in seconds. */
+export interface EndpointOptions {
+  /** Host to bind or connect to. */
+  host: string
+  /** Port to bind or connect to; a server may pass 0 to take a free port (see `address`). */
+  port: number
+  /** Largest frame body accepted or sent, in bytes (default 64 MiB, DESIGN's max_frame_bytes). */
+  maxFrameBytes?: number
+  /** Messages queued per peer before new ones are dropped (default 1000, Salt's pub_hwm). */
+  hwm?: number
+  logger?: Logger
+}
+
+export interface ClientOptions extends EndpointOptions {
+  /** Reconnect backoff (Salt's recon_default / recon_max / recon_randomize, in ms). */
+  reconnect?: BackoffOptions
+}
+
+export type PublishServerOptions = EndpointOptions
+export type RequestServerOptions = EndpointOptions
+
+export interface PublishClientOptions extends ClientOptions {
+  /** Subscriber id (the minion id), same as calling subscribe(id) before start(). */
+  id?: string
+}
+
+export interface RequestClientOptions extends ClientOptions {
+  /** Default per-try timeout for send(), ms (default 60000, Salt's return_retry_timer scale). */
+  timeout?: number
+  /** Default attempts for send() (default 1). */
+  tries?: number
+}
+
+export interface PublishOptions {
+  /** Subscriber ids to reach; absent means broadcast to every subscriber. */
+  topics?: readonly string[]
+}
+
+/** Master side: binds `publish_port` and pushes loads to subscribers. */
+export interface PublishServer extends Endpoint {
+  /** Resolves once queued for every recipient (not when delivered). Throws FrameTooLargeError. */
+  publish(payload: WireValue, options?: PublishOptions): Promise<void>
+}
+
+/** Minion side: connects to `publish_port`; yields every load addressed to it or broadcast. */
+export interface PublishClient extends Endpoint, AsyncIterable<WireValue> {
+  /** Announce the subscriber id so targeted publishes naming it arrive. Call before or after start(). */
+  subscribe(id: string): void
+}
+
+export interface RequestContext {
+  /** The peer's address, `host:port` or a transport-specific identity. */
+  readonly peer: string
+  /** The transport's name, `zeromq` or `tcp`. */
+  readonly transport: string
+}
+
+export type RequestHandler = (request: WireValue, context: RequestContext) => Promise<WireValue>
+
+/** Master side: binds `ret_port`; every request gets exactly the reply its handler produced. */
+export interface RequestServer extends Endpoint {
+  /** Set the handler once, before start(). A throwing handler yields an error reply. */
+  handle(handler: RequestHandler): void
+}
+
+export interface SendOptions {
+  /** Per-try timeout in ms. */
+  timeout?: number
+  /** Attempts before TimeoutError; a late reply to any earlier attempt still counts. */
+  tries?: number
+  signal?: AbortSignal
+}
+
+/** Minion, client and syndic side: many requests in flight over one connection. */
+export interface RequestClient extends Endpoint {
+  send(request: WireValue, options?: SendOptions): Promise<WireValue>
+}
+
+/** A transport: four synchronous factories, no I/O until start(). */
+export interface Transport {
+  /** The config string that selects it: `zeromq` or `tcp`. */
+  readonly name: string
+  createPublishServer(options: PublishServerOptions): PublishServer
+  createPublishClient(options: PublishClientOptions): PublishClient
+  createRequestServer(options: RequestServerOptions): RequestServer
+  createRequestClient(options: RequestClientOptions): RequestClient
+}
+
+export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+export const DEFAULT_HWM = 1000
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000

@@ -1,0 +1,29 @@
+import { readdirSync, existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { defineConfig } from 'vitest/config'
+
+const root = fileURLToPath(new URL('.', import.meta.url))
+const packages = readdirSync(new URL('./packages', import.meta.url)).filter((name) =>
+  existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)),
+)
+
+export default defineConfig({
+  resolve: {
+    // Unit and compliance tests run against each package's source, so they need no build.
+    alias: [{ find: /^@brine\/([a-z-]+)$/, replacement: `${root}packages/$1/src/index.ts` }],
+  },
+  test: {
+    retry: 0,
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    // Two cores: wire tests bind real ports and start real processes; keep them from starving each other.
+    maxWorkers: 2,
+    projects: [
+      ...packages.map((name) => ({
+        extends: true as const,
+        test: { name, include: [`packages/${name}/test/**/*.test.ts`] },
+      })),
+      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'] } },
+    ],
+  },
+})
