@@ -1,0 +1,35 @@
+/**
+ * @packageDocumentation
+ * `@brine/transport-compliance` is the one conformance suite every Brine transport runs against itself:
+ * request/reply, concurrency, timeouts and retries, handler failure, broadcast and targeted publish,
+ * reconnect after a server restart, size limits, malformed input, the high-water mark and close. A
+ * transport package calls {@link describeTransportCompliance} from a one-line test file; the suite never
+ * imports a transport, so both run exactly the same cases.
+ */
+import { afterEach, describe } from 'vitest'
+import { createHarness } from './harness/index.js'
+import type { ComplianceSetup } from './setup.js'
+import { closeTests } from './suites/close.js'
+import { limitTests } from './suites/limits.js'
+import { malformedInputTests } from './suites/malformed-input.js'
+import { publishTests } from './suites/publish.js'
+import { reconnectTests } from './suites/reconnect.js'
+import { requestReplyTests } from './suites/request-reply.js'
+
+export type { ComplianceCase, ComplianceSetup } from './setup.js'
+export { deadline, deferred, DeadlineError } from './harness/deadline.js'
+export { Recorder } from './harness/recorder.js'
+export { canBind, createHarness, portOf, type Harness } from './harness/index.js'
+
+export function describeTransportCompliance(setup: ComplianceSetup): void {
+  describe(`transport compliance: ${setup.name}`, () => {
+    const harness = createHarness(setup)
+    afterEach(() => harness.cleanup())
+    requestReplyTests(harness)
+    publishTests(harness)
+    reconnectTests(harness)
+    limitTests(harness)
+    malformedInputTests(harness)
+    closeTests(harness)
+  })
+}

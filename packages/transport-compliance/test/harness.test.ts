@@ -1,0 +1,58 @@
+import { createServer } from 'node:net'
+import { describe, expect, it } from 'vitest'
+import { BoundedQueue, type Endpoint, type TransportEvent } from '@brine/transport'
+import { canBind, deadline, DeadlineError, deferred, portOf, Recorder } from '@brine/transport-compliance'
+
+/** Just enough of an endpoint for the recorder: an events() stream the test feeds. */
+function fakeEndpoint(): { endpoint: Endpoint; emit: (event: TransportEvent) => void } {
+  const queue = new BoundedQueue<TransportEvent>(100)
+  const endpoint = { address: 'tcp://127.0.0.1:4506', events: () => queue } as unknown as Endpoint
+  return { endpoint, emit: (event) => queue.push(event) }
+}
+
+describe('harness', () => {
+  it('deadline names what it waited for', async () => {
+    const error = await deadline(new Promise(() => {}), 20, 'the minion to say hello').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DeadlineError)
+    expect((error as Error).message).toBe('gave up after 20 ms waiting for the minion to say hello')
+    expect(await deadline(Promise.resolve(7), 1000, 'seven')).toBe(7)
+  })
+
+  it('recorder finds past events and waits for later ones after a mark', async () => {
+    const { endpoint, emit } = fakeEndpoint()
+    const recorder = new Recorder(endpoint)
+    emit({ type: 'peer-connect', peer: 'a' })
+    await recorder.waitFor((e) => e.type === 'peer-connect', 'the first connect')
+    const mark = recorder.mark()
+    const later = recorder.waitFor((e) => e.type === 'peer-connect', 'a second connect', { from: mark })
+    emit({ type: 'peer-disconnect', peer: 'a' })
+    emit({ type: 'peer-connect', peer: 'b' })
+    expect(await later).toEqual({ type: 'peer-connect', peer: 'b' })
+    expect(recorder.count((e) => e.type === 'peer-connect')).toBe(2)
+  })
+
+  it('recorder wakes a waiter on poke, and fails by name when nothing comes', async () => {
+    const { endpoint } = fakeEndpoint()
+    const recorder = new Recorder(endpoint)
+    let ready = false
+    const waiting = recorder.until(() => ready, 'ready to be set')
+    ready = true
+    recorder.poke()
+    await waiting
+    await expect(recorder.until(() => false, 'something that never happens', 20)).rejects.toThrow(
+      'waiting for something that never happens',
+    )
+  })
+
+  it('portOf reads the port and canBind sees a port in use', async () => {
+    expect(portOf({ address: 'tcp://127.0.0.1:4505' } as Endpoint)).toBe(4505)
+    const server = createServer()
+    const listening = deferred()
+    server.listen(0, '127.0.0.1', () => listening.resolve())
+    await listening.promise
+    const port = (server.address() as { port: number }).port
+    expect(await canBind(port)).toBe(false)
+    await new Promise((resolve) => server.close(resolve))
+    expect(await canBind(port)).toBe(true)
+  })
+})
