@@ -23,7 +23,8 @@ export class EndpointCore {
   constructor(
     readonly transport: string,
     readonly role: string,
-    readonly address: string,
+    /** Updated by a server once bound (port 0 becomes the real port), so logs name the real address. */
+    public address: string,
     readonly logger: Logger = silentLogger,
   ) {
     this.closed = new Promise((resolve) => {

@@ -1,0 +1,150 @@
+import {
+  ClosedError,
+  DEFAULT_HWM,
+  DEFAULT_MAX_FRAME_BYTES,
+  EndpointCore,
+  MalformedFrameError,
+  decode,
+  encode,
+  frame,
+  type EndpointStats,
+  type PublishOptions,
+  type PublishServer,
+  type PublishServerOptions,
+  type TransportEvent,
+  type WireValue,
+} from '@brine/transport'
+import type { FramedConnection as Connection } from '@brine/transport'
+import { Listener } from './listener.js'
+
+interface Subscriber {
+  /** Set by the hello frame; null for a subscriber without an id (broadcasts only). */
+  id: string | null
+}
+
+/**
+ * Master side of the TCP publish link: binds the publish port, learns each subscriber's id from
+ * its hello frame, and writes each publish, encoded once, to every subscriber (broadcast) or only
+ * to the connections of the ids named. Each connection queues at most `hwm` frames while its
+ * socket is not draining; past that, publishes to it are dropped and counted.
+ */
+export class TcpPublishServer implements PublishServer {
+  private readonly core: EndpointCore
+  private readonly listener: Listener
+  private readonly maxFrameBytes: number
+  private readonly hwm: number
+  /** Connections that have said hello; a connection that has not gets no publishes. */
+  private readonly subscribers = new Map<Connection, Subscriber>()
+  private readonly byId = new Map<string, Set<Connection>>()
+  private closing: Promise<void> | undefined
+
+  constructor(options: PublishServerOptions) {
+    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    this.hwm = options.hwm ?? DEFAULT_HWM
+    this.core = new EndpointCore('tcp', 'publish server', `tcp://${options.host}:${options.port}`, options.logger)
+    this.listener = new Listener(
+      this.core,
+      'publish server',
+      { host: options.host, port: options.port, maxFrameBytes: this.maxFrameBytes, hwm: this.hwm },
+      {
+        onFrame: (body, connection) => this.receive(body, connection),
+        onOversize: (error, connection) => this.core.frameDropped(connection.peer, error.message, error.size),
+        onDisconnect: (connection) => this.forget(connection),
+      },
+    )
+  }
+
+  get address(): string {
+    return this.listener.address
+  }
+
+  get closed(): Promise<void> {
+    return this.core.closed
+  }
+
+  start(): Promise<void> {
+    return this.listener.start()
+  }
+
+  /** Subscribers only ever send hellos; anything else is dropped and the connection stays. */
+  private receive(body: Buffer, connection: Connection): void {
+    let value: WireValue
+    try {
+      value = decode(body, connection.peer)
+    } catch (error) {
+      this.core.frameDropped(connection.peer, error instanceof MalformedFrameError ? error.message : String(error), body.length)
+      return
+    }
+    const hello = value as { hello?: unknown; id?: unknown } | null
+    const id = hello?.id ?? null
+    if (typeof hello !== 'object' || hello === null || hello.hello !== 1 || (id !== null && typeof id !== 'string')) {
+      this.core.frameDropped(connection.peer, `malformed frame from ${connection.peer}: not a subscriber hello`, body.length)
+      return
+    }
+    this.forget(connection)
+    this.subscribers.set(connection, { id })
+    if (id !== null) {
+      let connections = this.byId.get(id)
+      if (connections === undefined) this.byId.set(id, (connections = new Set()))
+      connections.add(connection)
+    }
+    this.core.emit({ type: 'peer-subscribe', peer: connection.peer, topic: 'broadcast' })
+    if (id !== null) this.core.emit({ type: 'peer-subscribe', peer: connection.peer, topic: id })
+  }
+
+  private forget(connection: Connection): void {
+    const subscriber = this.subscribers.get(connection)
+    if (subscriber === undefined) return
+    this.subscribers.delete(connection)
+    if (subscriber.id === null) return
+    const connections = this.byId.get(subscriber.id)
+    connections?.delete(connection)
+    if (connections?.size === 0) this.byId.delete(subscriber.id)
+  }
+
+  async publish(payload: WireValue, options: PublishOptions = {}): Promise<void> {
+    if (this.core.isClosed) throw new ClosedError('tcp publish server', this.address)
+    // Encoded once for every recipient; too large throws before anything is written.
+    const data = frame(encode(payload, this.maxFrameBytes))
+    const recipients = new Set<Connection>()
+    if (options.topics === undefined) {
+      for (const connection of this.subscribers.keys()) recipients.add(connection)
+    } else {
+      for (const topic of options.topics) {
+        for (const connection of this.byId.get(topic) ?? []) recipients.add(connection)
+      }
+    }
+    for (const connection of recipients) {
+      if (!connection.write(data) && connection.isOpen) {
+        this.core.messageDropped(connection.peer, `publish queue for ${connection.peer} is full (hwm ${this.hwm}); publish dropped`)
+      }
+    }
+  }
+
+  events(): AsyncIterable<TransportEvent> {
+    return this.core.events()
+  }
+
+  stats(): EndpointStats {
+    let queued = 0
+    for (const connection of this.listener.connections) queued += connection.queued
+    return { ...this.core.counters, queued, inFlight: 0, peers: this.listener.connections.size }
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutdown()
+    return this.closing
+  }
+
+  private async shutdown(): Promise<void> {
+    this.core.markClosed()
+    await this.listener.close()
+    this.subscribers.clear()
+    this.byId.clear()
+    this.core.finishClose()
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close()
+  }
+}

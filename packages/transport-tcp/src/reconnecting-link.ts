@@ -1,0 +1,106 @@
+import { connect } from 'node:net'
+import { backoffDelay, type BackoffOptions, type EndpointCore, type FrameTooLargeError } from '@brine/transport'
+import { FramedConnection as Connection } from '@brine/transport'
+
+export interface LinkOptions {
+  host: string
+  port: number
+  maxFrameBytes: number
+  hwm: number
+  reconnect?: BackoffOptions
+}
+
+export interface LinkHandlers {
+  /** A connection was established (first time or again); write any hello or queued work here. */
+  onConnect(connection: Connection): void
+  onFrame(body: Buffer, connection: Connection): void
+  onOversize(error: FrameTooLargeError, connection: Connection): void
+  /** An established connection was lost. */
+  onDisconnect?(connection: Connection): void
+}
+
+/**
+ * A client's one connection to a server, kept up in the background: a lost or refused connection
+ * is retried after `backoffDelay(attempt, reconnect)`, with a `reconnect-attempt` event before
+ * each try, `peer-connect` / `peer-disconnect` around each established link, and
+ * `stats().reconnects` counting the successful reconnections after the first connect.
+ */
+export class ReconnectingLink {
+  /** The established connection, if any. */
+  current: Connection | undefined
+  private pending: Connection | undefined
+  private attempt = 0
+  private everConnected = false
+  private timer: NodeJS.Timeout | undefined
+  private stopped = false
+  readonly peer: string
+
+  constructor(
+    private readonly core: EndpointCore,
+    private readonly options: LinkOptions,
+    private readonly handlers: LinkHandlers,
+  ) {
+    this.peer = `${options.host.includes(':') ? `[${options.host}]` : options.host}:${options.port}`
+  }
+
+  get isConnected(): boolean {
+    return this.current !== undefined
+  }
+
+  start(): void {
+    this.open()
+  }
+
+  private open(): void {
+    this.timer = undefined
+    if (this.stopped) return
+    const socket = connect({ host: this.options.host, port: this.options.port })
+    let established = false
+    const connection = new Connection(
+      socket,
+      { maxFrameBytes: this.options.maxFrameBytes, hwm: this.options.hwm, peer: this.peer },
+      {
+        onFrame: (body, conn) => this.handlers.onFrame(body, conn),
+        onOversize: (error, conn) => this.handlers.onOversize(error, conn),
+        onClose: (conn, reason) => {
+          if (this.pending === conn) this.pending = undefined
+          if (established) {
+            this.current = undefined
+            this.core.emit({ type: 'peer-disconnect', peer: this.peer, ...(reason === undefined ? {} : { reason }) })
+            this.handlers.onDisconnect?.(conn)
+          }
+          this.scheduleReconnect()
+        },
+      },
+    )
+    this.pending = connection
+    socket.once('connect', () => {
+      if (this.stopped) return
+      established = true
+      this.pending = undefined
+      this.current = connection
+      this.attempt = 0
+      if (this.everConnected) this.core.counters.reconnects++
+      this.everConnected = true
+      this.core.emit({ type: 'peer-connect', peer: this.peer })
+      this.handlers.onConnect(connection)
+    })
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped) return
+    this.attempt++
+    const delay = backoffDelay(this.attempt, this.options.reconnect)
+    this.core.emit({ type: 'reconnect-attempt', address: this.core.address, attempt: this.attempt, delay })
+    this.timer = setTimeout(() => this.open(), delay)
+  }
+
+  /** Stops reconnecting and closes the connection; resolves once its socket has closed. */
+  async close(): Promise<void> {
+    this.stopped = true
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    this.timer = undefined
+    const open = [this.current, this.pending].filter((conn): conn is Connection => conn !== undefined)
+    await Promise.all(open.map((conn) => conn.close()))
+  }
+}
