@@ -1,0 +1,257 @@
+import { randomBytes } from 'node:crypto'
+import nacl from 'tweetnacl'
+import { isBytes, transcript } from './bytes.js'
+import { DecryptError, MalformedMessageError, MasterKeyMismatchError, ReplayError, SignatureError } from './errors.js'
+import { fingerprint, formatPublicKeys, normalizeFingerprint, publicKeysEqual, type KeyPair, type PublicKeys } from './keys.js'
+import { MASTER_PIN_FILE, masterPinPath, pinMasterKeys, readPinnedMasterKeys } from './master-pin.js'
+import { minionIdProblem } from './minion-id.js'
+import type { KeyChange, PkiStore } from './pki-store.js'
+import { SESSION_KEY_BYTES, type SessionKey, type SessionKeys } from './session.js'
+import { SIGNATURE_BYTES, signDetached, verifyDetached } from './sign.js'
+
+/** Bytes of the random token a minion sends and the master must echo. */
+export const AUTH_TOKEN_BYTES = 32
+
+/** The `_auth` load a minion sends in the clear. Binary fields are Uint8Array (msgpack bin). */
+export interface AuthRequest {
+  cmd: '_auth'
+  id: string
+  pub: { box: Uint8Array; sign: Uint8Array }
+  /** Random per attempt; the master's signed reply echoes it, so an old reply cannot be replayed. */
+  token: Uint8Array
+  /** Minion's clock, ms since the epoch; the master may bound its skew. */
+  timestamp: number
+  /** Minion's Ed25519 signature over id, keys, token and timestamp: proves it holds the sign key. */
+  sig: Uint8Array
+}
+
+export type AuthRefusalReason = 'pending' | 'rejected' | 'denied' | 'bad signature' | 'invalid id' | 'malformed' | 'stale timestamp'
+
+export interface AuthRefusal {
+  ret: false
+  reason: AuthRefusalReason
+  message: string
+}
+
+/** The master's answer to an accepted minion. */
+export interface AuthAcceptance {
+  ret: true
+  id: string
+  /** The request's token, echoed. */
+  token: Uint8Array
+  gen: number
+  nonce: Uint8Array
+  /** The session key, sealed with `box` from the master to this minion. */
+  session: Uint8Array
+  master_pub: { box: Uint8Array; sign: Uint8Array }
+  /** Master's signature over everything above and the minion's box key. */
+  sig: Uint8Array
+}
+
+export type AuthReply = AuthRefusal | AuthAcceptance
+
+/** Data for Salt's `salt/auth` event (`pub` in the text form of a public key file). */
+export interface AuthEvent {
+  act: 'accept' | 'pend' | 'reject' | 'denied'
+  id: string
+  result: boolean
+  pub: string
+}
+
+export interface AuthOutcome {
+  reply: AuthReply
+  /** Absent when the request was too malformed to name a minion. */
+  event?: AuthEvent
+  /** Key store changes, for `salt/key` events. */
+  changes: KeyChange[]
+  /** An accepted key was replaced (open_mode): the caller should rotate the session key. */
+  rotateSession: boolean
+}
+
+export interface HandleAuthOptions {
+  /** Salt's `auto_accept` (default false). */
+  autoAccept?: boolean
+  /** Salt's `open_mode` (default false). */
+  openMode?: boolean
+  /**
+   * Refuse requests whose timestamp is further than this from the master's clock. Off by default:
+   * Salt minions need no synchronised clock, and a replayed request gains nothing, since the reply
+   * is sealed to the minion's key and bound to the request's token.
+   */
+  maxClockSkewMs?: number
+  now?: number
+}
+
+const REQUEST_TAG = 'brine/auth-request/v1'
+const REPLY_TAG = 'brine/auth-reply/v1'
+
+const requestTranscript = (r: Pick<AuthRequest, 'id' | 'pub' | 'token' | 'timestamp'>): Uint8Array =>
+  transcript(REQUEST_TAG, r.id, r.pub.box, r.pub.sign, r.token, r.timestamp)
+
+const replyTranscript = (r: Omit<AuthAcceptance, 'ret' | 'sig'>, minionBox: Uint8Array): Uint8Array =>
+  transcript(REPLY_TAG, r.id, r.token, r.gen, r.nonce, r.session, r.master_pub.box, r.master_pub.sign, minionBox)
+
+/** Builds and signs a minion's `_auth` request. Keep it: {@link openAuthReply} checks the reply against it. */
+export function buildAuthRequest(id: string, keys: KeyPair, now: number = Date.now()): AuthRequest {
+  const unsigned = {
+    id,
+    pub: { box: keys.box.publicKey, sign: keys.sign.publicKey },
+    token: new Uint8Array(randomBytes(AUTH_TOKEN_BYTES)),
+    timestamp: now,
+  }
+  return { cmd: '_auth', ...unsigned, sig: signDetached(requestTranscript(unsigned), keys.sign.secretKey) }
+}
+
+const refuse = (reason: AuthRefusalReason, message: string): AuthRefusal => ({ ret: false, reason, message })
+
+/** Checks a request's shape; returns a refusal message, or undefined when well formed. */
+function requestProblem(request: unknown): string | undefined {
+  if (typeof request !== 'object' || request === null) return 'request is not a map'
+  const r = request as Partial<Record<keyof AuthRequest, unknown>>
+  if (r.cmd !== '_auth') return "cmd is not '_auth'"
+  if (typeof r.id !== 'string') return 'id is not a string'
+  if (typeof r.pub !== 'object' || r.pub === null) return 'pub is not a map'
+  const pub = r.pub as Record<string, unknown>
+  if (!isBytes(pub.box, 32) || !isBytes(pub.sign, 32)) return 'pub.box and pub.sign must be 32 bytes each'
+  if (!isBytes(r.token, AUTH_TOKEN_BYTES)) return `token is not ${AUTH_TOKEN_BYTES} bytes`
+  if (typeof r.timestamp !== 'number' || !Number.isFinite(r.timestamp)) return 'timestamp is not a number'
+  if (!isBytes(r.sig, SIGNATURE_BYTES)) return `sig is not ${SIGNATURE_BYTES} bytes`
+  return undefined
+}
+
+/**
+ * The master's `_auth`: validates the request, checks its signature, records the attempt in the
+ * key store (Salt's rules: pending, accepted, rejected, denied on key mismatch) and, once the
+ * minion is accepted, answers with the session key sealed to that minion and the master's public
+ * keys, all signed. Never throws on what a peer sent; only store I/O errors propagate.
+ */
+export async function handleAuth(
+  request: unknown,
+  store: PkiStore,
+  session: SessionKeys | SessionKey,
+  masterKeys: KeyPair,
+  options: HandleAuthOptions = {},
+): Promise<AuthOutcome> {
+  const none = { changes: [], rotateSession: false }
+  const shape = requestProblem(request)
+  if (shape !== undefined) return { reply: refuse('malformed', `malformed _auth request: ${shape}`), ...none }
+  const r = request as AuthRequest
+  const idProblem = minionIdProblem(r.id)
+  if (idProblem !== undefined) return { reply: refuse('invalid id', `invalid minion id: ${idProblem}`), ...none }
+  const pubText = formatPublicKeys(r.pub)
+  if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign)) {
+    return { reply: refuse('bad signature', '_auth request signature does not verify'), event: { act: 'reject', id: r.id, result: false, pub: pubText }, ...none }
+  }
+  if (options.maxClockSkewMs !== undefined && Math.abs((options.now ?? Date.now()) - r.timestamp) > options.maxClockSkewMs) {
+    return { reply: refuse('stale timestamp', `_auth timestamp is more than ${options.maxClockSkewMs} ms from the master's clock`), ...none }
+  }
+
+  const submitted = await store.submit(r.id, { box: r.pub.box, sign: r.pub.sign }, { autoAccept: options.autoAccept ?? false, openMode: options.openMode ?? false })
+  const base = { changes: submitted.changes, rotateSession: submitted.rotateSession }
+  const event = (act: AuthEvent['act'], result: boolean): AuthEvent => ({ act, id: r.id, result, pub: pubText })
+  switch (submitted.state) {
+    case 'pending':
+      return { reply: refuse('pending', 'key is pending acceptance on the master'), event: event('pend', true), ...base }
+    case 'rejected':
+      return { reply: refuse('rejected', 'key has been rejected by the master'), event: event('reject', false), ...base }
+    case 'denied':
+      return { reply: refuse('denied', 'key does not match the key the master has for this id'), event: event('denied', false), ...base }
+    case 'accepted':
+      break
+  }
+
+  const current = 'current' in session ? session.current() : session
+  const nonce = new Uint8Array(randomBytes(nacl.box.nonceLength))
+  const unsigned = {
+    id: r.id,
+    token: r.token,
+    gen: current.gen,
+    nonce,
+    session: nacl.box(current.key, nonce, r.pub.box, masterKeys.box.secretKey),
+    master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
+  }
+  const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey) }
+  return { reply, event: event('accept', true), ...base }
+}
+
+export type AuthResult =
+  | { ok: true; session: SessionKey; masterPub: PublicKeys; masterFinger: string; firstContact: boolean }
+  | { ok: false; reason: string; message: string }
+
+export interface OpenAuthReplyOptions {
+  /** The master keys pinned at first contact; a reply with other keys is refused. */
+  pinned?: PublicKeys
+  /** Salt's `master_finger`: the master's fingerprint, pinned up front. */
+  masterFinger?: string
+  /** File the pin came from, named in MasterKeyMismatchError. */
+  pinFile?: string
+}
+
+/**
+ * The minion's side of `_auth`, without I/O: a refusal comes back as `{ok: false, reason}`
+ * (pending is a normal state to wait in); an acceptance is checked against `master_finger` and
+ * the pinned keys (MasterKeyMismatchError), its signature (SignatureError), the request it
+ * answers (ReplayError) and the seal (DecryptError) before the session key is returned.
+ */
+export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: KeyPair, options: OpenAuthReplyOptions = {}): AuthResult {
+  if (typeof reply !== 'object' || reply === null) throw new MalformedMessageError('auth reply', 'not a map')
+  const r = reply as Partial<Record<keyof AuthAcceptance | 'reason' | 'message', unknown>>
+  if (r.ret === false) {
+    // Refusals are unsigned text from the network: keep them short and printable before they reach a log.
+    const printable = (value: unknown, fallback: string): string =>
+      typeof value === 'string' ? value.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?').slice(0, 200) : fallback
+    const reason = printable(r.reason, 'refused')
+    return { ok: false, reason, message: printable(r.message, `master refused authentication: ${reason}`) }
+  }
+  if (r.ret !== true) throw new MalformedMessageError('auth reply', 'ret is neither true nor false')
+  const masterPub = r.master_pub as { box?: unknown; sign?: unknown } | undefined
+  if (typeof masterPub !== 'object' || masterPub === null || !isBytes(masterPub.box, 32) || !isBytes(masterPub.sign, 32)) {
+    throw new MalformedMessageError('auth reply', 'master_pub.box and master_pub.sign must be 32 bytes each')
+  }
+  if (typeof r.id !== 'string') throw new MalformedMessageError('auth reply', 'id is not a string')
+  if (!isBytes(r.token, AUTH_TOKEN_BYTES)) throw new MalformedMessageError('auth reply', `token is not ${AUTH_TOKEN_BYTES} bytes`)
+  if (typeof r.gen !== 'number' || !Number.isSafeInteger(r.gen)) throw new MalformedMessageError('auth reply', 'gen is not an integer')
+  if (!isBytes(r.nonce, nacl.box.nonceLength)) throw new MalformedMessageError('auth reply', `nonce is not ${nacl.box.nonceLength} bytes`)
+  if (!isBytes(r.session)) throw new MalformedMessageError('auth reply', 'session is not bytes')
+  if (!isBytes(r.sig, SIGNATURE_BYTES)) throw new MalformedMessageError('auth reply', `sig is not ${SIGNATURE_BYTES} bytes`)
+  const keys: PublicKeys = { box: masterPub.box, sign: masterPub.sign }
+  const finger = fingerprint(keys)
+
+  // Trust decisions first: an unknown master is refused before anything it sent is used.
+  if (options.masterFinger !== undefined && normalizeFingerprint(options.masterFinger) !== normalizeFingerprint(finger)) {
+    throw new MasterKeyMismatchError('master_finger', options.masterFinger, finger)
+  }
+  if (options.pinned !== undefined && !publicKeysEqual(options.pinned, keys)) {
+    throw new MasterKeyMismatchError('pinned', fingerprint(options.pinned), finger, options.pinFile)
+  }
+  const acceptance = { id: r.id, token: r.token, gen: r.gen, nonce: r.nonce, session: r.session, master_pub: keys }
+  if (!verifyDetached(r.sig, replyTranscript(acceptance, minionKeys.box.publicKey), keys.sign)) {
+    throw new SignatureError('auth reply', "signature does not verify with the master's key")
+  }
+  if (r.id !== request.id) throw new ReplayError('auth reply', `answers minion ${JSON.stringify(r.id)}, not ${JSON.stringify(request.id)}`)
+  if (Buffer.compare(r.token, request.token) !== 0) throw new ReplayError('auth reply', 'token does not match the request')
+  const key = nacl.box.open(r.session, r.nonce, keys.box, minionKeys.box.secretKey)
+  if (key === null || key.length !== SESSION_KEY_BYTES) throw new DecryptError('auth reply session key', "does not open with this minion's key")
+  return { ok: true, session: { key, gen: r.gen }, masterPub: keys, masterFinger: finger, firstContact: options.pinned === undefined }
+}
+
+export interface AcceptAuthReplyOptions {
+  /** The minion's pki_dir, where `minion_master.pub` lives. */
+  pkiDir: string
+  masterFinger?: string
+  /** Pin file name (default `minion_master.pub`); multi-master minions use one per master. */
+  pinFile?: string
+}
+
+/** {@link openAuthReply} with the pin read from, and on first contact written to, `pki_dir`. */
+export async function acceptAuthReply(reply: unknown, request: AuthRequest, minionKeys: KeyPair, options: AcceptAuthReplyOptions): Promise<AuthResult> {
+  const pinFile = options.pinFile ?? MASTER_PIN_FILE
+  const pinned = await readPinnedMasterKeys(options.pkiDir, pinFile)
+  const result = openAuthReply(reply, request, minionKeys, {
+    ...(pinned === undefined ? {} : { pinned }),
+    ...(options.masterFinger === undefined ? {} : { masterFinger: options.masterFinger }),
+    pinFile: masterPinPath(options.pkiDir, pinFile),
+  })
+  if (result.ok && result.firstContact) await pinMasterKeys(options.pkiDir, result.masterPub, pinFile)
+  return result
+}

@@ -1,0 +1,177 @@
+import { randomBytes } from 'node:crypto'
+import nacl from 'tweetnacl'
+import { decode, encode, type WireValue } from '@brine/transport'
+import { isBytes } from './bytes.js'
+import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'
+import { validateMinionId } from './minion-id.js'
+
+/** Marker of a message sealed by {@link PeerBox}. */
+export const BOX_ENC = 'box'
+
+/** A minion↔master message as it crosses the wire. `id` is always the minion's id (whose key pair seals it). */
+export interface SealedMessage {
+  enc: typeof BOX_ENC
+  id: string
+  nonce: Uint8Array
+  box: Uint8Array
+}
+
+/** Which end of the pair seals; a message must come from the other end (no reflection). */
+export type BoxRole = 'minion' | 'master'
+
+export interface PeerBoxOptions {
+  /** The minion id this pair belongs to. */
+  id: string
+  /** This side's role. */
+  role: BoxRole
+  /** This side's X25519 secret key. */
+  secretKey: Uint8Array
+  /** The peer's X25519 public key. */
+  peerPublicKey: Uint8Array
+}
+
+export interface OpenOptions {
+  /** Refuse messages sealed more than this many ms ago (or as far in the future); default: no limit. */
+  maxAgeMs?: number
+  now?: number
+}
+
+export interface OpenedMessage {
+  load: WireValue
+  /** When the sender sealed it (its clock, ms since the epoch). */
+  timestamp: number
+}
+
+const otherRole = (role: BoxRole): BoxRole => (role === 'minion' ? 'master' : 'minion')
+
+/**
+ * Authenticated encryption between one minion and the master (nacl `box`). The shared key is
+ * computed once (`nacl.box.before`) and reused. Inside the box travel the sender's role, the
+ * minion id and a timestamp, so a message cannot be reflected back to its sender or re-labelled
+ * with another id, and a receiver may bound its age.
+ */
+export class PeerBox {
+  readonly id: string
+  readonly role: BoxRole
+  readonly peerPublicKey: Uint8Array
+  readonly #shared: Uint8Array
+
+  constructor(options: PeerBoxOptions) {
+    validateMinionId(options.id)
+    if (!isBytes(options.secretKey, nacl.box.secretKeyLength)) throw new RangeError('box secret key must be 32 bytes')
+    if (!isBytes(options.peerPublicKey, nacl.box.publicKeyLength)) throw new RangeError('box public key must be 32 bytes')
+    this.id = options.id
+    this.role = options.role
+    this.peerPublicKey = options.peerPublicKey
+    this.#shared = nacl.box.before(options.peerPublicKey, options.secretKey)
+  }
+
+  seal(load: WireValue, now: number = Date.now()): SealedMessage {
+    const nonce = new Uint8Array(randomBytes(nacl.box.nonceLength))
+    const box = nacl.box.after(encode([this.role, this.id, now, load]), nonce, this.#shared)
+    return { enc: BOX_ENC, id: this.id, nonce, box }
+  }
+
+  /** Opens a message from the peer; DecryptError unless it was sealed by the holder of the peer's secret key. */
+  open(message: unknown, options: OpenOptions = {}): WireValue {
+    return this.openDetailed(message, options).load
+  }
+
+  openDetailed(message: unknown, options: OpenOptions = {}): OpenedMessage {
+    const sealed = checkSealed(message)
+    if (sealed.id !== this.id) throw new DecryptError(`message for minion ${quote(sealed.id)}`, `this box belongs to ${quote(this.id)}`)
+    const what = `sealed message from ${this.role === 'master' ? `minion ${quote(this.id)}` : 'the master'}`
+    const plain = nacl.box.open.after(sealed.box, sealed.nonce, this.#shared)
+    if (plain === null) throw new DecryptError(what, "was not sealed with the sender's key")
+    let inner: unknown
+    try {
+      inner = decode(plain)
+    } catch (error) {
+      throw new MalformedMessageError(what, 'content is not msgpack', { cause: error })
+    }
+    if (!Array.isArray(inner) || inner.length !== 4) throw new MalformedMessageError(what, 'content is not [role, id, timestamp, load]')
+    const [role, id, timestamp, load] = inner as [unknown, unknown, unknown, WireValue]
+    if (role !== otherRole(this.role)) throw new DecryptError(what, `was sealed by the ${String(role)} side, not the peer (reflected?)`)
+    if (id !== this.id) throw new DecryptError(what, 'names another minion inside the box')
+    if (typeof timestamp !== 'number') throw new MalformedMessageError(what, 'timestamp is not a number')
+    if (options.maxAgeMs !== undefined && Math.abs((options.now ?? Date.now()) - timestamp) > options.maxAgeMs) {
+      throw new DecryptError(what, `sealed at ${new Date(timestamp).toISOString()}, outside the ${options.maxAgeMs} ms window`)
+    }
+    return { load, timestamp }
+  }
+}
+
+function checkSealed(message: unknown): SealedMessage {
+  if (typeof message !== 'object' || message === null) throw new MalformedMessageError('sealed message', 'not a map')
+  const { enc, id, nonce, box } = message as Partial<SealedMessage>
+  if (enc !== BOX_ENC) throw new MalformedMessageError('sealed message', `enc is not '${BOX_ENC}'`)
+  if (typeof id !== 'string') throw new MalformedMessageError('sealed message', 'id is not a string')
+  if (!isBytes(nonce, nacl.box.nonceLength)) throw new MalformedMessageError('sealed message', `nonce is not ${nacl.box.nonceLength} bytes`)
+  if (!isBytes(box)) throw new MalformedMessageError('sealed message', 'box is not bytes')
+  return { enc, id, nonce, box }
+}
+
+/** Looks up a minion's accepted X25519 public key; e.g. `(id) => store.acceptedKeys(id).then((k) => k?.box)`. */
+export type AcceptedBoxKeyLookup = (id: string) => Promise<Uint8Array | undefined>
+
+export interface MinionBoxesOptions {
+  /** Most minions whose shared key is kept; the least recently used are dropped beyond it (default 16384). */
+  maxEntries?: number
+}
+
+/**
+ * The master's side of every minion's box. The claimed id in a message selects that minion's
+ * *accepted* public key, so a message opens only if its sender holds that minion's secret key:
+ * one minion cannot forge another's return. Shared keys are cached per minion and recomputed
+ * when the accepted key changes.
+ */
+export class MinionBoxes {
+  readonly #secretKey: Uint8Array
+  readonly #lookup: AcceptedBoxKeyLookup
+  readonly #maxEntries: number
+  readonly #boxes = new Map<string, PeerBox>()
+
+  constructor(masterBoxSecret: Uint8Array, lookup: AcceptedBoxKeyLookup, options: MinionBoxesOptions = {}) {
+    this.#secretKey = masterBoxSecret
+    this.#lookup = lookup
+    this.#maxEntries = options.maxEntries ?? 16_384
+  }
+
+  async #box(id: string): Promise<PeerBox> {
+    validateMinionId(id)
+    const publicKey = await this.#lookup(id)
+    if (publicKey === undefined) {
+      this.#boxes.delete(id)
+      throw new MinionNotAcceptedError(id)
+    }
+    let box = this.#boxes.get(id)
+    if (box !== undefined && Buffer.compare(box.peerPublicKey, publicKey) === 0) {
+      this.#boxes.delete(id) // re-inserted below, most recent last
+    } else {
+      box = new PeerBox({ id, role: 'master', secretKey: this.#secretKey, peerPublicKey: publicKey })
+      if (this.#boxes.size >= this.#maxEntries) {
+        const oldest = this.#boxes.keys().next().value
+        if (oldest !== undefined) this.#boxes.delete(oldest)
+      }
+    }
+    this.#boxes.set(id, box)
+    return box
+  }
+
+  /** Opens a minion's sealed request; returns the authenticated minion id with the load. */
+  async open(message: unknown, options: OpenOptions = {}): Promise<{ id: string } & OpenedMessage> {
+    const sealed = checkSealed(message)
+    const box = await this.#box(sealed.id)
+    return { id: sealed.id, ...box.openDetailed(sealed, options) }
+  }
+
+  /** Seals a reply to minion `id` (its key must be accepted). */
+  async seal(id: string, load: WireValue): Promise<SealedMessage> {
+    return (await this.#box(id)).seal(load)
+  }
+
+  /** Drops the cached shared key of `id` (after its key was deleted or rejected). */
+  forget(id: string): void {
+    this.#boxes.delete(id)
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * @packageDocumentation
+ * `@brine/crypt` is Brine's security core (DESIGN §3), a library with no sockets: master and minion
+ * key pairs (X25519 `box`, Ed25519 `sign`) in `pki_dir`, the master's key store with Salt's states
+ * (`minions_pre`, `minions`, `minions_rejected`, `minions_denied`), the `_auth` handshake with master
+ * key pinning, session keys that seal and sign every publish, per-minion sealed requests so one
+ * minion cannot forge another's return, and the local client's root key.
+ */
+export {
+  CryptError,
+  KeyFileError,
+  InsecureKeyFileError,
+  InvalidMinionIdError,
+  SignatureError,
+  DecryptError,
+  StaleSessionKeyError,
+  MasterKeyMismatchError,
+  MalformedMessageError,
+  ReplayError,
+  MinionNotAcceptedError,
+  RootKeyError,
+} from './errors.js'
+export { minionIdProblem, isValidMinionId, validateMinionId, MAX_MINION_ID_BYTES } from './minion-id.js'
+export { globToRegExp, matchIds } from './glob.js'
+export {
+  generateKeys,
+  keysFromSecrets,
+  publicKeysOf,
+  publicKeysEqual,
+  fingerprint,
+  normalizeFingerprint,
+  formatPublicKeys,
+  parsePublicKeys,
+  formatSecretKeys,
+  parseSecretKeys,
+  loadOrCreateKeys,
+  KEY_FILE_MODE,
+  PUBLIC_FILE_MODE,
+  PKI_DIR_MODE,
+  type BoxKeyPair,
+  type SignKeyPair,
+  type KeyPair,
+  type PublicKeys,
+  type LoadedKeys,
+  type LoadKeysOptions,
+} from './keys.js'
+export { signDetached, verifyDetached, SIGNATURE_BYTES } from './sign.js'
+export * from './pki-store.js'
+export * from './session.js'
+export * from './box.js'
+export * from './master-pin.js'
+export * from './auth.js'
+export * from './root-key.js'

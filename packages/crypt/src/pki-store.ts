@@ -1,0 +1,371 @@
+import { mkdir, readdir, rename, stat, unlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import { silentLogger, type Logger } from '@brine/transport'
+import { isBytes } from './bytes.js'
+import { MalformedMessageError } from './errors.js'
+import { isNotFound, writeFileAtomic } from './fs-atomic.js'
+import { matchIds } from './glob.js'
+import { ensurePkiDir, fingerprint, formatPublicKeys, KEY_FILE_MODE, parsePublicKeys, PKI_DIR_MODE, publicKeysEqual, readKeyText, type PublicKeys } from './keys.js'
+import { isValidMinionId, validateMinionId } from './minion-id.js'
+
+/** A minion key's state, as `salt-key -L` shows it. */
+export type KeyState = 'pending' | 'accepted' | 'rejected' | 'denied'
+
+/** Salt's directory for each state, under pki_dir. */
+export const KEY_STATE_DIRS = {
+  pending: 'minions_pre',
+  accepted: 'minions',
+  rejected: 'minions_rejected',
+  denied: 'minions_denied',
+} as const satisfies Record<KeyState, string>
+
+export type KeyStateDir = (typeof KEY_STATE_DIRS)[KeyState]
+
+/** `salt-key -L`: ids per state directory, sorted. */
+export type KeyListing = Record<KeyStateDir, string[]>
+
+/** `act` as in Salt's `salt/key` and `salt/auth` event data; `deny` records a key-mismatch attempt. */
+export type KeyAct = 'pend' | 'accept' | 'reject' | 'delete' | 'deny'
+
+export interface KeyChange {
+  id: string
+  act: KeyAct
+  /** State the key left (absent for a new key). */
+  from?: KeyState
+  /** State the key entered (absent for a delete). */
+  to?: KeyState
+}
+
+export interface KeyOperationResult {
+  /** What changed, for `salt/key` events. Empty when nothing matched. */
+  changes: KeyChange[]
+  /** True when an accepted key left (or was replaced): the caller must rotate the session key. */
+  rotateSession: boolean
+}
+
+export interface SubmitOptions {
+  /** Salt's `auto_accept`: new (and pending, matching) keys are accepted at once. */
+  autoAccept?: boolean
+  /** Salt's `open_mode`: every key is accepted, replacing whatever was there. Insecure; for recovery. */
+  openMode?: boolean
+}
+
+export interface SubmitResult extends KeyOperationResult {
+  /** The state the authenticating minion ends in; `denied` means its key did not match the one on file. */
+  state: KeyState
+  keyMismatch: boolean
+}
+
+export interface KeyRecord {
+  id: string
+  state: KeyState
+  keys: PublicKeys
+  /** A different key that tried to authenticate under this id (Salt's minions_denied), if any. */
+  denied?: PublicKeys
+}
+
+export interface KeyFinger {
+  id: string
+  state: KeyState
+  fingerprint: string
+}
+
+export interface AcceptOptions {
+  /** Also accept rejected keys (`salt-key --include-rejected`). */
+  includeRejected?: boolean
+  /** Also accept denied keys, replacing the accepted one (`--include-denied`). */
+  includeDenied?: boolean
+}
+
+export interface RejectOptions {
+  /** Also reject accepted keys (`salt-key --include-accepted`). */
+  includeAccepted?: boolean
+  /** Also reject denied keys (`--include-denied`). */
+  includeDenied?: boolean
+}
+
+export interface PkiStoreOptions {
+  logger?: Logger
+}
+
+const STATES: readonly KeyState[] = ['pending', 'accepted', 'rejected', 'denied']
+// Order a minion's state is resolved in, as Salt's _auth checks: rejected first, then accepted, then pending.
+const PRIMARY_ORDER: readonly KeyState[] = ['rejected', 'accepted', 'pending', 'denied']
+/** Temporary files live here, outside the state dirs, so a listing never shows a half-written key. */
+const STAGING_DIR = '.pki-tmp'
+
+interface CachedKeys {
+  keys: PublicKeys
+  ino: bigint
+  mtimeNs: bigint
+  size: bigint
+}
+
+/**
+ * The master's minion key store: Salt's state directories under pki_dir, one file per minion id
+ * holding its public keys. Every id is validated before a path is built. Writes are atomic
+ * (temporary file, then rename) and files are 0600. Operations in one process are serialised;
+ * each returns what changed so the caller can fire `salt/key` events and rotate the session key.
+ */
+export class PkiStore {
+  readonly pkiDir: string
+  readonly #logger: Logger
+  readonly #accepted = new Map<string, CachedKeys>()
+  #queue: Promise<unknown> = Promise.resolve()
+
+  private constructor(pkiDir: string, logger: Logger) {
+    this.pkiDir = pkiDir
+    this.#logger = logger
+  }
+
+  /** Opens (creating 0700 directories as needed) the store under `pkiDir`. */
+  static async open(pkiDir: string, options: PkiStoreOptions = {}): Promise<PkiStore> {
+    const logger = options.logger ?? silentLogger
+    await ensurePkiDir(pkiDir, logger)
+    for (const dir of [...Object.values(KEY_STATE_DIRS), STAGING_DIR]) {
+      await mkdir(join(pkiDir, dir), { recursive: true, mode: PKI_DIR_MODE })
+    }
+    return new PkiStore(pkiDir, logger)
+  }
+
+  /** Path of `id`'s file in `state`; the id is validated first, so nothing unchecked reaches a path. */
+  #path(state: KeyState, id: string): string {
+    validateMinionId(id)
+    return join(this.pkiDir, KEY_STATE_DIRS[state], id)
+  }
+
+  async #read(state: KeyState, id: string): Promise<PublicKeys | undefined> {
+    const file = this.#path(state, id)
+    try {
+      return parsePublicKeys(await readKeyText(file, false), file)
+    } catch (error) {
+      if (isNotFound(error)) return undefined
+      throw error
+    }
+  }
+
+  async #write(state: KeyState, id: string, keys: PublicKeys): Promise<void> {
+    await writeFileAtomic(this.#path(state, id), formatPublicKeys(keys), { mode: KEY_FILE_MODE, tempDir: join(this.pkiDir, STAGING_DIR) })
+  }
+
+  async #remove(state: KeyState, id: string): Promise<boolean> {
+    try {
+      await unlink(this.#path(state, id))
+      return true
+    } catch (error) {
+      if (isNotFound(error)) return false
+      throw error
+    }
+  }
+
+  async #move(from: KeyState, to: KeyState, id: string): Promise<void> {
+    await rename(this.#path(from, id), this.#path(to, id))
+  }
+
+  /** Runs `task` after every earlier mutation of this store has finished. */
+  #exclusive<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(task, task)
+    this.#queue = run.catch(() => {})
+    return run
+  }
+
+  async #listState(state: KeyState): Promise<string[]> {
+    const dir = join(this.pkiDir, KEY_STATE_DIRS[state])
+    let names: string[]
+    try {
+      names = await readdir(dir)
+    } catch (error) {
+      if (isNotFound(error)) return []
+      throw error
+    }
+    const ids = names.filter((name) => {
+      if (isValidMinionId(name)) return true
+      this.#logger.warning(`ignoring ${JSON.stringify(name)} in ${dir}: not a valid minion id`)
+      return false
+    })
+    return ids.sort()
+  }
+
+  /** `salt-key -L`. */
+  async list(): Promise<KeyListing> {
+    const [pending, accepted, rejected, denied] = await Promise.all(STATES.map((state) => this.#listState(state)))
+    return { minions_pre: pending!, minions: accepted!, minions_rejected: rejected!, minions_denied: denied! }
+  }
+
+  /** The state `id` is in (rejected, accepted, pending, then denied, as Salt resolves it), or undefined. */
+  async state(id: string): Promise<KeyState | undefined> {
+    return (await this.get(id))?.state
+  }
+
+  /** `id`'s public keys and state; `denied` holds a mismatching key that tried to use this id. */
+  async get(id: string): Promise<KeyRecord | undefined> {
+    validateMinionId(id)
+    const found = await Promise.all(PRIMARY_ORDER.map(async (state) => [state, await this.#read(state, id)] as const))
+    const primary = found.find(([, keys]) => keys !== undefined)
+    if (primary === undefined) return undefined
+    const [state, keys] = primary as readonly [KeyState, PublicKeys]
+    const denied = state === 'denied' ? undefined : found.find(([s]) => s === 'denied')?.[1]
+    return denied === undefined ? { id, state, keys } : { id, state, keys, denied }
+  }
+
+  /**
+   * `id`'s accepted public keys, or undefined. The hot path of every sealed request: a cached copy
+   * is reused while the file's inode, mtime and size are unchanged (any write renames a new inode
+   * in), so another process running `brine-key -d` is seen at the next request.
+   */
+  async acceptedKeys(id: string): Promise<PublicKeys | undefined> {
+    const file = this.#path('accepted', id)
+    let info
+    try {
+      info = await stat(file, { bigint: true })
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+      this.#accepted.delete(id)
+      return undefined
+    }
+    const cached = this.#accepted.get(id)
+    if (cached !== undefined && cached.ino === info.ino && cached.mtimeNs === info.mtimeNs && cached.size === info.size) {
+      return cached.keys
+    }
+    const keys = await this.#read('accepted', id)
+    if (keys === undefined) this.#accepted.delete(id)
+    else this.#accepted.set(id, { keys, ino: info.ino, mtimeNs: info.mtimeNs, size: info.size })
+    return keys
+  }
+
+  /**
+   * Records an authentication attempt, as Salt's master `_auth` does: an unknown id becomes
+   * pending (accepted under `autoAccept`/`openMode`); a known id with the same keys keeps its
+   * state; a known id with different keys is a possible impersonation, so the new key goes to
+   * minions_denied and the state is `denied` (the key on file is untouched).
+   */
+  async submit(id: string, keys: PublicKeys, options: SubmitOptions = {}): Promise<SubmitResult> {
+    validateMinionId(id)
+    if (!isBytes(keys.box, 32) || !isBytes(keys.sign, 32)) {
+      throw new MalformedMessageError('public keys', 'box and sign must be 32 bytes each')
+    }
+    return this.#exclusive(async () => {
+      const done = (state: KeyState, changes: KeyChange[] = [], rotateSession = false, keyMismatch = false): SubmitResult => ({
+        state,
+        changes,
+        rotateSession,
+        keyMismatch,
+      })
+      const accepted = await this.#read('accepted', id)
+      if (options.openMode === true) {
+        if (accepted !== undefined && publicKeysEqual(accepted, keys)) return done('accepted')
+        const from = accepted !== undefined ? 'accepted' : (await this.state(id))
+        await this.#write('accepted', id, keys)
+        await this.#remove('pending', id)
+        await this.#remove('rejected', id)
+        const change: KeyChange = from === undefined ? { id, act: 'accept', to: 'accepted' } : { id, act: 'accept', from, to: 'accepted' }
+        return done('accepted', [change], accepted !== undefined)
+      }
+      if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
+      const deny = async (): Promise<SubmitResult> => {
+        this.#logger.error(`authentication attempt from minion ${JSON.stringify(id)} with a key that does not match the one on file; key stored in minions_denied`)
+        await this.#write('denied', id, keys)
+        return done('denied', [{ id, act: 'deny', to: 'denied' }], false, true)
+      }
+      if (accepted !== undefined) return publicKeysEqual(accepted, keys) ? done('accepted') : deny()
+      const pending = await this.#read('pending', id)
+      if (pending !== undefined) {
+        if (!publicKeysEqual(pending, keys)) return deny()
+        if (options.autoAccept !== true) return done('pending')
+        await this.#move('pending', 'accepted', id)
+        return done('accepted', [{ id, act: 'accept', from: 'pending', to: 'accepted' }])
+      }
+      if (options.autoAccept === true) {
+        await this.#write('accepted', id, keys)
+        return done('accepted', [{ id, act: 'accept', to: 'accepted' }])
+      }
+      await this.#write('pending', id, keys)
+      return done('pending', [{ id, act: 'pend', to: 'pending' }])
+    })
+  }
+
+  /** Moves every key in `sources` whose id matches `match` (globs or ids) to `target`. */
+  #transition(match: string | readonly string[], sources: readonly KeyState[], target: KeyState, act: KeyAct): Promise<KeyOperationResult> {
+    return this.#exclusive(async () => {
+      const changes: KeyChange[] = []
+      let rotateSession = false
+      for (const from of sources) {
+        for (const id of matchIds(await this.#listState(from), match)) {
+          const replacesAccepted = target === 'accepted' && from === 'denied' && (await this.#read('accepted', id)) !== undefined
+          try {
+            await this.#move(from, target, id)
+          } catch (error) {
+            if (isNotFound(error)) continue // another process (brine-key) moved it first
+            throw error
+          }
+          if (replacesAccepted) rotateSession = true
+          if (from === 'accepted') rotateSession = true
+          changes.push({ id, act, from, to: target })
+        }
+      }
+      return { changes, rotateSession }
+    })
+  }
+
+  /** `salt-key -a`: accepts matching pending keys (and rejected/denied ones when asked). */
+  accept(match: string | readonly string[], options: AcceptOptions = {}): Promise<KeyOperationResult> {
+    const sources: KeyState[] = ['pending']
+    if (options.includeRejected === true) sources.push('rejected')
+    if (options.includeDenied === true) sources.push('denied')
+    return this.#transition(match, sources, 'accepted', 'accept')
+  }
+
+  /** `salt-key -r`: rejects matching pending keys (and accepted/denied ones when asked). */
+  reject(match: string | readonly string[], options: RejectOptions = {}): Promise<KeyOperationResult> {
+    const sources: KeyState[] = ['pending']
+    if (options.includeAccepted === true) sources.push('accepted')
+    if (options.includeDenied === true) sources.push('denied')
+    return this.#transition(match, sources, 'rejected', 'reject')
+  }
+
+  /** `salt-key -d`: deletes matching keys in every state. */
+  delete(match: string | readonly string[]): Promise<KeyOperationResult> {
+    return this.#exclusive(async () => {
+      const changes: KeyChange[] = []
+      let rotateSession = false
+      for (const from of STATES) {
+        for (const id of matchIds(await this.#listState(from), match)) {
+          if (!(await this.#remove(from, id))) continue
+          if (from === 'accepted') {
+            rotateSession = true
+            this.#accepted.delete(id)
+          }
+          changes.push({ id, act: 'delete', from })
+        }
+      }
+      return { changes, rotateSession }
+    })
+  }
+
+  /** `salt-key -A`: accepts every pending key. */
+  acceptAll(options: AcceptOptions = {}): Promise<KeyOperationResult> {
+    return this.accept('*', options)
+  }
+
+  /** `salt-key -R`: rejects every pending key. */
+  rejectAll(options: RejectOptions = {}): Promise<KeyOperationResult> {
+    return this.reject('*', options)
+  }
+
+  /** `salt-key -D`: deletes every key. */
+  deleteAll(): Promise<KeyOperationResult> {
+    return this.delete('*')
+  }
+
+  /** `salt-key -f`: fingerprints of matching keys in every state. */
+  async finger(match: string | readonly string[]): Promise<KeyFinger[]> {
+    const out: KeyFinger[] = []
+    for (const state of STATES) {
+      for (const id of matchIds(await this.#listState(state), match)) {
+        const keys = await this.#read(state, id)
+        if (keys !== undefined) out.push({ id, state, fingerprint: fingerprint(keys) })
+      }
+    }
+    return out
+  }
+}

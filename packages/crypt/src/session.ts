@@ -1,0 +1,100 @@
+import { randomBytes, randomInt } from 'node:crypto'
+import nacl from 'tweetnacl'
+import { decode, encode, type WireValue } from '@brine/transport'
+import { isBytes, transcript } from './bytes.js'
+import { DecryptError, MalformedMessageError, SignatureError, StaleSessionKeyError } from './errors.js'
+import { SIGNATURE_BYTES, signDetached, verifyDetached } from './sign.js'
+
+/** The key every publish is sealed under (secretbox), and its generation. */
+export interface SessionKey {
+  /** 32 random bytes. */
+  readonly key: Uint8Array
+  /** Changes on every rotation; a publish under another generation tells a minion to re-authenticate. */
+  readonly gen: number
+}
+
+export const SESSION_KEY_BYTES = nacl.secretbox.keyLength
+/** Marker of a publish sealed by {@link sealPublish}, where Salt's says `aes`. */
+export const PUBLISH_ENC = 'nacl'
+
+function newSessionKey(gen: number): SessionKey {
+  return { key: new Uint8Array(randomBytes(SESSION_KEY_BYTES)), gen }
+}
+
+/**
+ * The master's current session key. Generations start at a random value so a restarted master
+ * never reuses a generation a minion still holds from the previous run; the minion then sees a
+ * stale generation and re-authenticates instead of failing to decrypt.
+ */
+export class SessionKeys {
+  #current: SessionKey
+
+  constructor(initial?: SessionKey) {
+    if (initial !== undefined && !isBytes(initial.key, SESSION_KEY_BYTES)) {
+      throw new RangeError(`a session key is ${SESSION_KEY_BYTES} bytes`)
+    }
+    this.#current = initial ?? newSessionKey(randomInt(1, 2 ** 31))
+  }
+
+  current(): SessionKey {
+    return this.#current
+  }
+
+  /** Replaces the key with a fresh one of the next generation and returns it. */
+  rotate(): SessionKey {
+    const gen = this.#current.gen >= Number.MAX_SAFE_INTEGER ? 1 : this.#current.gen + 1
+    this.#current = newSessionKey(gen)
+    return this.#current
+  }
+}
+
+/** A publish as it crosses the wire: sealed with secretbox under the session key, signed by the master. */
+export interface PublishEnvelope {
+  enc: typeof PUBLISH_ENC
+  gen: number
+  nonce: Uint8Array
+  ciphertext: Uint8Array
+  /** Master's Ed25519 signature over (gen, nonce, ciphertext). */
+  sig: Uint8Array
+}
+
+const PUBLISH_TAG = 'brine/publish/v1'
+
+/**
+ * Seals a publish load (msgpack) under the session key and signs the result with the master's
+ * sign key. The signature covers the ciphertext, so a minion verifies before it decrypts.
+ */
+export function sealPublish(load: WireValue, session: SessionKey, masterSignSecret: Uint8Array): PublishEnvelope {
+  const nonce = new Uint8Array(randomBytes(nacl.secretbox.nonceLength))
+  const ciphertext = nacl.secretbox(encode(load), nonce, session.key)
+  const sig = signDetached(transcript(PUBLISH_TAG, session.gen, nonce, ciphertext), masterSignSecret)
+  return { enc: PUBLISH_ENC, gen: session.gen, nonce, ciphertext, sig }
+}
+
+export const isPublishEnvelope = (value: unknown): value is PublishEnvelope =>
+  typeof value === 'object' && value !== null && (value as { enc?: unknown }).enc === PUBLISH_ENC
+
+/**
+ * Opens a publish: checks the shape, verifies the master's signature (SignatureError), then the
+ * generation (StaleSessionKeyError: re-authenticate), then decrypts (DecryptError). The signature
+ * comes first so a forged envelope can neither make a minion re-authenticate nor reach the cipher.
+ */
+export function openPublish(envelope: unknown, session: SessionKey, masterSignPublic: Uint8Array): WireValue {
+  if (!isPublishEnvelope(envelope)) throw new MalformedMessageError('publish', `enc is not '${PUBLISH_ENC}'`)
+  const { gen, nonce, ciphertext, sig } = envelope
+  if (typeof gen !== 'number' || !Number.isSafeInteger(gen)) throw new MalformedMessageError('publish', 'gen is not an integer')
+  if (!isBytes(nonce, nacl.secretbox.nonceLength)) throw new MalformedMessageError('publish', `nonce is not ${nacl.secretbox.nonceLength} bytes`)
+  if (!isBytes(ciphertext)) throw new MalformedMessageError('publish', 'ciphertext is not bytes')
+  if (!isBytes(sig, SIGNATURE_BYTES)) throw new MalformedMessageError('publish', `sig is not ${SIGNATURE_BYTES} bytes`)
+  if (!verifyDetached(sig, transcript(PUBLISH_TAG, gen, nonce, ciphertext), masterSignPublic)) {
+    throw new SignatureError('publish', "signature does not verify with the master's key")
+  }
+  if (gen !== session.gen) throw new StaleSessionKeyError(gen, session.gen)
+  const plain = nacl.secretbox.open(ciphertext, nonce, session.key)
+  if (plain === null) throw new DecryptError('publish', 'does not decrypt with the session key')
+  try {
+    return decode(plain)
+  } catch (error) {
+    throw new MalformedMessageError('publish', 'decrypted load is not msgpack', { cause: error })
+  }
+}

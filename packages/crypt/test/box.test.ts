@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest'
+import { decode, encode } from '@brine/transport'
+import {
+  DecryptError,
+  generateKeys,
+  InvalidMinionIdError,
+  MinionBoxes,
+  MinionNotAcceptedError,
+  PeerBox,
+  PkiStore,
+  publicKeysOf,
+} from '../src/index.js'
+import { useTempDirs } from './temp-dir.js'
+
+const tempDir = useTempDirs()
+const master = generateKeys()
+const web1 = generateKeys()
+const web2 = generateKeys()
+const ret = { cmd: '_return', id: 'web1', jid: '20261122170903123456', fun: 'test.ping', return: true, retcode: 0, success: true }
+
+async function masterSide(): Promise<{ boxes: MinionBoxes; store: PkiStore }> {
+  const store = await PkiStore.open(await tempDir())
+  await store.submit('web1', publicKeysOf(web1), { autoAccept: true })
+  await store.submit('web2', publicKeysOf(web2), { autoAccept: true })
+  const boxes = new MinionBoxes(master.box.secretKey, async (id) => (await store.acceptedKeys(id))?.box)
+  return { boxes, store }
+}
+
+const minionBox = (id: string, keys = web1): PeerBox =>
+  new PeerBox({ id, role: 'minion', secretKey: keys.box.secretKey, peerPublicKey: master.box.publicKey })
+
+const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => new Error('expected a rejection'), (e: unknown) => e)
+
+describe('sealed minion requests', () => {
+  it('the master opens a minion\'s sealed return and learns who sent it', async () => {
+    const { boxes } = await masterSide()
+    const sealed = decode(encode(minionBox('web1').seal(ret)))
+    const opened = await boxes.open(sealed)
+    expect(opened.id).toBe('web1')
+    expect(opened.load).toEqual(ret)
+    // And answers it the other way.
+    const reply = await boxes.seal('web1', { ok: true })
+    expect(minionBox('web1').open(decode(encode(reply)))).toEqual({ ok: true })
+  })
+
+  it('one minion cannot forge another\'s return', async () => {
+    const { boxes } = await masterSide()
+    // web2 seals with its own secret key but claims to be web1.
+    const forged = minionBox('web1', web2).seal({ ...ret, return: 'forged' })
+    const error = await rejection(boxes.open(forged))
+    expect(error).toBeInstanceOf(DecryptError)
+    expect((error as Error).message).toContain('"web1"')
+    // Re-labelling a genuine web2 message as web1 fails as well.
+    const relabelled = { ...minionBox('web2', web2).seal(ret), id: 'web1' }
+    expect(await rejection(boxes.open(relabelled))).toBeInstanceOf(DecryptError)
+  })
+
+  it('refuses a master message reflected back as if a minion sent it', async () => {
+    const { boxes } = await masterSide()
+    const reply = await boxes.seal('web1', { cmd: '_return', return: 'reflected' })
+    expect(await rejection(boxes.open(reply))).toBeInstanceOf(DecryptError)
+  })
+
+  it('refuses a tampered box, unaccepted minions and invalid ids', async () => {
+    const { boxes, store } = await masterSide()
+    const sealed = minionBox('web1').seal(ret)
+    const tampered = { ...sealed, box: sealed.box.slice() }
+    tampered.box[0]! ^= 1
+    expect(await rejection(boxes.open(tampered))).toBeInstanceOf(DecryptError)
+    await store.delete('web1')
+    expect(await rejection(boxes.open(sealed))).toBeInstanceOf(MinionNotAcceptedError)
+    expect(await rejection(boxes.open({ ...sealed, id: '../minions/web2' }))).toBeInstanceOf(InvalidMinionIdError)
+  })
+
+  it('can bound the age of a message', () => {
+    const master1 = new PeerBox({ id: 'web1', role: 'master', secretKey: master.box.secretKey, peerPublicKey: web1.box.publicKey })
+    const sealed = minionBox('web1').seal(ret, 1_000_000)
+    expect(master1.open(sealed, { maxAgeMs: 60_000, now: 1_030_000 })).toEqual(ret)
+    expect(() => master1.open(sealed, { maxAgeMs: 60_000, now: 1_100_000 })).toThrow(DecryptError)
+  })
+})

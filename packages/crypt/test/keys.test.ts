@@ -1,0 +1,111 @@
+import { chmod, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import {
+  fingerprint,
+  InsecureKeyFileError,
+  KeyFileError,
+  loadOrCreateKeys,
+  normalizeFingerprint,
+  parsePublicKeys,
+  publicKeysOf,
+} from '../src/index.js'
+import { useTempDirs } from './temp-dir.js'
+
+const tempDir = useTempDirs()
+
+describe('loadOrCreateKeys', () => {
+  it('creates a 0700 pki dir, a 0600 secret file and a public file on first start', async () => {
+    const pkiDir = join(await tempDir(), 'pki', 'master')
+    const loaded = await loadOrCreateKeys(pkiDir, 'master')
+    expect(loaded.created).toBe(true)
+    expect(loaded.keyFile).toBe(join(pkiDir, 'master.key'))
+    expect((await stat(pkiDir)).mode & 0o777).toBe(0o700)
+    expect((await stat(loaded.keyFile)).mode & 0o777).toBe(0o600)
+    expect(loaded.keys.box.publicKey).toHaveLength(32)
+    expect(loaded.keys.sign.secretKey).toHaveLength(64)
+    const pubText = await readFile(loaded.pubFile, 'utf8')
+    expect(pubText.split('\n')[0]).toBe('-----BEGIN BRINE PUBLIC KEYS-----')
+    expect(parsePublicKeys(pubText, loaded.pubFile)).toEqual(publicKeysOf(loaded.keys))
+    // The secret file holds the secrets, not just public keys.
+    expect(await readFile(loaded.keyFile, 'utf8')).toContain('BRINE SECRET KEYS')
+  })
+
+  it('loads the same keys on a later start', async () => {
+    const pkiDir = await tempDir()
+    const first = await loadOrCreateKeys(pkiDir, 'minion')
+    const second = await loadOrCreateKeys(pkiDir, 'minion')
+    expect(second.created).toBe(false)
+    expect(second.keys).toEqual(first.keys)
+  })
+
+  it('agrees on one key pair when two starts race', async () => {
+    const pkiDir = await tempDir()
+    const [a, b] = await Promise.all([loadOrCreateKeys(pkiDir, 'minion'), loadOrCreateKeys(pkiDir, 'minion')])
+    expect(a.keys).toEqual(b.keys)
+    expect([a.created, b.created].filter(Boolean)).toHaveLength(1)
+  })
+
+  it('rewrites a missing public file from the secret file', async () => {
+    const pkiDir = await tempDir()
+    const first = await loadOrCreateKeys(pkiDir, 'minion')
+    await rm(first.pubFile)
+    const again = await loadOrCreateKeys(pkiDir, 'minion')
+    expect(again.keys).toEqual(first.keys)
+    expect(parsePublicKeys(await readFile(first.pubFile, 'utf8'), first.pubFile)).toEqual(publicKeysOf(first.keys))
+  })
+
+  it.each([
+    ['truncated', (text: string) => text.slice(0, 60), /truncated|line 2/],
+    ['a corrupted character', (text: string) => text.replace(/box: ./, 'box: !'), /line 2: 'box' is not base64 of 32 bytes/],
+    ['a wrong header', (text: string) => text.replace('BEGIN', 'START'), /line 1: expected/],
+    ['empty', () => '', /is empty/],
+  ])('refuses a secret key file that is %s, naming the file', async (_label, mangle, reason) => {
+    const pkiDir = await tempDir()
+    const { keyFile } = await loadOrCreateKeys(pkiDir, 'master')
+    await writeFile(keyFile, mangle(await readFile(keyFile, 'utf8')))
+    const error = await loadOrCreateKeys(pkiDir, 'master').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(KeyFileError)
+    expect((error as KeyFileError).file).toBe(keyFile)
+    expect((error as KeyFileError).message).toMatch(reason)
+  })
+
+  it('refuses a public file that does not match the secret file', async () => {
+    const pkiDir = await tempDir()
+    const { pubFile } = await loadOrCreateKeys(pkiDir, 'master')
+    const other = await loadOrCreateKeys(await tempDir(), 'master')
+    await writeFile(pubFile, await readFile(other.pubFile))
+    await expect(loadOrCreateKeys(pkiDir, 'master')).rejects.toThrow(/master\.pub: does not match the secret keys/)
+  })
+
+  it('refuses to invent a new identity when only the public file is left', async () => {
+    const pkiDir = await tempDir()
+    const { keyFile } = await loadOrCreateKeys(pkiDir, 'master')
+    await rm(keyFile)
+    await expect(loadOrCreateKeys(pkiDir, 'master')).rejects.toBeInstanceOf(KeyFileError)
+  })
+
+  it('refuses a secret key file readable by others', async () => {
+    const pkiDir = await tempDir()
+    const { keyFile } = await loadOrCreateKeys(pkiDir, 'master')
+    await chmod(keyFile, 0o644)
+    const error = await loadOrCreateKeys(pkiDir, 'master').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(InsecureKeyFileError)
+    expect((error as InsecureKeyFileError).mode).toBe('0644')
+  })
+
+  it('refuses a key name that is a path', async () => {
+    await expect(loadOrCreateKeys(await tempDir(), '../master')).rejects.toBeInstanceOf(KeyFileError)
+  })
+})
+
+describe('fingerprint', () => {
+  it('is sha256 of the public key bytes as colon-separated hex pairs', () => {
+    const keys = { box: new Uint8Array(32), sign: new Uint8Array(32).fill(1) }
+    const finger = fingerprint(keys)
+    // sha256(32 zero bytes ‖ 32 bytes of 0x01), computed independently with Python's hashlib
+    expect(finger).toBe('5c85955f709283ecce2b74f1b1552918819f390911816e7bb466805a38ab87f3'.match(/../g)!.join(':'))
+    expect(fingerprint({ box: keys.box, sign: new Uint8Array(32).fill(2) })).not.toBe(finger)
+    expect(normalizeFingerprint(finger.toUpperCase())).toBe(normalizeFingerprint(finger))
+  })
+})

@@ -1,0 +1,175 @@
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { fingerprint, generateKeys, InvalidMinionIdError, KeyFileError, PkiStore, publicKeysOf, type PublicKeys } from '../src/index.js'
+import { useTempDirs } from './temp-dir.js'
+
+const tempDir = useTempDirs()
+const newPub = (): PublicKeys => publicKeysOf(generateKeys())
+
+async function storeWith(pending: string[]): Promise<{ store: PkiStore; keys: Map<string, PublicKeys> }> {
+  const store = await PkiStore.open(await tempDir())
+  const keys = new Map<string, PublicKeys>()
+  for (const id of pending) {
+    keys.set(id, newPub())
+    await store.submit(id, keys.get(id)!)
+  }
+  return { store, keys }
+}
+
+describe('PkiStore', () => {
+  it('creates Salt\'s state directories, 0700', async () => {
+    const pkiDir = await tempDir()
+    await PkiStore.open(pkiDir)
+    for (const dir of ['minions_pre', 'minions', 'minions_rejected', 'minions_denied']) {
+      expect((await stat(join(pkiDir, dir))).mode & 0o777).toBe(0o700)
+    }
+  })
+
+  it('puts a new key in minions_pre as a 0600 file, and keeps it pending on retry', async () => {
+    const store = await PkiStore.open(await tempDir())
+    const pub = newPub()
+    const first = await store.submit('web1', pub)
+    expect(first).toMatchObject({ state: 'pending', keyMismatch: false, rotateSession: false })
+    expect(first.changes).toEqual([{ id: 'web1', act: 'pend', to: 'pending' }])
+    expect((await stat(join(store.pkiDir, 'minions_pre', 'web1'))).mode & 0o777).toBe(0o600)
+    const again = await store.submit('web1', pub)
+    expect(again).toMatchObject({ state: 'pending', changes: [] })
+    expect(await store.get('web1')).toEqual({ id: 'web1', state: 'pending', keys: pub })
+  })
+
+  it('accepts at once under auto_accept and open_mode', async () => {
+    const store = await PkiStore.open(await tempDir())
+    expect((await store.submit('a1', newPub(), { autoAccept: true })).state).toBe('accepted')
+    expect((await store.submit('o1', newPub(), { openMode: true })).state).toBe('accepted')
+    expect((await store.list()).minions).toEqual(['a1', 'o1'])
+  })
+
+  it('lists, accepts, rejects and deletes by glob like salt-key, reporting the changes', async () => {
+    const { store } = await storeWith(['web1', 'web2', 'db1', 'db2'])
+    expect(await store.list()).toEqual({ minions_pre: ['db1', 'db2', 'web1', 'web2'], minions: [], minions_rejected: [], minions_denied: [] })
+
+    const accepted = await store.accept('web*')
+    expect(accepted.changes).toEqual([
+      { id: 'web1', act: 'accept', from: 'pending', to: 'accepted' },
+      { id: 'web2', act: 'accept', from: 'pending', to: 'accepted' },
+    ])
+    expect(accepted.rotateSession).toBe(false)
+
+    const rejected = await store.reject('db[1]')
+    expect(rejected.changes).toEqual([{ id: 'db1', act: 'reject', from: 'pending', to: 'rejected' }])
+    // reject only touches pending keys unless told otherwise
+    expect((await store.reject('web1')).changes).toEqual([])
+    const rejectAccepted = await store.reject('web1', { includeAccepted: true })
+    expect(rejectAccepted.changes).toEqual([{ id: 'web1', act: 'reject', from: 'accepted', to: 'rejected' }])
+    expect(rejectAccepted.rotateSession).toBe(true)
+
+    expect(await store.list()).toEqual({ minions_pre: ['db2'], minions: ['web2'], minions_rejected: ['db1', 'web1'], minions_denied: [] })
+    expect(await store.state('db1')).toBe('rejected')
+    expect(await store.state('nobody')).toBeUndefined()
+
+    const deleted = await store.delete('web?')
+    expect(deleted.changes).toEqual([
+      { id: 'web2', act: 'delete', from: 'accepted' },
+      { id: 'web1', act: 'delete', from: 'rejected' },
+    ])
+    expect(deleted.rotateSession).toBe(true)
+    expect((await store.acceptAll()).changes.map((c) => c.id)).toEqual(['db2'])
+    expect((await store.accept('db1', { includeRejected: true })).changes).toEqual([{ id: 'db1', act: 'accept', from: 'rejected', to: 'accepted' }])
+    expect((await store.deleteAll()).changes.map((c) => c.id)).toEqual(['db1', 'db2'])
+    expect(await store.list()).toEqual({ minions_pre: [], minions: [], minions_rejected: [], minions_denied: [] })
+  })
+
+  it('rejectAll rejects only pending keys', async () => {
+    const { store } = await storeWith(['a', 'b', 'c'])
+    await store.accept('a')
+    expect((await store.rejectAll()).changes.map((c) => c.id)).toEqual(['b', 'c'])
+    expect((await store.list()).minions).toEqual(['a'])
+  })
+
+  it('sends a different key for an accepted id to minions_denied and refuses it', async () => {
+    const { store, keys } = await storeWith(['web1'])
+    await store.accept('web1')
+    const impostor = newPub()
+    const result = await store.submit('web1', impostor)
+    expect(result).toMatchObject({ state: 'denied', keyMismatch: true, changes: [{ id: 'web1', act: 'deny', to: 'denied' }] })
+    // The accepted key is untouched; the impostor's is on file under minions_denied.
+    expect(await store.acceptedKeys('web1')).toEqual(keys.get('web1'))
+    expect(await store.get('web1')).toEqual({ id: 'web1', state: 'accepted', keys: keys.get('web1'), denied: impostor })
+    expect((await store.list()).minions_denied).toEqual(['web1'])
+    // The real minion still authenticates.
+    expect((await store.submit('web1', keys.get('web1')!)).state).toBe('accepted')
+  })
+
+  it('denies a different key for a pending id too, and open_mode replaces the key and asks for rotation', async () => {
+    const { store, keys } = await storeWith(['web1'])
+    expect((await store.submit('web1', newPub())).state).toBe('denied')
+    expect(await store.state('web1')).toBe('pending')
+    await store.accept('web1')
+    const replacement = newPub()
+    const open = await store.submit('web1', replacement, { openMode: true })
+    expect(open).toMatchObject({ state: 'accepted', rotateSession: true })
+    expect(await store.acceptedKeys('web1')).toEqual(replacement)
+    expect(await store.acceptedKeys('web1')).not.toEqual(keys.get('web1'))
+  })
+
+  it('accepting a denied key replaces the accepted one and asks for rotation', async () => {
+    const { store } = await storeWith(['web1'])
+    await store.accept('web1')
+    const newer = newPub()
+    await store.submit('web1', newer)
+    const result = await store.accept('web1', { includeDenied: true })
+    expect(result).toEqual({ changes: [{ id: 'web1', act: 'accept', from: 'denied', to: 'accepted' }], rotateSession: true })
+    expect(await store.acceptedKeys('web1')).toEqual(newer)
+  })
+
+  it('keeps refusing a rejected id, whatever key it sends', async () => {
+    const { store, keys } = await storeWith(['web1'])
+    await store.reject('web1')
+    expect((await store.submit('web1', keys.get('web1')!)).state).toBe('rejected')
+    expect((await store.submit('web1', newPub(), { autoAccept: true })).state).toBe('rejected')
+  })
+
+  it('sees a key deleted by another process at the next lookup', async () => {
+    const pkiDir = await tempDir()
+    const master = await PkiStore.open(pkiDir)
+    const cli = await PkiStore.open(pkiDir)
+    const pub = newPub()
+    await master.submit('web1', pub, { autoAccept: true })
+    expect(await master.acceptedKeys('web1')).toEqual(pub)
+    await cli.delete('web1')
+    expect(await master.acceptedKeys('web1')).toBeUndefined()
+  })
+
+  it('validates the id before building any path', async () => {
+    const store = await PkiStore.open(await tempDir())
+    for (const id of ['../etc/passwd', 'a/b', '..', 'a\u0000b']) {
+      await expect(store.submit(id, newPub())).rejects.toBeInstanceOf(InvalidMinionIdError)
+      await expect(store.get(id)).rejects.toBeInstanceOf(InvalidMinionIdError)
+      await expect(store.acceptedKeys(id)).rejects.toBeInstanceOf(InvalidMinionIdError)
+    }
+    expect(await readdir(join(store.pkiDir, 'minions_pre'))).toEqual([])
+  })
+
+  it('reports fingerprints per state, and a corrupt key file by name', async () => {
+    const { store, keys } = await storeWith(['web1', 'web2'])
+    await store.accept('web1')
+    expect(await store.finger('web*')).toEqual([
+      { id: 'web2', state: 'pending', fingerprint: fingerprint(keys.get('web2')!) },
+      { id: 'web1', state: 'accepted', fingerprint: fingerprint(keys.get('web1')!) },
+    ])
+    const file = join(store.pkiDir, 'minions', 'web1')
+    await writeFile(file, (await readFile(file, 'utf8')).slice(0, 50))
+    const error = await store.get('web1').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(KeyFileError)
+    expect((error as KeyFileError).file).toBe(file)
+  })
+
+  it('serialises concurrent submissions of many minions without losing one', async () => {
+    const store = await PkiStore.open(await tempDir())
+    const ids = Array.from({ length: 40 }, (_, i) => `m${String(i).padStart(2, '0')}`)
+    await Promise.all(ids.map((id) => store.submit(id, newPub())))
+    expect((await store.list()).minions_pre).toEqual(ids)
+    expect(await readdir(join(store.pkiDir, '.pki-tmp'))).toEqual([])
+  })
+})

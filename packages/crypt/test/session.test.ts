@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest'
+import {
+  DecryptError,
+  generateKeys,
+  MalformedMessageError,
+  openPublish,
+  sealPublish,
+  SessionKeys,
+  SignatureError,
+  StaleSessionKeyError,
+} from '../src/index.js'
+import { decode, encode } from '@brine/transport'
+
+const master = generateKeys()
+const load = { fun: 'test.ping', arg: [], tgt: '*', tgt_type: 'glob', jid: '20261122170903123456', ret: '', user: 'root' }
+
+const catchError = (fn: () => unknown): unknown => {
+  try {
+    fn()
+  } catch (error) {
+    return error
+  }
+  throw new Error('expected an error')
+}
+
+describe('publish envelopes', () => {
+  it('round-trips through the msgpack codec', () => {
+    const session = new SessionKeys()
+    const envelope = sealPublish(load, session.current(), master.sign.secretKey)
+    expect(envelope.enc).toBe('nacl')
+    expect(envelope.gen).toBe(session.current().gen)
+    const onWire = decode(encode(envelope))
+    expect(openPublish(onWire, session.current(), master.sign.publicKey)).toEqual(load)
+  })
+
+  it('refuses a tampered ciphertext or signature, and a forger without the master key', () => {
+    const session = new SessionKeys().current()
+    const envelope = sealPublish(load, session, master.sign.secretKey)
+    const tamperedText = { ...envelope, ciphertext: envelope.ciphertext.slice() }
+    tamperedText.ciphertext[5]! ^= 1
+    expect(catchError(() => openPublish(tamperedText, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    const tamperedSig = { ...envelope, sig: envelope.sig.slice() }
+    tamperedSig.sig[0]! ^= 1
+    expect(catchError(() => openPublish(tamperedSig, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    // Someone holding the session key (every minion does) cannot publish as the master.
+    const forged = sealPublish({ fun: 'cmd.run', arg: ['rm -rf /'] }, session, generateKeys().sign.secretKey)
+    expect(catchError(() => openPublish(forged, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    // A re-labelled generation breaks the signature rather than passing as stale.
+    expect(catchError(() => openPublish({ ...envelope, gen: envelope.gen + 1 }, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+  })
+
+  it('signals a stale generation so the minion re-authenticates', () => {
+    const keys = new SessionKeys()
+    const old = keys.current()
+    const fresh = keys.rotate()
+    expect(fresh.gen).toBe(old.gen + 1)
+    const error = catchError(() => openPublish(sealPublish(load, fresh, master.sign.secretKey), old, master.sign.publicKey))
+    expect(error).toBeInstanceOf(StaleSessionKeyError)
+    expect(error).toMatchObject({ gen: fresh.gen, expected: old.gen })
+  })
+
+  it('makes the old session key useless after rotation', () => {
+    const keys = new SessionKeys()
+    const old = keys.current()
+    const fresh = keys.rotate()
+    expect(Buffer.compare(fresh.key, old.key)).not.toBe(0)
+    const envelope = sealPublish(load, fresh, master.sign.secretKey)
+    // Even a minion that pretends to hold the current generation cannot read it with the old key.
+    const error = catchError(() => openPublish(envelope, { key: old.key, gen: fresh.gen }, master.sign.publicKey))
+    expect(error).toBeInstanceOf(DecryptError)
+  })
+
+  it('refuses malformed envelopes', () => {
+    const session = new SessionKeys().current()
+    for (const bad of [null, 'x', { enc: 'aes' }, { enc: 'nacl', gen: 1, nonce: new Uint8Array(3), ciphertext: new Uint8Array(), sig: new Uint8Array(64) }]) {
+      expect(catchError(() => openPublish(bad, session, master.sign.publicKey))).toBeInstanceOf(MalformedMessageError)
+    }
+  })
+})
