@@ -1,0 +1,187 @@
+/**
+ * Runs one job's function the way Salt's minion does (`Minion._thread_return`): arguments parsed
+ * like `load_args_and_kwargs`, the job listed in the running-job table while it runs, and the
+ * outcome in Salt's return shape with Salt's messages and retcodes.
+ */
+import { bindArguments, isPlainObject, loadArgsAndKwargs } from './modules/args.js'
+import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './modules/errors.js'
+import type { RunningJobInfo } from './modules/running-jobs.js'
+import type { JobContext, ModuleRegistry } from './modules/types.js'
+
+/** Salt's EX_GENERIC: the retcode of a job whose function is missing, failed or was killed. */
+export const EX_GENERIC = 1
+
+/** The publish load's job part: Salt's `fun`, `arg`, `jid`, plus `kwarg` and any of `tgt`, `user`, …. */
+export interface JobRequest {
+  jid: string
+  fun: string
+  /** Positional args; `key=value` strings and `{__kwarg__: true, …}` dicts become keyword args. */
+  arg?: readonly unknown[]
+  /** Keyword args sent apart from `arg`, as Brine's LocalClient does. */
+  kwarg?: Readonly<Record<string, unknown>>
+  tgt?: unknown
+  tgt_type?: string
+  user?: string
+  ret?: string
+  [key: string]: unknown
+}
+
+/** Salt's return fields for one job. */
+export interface JobResult {
+  return: unknown
+  retcode: number
+  success: boolean
+  /** Outputter hint (`nested` for errors), as Salt sets it. */
+  out?: string
+  /**
+   * The job was aborted (saltutil.kill_job or shutdown) before it finished. Salt's killed job
+   * never returns; the caller decides whether to send this return or stay silent like Salt.
+   */
+  killed?: true
+}
+
+export interface ExecuteOptions {
+  /** Aborts this job alone (in addition to kill_job and the registry's minion-wide signal). */
+  signal?: AbortSignal
+  /** How long a killed job's function may take to wind down before the job returns anyway (ms, default 5000). */
+  killGraceMs?: number
+}
+
+/** Python's repr() of an exception, as in Salt's "caused an exception: Exception('boom')". */
+function exceptionRepr(error: unknown): string {
+  if (!(error instanceof Error)) return `Exception(${quote(String(error))})`
+  return `${error.name}(${quote(error.message)})`
+}
+
+function quote(text: string): string {
+  return `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'").replaceAll('\n', '\\n')}'`
+}
+
+function missingFunction(registry: ModuleRegistry, fun: string): unknown {
+  const missing = `'${fun}' is not available.`
+  // Salt answers a near miss with the docs of what does exist under that prefix.
+  const near = registry.names().filter((name) => name.startsWith(fun))
+  if (near.length === 0) return missing
+  const docs: Record<string, string> = Object.fromEntries(near.map((name) => [name, registry.get(name)?.doc ?? '']))
+  docs[fun] = missing
+  return docs
+}
+
+/** Links several optional signals into one controller's. */
+function linkSignals(controller: AbortController, signals: readonly (AbortSignal | undefined)[]): () => void {
+  const undo: (() => void)[] = []
+  for (const signal of signals) {
+    if (signal === undefined) continue
+    if (signal.aborted) {
+      controller.abort(signal.reason)
+      continue
+    }
+    const onAbort = (): void => controller.abort(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    undo.push(() => signal.removeEventListener('abort', onAbort))
+  }
+  return () => undo.forEach((fn) => fn())
+}
+
+/** How long a killed job's function may take to wind down before the job returns anyway. */
+const KILL_GRACE_MS = 5_000
+
+async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([promise.then(() => {}, () => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
+  clearTimeout(timer)
+}
+
+/** Resolves (never rejects) when `signal` aborts, so a function that ignores it cannot hold a killed job. */
+function whenAborted(signal: AbortSignal): { promise: Promise<'aborted'>; dispose: () => void } {
+  let dispose = (): void => {}
+  const promise = new Promise<'aborted'>((resolve) => {
+    if (signal.aborted) return resolve('aborted')
+    const onAbort = (): void => resolve('aborted')
+    signal.addEventListener('abort', onAbort, { once: true })
+    dispose = () => signal.removeEventListener('abort', onAbort)
+  })
+  return { promise, dispose }
+}
+
+/** Runs `job.fun` from `registry` and returns Salt's `{return, retcode, success, out?}`. */
+export async function executeJob(registry: ModuleRegistry, job: JobRequest, options: ExecuteOptions = {}): Promise<JobResult> {
+  const context = registry.context
+  const logger = context.logger.child(`job ${job.jid}`)
+  const controller = new AbortController()
+  const unlink = linkSignals(controller, [context.signal, options.signal])
+  const info: RunningJobInfo = { ...job, jid: job.jid, fun: job.fun, arg: [...(job.arg ?? [])], pid: process.pid, _stamp: new Date().toISOString() }
+  const unregister = context.jobs.register(info, controller)
+  try {
+    const fn = registry.get(job.fun)
+    if (fn === undefined) {
+      return { return: missingFunction(registry, job.fun), retcode: EX_GENERIC, success: false, out: 'nested' }
+    }
+    const jobContext: JobContext = {
+      ...context,
+      jid: job.jid,
+      fun: job.fun,
+      signal: controller.signal,
+      retcode: 0,
+      registry,
+      trackChild: (pid) => context.jobs.addChild(job.jid, pid),
+      untrackChild: (pid) => context.jobs.removeChild(job.jid, pid),
+    }
+    const aborted = whenAborted(controller.signal)
+    try {
+      const args = [...(job.arg ?? [])]
+      if (job.kwarg !== undefined && Object.keys(job.kwarg).length > 0) args.push({ ...job.kwarg, __kwarg__: true })
+      const { kwarg: _kwarg, ...publish } = job
+      const loaded = loadArgsAndKwargs(fn, args, publish)
+      const bound = bindArguments(fn, loaded.args, loaded.kwargs)
+      const running = fn.run(bound.args, bound.kwargs, jobContext)
+      running.catch(() => {}) // if the job is killed first, a late rejection must not go unhandled
+      const outcome = await Promise.race([running.then((value) => ({ value })), aborted.promise])
+      if (outcome === 'aborted') {
+        // Give the function a moment to clean up (reap its children) before the job reports.
+        await settleWithin(running, options.killGraceMs ?? KILL_GRACE_MS)
+        throw abortReason(controller.signal, job.jid)
+      }
+      let retcode = jobContext.retcode
+      // No retcode set: a dict with result/success false still fails the job, as in Salt.
+      if (retcode === 0 && isPlainObject(outcome.value) && (outcome.value.result === false || outcome.value.success === false)) {
+        retcode = EX_GENERIC
+      }
+      const result: JobResult = { return: outcome.value, retcode, success: retcode === 0 }
+      if (fn.outputter !== undefined) result.out = fn.outputter
+      return result
+    } catch (error) {
+      return failure(job, fn.doc, error, controller.signal, logger)
+    } finally {
+      aborted.dispose()
+    }
+  } finally {
+    unregister()
+    unlink()
+  }
+}
+
+function failure(job: JobRequest, doc: string, error: unknown, signal: AbortSignal, logger: JobContext['logger']): JobResult {
+  const failed = (message: string): JobResult => ({ return: message, retcode: EX_GENERIC, success: false, out: 'nested' })
+  if (signal.aborted) {
+    const reason = abortReason(signal, job.jid)
+    logger.info(`job ${job.jid} (${job.fun}) was killed: ${reason.message}`)
+    return { ...failed(`ERROR: ${reason.message}`), killed: true }
+  }
+  if (error instanceof ArgumentError) {
+    logger.warning(`Passed invalid arguments to ${job.fun}: ${error.message}`)
+    return failed(`Passed invalid arguments to ${job.fun}: ${error.message}\n${doc}`)
+  }
+  if (error instanceof InvocationError) {
+    logger.error(`Problem executing '${job.fun}': ${error.message}`)
+    return failed(`ERROR executing '${job.fun}': ${error.message}`)
+  }
+  if (error instanceof CommandExecutionError) {
+    logger.error(`A command in '${job.fun}' had a problem: ${error.message}`)
+    return failed(`ERROR: ${error.message}`)
+  }
+  const message = `The minion function caused an exception: ${exceptionRepr(error)}`
+  logger.warning(message, error)
+  const trace = error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : String(error)
+  return failed(`${message}: ${trace}`)
+}

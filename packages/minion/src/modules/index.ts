@@ -1,0 +1,31 @@
+export type {
+  Grains,
+  JobContext,
+  MinionOpts,
+  ModuleContext,
+  ModuleDefinition,
+  ModuleFunction,
+  ModuleFunctionSpec,
+  ModuleRegistry,
+} from './types.js'
+export { BUILTIN_MODULES, createModuleRegistry } from './registry.js'
+export { RunningJobs } from './running-jobs.js'
+export type { RunningJobInfo } from './running-jobs.js'
+export { ArgumentError, CommandExecutionError, InvocationError, JobKilledError } from './errors.js'
+export {
+  bindArguments,
+  cleanKwargs,
+  fnmatch,
+  loadArgsAndKwargs,
+  parseInput,
+  parseKwarg,
+  traverseDictAndList,
+  yamlifyArg,
+} from './args.js'
+export { collectGrains, coreGrains, grainsFilePath, grainsModule, parseOsRelease, readPersistedGrains, replaceGrains } from './grains.js'
+export { cmdModule, createCmdModule, DEFAULT_MAX_OUTPUT_BYTES, runCommand, shlexSplit } from './cmd.js'
+export type { CmdModuleOptions, CommandResult, RunCommandOptions } from './cmd.js'
+export { testModule } from './test.js'
+export { saltutilModule } from './saltutil.js'
+export { sysModule } from './sys.js'
+export { brineVersion } from './version.js'

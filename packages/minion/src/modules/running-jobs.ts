@@ -1,0 +1,88 @@
+/**
+ * The minion's table of jobs in flight: what Salt keeps as files under `<cachedir>/proc` and
+ * reads back for saltutil.running, find_job and kill_job. Here it is memory, because jobs run in
+ * this process; a job's entry lives exactly as long as its function runs.
+ */
+
+/** Salt's proc-file shape: the publish load plus the pid running it. */
+export interface RunningJobInfo {
+  jid: string
+  fun: string
+  arg: unknown[]
+  pid: number
+  /** When the job started, ISO 8601 (Salt stamps events the same way). */
+  _stamp: string
+  tgt?: unknown
+  tgt_type?: string
+  user?: string
+  ret?: string
+  /** Child processes the job started (cmd.run), as Salt lists where psutil is missing. */
+  child_pids?: number[]
+  [key: string]: unknown
+}
+
+interface Entry {
+  info: RunningJobInfo
+  controller: AbortController
+  children: Set<number>
+}
+
+export class RunningJobs {
+  readonly #jobs = new Map<string, Entry>()
+
+  /** Adds a job; `controller` is aborted by {@link kill}. Returns the function that removes it. */
+  register(info: RunningJobInfo, controller: AbortController): () => void {
+    const entry: Entry = { info, controller, children: new Set() }
+    this.#jobs.set(info.jid, entry)
+    return () => {
+      if (this.#jobs.get(info.jid) === entry) this.#jobs.delete(info.jid)
+    }
+  }
+
+  /** Snapshots of every running job, oldest first. */
+  list(): RunningJobInfo[] {
+    return [...this.#jobs.values()].map((entry) => snapshot(entry))
+  }
+
+  get(jid: string): RunningJobInfo | undefined {
+    const entry = this.#jobs.get(jid)
+    return entry === undefined ? undefined : snapshot(entry)
+  }
+
+  get size(): number {
+    return this.#jobs.size
+  }
+
+  addChild(jid: string, pid: number): void {
+    this.#jobs.get(jid)?.children.add(pid)
+  }
+
+  removeChild(jid: string, pid: number): void {
+    this.#jobs.get(jid)?.children.delete(pid)
+  }
+
+  /**
+   * Aborts the job and signals its child process groups (they were spawned as group leaders).
+   * Returns the job's info as it was, or undefined when no such job runs.
+   */
+  kill(jid: string, signal: NodeJS.Signals | number = 'SIGKILL'): RunningJobInfo | undefined {
+    const entry = this.#jobs.get(jid)
+    if (entry === undefined) return undefined
+    const info = snapshot(entry)
+    for (const pid of entry.children) {
+      try {
+        process.kill(-pid, signal)
+      } catch {
+        // The group is already gone; the job's own abort handler cleans up the rest.
+      }
+    }
+    entry.controller.abort(`signal ${String(signal)} sent by saltutil`)
+    return info
+  }
+}
+
+function snapshot(entry: Entry): RunningJobInfo {
+  const info: RunningJobInfo = { ...entry.info, arg: [...entry.info.arg] }
+  if (entry.children.size > 0) info.child_pids = [...entry.children]
+  return info
+}
