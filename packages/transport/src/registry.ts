@@ -47,7 +47,7 @@ export interface GetTransportOptions {
 export async function getTransport(name: string, options: GetTransportOptions = {}): Promise<Transport> {
   const entry = registry.get(name)
   if (entry === undefined) {
-    throw new UnknownTransportError(name, listTransports(), suggest(name, listTransports()), options.source)
+    throw new UnknownTransportError(name, listTransports(), suggestTransport(name), options.source)
   }
   entry.loaded ??= entry.loader().catch((error: unknown) => {
     entry.loaded = undefined
@@ -56,7 +56,8 @@ export async function getTransport(name: string, options: GetTransportOptions = 
   return entry.loaded
 }
 
-function suggest(name: string, available: readonly string[]): string | undefined {
+/** The registered name `name` most likely meant (`zmq` → `zeromq`), or undefined. */
+export function suggestTransport(name: string, available: readonly string[] = listTransports()): string | undefined {
   const lower = name.trim().toLowerCase()
   const alias = ALIASES[lower]
   if (alias !== undefined && available.includes(alias)) return alias

@@ -1,0 +1,205 @@
+import { connect } from 'node:net'
+import {
+  backoffDelay,
+  BoundedQueue,
+  BrineError,
+  decode,
+  FramedConnection,
+  silentLogger,
+  type BackoffOptions,
+  type Logger,
+} from '@brine/transport'
+import { eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
+
+/** Salt's `match_type` names, plus `prefix` and `glob` as plain-English aliases. */
+export type MatchType = 'startswith' | 'prefix' | 'endswith' | 'find' | 'regex' | 'fnmatch' | 'glob'
+
+export interface IterOptions {
+  /** Tag pattern; '' (the default) matches every event. */
+  match?: string
+  /** How `match` is applied (Salt's default: startswith). */
+  matchType?: MatchType
+  signal?: AbortSignal
+  /** Events buffered for this reader before the newest are dropped (counted in `dropped`). */
+  hwm?: number
+}
+
+export interface MasterEventOptions {
+  /** The master's sock_dir. */
+  sockDir: string
+  logger?: Logger
+  /** Reconnect backoff when the master restarts, ms. */
+  reconnect?: BackoffOptions
+}
+
+export class EventBusUnavailableError extends BrineError {
+  override name = 'EventBusUnavailableError'
+}
+
+/** Builds the tag test for one match type. */
+export function tagMatcher(match: string, matchType: MatchType = 'startswith'): (tag: string) => boolean {
+  switch (matchType) {
+    case 'startswith':
+    case 'prefix':
+      return (tag) => tag.startsWith(match)
+    case 'endswith':
+      return (tag) => tag.endsWith(match)
+    case 'find':
+      return (tag) => tag.includes(match)
+    case 'regex': {
+      const pattern = new RegExp(match)
+      return (tag) => pattern.test(tag)
+    }
+    case 'fnmatch':
+    case 'glob': {
+      const pattern = globToRegExp(match)
+      return (tag) => pattern.test(tag)
+    }
+    default:
+      throw new RangeError(`unknown match type '${String(matchType)}' (use startswith, endswith, find, regex or fnmatch)`)
+  }
+}
+
+interface Reader {
+  test: (tag: string) => boolean
+  queue: BoundedQueue<BusEvent>
+}
+
+/**
+ * Salt's MasterEvent: the master's event bus as async iterators. Several readers may iterate at once,
+ * each with its own tag filter and bounded buffer. If the master restarts, the connection comes back on
+ * its own (events fired while it was down are not replayed).
+ *
+ * ```ts
+ * const events = new MasterEvent({ sockDir: '/var/run/brine/master' })
+ * await events.connect()
+ * for await (const { tag, data } of events.iter({ match: 'salt/job/', signal })) console.log(tag, data)
+ * ```
+ */
+export class MasterEvent implements AsyncDisposable {
+  readonly path: string
+  private readonly readers = new Set<Reader>()
+  private connection: FramedConnection | undefined
+  private closed = false
+  private attempt = 0
+  private timer: NodeJS.Timeout | undefined
+  private readonly logger: Logger
+  /** Events dropped for readers that fell behind, in total. */
+  dropped = 0
+  reconnects = 0
+
+  constructor(private readonly options: MasterEventOptions) {
+    this.path = eventBusPath(options.sockDir)
+    this.logger = options.logger ?? silentLogger
+  }
+
+  /** Connects once; rejects with EventBusUnavailableError (naming the socket) if the bus cannot be reached. */
+  async connect(): Promise<void> {
+    if (this.connection !== undefined) return
+    await this.open(true)
+  }
+
+  private open(first: boolean): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(this.path)
+      let established = false
+      const connection = new FramedConnection(
+        socket,
+        { maxFrameBytes: 64 * 1024 * 1024, hwm: 16, peer: this.path },
+        {
+          onFrame: (body) => this.dispatch(body),
+          onOversize: (error) => this.logger.warning(`event bus: ${error.message}`),
+          onClose: (_conn, reason) => {
+            if (!established) {
+              if (first) {
+                reject(
+                  new EventBusUnavailableError(
+                    `cannot reach the master's event bus at ${this.path}: ${reason ?? 'connection closed'}. Is brine-master running, and are you its user?`,
+                    { path: this.path },
+                  ),
+                )
+              } else {
+                this.scheduleReconnect()
+              }
+              return
+            }
+            this.connection = undefined
+            this.scheduleReconnect()
+          },
+        },
+      )
+      socket.once('connect', () => {
+        established = true
+        this.attempt = 0
+        if (!first) this.reconnects++
+        this.connection = connection
+        resolve()
+      })
+    })
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed) return
+    this.attempt++
+    const delay = backoffDelay(this.attempt, this.options.reconnect ?? { initial: 100, max: 2000 })
+    this.timer = setTimeout(() => {
+      this.open(false).catch(() => {})
+    }, delay)
+    this.timer.unref()
+  }
+
+  private dispatch(body: Buffer): void {
+    let event: BusEvent
+    try {
+      event = decode(body) as BusEvent
+    } catch (error) {
+      this.logger.warning(`event bus: undecodable event dropped: ${(error as Error).message}`)
+      return
+    }
+    if (typeof event?.tag !== 'string') return
+    for (const reader of this.readers) {
+      if (reader.test(event.tag) && !reader.queue.push(event) && !reader.queue.isEnded) this.dropped++
+    }
+  }
+
+  /**
+   * Events whose tag matches, as they arrive from now on. Ends when `signal` aborts, when the caller
+   * breaks out of the loop, or when this MasterEvent is closed.
+   */
+  iter(options: IterOptions = {}): AsyncIterable<BusEvent> {
+    const reader: Reader = { test: tagMatcher(options.match ?? '', options.matchType), queue: new BoundedQueue(options.hwm ?? 10_000) }
+    this.readers.add(reader)
+    const finish = (): void => {
+      this.readers.delete(reader)
+      reader.queue.end()
+    }
+    if (this.closed || options.signal?.aborted) finish()
+    options.signal?.addEventListener('abort', finish, { once: true })
+    return {
+      [Symbol.asyncIterator]: () => {
+        const inner = reader.queue[Symbol.asyncIterator]()
+        return {
+          next: () => inner.next(),
+          return: async () => {
+            finish()
+            options.signal?.removeEventListener('abort', finish)
+            return { value: undefined, done: true }
+          },
+        }
+      },
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    for (const reader of this.readers) reader.queue.end()
+    this.readers.clear()
+    await this.connection?.close()
+    this.connection = undefined
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close()
+  }
+}

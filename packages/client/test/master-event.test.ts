@@ -1,0 +1,101 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { createServer, type Server, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { encode, frame } from '@brine/transport'
+import { eventBusPath } from '@brine/common'
+import { deadline } from '@brine/transport-compliance'
+import { EventBusUnavailableError, MasterEvent, tagMatcher } from '../src/master-event.js'
+
+const cleanups: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+/** A stand-in bus: a unix server that hands the test each subscriber socket. */
+async function fakeBus(sockDir: string): Promise<{ server: Server; sockets: Socket[]; connected: () => Promise<Socket> }> {
+  const sockets: Socket[] = []
+  let onConnect: ((socket: Socket) => void) | undefined
+  const server = createServer((socket) => {
+    sockets.push(socket)
+    onConnect?.(socket)
+  })
+  await new Promise<void>((resolve) => server.listen(eventBusPath(sockDir), resolve))
+  cleanups.push(() => new Promise((resolve) => server.close(resolve)), async () => sockets.forEach((s) => s.destroy()))
+  return {
+    server,
+    sockets,
+    connected: () => new Promise((resolve) => (onConnect = resolve)),
+  }
+}
+
+const fire = (socket: Socket, tag: string, data: Record<string, unknown> = {}): void => {
+  socket.write(frame(encode({ tag, data: { ...data, _stamp: new Date().toISOString() } })))
+}
+
+describe('tagMatcher', () => {
+  it("applies Salt's match types", () => {
+    expect(tagMatcher('salt/job/')('salt/job/1/new')).toBe(true)
+    expect(tagMatcher('salt/job/*/ret/*', 'fnmatch')('salt/job/1/ret/web1')).toBe(true)
+    expect(tagMatcher('salt/job/*/ret/*', 'glob')('salt/job/1/new')).toBe(false)
+    expect(tagMatcher('^salt/job/\\d+/ret/', 'regex')('salt/job/123/ret/db1')).toBe(true)
+    expect(tagMatcher('/start', 'endswith')('salt/minion/web1/start')).toBe(true)
+    expect(tagMatcher('minion', 'find')('salt/minion/web1/start')).toBe(true)
+    expect(() => tagMatcher('x', 'bogus' as never)).toThrow(/unknown match type 'bogus'/)
+  })
+})
+
+describe('MasterEvent', () => {
+  it('gives each reader the events matching its filter, and stops on abort', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const bus = await fakeBus(dir)
+    const events = new MasterEvent({ sockDir: dir })
+    cleanups.push(() => events.close())
+    const socketReady = bus.connected()
+    await events.connect()
+    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    const controller = new AbortController()
+    const returns = events.iter({ match: 'salt/job/*/ret/*', matchType: 'glob', signal: controller.signal })
+    const everything = events.iter()[Symbol.asyncIterator]()
+    fire(socket, 'salt/job/1/new', { minions: ['a', 'b'] })
+    fire(socket, 'salt/job/1/ret/a', { return: true })
+    fire(socket, 'salt/job/1/ret/b', { return: true })
+    const seen: string[] = []
+    for await (const event of returns) {
+      seen.push(event.tag)
+      if (seen.length === 2) controller.abort()
+    }
+    expect(seen).toEqual(['salt/job/1/ret/a', 'salt/job/1/ret/b'])
+    expect((await everything.next()).value?.tag).toBe('salt/job/1/new')
+  })
+
+  it('names the socket when the bus cannot be reached', async () => {
+    const events = new MasterEvent({ sockDir: '/nonexistent/brine' })
+    const error = await events.connect().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(EventBusUnavailableError)
+    expect((error as Error).message).toMatch(/\/nonexistent\/brine\/master_event_pub\.ipc.*Is brine-master running/)
+  })
+
+  it('reconnects when the master comes back', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    let bus = await fakeBus(dir)
+    const events = new MasterEvent({ sockDir: dir, reconnect: { initial: 20, max: 100 } })
+    cleanups.push(() => events.close())
+    const first = bus.connected()
+    await events.connect()
+    await first
+    const reader = events.iter()[Symbol.asyncIterator]()
+    await new Promise<void>((resolve) => {
+      bus.sockets.forEach((s) => s.destroy())
+      bus.server.close(() => resolve())
+    })
+    bus = await fakeBus(dir)
+    const again = await deadline(bus.connected(), 10_000, 'MasterEvent to reconnect')
+    fire(again, 'salt/auth', { id: 'web1' })
+    expect((await deadline(reader.next(), 5000, 'an event after the reconnect')).value?.tag).toBe('salt/auth')
+    expect(events.reconnects).toBe(1)
+  })
+})

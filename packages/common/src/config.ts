@@ -1,0 +1,436 @@
+import { readdir, readFile } from 'node:fs/promises'
+import { join, resolve, sep } from 'node:path'
+import { LineCounter, isMap, isScalar, parse as parseYaml, parseDocument } from 'yaml'
+import type { ScalarTag, Tags } from 'yaml'
+import { iterTransportOpts, parseLogLevel, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
+import type { Logger } from '@brine/transport'
+import {
+  BUILTIN_TRANSPORTS,
+  CONFIG_SCHEMA,
+  PATH_KEYS,
+  defaultsFor,
+  keySpec,
+  type ConfigFor,
+  type KeySpec,
+  type Role,
+  type TransportName,
+} from './config-schema.js'
+import { ConfigError, formatSource, type ConfigSource } from './errors.js'
+import { registerBuiltinTransports } from './transports.js'
+
+export interface LoadConfigOptions {
+  /** Directory holding `<role>` and `<role>.d/*.conf` (Salt's `-c`, default `/etc/brine`). */
+  configDir?: string
+  /** Command-line values, already typed (see {@link parseOverride}); applied last. */
+  overrides?: Record<string, unknown>
+  /** Where unknown-key warnings are logged (they are also returned). */
+  logger?: Logger
+}
+
+/** A key the schema does not know, or one the role does not read; the daemon still starts. */
+export interface ConfigWarning {
+  key: string
+  file: string
+  line?: number
+  message: string
+}
+
+export interface LoadedConfig<R extends Role> {
+  opts: ConfigFor<R>
+  warnings: ConfigWarning[]
+  /** The files that were read, in the order they were applied. */
+  files: string[]
+}
+
+/** Separates path segments in the line index; keys such as `postgres.host` contain dots. */
+const PATH_SEPARATOR = '\u0000'
+
+/**
+ * YAML 1.1 as Salt's PyYAML reads it: `yes`/`on`/`off` are booleans, but `y` and `n` stay strings
+ * (the yaml package's 1.1 schema follows the spec and would turn a key `n:` into `false`).
+ */
+const PYYAML_TRUE = /^(?:yes|Yes|YES|true|True|TRUE|on|On|ON)$/
+const PYYAML_FALSE = /^(?:no|No|NO|false|False|FALSE|off|Off|OFF)$/
+const YAML_OPTIONS = {
+  version: '1.1',
+  customTags: (tags: Tags): Tags =>
+    tags.map((tag) => {
+      if (typeof tag !== 'object' || tag.tag !== 'tag:yaml.org,2002:bool' || !('test' in tag)) return tag
+      return { ...tag, test: tag.identify?.(true) === true ? PYYAML_TRUE : PYYAML_FALSE } as ScalarTag
+    }),
+} as const
+const COMMAND_LINE = 'command line'
+
+interface ParsedFile {
+  values: Record<string, unknown>
+  lines: Map<string, number>
+}
+
+/**
+ * Loads a daemon's config the way Salt does: defaults, then `<configDir>/<role>` (a missing file
+ * means defaults), then `<configDir>/<role>.d/*.conf` in sorted order (each replacing whole
+ * top-level keys, as Salt's `opts.update` does), then `overrides`. Values are type-checked where
+ * they are read, so errors name the key, the file and the line; `root_dir` is prepended to path
+ * keys last. YAML is parsed as YAML 1.1, as Salt's PyYAML does (`yes`/`on` are booleans).
+ */
+export async function loadConfig<R extends Role>(role: R, options: LoadConfigOptions = {}): Promise<LoadedConfig<R>> {
+  const configDir = options.configDir ?? '/etc/brine'
+  const logger = options.logger ?? silentLogger
+  const warnings: ConfigWarning[] = []
+  const merged: Record<string, unknown> = {}
+  /** Where each top-level key was last set, for cross-key errors. */
+  const origins = new Map<string, ConfigSource>()
+  const files: string[] = []
+  const apply = async (values: Record<string, unknown>, source: (path: readonly string[]) => ConfigSource): Promise<void> => {
+    const checked = await checkValues(role, values, source, warnings)
+    for (const [key, value] of Object.entries(checked)) {
+      merged[key] = value
+      origins.set(key, source([key]))
+      if (key !== 'transport_opts') continue
+      // Nested origins let a port clash point at the exact line of `transport_opts.tcp.ret_port`.
+      for (const name of [...origins.keys()]) if (name.startsWith('transport_opts.')) origins.delete(name)
+      for (const [name, entry] of Object.entries(value as Record<string, Record<string, unknown>>)) {
+        origins.set(`transport_opts.${name}`, source([key, name]))
+        for (const inner of Object.keys(entry)) origins.set(`transport_opts.${name}.${inner}`, source([key, name, inner]))
+      }
+    }
+  }
+
+  const mainFile = join(configDir, role)
+  const includeDir = join(configDir, `${role}.d`)
+  const includes = (await listDir(includeDir)).filter((name) => name.endsWith('.conf')).sort()
+  for (const file of [mainFile, ...includes.map((name) => join(includeDir, name))]) {
+    const text = await readOptional(file)
+    if (text === undefined) continue
+    files.push(file)
+    const parsed = parseConfigText(text, file)
+    await apply(parsed.values, (path) => ({ file, line: parsed.lines.get(path.join(PATH_SEPARATOR)) }))
+  }
+  if (options.overrides !== undefined) await apply(options.overrides, () => ({ file: COMMAND_LINE }))
+
+  const opts: Record<string, unknown> = defaultsFor(role, configDir)
+  for (const [key, value] of Object.entries(merged)) {
+    // rest_api is a settings block: a file that sets only `port` keeps the default `host`.
+    opts[key] = key === 'rest_api' && role !== 'minion' ? { ...(opts[key] as object), ...(value as object) } : value
+  }
+  if (role === 'minion' && !origins.has('id')) {
+    // Salt's minion_id_caching: a minion keeps the id it was first given in <configDir>/minion_id.
+    const cached = (await readOptional(join(configDir, 'minion_id')))?.trim()
+    if (cached) opts.id = cached
+  }
+  if (role === 'master') checkDistinctPorts(opts, origins)
+  prependRootDir(opts)
+
+  for (const warning of warnings) logger.warning(warning.message)
+  return { opts: opts as ConfigFor<R>, warnings, files }
+}
+
+/**
+ * Parses one config file's text; invalid YAML or a top level that is not a mapping throws a
+ * ConfigError with the file and line. Returns the values and the line of every key (three levels deep).
+ */
+export function parseConfigText(text: string, file: string): ParsedFile {
+  const lineCounter = new LineCounter()
+  const doc = parseDocument(text, { ...YAML_OPTIONS, lineCounter, prettyErrors: false })
+  const first = doc.errors[0]
+  if (first !== undefined) {
+    const line = first.linePos?.[0].line ?? lineCounter.linePos(first.pos[0]).line
+    const reason = first.message.split('\n')[0] ?? first.message
+    throw new ConfigError(`${file}:${line}: invalid YAML: ${reason}`, { file, line }, { cause: first })
+  }
+  const lines = new Map<string, number>()
+  if (doc.contents === null) return { values: {}, lines }
+  if (!isMap(doc.contents)) {
+    const line = doc.contents.range === undefined || doc.contents.range === null ? 1 : lineCounter.linePos(doc.contents.range[0]).line
+    throw new ConfigError(`${file}:${line}: a config file must be a mapping of key: value`, { file, line })
+  }
+  const walk = (node: unknown, path: string[]): void => {
+    if (!isMap(node) || path.length >= 3) return
+    for (const pair of node.items) {
+      if (!isScalar(pair.key)) continue
+      const keyPath = [...path, String(pair.key.value)]
+      if (pair.key.range) lines.set(keyPath.join(PATH_SEPARATOR), lineCounter.linePos(pair.key.range[0]).line)
+      walk(pair.value, keyPath)
+    }
+  }
+  walk(doc.contents, [])
+  const values = (doc.toJS({ maxAliasCount: 100 }) ?? {}) as Record<string, unknown>
+  return { values, lines }
+}
+
+/**
+ * Type-checks every key of one source; unknown keys become warnings and are kept (Salt keeps
+ * them too, for custom modules). Returns the values, coerced where the schema allows it.
+ */
+async function checkValues(
+  role: Role,
+  values: Record<string, unknown>,
+  source: (path: readonly string[]) => ConfigSource,
+  warnings: ConfigWarning[],
+): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(values)) {
+    const spec = keySpec(key)
+    const where = source([key])
+    if (spec === undefined || !spec.roles.includes(role)) {
+      warnings.push(unknownKeyWarning(key, where, spec === undefined ? undefined : role))
+      out[key] = value
+      continue
+    }
+    if (spec.kind === 'transport') {
+      out[key] = await checkTransportName(value, key, where)
+    } else if (spec.kind === 'transport-opts') {
+      out[key] = await checkTransportOpts(role, value, key, source, warnings)
+    } else {
+      out[key] = coerceValue(key, spec, value, where)
+    }
+  }
+  return out
+}
+
+function unknownKeyWarning(key: string, where: ConfigSource, notForRole: Role | undefined): ConfigWarning {
+  const what = notForRole === undefined ? `unknown config key '${key}'` : `config key '${key}' is not used by the ${notForRole}`
+  return { key, file: where.file, line: where.line, message: `${formatSource(where)}: ${what}; ignored` }
+}
+
+/** Checks (and where harmless, coerces) one value against its spec; throws ConfigError naming key, file and line. */
+export function coerceValue(key: string, spec: KeySpec, value: unknown, where: ConfigSource): unknown {
+  const fail = (expected: string): never => {
+    throw new ConfigError(`${formatSource(where)}: ${key} must be ${expected}, got ${describeValue(value)}`, {
+      key,
+      file: where.file,
+      line: where.line,
+    })
+  }
+  const unit = spec.unit === undefined ? '' : ` (${spec.unit})`
+  switch (spec.kind) {
+    case 'string':
+    case 'nullable-string': {
+      if (value === null && spec.kind === 'nullable-string') return null
+      // Salt str()s scalars, so `id: 1234` is the id "1234".
+      const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value
+      if (typeof text !== 'string') return fail(spec.kind === 'string' ? 'a string' : 'a string or null')
+      if (spec.values !== undefined && !spec.values.includes(text)) return fail(`one of ${spec.values.join(', ')}`)
+      return text
+    }
+    case 'integer':
+      return typeof value === 'number' && Number.isInteger(value) ? value : fail(`an integer${unit}`)
+    case 'number':
+      return typeof value === 'number' && Number.isFinite(value) ? value : fail(`a number${unit}`)
+    case 'port':
+      return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535
+        ? value
+        : fail('a port number (an integer from 0 to 65535)')
+    case 'boolean':
+      return typeof value === 'boolean' ? value : fail('true or false')
+    case 'map':
+      return isPlainObject(value) ? value : fail('a mapping')
+    case 'string-or-list':
+      if (typeof value === 'string') return value
+      return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a string or a list of strings')
+    case 'log-level':
+      if (typeof value !== 'string') return fail('a log level')
+      try {
+        return parseLogLevel(value)
+      } catch {
+        return fail('one of quiet, error, warning, info, debug, trace')
+      }
+    case 'transport':
+      return typeof value === 'string' && (BUILTIN_TRANSPORTS as readonly string[]).includes(value)
+        ? value
+        : fail(`one of ${BUILTIN_TRANSPORTS.join(', ')}`)
+    case 'transport-opts':
+      return isPlainObject(value) ? value : fail('a mapping of transport name to options')
+  }
+}
+
+/**
+ * Accepts exactly `zeromq` or `tcp`. A near miss (`zmq`, `ZeroMQ`) fails with the registry's
+ * "did you mean", worded as UnknownTransportError words it, with the file and line as its source.
+ */
+async function checkTransportName(value: unknown, key: string, where: ConfigSource): Promise<TransportName> {
+  if (typeof value !== 'string') {
+    throw new ConfigError(`${formatSource(where)}: ${key} must be one of ${BUILTIN_TRANSPORTS.join(', ')}, got ${describeValue(value)}`, {
+      key,
+      file: where.file,
+      line: where.line,
+    })
+  }
+  if ((BUILTIN_TRANSPORTS as readonly string[]).includes(value)) return value as TransportName
+  const unknown = new UnknownTransportError(value, BUILTIN_TRANSPORTS, suggestTransport(value, BUILTIN_TRANSPORTS), formatSource(where))
+  throw new ConfigError(unknown.message, { key, file: where.file, line: where.line }, { cause: unknown })
+}
+
+async function checkTransportOpts(
+  role: Role,
+  value: unknown,
+  key: string,
+  source: (path: readonly string[]) => ConfigSource,
+  warnings: ConfigWarning[],
+): Promise<Record<string, Record<string, unknown>>> {
+  const where = source([key])
+  if (!isPlainObject(value)) coerceValue(key, CONFIG_SCHEMA.transport_opts, value, where)
+  const out: Record<string, Record<string, unknown>> = {}
+  for (const [name, entry] of Object.entries(value as Record<string, unknown>)) {
+    await checkTransportName(name, `${key}.${name}`, source([key, name]))
+    if (entry === null || entry === undefined) {
+      out[name] = {}
+      continue
+    }
+    const entryKey = `${key}.${name}`
+    if (!isPlainObject(entry)) coerceValue(entryKey, { kind: 'map', roles: [role], default: {} }, entry, source([key, name]))
+    const checked: Record<string, unknown> = {}
+    for (const [innerKey, innerValue] of Object.entries(entry as Record<string, unknown>)) {
+      const innerWhere = source([key, name, innerKey])
+      const spec = keySpec(innerKey)
+      const fullKey = `${entryKey}.${innerKey}`
+      if (spec === undefined || !spec.roles.includes(role) || spec.kind === 'transport' || spec.kind === 'transport-opts') {
+        warnings.push(unknownKeyWarning(fullKey, innerWhere, spec === undefined ? undefined : role))
+        checked[innerKey] = innerValue
+        continue
+      }
+      checked[innerKey] = coerceValue(fullKey, spec, innerValue, innerWhere)
+    }
+    out[name] = checked
+  }
+  return out
+}
+
+/** Two transports served by one master cannot share a port: the second bind would fail at start-up. */
+function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, ConfigSource>): void {
+  const transportOpts = (opts.transport_opts ?? {}) as Record<string, Record<string, unknown>>
+  for (const portKey of ['publish_port', 'ret_port'] as const) {
+    const seen = new Map<number, { name: string; keyName: string }>()
+    for (const [name, merged] of iterTransportOpts(opts as { transport: string; transport_opts?: typeof transportOpts; [key: string]: unknown })) {
+      const port = merged[portKey]
+      // Port 0 means "any free port", so two zeros do not collide.
+      if (typeof port !== 'number' || port === 0) continue
+      const entry = transportOpts[name]
+      const keyName =
+        entry === undefined ? portKey : Object.hasOwn(entry, portKey) ? `transport_opts.${name}.${portKey}` : `${portKey} inherited by transport_opts.${name}`
+      const other = seen.get(port)
+      if (other !== undefined) {
+        const source = origins.get(keyName) ?? origins.get(`transport_opts.${name}`) ?? { file: 'defaults' }
+        throw new ConfigError(
+          `${formatSource(source)}: transports '${other.name}' and '${name}' both use ${portKey} ${port} ` +
+            `(${other.keyName} and ${keyName}); give each transport its own port`,
+          { key: keyName, file: source.file, line: source.line },
+        )
+      }
+      seen.set(port, { name, keyName })
+    }
+  }
+}
+
+/**
+ * Salt's prepend_root_dir: each absolute or relative path key gets `root_dir` joined in front,
+ * unless it is already under root_dir. URLs (`udp://…` log targets) are left alone.
+ */
+export function prependRootDir(opts: Record<string, unknown>): void {
+  const rootDir = typeof opts.root_dir === 'string' ? resolve(opts.root_dir) : sep
+  if (rootDir === sep) return
+  for (const key of PATH_KEYS) {
+    const path = opts[key]
+    if (typeof path !== 'string' || path === '' || path.includes('://')) continue
+    if (path === rootDir || path.startsWith(rootDir + sep)) continue
+    opts[key] = join(rootDir, path)
+  }
+}
+
+/**
+ * Parses a command-line `key=value` into a typed override, coercing with the schema's type:
+ * `timeout=30` → 30, `auto_accept=yes` → true, `grains={role: web}` → a mapping (YAML flow).
+ * A key the schema does not know keeps its YAML-parsed value (loadConfig will warn about it).
+ */
+export function parseOverride(text: string): { key: string; value: unknown } {
+  const at = text.indexOf('=')
+  const where: ConfigSource = { file: COMMAND_LINE }
+  if (at <= 0) {
+    throw new ConfigError(`${COMMAND_LINE}: override '${text}' must look like key=value`, { file: COMMAND_LINE })
+  }
+  const key = text.slice(0, at).trim()
+  const raw = text.slice(at + 1)
+  const spec = keySpec(key)
+  const fail = (expected: string): never => {
+    throw new ConfigError(`${COMMAND_LINE}: ${key} must be ${expected}, got '${raw}'`, { key, file: COMMAND_LINE })
+  }
+  if (spec === undefined) return { key, value: parseYamlValue(raw, key) }
+  const unit = spec.unit === undefined ? '' : ` (${spec.unit})`
+  switch (spec.kind) {
+    case 'string':
+    case 'transport':
+    case 'log-level':
+      return { key, value: spec.kind === 'string' ? coerceValue(key, spec, raw, where) : raw }
+    case 'nullable-string':
+      return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
+    case 'integer':
+    case 'port': {
+      if (!/^-?\d+$/.test(raw.trim())) return fail(spec.kind === 'port' ? 'a port number (an integer from 0 to 65535)' : `an integer${unit}`)
+      return { key, value: coerceValue(key, spec, Number(raw), where) }
+    }
+    case 'number': {
+      const value = raw.trim() === '' ? Number.NaN : Number(raw)
+      return Number.isFinite(value) ? { key, value } : fail(`a number${unit}`)
+    }
+    case 'boolean': {
+      const lower = raw.trim().toLowerCase()
+      if (['true', 'yes', 'on', '1'].includes(lower)) return { key, value: true }
+      if (['false', 'no', 'off', '0'].includes(lower)) return { key, value: false }
+      return fail('true or false (true/false, yes/no, on/off, 1/0)')
+    }
+    case 'string-or-list':
+      return { key, value: raw.trimStart().startsWith('[') ? coerceValue(key, spec, parseYamlValue(raw, key), where) : raw }
+    case 'map':
+    case 'transport-opts':
+      return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
+  }
+}
+
+/** Parses several `key=value` overrides into the object loadConfig takes. */
+export function parseOverrides(texts: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const text of texts) {
+    const { key, value } = parseOverride(text)
+    out[key] = value
+  }
+  return out
+}
+
+function parseYamlValue(raw: string, key: string): unknown {
+  try {
+    return parseYaml(raw, YAML_OPTIONS) as unknown
+  } catch (error) {
+    throw new ConfigError(`${COMMAND_LINE}: ${key}: cannot parse '${raw}' as YAML`, { key, file: COMMAND_LINE }, { cause: error })
+  }
+}
+
+function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return 'null'
+  if (Array.isArray(value)) return 'a list'
+  if (typeof value === 'object') return 'a mapping'
+  if (typeof value === 'string') return `string '${value}'`
+  return `${typeof value} ${String(value)}`
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+async function readOptional(file: string): Promise<string | undefined> {
+  try {
+    return await readFile(file, 'utf8')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw new ConfigError(`${file}: cannot read config file: ${(error as Error).message}`, { file }, { cause: error })
+  }
+}
+
+async function listDir(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR') return []
+    throw new ConfigError(`${dir}: cannot list config directory: ${(error as Error).message}`, { file: dir }, { cause: error })
+  }
+}

@@ -1,0 +1,19 @@
+/**
+ * @packageDocumentation
+ * `@brine/common` is what every Brine daemon shares above the transport: Salt-style config
+ * loading (YAML, Salt's key names and defaults, errors naming key, file and line), the one
+ * seconds-to-milliseconds conversion, Salt's jid format, the wire payload types and their
+ * validators, Salt's target matchers, logging from config, and the registration of the
+ * built-in `zeromq` and `tcp` transports.
+ */
+export * from './errors.js'
+export * from './config-schema.js'
+export * from './config.js'
+export * from './units.js'
+export * from './jid.js'
+export * from './types.js'
+export * from './target.js'
+export * from './logging.js'
+export * from './transports.js'
+// event-bus.ts (bus socket name and event shape) was added by another engineer for @brine/master and @brine/client.
+export * from './event-bus.js'

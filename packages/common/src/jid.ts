@@ -1,0 +1,101 @@
+import { JidError } from './errors.js'
+
+/**
+ * Job ids in Salt's format, `YYYYMMDDhhmmssffffff` (20 digits down to the microsecond).
+ * Brine uses UTC, not Salt's local time, so jids sort the same on every master of a tree
+ * whatever its time zone. Salt's `unique_jid` suffix (`_<pid>`) is accepted when parsing.
+ */
+
+const JID_PATTERN = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{6})(?:_.+)?$/
+
+export interface JidGenerator {
+  /** A new jid for `now` (default: the current time, with microseconds), strictly greater than the last. */
+  (now?: Date): string
+}
+
+/**
+ * A monotonic generator: if the clock would give the same (or an earlier) microsecond as the
+ * previous jid, the new one is the previous plus one microsecond, so jids never repeat.
+ * Without `shared` that holds within one thread. Master workers (worker_threads) each load their
+ * own copy of this module, so pass them one {@link createJidState} buffer (e.g. via workerData):
+ * the last jid then lives in shared memory, updated with a compare-and-swap.
+ */
+export function createJidGenerator(shared?: SharedArrayBuffer): JidGenerator {
+  const cell = shared === undefined ? undefined : new BigInt64Array(shared, 0, 1)
+  let last = 0
+  return (now?: Date): string => {
+    const micros = now === undefined ? Math.floor((performance.timeOrigin + performance.now()) * 1000) : now.getTime() * 1000
+    if (cell === undefined) {
+      last = micros > last ? micros : last + 1
+      return formatMicros(last)
+    }
+    const candidate = BigInt(micros)
+    for (;;) {
+      const previous = Atomics.load(cell, 0)
+      const next = candidate > previous ? candidate : previous + 1n
+      if (Atomics.compareExchange(cell, 0, previous, next) === previous) return formatMicros(Number(next))
+    }
+  }
+}
+
+/** Shared state for generators in several worker threads of one process. */
+export function createJidState(): SharedArrayBuffer {
+  return new SharedArrayBuffer(8)
+}
+
+const defaultGenerator = createJidGenerator()
+
+/** A new jid from this process's monotonic generator. */
+export function generateJid(now?: Date): string {
+  return defaultGenerator(now)
+}
+
+function formatMicros(micros: number): string {
+  const date = new Date(Math.floor(micros / 1000))
+  const pad = (value: number, width = 2): string => String(value).padStart(width, '0')
+  return (
+    pad(date.getUTCFullYear(), 4) +
+    pad(date.getUTCMonth() + 1) +
+    pad(date.getUTCDate()) +
+    pad(date.getUTCHours()) +
+    pad(date.getUTCMinutes()) +
+    pad(date.getUTCSeconds()) +
+    pad(micros % 1_000_000, 6)
+  )
+}
+
+export interface ParsedJid {
+  /** The jid's time, to the millisecond (UTC). */
+  date: Date
+  /** Microseconds within the second, 0..999999. */
+  microsecond: number
+}
+
+/** Splits a jid into its time; throws JidError for anything that is not a real date in Salt's format. */
+export function parseJid(jid: string): ParsedJid {
+  const match = JID_PATTERN.exec(jid)
+  if (match === null) throw new JidError(jid, 'expected 20 digits, YYYYMMDDhhmmssffffff')
+  const [year, month, day, hour, minute, second, micro] = match.slice(1).map(Number) as [number, number, number, number, number, number, number]
+  const date = new Date(Date.UTC(year, month - 1, day, hour, minute, second, Math.floor(micro / 1000)))
+  // Date.UTC rolls 2024-02-30 over into March; a round trip catches it.
+  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || date.getUTCHours() !== hour || date.getUTCMinutes() !== minute || date.getUTCSeconds() !== second) {
+    throw new JidError(jid, 'not a valid date and time')
+  }
+  return { date, microsecond: micro }
+}
+
+/** True for a string in Salt's jid format that names a real time. */
+export function isJid(value: unknown): value is string {
+  if (typeof value !== 'string') return false
+  try {
+    parseJid(value)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The jid's time as a Date (millisecond precision, UTC). */
+export function jidToDate(jid: string): Date {
+  return parseJid(jid).date
+}

@@ -1,0 +1,36 @@
+import { getTransport, listTransports, registerTransport } from '@brine/transport'
+import type { Transport } from '@brine/transport'
+
+/** What to tell an operator whose ZeroMQ native addon failed to load. */
+export const ZEROMQ_UNAVAILABLE_HINT =
+  'the zeromq native addon did not load; reinstall with install scripts enabled ' +
+  '(npm install --foreground-scripts zeromq) or set `transport: tcp`'
+
+/**
+ * The composition root for the built-in transports: registers `zeromq` and `tcp` with lazy
+ * `import()` loaders, so a broken native addon only hurts users who chose ZeroMQ. Idempotent:
+ * names already registered (by an earlier call or by a test) are left as they are.
+ */
+export function registerBuiltinTransports(): void {
+  const registered = new Set(listTransports())
+  if (!registered.has('zeromq')) {
+    registerTransport('zeromq', () => import('@brine/transport-zeromq').then((module) => module.zeromqTransport() as Transport), {
+      hint: ZEROMQ_UNAVAILABLE_HINT,
+    })
+  }
+  if (!registered.has('tcp')) {
+    registerTransport('tcp', () => import('@brine/transport-tcp').then((module) => module.tcpTransport() as Transport), {
+      hint: 'check the installation of @brine/transport-tcp',
+    })
+  }
+}
+
+/**
+ * Registers the built-ins, then loads `name`. Throws UnknownTransportError (with "did you mean")
+ * for an unknown name and TransportUnavailableError (with the hint and the load failure as
+ * `cause`) when the package cannot be loaded. `source` (`/etc/brine/master:4`) goes into the error.
+ */
+export async function loadTransport(name: string, source?: string): Promise<Transport> {
+  registerBuiltinTransports()
+  return getTransport(name, source === undefined ? {} : { source })
+}

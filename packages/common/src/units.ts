@@ -1,0 +1,109 @@
+import type { BackoffOptions } from '@brine/transport'
+import { ConfigError } from './errors.js'
+
+/**
+ * The one place config units become API units. Salt's config keys are in seconds (keep_jobs in
+ * hours, recon_* already in milliseconds); every Brine TypeScript API takes milliseconds.
+ * Converting anywhere else is a bug waiting for a factor of 1000.
+ */
+
+/** Seconds from config → milliseconds for the API, rounded to a whole millisecond. */
+export function secondsToMs(value: unknown, key: string): number {
+  return Math.round(nonNegative(value, key, 'seconds') * 1000)
+}
+
+/** Hours from config (keep_jobs) → milliseconds. */
+export function hoursToMs(value: unknown, key: string): number {
+  return Math.round(nonNegative(value, key, 'hours') * 3_600_000)
+}
+
+function nonNegative(value: unknown, key: string, unit: string): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    const shown = typeof value === 'string' ? `'${value}'` : String(value)
+    throw new ConfigError(`${key} must be a non-negative number of ${unit}, got ${shown}`, { key })
+  }
+  return value
+}
+
+/** The time-valued keys a daemon may read, in Salt's units. */
+export interface TimeoutConfig {
+  timeout?: number
+  gather_job_timeout?: number
+  return_retry_timer?: number
+  return_retry_timer_max?: number
+  auth_timeout?: number
+  acceptance_wait_time?: number
+  acceptance_wait_time_max?: number
+  syndic_wait?: number
+  syndic_event_forward_timeout?: number
+  publish_session?: number
+  keep_jobs?: number
+}
+
+/** Every time-valued key, in milliseconds; a key missing from `opts` takes Salt's default. */
+export interface Timeouts {
+  timeoutMs: number
+  gatherJobTimeoutMs: number
+  returnRetryTimerMs: number
+  returnRetryTimerMaxMs: number
+  authTimeoutMs: number
+  acceptanceWaitTimeMs: number
+  /** 0 means "do not grow the acceptance wait", as in Salt. */
+  acceptanceWaitTimeMaxMs: number
+  syndicWaitMs: number
+  syndicEventForwardTimeoutMs: number
+  publishSessionMs: number
+  keepJobsMs: number
+}
+
+export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
+  return {
+    timeoutMs: secondsToMs(opts.timeout ?? 5, 'timeout'),
+    gatherJobTimeoutMs: secondsToMs(opts.gather_job_timeout ?? 10, 'gather_job_timeout'),
+    returnRetryTimerMs: secondsToMs(opts.return_retry_timer ?? 5, 'return_retry_timer'),
+    returnRetryTimerMaxMs: secondsToMs(opts.return_retry_timer_max ?? 10, 'return_retry_timer_max'),
+    authTimeoutMs: secondsToMs(opts.auth_timeout ?? 5, 'auth_timeout'),
+    acceptanceWaitTimeMs: secondsToMs(opts.acceptance_wait_time ?? 10, 'acceptance_wait_time'),
+    acceptanceWaitTimeMaxMs: secondsToMs(opts.acceptance_wait_time_max ?? 0, 'acceptance_wait_time_max'),
+    syndicWaitMs: secondsToMs(opts.syndic_wait ?? 5, 'syndic_wait'),
+    syndicEventForwardTimeoutMs: secondsToMs(opts.syndic_event_forward_timeout ?? 0.5, 'syndic_event_forward_timeout'),
+    publishSessionMs: secondsToMs(opts.publish_session ?? 86400, 'publish_session'),
+    keepJobsMs: hoursToMs(opts.keep_jobs ?? 24, 'keep_jobs'),
+  }
+}
+
+/**
+ * Salt's return retry: each retry waits a random time between return_retry_timer and
+ * return_retry_timer_max (the max is ignored when smaller). `random` is injectable for tests.
+ */
+export function returnRetryDelayMs(opts: TimeoutConfig, random: () => number = Math.random): number {
+  const low = secondsToMs(opts.return_retry_timer ?? 5, 'return_retry_timer')
+  const high = Math.max(low, secondsToMs(opts.return_retry_timer_max ?? 10, 'return_retry_timer_max'))
+  return Math.round(low + (high - low) * random())
+}
+
+export interface ReconnectConfig {
+  recon_default?: number
+  recon_max?: number
+  recon_randomize?: boolean
+}
+
+/**
+ * recon_default / recon_max / recon_randomize (already milliseconds in Salt) as the transport's
+ * BackoffOptions. Salt randomizes the first wait; Brine's backoff randomizes half of every delay
+ * (jitter 0.5) when recon_randomize is on, and none when it is off.
+ */
+export function backoffFromConfig(opts: ReconnectConfig): BackoffOptions {
+  const initial = milliseconds(opts.recon_default ?? 1000, 'recon_default')
+  const max = Math.max(initial, milliseconds(opts.recon_max ?? 10000, 'recon_max'))
+  return { initial, max, factor: 2, jitter: (opts.recon_randomize ?? true) ? 0.5 : 0 }
+}
+
+function milliseconds(value: unknown, key: string): number {
+  return Math.round(nonNegative(value, key, 'milliseconds'))
+}
+
+/** The endpoint options every transport endpoint takes from config (pub_hwm, max_frame_bytes). */
+export function endpointLimitsFromConfig(opts: { pub_hwm?: number; max_frame_bytes?: number }): { hwm: number; maxFrameBytes: number } {
+  return { hwm: opts.pub_hwm ?? 1000, maxFrameBytes: opts.max_frame_bytes ?? 67108864 }
+}

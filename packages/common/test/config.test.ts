@@ -1,0 +1,312 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { hostname, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { createLogger } from '@brine/transport'
+import { ConfigError } from '../src/errors.js'
+import { loadConfig, parseOverride, parseOverrides } from '../src/config.js'
+
+let dir: string
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'brine-config-'))
+})
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true })
+})
+
+async function write(name: string, text: string): Promise<string> {
+  const file = join(dir, name)
+  await mkdir(join(file, '..'), { recursive: true })
+  await writeFile(file, text)
+  return file
+}
+
+async function loadError(role: 'master' | 'minion' | 'syndic', overrides?: Record<string, unknown>): Promise<ConfigError> {
+  const error = await loadConfig(role, { configDir: dir, overrides }).then(
+    () => undefined,
+    (caught: unknown) => caught,
+  )
+  expect(error).toBeInstanceOf(ConfigError)
+  return error as ConfigError
+}
+
+describe('defaults', () => {
+  it('gives the master Salt defaults when no file exists', async () => {
+    const { opts, files, warnings } = await loadConfig('master', { configDir: dir })
+    expect(files).toEqual([])
+    expect(warnings).toEqual([])
+    expect(opts).toMatchObject({
+      interface: '0.0.0.0',
+      publish_port: 4505,
+      ret_port: 4506,
+      transport: 'zeromq',
+      transport_opts: {},
+      worker_threads: 5,
+      timeout: 5,
+      gather_job_timeout: 10,
+      auto_accept: false,
+      open_mode: false,
+      keep_jobs: 24,
+      order_masters: false,
+      syndic_wait: 5,
+      master_job_cache: 'local_cache',
+      job_cache: true,
+      pub_hwm: 1000,
+      max_frame_bytes: 67108864,
+      sign_pub_messages: true,
+      zmq_filtering: false,
+      log_level: 'warning',
+      root_dir: '/',
+      pki_dir: '/etc/brine/pki/master',
+      cachedir: '/var/cache/brine/master',
+      sock_dir: '/var/run/brine/master',
+      log_file: '/var/log/brine/master',
+      'postgres.port': 5432,
+      rest_api: { port: 8000, host: '0.0.0.0' },
+      master_id: null,
+    })
+    expect(opts).not.toHaveProperty('master')
+    expect(opts).not.toHaveProperty('recon_default')
+  })
+
+  it('gives the minion its own keys, with Salt’s master: salt and an id from the host name', async () => {
+    const { opts } = await loadConfig('minion', { configDir: dir })
+    expect(opts).toMatchObject({
+      id: hostname(),
+      master: 'salt',
+      master_port: 4506,
+      publish_port: 4505,
+      master_type: 'str',
+      return_retry_timer: 5,
+      return_retry_timer_max: 10,
+      return_retry_tries: 3,
+      recon_default: 1000,
+      recon_max: 10000,
+      recon_randomize: true,
+      acceptance_wait_time: 10,
+      acceptance_wait_time_max: 0,
+      auth_tries: 7,
+      auth_timeout: 5,
+      multiprocessing: true,
+      grains: {},
+      pki_dir: '/etc/brine/pki/minion',
+    })
+    expect(opts).not.toHaveProperty('auto_accept')
+    expect(opts).not.toHaveProperty('ret_port')
+  })
+
+  it('reads a cached minion_id file as Salt does', async () => {
+    await write('minion_id', 'web1.example.com\n')
+    const { opts } = await loadConfig('minion', { configDir: dir })
+    expect(opts.id).toBe('web1.example.com')
+  })
+
+  it('gives the syndic master keys plus its upward connection keys', async () => {
+    const { opts } = await loadConfig('syndic', { configDir: dir })
+    expect(opts).toMatchObject({ syndic_master: 'masterofmasters', syndic_wait: 5, syndic_event_forward_timeout: 0.5, ret_port: 4506, recon_max: 10000 })
+    expect(opts.pki_dir).toBe('/etc/brine/pki/syndic')
+  })
+})
+
+describe('files and overrides', () => {
+  it('applies the main file, then <role>.d/*.conf in sorted order, then overrides', async () => {
+    await write('master', 'timeout: 30\nworker_threads: 8\nauto_accept: yes\n')
+    await write('master.d/20-b.conf', 'worker_threads: 12\n')
+    await write('master.d/10-a.conf', 'worker_threads: 10\ngather_job_timeout: 15\n')
+    await write('master.d/ignored.txt', 'worker_threads: 99\n')
+    const { opts, files } = await loadConfig('master', { configDir: dir, overrides: { timeout: 60 } })
+    expect(files).toEqual([join(dir, 'master'), join(dir, 'master.d/10-a.conf'), join(dir, 'master.d/20-b.conf')])
+    expect(opts.worker_threads).toBe(12)
+    expect(opts.gather_job_timeout).toBe(15)
+    expect(opts.timeout).toBe(60)
+    // YAML 1.1, as Salt's PyYAML reads it.
+    expect(opts.auto_accept).toBe(true)
+  })
+
+  it('treats an empty file as defaults', async () => {
+    await write('minion', '# nothing yet\n')
+    const { opts } = await loadConfig('minion', { configDir: dir })
+    expect(opts.master).toBe('salt')
+  })
+
+  it('keeps rest_api defaults that a file does not set', async () => {
+    await write('master', 'rest_api:\n  port: 8080\n')
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts.rest_api).toEqual({ port: 8080, host: '0.0.0.0' })
+  })
+
+  it('accepts a list of masters and str()s a numeric id', async () => {
+    await write('minion', 'master: [m1, m2]\nid: 1234\n')
+    const { opts } = await loadConfig('minion', { configDir: dir })
+    expect(opts.master).toEqual(['m1', 'm2'])
+    expect(opts.id).toBe('1234')
+  })
+})
+
+describe('root_dir', () => {
+  it('prefixes every path key, leaving paths already under it and URLs alone', async () => {
+    await write('master', `root_dir: ${dir}/root\ncachedir: ${dir}/root/cache\nlog_file: udp://loghost:514\nsock_dir: run/sock\n`)
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts.pki_dir).toBe(`${dir}/root/etc/brine/pki/master`)
+    expect(opts.cachedir).toBe(`${dir}/root/cache`)
+    expect(opts.sock_dir).toBe(`${dir}/root/run/sock`)
+    expect(opts.pidfile).toBe(`${dir}/root/var/run/brine-master.pid`)
+    expect(opts.log_file).toBe('udp://loghost:514')
+  })
+
+  it('applies to command-line paths too', async () => {
+    const { opts } = await loadConfig('minion', { configDir: dir, overrides: { root_dir: '/srv/root', pki_dir: '/keys' } })
+    expect(opts.pki_dir).toBe('/srv/root/keys')
+    expect(opts.cachedir).toBe('/srv/root/var/cache/brine/minion')
+  })
+})
+
+describe('unknown keys', () => {
+  it('warns with key, file and line, logs it, and keeps the value', async () => {
+    const file = await write('master', 'timeout: 5\nworker_thread: 4\n')
+    const lines: string[] = []
+    const logger = createLogger({ level: 'warning', write: (line) => lines.push(line) })
+    const { opts, warnings } = await loadConfig('master', { configDir: dir, logger })
+    expect(warnings).toEqual([{ key: 'worker_thread', file, line: 2, message: `${file}:2: unknown config key 'worker_thread'; ignored` }])
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toContain(`${file}:2: unknown config key 'worker_thread'; ignored`)
+    expect(opts.worker_thread).toBe(4)
+  })
+
+  it('warns about a key another role reads', async () => {
+    const file = await write('minion', 'auto_accept: true\n')
+    const { warnings } = await loadConfig('minion', { configDir: dir })
+    expect(warnings.map((warning) => warning.message)).toEqual([`${file}:1: config key 'auto_accept' is not used by the minion; ignored`])
+  })
+})
+
+describe('errors', () => {
+  it('names key, file and line for a wrong type', async () => {
+    const file = await write('master', 'interface: 127.0.0.1\n\npublish_port: abc\n')
+    const error = await loadError('master')
+    expect(error.message).toBe(`${file}:3: publish_port must be a port number (an integer from 0 to 65535), got string 'abc'`)
+    expect(error.name).toBe('ConfigError')
+    expect([error.key, error.file, error.line]).toEqual(['publish_port', file, 3])
+  })
+
+  it('names the unit of a time key', async () => {
+    const file = await write('master', 'timeout: [5]\n')
+    expect((await loadError('master')).message).toBe(`${file}:1: timeout must be a number (seconds), got a list`)
+  })
+
+  it('checks keys inside an included file against that file', async () => {
+    const file = await write('minion.d/50-x.conf', 'grains:\n  role: web\nmultiprocessing: maybe\n')
+    expect((await loadError('minion')).message).toBe(`${file}:3: multiprocessing must be true or false, got string 'maybe'`)
+  })
+
+  it('names the command line for a bad override', async () => {
+    expect((await loadError('master', { worker_threads: '5' })).message).toBe(`command line: worker_threads must be an integer, got string '5'`)
+  })
+
+  it('reports invalid YAML with file and line', async () => {
+    const file = await write('master', 'timeout: 5\nauto_accept: true\n  bad: indent\n')
+    const error = await loadError('master')
+    expect(error.message).toMatch(new RegExp(`^${file}:2: invalid YAML: `))
+    expect(error.line).toBe(2)
+  })
+
+  it('reports a duplicate key as invalid YAML', async () => {
+    const file = await write('master', 'timeout: 5\ntimeout: 6\n')
+    expect((await loadError('master')).message).toBe(`${file}:2: invalid YAML: Map keys must be unique`)
+  })
+
+  it('refuses a top level that is not a mapping', async () => {
+    const file = await write('master', '- timeout\n')
+    expect((await loadError('master')).message).toBe(`${file}:1: a config file must be a mapping of key: value`)
+  })
+})
+
+describe('transport', () => {
+  it.each([
+    ['zmq', 'zeromq'],
+    ['ZeroMQ', 'zeromq'],
+    ['TCP', 'tcp'],
+  ])('refuses %s with a did-you-mean %s', async (value, suggestion) => {
+    const file = await write('master', `transport: ${value}\n`)
+    const error = await loadError('master')
+    expect(error.message).toBe(`unknown transport '${value}' at ${file}:1 (available: tcp, zeromq); did you mean '${suggestion}'?`)
+    expect(error.key).toBe('transport')
+    expect((error.cause as Error).name).toBe('UnknownTransportError')
+  })
+
+  it('gives no suggestion for something far off', async () => {
+    const file = await write('master', 'transport: carrier-pigeon\n')
+    expect((await loadError('master')).message).toBe(`unknown transport 'carrier-pigeon' at ${file}:1 (available: tcp, zeromq)`)
+  })
+
+  it('checks transport_opts names and their keys with the nested line', async () => {
+    const file = await write('master', 'transport_opts:\n  tcp:\n    publish_port: 4605\n    ret_port: nope\n')
+    expect((await loadError('master')).message).toBe(
+      `${file}:4: transport_opts.tcp.ret_port must be a port number (an integer from 0 to 65535), got string 'nope'`,
+    )
+    const bad = await write('master', 'transport_opts:\n  zmq: {}\n')
+    expect((await loadError('master')).message).toBe(`unknown transport 'zmq' at ${bad}:2 (available: tcp, zeromq); did you mean 'zeromq'?`)
+  })
+
+  it('accepts two transports on distinct ports', async () => {
+    await write('master', 'transport: zeromq\ntransport_opts:\n  zeromq: {}\n  tcp:\n    publish_port: 4605\n    ret_port: 4606\n')
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts.transport_opts).toEqual({ zeromq: {}, tcp: { publish_port: 4605, ret_port: 4606 } })
+  })
+
+  it('refuses two transports on the same port, naming both keys', async () => {
+    const file = await write('master', 'transport_opts:\n  zeromq: {}\n  tcp:\n    ret_port: 4606\n')
+    const error = await loadError('master')
+    expect(error.message).toBe(
+      `${file}:3: transports 'zeromq' and 'tcp' both use publish_port 4505 ` +
+        '(publish_port inherited by transport_opts.zeromq and publish_port inherited by transport_opts.tcp); give each transport its own port',
+    )
+    expect(error.key).toBe('publish_port inherited by transport_opts.tcp')
+  })
+
+  it('names the nested keys when both entries set the clashing port', async () => {
+    const file = await write('master', 'transport_opts:\n  zeromq:\n    ret_port: 5000\n  tcp:\n    publish_port: 4605\n    ret_port: 5000\n')
+    expect((await loadError('master')).message).toBe(
+      `${file}:6: transports 'zeromq' and 'tcp' both use ret_port 5000 (transport_opts.zeromq.ret_port and transport_opts.tcp.ret_port); give each transport its own port`,
+    )
+  })
+})
+
+describe('parseOverride', () => {
+  it.each([
+    ['timeout=30', 'timeout', 30],
+    ['syndic_event_forward_timeout=0.25', 'syndic_event_forward_timeout', 0.25],
+    ['publish_port=4605', 'publish_port', 4605],
+    ['auto_accept=yes', 'auto_accept', true],
+    ['open_mode=False', 'open_mode', false],
+    ['interface=127.0.0.1', 'interface', '127.0.0.1'],
+    ['id=web=1', 'id', 'web=1'],
+    ['master=[a, b]', 'master', ['a', 'b']],
+    ['master=m1', 'master', 'm1'],
+    // PyYAML's YAML 1.1: `on` is a boolean, `n` is a string.
+    ['grains={role: web, n: 2, ssd: on}', 'grains', { role: 'web', n: 2, ssd: true }],
+    ['master_id=', 'master_id', null],
+    ['custom_key=12', 'custom_key', 12],
+  ])('%s', (text, key, value) => {
+    expect(parseOverride(text)).toEqual({ key, value })
+  })
+
+  it.each([
+    ['timeout=soon', 'command line: timeout must be a number (seconds), got \'soon\''],
+    ['worker_threads=2.5', 'command line: worker_threads must be an integer, got \'2.5\''],
+    ['publish_port=70000', 'command line: publish_port must be a port number (an integer from 0 to 65535), got number 70000'],
+    ['auto_accept=maybe', "command line: auto_accept must be true or false (true/false, yes/no, on/off, 1/0), got 'maybe'"],
+    ['grains=[1, 2]', 'command line: grains must be a mapping, got a list'],
+    ['timeout', "command line: override 'timeout' must look like key=value"],
+  ])('refuses %s', (text, message) => {
+    expect(() => parseOverride(text)).toThrow(ConfigError)
+    expect(() => parseOverride(text)).toThrow(message)
+  })
+
+  it('builds the overrides object loadConfig takes', async () => {
+    const overrides = parseOverrides(['timeout=9', 'transport=tcp'])
+    const { opts } = await loadConfig('master', { configDir: dir, overrides })
+    expect([opts.timeout, opts.transport]).toEqual([9, 'tcp'])
+  })
+})

@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest'
+import { JidError } from '../src/errors.js'
+import { createJidGenerator, createJidState, generateJid, isJid, jidToDate, parseJid } from '../src/jid.js'
+
+describe('jid', () => {
+  it('formats a date as YYYYMMDDhhmmssffffff in UTC', () => {
+    const next = createJidGenerator()
+    expect(next(new Date('2024-02-29T03:04:05.678Z'))).toBe('20240229030405678000')
+  })
+
+  it('bumps by one microsecond when the clock repeats or goes back', () => {
+    const next = createJidGenerator()
+    const at = new Date('2024-01-01T00:00:00.000Z')
+    expect([next(at), next(at), next(new Date('2023-12-31T23:59:59.999Z'))]).toEqual([
+      '20240101000000000000',
+      '20240101000000000001',
+      '20240101000000000002',
+    ])
+  })
+
+  it('rolls the bump over a second boundary correctly', () => {
+    const next = createJidGenerator()
+    const at = new Date('2024-01-01T00:00:00.999Z')
+    for (let i = 0; i < 999; i++) next(at)
+    expect(next(at)).toBe('20240101000000999999')
+    expect(next(at)).toBe('20240101000001000000')
+  })
+
+  it('never repeats over 10,000 calls in a tight loop, and keeps increasing', () => {
+    const jids: string[] = []
+    for (let i = 0; i < 10_000; i++) jids.push(generateJid())
+    expect(new Set(jids).size).toBe(10_000)
+    expect(jids.every((jid, index) => index === 0 || jid > (jids[index - 1] as string))).toBe(true)
+    expect(jids.every((jid) => /^\d{20}$/.test(jid))).toBe(true)
+  })
+
+  it('stays unique across generators that share state (one per worker thread)', () => {
+    const state = createJidState()
+    const [a, b] = [createJidGenerator(state), createJidGenerator(state)]
+    const at = new Date('2024-01-01T00:00:00.000Z')
+    expect([a(at), b(at), a(at), b(new Date('2024-01-01T00:00:00.001Z'))]).toEqual([
+      '20240101000000000000',
+      '20240101000000000001',
+      '20240101000000000002',
+      '20240101000000001000',
+    ])
+    const separate = [createJidGenerator(), createJidGenerator()].map((next) => next(at))
+    expect(separate[0]).toBe(separate[1])
+  })
+
+  it('parses back to its time', () => {
+    expect(parseJid('20240229030405678912')).toEqual({ date: new Date('2024-02-29T03:04:05.678Z'), microsecond: 678912 })
+    expect(jidToDate('20240229030405678912').toISOString()).toBe('2024-02-29T03:04:05.678Z')
+  })
+
+  it.each([
+    ['20240229030405678912', true],
+    ['20240229030405678912_4242', true],
+    ['2024022903040567891', false],
+    ['202402290304056789123', false],
+    ['20230229030405678912', false],
+    ['20241301000000000000', false],
+    ['20240101246000000000', false],
+    ['2024-02-29T03:04:05Z', false],
+    [20240229030405678912, false],
+  ])('isJid(%j) is %s', (value, expected) => {
+    expect(isJid(value)).toBe(expected)
+  })
+
+  it('names the bad jid', () => {
+    expect(() => parseJid('20230229030405678912')).toThrow(JidError)
+    expect(() => parseJid('20230229030405678912')).toThrow("invalid jid '20230229030405678912': not a valid date and time")
+    expect(() => parseJid('abc')).toThrow("invalid jid 'abc': expected 20 digits, YYYYMMDDhhmmssffffff")
+  })
+})

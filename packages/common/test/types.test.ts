@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest'
+import { PayloadError } from '../src/errors.js'
+import {
+  jobNewTag,
+  jobReturnTag,
+  validateEventLoad,
+  validateJobLoad,
+  validateMinionEventLoad,
+  validatePublishLoad,
+  validateReturnLoad,
+} from '../src/types.js'
+
+const publish = {
+  cmd: 'publish',
+  tgt: 'web*',
+  tgt_type: 'glob',
+  fun: 'test.ping',
+  arg: [],
+  kwarg: {},
+  jid: '20240101000000000000',
+  ret: '',
+  user: 'root',
+  key: 'k',
+}
+const ret = { cmd: '_return', id: 'web1', jid: '20240101000000000000', fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true }
+
+describe('load validators', () => {
+  it('accept well-formed loads and return them typed', () => {
+    expect(validatePublishLoad(publish).fun).toBe('test.ping')
+    expect(validatePublishLoad({ ...publish, tgt: ['a', 'b'], tgt_type: 'list', timeout: 5, minions: ['a'] }).tgt).toEqual(['a', 'b'])
+    expect(validateReturnLoad({ ...ret, return: null, out: 'nested' }).return).toBeNull()
+    expect(validateEventLoad({ tag: 'salt/job/1/new', data: {} }).tag).toBe('salt/job/1/new')
+    const { cmd: _cmd, key: _key, ...job } = publish
+    expect(validateJobLoad({ ...job, kwarg: undefined }).jid).toBe(publish.jid)
+    expect(validatePublishLoad({ ...publish, jid: undefined }).jid).toBeUndefined()
+  })
+
+  it('check minion event loads', () => {
+    expect(() => validateMinionEventLoad({ cmd: '_minion_event', id: 'web1', events: [{ tag: '', data: {} }] })).toThrow(
+      "event load: field 'tag' must be a non-empty string",
+    )
+  })
+
+  it.each([
+    [{ ...publish, tgt_type: 'regex' }, "publish load: field 'tgt_type' must be one of glob, pcre, list, grain, grain_pcre, ipcidr, compound, nodegroup (got \"regex\")"],
+    [{ ...publish, jid: '123' }, "publish load: field 'jid' must be a jid (YYYYMMDDhhmmssffffff) (got \"123\")"],
+    [{ ...publish, arg: 'x' }, "publish load: field 'arg' must be a list (got \"x\")"],
+    [{ ...publish, fun: undefined }, "publish load: field 'fun' must be a non-empty string (missing)"],
+    [{ ...publish, cmd: '_return' }, "publish load: field 'cmd' must be 'publish' (got \"_return\")"],
+    [[publish], "publish load: field '(load)' must be a mapping"],
+  ])('publish: %j', (load, message) => {
+    expect(() => validatePublishLoad(load)).toThrow(PayloadError)
+    expect(() => validatePublishLoad(load)).toThrow(message)
+  })
+
+  it.each([
+    [{ ...ret, retcode: 'ok' }, "_return load: field 'retcode' must be an integer (got \"ok\")"],
+    [{ ...ret, success: 1 }, "_return load: field 'success' must be true or false (got 1)"],
+    [{ ...ret, id: '' }, "_return load: field 'id' must be a non-empty string (got \"\")"],
+    [{ ...ret, return: undefined }, "_return load: field 'return' is required"],
+  ])('return: %j', (load, message) => {
+    expect(() => validateReturnLoad(load)).toThrow(message)
+  })
+
+  it('builds Salt job tags', () => {
+    expect(jobNewTag('20240101000000000000')).toBe('salt/job/20240101000000000000/new')
+    expect(jobReturnTag('20240101000000000000', 'web1')).toBe('salt/job/20240101000000000000/ret/web1')
+  })
+})

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest'
+import { backoffDelay } from '@brine/transport'
+import { ConfigError } from '../src/errors.js'
+import { backoffFromConfig, endpointLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, timeoutsFromConfig } from '../src/units.js'
+
+describe('secondsToMs', () => {
+  it.each([
+    [5, 5000],
+    [0.5, 500],
+    [0, 0],
+    [0.0004, 0],
+    [1.0006, 1001],
+  ])('%s s → %s ms', (seconds, ms) => {
+    expect(secondsToMs(seconds, 'timeout')).toBe(ms)
+  })
+
+  it.each([[-1], [Number.NaN], [Number.POSITIVE_INFINITY], ['5'], [null]])('refuses %j, naming the key', (value) => {
+    expect(() => secondsToMs(value, 'gather_job_timeout')).toThrow(ConfigError)
+    expect(() => secondsToMs(value, 'gather_job_timeout')).toThrow(/^gather_job_timeout must be a non-negative number of seconds, got /)
+  })
+
+  it('converts keep_jobs hours', () => {
+    expect(hoursToMs(24, 'keep_jobs')).toBe(86_400_000)
+  })
+})
+
+describe('timeoutsFromConfig', () => {
+  it('converts every time key, with Salt defaults for the missing ones', () => {
+    expect(timeoutsFromConfig({ timeout: 30, syndic_event_forward_timeout: 0.25, keep_jobs: 1 })).toEqual({
+      timeoutMs: 30_000,
+      gatherJobTimeoutMs: 10_000,
+      returnRetryTimerMs: 5000,
+      returnRetryTimerMaxMs: 10_000,
+      authTimeoutMs: 5000,
+      acceptanceWaitTimeMs: 10_000,
+      acceptanceWaitTimeMaxMs: 0,
+      syndicWaitMs: 5000,
+      syndicEventForwardTimeoutMs: 250,
+      publishSessionMs: 86_400_000,
+      keepJobsMs: 3_600_000,
+    })
+  })
+
+  it('picks the return retry delay between return_retry_timer and its max', () => {
+    expect(returnRetryDelayMs({ return_retry_timer: 2, return_retry_timer_max: 4 }, () => 0)).toBe(2000)
+    expect(returnRetryDelayMs({ return_retry_timer: 2, return_retry_timer_max: 4 }, () => 0.5)).toBe(3000)
+    expect(returnRetryDelayMs({ return_retry_timer: 5, return_retry_timer_max: 1 }, () => 0.9)).toBe(5000)
+  })
+})
+
+describe('backoffFromConfig', () => {
+  it('maps recon_* (already ms) onto the transport backoff', () => {
+    expect(backoffFromConfig({ recon_default: 1000, recon_max: 10000, recon_randomize: true })).toEqual({ initial: 1000, max: 10000, factor: 2, jitter: 0.5 })
+    const fixed = backoffFromConfig({ recon_default: 200, recon_max: 1000, recon_randomize: false })
+    expect([1, 2, 3, 4].map((attempt) => backoffDelay(attempt, fixed, () => 0))).toEqual([200, 400, 800, 1000])
+  })
+
+  it('never lets max fall below initial', () => {
+    expect(backoffFromConfig({ recon_default: 5000, recon_max: 100 }).max).toBe(5000)
+  })
+
+  it('takes endpoint limits from pub_hwm and max_frame_bytes', () => {
+    expect(endpointLimitsFromConfig({ pub_hwm: 10, max_frame_bytes: 1024 })).toEqual({ hwm: 10, maxFrameBytes: 1024 })
+  })
+})

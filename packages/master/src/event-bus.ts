@@ -1,0 +1,131 @@
+import { chmod, mkdir, rm } from 'node:fs/promises'
+import { createServer, type Server, type Socket } from 'node:net'
+import {
+  BrineError,
+  encode,
+  frame,
+  FramedConnection,
+  silentLogger,
+  type Logger,
+} from '@brine/transport'
+import { eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
+
+export interface EventBusOptions {
+  /** Directory of the bus socket (Salt's sock_dir); created 0700. */
+  sockDir: string
+  /** Events queued per subscriber that stops reading, before new ones are dropped for it. */
+  hwm?: number
+  logger?: Logger
+}
+
+export class EventBusError extends BrineError {
+  override name = 'EventBusError'
+}
+
+export type EventListener = (event: BusEvent) => void
+
+/**
+ * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
+ * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
+ * its own bounded queue, so a stalled reader loses events (counted) instead of growing the master.
+ * In-process listeners (the job tracker, the syndic) see the same events synchronously.
+ */
+export class EventBus {
+  readonly path: string
+  private server: Server | undefined
+  private readonly subscribers = new Set<FramedConnection>()
+  private readonly listeners = new Set<EventListener>()
+  private readonly hwm: number
+  private readonly logger: Logger
+  /** Events dropped for subscribers that stopped reading. */
+  dropped = 0
+  fired = 0
+
+  constructor(options: EventBusOptions) {
+    this.path = eventBusPath(options.sockDir)
+    this.hwm = options.hwm ?? 10_000
+    this.logger = options.logger ?? silentLogger
+  }
+
+  async start(): Promise<void> {
+    if (Buffer.byteLength(this.path) > MAX_UNIX_SOCKET_PATH) {
+      throw new EventBusError(
+        `event bus socket path ${this.path} is ${Buffer.byteLength(this.path)} bytes; unix sockets allow ${MAX_UNIX_SOCKET_PATH}. Set a shorter sock_dir.`,
+        { path: this.path, limit: MAX_UNIX_SOCKET_PATH },
+      )
+    }
+    const sockDir = this.path.slice(0, this.path.lastIndexOf('/'))
+    await mkdir(sockDir, { recursive: true, mode: 0o700 })
+    await chmod(sockDir, 0o700)
+    // A socket file left by a master that was killed would make listen() fail with EADDRINUSE.
+    await rm(this.path, { force: true })
+    const server = createServer((socket) => this.accept(socket))
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (error) =>
+        reject(new EventBusError(`cannot listen on event bus socket ${this.path}: ${error.message}`, { path: this.path }, { cause: error })),
+      )
+      server.listen(this.path, () => resolve())
+    })
+    server.on('error', (error) => this.logger.error(`event bus ${this.path}: ${error.message}`))
+    await chmod(this.path, 0o600)
+    this.server = server
+  }
+
+  private accept(socket: Socket): void {
+    const connection = new FramedConnection(
+      socket,
+      { maxFrameBytes: 1024, hwm: this.hwm, peer: `event-bus-subscriber` },
+      {
+        // Subscribers only listen; anything they send is ignored.
+        onFrame: () => {},
+        onOversize: () => {},
+        onClose: (conn) => this.subscribers.delete(conn),
+      },
+    )
+    this.subscribers.add(connection)
+  }
+
+  /** Fires `tag` with `data` (stamped with `_stamp` if it has none) to every subscriber. */
+  fire(tag: string, data: Record<string, unknown>): BusEvent {
+    const event: BusEvent = { tag, data: { ...data, _stamp: data['_stamp'] ?? new Date().toISOString() } }
+    this.fired++
+    for (const listener of this.listeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        this.logger.error(`event listener failed on ${tag}`, error)
+      }
+    }
+    if (this.subscribers.size > 0) {
+      const bytes = frame(encode(event))
+      for (const subscriber of this.subscribers) {
+        if (!subscriber.write(bytes)) {
+          this.dropped++
+          if (this.dropped === 1 || this.dropped % 1000 === 0) {
+            this.logger.warning(`event bus: a subscriber is not reading; ${this.dropped} event(s) dropped so far`)
+          }
+        }
+      }
+    }
+    return event
+  }
+
+  /** An in-process listener; returns its unsubscribe function. */
+  subscribe(listener: EventListener): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  get subscriberCount(): number {
+    return this.subscribers.size
+  }
+
+  async close(): Promise<void> {
+    const server = this.server
+    this.server = undefined
+    this.listeners.clear()
+    await Promise.all([...this.subscribers].map((subscriber) => subscriber.close()))
+    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()))
+    await rm(this.path, { force: true })
+  }
+}

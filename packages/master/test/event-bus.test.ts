@@ -1,0 +1,83 @@
+import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { decode, FrameReader } from '@brine/transport'
+import { deadline } from '@brine/transport-compliance'
+import { EventBus } from '../src/event-bus.js'
+
+const cleanups: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+async function startBus(hwm?: number): Promise<EventBus> {
+  const dir = await mkdtemp(join(tmpdir(), 'brine-bus-'))
+  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm })
+  await bus.start()
+  cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close())
+  return bus
+}
+
+/** A raw subscriber: connects to the socket and collects decoded events. */
+function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; data: Record<string, unknown> }>; next: () => Promise<void> }> {
+  return new Promise((resolve, reject) => {
+    const events: Array<{ tag: string; data: Record<string, unknown> }> = []
+    let waiting: (() => void) | undefined
+    const reader = new FrameReader({
+      onFrame: (body) => {
+        events.push(decode(body) as (typeof events)[number])
+        waiting?.()
+      },
+      onOversize: () => {},
+    })
+    const socket = connect(path)
+    socket.on('data', (chunk: Buffer) => reader.push(chunk))
+    socket.once('error', reject)
+    cleanups.push(async () => socket.destroy())
+    socket.once('connect', () =>
+      resolve({
+        events,
+        next: () =>
+          new Promise<void>((r) => {
+            waiting = r
+          }),
+      }),
+    )
+  })
+}
+
+describe('EventBus', () => {
+  it('stamps events and delivers them to socket subscribers and in-process listeners', async () => {
+    const bus = await startBus()
+    const local: string[] = []
+    bus.subscribe((event) => local.push(event.tag))
+    const subscriber = await rawSubscriber(bus.path)
+    await deadline(
+      (async () => {
+        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
+      })(),
+      5000,
+      'the bus to register its subscriber',
+    )
+    const arrived = subscriber.next()
+    bus.fire('salt/job/20261122170903000001/new', { jid: '20261122170903000001', minions: ['web1'] })
+    await deadline(arrived, 5000, 'the event to reach the socket subscriber')
+    expect(subscriber.events[0]!.tag).toBe('salt/job/20261122170903000001/new')
+    expect(subscriber.events[0]!.data).toMatchObject({ jid: '20261122170903000001', minions: ['web1'] })
+    expect(new Date(subscriber.events[0]!.data['_stamp'] as string).toISOString()).toBe(subscriber.events[0]!.data['_stamp'])
+    expect(local).toEqual(['salt/job/20261122170903000001/new'])
+  })
+
+  it('keeps its socket and directory private to the master user', async () => {
+    const bus = await startBus()
+    expect((await stat(bus.path)).mode & 0o777).toBe(0o600)
+    expect((await stat(join(bus.path, '..'))).mode & 0o777).toBe(0o700)
+  })
+
+  it('refuses a sock_dir too long for a unix socket, naming the path and the limit', async () => {
+    const bus = new EventBus({ sockDir: `/tmp/${'x'.repeat(120)}` })
+    await expect(bus.start()).rejects.toThrow(/unix sockets allow 107\. Set a shorter sock_dir/)
+  })
+})
