@@ -87,7 +87,7 @@ export class EventBus {
 
   /** Fires `tag` with `data` (stamped with `_stamp` if it has none) to every subscriber. */
   fire(tag: string, data: Record<string, unknown>): BusEvent {
-    const event: BusEvent = { tag, data: { ...data, _stamp: data['_stamp'] ?? new Date().toISOString() } }
+    const event: BusEvent = { tag, data: { ...data, _stamp: typeof data['_stamp'] === 'string' ? data['_stamp'] : new Date().toISOString() } }
     this.fired++
     for (const listener of this.listeners) {
       try {

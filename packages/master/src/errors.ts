@@ -1,0 +1,44 @@
+import { BrineError, type SerializedError } from '@brine/transport'
+
+/** A clear command outside the allow-list, a `_`-prefixed name, or a wrong root key. */
+export class PermissionDeniedError extends BrineError {
+  override name = 'PermissionDeniedError'
+  readonly command: string
+  constructor(command: string, reason: string) {
+    super(`permission denied for ${JSON.stringify(command.slice(0, 80))}: ${reason}`, { command: command.slice(0, 80), reason })
+    this.command = command.slice(0, 80)
+  }
+}
+
+/** A request or load that does not have the shape docs/protocol.md gives it. */
+export class MalformedRequestError extends BrineError {
+  override name = 'MalformedRequestError'
+  constructor(what: string, problem: string) {
+    super(`malformed ${what}: ${problem}`, { what, problem })
+  }
+}
+
+/** A wheel function the master does not provide. */
+export class UnknownWheelFunctionError extends BrineError {
+  override name = 'UnknownWheelFunctionError'
+  constructor(fun: string, available: readonly string[]) {
+    super(`unknown wheel function ${JSON.stringify(fun.slice(0, 80))} (available: ${available.join(', ')})`, { fun: fun.slice(0, 80), available })
+  }
+}
+
+/** A request worker thread died or could not be started. */
+export class WorkerPoolError extends BrineError {
+  override name = 'WorkerPoolError'
+}
+
+/**
+ * An error thrown inside a request worker, rebuilt on the main thread from its JSON form. It keeps
+ * the original `name` (`DecryptError`, …) so the transport's error reply names the real problem.
+ */
+export class RebuiltWorkerError extends BrineError {
+  override name: string = 'RebuiltWorkerError'
+  constructor(json: SerializedError) {
+    super(json.message, json.context ?? {})
+    this.name = json.name
+  }
+}

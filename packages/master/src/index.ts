@@ -1,0 +1,18 @@
+/**
+ * @packageDocumentation
+ * `@brine/master` is the Brine master daemon's core (DESIGN §3–§5): it serves every configured
+ * transport at once, answers `_auth` from its key store, takes `publish` and `wheel` from local
+ * clients holding the root key, publishes sealed and signed jobs (targeted for list targets),
+ * opens each minion's sealed returns and events, spreads that crypto over `worker_threads`,
+ * rotates the session key, and fires Salt's event tags on its local event bus.
+ */
+export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
+export { EventBus, EventBusError, type EventBusOptions, type EventListener } from './event-bus.js'
+export { MemoryJobStore, type JobStore, type JobRecord } from './job-store.js'
+export { GrainsCache } from './grains-cache.js'
+export { FanoutPublishServer } from './fanout-publisher.js'
+export { MasterRequestHandler, CLEAR_COMMANDS, type MasterRequestHandlerOptions } from './request-handler.js'
+export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
+export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
+export { RequestCrypto, type WorkerTask, type OpenResult } from './request-worker.js'
+export { PermissionDeniedError, MalformedRequestError, UnknownWheelFunctionError, WorkerPoolError, RebuiltWorkerError } from './errors.js'

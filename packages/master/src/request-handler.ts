@@ -1,0 +1,214 @@
+import {
+  constantTimeEqual,
+  minionIdProblem,
+  MinionNotAcceptedError,
+  type AuthOutcome,
+  type KeyChange,
+  type PkiStore,
+  type PublicKeys,
+  type SessionKey,
+} from '@brine/crypt'
+import {
+  expectedMinions,
+  generateJid,
+  jobNewTag,
+  jobReturnTag,
+  validateMinionEventLoad,
+  validatePublishLoad,
+  validateReturnLoad,
+  type MinionInfo,
+  type Nodegroups,
+  type PublishReply,
+} from '@brine/common'
+import { serializeError, silentLogger, type Logger, type PublishServer, type RequestContext, type WireValue } from '@brine/transport'
+import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import type { EventBus } from './event-bus.js'
+import type { GrainsCache } from './grains-cache.js'
+import type { JobStore } from './job-store.js'
+import type { OpenResult } from './request-worker.js'
+import { runWheel } from './wheel.js'
+import type { RequestPool } from './worker-pool.js'
+
+/** Clear commands anyone may send (the root key is checked inside `publish` and `wheel`). */
+export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel'] as const
+
+export interface MasterRequestHandlerOptions {
+  store: PkiStore
+  pool: RequestPool
+  bus: EventBus
+  jobs: JobStore
+  grains: GrainsCache
+  publisher: PublishServer
+  masterPub: PublicKeys
+  /** The session key publishes are sealed under now. */
+  session: () => SessionKey
+  /** Rotates the session key (after a reject or delete, or an open_mode key replacement). */
+  rotateSession: (reason: string) => void
+  rootKey: string
+  autoAccept: boolean
+  openMode: boolean
+  nodegroups: Nodegroups
+  masterId?: string
+  logger?: Logger
+}
+
+const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * The master's one request handler, shared by every transport's RequestServer: the clear
+ * allow-list (`_auth`, `publish`, `wheel`) and the sealed minion commands (`_return`,
+ * `_minion_event`, `_grains`). Crypto runs in the pool; state changes happen here, on the main
+ * thread. Whatever a peer sends, the worst outcome is a typed error reply.
+ */
+export class MasterRequestHandler {
+  readonly #o: MasterRequestHandlerOptions
+  readonly #logger: Logger
+
+  constructor(options: MasterRequestHandlerOptions) {
+    this.#o = options
+    this.#logger = options.logger ?? silentLogger
+  }
+
+  /** The transport's RequestHandler. */
+  readonly handle = async (request: WireValue, context: RequestContext): Promise<WireValue> => {
+    if (!isMap(request)) throw new MalformedRequestError('request', 'not a map; expected {enc, load} or a sealed {enc: "box", …}')
+    switch (request['enc']) {
+      case 'clear':
+        return this.#clear(request['load'], context)
+      case 'box':
+        return this.#box(request)
+      default:
+        throw new MalformedRequestError('request', `enc must be 'clear' or 'box', got ${JSON.stringify(String(request['enc'])).slice(0, 40)}`)
+    }
+  }
+
+  async #clear(load: unknown, context: RequestContext): Promise<WireValue> {
+    if (!isMap(load)) throw new MalformedRequestError('clear request', 'load is not a map')
+    const cmd = load['cmd']
+    if (typeof cmd !== 'string') throw new MalformedRequestError('clear request', "load.cmd is not a string")
+    switch (cmd) {
+      case '_auth':
+        return this.#auth(load)
+      case 'publish':
+        this.#checkKey(load, cmd)
+        return this.#publish(load)
+      case 'wheel':
+        this.#checkKey(load, cmd)
+        return this.#wheel(load)
+      default:
+        this.#logger.warning(`refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`)
+        throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
+    }
+  }
+
+  #checkKey(load: Record<string, unknown>, cmd: string): void {
+    const key = load['key']
+    if (typeof key !== 'string' || !constantTimeEqual(key, this.#o.rootKey)) throw new PermissionDeniedError(cmd, 'the root key is missing or wrong')
+  }
+
+  async #auth(load: Record<string, unknown>): Promise<WireValue> {
+    const session = this.#o.session()
+    const key = typeof load['id'] === 'string' ? load['id'] : ''
+    const outcome = (await this.#o.pool.run(key, { op: 'auth', request: load, session, autoAccept: this.#o.autoAccept, openMode: this.#o.openMode })) as AuthOutcome
+    if (outcome.event !== undefined) this.#o.bus.fire('salt/auth', { ...outcome.event })
+    await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
+    if (outcome.rotateSession && outcome.reply.ret) {
+      // The reply carries the pre-rotation key; answer again under the new one.
+      return ((await this.#o.pool.run(key, { op: 'auth', request: load, session: this.#o.session(), autoAccept: this.#o.autoAccept, openMode: this.#o.openMode })) as AuthOutcome).reply
+    }
+    return outcome.reply
+  }
+
+  /** Fires `salt/key` for each change, forgets removed keys, rotates the session when told. */
+  async #applyChanges(changes: readonly KeyChange[], rotate: boolean, reason: string): Promise<void> {
+    for (const change of changes) {
+      this.#o.bus.fire('salt/key', { act: change.act, id: change.id, result: true })
+      if (change.from === 'accepted' || change.act === 'delete') {
+        await this.#o.pool.broadcast({ op: 'forget', id: change.id })
+        if (change.act === 'delete') this.#o.grains.delete(change.id)
+      }
+    }
+    if (rotate) this.#o.rotateSession(reason)
+  }
+
+  async #publish(load: Record<string, unknown>): Promise<PublishReply> {
+    const publish = validatePublishLoad(load)
+    const listing = await this.#o.store.list()
+    const known: MinionInfo[] = listing.minions.map((id) => {
+      const grains = this.#o.grains.get(id)
+      return grains === undefined ? { id } : { id, grains }
+    })
+    const minions = expectedMinions({ tgt: publish.tgt, tgt_type: publish.tgt_type }, known, this.#o.nodegroups)
+    if (minions.length === 0) return { jid: '', minions: [] }
+    const jid = publish.jid ?? generateJid()
+    const job: Record<string, unknown> = {
+      jid,
+      fun: publish.fun,
+      arg: publish.arg,
+      kwarg: publish.kwarg,
+      tgt: publish.tgt,
+      tgt_type: publish.tgt_type,
+      ret: publish.ret,
+      user: publish.user,
+    }
+    if (publish.to !== undefined) job['to'] = publish.to
+    if (this.#o.masterId !== undefined) job['master_id'] = this.#o.masterId
+    await this.#o.jobs.saveJob(jid, job, minions)
+    this.#o.bus.fire(jobNewTag(jid), { jid, tgt: publish.tgt, tgt_type: publish.tgt_type, fun: publish.fun, arg: publish.arg, user: publish.user, minions })
+    const envelope = await this.#o.pool.run(jid, { op: 'seal-publish', load: job, session: this.#o.session() })
+    await this.#o.publisher.publish(envelope, publish.tgt_type === 'list' ? { topics: minions } : undefined)
+    return { jid, minions }
+  }
+
+  async #wheel(load: Record<string, unknown>): Promise<WireValue> {
+    const outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
+    await this.#applyChanges(outcome.changes, outcome.rotateSession, `wheel ${String(load['fun'])}`)
+    return { return: outcome.return }
+  }
+
+  async #box(request: Record<string, unknown>): Promise<WireValue> {
+    const id = request['id']
+    const problem = minionIdProblem(id)
+    if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
+    const keys = await this.#o.store.acceptedKeys(id as string)
+    if (keys === undefined) throw new MinionNotAcceptedError(id as string)
+    const opened = (await this.#o.pool.run(id as string, { op: 'open', message: request, boxKey: keys.box })) as OpenResult
+    let reply: Record<string, unknown>
+    try {
+      await this.#inner(opened.id, opened.load)
+      reply = { ok: true }
+    } catch (error) {
+      this.#logger.warning(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
+      reply = { ok: false, error: serializeError(error) }
+    }
+    return this.#o.pool.run(opened.id, { op: 'seal', id: opened.id, boxKey: keys.box, load: reply })
+  }
+
+  async #inner(id: string, load: WireValue): Promise<void> {
+    if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
+    if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
+    switch (load['cmd']) {
+      case '_return': {
+        const ret = validateReturnLoad(load)
+        if (await this.#o.jobs.saveReturn(ret.jid, id, ret)) this.#o.bus.fire(jobReturnTag(ret.jid, id), { ...ret })
+        return
+      }
+      case '_minion_event': {
+        const { events } = validateMinionEventLoad(load)
+        const own = `salt/minion/${id}/`
+        const foreign = events.find((event) => event.tag !== 'minion_start' && !event.tag.startsWith(own))
+        if (foreign !== undefined) throw new PermissionDeniedError('_minion_event', `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${own}, not ${JSON.stringify(foreign.tag.slice(0, 120))}`)
+        for (const event of events) this.#o.bus.fire(event.tag, { ...event.data })
+        return
+      }
+      case '_grains': {
+        const grains = load['grains']
+        if (!isMap(grains)) throw new MalformedRequestError('_grains load', "field 'grains' must be a mapping")
+        await this.#o.grains.set(id, grains)
+        return
+      }
+      default:
+        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), 'not a sealed minion command (allowed: _return, _minion_event, _grains)')
+    }
+  }
+}

@@ -1,0 +1,128 @@
+import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads'
+import {
+  handleAuth,
+  MinionBoxes,
+  sealPublish,
+  type AuthOutcome,
+  type KeyPair,
+  type PkiStore,
+  type PublicKeys,
+  type SessionKey,
+  type SubmitOptions,
+  type SubmitResult,
+} from '@brine/crypt'
+import { serializeError, type SerializedError, type WireValue } from '@brine/transport'
+
+/**
+ * The CPU half of request handling: signature checks, box opening and sealing, publish sealing.
+ * The same {@link RequestCrypto} runs inline (worker_threads: 0) or inside each worker thread;
+ * state (key store, jobs, events) stays on the main thread, which passes in what a task needs
+ * (the minion's accepted box key, the current session key).
+ */
+
+export type WorkerTask =
+  | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean }
+  | { op: 'open'; message: unknown; boxKey: Uint8Array }
+  | { op: 'seal'; id: string; boxKey: Uint8Array; load: WireValue }
+  | { op: 'seal-publish'; load: WireValue; session: SessionKey }
+  | { op: 'forget'; id: string }
+
+export interface OpenResult {
+  id: string
+  load: WireValue
+  timestamp: number
+}
+
+/** Records an auth attempt in the key store, which lives on the main thread. */
+export type SubmitKey = (id: string, keys: PublicKeys, options: SubmitOptions) => Promise<SubmitResult>
+
+export class RequestCrypto {
+  readonly #keys: KeyPair
+  /** The accepted box key of each minion a task is about, handed over with the task. */
+  readonly #boxKeys = new Map<string, Uint8Array>()
+  readonly #boxes: MinionBoxes
+
+  constructor(masterKeys: KeyPair) {
+    this.#keys = masterKeys
+    this.#boxes = new MinionBoxes(masterKeys.box.secretKey, async (id) => this.#boxKeys.get(id))
+  }
+
+  async run(task: WorkerTask, submit: SubmitKey): Promise<WireValue> {
+    switch (task.op) {
+      case 'auth':
+        return this.auth(task.request, task.session, { autoAccept: task.autoAccept, openMode: task.openMode }, submit)
+      case 'open':
+        return this.open(task.message, task.boxKey)
+      case 'seal':
+        return this.seal(task.id, task.boxKey, task.load)
+      case 'seal-publish':
+        return sealPublish(task.load, task.session, this.#keys.sign.secretKey)
+      case 'forget':
+        this.#boxes.forget(task.id)
+        this.#boxKeys.delete(task.id)
+        return null
+    }
+  }
+
+  /** crypt's handleAuth, with the store reduced to the one call it makes (submit). */
+  auth(request: unknown, session: SessionKey, options: SubmitOptions, submit: SubmitKey): Promise<AuthOutcome> {
+    const store = { submit: (id: string, keys: PublicKeys, submitOptions: SubmitOptions) => submit(id, keys, submitOptions) }
+    return handleAuth(request, store as unknown as PkiStore, session, this.#keys, options)
+  }
+
+  async open(message: unknown, boxKey: Uint8Array): Promise<OpenResult> {
+    const id = (message as { id?: unknown } | null)?.id
+    if (typeof id === 'string') this.#boxKeys.set(id, boxKey)
+    return this.#boxes.open(message)
+  }
+
+  async seal(id: string, boxKey: Uint8Array, load: WireValue): Promise<WireValue> {
+    this.#boxKeys.set(id, boxKey)
+    return this.#boxes.seal(id, load)
+  }
+}
+
+/** Main thread → worker. */
+export type ToWorker =
+  | { type: 'task'; taskId: number; task: WorkerTask }
+  | { type: 'submitted'; callId: number; result?: SubmitResult; error?: SerializedError }
+
+/** Worker → main thread. */
+export type FromWorker =
+  | { type: 'done'; taskId: number; value?: WireValue; error?: SerializedError }
+  | { type: 'submit'; callId: number; id: string; keys: PublicKeys; options: SubmitOptions }
+
+export interface RequestWorkerData {
+  brineRequestWorker: true
+  masterKeys: KeyPair
+}
+
+/** The worker thread's loop: run each task, relay key store submissions to the main thread. */
+export function runRequestWorker(port: MessagePort, data: RequestWorkerData): void {
+  const crypto = new RequestCrypto(data.masterKeys)
+  const calls = new Map<number, { resolve: (result: SubmitResult) => void; reject: (error: Error) => void }>()
+  let nextCall = 0
+  const submit: SubmitKey = (id, keys, options) =>
+    new Promise((resolve, reject) => {
+      const callId = nextCall++
+      calls.set(callId, { resolve, reject })
+      port.postMessage({ type: 'submit', callId, id, keys, options } satisfies FromWorker)
+    })
+  port.on('message', (message: ToWorker) => {
+    if (message.type === 'submitted') {
+      const call = calls.get(message.callId)
+      calls.delete(message.callId)
+      if (message.error !== undefined) call?.reject(Object.assign(new Error(message.error.message), { name: message.error.name }))
+      else call?.resolve(message.result!)
+      return
+    }
+    crypto.run(message.task, submit).then(
+      (value) => port.postMessage({ type: 'done', taskId: message.taskId, value } satisfies FromWorker),
+      (error: unknown) => port.postMessage({ type: 'done', taskId: message.taskId, error: serializeError(error) } satisfies FromWorker),
+    )
+  })
+}
+
+if (!isMainThread && parentPort !== null && (workerData as Partial<RequestWorkerData> | null)?.brineRequestWorker === true) {
+  runRequestWorker(parentPort, workerData as RequestWorkerData)
+}

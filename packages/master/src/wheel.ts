@@ -1,0 +1,71 @@
+import { fingerprint, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
+import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
+
+/** What a wheel call returned (Salt's shape, sent as `{return}`) and what it changed. */
+export interface WheelOutcome {
+  return: unknown
+  changes: KeyChange[]
+  rotateSession: boolean
+}
+
+export interface WheelContext {
+  store: PkiStore
+  masterPub: PublicKeys
+}
+
+type WheelFunction = (load: Record<string, unknown>, context: WheelContext) => Promise<WheelOutcome>
+
+function match(load: Record<string, unknown>, fun: string): string | string[] {
+  const value = load['match']
+  if (typeof value === 'string' && value !== '') return value
+  if (Array.isArray(value) && value.length > 0 && value.every((item) => typeof item === 'string' && item !== '')) return value as string[]
+  throw new MalformedRequestError(`wheel ${fun} load`, "field 'match' must be a glob or a list of minion ids")
+}
+
+const flag = (load: Record<string, unknown>, key: string): boolean => load[key] === true
+
+/** Salt's shape for key moves: ids grouped under the state directory they are now (or were) in. */
+function byState(changes: readonly KeyChange[], side: 'from' | 'to'): Record<string, string[]> {
+  const out: Record<string, string[]> = {}
+  for (const change of changes) {
+    const state: KeyState | undefined = change[side]
+    if (state === undefined) continue
+    ;(out[KEY_STATE_DIRS[state]] ??= []).push(change.id)
+  }
+  for (const ids of Object.values(out)) ids.sort()
+  return out
+}
+
+const moved = (result: KeyOperationResult, side: 'from' | 'to'): WheelOutcome => ({ return: byState(result.changes, side), ...result })
+const unchanged = (value: unknown): WheelOutcome => ({ return: value, changes: [], rotateSession: false })
+
+/** The `key.*` wheel functions `brine-key` uses, returning what Salt's `salt.wheel.key` returns. */
+export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
+  'key.list_all': async (_load, { store }) => unchanged(await store.list()),
+  'key.accept': async (load, { store }) =>
+    moved(await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
+  'key.accept_all': async (load, { store }) =>
+    moved(await store.acceptAll({ includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
+  'key.reject': async (load, { store }) =>
+    moved(await store.reject(match(load, 'key.reject'), { includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }), 'to'),
+  'key.reject_all': async (load, { store }) =>
+    moved(await store.rejectAll({ includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }), 'to'),
+  'key.delete': async (load, { store }) => moved(await store.delete(match(load, 'key.delete')), 'from'),
+  'key.delete_all': async (_load, { store }) => moved(await store.deleteAll(), 'from'),
+  'key.finger': async (load, { store }) => {
+    const out: Record<string, Record<string, string>> = {}
+    for (const { id, state, fingerprint: finger } of await store.finger(match(load, 'key.finger'))) {
+      ;(out[KEY_STATE_DIRS[state]] ??= {})[id] = finger
+    }
+    return unchanged(out)
+  },
+  'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
+}
+
+export async function runWheel(load: Record<string, unknown>, context: WheelContext): Promise<WheelOutcome> {
+  const fun = load['fun']
+  if (typeof fun !== 'string') throw new MalformedRequestError('wheel load', "field 'fun' must be a string")
+  const run = Object.hasOwn(WHEEL_FUNCTIONS, fun) ? WHEEL_FUNCTIONS[fun] : undefined
+  if (run === undefined) throw new UnknownWheelFunctionError(fun, Object.keys(WHEEL_FUNCTIONS))
+  return run(load, context)
+}
