@@ -6,3 +6,13 @@
  */
 export * from './modules/index.js'
 export * from './executor.js'
+export { Minion, minionStartEvents } from './minion.js'
+export type { MinionOptions } from './minion.js'
+export type { MinionEvent, MinionEventType } from './lifecycle.js'
+export { MinionAuth } from './auth.js'
+export type { MasterSession, MinionAuthOptions } from './auth.js'
+export { NotAcknowledgedError, Returner, sendSealed } from './returner.js'
+export type { ReturnerOptions, SealedSendOptions } from './returner.js'
+export { ReturnSpool, SpoolFileError, spoolDir, SPOOL_DIR_MODE, SPOOL_FILE_MODE } from './spool.js'
+export { JobRunner } from './job-runner.js'
+export type { JobRunnerOptions } from './job-runner.js'

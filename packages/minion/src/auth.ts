@@ -1,0 +1,169 @@
+/**
+ * The minion's `_auth` loop (Salt's `SAuth`): sends the signed request in the clear, pins the
+ * master's keys on first contact, and waits `acceptance_wait_time` (growing to
+ * `acceptance_wait_time_max`) while the key is pending. One authentication runs at a time; every
+ * caller that needs a session key while it runs shares it.
+ */
+import {
+  acceptAuthReply,
+  buildAuthRequest,
+  MasterKeyMismatchError,
+  PeerBox,
+  type KeyPair,
+  type PublicKeys,
+  type SessionKey,
+} from '@brine/crypt'
+import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
+import { sleep, type MinionEvent } from './lifecycle.js'
+
+/** What a successful `_auth` gives the minion. */
+export interface MasterSession {
+  session: SessionKey
+  masterPub: PublicKeys
+  masterFinger: string
+  /** Seals requests to the master and opens its replies. */
+  box: PeerBox
+}
+
+export interface MinionAuthOptions {
+  id: string
+  keys: KeyPair
+  pkiDir: string
+  /** Salt's `master_finger`; empty means "pin whatever answers first". */
+  masterFinger?: string
+  client: RequestClient
+  /** Per-attempt timeout (auth_timeout), ms. */
+  authTimeoutMs: number
+  /** acceptance_wait_time, ms. */
+  acceptanceWaitMs: number
+  /** acceptance_wait_time_max, ms; 0 keeps the wait fixed. */
+  acceptanceWaitMaxMs: number
+  logger: Logger
+  /** Aborted by stop(): the loop ends with ClosedError. */
+  signal: AbortSignal
+  emit: (event: MinionEvent) => void
+  /** Called after every successful auth (not awaited). */
+  onAuthenticated: (session: MasterSession, first: boolean) => void
+}
+
+/** The shortest wait between attempts, so a zero acceptance_wait_time cannot make the loop spin. */
+const MIN_WAIT_MS = 50
+/** A refused (rejected/denied) or untrusted master is asked this many times less often than a pending one. */
+const SLOW_FACTOR = 6
+/** Old session keys kept, so publishes sealed just before a rotation still open. */
+const KEPT_SESSIONS = 2
+
+export class MinionAuth {
+  readonly #options: MinionAuthOptions
+  #current: MasterSession | undefined
+  readonly #sessions = new Map<number, SessionKey>()
+  #inFlight: Promise<MasterSession> | undefined
+  #count = 0
+
+  constructor(options: MinionAuthOptions) {
+    this.#options = options
+  }
+
+  /** The session of the last successful auth, if any. */
+  get current(): MasterSession | undefined {
+    return this.#current
+  }
+
+  /** The session key of generation `gen`, when this minion holds it (the current one or one just before). */
+  sessionFor(gen: number): SessionKey | undefined {
+    return this.#sessions.get(gen)
+  }
+
+  /** The current session, authenticating first when there is none yet. */
+  ready(): Promise<MasterSession> {
+    return this.#current !== undefined ? Promise.resolve(this.#current) : this.authenticate()
+  }
+
+  /**
+   * Authenticates (again). Single-flight: while one auth runs every caller gets its promise.
+   * Loops until accepted; rejects only with ClosedError once the minion stops.
+   */
+  authenticate(): Promise<MasterSession> {
+    if (this.#inFlight !== undefined) return this.#inFlight
+    const run = this.#loop().finally(() => {
+      if (this.#inFlight === run) this.#inFlight = undefined
+    })
+    this.#inFlight = run
+    return run
+  }
+
+  async #loop(): Promise<MasterSession> {
+    const o = this.#options
+    const base = Math.max(o.acceptanceWaitMs, MIN_WAIT_MS)
+    let wait = base
+    const address = o.client.address
+    for (;;) {
+      if (o.signal.aborted) throw new ClosedError('minion auth', address)
+      let delay = wait
+      const request = buildAuthRequest(o.id, o.keys)
+      try {
+        const reply = await o.client.send({ enc: 'clear', load: request }, { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
+        const result = await acceptAuthReply(reply, request, o.keys, {
+          pkiDir: o.pkiDir,
+          ...(o.masterFinger === undefined || o.masterFinger === '' ? {} : { masterFinger: o.masterFinger }),
+        })
+        if (result.ok) return this.#accepted(result.session, result.masterPub, result.masterFinger, result.firstContact)
+        if (result.reason === 'pending') {
+          o.logger.info(
+            `The Brine master at ${address} has cached the public key for this node (${result.message}); ` +
+              `this minion will wait for ${delay / 1000} seconds before attempting to re-authenticate`,
+          )
+          o.emit({ type: 'auth-pending', message: result.message, waitMs: delay })
+        } else {
+          delay = this.#slow(wait)
+          // Salt exits here; a daemon that stays up lets an operator accept the key later without a restart.
+          o.logger.error(
+            `The Brine master at ${address} refused this minion (${result.reason}: ${result.message}). ` +
+              `If the key was rejected, delete it on the master (brine-key -d ${o.id}) so it can be submitted again; ` +
+              `asking again in ${delay / 1000} seconds`,
+          )
+          o.emit({ type: 'auth-rejected', reason: result.reason, message: result.message, waitMs: delay })
+        }
+      } catch (error) {
+        if (o.signal.aborted) throw new ClosedError('minion auth', address)
+        const message = error instanceof Error ? error.message : String(error)
+        const name = error instanceof Error ? error.name : 'Error'
+        if (error instanceof MasterKeyMismatchError) {
+          delay = this.#slow(wait)
+          o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${delay / 1000} seconds`)
+        } else if (error instanceof TimeoutError) {
+          o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${delay / 1000} seconds`)
+        } else {
+          o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${delay / 1000} seconds`)
+        }
+        o.emit({ type: 'auth-failed', error: name, message, waitMs: delay })
+      }
+      if (!(await sleep(delay, o.signal))) throw new ClosedError('minion auth', address)
+      if (o.acceptanceWaitMaxMs > 0 && wait < o.acceptanceWaitMaxMs) wait = Math.min(wait + base, o.acceptanceWaitMaxMs)
+    }
+  }
+
+  #slow(wait: number): number {
+    return Math.max(this.#options.acceptanceWaitMaxMs, wait * SLOW_FACTOR)
+  }
+
+  #accepted(session: SessionKey, masterPub: PublicKeys, masterFinger: string, firstContact: boolean): MasterSession {
+    const o = this.#options
+    const box =
+      this.#current !== undefined && Buffer.compare(this.#current.box.peerPublicKey, masterPub.box) === 0
+        ? this.#current.box
+        : new PeerBox({ id: o.id, role: 'minion', secretKey: o.keys.box.secretKey, peerPublicKey: masterPub.box })
+    const current: MasterSession = { session, masterPub, masterFinger, box }
+    this.#current = current
+    this.#sessions.delete(session.gen)
+    this.#sessions.set(session.gen, session)
+    while (this.#sessions.size > KEPT_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as number)
+    const first = this.#count === 0
+    this.#count++
+    if (firstContact) o.logger.info(`pinned the master's public key (fingerprint ${masterFinger}) on first contact`)
+    o.logger.info(`authenticated with the master at ${o.client.address} (session key generation ${session.gen})`)
+    o.emit({ type: 'authenticated', gen: session.gen, firstContact, masterFinger })
+    o.onAuthenticated(current, first)
+    return current
+  }
+}

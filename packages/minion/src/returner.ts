@@ -1,0 +1,178 @@
+/**
+ * Sends sealed loads (`_return`, `_grains`, `_minion_event`) to the master and delivers returns:
+ * sealed with the minion's box, retried `return_retry_tries` times, acknowledged only by the
+ * master's sealed `{ok: true}`. A return that is not acknowledged goes to the spool and is sent
+ * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
+ */
+import type { ReturnLoad } from '@brine/common'
+import { BrineError, type Logger, type RequestClient, type WireValue } from '@brine/transport'
+import type { MinionAuth, MasterSession } from './auth.js'
+import type { MinionEvent } from './lifecycle.js'
+import { SpoolFileError, type ReturnSpool } from './spool.js'
+
+/** The master answered a sealed request with something other than its sealed `{ok: true}`. */
+export class NotAcknowledgedError extends BrineError {
+  override name = 'NotAcknowledgedError'
+  readonly cmd: string
+  constructor(cmd: string, reason: string, options?: ErrorOptions) {
+    super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason }, options)
+    this.cmd = cmd
+  }
+}
+
+export interface SealedSendOptions {
+  timeout: number
+  tries: number
+  signal?: AbortSignal
+}
+
+/** Seals `load` to the master, sends it, and checks the sealed acknowledgement. */
+export async function sendSealed(client: RequestClient, session: MasterSession, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
+  const reply: WireValue = await client.send(session.box.seal(load), options)
+  let inner: WireValue
+  try {
+    inner = session.box.open(reply)
+  } catch (error) {
+    throw new NotAcknowledgedError(load.cmd, `the reply does not open as the master's sealed answer (${(error as Error).message})`, { cause: error })
+  }
+  const ack = inner as { ok?: unknown; error?: unknown } | null
+  if (typeof ack !== 'object' || ack === null || ack.ok !== true) {
+    const why = typeof ack === 'object' && ack !== null && ack.error !== undefined ? JSON.stringify(ack.error).slice(0, 200) : 'no ok: true'
+    throw new NotAcknowledgedError(load.cmd, why)
+  }
+}
+
+export interface ReturnerOptions {
+  client: RequestClient
+  auth: MinionAuth
+  spool: ReturnSpool
+  logger: Logger
+  emit: (event: MinionEvent) => void
+  /** Per-try timeout of a return and the wait before a spool retry, ms (return_retry_timer..max). */
+  retryDelayMs: () => number
+  /** return_retry_tries. */
+  tries: number
+  /** Aborted by stop(): sends in flight give up and their returns are spooled. */
+  signal: AbortSignal
+}
+
+export class Returner {
+  readonly #o: ReturnerOptions
+  readonly #inFlight = new Set<Promise<void>>()
+  #flushing: Promise<void> | undefined
+  #flushAgain = false
+  #timer: NodeJS.Timeout | undefined
+
+  constructor(options: ReturnerOptions) {
+    this.#o = options
+  }
+
+  /** Delivers a return, or spools it. Never rejects; stop() waits for it through {@link drain}. */
+  deliver(load: ReturnLoad): Promise<void> {
+    const task = this.#deliver(load).finally(() => this.#inFlight.delete(task))
+    this.#inFlight.add(task)
+    return task
+  }
+
+  async #deliver(load: ReturnLoad): Promise<void> {
+    const o = this.#o
+    const session = o.auth.current
+    let problem = 'the minion is stopping'
+    if (session !== undefined && !o.signal.aborted) {
+      try {
+        await sendSealed(o.client, session, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        o.logger.debug(`return of job ${load.jid} (${load.fun}) acknowledged by the master`)
+        o.emit({ type: 'returned', jid: load.jid, fromSpool: false })
+        return
+      } catch (error) {
+        problem = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+      }
+    } else if (session === undefined) {
+      problem = 'not authenticated with the master'
+    }
+    try {
+      const file = await o.spool.write(load)
+      o.logger.warning(`return of job ${load.jid} (${load.fun}) not acknowledged (${problem}); spooled to ${file}`)
+      o.emit({ type: 'spooled', jid: load.jid, file })
+    } catch (error) {
+      o.logger.error(`return of job ${load.jid} (${load.fun}) not acknowledged (${problem}) and could not be spooled; it is lost`, error)
+      return
+    }
+    if (!o.signal.aborted) this.#schedule()
+  }
+
+  /** Sends spooled returns, oldest first, until the spool is empty or one is not acknowledged. Single-flight. */
+  flush(): Promise<void> {
+    if (this.#flushing !== undefined) {
+      this.#flushAgain = true
+      return this.#flushing
+    }
+    const run = this.#flushLoop()
+      .catch((error: unknown) => {
+        this.#o.logger.error('flushing the return spool failed', error)
+        this.#schedule()
+      })
+      .finally(() => {
+        this.#flushing = undefined
+        if (this.#flushAgain && !this.#o.signal.aborted) {
+          this.#flushAgain = false
+          void this.flush()
+        }
+      })
+    this.#flushing = run
+    return run
+  }
+
+  async #flushLoop(): Promise<void> {
+    const o = this.#o
+    for (;;) {
+      this.#flushAgain = false
+      const session = o.auth.current
+      if (o.signal.aborted || session === undefined) return // the next auth flushes
+      const [file] = await o.spool.list()
+      if (file === undefined) return
+      let load: ReturnLoad
+      try {
+        load = await o.spool.read(file)
+      } catch (error) {
+        if (!(error instanceof SpoolFileError)) throw error
+        o.logger.error(error.message)
+        await o.spool.quarantine(file)
+        continue
+      }
+      try {
+        await sendSealed(o.client, session, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+      } catch (error) {
+        if (o.signal.aborted) return
+        o.logger.info(`spooled return of job ${load.jid} still not acknowledged (${(error as Error).message}); will retry`)
+        this.#flushAgain = false
+        this.#schedule()
+        return
+      }
+      await o.spool.remove(file)
+      o.logger.info(`spooled return of job ${load.jid} (${load.fun}) delivered`)
+      o.emit({ type: 'returned', jid: load.jid, fromSpool: true })
+    }
+  }
+
+  /** One pending retry of the spool at a time, return_retry_timer from now. */
+  #schedule(): void {
+    if (this.#timer !== undefined || this.#o.signal.aborted) return
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      void this.flush()
+    }, this.#o.retryDelayMs())
+  }
+
+  /** Waits until every delivery in progress has been acknowledged or spooled, and a running flush ended. */
+  async drain(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight])
+    await this.#flushing
+  }
+
+  /** Cancels the retry timer (stop()). */
+  close(): void {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+  }
+}

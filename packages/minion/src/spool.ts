@@ -1,0 +1,118 @@
+/**
+ * The return spool: returns the master did not acknowledge wait here, one msgpack file per jid,
+ * until they are delivered. Files are written atomically (temporary file, fsync, rename) with
+ * mode 0600, so a crash leaves either the whole return or nothing, and a half-written file is
+ * never mistaken for a return.
+ */
+import { randomBytes } from 'node:crypto'
+import { chmod, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import { BrineError, decode, encode, type Logger } from '@brine/transport'
+import type { ReturnLoad } from '@brine/common'
+
+export const SPOOL_FILE_MODE = 0o600
+export const SPOOL_DIR_MODE = 0o700
+const SUFFIX = '.msgpack'
+
+/** A spool file that cannot be read back as a return; it is set aside, not retried. */
+export class SpoolFileError extends BrineError {
+  override name = 'SpoolFileError'
+  readonly file: string
+  constructor(file: string, reason: string, options?: ErrorOptions) {
+    super(`spooled return ${file}: ${reason}`, { file, reason }, options)
+    this.file = file
+  }
+}
+
+/** `<cachedir>/minion/spool`: where the daemon spools returns. */
+export const spoolDir = (cachedir: string): string => join(cachedir, 'minion', 'spool')
+
+/** File name for a jid; jids are digits, anything else is hex-encoded so it can never leave the directory. */
+function fileName(jid: string): string {
+  const safe = /^[0-9A-Za-z_-]{1,64}$/.test(jid) ? jid : `x${Buffer.from(jid).toString('hex').slice(0, 120)}`
+  return `${safe}${SUFFIX}`
+}
+
+const isNotFound = (error: unknown): boolean => (error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT'
+
+export class ReturnSpool {
+  readonly dir: string
+  readonly #logger: Logger
+
+  constructor(dir: string, logger: Logger) {
+    this.dir = dir
+    this.#logger = logger
+  }
+
+  async #ensureDir(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: SPOOL_DIR_MODE })
+  }
+
+  /** Writes `load` to its jid's file (replacing an older copy) and returns the file's path. */
+  async write(load: ReturnLoad): Promise<string> {
+    await this.#ensureDir()
+    const file = join(this.dir, fileName(load.jid))
+    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`)
+    const handle = await open(temp, 'wx', SPOOL_FILE_MODE)
+    try {
+      await handle.writeFile(encode(load))
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    try {
+      await chmod(temp, SPOOL_FILE_MODE) // the umask may have narrowed, never widened; be exact anyway
+      await rename(temp, file)
+    } catch (error) {
+      await unlink(temp).catch(() => {})
+      throw error
+    }
+    return file
+  }
+
+  /** Spooled files, oldest jid first (jids are timestamps, so name order is time order). */
+  async list(): Promise<string[]> {
+    let names: string[]
+    try {
+      names = await readdir(this.dir)
+    } catch (error) {
+      if (isNotFound(error)) return []
+      throw error
+    }
+    return names.filter((name) => name.endsWith(SUFFIX) && !name.startsWith('.')).sort().map((name) => join(this.dir, name))
+  }
+
+  /** Reads one spooled return; SpoolFileError when it is not one. */
+  async read(file: string): Promise<ReturnLoad> {
+    let load: unknown
+    try {
+      load = decode(await readFile(file))
+    } catch (error) {
+      throw new SpoolFileError(file, 'is not readable msgpack', { cause: error })
+    }
+    const candidate = load as Partial<ReturnLoad> | null
+    if (typeof candidate !== 'object' || candidate === null || candidate.cmd !== '_return' || typeof candidate.jid !== 'string') {
+      throw new SpoolFileError(file, 'is not a _return load')
+    }
+    return candidate as ReturnLoad
+  }
+
+  /** Deletes a delivered return (a file already gone is fine). */
+  async remove(file: string): Promise<void> {
+    try {
+      await unlink(file)
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+    }
+  }
+
+  /** Renames an unreadable file to `<file>.bad` so it stops blocking the spool but stays for the operator. */
+  async quarantine(file: string): Promise<void> {
+    try {
+      await rename(file, `${file}.bad`)
+      this.#logger.error(`moved unreadable spooled return ${file} aside to ${file}.bad`)
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+    }
+  }
+}
