@@ -1,0 +1,335 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { stringify } from 'yaml'
+import { MasterEvent } from '@brine/client'
+import type { BusEvent } from '@brine/common'
+
+export type TransportName = 'zeromq' | 'tcp'
+
+export interface FleetMinion {
+  id: string
+  transport: TransportName
+  grains?: Record<string, unknown>
+  /** Extra minion config keys. */
+  config?: Record<string, unknown>
+}
+
+export interface FleetOptions {
+  minions: FleetMinion[]
+  /** Transports the master serves (default: every transport a minion uses, zeromq first). */
+  transports?: TransportName[]
+  /** auto_accept on the master (default true: a demo or bench fleet accepts its own minions). */
+  autoAccept?: boolean
+  /** Extra master config keys. */
+  masterConfig?: Record<string, unknown>
+  /** Log level passed to every daemon (default warning; the master always logs its start-up lines). */
+  logLevel?: string
+  /** Wait for every minion's `salt/minion/<id>/start` event (default: when autoAccept). */
+  waitForMinions?: boolean
+  /** Bound on every start-up wait, ms (default 30 s). */
+  readyTimeoutMs?: number
+}
+
+export interface RunResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+/** The built command-line entry points, beside this package in the repository. */
+const BIN_DIR = fileURLToPath(new URL('../../cli/dist/bin/', import.meta.url))
+export const binPath = (name: string): string => join(BIN_DIR, `${name}.js`)
+
+/** Every daemon process any fleet in this process started, so an interrupt can stop them all. */
+const liveProcesses = new Set<ChildProcess>()
+
+/** A daemon started as a real process in its own process group, with what it printed so far. */
+export class DaemonProcess {
+  stderr = ''
+  stdout = ''
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  private readonly watchers = new Set<() => void>()
+
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
+    liveProcesses.add(child)
+    child.stdout?.on('data', (chunk: Buffer) => {
+      this.stdout += chunk.toString()
+      this.notify()
+    })
+    child.stderr?.on('data', (chunk: Buffer) => {
+      this.stderr += chunk.toString()
+      this.notify()
+    })
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        liveProcesses.delete(child)
+        this.notify()
+        resolve({ code, signal })
+      })
+    })
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null
+  }
+
+  private notify(): void {
+    for (const watcher of this.watchers) watcher()
+  }
+
+  /** Waits until stderr+stdout match `pattern`; fails naming the pattern, or at once if the process exits. */
+  waitForOutput(pattern: RegExp, ms: number): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        const match = (this.stderr + this.stdout).match(pattern)
+        if (match !== null) finish(() => resolve(match))
+        else if (!this.running) finish(() => reject(new Error(`${this.name} (pid ${this.pid}) exited before printing ${pattern}:\n${this.stderr}`)))
+      }
+      const timer = setTimeout(() => finish(() => reject(new Error(`${this.name} (pid ${this.pid}) did not print ${pattern} within ${ms} ms:\n${this.stderr}`))), ms)
+      const finish = (settle: () => void): void => {
+        clearTimeout(timer)
+        this.watchers.delete(check)
+        settle()
+      }
+      this.watchers.add(check)
+      check()
+    })
+  }
+
+  /** Sends `signal` to the process group and waits (bounded) for the exit; SIGKILL after `ms`. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM', ms = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (!this.running) return this.exited
+    killGroup(this.child, signal)
+    const timer = setTimeout(() => killGroup(this.child, 'SIGKILL'), ms)
+    const result = await this.exited
+    clearTimeout(timer)
+    return result
+  }
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return
+  try {
+    process.kill(-child.pid, signal)
+  } catch {
+    // The group is already gone.
+  }
+}
+
+/** Kills every daemon any fleet started (by pid, as a group); for signal handlers and test teardown. */
+export function killAllFleetProcesses(): void {
+  for (const child of liveProcesses) killGroup(child, 'SIGKILL')
+}
+
+/** A free TCP port on loopback (bound once to port 0, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * A master and its minions as real processes on loopback, in a temporary root: what the README demo,
+ * the end-to-end tests and the bench run. Everything it starts, it stops by pid.
+ */
+export class Fleet {
+  readonly minions = new Map<string, DaemonProcess>()
+  master!: DaemonProcess
+  readonly ports = new Map<TransportName, { publish: number; ret: number }>()
+  readonly transports: TransportName[]
+  private events: MasterEvent | undefined
+  private readonly startEvents: BusEvent[] = []
+  private readonly startWatchers = new Set<() => void>()
+  private readonly readyMs: number
+
+  private constructor(
+    readonly root: string,
+    private readonly options: FleetOptions,
+  ) {
+    const used = new Set(options.minions.map((minion) => minion.transport))
+    this.transports = options.transports ?? (['zeromq', 'tcp'] as const).filter((name) => used.has(name))
+    if (this.transports.length === 0) this.transports.push('zeromq')
+    this.readyMs = options.readyTimeoutMs ?? 30_000
+  }
+
+  static async start(options: FleetOptions): Promise<Fleet> {
+    const fleet = new Fleet(await mkdtemp(join(tmpdir(), 'brine-')), options)
+    try {
+      await fleet.startMaster()
+      await Promise.all(options.minions.map((minion) => fleet.startMinion(minion)))
+      if (options.waitForMinions ?? options.autoAccept ?? true) {
+        await Promise.all(options.minions.map((minion) => fleet.waitForMinionStart(minion.id)))
+      }
+      return fleet
+    } catch (error) {
+      await fleet.stop()
+      throw error
+    }
+  }
+
+  /** Master config directory (pass as `-c`). */
+  get masterConfigDir(): string {
+    return join(this.root, 'master')
+  }
+
+  minionConfigDir(id: string): string {
+    return join(this.root, 'minions', id)
+  }
+
+  /** Where the master's event bus lives (its sock_dir under the fleet's root_dir). */
+  get sockDir(): string {
+    return join(this.masterConfigDir, 'var/run/brine/master')
+  }
+
+  private async startMaster(): Promise<void> {
+    for (const transport of this.transports) this.ports.set(transport, { publish: await freePort(), ret: await freePort() })
+    const [first, ...others] = this.transports
+    const portsOf = (name: TransportName) => this.ports.get(name)!
+    const config: Record<string, unknown> = {
+      root_dir: this.masterConfigDir,
+      interface: '127.0.0.1',
+      transport: first,
+      publish_port: portsOf(first!).publish,
+      ret_port: portsOf(first!).ret,
+      auto_accept: this.options.autoAccept ?? true,
+      worker_threads: 2,
+      ...this.options.masterConfig,
+    }
+    if (others.length > 0) {
+      config['transport_opts'] = Object.fromEntries(others.map((name) => [name, { publish_port: portsOf(name).publish, ret_port: portsOf(name).ret }]))
+    }
+    await mkdir(this.masterConfigDir, { recursive: true })
+    await writeFile(join(this.masterConfigDir, 'master'), stringify(config))
+    await this.launchMaster()
+  }
+
+  /** Starts (or restarts) the master process and waits for every transport's start-up line. */
+  async launchMaster(): Promise<DaemonProcess> {
+    this.master = this.spawnDaemon('brine-master', ['-c', this.masterConfigDir, '-l', 'info'])
+    for (const transport of this.transports) {
+      await this.master.waitForOutput(new RegExp(`transport ${transport}: publish`), this.readyMs)
+    }
+    await this.connectEvents()
+    return this.master
+  }
+
+  private async connectEvents(): Promise<void> {
+    if (this.events !== undefined) return
+    this.events = new MasterEvent({ sockDir: this.sockDir, reconnect: { initial: 50, max: 500 } })
+    await this.events.connect()
+    void (async () => {
+      for await (const event of this.events!.iter({ match: 'salt/minion/' })) {
+        this.startEvents.push(event)
+        for (const watcher of this.startWatchers) watcher()
+      }
+    })()
+  }
+
+  /** The master's bus, connected; it reconnects on its own after a master restart. */
+  get bus(): MasterEvent {
+    if (this.events === undefined) throw new Error('the fleet has no master yet')
+    return this.events
+  }
+
+  async startMinion(minion: FleetMinion): Promise<DaemonProcess> {
+    const dir = this.minionConfigDir(minion.id)
+    const ports = this.ports.get(minion.transport)
+    if (ports === undefined) throw new Error(`the fleet's master does not serve ${minion.transport}`)
+    await mkdir(dir, { recursive: true })
+    const config = {
+      root_dir: dir,
+      id: minion.id,
+      master: '127.0.0.1',
+      master_port: ports.ret,
+      publish_port: ports.publish,
+      transport: minion.transport,
+      acceptance_wait_time: 0.2,
+      grains: minion.grains ?? {},
+      ...minion.config,
+    }
+    await writeFile(join(dir, 'minion'), stringify(config))
+    const process = this.spawnDaemon(`brine-minion ${minion.id}`, ['-c', dir, '-l', this.options.logLevel ?? 'warning'], 'brine-minion')
+    this.minions.set(minion.id, process)
+    return process
+  }
+
+  /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */
+  waitForMinionStart(id: string, from = 0): Promise<void> {
+    const tag = `salt/minion/${id}/start`
+    return new Promise((resolve, reject) => {
+      const minion = this.minions.get(id)
+      const finish = (settle: () => void): void => {
+        clearTimeout(timer)
+        this.startWatchers.delete(check)
+        settle()
+      }
+      const check = (): void => {
+        if (this.startEvents.slice(from).some((event) => event.tag === tag)) finish(resolve)
+      }
+      const timer = setTimeout(
+        () => finish(() => reject(new Error(`minion ${id} did not fire ${tag} within ${this.readyMs} ms:\n${minion?.stderr ?? ''}`))),
+        this.readyMs,
+      )
+      void minion?.exited.then(() => finish(() => reject(new Error(`minion ${id} exited before starting:\n${minion.stderr}`))))
+      this.startWatchers.add(check)
+      check()
+    })
+  }
+
+  /** How many minion start events have been seen; pass to waitForMinionStart to wait for a later one. */
+  get startEventCount(): number {
+    return this.startEvents.length
+  }
+
+  private spawnDaemon(name: string, args: string[], bin = name): DaemonProcess {
+    const child = spawn(process.execPath, [binPath(bin), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    return new DaemonProcess(name, child)
+  }
+
+  /** Runs one of the CLIs against this fleet's master (`-c` added) to completion, bounded by `ms`. */
+  run(bin: string, args: string[], options: { ms?: number; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
+    const ms = options.ms ?? 60_000
+    const child = spawn(process.execPath, [binPath(bin), '-c', this.masterConfigDir, ...args], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: options.env ?? process.env,
+    })
+    const command = new DaemonProcess(`${bin} ${args.join(' ')}`, child)
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        killGroup(child, 'SIGKILL')
+        reject(new Error(`${command.name} did not finish within ${ms} ms\nstdout:\n${command.stdout}\nstderr:\n${command.stderr}`))
+      }, ms)
+      void command.exited.then(({ code, signal }) => {
+        clearTimeout(timer)
+        resolve({ code, signal, stdout: command.stdout, stderr: command.stderr })
+      })
+    })
+  }
+
+  /** Stops every process (SIGTERM, then SIGKILL when bounded waits run out) and removes the root. */
+  async stop(options: { keepRoot?: boolean } = {}): Promise<void> {
+    await this.events?.close()
+    this.events = undefined
+    await Promise.all([...this.minions.values()].map((minion) => minion.stop()))
+    if (this.master !== undefined) await this.master.stop()
+    if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
+  }
+}

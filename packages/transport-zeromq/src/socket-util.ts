@@ -1,0 +1,115 @@
+import { createHash } from 'node:crypto'
+import type { EndpointCore } from '@brine/transport'
+import type { Socket } from 'zeromq'
+
+/** The topic every subscriber takes and every broadcast carries. */
+export const BROADCAST_TOPIC = 'broadcast'
+
+/**
+ * The topic of a targeted publish: the hex SHA-1 of the minion id (Salt's zmq_filtering).
+ * Fixed length, so one id's topic is never a prefix of another's, and never of `broadcast`.
+ */
+export function topicForId(id: string): string {
+  return createHash('sha1').update(id).digest('hex')
+}
+
+/** `tcp://host:port`, with IPv6 hosts in brackets; `port` may be `*` for an ephemeral bind. */
+export function formatEndpoint(host: string, port: number | '*'): string {
+  return `tcp://${isIPv6(host) ? `[${host}]` : host}:${port}`
+}
+
+export function isIPv6(host: string): boolean {
+  return host.includes(':')
+}
+
+/** How long close() waits for libzmq to release a listening port before giving up. */
+const RELEASE_WAIT_MS = 2000
+
+/**
+ * Closes a socket with linger 0. For a socket that listened, waits until its monitor stops:
+ * libzmq closes the listening fd in its I/O thread after `close()` returns, and the monitor's
+ * `end` comes after that, so the port can be bound again once this resolves.
+ */
+export async function closeSocket(socket: Socket, waitForRelease: boolean): Promise<void> {
+  if (socket.closed) return
+  socket.linger = 0
+  if (!waitForRelease) {
+    socket.close()
+    return
+  }
+  let timer: NodeJS.Timeout | undefined
+  const released = new Promise<void>((resolve) => {
+    socket.events.on('end', () => resolve())
+    timer = setTimeout(resolve, RELEASE_WAIT_MS)
+  })
+  socket.close()
+  await released
+  clearTimeout(timer)
+}
+
+/**
+ * Maps a client socket's monitor events onto Brine's: `connect` → peer-connect (every connect
+ * after the first counts as a reconnect), `disconnect` → peer-disconnect, `connect:retry` →
+ * reconnect-attempt. Shared by the publish and request clients.
+ */
+export class ClientLink {
+  connected = false
+  private everConnected = false
+  private attempt = 0
+
+  constructor(
+    private readonly core: EndpointCore,
+    private readonly address: string,
+  ) {}
+
+  attach(socket: Socket): void {
+    socket.events.on('connect', () => {
+      if (this.core.isClosed) return
+      if (this.everConnected) this.core.counters.reconnects++
+      this.everConnected = true
+      this.connected = true
+      this.attempt = 0
+      this.core.emit({ type: 'peer-connect', peer: this.address })
+    })
+    socket.events.on('disconnect', () => {
+      if (this.core.isClosed) return
+      this.connected = false
+      this.core.emit({ type: 'peer-disconnect', peer: this.address, reason: 'connection lost' })
+    })
+    socket.events.on('connect:retry', (event) => {
+      if (this.core.isClosed) return
+      this.attempt++
+      this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: event.interval })
+    })
+  }
+}
+
+/**
+ * Tracks a server socket's accepted connections: `accept` → peer-connect, `disconnect` →
+ * peer-disconnect. libzmq's monitor names only the listening endpoint, so that is the peer.
+ */
+export class ServerPeers {
+  count = 0
+
+  constructor(private readonly core: EndpointCore) {}
+
+  attach(socket: Socket): void {
+    socket.events.on('accept', (event) => {
+      if (this.core.isClosed) return
+      this.count++
+      this.core.emit({ type: 'peer-connect', peer: event.address })
+    })
+    socket.events.on('disconnect', (event) => {
+      if (this.core.isClosed) return
+      this.count = Math.max(0, this.count - 1)
+      this.core.emit({ type: 'peer-disconnect', peer: event.address, reason: 'connection lost' })
+    })
+  }
+}
+
+/** Total bytes of a multipart message, for frame-drop events. */
+export function messageSize(frames: readonly Uint8Array[]): number {
+  let size = 0
+  for (const frame of frames) size += frame.length
+  return size
+}
