@@ -1,18 +1,23 @@
+import { execFileSync } from 'node:child_process'
 import { afterAll, describe, expect, it } from 'vitest'
 import { killAll, run } from './helpers/processes.js'
 
 afterAll(() => killAll())
 
 describe('the README demo', () => {
-  it('runs against the built packages and prints real traffic over both transports', async () => {
-    const result = await run(process.execPath, ['scripts/demo.mjs'], { ms: 60_000 })
+  it('starts a master and three minions over both transports, runs real jobs, and stops everything', async () => {
+    const result = await run(process.execPath, ['scripts/demo.mjs'], { ms: 120_000 })
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
-    for (const transport of ['zeromq', 'tcp']) {
-      expect(result.stdout).toMatch(new RegExp(`== transport ${transport}: publish tcp://127\\.0\\.0\\.1:\\d+, ret tcp://127\\.0\\.0\\.1:\\d+`))
+    const uname = execFileSync('uname', ['-sr']).toString().trim()
+    expect(result.stdout).toMatch(/master zeromq: publish_port \d+, ret_port \d+/)
+    expect(result.stdout).toMatch(/master tcp: publish_port \d+, ret_port \d+/)
+    expect(result.stdout).toContain("$ brine '*' test.ping\n")
+    for (const id of ['web1', 'web2', 'db1']) {
+      expect(result.stdout).toContain(`${id}:\n    True\n`)
+      expect(result.stdout).toContain(`${id}:\n    ${uname}\n`)
     }
-    expect(result.stdout.match(/request {2}-> "pong from the master to web1"/g)).toHaveLength(2)
-    expect(result.stdout.match(/web1 {5}<- test\.ping, grains\.items/g)).toHaveLength(2)
-    expect(result.stdout.match(/db1 {6}<- test\.ping, cmd\.run, grains\.items/g)).toHaveLength(2)
+    expect(result.stdout).toContain('Accepted Keys:\ndb1\nweb1\nweb2\n')
+    expect(result.stdout).toContain('Demo finished: every process it started has been stopped.')
   })
 })

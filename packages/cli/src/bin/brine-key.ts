@@ -1,0 +1,4 @@
+import { runBin } from '../bin-runner.js'
+import { runKey } from '../commands/key.js'
+
+await runBin(runKey)

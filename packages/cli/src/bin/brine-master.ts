@@ -1,0 +1,4 @@
+import { runBin } from '../bin-runner.js'
+import { runMaster } from '../commands/daemon.js'
+
+await runBin(runMaster)

@@ -1,0 +1,4 @@
+import { runBin } from '../bin-runner.js'
+import { runMinion } from '../commands/daemon.js'
+
+await runBin(runMinion)

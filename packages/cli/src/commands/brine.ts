@@ -1,0 +1,238 @@
+import { Option } from 'commander'
+import { SingleBar } from 'cli-progress'
+import { TimeoutError, type Logger } from '@brine/transport'
+import { secondsToMs, type PublishReply, type TargetType, type Tgt } from '@brine/common'
+import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
+import {
+  addCommonOptions,
+  cliLogger,
+  createProgram,
+  EXIT_GENERIC,
+  EXIT_NO_MINIONS,
+  EXIT_OK,
+  EXIT_USAGE,
+  fail,
+  integer,
+  nonNegativeSeconds,
+  parseArgv,
+  type CommandIO,
+} from '../io.js'
+
+/** What `brine` needs of a LocalClient (tests pass a stand-in). */
+export interface JobClient {
+  runJob(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions & { listen?: boolean }): Promise<PublishReply>
+  cmdAsync(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<string>
+  getCliReturns(jid: string, minions: readonly string[], options?: WaitOptions): AsyncIterable<CliReturn>
+  close(): Promise<void>
+}
+
+export interface BrineDeps {
+  createClient?: (options: { configDir: string; logger: Logger }) => JobClient
+}
+
+/** Salt's target flags and the tgt_type each selects. */
+const TARGET_FLAGS: ReadonlyArray<[flag: string, key: string, type: TargetType, help: string]> = [
+  ['-E, --pcre', 'pcre', 'pcre', 'the target is a regular expression on minion ids'],
+  ['-G, --grain', 'grain', 'grain', "the target is a grain match, 'key:glob'"],
+  ['-P, --grain-pcre', 'grainPcre', 'grain_pcre', "the target is a grain match, 'key:regex'"],
+  ['-L, --list', 'list', 'list', 'the target is a comma-separated list of minion ids'],
+  ['-C, --compound', 'compound', 'compound', 'the target is a compound expression'],
+  ['-N, --nodegroup', 'nodegroup', 'nodegroup', 'the target is a nodegroup name from the master config'],
+  ['-S, --ipcidr', 'ipcidr', 'ipcidr', 'the target is an IP address or CIDR subnet'],
+]
+
+export interface BrineArgs {
+  configDir: string
+  logLevel: string
+  tgt: Tgt
+  tgtType: TargetType
+  fun: string
+  arg: string[]
+  /** ms, when -t was given. */
+  timeout?: number
+  out?: OutputterName
+  outIndent?: number
+  static: boolean
+  async: boolean
+  showJid: boolean
+  verbose: boolean
+  hideTimeout: boolean
+  ret?: string
+  color?: boolean
+}
+
+/** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
+export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArgs | number {
+  const program = addCommonOptions(createProgram('brine', io))
+    .description("Run a function on the minions matched by a target (Salt's `salt`).")
+    .argument('<target>', 'which minions (a glob on ids unless a target flag says otherwise)')
+    .argument('<function>', 'the execution module function, e.g. test.ping')
+    .argument('[arguments...]', 'its arguments; key=value ones become keyword arguments on the minion')
+    .option('-t, --timeout <seconds>', 'seconds to wait for returns before asking the minions (find_job)', nonNegativeSeconds)
+  for (const [flag, , , help] of TARGET_FLAGS) program.option(flag, help)
+  program
+    .addOption(new Option('--out <outputter>', 'how to print the returns').choices(OUTPUTTERS))
+    .option('--out-indent <n>', 'indent for json and yaml output (negative: one line)', integer)
+    .option('--static', 'print one document with every return at the end')
+    .option('--async', 'publish and print the job id without waiting')
+    .option('--show-jid', 'print the job id first')
+    .option('-v, --verbose', 'print the job id banner and every minion that did not return')
+    .option('--hide-timeout', 'do not report minions that did not return')
+    .option('--return <returners>', 'returners that also receive the returns')
+    .option('--no-color', 'never colour the output')
+    .option('--force-color', 'colour the output even when it is not a terminal')
+  const code = parseArgv(program, argv)
+  if (code !== undefined) return code
+  const options = program.opts<Record<string, unknown>>()
+  const [target, fun, rest] = program.processedArgs as [string, string, string[]]
+  const chosen = TARGET_FLAGS.filter(([, key]) => options[key] === true)
+  if (chosen.length > 1) {
+    io.stderr.write(`brine: error: give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}\n`)
+    return EXIT_USAGE
+  }
+  const tgtType: TargetType = chosen[0]?.[2] ?? 'glob'
+  // Salt splits a list target on commas before publishing.
+  const tgt: Tgt = tgtType === 'list' ? target.split(',').map((id) => id.trim()).filter((id) => id !== '') : target
+  if (fun === '' || !/^[A-Za-z_][\w.]*$/.test(fun)) {
+    io.stderr.write(`brine: error: '${fun}' is not a function name (module.function, e.g. test.ping)\n`)
+    return EXIT_USAGE
+  }
+  const args: BrineArgs = {
+    configDir: options.configDir as string,
+    logLevel: options.logLevel as string,
+    tgt,
+    tgtType,
+    fun,
+    arg: rest,
+    static: options.static === true,
+    async: options.async === true,
+    showJid: options.showJid === true,
+    verbose: options.verbose === true,
+    hideTimeout: options.hideTimeout === true,
+  }
+  if (options.timeout !== undefined) args.timeout = secondsToMs(options.timeout, '--timeout')
+  if (typeof options.out === 'string' && isOutputter(options.out)) args.out = options.out
+  if (typeof options.outIndent === 'number') args.outIndent = options.outIndent
+  if (typeof options.return === 'string') args.ret = options.return
+  if (options.forceColor === true) args.color = true
+  else if (options.color === false) args.color = false
+  return args
+}
+
+/** Live "returns 2/3" on a terminal's stderr, cleared before anything is printed. */
+class LiveCount {
+  private bar: SingleBar | undefined
+  private count = 0
+  constructor(
+    private readonly io: CommandIO,
+    private readonly total: number,
+  ) {}
+
+  start(): void {
+    this.bar = new SingleBar({ format: 'returns {value}/{total}', stream: this.io.stderr as NodeJS.WritableStream, clearOnComplete: true, hideCursor: null })
+    this.bar.start(this.total, this.count)
+  }
+
+  /** Clears the line, lets `print` write, and redraws with one more return. */
+  around(print: () => void): void {
+    this.bar?.stop()
+    print()
+    this.count++
+    if (this.bar !== undefined) this.start()
+  }
+
+  stop(): void {
+    this.bar?.stop()
+    this.bar = undefined
+  }
+}
+
+/** `brine <target> <function> [arguments...]`: returns the exit code (Salt's: 0, 1 a minion failed or did not return, 2 nothing matched). */
+export async function runBrine(argv: readonly string[], io: CommandIO, deps: BrineDeps = {}): Promise<number> {
+  const parsed = parseBrineArgs(argv, io)
+  if (typeof parsed === 'number') return parsed
+  const args = parsed
+  const logger = cliLogger(args.logLevel, io, 'brine')
+  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? new LocalClient({ configDir: args.configDir, logger })
+  const color = args.color ?? io.stdout.isTTY === true
+  const jobOptions: RunJobOptions = { tgtType: args.tgtType }
+  if (args.timeout !== undefined) jobOptions.timeout = args.timeout
+  if (args.ret !== undefined) jobOptions.ret = args.ret
+  if (io.signal !== undefined) jobOptions.signal = io.signal
+  const noMinions = (): number => {
+    io.stderr.write('No minions matched the target. No command was sent, no jid was assigned.\n')
+    return EXIT_NO_MINIONS
+  }
+  try {
+    if (args.async) {
+      const jid = await client.cmdAsync(args.tgt, args.fun, args.arg, jobOptions)
+      if (jid === '') return noMinions()
+      io.stdout.write(`Executed command with job ID: ${jid}\n`)
+      return EXIT_OK
+    }
+    const { jid, minions } = await client.runJob(args.tgt, args.fun, args.arg, jobOptions)
+    if (minions.length === 0) return noMinions()
+    if (args.showJid) io.stdout.write(`jid: ${jid}\n`)
+    if (args.verbose) io.stdout.write(`Executing job with jid ${jid}\n-------------------------------------------\n\n`)
+    const live = !args.static && io.stderr.isTTY === true ? new LiveCount(io, minions.length) : undefined
+    live?.start()
+    const collected: Record<string, unknown> = {}
+    let failed = false
+    let received = 0
+    const waitOptions: WaitOptions = {}
+    if (args.timeout !== undefined) waitOptions.timeout = args.timeout
+    if (io.signal !== undefined) waitOptions.signal = io.signal
+    try {
+      for await (const item of client.getCliReturns(jid, minions, waitOptions)) {
+        if (item.status === 'missing') {
+          if (args.hideTimeout) continue
+          failed = true
+          if (args.static) collected[item.id] = NO_RESPONSE
+          else {
+            const text = args.out === undefined || args.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, { color }) : renderOutput(args.out, { [item.id]: NO_RESPONSE }, { color, indent: args.outIndent })
+            live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
+          }
+          continue
+        }
+        received++
+        if (item.retcode !== 0 || item.success === false) failed = true
+        if (args.static) {
+          collected[item.id] = item.ret
+          continue
+        }
+        // The minion's outputter hint applies only when --out was not given, as in Salt.
+        const text = renderOutput(args.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { color, indent: args.outIndent, retcode: item.retcode })
+        live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
+      }
+    } finally {
+      live?.stop()
+    }
+    if (io.signal?.aborted === true) {
+      io.stderr.write(
+        `Exiting gracefully on Ctrl-c\nThis job's jid is: ${jid}\nThe minions may not have all finished running and any remaining minions will return upon completion.\n`,
+      )
+      return EXIT_GENERIC
+    }
+    if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(args.out ?? 'nested', collected, { color, indent: args.outIndent }))
+    if (received === 0 && !failed) {
+      io.stderr.write('ERROR: No return received\n')
+      return EXIT_NO_MINIONS
+    }
+    if (failed) {
+      io.stderr.write('ERROR: Minions returned with non-zero exit code\n')
+      return EXIT_GENERIC
+    }
+    return EXIT_OK
+  } catch (error) {
+    return fail(io, 'brine', describeClientError(error))
+  } finally {
+    await client.close()
+  }
+}
+
+/** Turns a client failure into one line an operator can act on. */
+export function describeClientError(error: unknown): string {
+  if (error instanceof TimeoutError) return `${error.message}; is brine-master running, and is this its config (-c)?`
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,58 @@
+import { Option } from 'commander'
+import { generateJid, loadConfig, parseOverride } from '@brine/common'
+import { collectGrains, createModuleRegistry, executeJob, RunningJobs } from '@brine/minion'
+import { OUTPUTTERS, renderOutput } from '../output/index.js'
+import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_USAGE, integer, parseArgv, type CommandIO } from '../io.js'
+
+/**
+ * `brine-call --local <function> [arguments...]`: runs an execution module in this process, with
+ * the minion's config and grains, prints `local:` and the return, and exits with the job's retcode.
+ * Without --local (asking the master for pillar and file server) it is not supported yet: exit 2.
+ */
+export async function runCall(argv: readonly string[], io: CommandIO): Promise<number> {
+  const program = addCommonOptions(createProgram('brine-call', io))
+    .description("Run an execution module function on this machine (Salt's `salt-call`).")
+    .argument('<function>', 'the function, e.g. test.ping')
+    .argument('[arguments...]', 'its arguments; key=value ones are keyword arguments')
+    .option('--local', 'run without contacting a master')
+    .option('--id <id>', 'the minion id to run as (default: the config id)')
+    .option('--set <key=value>', 'set any minion config key (repeatable)', (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .addOption(new Option('--out <outputter>', 'how to print the return').choices(OUTPUTTERS))
+    .option('--out-indent <n>', 'indent for json and yaml output', integer)
+    .option('--no-color', 'never colour the output')
+    .option('--force-color', 'colour the output even when it is not a terminal')
+  const code = parseArgv(program, argv)
+  if (code !== undefined) return code
+  const o = program.opts<Record<string, unknown>>()
+  const [fun, args] = program.processedArgs as [string, string[]]
+  if (o.local !== true) {
+    io.stderr.write('brine-call: error: brine-call without --local is not supported yet; use --local\n')
+    return EXIT_USAGE
+  }
+  const logger = cliLogger(String(o.logLevel), io, 'brine-call')
+  try {
+    const overrides: Record<string, unknown> = {}
+    for (const text of o.set as string[]) {
+      const { key, value } = parseOverride(text)
+      overrides[key] = value
+    }
+    if (typeof o.id === 'string') overrides.id = o.id
+    const { opts } = await loadConfig('minion', { configDir: String(o.configDir), overrides, logger })
+    const grains = await collectGrains(opts.id, opts)
+    const controller = new AbortController()
+    const onAbort = (): void => controller.abort(io.signal?.reason)
+    io.signal?.addEventListener('abort', onAbort, { once: true })
+    const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal })
+    const result = await executeJob(registry, { jid: generateJid(), fun, arg: args, user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
+      io.signal?.removeEventListener('abort', onAbort),
+    )
+    const color = o.forceColor === true ? true : o.color === false ? false : io.stdout.isTTY === true
+    const outputter = typeof o.out === 'string' ? o.out : (result.out ?? 'nested')
+    io.stdout.write(renderOutput(outputter, { local: result.return }, { color, indent: o.outIndent as number | undefined, retcode: result.retcode }))
+    // Exit statuses are one byte; a retcode of 256 must not look like success.
+    return result.retcode === 0 ? 0 : Math.min(Math.max(result.retcode, 1), 255)
+  } catch (error) {
+    io.stderr.write(`brine-call: ${(error as Error).message}\n`)
+    return EXIT_GENERIC
+  }
+}

@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest'
+import type { CliReturn } from '@brine/client'
+import { parseBrineArgs, runBrine, type JobClient } from '../src/commands/brine.js'
+import { memoryIO } from './helpers.js'
+
+const JID = '20260101000000000001'
+
+/** A LocalClient stand-in: answers the publish with `minions` and yields `returns`. */
+function fakeClient(minions: string[], returns: CliReturn[]): JobClient & { calls: unknown[][]; closed: boolean } {
+  const client = {
+    calls: [] as unknown[][],
+    closed: false,
+    async runJob(...args: unknown[]) {
+      client.calls.push(args)
+      return { jid: minions.length === 0 ? '' : JID, minions }
+    },
+    async cmdAsync(...args: unknown[]) {
+      client.calls.push(args)
+      return minions.length === 0 ? '' : JID
+    },
+    async *getCliReturns() {
+      yield* returns
+    },
+    async close() {
+      client.closed = true
+    },
+  }
+  return client
+}
+
+const ok = (id: string, ret: unknown, extra: Partial<Extract<CliReturn, { status: 'returned' }>> = {}): CliReturn => ({ id, status: 'returned', ret, retcode: 0, jid: JID, ...extra })
+
+describe('brine argument parsing', () => {
+  it('maps each target flag to its tgt_type and converts -t seconds to ms once', () => {
+    const cases: Array<[string, string]> = [['-E', 'pcre'], ['-G', 'grain'], ['-P', 'grain_pcre'], ['-C', 'compound'], ['-N', 'nodegroup'], ['-S', 'ipcidr']]
+    for (const [flag, type] of cases) {
+      const args = parseBrineArgs([flag, 'x', 'test.ping'], memoryIO())
+      expect(typeof args === 'object' && args.tgtType).toBe(type)
+    }
+    const list = parseBrineArgs(['-L', 'web1,db1', 'cmd.run', 'uname -a', 'cwd=/tmp', '-t', '2.5', '--out', 'json', '--static'], memoryIO())
+    expect(list).toMatchObject({ tgt: ['web1', 'db1'], tgtType: 'list', fun: 'cmd.run', arg: ['uname -a', 'cwd=/tmp'], timeout: 2500, out: 'json', static: true })
+    expect(parseBrineArgs(['*', 'test.ping'], memoryIO())).toMatchObject({ tgt: '*', tgtType: 'glob', arg: [], configDir: '/etc/brine', logLevel: 'warning' })
+  })
+
+  it('refuses bad input with exit 2 and a message naming the flag', () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['-X', '*', 'test.ping'], /unknown option '-X'/],
+      [['--out', 'bogus', '*', 'test.ping'], /--out <outputter>.*bogus.*nested, json, yaml, raw, txt/s],
+      [['-t', '-5', '*', 'test.ping'], /-t, --timeout <seconds>.*non-negative number of seconds, got '-5'/],
+      [['--timeout=soon', '*', 'test.ping'], /--timeout <seconds>.*'soon'/],
+      [['-l', 'loud', '*', 'test.ping'], /--log-level <level>.*loud/],
+      [['-E', '-L', 'x', 'test.ping'], /at most one target type; got -E, -L/],
+      [['*'], /missing required argument 'function'/],
+      [['*', 'not a function'], /is not a function name/],
+    ]
+    for (const [argv, message] of cases) {
+      const io = memoryIO()
+      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(2)
+      expect(io.err(), argv.join(' ')).toMatch(message)
+    }
+  })
+
+  it('prints help and the version with exit 0', () => {
+    const io = memoryIO()
+    expect(parseBrineArgs(['--version'], io)).toBe(0)
+    expect(io.out()).toBe('0.1.0\n')
+    const help = memoryIO()
+    expect(parseBrineArgs(['--help'], help)).toBe(0)
+    expect(help.out()).toMatch(/--grain-pcre/)
+  })
+})
+
+describe('brine runs and exit codes', () => {
+  it('prints each return with the nested outputter and exits 0', async () => {
+    const client = fakeClient(['web1', 'db1'], [ok('web1', true), ok('db1', true)])
+    const io = memoryIO()
+    expect(await runBrine(['-t', '3', '*', 'test.ping'], io, { createClient: () => client })).toBe(0)
+    expect(io.out()).toBe('web1:\n    True\ndb1:\n    True\n')
+    expect(client.calls[0]).toEqual(['*', 'test.ping', [], { tgtType: 'glob', timeout: 3000 }])
+    expect(client.closed).toBe(true)
+  })
+
+  it('exits 2 with Salt\'s message when no minion matched', async () => {
+    const io = memoryIO()
+    expect(await runBrine(['nobody', 'test.ping'], io, { createClient: () => fakeClient([], []) })).toBe(2)
+    expect(io.err()).toBe('No minions matched the target. No command was sent, no jid was assigned.\n')
+    const asyncIO = memoryIO()
+    expect(await runBrine(['--async', 'nobody', 'test.ping'], asyncIO, { createClient: () => fakeClient([], []) })).toBe(2)
+  })
+
+  it('exits 1 when a minion returned a non-zero retcode, and uses its outputter hint', async () => {
+    const io = memoryIO()
+    const client = fakeClient(['web1'], [ok('web1', 'boom', { retcode: 2, success: false, out: 'txt' })])
+    expect(await runBrine(['web1', 'cmd.run', 'false'], io, { createClient: () => client })).toBe(1)
+    expect(io.out()).toBe('web1: boom\n')
+    expect(io.err()).toBe('ERROR: Minions returned with non-zero exit code\n')
+  })
+
+  it('reports a minion that did not return and exits 1, unless --hide-timeout', async () => {
+    const returns: CliReturn[] = [ok('web1', true), { id: 'ghost', status: 'missing', jid: JID }]
+    const io = memoryIO()
+    expect(await runBrine(['-v', '*', 'test.ping'], io, { createClient: () => fakeClient(['web1', 'ghost'], returns) })).toBe(1)
+    expect(io.out()).toBe(`Executing job with jid ${JID}\n-------------------------------------------\n\nweb1:\n    True\nghost:\n    Minion did not return. [No response]\n`)
+    const hidden = memoryIO()
+    expect(await runBrine(['--hide-timeout', '*', 'test.ping'], hidden, { createClient: () => fakeClient(['web1', 'ghost'], returns) })).toBe(0)
+    expect(hidden.out()).toBe('web1:\n    True\n')
+  })
+
+  it('--static --out json prints one document; --show-jid prints the jid first', async () => {
+    const io = memoryIO()
+    const client = fakeClient(['web1', 'db1'], [ok('web1', 1), ok('db1', 2)])
+    expect(await runBrine(['--static', '--show-jid', '--out', 'json', '*', 'test.arg'], io, { createClient: () => client })).toBe(0)
+    expect(io.out()).toBe(`jid: ${JID}\n{\n    "web1": 1,\n    "db1": 2\n}\n`)
+  })
+
+  it('--async prints the job id without waiting', async () => {
+    const io = memoryIO()
+    expect(await runBrine(['--async', '*', 'test.ping'], io, { createClient: () => fakeClient(['web1'], []) })).toBe(0)
+    expect(io.out()).toBe(`Executed command with job ID: ${JID}\n`)
+  })
+
+  it('exits 1 with the client error when the master cannot be reached', async () => {
+    const io = memoryIO()
+    const client = fakeClient(['web1'], [])
+    client.runJob = async () => {
+      throw new Error('root key /var/cache/brine/master/.root_key: does not exist; is the master running, and are you its user?')
+    }
+    expect(await runBrine(['*', 'test.ping'], io, { createClient: () => client })).toBe(1)
+    expect(io.err()).toMatch(/^brine: root key .* are you its user\?\n$/)
+  })
+})

@@ -1,0 +1,39 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runCall } from '../src/commands/call.js'
+import { memoryIO } from './helpers.js'
+
+let dir = ''
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'brine-call-'))
+  await writeFile(join(dir, 'minion'), `id: local1\ncachedir: ${join(dir, 'cache')}\nsock_dir: ${join(dir, 'sock')}\npki_dir: ${join(dir, 'pki')}\ngrains:\n  role: web\n`)
+})
+afterAll(() => rm(dir, { recursive: true, force: true }))
+
+describe('brine-call --local', () => {
+  it('runs test.ping in-process and prints local: True', async () => {
+    const io = memoryIO()
+    expect(await runCall(['-c', dir, '--local', 'test.ping'], io)).toBe(0)
+    expect(io.out()).toBe('local:\n    True\n')
+  })
+
+  it('runs cmd.run and exits with its retcode', async () => {
+    const io = memoryIO()
+    expect(await runCall(['-c', dir, '--local', '--out', 'json', 'cmd.run', 'echo hi; exit 3'], io)).toBe(3)
+    expect(JSON.parse(io.out())).toEqual({ local: 'hi' })
+  })
+
+  it('sees the grains from the config', async () => {
+    const io = memoryIO()
+    expect(await runCall(['-c', dir, '--local', '--out', 'txt', 'grains.get', 'role'], io)).toBe(0)
+    expect(io.out()).toBe('local: web\n')
+  })
+
+  it('refuses to run without --local (not supported yet)', async () => {
+    const io = memoryIO()
+    expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(2)
+    expect(io.err()).toMatch(/without --local is not supported yet; use --local/)
+  })
+})

@@ -1,0 +1,173 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { loadConfig, loadTransport, type PublishLoad } from '@brine/common'
+import { createRootKey, rootKeyPath, RootKeyError } from '@brine/crypt'
+import { deadline } from '@brine/transport-compliance'
+import type { RequestServer } from '@brine/transport'
+// Tests only: the real bus, so the client reads what a master would write.
+import { EventBus } from '../../master/src/event-bus.js'
+import { LocalClient, type CliReturn } from '../src/local-client.js'
+
+const cleanups: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+type Publish = Omit<PublishLoad, 'key'> & { key: string }
+/** Decides the reply to one publish; may fire events on the bus first. */
+type Script = (load: Publish, bus: EventBus, count: number) => { jid: string; minions: string[] }
+
+interface StandIn {
+  client: LocalClient
+  publishes: Publish[]
+  bus: EventBus
+}
+
+let jidCounter = 0
+const nextJid = (): string => `20260101000000${String(++jidCounter).padStart(6, '0')}`
+
+function fireReturn(bus: EventBus, jid: string, id: string, value: unknown, extra: Record<string, unknown> = {}): void {
+  bus.fire(`salt/job/${jid}/ret/${id}`, { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: value, retcode: 0, success: true, ...extra })
+}
+
+/** A stand-in master: a RequestServer answering publishes by `script`, the real event bus, a root key. */
+async function standIn(transportName: string, script: Script): Promise<StandIn> {
+  const dir = await mkdtemp(join(tmpdir(), 'brine-lc-'))
+  cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  const cachedir = join(dir, 'cache')
+  const sockDir = join(dir, 'sock')
+  const key = await createRootKey(rootKeyPath(cachedir))
+  const bus = new EventBus({ sockDir })
+  await bus.start()
+  cleanups.push(() => bus.close())
+  const transport = await loadTransport(transportName)
+  const server: RequestServer = transport.createRequestServer({ host: '127.0.0.1', port: 0 })
+  const publishes: Publish[] = []
+  server.handle(async (request) => {
+    const { enc, load } = request as { enc: string; load: Publish }
+    if (enc !== 'clear' || load.cmd !== 'publish') throw new Error('unexpected request')
+    if (load.key !== key) throw new Error('bad root key')
+    publishes.push(load)
+    return script(load, bus, publishes.length)
+  })
+  await server.start()
+  cleanups.push(() => server.close())
+  const port = Number(server.address.split(':').pop())
+  const { opts } = await loadConfig('master', {
+    configDir: join(dir, 'etc'),
+    overrides: { transport: transportName, interface: '127.0.0.1', ret_port: port, cachedir, sock_dir: sockDir, timeout: 5, gather_job_timeout: 10 },
+  })
+  const client = new LocalClient({ opts })
+  cleanups.push(() => client.close())
+  return { client, publishes, bus }
+}
+
+async function collect(iterable: AsyncIterable<CliReturn>): Promise<CliReturn[]> {
+  const out: CliReturn[] = []
+  for await (const item of iterable) out.push(item)
+  return out
+}
+
+describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
+  it('publishes with the root key and gathers returns from the bus', async () => {
+    const { client, publishes } = await standIn(transportName, (load, bus) => {
+      const jid = nextJid()
+      // Fired before the publish is even answered: the client must already be listening.
+      fireReturn(bus, jid, 'web1', true)
+      fireReturn(bus, jid, 'db1', true, { out: 'nested' })
+      return { jid, minions: ['web1', 'db1'] }
+    })
+    const result = await deadline(client.cmd('*', 'test.ping', [], { kwarg: { a: 1 }, timeout: 30_000 }), 10_000, 'cmd to return')
+    expect(result).toEqual({ web1: true, db1: true })
+    expect(publishes[0]).toMatchObject({ cmd: 'publish', tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: { a: 1 }, ret: '', timeout: 30 })
+    expect(typeof publishes[0]?.user).toBe('string')
+  })
+
+  it('cmdIter yields Salt-shaped returns; cmdAsync gives the jid, or "" when nothing matched', async () => {
+    let matched = true
+    const { client } = await standIn(transportName, (_load, bus) => {
+      const jid = nextJid()
+      if (!matched) return { jid: '', minions: [] }
+      fireReturn(bus, jid, 'web1', 'hello', { retcode: 3, out: 'txt' })
+      return { jid, minions: ['web1'] }
+    })
+    const items = []
+    for await (const item of client.cmdIter('web1', 'cmd.run', ['echo hello'], { tgtType: 'list' })) items.push(item)
+    expect(items).toEqual([{ web1: { ret: 'hello', retcode: 3, jid: expect.any(String), out: 'txt' } }])
+    expect(await client.cmdAsync('web1', 'test.ping')).toMatch(/^\d{20}$/)
+    matched = false
+    expect(await client.cmdAsync('nobody', 'test.ping')).toBe('')
+  })
+
+  it('extends the wait while find_job says the job is still running', async () => {
+    let mainJid = ''
+    const { client, publishes } = await standIn(transportName, (load, bus, count) => {
+      const jid = nextJid()
+      if (load.fun === 'saltutil.find_job') {
+        if (count === 2) {
+          // First round: slow is still running the job.
+          fireReturn(bus, jid, 'slow', { jid: mainJid, fun: 'test.sleep' }, { fun: 'saltutil.find_job' })
+        } else {
+          // Second round: by now the real return has arrived.
+          fireReturn(bus, mainJid, 'slow', 'done')
+          fireReturn(bus, jid, 'slow', {}, { fun: 'saltutil.find_job' })
+        }
+        return { jid, minions: ['slow'] }
+      }
+      mainJid = jid
+      fireReturn(bus, jid, 'web1', true)
+      return { jid, minions: ['web1', 'slow'] }
+    })
+    const { jid, minions } = await client.runJob('*', 'test.sleep', [1])
+    const items = await deadline(collect(client.getCliReturns(jid, minions, { timeout: 50, gatherJobTimeout: 200 })), 10_000, 'the returns')
+    expect(items.map((item) => [item.id, item.status])).toEqual([
+      ['web1', 'returned'],
+      ['slow', 'returned'],
+    ])
+    const findJobs = publishes.filter((load) => load.fun === 'saltutil.find_job')
+    expect(findJobs).toHaveLength(2)
+    expect(findJobs[0]).toMatchObject({ tgt: ['slow'], tgt_type: 'list', arg: [jid] })
+  })
+
+  it('reports a minion that never answers, and one that is not running the job, as missing', async () => {
+    const { client } = await standIn(transportName, (load, bus) => {
+      const jid = nextJid()
+      if (load.fun === 'saltutil.find_job') {
+        fireReturn(bus, jid, 'idle', {}, { fun: 'saltutil.find_job' })
+        return { jid, minions: load.tgt as string[] }
+      }
+      fireReturn(bus, jid, 'web1', true)
+      return { jid, minions: ['web1', 'ghost', 'idle'] }
+    })
+    const { jid, minions } = await client.runJob('*', 'test.ping')
+    const items = await deadline(collect(client.getCliReturns(jid, minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
+    expect(items).toEqual([
+      expect.objectContaining({ id: 'web1', status: 'returned', ret: true }),
+      { id: 'ghost', status: 'missing', jid },
+      { id: 'idle', status: 'missing', jid },
+    ])
+  })
+
+  it('ends the wait when the signal aborts, without markers', async () => {
+    const { client } = await standIn(transportName, () => ({ jid: nextJid(), minions: ['ghost'] }))
+    const controller = new AbortController()
+    const { jid, minions } = await client.runJob('*', 'test.ping', [], { signal: controller.signal })
+    const gathering = collect(client.getCliReturns(jid, minions, { timeout: 60_000, signal: controller.signal }))
+    controller.abort()
+    expect(await deadline(gathering, 5000, 'the aborted wait to end')).toEqual([])
+  })
+})
+
+describe('LocalClient config', () => {
+  it('says how to fix an unreadable root key', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-lc-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const { opts } = await loadConfig('master', { configDir: dir, overrides: { cachedir: join(dir, 'cache'), sock_dir: join(dir, 'sock') } })
+    const client = new LocalClient({ opts })
+    const error = await client.cmd('*', 'test.ping').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(RootKeyError)
+    expect((error as Error).message).toMatch(/\.root_key.*is the master running, and are you its user/)
+  })
+})
