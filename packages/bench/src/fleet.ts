@@ -303,10 +303,13 @@ export class Fleet {
     return new DaemonProcess(name, child)
   }
 
-  /** Runs one of the CLIs against this fleet's master (`-c` added) to completion, bounded by `ms`. */
-  run(bin: string, args: string[], options: { ms?: number; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
+  /**
+   * Runs one of the CLIs to completion, bounded by `ms`, with `-c` set to the master's config directory
+   * (or `configDir`, e.g. a minion's for brine-call).
+   */
+  run(bin: string, args: string[], options: { ms?: number; env?: NodeJS.ProcessEnv; configDir?: string } = {}): Promise<RunResult> {
     const ms = options.ms ?? 60_000
-    const child = spawn(process.execPath, [binPath(bin), '-c', this.masterConfigDir, ...args], {
+    const child = spawn(process.execPath, [binPath(bin), '-c', options.configDir ?? this.masterConfigDir, ...args], {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: options.env ?? process.env,

@@ -192,6 +192,7 @@ export class Master {
       this.#logger.warning(`worker_threads: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); handling requests on the main thread`)
       return new InlinePool(keys, submit)
     }
+    this.#logger.info(`request handling: ${size} worker threads`)
     return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child('workers') })
   }
 

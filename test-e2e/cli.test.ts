@@ -1,0 +1,80 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { Fleet, killAllFleetProcesses, type TransportName } from '@brine/bench'
+
+const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
+const fleets: Fleet[] = []
+afterEach(async () => {
+  for (const fleet of fleets.splice(0)) await fleet.stop()
+})
+afterAll(() => killAllFleetProcesses())
+
+async function startFleet(options: Parameters<typeof Fleet.start>[0]): Promise<Fleet> {
+  const fleet = await Fleet.start(options)
+  fleets.push(fleet)
+  return fleet
+}
+
+describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transport) => {
+  it("reports a stopped minion as not returning (after find_job), and exits non-zero like Salt", async () => {
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }], masterConfig: { gather_job_timeout: 1 } })
+    expect(fleet.master.stderr).toContain('request handling: 2 worker threads')
+    const stopped = await fleet.minions.get('db1')!.stop('SIGTERM')
+    expect(stopped.code).toBe(0)
+    const result = await fleet.run('brine', ['*', 'test.ping', '-t', '1', '-v'])
+    expect(result.stdout).toMatch(/Executing job with jid \d{20}/)
+    expect(result.stdout).toContain('web1:\n    True\n')
+    expect(result.stdout).toContain('db1:\n    Minion did not return. [No response]')
+    expect(result.code).toBe(1)
+
+    const hidden = await fleet.run('brine', ['*', 'test.ping', '-t', '1', '--hide-timeout', '--out', 'json', '--static'])
+    expect(JSON.parse(hidden.stdout)).toEqual({ web1: true })
+  })
+
+  it('prints the jid with --async and --show-jid, and fails clearly on bad functions and commands', async () => {
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
+    const asynchronous = await fleet.run('brine', ['web1', 'test.sleep', '1', '--async'])
+    expect(asynchronous.stdout).toMatch(/^Executed command with job ID: \d{20}\n$/)
+    expect(asynchronous.code).toBe(0)
+
+    const shown = await fleet.run('brine', ['web1', 'test.echo', 'hi', '--show-jid'])
+    expect(shown.stdout).toMatch(/^jid: \d{20}\nweb1:\n    hi\n$/)
+
+    const missing = await fleet.run('brine', ['web1', 'test.nosuch'])
+    expect(missing.stdout).toContain("'test.nosuch' is not available.")
+    expect(missing.code).toBe(1)
+
+    const failing = await fleet.run('brine', ['web1', 'cmd.run', 'echo oops >&2; exit 3'])
+    expect(failing.stdout).toBe('web1:\n    oops\n')
+    expect(failing.stderr).toContain('ERROR: Minions returned with non-zero exit code')
+    expect(failing.code).toBe(1)
+
+    const badFlag = await fleet.run('brine', ['web1', 'test.ping', '--out', 'xml'])
+    expect(badFlag.code).toBe(2)
+    expect(badFlag.stderr).toMatch(/--out/)
+  })
+
+  it('rejecting an accepted key rotates the session and cuts the minion off', async () => {
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }] })
+    const rejected = await fleet.run('brine-key', ['-r', 'db1', '--include-accepted', '-y'])
+    expect(rejected.code).toBe(0)
+    const after = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
+    expect(JSON.parse(after.stdout)).toEqual({ web1: true })
+    const listed = await fleet.run('brine-key', ['-L'])
+    expect(listed.stdout).toMatch(/Accepted Keys:\nweb1\n/)
+    expect(listed.stdout).toMatch(/Rejected Keys:\ndb1\n/)
+  })
+})
+
+describe('brine-call --local and daemon shutdown', () => {
+  it('runs a module on the minion host without a master, and daemons exit 0 on SIGTERM', async () => {
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport: 'tcp' }] })
+    const ping = await fleet.run('brine-call', ['--local', 'test.ping'], { configDir: fleet.minionConfigDir('web1') })
+    expect(ping.stdout).toBe('local:\n    True\n')
+    expect(ping.code).toBe(0)
+    const failing = await fleet.run('brine-call', ['--local', 'cmd.retcode', 'exit 4'], { configDir: fleet.minionConfigDir('web1') })
+    expect(failing.stdout).toBe('local:\n    4\n')
+    expect(failing.code).toBe(4)
+    expect(await fleet.minions.get('web1')!.stop('SIGTERM')).toEqual({ code: 0, signal: null })
+    expect(await fleet.master.stop('SIGINT')).toEqual({ code: 0, signal: null })
+  })
+})
