@@ -8,7 +8,7 @@
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { EventBus, EventBusError, type EventBusOptions, type EventListener } from './event-bus.js'
-export { MemoryJobStore, type JobStore, type JobRecord } from './job-store.js'
+export { MemoryJobStore, selectJobs } from './job-store.js'
 export { GrainsCache } from './grains-cache.js'
 export { FanoutPublishServer } from './fanout-publisher.js'
 export { MasterRequestHandler, CLEAR_COMMANDS, type MasterRequestHandlerOptions } from './request-handler.js'

@@ -1,51 +1,68 @@
-import type { ReturnLoad } from '@brine/common'
-
-/** What the master records about a job when it publishes it. */
-export interface JobRecord {
-  jid: string
-  /** The published load (`{jid, fun, arg, kwarg, tgt, tgt_type, ret, user, …}`). */
-  load: Record<string, unknown>
-  /** The minions expected to answer. */
-  minions: string[]
-  /** Returns received, by minion id. */
-  returns: Map<string, ReturnLoad>
-}
+import { globToRegExp, jidToDate, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 
 /**
- * Where the master keeps jobs and their returns. The in-memory store below is the first
- * implementation; the persistent job cache (DESIGN §7) replaces it behind this interface.
+ * Jobs in memory, lost with the process: the cache for tests and for a master run without one. A
+ * return for a jid the store never saw (a job started by another master, or before a restart) is kept
+ * under a record with no load.
  */
-export interface JobStore {
-  saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void>
-  /** Stores `id`'s return for `jid`; false (and nothing stored) when that pair was already stored. */
-  saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean>
-  getJob(jid: string): Promise<JobRecord | undefined>
-}
-
-/**
- * Jobs in memory, lost with the process. A return for a jid the store never saw (a job started by
- * another master, or before a restart) is kept under a record with no load.
- */
-export class MemoryJobStore implements JobStore {
+export class MemoryJobStore implements JobCache {
   readonly #jobs = new Map<string, JobRecord>()
 
   async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void> {
     const existing = this.#jobs.get(jid)
-    this.#jobs.set(jid, { jid, load, minions: [...minions], returns: existing?.returns ?? new Map() })
+    this.#jobs.set(jid, { jid, load, minions: [...minions], returns: existing?.returns ?? {} })
   }
 
   async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
     let job = this.#jobs.get(jid)
     if (job === undefined) {
-      job = { jid, load: {}, minions: [], returns: new Map() }
+      job = { jid, load: {}, minions: [], returns: {} }
       this.#jobs.set(jid, job)
     }
-    if (job.returns.has(id)) return false
-    job.returns.set(id, ret)
+    if (Object.hasOwn(job.returns, id)) return false
+    job.returns[id] = ret
     return true
   }
 
   async getJob(jid: string): Promise<JobRecord | undefined> {
     return this.#jobs.get(jid)
   }
+
+  async listJobs(filter: ListJobsFilter = {}): Promise<JobSummary[]> {
+    return selectJobs([...this.#jobs.values()], filter).map(({ jid, load, minions }) => ({ jid, load, minions }))
+  }
+
+  async prune(before: Date): Promise<number> {
+    let removed = 0
+    for (const jid of this.#jobs.keys()) {
+      if (jidToDate(jid) < before) {
+        this.#jobs.delete(jid)
+        removed++
+      }
+    }
+    return removed
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** Applies `jobs.list_jobs` filters to job records, newest first. */
+export function selectJobs<T extends { jid: string; load: Record<string, unknown> }>(jobs: T[], filter: ListJobsFilter): T[] {
+  const fun = filter.fun === undefined ? undefined : globToRegExp(filter.fun)
+  const target = filter.target === undefined ? undefined : globToRegExp(filter.target)
+  const selected = jobs.filter(({ jid, load }) => {
+    const started = jidToDate(jid)
+    if (filter.startTime !== undefined && started < filter.startTime) return false
+    if (filter.endTime !== undefined && started > filter.endTime) return false
+    if (fun !== undefined && !fun.test(String(load['fun'] ?? ''))) return false
+    if (filter.user !== undefined && load['user'] !== filter.user) return false
+    if (target !== undefined) {
+      const tgt = load['tgt']
+      const targets = Array.isArray(tgt) ? tgt.map(String) : [String(tgt ?? '')]
+      if (!targets.some((t) => target.test(t))) return false
+    }
+    return true
+  })
+  selected.sort((a, b) => (a.jid < b.jid ? 1 : a.jid > b.jid ? -1 : 0))
+  return filter.limit === undefined ? selected : selected.slice(0, filter.limit)
 }

@@ -17,14 +17,15 @@ import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type 
 import { EventBus } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
 import { GrainsCache } from './grains-cache.js'
-import { MemoryJobStore, type JobStore } from './job-store.js'
+import type { JobCache } from '@brine/common'
+import { MemoryJobStore } from './job-store.js'
 import { MasterRequestHandler } from './request-handler.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 
 export interface MasterOptions {
   logger?: Logger
   /** Job records (default: in memory). */
-  jobs?: JobStore
+  jobs?: JobCache
 }
 
 /** Longest delay setInterval accepts (2^31-1 ms); a longer publish_session is clamped to it. */
@@ -44,7 +45,7 @@ export interface TransportEndpoints {
 export class Master {
   readonly opts: MasterConfig
   readonly bus: EventBus
-  readonly jobs: JobStore
+  readonly jobs: JobCache
   readonly #logger: Logger
   #keys: KeyPair | undefined
   #store: PkiStore | undefined

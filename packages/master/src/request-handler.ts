@@ -24,7 +24,7 @@ import { serializeError, silentLogger, type Logger, type PublishServer, type Req
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
-import type { JobStore } from './job-store.js'
+import type { JobCache } from '@brine/common'
 import type { OpenResult } from './request-worker.js'
 import { runWheel } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
@@ -36,7 +36,7 @@ export interface MasterRequestHandlerOptions {
   store: PkiStore
   pool: RequestPool
   bus: EventBus
-  jobs: JobStore
+  jobs: JobCache
   grains: GrainsCache
   publisher: PublishServer
   masterPub: PublicKeys

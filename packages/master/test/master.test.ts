@@ -85,7 +85,7 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     const ret = await events.next(`salt/job/${reply.jid}/ret/web1`)
     expect(ret.data).toMatchObject({ id: 'web1', jid: reply.jid, return: 'pong', success: true })
     expect(events.tagged(`salt/job/${reply.jid}/ret/web1`)).toHaveLength(1)
-    expect((await master.jobs.getJob(reply.jid))?.returns.get('web1')?.return).toBe('pong')
+    expect((await master.jobs.getJob(reply.jid))?.returns['web1']?.return).toBe('pong')
 
     // No known minion matches: nothing is published.
     expect(await publish({ tgt: 'nomatch*', fun: 'test.ping' })).toEqual({ jid: '', minions: [] })

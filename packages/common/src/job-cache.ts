@@ -1,0 +1,50 @@
+import type { ReturnLoad } from './types.js'
+
+/** A job as the cache holds it: the published load, the minions expected, and the returns so far. */
+export interface JobRecord {
+  jid: string
+  /** The published load (`{jid, fun, arg, kwarg, tgt, tgt_type, ret, user, …}`); `{}` when only returns are known. */
+  load: Record<string, unknown>
+  /** The minions expected to answer. */
+  minions: string[]
+  /** Returns received, by minion id. */
+  returns: Record<string, ReturnLoad>
+}
+
+/** Filters for {@link JobCache.listJobs}, as Salt's `jobs.list_jobs` takes them. */
+export interface ListJobsFilter {
+  /** Glob on the function name (`search_function`). */
+  fun?: string
+  /** Glob on the target (`search_target`); a list target matches if any of its entries matches. */
+  target?: string
+  user?: string
+  /** Jobs started at or after this time (`start_time`). */
+  startTime?: Date
+  /** Jobs started at or before this time (`end_time`). */
+  endTime?: Date
+  /** Newest first, at most this many. */
+  limit?: number
+}
+
+/** One line of `jobs.list_jobs`: the job's load, without its returns. */
+export interface JobSummary {
+  jid: string
+  load: Record<string, unknown>
+  minions: string[]
+}
+
+/**
+ * Where a master keeps jobs and returns (DESIGN §7): the embedded default and PostgreSQL in
+ * `@brine/returners`, and an in-memory one for tests. Writing the same (jid, id) return twice stores it
+ * once; `saveReturn` says whether this call was the first, so the master fires one event.
+ */
+export interface JobCache {
+  saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void>
+  /** Stores `id`'s return for `jid` durably before resolving; false (nothing stored) when already stored. */
+  saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean>
+  getJob(jid: string): Promise<JobRecord | undefined>
+  listJobs(filter?: ListJobsFilter): Promise<JobSummary[]>
+  /** Removes jobs that started before `before` (keep_jobs); returns how many were removed. */
+  prune(before: Date): Promise<number>
+  close(): Promise<void>
+}
