@@ -47,6 +47,7 @@ describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
 
   it('a pending key gets no jobs until brine-key accepts it; deleting it cuts it off', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }], autoAccept: false })
+    await Promise.all(['web1', 'db1'].map((id) => fleet.waitForAuth(id, 'pend')))
     const listed = await fleet.run('brine-key', ['-L'])
     expect(listed.stdout).toMatch(/Unaccepted Keys:\ndb1\nweb1\n/)
 
@@ -61,11 +62,13 @@ describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
     const both = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
     expect(json(both.stdout)).toEqual({ web1: true, db1: true })
 
+    const beforeDelete = fleet.startEventCount
     const deleted = await fleet.run('brine-key', ['-d', 'db1', '-y'])
     expect(deleted.code).toBe(0)
     const after = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
     expect(json(after.stdout)).toEqual({ web1: true })
-    // db1 tried to re-authenticate with the rotated key and is pending again: it cannot read publishes.
+    // db1 met a publish under the rotated key, tried to re-authenticate and is pending again: it cannot read publishes.
+    await fleet.waitForAuth('db1', 'pend', beforeDelete)
     const relisted = await fleet.run('brine-key', ['-L'])
     expect(relisted.stdout).toMatch(/Unaccepted Keys:\ndb1\n/)
   })

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { MasterEvent } from '@brine/client'
@@ -41,9 +42,27 @@ export interface RunResult {
   stderr: string
 }
 
+/**
+ * This package's directory: found by walking up, because this module runs from src/ (tests),
+ * dist/index.js and dist/bin/*.js (each bundle has its own import.meta.url).
+ */
+function benchRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const manifest = join(dir, 'package.json')
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === '@brine/bench') return dir
+    const parent = dirname(dir)
+    if (parent === dir) throw new Error(`cannot find @brine/bench's package.json above ${fileURLToPath(import.meta.url)}`)
+    dir = parent
+  }
+}
+
+const BENCH_ROOT = benchRoot()
 /** The built command-line entry points, beside this package in the repository. */
-const BIN_DIR = fileURLToPath(new URL('../../cli/dist/bin/', import.meta.url))
+const BIN_DIR = join(BENCH_ROOT, '../cli/dist/bin')
 export const binPath = (name: string): string => join(BIN_DIR, `${name}.js`)
+/** The built swarm entry point of this package (`npm run build` first). */
+export const swarmBinPath = join(BENCH_ROOT, 'dist/bin/brine-swarm.js')
 
 /** Every daemon process any fleet in this process started, so an interrupt can stop them all. */
 const liveProcesses = new Set<ChildProcess>()
@@ -133,6 +152,30 @@ export function killAllFleetProcesses(): void {
   for (const child of liveProcesses) killGroup(child, 'SIGKILL')
 }
 
+/** Whether `pid` is a running process (a zombie awaiting its reaper counts as gone). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    return !(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').startsWith('Z')
+  } catch {
+    return false
+  }
+}
+
+/** Resident memory of `pid` from /proc/<pid>/status (`VmRSS`, or `VmHWM` for the peak), in bytes; 0 if gone. */
+export function rssBytes(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return match === null ? 0 : Number(match[1]) * 1024
+  } catch {
+    return 0
+  }
+}
+
 /** A free TCP port on loopback (bound once to port 0, then released). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -149,9 +192,31 @@ export function freePort(): Promise<number> {
  * A master and its minions as real processes on loopback, in a temporary root: what the README demo,
  * the end-to-end tests and the bench run. Everything it starts, it stops by pid.
  */
+export interface SwarmOptions {
+  /** Minion instances in this process. */
+  count: number
+  transport: TransportName
+  /** Id prefix; the ids are `<prefix><index>` with index 0…count-1. */
+  prefix: string
+  /** Extra minion config keys for every instance. */
+  config?: Record<string, unknown>
+  /** How many instances start at once (default 50): keys, grains and connects are spread out. */
+  batch?: number
+}
+
+/** One brine-swarm process: many real Minion instances sharing one Node process. */
+export interface SwarmProcess {
+  process: DaemonProcess
+  ids: string[]
+  transport: TransportName
+}
+
 export class Fleet {
   readonly minions = new Map<string, DaemonProcess>()
+  readonly swarms: SwarmProcess[] = []
   master!: DaemonProcess
+  /** Every pid this fleet spawned (daemons, swarms, restarted masters), for after-the-fact checks. */
+  readonly spawnedPids: number[] = []
   readonly ports = new Map<TransportName, { publish: number; ret: number }>()
   readonly transports: TransportName[]
   private events: MasterEvent | undefined
@@ -235,7 +300,7 @@ export class Fleet {
     this.events = new MasterEvent({ sockDir: this.sockDir, reconnect: { initial: 50, max: 500 } })
     await this.events.connect()
     void (async () => {
-      for await (const event of this.events!.iter({ match: 'salt/minion/' })) {
+      for await (const event of this.events!.iter({ match: '^(salt/minion/|salt/auth$)', matchType: 'regex', hwm: 1_000_000 })) {
         this.startEvents.push(event)
         for (const watcher of this.startWatchers) watcher()
       }
@@ -249,22 +314,7 @@ export class Fleet {
   }
 
   async startMinion(minion: FleetMinion): Promise<DaemonProcess> {
-    const dir = this.minionConfigDir(minion.id)
-    const ports = this.ports.get(minion.transport)
-    if (ports === undefined) throw new Error(`the fleet's master does not serve ${minion.transport}`)
-    await mkdir(dir, { recursive: true })
-    const config = {
-      root_dir: dir,
-      id: minion.id,
-      master: '127.0.0.1',
-      master_port: ports.ret,
-      publish_port: ports.publish,
-      transport: minion.transport,
-      acceptance_wait_time: 0.2,
-      grains: minion.grains ?? {},
-      ...minion.config,
-    }
-    await writeFile(join(dir, 'minion'), stringify(config))
+    const dir = await this.writeMinionConfig(minion)
     const process = this.spawnDaemon(`brine-minion ${minion.id}`, ['-c', dir, '-l', this.options.logLevel ?? 'warning'], 'brine-minion')
     this.minions.set(minion.id, process)
     return process
@@ -273,33 +323,68 @@ export class Fleet {
   /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */
   waitForMinionStart(id: string, from = 0): Promise<void> {
     const tag = `salt/minion/${id}/start`
+    return this.waitForEvent((event) => event.tag === tag, `minion ${id} to fire ${tag}`, id, from)
+  }
+
+  /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
+  waitForAuth(id: string, act: string, from = 0): Promise<void> {
+    return this.waitForEvent(
+      (event) => event.tag === 'salt/auth' && event.data['id'] === id && event.data['act'] === act,
+      `a salt/auth '${act}' event for ${id}`,
+      id,
+      from,
+    )
+  }
+
+  private waitForEvent(predicate: (event: BusEvent) => boolean, what: string, id: string, from: number): Promise<void> {
     return new Promise((resolve, reject) => {
-      const minion = this.minions.get(id)
+      const minion = this.minions.get(id) ?? this.swarms.find((swarm) => swarm.ids.includes(id))?.process
       const finish = (settle: () => void): void => {
         clearTimeout(timer)
         this.startWatchers.delete(check)
         settle()
       }
+      // Each check scans only the events it has not seen: a swarm waits on 1,000s of these at once.
+      let scanned = from
       const check = (): void => {
-        if (this.startEvents.slice(from).some((event) => event.tag === tag)) finish(resolve)
+        for (; scanned < this.startEvents.length; scanned++) {
+          if (predicate(this.startEvents[scanned]!)) return finish(resolve)
+        }
       }
-      const timer = setTimeout(
-        () => finish(() => reject(new Error(`minion ${id} did not fire ${tag} within ${this.readyMs} ms:\n${minion?.stderr ?? ''}`))),
-        this.readyMs,
-      )
-      void minion?.exited.then(() => finish(() => reject(new Error(`minion ${id} exited before starting:\n${minion.stderr}`))))
+      const timer = setTimeout(() => finish(() => reject(new Error(`gave up after ${this.readyMs} ms waiting for ${what}:\n${minion?.stderr ?? ''}`))), this.readyMs)
+      void minion?.exited.then(() => finish(() => reject(new Error(`minion ${id} exited while waiting for ${what}:\n${minion.stderr}`))))
       this.startWatchers.add(check)
       check()
     })
   }
 
-  /** How many minion start events have been seen; pass to waitForMinionStart to wait for a later one. */
+  /** How many minion and auth events have been seen; pass as `from` to wait for a later one. */
   get startEventCount(): number {
     return this.startEvents.length
   }
 
+  /**
+   * Starts one `brine-swarm` process running `count` real Minion instances (ids `<prefix>0`…), each
+   * with its own config directory, keys, cache and sockets, as Salt's tests/minionswarm.py does.
+   * Resolves when the process has started every instance (not when their keys are accepted: use
+   * {@link waitForMinionStart}).
+   */
+  async startSwarm(options: SwarmOptions): Promise<SwarmProcess> {
+    const ids = Array.from({ length: options.count }, (_, index) => `${options.prefix}${index}`)
+    for (const id of ids) await this.writeMinionConfig({ id, transport: options.transport, config: options.config })
+    const args = [swarmBinPath, '--dir', join(this.root, 'minions'), '--prefix', options.prefix, '--count', String(options.count)]
+    args.push('--batch', String(options.batch ?? 50), '-l', this.options.logLevel ?? 'warning')
+    const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    if (child.pid !== undefined) this.spawnedPids.push(child.pid)
+    const swarm: SwarmProcess = { process: new DaemonProcess(`brine-swarm ${options.prefix}*`, child), ids, transport: options.transport }
+    this.swarms.push(swarm)
+    await swarm.process.waitForOutput(/brine-swarm: \d+ minions started/, Math.max(this.readyMs, options.count * 100))
+    return swarm
+  }
+
   private spawnDaemon(name: string, args: string[], bin = name): DaemonProcess {
     const child = spawn(process.execPath, [binPath(bin), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    if (child.pid !== undefined) this.spawnedPids.push(child.pid)
     return new DaemonProcess(name, child)
   }
 
@@ -331,7 +416,7 @@ export class Fleet {
   async stop(options: { keepRoot?: boolean } = {}): Promise<void> {
     await this.events?.close()
     this.events = undefined
-    await Promise.all([...this.minions.values()].map((minion) => minion.stop()))
+    await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
   }
