@@ -21,7 +21,7 @@ export {
   RootKeyError,
 } from './errors.js'
 export { minionIdProblem, isValidMinionId, validateMinionId, MAX_MINION_ID_BYTES } from './minion-id.js'
-export { globToRegExp, matchIds } from './glob.js'
+export { matchIds } from './glob.js'
 export {
   generateKeys,
   keysFromSecrets,
