@@ -1,3 +1,5 @@
+import { jidToDate } from './jid.js'
+import { globToRegExp } from './target.js'
 import type { ReturnLoad } from './types.js'
 
 /** A job as the cache holds it: the published load, the minions expected, and the returns so far. */
@@ -47,4 +49,25 @@ export interface JobCache {
   /** Removes jobs that started before `before` (keep_jobs); returns how many were removed. */
   prune(before: Date): Promise<number>
   close(): Promise<void>
+}
+
+/** Applies `jobs.list_jobs` filters to job records, newest first. */
+export function selectJobs<T extends { jid: string; load: Record<string, unknown> }>(jobs: T[], filter: ListJobsFilter): T[] {
+  const fun = filter.fun === undefined ? undefined : globToRegExp(filter.fun)
+  const target = filter.target === undefined ? undefined : globToRegExp(filter.target)
+  const selected = jobs.filter(({ jid, load }) => {
+    const started = jidToDate(jid)
+    if (filter.startTime !== undefined && started < filter.startTime) return false
+    if (filter.endTime !== undefined && started > filter.endTime) return false
+    if (fun !== undefined && !fun.test(String(load['fun'] ?? ''))) return false
+    if (filter.user !== undefined && load['user'] !== filter.user) return false
+    if (target !== undefined) {
+      const tgt = load['tgt']
+      const targets = Array.isArray(tgt) ? tgt.map(String) : [String(tgt ?? '')]
+      if (!targets.some((t) => target.test(t))) return false
+    }
+    return true
+  })
+  selected.sort((a, b) => (a.jid < b.jid ? 1 : a.jid > b.jid ? -1 : 0))
+  return filter.limit === undefined ? selected : selected.slice(0, filter.limit)
 }

@@ -1,4 +1,7 @@
-import { globToRegExp, jidToDate, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+
+// selectJobs moved to @brine/common (job-cache.ts) so @brine/returners can share the filter semantics.
+export { selectJobs }
 
 /**
  * Jobs in memory, lost with the process: the cache for tests and for a master run without one. A
@@ -44,25 +47,4 @@ export class MemoryJobStore implements JobCache {
   }
 
   async close(): Promise<void> {}
-}
-
-/** Applies `jobs.list_jobs` filters to job records, newest first. */
-export function selectJobs<T extends { jid: string; load: Record<string, unknown> }>(jobs: T[], filter: ListJobsFilter): T[] {
-  const fun = filter.fun === undefined ? undefined : globToRegExp(filter.fun)
-  const target = filter.target === undefined ? undefined : globToRegExp(filter.target)
-  const selected = jobs.filter(({ jid, load }) => {
-    const started = jidToDate(jid)
-    if (filter.startTime !== undefined && started < filter.startTime) return false
-    if (filter.endTime !== undefined && started > filter.endTime) return false
-    if (fun !== undefined && !fun.test(String(load['fun'] ?? ''))) return false
-    if (filter.user !== undefined && load['user'] !== filter.user) return false
-    if (target !== undefined) {
-      const tgt = load['tgt']
-      const targets = Array.isArray(tgt) ? tgt.map(String) : [String(tgt ?? '')]
-      if (!targets.some((t) => target.test(t))) return false
-    }
-    return true
-  })
-  selected.sort((a, b) => (a.jid < b.jid ? 1 : a.jid > b.jid ? -1 : 0))
-  return filter.limit === undefined ? selected : selected.slice(0, filter.limit)
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// Write throughput of LocalJobCache (fsync on): node packages/returners/bench/local-write.mjs [dir] [returns] [concurrency]
+// Bundles src/ with esbuild (no build needed), then saves <returns> returns for one jid with
+// <concurrency> saveReturn calls in flight (1 = strictly one after another), and prints returns/s.
+import { mkdtemp, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { build } from 'esbuild'
+
+const here = fileURLToPath(new URL('.', import.meta.url))
+const packages = join(here, '..', '..')
+const [base = '/tmp', total = '2000', concurrency = '1'] = process.argv.slice(2)
+const outfile = join(here, '..', 'test', '.tmp', `bench-${process.pid}.mjs`)
+await build({
+  stdin: { contents: "export { LocalJobCache } from './src/local-cache.ts'", resolveDir: join(here, '..'), loader: 'ts' },
+  bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile, logLevel: 'silent',
+  plugins: [{ name: 'brine-src', setup(b) {
+    b.onResolve({ filter: /^@brine\/[a-z-]+$/ }, (a) => ({ path: join(packages, a.path.slice(7), 'src', 'index.ts') }))
+    b.onResolve({ filter: /^[^./]/ }, (a) => ({ path: a.path, external: true }))
+  } }],
+})
+const { LocalJobCache } = await import(pathToFileURL(outfile).href)
+const cachedir = await mkdtemp(join(base, 'brine-bench-'))
+try {
+  const cache = await new LocalJobCache({ cachedir }).open()
+  const jid = '20240101000000000001'
+  const n = Number(total)
+  const width = Number(concurrency)
+  let next = 0
+  const started = performance.now()
+  await Promise.all(Array.from({ length: width }, async () => {
+    for (let i = next++; i < n; i = next++) {
+      const id = `minion-${i}`
+      await cache.saveReturn(jid, id, { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true })
+    }
+  }))
+  const seconds = (performance.now() - started) / 1000
+  await cache.close()
+  console.log(`${n} returns, concurrency ${width}, ${cachedir}: ${(n / seconds).toFixed(0)} returns/s (${((seconds * 1000) / n).toFixed(2)} ms each)`)
+} finally {
+  await rm(cachedir, { recursive: true, force: true })
+  await rm(outfile, { force: true })
+}

@@ -1,0 +1,13 @@
+/**
+ * @packageDocumentation
+ * `@brine/returners` is the master's job cache (DESIGN.md §7), the `JobCache` interface of
+ * `@brine/common` implemented twice: `local_cache`, the embedded default, files under `cachedir`
+ * that survive kill -9 and power loss once a return is acknowledged; and `postgres`, shared by
+ * several masters, storing a return written twice once. `openJobCache` picks one from
+ * `master_job_cache`.
+ */
+export { LocalJobCache, type LocalJobCacheOptions } from './local-cache.js'
+export { PostgresJobCache, type PostgresConnection, type PostgresJobCacheOptions } from './postgres-cache.js'
+export { openJobCache, postgresConnection, JOB_CACHE_BACKENDS, type JobCacheBackend, type OpenJobCacheOptions } from './open.js'
+export { JobCacheError, UnstorableValueError } from './errors.js'
+export { BYTES_MARKER, NUL_STRING_MARKER, toJsonValue, fromJsonValue } from './json.js'
