@@ -17,6 +17,7 @@ export default defineConfig([
       'bin/brine-minion': 'src/bin/brine-minion.ts',
       'bin/brine-key': 'src/bin/brine-key.ts',
       'bin/brine-call': 'src/bin/brine-call.ts',
+      'bin/brine-run': 'src/bin/brine-run.ts',
     },
     format: ['esm'],
     sourcemap: true,

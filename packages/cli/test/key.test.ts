@@ -1,20 +1,21 @@
 import { describe, expect, it } from 'vitest'
-import { formatKeyListing, parseKeyArgs, runKey, type WheelClient } from '../src/commands/key.js'
+import { formatKeyListing, parseKeyArgs, runKey, type KeyWheel } from '../src/commands/key.js'
 import { memoryIO } from './helpers.js'
 
 const LISTING = { minions: ['web1'], minions_pre: ['db2', 'db1', 'web9'], minions_rejected: [], minions_denied: ['evil'] }
 
 /** A master stand-in answering wheel loads the way @brine/master's wheel does. */
-function fakeWheel(): WheelClient & { loads: Record<string, unknown>[] } {
+function fakeWheel(): KeyWheel & { loads: Record<string, unknown>[] } {
   const client = {
     loads: [] as Record<string, unknown>[],
-    async request(load: Record<string, unknown>) {
+    async cmd(fun: string, kwarg: Record<string, unknown> = {}) {
+      const load: Record<string, unknown> = { cmd: 'wheel', fun, ...kwarg }
       client.loads.push(load)
-      if (load.fun === 'key.list_all') return { return: LISTING }
-      if (load.fun === 'key.accept') return { return: { minions: load.match } }
-      if (load.fun === 'key.delete') return { return: { minions_pre: load.match } }
-      if (load.fun === 'key.finger') return { return: { minions: { web1: 'aa:bb' }, minions_pre: { db1: 'cc:dd' } } }
-      throw new Error(`unexpected ${String(load.fun)}`)
+      if (fun === 'key.list_all') return LISTING
+      if (fun === 'key.accept') return { minions: load.match }
+      if (fun === 'key.delete') return { minions_pre: load.match }
+      if (fun === 'key.finger') return { minions: { web1: 'aa:bb' }, minions_pre: { db1: 'cc:dd' } }
+      throw new Error(`unexpected ${fun}`)
     },
     async close() {},
   }

@@ -1,8 +1,6 @@
 import { userInfo } from 'node:os'
-import { BrineError, RemoteError, silentLogger, type Logger, type RequestClient } from '@brine/transport'
+import type { Logger, RequestClient } from '@brine/transport'
 import {
-  loadConfig,
-  loadTransport,
   timeoutsFromConfig,
   type BusEvent,
   type MasterConfig,
@@ -11,23 +9,15 @@ import {
   type TargetType,
   type Tgt,
 } from '@brine/common'
-import { readRootKey, rootKeyPath } from '@brine/crypt'
+import { ClearRequester, MasterRequestError, type MasterClientOptions } from './clear-request.js'
 import { MasterEvent } from './master-event.js'
 
 /** A publish the master refused or answered with something that is not `{jid, minions}`. */
-export class PublishError extends BrineError {
+export class PublishError extends MasterRequestError {
   override name = 'PublishError'
 }
 
-export interface LocalClientOptions {
-  /** Where the master's config lives (Salt's `-c`, default `/etc/brine`); ignored when `opts` is given. */
-  configDir?: string
-  /** An already loaded master config (skips reading `configDir`). */
-  opts?: MasterConfig
-  logger?: Logger
-  /** How long one request to the master (publish, wheel) may take, ms (default 15000). */
-  requestTimeout?: number
-}
+export type LocalClientOptions = MasterClientOptions
 
 export interface RunJobOptions {
   /** Salt's `tgt_type` (default glob). */
@@ -82,7 +72,7 @@ interface Reader {
 }
 
 /** Salt's user name for the publish: `sudo_<user>` under sudo, else the current user. */
-function currentUser(): string {
+export function currentUser(): string {
   if (process.env.SUDO_USER) return `sudo_${process.env.SUDO_USER}`
   try {
     return userInfo().username
@@ -104,12 +94,14 @@ function currentUser(): string {
 export class LocalClient implements AsyncDisposable {
   private connecting: Promise<Connection> | undefined
   private readonly logger: Logger
+  private readonly requester: ClearRequester
   /** Readers opened by runJob, waiting for getCliReturns to take them. */
   private readonly readers = new Map<string, Reader>()
   private closed = false
 
-  constructor(private readonly options: LocalClientOptions = {}) {
-    this.logger = options.logger ?? silentLogger
+  constructor(options: LocalClientOptions = {}) {
+    this.requester = new ClearRequester(options)
+    this.logger = this.requester.logger
   }
 
   /** Reads the config and root key and connects to the master; later calls reuse the connection. */
@@ -123,21 +115,10 @@ export class LocalClient implements AsyncDisposable {
   }
 
   private async open(): Promise<Connection> {
-    const opts = this.options.opts ?? (await loadConfig('master', { configDir: this.options.configDir, logger: this.logger })).opts
-    // RootKeyError already says "run as the master's user" when the file cannot be read.
-    const key = await readRootKey(rootKeyPath(opts.cachedir))
-    const transport = await loadTransport(opts.transport)
+    const { opts, key, requests } = await this.requester.connect()
+    // The bus first would be Salt's order; either way it is open before any publish is sent.
     const events = new MasterEvent({ sockDir: opts.sock_dir, logger: this.logger })
     await events.connect()
-    const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
-    const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
-    const requests = transport.createRequestClient({ host, port, logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
-    try {
-      await requests.start()
-    } catch (error) {
-      await events.close()
-      throw error
-    }
     return { opts, key, requests, events }
   }
 
@@ -146,21 +127,10 @@ export class LocalClient implements AsyncDisposable {
     return (await this.connect()).opts
   }
 
-  /** Sends one clear request with the root key (`publish`, `wheel`) and returns the master's reply. */
+  /** Sends one clear request with the root key (`publish`, `wheel`, `runner`) and returns the master's reply. */
   async request(load: Record<string, unknown>, options: { timeout?: number; signal?: AbortSignal } = {}): Promise<unknown> {
-    const { key, requests } = await this.connect()
-    let reply: unknown
-    try {
-      reply = await requests.send({ enc: 'clear', load: { ...load, key } }, options)
-    } catch (error) {
-      if (error instanceof RemoteError) throw new PublishError(`the master refused ${String(load.cmd)}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
-      throw error
-    }
-    const problem = (reply as { error?: { name?: string; message?: string } } | null)?.error
-    if (problem !== undefined && problem !== null) {
-      throw new PublishError(`the master refused ${String(load.cmd)}: ${problem.name ?? 'Error'}: ${problem.message ?? String(problem)}`, { remoteName: problem.name })
-    }
-    return reply
+    await this.connect()
+    return this.requester.request(load, options, load['cmd'] === 'publish' ? PublishError : MasterRequestError)
   }
 
   /**
@@ -390,9 +360,8 @@ export class LocalClient implements AsyncDisposable {
     this.readers.clear()
     const connection = await this.connecting?.catch(() => undefined)
     this.connecting = undefined
-    if (connection === undefined) return
-    await connection.requests.close()
-    await connection.events.close()
+    await this.requester.close()
+    await connection?.events.close()
   }
 
   [Symbol.asyncDispose](): Promise<void> {

@@ -80,7 +80,9 @@ export class MasterEvent implements AsyncDisposable {
   readonly path: string
   private readonly readers = new Set<Reader>()
   private connection: FramedConnection | undefined
+  private connecting: Promise<void> | undefined
   private closed = false
+  private everConnected = false
   private attempt = 0
   private timer: NodeJS.Timeout | undefined
   private readonly logger: Logger
@@ -96,7 +98,8 @@ export class MasterEvent implements AsyncDisposable {
   /** Connects once; rejects with EventBusUnavailableError (naming the socket) if the bus cannot be reached. */
   async connect(): Promise<void> {
     if (this.connection !== undefined) return
-    await this.open(true)
+    this.connecting ??= this.open(true).finally(() => (this.connecting = undefined))
+    await this.connecting
   }
 
   private open(first: boolean): Promise<void> {
@@ -130,6 +133,7 @@ export class MasterEvent implements AsyncDisposable {
       )
       socket.once('connect', () => {
         established = true
+        this.everConnected = true
         this.attempt = 0
         if (!first) this.reconnects++
         this.connection = connection
@@ -142,10 +146,11 @@ export class MasterEvent implements AsyncDisposable {
     if (this.closed) return
     this.attempt++
     const delay = backoffDelay(this.attempt, this.options.reconnect ?? { initial: 100, max: 2000 })
+    // Not unref'd: a program whose only work is reading events (brine-run event.listen) must stay
+    // alive while the master restarts. close() clears it.
     this.timer = setTimeout(() => {
       this.open(false).catch(() => {})
     }, delay)
-    this.timer.unref()
   }
 
   private dispatch(body: Buffer): void {
@@ -179,7 +184,12 @@ export class MasterEvent implements AsyncDisposable {
       [Symbol.asyncIterator]: () => {
         const inner = reader.queue[Symbol.asyncIterator]()
         return {
-          next: () => inner.next(),
+          // Iterating a MasterEvent that was never connected connects it (and fails with the clear
+          // EventBusUnavailableError); once connected, reconnects happen in the background.
+          next: async () => {
+            if (!this.closed && !this.everConnected) await this.connect()
+            return inner.next()
+          },
           return: async () => {
             finish()
             options.signal?.removeEventListener('abort', finish)

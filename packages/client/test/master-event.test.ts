@@ -99,3 +99,34 @@ describe('MasterEvent', () => {
     expect(events.reconnects).toBe(1)
   })
 })
+
+describe('MasterEvent buffering', () => {
+  it('bounds a slow reader: the newest events beyond hwm are dropped and counted, the rest read in order', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const bus = await fakeBus(dir)
+    const events = new MasterEvent({ sockDir: dir })
+    cleanups.push(() => events.close())
+    const socketReady = bus.connected()
+    const slow = events.iter({ hwm: 3 })[Symbol.asyncIterator]()
+    const fast = events.iter({ match: 'salt/job/9/ret/' })[Symbol.asyncIterator]()
+    await events.connect()
+    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    for (let index = 0; index < 6; index++) fire(socket, `salt/job/9/ret/m${index}`)
+    // The fast reader's sixth event proves all six were dispatched.
+    for (let index = 0; index < 6; index++) expect((await deadline(fast.next(), 5000, `event ${index} at the fast reader`)).value?.tag).toBe(`salt/job/9/ret/m${index}`)
+    const seen: unknown[] = []
+    for (let index = 0; index < 3; index++) seen.push((await slow.next()).value?.tag)
+    // m0..m2 filled the buffer; m3..m5 were dropped for this reader only.
+    expect(seen).toEqual(['salt/job/9/ret/m0', 'salt/job/9/ret/m1', 'salt/job/9/ret/m2'])
+    expect(events.dropped).toBe(3)
+    fire(socket, 'salt/job/9/ret/late')
+    expect((await deadline(slow.next(), 5000, 'an event once the reader caught up')).value?.tag).toBe('salt/job/9/ret/late')
+  })
+
+  it('fails the first next() with the clear error when the bus is unreachable', async () => {
+    const events = new MasterEvent({ sockDir: '/nonexistent/brine' })
+    cleanups.push(() => events.close())
+    await expect(events.iter()[Symbol.asyncIterator]().next()).rejects.toBeInstanceOf(EventBusUnavailableError)
+  })
+})

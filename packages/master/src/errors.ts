@@ -42,3 +42,11 @@ export class RebuiltWorkerError extends BrineError {
     this.name = json.name
   }
 }
+
+/** A runner function the master does not provide. */
+export class UnknownRunnerError extends BrineError {
+  override name = 'UnknownRunnerError'
+  constructor(fun: string, available: readonly string[]) {
+    super(`unknown runner ${JSON.stringify(fun.slice(0, 80))} (available: ${available.join(', ')})`, { fun: fun.slice(0, 80), available })
+  }
+}

@@ -21,6 +21,7 @@ import type { JobCache } from '@brine/common'
 import { MemoryJobStore } from './job-store.js'
 import { MasterRequestHandler } from './request-handler.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
+import { masterVersion } from './version.js'
 
 export interface MasterOptions {
   logger?: Logger
@@ -55,6 +56,7 @@ export class Master {
   #publisher: FanoutPublishServer | undefined
   #endpoints: TransportEndpoints[] = []
   #timer: NodeJS.Timeout | undefined
+  #handler: MasterRequestHandler | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
@@ -96,6 +98,12 @@ export class Master {
   /** One entry per transport served, with its two servers. */
   get endpoints(): readonly TransportEndpoints[] {
     return this.#endpoints
+  }
+
+  /** The request handler: its publishJob, gather and wheel are the paths runners use. */
+  get handler(): MasterRequestHandler {
+    if (this.#handler === undefined) throw new Error('master.handler is available once start() has resolved')
+    return this.#handler
   }
 
   /** Worker threads in use (0 = inline). */
@@ -169,8 +177,11 @@ export class Master {
       openMode: opts.open_mode,
       nodegroups: opts.nodegroups as Nodegroups,
       ...(typeof opts.master_id === 'string' ? { masterId: opts.master_id } : {}),
+      timeoutMs: timeouts.timeoutMs,
+      version: masterVersion(),
       logger: this.#logger,
     })
+    this.#handler = handler
     for (const { name, publish, request } of this.#endpoints) {
       request.handle(handler.handle)
       await publish.start()

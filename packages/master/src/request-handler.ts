@@ -18,7 +18,11 @@ import {
   validateReturnLoad,
   type MinionInfo,
   type Nodegroups,
+  type PublishLoad,
   type PublishReply,
+  type ReturnLoad,
+  type TargetType,
+  type Tgt,
 } from '@brine/common'
 import { serializeError, silentLogger, type Logger, type PublishServer, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
@@ -26,11 +30,15 @@ import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
 import type { JobCache } from '@brine/common'
 import type { OpenResult } from './request-worker.js'
+import { findRunner, type GatheredJob, type RunnerContext } from './runners/index.js'
 import { runWheel } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
 
-/** Clear commands anyone may send (the root key is checked inside `publish` and `wheel`). */
-export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel'] as const
+/** Clear commands anyone may send (the root key is checked inside `publish`, `wheel` and `runner`). */
+export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner'] as const
+
+/** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
+export type JobRequest = Omit<PublishLoad, 'cmd' | 'key'>
 
 export interface MasterRequestHandlerOptions {
   store: PkiStore
@@ -49,6 +57,10 @@ export interface MasterRequestHandlerOptions {
   openMode: boolean
   nodegroups: Nodegroups
   masterId?: string
+  /** Config `timeout` in ms: how long runners that publish wait for returns (default 5000). */
+  timeoutMs?: number
+  /** The master's version, reported by manage.versions. */
+  version?: string
   logger?: Logger
 }
 
@@ -94,7 +106,10 @@ export class MasterRequestHandler {
         return this.#publish(load)
       case 'wheel':
         this.#checkKey(load, cmd)
-        return this.#wheel(load)
+        return { return: await this.wheel(load) }
+      case 'runner':
+        this.#checkKey(load, cmd)
+        return this.#runner(load)
       default:
         this.#logger.warning(`refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`)
         throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
@@ -132,7 +147,14 @@ export class MasterRequestHandler {
   }
 
   async #publish(load: Record<string, unknown>): Promise<PublishReply> {
-    const publish = validatePublishLoad(load)
+    return this.publishJob(validatePublishLoad(load))
+  }
+
+  /**
+   * The master's publish path: resolves the expected minions, stores the job, fires
+   * `salt/job/<jid>/new` and publishes the sealed load. Runners call it directly.
+   */
+  async publishJob(publish: JobRequest): Promise<PublishReply> {
     const listing = await this.#o.store.list()
     const known: MinionInfo[] = listing.minions.map((id) => {
       const grains = this.#o.grains.get(id)
@@ -154,16 +176,97 @@ export class MasterRequestHandler {
     if (publish.to !== undefined) job['to'] = publish.to
     if (this.#o.masterId !== undefined) job['master_id'] = this.#o.masterId
     await this.#o.jobs.saveJob(jid, job, minions)
-    this.#o.bus.fire(jobNewTag(jid), { jid, tgt: publish.tgt, tgt_type: publish.tgt_type, fun: publish.fun, arg: publish.arg, user: publish.user, minions })
+    // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
+    this.#o.bus.fire(jobNewTag(jid), { jid, tgt_type: publish.tgt_type, tgt: publish.tgt, user: publish.user, fun: publish.fun, arg: publish.arg, minions, missing: [] })
     const envelope = await this.#o.pool.run(jid, { op: 'seal-publish', load: job, session: this.#o.session() })
     await this.#o.publisher.publish(envelope, publish.tgt_type === 'list' ? { topics: minions } : undefined)
     return { jid, minions }
   }
 
-  async #wheel(load: Record<string, unknown>): Promise<WireValue> {
+  /** Runs one wheel function and applies what it changed (salt/key events, session rotation); returns Salt's return. */
+  async wheel(load: Record<string, unknown>): Promise<unknown> {
     const outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, `wheel ${String(load['fun'])}`)
-    return { return: outcome.return }
+    return outcome.return
+  }
+
+  /**
+   * Publishes `fun` through {@link publishJob} under a fresh jid and gathers its returns from the
+   * bus (subscribed before the publish, so none is missed) until every expected minion answered or
+   * `timeout` ms passed.
+   */
+  async gather(tgt: Tgt, fun: string, arg: readonly unknown[], options: { tgtType?: TargetType; timeout: number; user?: string }): Promise<GatheredJob> {
+    const jid = generateJid()
+    const prefix = `salt/job/${jid}/ret/`
+    const returns = new Map<string, ReturnLoad>()
+    let expected: string[] | undefined
+    let finish: () => void = () => {}
+    const finished = new Promise<void>((resolve) => (finish = resolve))
+    const complete = (): boolean => expected !== undefined && expected.every((id) => returns.has(id))
+    const unsubscribe = this.#o.bus.subscribe((event) => {
+      if (!event.tag.startsWith(prefix)) return
+      returns.set(event.tag.slice(prefix.length), event.data as unknown as ReturnLoad)
+      if (complete()) finish()
+    })
+    let timer: NodeJS.Timeout | undefined
+    try {
+      const reply = await this.publishJob({ tgt, tgt_type: options.tgtType ?? 'glob', fun, arg: [...arg], kwarg: {}, ret: '', user: options.user ?? 'root', jid })
+      expected = reply.minions
+      if (!complete()) {
+        await Promise.race([finished, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.timeout)))])
+      }
+      return { jid: reply.jid, minions: [...reply.minions], returns: new Map(returns) }
+    } finally {
+      clearTimeout(timer)
+      unsubscribe()
+    }
+  }
+
+  /**
+   * A runner call: fires `salt/run/<jid>/new`, runs the function (async, so other requests keep
+   * being served), fires `salt/run/<jid>/ret` and replies `{jid, return, success}`. A runner that
+   * fails answers Salt's "Exception occurred in runner …" text with success false; an unknown
+   * runner is an error reply listing the available ones.
+   */
+  async #runner(load: Record<string, unknown>): Promise<WireValue> {
+    const fun = load['fun']
+    const runner = findRunner(fun)
+    const name = fun as string
+    const argValue = load['arg'] ?? []
+    const kwargValue = load['kwarg'] ?? {}
+    if (!Array.isArray(argValue)) throw new MalformedRequestError('runner load', "field 'arg' must be a list")
+    if (!isMap(kwargValue)) throw new MalformedRequestError('runner load', "field 'kwarg' must be a mapping")
+    const user = typeof load['user'] === 'string' && load['user'] !== '' ? load['user'] : 'root'
+    const jid = generateJid()
+    // Salt's fun_args: the positional arguments, then the keyword ones as one dict.
+    const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
+    const runFun = `runner.${name}`
+    this.#o.bus.fire(`salt/run/${jid}/new`, { fun: runFun, fun_args: funArgs, jid, user })
+    let value: unknown
+    let success = true
+    try {
+      value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user))
+    } catch (error) {
+      success = false
+      const problem = error as Error
+      value = `Exception occurred in runner ${name}: ${problem?.name ?? 'Error'}: ${problem?.message ?? String(error)}`
+      this.#logger.warning(String(value))
+    }
+    this.#o.bus.fire(`salt/run/${jid}/ret`, { fun: runFun, fun_args: funArgs, jid, return: value, success, user })
+    return { jid, return: value as WireValue, success }
+  }
+
+  #runnerContext(user: string): RunnerContext {
+    return {
+      jobs: this.#o.jobs,
+      store: this.#o.store,
+      bus: this.#o.bus,
+      gather: (tgt, fun, arg, options) => this.gather(tgt, fun, arg, { ...options, user }),
+      wheel: (load) => this.wheel(load),
+      timeoutMs: this.#o.timeoutMs ?? 5000,
+      version: this.#o.version ?? '0.0.0',
+      logger: this.#logger.child('runner'),
+    }
   }
 
   async #box(request: Record<string, unknown>): Promise<WireValue> {
@@ -190,7 +293,7 @@ export class MasterRequestHandler {
     switch (load['cmd']) {
       case '_return': {
         const ret = validateReturnLoad(load)
-        if (await this.#o.jobs.saveReturn(ret.jid, id, ret)) this.#o.bus.fire(jobReturnTag(ret.jid, id), { ...ret })
+        if (await this.#o.jobs.saveReturn(ret.jid, id, ret)) this.#o.bus.fire(jobReturnTag(ret.jid, id), returnEventData(ret))
         return
       }
       case '_minion_event': {
@@ -211,4 +314,25 @@ export class MasterRequestHandler {
         throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), 'not a sealed minion command (allowed: _return, _minion_event, _grains)')
     }
   }
+}
+
+/**
+ * Salt's `salt/job/<jid>/ret/<id>` data: exactly the return load's fields (cmd, id, jid, fun,
+ * fun_args, return, retcode, success, and out/master_id when set); anything else a minion added is
+ * left out, so programs written against Salt's events see the same keys.
+ */
+export function returnEventData(ret: ReturnLoad): Record<string, unknown> {
+  const data: Record<string, unknown> = {
+    cmd: '_return',
+    id: ret.id,
+    jid: ret.jid,
+    fun: ret.fun,
+    fun_args: ret.fun_args,
+    return: ret.return,
+    retcode: ret.retcode,
+    success: ret.success,
+  }
+  if (ret.out !== undefined) data['out'] = ret.out
+  if (ret.master_id !== undefined) data['master_id'] = ret.master_id
+  return data
 }

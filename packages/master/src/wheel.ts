@@ -1,4 +1,4 @@
-import { fingerprint, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
+import { fingerprint, formatPublicKeys, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
 
 /** What a wheel call returned (Salt's shape, sent as `{return}`) and what it changed. */
@@ -58,6 +58,17 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
       ;(out[KEY_STATE_DIRS[state]] ??= {})[id] = finger
     }
     return unchanged(out)
+  },
+  'key.gen_accept': async (load, { store }) => {
+    const id = load['id_'] ?? load['id']
+    if (typeof id !== 'string') throw new MalformedRequestError('wheel key.gen_accept load', "field 'id_' must be the minion id")
+    validateMinionId(id)
+    // Salt returns {} rather than replace an accepted key, unless force=True.
+    if (!flag(load, 'force') && (await store.state(id)) === 'accepted') return unchanged({})
+    const keys = generateKeys()
+    // openMode writes the key straight into minions/ (replacing any on file), which is what gen_accept means.
+    const result = await store.submit(id, publicKeysOf(keys), { openMode: true })
+    return { return: { pub: formatPublicKeys(publicKeysOf(keys)), priv: formatSecretKeys(keys) }, changes: result.changes, rotateSession: result.rotateSession }
   },
   'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
 }

@@ -1,17 +1,17 @@
 import type { Logger } from '@brine/transport'
 import { globToRegExp } from '@brine/common'
-import { LocalClient } from '@brine/client'
+import { WheelClient } from '@brine/client'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, fail, parseArgv, type CommandIO } from '../io.js'
 import { describeClientError } from './brine.js'
 
-/** What `brine-key` needs of a LocalClient: one clear wheel request. */
-export interface WheelClient {
-  request(load: Record<string, unknown>): Promise<unknown>
+/** What `brine-key` needs of @brine/client's WheelClient (tests pass a stand-in). */
+export interface KeyWheel {
+  cmd(fun: string, kwarg?: Record<string, unknown>): Promise<unknown>
   close(): Promise<void>
 }
 
 export interface KeyDeps {
-  createClient?: (options: { configDir: string; logger: Logger }) => WheelClient
+  createClient?: (options: { configDir: string; logger: Logger }) => KeyWheel
 }
 
 /** The key states as the master's wheel names them, in the order salt-key prints them. */
@@ -140,18 +140,15 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
 
 const PAST: Record<'accept' | 'reject' | 'delete', string> = { accept: 'accepted', reject: 'rejected', delete: 'deleted' }
 
-function unwrap(reply: unknown): unknown {
-  return typeof reply === 'object' && reply !== null && 'return' in reply ? (reply as { return: unknown }).return : reply
-}
-
 /** `brine-key`: 0 done, 1 failed or nothing matched, 2 usage error or refused without -y. */
 export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDeps = {}): Promise<number> {
   const parsed = parseKeyArgs(argv, io)
   if (typeof parsed === 'number') return parsed
   const args = parsed
   const logger = cliLogger(args.logLevel, io, 'brine-key')
-  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? new LocalClient({ configDir: args.configDir, logger })
-  const wheel = async (fun: string, extra: Record<string, unknown> = {}): Promise<unknown> => unwrap(await client.request({ cmd: 'wheel', fun, ...extra }))
+  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? new WheelClient({ configDir: args.configDir, logger })
+  // The same wheel path WheelClient users get (salt-key does the same through salt.wheel).
+  const wheel = (fun: string, extra: Record<string, unknown> = {}): Promise<unknown> => client.cmd(fun, extra)
   try {
     const { action } = args
     if (action.kind === 'list') {

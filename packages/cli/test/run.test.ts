@@ -1,0 +1,147 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { RunnerResult } from '@brine/client'
+import { Master } from '@brine/master'
+import { loadConfig } from '@brine/common'
+import { deadline } from '@brine/transport-compliance'
+import { parseRunnerArguments, runRun, type RunnerLike } from '../src/commands/run.js'
+import { runKey } from '../src/commands/key.js'
+import type { CommandIO } from '../src/io.js'
+import { memoryIO } from './helpers.js'
+
+const cleanups: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {})
+})
+
+/** A runner stand-in that records calls and answers `result`. */
+function fakeRunner(result: Partial<RunnerResult>): RunnerLike & { calls: unknown[][] } {
+  const runner = {
+    calls: [] as unknown[][],
+    async cmdFull(fun: string, arg: readonly unknown[] = [], kwarg: Record<string, unknown> = {}) {
+      runner.calls.push([fun, arg, kwarg])
+      return { jid: '20260101000000000001', return: null, success: true, ...result }
+    },
+    async close() {},
+  }
+  return runner
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as { port: number }).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+/** A real master in-process (tcp, worker_threads 0) and the config dir a CLI reads it from. */
+async function realMaster(): Promise<{ master: Master; configDir: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'br-'))
+  cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  const yaml = [
+    'transport: tcp',
+    'interface: 127.0.0.1',
+    `publish_port: ${await freePort()}`,
+    `ret_port: ${await freePort()}`,
+    `pki_dir: ${join(dir, 'pki')}`,
+    `cachedir: ${join(dir, 'cache')}`,
+    `sock_dir: ${join(dir, 's')}`,
+    'worker_threads: 0',
+    'timeout: 1',
+  ].join('\n')
+  await writeFile(join(dir, 'master'), `${yaml}\n`)
+  const master = new Master((await loadConfig('master', { configDir: dir })).opts)
+  cleanups.push(() => master.stop())
+  await master.start()
+  return { master, configDir: dir }
+}
+
+/** A CommandIO whose stderr resolves `ready` once `marker` was written. */
+function watchedIO(marker: RegExp): { io: CommandIO & { out: () => string; err: () => string }; ready: Promise<void> } {
+  const io = memoryIO()
+  let resolve: () => void = () => {}
+  const ready = new Promise<void>((done) => (resolve = done))
+  const write = io.stderr.write.bind(io.stderr)
+  io.stderr = { isTTY: false, write: (text: string) => (write(text), marker.test(io.err()) && resolve()) }
+  return { io, ready }
+}
+
+describe('brine-run', () => {
+  it('parses Salt-style arguments: key=value typed by yamlify, jids kept exact', () => {
+    expect(parseRunnerArguments(['20261122170903123456', 'missing=True', 'timeout=2', 'search_target=web*', 'jid=20261122170903123456'])).toEqual({
+      arg: ['20261122170903123456'],
+      kwarg: { missing: true, timeout: 2, search_target: 'web*', jid: '20261122170903123456' },
+    })
+  })
+
+  it('prints the return nested (default) or with --out; -t becomes the timeout; exit 1 when the runner failed', async () => {
+    const runner = fakeRunner({ return: { web1: true, db1: 'Minion did not return' } })
+    const io = memoryIO()
+    expect(await runRun(['jobs.lookup_jid', '20261122170903123456', 'missing=True', '-t', '3'], io, { createRunner: () => runner })).toBe(0)
+    expect(runner.calls).toEqual([['jobs.lookup_jid', ['20261122170903123456'], { missing: true, timeout: 3 }]])
+    expect(io.out()).toBe('db1:\n    Minion did not return\nweb1:\n    True\n')
+    const json = memoryIO()
+    expect(await runRun(['manage.up', '--out', 'json'], json, { createRunner: () => fakeRunner({ return: ['web1', 'web2'] }) })).toBe(0)
+    expect(json.out()).toBe('[\n    "web1",\n    "web2"\n]\n')
+    // A minion's outputter hint travels as {outputter, data}: the data is printed with it.
+    const hinted = memoryIO()
+    expect(await runRun(['jobs.lookup_jid', '1'], hinted, { createRunner: () => fakeRunner({ return: { outputter: 'json', data: { web1: 1 } } }) })).toBe(0)
+    expect(hinted.out()).toBe('{\n    "web1": 1\n}\n')
+    const failed = memoryIO()
+    expect(await runRun(['jobs.lookup_jid'], failed, { createRunner: () => fakeRunner({ success: false, return: 'Exception occurred in runner jobs.lookup_jid: boom' }) })).toBe(1)
+    expect(failed.out()).toBe('Exception occurred in runner jobs.lookup_jid: boom\n')
+    const usage = memoryIO()
+    expect(await runRun(['nodot'], usage, { createRunner: () => fakeRunner({}) })).toBe(2)
+    expect(usage.err()).toMatch(/'nodot' is not a runner name/)
+  })
+
+  it('against a real master: brine-key lists through WheelClient, brine-run runs, event.listen prints events as JSON lines', async () => {
+    const { master, configDir } = await realMaster()
+    await master.handler.wheel({ fun: 'key.gen_accept', id_: 'web1' })
+    const keys = memoryIO()
+    expect(await runKey(['-c', configDir, '-L'], keys)).toBe(0)
+    expect(keys.out()).toBe('Accepted Keys:\nweb1\nDenied Keys:\nUnaccepted Keys:\nRejected Keys:\n')
+
+    const { io, ready } = watchedIO(/listening for events/)
+    const listening = runRun(['-c', configDir, '-l', 'info', 'event.listen', 'salt/run/*', 'count=2', '--out', 'json'], io)
+    await deadline(ready, 10_000, 'event.listen to subscribe')
+    const status = memoryIO()
+    // web1 has no live minion behind it: with -t 0 it is down at once.
+    expect(await runRun(['-c', configDir, 'manage.status', '-t', '0', '--out', 'json', '--out-indent', '-1'], status)).toBe(0)
+    expect(status.out()).toBe('{"up": [], "down": ["web1"]}\n')
+    expect(await deadline(listening, 10_000, 'event.listen to print two events')).toBe(0)
+    const lines = io.out().trimEnd().split('\n').map((line) => JSON.parse(line) as { tag: string; data: Record<string, unknown> })
+    expect(lines.map((line) => line.tag)).toEqual([expect.stringMatching(/^salt\/run\/\d{20}\/new$/), expect.stringMatching(/^salt\/run\/\d{20}\/ret$/)])
+    expect(lines[1]!.data).toMatchObject({ fun: 'runner.manage.status', return: { up: [], down: ['web1'] }, success: true })
+
+    // Pretty form: `<tag>\t<json>`; Ctrl-C (the signal) ends it with exit 0.
+    const controller = new AbortController()
+    const pretty = watchedIO(/listening for events/)
+    pretty.io.signal = controller.signal
+    const prettyRun = runRun(['-c', configDir, '-l', 'info', 'event.listen', 'salt/key', '--match-type', 'startswith'], pretty.io)
+    await deadline(pretty.ready, 10_000, 'event.listen (pretty) to subscribe')
+    master.bus.fire('salt/key', { act: 'delete', id: 'web1', result: true })
+    master.bus.fire('salt/auth', { act: 'pend', id: 'x', result: true })
+    master.bus.fire('salt/key', { act: 'accept', id: 'web2', result: true })
+    const two = async (): Promise<void> => {
+      while (pretty.io.out().split('\n').length < 3) await new Promise((resolve) => setImmediate(resolve))
+    }
+    await deadline(two(), 10_000, 'two salt/key events printed')
+    controller.abort()
+    expect(await deadline(prettyRun, 10_000, 'event.listen to stop on the signal')).toBe(0)
+    expect(pretty.io.out()).toMatch(/^salt\/key\t\{"act": "delete", "id": "web1", "result": true, "_stamp": "[^"]+"\}\nsalt\/key\t\{"act": "accept", "id": "web2", /)
+  })
+
+  it('says clearly when the event bus cannot be reached (exit 1)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'br-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    await writeFile(join(dir, 'master'), `sock_dir: ${join(dir, 'nobus')}\n`)
+    const io = memoryIO()
+    expect(await runRun(['-c', dir, 'event.listen'], io)).toBe(1)
+    expect(io.err()).toMatch(/^brine-run: cannot reach the master's event bus at .*nobus\/master_event_pub\.ipc: .*Is brine-master running/)
+  })
+})

@@ -1,0 +1,95 @@
+import { BrineError, RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
+import { loadConfig, loadTransport, type MasterConfig } from '@brine/common'
+import { readRootKey, rootKeyPath } from '@brine/crypt'
+
+/** The master refused a clear request (`publish`, `wheel`, `runner`) or its reply was an error. */
+export class MasterRequestError extends BrineError {
+  override name: string = 'MasterRequestError'
+}
+
+/** How a client finds and talks to the local master. */
+export interface MasterClientOptions {
+  /** Where the master's config lives (Salt's `-c`, default `/etc/brine`); ignored when `opts` is given. */
+  configDir?: string
+  /** An already loaded master config (skips reading `configDir`). */
+  opts?: MasterConfig
+  logger?: Logger
+  /** How long one request to the master may take, ms (default 15000). */
+  requestTimeout?: number
+}
+
+export interface ClearConnection {
+  opts: MasterConfig
+  /** The master's root key (`<cachedir>/.root_key`). */
+  key: string
+  requests: RequestClient
+}
+
+export type MasterRequestErrorClass = new (message: string, context?: ErrorContext, options?: ErrorOptions) => MasterRequestError
+
+/**
+ * The plumbing LocalClient, RunnerClient and WheelClient share: read the master's config and root
+ * key, open one request client to its `ret_port`, and send `{enc: 'clear', load: {...load, key}}`,
+ * turning a refusal into a typed error that names the command.
+ */
+export class ClearRequester {
+  readonly logger: Logger
+  #connecting: Promise<ClearConnection> | undefined
+  #closed = false
+
+  constructor(readonly options: MasterClientOptions = {}) {
+    this.logger = options.logger ?? silentLogger
+  }
+
+  /** Reads the config and root key and connects; later calls reuse the connection. */
+  connect(): Promise<ClearConnection> {
+    if (this.#closed) return Promise.reject(new MasterRequestError('this client is closed'))
+    this.#connecting ??= this.#open().catch((error: unknown) => {
+      this.#connecting = undefined
+      throw error
+    })
+    return this.#connecting
+  }
+
+  async #open(): Promise<ClearConnection> {
+    const opts = this.options.opts ?? (await loadConfig('master', { configDir: this.options.configDir, logger: this.logger })).opts
+    // RootKeyError already says "run as the master's user" when the file cannot be read.
+    const key = await readRootKey(rootKeyPath(opts.cachedir))
+    const transport = await loadTransport(opts.transport)
+    const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
+    const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
+    const requests = transport.createRequestClient({ host, port, logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
+    await requests.start()
+    return { opts, key, requests }
+  }
+
+  /** Sends one clear load with the root key and returns the master's reply. */
+  async request(
+    load: Record<string, unknown>,
+    options: { timeout?: number; signal?: AbortSignal } = {},
+    ErrorClass: MasterRequestErrorClass = MasterRequestError,
+  ): Promise<unknown> {
+    const { key, requests } = await this.connect()
+    let reply: unknown
+    try {
+      reply = await requests.send({ enc: 'clear', load: { ...load, key } }, options)
+    } catch (error) {
+      if (error instanceof RemoteError) throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
+      throw error
+    }
+    const problem = (reply as { error?: { name?: string; message?: string } } | null)?.error
+    if (problem !== undefined && problem !== null) {
+      throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${problem.name ?? 'Error'}: ${problem.message ?? String(problem)}`, { remoteName: problem.name })
+    }
+    return reply
+  }
+
+  /** Closes the request client. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    const connection = await this.#connecting?.catch(() => undefined)
+    this.#connecting = undefined
+    await connection?.requests.close()
+  }
+}

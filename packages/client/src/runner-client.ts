@@ -1,0 +1,72 @@
+import { timeoutsFromConfig } from '@brine/common'
+import { ClearRequester, MasterRequestError, type MasterClientOptions } from './clear-request.js'
+import { currentUser } from './local-client.js'
+
+/** A runner the master refused to run (unknown name, bad root key) or an answer that is not `{jid, return}`. */
+export class RunnerError extends MasterRequestError {
+  override name = 'RunnerError'
+}
+
+/** What a runner call answered: its jid, Salt's return, and whether the runner succeeded. */
+export interface RunnerResult {
+  jid: string
+  return: unknown
+  /** False when the runner raised; `return` is then Salt's "Exception occurred in runner …" text. */
+  success: boolean
+}
+
+export interface RunnerCallOptions {
+  signal?: AbortSignal
+}
+
+/** Extra time the request may take beyond the runner's own wait for minions, ms. */
+const REQUEST_MARGIN_MS = 15_000
+
+/**
+ * Salt's RunnerClient: runs `jobs.*` and `manage.*` on the local master with its root key.
+ *
+ * ```ts
+ * const runner = new RunnerClient({ configDir: '/etc/brine' })
+ * console.log(await runner.cmd('manage.status'))            // { up: ['web1'], down: [] }
+ * console.log(await runner.cmd('jobs.lookup_jid', [jid]))   // { web1: true }
+ * await runner.close()
+ * ```
+ */
+export class RunnerClient implements AsyncDisposable {
+  readonly #requester: ClearRequester
+
+  constructor(options: MasterClientOptions = {}) {
+    this.#requester = new ClearRequester(options)
+  }
+
+  /** Runs `fun` and returns what it returned (for a failing runner, Salt's exception text). */
+  async cmd(fun: string, arg: readonly unknown[] = [], kwarg: Record<string, unknown> = {}, options: RunnerCallOptions = {}): Promise<unknown> {
+    return (await this.cmdFull(fun, arg, kwarg, options)).return
+  }
+
+  /** Runs `fun` and returns `{jid, return, success}`. */
+  async cmdFull(fun: string, arg: readonly unknown[] = [], kwarg: Record<string, unknown> = {}, options: RunnerCallOptions = {}): Promise<RunnerResult> {
+    const { opts } = await this.#requester.connect()
+    // The runner may wait `timeout` seconds (kwarg, else config) for minions: the request must outlive that,
+    // and must not be retried (a second manage.down removekeys=True is a second run).
+    const waitSeconds = kwarg['timeout'] === undefined ? undefined : Number(kwarg['timeout'])
+    const waitMs = waitSeconds !== undefined && Number.isFinite(waitSeconds) && waitSeconds >= 0 ? waitSeconds * 1000 : timeoutsFromConfig(opts).timeoutMs
+    const requestTimeout = Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)
+    const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser() }
+    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal } = { timeout: requestTimeout, tries: 1 }
+    if (options.signal !== undefined) sendOptions.signal = options.signal
+    const reply = (await this.#requester.request(load, sendOptions, RunnerError)) as Partial<RunnerResult> | null
+    if (typeof reply !== 'object' || reply === null || typeof reply.jid !== 'string' || !('return' in reply)) {
+      throw new RunnerError(`the master answered runner ${fun} with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, return}`, { fun })
+    }
+    return { jid: reply.jid, return: reply.return, success: reply.success !== false }
+  }
+
+  close(): Promise<void> {
+    return this.#requester.close()
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close()
+  }
+}

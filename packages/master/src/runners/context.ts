@@ -1,0 +1,72 @@
+import type { PkiStore } from '@brine/crypt'
+import type { JobCache, ReturnLoad, TargetType, Tgt } from '@brine/common'
+import type { Logger } from '@brine/transport'
+import { MalformedRequestError } from '../errors.js'
+import type { EventBus } from '../event-bus.js'
+
+/** A job a runner published and the returns gathered for it before its timeout. */
+export interface GatheredJob {
+  jid: string
+  /** The minions the master expected to answer. */
+  minions: string[]
+  /** Returns that arrived in time, by minion id. */
+  returns: Map<string, ReturnLoad>
+}
+
+/** What a runner may use of the master: its job cache, key store, bus, publish and wheel paths. */
+export interface RunnerContext {
+  jobs: JobCache
+  store: PkiStore
+  bus: EventBus
+  /**
+   * Publishes `fun` to `tgt` through the master's own publish path (no network round trip) and
+   * gathers the returns from the bus until every expected minion answered or `timeout` ms passed.
+   */
+  gather(tgt: Tgt, fun: string, arg: readonly unknown[], options: { tgtType?: TargetType; timeout: number }): Promise<GatheredJob>
+  /** Runs a wheel function through the same path `brine-key` uses (events, session rotation). */
+  wheel(load: Record<string, unknown>): Promise<unknown>
+  /** Config `timeout` in ms, the default wait of runners that publish. */
+  timeoutMs: number
+  /** The master's Brine version (manage.versions). */
+  version: string
+  logger: Logger
+}
+
+/** Positional and keyword arguments, as Salt passes them to a runner function. */
+export interface RunnerArgs {
+  arg: unknown[]
+  kwarg: Record<string, unknown>
+}
+
+export type RunnerFunction = (args: RunnerArgs, context: RunnerContext) => Promise<unknown>
+
+/** Argument `index` or keyword `name` (Salt lets either carry a parameter); `undefined` if neither. */
+export function param(args: RunnerArgs, index: number, name: string): unknown {
+  if (Object.hasOwn(args.kwarg, name)) return args.kwarg[name]
+  return args.arg[index]
+}
+
+export function requiredString(args: RunnerArgs, index: number, name: string, fun: string): string {
+  const value = param(args, index, name)
+  if (typeof value === 'number' || typeof value === 'bigint') return String(value)
+  if (typeof value !== 'string' || value === '') throw new MalformedRequestError(`runner ${fun} arguments`, `'${name}' is required (a string)`)
+  return value
+}
+
+/** Salt's truthy spellings for flags given on the command line (`removekeys=True`). */
+export function flag(args: RunnerArgs, index: number, name: string): boolean {
+  const value = param(args, index, name)
+  if (typeof value === 'string') return ['true', 'yes', '1', 'on'].includes(value.toLowerCase())
+  return value === true || value === 1
+}
+
+/** Kwarg `timeout` (Salt's seconds) in ms, else the config's. */
+export function timeoutOf(args: RunnerArgs, context: RunnerContext, fun: string): number {
+  const value = args.kwarg['timeout']
+  if (value === undefined || value === null) return context.timeoutMs
+  const seconds = typeof value === 'string' ? Number(value) : value
+  if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) {
+    throw new MalformedRequestError(`runner ${fun} arguments`, `'timeout' must be a non-negative number of seconds, got ${JSON.stringify(value)}`)
+  }
+  return Math.round(seconds * 1000)
+}

@@ -1,0 +1,23 @@
+import { MalformedRequestError, UnknownRunnerError } from '../errors.js'
+import type { RunnerArgs, RunnerContext, RunnerFunction } from './context.js'
+import { JOBS_RUNNERS } from './jobs.js'
+import { MANAGE_RUNNERS } from './manage.js'
+
+export { jidToTime, parseTimeArgument, formatJob } from './jobs.js'
+export { compareVersions } from './manage.js'
+export type { GatheredJob, RunnerArgs, RunnerContext, RunnerFunction } from './context.js'
+
+/** Every runner function the master provides, by Salt's `module.function` name. */
+export const RUNNERS: Readonly<Record<string, RunnerFunction>> = { ...JOBS_RUNNERS, ...MANAGE_RUNNERS }
+
+/** Looks `fun` up; an unknown name is an UnknownRunnerError listing what exists. */
+export function findRunner(fun: unknown): RunnerFunction {
+  if (typeof fun !== 'string' || fun === '') throw new MalformedRequestError('runner load', "field 'fun' must be a runner name, e.g. jobs.list_jobs")
+  const runner = Object.hasOwn(RUNNERS, fun) ? RUNNERS[fun] : undefined
+  if (runner === undefined) throw new UnknownRunnerError(fun, Object.keys(RUNNERS).sort())
+  return runner
+}
+
+export async function runRunner(fun: string, args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  return findRunner(fun)(args, context)
+}

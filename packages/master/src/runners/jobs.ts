@@ -1,0 +1,167 @@
+import { parseJid, type JobRecord, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { MalformedRequestError } from '../errors.js'
+import { flag, param, requiredString, timeoutOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'] as const
+
+/** Salt's `jid_to_time`: "2026, Nov 22 17:09:03.123456" (UTC, as Brine's jids are). */
+export function jidToTime(jid: string): string {
+  const { date, microsecond } = parseJid(jid)
+  const pad = (value: number): string => String(value).padStart(2, '0')
+  return `${date.getUTCFullYear()}, ${MONTHS[date.getUTCMonth()]} ${pad(date.getUTCDate())} ${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}.${String(microsecond).padStart(6, '0')}`
+}
+
+/**
+ * A `start_time`/`end_time` argument: Salt's "2026, Nov 22 17:09[:03[.123456]]", a jid, or ISO 8601.
+ * Times without a zone are UTC, like jids.
+ */
+export function parseTimeArgument(value: unknown, name: string): Date {
+  const text = String(value).trim()
+  const salt = /^(\d{4}), ([A-Za-z]{3}) (\d{1,2}) (\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?$/.exec(text)
+  if (salt !== null) {
+    const month = MONTHS.findIndex((name) => name.toLowerCase() === salt[2]!.toLowerCase())
+    if (month >= 0) {
+      const micros = Number((salt[7] ?? '0').padEnd(6, '0'))
+      return new Date(Date.UTC(Number(salt[1]), month, Number(salt[3]), Number(salt[4]), Number(salt[5]), Number(salt[6] ?? 0), Math.floor(micros / 1000)))
+    }
+  }
+  if (/^\d{20}$/.test(text)) return parseJid(text).date
+  const zoned = /(?:[zZ]|[+-]\d{2}:?\d{2})$/.test(text) || /^\d{4}-\d{2}-\d{2}$/.test(text)
+  const parsed = Date.parse(zoned ? text : `${text.replace(' ', 'T')}Z`)
+  if (Number.isNaN(parsed)) {
+    throw new MalformedRequestError('runner jobs.list_jobs arguments', `'${name}' is not a time: ${JSON.stringify(text)} (use "2026, Nov 22 17:09", ISO 8601 or a jid)`)
+  }
+  return new Date(parsed)
+}
+
+/** Salt's `_format_job_instance` + StartTime: how jobs.* runners describe one job. */
+export function formatJob(jid: string, load: Record<string, unknown>): Record<string, unknown> {
+  const arg = Array.isArray(load['arg']) ? [...(load['arg'] as unknown[])] : []
+  const kwarg = load['kwarg']
+  // Salt packs keyword arguments into the arg list as one dict flagged __kwarg__.
+  if (typeof kwarg === 'object' && kwarg !== null && !Array.isArray(kwarg) && Object.keys(kwarg).length > 0) arg.push({ ...kwarg, __kwarg__: true })
+  const out: Record<string, unknown> = {
+    Function: load['fun'] ?? 'unknown-function',
+    Arguments: arg,
+    Target: load['tgt'] ?? 'unknown-target',
+    'Target-type': load['tgt_type'] ?? [],
+    User: load['user'] ?? 'root',
+  }
+  if (load['metadata'] !== undefined) out['Metadata'] = load['metadata']
+  out['StartTime'] = jidToTime(jid)
+  return out
+}
+
+/** Salt's `get_jid` shape: `{id: {return, out?}}`. */
+function resultOf(job: JobRecord): Record<string, Record<string, unknown>> {
+  const out: Record<string, Record<string, unknown>> = {}
+  for (const [id, ret] of Object.entries(job.returns)) {
+    out[id] = { return: ret.return }
+    if (ret.out !== undefined) out[id]['out'] = ret.out
+  }
+  return out
+}
+
+/** jobs.lookup_jid: `{id: return}`; `missing=True` adds the expected minions that never returned. */
+async function lookupJid(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const jid = requiredString(args, 0, 'jid', 'jobs.lookup_jid')
+  const job = await context.jobs.getJob(jid)
+  if (job === undefined) return {}
+  const returned = param(args, 2, 'returned') === undefined ? true : flag(args, 2, 'returned')
+  const out: Record<string, unknown> = {}
+  if (returned) for (const [id, ret] of Object.entries(job.returns)) out[id] = ret.return
+  if (flag(args, 3, 'missing')) {
+    for (const id of job.minions) if (!Object.hasOwn(job.returns, id)) out[id] = 'Minion did not return'
+  }
+  // Salt: the first return's outputter hint travels with the data (highstate output for state runs).
+  const first: ReturnLoad | undefined = Object.values(job.returns)[0]
+  return first?.out === undefined ? out : { outputter: first.out, data: out }
+}
+
+function globs(value: unknown): string[] | undefined {
+  if (value === undefined || value === null || value === '') return undefined
+  if (Array.isArray(value)) return value.map(String)
+  return [String(value)]
+}
+
+/** jobs.list_jobs: `{jid: {Function, Arguments, Target, Target-type, User, StartTime}}`, filtered as Salt filters. */
+async function listJobs(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const base: ListJobsFilter = {}
+  const start = param(args, 5, 'start_time')
+  const end = param(args, 6, 'end_time')
+  if (start !== undefined && start !== null && start !== '') base.startTime = parseTimeArgument(start, 'start_time')
+  if (end !== undefined && end !== null && end !== '') base.endTime = parseTimeArgument(end, 'end_time')
+  const funs = globs(param(args, 3, 'search_function')) ?? [undefined]
+  const targets = globs(param(args, 4, 'search_target')) ?? [undefined]
+  // A list of globs matches any of them (Salt's fnmatch loop): one query per combination.
+  const found = new Map<string, Record<string, unknown>>()
+  for (const fun of funs) {
+    for (const target of targets) {
+      const filter: ListJobsFilter = { ...base }
+      if (fun !== undefined) filter.fun = fun
+      if (target !== undefined) filter.target = target
+      for (const summary of await context.jobs.listJobs(filter)) found.set(summary.jid, summary.load)
+    }
+  }
+  const out: Record<string, unknown> = {}
+  for (const jid of [...found.keys()].sort()) out[jid] = formatJob(jid, found.get(jid)!)
+  return out
+}
+
+/** jobs.print_job: `{jid: {...formatJob, Minions, Result: {id: {return}}}}`; `{}` for an unknown jid. */
+async function printJob(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const jid = requiredString(args, 0, 'jid', 'jobs.print_job')
+  const job = await context.jobs.getJob(jid)
+  if (job === undefined) return {}
+  return { [jid]: { ...formatJob(jid, job.load), Minions: [...job.minions].sort(), Result: resultOf(job) } }
+}
+
+/** jobs.list_job: one job's description with its Result (Salt's shape, the jid inside). */
+async function listJob(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const jid = requiredString(args, 0, 'jid', 'jobs.list_job')
+  const job = await context.jobs.getJob(jid)
+  if (job === undefined) return { jid }
+  return { jid, ...formatJob(jid, job.load), Minions: [...job.minions].sort(), Result: resultOf(job) }
+}
+
+/**
+ * jobs.active: asks every minion `saltutil.running` (waiting `timeout`) and reports each job still
+ * running somewhere: `{jid: {...formatJob, Running: [{id: pid}], Returned: [ids]}}`.
+ */
+async function active(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const gathered = await context.gather('*', 'saltutil.running', [], { timeout: timeoutOf(args, context, 'jobs.active') })
+  const out: Record<string, Record<string, unknown> & { Running: Array<Record<string, unknown>>; Returned: string[] }> = {}
+  for (const id of [...gathered.returns.keys()].sort()) {
+    const running = gathered.returns.get(id)!.return
+    if (!Array.isArray(running)) continue
+    for (const item of running as Array<Record<string, unknown>>) {
+      const jid = item?.['jid']
+      if (typeof jid !== 'string') continue
+      let entry = out[jid]
+      if (entry === undefined) {
+        let described: Record<string, unknown>
+        try {
+          described = formatJob(jid, item)
+        } catch {
+          continue // not a jid we can date
+        }
+        entry = { ...described, Running: [], Returned: [] }
+        out[jid] = entry
+      }
+      entry.Running.push({ [id]: item['pid'] ?? null })
+    }
+  }
+  for (const [jid, entry] of Object.entries(out)) {
+    const job = await context.jobs.getJob(jid)
+    if (job !== undefined) entry.Returned = Object.keys(job.returns).sort()
+  }
+  return out
+}
+
+export const JOBS_RUNNERS: Record<string, RunnerFunction> = {
+  'jobs.lookup_jid': lookupJid,
+  'jobs.list_jobs': listJobs,
+  'jobs.list_job': listJob,
+  'jobs.print_job': printJob,
+  'jobs.active': active,
+}
