@@ -31,6 +31,8 @@ export interface MasterOptions {
 
 /** Longest delay setInterval accepts (2^31-1 ms); a longer publish_session is clamped to it. */
 const MAX_TIMER_MS = 2 ** 31 - 1
+/** How often jobs older than keep_jobs are pruned (Salt's maintenance loop checks every loop_interval). */
+const PRUNE_INTERVAL_MS = 10 * 60 * 1000
 
 export interface TransportEndpoints {
   name: string
@@ -56,6 +58,7 @@ export class Master {
   #publisher: FanoutPublishServer | undefined
   #endpoints: TransportEndpoints[] = []
   #timer: NodeJS.Timeout | undefined
+  #pruneTimer: NodeJS.Timeout | undefined
   #handler: MasterRequestHandler | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
@@ -192,6 +195,27 @@ export class Master {
       this.#timer = setInterval(() => this.rotateSession('publish_session'), Math.min(timeouts.publishSessionMs, MAX_TIMER_MS))
       this.#timer.unref()
     }
+    if (timeouts.keepJobsMs > 0) {
+      void this.pruneJobs()
+      this.#pruneTimer = setInterval(() => void this.pruneJobs(), PRUNE_INTERVAL_MS)
+      this.#pruneTimer.unref()
+    }
+  }
+
+  /**
+   * Removes jobs older than `keep_jobs` hours from the job cache, as Salt's maintenance loop does;
+   * `now` is injectable so a test need not wait. Returns how many jobs were removed.
+   */
+  async pruneJobs(now: Date = new Date()): Promise<number> {
+    const keepJobsMs = timeoutsFromConfig(this.opts).keepJobsMs
+    try {
+      const removed = await this.jobs.prune(new Date(now.getTime() - keepJobsMs))
+      if (removed > 0) this.#logger.info(`job cache: pruned ${removed} job(s) older than keep_jobs (${this.opts.keep_jobs} h)`)
+      return removed
+    } catch (error) {
+      this.#logger.error(`job cache: pruning failed: ${(error as Error).message}`)
+      return 0
+    }
   }
 
   #createPool(keys: KeyPair, store: PkiStore): RequestPool {
@@ -208,7 +232,7 @@ export class Master {
     return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child('workers') })
   }
 
-  /** Closes servers, workers, the bus and the rotation timer. Idempotent; safe after a failed start. */
+  /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
   stop(): Promise<void> {
     this.#stopped ??= this.#stop()
     return this.#stopped
@@ -217,12 +241,16 @@ export class Master {
   async #stop(): Promise<void> {
     this.#state = 'stopping'
     if (this.#timer !== undefined) clearInterval(this.#timer)
+    if (this.#pruneTimer !== undefined) clearInterval(this.#pruneTimer)
     this.#timer = undefined
+    this.#pruneTimer = undefined
     const results = await Promise.allSettled([
       ...this.#endpoints.flatMap(({ publish, request }) => [request.close(), publish.close()]),
       this.#pool?.close() ?? Promise.resolve(),
       this.bus.close(),
     ])
+    // The job cache goes last: requests still being handled above may be writing returns to it.
+    results.push(...(await Promise.allSettled([this.jobs.close()])))
     this.#state = 'stopped'
     for (const result of results) {
       if (result.status === 'rejected') this.#logger.warning(`master stop: ${String(result.reason)}`)
