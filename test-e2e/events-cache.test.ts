@@ -144,3 +144,27 @@ describe('two masters on one PostgreSQL job cache', () => {
     }
   })
 })
+
+describe('brine-run event.listen', () => {
+  it('prints the bus events of a real job, one JSON object per line', async () => {
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport: 'tcp' }] })
+    const { spawn } = await import('node:child_process')
+    const { DaemonProcess, binPath } = await import('@brine/bench')
+    const child = spawn(
+      process.execPath,
+      [binPath('brine-run'), '-c', fleet.masterConfigDir, '-l', 'info', 'event.listen', 'salt/job/*', 'count=2', '--out', 'json'],
+      { detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    const listener = new DaemonProcess('brine-run event.listen', child)
+    try {
+      await listener.waitForOutput(/listening for events matching "salt\/job\/\*"/, 20_000)
+      const jid = jidOf((await fleet.run('brine', ['web1', 'test.ping', '--show-jid'])).stdout)
+      expect(await listener.exited).toEqual({ code: 0, signal: null })
+      const lines = listener.stdout.trim().split('\n').map((line) => JSON.parse(line) as BusEvent)
+      expect(lines.map((event) => event.tag)).toEqual([`salt/job/${jid}/new`, `salt/job/${jid}/ret/web1`])
+      expect(lines[1]!.data).toMatchObject({ id: 'web1', return: true, cmd: '_return' })
+    } finally {
+      await listener.stop('SIGKILL')
+    }
+  })
+})
