@@ -1,8 +1,8 @@
 /**
  * @packageDocumentation
  * `@brine/returners` is the master's job cache (DESIGN.md §7), the `JobCache` interface of
- * `@brine/common` implemented twice: `local_cache`, the embedded default, files under `cachedir`
- * that survive kill -9 and power loss once a return is acknowledged; and `postgres`, shared by
+ * `@brine/common` implemented twice: `local_cache`, the embedded default, an append-only log under
+ * `cachedir` that survives kill -9 and power loss once a return is acknowledged; and `postgres`, shared by
  * several masters, storing a return written twice once. `openJobCache` picks one from
  * `master_job_cache`.
  */

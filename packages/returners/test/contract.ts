@@ -1,11 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import type { JobCache, ReturnLoad } from '@brine/common'
 
-/** A fresh, empty store; `another()` opens a second cache on the same store (another master). */
+/** A fresh, empty store; `another()` opens a second cache on the same store (another master), where the backend allows one. */
 export interface CacheFixture {
   cache: JobCache
-  another(): Promise<JobCache>
+  another?: () => Promise<JobCache>
   cleanup(): Promise<void>
+}
+
+export interface ContractOptions {
+  /** Several caches (masters) may write one store at once: PostgreSQL yes, local_cache no (it locks its directory). */
+  sharedStore: boolean
 }
 
 /** A jid for `iso` (UTC, to the second) with `micro` as its microseconds: no clock, no sleeps. */
@@ -20,7 +25,7 @@ export function ret(jid: string, id: string, value: unknown = true): ReturnLoad 
 }
 
 /** The JobCache contract every backend passes. */
-export function jobCacheContract(name: string, make: () => Promise<CacheFixture>): void {
+export function jobCacheContract(name: string, make: () => Promise<CacheFixture>, options: ContractOptions): void {
   describe(`${name}: JobCache contract`, () => {
     let fixture: CacheFixture | undefined
     const open = async (): Promise<CacheFixture> => (fixture = await make())
@@ -117,25 +122,44 @@ export function jobCacheContract(name: string, make: () => Promise<CacheFixture>
       expect(await cache.saveReturn(early, 'm', ret(early, 'm'))).toBe(true)
     })
 
-    it('two caches on one store writing the same returns concurrently store each once, with exactly one true', async () => {
-      const { cache, another } = await open()
-      const other = await another()
-      try {
-        const jids = [jidAt('2024-04-01T00:00:00Z', 1), jidAt('2024-04-02T00:00:00Z', 2)]
-        const ids = Array.from({ length: 20 }, (_, i) => `minion-${i}`)
-        const pairs = jids.flatMap((jid) => ids.map((id) => [jid, id] as const))
-        const write = (c: JobCache, order: (typeof pairs)[number][]) => Promise.all(order.map(([jid, id]) => c.saveReturn(jid, id, ret(jid, id, `${jid}/${id}`))))
-        const [first, second] = await Promise.all([write(cache, pairs), write(other, [...pairs].reverse())])
-        const reversed = [...second].reverse()
-        pairs.forEach((_, i) => expect([first[i], reversed[i]].filter(Boolean)).toHaveLength(1))
-        for (const jid of jids) {
-          const job = await other.getJob(jid)
-          expect(Object.keys(job?.returns ?? {}).sort()).toEqual([...ids].sort())
-          for (const id of ids) expect(job?.returns[id]).toEqual(ret(jid, id, `${jid}/${id}`))
-        }
-      } finally {
-        await other.close()
+    it('one cache saving the same returns twice concurrently stores each once, with exactly one true', async () => {
+      const { cache } = await open()
+      const jids = [jidAt('2024-04-01T00:00:00Z', 1), jidAt('2024-04-02T00:00:00Z', 2)]
+      const ids = Array.from({ length: 20 }, (_, i) => `minion-${i}`)
+      const pairs = jids.flatMap((jid) => ids.map((id) => [jid, id] as const))
+      const write = (order: (typeof pairs)[number][]) => Promise.all(order.map(([jid, id]) => cache.saveReturn(jid, id, ret(jid, id, `${jid}/${id}`))))
+      const [first, second] = await Promise.all([write(pairs), write([...pairs].reverse())])
+      const reversed = [...second].reverse()
+      pairs.forEach((_, i) => expect([first[i], reversed[i]].filter(Boolean)).toHaveLength(1))
+      for (const jid of jids) {
+        const job = await cache.getJob(jid)
+        expect(Object.keys(job?.returns ?? {}).sort()).toEqual([...ids].sort())
+        for (const id of ids) expect(job?.returns[id]).toEqual(ret(jid, id, `${jid}/${id}`))
       }
     })
+
+    if (options.sharedStore) {
+      it('two caches on one store writing the same returns concurrently store each once, with exactly one true', async () => {
+        const { cache, another } = await open()
+        if (another === undefined) throw new Error(`${name}: a shared-store fixture must provide another()`)
+        const other = await another()
+        try {
+          const jids = [jidAt('2024-04-01T00:00:00Z', 1), jidAt('2024-04-02T00:00:00Z', 2)]
+          const ids = Array.from({ length: 20 }, (_, i) => `minion-${i}`)
+          const pairs = jids.flatMap((jid) => ids.map((id) => [jid, id] as const))
+          const write = (c: JobCache, order: (typeof pairs)[number][]) => Promise.all(order.map(([jid, id]) => c.saveReturn(jid, id, ret(jid, id, `${jid}/${id}`))))
+          const [first, second] = await Promise.all([write(cache, pairs), write(other, [...pairs].reverse())])
+          const reversed = [...second].reverse()
+          pairs.forEach((_, i) => expect([first[i], reversed[i]].filter(Boolean)).toHaveLength(1))
+          for (const jid of jids) {
+            const job = await other.getJob(jid)
+            expect(Object.keys(job?.returns ?? {}).sort()).toEqual([...ids].sort())
+            for (const id of ids) expect(job?.returns[id]).toEqual(ret(jid, id, `${jid}/${id}`))
+          }
+        } finally {
+          await other.close()
+        }
+      })
+    }
   })
 }

@@ -1,11 +1,12 @@
-import { spawn } from 'node:child_process'
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises'
+import { spawn, spawnSync } from 'node:child_process'
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { describe, expect, it } from 'vitest'
+import { createLogger, type Logger } from '@brine/transport'
 import { LocalJobCache } from '../src/index.js'
 import { jidAt, jobCacheContract, ret } from './contract.js'
 
@@ -16,52 +17,231 @@ async function tempDir(): Promise<string> {
   return mkdtemp(join(tmpdir(), 'brine-local-cache-'))
 }
 
-jobCacheContract('LocalJobCache', async () => {
-  const cachedir = await tempDir()
-  const cache = await new LocalJobCache({ cachedir }).open()
-  return {
-    cache,
-    another: () => new LocalJobCache({ cachedir }).open(),
-    cleanup: async () => {
-      await cache.close()
-      await rm(cachedir, { recursive: true, force: true })
-    },
-  }
-})
-
-describe('LocalJobCache on disk', () => {
-  it('lays jobs out under cachedir/jobs/<day>/<jid> with 0600 files and 0700 directories', async () => {
+jobCacheContract(
+  'LocalJobCache',
+  async () => {
     const cachedir = await tempDir()
     const cache = await new LocalJobCache({ cachedir }).open()
+    return {
+      cache,
+      cleanup: async () => {
+        await cache.close()
+        await rm(cachedir, { recursive: true, force: true })
+      },
+    }
+  },
+  { sharedStore: false },
+)
+
+/** A logger that keeps its lines, to assert on warnings. */
+function capture(): { logger: Logger; lines: string[] } {
+  const lines: string[] = []
+  return { logger: createLogger({ level: 'debug', write: (line) => lines.push(line) }), lines }
+}
+
+/** Runs `body` with a fresh cachedir and a cache opened on it, closing and removing both afterwards. */
+async function withCache(body: (cache: LocalJobCache, cachedir: string) => Promise<void>): Promise<void> {
+  const cachedir = await tempDir()
+  const cache = await new LocalJobCache({ cachedir }).open()
+  try {
+    await body(cache, cachedir)
+  } finally {
+    await cache.close()
+    await rm(cachedir, { recursive: true, force: true })
+  }
+}
+
+/** A pid that is certainly not running: a child that has already exited. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', ''])
+  if (child.pid === undefined) throw new Error('could not start a child process to get a dead pid')
+  return child.pid
+}
+
+describe('LocalJobCache on disk', () => {
+  it('appends jobs and returns to cachedir/jobs/<day>.log (0600, directory 0700) and rebuilds its index on open', async () => {
+    const cachedir = await tempDir()
     try {
+      const cache = await new LocalJobCache({ cachedir }).open()
       const jid = jidAt('2024-05-06T07:08:09Z', 10)
-      await cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1'])
-      await cache.saveReturn(jid, 'm1', ret(jid, 'm1'))
-      const dir = join(cachedir, 'jobs', '20240506', jid)
-      expect((await readdir(dir)).sort()).toEqual(['load.msgpack', 'minions.msgpack', 'returns'])
-      for (const path of [join(cachedir, 'jobs'), join(cachedir, 'jobs', '20240506'), dir, join(dir, 'returns')]) {
-        expect((await stat(path)).mode & 0o777).toBe(0o700)
-      }
-      for (const path of [join(dir, 'load.msgpack'), join(dir, 'returns', 'm1')]) expect((await stat(path)).mode & 0o777).toBe(0o600)
-      // No temp file is left behind once a save has resolved.
-      expect(await readdir(join(cachedir, 'jobs', '.tmp'))).toEqual([])
-    } finally {
+      const other = jidAt('2024-05-07T00:00:00Z', 11)
+      const load = { jid, fun: 'test.ping', tgt: 'm*', user: 'root' }
+      await cache.saveJob(jid, load, ['m1', 'm2'])
+      await cache.saveReturn(jid, 'm1', ret(jid, 'm1', { big: 'x'.repeat(5000) }))
+      await cache.saveReturn(jid, 'm2', ret(jid, 'm2'))
+      await cache.saveReturn(other, 'm1', ret(other, 'm1'))
+      const jobs = join(cachedir, 'jobs')
+      expect((await readdir(jobs)).sort()).toEqual(['.lock', '20240506.log', '20240507.log'])
+      expect((await readFile(join(jobs, '.lock'), 'utf8')).trim()).toBe(String(process.pid))
+      expect((await stat(jobs)).mode & 0o777).toBe(0o700)
+      for (const name of ['20240506.log', '20240507.log']) expect((await stat(join(jobs, name))).mode & 0o777).toBe(0o600)
       await cache.close()
+      expect((await readdir(jobs)).sort()).toEqual(['20240506.log', '20240507.log'])
+
+      const again = await new LocalJobCache({ cachedir }).open()
+      try {
+        expect(await again.getJob(jid)).toEqual({ jid, load, minions: ['m1', 'm2'], returns: { m1: ret(jid, 'm1', { big: 'x'.repeat(5000) }), m2: ret(jid, 'm2') } })
+        expect((await again.listJobs()).map((j) => j.jid)).toEqual([other, jid])
+        expect(await again.saveReturn(jid, 'm2', ret(jid, 'm2', 'again'))).toBe(false)
+      } finally {
+        await again.close()
+      }
+    } finally {
       await rm(cachedir, { recursive: true, force: true })
     }
   })
 
+  it('reads back returns interleaved with other job records, including one larger than a read span', async () => {
+    await withCache(async (cache) => {
+      const a = jidAt('2024-05-08T00:00:00Z', 1)
+      const b = jidAt('2024-05-08T00:00:01Z', 2)
+      const value = (jid: string, i: number): unknown => (jid === a && i === 7 ? 'y'.repeat(5 << 20) : `${jid}/${i}`)
+      for (let i = 0; i < 30; i++) {
+        await Promise.all([a, b].map((jid) => cache.saveReturn(jid, `m${i}`, ret(jid, `m${i}`, value(jid, i)))))
+      }
+      for (const jid of [a, b]) {
+        const returns = (await cache.getJob(jid))?.returns ?? {}
+        expect(Object.keys(returns)).toEqual(Array.from({ length: 30 }, (_, i) => `m${i}`))
+        for (let i = 0; i < 30; i++) expect(returns[`m${i}`]?.return, `${jid} m${i}`).toEqual(value(jid, i))
+      }
+    })
+  })
+
   it('rejects minion ids and jids that could escape the directory, writing nothing', async () => {
-    const cachedir = await tempDir()
-    const cache = await new LocalJobCache({ cachedir }).open()
-    try {
+    await withCache(async (cache, cachedir) => {
       const jid = jidAt('2024-05-06T07:08:09Z', 11)
       await expect(cache.saveReturn(jid, '../../evil', ret(jid, '../../evil'))).rejects.toMatchObject({ name: 'InvalidMinionIdError' })
       await expect(cache.saveReturn('20240506070809000011_/../x', 'm', ret(jid, 'm'))).rejects.toMatchObject({ name: 'JobCacheError' })
       await expect(cache.saveJob('not-a-jid', {}, [])).rejects.toMatchObject({ name: 'JobCacheError' })
-      expect((await readdir(join(cachedir, 'jobs'))).sort()).toEqual(['.tmp'])
-    } finally {
+      expect(await readdir(join(cachedir, 'jobs'))).toEqual(['.lock'])
+    })
+  })
+
+  it('deletes the segment files of days entirely before the prune cutoff', async () => {
+    await withCache(async (cache, cachedir) => {
+      for (const jid of [jidAt('2024-02-01T12:00:00Z', 1), jidAt('2024-02-03T08:00:00Z', 2), jidAt('2024-02-03T12:00:00Z', 3)]) await cache.saveReturn(jid, 'm', ret(jid, 'm'))
+      expect(await cache.prune(new Date('2024-02-03T10:00:00Z'))).toBe(2)
+      expect((await readdir(join(cachedir, 'jobs'))).sort()).toEqual(['.lock', '20240203.log'])
+      // The day's file comes back when a return for it arrives.
+      const late = jidAt('2024-02-01T13:00:00Z', 4)
+      expect(await cache.saveReturn(late, 'm', ret(late, 'm'))).toBe(true)
+      expect((await cache.getJob(late))?.returns).toEqual({ m: ret(late, 'm') })
+    })
+  })
+
+  it('refuses a second open of the same cachedir while the first holds it, naming the pid', async () => {
+    await withCache(async (cache, cachedir) => {
+      const second = new LocalJobCache({ cachedir })
+      await expect(second.open()).rejects.toMatchObject({ name: 'JobCacheError', message: expect.stringContaining(`job cache ${join(cachedir, 'jobs')} is in use by pid ${process.pid}`) })
+      const jid = jidAt('2024-05-06T07:08:09Z', 12)
+      expect(await cache.saveReturn(jid, 'm', ret(jid, 'm'))).toBe(true) // the owner is unaffected
       await cache.close()
+      const third = await new LocalJobCache({ cachedir }).open()
+      try {
+        expect((await third.getJob(jid))?.returns).toEqual({ m: ret(jid, 'm') })
+      } finally {
+        await third.close()
+      }
+    })
+  })
+
+  it('takes over a stale lock left by a process that is no longer running', async () => {
+    const cachedir = await tempDir()
+    try {
+      await mkdir(join(cachedir, 'jobs'), { mode: 0o700 })
+      const dead = deadPid()
+      await writeFile(join(cachedir, 'jobs', '.lock'), `${dead}\n`)
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir, logger }).open()
+      try {
+        expect((await readFile(join(cachedir, 'jobs', '.lock'), 'utf8')).trim()).toBe(String(process.pid))
+        expect(lines.join('')).toContain(`pid ${dead}, which is not running`)
+      } finally {
+        await cache.close()
+      }
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  const tails: [string, (frameStart: Buffer) => Buffer][] = [
+    ['half a frame', (good) => good.subarray(0, Math.floor(good.length / 2))],
+    ['garbage bytes', () => Buffer.from('garbage, not a frame')],
+    ['zeros', () => Buffer.alloc(64)],
+    ['a whole frame with a bad checksum', (good) => Buffer.concat([good.subarray(0, 4), Buffer.from(good.subarray(4)).fill(7, 0, 4)])],
+  ]
+  it.each(tails)('truncates a torn tail (%s) on open with a warning and keeps working', async (_name, tail) => {
+    const cachedir = await tempDir()
+    try {
+      const jid = jidAt('2024-07-01T00:00:00Z', 1)
+      const first = await new LocalJobCache({ cachedir }).open()
+      await first.saveJob(jid, { jid, fun: 'test.ping' }, ['a', 'b'])
+      await first.saveReturn(jid, 'a', ret(jid, 'a'))
+      await first.close()
+      const segment = join(cachedir, 'jobs', '20240701.log')
+      const clean = await readFile(segment)
+      // A record as the cache would write it, for the tails made from one.
+      const probeDir = await tempDir()
+      const probe = await new LocalJobCache({ cachedir: probeDir }).open()
+      await probe.saveReturn(jid, 'b', ret(jid, 'b'))
+      await probe.close()
+      const record = await readFile(join(probeDir, 'jobs', '20240701.log'))
+      await rm(probeDir, { recursive: true, force: true })
+      await appendFile(segment, tail(record))
+
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir, logger }).open()
+      try {
+        expect(lines.join('')).toContain('truncating the torn tail')
+        expect(await readFile(segment)).toEqual(clean)
+        expect(await cache.getJob(jid)).toEqual({ jid, load: { jid, fun: 'test.ping' }, minions: ['a', 'b'], returns: { a: ret(jid, 'a') } })
+        expect(await cache.saveReturn(jid, 'b', ret(jid, 'b'))).toBe(true)
+      } finally {
+        await cache.close()
+      }
+      const reopened = await new LocalJobCache({ cachedir }).open()
+      try {
+        expect((await reopened.getJob(jid))?.returns).toEqual({ a: ret(jid, 'a'), b: ret(jid, 'b') })
+      } finally {
+        await reopened.close()
+      }
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  it('stops at corruption in the middle of a segment, logs it, keeps a copy and goes on working', async () => {
+    const cachedir = await tempDir()
+    try {
+      const jid = jidAt('2024-07-02T00:00:00Z', 1)
+      const first = await new LocalJobCache({ cachedir }).open()
+      await first.saveReturn(jid, 'a', ret(jid, 'a'))
+      const segment = join(cachedir, 'jobs', '20240702.log')
+      const afterA = (await stat(segment)).size
+      await first.saveReturn(jid, 'b', ret(jid, 'b'))
+      await first.saveReturn(jid, 'c', ret(jid, 'c'))
+      await first.close()
+      const bytes = await readFile(segment)
+      bytes[afterA + 20] = bytes[afterA + 20]! ^ 0xff // inside b's record
+      await writeFile(segment, bytes)
+
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir, logger }).open()
+      try {
+        expect(lines.join('')).toMatch(/checksum mismatch at offset \d+ .*records after it are dropped/)
+        expect((await readdir(join(cachedir, 'jobs'))).filter((n) => n.startsWith('20240702.log.corrupt-'))).toHaveLength(1)
+        expect((await cache.getJob(jid))?.returns).toEqual({ a: ret(jid, 'a') })
+        expect(await cache.saveReturn(jid, 'd', ret(jid, 'd'))).toBe(true)
+      } finally {
+        await cache.close()
+      }
+      const reopened = await new LocalJobCache({ cachedir }).open()
+      try {
+        expect((await reopened.getJob(jid))?.returns).toEqual({ a: ret(jid, 'a'), d: ret(jid, 'd') })
+      } finally {
+        await reopened.close()
+      }
+    } finally {
       await rm(cachedir, { recursive: true, force: true })
     }
   })
@@ -105,7 +285,7 @@ describe('LocalJobCache on disk', () => {
           if (line.startsWith('acked ')) acked.push(line.slice('acked '.length))
           if (acked.length === 200) {
             clearTimeout(timer)
-            child.kill('SIGKILL') // mid-stream: more saves are in flight
+            child.kill('SIGKILL') // mid-stream: 32 saves, a batch being written and the next queued, are in flight
             resolve()
           }
         })
