@@ -33,6 +33,8 @@ export interface FleetOptions {
   waitForMinions?: boolean
   /** Bound on every start-up wait, ms (default 30 s). */
   readyTimeoutMs?: number
+  /** Node options for every daemon and swarm process, e.g. `['--cpu-prof', '--cpu-prof-dir', dir]`. */
+  nodeArgs?: string[]
 }
 
 export interface RunResult {
@@ -320,6 +322,27 @@ export class Fleet {
     return process
   }
 
+  /** Writes one minion config directory (`<root>/minions/<id>/minion`) and returns it. */
+  private async writeMinionConfig(minion: FleetMinion): Promise<string> {
+    const dir = this.minionConfigDir(minion.id)
+    const ports = this.ports.get(minion.transport)
+    if (ports === undefined) throw new Error(`the fleet's master does not serve ${minion.transport}`)
+    await mkdir(dir, { recursive: true })
+    const config = {
+      root_dir: dir,
+      id: minion.id,
+      master: '127.0.0.1',
+      master_port: ports.ret,
+      publish_port: ports.publish,
+      transport: minion.transport,
+      acceptance_wait_time: 0.2,
+      grains: minion.grains ?? {},
+      ...minion.config,
+    }
+    await writeFile(join(dir, 'minion'), stringify(config))
+    return dir
+  }
+
   /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */
   waitForMinionStart(id: string, from = 0): Promise<void> {
     const tag = `salt/minion/${id}/start`
@@ -374,7 +397,7 @@ export class Fleet {
     for (const id of ids) await this.writeMinionConfig({ id, transport: options.transport, config: options.config })
     const args = [swarmBinPath, '--dir', join(this.root, 'minions'), '--prefix', options.prefix, '--count', String(options.count)]
     args.push('--batch', String(options.batch ?? 50), '-l', this.options.logLevel ?? 'warning')
-    const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
     if (child.pid !== undefined) this.spawnedPids.push(child.pid)
     const swarm: SwarmProcess = { process: new DaemonProcess(`brine-swarm ${options.prefix}*`, child), ids, transport: options.transport }
     this.swarms.push(swarm)
@@ -383,7 +406,7 @@ export class Fleet {
   }
 
   private spawnDaemon(name: string, args: string[], bin = name): DaemonProcess {
-    const child = spawn(process.execPath, [binPath(bin), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), binPath(bin), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
     if (child.pid !== undefined) this.spawnedPids.push(child.pid)
     return new DaemonProcess(name, child)
   }

@@ -1,0 +1,474 @@
+import { cpus, totalmem, type as osType, release } from 'node:os'
+import { performance } from 'node:perf_hooks'
+import { LocalClient, MasterEvent, parseReturnTag } from '@brine/client'
+import { Fleet, pidAlive, rssBytes, type TransportName } from './fleet.js'
+
+/** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
+export type BenchTransport = TransportName | 'both'
+export type MinionMode = 'procs' | 'swarm'
+
+export interface BenchCase {
+  transport: BenchTransport
+  n: number
+  mode: MinionMode
+}
+
+export interface BenchSettings {
+  /** Timed test.ping calls after warm-up (≥ 50; ≥ 20 at large N). */
+  latencyCalls: number
+  warmupCalls: number
+  /** Jobs of the throughput phase and how many may be in flight. */
+  throughputJobs: number
+  window: number
+  /** Jobs of the overload burst (no window). */
+  overloadJobs: number
+  /** Minion instances per brine-swarm process. */
+  swarmSize: number
+  /** Bound on each wait for returns, ms. */
+  jobTimeoutMs: number
+  /** Bound on connecting (launch → all answering), and on answering again after a restart, ms. */
+  connectTimeoutMs: number
+  /** Overload: stop waiting when no return came for this long, ms… */
+  overloadQuietMs: number
+  /** …or after this long (at most; 2 ms per expected return, at least 60 s). */
+  overloadMaxMs: number
+}
+
+export interface Stats {
+  count: number
+  min: number
+  median: number
+  p95: number
+  max: number
+}
+
+/** Returns of a set of jobs: expected (jobs × N), distinct (jid, id) received, lost = expected − received, duplicates seen. */
+export interface ReturnCounts {
+  expected: number
+  received: number
+  lost: number
+  duplicates: number
+}
+
+export interface CaseResult extends BenchCase {
+  /** Minions per transport (`both` splits them). */
+  split: Partial<Record<TransportName, number>>
+  connect: {
+    /** Launch → every transport's start-up line and the event bus connected. */
+    masterReadyMs: number
+    /** Launch → every minion's start event (key accepted, authenticated). */
+    allAcceptedMs: number
+    /** Launch → every minion answered one test.ping. */
+    allAnsweringMs: number
+  }
+  latency: ReturnCounts & { calls: number; ms: Stats }
+  throughput: ReturnCounts & { jobs: number; window: number; durationMs: number; jobsPerSec: number; returnsPerSec: number; jobMs: Stats }
+  memory: {
+    masterIdleBytes: number
+    masterWithMinionsBytes: number
+    masterAfterLoadBytes: number
+    /** One minion process, idle (procs mode). */
+    minionProcessIdleBytes: number | null
+    /** Each swarm process's RSS (swarm mode), and that divided by its minion count. */
+    swarmProcessBytes: number[] | null
+    swarmBytesPerMinion: number | null
+  }
+  restart: { masterReadyMs: number; allAnsweringMs: number }
+  overload: ReturnCounts & {
+    jobs: number
+    durationMs: number
+    returnsPerSec: number
+    masterPeakRssBytes: number
+    masterHwmBytes: number
+    /** Events the master's event bus dropped for slow subscribers, as it logged them (every 1,000th): a lower bound. */
+    busDroppedEvents: number
+  }
+  /** Every process the case started, each verified gone after the stop. */
+  pids: number[]
+  /** Set when the case failed; the other figures are then partial (zeros). */
+  error?: string
+  /** The daemons' warnings and errors (distinct lines, at most 20), to explain a loss. */
+  warnings?: string[]
+}
+
+export interface BenchResult {
+  version: 1
+  startedAt: string
+  finishedAt: string
+  command: string[]
+  machine: { cpus: number; cpuModel: string; totalmemBytes: number; node: string; os: string }
+  quick: boolean
+  settings: BenchSettings
+  cases: CaseResult[]
+  /** Pids still alive after the run (must be empty). */
+  leftoverPids: number[]
+}
+
+export type Phase = 'connect' | 'latency' | 'throughput' | 'restart' | 'overload' | 'stop'
+export const PHASES: readonly Phase[] = ['connect', 'latency', 'throughput', 'restart', 'overload', 'stop']
+
+export interface BenchHooks {
+  /** Called as each phase of a case begins. */
+  onPhase?: (benchCase: BenchCase, phase: Phase) => void
+  /** Called with each fleet as it starts and stops, so an interrupt can stop it. */
+  onFleet?: (fleet: Fleet, live: boolean) => void
+  logLevel?: string
+  /** Node options for the daemons (see FleetOptions.nodeArgs). */
+  nodeArgs?: string[]
+}
+
+export const QUICK_SETTINGS: BenchSettings = {
+  latencyCalls: 20,
+  warmupCalls: 3,
+  throughputJobs: 50,
+  window: 5,
+  overloadJobs: 50,
+  swarmSize: 500,
+  jobTimeoutMs: 15_000,
+  connectTimeoutMs: 60_000,
+  overloadQuietMs: 30_000,
+  overloadMaxMs: 300_000,
+}
+
+export const FULL_SETTINGS: BenchSettings = { ...QUICK_SETTINGS, latencyCalls: 50, throughputJobs: 200, overloadJobs: 200, jobTimeoutMs: 30_000, connectTimeoutMs: 120_000 }
+
+/** The matrix: quick = zeromq/tcp/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
+export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'both']): BenchCase[] {
+  const sizes: { n: number; mode: MinionMode }[] = quick
+    ? [
+        { n: 1, mode: 'procs' },
+        { n: 10, mode: 'procs' },
+      ]
+    : [
+        { n: 1, mode: 'procs' },
+        { n: 10, mode: 'procs' },
+        { n: 50, mode: 'procs' },
+        { n: 1000, mode: 'swarm' },
+      ]
+  return transports.flatMap((transport) => sizes.filter((size) => transport !== 'both' || size.n >= 2).map((size) => ({ transport, ...size })))
+}
+
+/** min / median / p95 / max (nearest-rank) of `values`; zeros when empty. */
+export function stats(values: readonly number[]): Stats {
+  if (values.length === 0) return { count: 0, min: 0, median: 0, p95: 0, max: 0 }
+  const sorted = [...values].sort((a, b) => a - b)
+  const rank = (p: number): number => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!
+  const round = (value: number): number => Math.round(value * 100) / 100
+  return { count: sorted.length, min: round(sorted[0]!), median: round(rank(0.5)), p95: round(rank(0.95)), max: round(sorted[sorted.length - 1]!) }
+}
+
+export function machineInfo(): BenchResult['machine'] {
+  const list = cpus()
+  return { cpus: list.length, cpuModel: list[0]?.model.trim() ?? 'unknown', totalmemBytes: totalmem(), node: process.version, os: `${osType()} ${release()}` }
+}
+
+/**
+ * Counts job returns on the master's event bus by (jid, id): each `salt/job/<jid>/ret/<id>` should
+ * arrive once, so a second one is a duplicate; lost = expected − distinct received.
+ */
+export class ReturnCounter {
+  private readonly seen = new Map<string, Set<string>>()
+  private readonly duplicatesOf = new Map<string, number>()
+  private readonly watchers = new Set<() => void>()
+  private readonly controller = new AbortController()
+  lastReturnAt = 0
+
+  constructor(bus: MasterEvent) {
+    void (async () => {
+      for await (const event of bus.iter({ match: 'salt/job/', hwm: 10_000_000, signal: this.controller.signal })) {
+        const parsed = parseReturnTag(event.tag)
+        if (parsed === undefined) continue
+        const ids = this.seen.get(parsed.jid) ?? new Set<string>()
+        this.seen.set(parsed.jid, ids)
+        if (ids.has(parsed.id)) this.duplicatesOf.set(parsed.jid, (this.duplicatesOf.get(parsed.jid) ?? 0) + 1)
+        ids.add(parsed.id)
+        this.lastReturnAt = performance.now()
+        for (const watcher of this.watchers) watcher()
+      }
+    })().catch(() => {})
+  }
+
+  received(jid: string): number {
+    return this.seen.get(jid)?.size ?? 0
+  }
+
+  counts(jids: readonly string[], perJob: number): ReturnCounts {
+    const received = jids.reduce((sum, jid) => sum + Math.min(perJob, this.received(jid)), 0)
+    const duplicates = jids.reduce((sum, jid) => sum + (this.duplicatesOf.get(jid) ?? 0), 0)
+    const expected = jids.length * perJob
+    return { expected, received, lost: expected - received, duplicates }
+  }
+
+  /** Resolves when every jid has `perJob` returns, or when none arrived for `quietMs` (bounded by `maxMs`). */
+  waitFor(jids: readonly string[], perJob: number, quietMs: number, maxMs: number): Promise<void> {
+    const started = performance.now()
+    return new Promise((resolve) => {
+      const done = (): boolean => jids.every((jid) => this.received(jid) >= perJob)
+      const finish = (): void => {
+        clearInterval(timer)
+        this.watchers.delete(check)
+        resolve()
+      }
+      const check = (): void => {
+        if (done()) finish()
+      }
+      const timer = setInterval(() => {
+        const now = performance.now()
+        if (now - started > maxMs || now - Math.max(started, this.lastReturnAt) > quietMs) finish()
+      }, 100)
+      this.watchers.add(check)
+      check()
+    })
+  }
+
+  close(): void {
+    this.controller.abort()
+  }
+}
+
+/** Publishes test.ping to all and waits for the returns; ms from publish to the last return, and who answered. */
+async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000): Promise<{ jid: string; ms: number; ids: Set<string> }> {
+  const started = performance.now()
+  const { jid, minions } = await client.runJob('*', 'test.ping', [], { timeout: timeoutMs })
+  const ids = new Set<string>()
+  if (minions.length > 0) {
+    for await (const item of client.getCliReturns(jid, minions, { timeout: timeoutMs, gatherJobTimeout: gatherMs })) {
+      if (item.status === 'returned') ids.add(item.id)
+    }
+  }
+  return { jid, ms: performance.now() - started, ids }
+}
+
+/** Polls test.ping (short timeouts) until all `n` minions answer one call; throws naming who was missing at `deadline`. */
+async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number): Promise<void> {
+  let best = 0
+  for (;;) {
+    try {
+      const { ids } = await pingAll(client(), Math.min(5000, 1000 + n * 5), 500)
+      best = Math.max(best, ids.size)
+      if (ids.size >= n) return
+    } catch (error) {
+      if (performance.now() > deadline) throw error
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    if (performance.now() > deadline) throw new Error(`not every minion answered test.ping in time: at best ${best} of ${n}`)
+  }
+}
+
+const zeroCounts = (): ReturnCounts => ({ expected: 0, received: 0, lost: 0, duplicates: 0 })
+
+function emptyCase(benchCase: BenchCase): CaseResult {
+  return {
+    ...benchCase,
+    split: {},
+    connect: { masterReadyMs: 0, allAcceptedMs: 0, allAnsweringMs: 0 },
+    latency: { ...zeroCounts(), calls: 0, ms: stats([]) },
+    throughput: { ...zeroCounts(), jobs: 0, window: 0, durationMs: 0, jobsPerSec: 0, returnsPerSec: 0, jobMs: stats([]) },
+    memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null },
+    restart: { masterReadyMs: 0, allAnsweringMs: 0 },
+    overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
+    pids: [],
+  }
+}
+
+/** Minions per transport: `both` gives zeromq the odd one. */
+export function splitMinions(transport: BenchTransport, n: number): Partial<Record<TransportName, number>> {
+  if (transport !== 'both') return { [transport]: n }
+  return { zeromq: Math.ceil(n / 2), tcp: Math.floor(n / 2) }
+}
+
+const round = (ms: number): number => Math.round(ms * 100) / 100
+
+/**
+ * Runs one case: a master and N minions in a temp root, the six phases, then stops everything it
+ * started and checks each pid is gone. A failing phase is recorded in `error`, never thrown.
+ */
+export async function runCase(benchCase: BenchCase, settings: BenchSettings, hooks: BenchHooks = {}): Promise<CaseResult> {
+  const result = emptyCase(benchCase)
+  const { n } = benchCase
+  const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
+  const split = splitMinions(benchCase.transport, n)
+  result.split = split
+  const transports = (Object.keys(split) as TransportName[]).filter((name) => (split[name] ?? 0) > 0 || benchCase.transport === 'both')
+  let fleet: Fleet | undefined
+  let client: LocalClient | undefined
+  let counter: ReturnCounter | undefined
+  let counterBus: MasterEvent | undefined
+  const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+  try {
+    phase('connect')
+    const launched = performance.now()
+    fleet = await Fleet.start({
+      minions: [],
+      transports,
+      logLevel: hooks.logLevel ?? 'warning',
+      nodeArgs: hooks.nodeArgs,
+      readyTimeoutMs: settings.connectTimeoutMs,
+      // The bench measures the transport, not find_job rounds: give slow large-N returns time.
+      masterConfig: { timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10 },
+    })
+    hooks.onFleet?.(fleet, true)
+    result.connect.masterReadyMs = round(performance.now() - launched)
+    result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
+    const from = fleet.startEventCount
+    const ids: string[] = []
+    for (const transport of ['zeromq', 'tcp'] as const) {
+      const count = split[transport] ?? 0
+      const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+      if (benchCase.mode === 'procs') {
+        for (let index = 0; index < count; index++) {
+          const id = `${short}-${index}`
+          ids.push(id)
+          await fleet.startMinion({ id, transport })
+        }
+      } else {
+        for (let first = 0, part = 0; first < count; first += settings.swarmSize, part++) {
+          const swarm = await fleet.startSwarm({ count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}-s${part}-` })
+          ids.push(...swarm.ids)
+        }
+      }
+    }
+    await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
+    result.connect.allAcceptedMs = round(performance.now() - launched)
+    client = newClient()
+    const deadline = launched + settings.connectTimeoutMs
+    await untilAllAnswer(() => client!, n, deadline)
+    result.connect.allAnsweringMs = round(performance.now() - launched)
+    result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+    const firstMinion = [...fleet.minions.values()][0]
+    if (firstMinion !== undefined) result.memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
+    if (fleet.swarms.length > 0) {
+      result.memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
+      const total = result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
+      result.memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
+    }
+    // Its own connection to the bus, so no other reader in this process can slow it down.
+    counterBus = new MasterEvent({ sockDir: fleet.sockDir, reconnect: { initial: 50, max: 500 } })
+    await counterBus.connect()
+    counter = new ReturnCounter(counterBus)
+
+    phase('latency')
+    for (let index = 0; index < settings.warmupCalls; index++) await pingAll(client, settings.jobTimeoutMs)
+    const latencies: number[] = []
+    const latencyJids: string[] = []
+    for (let index = 0; index < settings.latencyCalls; index++) {
+      const { jid, ms } = await pingAll(client, settings.jobTimeoutMs)
+      latencies.push(ms)
+      latencyJids.push(jid)
+    }
+    await counter.waitFor(latencyJids, n, 2000, settings.jobTimeoutMs)
+    result.latency = { ...counter.counts(latencyJids, n), calls: latencies.length, ms: stats(latencies) }
+
+    phase('throughput')
+    const jobMs: number[] = []
+    const throughputJids: string[] = []
+    let next = 0
+    const started = performance.now()
+    await Promise.all(
+      Array.from({ length: settings.window }, async () => {
+        while (next < settings.throughputJobs) {
+          next++
+          const { jid, ms } = await pingAll(client!, settings.jobTimeoutMs)
+          jobMs.push(ms)
+          throughputJids.push(jid)
+        }
+      }),
+    )
+    const durationMs = performance.now() - started
+    await counter.waitFor(throughputJids, n, 2000, settings.jobTimeoutMs)
+    const throughputCounts = counter.counts(throughputJids, n)
+    result.throughput = {
+      ...throughputCounts,
+      jobs: throughputJids.length,
+      window: settings.window,
+      durationMs: round(durationMs),
+      jobsPerSec: round((throughputJids.length * 1000) / durationMs),
+      returnsPerSec: round((throughputCounts.received * 1000) / durationMs),
+      jobMs: stats(jobMs),
+    }
+    result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
+
+    phase('restart')
+    await client.close()
+    await fleet.master.stop('SIGTERM')
+    const relaunched = performance.now()
+    await fleet.launchMaster()
+    result.restart.masterReadyMs = round(performance.now() - relaunched)
+    // The restarted master wrote a new root key: a new client reads it.
+    client = newClient()
+    await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs)
+    result.restart.allAnsweringMs = round(performance.now() - relaunched)
+
+    phase('overload')
+    const masterPid = fleet.master.pid
+    let peak = rssBytes(masterPid)
+    const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
+    const burstStart = performance.now()
+    const burst = await Promise.allSettled(Array.from({ length: settings.overloadJobs }, () => client!.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })))
+    const burstJids = burst.flatMap((outcome) => (outcome.status === 'fulfilled' && outcome.value !== '' ? [outcome.value] : []))
+    // An overloaded master may take a long while to answer the first return, and minions retry
+    // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
+    const expectedReturns = settings.overloadJobs * n
+    await counter.waitFor(burstJids, n, settings.overloadQuietMs, Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2)))
+    const lastReturn = counter.lastReturnAt
+    clearInterval(sampler)
+    peak = Math.max(peak, rssBytes(masterPid))
+    const counts = counter.counts(burstJids, n)
+    // A publish the master refused counts as all of its returns lost.
+    counts.expected = settings.overloadJobs * n
+    counts.lost = counts.expected - counts.received
+    const burstMs = Math.max(1, lastReturn - burstStart)
+    result.overload = {
+      ...counts,
+      jobs: settings.overloadJobs,
+      durationMs: round(burstMs),
+      returnsPerSec: round((counts.received * 1000) / burstMs),
+      masterPeakRssBytes: peak,
+      masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
+      busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
+    }
+    const refused = burst.find((outcome) => outcome.status === 'rejected')
+    if (refused !== undefined) result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
+  } catch (error) {
+    result.error = (error as Error).message.slice(0, 2000)
+  } finally {
+    phase('stop')
+    counter?.close()
+    await counterBus?.close().catch(() => {})
+    await client?.close().catch(() => {})
+    if (fleet !== undefined) {
+      const warnings = collectWarnings([fleet.master, ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)].map((daemon) => daemon.stderr))
+      if (warnings.length > 0) result.warnings = warnings
+      result.pids = [...fleet.spawnedPids]
+      await fleet.stop()
+      hooks.onFleet?.(fleet, false)
+      const alive = await waitGone(result.pids, 10_000)
+      if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
+    }
+  }
+  return result
+}
+
+/** Waits (bounded) until none of `pids` is running; the ones still running. */
+export async function waitGone(pids: readonly number[], ms: number): Promise<number[]> {
+  const deadline = performance.now() + ms
+  for (;;) {
+    const alive = pids.filter(pidAlive)
+    if (alive.length === 0 || performance.now() > deadline) return alive
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+/** Distinct WARNING/ERROR lines of the daemons' stderr (numbers masked so repeats collapse), at most 20. */
+function collectWarnings(outputs: readonly string[]): string[] {
+  const seen = new Map<string, string>()
+  for (const output of outputs) {
+    for (const line of output.split('\n')) {
+      if (!/\[(WARNING|ERROR|CRITICAL)/.test(line)) continue
+      const key = line.replace(/^\S+ /, '').replace(/[0-9a-f]{6,}|\d+/g, '#')
+      // The latest of a repeated line: "… 3000 event(s) dropped so far" says more than "… 1 …".
+      if (seen.has(key) || seen.size < 20) seen.set(key, line.slice(0, 300))
+    }
+  }
+  return [...seen.values()]
+}

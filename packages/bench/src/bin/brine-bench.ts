@@ -1,0 +1,168 @@
+import { rmSync } from 'node:fs'
+import { mkdir, writeFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import cliProgress from 'cli-progress'
+import {
+  benchMatrix,
+  FULL_SETTINGS,
+  machineInfo,
+  PHASES,
+  QUICK_SETTINGS,
+  runCase,
+  waitGone,
+  type BenchCase,
+  type BenchResult,
+  type BenchTransport,
+  type CaseResult,
+} from '../bench.js'
+import { killAllFleetProcesses, type Fleet } from '../fleet.js'
+import { markdownReport, svgChart } from '../report.js'
+
+const USAGE = `usage: brine-bench [options]
+
+Starts a real master and N minions per transport on loopback, measures connect, latency,
+throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json,md,svg}.
+
+  --quick                 reduced matrix for CI: zeromq, tcp, both × N ∈ {1, 10}, fewer calls
+  --transports <list>     zeromq,tcp,both (default all three)
+  --n <list>              minion counts (default 1,10,50,1000; quick 1,10)
+  --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
+  --swarm                 run every N as swarm minions
+  --swarm-size <k>        minions per brine-swarm process (default 500)
+  --calls <n>             timed test.ping calls (default 50; quick 20)
+  --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
+  --burst <n>             overload burst jobs (default 200; quick 50)
+  --out-dir <dir>         where results go (default ./bench-results)
+  -l, --log-level <lvl>   daemons' log level (default warning)
+  --cpu-prof <dir>        profile the master, minions and swarms (node --cpu-prof) into <dir>
+  -h, --help
+`
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    transports: { type: 'string' },
+    n: { type: 'string' },
+    procs: { type: 'string', default: '50' },
+    swarm: { type: 'boolean', default: false },
+    'swarm-size': { type: 'string' },
+    calls: { type: 'string' },
+    jobs: { type: 'string' },
+    burst: { type: 'string' },
+    'out-dir': { type: 'string', default: 'bench-results' },
+    'log-level': { type: 'string', short: 'l', default: 'warning' },
+    'cpu-prof': { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+})
+if (values.help) {
+  process.stdout.write(USAGE)
+  process.exit(0)
+}
+
+const fail = (message: string): never => {
+  process.stderr.write(`brine-bench: ${message}\n${USAGE}`)
+  process.exit(2)
+}
+const positive = (text: string | undefined, flag: string): number | undefined => {
+  if (text === undefined) return undefined
+  const value = Number(text)
+  if (!Number.isInteger(value) || value <= 0) fail(`${flag} wants a positive integer, not '${text}'`)
+  return value
+}
+
+const quick = values.quick
+const settings = { ...(quick ? QUICK_SETTINGS : FULL_SETTINGS) }
+settings.latencyCalls = positive(values.calls, '--calls') ?? settings.latencyCalls
+settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughputJobs
+settings.overloadJobs = positive(values.burst, '--burst') ?? settings.overloadJobs
+settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
+const procsMax = positive(values.procs, '--procs') ?? 50
+const transports = (values.transports ?? 'zeromq,tcp,both').split(',').map((name) => name.trim())
+for (const name of transports) if (!['zeromq', 'tcp', 'both'].includes(name)) fail(`unknown transport '${name}' (zeromq, tcp or both)`)
+let cases: BenchCase[] = benchMatrix(quick, transports as BenchTransport[])
+if (values.n !== undefined) {
+  const sizes = values.n.split(',').map((text) => positive(text.trim(), '--n')!)
+  cases = (transports as BenchTransport[]).flatMap((transport) =>
+    sizes.filter((n) => transport !== 'both' || n >= 2).map((n): BenchCase => ({ transport, n, mode: n > procsMax ? 'swarm' : 'procs' })),
+  )
+}
+if (values.swarm) cases = cases.map((benchCase) => ({ ...benchCase, mode: 'swarm' }))
+
+// Progress: a bar on a terminal, plain lines otherwise (CI logs).
+const total = cases.length * PHASES.length
+const bar = process.stderr.isTTY
+  ? new cliProgress.SingleBar(
+      { format: 'brine-bench {bar} {value}/{total} | {label}', stream: process.stderr, hideCursor: true, clearOnComplete: false },
+      cliProgress.Presets.shades_classic,
+    )
+  : undefined
+bar?.start(total, 0, { label: 'starting' })
+let step = 0
+const onPhase = (benchCase: BenchCase, phase: string): void => {
+  const label = `${benchCase.transport} N=${benchCase.n} (${benchCase.mode}): ${phase}`
+  if (bar !== undefined) bar.update(step, { label })
+  else process.stderr.write(`brine-bench: ${label}\n`)
+  step++
+}
+
+// Ctrl-C / SIGTERM: kill every process the fleets started (by pid, as groups), check each is gone, exit 130.
+const liveFleets = new Set<Fleet>()
+const startedPids = new Set<number>()
+let interrupted = false
+const onSignal = (signal: NodeJS.Signals): void => {
+  if (interrupted) return
+  interrupted = true
+  bar?.stop()
+  process.stderr.write(`\nbrine-bench: ${signal}: stopping every process it started\n`)
+  for (const fleet of liveFleets) for (const pid of fleet.spawnedPids) startedPids.add(pid)
+  killAllFleetProcesses()
+  void waitGone([...startedPids], 5000).then((alive) => {
+    for (const fleet of liveFleets) rmSync(fleet.root, { recursive: true, force: true })
+    if (alive.length > 0) process.stderr.write(`brine-bench: still alive: ${alive.join(', ')}\n`)
+    else process.stderr.write(`brine-bench: stopped pids ${[...startedPids].join(',')}; none left\n`)
+    process.exit(130)
+  })
+}
+process.on('SIGINT', onSignal)
+process.on('SIGTERM', onSignal)
+
+const startedAt = new Date()
+const results: CaseResult[] = []
+for (const benchCase of cases) {
+  const result = await runCase(benchCase, settings, {
+    onPhase,
+    logLevel: values['log-level'],
+    nodeArgs: values['cpu-prof'] === undefined ? undefined : ['--cpu-prof', '--cpu-prof-dir', resolve(values['cpu-prof'])],
+    onFleet: (fleet, live) => (live ? liveFleets.add(fleet) : liveFleets.delete(fleet)),
+  })
+  for (const pid of result.pids) startedPids.add(pid)
+  results.push(result)
+  if (bar === undefined && result.error !== undefined) process.stderr.write(`brine-bench: ${benchCase.transport} N=${benchCase.n}: ${result.error}\n`)
+}
+bar?.update(total, { label: 'done' })
+bar?.stop()
+
+const result: BenchResult = {
+  version: 1,
+  startedAt: startedAt.toISOString(),
+  finishedAt: new Date().toISOString(),
+  command: ['brine-bench', ...process.argv.slice(2)],
+  machine: machineInfo(),
+  quick,
+  settings,
+  cases: results,
+  leftoverPids: await waitGone([...startedPids], 5000),
+}
+const outDir = resolve(values['out-dir'])
+await mkdir(outDir, { recursive: true })
+const stamp = result.startedAt.replace(/:/g, '-').replace(/\.\d+Z$/, 'Z')
+const base = join(outDir, stamp)
+const markdown = markdownReport(result)
+await writeFile(`${base}.json`, `${JSON.stringify(result, null, 2)}\n`)
+await writeFile(`${base}.md`, markdown)
+await writeFile(`${base}.svg`, svgChart(result))
+process.stdout.write(`${markdown}\nWrote ${base}.json, .md and .svg\n`)
+const failed = results.filter((item) => item.error !== undefined).length
+process.exit(failed > 0 || result.leftoverPids.length > 0 ? 1 : 0)

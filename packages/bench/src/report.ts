@@ -1,0 +1,140 @@
+import type { BenchResult, BenchTransport, CaseResult } from './bench.js'
+
+const MiB = 1024 * 1024
+const mib = (bytes: number | null): string => (bytes === null || bytes === 0 ? '–' : (bytes / MiB).toFixed(1))
+const ms = (value: number): string => (value >= 100 ? value.toFixed(0) : value.toFixed(1))
+const int = (value: number): string => Math.round(value).toLocaleString('en-US')
+
+/** The issue's targets, checked against a result: [what, target, measured, met]. */
+export function targetChecks(result: BenchResult): { what: string; target: string; measured: string; met: boolean }[] {
+  const checks: { what: string; target: string; measured: string; met: boolean }[] = []
+  const worst = (cases: CaseResult[], pick: (c: CaseResult) => number): number => Math.max(...cases.map(pick))
+  const add = (what: string, target: string, cases: CaseResult[], pick: (c: CaseResult) => number, limit: number, format: (v: number) => string, atLeast = false): void => {
+    if (cases.length === 0) return
+    const value = atLeast ? Math.min(...cases.map(pick)) : worst(cases, pick)
+    checks.push({ what, target, measured: format(value), met: atLeast ? value >= limit : value <= limit })
+  }
+  const at = (n: number, mode?: string): CaseResult[] => result.cases.filter((c) => c.n === n && (mode === undefined || c.mode === mode) && c.error === undefined)
+  add('test.ping median, N=1', '≤ 5 ms', at(1), (c) => c.latency.ms.median, 5, (v) => `${ms(v)} ms`)
+  add('test.ping median, N=50', '≤ 50 ms', at(50), (c) => c.latency.ms.median, 50, (v) => `${ms(v)} ms`)
+  add('test.ping median, N=1,000 swarm', '≤ 500 ms', at(1000, 'swarm'), (c) => c.latency.ms.median, 500, (v) => `${ms(v)} ms`)
+  add('returns/s, N=1,000 swarm, 5 in flight', '≥ 10,000', at(1000, 'swarm'), (c) => c.throughput.returnsPerSec, 10_000, int, true)
+  const procs = result.cases.filter((c) => c.memory.minionProcessIdleBytes !== null)
+  add('one idle minion process RSS', '≤ 60 MiB', procs, (c) => c.memory.minionProcessIdleBytes ?? 0, 60 * MiB, (v) => `${mib(v)} MiB`)
+  // With the minions connected, before load: after load the in-memory job cache holds every return (keep_jobs).
+  add('master RSS with 1,000 minions', '≤ 250 MiB', at(1000), (c) => c.memory.masterWithMinionsBytes, 250 * MiB, (v) => `${mib(v)} MiB`)
+  add('1,000 connected and answering after launch', '≤ 15 s', at(1000), (c) => c.connect.allAnsweringMs, 15_000, (v) => `${(v / 1000).toFixed(1)} s`)
+  add('1,000 answering after a master restart', '≤ 5 s', at(1000), (c) => c.restart.allAnsweringMs, 5000, (v) => `${(v / 1000).toFixed(1)} s`)
+  const ok = result.cases.filter((c) => c.error === undefined)
+  add('lost returns, every phase', '0', ok, (c) => c.latency.lost + c.throughput.lost + c.overload.lost, 0, int)
+  add('duplicate returns, every phase', '0', ok, (c) => c.latency.duplicates + c.throughput.duplicates + c.overload.duplicates, 0, int)
+  return checks
+}
+
+/** The result as Markdown: machine and command, then latency/throughput, memory/restart/overload, and the targets. */
+export function markdownReport(result: BenchResult): string {
+  const m = result.machine
+  const lines = [
+    `# Brine bench ${result.startedAt}`,
+    '',
+    `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}${result.quick ? ' (quick)' : ''}`,
+    '',
+    '## Connect, latency and throughput',
+    '',
+    '| transport | N | minions | master ready ms | all answering ms | ping median / p95 / max ms | jobs/s | returns/s | job median / p95 ms | lost | dup |',
+    '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ]
+  for (const c of result.cases) {
+    const l = c.latency.ms
+    const t = c.throughput
+    lines.push(
+      `| ${c.transport} | ${int(c.n)} | ${c.mode} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAnsweringMs)} | ${ms(l.median)} / ${ms(l.p95)} / ${ms(l.max)} | ${t.jobsPerSec.toFixed(1)} | ${int(t.returnsPerSec)} | ${ms(t.jobMs.median)} / ${ms(t.jobMs.p95)} | ${c.latency.lost + t.lost} | ${c.latency.duplicates + t.duplicates} |`,
+    )
+  }
+  lines.push(
+    '',
+    '## Memory, restart and overload',
+    '',
+    '| transport | N | master MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / dup | master peak MiB |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  )
+  for (const c of result.cases) {
+    const mem = c.memory
+    lines.push(
+      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
+    )
+  }
+  const failed = result.cases.filter((c) => c.error !== undefined)
+  if (failed.length > 0) {
+    lines.push('', '## Errors', '')
+    for (const c of failed) lines.push(`- ${c.transport} N=${c.n}: ${c.error!.split('\n')[0]}`)
+  }
+  const checks = targetChecks(result)
+  if (checks.length > 0) {
+    lines.push('', '## Targets', '', '| figure | target | measured | met |', '| --- | --- | --- | --- |')
+    for (const check of checks) lines.push(`| ${check.what} | ${check.target} | ${check.measured} | ${check.met ? 'yes' : '**no**'} |`)
+  }
+  lines.push(`\nLeft-over processes after the run: ${result.leftoverPids.length === 0 ? 'none' : result.leftoverPids.join(', ')}.\n`)
+  return lines.join('\n')
+}
+
+const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', both: '#2ca02c' }
+const escape = (text: string): string => text.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+
+/**
+ * Two grouped bar charts side by side (log scale): test.ping median latency and throughput
+ * returns/s, one group per N, one bar per transport. Hand-built SVG, no chart library.
+ */
+export function svgChart(result: BenchResult): string {
+  const transports = (['zeromq', 'tcp', 'both'] as const).filter((t) => result.cases.some((c) => c.transport === t))
+  const sizes = [...new Set(result.cases.map((c) => c.n))].sort((a, b) => a - b)
+  const panelW = 420
+  const panelH = 300
+  const margin = { left: 60, top: 40, bottom: 50 }
+  const width = margin.left + panelW * 2 + 80
+  const height = margin.top + panelH + margin.bottom + 30
+  const parts: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+  ]
+  const panel = (x0: number, title: string, unit: string, pick: (c: CaseResult) => number): void => {
+    const values = result.cases.map(pick).filter((v) => v > 0)
+    const lo = Math.floor(Math.log10(Math.max(Math.min(...values, 1), 1e-3)))
+    const hi = Math.max(lo + 1, Math.ceil(Math.log10(Math.max(...values, 10))))
+    const plotW = panelW - 40
+    const y = (v: number): number => margin.top + panelH - ((Math.log10(Math.max(v, 10 ** lo)) - lo) / (hi - lo)) * panelH
+    parts.push(`<text x="${x0 + plotW / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">${escape(title)}</text>`)
+    for (let e = lo; e <= hi; e++) {
+      const yy = y(10 ** e)
+      parts.push(`<line x1="${x0}" x2="${x0 + plotW}" y1="${yy}" y2="${yy}" stroke="#ddd"/>`)
+      parts.push(`<text x="${x0 - 6}" y="${yy + 4}" text-anchor="end">${10 ** e >= 1 ? int(10 ** e) : (10 ** e).toString()}</text>`)
+    }
+    parts.push(`<text x="${x0 - 45}" y="${margin.top + panelH / 2}" transform="rotate(-90 ${x0 - 45} ${margin.top + panelH / 2})" text-anchor="middle">${escape(unit)} (log)</text>`)
+    parts.push(`<line x1="${x0}" x2="${x0 + plotW}" y1="${margin.top + panelH}" y2="${margin.top + panelH}" stroke="#333"/>`)
+    const groupW = plotW / Math.max(1, sizes.length)
+    const barW = Math.min(28, (groupW * 0.8) / Math.max(1, transports.length))
+    sizes.forEach((n, g) => {
+      const gx = x0 + g * groupW + (groupW - barW * transports.length) / 2
+      transports.forEach((t, i) => {
+        const c = result.cases.find((item) => item.n === n && item.transport === t)
+        if (c === undefined) return
+        const v = pick(c)
+        const top = y(v)
+        const bottom = margin.top + panelH
+        parts.push(`<rect x="${gx + i * barW}" y="${top}" width="${barW - 2}" height="${Math.max(0, bottom - top)}" fill="${COLOURS[t]}"><title>${t} N=${n}: ${v.toFixed(2)} ${escape(unit)}</title></rect>`)
+        parts.push(`<text x="${gx + i * barW + (barW - 2) / 2}" y="${top - 3}" text-anchor="middle" font-size="9">${v >= 1000 ? `${(v / 1000).toFixed(1)}k` : v >= 100 ? int(v) : v.toFixed(1)}</text>`)
+      })
+      parts.push(`<text x="${x0 + g * groupW + groupW / 2}" y="${margin.top + panelH + 16}" text-anchor="middle">N=${int(n)}${n >= 1000 ? ' (swarm)' : ''}</text>`)
+    })
+  }
+  panel(margin.left, 'test.ping median latency', 'ms', (c) => c.latency.ms.median)
+  panel(margin.left + panelW + 40, 'throughput (5 jobs in flight)', 'returns/s', (c) => c.throughput.returnsPerSec)
+  transports.forEach((t, i) => {
+    const lx = margin.left + i * 110
+    const ly = height - 14
+    parts.push(`<rect x="${lx}" y="${ly - 10}" width="12" height="12" fill="${COLOURS[t]}"/><text x="${lx + 16}" y="${ly}">${t}</text>`)
+  })
+  parts.push(`<text x="${width - 10}" y="${height - 4}" text-anchor="end" font-size="10" fill="#666">${escape(`${result.startedAt} · ${result.machine.cpus} cores · Node ${result.machine.node}`)}</text>`)
+  parts.push('</svg>')
+  return parts.join('\n')
+}

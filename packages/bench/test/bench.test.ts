@@ -1,0 +1,181 @@
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { benchMatrix, stats, type BenchResult } from '../src/bench.js'
+import { LocalClient } from '@brine/client'
+import { Fleet, pidAlive } from '../src/fleet.js'
+import { markdownReport, svgChart } from '../src/report.js'
+
+const BIN = fileURLToPath(new URL('../dist/bin/brine-bench.js', import.meta.url))
+
+describe('stats and matrix', () => {
+  it('computes nearest-rank min / median / p95 / max', () => {
+    const values = Array.from({ length: 100 }, (_, index) => 100 - index)
+    expect(stats(values)).toEqual({ count: 100, min: 1, median: 50, p95: 95, max: 100 })
+    expect(stats([])).toEqual({ count: 0, min: 0, median: 0, p95: 0, max: 0 })
+  })
+
+  it('runs both transports at N ∈ {1, 10} when quick, and 1,000 swarm minions in the full matrix', () => {
+    expect(benchMatrix(true).map((c) => `${c.transport}:${c.n}:${c.mode}`)).toEqual(['zeromq:1:procs', 'zeromq:10:procs', 'tcp:1:procs', 'tcp:10:procs', 'both:10:procs'])
+    expect(benchMatrix(false).filter((c) => c.mode === 'swarm').map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1000', 'tcp:1000', 'both:1000'])
+  })
+})
+
+function requireBuilt(): void {
+  if (!existsSync(BIN)) throw new Error(`${BIN} does not exist: run \`npm run build\` first (the root \`npm test\` does)`)
+}
+
+// The real thing: `brine-bench --quick` as a process against the built daemons (`npm run build` first).
+describe('brine-bench --quick', () => {
+  let outDir: string
+  let code: number | null = null
+  let stderr = ''
+  let result: BenchResult
+
+  beforeAll(async () => {
+    requireBuilt()
+    outDir = await mkdtemp(join(tmpdir(), 'brine-bench-test-'))
+    const child = spawn(process.execPath, [BIN, '--quick', '--out-dir', outDir], { stdio: ['ignore', 'pipe', 'pipe'] })
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.stdout.resume()
+    code = await new Promise<number | null>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGINT') // the bench stops its fleets on SIGINT
+        reject(new Error(`brine-bench --quick did not finish within 150 s:\n${stderr}`))
+      }, 150_000)
+      child.once('exit', (exitCode) => {
+        clearTimeout(timer)
+        resolve(exitCode)
+      })
+    })
+    const files = await readdir(outDir)
+    const json = files.find((file) => file.endsWith('.json'))
+    if (json === undefined) throw new Error(`no result file in ${outDir} (${files.join(', ')}):\n${stderr}`)
+    result = JSON.parse(await readFile(join(outDir, json), 'utf8')) as BenchResult
+  }, 170_000)
+
+  afterAll(async () => {
+    if (outDir !== undefined) await rm(outDir, { recursive: true, force: true })
+  })
+
+  it('exits 0 and writes the JSON, Markdown and SVG side by side', async () => {
+    expect(code, stderr).toBe(0)
+    const files = (await readdir(outDir)).sort()
+    const base = files[0]!.replace(/\.[a-z]+$/, '')
+    expect(files).toEqual([`${base}.json`, `${base}.md`, `${base}.svg`])
+    expect(await readFile(join(outDir, `${base}.svg`), 'utf8')).toMatch(/^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"[\s\S]*<\/svg>$/)
+    expect(await readFile(join(outDir, `${base}.md`), 'utf8')).toContain('| both | 10 | procs |')
+  })
+
+  it('records the machine, the command and every case of the quick matrix', () => {
+    expect(result.version).toBe(1)
+    expect(result.quick).toBe(true)
+    expect(result.command).toEqual(['brine-bench', '--quick', '--out-dir', outDir])
+    expect(result.machine.cpus).toBeGreaterThan(0)
+    expect(typeof result.machine.node).toBe('string')
+    expect(result.cases.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'zeromq:10', 'tcp:1', 'tcp:10', 'both:10'])
+    expect(result.cases.find((c) => c.transport === 'both')?.split).toEqual({ zeromq: 5, tcp: 5 })
+  })
+
+  it('has every figure, and every job got all of its returns exactly once', () => {
+    for (const c of result.cases) {
+      const where = `${c.transport} N=${c.n}`
+      expect(c.error, where).toBeUndefined()
+      for (const phase of [c.latency, c.throughput, c.overload]) {
+        expect(phase.expected, where).toBeGreaterThan(0)
+        expect({ where, lost: phase.lost, duplicates: phase.duplicates, received: phase.received }).toEqual({ where, lost: 0, duplicates: 0, received: phase.expected })
+      }
+      expect(c.latency.calls).toBe(result.settings.latencyCalls)
+      expect(c.latency.expected).toBe(c.latency.calls * c.n)
+      expect(c.throughput.jobs).toBe(result.settings.throughputJobs)
+      expect(c.overload.expected).toBe(result.settings.overloadJobs * c.n)
+      for (const distribution of [c.latency.ms, c.throughput.jobMs]) {
+        expect(distribution.min).toBeLessThanOrEqual(distribution.median)
+        expect(distribution.median).toBeLessThanOrEqual(distribution.p95)
+        expect(distribution.p95).toBeLessThanOrEqual(distribution.max)
+      }
+      expect(c.connect.allAnsweringMs).toBeGreaterThanOrEqual(c.connect.masterReadyMs)
+      expect(c.restart.allAnsweringMs).toBeGreaterThan(0)
+      expect(c.memory.masterIdleBytes).toBeGreaterThan(0)
+      expect(c.memory.minionProcessIdleBytes).toBeGreaterThan(0)
+      expect(c.overload.masterPeakRssBytes).toBeGreaterThan(0)
+    }
+  })
+
+  it('leaves no process behind: every pid it reports is gone', () => {
+    expect(result.leftoverPids).toEqual([])
+    const pids = result.cases.flatMap((c) => c.pids)
+    // A master, N minions and the restarted master per case.
+    expect(pids.length).toBe(result.cases.reduce((sum, c) => sum + c.n + 2, 0))
+    expect(pids.filter(pidAlive)).toEqual([])
+  })
+
+  it('renders the same result as Markdown and SVG in process', () => {
+    expect(markdownReport(result)).toContain('## Targets')
+    expect(svgChart(result)).toContain('test.ping median latency')
+  })
+})
+
+describe('brine-bench interrupted', () => {
+  it('stops every process it started on SIGINT and exits 130', async () => {
+    requireBuilt()
+    const outDir = await mkdtemp(join(tmpdir(), 'brine-bench-int-'))
+    const child = spawn(process.execPath, [BIN, '--transports', 'tcp', '--n', '3', '--calls', '500', '--out-dir', outDir], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stdout.resume()
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)))
+    try {
+      // Interrupt in the middle of the latency phase, with a master and 3 minions running.
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`brine-bench never reached the latency phase:\n${stderr}`)), 60_000)
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString()
+          if (stderr.includes('latency')) {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+      })
+      child.kill('SIGINT')
+      const code = await Promise.race([exited, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 20_000))])
+      expect(code, stderr).toBe(130)
+      const match = /stopped pids ([\d,]+); none left/.exec(stderr)
+      expect(match, stderr).not.toBeNull()
+      const pids = match![1]!.split(',').map(Number)
+      expect(pids).toHaveLength(4) // the master and 3 minions
+      expect(pids.filter(pidAlive)).toEqual([])
+      expect(await readdir(outDir)).toEqual([]) // an interrupted run writes no result
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL')
+      await rm(outDir, { recursive: true, force: true })
+    }
+  }, 90_000)
+})
+
+describe('Fleet.startSwarm', () => {
+  it('runs real minions in one process, each with its own id and keys, and stops them all', async () => {
+    requireBuilt()
+    const fleet = await Fleet.start({ minions: [], transports: ['tcp'] })
+    try {
+      const swarm = await fleet.startSwarm({ count: 4, transport: 'tcp', prefix: 'sw-' })
+      expect(swarm.ids).toEqual(['sw-0', 'sw-1', 'sw-2', 'sw-3'])
+      await Promise.all(swarm.ids.map((id) => fleet.waitForMinionStart(id)))
+      const client = new LocalClient({ configDir: fleet.masterConfigDir })
+      try {
+        expect(await client.cmd('*', 'test.ping', [], { timeout: 10_000 })).toEqual({ 'sw-0': true, 'sw-1': true, 'sw-2': true, 'sw-3': true })
+      } finally {
+        await client.close()
+      }
+      // Separate key pairs: four distinct public keys, accepted under four names.
+      const keys = await Promise.all(swarm.ids.map((id) => readFile(join(fleet.minionConfigDir(id), 'etc/brine/pki/minion/minion.pub'), 'utf8')))
+      expect(new Set(keys).size).toBe(4)
+    } finally {
+      await fleet.stop()
+    }
+    expect(fleet.spawnedPids.filter(pidAlive)).toEqual([])
+  }, 60_000)
+})
