@@ -249,8 +249,8 @@ export class Master {
       this.#pool?.close() ?? Promise.resolve(),
       this.bus.close(),
     ])
-    // The job cache goes last: requests still being handled above may be writing returns to it.
-    results.push(...(await Promise.allSettled([this.jobs.close()])))
+    // The job cache goes last: requests still being handled above may be writing returns and job records to it.
+    results.push(...(await Promise.allSettled([(this.#handler?.settle() ?? Promise.resolve()).then(() => this.jobs.close())])))
     this.#state = 'stopped'
     for (const result of results) {
       if (result.status === 'rejected') this.#logger.warning(`master stop: ${String(result.reason)}`)

@@ -75,10 +75,17 @@ const isMap = (value: unknown): value is Record<string, unknown> => typeof value
 export class MasterRequestHandler {
   readonly #o: MasterRequestHandlerOptions
   readonly #logger: Logger
+  /** Job records still being written; {@link settle} waits for them before the cache is closed. */
+  readonly #pendingJobSaves = new Set<Promise<void>>()
 
   constructor(options: MasterRequestHandlerOptions) {
     this.#o = options
     this.#logger = options.logger ?? silentLogger
+  }
+
+  /** Resolves once every job record handed to the cache has been written (or failed and been logged). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.#pendingJobSaves])
   }
 
   /** The transport's RequestHandler. */
@@ -175,7 +182,13 @@ export class MasterRequestHandler {
     }
     if (publish.to !== undefined) job['to'] = publish.to
     if (this.#o.masterId !== undefined) job['master_id'] = this.#o.masterId
-    await this.#o.jobs.saveJob(jid, job, minions)
+    // The job record need not be on disk before the publish: a return for a jid the cache has not recorded yet
+    // is kept all the same, so waiting for this write would only add a disk sync to every job's latency.
+    const saving = this.#o.jobs.saveJob(jid, job, minions).catch((error: unknown) => {
+      this.#logger.error(`job cache: could not save job ${jid}: ${(error as Error).message}`)
+    })
+    this.#pendingJobSaves.add(saving)
+    void saving.finally(() => this.#pendingJobSaves.delete(saving))
     // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
     this.#o.bus.fire(jobNewTag(jid), { jid, tgt_type: publish.tgt_type, tgt: publish.tgt, user: publish.user, fun: publish.fun, arg: publish.arg, minions, missing: [] })
     const envelope = await this.#o.pool.run(jid, { op: 'seal-publish', load: job, session: this.#o.session() })
