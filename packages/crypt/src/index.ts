@@ -44,7 +44,7 @@ export {
   type LoadedKeys,
   type LoadKeysOptions,
 } from './keys.js'
-export { signDetached, verifyDetached, SIGNATURE_BYTES } from './sign.js'
+export { signDetached, verifyCounters, verifyDetached, verifyDetachedCached, SIGNATURE_BYTES } from './sign.js'
 export * from './pki-store.js'
 export * from './session.js'
 export * from './box.js'

@@ -1,4 +1,4 @@
-import { createPrivateKey, createPublicKey, sign as nativeSign, verify as nativeVerify, type KeyObject } from 'node:crypto'
+import { createHash, createPrivateKey, createPublicKey, sign as nativeSign, verify as nativeVerify, type KeyObject } from 'node:crypto'
 import { isBytes } from './bytes.js'
 
 /**
@@ -69,8 +69,41 @@ export function signDetached(data: Uint8Array, secretKey: Uint8Array): Uint8Arra
 export function verifyDetached(signature: unknown, data: Uint8Array, publicKey: unknown): boolean {
   if (!isBytes(signature, SIGNATURE_BYTES) || !isBytes(publicKey, 32)) return false
   try {
+    verifyCounters.native++
     return nativeVerify(null, data, verifyingKeyObject(publicKey), signature)
   } catch {
     return false
   }
+}
+
+/** Verifications done, for tests and benchmarks: `native` ran OpenSSL, `cached` were answered by {@link verifyDetachedCached}. */
+export const verifyCounters = { native: 0, cached: 0 }
+
+/** Successful verifications remembered, least recently used first. */
+const VERIFIED_CACHE_LIMIT = 256
+const verified = new Map<string, true>()
+
+/**
+ * {@link verifyDetached} that remembers successes process-wide, for bytes many verifiers in one
+ * process check alike (every minion of a swarm verifies the same publish). The key is sha256 over
+ * public key ‖ signature ‖ data; key and signature have fixed lengths, so the concatenation is
+ * unambiguous and a hit is only possible for the very same three. Failures are never cached:
+ * they are rare, and caching them would let garbage fill the cache.
+ */
+export function verifyDetachedCached(signature: unknown, data: Uint8Array, publicKey: unknown): boolean {
+  if (!isBytes(signature, SIGNATURE_BYTES) || !isBytes(publicKey, 32)) return false
+  const id = createHash('sha256').update(publicKey).update(signature).update(data).digest('base64')
+  if (verified.has(id)) {
+    verified.delete(id) // re-insert: Map order is least recently used first
+    verified.set(id, true)
+    verifyCounters.cached++
+    return true
+  }
+  if (!verifyDetached(signature, data, publicKey)) return false
+  if (verified.size >= VERIFIED_CACHE_LIMIT) {
+    const oldest = verified.keys().next().value
+    if (oldest !== undefined) verified.delete(oldest)
+  }
+  verified.set(id, true)
+  return true
 }

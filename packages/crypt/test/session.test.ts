@@ -8,6 +8,7 @@ import {
   SessionKeys,
   SignatureError,
   StaleSessionKeyError,
+  verifyCounters,
 } from '../src/index.js'
 import { decode, encode } from '@brine/transport'
 
@@ -75,5 +76,32 @@ describe('publish envelopes', () => {
     for (const bad of [null, 'x', { enc: 'aes' }, { enc: 'nacl', gen: 1, nonce: new Uint8Array(3), ciphertext: new Uint8Array(), sig: new Uint8Array(64) }]) {
       expect(catchError(() => openPublish(bad, session, master.sign.publicKey))).toBeInstanceOf(MalformedMessageError)
     }
+  })
+
+  it('opens a publish it verified before from the verification cache, never a tampered copy or another key', () => {
+    const session = new SessionKeys().current()
+    const envelope = sealPublish(load, session, master.sign.secretKey)
+    const before = { ...verifyCounters }
+    expect(openPublish(envelope, session, master.sign.publicKey)).toEqual(load)
+    expect(verifyCounters.native - before.native).toBe(1)
+    // A second minion of the same process opening the same bytes (decoded afresh) needs no verify.
+    expect(openPublish(decode(encode(envelope)), session, master.sign.publicKey)).toEqual(load)
+    expect(verifyCounters.native - before.native).toBe(1)
+    expect(verifyCounters.cached - before.cached).toBe(1)
+
+    const tampered = { ...envelope, ciphertext: envelope.ciphertext.slice() }
+    tampered.ciphertext[3]! ^= 1
+    expect(catchError(() => openPublish(tampered, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    const otherSig = { ...envelope, sig: envelope.sig.slice() }
+    otherSig.sig[10]! ^= 1
+    expect(catchError(() => openPublish(otherSig, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    const otherGen = { ...envelope, gen: envelope.gen + 1 }
+    expect(catchError(() => openPublish(otherGen, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    expect(catchError(() => openPublish(envelope, session, generateKeys().sign.publicKey))).toBeInstanceOf(SignatureError)
+    // Each refusal went to OpenSSL (failures are not cached) and none was answered from the cache.
+    expect(verifyCounters.native - before.native).toBe(5)
+    expect(verifyCounters.cached - before.cached).toBe(1)
+    expect(catchError(() => openPublish(tampered, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    expect(verifyCounters.native - before.native).toBe(6)
   })
 })

@@ -18,6 +18,18 @@ export interface EventBusOptions {
   logger?: Logger
 }
 
+/** Per-subscriber hwm of the bus when the config says nothing usable. */
+export const DEFAULT_EVENT_BUS_HWM = 10_000
+
+/**
+ * The bus hwm for a master's `pub_hwm`: ten times it (a job fires several events per publish),
+ * never below {@link DEFAULT_EVENT_BUS_HWM}. Still bounded, so a stalled reader cannot grow the master.
+ */
+export function eventBusHwm(pubHwm: number | undefined): number {
+  if (pubHwm === undefined || !Number.isSafeInteger(pubHwm * 10) || pubHwm <= 0) return DEFAULT_EVENT_BUS_HWM
+  return Math.max(DEFAULT_EVENT_BUS_HWM, pubHwm * 10)
+}
+
 export class EventBusError extends BrineError {
   override name = 'EventBusError'
 }
@@ -33,9 +45,11 @@ export type EventListener = (event: BusEvent) => void
 export class EventBus {
   readonly path: string
   private server: Server | undefined
-  private readonly subscribers = new Set<FramedConnection>()
+  /** Each subscriber with the events dropped for it. */
+  private readonly subscribers = new Map<FramedConnection, { dropped: number }>()
   private readonly listeners = new Set<EventListener>()
-  private readonly hwm: number
+  /** Events queued per subscriber before new ones are dropped for it. */
+  readonly hwm: number
   private readonly logger: Logger
   /** Events dropped for subscribers that stopped reading. */
   dropped = 0
@@ -43,7 +57,7 @@ export class EventBus {
 
   constructor(options: EventBusOptions) {
     this.path = eventBusPath(options.sockDir)
-    this.hwm = options.hwm ?? 10_000
+    this.hwm = options.hwm ?? DEFAULT_EVENT_BUS_HWM
     this.logger = options.logger ?? silentLogger
   }
 
@@ -79,10 +93,19 @@ export class EventBus {
         // Subscribers only listen; anything they send is ignored.
         onFrame: () => {},
         onOversize: () => {},
-        onClose: (conn) => this.subscribers.delete(conn),
+        onClose: (conn) => this.#closed(conn),
       },
     )
-    this.subscribers.add(connection)
+    this.subscribers.set(connection, { dropped: 0 })
+  }
+
+  /** The warning in fire() shows only the 1st and every 1000th drop, so the exact count is logged when a subscriber leaves. */
+  #closed(connection: FramedConnection): void {
+    const stats = this.subscribers.get(connection)
+    this.subscribers.delete(connection)
+    if (stats !== undefined && stats.dropped > 0) {
+      this.logger.warning(`event bus: a subscriber left after ${stats.dropped} event(s) were dropped for it; ${this.dropped} dropped in total`)
+    }
   }
 
   /** Fires `tag` with `data` (stamped with `_stamp` if it has none) to every subscriber. */
@@ -98,11 +121,12 @@ export class EventBus {
     }
     if (this.subscribers.size > 0) {
       const bytes = frame(encode(event))
-      for (const subscriber of this.subscribers) {
+      for (const [subscriber, stats] of this.subscribers) {
         if (!subscriber.write(bytes)) {
           this.dropped++
+          stats.dropped++
           if (this.dropped === 1 || this.dropped % 1000 === 0) {
-            this.logger.warning(`event bus: a subscriber is not reading; ${this.dropped} event(s) dropped so far`)
+            this.logger.warning(`event bus: a subscriber is not reading (hwm ${this.hwm}); ${this.dropped} event(s) dropped so far`)
           }
         }
       }
@@ -124,7 +148,7 @@ export class EventBus {
     const server = this.server
     this.server = undefined
     this.listeners.clear()
-    await Promise.all([...this.subscribers].map((subscriber) => subscriber.close()))
+    await Promise.all([...this.subscribers.keys()].map((subscriber) => subscriber.close()))
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()))
     await rm(this.path, { force: true })
   }

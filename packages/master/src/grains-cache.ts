@@ -1,18 +1,37 @@
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import type { Grains } from '@brine/common'
 import { isValidMinionId, validateMinionId } from '@brine/crypt'
 import { silentLogger, type Logger } from '@brine/transport'
 
+/** A write in progress for one minion; `latest` is what must be on disk when `done` resolves. */
+interface Flight {
+  latest: string
+  done: Promise<void>
+}
+
+const digest = (json: string): string => createHash('sha256').update(json).digest('base64')
+
 /**
  * Minions' grains as they last reported them (`_grains`), in memory and at
  * `<cachedir>/minions/<id>/grains` (JSON), so grain targeting still knows them after a restart.
+ *
+ * It is a cache, rebuilt by the next `_grains` a minion sends, so files are replaced atomically
+ * (temporary file + rename) but never fsynced: a crash can lose a recent write, never tear one.
+ * A reconnecting swarm re-sends identical grains, so unchanged grains are not written again, and
+ * grains that arrive while a write for the same minion is under way replace each other: only the
+ * latest is written next.
  */
 export class GrainsCache {
   readonly dir: string
   readonly #grains = new Map<string, Grains>()
+  /** sha256 of the JSON each minion's file holds (a digest, not the text, to keep memory flat). */
+  readonly #onDisk = new Map<string, string>()
+  readonly #flights = new Map<string, Flight>()
   readonly #logger: Logger
+  /** Files actually written (for tests and benchmarks). */
+  writes = 0
 
   constructor(cachedir: string, logger: Logger = silentLogger) {
     this.dir = join(cachedir, 'minions')
@@ -31,8 +50,12 @@ export class GrainsCache {
       if (!isValidMinionId(id)) continue
       const file = join(this.dir, id, 'grains')
       try {
-        const value: unknown = JSON.parse(await readFile(file, 'utf8'))
-        if (typeof value === 'object' && value !== null && !Array.isArray(value)) this.#grains.set(id, value as Grains)
+        const text = await readFile(file, 'utf8')
+        const value: unknown = JSON.parse(text)
+        if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+          this.#grains.set(id, value as Grains)
+          this.#onDisk.set(id, digest(text))
+        }
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.#logger.warning(`ignoring grains cache ${file}: ${String(error)}`)
       }
@@ -43,18 +66,69 @@ export class GrainsCache {
     return this.#grains.get(id)
   }
 
-  /** Caches `grains` for `id` (validated before it becomes a path), written atomically. */
-  async set(id: string, grains: Grains): Promise<void> {
-    validateMinionId(id)
+  /**
+   * Caches `grains` for `id` (validated before it becomes a path). Resolves once the file holds
+   * these grains or newer ones; at once when the file already holds identical grains.
+   */
+  set(id: string, grains: Grains): Promise<void> {
+    try {
+      validateMinionId(id)
+    } catch (error) {
+      return Promise.reject(error as Error)
+    }
     this.#grains.set(id, grains)
+    const json = JSON.stringify(grains)
+    const flight = this.#flights.get(id)
+    if (flight !== undefined) {
+      flight.latest = json
+      return flight.done
+    }
+    if (this.#onDisk.get(id) === digest(json)) return Promise.resolve()
+    const started: Flight = { latest: json, done: Promise.resolve() }
+    this.#flights.set(id, started)
+    started.done = this.#flush(id, started)
+    return started.done
+  }
+
+  /** Writes `flight.latest` until it stops changing under the write (coalescing what came meanwhile). */
+  async #flush(id: string, flight: Flight): Promise<void> {
+    try {
+      for (;;) {
+        const json = flight.latest
+        const hash = digest(json)
+        if (this.#onDisk.get(id) === hash) return
+        this.#onDisk.delete(id) // unknown until the rename succeeds
+        await this.#write(id, json)
+        this.#onDisk.set(id, hash)
+      }
+    } finally {
+      this.#flights.delete(id)
+    }
+  }
+
+  async #write(id: string, json: string): Promise<void> {
     const dir = join(this.dir, id)
-    await mkdir(dir, { recursive: true, mode: 0o700 })
     const temp = join(dir, `.grains.${randomBytes(6).toString('hex')}.tmp`)
-    await writeFile(temp, JSON.stringify(grains), { mode: 0o600 })
-    await rename(temp, join(dir, 'grains'))
+    try {
+      try {
+        await writeFile(temp, json, { mode: 0o600, flag: 'wx' })
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+        // First write for this minion: create its directory (only then, to spare a mkdir per write).
+        await mkdir(dir, { recursive: true, mode: 0o700 })
+        await writeFile(temp, json, { mode: 0o600, flag: 'wx' })
+      }
+      await rename(temp, join(dir, 'grains'))
+    } catch (error) {
+      await unlink(temp).catch(() => {})
+      throw error
+    }
+    this.writes++
   }
 
   delete(id: string): void {
     this.#grains.delete(id)
+    // Forget what the file holds so grains sent again after a re-accept are written, whatever happened to it meanwhile.
+    this.#onDisk.delete(id)
   }
 }

@@ -7,7 +7,7 @@
  * rotates the session key, and fires Salt's event tags on its local event bus.
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
-export { EventBus, EventBusError, type EventBusOptions, type EventListener } from './event-bus.js'
+export { DEFAULT_EVENT_BUS_HWM, EventBus, EventBusError, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'
 export { MemoryJobStore, selectJobs } from './job-store.js'
 export { GrainsCache } from './grains-cache.js'
 export { FanoutPublishServer } from './fanout-publisher.js'

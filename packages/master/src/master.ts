@@ -14,7 +14,7 @@ import {
 } from '@brine/crypt'
 import { endpointLimitsFromConfig, loadTransport, timeoutsFromConfig, type MasterConfig, type Nodegroups } from '@brine/common'
 import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
-import { EventBus } from './event-bus.js'
+import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
 import { GrainsCache } from './grains-cache.js'
 import type { JobCache } from '@brine/common'
@@ -67,7 +67,7 @@ export class Master {
     this.opts = opts
     this.#logger = options.logger ?? silentLogger
     this.jobs = options.jobs ?? new MemoryJobStore()
-    this.bus = new EventBus({ sockDir: opts.sock_dir, logger: this.#logger.child('event-bus') })
+    this.bus = new EventBus({ sockDir: opts.sock_dir, hwm: eventBusHwm(opts.pub_hwm), logger: this.#logger.child('event-bus') })
   }
 
   /** The master's public keys (after start). */

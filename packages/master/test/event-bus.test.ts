@@ -3,18 +3,20 @@ import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { decode, FrameReader } from '@brine/transport'
+import { createLogger, decode, FrameReader, type Logger } from '@brine/transport'
+import { defaultsFor, type MasterConfig } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
-import { EventBus } from '../src/event-bus.js'
+import { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm } from '../src/event-bus.js'
+import { Master } from '../src/master.js'
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-async function startBus(hwm?: number): Promise<EventBus> {
+async function startBus(hwm?: number, logger?: Logger): Promise<EventBus> {
   const dir = await mkdtemp(join(tmpdir(), 'brine-bus-'))
-  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm })
+  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm, ...(logger === undefined ? {} : { logger }) })
   await bus.start()
   cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close())
   return bus
@@ -79,5 +81,44 @@ describe('EventBus', () => {
   it('refuses a sock_dir too long for a unix socket, naming the path and the limit', async () => {
     const bus = new EventBus({ sockDir: `/tmp/${'x'.repeat(120)}` })
     await expect(bus.start()).rejects.toThrow(/unix sockets allow 107\. Set a shorter sock_dir/)
+  })
+
+  it('drops past its hwm for a subscriber that stopped reading and logs the exact count when it leaves', async () => {
+    const lines: string[] = []
+    const bus = await startBus(2, createLogger({ level: 'warning', write: (line) => lines.push(line) }))
+    const socket = connect(bus.path)
+    cleanups.push(async () => socket.destroy())
+    socket.pause()
+    await deadline(
+      (async () => {
+        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
+      })(),
+      5000,
+      'the bus to register its subscriber',
+    )
+    // Synchronously, nothing drains: the first event goes to the socket (whose buffer is then over
+    // its high-water mark), two wait in the queue of 2, the other seven are dropped.
+    const big = 'x'.repeat(256 * 1024)
+    for (let i = 0; i < 10; i++) bus.fire('salt/test/big', { big })
+    expect(bus.dropped).toBe(7)
+    expect(lines.filter((line) => line.includes('1 event(s) dropped so far'))).toHaveLength(1)
+    socket.destroy()
+    await deadline(
+      (async () => {
+        while (bus.subscriberCount > 0) await new Promise((r) => setImmediate(r))
+      })(),
+      5000,
+      'the bus to see its subscriber leave',
+    )
+    expect(lines.filter((line) => line.includes('left after 7 event(s) were dropped for it; 7 dropped in total'))).toHaveLength(1)
+  })
+
+  it("sizes its hwm from the master's pub_hwm: ten times it, never below 10,000", () => {
+    expect(eventBusHwm(undefined)).toBe(DEFAULT_EVENT_BUS_HWM)
+    expect(eventBusHwm(1000)).toBe(10_000)
+    expect(eventBusHwm(5000)).toBe(50_000)
+    expect(eventBusHwm(0)).toBe(DEFAULT_EVENT_BUS_HWM)
+    const master = new Master({ ...defaultsFor('master'), sock_dir: '/tmp/brine-unused', pub_hwm: 4000 } as MasterConfig)
+    expect(master.bus.hwm).toBe(40_000)
   })
 })
