@@ -1,6 +1,6 @@
 import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
-import { LocalClient, MasterEvent, parseReturnTag } from '@brine/client'
+import { LocalClient, MasterEvent, parseReturnTag, RunnerClient, unwrapLookup } from '@brine/client'
 import { Fleet, pidAlive, rssBytes, type TransportName } from './fleet.js'
 
 /** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
@@ -42,11 +42,23 @@ export interface Stats {
   max: number
 }
 
-/** Returns of a set of jobs: expected (jobs × N), distinct (jid, id) received, lost = expected − received, duplicates seen. */
+/**
+ * Returns of a set of jobs. `lost` counts returns the master never stored (its job cache is the
+ * record); `eventsMissed` counts return events the bench's bus reader did not see, which the bus may
+ * drop for a slow reader by design and which are not lost returns.
+ */
 export interface ReturnCounts {
+  /** jobs × N. */
   expected: number
-  received: number
+  /** Distinct (jid, id) returns in the master's job cache (`jobs.lookup_jid`). */
+  stored: number
+  /** expected − stored. */
   lost: number
+  /** Distinct (jid, id) return events the bench's reader saw on the bus. */
+  eventsSeen: number
+  /** expected − eventsSeen. */
+  eventsMissed: number
+  /** Return events seen more than once for one (jid, id); the cache holds at most one per (jid, id) by construction. */
   duplicates: number
 }
 
@@ -163,8 +175,9 @@ export function machineInfo(): BenchResult['machine'] {
 }
 
 /**
- * Counts job returns on the master's event bus by (jid, id): each `salt/job/<jid>/ret/<id>` should
- * arrive once, so a second one is a duplicate; lost = expected − distinct received.
+ * Counts job return events on the master's event bus by (jid, id): each `salt/job/<jid>/ret/<id>`
+ * should arrive once, so a second one is a duplicate. What was lost is the job cache's to say
+ * ({@link storedReturns}): the bus may drop events for a reader that falls behind.
  */
 export class ReturnCounter {
   private readonly seen = new Map<string, Set<string>>()
@@ -192,11 +205,12 @@ export class ReturnCounter {
     return this.seen.get(jid)?.size ?? 0
   }
 
-  counts(jids: readonly string[], perJob: number): ReturnCounts {
-    const received = jids.reduce((sum, jid) => sum + Math.min(perJob, this.received(jid)), 0)
+  /** The counts of `jids`, `stored` being the job cache's distinct returns per jid. */
+  counts(jids: readonly string[], perJob: number, stored: ReadonlyMap<string, number>, expected = jids.length * perJob): ReturnCounts {
+    const eventsSeen = jids.reduce((sum, jid) => sum + Math.min(perJob, this.received(jid)), 0)
+    const storedCount = jids.reduce((sum, jid) => sum + Math.min(perJob, stored.get(jid) ?? 0), 0)
     const duplicates = jids.reduce((sum, jid) => sum + (this.duplicatesOf.get(jid) ?? 0), 0)
-    const expected = jids.length * perJob
-    return { expected, received, lost: expected - received, duplicates }
+    return { expected, stored: storedCount, lost: expected - storedCount, eventsSeen, eventsMissed: expected - eventsSeen, duplicates }
   }
 
   /** Resolves when every jid has `perJob` returns, or when none arrived for `quietMs` (bounded by `maxMs`). */
@@ -224,6 +238,16 @@ export class ReturnCounter {
   close(): void {
     this.controller.abort()
   }
+}
+
+/**
+ * Distinct returns the master's job cache holds per jid: one `jobs.lookup_jid` per jid, in turn
+ * (each bounded by the runner request timeout). A failed lookup throws: the phase then has no figures.
+ */
+export async function storedReturns(runner: RunnerClient, jids: readonly string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>()
+  for (const jid of jids) out.set(jid, Object.keys(unwrapLookup(await runner.cmd('jobs.lookup_jid', [jid])).returns).length)
+  return out
 }
 
 /** Publishes test.ping to all and waits for the returns; ms from publish to the last return, and who answered. */
@@ -255,7 +279,7 @@ async function untilAllAnswer(client: () => LocalClient, n: number, deadline: nu
   }
 }
 
-const zeroCounts = (): ReturnCounts => ({ expected: 0, received: 0, lost: 0, duplicates: 0 })
+const zeroCounts = (): ReturnCounts => ({ expected: 0, stored: 0, lost: 0, eventsSeen: 0, eventsMissed: 0, duplicates: 0 })
 
 function emptyCase(benchCase: BenchCase): CaseResult {
   return {
@@ -295,6 +319,15 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   let counter: ReturnCounter | undefined
   let counterBus: MasterEvent | undefined
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+  /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
+  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
+    const runner = new RunnerClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    try {
+      return await storedReturns(runner, jids)
+    } finally {
+      await runner.close()
+    }
+  }
   try {
     phase('connect')
     const launched = performance.now()
@@ -357,7 +390,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       latencyJids.push(jid)
     }
     await counter.waitFor(latencyJids, n, 2000, settings.jobTimeoutMs)
-    result.latency = { ...counter.counts(latencyJids, n), calls: latencies.length, ms: stats(latencies) }
+    result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
 
     phase('throughput')
     const jobMs: number[] = []
@@ -376,14 +409,14 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     )
     const durationMs = performance.now() - started
     await counter.waitFor(throughputJids, n, 2000, settings.jobTimeoutMs)
-    const throughputCounts = counter.counts(throughputJids, n)
+    const throughputCounts = counter.counts(throughputJids, n, await stored(throughputJids))
     result.throughput = {
       ...throughputCounts,
       jobs: throughputJids.length,
       window: settings.window,
       durationMs: round(durationMs),
       jobsPerSec: round((throughputJids.length * 1000) / durationMs),
-      returnsPerSec: round((throughputCounts.received * 1000) / durationMs),
+      returnsPerSec: round((throughputCounts.stored * 1000) / durationMs),
       jobMs: stats(jobMs),
     }
     result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
@@ -413,16 +446,14 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     const lastReturn = counter.lastReturnAt
     clearInterval(sampler)
     peak = Math.max(peak, rssBytes(masterPid))
-    const counts = counter.counts(burstJids, n)
     // A publish the master refused counts as all of its returns lost.
-    counts.expected = settings.overloadJobs * n
-    counts.lost = counts.expected - counts.received
+    const counts = counter.counts(burstJids, n, await stored(burstJids), settings.overloadJobs * n)
     const burstMs = Math.max(1, lastReturn - burstStart)
     result.overload = {
       ...counts,
       jobs: settings.overloadJobs,
       durationMs: round(burstMs),
-      returnsPerSec: round((counts.received * 1000) / burstMs),
+      returnsPerSec: round((counts.stored * 1000) / burstMs),
       masterPeakRssBytes: peak,
       masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
       busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),

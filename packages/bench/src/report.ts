@@ -41,27 +41,27 @@ export function markdownReport(result: BenchResult): string {
     '',
     '## Connect, latency and throughput',
     '',
-    '| transport | N | minions | master ready ms | all answering ms | ping median / p95 / max ms | jobs/s | returns/s | job median / p95 ms | lost | dup |',
-    '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| transport | N | minions | master ready ms | all answering ms | ping median / p95 / max ms | jobs/s | returns/s | job median / p95 ms | lost | events missed | dup |',
+    '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ]
   for (const c of result.cases) {
     const l = c.latency.ms
     const t = c.throughput
     lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${c.mode} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAnsweringMs)} | ${ms(l.median)} / ${ms(l.p95)} / ${ms(l.max)} | ${t.jobsPerSec.toFixed(1)} | ${int(t.returnsPerSec)} | ${ms(t.jobMs.median)} / ${ms(t.jobMs.p95)} | ${c.latency.lost + t.lost} | ${c.latency.duplicates + t.duplicates} |`,
+      `| ${c.transport} | ${int(c.n)} | ${c.mode} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAnsweringMs)} | ${ms(l.median)} / ${ms(l.p95)} / ${ms(l.max)} | ${t.jobsPerSec.toFixed(1)} | ${int(t.returnsPerSec)} | ${ms(t.jobMs.median)} / ${ms(t.jobMs.p95)} | ${c.latency.lost + t.lost} | ${c.latency.eventsMissed + t.eventsMissed} | ${c.latency.duplicates + t.duplicates} |`,
     )
   }
   lines.push(
     '',
     '## Memory, restart and overload',
     '',
-    '| transport | N | master MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / dup | master peak MiB |',
+    '| transport | N | master MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   )
   for (const c of result.cases) {
     const mem = c.memory
     lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
+      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
     )
   }
   const failed = result.cases.filter((c) => c.error !== undefined)

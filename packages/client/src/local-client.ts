@@ -50,9 +50,13 @@ export interface MinionReturn {
   out?: string
 }
 
-/** What {@link LocalClient.getCliReturns} yields: a minion's return, or a minion that never answered. */
+/**
+ * What {@link LocalClient.getCliReturns} yields: a minion's return, or a minion that never answered.
+ * `fromCache` marks a return read back from the master's job cache because its event never reached
+ * this reader; the runner does not carry retcode/success, so `retcode` is then 0 and `success` absent.
+ */
 export type CliReturn =
-  | ({ id: string; status: 'returned' } & MinionReturn)
+  | ({ id: string; status: 'returned'; fromCache?: true } & MinionReturn)
   | { id: string; status: 'missing'; jid: string }
 
 /** Salt's text for a minion that neither returned nor answered find_job. */
@@ -239,7 +243,8 @@ export class LocalClient implements AsyncDisposable {
     const gather = options.gatherJobTimeout ?? timeouts.gatherJobTimeoutMs
     const reader = this.readers.get(jid) ?? this.openReader(connection.events)
     this.readers.delete(jid)
-    const expected = new Set(minions)
+    /** Expected minions not yet returned: kept as returns arrive, so a return costs O(1), not O(N). */
+    const outstanding = new Set(minions)
     const returned = new Set<string>()
     const signal = options.signal
     let aborted = signal?.aborted === true
@@ -251,7 +256,6 @@ export class LocalClient implements AsyncDisposable {
     /** find_job answers of the round in progress: jid → (id → still running). */
     const findJobs = new Map<string, Map<string, boolean>>()
     let pending: Promise<IteratorResult<BusEvent>> | undefined
-    const missing = (): string[] => [...expected].filter((id) => !returned.has(id))
 
     /** Waits for the next job event until `until`; 'timeout' when the time ran out, 'end' when the reader ended. */
     const next = async (until: number): Promise<BusEvent | 'timeout' | 'end'> => {
@@ -274,7 +278,7 @@ export class LocalClient implements AsyncDisposable {
       if (parsed.jid === jid) {
         if (returned.has(parsed.id)) return undefined
         returned.add(parsed.id)
-        expected.add(parsed.id)
+        outstanding.delete(parsed.id)
         const item: CliReturn = {
           id: parsed.id,
           status: 'returned',
@@ -300,16 +304,16 @@ export class LocalClient implements AsyncDisposable {
       let deadline = Date.now() + timeout
       waiting: for (;;) {
         // Phase 1: returns until everyone answered or the deadline passed.
-        while (!aborted && missing().length > 0) {
+        while (!aborted && outstanding.size > 0) {
           const event = await next(deadline)
           if (event === 'end') break waiting
           if (event === 'timeout') break
           const item = handle(event)
           if (item !== undefined) yield item
         }
-        if (aborted || missing().length === 0) break
+        if (aborted || outstanding.size === 0) break
         // Phase 2: ask the missing minions whether they are still running the job.
-        const asked = missing()
+        const asked = [...outstanding]
         let round: Map<string, boolean>
         try {
           const reply = await this.runJob(asked, 'saltutil.find_job', [jid], { tgtType: 'list', timeout: gather, listen: false, signal })
@@ -321,29 +325,74 @@ export class LocalClient implements AsyncDisposable {
           this.logger.warning(`find_job for ${jid} failed: ${(error as Error).message}`)
           break
         }
-        const answered = new Set<string>()
+        /** Asked minions that have neither answered find_job nor returned (a count, not a scan per event). */
+        const unanswered = new Set(round.keys())
         const roundDeadline = Date.now() + gather
-        while (!aborted && missing().length > 0) {
+        while (!aborted && outstanding.size > 0) {
           const event = await next(roundDeadline)
           if (event === 'end') break waiting
           if (event === 'timeout') break
           const item = handle(event)
-          if (item !== undefined) yield item
+          if (item !== undefined) {
+            unanswered.delete(item.id)
+            yield item
+          }
           const parsed = parseReturnTag(event.tag)
-          if (parsed !== undefined && findJobs.get(parsed.jid) === round) answered.add(parsed.id)
-          if ([...round.keys()].every((id) => answered.has(id) || returned.has(id))) break
+          if (parsed !== undefined && findJobs.get(parsed.jid) === round) unanswered.delete(parsed.id)
+          if (unanswered.size === 0) break
         }
-        if (aborted || missing().length === 0) break
+        if (aborted || outstanding.size === 0) break
         const stillRunning = [...round].filter(([id, running]) => running && !returned.has(id))
         if (stillRunning.length === 0) break
         this.logger.debug(`job ${jid} still running on ${stillRunning.map(([id]) => id).join(', ')}; waiting ${gather} ms more`)
         deadline = Date.now() + gather
       }
-      if (!aborted) for (const id of missing()) yield { id, status: 'missing', jid }
+      if (!aborted && outstanding.size > 0) {
+        // The bus drops events for a reader that falls behind (bounded memory by design), so a minion
+        // may have returned without our seeing it: the job cache has the last word, asked once.
+        for (const item of await this.storedReturns(jid, outstanding, signal)) {
+          returned.add(item.id)
+          outstanding.delete(item.id)
+          yield item
+        }
+      }
+      if (!aborted) for (const id of outstanding) yield { id, status: 'missing', jid }
     } finally {
       signal?.removeEventListener('abort', onAbort)
       reader.stop()
     }
+  }
+
+  /**
+   * The returns of `ids` the master stored for `jid`, read with the runner `jobs.lookup_jid` (one
+   * request, one try, bounded by the request timeout). Empty when the request fails: the caller then
+   * reports those minions missing, as without the cache.
+   */
+  private async storedReturns(jid: string, ids: ReadonlySet<string>, signal: AbortSignal | undefined): Promise<CliReturn[]> {
+    let reply: unknown
+    try {
+      const load = { cmd: 'runner', fun: 'jobs.lookup_jid', arg: [jid], kwarg: {}, user: currentUser() }
+      const sendOptions: { tries: number; signal?: AbortSignal } = { tries: 1 }
+      if (signal !== undefined) sendOptions.signal = signal
+      reply = await this.request(load, sendOptions)
+    } catch (error) {
+      this.logger.debug(`job cache lookup for ${jid} failed: ${(error as Error).message}`)
+      return []
+    }
+    const result = reply as { return?: unknown; success?: unknown } | null
+    if (typeof result !== 'object' || result === null || result.success === false) {
+      this.logger.debug(`job cache lookup for ${jid} answered ${JSON.stringify(reply)?.slice(0, 200)}`)
+      return []
+    }
+    const { returns, out } = unwrapLookup(result.return)
+    const items: CliReturn[] = []
+    for (const id of ids) {
+      if (!Object.hasOwn(returns, id)) continue
+      const item: CliReturn = { id, status: 'returned', ret: returns[id], retcode: 0, jid, fromCache: true }
+      if (out !== undefined) item.out = out
+      items.push(item)
+    }
+    return items
   }
 
   private openReader(events: MasterEvent): Reader {
@@ -373,6 +422,20 @@ function toMinionReturn(item: Extract<CliReturn, { status: 'returned' }>): Minio
   const out: MinionReturn = { ret: item.ret, retcode: item.retcode, jid: item.jid }
   if (item.out !== undefined) out.out = item.out
   return out
+}
+
+/**
+ * jobs.lookup_jid's answer → `{id: return}` and the outputter hint. The runner wraps its map as
+ * `{outputter, data}` when the first return named an outputter (Salt's shape).
+ */
+export function unwrapLookup(value: unknown): { returns: Record<string, unknown>; out?: string } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { returns: {} }
+  const record = value as Record<string, unknown>
+  const data = record['data']
+  if (Object.keys(record).length === 2 && typeof record['outputter'] === 'string' && typeof data === 'object' && data !== null && !Array.isArray(data)) {
+    return { returns: data as Record<string, unknown>, out: record['outputter'] }
+  }
+  return { returns: record }
 }
 
 /** `salt/job/<jid>/ret/<id>` → its parts. */

@@ -19,9 +19,13 @@ type Publish = Omit<PublishLoad, 'key'> & { key: string }
 /** Decides the reply to one publish; may fire events on the bus first. */
 type Script = (load: Publish, bus: EventBus, count: number) => { jid: string; minions: string[] }
 
+/** Answers one runner request (`jobs.lookup_jid`); absent, runner requests are refused. */
+type Runner = (load: { fun: string; arg: unknown[] }) => unknown
+
 interface StandIn {
   client: LocalClient
   publishes: Publish[]
+  runs: Array<{ fun: string; arg: unknown[] }>
   bus: EventBus
 }
 
@@ -33,7 +37,7 @@ function fireReturn(bus: EventBus, jid: string, id: string, value: unknown, extr
 }
 
 /** A stand-in master: a RequestServer answering publishes by `script`, the real event bus, a root key. */
-async function standIn(transportName: string, script: Script): Promise<StandIn> {
+async function standIn(transportName: string, script: Script, runner?: Runner): Promise<StandIn> {
   const dir = await mkdtemp(join(tmpdir(), 'brine-lc-'))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
   const cachedir = join(dir, 'cache')
@@ -45,8 +49,14 @@ async function standIn(transportName: string, script: Script): Promise<StandIn> 
   const transport = await loadTransport(transportName)
   const server: RequestServer = transport.createRequestServer({ host: '127.0.0.1', port: 0 })
   const publishes: Publish[] = []
+  const runs: Array<{ fun: string; arg: unknown[] }> = []
   server.handle(async (request) => {
     const { enc, load } = request as { enc: string; load: Publish }
+    if (enc === 'clear' && (load.cmd as string) === 'runner' && load.key === key && runner !== undefined) {
+      const run = load as unknown as { fun: string; arg: unknown[] }
+      runs.push({ fun: run.fun, arg: run.arg })
+      return { jid: nextJid(), return: runner(run) as never, success: true }
+    }
     if (enc !== 'clear' || load.cmd !== 'publish') throw new Error('unexpected request')
     if (load.key !== key) throw new Error('bad root key')
     publishes.push(load)
@@ -61,7 +71,7 @@ async function standIn(transportName: string, script: Script): Promise<StandIn> 
   })
   const client = new LocalClient({ opts })
   cleanups.push(() => client.close())
-  return { client, publishes, bus }
+  return { client, publishes, runs, bus }
 }
 
 async function collect(iterable: AsyncIterable<CliReturn>): Promise<CliReturn[]> {
@@ -147,6 +157,50 @@ describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
       expect.objectContaining({ id: 'web1', status: 'returned', ret: true }),
       { id: 'ghost', status: 'missing', jid },
       { id: 'idle', status: 'missing', jid },
+    ])
+  })
+
+  it('yields a return the master stored but whose event never arrived, from the job cache, once per job', async () => {
+    // The stand-in stores `quiet`'s return (lookup answers it) but fires no event: a reader that fell behind.
+    const { client, runs } = await standIn(
+      transportName,
+      (load, bus) => {
+        const jid = nextJid()
+        if (load.fun === 'saltutil.find_job') return { jid, minions: [] }
+        fireReturn(bus, jid, 'web1', true)
+        return { jid, minions: ['web1', 'quiet', 'ghost'] }
+      },
+      () => ({ web1: true, quiet: 'stored', other: 'not asked for' }),
+    )
+    const { jid, minions } = await client.runJob('*', 'test.ping')
+    const items = await deadline(collect(client.getCliReturns(jid, minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
+    expect(items).toEqual([
+      expect.objectContaining({ id: 'web1', status: 'returned', ret: true }),
+      { id: 'quiet', status: 'returned', ret: 'stored', retcode: 0, jid, fromCache: true },
+      { id: 'ghost', status: 'missing', jid },
+    ])
+    expect(runs).toEqual([{ fun: 'jobs.lookup_jid', arg: [jid] }])
+    expect(items[0]).not.toHaveProperty('fromCache')
+  })
+
+  it("reads lookup_jid's {outputter, data} shape, and reports missing as before when the lookup is refused", async () => {
+    let refuse = false
+    const { client } = await standIn(
+      transportName,
+      (load) => ({ jid: nextJid(), minions: load.fun === 'saltutil.find_job' ? [] : ['quiet'] }),
+      () => {
+        if (refuse) throw new Error('job cache unavailable')
+        return { outputter: 'highstate', data: { quiet: { 'file_|-x_|-x_|-managed': { result: true } } } }
+      },
+    )
+    const first = await client.runJob('*', 'state.apply')
+    expect(await deadline(collect(client.getCliReturns(first.jid, first.minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')).toEqual([
+      { id: 'quiet', status: 'returned', ret: { 'file_|-x_|-x_|-managed': { result: true } }, retcode: 0, jid: first.jid, out: 'highstate', fromCache: true },
+    ])
+    refuse = true
+    const second = await client.runJob('*', 'state.apply')
+    expect(await deadline(collect(client.getCliReturns(second.jid, second.minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')).toEqual([
+      { id: 'quiet', status: 'missing', jid: second.jid },
     ])
   })
 
