@@ -15,7 +15,7 @@ import {
   type WireValue,
 } from '@brine/transport'
 import { Subscriber } from 'zeromq'
-import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, topicForId } from './socket-util.js'
+import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, topicForId } from './socket-util.js'
 
 /**
  * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
@@ -79,18 +79,8 @@ export class ZeroMQPublishClient implements PublishClient {
    * Keeps a receive pending at all times: libzmq re-sends the subscriptions after a reconnect, but
    * a Subscriber with no receive outstanding was seen to miss loads from a restarted publisher.
    */
-  private async receiveLoop(socket: Subscriber): Promise<void> {
-    for (;;) {
-      let frames: Buffer[]
-      try {
-        frames = await socket.receive()
-      } catch (error) {
-        if (this.core.isClosed || socket.closed) return
-        this.core.logger.warning(`publish client ${this.address}: receive failed`, error)
-        continue
-      }
-      this.accept(frames)
-    }
+  private receiveLoop(socket: Subscriber): Promise<void> {
+    return receiveEach(socket, this.core, `publish client ${this.address}`, (frames) => this.accept(frames))
   }
 
   private accept(frames: Buffer[]): void {

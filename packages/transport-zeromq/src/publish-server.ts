@@ -9,7 +9,7 @@ import {
 } from '@brine/transport'
 import { XPublisher } from 'zeromq'
 import { ZeroMQServer } from './server-endpoint.js'
-import { BROADCAST_TOPIC, topicForId } from './socket-util.js'
+import { BROADCAST_TOPIC, receiveEach, topicForId } from './socket-util.js'
 
 const SUBSCRIBE = 1
 const UNSUBSCRIBE = 0
@@ -31,24 +31,19 @@ export class ZeroMQPublishServer extends ZeroMQServer<XPublisher> implements Pub
     return new XPublisher({ linger: 0, sendHighWaterMark: this.hwm, verbosity: 'allSubs' })
   }
 
-  protected async receiveLoop(socket: XPublisher): Promise<void> {
-    for (;;) {
-      let frames: Buffer[]
-      try {
-        frames = await socket.receive()
-      } catch (error) {
-        if (this.core.isClosed || socket.closed) return
-        this.core.logger.warning(`${this.what} ${this.address}: receive failed`, error)
-        continue
-      }
-      const frame = frames[0]
-      if (frames.length !== 1 || frame === undefined || frame.length === 0) continue
-      const topic = frame.subarray(1).toString('utf8')
-      if (frame[0] === SUBSCRIBE) {
-        this.core.emit({ type: 'peer-subscribe', peer: this.address, topic })
-      } else if (frame[0] === UNSUBSCRIBE) {
-        this.core.logger.debug(`${this.what} ${this.address}: unsubscribe ${topic}`)
-      }
+  protected receiveLoop(socket: XPublisher): Promise<void> {
+    return receiveEach(socket, this.core, `${this.what} ${this.address}`, (frames) => this.acceptSubscription(frames))
+  }
+
+  /** A subscriber's (un)subscribe message: byte 1 or 0, then the topic. */
+  private acceptSubscription(frames: Buffer[]): void {
+    const frame = frames[0]
+    if (frames.length !== 1 || frame === undefined || frame.length === 0) return
+    const topic = frame.subarray(1).toString('utf8')
+    if (frame[0] === SUBSCRIBE) {
+      this.core.emit({ type: 'peer-subscribe', peer: this.address, topic })
+    } else if (frame[0] === UNSUBSCRIBE) {
+      this.core.logger.debug(`${this.what} ${this.address}: unsubscribe ${topic}`)
     }
   }
 

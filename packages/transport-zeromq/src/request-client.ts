@@ -23,7 +23,7 @@ import {
 import { Dealer } from 'zeromq'
 import { mapNativeError } from './map-native-error.js'
 import { SendQueue } from './send-queue.js'
-import { ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize } from './socket-util.js'
+import { ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach } from './socket-util.js'
 
 interface Pending {
   resolve(value: WireValue): void
@@ -166,18 +166,8 @@ export class ZeroMQRequestClient implements RequestClient {
     return this.nextId
   }
 
-  private async receiveLoop(socket: Dealer): Promise<void> {
-    for (;;) {
-      let frames: Buffer[]
-      try {
-        frames = await socket.receive()
-      } catch (error) {
-        if (this.core.isClosed || socket.closed) return
-        this.core.logger.warning(`request client ${this.address}: receive failed`, error)
-        continue
-      }
-      this.accept(frames)
-    }
+  private receiveLoop(socket: Dealer): Promise<void> {
+    return receiveEach(socket, this.core, `request client ${this.address}`, (frames) => this.accept(frames))
   }
 
   private accept(frames: Buffer[]): void {

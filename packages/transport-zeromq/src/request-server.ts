@@ -13,7 +13,7 @@ import {
 } from '@brine/transport'
 import { Router } from 'zeromq'
 import { ZeroMQServer } from './server-endpoint.js'
-import { messageSize } from './socket-util.js'
+import { messageSize, receiveEach } from './socket-util.js'
 
 /**
  * Master side of the request link: a Router bound to `ret_port`. Each message is
@@ -47,18 +47,8 @@ export class ZeroMQRequestServer extends ZeroMQServer<Router> implements Request
     return { inFlight: this.inFlight }
   }
 
-  protected async receiveLoop(socket: Router): Promise<void> {
-    for (;;) {
-      let frames: Buffer[]
-      try {
-        frames = await socket.receive()
-      } catch (error) {
-        if (this.core.isClosed || socket.closed) return
-        this.core.logger.warning(`${this.what} ${this.address}: receive failed`, error)
-        continue
-      }
-      this.accept(frames)
-    }
+  protected receiveLoop(socket: Router): Promise<void> {
+    return receiveEach(socket, this.core, `${this.what} ${this.address}`, (frames) => this.accept(frames))
   }
 
   /** Checks one incoming message and starts its handler; anything unusable is a frame drop. */

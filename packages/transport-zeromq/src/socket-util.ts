@@ -113,3 +113,26 @@ export function messageSize(frames: readonly Uint8Array[]): number {
   for (const frame of frames) size += frame.length
   return size
 }
+
+/**
+ * Receives until the endpoint or the socket closes (a pending receive rejects then), handing each message to
+ * `accept`. Any other failed receive is logged and the loop goes on: a peer's input never ends it.
+ */
+export async function receiveEach(
+  socket: { receive(): Promise<Buffer[]>; readonly closed: boolean },
+  core: EndpointCore,
+  label: string,
+  accept: (frames: Buffer[]) => void,
+): Promise<void> {
+  for (;;) {
+    let frames: Buffer[]
+    try {
+      frames = await socket.receive()
+    } catch (error) {
+      if (core.isClosed || socket.closed) return
+      core.logger.warning(`${label}: receive failed`, error)
+      continue
+    }
+    accept(frames)
+  }
+}
