@@ -1,18 +1,7 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { Fleet, killAllFleetProcesses, type TransportName } from '@brine/bench'
+import { describe, expect, it } from 'vitest'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
-const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
-const fleets: Fleet[] = []
-afterEach(async () => {
-  for (const fleet of fleets.splice(0)) await fleet.stop()
-})
-afterAll(() => killAllFleetProcesses())
-
-async function startFleet(options: Parameters<typeof Fleet.start>[0]): Promise<Fleet> {
-  const fleet = await Fleet.start(options)
-  fleets.push(fleet)
-  return fleet
-}
+const startFleet = useFleets()
 
 describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transport) => {
   it("reports a stopped minion as not returning (after find_job), and exits non-zero like Salt", async () => {

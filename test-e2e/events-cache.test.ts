@@ -1,24 +1,12 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { Fleet, killAllFleetProcesses, type TransportName } from '@brine/bench'
+import { describe, expect, it } from 'vitest'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/common'
 import { deadline, deferred } from '@brine/transport-compliance'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 
-const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
-const fleets: Fleet[] = []
-afterEach(async () => {
-  await runCleanups()
-  for (const fleet of fleets.splice(0)) await fleet.stop()
-})
-afterAll(() => killAllFleetProcesses())
-
-async function startFleet(options: Parameters<typeof Fleet.start>[0]): Promise<Fleet> {
-  const fleet = await Fleet.start(options)
-  fleets.push(fleet)
-  return fleet
-}
+const startFleet = useFleets(runCleanups)
 
 const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
 const jidOf = (stdout: string): string => {

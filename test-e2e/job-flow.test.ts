@@ -1,19 +1,8 @@
 import { execFileSync } from 'node:child_process'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { Fleet, killAllFleetProcesses, type TransportName } from '@brine/bench'
+import { describe, expect, it } from 'vitest'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
-const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
-const fleets: Fleet[] = []
-afterEach(async () => {
-  for (const fleet of fleets.splice(0)) await fleet.stop()
-})
-afterAll(() => killAllFleetProcesses())
-
-async function startFleet(options: Parameters<typeof Fleet.start>[0]): Promise<Fleet> {
-  const fleet = await Fleet.start(options)
-  fleets.push(fleet)
-  return fleet
-}
+const startFleet = useFleets()
 
 const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
 
