@@ -1,11 +1,4 @@
-import { defineConfig } from 'tsup'
+import { packageConfig } from '../../tsup.base.js'
 
-export default defineConfig({
-  // request-worker.js is started by path (new Worker(new URL('./request-worker.js', import.meta.url))).
-  entry: ['src/index.ts', 'src/request-worker.ts'],
-  format: ['esm'],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: 'node20',
-})
+// request-worker.js is started by path (new Worker(new URL('./request-worker.js', import.meta.url))).
+export default packageConfig({ extraEntries: ['src/request-worker.ts'] })

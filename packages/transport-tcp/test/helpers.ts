@@ -1,18 +1,9 @@
 import { connect, type Socket } from 'node:net'
 import { FrameReader, decode, encode, frame, type Endpoint, type TransportEvent, type WireValue } from '@brine/transport'
 
-/** Fails with a message naming what was awaited if `promise` does not settle within `ms`. */
-export async function deadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
-  })
-  try {
-    return await Promise.race([promise, expired])
-  } finally {
-    clearTimeout(timer)
-  }
-}
+import { deadline } from '@brine/transport-compliance'
+
+export { deadline }
 
 export interface EventLog {
   readonly seen: TransportEvent[]
@@ -98,7 +89,7 @@ export class RawPeer {
     const reader = new FrameReader({ onFrame: (body) => this.received.push(decode(body)), onOversize: () => {} })
     if (options.read === false) this.socket.pause()
     else this.socket.on('data', (chunk: Buffer) => reader.push(chunk))
-    this.connected = deadline(new Promise((resolve) => this.socket.once('connect', () => resolve())), 5000, 'raw peer to connect')
+    this.connected = deadline(new Promise<void>((resolve) => this.socket.once('connect', () => resolve())), 5000, 'raw peer to connect')
     this.closed = new Promise((resolve) => this.socket.once('close', () => resolve()))
   }
 

@@ -2,17 +2,9 @@ import type { Endpoint, TransportEvent } from '@brine/transport'
 import { afterEach } from 'vitest'
 
 /** Fails with a message naming what was awaited when `promise` does not settle within `ms`. */
-export async function deadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)
-  })
-  try {
-    return await Promise.race([promise, expired])
-  } finally {
-    clearTimeout(timer)
-  }
-}
+import { deadline } from '@brine/transport-compliance'
+
+export { deadline }
 
 /** Consumes an endpoint's single events() stream and lets a test wait for the events it needs. */
 export class EventLog {
