@@ -1,13 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/common'
+import { freeLoopbackPort } from '@brine/transport'
 
 export type TransportName = 'zeromq' | 'tcp'
 
@@ -178,17 +178,6 @@ export function rssBytes(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): numbe
   }
 }
 
-/** A free TCP port on loopback (bound once to port 0, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-}
 
 /**
  * A master and its minions as real processes on loopback, in a temporary root: what the README demo,
@@ -266,7 +255,7 @@ export class Fleet {
   }
 
   private async startMaster(): Promise<void> {
-    for (const transport of this.transports) this.ports.set(transport, { publish: await freePort(), ret: await freePort() })
+    for (const transport of this.transports) this.ports.set(transport, { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
     const [first, ...others] = this.transports
     const portsOf = (name: TransportName) => this.ports.get(name)!
     const config: Record<string, unknown> = {

@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
-import { DaemonProcess, freePort } from '../src/fleet.js'
+import { DaemonProcess } from '../src/fleet.js'
 
 const node = (script: string) => spawn(process.execPath, ['-e', script], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
 
@@ -41,12 +40,3 @@ describe('DaemonProcess', () => {
   })
 })
 
-describe('freePort', () => {
-  it('returns a port that can be bound', async () => {
-    const port = await freePort()
-    const server = createServer()
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', () => resolve()))
-    await new Promise((resolve) => server.close(resolve))
-    expect(port).toBeGreaterThan(0)
-  })
-})

@@ -1,5 +1,4 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -7,6 +6,7 @@ import type { RunnerResult } from '@brine/client'
 import { Master } from '@brine/master'
 import { loadConfig } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
+import { freeLoopbackPort } from '@brine/transport'
 import { parseRunnerArguments, runRun, type RunnerLike } from '../src/commands/run.js'
 import { runKey } from '../src/commands/key.js'
 import type { CommandIO } from '../src/io.js'
@@ -30,13 +30,6 @@ function fakeRunner(result: Partial<RunnerResult>): RunnerLike & { calls: unknow
   return runner
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const port = (server.address() as { port: number }).port
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 /** A real master in-process (tcp, worker_threads 0) and the config dir a CLI reads it from. */
 async function realMaster(): Promise<{ master: Master; configDir: string }> {
@@ -45,8 +38,8 @@ async function realMaster(): Promise<{ master: Master; configDir: string }> {
   const yaml = [
     'transport: tcp',
     'interface: 127.0.0.1',
-    `publish_port: ${await freePort()}`,
-    `ret_port: ${await freePort()}`,
+    `publish_port: ${await freeLoopbackPort()}`,
+    `ret_port: ${await freeLoopbackPort()}`,
     `pki_dir: ${join(dir, 'pki')}`,
     `cachedir: ${join(dir, 'cache')}`,
     `sock_dir: ${join(dir, 's')}`,

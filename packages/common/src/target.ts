@@ -380,6 +380,21 @@ function parseWord(word: string, shown: string, tgtType: string): Node {
  * closing `]` is literal. Case-sensitive, as fnmatch is on POSIX.
  */
 export function globToRegExp(pattern: string): RegExp {
+  let compiled = compiledGlobs.get(pattern)
+  if (compiled === undefined) {
+    // A RegExp without the g or y flag keeps no state between test() calls, so one may be shared.
+    compiled = translateGlob(pattern)
+    if (compiledGlobs.size >= COMPILED_GLOB_LIMIT) compiledGlobs.delete(compiledGlobs.keys().next().value as string)
+    compiledGlobs.set(pattern, compiled)
+  }
+  return compiled
+}
+
+/** Every publish is matched by every minion, and the master matches each job against every id: compile once. */
+const COMPILED_GLOB_LIMIT = 256
+const compiledGlobs = new Map<string, RegExp>()
+
+function translateGlob(pattern: string): RegExp {
   let out = ''
   let i = 0
   while (i < pattern.length) {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { isBytes, transcript } from './bytes.js'
+import { isBytes, randomNonce, transcript } from './bytes.js'
 import { DecryptError, MalformedMessageError, MasterKeyMismatchError, ReplayError, SignatureError } from './errors.js'
 import { fingerprint, formatPublicKeys, normalizeFingerprint, publicKeysEqual, type KeyPair, type PublicKeys } from './keys.js'
 import { MASTER_PIN_FILE, masterPinPath, pinMasterKeys, readPinnedMasterKeys } from './master-pin.js'
@@ -161,7 +161,7 @@ export async function handleAuth(
   }
 
   const current = 'current' in session ? session.current() : session
-  const nonce = new Uint8Array(randomBytes(nacl.box.nonceLength))
+  const nonce = randomNonce(nacl.box.nonceLength)
   const unsigned = {
     id: r.id,
     token: r.token,

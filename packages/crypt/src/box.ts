@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto'
 import nacl from 'tweetnacl'
 import { decode, encode, type WireValue } from '@brine/transport'
-import { isBytes } from './bytes.js'
+import { isBytes, randomNonce } from './bytes.js'
 import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'
 import { validateMinionId } from './minion-id.js'
 
@@ -30,6 +29,21 @@ export interface PeerBoxOptions {
   peerPublicKey: Uint8Array
 }
 
+/** A {@link PeerBox} from the shared key {@link boxSharedKey} computed (e.g. on a worker thread). */
+export interface SharedPeerBoxOptions {
+  id: string
+  role: BoxRole
+  peerPublicKey: Uint8Array
+  sharedKey: Uint8Array
+}
+
+/** The X25519 shared key of a box pair (`nacl.box.before`): the costly half of a box, computed once per peer. */
+export function boxSharedKey(peerPublicKey: Uint8Array, secretKey: Uint8Array): Uint8Array {
+  if (!isBytes(secretKey, nacl.box.secretKeyLength)) throw new RangeError('box secret key must be 32 bytes')
+  if (!isBytes(peerPublicKey, nacl.box.publicKeyLength)) throw new RangeError('box public key must be 32 bytes')
+  return nacl.box.before(peerPublicKey, secretKey)
+}
+
 export interface OpenOptions {
   /** Refuse messages sealed more than this many ms ago (or as far in the future); default: no limit. */
   maxAgeMs?: number
@@ -56,18 +70,22 @@ export class PeerBox {
   readonly peerPublicKey: Uint8Array
   readonly #shared: Uint8Array
 
-  constructor(options: PeerBoxOptions) {
+  constructor(options: PeerBoxOptions | SharedPeerBoxOptions) {
     validateMinionId(options.id)
-    if (!isBytes(options.secretKey, nacl.box.secretKeyLength)) throw new RangeError('box secret key must be 32 bytes')
     if (!isBytes(options.peerPublicKey, nacl.box.publicKeyLength)) throw new RangeError('box public key must be 32 bytes')
     this.id = options.id
     this.role = options.role
     this.peerPublicKey = options.peerPublicKey
-    this.#shared = nacl.box.before(options.peerPublicKey, options.secretKey)
+    if ('sharedKey' in options) {
+      if (!isBytes(options.sharedKey, nacl.box.sharedKeyLength)) throw new RangeError('box shared key must be 32 bytes')
+      this.#shared = options.sharedKey
+    } else {
+      this.#shared = boxSharedKey(options.peerPublicKey, options.secretKey)
+    }
   }
 
   seal(load: WireValue, now: number = Date.now()): SealedMessage {
-    const nonce = new Uint8Array(randomBytes(nacl.box.nonceLength))
+    const nonce = randomNonce(nacl.box.nonceLength)
     const box = nacl.box.after(encode([this.role, this.id, now, load]), nonce, this.#shared)
     return { enc: BOX_ENC, id: this.id, nonce, box }
   }
@@ -114,9 +132,13 @@ function checkSealed(message: unknown): SealedMessage {
 /** Looks up a minion's accepted X25519 public key; e.g. `(id) => store.acceptedKeys(id).then((k) => k?.box)`. */
 export type AcceptedBoxKeyLookup = (id: string) => Promise<Uint8Array | undefined>
 
+/** Computes a minion's shared key from its public key, e.g. on a worker thread; default: {@link boxSharedKey} inline. */
+export type SharedKeyDerivation = (id: string, peerPublicKey: Uint8Array) => Promise<Uint8Array>
+
 export interface MinionBoxesOptions {
   /** Most minions whose shared key is kept; the least recently used are dropped beyond it (default 16384). */
   maxEntries?: number
+  deriveSharedKey?: SharedKeyDerivation
 }
 
 /**
@@ -129,12 +151,14 @@ export class MinionBoxes {
   readonly #secretKey: Uint8Array
   readonly #lookup: AcceptedBoxKeyLookup
   readonly #maxEntries: number
+  readonly #derive: SharedKeyDerivation
   readonly #boxes = new Map<string, PeerBox>()
 
   constructor(masterBoxSecret: Uint8Array, lookup: AcceptedBoxKeyLookup, options: MinionBoxesOptions = {}) {
     this.#secretKey = masterBoxSecret
     this.#lookup = lookup
     this.#maxEntries = options.maxEntries ?? 16_384
+    this.#derive = options.deriveSharedKey ?? (async (_id, peerPublicKey) => boxSharedKey(peerPublicKey, this.#secretKey))
   }
 
   async #box(id: string): Promise<PeerBox> {
@@ -148,7 +172,7 @@ export class MinionBoxes {
     if (box !== undefined && Buffer.compare(box.peerPublicKey, publicKey) === 0) {
       this.#boxes.delete(id) // re-inserted below, most recent last
     } else {
-      box = new PeerBox({ id, role: 'master', secretKey: this.#secretKey, peerPublicKey: publicKey })
+      box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey) })
       if (this.#boxes.size >= this.#maxEntries) {
         const oldest = this.#boxes.keys().next().value
         if (oldest !== undefined) this.#boxes.delete(oldest)

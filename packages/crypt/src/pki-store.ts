@@ -86,7 +86,19 @@ export interface RejectOptions {
 
 export interface PkiStoreOptions {
   logger?: Logger
+  /**
+   * How long a looked-up accepted key is trusted before its file is checked again, ms (default
+   * {@link DEFAULT_KEY_RECHECK_MS}). Changes made through this store are seen at once; this bounds
+   * how late a change made by another process (a key file removed by hand) is noticed. 0 checks
+   * the file on every lookup.
+   */
+  recheckMs?: number
+  /** Clock for the recheck window (tests). */
+  now?: () => number
 }
+
+/** A second: the file check is a stat per sealed request otherwise, the master's largest cost per return. */
+export const DEFAULT_KEY_RECHECK_MS = 1000
 
 const STATES: readonly KeyState[] = ['pending', 'accepted', 'rejected', 'denied']
 // Order a minion's state is resolved in, as Salt's _auth checks: rejected first, then accepted, then pending.
@@ -99,6 +111,8 @@ interface CachedKeys {
   ino: bigint
   mtimeNs: bigint
   size: bigint
+  /** When the file was last found unchanged (options.now). */
+  checkedAt: number
 }
 
 /**
@@ -111,11 +125,17 @@ export class PkiStore {
   readonly pkiDir: string
   readonly #logger: Logger
   readonly #accepted = new Map<string, CachedKeys>()
+  readonly #recheckMs: number
+  /** Bumped by every change to an accepted key made through this store. */
+  #acceptedGeneration = 0
+  readonly #now: () => number
   #queue: Promise<unknown> = Promise.resolve()
 
-  private constructor(pkiDir: string, logger: Logger) {
+  private constructor(pkiDir: string, logger: Logger, options: PkiStoreOptions) {
     this.pkiDir = pkiDir
     this.#logger = logger
+    this.#recheckMs = options.recheckMs ?? DEFAULT_KEY_RECHECK_MS
+    this.#now = options.now ?? Date.now
   }
 
   /** Opens (creating 0700 directories as needed) the store under `pkiDir`. */
@@ -125,7 +145,7 @@ export class PkiStore {
     for (const dir of [...Object.values(KEY_STATE_DIRS), STAGING_DIR]) {
       await mkdir(join(pkiDir, dir), { recursive: true, mode: PKI_DIR_MODE })
     }
-    return new PkiStore(pkiDir, logger)
+    return new PkiStore(pkiDir, logger, options)
   }
 
   /** Path of `id`'s file in `state`; the id is validated first, so nothing unchecked reaches a path. */
@@ -145,10 +165,12 @@ export class PkiStore {
   }
 
   async #write(state: KeyState, id: string, keys: PublicKeys): Promise<void> {
+    if (state === 'accepted') this.#forgetAccepted(id)
     await writeFileAtomic(this.#path(state, id), formatPublicKeys(keys), { mode: KEY_FILE_MODE, tempDir: join(this.pkiDir, STAGING_DIR) })
   }
 
   async #remove(state: KeyState, id: string): Promise<boolean> {
+    if (state === 'accepted') this.#forgetAccepted(id)
     try {
       await unlink(this.#path(state, id))
       return true
@@ -159,7 +181,13 @@ export class PkiStore {
   }
 
   async #move(from: KeyState, to: KeyState, id: string): Promise<void> {
+    if (from === 'accepted' || to === 'accepted') this.#forgetAccepted(id)
     await rename(this.#path(from, id), this.#path(to, id))
+  }
+
+  #forgetAccepted(id: string): void {
+    this.#acceptedGeneration++
+    this.#accepted.delete(id)
   }
 
   /** Runs `task` after every earlier mutation of this store has finished. */
@@ -210,11 +238,17 @@ export class PkiStore {
 
   /**
    * `id`'s accepted public keys, or undefined. The hot path of every sealed request: a cached copy
-   * is reused while the file's inode, mtime and size are unchanged (any write renames a new inode
-   * in), so another process running `brine-key -d` is seen at the next request.
+   * is trusted for `recheckMs`, then reused while the file's inode, mtime and size are unchanged
+   * (any write renames a new inode in). Changes made through this store drop the copy at once;
+   * another process running `brine-key -d` on the files is seen within `recheckMs`.
    */
   async acceptedKeys(id: string): Promise<PublicKeys | undefined> {
     const file = this.#path('accepted', id)
+    const cached = this.#accepted.get(id)
+    const now = this.#now()
+    if (cached !== undefined && now - cached.checkedAt < this.#recheckMs) return cached.keys
+    // A mutation while this lookup is in flight must not be overwritten by what the lookup read before it.
+    const generation = this.#acceptedGeneration
     let info
     try {
       info = await stat(file, { bigint: true })
@@ -223,13 +257,13 @@ export class PkiStore {
       this.#accepted.delete(id)
       return undefined
     }
-    const cached = this.#accepted.get(id)
     if (cached !== undefined && cached.ino === info.ino && cached.mtimeNs === info.mtimeNs && cached.size === info.size) {
+      if (generation === this.#acceptedGeneration) cached.checkedAt = now
       return cached.keys
     }
     const keys = await this.#read('accepted', id)
-    if (keys === undefined) this.#accepted.delete(id)
-    else this.#accepted.set(id, { keys, ino: info.ino, mtimeNs: info.mtimeNs, size: info.size })
+    if (keys === undefined || generation !== this.#acceptedGeneration) this.#accepted.delete(id)
+    else this.#accepted.set(id, { keys, ino: info.ino, mtimeNs: info.mtimeNs, size: info.size, checkedAt: now })
     return keys
   }
 
@@ -331,10 +365,7 @@ export class PkiStore {
       for (const from of STATES) {
         for (const id of matchIds(await this.#listState(from), match)) {
           if (!(await this.#remove(from, id))) continue
-          if (from === 'accepted') {
-            rotateSession = true
-            this.#accepted.delete(id)
-          }
+          if (from === 'accepted') rotateSession = true
           changes.push({ id, act: 'delete', from })
         }
       }

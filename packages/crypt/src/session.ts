@@ -1,7 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import nacl from 'tweetnacl'
 import { decode, encode, type WireValue } from '@brine/transport'
-import { isBytes, transcript } from './bytes.js'
+import { isBytes, randomNonce, transcript } from './bytes.js'
 import { DecryptError, MalformedMessageError, SignatureError, StaleSessionKeyError } from './errors.js'
 import { SIGNATURE_BYTES, signDetached, verifyDetachedCached } from './sign.js'
 
@@ -65,7 +65,7 @@ const PUBLISH_TAG = 'brine/publish/v1'
  * sign key. The signature covers the ciphertext, so a minion verifies before it decrypts.
  */
 export function sealPublish(load: WireValue, session: SessionKey, masterSignSecret: Uint8Array): PublishEnvelope {
-  const nonce = new Uint8Array(randomBytes(nacl.secretbox.nonceLength))
+  const nonce = randomNonce(nacl.secretbox.nonceLength)
   const ciphertext = nacl.secretbox(encode(load), nonce, session.key)
   const sig = signDetached(transcript(PUBLISH_TAG, session.gen, nonce, ciphertext), masterSignSecret)
   return { enc: PUBLISH_ENC, gen: session.gen, nonce, ciphertext, sig }
@@ -74,10 +74,39 @@ export function sealPublish(load: WireValue, session: SessionKey, masterSignSecr
 export const isPublishEnvelope = (value: unknown): value is PublishEnvelope =>
   typeof value === 'object' && value !== null && (value as { enc?: unknown }).enc === PUBLISH_ENC
 
+/** A publish opened in this process: everything it was opened from, and what came out. */
+interface OpenedPublish {
+  masterSignPublic: Uint8Array
+  sessionKey: Uint8Array
+  gen: number
+  nonce: Uint8Array
+  ciphertext: Uint8Array
+  load: WireValue
+}
+
+/** Publishes opened, by signature, least recently used first. */
+const OPENED_LIMIT = 64
+const opened = new Map<string, OpenedPublish>()
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && Buffer.compare(a, b) === 0
+
+/** Freezes a decoded load through and through: one copy is shared by every opener in the process. */
+function deepFreeze(value: WireValue): WireValue {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    if (!ArrayBuffer.isView(value)) for (const item of Object.values(value)) deepFreeze(item as WireValue)
+  }
+  return value
+}
+
 /**
  * Opens a publish: checks the shape, verifies the master's signature (SignatureError), then the
  * generation (StaleSessionKeyError: re-authenticate), then decrypts (DecryptError). The signature
  * comes first so a forged envelope can neither make a minion re-authenticate nor reach the cipher.
+ *
+ * The load comes back deeply frozen, and is remembered: in a swarm, hundreds of minions in one
+ * process open the very same publish, and a later call with byte-identical master key, session
+ * key, generation, nonce, ciphertext and signature gets the same load without verifying,
+ * decrypting or decoding again.
  */
 export function openPublish(envelope: unknown, session: SessionKey, masterSignPublic: Uint8Array): WireValue {
   if (!isPublishEnvelope(envelope)) throw new MalformedMessageError('publish', `enc is not '${PUBLISH_ENC}'`)
@@ -86,16 +115,35 @@ export function openPublish(envelope: unknown, session: SessionKey, masterSignPu
   if (!isBytes(nonce, nacl.secretbox.nonceLength)) throw new MalformedMessageError('publish', `nonce is not ${nacl.secretbox.nonceLength} bytes`)
   if (!isBytes(ciphertext)) throw new MalformedMessageError('publish', 'ciphertext is not bytes')
   if (!isBytes(sig, SIGNATURE_BYTES)) throw new MalformedMessageError('publish', `sig is not ${SIGNATURE_BYTES} bytes`)
-  // Cached: in a swarm, hundreds of minions in this process verify the very same publish.
+  const id = Buffer.from(sig.buffer, sig.byteOffset, sig.byteLength).toString('latin1')
+  const seen = opened.get(id)
+  if (
+    seen !== undefined &&
+    seen.gen === gen &&
+    gen === session.gen &&
+    sameBytes(seen.nonce, nonce) &&
+    sameBytes(seen.ciphertext, ciphertext) &&
+    sameBytes(seen.sessionKey, session.key) &&
+    sameBytes(seen.masterSignPublic, masterSignPublic)
+  ) {
+    opened.delete(id) // re-insert: Map order is least recently used first
+    opened.set(id, seen)
+    return seen.load
+  }
   if (!verifyDetachedCached(sig, transcript(PUBLISH_TAG, gen, nonce, ciphertext), masterSignPublic)) {
     throw new SignatureError('publish', "signature does not verify with the master's key")
   }
   if (gen !== session.gen) throw new StaleSessionKeyError(gen, session.gen)
   const plain = nacl.secretbox.open(ciphertext, nonce, session.key)
   if (plain === null) throw new DecryptError('publish', 'does not decrypt with the session key')
+  let load: WireValue
   try {
-    return decode(plain)
+    load = deepFreeze(decode(plain))
   } catch (error) {
     throw new MalformedMessageError('publish', 'decrypted load is not msgpack', { cause: error })
   }
+  if (opened.size >= OPENED_LIMIT) opened.delete(opened.keys().next().value as string)
+  // Copies: the envelope's byte arrays may be views into a receive buffer that gets reused.
+  opened.set(id, { masterSignPublic: Uint8Array.from(masterSignPublic), sessionKey: Uint8Array.from(session.key), gen, nonce: Uint8Array.from(nonce), ciphertext: Uint8Array.from(ciphertext), load })
+  return load
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { decode, encode } from '@brine/transport'
 import {
+  boxSharedKey,
   DecryptError,
   generateKeys,
   InvalidMinionIdError,
@@ -32,6 +33,26 @@ const minionBox = (id: string, keys = web1): PeerBox =>
 const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => new Error('expected a rejection'), (e: unknown) => e)
 
 describe('sealed minion requests', () => {
+  it('never reuses a nonce, across many refills of the nonce pool', async () => {
+    const { boxes } = await masterSide()
+    const box = minionBox('web1')
+    const nonces = new Set<string>()
+    for (let index = 0; index < 2000; index++) {
+      const sealed = box.seal({ ...ret, index })
+      expect(sealed.nonce).toHaveLength(24)
+      nonces.add(Buffer.from(sealed.nonce).toString('hex'))
+      if (index % 500 === 0) expect((await boxes.open(decode(encode(sealed)))).load).toEqual({ ...ret, index })
+    }
+    expect(nonces.size).toBe(2000)
+  })
+
+  it('a box from a shared key computed elsewhere (a worker) opens what the minion sealed', async () => {
+    const shared = boxSharedKey(web1.box.publicKey, master.box.secretKey)
+    const box = new PeerBox({ id: 'web1', role: 'master', peerPublicKey: web1.box.publicKey, sharedKey: shared })
+    expect(box.open(decode(encode(minionBox('web1').seal(ret))))).toEqual(ret)
+    expect(() => new PeerBox({ id: 'web1', role: 'master', peerPublicKey: web1.box.publicKey, sharedKey: new Uint8Array(5) })).toThrow(/shared key must be 32 bytes/)
+  })
+
   it('the master opens a minion\'s sealed return and learns who sent it', async () => {
     const { boxes } = await masterSide()
     const sealed = decode(encode(minionBox('web1').seal(ret)))

@@ -130,15 +130,46 @@ describe('PkiStore', () => {
     expect((await store.submit('web1', newPub(), { autoAccept: true })).state).toBe('rejected')
   })
 
-  it('sees a key deleted by another process at the next lookup', async () => {
+  it('sees a key deleted by another process at the next lookup with recheckMs 0', async () => {
     const pkiDir = await tempDir()
-    const master = await PkiStore.open(pkiDir)
+    const master = await PkiStore.open(pkiDir, { recheckMs: 0 })
     const cli = await PkiStore.open(pkiDir)
     const pub = newPub()
     await master.submit('web1', pub, { autoAccept: true })
     expect(await master.acceptedKeys('web1')).toEqual(pub)
     await cli.delete('web1')
     expect(await master.acceptedKeys('web1')).toBeUndefined()
+  })
+
+  it("trusts a looked-up key for recheckMs, then sees another process's change", async () => {
+    const pkiDir = await tempDir()
+    let now = 1_000_000
+    const master = await PkiStore.open(pkiDir, { recheckMs: 1000, now: () => now })
+    const cli = await PkiStore.open(pkiDir)
+    const pub = newPub()
+    await master.submit('web1', pub, { autoAccept: true })
+    expect(await master.acceptedKeys('web1')).toEqual(pub)
+    await cli.delete('web1')
+    now += 999
+    expect(await master.acceptedKeys('web1')).toEqual(pub)
+    now += 1
+    expect(await master.acceptedKeys('web1')).toBeUndefined()
+    // Replaced by hand (a new file under the same id): the new key once the window has passed.
+    const replacement = newPub()
+    await cli.submit('web1', replacement, { autoAccept: true })
+    expect(await master.acceptedKeys('web1')).toEqual(replacement)
+  })
+
+  it('sees its own changes to an accepted key at once, whatever recheckMs', async () => {
+    const { store } = await storeWith(['web1'])
+    await store.accept('web1')
+    expect(await store.acceptedKeys('web1')).toBeDefined()
+    await store.reject('web1', { includeAccepted: true })
+    expect(await store.acceptedKeys('web1')).toBeUndefined()
+    await store.accept('web1', { includeRejected: true })
+    expect(await store.acceptedKeys('web1')).toBeDefined()
+    await store.delete('web1')
+    expect(await store.acceptedKeys('web1')).toBeUndefined()
   })
 
   it('validates the id before building any path', async () => {

@@ -78,14 +78,20 @@ describe('publish envelopes', () => {
     }
   })
 
-  it('opens a publish it verified before from the verification cache, never a tampered copy or another key', () => {
+  it('opens a publish it opened before from memory, never a tampered copy or another key', () => {
     const session = new SessionKeys().current()
     const envelope = sealPublish(load, session, master.sign.secretKey)
     const before = { ...verifyCounters }
-    expect(openPublish(envelope, session, master.sign.publicKey)).toEqual(load)
+    const first = openPublish(envelope, session, master.sign.publicKey)
+    expect(first).toEqual(load)
+    expect(Object.isFrozen(first)).toBe(true)
     expect(verifyCounters.native - before.native).toBe(1)
-    // A second minion of the same process opening the same bytes (decoded afresh) needs no verify.
-    expect(openPublish(decode(encode(envelope)), session, master.sign.publicKey)).toEqual(load)
+    // A second minion of the same process opening the same bytes (decoded afresh) gets the same load, no verify.
+    expect(openPublish(decode(encode(envelope)), session, master.sign.publicKey)).toBe(first)
+    expect(verifyCounters.native - before.native).toBe(1)
+    // Another holder of a different session key of the same generation does not get it.
+    expect(catchError(() => openPublish(envelope, { key: new SessionKeys().current().key, gen: session.gen }, master.sign.publicKey))).toBeInstanceOf(DecryptError)
+    // The verification cache still answers the signature for it.
     expect(verifyCounters.native - before.native).toBe(1)
     expect(verifyCounters.cached - before.cached).toBe(1)
 

@@ -88,7 +88,7 @@ export class EventBus {
   private accept(socket: Socket): void {
     const connection = new FramedConnection(
       socket,
-      { maxFrameBytes: 1024, hwm: this.hwm, peer: `event-bus-subscriber` },
+      { maxFrameBytes: 1024, hwm: this.hwm, peer: `event-bus-subscriber`, coalesce: true },
       {
         // Subscribers only listen; anything they send is ignored.
         onFrame: () => {},

@@ -28,5 +28,5 @@ export {
 export { masterVersion } from './version.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
 export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
-export { RequestCrypto, type WorkerTask, type OpenResult } from './request-worker.js'
+export { RequestCrypto, type WorkerTask } from './request-worker.js'
 export { PermissionDeniedError, MalformedRequestError, UnknownWheelFunctionError, UnknownRunnerError, WorkerPoolError, RebuiltWorkerError } from './errors.js'

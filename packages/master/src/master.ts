@@ -173,6 +173,7 @@ export class Master {
       grains,
       publisher: this.#publisher,
       masterPub: publicKeysOf(keys),
+      masterBoxSecret: keys.box.secretKey,
       session: () => this.session,
       rotateSession: (reason) => this.rotateSession(reason),
       rootKey: this.#rootKey,

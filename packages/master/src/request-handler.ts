@@ -1,7 +1,7 @@
 import {
   constantTimeEqual,
   minionIdProblem,
-  MinionNotAcceptedError,
+  MinionBoxes,
   type AuthOutcome,
   type KeyChange,
   type PkiStore,
@@ -29,7 +29,6 @@ import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
 import type { JobCache } from '@brine/common'
-import type { OpenResult } from './request-worker.js'
 import { findRunner, type GatheredJob, type RunnerContext } from './runners/index.js'
 import { runWheel } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
@@ -48,6 +47,8 @@ export interface MasterRequestHandlerOptions {
   grains: GrainsCache
   publisher: PublishServer
   masterPub: PublicKeys
+  /** The master's X25519 secret key (minions' boxes are opened and sealed on the main thread). */
+  masterBoxSecret: Uint8Array
   /** The session key publishes are sealed under now. */
   session: () => SessionKey
   /** Rotates the session key (after a reject or delete, or an open_mode key replacement). */
@@ -77,10 +78,15 @@ export class MasterRequestHandler {
   readonly #logger: Logger
   /** Job records still being written; {@link settle} waits for them before the cache is closed. */
   readonly #pendingJobSaves = new Set<Promise<void>>()
+  /** Each minion's box; the shared key is computed in the pool, opening and sealing happen here. */
+  readonly #boxes: MinionBoxes
 
   constructor(options: MasterRequestHandlerOptions) {
     this.#o = options
     this.#logger = options.logger ?? silentLogger
+    this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await options.store.acceptedKeys(id))?.box, {
+      deriveSharedKey: async (id, boxKey) => (await options.pool.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
+    })
   }
 
   /** Resolves once every job record handed to the cache has been written (or failed and been logged). */
@@ -146,7 +152,7 @@ export class MasterRequestHandler {
     for (const change of changes) {
       this.#o.bus.fire('salt/key', { act: change.act, id: change.id, result: true })
       if (change.from === 'accepted' || change.act === 'delete') {
-        await this.#o.pool.broadcast({ op: 'forget', id: change.id })
+        this.#boxes.forget(change.id)
         if (change.act === 'delete') this.#o.grains.delete(change.id)
       }
     }
@@ -286,9 +292,7 @@ export class MasterRequestHandler {
     const id = request['id']
     const problem = minionIdProblem(id)
     if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
-    const keys = await this.#o.store.acceptedKeys(id as string)
-    if (keys === undefined) throw new MinionNotAcceptedError(id as string)
-    const opened = (await this.#o.pool.run(id as string, { op: 'open', message: request, boxKey: keys.box })) as OpenResult
+    const opened = await this.#boxes.open(request)
     let reply: Record<string, unknown>
     try {
       await this.#inner(opened.id, opened.load)
@@ -297,7 +301,7 @@ export class MasterRequestHandler {
       this.#logger.warning(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
       reply = { ok: false, error: serializeError(error) }
     }
-    return this.#o.pool.run(opened.id, { op: 'seal', id: opened.id, boxKey: keys.box, load: reply })
+    return (await this.#boxes.seal(opened.id, reply)) as unknown as WireValue
   }
 
   async #inner(id: string, load: WireValue): Promise<void> {

@@ -1,7 +1,7 @@
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads'
 import {
+  boxSharedKey,
   handleAuth,
-  MinionBoxes,
   sealPublish,
   type AuthOutcome,
   type KeyPair,
@@ -14,53 +14,36 @@ import {
 import { serializeError, type SerializedError, type WireValue } from '@brine/transport'
 
 /**
- * The CPU half of request handling: signature checks, box opening and sealing, publish sealing.
- * The same {@link RequestCrypto} runs inline (worker_threads: 0) or inside each worker thread;
- * state (key store, jobs, events) stays on the main thread, which passes in what a task needs
- * (the minion's accepted box key, the current session key).
+ * The costly half of request handling: signature checks at auth, X25519 shared keys, publish
+ * sealing. The same {@link RequestCrypto} runs inline (worker_threads: 0) or inside each worker
+ * thread; state (key store, jobs, events) stays on the main thread, which passes in what a task
+ * needs (the minion's accepted box key, the current session key). Opening and sealing a minion's
+ * box once its shared key is known costs less than a hop to a worker, so the main thread does it.
  */
 
 export type WorkerTask =
   | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean }
-  | { op: 'open'; message: unknown; boxKey: Uint8Array }
-  | { op: 'seal'; id: string; boxKey: Uint8Array; load: WireValue }
+  | { op: 'box-shared-key'; boxKey: Uint8Array }
   | { op: 'seal-publish'; load: WireValue; session: SessionKey }
-  | { op: 'forget'; id: string }
-
-export interface OpenResult {
-  id: string
-  load: WireValue
-  timestamp: number
-}
 
 /** Records an auth attempt in the key store, which lives on the main thread. */
 export type SubmitKey = (id: string, keys: PublicKeys, options: SubmitOptions) => Promise<SubmitResult>
 
 export class RequestCrypto {
   readonly #keys: KeyPair
-  /** The accepted box key of each minion a task is about, handed over with the task. */
-  readonly #boxKeys = new Map<string, Uint8Array>()
-  readonly #boxes: MinionBoxes
 
   constructor(masterKeys: KeyPair) {
     this.#keys = masterKeys
-    this.#boxes = new MinionBoxes(masterKeys.box.secretKey, async (id) => this.#boxKeys.get(id))
   }
 
   async run(task: WorkerTask, submit: SubmitKey): Promise<WireValue> {
     switch (task.op) {
       case 'auth':
         return this.auth(task.request, task.session, { autoAccept: task.autoAccept, openMode: task.openMode }, submit)
-      case 'open':
-        return this.open(task.message, task.boxKey)
-      case 'seal':
-        return this.seal(task.id, task.boxKey, task.load)
+      case 'box-shared-key':
+        return boxSharedKey(task.boxKey, this.#keys.box.secretKey)
       case 'seal-publish':
         return sealPublish(task.load, task.session, this.#keys.sign.secretKey)
-      case 'forget':
-        this.#boxes.forget(task.id)
-        this.#boxKeys.delete(task.id)
-        return null
     }
   }
 
@@ -68,17 +51,6 @@ export class RequestCrypto {
   auth(request: unknown, session: SessionKey, options: SubmitOptions, submit: SubmitKey): Promise<AuthOutcome> {
     const store = { submit: (id: string, keys: PublicKeys, submitOptions: SubmitOptions) => submit(id, keys, submitOptions) }
     return handleAuth(request, store as unknown as PkiStore, session, this.#keys, options)
-  }
-
-  async open(message: unknown, boxKey: Uint8Array): Promise<OpenResult> {
-    const id = (message as { id?: unknown } | null)?.id
-    if (typeof id === 'string') this.#boxKeys.set(id, boxKey)
-    return this.#boxes.open(message)
-  }
-
-  async seal(id: string, boxKey: Uint8Array, load: WireValue): Promise<WireValue> {
-    this.#boxKeys.set(id, boxKey)
-    return this.#boxes.seal(id, load)
   }
 }
 

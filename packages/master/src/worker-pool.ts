@@ -8,8 +8,6 @@ import { RequestCrypto, type FromWorker, type RequestWorkerData, type SubmitKey,
 export interface RequestPool {
   /** Runs `task` on the worker chosen by `key` (a minion id or jid), so per-minion keys stay warm. */
   run(key: string, task: WorkerTask): Promise<WireValue>
-  /** Runs `task` on every worker (e.g. forget a minion's box key). */
-  broadcast(task: WorkerTask): Promise<void>
   close(): Promise<void>
   readonly size: number
 }
@@ -37,10 +35,6 @@ export class InlinePool implements RequestPool {
 
   run(_key: string, task: WorkerTask): Promise<WireValue> {
     return this.#crypto.run(task, this.#submit)
-  }
-
-  async broadcast(task: WorkerTask): Promise<void> {
-    await this.#crypto.run(task, this.#submit)
   }
 
   async close(): Promise<void> {}
@@ -131,10 +125,6 @@ export class ThreadPool implements RequestPool {
 
   run(key: string, task: WorkerTask): Promise<WireValue> {
     return this.#post(this.#slots[hashKey(key) % this.size]!, task)
-  }
-
-  async broadcast(task: WorkerTask): Promise<void> {
-    await Promise.all(this.#slots.map((slot) => this.#post(slot, task)))
   }
 
   async close(): Promise<void> {

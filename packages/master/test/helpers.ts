@@ -1,5 +1,4 @@
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import {
@@ -13,7 +12,7 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
-import type { PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
+import { freeLoopbackPort, type PublishClient, type PublishServer, type RequestClient, type WireValue } from '@brine/transport'
 import { deadline } from '@brine/transport-compliance'
 import { Master } from '../src/index.js'
 
@@ -25,14 +24,6 @@ export async function runCleanups(): Promise<void> {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {})
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const address = server.address()
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  if (address === null || typeof address === 'string') throw new Error('no port')
-  return address.port
-}
 
 /** A short temp dir (unix socket paths must stay under 107 bytes), removed after the test. */
 export async function tempDir(): Promise<string> {
@@ -45,8 +36,8 @@ export async function masterConfig(dir: string, overrides: Record<string, unknow
   return {
     ...defaultsFor('master'),
     interface: '127.0.0.1',
-    publish_port: await freePort(),
-    ret_port: await freePort(),
+    publish_port: await freeLoopbackPort(),
+    ret_port: await freeLoopbackPort(),
     pki_dir: join(dir, 'pki'),
     cachedir: join(dir, 'cache'),
     sock_dir: join(dir, 's'),

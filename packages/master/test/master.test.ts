@@ -2,9 +2,9 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { PeerBox, readRootKey, rootKeyPath, StaleSessionKeyError } from '@brine/crypt'
-import { RemoteError, type RequestClient } from '@brine/transport'
+import { freeLoopbackPort, RemoteError, type RequestClient } from '@brine/transport'
 import type { Master } from '../src/index.js'
-import { clearClient, FakeMinion, freePort, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog, type MasterAddress } from './helpers.js'
+import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog, type MasterAddress } from './helpers.js'
 
 afterEach(runCleanups)
 
@@ -179,7 +179,7 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
 describe('master over zeromq and tcp at once', () => {
   it('reaches a zeromq minion and a tcp minion with one publish', async () => {
     const dir = await tempDir()
-    const tcpPorts = { publish_port: await freePort(), ret_port: await freePort() }
+    const tcpPorts = { publish_port: await freeLoopbackPort(), ret_port: await freeLoopbackPort() }
     const { master, events } = await startMaster(dir, { transport: 'zeromq', transport_opts: { tcp: tcpPorts }, auto_accept: true })
     expect(master.endpoints.map((endpoint) => endpoint.name)).toEqual(['tcp', 'zeromq'])
     const zmq = await FakeMinion.start('zeromq', 'zmq1', { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }, join(dir, 'z'))

@@ -67,11 +67,11 @@ function missingFunction(registry: ModuleRegistry, fun: string): unknown {
   return docs
 }
 
-/** Links several optional signals into one controller's. */
+/** Links several optional signals (each once, however often it is given) into one controller's. */
 function linkSignals(controller: AbortController, signals: readonly (AbortSignal | undefined)[]): () => void {
   const undo: (() => void)[] = []
-  for (const signal of signals) {
-    if (signal === undefined) continue
+  for (const [index, signal] of signals.entries()) {
+    if (signal === undefined || signals.indexOf(signal) !== index) continue
     if (signal.aborted) {
       controller.abort(signal.reason)
       continue
@@ -107,7 +107,6 @@ function whenAborted(signal: AbortSignal): { promise: Promise<'aborted'>; dispos
 /** Runs `job.fun` from `registry` and returns Salt's `{return, retcode, success, out?}`. */
 export async function executeJob(registry: ModuleRegistry, job: JobRequest, options: ExecuteOptions = {}): Promise<JobResult> {
   const context = registry.context
-  const logger = context.logger.child(`job ${job.jid}`)
   const controller = new AbortController()
   const unlink = linkSignals(controller, [context.signal, options.signal])
   const info: RunningJobInfo = { ...job, jid: job.jid, fun: job.fun, arg: [...(job.arg ?? [])], pid: process.pid, _stamp: new Date().toISOString() }
@@ -151,7 +150,7 @@ export async function executeJob(registry: ModuleRegistry, job: JobRequest, opti
       if (fn.outputter !== undefined) result.out = fn.outputter
       return result
     } catch (error) {
-      return failure(job, fn.doc, error, controller.signal, logger)
+      return failure(job, fn.doc, error, controller.signal, context.logger.child(`job ${job.jid}`))
     } finally {
       aborted.dispose()
     }

@@ -24,6 +24,22 @@ export interface JobRunnerOptions {
   signal: AbortSignal
 }
 
+/**
+ * Job loads already validated, by load object: openPublish hands every minion of a process the
+ * same frozen load for the same publish, so a swarm validates each publish once.
+ */
+const validatedLoads = new WeakMap<object, JobLoad>()
+
+function validatedJobLoad(load: WireValue): JobLoad {
+  if (typeof load === 'object' && load !== null) {
+    const known = validatedLoads.get(load)
+    if (known !== undefined) return known
+  }
+  const job = validateJobLoad(load)
+  if (typeof load === 'object' && load !== null) validatedLoads.set(load, job)
+  return job
+}
+
 /** Salt's minion_jid_queue_hwm: jids remembered so a publish delivered twice runs once. */
 const JID_MEMORY = 100
 /** Generations found stale right after a fresh auth (replays of old publishes, not a rotation) are not re-authenticated for again for this long. */
@@ -62,7 +78,7 @@ export class JobRunner {
     if (load === undefined) return
     let job: JobLoad
     try {
-      job = validateJobLoad(load)
+      job = validatedJobLoad(load)
     } catch (error) {
       this.#drop('invalid', `not a valid job load: ${(error as Error).message}`)
       return

@@ -3,25 +3,12 @@
  * docs/protocol.md (clear `_auth`, sealed requests acknowledged with a sealed `{ok: true}`,
  * sealed and signed publishes) to drive a real Minion over real sockets.
  */
-import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { loadTransport } from '@brine/common'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
-import type { PublishServer, RequestServer, Transport, WireValue } from '@brine/transport'
+import { freeLoopbackPort, type PublishServer, type RequestServer, type Transport, type WireValue } from '@brine/transport'
 import { deadline } from './modules-fixture.js'
 
-/** A port that was free a moment ago (bound on 127.0.0.1 with port 0, then released). */
-export async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', resolve)
-  })
-  const address = server.address()
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  if (address === null || typeof address === 'string') throw new Error('no port from node:net')
-  return address.port
-}
 
 export interface SealedLoad {
   id: string
@@ -61,7 +48,7 @@ export class StandInMaster {
     const pki = join(dir, 'master-pki')
     const { keys } = await loadOrCreateKeys(pki, 'master')
     const store = await PkiStore.open(pki)
-    const master = new StandInMaster(transport, keys, store, await freePort(), await freePort(), options.autoAccept)
+    const master = new StandInMaster(transport, keys, store, await freeLoopbackPort(), await freeLoopbackPort(), options.autoAccept)
     master.#publisher = transport.createPublishServer({ host: '127.0.0.1', port: master.publishPort })
     await master.#publisher.start()
     void master.#watchSubscribes()

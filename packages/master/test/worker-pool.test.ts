@@ -1,0 +1,49 @@
+import { existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { afterEach, describe, expect, it } from 'vitest'
+import { boxSharedKey, generateKeys, openPublish, SessionKeys, type SubmitResult } from '@brine/crypt'
+import { InlinePool, ThreadPool, type RequestPool } from '../src/index.js'
+
+// The pool runs the built worker script, as the master does (`npm test` builds before vitest).
+const script = new URL('../dist/request-worker.js', import.meta.url)
+const submit = async (): Promise<SubmitResult> => ({ state: 'pending', changes: [], rotateSession: false, keyMismatch: false })
+
+describe('request pools', () => {
+  const pools: RequestPool[] = []
+  afterEach(async () => {
+    await Promise.all(pools.splice(0).map((pool) => pool.close()))
+  })
+
+  it('has a built worker script to run', () => {
+    expect(existsSync(fileURLToPath(script)), `${fileURLToPath(script)} (run npm run build)`).toBe(true)
+  })
+
+  for (const kind of ['inline', 'threads'] as const) {
+    it(`${kind}: computes a minion's shared key and seals publishes the minion can open`, async () => {
+      const master = generateKeys()
+      const minion = generateKeys()
+      const pool = kind === 'inline' ? new InlinePool(master, submit) : new ThreadPool({ size: 2, script, masterKeys: master, submit })
+      pools.push(pool)
+      const shared = await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })
+      expect(shared).toEqual(boxSharedKey(master.box.publicKey, minion.box.secretKey))
+      const session = new SessionKeys().current()
+      const envelope = await pool.run('20261122000000000000', { op: 'seal-publish', load: { fun: 'test.ping' }, session })
+      expect(openPublish(envelope, session, master.sign.publicKey)).toEqual({ fun: 'test.ping' })
+    })
+  }
+
+  it('threads: a failing task rejects with the worker error, and the pool keeps serving', async () => {
+    const master = generateKeys()
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit })
+    pools.push(pool)
+    await expect(pool.run('web1', { op: 'box-shared-key', boxKey: new Uint8Array(3) })).rejects.toThrow(/box public key must be 32 bytes/)
+    const minion = generateKeys()
+    expect(await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })).toEqual(boxSharedKey(master.box.publicKey, minion.box.secretKey))
+  })
+
+  it('threads: refuses tasks once closed', async () => {
+    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit })
+    await pool.close()
+    await expect(pool.run('web1', { op: 'box-shared-key', boxKey: generateKeys().box.publicKey })).rejects.toThrow(/closed/)
+  })
+})

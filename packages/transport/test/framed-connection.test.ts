@@ -1,0 +1,69 @@
+import { createServer, connect, type Server, type Socket } from 'node:net'
+import { afterEach, describe, expect, it } from 'vitest'
+import { decode, encode, frame, FramedConnection } from '../src/index.js'
+
+/** A loopback socket pair: the writer's end (wrapped by the test) and a FramedConnection that collects frames. */
+async function socketPair(): Promise<{ writer: Socket; received: unknown[]; server: Server; reader: FramedConnection }> {
+  const received: unknown[] = []
+  let reader: FramedConnection | undefined
+  const server = createServer((socket) => {
+    reader = new FramedConnection(socket, { maxFrameBytes: 1 << 20, hwm: 100 }, {
+      onFrame: (body) => received.push(decode(body)),
+      onOversize: () => {},
+      onClose: () => {},
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  const writer = connect(port, '127.0.0.1')
+  await new Promise<void>((resolve) => writer.once('connect', resolve))
+  await until(() => reader !== undefined, 'the server accepting the connection')
+  return { writer, received, server, reader: reader! }
+}
+
+/** Polls `condition` every 5 ms for at most 5 s; throws naming `what` when it never holds. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let tries = 0; !condition(); tries++) {
+    if (tries >= 1000) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+describe('FramedConnection', () => {
+  const cleanup: Array<() => Promise<void>> = []
+  afterEach(async () => {
+    for (const step of cleanup.splice(0)) await step()
+  })
+
+  it('coalesce: frames written in one turn all arrive, whole and in order', async () => {
+    const { writer, received, server, reader } = await socketPair()
+    const connection = new FramedConnection(writer, { maxFrameBytes: 1 << 20, hwm: 1000, coalesce: true }, { onFrame: () => {}, onOversize: () => {}, onClose: () => {} })
+    cleanup.push(async () => {
+      await connection.close()
+      await reader.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    })
+    for (let index = 0; index < 500; index++) expect(connection.write(frame(encode({ index })))).toBe(true)
+    // A second turn's frames follow the first turn's.
+    await new Promise((resolve) => setImmediate(resolve))
+    for (let index = 500; index < 600; index++) connection.write(frame(encode({ index })))
+    await until(() => received.length >= 600, '600 frames')
+    expect(received).toEqual(Array.from({ length: 600 }, (_, index) => ({ index })))
+  })
+
+  it('coalesce: refuses frames past the hwm within one turn, and accepts again the next', async () => {
+    const { writer, received, server, reader } = await socketPair()
+    const connection = new FramedConnection(writer, { maxFrameBytes: 1 << 20, hwm: 10, coalesce: true }, { onFrame: () => {}, onOversize: () => {}, onClose: () => {} })
+    cleanup.push(async () => {
+      await connection.close()
+      await reader.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    })
+    const accepted = Array.from({ length: 15 }, (_, index) => connection.write(frame(encode({ index }))))
+    expect(accepted).toEqual([...Array(10).fill(true), ...Array(5).fill(false)])
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(connection.write(frame(encode({ index: 'next' })))).toBe(true)
+    await until(() => received.length >= 11, '11 frames')
+    expect(received).toEqual([...Array.from({ length: 10 }, (_, index) => ({ index })), { index: 'next' }])
+  })
+})
