@@ -15,7 +15,7 @@ import {
   type WireValue,
 } from '@brine/transport'
 import { Subscriber } from 'zeromq'
-import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, topicForId } from './socket-util.js'
+import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted, topicForId } from './socket-util.js'
 
 /**
  * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
@@ -64,15 +64,16 @@ export class ZeroMQPublishClient implements PublishClient {
     if (isIPv6(this.options.host)) socket.ipv6 = true
     this.socket = socket
     this.link.attach(socket)
-    socket.subscribe(BROADCAST_TOPIC, ...[...this.ids].map(topicForId))
-    socket.connect(this.address)
+    retryInterrupted(() => socket.subscribe(BROADCAST_TOPIC, ...[...this.ids].map(topicForId)))
+    retryInterrupted(() => socket.connect(this.address))
     this.loop = this.receiveLoop(socket)
   }
 
   subscribe(id: string): void {
     if (this.ids.has(id)) return
     this.ids.add(id)
-    if (this.socket !== undefined && !this.socket.closed) this.socket.subscribe(topicForId(id))
+    const socket = this.socket
+    if (socket !== undefined && !socket.closed) retryInterrupted(() => socket.subscribe(topicForId(id)))
   }
 
   /**

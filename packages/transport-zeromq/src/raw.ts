@@ -1,5 +1,5 @@
 import { Dealer } from 'zeromq'
-import { formatEndpoint, isIPv6 } from './socket-util.js'
+import { formatEndpoint, isIPv6, retryInterrupted } from './socket-util.js'
 
 /** How long libzmq keeps delivering after close(), and how long one send may wait for the link. */
 const RAW_LINGER_MS = 2000
@@ -13,7 +13,7 @@ const RAW_LINGER_MS = 2000
 export async function sendRawFrames(target: { host: string; port: number }, frames: readonly Uint8Array[]): Promise<void> {
   const socket = new Dealer({ linger: RAW_LINGER_MS, sendTimeout: RAW_LINGER_MS, ipv6: isIPv6(target.host) })
   try {
-    socket.connect(formatEndpoint(target.host, target.port))
+    retryInterrupted(() => socket.connect(formatEndpoint(target.host, target.port)))
     for (const frame of frames) await socket.send(frame)
   } finally {
     socket.close()

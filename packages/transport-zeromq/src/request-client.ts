@@ -23,7 +23,7 @@ import {
 import { Dealer } from 'zeromq'
 import { mapNativeError } from './map-native-error.js'
 import { SendQueue } from './send-queue.js'
-import { ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach } from './socket-util.js'
+import { ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted } from './socket-util.js'
 
 interface Pending {
   resolve(value: WireValue): void
@@ -97,7 +97,7 @@ export class ZeroMQRequestClient implements RequestClient {
       () => this.closedError(),
     )
     this.link.attach(socket)
-    socket.connect(this.address)
+    retryInterrupted(() => socket.connect(this.address))
     this.loop = this.receiveLoop(socket)
   }
 

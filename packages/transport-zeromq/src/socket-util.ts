@@ -22,6 +22,24 @@ export function isIPv6(host: string): boolean {
   return host.includes(':')
 }
 
+/** Attempts of a call that keeps being interrupted before its EINTR is thrown. */
+const EINTR_ATTEMPTS = 100
+
+/**
+ * Runs a synchronous libzmq call (connect, subscribe), repeating it while it fails with EINTR:
+ * a signal landing mid-call (SIGCHLD of a command a job ran, a profiler's SIGPROF) interrupts it
+ * before it does anything, so repeating is safe. zeromq.js retries bind itself, not these.
+ */
+export function retryInterrupted<T>(call: () => T): T {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return call()
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code !== 'EINTR' || attempt >= EINTR_ATTEMPTS) throw error
+    }
+  }
+}
+
 /** How long close() waits for libzmq to release a listening port before giving up. */
 const RELEASE_WAIT_MS = 2000
 

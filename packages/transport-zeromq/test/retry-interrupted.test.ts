@@ -1,0 +1,40 @@
+import { describe, expect, it } from 'vitest'
+import { retryInterrupted } from '../src/socket-util.js'
+
+const interrupted = (): Error => Object.assign(new Error('Interrupted system call'), { code: 'EINTR', errno: 4 })
+
+describe('retryInterrupted', () => {
+  it('repeats a libzmq call that a signal interrupted, and returns its result', () => {
+    let calls = 0
+    const result = retryInterrupted(() => {
+      calls++
+      if (calls < 3) throw interrupted()
+      return 'connected'
+    })
+    expect(result).toBe('connected')
+    expect(calls).toBe(3)
+  })
+
+  it('throws any other error at once', () => {
+    let calls = 0
+    const emfile = Object.assign(new Error('Too many open file descriptors'), { code: 'EMFILE' })
+    expect(() =>
+      retryInterrupted(() => {
+        calls++
+        throw emfile
+      }),
+    ).toThrow(emfile)
+    expect(calls).toBe(1)
+  })
+
+  it('gives up on a call interrupted every time, with the EINTR', () => {
+    let calls = 0
+    expect(() =>
+      retryInterrupted(() => {
+        calls++
+        throw interrupted()
+      }),
+    ).toThrow(/Interrupted system call/)
+    expect(calls).toBe(100)
+  })
+})
