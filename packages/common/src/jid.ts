@@ -84,15 +84,22 @@ export function parseJid(jid: string): ParsedJid {
   return { date, microsecond: micro }
 }
 
+/** Jids found valid lately: every return of a job carries the same jid, and each is checked on the way in. */
+const VALID_JID_MEMORY = 256
+const validJids = new Set<string>()
+
 /** True for a string in Salt's jid format that names a real time. */
 export function isJid(value: unknown): value is string {
   if (typeof value !== 'string') return false
+  if (validJids.has(value)) return true
   try {
     parseJid(value)
-    return true
   } catch {
     return false
   }
+  if (validJids.size >= VALID_JID_MEMORY) validJids.delete(validJids.values().next().value as string)
+  validJids.add(value)
+  return true
 }
 
 /** The jid's time as a Date (millisecond precision, UTC). */

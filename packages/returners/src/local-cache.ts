@@ -531,7 +531,8 @@ export class LocalJobCache implements JobCache {
 
   #dayOf(jid: string): string {
     if (typeof jid !== 'string' || !isJid(jid) || !SAFE_JID.test(jid)) throw new JobCacheError('local_cache', `'${String(jid)}' is not a jid`, { jid: String(jid) })
-    return dayName(jidToDate(jid))
+    // A valid jid starts with its UTC date, YYYYMMDD: the segment's name.
+    return jid.slice(0, 8)
   }
 
   #checkOpen(): void {
