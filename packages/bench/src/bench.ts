@@ -263,21 +263,62 @@ async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000):
   return { jid, ms: performance.now() - started, ids }
 }
 
-/** Polls test.ping (short timeouts) until all `n` minions answer one call; throws naming who was missing at `deadline`. */
-async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number): Promise<void> {
-  let best = 0
-  for (;;) {
-    try {
-      // Each try's window bounds how finely "all answering" is measured: a minion that reconnects just after a
-      // ping was published is only seen by the next ping. Keep it short, yet several times the ping's p95 at N.
-      const { ids } = await pingAll(client(), Math.min(2000, 500 + n), 500)
-      best = Math.max(best, ids.size)
-      if (ids.size >= n) return
-    } catch (error) {
-      if (performance.now() > deadline) throw error
-      await new Promise((resolve) => setTimeout(resolve, 100))
+/** How often {@link untilAllAnswer} pings the minions not heard from yet. */
+const ANSWER_POLL_MS = 250
+
+/**
+ * Pings until every one of the `n` minions has answered test.ping; resolves with the moment the
+ * last one did (performance.now(), the figure's end). The first ping goes to all and tells who the
+ * master expects; then, every {@link ANSWER_POLL_MS} ms, a ping goes to those not heard from yet,
+ * overlapping the ones still gathering. So a minion that comes back just after a publish is seen a
+ * quarter second later, and the polling adds little load to a master busy re-authenticating its
+ * fleet. Throws naming how many answered at `deadline`.
+ */
+async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number): Promise<number> {
+  const heard = new Set<string>()
+  let expected: string[] | undefined
+  let answeredAt: number | undefined
+  let lastError: unknown
+  let wake: () => void = () => {}
+  const gathering = new Set<Promise<void>>()
+  // Each ping's window is several times the ping's p95 at N; short enough to keep few in flight.
+  const window = Math.min(2000, 500 + n)
+  const ping = async (): Promise<void> => {
+    const missing = expected?.filter((id) => !heard.has(id))
+    const c = client()
+    const { jid, minions } = await c.runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window })
+    if (expected === undefined && minions.length >= n) expected = minions
+    if (minions.length === 0) return
+    for await (const item of c.getCliReturns(jid, minions, { timeout: window, gatherJobTimeout: 500 })) {
+      if (item.status !== 'returned') continue
+      heard.add(item.id)
+      if (heard.size >= n && answeredAt === undefined) {
+        answeredAt = performance.now()
+        wake()
+      }
     }
-    if (performance.now() > deadline) throw new Error(`not every minion answered test.ping in time: at best ${best} of ${n}`)
+  }
+  try {
+    while (answeredAt === undefined) {
+      if (performance.now() > deadline) {
+        throw new Error(`not every minion answered test.ping in time: ${heard.size} of ${n}${lastError === undefined ? '' : ` (last error: ${(lastError as Error).message})`}`)
+      }
+      const gather: Promise<void> = ping().catch((error: unknown) => {
+        lastError = error
+      })
+      gathering.add(gather)
+      void gather.finally(() => gathering.delete(gather))
+      let timer: NodeJS.Timeout | undefined
+      await new Promise<void>((resolve) => {
+        wake = resolve
+        timer = setTimeout(resolve, ANSWER_POLL_MS)
+      })
+      clearTimeout(timer)
+    }
+    return answeredAt
+  } finally {
+    // The pings still gathering end within their window; none may outlive the phase.
+    await Promise.allSettled([...gathering])
   }
 }
 
@@ -367,8 +408,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.connect.allAcceptedMs = round(performance.now() - launched)
     client = newClient()
     const deadline = launched + settings.connectTimeoutMs
-    await untilAllAnswer(() => client!, n, deadline)
-    result.connect.allAnsweringMs = round(performance.now() - launched)
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
     const firstMinion = [...fleet.minions.values()][0]
     if (firstMinion !== undefined) result.memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
@@ -431,8 +471,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.restart.masterReadyMs = round(performance.now() - relaunched)
     // The restarted master wrote a new root key: a new client reads it.
     client = newClient()
-    await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs)
-    result.restart.allAnsweringMs = round(performance.now() - relaunched)
+    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs)) - relaunched)
 
     phase('overload')
     const masterPid = fleet.master.pid

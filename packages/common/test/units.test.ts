@@ -52,7 +52,7 @@ describe('backoffFromConfig', () => {
   it('maps recon_* (already ms) onto the transport backoff', () => {
     expect(backoffFromConfig({ recon_default: 1000, recon_max: 10000, recon_randomize: true })).toEqual({ initial: 1000, max: 10000, factor: 2, jitter: 0.5 })
     const fixed = backoffFromConfig({ recon_default: 200, recon_max: 1000, recon_randomize: false })
-    expect([1, 2, 3, 4].map((attempt) => backoffDelay(attempt, fixed, () => 0))).toEqual([200, 400, 800, 1000])
+    expect([1, 2, 3, 4, 5, 6].map((attempt) => backoffDelay(attempt, fixed, () => 0))).toEqual([200, 200, 200, 400, 800, 1000])
   })
 
   it('never lets max fall below initial', () => {

@@ -7,6 +7,7 @@ import { MASTER_PIN_FILE, masterPinPath, pinMasterKeys, readPinnedMasterKeys } f
 import { minionIdProblem } from './minion-id.js'
 import type { KeyChange, PkiStore } from './pki-store.js'
 import { SESSION_KEY_BYTES, type SessionKey, type SessionKeys } from './session.js'
+import { boxSharedKey } from './box.js'
 import { SIGNATURE_BYTES, signDetached, verifyDetached } from './sign.js'
 
 /** Bytes of the random token a minion sends and the master must echo. */
@@ -167,7 +168,7 @@ export async function handleAuth(
     token: r.token,
     gen: current.gen,
     nonce,
-    session: nacl.box(current.key, nonce, r.pub.box, masterKeys.box.secretKey),
+    session: nacl.box.after(current.key, nonce, boxSharedKey(r.pub.box, masterKeys.box.secretKey)),
     master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
   }
   const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey) }
@@ -230,7 +231,7 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
   }
   if (r.id !== request.id) throw new ReplayError('auth reply', `answers minion ${JSON.stringify(r.id)}, not ${JSON.stringify(request.id)}`)
   if (Buffer.compare(r.token, request.token) !== 0) throw new ReplayError('auth reply', 'token does not match the request')
-  const key = nacl.box.open(r.session, r.nonce, keys.box, minionKeys.box.secretKey)
+  const key = nacl.box.open.after(r.session, r.nonce, boxSharedKey(keys.box, minionKeys.box.secretKey))
   if (key === null || key.length !== SESSION_KEY_BYTES) throw new DecryptError('auth reply session key', "does not open with this minion's key")
   return { ok: true, session: { key, gen: r.gen }, masterPub: keys, masterFinger: finger, firstContact: options.pinned === undefined }
 }

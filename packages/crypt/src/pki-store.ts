@@ -186,6 +186,10 @@ export class PkiStore {
     await rename(this.#path(from, id), this.#path(to, id))
   }
 
+  #exists(state: KeyState, id: string): boolean {
+    return statSync(this.#path(state, id), { throwIfNoEntry: false }) !== undefined
+  }
+
   #forgetAccepted(id: string): void {
     this.#acceptedGeneration++
     this.#accepted.delete(id)
@@ -276,6 +280,13 @@ export class PkiStore {
     validateMinionId(id)
     if (!isBytes(keys.box, 32) || !isBytes(keys.sign, 32)) {
       throw new MalformedMessageError('public keys', 'box and sign must be 32 bytes each')
+    }
+    // The common case, an accepted minion coming back with its own key, changes nothing: answer it
+    // without queueing behind every other submission (a restarted master meets all its minions at
+    // once). Rejected still wins over accepted, as Salt resolves it.
+    const known = await this.acceptedKeys(id)
+    if (known !== undefined && publicKeysEqual(known, keys) && (options.openMode === true || !this.#exists('rejected', id))) {
+      return { state: 'accepted', changes: [], rotateSession: false, keyMismatch: false }
     }
     return this.#exclusive(async () => {
       const done = (state: KeyState, changes: KeyChange[] = [], rotateSession = false, keyMismatch = false): SubmitResult => ({

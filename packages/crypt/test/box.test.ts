@@ -1,3 +1,4 @@
+import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
 import { decode, encode } from '@brine/transport'
 import {
@@ -44,6 +45,16 @@ describe('sealed minion requests', () => {
       if (index % 500 === 0) expect((await boxes.open(decode(encode(sealed)))).load).toEqual({ ...ret, index })
     }
     expect(nonces.size).toBe(2000)
+  })
+
+  it("computes nacl's box.before exactly (native X25519, then HSalsa20), and refuses a low-order peer key", () => {
+    for (let index = 0; index < 20; index++) {
+      const a = nacl.box.keyPair()
+      const b = nacl.box.keyPair()
+      expect(boxSharedKey(b.publicKey, a.secretKey)).toEqual(nacl.box.before(b.publicKey, a.secretKey))
+      expect(boxSharedKey(a.publicKey, b.secretKey)).toEqual(boxSharedKey(b.publicKey, a.secretKey))
+    }
+    expect(() => boxSharedKey(new Uint8Array(32), web1.box.secretKey)).toThrow(DecryptError)
   })
 
   it('a box from a shared key computed elsewhere (a worker) opens what the minion sealed', async () => {

@@ -130,6 +130,18 @@ describe('PkiStore', () => {
     expect((await store.submit('web1', newPub(), { autoAccept: true })).state).toBe('rejected')
   })
 
+  it('answers an accepted minion coming back with its key without a change, and still lets a rejected copy win', async () => {
+    const { store, keys } = await storeWith(['web1'])
+    await store.accept('web1')
+    expect(await store.submit('web1', keys.get('web1')!)).toEqual({ state: 'accepted', changes: [], rotateSession: false, keyMismatch: false })
+    // The same id also under minions_rejected (copied there by hand): rejected wins, as in Salt.
+    const accepted = join(store.pkiDir, 'minions', 'web1')
+    await writeFile(join(store.pkiDir, 'minions_rejected', 'web1'), await readFile(accepted, 'utf8'), { mode: 0o600 })
+    expect((await store.submit('web1', keys.get('web1')!)).state).toBe('rejected')
+    // Another key under the accepted id is still denied.
+    expect((await store.submit('web1', newPub())).state).toBe('rejected')
+  })
+
   it('sees a key deleted by another process at the next lookup with recheckMs 0', async () => {
     const pkiDir = await tempDir()
     const master = await PkiStore.open(pkiDir, { recheckMs: 0 })

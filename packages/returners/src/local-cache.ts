@@ -473,7 +473,7 @@ export class LocalJobCache implements JobCache {
         {
           onFrame: (body) => {
             if (bad !== undefined) return
-            const record = parseBody(body)
+            const record = indexOnlyReturn(body) ?? parseBody(body)
             if (typeof record === 'string') {
               bad = record
               return
@@ -579,6 +579,46 @@ function parseBody(body: Buffer): LogRecord | string {
   if (r['t'] === 'job' && typeof r['load'] === 'object' && r['load'] !== null && Array.isArray(r['minions'])) return value as LogRecord
   if (r['t'] === 'ret' && typeof r['id'] === 'string' && typeof r['ret'] === 'object' && r['ret'] !== null) return value as LogRecord
   return `unknown record type ${String(r['t'])}`
+}
+
+/** msgpack of the record prefix `{t: 'ret', jid: …` as encodeRecord writes it: a map of four, key t, value 'ret', key jid. */
+const RETURN_PREFIX = Buffer.from([0x84, 0xa1, 0x74, 0xa3, 0x72, 0x65, 0x74, 0xa3, 0x6a, 0x69, 0x64])
+const ID_KEY = Buffer.from([0xa2, 0x69, 0x64])
+const RET_KEY = Buffer.from([0xa3, 0x72, 0x65, 0x74])
+
+/** A msgpack string at `offset` of `bytes` (fixstr, str8 or str16) and the offset after it, or undefined. */
+function readString(bytes: Buffer, offset: number): [string, number] | undefined {
+  const marker = bytes[offset]
+  let start: number
+  let length: number
+  if (marker === undefined) return undefined
+  if (marker >= 0xa0 && marker <= 0xbf) [start, length] = [offset + 1, marker - 0xa0]
+  else if (marker === 0xd9 && offset + 1 < bytes.length) [start, length] = [offset + 2, bytes[offset + 1]!]
+  else if (marker === 0xda && offset + 2 < bytes.length) [start, length] = [offset + 3, bytes.readUInt16BE(offset + 1)]
+  else return undefined
+  if (start + length > bytes.length) return undefined
+  return [bytes.toString('utf8', start, start + length), start + length]
+}
+
+/**
+ * What the index needs of a return record (jid and id) read straight off the front of its bytes,
+ * checksum checked, without decoding the return itself: a restart indexes hundreds of thousands
+ * of returns, and decoding them was most of its time. undefined for anything laid out otherwise
+ * (a job record, another key order), which {@link parseBody} then reads in full.
+ */
+function indexOnlyReturn(body: Buffer): { t: 'ret'; jid: string; id: string } | undefined {
+  if (body.length <= CHECKSUM_BYTES + RETURN_PREFIX.length) return undefined
+  const payload = body.subarray(CHECKSUM_BYTES)
+  if (payload.compare(RETURN_PREFIX, 0, RETURN_PREFIX.length, 0, RETURN_PREFIX.length) !== 0) return undefined
+  const jid = readString(payload, RETURN_PREFIX.length)
+  if (jid === undefined || payload.compare(ID_KEY, 0, ID_KEY.length, jid[1], jid[1] + ID_KEY.length) !== 0) return undefined
+  const id = readString(payload, jid[1] + ID_KEY.length)
+  if (id === undefined || payload.compare(RET_KEY, 0, RET_KEY.length, id[1], id[1] + RET_KEY.length) !== 0) return undefined
+  // The return must be a map (fixmap, map16, map32), as parseBody requires.
+  const marker = payload[id[1] + RET_KEY.length]
+  if (marker === undefined || !((marker >= 0x80 && marker <= 0x8f) || marker === 0xde || marker === 0xdf)) return undefined
+  if (crc32(payload) !== body.readUInt32BE(0)) return undefined
+  return { t: 'ret', jid: jid[0], id: id[0] }
 }
 
 /** `length` bytes at `offset`; fewer only at the end of the file. */

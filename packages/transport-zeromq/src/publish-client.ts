@@ -15,7 +15,7 @@ import {
   type WireValue,
 } from '@brine/transport'
 import { Subscriber } from 'zeromq'
-import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted, topicForId } from './socket-util.js'
+import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted, topicForId, zmqReconnectOptions } from './socket-util.js'
 
 /**
  * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
@@ -58,8 +58,7 @@ export class ZeroMQPublishClient implements PublishClient {
     const socket = new Subscriber({
       linger: 0,
       receiveHighWaterMark: this.hwm,
-      reconnectInterval: backoff.initial,
-      reconnectMaxInterval: backoff.max,
+      ...zmqReconnectOptions(backoff),
     })
     if (isIPv6(this.options.host)) socket.ipv6 = true
     this.socket = socket

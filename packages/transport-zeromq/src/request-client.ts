@@ -23,7 +23,7 @@ import {
 import { Dealer } from 'zeromq'
 import { mapNativeError } from './map-native-error.js'
 import { SendQueue } from './send-queue.js'
-import { ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted } from './socket-util.js'
+import { ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted, zmqReconnectOptions } from './socket-util.js'
 
 interface Pending {
   resolve(value: WireValue): void
@@ -86,8 +86,7 @@ export class ZeroMQRequestClient implements RequestClient {
       // Never block the send queue: when libzmq cannot take a try at once (server down and the
       // queue at its mark), that try is lost and the request's own timeout and tries take over.
       sendTimeout: 0,
-      reconnectInterval: backoff.initial,
-      reconnectMaxInterval: backoff.max,
+      ...zmqReconnectOptions(backoff),
     })
     if (isIPv6(this.options.host)) socket.ipv6 = true
     this.socket = socket

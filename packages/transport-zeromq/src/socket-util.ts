@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { EndpointCore } from '@brine/transport'
+import type { BackoffOptions, EndpointCore } from '@brine/transport'
 import type { Socket } from 'zeromq'
 
 /** The topic every subscriber takes and every broadcast carries. */
@@ -20,6 +20,17 @@ export function formatEndpoint(host: string, port: number | '*'): string {
 
 export function isIPv6(host: string): boolean {
   return host.includes(':')
+}
+
+/**
+ * libzmq's reconnect options for a backoff. libzmq waits `reconnectInterval` plus a random part of
+ * up to one interval, then doubles up to the maximum; an interval of initial × (1 − jitter) puts its
+ * first attempt in [initial × (1 − jitter), initial × (2 − 2 × jitter)), with the default jitter of
+ * 0.5 the same window as the TCP transport's first attempt, [initial / 2, initial).
+ */
+export function zmqReconnectOptions(backoff: Required<BackoffOptions>): { reconnectInterval: number; reconnectMaxInterval: number } {
+  const interval = Math.max(1, Math.round(backoff.initial * (1 - Math.min(1, Math.max(0, backoff.jitter)))))
+  return { reconnectInterval: interval, reconnectMaxInterval: Math.max(interval, backoff.max) }
 }
 
 /** Attempts of a call that keeps being interrupted before its EINTR is thrown. */
@@ -44,9 +55,12 @@ export function retryInterrupted<T>(call: () => T): T {
 const RELEASE_WAIT_MS = 2000
 
 /**
- * Closes a socket with linger 0. For a socket that listened, waits until its monitor stops:
- * libzmq closes the listening fd in its I/O thread after `close()` returns, and the monitor's
- * `end` comes after that, so the port can be bound again once this resolves.
+ * Closes a socket with linger 0. For a socket that listened, waits until the port is free again:
+ * libzmq closes the listening fd in its I/O thread after `close()` returns and reports it on the
+ * monitor (`close` with the bound endpoint); the monitor's `end` comes once every accepted
+ * connection is torn down as well. Whichever comes first is enough (`end` alone after a failed
+ * bind, when nothing listened). Unbinding first would be quicker still, but unbind followed by
+ * close trips an assertion in libzmq 4.3.5 (pipe.cpp:355) when peers are connected.
  */
 export async function closeSocket(socket: Socket, waitForRelease: boolean): Promise<void> {
   if (socket.closed) return
@@ -55,9 +69,11 @@ export async function closeSocket(socket: Socket, waitForRelease: boolean): Prom
     socket.close()
     return
   }
+  const listening = socket.lastEndpoint ?? undefined
   let timer: NodeJS.Timeout | undefined
   const released = new Promise<void>((resolve) => {
     socket.events.on('end', () => resolve())
+    if (listening !== undefined) socket.events.on('close', (event) => event.address === listening && resolve())
     timer = setTimeout(resolve, RELEASE_WAIT_MS)
   })
   socket.close()

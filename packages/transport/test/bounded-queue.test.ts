@@ -52,8 +52,10 @@ describe('BoundedQueue', () => {
 })
 
 describe('backoffDelay', () => {
-  it('grows by factor, caps at max, and spreads by jitter', () => {
-    const options = { initial: 100, max: 1000, factor: 2, jitter: 0.5 }
+  it('stays at initial for the steady attempts, then grows by factor, caps at max, and spreads by jitter', () => {
+    const steadyFirst = { initial: 100, max: 1000, factor: 2, jitter: 0 }
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffDelay(n, steadyFirst))).toEqual([100, 100, 100, 200, 400, 800, 1000, 1000])
+    const options = { initial: 100, max: 1000, factor: 2, jitter: 0.5, steady: 1 }
     expect([1, 2, 3, 4, 5, 6].map((n) => backoffDelay(n, options, () => 1))).toEqual([100, 200, 400, 800, 1000, 1000])
     expect([1, 2, 5].map((n) => backoffDelay(n, options, () => 0))).toEqual([50, 100, 500])
     expect(backoffDelay(3, { ...options, jitter: 0 }, () => 0)).toBe(400)

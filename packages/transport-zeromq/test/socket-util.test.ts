@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { retryInterrupted } from '../src/socket-util.js'
+import { DEFAULT_BACKOFF } from '@brine/transport'
+import { retryInterrupted, zmqReconnectOptions } from '../src/socket-util.js'
 
 const interrupted = (): Error => Object.assign(new Error('Interrupted system call'), { code: 'EINTR', errno: 4 })
 
@@ -36,5 +37,14 @@ describe('retryInterrupted', () => {
       }),
     ).toThrow(/Interrupted system call/)
     expect(calls).toBe(100)
+  })
+})
+
+describe('zmqReconnectOptions', () => {
+  it("puts libzmq's first attempt in the TCP transport's window and keeps the cap", () => {
+    // libzmq waits interval + random [0, interval): [500, 1000) for recon_default 1000 with jitter 0.5.
+    expect(zmqReconnectOptions({ ...DEFAULT_BACKOFF, initial: 1000, max: 10_000, jitter: 0.5 })).toEqual({ reconnectInterval: 500, reconnectMaxInterval: 10_000 })
+    expect(zmqReconnectOptions({ ...DEFAULT_BACKOFF, initial: 1000, max: 10_000, jitter: 0 })).toEqual({ reconnectInterval: 1000, reconnectMaxInterval: 10_000 })
+    expect(zmqReconnectOptions({ ...DEFAULT_BACKOFF, initial: 1, max: 1, jitter: 1 })).toEqual({ reconnectInterval: 1, reconnectMaxInterval: 1 })
   })
 })
