@@ -92,25 +92,27 @@ async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void
   clearTimeout(timer)
 }
 
-/** Resolves (never rejects) when `signal` aborts, so a function that ignores it cannot hold a killed job. */
-function whenAborted(signal: AbortSignal): { promise: Promise<'aborted'>; dispose: () => void } {
-  let dispose = (): void => {}
-  const promise = new Promise<'aborted'>((resolve) => {
-    if (signal.aborted) return resolve('aborted')
-    const onAbort = (): void => resolve('aborted')
-    signal.addEventListener('abort', onAbort, { once: true })
-    dispose = () => signal.removeEventListener('abort', onAbort)
-  })
-  return { promise, dispose }
-}
-
 /** Runs `job.fun` from `registry` and returns Salt's `{return, retcode, success, out?}`. */
 export async function executeJob(registry: ModuleRegistry, job: JobRequest, options: ExecuteOptions = {}): Promise<JobResult> {
   const context = registry.context
+  // The controller's signal is made only if the function asks for it (jobContext.signal): most
+  // never do, and an AbortSignal with listeners costs more than running test.ping. A kill reaches
+  // the job through `abort`, which also settles `killed` for the race below.
   const controller = new AbortController()
-  const unlink = linkSignals(controller, [context.signal, options.signal])
+  let settleKilled: () => void = () => {}
+  const killed = new Promise<'aborted'>((resolve) => (settleKilled = () => resolve('aborted')))
+  const abort = (reason: unknown): void => {
+    controller.abort(reason)
+    settleKilled()
+  }
+  // The registry's own signal (the minion stopping) aborts every registered job through RunningJobs.
+  const outer = options.signal !== undefined && options.signal !== context.signal ? options.signal : undefined
+  const onOuterAbort = (): void => abort(outer?.reason)
+  outer?.addEventListener('abort', onOuterAbort, { once: true })
   const info: RunningJobInfo = { ...job, jid: job.jid, fun: job.fun, arg: [...(job.arg ?? [])], pid: process.pid, _stamp: new Date().toISOString() }
-  const unregister = context.jobs.register(info, controller)
+  const unregister = context.jobs.register(info, abort)
+  if (context.signal?.aborted === true) abort(context.signal.reason)
+  else if (outer?.aborted === true) abort(outer.reason)
   try {
     const fn = registry.get(job.fun)
     if (fn === undefined) {
@@ -120,22 +122,22 @@ export async function executeJob(registry: ModuleRegistry, job: JobRequest, opti
       ...context,
       jid: job.jid,
       fun: job.fun,
-      signal: controller.signal,
+      get signal() {
+        return controller.signal
+      },
       retcode: 0,
       registry,
       trackChild: (pid) => context.jobs.addChild(job.jid, pid),
       untrackChild: (pid) => context.jobs.removeChild(job.jid, pid),
     }
-    const aborted = whenAborted(controller.signal)
     try {
       const args = [...(job.arg ?? [])]
       if (job.kwarg !== undefined && Object.keys(job.kwarg).length > 0) args.push({ ...job.kwarg, __kwarg__: true })
-      const { kwarg: _kwarg, ...publish } = job
-      const loaded = loadArgsAndKwargs(fn, args, publish)
+      const loaded = loadArgsAndKwargs(fn, args, fn.kwargs === true ? withoutKwarg(job) : undefined)
       const bound = bindArguments(fn, loaded.args, loaded.kwargs)
       const running = fn.run(bound.args, bound.kwargs, jobContext)
       running.catch(() => {}) // if the job is killed first, a late rejection must not go unhandled
-      const outcome = await Promise.race([running.then((value) => ({ value })), aborted.promise])
+      const outcome = await Promise.race([running.then((value) => ({ value })), killed])
       if (outcome === 'aborted') {
         // Give the function a moment to clean up (reap its children) before the job reports.
         await settleWithin(running, options.killGraceMs ?? KILL_GRACE_MS)
@@ -151,13 +153,17 @@ export async function executeJob(registry: ModuleRegistry, job: JobRequest, opti
       return result
     } catch (error) {
       return failure(job, fn.doc, error, controller.signal, context.logger.child(`job ${job.jid}`))
-    } finally {
-      aborted.dispose()
     }
   } finally {
     unregister()
-    unlink()
+    outer?.removeEventListener('abort', onOuterAbort)
   }
+}
+
+/** The publish fields a function taking **kwargs sees as `__pub_*`: all but `kwarg`, as Salt passes them. */
+function withoutKwarg(job: JobRequest): Record<string, unknown> {
+  const { kwarg: _kwarg, ...publish } = job
+  return publish
 }
 
 function failure(job: JobRequest, doc: string, error: unknown, signal: AbortSignal, logger: JobContext['logger']): JobResult {

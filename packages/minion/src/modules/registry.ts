@@ -39,5 +39,7 @@ export function createModuleRegistry(
   }
   for (const [module, definition] of Object.entries(BUILTIN_MODULES)) registry.register(module, definition)
   for (const [module, definition] of Object.entries(extra)) registry.register(module, definition)
+  // One listener for the minion's whole life, not one per job: stopping aborts whatever still runs.
+  context.signal?.addEventListener('abort', () => context.jobs.abortAll(context.signal?.reason), { once: true })
   return registry
 }

@@ -21,18 +21,21 @@ export interface RunningJobInfo {
   [key: string]: unknown
 }
 
+/** Stops a running job; the reason is what its abort signal carries. */
+export type AbortJob = (reason: unknown) => void
+
 interface Entry {
   info: RunningJobInfo
-  controller: AbortController
+  abort: AbortJob
   children: Set<number>
 }
 
 export class RunningJobs {
   readonly #jobs = new Map<string, Entry>()
 
-  /** Adds a job; `controller` is aborted by {@link kill}. Returns the function that removes it. */
-  register(info: RunningJobInfo, controller: AbortController): () => void {
-    const entry: Entry = { info, controller, children: new Set() }
+  /** Adds a job; `abort` is called by {@link kill} and {@link abortAll}. Returns the function that removes it. */
+  register(info: RunningJobInfo, abort: AbortJob): () => void {
+    const entry: Entry = { info, abort, children: new Set() }
     this.#jobs.set(info.jid, entry)
     return () => {
       if (this.#jobs.get(info.jid) === entry) this.#jobs.delete(info.jid)
@@ -76,8 +79,13 @@ export class RunningJobs {
         // The group is already gone; the job's own abort handler cleans up the rest.
       }
     }
-    entry.controller.abort(`signal ${String(signal)} sent by saltutil`)
+    entry.abort(`signal ${String(signal)} sent by saltutil`)
     return info
+  }
+
+  /** Aborts every running job (the minion is stopping); their children are left to their abort handlers. */
+  abortAll(reason: unknown): void {
+    for (const entry of [...this.#jobs.values()]) entry.abort(reason)
   }
 }
 
