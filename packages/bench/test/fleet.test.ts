@@ -27,16 +27,18 @@ describe('DaemonProcess', () => {
     )
     const [, pid] = await daemon.waitForOutput(/child (\d+)/, 10_000)
     await daemon.stop()
-    // The group was signalled: the grandchild is gone too (or a zombie awaiting a reaper, never running).
-    const alive = (() => {
+    // The group was signalled: the grandchild goes too (or becomes a zombie awaiting a reaper, never
+    // running). Its exit follows the signal by a moment, so wait for it, bounded.
+    const alive = (): boolean => {
       try {
         process.kill(Number(pid), 0)
         return !readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[2]?.startsWith('Z')
       } catch {
         return false
       }
-    })()
-    expect(alive).toBe(false)
+    }
+    for (let tries = 0; alive() && tries < 500; tries++) await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(alive()).toBe(false)
   })
 })
 

@@ -51,6 +51,11 @@ export function retryInterrupted<T>(call: () => T): T {
   }
 }
 
+/** A socket's monitor: made on first use by zmq_socket_monitor, which a signal can interrupt like connect. */
+export function monitorOf(socket: Socket): Socket['events'] {
+  return retryInterrupted(() => socket.events)
+}
+
 /** How long close() waits for libzmq to release a listening port before giving up. */
 const RELEASE_WAIT_MS = 2000
 
@@ -72,8 +77,9 @@ export async function closeSocket(socket: Socket, waitForRelease: boolean): Prom
   const listening = socket.lastEndpoint ?? undefined
   let timer: NodeJS.Timeout | undefined
   const released = new Promise<void>((resolve) => {
-    socket.events.on('end', () => resolve())
-    if (listening !== undefined) socket.events.on('close', (event) => event.address === listening && resolve())
+    const events = monitorOf(socket)
+    events.on('end', () => resolve())
+    if (listening !== undefined) events.on('close', (event) => event.address === listening && resolve())
     timer = setTimeout(resolve, RELEASE_WAIT_MS)
   })
   socket.close()
@@ -97,7 +103,8 @@ export class ClientLink {
   ) {}
 
   attach(socket: Socket): void {
-    socket.events.on('connect', () => {
+    const events = monitorOf(socket)
+    events.on('connect', () => {
       if (this.core.isClosed) return
       if (this.everConnected) this.core.counters.reconnects++
       this.everConnected = true
@@ -105,12 +112,12 @@ export class ClientLink {
       this.attempt = 0
       this.core.emit({ type: 'peer-connect', peer: this.address })
     })
-    socket.events.on('disconnect', () => {
+    events.on('disconnect', () => {
       if (this.core.isClosed) return
       this.connected = false
       this.core.emit({ type: 'peer-disconnect', peer: this.address, reason: 'connection lost' })
     })
-    socket.events.on('connect:retry', (event) => {
+    events.on('connect:retry', (event) => {
       if (this.core.isClosed) return
       this.attempt++
       this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: event.interval })
@@ -128,12 +135,13 @@ export class ServerPeers {
   constructor(private readonly core: EndpointCore) {}
 
   attach(socket: Socket): void {
-    socket.events.on('accept', (event) => {
+    const events = monitorOf(socket)
+    events.on('accept', (event) => {
       if (this.core.isClosed) return
       this.count++
       this.core.emit({ type: 'peer-connect', peer: event.address })
     })
-    socket.events.on('disconnect', (event) => {
+    events.on('disconnect', (event) => {
       if (this.core.isClosed) return
       this.count = Math.max(0, this.count - 1)
       this.core.emit({ type: 'peer-disconnect', peer: event.address, reason: 'connection lost' })
