@@ -23,6 +23,13 @@ export interface LocalJobCacheOptions {
   /** Salt's `cachedir`; jobs live under `<cachedir>/jobs`. */
   cachedir: string
   logger?: Logger
+  /**
+   * Let open() resolve once the lock is taken and rebuild the index in the background; every call
+   * waits for it. A master restarting over hundreds of thousands of returns then serves minions
+   * (authentication needs no job cache) while the log is read. If the rebuild fails, every later
+   * call rejects with the reason, which is also logged. Default false: open() waits.
+   */
+  indexInBackground?: boolean
 }
 
 /** Where one return's record sits: `length` bytes (the whole frame) at `offset` of segment `day`. */
@@ -90,11 +97,15 @@ export class LocalJobCache implements JobCache {
   /** Set when a failed write could not be rolled back: the log's tail is unknown, so nothing more is written. */
   #broken: JobCacheError | undefined
   #state: 'new' | 'open' | 'closed' = 'new'
+  readonly #indexInBackground: boolean
+  /** Settles once the index is rebuilt; rejects (handled) if it could not be. */
+  #indexed: Promise<void> = Promise.resolve()
 
   constructor(options: LocalJobCacheOptions) {
     this.root = join(options.cachedir, 'jobs')
     this.#logger = options.logger
     this.#lockPath = join(this.root, LOCK_FILE)
+    this.#indexInBackground = options.indexInBackground === true
   }
 
   /** Creates `<cachedir>/jobs`, takes its lock and rebuilds the index from the segments. */
@@ -102,6 +113,22 @@ export class LocalJobCache implements JobCache {
     if (this.#state !== 'new') throw new JobCacheError('local_cache', 'open() called twice', { dir: this.root })
     await this.#makeRoot()
     await this.#lock()
+    if (this.#indexInBackground) {
+      this.#indexed = this.#scanAll().catch((error: unknown) => {
+        const failure = new JobCacheError('local_cache', `the index of ${this.root} could not be rebuilt: ${(error as Error).message}`, { dir: this.root }, { cause: error })
+        this.#broken = failure
+        this.#logger?.error(failure.message)
+        throw failure
+      })
+      this.#indexed.catch(() => {}) // reported through every call that waits for it
+      // Batches (and prune's deletions) run after the scan, which may truncate a torn tail.
+      this.#chain = this.#indexed.then(
+        () => undefined,
+        () => undefined,
+      )
+      this.#state = 'open'
+      return this
+    }
     try {
       await this.#scanAll()
     } catch (error) {
@@ -113,8 +140,14 @@ export class LocalJobCache implements JobCache {
     return this
   }
 
+  /** Resolves once the index is rebuilt (at once unless `indexInBackground`). */
+  ready(): Promise<void> {
+    return this.#indexed
+  }
+
   async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void> {
     this.#checkWritable()
+    await this.#indexed
     const day = this.#dayOf(jid)
     const bytes = encodeRecord({ t: 'job', jid, load, minions: [...minions] })
     // The index keeps the decoded copy, what a restart would read, not the caller's (mutable) object.
@@ -125,6 +158,7 @@ export class LocalJobCache implements JobCache {
 
   async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
     this.#checkWritable()
+    await this.#indexed
     const day = this.#dayOf(jid)
     validateMinionId(id)
     const key = `${jid}\0${id}`
@@ -155,6 +189,7 @@ export class LocalJobCache implements JobCache {
   /** The job with its returns read back from disk. `load` and `minions` are the index's own objects: read-only. */
   async getJob(jid: string): Promise<JobRecord | undefined> {
     this.#checkOpen()
+    await this.#indexed
     this.#dayOf(jid)
     const entry = this.#jobs.get(jid)
     if (entry === undefined) return undefined
@@ -172,6 +207,7 @@ export class LocalJobCache implements JobCache {
   /** From the index alone; `load` and `minions` are the index's own objects: read-only. */
   async listJobs(filter: ListJobsFilter = {}): Promise<JobSummary[]> {
     this.#checkOpen()
+    await this.#indexed
     const jobs: JobSummary[] = []
     for (const [jid, { load, minions }] of this.#jobs) jobs.push({ jid, load, minions })
     return selectJobs(jobs, filter)
@@ -185,6 +221,7 @@ export class LocalJobCache implements JobCache {
    */
   async prune(before: Date): Promise<number> {
     this.#checkOpen()
+    await this.#indexed
     const boundary = dayName(before)
     return this.#serial(async () => {
       let removed = 0

@@ -23,7 +23,8 @@ export async function openJobCache(opts: MasterConfig, { logger }: OpenJobCacheO
       if (typeof cachedir !== 'string' || cachedir === '') {
         throw new ConfigError('cachedir must be set for master_job_cache: local_cache', { key: 'cachedir' })
       }
-      return new LocalJobCache({ cachedir, logger: logger?.child('local_cache') }).open()
+      // In the background: a restarted master answers its minions while a large log is indexed.
+      return new LocalJobCache({ cachedir, logger: logger?.child('local_cache'), indexInBackground: true }).open()
     }
     case 'postgres':
       return new PostgresJobCache({ connection: postgresConnection(opts), logger: logger?.child('postgres') }).open()

@@ -33,6 +33,71 @@ jobCacheContract(
   { sharedStore: false },
 )
 
+jobCacheContract(
+  'LocalJobCache (index rebuilt in the background)',
+  async () => {
+    const cachedir = await tempDir()
+    const cache = await new LocalJobCache({ cachedir, indexInBackground: true }).open()
+    return {
+      cache,
+      cleanup: async () => {
+        await cache.close()
+        await rm(cachedir, { recursive: true, force: true })
+      },
+    }
+  },
+  { sharedStore: false },
+)
+
+describe('LocalJobCache indexInBackground', () => {
+  it('answers calls made at once after open() from the rebuilt index', async () => {
+    const cachedir = await tempDir()
+    try {
+      const jids = Array.from({ length: 20 }, (_, index) => jidAt('2024-07-03T00:00:00Z', index + 1))
+      const first = await new LocalJobCache({ cachedir }).open()
+      for (const jid of jids) {
+        await first.saveJob(jid, { jid, fun: 'test.ping' }, ['a', 'b'])
+        await Promise.all(['a', 'b'].map((id) => first.saveReturn(jid, id, ret(jid, id))))
+      }
+      await first.close()
+      const cache = await new LocalJobCache({ cachedir, indexInBackground: true }).open()
+      try {
+        // Issued before the index can have been rebuilt: each waits for it.
+        const [again, job, listed] = await Promise.all([cache.saveReturn(jids[0]!, 'a', ret(jids[0]!, 'a')), cache.getJob(jids[19]!), cache.listJobs()])
+        expect(again).toBe(false)
+        expect(job?.returns).toEqual({ a: ret(jids[19]!, 'a'), b: ret(jids[19]!, 'b') })
+        expect(listed).toHaveLength(20)
+        await expect(cache.ready()).resolves.toBeUndefined()
+      } finally {
+        await cache.close()
+      }
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  it('rejects every call, naming the reason, when the index cannot be rebuilt', async () => {
+    const cachedir = await tempDir()
+    try {
+      // A directory where a segment file should be: opening it for writing fails (EISDIR).
+      await mkdir(join(cachedir, 'jobs', '20240704.log'), { recursive: true })
+      await expect(new LocalJobCache({ cachedir }).open()).rejects.toThrow(/EISDIR|illegal operation on a directory/)
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir, logger, indexInBackground: true }).open()
+      try {
+        const jid = jidAt('2024-07-04T00:00:00Z', 1)
+        await expect(cache.saveReturn(jid, 'a', ret(jid, 'a'))).rejects.toThrow(/index of .* could not be rebuilt/)
+        await expect(cache.getJob(jid)).rejects.toThrow(/could not be rebuilt/)
+        expect(lines.join('')).toMatch(/could not be rebuilt/)
+      } finally {
+        await cache.close()
+      }
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+})
+
 /** A logger that keeps its lines, to assert on warnings. */
 function capture(): { logger: Logger; lines: string[] } {
   const lines: string[] = []
