@@ -251,74 +251,50 @@ export async function storedReturns(runner: RunnerClient, jids: readonly string[
 }
 
 /** Publishes test.ping to all and waits for the returns; ms from publish to the last return, and who answered. */
-async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000): Promise<{ jid: string; ms: number; ids: Set<string> }> {
+async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000): Promise<{ jid: string; ms: number; ids: Set<string>; endedAt: number }> {
   const started = performance.now()
   const { jid, minions } = await client.runJob('*', 'test.ping', [], { timeout: timeoutMs })
   const ids = new Set<string>()
+  let endedAt = performance.now()
   if (minions.length > 0) {
     for await (const item of client.getCliReturns(jid, minions, { timeout: timeoutMs, gatherJobTimeout: gatherMs })) {
-      if (item.status === 'returned') ids.add(item.id)
+      if (item.status !== 'returned') continue
+      ids.add(item.id)
+      endedAt = performance.now()
     }
   }
-  return { jid, ms: performance.now() - started, ids }
+  return { jid, ms: endedAt - started, ids, endedAt }
 }
 
-/** How often {@link untilAllAnswer} pings the minions not heard from yet. */
-const ANSWER_POLL_MS = 250
-
 /**
- * Pings until every one of the `n` minions has answered test.ping; resolves with the moment the
- * last one did (performance.now(), the figure's end). The first ping goes to all and tells who the
- * master expects; then, every {@link ANSWER_POLL_MS} ms, a ping goes to those not heard from yet,
- * overlapping the ones still gathering. So a minion that comes back just after a publish is seen a
- * quarter second later, and the polling adds little load to a master busy re-authenticating its
- * fleet. Throws naming how many answered at `deadline`.
+ * Pings until every one of the `n` minions has answered test.ping since the phase began; resolves
+ * with the moment the last of them did (performance.now(), the figure's end). The first ping goes
+ * to all and tells who the master expects; each next one, sent when the previous one is done, goes
+ * only to those not heard from yet. One at a time: overlapping pings (tried: a new one every 250 ms)
+ * loaded a master busy re-authenticating a thousand minions so much that the figure doubled.
+ * Throws naming how many answered at `deadline`.
  */
 async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number): Promise<number> {
   const heard = new Set<string>()
   let expected: string[] | undefined
-  let answeredAt: number | undefined
-  let lastError: unknown
-  let wake: () => void = () => {}
-  const gathering = new Set<Promise<void>>()
-  // Each ping's window is several times the ping's p95 at N; short enough to keep few in flight.
+  // Each ping's window is several times the ping's p95 at N.
   const window = Math.min(2000, 500 + n)
-  const ping = async (): Promise<void> => {
+  for (;;) {
     const missing = expected?.filter((id) => !heard.has(id))
-    const c = client()
-    const { jid, minions } = await c.runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window })
-    if (expected === undefined && minions.length >= n) expected = minions
-    if (minions.length === 0) return
-    for await (const item of c.getCliReturns(jid, minions, { timeout: window, gatherJobTimeout: 500 })) {
-      if (item.status !== 'returned') continue
-      heard.add(item.id)
-      if (heard.size >= n && answeredAt === undefined) {
-        answeredAt = performance.now()
-        wake()
+    try {
+      const c = client()
+      const { jid, minions } = await c.runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window })
+      if (expected === undefined && minions.length >= n) expected = minions
+      for await (const item of c.getCliReturns(jid, minions, { timeout: window, gatherJobTimeout: 500 })) {
+        if (item.status !== 'returned') continue
+        heard.add(item.id)
+        if (heard.size >= n) return performance.now()
       }
+    } catch (error) {
+      if (performance.now() > deadline) throw error
+      await new Promise((resolve) => setTimeout(resolve, 100))
     }
-  }
-  try {
-    while (answeredAt === undefined) {
-      if (performance.now() > deadline) {
-        throw new Error(`not every minion answered test.ping in time: ${heard.size} of ${n}${lastError === undefined ? '' : ` (last error: ${(lastError as Error).message})`}`)
-      }
-      const gather: Promise<void> = ping().catch((error: unknown) => {
-        lastError = error
-      })
-      gathering.add(gather)
-      void gather.finally(() => gathering.delete(gather))
-      let timer: NodeJS.Timeout | undefined
-      await new Promise<void>((resolve) => {
-        wake = resolve
-        timer = setTimeout(resolve, ANSWER_POLL_MS)
-      })
-      clearTimeout(timer)
-    }
-    return answeredAt
-  } finally {
-    // The pings still gathering end within their window; none may outlive the phase.
-    await Promise.allSettled([...gathering])
+    if (performance.now() > deadline) throw new Error(`not every minion answered test.ping in time: ${heard.size} of ${n}`)
   }
 }
 
