@@ -35,14 +35,20 @@ describe('FramedConnection', () => {
     for (const step of cleanup.splice(0)) await step()
   })
 
-  it('coalesce: frames written in one turn all arrive, whole and in order', async () => {
+  /** A coalescing writer of `hwm` over a fresh socket pair, closed after the test, and what its peer received. */
+  async function coalescingWriter(hwm: number): Promise<{ connection: FramedConnection; received: unknown[] }> {
     const { writer, received, server, reader } = await socketPair()
-    const connection = new FramedConnection(writer, { maxFrameBytes: 1 << 20, hwm: 1000, coalesce: true }, { onFrame: () => {}, onOversize: () => {}, onClose: () => {} })
+    const connection = new FramedConnection(writer, { maxFrameBytes: 1 << 20, hwm, coalesce: true }, { onFrame: () => {}, onOversize: () => {}, onClose: () => {} })
     cleanup.push(async () => {
       await connection.close()
       await reader.close()
       await new Promise<void>((resolve) => server.close(() => resolve()))
     })
+    return { connection, received }
+  }
+
+  it('coalesce: frames written in one turn all arrive, whole and in order', async () => {
+    const { connection, received } = await coalescingWriter(1000)
     for (let index = 0; index < 500; index++) expect(connection.write(frame(encode({ index })))).toBe(true)
     // A second turn's frames follow the first turn's.
     await new Promise((resolve) => setImmediate(resolve))
@@ -52,13 +58,7 @@ describe('FramedConnection', () => {
   })
 
   it('coalesce: refuses frames past the hwm within one turn, and accepts again the next', async () => {
-    const { writer, received, server, reader } = await socketPair()
-    const connection = new FramedConnection(writer, { maxFrameBytes: 1 << 20, hwm: 10, coalesce: true }, { onFrame: () => {}, onOversize: () => {}, onClose: () => {} })
-    cleanup.push(async () => {
-      await connection.close()
-      await reader.close()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
-    })
+    const { connection, received } = await coalescingWriter(10)
     const accepted = Array.from({ length: 15 }, (_, index) => connection.write(frame(encode({ index }))))
     expect(accepted).toEqual([...Array(10).fill(true), ...Array(5).fill(false)])
     await new Promise((resolve) => setImmediate(resolve))
