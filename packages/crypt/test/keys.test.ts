@@ -1,8 +1,11 @@
 import { chmod, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
 import {
   fingerprint,
+  generateKeys,
+  keysFromSecrets,
   InsecureKeyFileError,
   KeyFileError,
   loadOrCreateKeys,
@@ -96,6 +99,22 @@ describe('loadOrCreateKeys', () => {
 
   it('refuses a key name that is a path', async () => {
     await expect(loadOrCreateKeys(await tempDir(), '../master')).rejects.toBeInstanceOf(KeyFileError)
+  })
+})
+
+describe('generateKeys and keysFromSecrets', () => {
+  it("derive exactly nacl's key pairs from the same secrets (public keys through OpenSSL)", () => {
+    for (let index = 0; index < 10; index++) {
+      const keys = generateKeys()
+      const seed = keys.sign.secretKey.subarray(0, 32)
+      expect(keys.box).toEqual(nacl.box.keyPair.fromSecretKey(keys.box.secretKey))
+      expect(keys.sign).toEqual(nacl.sign.keyPair.fromSeed(seed))
+      expect(keysFromSecrets(keys.box.secretKey, seed)).toEqual(keys)
+      // The pair works with nacl on the other side.
+      const message = new Uint8Array([1, 2, 3])
+      expect(nacl.sign.detached.verify(message, nacl.sign.detached(message, keys.sign.secretKey), keys.sign.publicKey)).toBe(true)
+    }
+    expect(() => keysFromSecrets(new Uint8Array(31), new Uint8Array(32))).toThrow(RangeError)
   })
 })
 
