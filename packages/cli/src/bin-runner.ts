@@ -25,9 +25,12 @@ export async function runBin(command: CommandFunction): Promise<void> {
   }
   process.off('SIGINT', onSignal)
   process.off('SIGTERM', onSignal)
-  // The command has closed everything it opened and its output is written (stdout and stderr are
-  // synchronous for files, pipes and terminals on Linux). Waiting for the event loop to drain
-  // would wait for libzmq's background teardown of every connection a daemon had accepted: 1.5 s
-  // for a master with a thousand minions, all of it after the master had stopped.
-  process.exit(code)
+  // The command has closed everything it opened. Exit once its output is flushed (the empty
+  // writes call back after everything queued before them) rather than when the event loop drains:
+  // that would wait for libzmq's background teardown of every connection a daemon had accepted,
+  // 1.5 s for a master with a thousand minions, all of it after the master had stopped.
+  process.exitCode = code
+  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)))
+  // A stream that never drains (a reader that went away) must not keep the process alive either.
+  setTimeout(() => process.exit(code), 2000).unref()
 }
