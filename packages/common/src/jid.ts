@@ -1,3 +1,4 @@
+import { LruMap } from '@brine/transport'
 import { JidError } from './errors.js'
 
 /**
@@ -85,20 +86,18 @@ export function parseJid(jid: string): ParsedJid {
 }
 
 /** Jids found valid lately: every return of a job carries the same jid, and each is checked on the way in. */
-const VALID_JID_MEMORY = 256
-const validJids = new Set<string>()
+const validJids = new LruMap<string, true>(256)
 
 /** True for a string in Salt's jid format that names a real time. */
 export function isJid(value: unknown): value is string {
   if (typeof value !== 'string') return false
-  if (validJids.has(value)) return true
+  if (validJids.get(value) === true) return true
   try {
     parseJid(value)
   } catch {
     return false
   }
-  if (validJids.size >= VALID_JID_MEMORY) validJids.delete(validJids.values().next().value as string)
-  validJids.add(value)
+  validJids.set(value, true)
   return true
 }
 

@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net'
+import { LruMap } from '@brine/transport'
 import { TargetError } from './errors.js'
 import type { Target, TargetType, Tgt } from './types.js'
 
@@ -384,15 +385,13 @@ export function globToRegExp(pattern: string): RegExp {
   if (compiled === undefined) {
     // A RegExp without the g or y flag keeps no state between test() calls, so one may be shared.
     compiled = translateGlob(pattern)
-    if (compiledGlobs.size >= COMPILED_GLOB_LIMIT) compiledGlobs.delete(compiledGlobs.keys().next().value as string)
     compiledGlobs.set(pattern, compiled)
   }
   return compiled
 }
 
 /** Every publish is matched by every minion, and the master matches each job against every id: compile once. */
-const COMPILED_GLOB_LIMIT = 256
-const compiledGlobs = new Map<string, RegExp>()
+const compiledGlobs = new LruMap<string, RegExp>(256)
 
 function translateGlob(pattern: string): RegExp {
   let out = ''

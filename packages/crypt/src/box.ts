@@ -1,9 +1,10 @@
-import { createPrivateKey, createPublicKey, diffieHellman, type KeyObject } from 'node:crypto'
+import { diffieHellman, type KeyObject } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, type WireValue } from '@brine/transport'
+import { decode, encode, LruMap, type WireValue } from '@brine/transport'
 import { isBytes, randomNonce } from './bytes.js'
 import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'
 import { validateMinionId } from './minion-id.js'
+import { privateKeyFromRaw, publicKeyFromRaw } from './raw-keys.js'
 
 /** Marker of a message sealed by {@link PeerBox}. */
 export const BOX_ENC = 'box'
@@ -38,8 +39,6 @@ export interface SharedPeerBoxOptions {
   sharedKey: Uint8Array
 }
 
-// DER prefix of an X25519 PKCS#8 private key: the raw 32 bytes follow.
-const X25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b656e04220420', 'hex')
 /** "expand 32-byte k", the HSalsa20 constant of nacl's box.before. */
 const SIGMA = new Uint8Array(Buffer.from('expand 32-byte k', 'latin1'))
 const ZERO_NONCE = new Uint8Array(16)
@@ -50,12 +49,12 @@ const hsalsa20 = (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uin
 const privateKeyObjects = new WeakMap<Uint8Array, KeyObject>()
 /** Shared keys already agreed, per secret key, by peer key; least recently used first. */
 const SHARED_KEY_LIMIT = 16_384
-const sharedKeys = new WeakMap<Uint8Array, Map<string, Uint8Array>>()
+const sharedKeys = new WeakMap<Uint8Array, LruMap<string, Uint8Array>>()
 
 function x25519PrivateKey(secretKey: Uint8Array): KeyObject {
   let key = privateKeyObjects.get(secretKey)
   if (key === undefined) {
-    key = createPrivateKey({ key: Buffer.concat([X25519_PKCS8_PREFIX, secretKey]), format: 'der', type: 'pkcs8' })
+    key = privateKeyFromRaw('X25519', secretKey)
     privateKeyObjects.set(secretKey, key)
   }
   return key
@@ -71,26 +70,19 @@ export function boxSharedKey(peerPublicKey: Uint8Array, secretKey: Uint8Array): 
   if (!isBytes(secretKey, nacl.box.secretKeyLength)) throw new RangeError('box secret key must be 32 bytes')
   if (!isBytes(peerPublicKey, nacl.box.publicKeyLength)) throw new RangeError('box public key must be 32 bytes')
   let known = sharedKeys.get(secretKey)
-  if (known === undefined) sharedKeys.set(secretKey, (known = new Map()))
+  if (known === undefined) sharedKeys.set(secretKey, (known = new LruMap(SHARED_KEY_LIMIT)))
   const peer = Buffer.from(peerPublicKey.buffer, peerPublicKey.byteOffset, peerPublicKey.byteLength).toString('latin1')
   const cached = known.get(peer)
-  if (cached !== undefined) {
-    known.delete(peer) // re-inserted: most recent last
-    known.set(peer, cached)
-    return cached
-  }
+  if (cached !== undefined) return cached
   let secret: Buffer
   try {
-    // JWK: imported straight from the raw bytes, ten times quicker than OpenSSL 3's DER decoder (measured).
-    const x = Buffer.from(peerPublicKey.buffer, peerPublicKey.byteOffset, peerPublicKey.byteLength).toString('base64url')
-    const publicKey = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x }, format: 'jwk' })
+    const publicKey = publicKeyFromRaw('X25519', peerPublicKey)
     secret = diffieHellman({ privateKey: x25519PrivateKey(secretKey), publicKey })
   } catch (error) {
     throw new DecryptError('box public key', `cannot agree a key with it (${(error as Error).message}); a low-order point?`)
   }
   const shared = new Uint8Array(nacl.box.sharedKeyLength)
   hsalsa20(shared, ZERO_NONCE, secret, SIGMA)
-  if (known.size >= SHARED_KEY_LIMIT) known.delete(known.keys().next().value as string)
   known.set(peer, shared)
   return shared
 }
@@ -201,14 +193,13 @@ export interface MinionBoxesOptions {
 export class MinionBoxes {
   readonly #secretKey: Uint8Array
   readonly #lookup: AcceptedBoxKeyLookup
-  readonly #maxEntries: number
   readonly #derive: SharedKeyDerivation
-  readonly #boxes = new Map<string, PeerBox>()
+  readonly #boxes: LruMap<string, PeerBox>
 
   constructor(masterBoxSecret: Uint8Array, lookup: AcceptedBoxKeyLookup, options: MinionBoxesOptions = {}) {
     this.#secretKey = masterBoxSecret
     this.#lookup = lookup
-    this.#maxEntries = options.maxEntries ?? 16_384
+    this.#boxes = new LruMap(options.maxEntries ?? 16_384)
     this.#derive = options.deriveSharedKey ?? (async (_id, peerPublicKey) => boxSharedKey(peerPublicKey, this.#secretKey))
   }
 
@@ -219,16 +210,9 @@ export class MinionBoxes {
       this.#boxes.delete(id)
       throw new MinionNotAcceptedError(id)
     }
-    let box = this.#boxes.get(id)
-    if (box !== undefined && Buffer.compare(box.peerPublicKey, publicKey) === 0) {
-      this.#boxes.delete(id) // re-inserted below, most recent last
-    } else {
-      box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey) })
-      if (this.#boxes.size >= this.#maxEntries) {
-        const oldest = this.#boxes.keys().next().value
-        if (oldest !== undefined) this.#boxes.delete(oldest)
-      }
-    }
+    const known = this.#boxes.get(id)
+    if (known !== undefined && Buffer.compare(known.peerPublicKey, publicKey) === 0) return known
+    const box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey) })
     this.#boxes.set(id, box)
     return box
   }

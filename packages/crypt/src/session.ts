@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, type WireValue } from '@brine/transport'
+import { decode, encode, LruMap, type WireValue } from '@brine/transport'
 import { isBytes, randomNonce, transcript } from './bytes.js'
 import { DecryptError, MalformedMessageError, SignatureError, StaleSessionKeyError } from './errors.js'
 import { SIGNATURE_BYTES, signDetached, verifyDetachedCached } from './sign.js'
@@ -84,9 +84,8 @@ interface OpenedPublish {
   load: WireValue
 }
 
-/** Publishes opened, by signature, least recently used first. */
-const OPENED_LIMIT = 64
-const opened = new Map<string, OpenedPublish>()
+/** Publishes opened, by signature. */
+const opened = new LruMap<string, OpenedPublish>(64)
 const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && Buffer.compare(a, b) === 0
 
 /** Freezes a decoded load through and through: one copy is shared by every opener in the process. */
@@ -126,8 +125,6 @@ export function openPublish(envelope: unknown, session: SessionKey, masterSignPu
     sameBytes(seen.sessionKey, session.key) &&
     sameBytes(seen.masterSignPublic, masterSignPublic)
   ) {
-    opened.delete(id) // re-insert: Map order is least recently used first
-    opened.set(id, seen)
     return seen.load
   }
   if (!verifyDetachedCached(sig, transcript(PUBLISH_TAG, gen, nonce, ciphertext), masterSignPublic)) {
@@ -142,7 +139,6 @@ export function openPublish(envelope: unknown, session: SessionKey, masterSignPu
   } catch (error) {
     throw new MalformedMessageError('publish', 'decrypted load is not msgpack', { cause: error })
   }
-  if (opened.size >= OPENED_LIMIT) opened.delete(opened.keys().next().value as string)
   // Copies: the envelope's byte arrays may be views into a receive buffer that gets reused.
   opened.set(id, { masterSignPublic: Uint8Array.from(masterSignPublic), sessionKey: Uint8Array.from(session.key), gen, nonce: Uint8Array.from(nonce), ciphertext: Uint8Array.from(ciphertext), load })
   return load
