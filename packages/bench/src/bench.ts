@@ -1,6 +1,7 @@
 import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
-import { LocalClient, MasterEvent, parseReturnTag, RunnerClient, unwrapLookup } from '@brine/client'
+import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
+import { JOB_TAG_PREFIX, parseJobReturnTag } from '@brine/common'
 import { Fleet, pidAlive, rssBytes, type TransportName } from './fleet.js'
 
 /** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
@@ -188,8 +189,8 @@ export class ReturnCounter {
 
   constructor(bus: MasterEvent) {
     void (async () => {
-      for await (const event of bus.iter({ match: 'salt/job/', hwm: 10_000_000, signal: this.controller.signal })) {
-        const parsed = parseReturnTag(event.tag)
+      for await (const event of bus.iter({ match: JOB_TAG_PREFIX, hwm: 10_000_000, signal: this.controller.signal })) {
+        const parsed = parseJobReturnTag(event.tag)
         if (parsed === undefined) continue
         const ids = this.seen.get(parsed.jid) ?? new Set<string>()
         this.seen.set(parsed.jid, ids)

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { MasterEvent } from '@brine/client'
-import type { BusEvent } from '@brine/common'
+import { tags, type BusEvent } from '@brine/common'
 import { freeLoopbackPort } from '@brine/transport'
 
 export type TransportName = 'zeromq' | 'tcp'
@@ -334,14 +334,14 @@ export class Fleet {
 
   /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */
   waitForMinionStart(id: string, from = 0): Promise<void> {
-    const tag = `salt/minion/${id}/start`
+    const tag = tags.minionStart(id)
     return this.waitForEvent((event) => event.tag === tag, `minion ${id} to fire ${tag}`, id, from)
   }
 
   /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
   waitForAuth(id: string, act: string, from = 0): Promise<void> {
     return this.waitForEvent(
-      (event) => event.tag === 'salt/auth' && event.data['id'] === id && event.data['act'] === act,
+      (event) => event.tag === tags.auth && event.data['id'] === id && event.data['act'] === act,
       `a salt/auth '${act}' event for ${id}`,
       id,
       from,

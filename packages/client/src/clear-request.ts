@@ -1,5 +1,5 @@
 import { BrineError, RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
-import { loadConfig, loadTransport, type MasterConfig } from '@brine/common'
+import { clearRequest, loadConfig, loadTransport, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 
 /** The master refused a clear request (`publish`, `wheel`, `runner`) or its reply was an error. */
@@ -72,7 +72,7 @@ export class ClearRequester {
     const { key, requests } = await this.connect()
     let reply: unknown
     try {
-      reply = await requests.send({ enc: 'clear', load: { ...load, key } }, options)
+      reply = await requests.send(clearRequest({ ...load, key }), options)
     } catch (error) {
       if (error instanceof RemoteError) throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
       throw error

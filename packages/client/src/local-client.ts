@@ -1,6 +1,8 @@
 import { userInfo } from 'node:os'
 import type { Logger, RequestClient } from '@brine/transport'
 import {
+  JOB_TAG_PREFIX,
+  parseJobReturnTag,
   timeoutsFromConfig,
   type BusEvent,
   type MasterConfig,
@@ -272,7 +274,7 @@ export class LocalClient implements AsyncDisposable {
 
     /** Handles one event; a return of our job is handed back to be yielded. */
     const handle = (event: BusEvent): CliReturn | undefined => {
-      const parsed = parseReturnTag(event.tag)
+      const parsed = parseJobReturnTag(event.tag)
       if (parsed === undefined) return undefined
       const data = event.data
       if (parsed.jid === jid) {
@@ -337,7 +339,7 @@ export class LocalClient implements AsyncDisposable {
             unanswered.delete(item.id)
             yield item
           }
-          const parsed = parseReturnTag(event.tag)
+          const parsed = parseJobReturnTag(event.tag)
           if (parsed !== undefined && findJobs.get(parsed.jid) === round) unanswered.delete(parsed.id)
           if (unanswered.size === 0) break
         }
@@ -397,7 +399,7 @@ export class LocalClient implements AsyncDisposable {
 
   private openReader(events: MasterEvent): Reader {
     const controller = new AbortController()
-    const iterator = events.iter({ match: 'salt/job/', signal: controller.signal })[Symbol.asyncIterator]()
+    const iterator = events.iter({ match: JOB_TAG_PREFIX, signal: controller.signal })[Symbol.asyncIterator]()
     return { iterator, stop: () => controller.abort() }
   }
 
@@ -438,11 +440,6 @@ export function unwrapLookup(value: unknown): { returns: Record<string, unknown>
   return { returns: record }
 }
 
-/** `salt/job/<jid>/ret/<id>` → its parts. */
-export function parseReturnTag(tag: string): { jid: string; id: string } | undefined {
-  const match = /^salt\/job\/([^/]+)\/ret\/(.+)$/.exec(tag)
-  return match === null ? undefined : { jid: match[1] as string, id: match[2] as string }
-}
 
 function checkPublishReply(reply: unknown): PublishReply {
   const value = reply as Partial<PublishReply> | null

@@ -1,6 +1,6 @@
 import { jidToDate } from './jid.js'
 import { globToRegExp } from './target.js'
-import type { ReturnLoad } from './types.js'
+import type { ReturnLoad } from './protocol/loads.js'
 
 /** A job as the cache holds it: the published load, the minions expected, and the returns so far. */
 export interface JobRecord {

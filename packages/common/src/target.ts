@@ -1,7 +1,7 @@
 import { BlockList, isIP } from 'node:net'
 import { LruMap } from '@brine/transport'
 import { TargetError } from './errors.js'
-import type { Target, TargetType, Tgt } from './types.js'
+import type { Target, TargetType, Tgt } from './protocol/loads.js'
 
 /**
  * Salt's minion-side target matchers (salt/matchers/*), plus the master's view of which known

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { TargetError } from '../src/errors.js'
 import { compileTarget, expectedMinions, globToRegExp, matchMinion } from '../src/target.js'
 import type { MinionInfo } from '../src/target.js'
-import type { TargetType, Tgt } from '../src/types.js'
+import type { TargetType, Tgt } from '../src/protocol/index.js'
 
 const web1: MinionInfo = {
   id: 'web1',

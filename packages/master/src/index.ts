@@ -11,7 +11,7 @@ export { DEFAULT_EVENT_BUS_HWM, EventBus, EventBusError, eventBusHwm, type Event
 export { MemoryJobStore, selectJobs } from './job-store.js'
 export { GrainsCache } from './grains-cache.js'
 export { FanoutPublishServer } from './fanout-publisher.js'
-export { MasterRequestHandler, CLEAR_COMMANDS, returnEventData, type MasterRequestHandlerOptions, type JobRequest } from './request-handler.js'
+export { MasterRequestHandler, returnEventData, type MasterRequestHandlerOptions, type JobRequest } from './request-handler.js'
 export {
   RUNNERS,
   findRunner,

@@ -11,8 +11,10 @@ import {
 import {
   expectedMinions,
   generateJid,
-  jobNewTag,
-  jobReturnTag,
+  isMinionOwnTag,
+  tags,
+  CLEAR_COMMANDS,
+  SEALED_COMMANDS,
   validateMinionEventLoad,
   validatePublishLoad,
   validateReturnLoad,
@@ -32,9 +34,6 @@ import type { JobCache } from '@brine/common'
 import { findRunner, type GatheredJob, type RunnerContext } from './runners/index.js'
 import { runWheel } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
-
-/** Clear commands anyone may send (the root key is checked inside `publish`, `wheel` and `runner`). */
-export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner'] as const
 
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
 export type JobRequest = Omit<PublishLoad, 'cmd' | 'key'>
@@ -138,7 +137,7 @@ export class MasterRequestHandler {
     const session = this.#o.session()
     const key = typeof load['id'] === 'string' ? load['id'] : ''
     const outcome = (await this.#o.pool.run(key, { op: 'auth', request: load, session, autoAccept: this.#o.autoAccept, openMode: this.#o.openMode })) as AuthOutcome
-    if (outcome.event !== undefined) this.#o.bus.fire('salt/auth', { ...outcome.event })
+    if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
     if (outcome.rotateSession && outcome.reply.ret) {
       // The reply carries the pre-rotation key; answer again under the new one.
@@ -150,7 +149,7 @@ export class MasterRequestHandler {
   /** Fires `salt/key` for each change, forgets removed keys, rotates the session when told. */
   async #applyChanges(changes: readonly KeyChange[], rotate: boolean, reason: string): Promise<void> {
     for (const change of changes) {
-      this.#o.bus.fire('salt/key', { act: change.act, id: change.id, result: true })
+      this.#o.bus.fire(tags.key, { act: change.act, id: change.id, result: true })
       if (change.from === 'accepted' || change.act === 'delete') {
         this.#boxes.forget(change.id)
         if (change.act === 'delete') this.#o.grains.delete(change.id)
@@ -196,7 +195,7 @@ export class MasterRequestHandler {
     this.#pendingJobSaves.add(saving)
     void saving.finally(() => this.#pendingJobSaves.delete(saving))
     // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
-    this.#o.bus.fire(jobNewTag(jid), { jid, tgt_type: publish.tgt_type, tgt: publish.tgt, user: publish.user, fun: publish.fun, arg: publish.arg, minions, missing: [] })
+    this.#o.bus.fire(tags.jobNew(jid), { jid, tgt_type: publish.tgt_type, tgt: publish.tgt, user: publish.user, fun: publish.fun, arg: publish.arg, minions, missing: [] })
     const envelope = await this.#o.pool.run(jid, { op: 'seal-publish', load: job, session: this.#o.session() })
     await this.#o.publisher.publish(envelope, publish.tgt_type === 'list' ? { topics: minions } : undefined)
     return { jid, minions }
@@ -216,7 +215,7 @@ export class MasterRequestHandler {
    */
   async gather(tgt: Tgt, fun: string, arg: readonly unknown[], options: { tgtType?: TargetType; timeout: number; user?: string }): Promise<GatheredJob> {
     const jid = generateJid()
-    const prefix = `salt/job/${jid}/ret/`
+    const prefix = tags.jobReturnPrefix(jid)
     const returns = new Map<string, ReturnLoad>()
     let expected: string[] | undefined
     let finish: () => void = () => {}
@@ -260,7 +259,7 @@ export class MasterRequestHandler {
     // Salt's fun_args: the positional arguments, then the keyword ones as one dict.
     const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
     const runFun = `runner.${name}`
-    this.#o.bus.fire(`salt/run/${jid}/new`, { fun: runFun, fun_args: funArgs, jid, user })
+    this.#o.bus.fire(tags.runNew(jid), { fun: runFun, fun_args: funArgs, jid, user })
     let value: unknown
     let success = true
     try {
@@ -271,7 +270,7 @@ export class MasterRequestHandler {
       value = `Exception occurred in runner ${name}: ${problem?.name ?? 'Error'}: ${problem?.message ?? String(error)}`
       this.#logger.warning(String(value))
     }
-    this.#o.bus.fire(`salt/run/${jid}/ret`, { fun: runFun, fun_args: funArgs, jid, return: value, success, user })
+    this.#o.bus.fire(tags.runReturn(jid), { fun: runFun, fun_args: funArgs, jid, return: value, success, user })
     return { jid, return: value as WireValue, success }
   }
 
@@ -310,14 +309,13 @@ export class MasterRequestHandler {
     switch (load['cmd']) {
       case '_return': {
         const ret = validateReturnLoad(load)
-        if (await this.#o.jobs.saveReturn(ret.jid, id, ret)) this.#o.bus.fire(jobReturnTag(ret.jid, id), returnEventData(ret))
+        if (await this.#o.jobs.saveReturn(ret.jid, id, ret)) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
         return
       }
       case '_minion_event': {
         const { events } = validateMinionEventLoad(load)
-        const own = `salt/minion/${id}/`
-        const foreign = events.find((event) => event.tag !== 'minion_start' && !event.tag.startsWith(own))
-        if (foreign !== undefined) throw new PermissionDeniedError('_minion_event', `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${own}, not ${JSON.stringify(foreign.tag.slice(0, 120))}`)
+        const foreign = events.find((event) => !isMinionOwnTag(id, event.tag))
+        if (foreign !== undefined) throw new PermissionDeniedError('_minion_event', `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${tags.minionPrefix(id)}, not ${JSON.stringify(foreign.tag.slice(0, 120))}`)
         for (const event of events) this.#o.bus.fire(event.tag, { ...event.data })
         return
       }
@@ -328,7 +326,7 @@ export class MasterRequestHandler {
         return
       }
       default:
-        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), 'not a sealed minion command (allowed: _return, _minion_event, _grains)')
+        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed minion command (allowed: ${SEALED_COMMANDS.join(', ')})`)
     }
   }
 }

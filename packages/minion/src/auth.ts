@@ -13,6 +13,7 @@ import {
   type PublicKeys,
   type SessionKey,
 } from '@brine/crypt'
+import { clearRequest } from '@brine/common'
 import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
 import { sleep, type MinionEvent } from './lifecycle.js'
 
@@ -102,7 +103,7 @@ export class MinionAuth {
       let delay = wait
       const request = buildAuthRequest(o.id, o.keys)
       try {
-        const reply = await o.client.send({ enc: 'clear', load: request }, { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
+        const reply = await o.client.send(clearRequest(request), { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
         const result = await acceptAuthReply(reply, request, o.keys, {
           pkiDir: o.pkiDir,
           ...(o.masterFinger === undefined || o.masterFinger === '' ? {} : { masterFinger: o.masterFinger }),

@@ -10,6 +10,7 @@ import {
   endpointLimitsFromConfig,
   loadTransport,
   returnRetryDelayMs,
+  tags,
   timeoutsFromConfig,
   type MinionConfig,
 } from '@brine/common'
@@ -50,7 +51,7 @@ function asctime(date: Date): string {
 /** Salt's `minion_start` / `salt/minion/<id>/start` events, as `_minion_event` carries them. */
 export function minionStartEvents(id: string, now: Date = new Date()): { tag: string; data: Record<string, unknown> }[] {
   const data = `Minion ${id} started at ${asctime(now)}`
-  return [`salt/minion/${id}/start`, 'minion_start'].map((tag) => ({ tag, data: { data, cmd: '_minion_event', id, pretag: null, tag } }))
+  return [tags.minionStart(id), tags.minionStartLegacy].map((tag) => ({ tag, data: { data, cmd: '_minion_event', id, pretag: null, tag } }))
 }
 
 interface Running {

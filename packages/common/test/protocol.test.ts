@@ -1,14 +1,17 @@
 import { describe, expect, it } from 'vitest'
 import { PayloadError } from '../src/errors.js'
 import {
-  jobNewTag,
-  jobReturnTag,
+  tags,
+  parseJobTag,
+  parseJobReturnTag,
+  isMinionOwnTag,
+  clearRequest,
   validateEventLoad,
   validateJobLoad,
   validateMinionEventLoad,
   validatePublishLoad,
   validateReturnLoad,
-} from '../src/types.js'
+} from '../src/protocol/index.js'
 
 const publish = {
   cmd: 'publish',
@@ -63,7 +66,27 @@ describe('load validators', () => {
   })
 
   it('builds Salt job tags', () => {
-    expect(jobNewTag('20240101000000000000')).toBe('salt/job/20240101000000000000/new')
-    expect(jobReturnTag('20240101000000000000', 'web1')).toBe('salt/job/20240101000000000000/ret/web1')
+    expect(tags.jobNew('20240101000000000000')).toBe('salt/job/20240101000000000000/new')
+    expect(tags.jobReturn('20240101000000000000', 'web1')).toBe('salt/job/20240101000000000000/ret/web1')
+  })
+
+  it('parses job tags back into their parts, and nothing else', () => {
+    expect(parseJobTag('salt/job/20240101000000000000/new')).toEqual({ kind: 'new', jid: '20240101000000000000' })
+    expect(parseJobTag('salt/job/20240101000000000000/ret/web/1')).toEqual({ kind: 'ret', jid: '20240101000000000000', id: 'web/1' })
+    expect(parseJobReturnTag(tags.jobReturn('20240101000000000000', 'db1'))).toEqual({ jid: '20240101000000000000', id: 'db1' })
+    expect(parseJobReturnTag('salt/job/20240101000000000000/new')).toBeUndefined()
+    expect(parseJobTag('salt/run/20240101000000000000/new')).toBeUndefined()
+    expect(parseJobTag('salt/job/x/other')).toBeUndefined()
+  })
+
+  it("tells a minion's own tags from foreign ones", () => {
+    expect(isMinionOwnTag('web1', 'minion_start')).toBe(true)
+    expect(isMinionOwnTag('web1', tags.minionStart('web1'))).toBe(true)
+    expect(isMinionOwnTag('web1', tags.minionStart('web10'))).toBe(false)
+    expect(isMinionOwnTag('web1', 'salt/job/1/ret/web1')).toBe(false)
+  })
+
+  it('wraps a clear load in the one envelope', () => {
+    expect(clearRequest({ cmd: 'publish' })).toEqual({ enc: 'clear', load: { cmd: 'publish' } })
   })
 })

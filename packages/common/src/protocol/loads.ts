@@ -1,5 +1,5 @@
-import { PayloadError } from './errors.js'
-import { isJid } from './jid.js'
+import { PayloadError } from '../errors.js'
+import { isJid } from '../jid.js'
 
 /** Salt's target types (`tgt_type`, formerly `expr_form`). */
 export const TARGET_TYPES = ['glob', 'pcre', 'list', 'grain', 'grain_pcre', 'ipcidr', 'compound', 'nodegroup'] as const
@@ -86,16 +86,6 @@ export interface EventLoad<T extends Record<string, unknown> = Record<string, un
   tag: string
   data: T & { _stamp?: string }
 }
-
-/** A clear request (`_auth`, `publish`, `wheel`); sealed requests are @brine/crypt's `{enc:'box', …}`. */
-export interface ClearRequest<L = unknown> {
-  enc: 'clear'
-  load: L
-}
-
-/** Salt's job event tags. */
-export const jobNewTag = (jid: string): string => `salt/job/${jid}/new`
-export const jobReturnTag = (jid: string, id: string): string => `salt/job/${jid}/ret/${id}`
 
 type Check = (value: unknown) => string | undefined
 
