@@ -1,5 +1,6 @@
 import { silentLogger, type Logger } from '@brine/transport'
 import type { BusEvent } from './event-bus.js'
+import type { JobRecord } from './job-cache.js'
 import type { PublishReply } from './protocol/loads.js'
 import { parseJobReturnTag } from './protocol/tags.js'
 
@@ -11,6 +12,9 @@ import { parseJobReturnTag } from './protocol/tags.js'
 export type CollectedReturn =
   | { id: string; status: 'returned'; ret: unknown; retcode: number; jid: string; success?: boolean; out?: string; fromCache?: true }
   | { id: string; status: 'missing'; jid: string }
+
+/** A minion's return as the collector yields it. */
+export type ReceivedReturn = Extract<CollectedReturn, { status: 'returned' }>
 
 /** One return as the job cache keeps it: Salt's `get_jid` shape (`jobs.list_job`'s `Result` entries). */
 export interface StoredReturn {
@@ -97,7 +101,7 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
     return result.done === true ? 'end' : result.value
   }
 
-  const take = (id: string, item: Extract<CollectedReturn, { status: 'returned' }>): CollectedReturn | undefined => {
+  const take = (id: string, item: ReceivedReturn): CollectedReturn | undefined => {
     if (returned.has(id)) return undefined
     returned.add(id)
     outstanding.delete(id)
@@ -197,8 +201,8 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
 }
 
 /** A return event's data → the collector's item (retcode 0 and no success when the event lacks them). */
-function returnOf(jid: string, id: string, data: Record<string, unknown>): Extract<CollectedReturn, { status: 'returned' }> {
-  const item: Extract<CollectedReturn, { status: 'returned' }> = {
+function returnOf(jid: string, id: string, data: Record<string, unknown>): ReceivedReturn {
+  const item: ReceivedReturn = {
     id,
     status: 'returned',
     ret: data['return'],
@@ -210,8 +214,8 @@ function returnOf(jid: string, id: string, data: Record<string, unknown>): Extra
   return item
 }
 
-function storedItem(jid: string, id: string, entry: StoredReturn): Extract<CollectedReturn, { status: 'returned' }> {
-  const item: Extract<CollectedReturn, { status: 'returned' }> = returnOf(jid, id, entry as unknown as Record<string, unknown>)
+function storedItem(jid: string, id: string, entry: StoredReturn): ReceivedReturn {
+  const item: ReceivedReturn = returnOf(jid, id, entry as unknown as Record<string, unknown>)
   item.fromCache = true
   return item
 }
@@ -227,6 +231,21 @@ export function storedReturnsOfListJob(value: unknown): StoredReturns {
   const out: Record<string, StoredReturn> = {}
   for (const [id, entry] of Object.entries(result as Record<string, unknown>)) {
     if (typeof entry === 'object' && entry !== null && !Array.isArray(entry) && 'return' in entry) out[id] = entry as StoredReturn
+  }
+  return out
+}
+
+/**
+ * A job record's returns in Salt's `get_jid` shape, `{id: {return, retcode, success, out?}}`: what
+ * `jobs.list_job` and `jobs.print_job` show as `Result`, and what the collector recovers.
+ */
+export function storedReturnsOf(job: JobRecord | undefined): Record<string, StoredReturn> {
+  const out: Record<string, StoredReturn> = {}
+  if (job === undefined) return out
+  for (const [id, ret] of Object.entries(job.returns)) {
+    const entry: StoredReturn = { return: ret.return, retcode: ret.retcode, success: ret.success }
+    if (ret.out !== undefined) entry.out = ret.out
+    out[id] = entry
   }
   return out
 }
