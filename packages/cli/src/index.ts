@@ -11,6 +11,7 @@ export { runDaemon, runMaster, runMinion, loadDaemonConfig, type Daemon, type Da
 export { runCall } from './commands/call.js'
 export { runRun, parseRunArgs, parseRunnerArguments, type RunArgs, type RunDeps, type RunnerLike, type EventSource } from './commands/run.js'
 export { runBin, type CommandFunction } from './bin-runner.js'
+export { DaemonLoadError } from './errors.js'
 export * from './output/index.js'
 export {
   BRINE_VERSION,

@@ -1,10 +1,13 @@
 /**
  * @packageDocumentation
- * `@brine/master` is the Brine master daemon's core (DESIGN §3–§5): it serves every configured
- * transport at once, answers `_auth` from its key store, takes `publish`, `wheel` and `runner`
- * (jobs.*, manage.*) from local clients holding the root key, publishes sealed and signed jobs (targeted for list targets),
- * opens each minion's sealed returns and events, spreads that crypto over `worker_threads`,
- * rotates the session key, and fires Salt's event tags on its local event bus.
+ * `@brine/master` is the Brine master daemon's core (DESIGN §3–§6): it serves every configured
+ * transport at once and answers requests through a typed `MasterService` (publish, runner, wheel,
+ * minion `_auth`, returns, events and grains) behind one `authorize` step that turns a request's
+ * credentials into a `Caller` (the root key today; a caller carries a user name and Salt ACL
+ * permissions, checked on every publish, runner and wheel). It publishes sealed and signed jobs
+ * (targeted for list targets), opens each minion's sealed returns and events, spreads that crypto over
+ * `worker_threads`, rotates the session key, fires Salt's event tags on its local event bus, and opens
+ * the job cache `master_job_cache` names.
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'

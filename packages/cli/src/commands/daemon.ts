@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { parseLogLevel, type Logger } from '@brine/transport'
 import { loadConfig, parseOverride, type MasterConfig, type MinionConfig } from '@brine/common'
+import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, parseArgv, type CommandIO } from '../io.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
@@ -101,7 +102,7 @@ async function defaultLoader(role: Role): Promise<DaemonClass<never>> {
   // Looked up by name so the CLI builds whatever the daemon packages currently export.
   const module = (role === 'master' ? await import('@brine/master') : await import('@brine/minion')) as Record<string, unknown>
   const exported = module[role === 'master' ? 'Master' : 'Minion']
-  if (typeof exported !== 'function') throw new Error(`@brine/${role} does not export ${role === 'master' ? 'Master' : 'Minion'}`)
+  if (typeof exported !== 'function') throw new DaemonLoadError(role, role === 'master' ? 'Master' : 'Minion')
   return exported as DaemonClass<never>
 }
 
