@@ -92,12 +92,15 @@ export class MasterService {
     return this.#o.authorizer.authorize(request)
   }
 
-  /** Publishes a job for `caller`: its target resolved, its permission checked, then stored, fired and published. */
+  /**
+   * Publishes a job for `caller`: its target resolved, its permission checked, then stored, fired and
+   * published under the caller's user name (Salt records the authenticated user, not what the load claims).
+   */
   async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
     const known = await this.#o.publisher.known()
     const minions = this.#o.publisher.expected({ tgt: job.tgt, tgt_type: job.tgt_type }, known)
     this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known))
-    return this.#o.publisher.publish(job, minions)
+    return this.#o.publisher.publish(job.user === caller.user ? job : { ...job, user: caller.user }, minions)
   }
 
   /**

@@ -90,7 +90,8 @@ describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
     const service = master.service
     const alice = user('alice', [{ 'web*': ['test.*'] }, { '@runner': ['jobs\\..*'] }])
 
-    const job = { tgt: '*', tgt_type: 'glob' as const, fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'alice' }
+    // The load claims root; the job is recorded under the caller's name.
+    const job = { tgt: '*', tgt_type: 'glob' as const, fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' }
     const tooWide = await service.publish(alice, job).catch((error: unknown) => error)
     expect(tooWide).toBeInstanceOf(PermissionDeniedError)
     expect((tooWide as Error).message).toMatch(/^permission denied for "publish": user "alice" may not run "test.ping" on (db1, web1|web1, db1)$/)
@@ -100,6 +101,7 @@ describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
     const allowed = await service.publish(alice, { ...job, tgt: 'web1' })
     expect(allowed.minions).toEqual(['web1'])
     expect(minions[0]!.open(await minions[0]!.nthPublish(1))).toMatchObject({ jid: allowed.jid, fun: 'test.ping', user: 'alice' })
+    expect((await events.next(`salt/job/${allowed.jid}/new`)).data).toMatchObject({ user: 'alice', minions: ['web1'] })
 
     expect(await service.runner(alice, { fun: 'jobs.lookup_jid', arg: [allowed.jid] })).toMatchObject({ success: true, return: {} })
     const runner = await service.runner(alice, { fun: 'manage.down' }).catch((error: unknown) => error)
