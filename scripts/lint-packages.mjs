@@ -9,13 +9,16 @@ const root = new URL('..', import.meta.url).pathname
 /**
  * DESIGN.md §1's order: lower layers first. A package may import only from a strictly lower layer. Within DESIGN's
  * "crypt, common" tier, common sits below crypt so crypt can share common's fnmatch instead of keeping a twin.
+ * Within the "master, minion, client, returners" tier, returners sits below master: the master opens the job cache
+ * `master_job_cache` names itself (returners implements common's JobCache and needs nothing of the master).
  */
 const LAYERS = [
   ['transport'],
   ['transport-compliance', 'transport-zeromq', 'transport-tcp'],
   ['common'],
   ['crypt'],
-  ['master', 'minion', 'client', 'returners'],
+  ['returners'],
+  ['master', 'minion', 'client'],
   ['syndic', 'api'],
   ['cli', 'bench'],
 ]

@@ -254,17 +254,16 @@ export async function storedReturns(runner: RunnerClient, jids: readonly string[
 /** Publishes test.ping to all and waits for the returns; ms from publish to the last return, and who answered. */
 async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000): Promise<{ jid: string; ms: number; ids: Set<string>; endedAt: number }> {
   const started = performance.now()
-  const { jid, minions } = await client.runJob('*', 'test.ping', [], { timeout: timeoutMs })
+  // The reader opens before the publish, as `brine` does: no job-cache lookup in the measured path.
+  await using job = await client.runJob('*', 'test.ping', [], { timeout: timeoutMs, listen: true })
   const ids = new Set<string>()
   let endedAt = performance.now()
-  if (minions.length > 0) {
-    for await (const item of client.getCliReturns(jid, minions, { timeout: timeoutMs, gatherJobTimeout: gatherMs })) {
-      if (item.status !== 'returned') continue
-      ids.add(item.id)
-      endedAt = performance.now()
-    }
+  for await (const item of job.returns({ timeout: timeoutMs, gatherJobTimeout: gatherMs })) {
+    if (item.status !== 'returned') continue
+    ids.add(item.id)
+    endedAt = performance.now()
   }
-  return { jid, ms: endedAt - started, ids, endedAt }
+  return { jid: job.jid, ms: endedAt - started, ids, endedAt }
 }
 
 /**
@@ -284,10 +283,9 @@ async function untilAllAnswer(client: () => LocalClient, n: number, deadline: nu
   for (;;) {
     const missing = expected?.filter((id) => !heard.has(id))
     try {
-      const c = client()
-      const { jid, minions } = await c.runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window })
-      if (expected === undefined && minions.length >= n) expected = minions
-      for await (const item of c.getCliReturns(jid, minions, { timeout: window, gatherJobTimeout: 250 })) {
+      await using job = await client().runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window, listen: true })
+      if (expected === undefined && job.minions.length >= n) expected = [...job.minions]
+      for await (const item of job.returns({ timeout: window, gatherJobTimeout: 250 })) {
         if (item.status !== 'returned') continue
         heard.add(item.id)
         if (heard.size >= n) return performance.now()

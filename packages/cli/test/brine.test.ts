@@ -12,14 +12,18 @@ function fakeClient(minions: string[], returns: CliReturn[]): JobClient & { call
     closed: false,
     async runJob(...args: unknown[]) {
       client.calls.push(args)
-      return { jid: minions.length === 0 ? '' : JID, minions }
+      return {
+        jid: minions.length === 0 ? '' : JID,
+        minions,
+        async *returns() {
+          yield* returns
+        },
+        async close() {},
+      }
     },
     async cmdAsync(...args: unknown[]) {
       client.calls.push(args)
       return minions.length === 0 ? '' : JID
-    },
-    async *getCliReturns() {
-      yield* returns
     },
     async close() {
       client.closed = true

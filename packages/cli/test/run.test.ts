@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { RunnerResult } from '@brine/client'
-import { Master } from '@brine/master'
+import { Master, rootCaller } from '@brine/master'
 import { loadConfig } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
 import { freeLoopbackPort } from '@brine/transport'
@@ -45,6 +45,8 @@ async function realMaster(): Promise<{ master: Master; configDir: string }> {
     `sock_dir: ${join(dir, 's')}`,
     'worker_threads: 0',
     'timeout: 1',
+    // manage.* asks a silent minion find_job too (Salt's gather_job_timeout): keep that round short.
+    'gather_job_timeout: 1',
   ].join('\n')
   await writeFile(join(dir, 'master'), `${yaml}\n`)
   const master = new Master((await loadConfig('master', { configDir: dir })).opts)
@@ -94,7 +96,7 @@ describe('brine-run', () => {
 
   it('against a real master: brine-key lists through WheelClient, brine-run runs, event.listen prints events as JSON lines', async () => {
     const { master, configDir } = await realMaster()
-    await master.handler.wheel({ fun: 'key.gen_accept', id_: 'web1' })
+    await master.service.wheel(rootCaller(), { fun: 'key.gen_accept', id_: 'web1' })
     const keys = memoryIO()
     expect(await runKey(['-c', configDir, '-L'], keys)).toBe(0)
     expect(keys.out()).toBe('Accepted Keys:\nweb1\nDenied Keys:\nUnaccepted Keys:\nRejected Keys:\n')
@@ -103,7 +105,7 @@ describe('brine-run', () => {
     const listening = runRun(['-c', configDir, '-l', 'info', 'event.listen', 'salt/run/*', 'count=2', '--out', 'json'], io)
     await deadline(ready, 10_000, 'event.listen to subscribe')
     const status = memoryIO()
-    // web1 has no live minion behind it: with -t 0 it is down at once.
+    // web1 has no live minion behind it: with -t 0 it is down once find_job (gather_job_timeout) finds nothing.
     expect(await runRun(['-c', configDir, 'manage.status', '-t', '0', '--out', 'json', '--out-indent', '-1'], status)).toBe(0)
     expect(status.out()).toBe('{"up": [], "down": ["web1"]}\n')
     expect(await deadline(listening, 10_000, 'event.listen to print two events')).toBe(0)

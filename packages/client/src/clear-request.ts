@@ -1,11 +1,7 @@
-import { BrineError, RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
+import { RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
 import { clearRequest, loadConfig, loadTransport, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
-
-/** The master refused a clear request (`publish`, `wheel`, `runner`) or its reply was an error. */
-export class MasterRequestError extends BrineError {
-  override name: string = 'MasterRequestError'
-}
+import { MasterRequestError } from './errors.js'
 
 /** How a client finds and talks to the local master. */
 export interface MasterClientOptions {

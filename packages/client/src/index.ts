@@ -1,12 +1,15 @@
 /**
  * @packageDocumentation
  * `@brine/client` is Brine's Node API to a local master, as Salt's `salt.client` is: `LocalClient`
- * publishes jobs with the master's root key and gathers the returns from the master's event bus
- * (with Salt's find_job wait), `RunnerClient` runs `jobs.*`/`manage.*` runners, `WheelClient` manages
- * keys, and `MasterEvent` reads the bus as async iterators.
+ * publishes jobs with the master's root key and hands back a `Job` whose `returns()` gathers them
+ * from the master's event bus (the one return collector of `@brine/common`: Salt's find_job wait,
+ * and the job cache for what the bus did not show), `RunnerClient` runs `jobs.*`/`manage.*` runners,
+ * `WheelClient` manages keys, and `MasterEvent` reads the bus as async iterators.
  */
+export * from './errors.js'
 export * from './master-event.js'
 export * from './clear-request.js'
+export * from './job.js'
 export * from './local-client.js'
 export * from './runner-client.js'
 export * from './wheel-client.js'

@@ -2,7 +2,6 @@ import { connect } from 'node:net'
 import {
   backoffDelay,
   BoundedQueue,
-  BrineError,
   decode,
   FramedConnection,
   silentLogger,
@@ -10,6 +9,7 @@ import {
   type Logger,
 } from '@brine/transport'
 import { eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
+import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 
 /** Salt's `match_type` names, plus `prefix` and `glob` as plain-English aliases. */
 export type MatchType = 'startswith' | 'prefix' | 'endswith' | 'find' | 'regex' | 'fnmatch' | 'glob'
@@ -32,10 +32,6 @@ export interface MasterEventOptions {
   reconnect?: BackoffOptions
 }
 
-export class EventBusUnavailableError extends BrineError {
-  override name = 'EventBusUnavailableError'
-}
-
 /** Builds the tag test for one match type. */
 export function tagMatcher(match: string, matchType: MatchType = 'startswith'): (tag: string) => boolean {
   switch (matchType) {
@@ -56,7 +52,7 @@ export function tagMatcher(match: string, matchType: MatchType = 'startswith'): 
       return (tag) => pattern.test(tag)
     }
     default:
-      throw new RangeError(`unknown match type '${String(matchType)}' (use startswith, endswith, find, regex or fnmatch)`)
+      throw new MatchTypeError(String(matchType))
   }
 }
 
@@ -198,6 +194,11 @@ export class MasterEvent implements AsyncDisposable {
         }
       },
     }
+  }
+
+  /** Readers open now (each iter() not yet ended). */
+  get readerCount(): number {
+    return this.readers.size
   }
 
   async close(): Promise<void> {

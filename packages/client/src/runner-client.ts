@@ -1,11 +1,7 @@
 import { timeoutsFromConfig } from '@brine/common'
-import { ClearRequester, MasterRequestError, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type MasterClientOptions } from './clear-request.js'
+import { RunnerError } from './errors.js'
 import { currentUser } from './local-client.js'
-
-/** A runner the master refused to run (unknown name, bad root key) or an answer that is not `{jid, return}`. */
-export class RunnerError extends MasterRequestError {
-  override name = 'RunnerError'
-}
 
 /** What a runner call answered: its jid, Salt's return, and whether the runner succeeded. */
 export interface RunnerResult {
@@ -47,10 +43,15 @@ export class RunnerClient implements AsyncDisposable {
   /** Runs `fun` and returns `{jid, return, success}`. */
   async cmdFull(fun: string, arg: readonly unknown[] = [], kwarg: Record<string, unknown> = {}, options: RunnerCallOptions = {}): Promise<RunnerResult> {
     const { opts } = await this.#requester.connect()
-    // The runner may wait `timeout` seconds (kwarg, else config) for minions: the request must outlive that,
-    // and must not be retried (a second manage.down removekeys=True is a second run).
-    const waitSeconds = kwarg['timeout'] === undefined ? undefined : Number(kwarg['timeout'])
-    const waitMs = waitSeconds !== undefined && Number.isFinite(waitSeconds) && waitSeconds >= 0 ? waitSeconds * 1000 : timeoutsFromConfig(opts).timeoutMs
+    // The runner may wait `timeout` seconds for minions, then a find_job round of `gather_job_timeout` (kwargs,
+    // else config): the request must outlive that, and must not be retried (a second manage.down removekeys=True
+    // is a second run).
+    const timeouts = timeoutsFromConfig(opts)
+    const seconds = (name: string, fallbackMs: number): number => {
+      const value = kwarg[name] === undefined ? undefined : Number(kwarg[name])
+      return value !== undefined && Number.isFinite(value) && value >= 0 ? value * 1000 : fallbackMs
+    }
+    const waitMs = seconds('timeout', timeouts.timeoutMs) + seconds('gather_job_timeout', timeouts.gatherJobTimeoutMs)
     const requestTimeout = Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)
     const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser() }
     const sendOptions: { timeout: number; tries: number; signal?: AbortSignal } = { timeout: requestTimeout, tries: 1 }

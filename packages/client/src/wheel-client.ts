@@ -1,9 +1,5 @@
-import { ClearRequester, MasterRequestError, type MasterClientOptions } from './clear-request.js'
-
-/** A wheel call the master refused (unknown function, bad arguments, bad root key). */
-export class WheelError extends MasterRequestError {
-  override name = 'WheelError'
-}
+import { ClearRequester, type MasterClientOptions } from './clear-request.js'
+import { WheelError } from './errors.js'
 
 /**
  * Salt's WheelClient: the master's key management, the path `brine-key` uses. Functions:

@@ -8,7 +8,8 @@ import { deadline } from '@brine/transport-compliance'
 import type { RequestServer } from '@brine/transport'
 // Tests only: the real bus, so the client reads what a master would write.
 import { EventBus } from '../../master/src/event-bus.js'
-import { LocalClient, type CliReturn } from '../src/local-client.js'
+import type { CliReturn } from '../src/job.js'
+import { LocalClient } from '../src/local-client.js'
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {
@@ -19,7 +20,7 @@ type Publish = Omit<PublishLoad, 'key'> & { key: string }
 /** Decides the reply to one publish; may fire events on the bus first. */
 type Script = (load: Publish, bus: EventBus, count: number) => { jid: string; minions: string[] }
 
-/** Answers one runner request (`jobs.lookup_jid`); absent, runner requests are refused. */
+/** Answers one runner request (`jobs.list_job`); absent, runner requests are refused. */
 type Runner = (load: { fun: string; arg: unknown[] }) => unknown
 
 interface StandIn {
@@ -130,8 +131,9 @@ describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
       fireReturn(bus, jid, 'web1', true)
       return { jid, minions: ['web1', 'slow'] }
     })
-    const { jid, minions } = await client.runJob('*', 'test.sleep', [1])
-    const items = await deadline(collect(client.getCliReturns(jid, minions, { timeout: 50, gatherJobTimeout: 200 })), 10_000, 'the returns')
+    const job = await client.runJob('*', 'test.sleep', [1], { listen: true })
+    const { jid } = job
+    const items = await deadline(collect(job.returns({ timeout: 50, gatherJobTimeout: 200 })), 10_000, 'the returns')
     expect(items.map((item) => [item.id, item.status])).toEqual([
       ['web1', 'returned'],
       ['slow', 'returned'],
@@ -151,8 +153,9 @@ describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
       fireReturn(bus, jid, 'web1', true)
       return { jid, minions: ['web1', 'ghost', 'idle'] }
     })
-    const { jid, minions } = await client.runJob('*', 'test.ping')
-    const items = await deadline(collect(client.getCliReturns(jid, minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
+    const job = await client.runJob('*', 'test.ping', [], { listen: true })
+    const { jid } = job
+    const items = await deadline(collect(job.returns({ timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
     expect(items).toEqual([
       expect.objectContaining({ id: 'web1', status: 'returned', ret: true }),
       { id: 'ghost', status: 'missing', jid },
@@ -160,46 +163,52 @@ describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
     ])
   })
 
-  it('yields a return the master stored but whose event never arrived, from the job cache, once per job', async () => {
-    // The stand-in stores `quiet`'s return (lookup answers it) but fires no event: a reader that fell behind.
+  it('yields a return the master stored but whose event never arrived, from the job cache, once per job, keeping retcode and success', async () => {
+    // The stand-in stores `quiet`'s and `failed`'s returns (list_job answers them) but fires no event: a reader that fell behind.
     const { client, runs } = await standIn(
       transportName,
       (load, bus) => {
         const jid = nextJid()
         if (load.fun === 'saltutil.find_job') return { jid, minions: [] }
         fireReturn(bus, jid, 'web1', true)
-        return { jid, minions: ['web1', 'quiet', 'ghost'] }
+        return { jid, minions: ['web1', 'quiet', 'ghost', 'failed'] }
       },
-      () => ({ web1: true, quiet: 'stored', other: 'not asked for' }),
+      (run) => ({
+        jid: run.arg[0],
+        Function: 'test.ping',
+        Result: { web1: { return: true, retcode: 0, success: true }, quiet: { return: 'stored' }, failed: { return: 'boom', retcode: 2, success: false }, other: { return: 'not asked for' } },
+      }),
     )
-    const { jid, minions } = await client.runJob('*', 'test.ping')
-    const items = await deadline(collect(client.getCliReturns(jid, minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
+    const job = await client.runJob('*', 'test.ping', [], { listen: true })
+    const { jid } = job
+    const items = await deadline(collect(job.returns({ timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
     expect(items).toEqual([
       expect.objectContaining({ id: 'web1', status: 'returned', ret: true }),
       { id: 'quiet', status: 'returned', ret: 'stored', retcode: 0, jid, fromCache: true },
+      { id: 'failed', status: 'returned', ret: 'boom', retcode: 2, success: false, jid, fromCache: true },
       { id: 'ghost', status: 'missing', jid },
     ])
-    expect(runs).toEqual([{ fun: 'jobs.lookup_jid', arg: [jid] }])
+    expect(runs).toEqual([{ fun: 'jobs.list_job', arg: [jid] }])
     expect(items[0]).not.toHaveProperty('fromCache')
   })
 
-  it("reads lookup_jid's {outputter, data} shape, and reports missing as before when the lookup is refused", async () => {
+  it("reads list_job's outputter hint with a stored return, and reports missing as before when the lookup is refused", async () => {
     let refuse = false
     const { client } = await standIn(
       transportName,
       (load) => ({ jid: nextJid(), minions: load.fun === 'saltutil.find_job' ? [] : ['quiet'] }),
-      () => {
+      (run) => {
         if (refuse) throw new Error('job cache unavailable')
-        return { outputter: 'highstate', data: { quiet: { 'file_|-x_|-x_|-managed': { result: true } } } }
+        return { jid: run.arg[0], Result: { quiet: { return: { 'file_|-x_|-x_|-managed': { result: true } }, out: 'highstate' } } }
       },
     )
-    const first = await client.runJob('*', 'state.apply')
-    expect(await deadline(collect(client.getCliReturns(first.jid, first.minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')).toEqual([
+    const first = await client.runJob('*', 'state.apply', [], { listen: true })
+    expect(await deadline(collect(first.returns({ timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')).toEqual([
       { id: 'quiet', status: 'returned', ret: { 'file_|-x_|-x_|-managed': { result: true } }, retcode: 0, jid: first.jid, out: 'highstate', fromCache: true },
     ])
     refuse = true
-    const second = await client.runJob('*', 'state.apply')
-    expect(await deadline(collect(client.getCliReturns(second.jid, second.minions, { timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')).toEqual([
+    const second = await client.runJob('*', 'state.apply', [], { listen: true })
+    expect(await deadline(collect(second.returns({ timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')).toEqual([
       { id: 'quiet', status: 'missing', jid: second.jid },
     ])
   })
@@ -207,8 +216,8 @@ describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
   it('ends the wait when the signal aborts, without markers', async () => {
     const { client } = await standIn(transportName, () => ({ jid: nextJid(), minions: ['ghost'] }))
     const controller = new AbortController()
-    const { jid, minions } = await client.runJob('*', 'test.ping', [], { signal: controller.signal })
-    const gathering = collect(client.getCliReturns(jid, minions, { timeout: 60_000, signal: controller.signal }))
+    const job = await client.runJob('*', 'test.ping', [], { signal: controller.signal, listen: true })
+    const gathering = collect(job.returns({ timeout: 60_000, signal: controller.signal }))
     controller.abort()
     expect(await deadline(gathering, 5000, 'the aborted wait to end')).toEqual([])
   })

@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { encode, frame } from '@brine/transport'
 import { eventBusPath } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
-import { EventBusUnavailableError, MasterEvent, tagMatcher } from '../src/master-event.js'
+import { EventBusUnavailableError } from '../src/errors.js'
+import { MasterEvent, tagMatcher } from '../src/master-event.js'
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {

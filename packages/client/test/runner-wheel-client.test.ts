@@ -3,8 +3,9 @@ import { parsePublicKeys, parseSecretKeys, publicKeysOf, formatPublicKeys } from
 // Tests only: a real master in-process (worker_threads: 0) and the master tests' config helpers.
 import { Master } from '../../master/src/index.js'
 import { masterConfig, runCleanups, cleanups, tempDir } from '../../master/test/helpers.js'
-import { RunnerClient, RunnerError } from '../src/runner-client.js'
-import { WheelClient, WheelError } from '../src/wheel-client.js'
+import { RunnerError, WheelError } from '../src/errors.js'
+import { RunnerClient } from '../src/runner-client.js'
+import { WheelClient } from '../src/wheel-client.js'
 import { LocalClient } from '../src/local-client.js'
 
 afterEach(runCleanups)

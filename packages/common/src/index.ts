@@ -3,8 +3,8 @@
  * `@brine/common` is what every Brine daemon shares above the transport: Salt-style config
  * loading (YAML, Salt's key names and defaults, errors naming key, file and line), the one
  * seconds-to-milliseconds conversion, Salt's jid format, the wire payload types and their
- * validators, Salt's target matchers, logging from config, and the registration of the
- * built-in `zeromq` and `tcp` transports.
+ * validators, Salt's target matchers, the one return collector (find_job, job-cache recovery),
+ * logging from config, and the registration of the built-in `zeromq` and `tcp` transports.
  */
 export * from './errors.js'
 export * from './config-schema.js'
@@ -18,3 +18,4 @@ export * from './transports.js'
 // event-bus.ts (bus socket name and event shape) was added by another engineer for @brine/master and @brine/client.
 export * from './event-bus.js'
 export * from './job-cache.js'
+export * from './return-collector.js'

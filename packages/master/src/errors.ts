@@ -1,13 +1,36 @@
 import { BrineError, type SerializedError } from '@brine/transport'
 
-/** A clear command outside the allow-list, a `_`-prefixed name, or a wrong root key. */
+/**
+ * A refusal of the one authorize step or its permission check: a clear command outside the allow-list,
+ * a `_`-prefixed name, missing or wrong credentials, or a function or target the caller's permissions
+ * do not cover. Names the command (and the user and function when known).
+ */
 export class PermissionDeniedError extends BrineError {
   override name = 'PermissionDeniedError'
   readonly command: string
-  constructor(command: string, reason: string) {
-    super(`permission denied for ${JSON.stringify(command.slice(0, 80))}: ${reason}`, { command: command.slice(0, 80), reason })
+  readonly user: string | undefined
+  readonly fun: string | undefined
+  constructor(command: string, reason: string, context: { user?: string; fun?: string } = {}) {
+    super(`permission denied for ${JSON.stringify(command.slice(0, 80))}: ${reason}`, { command: command.slice(0, 80), reason, user: context.user, fun: context.fun?.slice(0, 200) })
     this.command = command.slice(0, 80)
+    this.user = context.user
+    this.fun = context.fun?.slice(0, 200)
   }
+}
+
+/** A Master used out of order: a property read before start() resolved, or start() called twice. */
+export class MasterStateError extends BrineError {
+  override name = 'MasterStateError'
+  readonly state: string
+  constructor(message: string, state: string) {
+    super(message, { state })
+    this.state = state
+  }
+}
+
+/** The master's event bus could not be opened (socket path too long, cannot listen). */
+export class EventBusError extends BrineError {
+  override name = 'EventBusError'
 }
 
 /** A request or load that does not have the shape docs/protocol.md gives it. */

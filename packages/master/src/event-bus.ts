@@ -1,7 +1,7 @@
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
 import {
-  BrineError,
+  BoundedQueue,
   encode,
   frame,
   FramedConnection,
@@ -9,6 +9,7 @@ import {
   type Logger,
 } from '@brine/transport'
 import { eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
+import { EventBusError } from './errors.js'
 
 export interface EventBusOptions {
   /** Directory of the bus socket (Salt's sock_dir); created 0700. */
@@ -30,10 +31,6 @@ export function eventBusHwm(pubHwm: number | undefined): number {
   return Math.max(DEFAULT_EVENT_BUS_HWM, pubHwm * 10)
 }
 
-export class EventBusError extends BrineError {
-  override name = 'EventBusError'
-}
-
 export type EventListener = (event: BusEvent) => void
 
 /**
@@ -48,6 +45,8 @@ export class EventBus {
   /** Each subscriber with the events dropped for it. */
   private readonly subscribers = new Map<FramedConnection, { dropped: number }>()
   private readonly listeners = new Set<EventListener>()
+  /** Ends every in-process iterator when the bus closes. */
+  readonly #enders = new Set<() => void>()
   /** Events queued per subscriber before new ones are dropped for it. */
   readonly hwm: number
   private readonly logger: Logger
@@ -140,6 +139,41 @@ export class EventBus {
     return () => this.listeners.delete(listener)
   }
 
+  /**
+   * In-process events whose tag starts with `match`, from now on, as an async iterator behind a bounded
+   * queue of `hwm` (default the bus's): a reader that falls behind loses the newest, as a socket
+   * subscriber does. Ends when `signal` aborts, when the caller stops iterating, or when the bus closes.
+   */
+  iter(options: { match?: string; hwm?: number; signal?: AbortSignal } = {}): AsyncIterable<BusEvent> {
+    const match = options.match ?? ''
+    const queue = new BoundedQueue<BusEvent>(options.hwm ?? this.hwm)
+    // A full queue drops the event for this reader only; its owner (the return collector) reads the job cache.
+    const unsubscribe = this.subscribe((event) => {
+      if (event.tag.startsWith(match)) queue.push(event)
+    })
+    const finish = (): void => {
+      unsubscribe()
+      queue.end()
+      options.signal?.removeEventListener('abort', finish)
+      this.#enders.delete(finish)
+    }
+    this.#enders.add(finish)
+    if (options.signal?.aborted === true) finish()
+    options.signal?.addEventListener('abort', finish, { once: true })
+    return {
+      [Symbol.asyncIterator]: () => {
+        const inner = queue[Symbol.asyncIterator]()
+        return {
+          next: () => inner.next(),
+          return: async () => {
+            finish()
+            return inner.return!()
+          },
+        }
+      },
+    }
+  }
+
   get subscriberCount(): number {
     return this.subscribers.size
   }
@@ -147,6 +181,8 @@ export class EventBus {
   async close(): Promise<void> {
     const server = this.server
     this.server = undefined
+    for (const end of this.#enders) end()
+    this.#enders.clear()
     this.listeners.clear()
     await Promise.all([...this.subscribers.keys()].map((subscriber) => subscriber.close()))
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()))

@@ -4,7 +4,8 @@ import { jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, 
 export { selectJobs }
 
 /**
- * Jobs in memory, lost with the process: the cache for tests and for a master run without one. A
+ * Jobs in memory, lost with the process: a cache tests inject (`new Master(opts, {jobs})`); a master left to
+ * itself opens the one `master_job_cache` names. A
  * return for a jid the store never saw (a job started by another master, or before a restart) is kept
  * under a record with no load.
  */

@@ -12,20 +12,27 @@ import {
   type PublicKeys,
   type SessionKey,
 } from '@brine/crypt'
-import { endpointLimitsFromConfig, loadTransport, timeoutsFromConfig, type MasterConfig, type Nodegroups } from '@brine/common'
+import { endpointLimitsFromConfig, loadTransport, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { openJobCache } from '@brine/returners'
 import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
+import { Authorizer } from './authorize.js'
+import { MasterStateError } from './errors.js'
 import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
 import { GrainsCache } from './grains-cache.js'
-import type { JobCache } from '@brine/common'
-import { MemoryJobStore } from './job-store.js'
-import { MasterRequestHandler } from './request-handler.js'
+import { JobPublisher } from './job-publisher.js'
+import { MasterService } from './master-service.js'
+import { MasterWireAdapter } from './wire-adapter.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { masterVersion } from './version.js'
 
 export interface MasterOptions {
   logger?: Logger
-  /** Job records (default: in memory). */
+  /**
+   * A job cache to use instead of the one `master_job_cache` names (tests: `MemoryJobStore`). Without it
+   * the master opens `local_cache` under `cachedir` (the default) or `postgres` at start. Either way the
+   * master closes it on stop.
+   */
   jobs?: JobCache
 }
 
@@ -41,15 +48,15 @@ export interface TransportEndpoints {
 }
 
 /**
- * The Brine master: key store and `_auth`, one request handler over every transport's
- * RequestServer (crypto spread over `worker_threads`), a fan-out publisher, the event bus,
- * session key rotation and job records.
+ * The Brine master: key store and `_auth`, the {@link MasterService} behind one authorize step, its
+ * wire adapter over every transport's RequestServer (crypto spread over `worker_threads`), a fan-out
+ * publisher, the event bus, session key rotation, and the job cache `master_job_cache` names.
  */
 export class Master {
   readonly opts: MasterConfig
   readonly bus: EventBus
-  readonly jobs: JobCache
   readonly #logger: Logger
+  #jobs: JobCache | undefined
   #keys: KeyPair | undefined
   #store: PkiStore | undefined
   #session: SessionKeys | undefined
@@ -59,14 +66,14 @@ export class Master {
   #endpoints: TransportEndpoints[] = []
   #timer: NodeJS.Timeout | undefined
   #pruneTimer: NodeJS.Timeout | undefined
-  #handler: MasterRequestHandler | undefined
+  #service: MasterService | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
   constructor(opts: MasterConfig, options: MasterOptions = {}) {
     this.opts = opts
     this.#logger = options.logger ?? silentLogger
-    this.jobs = options.jobs ?? new MemoryJobStore()
+    this.#jobs = options.jobs
     this.bus = new EventBus({ sockDir: opts.sock_dir, hwm: eventBusHwm(opts.pub_hwm), logger: this.#logger.child('event-bus') })
   }
 
@@ -103,10 +110,16 @@ export class Master {
     return this.#endpoints
   }
 
-  /** The request handler: its publishJob, gather and wheel are the paths runners use. */
-  get handler(): MasterRequestHandler {
-    if (this.#handler === undefined) throw new Error('master.handler is available once start() has resolved')
-    return this.#handler
+  /** The job cache: the one given to the constructor, else the one `master_job_cache` names, opened by start(). */
+  get jobs(): JobCache {
+    if (this.#jobs === undefined) throw new MasterStateError(`master.jobs is available once start() has resolved (or pass options.jobs); the master is ${this.#state}`, this.#state)
+    return this.#jobs
+  }
+
+  /** The master's operations behind one authorize step (publish, runner, wheel, auth, minion returns, events, grains). */
+  get service(): MasterService {
+    if (this.#service === undefined) throw new MasterStateError(`master.service is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    return this.#service
   }
 
   /** Worker threads in use (0 = inline). */
@@ -116,7 +129,7 @@ export class Master {
 
   #started(what: string): { keys: KeyPair; store: PkiStore; session: SessionKeys; rootKey: string; publisher: FanoutPublishServer } {
     if (this.#keys === undefined || this.#store === undefined || this.#session === undefined || this.#rootKey === undefined || this.#publisher === undefined) {
-      throw new Error(`master.${what} is available once start() has resolved`)
+      throw new MasterStateError(`master.${what} is available once start() has resolved; the master is ${this.#state}`, this.#state)
     }
     return { keys: this.#keys, store: this.#store, session: this.#session, rootKey: this.#rootKey, publisher: this.#publisher }
   }
@@ -129,7 +142,7 @@ export class Master {
   }
 
   async start(): Promise<void> {
-    if (this.#state !== 'new') throw new Error(`master cannot start: it is ${this.#state}`)
+    if (this.#state !== 'new') throw new MasterStateError(`master cannot start: it is ${this.#state}`, this.#state)
     this.#state = 'starting'
     try {
       await this.#start()
@@ -148,11 +161,16 @@ export class Master {
     const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger })
     this.#store = store
     this.#session = new SessionKeys()
-    this.#rootKey = await createRootKey(rootKeyPath(opts.cachedir))
+    const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
+    this.#rootKey = rootKey
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
+    // master_job_cache: local_cache (default) or postgres, unless the caller injected one.
+    this.#jobs ??= await openJobCache(opts, { logger: this.#logger })
+    const jobs = this.#jobs
     await this.bus.start()
-    this.#pool = this.#createPool(keys, store)
+    const pool = this.#createPool(keys, store)
+    this.#pool = pool
 
     const limits = endpointLimitsFromConfig(opts)
     const publishServers: PublishServer[] = []
@@ -164,30 +182,42 @@ export class Master {
       this.#endpoints.push({ name, publish, request })
       publishServers.push(publish)
     }
-    this.#publisher = new FanoutPublishServer(publishServers)
-    const handler = new MasterRequestHandler({
+    const fanout = new FanoutPublishServer(publishServers)
+    this.#publisher = fanout
+    const publisher = new JobPublisher({
       store,
-      pool: this.#pool,
-      bus: this.bus,
-      jobs: this.jobs,
       grains,
-      publisher: this.#publisher,
-      masterPub: publicKeysOf(keys),
-      masterBoxSecret: keys.box.secretKey,
-      session: () => this.session,
-      rotateSession: (reason) => this.rotateSession(reason),
-      rootKey: this.#rootKey,
-      autoAccept: opts.auto_accept,
-      openMode: opts.open_mode,
+      jobs,
+      bus: this.bus,
+      publisher: fanout,
+      seal: async (jid, load) => pool.run(jid, { op: 'seal-publish', load, session: this.session }),
       nodegroups: opts.nodegroups as Nodegroups,
       ...(typeof opts.master_id === 'string' ? { masterId: opts.master_id } : {}),
-      timeoutMs: timeouts.timeoutMs,
-      version: masterVersion(),
       logger: this.#logger,
     })
-    this.#handler = handler
+    const service = new MasterService({
+      authorizer: new Authorizer({ rootKey }),
+      publisher,
+      store,
+      jobs,
+      bus: this.bus,
+      grains,
+      crypto: pool,
+      session: { current: () => this.session, rotate: (reason) => this.rotateSession(reason) },
+      masterPub: publicKeysOf(keys),
+      settings: {
+        autoAccept: opts.auto_accept,
+        openMode: opts.open_mode,
+        timeoutMs: timeouts.timeoutMs,
+        gatherJobTimeoutMs: timeouts.gatherJobTimeoutMs,
+        version: masterVersion(),
+      },
+      logger: this.#logger,
+    })
+    this.#service = service
+    const adapter = new MasterWireAdapter({ service, store, crypto: pool, masterBoxSecret: keys.box.secretKey, logger: this.#logger })
     for (const { name, publish, request } of this.#endpoints) {
-      request.handle(handler.handle)
+      request.handle(adapter.handle)
       await publish.start()
       await request.start()
       this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}`)
@@ -251,7 +281,7 @@ export class Master {
       this.bus.close(),
     ])
     // The job cache goes last: requests still being handled above may be writing returns and job records to it.
-    results.push(...(await Promise.allSettled([(this.#handler?.settle() ?? Promise.resolve()).then(() => this.jobs.close())])))
+    results.push(...(await Promise.allSettled([(this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close())])))
     this.#state = 'stopped'
     for (const result of results) {
       if (result.status === 'rejected') this.#logger.warning(`master stop: ${String(result.reason)}`)

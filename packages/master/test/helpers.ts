@@ -14,7 +14,7 @@ import {
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
 import { freeLoopbackPort, type PublishClient, type PublishServer, type RequestClient, type WireValue } from '@brine/transport'
 import { deadline } from '@brine/transport-compliance'
-import { Master } from '../src/index.js'
+import { Master, MemoryJobStore } from '../src/index.js'
 
 export const WAIT_MS = 10_000
 
@@ -169,8 +169,13 @@ export async function clearClient(transportName: string, address: MasterAddress)
   return client
 }
 
+/**
+ * A started master over a temp dir. Its job cache is an injected MemoryJobStore, whose records are readable as
+ * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
+ * the cache `master_job_cache` names.
+ */
 export async function startMaster(dir: string, overrides: Record<string, unknown>): Promise<{ master: Master; events: EventLog }> {
-  const master = new Master(await masterConfig(dir, overrides))
+  const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore() })
   cleanups.push(() => master.stop())
   const events = new EventLog(master)
   await master.start()

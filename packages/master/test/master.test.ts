@@ -87,8 +87,13 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect(events.tagged(`salt/job/${reply.jid}/ret/web1`)).toHaveLength(1)
     expect((await master.jobs.getJob(reply.jid))?.returns['web1']?.return).toBe('pong')
 
-    // No known minion matches: nothing is published.
-    expect(await publish({ tgt: 'nomatch*', fun: 'test.ping' })).toEqual({ jid: '', minions: [] })
+    // No known minion matches: the reply still says which jid it used, and nothing is stored, fired or published.
+    const unmatched = await publish({ tgt: 'nomatch*', fun: 'test.ping' })
+    expect(unmatched).toEqual({ jid: expect.stringMatching(/^\d{20}$/), minions: [] })
+    expect(events.tagged(`salt/job/${unmatched.jid}/new`)).toHaveLength(0)
+    expect(await master.jobs.getJob(unmatched.jid)).toBeUndefined()
+    const next = await publish({ tgt: 'web1', fun: 'test.echo', arg: ['next'] })
+    expect(pending.open(await pending.nthPublish(2))).toMatchObject({ jid: next.jid, arg: ['next'] })
   })
 
   it('refuses forged and unauthenticated sealed requests and foreign event tags; caches grains', async () => {

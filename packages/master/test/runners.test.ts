@@ -107,7 +107,7 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     expect(Object.keys((await runner('jobs.list_jobs', [], { end_time: other.jid, start_time: job.jid })).return as object)).toEqual([job.jid, other.jid])
 
     expect((await runner('jobs.print_job', [job.jid])).return).toEqual({
-      [job.jid]: { ...described, Minions: ['db1', 'web1'], Result: { web1: { return: 'hi' } } },
+      [job.jid]: { ...described, Minions: ['db1', 'web1'], Result: { web1: { return: 'hi', retcode: 0, success: true } } },
     })
 
     // A failing runner answers Salt's exception text with success false; an unknown one is refused with the list.
@@ -129,8 +129,8 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     const running = [{ jid: '20260101000000000001', fun: 'test.sleep', arg: [30], pid: 4242, tgt: '*', tgt_type: 'glob', user: 'root', _stamp: '2026-01-01T00:00:00Z' }]
     respond(minions[0]!, { 'test.ping': true, 'test.version': masterVersion(), 'saltutil.running': running })
     respond(minions[1]!, { 'test.ping': true, 'test.version': '0.0.1', 'saltutil.running': [] })
-    // db1 never answers. timeout (seconds) bounds each wait for it.
-    const timeout = { timeout: 0.3 }
+    // db1 never answers, not even find_job. timeout and gather_job_timeout (seconds) bound each wait for it.
+    const timeout = { timeout: 0.3, gather_job_timeout: 0.3 }
     expect((await runner('manage.status', [], timeout)).return).toEqual({ up: ['web1', 'web2'], down: ['db1'] })
     expect((await runner('manage.up', [], timeout)).return).toEqual(['web1', 'web2'])
     expect((await runner('manage.versions', [], timeout)).return).toEqual({

@@ -4,7 +4,7 @@
  * `@brine/common` implemented twice: `local_cache`, the embedded default, an append-only log under
  * `cachedir` that survives kill -9 and power loss once a return is acknowledged; and `postgres`, shared by
  * several masters, storing a return written twice once. `openJobCache` picks one from
- * `master_job_cache`.
+ * `master_job_cache` (the master calls it when it starts).
  */
 export { LocalJobCache, type LocalJobCacheOptions } from './local-cache.js'
 export { PostgresJobCache, type PostgresConnection, type PostgresJobCacheOptions } from './postgres-cache.js'

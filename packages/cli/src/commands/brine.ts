@@ -1,7 +1,7 @@
 import { Option } from 'commander'
 import { SingleBar } from 'cli-progress'
 import { TimeoutError, type Logger } from '@brine/transport'
-import { secondsToMs, type PublishReply, type TargetType, type Tgt } from '@brine/common'
+import { secondsToMs, type TargetType, type Tgt } from '@brine/common'
 import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
@@ -19,12 +19,30 @@ import {
   type CommandIO,
 } from '../io.js'
 
+/** A published job as `brine` reads it: @brine/client's Job. */
+export interface CliJob {
+  readonly jid: string
+  readonly minions: readonly string[]
+  returns(options?: WaitOptions): AsyncIterable<CliReturn>
+  close(): Promise<void>
+}
+
 /** What `brine` needs of a LocalClient (tests pass a stand-in). */
 export interface JobClient {
-  runJob(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions & { listen?: boolean }): Promise<PublishReply>
+  /** Publishes with a reader of the job's returns already open (LocalClient's `runJob` with `listen: true`). */
+  runJob(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<CliJob>
   cmdAsync(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<string>
-  getCliReturns(jid: string, minions: readonly string[], options?: WaitOptions): AsyncIterable<CliReturn>
   close(): Promise<void>
+}
+
+/** A LocalClient as `brine` uses it: each job's reader opened before its publish (no job-cache lookup on the way). */
+function localJobClient(options: { configDir: string; logger: Logger }): JobClient {
+  const client = new LocalClient(options)
+  return {
+    runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
+    cmdAsync: (tgt, fun, arg, jobOptions) => client.cmdAsync(tgt, fun, arg, jobOptions),
+    close: () => client.close(),
+  }
 }
 
 export interface BrineDeps {
@@ -154,7 +172,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   if (typeof parsed === 'number') return parsed
   const args = parsed
   const logger = cliLogger(args.logLevel, io, 'brine')
-  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? new LocalClient({ configDir: args.configDir, logger })
+  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? localJobClient({ configDir: args.configDir, logger })
   const color = args.color ?? io.stdout.isTTY === true
   const jobOptions: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) jobOptions.timeout = args.timeout
@@ -171,8 +189,12 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
       io.stdout.write(`Executed command with job ID: ${jid}\n`)
       return EXIT_OK
     }
-    const { jid, minions } = await client.runJob(args.tgt, args.fun, args.arg, jobOptions)
-    if (minions.length === 0) return noMinions()
+    const job = await client.runJob(args.tgt, args.fun, args.arg, jobOptions)
+    const { jid, minions } = job
+    if (minions.length === 0) {
+      await job.close()
+      return noMinions()
+    }
     if (args.showJid) io.stdout.write(`jid: ${jid}\n`)
     if (args.verbose) io.stdout.write(`Executing job with jid ${jid}\n-------------------------------------------\n\n`)
     const live = !args.static && io.stderr.isTTY === true ? new LiveCount(io, minions.length) : undefined
@@ -184,7 +206,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     if (args.timeout !== undefined) waitOptions.timeout = args.timeout
     if (io.signal !== undefined) waitOptions.signal = io.signal
     try {
-      for await (const item of client.getCliReturns(jid, minions, waitOptions)) {
+      for await (const item of job.returns(waitOptions)) {
         if (item.status === 'missing') {
           if (args.hideTimeout) continue
           failed = true
@@ -207,6 +229,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
       }
     } finally {
       live?.stop()
+      await job.close()
     }
     if (io.signal?.aborted === true) {
       io.stderr.write(

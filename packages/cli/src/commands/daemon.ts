@@ -1,6 +1,7 @@
 import type { Command } from 'commander'
 import { parseLogLevel, type Logger } from '@brine/transport'
-import { loadConfig, parseOverride, type JobCache, type MasterConfig, type MinionConfig } from '@brine/common'
+import { loadConfig, parseOverride, type MasterConfig, type MinionConfig } from '@brine/common'
+import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, parseArgv, type CommandIO } from '../io.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
@@ -8,7 +9,7 @@ export interface Daemon {
   start(): Promise<void>
   stop(): Promise<void>
 }
-export type DaemonClass<C> = new (opts: C, options: { logger: Logger; jobs?: JobCache }) => Daemon
+export type DaemonClass<C> = new (opts: C, options: { logger: Logger }) => Daemon
 
 export interface DaemonDeps<C> {
   /** Loads the daemon class (default: `Master` from @brine/master, `Minion` from @brine/minion). */
@@ -97,16 +98,11 @@ function aborted(signal: AbortSignal | undefined): Promise<void> {
   })
 }
 
-async function openMasterJobCache(opts: MasterConfig, logger: Logger): Promise<JobCache> {
-  const { openJobCache } = await import('@brine/returners')
-  return openJobCache(opts, { logger })
-}
-
 async function defaultLoader(role: Role): Promise<DaemonClass<never>> {
   // Looked up by name so the CLI builds whatever the daemon packages currently export.
   const module = (role === 'master' ? await import('@brine/master') : await import('@brine/minion')) as Record<string, unknown>
   const exported = module[role === 'master' ? 'Master' : 'Minion']
-  if (typeof exported !== 'function') throw new Error(`@brine/${role} does not export ${role === 'master' ? 'Master' : 'Minion'}`)
+  if (typeof exported !== 'function') throw new DaemonLoadError(role, role === 'master' ? 'Master' : 'Minion')
   return exported as DaemonClass<never>
 }
 
@@ -122,9 +118,8 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   let daemon: Daemon | undefined
   try {
     const Daemon = deps.load === undefined ? ((await defaultLoader(role)) as unknown as DaemonClass<C>) : await deps.load()
-    // The master's job cache (master_job_cache: local_cache or postgres); the master owns and closes it.
-    const jobs = role === 'master' && deps.load === undefined ? await openMasterJobCache(opts as MasterConfig, logger) : undefined
-    daemon = new Daemon(opts as C, jobs === undefined ? { logger } : { logger, jobs })
+    // The master opens the job cache master_job_cache names (local_cache or postgres) itself.
+    daemon = new Daemon(opts as C, { logger })
     await daemon.start()
   } catch (error) {
     io.stderr.write(`${name}: cannot start: ${(error as Error).message}\n`)

@@ -1,17 +1,11 @@
 import type { PkiStore } from '@brine/crypt'
-import type { JobCache, ReturnLoad, TargetType, Tgt } from '@brine/common'
+import type { JobCache, TargetType, Tgt } from '@brine/common'
 import type { Logger } from '@brine/transport'
 import { MalformedRequestError } from '../errors.js'
 import type { EventBus } from '../event-bus.js'
+import type { GatheredJob } from '../gather.js'
 
-/** A job a runner published and the returns gathered for it before its timeout. */
-export interface GatheredJob {
-  jid: string
-  /** The minions the master expected to answer. */
-  minions: string[]
-  /** Returns that arrived in time, by minion id. */
-  returns: Map<string, ReturnLoad>
-}
+export type { GatheredJob } from '../gather.js'
 
 /** What a runner may use of the master: its job cache, key store, bus, publish and wheel paths. */
 export interface RunnerContext {
@@ -20,13 +14,16 @@ export interface RunnerContext {
   bus: EventBus
   /**
    * Publishes `fun` to `tgt` through the master's own publish path (no network round trip) and
-   * gathers the returns from the bus until every expected minion answered or `timeout` ms passed.
+   * gathers the returns with the one return collector: `timeout` ms, then `saltutil.find_job` rounds
+   * of `gatherJobTimeout` ms while a minion still runs it, then the job cache.
    */
-  gather(tgt: Tgt, fun: string, arg: readonly unknown[], options: { tgtType?: TargetType; timeout: number }): Promise<GatheredJob>
+  gather(tgt: Tgt, fun: string, arg: readonly unknown[], options: { tgtType?: TargetType; timeout: number; gatherJobTimeout: number }): Promise<GatheredJob>
   /** Runs a wheel function through the same path `brine-key` uses (events, session rotation). */
   wheel(load: Record<string, unknown>): Promise<unknown>
   /** Config `timeout` in ms, the default wait of runners that publish. */
   timeoutMs: number
+  /** Config `gather_job_timeout` in ms, the default find_job wait of runners that publish. */
+  gatherJobTimeoutMs: number
   /** The master's Brine version (manage.versions). */
   version: string
   logger: Logger
@@ -60,13 +57,23 @@ export function flag(args: RunnerArgs, index: number, name: string): boolean {
   return value === true || value === 1
 }
 
-/** Kwarg `timeout` (Salt's seconds) in ms, else the config's. */
-export function timeoutOf(args: RunnerArgs, context: RunnerContext, fun: string): number {
-  const value = args.kwarg['timeout']
-  if (value === undefined || value === null) return context.timeoutMs
+/** Kwarg `name` (Salt's seconds) in ms, else `fallback` ms. */
+function secondsKwarg(args: RunnerArgs, name: string, fallback: number, fun: string): number {
+  const value = args.kwarg[name]
+  if (value === undefined || value === null) return fallback
   const seconds = typeof value === 'string' ? Number(value) : value
   if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) {
-    throw new MalformedRequestError(`runner ${fun} arguments`, `'timeout' must be a non-negative number of seconds, got ${JSON.stringify(value)}`)
+    throw new MalformedRequestError(`runner ${fun} arguments`, `'${name}' must be a non-negative number of seconds, got ${JSON.stringify(value)}`)
   }
   return Math.round(seconds * 1000)
+}
+
+/** Kwarg `timeout` (Salt's seconds) in ms, else the config's. */
+export function timeoutOf(args: RunnerArgs, context: RunnerContext, fun: string): number {
+  return secondsKwarg(args, 'timeout', context.timeoutMs, fun)
+}
+
+/** The waits of a runner that asks minions: kwargs `timeout` and `gather_job_timeout` (Salt's seconds), else the config's, in ms. */
+export function waitsOf(args: RunnerArgs, context: RunnerContext, fun: string): { timeout: number; gatherJobTimeout: number } {
+  return { timeout: timeoutOf(args, context, fun), gatherJobTimeout: secondsKwarg(args, 'gather_job_timeout', context.gatherJobTimeoutMs, fun) }
 }

@@ -6,6 +6,7 @@ import { MANAGE_RUNNERS } from './manage.js'
 export { jidToTime, parseTimeArgument, formatJob } from './jobs.js'
 export { compareVersions } from './manage.js'
 export type { GatheredJob, RunnerArgs, RunnerContext, RunnerFunction } from './context.js'
+export { timeoutOf, waitsOf } from './context.js'
 
 /** Every runner function the master provides, by Salt's `module.function` name. */
 export const RUNNERS: Readonly<Record<string, RunnerFunction>> = { ...JOBS_RUNNERS, ...MANAGE_RUNNERS }

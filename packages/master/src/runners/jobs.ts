@@ -1,6 +1,6 @@
-import { parseJid, type JobRecord, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { parseJid, storedReturnsOf, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { MalformedRequestError } from '../errors.js'
-import { flag, param, requiredString, timeoutOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
+import { flag, param, requiredString, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'] as const
 
@@ -52,16 +52,6 @@ export function formatJob(jid: string, load: Record<string, unknown>): Record<st
   return out
 }
 
-/** Salt's `get_jid` shape: `{id: {return, out?}}`. */
-function resultOf(job: JobRecord): Record<string, Record<string, unknown>> {
-  const out: Record<string, Record<string, unknown>> = {}
-  for (const [id, ret] of Object.entries(job.returns)) {
-    out[id] = { return: ret.return }
-    if (ret.out !== undefined) out[id]['out'] = ret.out
-  }
-  return out
-}
-
 /** jobs.lookup_jid: `{id: return}`; `missing=True` adds the expected minions that never returned. */
 async function lookupJid(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   const jid = requiredString(args, 0, 'jid', 'jobs.lookup_jid')
@@ -108,20 +98,23 @@ async function listJobs(args: RunnerArgs, context: RunnerContext): Promise<unkno
   return out
 }
 
-/** jobs.print_job: `{jid: {...formatJob, Minions, Result: {id: {return}}}}`; `{}` for an unknown jid. */
+/** jobs.print_job: `{jid: {...formatJob, Minions, Result: {id: {return, retcode, success, out?}}}}` (Salt's get_jid shape); `{}` for an unknown jid. */
 async function printJob(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   const jid = requiredString(args, 0, 'jid', 'jobs.print_job')
   const job = await context.jobs.getJob(jid)
   if (job === undefined) return {}
-  return { [jid]: { ...formatJob(jid, job.load), Minions: [...job.minions].sort(), Result: resultOf(job) } }
+  return { [jid]: { ...formatJob(jid, job.load), Minions: [...job.minions].sort(), Result: storedReturnsOf(job) } }
 }
 
-/** jobs.list_job: one job's description with its Result (Salt's shape, the jid inside). */
+/**
+ * jobs.list_job: one job's description with its Result, `{id: {return, retcode, success, out?}}` (Salt's shape,
+ * the jid inside). The local client's return collector reads returns the bus dropped through it.
+ */
 async function listJob(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   const jid = requiredString(args, 0, 'jid', 'jobs.list_job')
   const job = await context.jobs.getJob(jid)
   if (job === undefined) return { jid }
-  return { jid, ...formatJob(jid, job.load), Minions: [...job.minions].sort(), Result: resultOf(job) }
+  return { jid, ...formatJob(jid, job.load), Minions: [...job.minions].sort(), Result: storedReturnsOf(job) }
 }
 
 /**
@@ -129,10 +122,10 @@ async function listJob(args: RunnerArgs, context: RunnerContext): Promise<unknow
  * running somewhere: `{jid: {...formatJob, Running: [{id: pid}], Returned: [ids]}}`.
  */
 async function active(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
-  const gathered = await context.gather('*', 'saltutil.running', [], { timeout: timeoutOf(args, context, 'jobs.active') })
+  const gathered = await context.gather('*', 'saltutil.running', [], waitsOf(args, context, 'jobs.active'))
   const out: Record<string, Record<string, unknown> & { Running: Array<Record<string, unknown>>; Returned: string[] }> = {}
   for (const id of [...gathered.returns.keys()].sort()) {
-    const running = gathered.returns.get(id)!.return
+    const running = gathered.returns.get(id)!.ret
     if (!Array.isArray(running)) continue
     for (const item of running as Array<Record<string, unknown>>) {
       const jid = item?.['jid']

@@ -1,11 +1,11 @@
 import type { TargetType } from '@brine/common'
-import { flag, param, timeoutOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
+import { flag, param, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 /** Salt's `_ping`: test.ping to the target; returns sorted [answered, silent] ids. */
 async function ping(args: RunnerArgs, context: RunnerContext, fun: string): Promise<{ up: string[]; down: string[] }> {
   const tgt = param(args, -1, 'tgt') ?? '*'
   const tgtType = (param(args, -1, 'tgt_type') ?? 'glob') as TargetType
-  const gathered = await context.gather(tgt as string, 'test.ping', [], { tgtType, timeout: timeoutOf(args, context, fun) })
+  const gathered = await context.gather(tgt as string, 'test.ping', [], { tgtType, ...waitsOf(args, context, fun) })
   const up = gathered.minions.filter((id) => gathered.returns.has(id)).sort()
   const down = gathered.minions.filter((id) => !gathered.returns.has(id)).sort()
   return { up, down }
@@ -14,7 +14,7 @@ async function ping(args: RunnerArgs, context: RunnerContext, fun: string): Prom
 /** manage.status: `{up: [...], down: [...]}`. */
 const status: RunnerFunction = async (args, context) => ping(args, context, 'manage.status')
 
-/** manage.up: the accepted minions that answered test.ping within `timeout`. */
+/** manage.up: the accepted minions that answered test.ping (within `timeout`, and find_job's `gather_job_timeout`). */
 const up: RunnerFunction = async (args, context) => (await ping(args, context, 'manage.up')).up
 
 /** manage.down: those that did not; `removekeys=True` deletes their keys through the wheel (rotating the session). */
@@ -43,10 +43,10 @@ const LABELS: Record<number, string> = { [-2]: 'Minion offline', [-1]: 'Minion r
  * did not answer test.version within `timeout` are listed as offline.
  */
 const versions: RunnerFunction = async (args, context) => {
-  const gathered = await context.gather('*', 'test.version', [], { timeout: timeoutOf(args, context, 'manage.versions') })
+  const gathered = await context.gather('*', 'test.version', [], waitsOf(args, context, 'manage.versions'))
   const groups = new Map<number, Record<string, string | false>>()
   for (const id of [...gathered.minions].sort()) {
-    const value = gathered.returns.get(id)?.return
+    const value = gathered.returns.get(id)?.ret
     const difference = typeof value === 'string' && value !== '' ? compareVersions(value, context.version) : -2
     const group = groups.get(difference) ?? {}
     group[id] = difference === -2 ? false : (value as string)

@@ -1,0 +1,46 @@
+import { BrineError } from '@brine/transport'
+
+/** The master refused a clear request (`publish`, `wheel`, `runner`) or its reply was an error. */
+export class MasterRequestError extends BrineError {
+  override name: string = 'MasterRequestError'
+}
+
+/** A publish the master refused or answered with something that is not `{jid, minions}`. */
+export class PublishError extends MasterRequestError {
+  override name = 'PublishError'
+}
+
+/** A runner the master refused to run (unknown name, bad root key) or an answer that is not `{jid, return}`. */
+export class RunnerError extends MasterRequestError {
+  override name = 'RunnerError'
+}
+
+/** A wheel call the master refused (unknown function, bad arguments, bad root key). */
+export class WheelError extends MasterRequestError {
+  override name = 'WheelError'
+}
+
+/** The master's event bus socket cannot be reached; names the socket. */
+export class EventBusUnavailableError extends BrineError {
+  override name = 'EventBusUnavailableError'
+}
+
+/** A tag match type that MasterEvent does not know; says which it does. */
+export class MatchTypeError extends BrineError {
+  override name = 'MatchTypeError'
+  readonly matchType: string
+  constructor(matchType: string) {
+    super(`unknown match type '${matchType}' (use startswith, endswith, find, regex or fnmatch)`, { matchType })
+    this.matchType = matchType
+  }
+}
+
+/** A {@link Job} used after `close()`: its returns can no longer be read through it. */
+export class JobClosedError extends BrineError {
+  override name = 'JobClosedError'
+  readonly jid: string
+  constructor(jid: string) {
+    super(`job ${jid} is closed: its returns are no longer read (LocalClient.getCliReturns reads them again)`, { jid })
+    this.jid = jid
+  }
+}

@@ -1,0 +1,118 @@
+import { collectReturns, type BusEvent, type CollectedReturn, type JobSource } from '@brine/common'
+import type { Logger } from '@brine/transport'
+import { JobClosedError } from './errors.js'
+
+/**
+ * What {@link Job.returns} yields: a minion's return, or a minion that never answered. `fromCache`
+ * marks a return read back from the master's job cache (its event never reached this reader, or came
+ * before the reader opened); it keeps the stored retcode and success.
+ */
+export type CliReturn = CollectedReturn
+
+export interface WaitOptions {
+  /** ms before the first find_job (default: config `timeout`). */
+  timeout?: number
+  /** ms each find_job round waits, and the extension per still-running minion (default: config `gather_job_timeout`). */
+  gatherJobTimeout?: number
+  signal?: AbortSignal
+}
+
+/** A reader of the master's job events (`salt/job/…`), and how to end it. */
+export interface JobEventReader {
+  events: AsyncIterable<BusEvent>
+  stop: () => void
+}
+
+/** What a Job needs of the client that published it. */
+export interface JobHost {
+  /** Opens a reader of the bus's job events (registered at once, so nothing fired after this call is missed). */
+  openReader(): JobEventReader
+  /** find_job and the job cache, for the return collector. */
+  source: JobSource
+  /** Config `timeout` and `gather_job_timeout`, in ms. */
+  waits(): { timeout: number; gatherJobTimeout: number }
+  logger: Logger
+}
+
+/**
+ * A published job: its jid, the minions expected to return, and its returns on demand. A Job that
+ * is never collected holds no bus reader (unless it was published with `listen: true`, whose reader
+ * was opened before the publish and is held until `returns()` finishes or `close()`). `returns()`
+ * opens a reader, then reads the job cache for returns that arrived before it (race-free: a return
+ * is stored before its event is fired), then yields the rest as they arrive, with Salt's find_job wait.
+ *
+ * ```ts
+ * await using job = await client.runJob('web*', 'cmd.run', ['uptime'])
+ * for await (const ret of job.returns()) console.log(ret.id, ret.status)
+ * ```
+ */
+export class Job implements AsyncDisposable {
+  readonly jid: string
+  readonly minions: readonly string[]
+  readonly #host: JobHost
+  /** A reader opened before the publish, for the first returns() to use (no cache catch-up needed). */
+  #early: JobEventReader | undefined
+  readonly #readers = new Set<JobEventReader>()
+  #closed = false
+
+  constructor(host: JobHost, jid: string, minions: readonly string[], early?: JobEventReader) {
+    this.#host = host
+    this.jid = jid
+    this.minions = [...minions]
+    this.#early = early
+  }
+
+  /** True while this Job holds an open bus reader. */
+  get listening(): boolean {
+    return this.#early !== undefined || this.#readers.size > 0
+  }
+
+  /**
+   * The returns of this job from the expected minions as they arrive (and from minions that were not
+   * expected, a syndic's), then a `missing` marker for each minion that neither returned nor was found
+   * still running the job: at `timeout` the missing minions are asked `saltutil.find_job`; each one
+   * still running extends the wait by `gatherJobTimeout`; the job cache has the last word. `signal`
+   * ends the wait without markers. Nothing is expected (no minion matched): yields nothing.
+   */
+  async *returns(options: WaitOptions = {}): AsyncGenerator<CliReturn> {
+    if (this.#closed) throw new JobClosedError(this.jid)
+    const early = this.#early
+    this.#early = undefined
+    if (this.minions.length === 0) {
+      early?.stop()
+      return
+    }
+    const reader = early ?? this.#host.openReader()
+    this.#readers.add(reader)
+    const waits = this.#host.waits()
+    try {
+      yield* collectReturns({
+        jid: this.jid,
+        minions: this.minions,
+        events: reader.events,
+        source: this.#host.source,
+        catchUp: early === undefined,
+        timeout: options.timeout ?? waits.timeout,
+        gatherJobTimeout: options.gatherJobTimeout ?? waits.gatherJobTimeout,
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        logger: this.#host.logger,
+      })
+    } finally {
+      reader.stop()
+      this.#readers.delete(reader)
+    }
+  }
+
+  /** Stops reading returns (the job keeps running on the minions). Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true
+    this.#early?.stop()
+    this.#early = undefined
+    for (const reader of this.#readers) reader.stop()
+    this.#readers.clear()
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close()
+  }
+}

@@ -1,0 +1,169 @@
+import { describe, expect, it } from 'vitest'
+import { BoundedQueue } from '@brine/transport'
+import { deadline } from '@brine/transport-compliance'
+import type { BusEvent } from '../src/event-bus.js'
+import { collectReturns, storedReturnsOfListJob, type CollectedReturn, type CollectReturnsOptions, type JobSource, type StoredReturns } from '../src/return-collector.js'
+import { tags } from '../src/protocol/index.js'
+
+const JID = '20260101000000000001'
+let findJobCounter = 0
+const findJobJid = (): string => `20260101000000${String(500_000 + ++findJobCounter).padStart(6, '0')}`
+
+/** A bus reader fed by the test: events pushed before or while the collector reads. */
+function bus(): { events: BoundedQueue<BusEvent>; ret: (jid: string, id: string, value: unknown, extra?: Record<string, unknown>) => void } {
+  const events = new BoundedQueue<BusEvent>(1000)
+  return {
+    events,
+    ret: (jid, id, value, extra = {}) =>
+      events.push({ tag: tags.jobReturn(jid, id), data: { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: value, retcode: 0, success: true, ...extra } }),
+  }
+}
+
+interface Recorded extends JobSource {
+  findJobs: Array<{ jid: string; ids: string[]; timeout: number }>
+  lookups: number
+}
+
+function source(options: { onFindJob?: (round: number, findJid: string, ids: readonly string[]) => string[]; stored?: () => StoredReturns } = {}): Recorded {
+  const recorded: Recorded = {
+    findJobs: [],
+    lookups: 0,
+    async findJob(jid, ids, { timeout }) {
+      recorded.findJobs.push({ jid, ids: [...ids], timeout })
+      const findJid = findJobJid()
+      const minions = options.onFindJob?.(recorded.findJobs.length, findJid, ids) ?? [...ids]
+      return { jid: findJid, minions }
+    },
+    async storedReturns() {
+      recorded.lookups++
+      if (options.stored === undefined) throw new Error('no job cache here')
+      return options.stored()
+    },
+  }
+  return recorded
+}
+
+async function collect(options: CollectReturnsOptions): Promise<CollectedReturn[]> {
+  const out: CollectedReturn[] = []
+  await deadline(
+    (async () => {
+      for await (const item of collectReturns(options)) out.push(item)
+    })(),
+    10_000,
+    'the collector to finish',
+  )
+  return out
+}
+
+describe('collectReturns', () => {
+  it('yields returns as they arrive, keeps retcode, success and out, and stops once every expected minion returned', async () => {
+    const { events, ret } = bus()
+    const jobs = source()
+    ret(JID, 'web1', true)
+    ret(JID, 'db1', 'boom', { retcode: 2, success: false, out: 'txt' })
+    // An answer to another job on the same reader is not ours.
+    ret('20260101000000000099', 'web1', 'other job')
+    const items = await collect({ jid: JID, minions: ['web1', 'db1'], events, source: jobs, timeout: 60_000, gatherJobTimeout: 60_000 })
+    expect(items).toEqual([
+      { id: 'web1', status: 'returned', ret: true, retcode: 0, success: true, jid: JID },
+      { id: 'db1', status: 'returned', ret: 'boom', retcode: 2, success: false, out: 'txt', jid: JID },
+    ])
+    expect(jobs.findJobs).toEqual([])
+    expect(jobs.lookups).toBe(0)
+    // The collector ended its reader.
+    expect(events.isEnded).toBe(true)
+  })
+
+  it('asks the missing minions find_job and waits gather_job_timeout more while one still runs the job', async () => {
+    const { events, ret } = bus()
+    const jobs = source({
+      onFindJob: (round, findJid, ids) => {
+        if (round === 1) ret(findJid, 'slow', { jid: JID, fun: 'test.sleep' }, { fun: 'saltutil.find_job' })
+        else {
+          // By the second round the real return has arrived.
+          ret(JID, 'slow', 'done')
+          ret(findJid, 'slow', {}, { fun: 'saltutil.find_job' })
+        }
+        return [...ids]
+      },
+    })
+    ret(JID, 'web1', true)
+    const items = await collect({ jid: JID, minions: ['web1', 'slow'], events, source: jobs, timeout: 50, gatherJobTimeout: 200 })
+    expect(items.map((item) => [item.id, item.status])).toEqual([
+      ['web1', 'returned'],
+      ['slow', 'returned'],
+    ])
+    expect(jobs.findJobs).toEqual([
+      { jid: JID, ids: ['slow'], timeout: 200 },
+      { jid: JID, ids: ['slow'], timeout: 200 },
+    ])
+  })
+
+  it('recovers returns the bus dropped from the job cache, keeping retcode and success, then reports the rest missing', async () => {
+    const { events, ret } = bus()
+    // `quiet` was stored but its event never reached this reader; `idle` answers find_job with nothing running.
+    const jobs = source({
+      onFindJob: (_round, findJid, ids) => {
+        ret(findJid, 'idle', {}, { fun: 'saltutil.find_job' })
+        return [...ids]
+      },
+      stored: () => ({ web1: { return: true, retcode: 0, success: true }, quiet: { return: 'failed', retcode: 3, success: false, out: 'txt' }, other: { return: 'not asked for' } }),
+    })
+    ret(JID, 'web1', true)
+    const items = await collect({ jid: JID, minions: ['web1', 'quiet', 'ghost', 'idle'], events, source: jobs, timeout: 50, gatherJobTimeout: 100 })
+    expect(items).toEqual([
+      { id: 'web1', status: 'returned', ret: true, retcode: 0, success: true, jid: JID },
+      { id: 'quiet', status: 'returned', ret: 'failed', retcode: 3, success: false, out: 'txt', jid: JID, fromCache: true },
+      { id: 'ghost', status: 'missing', jid: JID },
+      { id: 'idle', status: 'missing', jid: JID },
+    ])
+    expect(jobs.findJobs).toHaveLength(1)
+    expect(jobs.lookups).toBe(1)
+  })
+
+  it('reports missing as before when the job cache cannot be read or find_job fails', async () => {
+    const { events } = bus()
+    const jobs = source()
+    jobs.findJob = async () => {
+      throw new Error('master gone')
+    }
+    expect(await collect({ jid: JID, minions: ['ghost'], events, source: jobs, timeout: 20, gatherJobTimeout: 20 })).toEqual([{ id: 'ghost', status: 'missing', jid: JID }])
+    expect(jobs.lookups).toBe(1)
+  })
+
+  it('catches up from the job cache first for a reader opened after the publish, without yielding a return twice', async () => {
+    const { events, ret } = bus()
+    const jobs = source({ stored: () => ({ early: { return: 'before the reader', retcode: 1, success: false }, syndicated: { return: true } }) })
+    // `early`'s event arrives on the reader too (it was in flight): it is not yielded again.
+    ret(JID, 'early', 'before the reader', { retcode: 1, success: false })
+    ret(JID, 'late', 'after')
+    const items = await collect({ jid: JID, minions: ['early', 'late'], events, source: jobs, catchUp: true, timeout: 60_000, gatherJobTimeout: 60_000 })
+    expect(items).toEqual([
+      { id: 'early', status: 'returned', ret: 'before the reader', retcode: 1, success: false, jid: JID, fromCache: true },
+      // A stored return of a minion that was not expected (a syndic's) is a return of the job all the same.
+      { id: 'syndicated', status: 'returned', ret: true, retcode: 0, jid: JID, fromCache: true },
+      { id: 'late', status: 'returned', ret: 'after', retcode: 0, success: true, jid: JID },
+    ])
+  })
+
+  it('ends without markers when the signal aborts, and ends its reader', async () => {
+    const { events } = bus()
+    const controller = new AbortController()
+    const jobs = source()
+    const gathering = collect({ jid: JID, minions: ['ghost'], events, source: jobs, timeout: 60_000, gatherJobTimeout: 60_000, signal: controller.signal })
+    controller.abort()
+    expect(await gathering).toEqual([])
+    expect(events.isEnded).toBe(true)
+    expect(jobs.findJobs).toEqual([])
+  })
+})
+
+describe('storedReturnsOfListJob', () => {
+  it("reads jobs.list_job's Result and nothing else", () => {
+    expect(storedReturnsOfListJob({ jid: JID, Function: 'test.ping', Result: { web1: { return: true, retcode: 0, success: true }, bad: 'x' } })).toEqual({
+      web1: { return: true, retcode: 0, success: true },
+    })
+    expect(storedReturnsOfListJob({ jid: JID })).toEqual({})
+    expect(storedReturnsOfListJob('nope')).toEqual({})
+  })
+})

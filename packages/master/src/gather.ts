@@ -1,0 +1,63 @@
+import { collectReturns, JOB_TAG_PREFIX, storedReturnsOf, type JobCache, type PublishReply, type ReceivedReturn, type TargetType, type Tgt } from '@brine/common'
+import { silentLogger, type Logger } from '@brine/transport'
+import type { EventBus } from './event-bus.js'
+import type { JobRequest } from './job-publisher.js'
+
+/** A job a runner published and the returns gathered for it. */
+export interface GatheredJob {
+  jid: string
+  /** The minions the master expected to answer. */
+  minions: string[]
+  /** Returns that arrived (or were recovered from the job cache), by minion id. */
+  returns: Map<string, ReceivedReturn>
+}
+
+export interface GatherOptions {
+  tgtType?: TargetType
+  /** ms to wait before asking the missing minions `saltutil.find_job`. */
+  timeout: number
+  /** ms each find_job round waits, and the extension while a minion still runs the job. */
+  gatherJobTimeout: number
+  signal?: AbortSignal
+}
+
+export interface GatherDeps {
+  /** The master's own publish path for the runner's caller. */
+  publish: (job: JobRequest) => Promise<PublishReply>
+  bus: EventBus
+  jobs: JobCache
+  user: string
+  logger?: Logger
+}
+
+/**
+ * A runner's publish-then-collect, in-process: a bus reader opened before the publish, then the one
+ * return collector (find_job rounds, job-cache recovery) over it.
+ */
+export async function gather(deps: GatherDeps, tgt: Tgt, fun: string, arg: readonly unknown[], options: GatherOptions): Promise<GatheredJob> {
+  const controller = new AbortController()
+  const events = deps.bus.iter({ match: JOB_TAG_PREFIX, signal: controller.signal })
+  try {
+    const job = (target: Tgt, tgtType: TargetType, name: string, args: readonly unknown[]): JobRequest => ({ tgt: target, tgt_type: tgtType, fun: name, arg: [...args], kwarg: {}, ret: '', user: deps.user })
+    const reply = await deps.publish(job(tgt, options.tgtType ?? 'glob', fun, arg))
+    const returns = new Map<string, ReceivedReturn>()
+    if (reply.minions.length === 0) return { jid: reply.jid, minions: [], returns }
+    const collecting = collectReturns({
+      jid: reply.jid,
+      minions: reply.minions,
+      events,
+      source: {
+        findJob: (jid, ids) => deps.publish(job([...ids], 'list', 'saltutil.find_job', [jid])),
+        storedReturns: async (jid) => storedReturnsOf(await deps.jobs.getJob(jid)),
+      },
+      timeout: options.timeout,
+      gatherJobTimeout: options.gatherJobTimeout,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      logger: deps.logger ?? silentLogger,
+    })
+    for await (const item of collecting) if (item.status === 'returned') returns.set(item.id, item)
+    return { jid: reply.jid, minions: [...reply.minions], returns }
+  } finally {
+    controller.abort()
+  }
+}

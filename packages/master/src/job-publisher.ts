@@ -1,0 +1,102 @@
+import type { PkiStore } from '@brine/crypt'
+import {
+  expectedMinions,
+  generateJid,
+  tags,
+  type JobCache,
+  type MinionInfo,
+  type Nodegroups,
+  type PublishLoad,
+  type PublishReply,
+  type Target,
+} from '@brine/common'
+import { silentLogger, type Logger, type PublishServer, type WireValue } from '@brine/transport'
+import type { EventBus } from './event-bus.js'
+import type { GrainsCache } from './grains-cache.js'
+
+/** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
+export type JobRequest = Omit<PublishLoad, 'cmd' | 'key'>
+
+export interface JobPublisherOptions {
+  /** Accepted minions (targets resolve against them). */
+  store: PkiStore
+  grains: GrainsCache
+  jobs: JobCache
+  bus: EventBus
+  publisher: PublishServer
+  /** Seals and signs a job load under the current session key (in the crypto pool). */
+  seal: (jid: string, load: Record<string, unknown>) => Promise<WireValue>
+  nodegroups: Nodegroups
+  masterId?: string
+  logger?: Logger
+}
+
+/**
+ * The master's publish path: resolves a target against the accepted minions and their cached
+ * grains, stores the job, fires `salt/job/<jid>/new` and publishes the sealed load (to the listed
+ * minions only, for a list target). It does not check permissions: {@link MasterService.publish} does.
+ */
+export class JobPublisher {
+  readonly #o: JobPublisherOptions
+  readonly #logger: Logger
+  /** Job records still being written; {@link settle} waits for them before the cache is closed. */
+  readonly #pendingJobSaves = new Set<Promise<void>>()
+
+  constructor(options: JobPublisherOptions) {
+    this.#o = options
+    this.#logger = options.logger ?? silentLogger
+  }
+
+  /** The accepted minions, with the grains each last reported. */
+  async known(): Promise<MinionInfo[]> {
+    const listing = await this.#o.store.list()
+    return listing.minions.map((id) => {
+      const grains = this.#o.grains.get(id)
+      return grains === undefined ? { id } : { id, grains }
+    })
+  }
+
+  /** The minions of `known` that `target` selects (Salt's `check_minions`, greedy on unknown grains). */
+  expected(target: Target, known: readonly MinionInfo[]): string[] {
+    return expectedMinions(target, known, this.#o.nodegroups)
+  }
+
+  /**
+   * Publishes `job` to `minions` (what {@link expected} resolved) under `job.jid` or a new jid, and says
+   * which. When no minion is expected nothing is stored, fired or published: the reply carries the jid
+   * and no minions.
+   */
+  async publish(job: JobRequest, minions: readonly string[]): Promise<PublishReply> {
+    const jid = job.jid ?? generateJid()
+    if (minions.length === 0) return { jid, minions: [] }
+    const load: Record<string, unknown> = {
+      jid,
+      fun: job.fun,
+      arg: job.arg,
+      kwarg: job.kwarg,
+      tgt: job.tgt,
+      tgt_type: job.tgt_type,
+      ret: job.ret,
+      user: job.user,
+    }
+    if (job.to !== undefined) load['to'] = job.to
+    if (this.#o.masterId !== undefined) load['master_id'] = this.#o.masterId
+    // The job record need not be on disk before the publish: a return for a jid the cache has not recorded yet
+    // is kept all the same, so waiting for this write would only add a disk sync to every job's latency.
+    const saving = this.#o.jobs.saveJob(jid, load, minions).catch((error: unknown) => {
+      this.#logger.error(`job cache: could not save job ${jid}: ${(error as Error).message}`)
+    })
+    this.#pendingJobSaves.add(saving)
+    void saving.finally(() => this.#pendingJobSaves.delete(saving))
+    // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
+    this.#o.bus.fire(tags.jobNew(jid), { jid, tgt_type: job.tgt_type, tgt: job.tgt, user: job.user, fun: job.fun, arg: job.arg, minions: [...minions], missing: [] })
+    const envelope = await this.#o.seal(jid, load)
+    await this.#o.publisher.publish(envelope, job.tgt_type === 'list' ? { topics: minions } : undefined)
+    return { jid, minions: [...minions] }
+  }
+
+  /** Resolves once every job record handed to the cache has been written (or failed and been logged). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.#pendingJobSaves])
+  }
+}

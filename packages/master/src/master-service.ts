@@ -1,0 +1,247 @@
+import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@brine/crypt'
+import {
+  generateJid,
+  isMinionOwnTag,
+  tags,
+  type EventLoad,
+  type Grains,
+  type JobCache,
+  type PublishReply,
+  type ReturnLoad,
+} from '@brine/common'
+import { silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { permits, refusal, type Action } from './acl.js'
+import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
+import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import type { EventBus } from './event-bus.js'
+import { gather } from './gather.js'
+import type { GrainsCache } from './grains-cache.js'
+import type { JobPublisher, JobRequest } from './job-publisher.js'
+import { findRunner, type RunnerContext } from './runners/index.js'
+import { runWheel } from './wheel.js'
+import type { RequestPool } from './worker-pool.js'
+
+/** A runner call: Salt's `fun`, positional `arg` and keyword `kwarg`. */
+export interface RunnerCall {
+  fun: unknown
+  arg?: unknown
+  kwarg?: unknown
+}
+
+/** What a runner call answers (Salt's `{jid, return, success}`). */
+export interface RunnerReply {
+  jid: string
+  return: unknown
+  success: boolean
+}
+
+/** The session key publishes are sealed under, and its rotation. */
+export interface SessionControl {
+  current(): SessionKey
+  rotate(reason: string): void
+}
+
+export interface MasterServiceSettings {
+  autoAccept: boolean
+  openMode: boolean
+  /** Config `timeout` in ms: how long runners that publish wait for returns. */
+  timeoutMs: number
+  /** Config `gather_job_timeout` in ms: the find_job wait of runners that publish. */
+  gatherJobTimeoutMs: number
+  /** The master's version, reported by manage.versions. */
+  version: string
+}
+
+export interface MasterServiceOptions {
+  authorizer: Authorizer
+  publisher: JobPublisher
+  store: PkiStore
+  jobs: JobCache
+  bus: EventBus
+  grains: GrainsCache
+  /** Runs `_auth` handshakes (signature checks) off the main thread. */
+  crypto: RequestPool
+  session: SessionControl
+  masterPub: PublicKeys
+  settings: MasterServiceSettings
+  logger?: Logger
+}
+
+export type KeyChangeListener = (change: KeyChange) => void
+
+const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * The master's operations, typed, behind one {@link authorize} step: what the wire adapter calls
+ * for each request, and what the REST API and the syndic call in-process. `publish`, `runner` and
+ * `wheel` take the {@link Caller} authorize made and check it against the call; the minion commands
+ * (`minionReturn`, `minionEvents`, `minionGrains`) take the minion id the sealed channel proved.
+ */
+export class MasterService {
+  readonly #o: MasterServiceOptions
+  readonly #logger: Logger
+  readonly #keyListeners = new Set<KeyChangeListener>()
+
+  constructor(options: MasterServiceOptions) {
+    this.#o = options
+    this.#logger = options.logger ?? silentLogger
+  }
+
+  /** The one authorize step: the credentials a request carries (`key`; later `token`, `eauth`) → its caller. */
+  authorize(request: Credentials): Caller {
+    return this.#o.authorizer.authorize(request)
+  }
+
+  /**
+   * Publishes a job for `caller`: its target resolved, its permission checked, then stored, fired and
+   * published under the caller's user name (Salt records the authenticated user, not what the load claims).
+   */
+  async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
+    const known = await this.#o.publisher.known()
+    const minions = this.#o.publisher.expected({ tgt: job.tgt, tgt_type: job.tgt_type }, known)
+    this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known))
+    return this.#o.publisher.publish(job.user === caller.user ? job : { ...job, user: caller.user }, minions)
+  }
+
+  /**
+   * Runs a runner for `caller`: fires `salt/run/<jid>/new`, runs the function (async, so other requests
+   * keep being served), fires `salt/run/<jid>/ret` and answers `{jid, return, success}`. A runner that
+   * fails answers Salt's "Exception occurred in runner …" text with success false; an unknown runner is
+   * an UnknownRunnerError listing the available ones.
+   */
+  async runner(caller: Caller, call: RunnerCall): Promise<RunnerReply> {
+    const runner = findRunner(call.fun)
+    const name = call.fun as string
+    this.#check(caller, 'runner', { kind: 'runner', fun: name })
+    const argValue = call.arg ?? []
+    const kwargValue = call.kwarg ?? {}
+    if (!Array.isArray(argValue)) throw new MalformedRequestError('runner load', "field 'arg' must be a list")
+    if (!isMap(kwargValue)) throw new MalformedRequestError('runner load', "field 'kwarg' must be a mapping")
+    const jid = generateJid()
+    // Salt's fun_args: the positional arguments, then the keyword ones as one dict.
+    const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
+    const runFun = `runner.${name}`
+    const user = caller.user
+    this.#o.bus.fire(tags.runNew(jid), { fun: runFun, fun_args: funArgs, jid, user })
+    let value: unknown
+    let success = true
+    try {
+      value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user))
+    } catch (error) {
+      success = false
+      const problem = error as Error
+      value = `Exception occurred in runner ${name}: ${problem?.name ?? 'Error'}: ${problem?.message ?? String(error)}`
+      this.#logger.warning(String(value))
+    }
+    this.#o.bus.fire(tags.runReturn(jid), { fun: runFun, fun_args: funArgs, jid, return: value, success, user })
+    return { jid, return: value, success }
+  }
+
+  /** Runs one wheel function (key management) for `caller` and applies what it changed (salt/key events, session rotation); Salt's return. */
+  async wheel(caller: Caller, load: Record<string, unknown>): Promise<unknown> {
+    if (typeof load['fun'] === 'string') this.#check(caller, 'wheel', { kind: 'wheel', fun: load['fun'] })
+    const outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
+    await this.#applyChanges(outcome.changes, outcome.rotateSession, `wheel ${String(load['fun'])}`)
+    return outcome.return
+  }
+
+  /** A minion's `_auth`: the handshake (in the crypto pool), `salt/auth`, key changes. */
+  async auth(load: Record<string, unknown>): Promise<WireValue> {
+    const key = typeof load['id'] === 'string' ? load['id'] : ''
+    const task = (session: SessionKey) => ({ op: 'auth' as const, request: load, session, autoAccept: this.#o.settings.autoAccept, openMode: this.#o.settings.openMode })
+    const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome
+    if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
+    await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
+    if (outcome.rotateSession && outcome.reply.ret) {
+      // The reply carries the pre-rotation key; answer again under the new one.
+      return ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply
+    }
+    return outcome.reply
+  }
+
+  /** Stores minion `id`'s return and fires `salt/job/<jid>/ret/<id>` the first time; false for a duplicate. */
+  async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
+    if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    const stored = await this.#o.jobs.saveReturn(ret.jid, id, ret)
+    if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
+    return stored
+  }
+
+  /** Fires minion `id`'s events on the bus; only `minion_start` and tags under `salt/minion/<id>/`. */
+  minionEvents(id: string, events: readonly EventLoad[]): void {
+    const foreign = events.find((event) => !isMinionOwnTag(id, event.tag))
+    if (foreign !== undefined) {
+      throw new PermissionDeniedError('_minion_event', `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${tags.minionPrefix(id)}, not ${JSON.stringify(foreign.tag.slice(0, 120))}`)
+    }
+    for (const event of events) this.#o.bus.fire(event.tag, { ...event.data })
+  }
+
+  /** Caches minion `id`'s grains for grain targeting. */
+  async minionGrains(id: string, grains: Grains): Promise<void> {
+    await this.#o.grains.set(id, grains)
+  }
+
+  /** Calls `listener` for each key change (accept, reject, delete, …); returns its unsubscribe function. */
+  onKeyChange(listener: KeyChangeListener): () => void {
+    this.#keyListeners.add(listener)
+    return () => this.#keyListeners.delete(listener)
+  }
+
+  /** Resolves once every job record handed to the cache has been written. */
+  settle(): Promise<void> {
+    return this.#o.publisher.settle()
+  }
+
+  #check(caller: Caller, command: string, action: Action, minionsOf: (target: string) => readonly string[] = () => []): void {
+    if (permits(caller, action, minionsOf)) return
+    this.#logger.warning(`refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`)
+    throw new PermissionDeniedError(command, refusal(caller, action), { user: caller.user, fun: action.fun })
+  }
+
+  /** Fires `salt/key` for each change, forgets removed minions' grains, tells listeners, rotates the session when told. */
+  async #applyChanges(changes: readonly KeyChange[], rotate: boolean, reason: string): Promise<void> {
+    for (const change of changes) {
+      this.#o.bus.fire(tags.key, { act: change.act, id: change.id, result: true })
+      if (change.act === 'delete') this.#o.grains.delete(change.id)
+      for (const listener of this.#keyListeners) listener(change)
+    }
+    if (rotate) this.#o.session.rotate(reason)
+  }
+
+  #runnerContext(user: string): RunnerContext {
+    const caller = masterCaller(user)
+    const logger = this.#logger.child('runner')
+    return {
+      jobs: this.#o.jobs,
+      store: this.#o.store,
+      bus: this.#o.bus,
+      gather: (tgt, fun, arg, options) => gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger }, tgt, fun, arg, options),
+      wheel: (load) => this.wheel(caller, load),
+      timeoutMs: this.#o.settings.timeoutMs,
+      gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
+      version: this.#o.settings.version,
+      logger,
+    }
+  }
+}
+
+/**
+ * Salt's `salt/job/<jid>/ret/<id>` data: exactly the return load's fields (cmd, id, jid, fun,
+ * fun_args, return, retcode, success, and out/master_id when set); anything else a minion added is
+ * left out, so programs written against Salt's events see the same keys.
+ */
+export function returnEventData(ret: ReturnLoad): Record<string, unknown> {
+  const data: Record<string, unknown> = {
+    cmd: '_return',
+    id: ret.id,
+    jid: ret.jid,
+    fun: ret.fun,
+    fun_args: ret.fun_args,
+    return: ret.return,
+    retcode: ret.retcode,
+    success: ret.success,
+  }
+  if (ret.out !== undefined) data['out'] = ret.out
+  if (ret.master_id !== undefined) data['master_id'] = ret.master_id
+  return data
+}

@@ -1,0 +1,78 @@
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { LocalJobCache, PostgresJobCache } from '@brine/returners'
+import { Master, MasterStateError, MemoryJobStore } from '../src/index.js'
+import { cleanups, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers } from './helpers.js'
+
+afterEach(runCleanups)
+
+// A real server, set up by `npm run postgres` (scripts/ensure-postgres.sh). Missing server = failure, never a skip.
+const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
+
+async function started(overrides: Record<string, unknown>, options: ConstructorParameters<typeof Master>[1] = {}): Promise<{ master: Master; dir: string }> {
+  const dir = await tempDir()
+  const master = new Master(await masterConfig(dir, { transport: 'tcp', auto_accept: true, ...overrides }), options)
+  cleanups.push(() => master.stop())
+  await master.start()
+  return { master, dir }
+}
+
+/** Publishes test.ping to one fake minion and stores its return through the master. */
+async function oneJob(master: Master, dir: string, id: string): Promise<string> {
+  const minion = await FakeMinion.start('tcp', id, { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }, join(dir, `m-${id}`))
+  await watchSubscribers(master.endpoints[0]!.publish)(1)
+  expect(await minion.auth()).toEqual({ ok: true })
+  const caller = master.service.authorize({ cmd: 'publish', key: master.rootKey })
+  const { jid, minions } = await master.service.publish(caller, { tgt: id, tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' })
+  expect(minions).toEqual([id])
+  await minion.nthPublish(1)
+  expect(await minion.returnJob(jid, 'pong')).toEqual({ ok: true })
+  return jid
+}
+
+describe('the master opens the job cache master_job_cache names', () => {
+  it('local_cache under cachedir by default: returns survive the master', async () => {
+    const { master, dir } = await started({})
+    expect(master.jobs).toBeInstanceOf(LocalJobCache)
+    expect(existsSync(join(master.opts.cachedir, 'jobs', '.lock'))).toBe(true)
+    const jid = await oneJob(master, dir, 'web1')
+    await master.stop()
+    // The master closed its cache (lock gone); another owner reads what it stored.
+    expect(existsSync(join(master.opts.cachedir, 'jobs', '.lock'))).toBe(false)
+    const reopened = await new LocalJobCache({ cachedir: master.opts.cachedir }).open()
+    cleanups.push(() => reopened.close())
+    const job = await reopened.getJob(jid)
+    expect(job?.minions).toEqual(['web1'])
+    expect(job?.returns['web1']).toMatchObject({ return: 'pong', retcode: 0, success: true })
+  })
+
+  it('postgres when configured', async () => {
+    const { master, dir } = await started({ master_job_cache: 'postgres', 'postgres.url': PG_URL })
+    expect(master.jobs).toBeInstanceOf(PostgresJobCache)
+    const jid = await oneJob(master, dir, `pg-${process.pid}`)
+    // Another connection to the same database sees what the master stored.
+    const other = await new PostgresJobCache({ connection: { url: PG_URL } }).open()
+    cleanups.push(() => other.close())
+    expect((await other.getJob(jid))?.returns[`pg-${process.pid}`]).toMatchObject({ return: 'pong', retcode: 0, success: true })
+  })
+
+  it('an injected cache is used as it is; before start() the master has no cache to show', async () => {
+    const dir = await tempDir()
+    const bare = new Master(await masterConfig(dir, { transport: 'tcp' }))
+    expect(() => bare.jobs).toThrow(MasterStateError)
+    expect(() => bare.service).toThrow(/master.service is available once start\(\) has resolved/)
+    const jobs = new MemoryJobStore()
+    const { master } = await started({}, { jobs })
+    expect(master.jobs).toBe(jobs)
+    expect(existsSync(join(master.opts.cachedir, 'jobs'))).toBe(false)
+    await expect(master.start()).rejects.toThrow(MasterStateError)
+  })
+
+  it('a bad master_job_cache stops the start with the ConfigError naming the key', async () => {
+    const dir = await tempDir()
+    const master = new Master(await masterConfig(dir, { transport: 'tcp', master_job_cache: 'mysql' }))
+    cleanups.push(() => master.stop())
+    await expect(master.start()).rejects.toMatchObject({ name: 'ConfigError', key: 'master_job_cache' })
+  })
+})
