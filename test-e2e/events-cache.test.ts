@@ -85,7 +85,8 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   })
 
   it('manage.down lists a killed minion and manage.up the live ones; --async then jobs.lookup_jid shows the returns', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'web2', transport }, { id: 'db1', transport }] })
+    // manage.* ask unanswered minions find_job as Salt does; a short gather_job_timeout keeps the killed minion's round short.
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'web2', transport }, { id: 'db1', transport }], masterConfig: { gather_job_timeout: 1 } })
     // Listen before publishing: --async returns at once and the returns arrive on their own.
     const returns = new MasterEvent({ sockDir: fleet.sockDir })
     await returns.connect()
