@@ -18,3 +18,6 @@ export * from './transports.js'
 // event-bus.ts (bus socket name and event shape) was added by another engineer for @brine/master and @brine/client.
 export * from './event-bus.js'
 export * from './job-cache.js'
+// Salt's YAML loader and command-line argument typing (yamlify_arg, parse_input), shared by the CLI and the minion.
+export * from './salt-yaml.js'
+export * from './args.js'
