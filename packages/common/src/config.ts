@@ -229,6 +229,9 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
         : fail(`one of ${BUILTIN_TRANSPORTS.join(', ')}`)
     case 'transport-opts':
       return isPlainObject(value) ? value : fail('a mapping of transport name to options')
+    case 'output-indent':
+      // Salt's json outputter takes an int, `pretty`, null (one line) or a string used as the indent.
+      return value === null || typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : fail('an integer, pretty or null')
   }
 }
 
@@ -371,6 +374,8 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'map':
     case 'transport-opts':
       return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
+    case 'output-indent':
+      return { key, value: raw === 'null' || raw === '~' ? null : /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw }
   }
 }
 

@@ -1,9 +1,9 @@
 import { Option } from 'commander'
 import { SingleBar } from 'cli-progress'
 import { TimeoutError, type Logger } from '@brine/transport'
-import { secondsToMs, type PublishReply, type TargetType, type Tgt } from '@brine/common'
+import { loadConfig, parseInput, secondsToMs, type MasterConfig, type PublishReply, type TargetType, type Tgt } from '@brine/common'
 import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
-import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
+import { isOutputter, outputSettings, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
   addCommonOptions,
   cliLogger,
@@ -28,7 +28,7 @@ export interface JobClient {
 }
 
 export interface BrineDeps {
-  createClient?: (options: { configDir: string; logger: Logger }) => JobClient
+  createClient?: (options: { configDir: string; logger: Logger; opts: MasterConfig }) => JobClient
 }
 
 /** Salt's target flags and the tgt_type each selects. */
@@ -48,7 +48,8 @@ export interface BrineArgs {
   tgt: Tgt
   tgtType: TargetType
   fun: string
-  arg: string[]
+  /** The words after the function, typed as Salt's CLI types them (parse_input): keyword arguments ride in a `__kwarg__` dict. */
+  arg: unknown[]
   /** ms, when -t was given. */
   timeout?: number
   out?: OutputterName
@@ -68,7 +69,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .description("Run a function on the minions matched by a target (Salt's `salt`).")
     .argument('<target>', 'which minions (a glob on ids unless a target flag says otherwise)')
     .argument('<function>', 'the execution module function, e.g. test.ping')
-    .argument('[arguments...]', 'its arguments; key=value ones become keyword arguments on the minion')
+    .argument('[arguments...]', "its arguments, typed as Salt types them (1, 2.5, True, None, '[1, 2]', '{a: 1}'); key=value ones are keyword arguments")
     .option('-t, --timeout <seconds>', 'seconds to wait for returns before asking the minions (find_job)', nonNegativeSeconds)
   for (const [flag, , , help] of TARGET_FLAGS) program.option(flag, help)
   program
@@ -80,6 +81,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('-v, --verbose', 'print the job id banner and every minion that did not return')
     .option('--hide-timeout', 'do not report minions that did not return')
     .option('--return <returners>', 'returners that also receive the returns')
+    .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
   const code = parseArgv(program, argv)
@@ -104,7 +106,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     tgt,
     tgtType,
     fun,
-    arg: rest,
+    arg: parseInput(rest, { noParse: noParseNames(options.parse) }),
     static: options.static === true,
     async: options.async === true,
     showJid: options.showJid === true,
@@ -118,6 +120,11 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   if (options.forceColor === true) args.color = true
   else if (options.color === false) args.color = false
   return args
+}
+
+/** Salt's `--no-parse a,b`; commander stores a `--no-*` option with a value under the positive name. */
+export function noParseNames(value: unknown): string[] {
+  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : []
 }
 
 /** Live "returns 2/3" on a terminal's stderr, cleared before anything is printed. */
@@ -154,8 +161,16 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   if (typeof parsed === 'number') return parsed
   const args = parsed
   const logger = cliLogger(args.logLevel, io, 'brine')
-  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? new LocalClient({ configDir: args.configDir, logger })
-  const color = args.color ?? io.stdout.isTTY === true
+  // The master config is read once: the client connects with it and the output keys (output, output_indent, color) come from it.
+  let opts: MasterConfig
+  try {
+    opts = (await loadConfig('master', { configDir: args.configDir, logger })).opts
+  } catch (error) {
+    return fail(io, 'brine', describeClientError(error))
+  }
+  const client = deps.createClient?.({ configDir: args.configDir, logger, opts }) ?? new LocalClient({ opts, logger })
+  const output = outputSettings(opts, args, io.stdout.isTTY === true)
+  const display = { color: output.color, indent: output.indent, stripColors: output.stripColors }
   const jobOptions: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) jobOptions.timeout = args.timeout
   if (args.ret !== undefined) jobOptions.ret = args.ret
@@ -190,7 +205,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
           failed = true
           if (args.static) collected[item.id] = NO_RESPONSE
           else {
-            const text = args.out === undefined || args.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, { color }) : renderOutput(args.out, { [item.id]: NO_RESPONSE }, { color, indent: args.outIndent })
+            const text = output.out === undefined || output.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, display) : renderOutput(output.out, { [item.id]: NO_RESPONSE }, display)
             live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
           }
           continue
@@ -201,8 +216,8 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
           collected[item.id] = item.ret
           continue
         }
-        // The minion's outputter hint applies only when --out was not given, as in Salt.
-        const text = renderOutput(args.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { color, indent: args.outIndent, retcode: item.retcode })
+        // The minion's outputter hint applies only when neither --out nor the config's `output` chose one, as in Salt.
+        const text = renderOutput(output.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
         live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
       }
     } finally {
@@ -214,7 +229,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
       )
       return EXIT_GENERIC
     }
-    if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(args.out ?? 'nested', collected, { color, indent: args.outIndent }))
+    if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(output.out ?? 'nested', collected, display))
     if (received === 0 && !failed) {
       io.stderr.write('ERROR: No return received\n')
       return EXIT_NO_MINIONS
