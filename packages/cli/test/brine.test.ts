@@ -46,7 +46,7 @@ describe('brine argument parsing', () => {
     expect(parseBrineArgs(['*', 'test.ping'], memoryIO())).toMatchObject({ tgt: '*', tgtType: 'glob', arg: [], configDir: '/etc/brine', logLevel: 'warning' })
   })
 
-  it('refuses bad input with exit 2 and a message naming the flag', () => {
+  it('refuses bad input with exit 64 (EX_USAGE, as Salt) and a message naming the flag', () => {
     const cases: Array<[string[], RegExp]> = [
       [['-X', '*', 'test.ping'], /unknown option '-X'/],
       [['--out', 'bogus', '*', 'test.ping'], /--out <outputter>.*bogus.*nested, json, yaml, raw, txt/s],
@@ -59,7 +59,7 @@ describe('brine argument parsing', () => {
     ]
     for (const [argv, message] of cases) {
       const io = memoryIO()
-      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(2)
+      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(64)
       expect(io.err(), argv.join(' ')).toMatch(message)
     }
   })
@@ -69,6 +69,12 @@ describe('brine argument parsing', () => {
     expect(typed).toMatchObject({ arg: [1, 2.5, true, null, [1, 2], { a: 1 }, 755, 'text', { __kwarg__: true, mode: 755, when: '2024-01-31' }] })
     const raw = parseBrineArgs(['--no-parse', 'mode,other', '*', 'test.arg', '0755', 'mode=0755'], memoryIO())
     expect(raw).toMatchObject({ arg: [755, { __kwarg__: true, mode: '0755' }] })
+  })
+
+  it("prints usage errors in optparse's layout, as Salt's parsers do", () => {
+    const io = memoryIO()
+    expect(parseBrineArgs(['-X', '*', 'test.ping'], io)).toBe(64)
+    expect(io.err()).toBe("Usage: brine [options] <target> <function> [arguments...]\n\nbrine: error: unknown option '-X'\n")
   })
 
   it('prints help and the version with exit 0', () => {

@@ -48,7 +48,7 @@ describe('brine-call --local', () => {
 
   it('refuses to run without --local (not supported yet)', async () => {
     const io = memoryIO()
-    expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(2)
+    expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(64)
     expect(io.err()).toMatch(/without --local is not supported yet; use --local/)
   })
 })

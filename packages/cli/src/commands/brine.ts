@@ -11,7 +11,7 @@ import {
   EXIT_GENERIC,
   EXIT_NO_MINIONS,
   EXIT_OK,
-  EXIT_USAGE,
+  usageError,
   fail,
   integer,
   nonNegativeSeconds,
@@ -90,15 +90,13 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   const [target, fun, rest] = program.processedArgs as [string, string, string[]]
   const chosen = TARGET_FLAGS.filter(([, key]) => options[key] === true)
   if (chosen.length > 1) {
-    io.stderr.write(`brine: error: give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}\n`)
-    return EXIT_USAGE
+    return usageError(io, 'brine', `give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}`, program.usage())
   }
   const tgtType: TargetType = chosen[0]?.[2] ?? 'glob'
   // Salt splits a list target on commas before publishing.
   const tgt: Tgt = tgtType === 'list' ? target.split(',').map((id) => id.trim()).filter((id) => id !== '') : target
   if (fun === '' || !/^[A-Za-z_][\w.]*$/.test(fun)) {
-    io.stderr.write(`brine: error: '${fun}' is not a function name (module.function, e.g. test.ping)\n`)
-    return EXIT_USAGE
+    return usageError(io, 'brine', `'${fun}' is not a function name (module.function, e.g. test.ping)`, program.usage())
   }
   const args: BrineArgs = {
     configDir: options.configDir as string,

@@ -3,7 +3,7 @@ import { generateJid, loadConfig, parseInput, parseOverride } from '@brine/commo
 import { collectGrains, createModuleRegistry, executeJob, RunningJobs } from '@brine/minion'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_USAGE, integer, parseArgv, type CommandIO } from '../io.js'
+import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
 
 /**
  * `brine-call --local <function> [arguments...]`: runs an execution module in this process, with
@@ -28,8 +28,7 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
   const o = program.opts<Record<string, unknown>>()
   const [fun, args] = program.processedArgs as [string, string[]]
   if (o.local !== true) {
-    io.stderr.write('brine-call: error: brine-call without --local is not supported yet; use --local\n')
-    return EXIT_USAGE
+    return usageError(io, 'brine-call', 'brine-call without --local is not supported yet; use --local', program.usage())
   }
   const logger = cliLogger(String(o.logLevel), io, 'brine-call')
   try {

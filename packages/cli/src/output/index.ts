@@ -63,7 +63,9 @@ export function renderOutput(name: string, data: unknown, options: DisplayOption
     default:
       text = nestedOutput(data, nested(options))
   }
-  return `${text.trimEnd()}\n`
+  // display_output prints nothing at all for empty output (`salt-key -p nobody`).
+  const trimmed = text.trimEnd()
+  return trimmed === '' ? '' : `${trimmed}\n`
 }
 
 function nested(options: DisplayOptions): NestedOptions {
