@@ -345,39 +345,32 @@ class Emitter {
   private writePlain(text: string, allowBreaks: boolean): void {
     const chars = [...text]
     if (!this.whitespace && (chars.length > 0 || this.flowLevel > 0)) this.put(' ')
-    let spaces = false
-    let breaks = false
-    chars.forEach((char, index) => {
-      if (char === ' ') {
-        if (allowBreaks && !spaces && this.column > this.bestWidth && chars[index + 1] !== ' ') this.writeIndent()
-        else this.put(char)
-        spaces = true
-      } else if (isBreak(char)) {
-        if (!breaks && char === '\n') this.putBreak()
-        this.writeBreak(char)
-        this.indention = true
-        breaks = true
-      } else {
-        if (breaks) this.writeIndent()
-        this.put(char)
-        this.indention = false
-        spaces = false
-        breaks = false
-      }
-    })
+    this.writeFoldable(chars, allowBreaks, false)
     this.whitespace = false
     this.indention = false
   }
 
   private writeSingleQuoted(text: string, allowBreaks: boolean): void {
     this.writeIndicator("'", true)
-    const chars = [...text]
+    if (this.writeFoldable([...text], allowBreaks, true)) this.writeIndent()
+    this.writeIndicator("'", false)
+    this.whitespace = false
+    this.indention = false
+  }
+
+  /**
+   * The text of a plain or single-quoted scalar, as libyaml writes both: a single space past the
+   * width becomes a line break (a quoted scalar never folds at its first or last character), a
+   * newline is written twice so it reads back as one, and a quote is doubled inside quotes.
+   * Returns whether the text ended in a line break.
+   */
+  private writeFoldable(chars: readonly string[], allowBreaks: boolean, quoted: boolean): boolean {
     let spaces = false
     let breaks = false
     chars.forEach((char, index) => {
       if (char === ' ') {
-        const inside = index !== 0 && index !== chars.length - 1
-        if (allowBreaks && !spaces && this.column > this.bestWidth && inside && chars[index + 1] !== ' ') this.writeIndent()
+        const foldable = !quoted || (index !== 0 && index !== chars.length - 1)
+        if (allowBreaks && !spaces && this.column > this.bestWidth && foldable && chars[index + 1] !== ' ') this.writeIndent()
         else this.put(char)
         spaces = true
       } else if (isBreak(char)) {
@@ -387,16 +380,13 @@ class Emitter {
         breaks = true
       } else {
         if (breaks) this.writeIndent()
-        this.put(char === "'" ? "''" : char)
+        this.put(quoted && char === "'" ? "''" : char)
         this.indention = false
         spaces = false
         breaks = false
       }
     })
-    if (breaks) this.writeIndent()
-    this.writeIndicator("'", false)
-    this.whitespace = false
-    this.indention = false
+    return breaks
   }
 
   private writeDoubleQuoted(text: string, allowBreaks: boolean): void {
