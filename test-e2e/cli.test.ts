@@ -38,7 +38,7 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     expect(failing.code).toBe(1)
 
     const badFlag = await fleet.run('brine', ['web1', 'test.ping', '--out', 'xml'])
-    expect(badFlag.code).toBe(2)
+    expect(badFlag.code).toBe(64)
     expect(badFlag.stderr).toMatch(/--out/)
   })
 

@@ -6,7 +6,7 @@
  * the exit code.
  */
 export { runBrine, parseBrineArgs, describeClientError, type BrineArgs, type BrineDeps, type CliJob, type JobClient } from './commands/brine.js'
-export { runKey, parseKeyArgs, formatKeyListing, formatFingers, KEY_DIRS, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
+export { runKey, parseKeyArgs, KEY_DIRS, type KeyArgs, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
 export { runDaemon, runMaster, runMinion, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps } from './commands/daemon.js'
 export { runCall } from './commands/call.js'
 export { runRun, parseRunArgs, parseRunnerArguments, type RunArgs, type RunDeps, type RunnerLike, type EventSource } from './commands/run.js'
@@ -20,6 +20,7 @@ export {
   EXIT_OK,
   EXIT_USAGE,
   processIO,
+  usageError,
   type CommandIO,
   type OutputStream,
 } from './io.js'

@@ -22,15 +22,20 @@ export interface CommandIO {
 /** The version every bin prints for --version. */
 export const BRINE_VERSION = '0.1.0'
 
-/** A usage error: printed as `<bin>: error: <message>`, exit 2 (optparse's code, as Salt). */
-export class UsageError extends Error {
-  override name = 'UsageError'
-}
-
 export const EXIT_OK = 0
 export const EXIT_GENERIC = 1
-export const EXIT_USAGE = 2
+/** Salt's salt.defaults.exitcodes.EX_USAGE: every Salt CLI's option parser exits 64 on bad usage. */
+export const EXIT_USAGE = 64
 export const EXIT_NO_MINIONS = 2
+
+/**
+ * A usage error as Salt's option parser reports it: the usage line, a blank line, then
+ * `<bin>: error: <message>`, all on stderr; returns EX_USAGE (64).
+ */
+export function usageError(io: CommandIO, name: string, message: string, usage?: string): number {
+  io.stderr.write(`${usage === undefined ? '' : `Usage: ${name} ${usage}\n\n`}${name}: error: ${message}\n`)
+  return EXIT_USAGE
+}
 
 export const LOG_LEVEL_NAMES = ['quiet', 'error', 'warning', 'info', 'debug', 'trace'] as const
 
@@ -55,7 +60,8 @@ export function createProgram(name: string, io: CommandIO): Command {
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
-      outputError: (text, write) => write(text.startsWith('error:') ? `${name}: ${text}` : text),
+      // optparse's layout, as Salt's parsers print it: the usage line first, then `<bin>: error: …`.
+      outputError: (text, write) => write(text.startsWith('error:') ? `Usage: ${name} ${program.usage()}\n\n${name}: ${text}` : text),
     })
     .showSuggestionAfterError(true)
     .allowExcessArguments(false)

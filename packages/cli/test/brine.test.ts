@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { CliReturn } from '@brine/client'
 import { parseBrineArgs, runBrine, type JobClient } from '../src/commands/brine.js'
@@ -42,11 +45,12 @@ describe('brine argument parsing', () => {
       expect(typeof args === 'object' && args.tgtType).toBe(type)
     }
     const list = parseBrineArgs(['-L', 'web1,db1', 'cmd.run', 'uname -a', 'cwd=/tmp', '-t', '2.5', '--out', 'json', '--static'], memoryIO())
-    expect(list).toMatchObject({ tgt: ['web1', 'db1'], tgtType: 'list', fun: 'cmd.run', arg: ['uname -a', 'cwd=/tmp'], timeout: 2500, out: 'json', static: true })
+    // key=value arguments ride in Salt's __kwarg__ dict, as salt's parse_input publishes them.
+    expect(list).toMatchObject({ tgt: ['web1', 'db1'], tgtType: 'list', fun: 'cmd.run', arg: ['uname -a', { __kwarg__: true, cwd: '/tmp' }], timeout: 2500, out: 'json', static: true })
     expect(parseBrineArgs(['*', 'test.ping'], memoryIO())).toMatchObject({ tgt: '*', tgtType: 'glob', arg: [], configDir: '/etc/brine', logLevel: 'warning' })
   })
 
-  it('refuses bad input with exit 2 and a message naming the flag', () => {
+  it('refuses bad input with exit 64 (EX_USAGE, as Salt) and a message naming the flag', () => {
     const cases: Array<[string[], RegExp]> = [
       [['-X', '*', 'test.ping'], /unknown option '-X'/],
       [['--out', 'bogus', '*', 'test.ping'], /--out <outputter>.*bogus.*nested, json, yaml, raw, txt/s],
@@ -59,9 +63,22 @@ describe('brine argument parsing', () => {
     ]
     for (const [argv, message] of cases) {
       const io = memoryIO()
-      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(2)
+      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(64)
       expect(io.err(), argv.join(' ')).toMatch(message)
     }
+  })
+
+  it("types every argument as Salt's CLI does (yamlify_arg with Salt's YAML loader), keeping --no-parse values as text", () => {
+    const typed = parseBrineArgs(['*', 'test.arg', '1', '2.5', 'True', 'None', '[1,2]', '{a: 1}', '0755', 'mode=0755', 'when=2024-01-31', 'text'], memoryIO())
+    expect(typed).toMatchObject({ arg: [1, 2.5, true, null, [1, 2], { a: 1 }, 755, 'text', { __kwarg__: true, mode: 755, when: '2024-01-31' }] })
+    const raw = parseBrineArgs(['--no-parse', 'mode,other', '*', 'test.arg', '0755', 'mode=0755'], memoryIO())
+    expect(raw).toMatchObject({ arg: [755, { __kwarg__: true, mode: '0755' }] })
+  })
+
+  it("prints usage errors in optparse's layout, as Salt's parsers do", () => {
+    const io = memoryIO()
+    expect(parseBrineArgs(['-X', '*', 'test.ping'], io)).toBe(64)
+    expect(io.err()).toBe("Usage: brine [options] <target> <function> [arguments...]\n\nbrine: error: unknown option '-X'\n")
   })
 
   it('prints help and the version with exit 0', () => {
@@ -115,6 +132,25 @@ describe('brine runs and exit codes', () => {
     const client = fakeClient(['web1', 'db1'], [ok('web1', 1), ok('db1', 2)])
     expect(await runBrine(['--static', '--show-jid', '--out', 'json', '*', 'test.arg'], io, { createClient: () => client })).toBe(0)
     expect(io.out()).toBe(`jid: ${JID}\n{\n    "web1": 1,\n    "db1": 2\n}\n`)
+  })
+
+  it("takes output, output_indent and color from the master config, and --out, --out-indent and --force-color over them", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-out-'))
+    try {
+      await writeFile(join(dir, 'master'), 'output: json\noutput_indent: pretty\ncolor: false\n')
+      const returns = [ok('web1', { b: 1, a: [true] })]
+      const pretty = memoryIO({ tty: true })
+      expect(await runBrine(['-c', dir, '*', 'test.arg'], pretty, { createClient: () => fakeClient(['web1'], returns) })).toBe(0)
+      expect(pretty.out()).toBe('{\n    "web1": {\n        "a": [\n            true\n        ],\n        "b": 1\n    }\n}\n')
+      const flow = memoryIO()
+      expect(await runBrine(['-c', dir, '--out', 'yaml', '--out-indent', '-1', '*', 'test.arg'], flow, { createClient: () => fakeClient(['web1'], returns) })).toBe(0)
+      expect(flow.out()).toBe('{web1: {a: [true], b: 1}}\n')
+      const forced = memoryIO()
+      expect(await runBrine(['-c', dir, '--out', 'nested', '--force-color', '*', 'test.ping'], forced, { createClient: () => fakeClient(['web1'], [ok('web1', true)]) })).toBe(0)
+      expect(forced.out()).toBe('\x1b[0;36mweb1\x1b[0;0m:\n    \x1b[0;1;33mTrue\x1b[0;0m\n')
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it('--async prints the job id without waiting', async () => {

@@ -31,9 +31,24 @@ describe('brine-call --local', () => {
     expect(io.out()).toBe('local: web\n')
   })
 
+  it("types its arguments as salt-call does, and takes output settings from the minion config", async () => {
+    const io = memoryIO()
+    expect(await runCall(['-c', dir, '--local', '--out', 'json', '--out-indent', '-1', 'test.arg', '1', '2.5', 'True', 'None', '[1,2]', '{a: 1}', '0755', 'mode=0755'], io)).toBe(0)
+    expect(io.out()).toBe('{"local": {"args": [1, 2.5, true, null, [1, 2], {"a": 1}, 755], "kwargs": {"mode": 755}}}\n')
+    const other = await mkdtemp(join(tmpdir(), 'brine-call-out-'))
+    try {
+      await writeFile(join(other, 'minion'), `id: local2\ncachedir: ${join(other, 'cache')}\noutput: yaml\n`)
+      const yaml = memoryIO()
+      expect(await runCall(['-c', other, '--local', 'test.arg', 'on', 'mode=0755'], yaml)).toBe(0)
+      expect(yaml.out()).toBe('local:\n  args:\n  - true\n  kwargs:\n    mode: 755\n')
+    } finally {
+      await rm(other, { recursive: true, force: true })
+    }
+  })
+
   it('refuses to run without --local (not supported yet)', async () => {
     const io = memoryIO()
-    expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(2)
+    expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(64)
     expect(io.err()).toMatch(/without --local is not supported yet; use --local/)
   })
 })

@@ -60,7 +60,7 @@ describe('brine-master and brine-minion', () => {
     expect(await runMinion(['-c', join(dir, 'none'), '--id', 'web1'], io, { load })).toBe(1)
     expect(io.err()).toBe('brine-minion: cannot start: address 0.0.0.0:4506 is already in use\n')
     const daemonize = memoryIO()
-    expect(await runMaster(['-d'], daemonize, { load: fakeDaemon<MasterConfig>().load })).toBe(2)
+    expect(await runMaster(['-d'], daemonize, { load: fakeDaemon<MasterConfig>().load })).toBe(64)
     expect(daemonize.err()).toMatch(/-d\/--daemon is not supported/)
   })
 })

@@ -90,7 +90,7 @@ describe('brine-run', () => {
     expect(await runRun(['jobs.lookup_jid'], failed, { createRunner: () => fakeRunner({ success: false, return: 'Exception occurred in runner jobs.lookup_jid: boom' }) })).toBe(1)
     expect(failed.out()).toBe('Exception occurred in runner jobs.lookup_jid: boom\n')
     const usage = memoryIO()
-    expect(await runRun(['nodot'], usage, { createRunner: () => fakeRunner({}) })).toBe(2)
+    expect(await runRun(['nodot'], usage, { createRunner: () => fakeRunner({}) })).toBe(64)
     expect(usage.err()).toMatch(/'nodot' is not a runner name/)
   })
 

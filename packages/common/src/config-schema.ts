@@ -25,6 +25,7 @@ export type ValueKind =
   | 'transport'
   | 'transport-opts'
   | 'log-level'
+  | 'output-indent'
 
 export interface KindTypes {
   string: string
@@ -38,6 +39,7 @@ export interface KindTypes {
   transport: TransportName
   'transport-opts': Record<string, Record<string, unknown>>
   'log-level': LogLevel
+  'output-indent': number | string | null
 }
 
 /** What a default can depend on. */
@@ -153,6 +155,12 @@ export const CONFIG_SCHEMA = {
   log_level_logfile: { kind: 'log-level', roles: ALL, default: 'warning' },
   user: { kind: 'string', roles: ALL, default: currentUser },
 
+  // How the CLIs print (Salt's output options; no default means Salt's behaviour when the key is absent).
+  output: { kind: 'string', roles: ALL, default: undefined },
+  output_indent: { kind: 'output-indent', roles: ALL, default: undefined },
+  color: { kind: 'boolean', roles: ALL, default: true },
+  strip_colors: { kind: 'boolean', roles: ALL, default: true },
+
   // PostgreSQL job cache (master_job_cache: postgres), Salt's flat returner keys.
   'postgres.host': { kind: 'string', roles: MASTER, default: 'localhost' },
   'postgres.port': { kind: 'port', roles: MASTER, default: 5432 },
@@ -202,6 +210,8 @@ export function defaultsFor(role: Role, configDir = '/etc/brine'): Record<string
   const out: Record<string, unknown> = {}
   for (const [key, spec] of Object.entries(CONFIG_SCHEMA) as Array<[string, KeySpec]>) {
     if (!spec.roles.includes(role)) continue
+    // A key without a default (`output`, `output_indent`) is absent until a file or flag sets it.
+    if (spec.default === undefined) continue
     out[key] = typeof spec.default === 'function' ? (spec.default as (context: DefaultContext) => unknown)({ role, configDir }) : spec.default
   }
   return out

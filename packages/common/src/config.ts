@@ -1,7 +1,6 @@
 import { readdir, readFile } from 'node:fs/promises'
 import { join, resolve, sep } from 'node:path'
 import { LineCounter, isMap, isScalar, parse as parseYaml, parseDocument } from 'yaml'
-import type { ScalarTag, Tags } from 'yaml'
 import { iterTransportOpts, parseLogLevel, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
 import type { Logger } from '@brine/transport'
 import {
@@ -16,6 +15,7 @@ import {
   type TransportName,
 } from './config-schema.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
+import { SALT_YAML_OPTIONS } from './salt-yaml.js'
 import { registerBuiltinTransports } from './transports.js'
 
 export interface LoadConfigOptions {
@@ -45,20 +45,8 @@ export interface LoadedConfig<R extends Role> {
 /** Separates path segments in the line index; keys such as `postgres.host` contain dots. */
 const PATH_SEPARATOR = '\u0000'
 
-/**
- * YAML 1.1 as Salt's PyYAML reads it: `yes`/`on`/`off` are booleans, but `y` and `n` stay strings
- * (the yaml package's 1.1 schema follows the spec and would turn a key `n:` into `false`).
- */
-const PYYAML_TRUE = /^(?:yes|Yes|YES|true|True|TRUE|on|On|ON)$/
-const PYYAML_FALSE = /^(?:no|No|NO|false|False|FALSE|off|Off|OFF)$/
-const YAML_OPTIONS = {
-  version: '1.1',
-  customTags: (tags: Tags): Tags =>
-    tags.map((tag) => {
-      if (typeof tag !== 'object' || tag.tag !== 'tag:yaml.org,2002:bool' || !('test' in tag)) return tag
-      return { ...tag, test: tag.identify?.(true) === true ? PYYAML_TRUE : PYYAML_FALSE } as ScalarTag
-    }),
-} as const
+/** Salt reads its config files with the same loader as everything else (salt-yaml.ts): YAML 1.1 as PyYAML, plus Salt's changes. */
+const YAML_OPTIONS = SALT_YAML_OPTIONS
 const COMMAND_LINE = 'command line'
 
 interface ParsedFile {
@@ -241,6 +229,9 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
         : fail(`one of ${BUILTIN_TRANSPORTS.join(', ')}`)
     case 'transport-opts':
       return isPlainObject(value) ? value : fail('a mapping of transport name to options')
+    case 'output-indent':
+      // Salt's json outputter takes an int, `pretty`, null (one line) or a string used as the indent.
+      return value === null || typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : fail('an integer, pretty or null')
   }
 }
 
@@ -383,6 +374,8 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'map':
     case 'transport-opts':
       return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
+    case 'output-indent':
+      return { key, value: raw === 'null' || raw === '~' ? null : /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw }
   }
 }
 

@@ -62,3 +62,20 @@ export class PayloadError extends BrineError {
     this.field = field
   }
 }
+
+/**
+ * Text that Salt's YAML loader would refuse: a syntax error, a duplicate key, a list as a key, an
+ * unknown tag, too many aliases. `yamlifyArg` catches it and keeps the argument as typed, as Salt does.
+ */
+export class YamlLoadError extends BrineError {
+  override name = 'YamlLoadError'
+  readonly text: string
+  readonly problem: string
+
+  constructor(text: string, problem: string, options?: ErrorOptions) {
+    const shown = text.length > 80 ? `${text.slice(0, 77)}...` : text
+    super(`cannot load ${JSON.stringify(shown)} as YAML: ${problem}`, { text: shown, problem }, options)
+    this.text = text
+    this.problem = problem
+  }
+}

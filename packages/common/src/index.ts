@@ -3,8 +3,9 @@
  * `@brine/common` is what every Brine daemon shares above the transport: Salt-style config
  * loading (YAML, Salt's key names and defaults, errors naming key, file and line), the one
  * seconds-to-milliseconds conversion, Salt's jid format, the wire payload types and their
- * validators, Salt's target matchers, the one return collector (find_job, job-cache recovery),
- * logging from config, and the registration of the built-in `zeromq` and `tcp` transports.
+ * validators, Salt's target matchers, the one return collector (find_job, job-cache recovery), Salt's YAML
+ * loader and command-line argument typing, logging from config, and the registration of the built-in
+ * `zeromq` and `tcp` transports.
  */
 export * from './errors.js'
 export * from './config-schema.js'
@@ -19,3 +20,6 @@ export * from './transports.js'
 export * from './event-bus.js'
 export * from './job-cache.js'
 export * from './return-collector.js'
+// Salt's YAML loader and command-line argument typing (yamlify_arg, parse_input), shared by the CLI and the minion.
+export * from './salt-yaml.js'
+export * from './args.js'

@@ -144,6 +144,26 @@ describe('files and overrides', () => {
   })
 })
 
+describe('output keys', () => {
+  it("leaves output and output_indent absent until set, as Salt's outputters expect, and checks output_indent's type", async () => {
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts).not.toHaveProperty('output')
+    expect(opts).not.toHaveProperty('output_indent')
+    expect(opts).toMatchObject({ color: true, strip_colors: true })
+    await write('master', 'output: json\noutput_indent: pretty\ncolor: false\n')
+    expect((await loadConfig('master', { configDir: dir })).opts).toMatchObject({ output: 'json', output_indent: 'pretty', color: false })
+    await write('master', 'output_indent: [1]\n')
+    expect((await loadError('master')).message).toMatch(/master:1: output_indent must be an integer, pretty or null, got a list/)
+    expect(parseOverride('output_indent=-1')).toEqual({ key: 'output_indent', value: -1 })
+    expect(parseOverride('output_indent=null')).toEqual({ key: 'output_indent', value: null })
+  })
+
+  it("reads config files with Salt's loader: 0755 is decimal, dates stay text, 1e5 is a string", async () => {
+    await write('minion', 'grains:\n  mode: 0755\n  built: 2024-01-31\n  ratio: 1e5\n  flag: on\n  letter: y\n')
+    expect((await loadConfig('minion', { configDir: dir })).opts.grains).toEqual({ mode: 755, built: '2024-01-31', ratio: '1e5', flag: true, letter: 'y' })
+  })
+})
+
 describe('root_dir', () => {
   it('prefixes every path key, leaving paths already under it and URLs alone', async () => {
     await write('master', `root_dir: ${dir}/root\ncachedir: ${dir}/root/cache\nlog_file: udp://loghost:514\nsock_dir: run/sock\n`)

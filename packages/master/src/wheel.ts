@@ -70,6 +70,17 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     const result = await store.submit(id, publicKeysOf(keys), { openMode: true })
     return { return: { pub: formatPublicKeys(publicKeysOf(keys)), priv: formatSecretKeys(keys) }, changes: result.changes, rotateSession: result.rotateSession }
   },
+  // salt-key -p/-P (Salt's key.print): each matching key's public key text, under its state.
+  'key.print': async (load, { store }) => {
+    const out: Record<string, Record<string, string>> = {}
+    for (const { id, state } of await store.finger(match(load, 'key.print'))) {
+      const record = await store.get(id)
+      if (record === undefined) continue
+      const keys = record.state === state ? record.keys : state === 'denied' ? record.denied : undefined
+      if (keys !== undefined) (out[KEY_STATE_DIRS[state]] ??= {})[id] = formatPublicKeys(keys)
+    }
+    return unchanged(out)
+  },
   'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
 }
 

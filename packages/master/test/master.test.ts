@@ -65,6 +65,8 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [] })
     expect(await wheel({ fun: 'key.accept', match: 'web*' })).toEqual({ minions: ['web1'] })
     expect(events.tagged('salt/key').at(-1)?.data).toMatchObject({ act: 'accept', id: 'web1', result: true })
+    expect(await wheel({ fun: 'key.print', match: 'web*' })).toEqual({ minions: { web1: expect.stringMatching(/^-----BEGIN BRINE PUBLIC KEYS-----\nbox: \S+\nsign: \S+\n-----END BRINE PUBLIC KEYS-----\n$/) } })
+    expect(await wheel({ fun: 'key.print', match: 'nobody' })).toEqual({})
     expect(await pending.auth()).toEqual({ ok: true })
     expect(pending.masterPub).toBeDefined()
     const [db1] = await accepted('db1')

@@ -70,6 +70,13 @@ describe('loadArgsAndKwargs', () => {
       new InvocationError('The following keyword arguments are not valid: foo=bar, flag=True'),
     )
   })
+  it("types key=value strings with Salt's loader but leaves positional strings as sent, as Salt's minion does", () => {
+    // What a Node API caller (or Salt's Python LocalClient.cmd) sends arrives untyped; the CLI typed its words already.
+    expect(loadArgsAndKwargs({ args: [], kwargs: true }, ['0755', 'mode=0755', 'when=2024-01-31', 'big=1e5'])).toEqual({
+      args: ['0755'],
+      kwargs: { mode: 755, when: '2024-01-31', big: '1e5' },
+    })
+  })
   it('accepts a keyword naming a positional parameter', () => {
     expect(loadArgsAndKwargs(echo, ['text=hi'])).toEqual({ args: [], kwargs: { text: 'hi' } })
   })

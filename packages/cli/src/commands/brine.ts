@@ -1,9 +1,9 @@
 import { Option } from 'commander'
 import { SingleBar } from 'cli-progress'
 import { TimeoutError, type Logger } from '@brine/transport'
-import { secondsToMs, type TargetType, type Tgt } from '@brine/common'
+import { loadConfig, parseInput, secondsToMs, type MasterConfig, type TargetType, type Tgt } from '@brine/common'
 import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
-import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
+import { isOutputter, outputSettings, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
   addCommonOptions,
   cliLogger,
@@ -11,7 +11,7 @@ import {
   EXIT_GENERIC,
   EXIT_NO_MINIONS,
   EXIT_OK,
-  EXIT_USAGE,
+  usageError,
   fail,
   integer,
   nonNegativeSeconds,
@@ -36,7 +36,7 @@ export interface JobClient {
 }
 
 /** A LocalClient as `brine` uses it: each job's reader opened before its publish (no job-cache lookup on the way). */
-function localJobClient(options: { configDir: string; logger: Logger }): JobClient {
+function localJobClient(options: { logger: Logger; opts: MasterConfig }): JobClient {
   const client = new LocalClient(options)
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
@@ -46,7 +46,7 @@ function localJobClient(options: { configDir: string; logger: Logger }): JobClie
 }
 
 export interface BrineDeps {
-  createClient?: (options: { configDir: string; logger: Logger }) => JobClient
+  createClient?: (options: { configDir: string; logger: Logger; opts: MasterConfig }) => JobClient
 }
 
 /** Salt's target flags and the tgt_type each selects. */
@@ -66,7 +66,8 @@ export interface BrineArgs {
   tgt: Tgt
   tgtType: TargetType
   fun: string
-  arg: string[]
+  /** The words after the function, typed as Salt's CLI types them (parse_input): keyword arguments ride in a `__kwarg__` dict. */
+  arg: unknown[]
   /** ms, when -t was given. */
   timeout?: number
   out?: OutputterName
@@ -86,7 +87,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .description("Run a function on the minions matched by a target (Salt's `salt`).")
     .argument('<target>', 'which minions (a glob on ids unless a target flag says otherwise)')
     .argument('<function>', 'the execution module function, e.g. test.ping')
-    .argument('[arguments...]', 'its arguments; key=value ones become keyword arguments on the minion')
+    .argument('[arguments...]', "its arguments, typed as Salt types them (1, 2.5, True, None, '[1, 2]', '{a: 1}'); key=value ones are keyword arguments")
     .option('-t, --timeout <seconds>', 'seconds to wait for returns before asking the minions (find_job)', nonNegativeSeconds)
   for (const [flag, , , help] of TARGET_FLAGS) program.option(flag, help)
   program
@@ -98,6 +99,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('-v, --verbose', 'print the job id banner and every minion that did not return')
     .option('--hide-timeout', 'do not report minions that did not return')
     .option('--return <returners>', 'returners that also receive the returns')
+    .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
   const code = parseArgv(program, argv)
@@ -106,15 +108,13 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   const [target, fun, rest] = program.processedArgs as [string, string, string[]]
   const chosen = TARGET_FLAGS.filter(([, key]) => options[key] === true)
   if (chosen.length > 1) {
-    io.stderr.write(`brine: error: give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}\n`)
-    return EXIT_USAGE
+    return usageError(io, 'brine', `give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}`, program.usage())
   }
   const tgtType: TargetType = chosen[0]?.[2] ?? 'glob'
   // Salt splits a list target on commas before publishing.
   const tgt: Tgt = tgtType === 'list' ? target.split(',').map((id) => id.trim()).filter((id) => id !== '') : target
   if (fun === '' || !/^[A-Za-z_][\w.]*$/.test(fun)) {
-    io.stderr.write(`brine: error: '${fun}' is not a function name (module.function, e.g. test.ping)\n`)
-    return EXIT_USAGE
+    return usageError(io, 'brine', `'${fun}' is not a function name (module.function, e.g. test.ping)`, program.usage())
   }
   const args: BrineArgs = {
     configDir: options.configDir as string,
@@ -122,7 +122,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     tgt,
     tgtType,
     fun,
-    arg: rest,
+    arg: parseInput(rest, { noParse: noParseNames(options.parse) }),
     static: options.static === true,
     async: options.async === true,
     showJid: options.showJid === true,
@@ -136,6 +136,11 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   if (options.forceColor === true) args.color = true
   else if (options.color === false) args.color = false
   return args
+}
+
+/** Salt's `--no-parse a,b`; commander stores a `--no-*` option with a value under the positive name. */
+export function noParseNames(value: unknown): string[] {
+  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : []
 }
 
 /** Live "returns 2/3" on a terminal's stderr, cleared before anything is printed. */
@@ -172,8 +177,16 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   if (typeof parsed === 'number') return parsed
   const args = parsed
   const logger = cliLogger(args.logLevel, io, 'brine')
-  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? localJobClient({ configDir: args.configDir, logger })
-  const color = args.color ?? io.stdout.isTTY === true
+  // The master config is read once: the client connects with it and the output keys (output, output_indent, color) come from it.
+  let opts: MasterConfig
+  try {
+    opts = (await loadConfig('master', { configDir: args.configDir, logger })).opts
+  } catch (error) {
+    return fail(io, 'brine', describeClientError(error))
+  }
+  const client = deps.createClient?.({ configDir: args.configDir, logger, opts }) ?? localJobClient({ opts, logger })
+  const output = outputSettings(opts, args, io.stdout.isTTY === true)
+  const display = { color: output.color, indent: output.indent, stripColors: output.stripColors }
   const jobOptions: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) jobOptions.timeout = args.timeout
   if (args.ret !== undefined) jobOptions.ret = args.ret
@@ -212,7 +225,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
           failed = true
           if (args.static) collected[item.id] = NO_RESPONSE
           else {
-            const text = args.out === undefined || args.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, { color }) : renderOutput(args.out, { [item.id]: NO_RESPONSE }, { color, indent: args.outIndent })
+            const text = output.out === undefined || output.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, display) : renderOutput(output.out, { [item.id]: NO_RESPONSE }, display)
             live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
           }
           continue
@@ -223,8 +236,8 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
           collected[item.id] = item.ret
           continue
         }
-        // The minion's outputter hint applies only when --out was not given, as in Salt.
-        const text = renderOutput(args.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { color, indent: args.outIndent, retcode: item.retcode })
+        // The minion's outputter hint applies only when neither --out nor the config's `output` chose one, as in Salt.
+        const text = renderOutput(output.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
         live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
       }
     } finally {
@@ -237,7 +250,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
       )
       return EXIT_GENERIC
     }
-    if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(args.out ?? 'nested', collected, { color, indent: args.outIndent }))
+    if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(output.out ?? 'nested', collected, display))
     if (received === 0 && !failed) {
       io.stderr.write('ERROR: No return received\n')
       return EXIT_NO_MINIONS

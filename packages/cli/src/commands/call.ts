@@ -1,8 +1,9 @@
 import { Option } from 'commander'
-import { generateJid, loadConfig, parseOverride } from '@brine/common'
+import { generateJid, loadConfig, parseInput, parseOverride } from '@brine/common'
 import { collectGrains, createModuleRegistry, executeJob, RunningJobs } from '@brine/minion'
-import { OUTPUTTERS, renderOutput } from '../output/index.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_USAGE, integer, parseArgv, type CommandIO } from '../io.js'
+import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
+import { noParseNames } from './brine.js'
+import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
 
 /**
  * `brine-call --local <function> [arguments...]`: runs an execution module in this process, with
@@ -13,10 +14,11 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
   const program = addCommonOptions(createProgram('brine-call', io))
     .description("Run an execution module function on this machine (Salt's `salt-call`).")
     .argument('<function>', 'the function, e.g. test.ping')
-    .argument('[arguments...]', 'its arguments; key=value ones are keyword arguments')
+    .argument('[arguments...]', "its arguments, typed as Salt types them (1, 2.5, True, None, '[1, 2]', '{a: 1}'); key=value ones are keyword arguments")
     .option('--local', 'run without contacting a master')
     .option('--id <id>', 'the minion id to run as (default: the config id)')
     .option('--set <key=value>', 'set any minion config key (repeatable)', (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
     .addOption(new Option('--out <outputter>', 'how to print the return').choices(OUTPUTTERS))
     .option('--out-indent <n>', 'indent for json and yaml output', integer)
     .option('--no-color', 'never colour the output')
@@ -26,8 +28,7 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
   const o = program.opts<Record<string, unknown>>()
   const [fun, args] = program.processedArgs as [string, string[]]
   if (o.local !== true) {
-    io.stderr.write('brine-call: error: brine-call without --local is not supported yet; use --local\n')
-    return EXIT_USAGE
+    return usageError(io, 'brine-call', 'brine-call without --local is not supported yet; use --local', program.usage())
   }
   const logger = cliLogger(String(o.logLevel), io, 'brine-call')
   try {
@@ -43,12 +44,18 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     const onAbort = (): void => controller.abort(io.signal?.reason)
     io.signal?.addEventListener('abort', onAbort, { once: true })
     const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal })
-    const result = await executeJob(registry, { jid: generateJid(), fun, arg: args, user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
+    const result = await executeJob(registry, { jid: generateJid(), fun, arg: parseInput(args, { noParse: noParseNames(o.parse) }), user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
       io.signal?.removeEventListener('abort', onAbort),
     )
-    const color = o.forceColor === true ? true : o.color === false ? false : io.stdout.isTTY === true
-    const outputter = typeof o.out === 'string' ? o.out : (result.out ?? 'nested')
-    io.stdout.write(renderOutput(outputter, { local: result.return }, { color, indent: o.outIndent as number | undefined, retcode: result.retcode }))
+    const flags: OutputFlags = {}
+    if (typeof o.out === 'string') flags.out = o.out
+    if (typeof o.outIndent === 'number') flags.outIndent = o.outIndent
+    if (o.forceColor === true) flags.color = true
+    else if (o.color === false) flags.color = false
+    const output = outputSettings(opts, flags, io.stdout.isTTY === true)
+    io.stdout.write(
+      renderOutput(output.out ?? result.out ?? 'nested', { local: result.return }, { color: output.color, indent: output.indent, stripColors: output.stripColors, retcode: result.retcode }),
+    )
     // Exit statuses are one byte; a retcode of 256 must not look like success.
     return result.retcode === 0 ? 0 : Math.min(Math.max(result.retcode, 1), 255)
   } catch (error) {

@@ -2,7 +2,7 @@ import type { Command } from 'commander'
 import { parseLogLevel, type Logger } from '@brine/transport'
 import { loadConfig, parseOverride, type MasterConfig, type MinionConfig } from '@brine/common'
 import { DaemonLoadError } from '../errors.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, parseArgv, type CommandIO } from '../io.js'
+import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
 export interface Daemon {
@@ -63,8 +63,7 @@ export async function loadDaemonConfig(role: Role, argv: readonly string[], io: 
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
   if (o.daemon === true) {
-    io.stderr.write(`${name}: error: -d/--daemon is not supported; run ${name} in the foreground under a process supervisor (systemd, runit, a container)\n`)
-    return EXIT_USAGE
+    return usageError(io, name, `-d/--daemon is not supported; run ${name} in the foreground under a process supervisor (systemd, runit, a container)`, program.usage())
   }
   try {
     const overrides: Record<string, unknown> = {}

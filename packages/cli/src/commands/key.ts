@@ -1,7 +1,10 @@
-import type { Logger } from '@brine/transport'
-import { globToRegExp } from '@brine/common'
+import { Option } from 'commander'
+import { silentLogger, type Logger } from '@brine/transport'
+import { globToRegExp, loadConfig, type MasterConfig } from '@brine/common'
+import { fingerprint, loadOrCreateKeys, publicKeysOf } from '@brine/crypt'
 import { WheelClient } from '@brine/client'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, fail, parseArgv, type CommandIO } from '../io.js'
+import { comparePython, outputSettings, OUTPUTTERS, renderOutput, type OutputFlags, type OutputSettings } from '../output/index.js'
+import { addCommonOptions, cliLogger, createProgram, EXIT_OK, fail, integer, parseArgv, usageError, type CommandIO } from '../io.js'
 import { describeClientError } from './brine.js'
 
 /** What `brine-key` needs of @brine/client's WheelClient (tests pass a stand-in). */
@@ -11,69 +14,30 @@ export interface KeyWheel {
 }
 
 export interface KeyDeps {
-  createClient?: (options: { configDir: string; logger: Logger }) => KeyWheel
+  createClient?: (options: { configDir: string; logger: Logger; opts: MasterConfig }) => KeyWheel
 }
 
-/** The key states as the master's wheel names them, in the order salt-key prints them. */
-export const KEY_DIRS = ['minions', 'minions_denied', 'minions_pre', 'minions_rejected'] as const
+/** The key states in the order Salt's Key.list_keys returns them (what `--out json` shows unsorted). */
+export const KEY_DIRS = ['minions', 'minions_pre', 'minions_rejected', 'minions_denied'] as const
 export type KeyDir = (typeof KEY_DIRS)[number]
 export type KeyListing = Partial<Record<KeyDir, string[]>>
 
-const TITLES: Record<KeyDir, string> = {
-  minions: 'Accepted Keys:',
-  minions_denied: 'Denied Keys:',
-  minions_pre: 'Unaccepted Keys:',
-  minions_rejected: 'Rejected Keys:',
-}
-
-/** `-l` arguments, Salt's spellings. */
-const LIST_NAMES: Record<string, KeyDir | 'all'> = {
-  pre: 'minions_pre',
-  un: 'minions_pre',
-  unaccepted: 'minions_pre',
-  acc: 'minions',
-  accepted: 'minions',
-  rej: 'minions_rejected',
-  rejected: 'minions_rejected',
-  den: 'minions_denied',
-  denied: 'minions_denied',
-  all: 'all',
-}
-
-/** salt-key's listing: each state's title, then its ids, sorted. */
-export function formatKeyListing(listing: KeyListing, only?: readonly KeyDir[]): string {
-  let out = ''
-  for (const dir of KEY_DIRS) {
-    if (only !== undefined && !only.includes(dir)) continue
-    out += `${TITLES[dir]}\n`
-    for (const id of [...(listing[dir] ?? [])].sort()) out += `${id}\n`
-  }
-  return out
-}
-
-/** salt-key's finger listing: `id:  fingerprint` under each state's title. */
-export function formatFingers(fingers: Partial<Record<string, Record<string, string>>>): string {
-  let out = ''
-  const local = fingers['local']
-  if (local !== undefined) {
-    out += 'Local Keys:\n'
-    for (const [name, finger] of Object.entries(local).sort()) out += `${name}:  ${finger}\n`
-  }
-  for (const dir of KEY_DIRS) {
-    const entries = fingers[dir]
-    if (entries === undefined) continue
-    out += `${TITLES[dir]}\n`
-    for (const [id, finger] of Object.entries(entries).sort()) out += `${id}:  ${finger}\n`
-  }
-  return out
-}
+/** `-l` takes any word starting with one of these, as salt-key does (`acc`, `accepted`, `un`, `unaccepted`, …). */
+const LIST_PREFIXES: ReadonlyArray<[prefix: string, dir: KeyDir | 'all']> = [
+  ['acc', 'minions'],
+  ['pre', 'minions_pre'],
+  ['un', 'minions_pre'],
+  ['rej', 'minions_rejected'],
+  ['den', 'minions_denied'],
+  ['all', 'all'],
+]
 
 type Action =
-  | { kind: 'list'; dirs: KeyDir[] | undefined }
-  | { kind: 'accept' | 'reject' | 'delete'; glob: string }
-  | { kind: 'finger'; glob: string }
+  | { kind: 'list'; dir: KeyDir | 'all' }
+  | { kind: 'accept' | 'reject' | 'delete' | 'finger' | 'print'; match: string }
+  | { kind: 'gen_keys'; name: string; dir: string }
 
-interface KeyArgs {
+export interface KeyArgs {
   configDir: string
   logLevel: string
   action: Action
@@ -81,6 +45,7 @@ interface KeyArgs {
   includeRejected: boolean
   includeDenied: boolean
   includeAccepted: boolean
+  output: OutputFlags
 }
 
 export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | number {
@@ -88,7 +53,7 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     .description("Manage minion keys on the running master (Salt's `salt-key`).")
     .option('-L, --list-all', 'list every key')
     .option('-l, --list <state>', 'list the keys in one state: pre|un|unaccepted, acc|accepted, rej|rejected, den|denied, all')
-    .option('-a, --accept <glob>', 'accept the pending keys matching the glob')
+    .option('-a, --accept <glob>', 'accept the pending keys matching the glob (several: a,b)')
     .option('-A, --accept-all', 'accept every pending key')
     .option('-r, --reject <glob>', 'reject the pending keys matching the glob')
     .option('-R, --reject-all', 'reject every pending key')
@@ -96,114 +61,176 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     .option('-D, --delete-all', 'delete every key')
     .option('-f, --finger <glob>', 'print the fingerprints of the keys matching the glob')
     .option('-F, --finger-all', 'print every fingerprint')
+    .option('-p, --print <glob>', 'print the public keys matching the glob')
+    .option('-P, --print-all', 'print every public key')
+    .option('--gen-keys <name>', 'generate a key pair <name>.key and <name>.pub (in --gen-keys-dir) and print its fingerprint')
+    .option('--gen-keys-dir <dir>', 'where --gen-keys writes', '.')
     .option('-y, --yes', 'answer yes to every question')
     .option('--include-rejected', 'accept also rejected keys')
-    .option('--include-denied', 'accept or reject also denied keys')
     .option('--include-accepted', 'reject also accepted keys')
+    .option('--include-denied', 'accept or reject also denied keys')
+    .option('--include-all', 'accept also rejected keys, reject also accepted keys')
+    .addOption(new Option('--out <outputter>', 'how to print listings').choices([...OUTPUTTERS, 'key']))
+    .option('--out-indent <n>', 'indent for json and yaml output (negative: one line)', integer)
+    .option('--no-color', 'never colour the output')
+    .option('--force-color', 'colour the output even when it is not a terminal')
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
   const actions: Action[] = []
-  if (o.listAll === true) actions.push({ kind: 'list', dirs: undefined })
+  if (typeof o.genKeys === 'string') actions.push({ kind: 'gen_keys', name: o.genKeys, dir: String(o.genKeysDir) })
+  if (o.listAll === true) actions.push({ kind: 'list', dir: 'all' })
   if (typeof o.list === 'string') {
-    const dir = LIST_NAMES[o.list]
-    if (dir === undefined) {
-      io.stderr.write(`brine-key: error: option '-l, --list <state>' got '${o.list}'; use one of ${Object.keys(LIST_NAMES).join(', ')}\n`)
-      return EXIT_USAGE
-    }
-    actions.push({ kind: 'list', dirs: dir === 'all' ? undefined : [dir] })
+    const list = o.list
+    const dir = LIST_PREFIXES.find(([prefix]) => list.startsWith(prefix))?.[1]
+    if (dir === undefined) return usageError(io, 'brine-key', `'${list}' is not a valid argument to '--list'`, program.usage())
+    actions.push({ kind: 'list', dir })
   }
   for (const [kind, one, all] of [
     ['accept', 'accept', 'acceptAll'],
     ['reject', 'reject', 'rejectAll'],
     ['delete', 'delete', 'deleteAll'],
     ['finger', 'finger', 'fingerAll'],
+    ['print', 'print', 'printAll'],
   ] as const) {
-    if (typeof o[one] === 'string') actions.push({ kind, glob: o[one] as string })
-    if (o[all] === true) actions.push({ kind, glob: '*' })
+    if (typeof o[one] === 'string') actions.push({ kind, match: o[one] as string })
+    if (o[all] === true) actions.push({ kind, match: '*' })
   }
-  if (actions.length > 1) {
-    io.stderr.write('brine-key: error: give one action at a time (-L, -l, -a, -A, -r, -R, -d, -D, -f or -F)\n')
-    return EXIT_USAGE
-  }
-  const level = String(o.logLevel)
+  if (actions.length > 1) return usageError(io, 'brine-key', 'give one action at a time (-L, -l, -a, -A, -r, -R, -d, -D, -f, -F, -p, -P or --gen-keys)', program.usage())
+  const output: OutputFlags = {}
+  if (typeof o.out === 'string') output.out = o.out
+  if (typeof o.outIndent === 'number') output.outIndent = o.outIndent
+  if (o.forceColor === true) output.color = true
+  else if (o.color === false) output.color = false
+  const includeAll = o.includeAll === true
+  const action = actions[0] ?? { kind: 'list', dir: 'all' }
   return {
     configDir: String(o.configDir),
-    logLevel: level,
-    action: actions[0] ?? { kind: 'list', dirs: undefined },
+    logLevel: String(o.logLevel),
+    action,
     yes: o.yes === true,
-    includeRejected: o.includeRejected === true,
+    // salt-key's _update_opts: --include-all widens accept to rejected keys and reject to accepted ones.
+    includeRejected: action.kind === 'accept' && (includeAll || o.includeRejected === true),
+    includeAccepted: action.kind === 'reject' && (includeAll || o.includeAccepted === true),
     includeDenied: o.includeDenied === true,
-    includeAccepted: o.includeAccepted === true,
+    output,
   }
 }
 
 const PAST: Record<'accept' | 'reject' | 'delete', string> = { accept: 'accepted', reject: 'rejected', delete: 'deleted' }
 
-/** `brine-key`: 0 done, 1 failed or nothing matched, 2 usage error or refused without -y. */
+/** salt.utils.data.sorted_ignorecase. */
+const sortedIgnoreCase = (ids: readonly string[]): string[] => [...ids].sort(comparePython).sort((a, b) => comparePython(a.toLowerCase(), b.toLowerCase()))
+
+/** The master's listing in Salt's state order, each list sorted as Salt's Key.list_keys sorts it. */
+function normalizeListing(listing: KeyListing): Record<KeyDir, string[]> {
+  return Object.fromEntries(KEY_DIRS.map((dir) => [dir, sortedIgnoreCase(listing[dir] ?? [])])) as Record<KeyDir, string[]>
+}
+
+/** Salt's name_match: `a,b` is two globs; each state keeps the ids any of them matches. */
+function nameMatch(listing: Record<KeyDir, string[]>, match: string): KeyListing {
+  const patterns = match.split(',').map((glob) => globToRegExp(glob))
+  const out: KeyListing = {}
+  for (const dir of KEY_DIRS) {
+    const hits = listing[dir].filter((id) => patterns.some((pattern) => pattern.test(id)))
+    if (hits.length > 0) out[dir] = hits
+  }
+  return out
+}
+
+/**
+ * `brine-key`, Salt's `salt-key`: exit 0 when done, when the glob matched nothing (Salt's message
+ * on stdout) and when the answer was no; 1 when the master could not do it; 64 for a usage error
+ * (a bad `-l` state, two actions, no terminal to confirm on without `-y`).
+ */
 export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDeps = {}): Promise<number> {
   const parsed = parseKeyArgs(argv, io)
   if (typeof parsed === 'number') return parsed
   const args = parsed
   const logger = cliLogger(args.logLevel, io, 'brine-key')
-  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? new WheelClient({ configDir: args.configDir, logger })
+  let opts: MasterConfig
+  try {
+    opts = (await loadConfig('master', { configDir: args.configDir, logger })).opts
+  } catch (error) {
+    return fail(io, 'brine-key', describeClientError(error))
+  }
+  const output = outputSettings(opts, args.output, io.stdout.isTTY === true)
+  const print = (data: unknown): void => {
+    io.stdout.write(renderOutput(output.out ?? 'key', data, output))
+  }
+  const { action } = args
+  if (action.kind === 'gen_keys') return genKeys(action, io, print)
+  const client = deps.createClient?.({ configDir: args.configDir, logger, opts }) ?? new WheelClient({ opts, logger })
   // The same wheel path WheelClient users get (salt-key does the same through salt.wheel).
   const wheel = (fun: string, extra: Record<string, unknown> = {}): Promise<unknown> => client.cmd(fun, extra)
   try {
-    const { action } = args
     if (action.kind === 'list') {
-      io.stdout.write(formatKeyListing((await wheel('key.list_all')) as KeyListing, action.dirs))
+      const listing = normalizeListing((await wheel('key.list_all')) as KeyListing)
+      print(action.dir === 'all' ? listing : { [action.dir]: listing[action.dir] })
       return EXIT_OK
     }
-    if (action.kind === 'finger') {
-      io.stdout.write(formatFingers((await wheel('key.finger', { match: action.glob })) as Record<string, Record<string, string>>))
+    if (action.kind === 'finger' || action.kind === 'print') {
+      print(await wheel(`key.${action.kind}`, { match: action.match.split(',') }))
       return EXIT_OK
     }
-    // Which states the action reads from, as salt-key decides.
-    const from: KeyDir[] =
-      action.kind === 'delete'
-        ? [...KEY_DIRS]
-        : action.kind === 'accept'
-          ? ['minions_pre', ...(args.includeRejected ? (['minions_rejected'] as const) : []), ...(args.includeDenied ? (['minions_denied'] as const) : [])]
-          : ['minions_pre', ...(args.includeAccepted ? (['minions'] as const) : []), ...(args.includeDenied ? (['minions_denied'] as const) : [])]
-    const listing = (await wheel('key.list_all')) as KeyListing
-    const pattern = globToRegExp(action.glob)
-    const matched: KeyListing = {}
-    const ids: string[] = []
-    for (const dir of from) {
-      const hits = (listing[dir] ?? []).filter((id) => pattern.test(id)).sort()
-      if (hits.length === 0) continue
-      matched[dir] = hits
-      ids.push(...hits)
-    }
-    if (ids.length === 0) {
-      const which = action.kind === 'delete' ? '' : action.kind === 'accept' ? ' unaccepted' : ' pending'
-      io.stderr.write(`The key glob '${action.glob}' does not match any${which} keys.\n`)
-      return EXIT_GENERIC
-    }
-    if (!args.yes) {
-      if (io.prompt === undefined) {
-        io.stderr.write(`brine-key: refusing to ${action.kind} keys without a terminal to confirm on; use -y\n`)
-        return EXIT_USAGE
-      }
-      io.stdout.write(`The following keys are going to be ${PAST[action.kind]}:\n${formatKeyListing(matched, from.filter((dir) => matched[dir] !== undefined))}`)
-      // Salt's defaults: yes for accept and reject, no for delete.
-      const defaultYes = action.kind !== 'delete'
-      const answer = (await io.prompt(defaultYes ? 'Proceed? [n/Y] ' : 'Proceed? [N/y] ')).trim().toLowerCase()
-      const proceed = answer === '' ? defaultYes : answer.startsWith('y')
-      if (!proceed) return EXIT_OK
-    }
-    const extra: Record<string, unknown> = { match: ids }
-    if (args.includeRejected) extra.include_rejected = true
-    if (args.includeDenied) extra.include_denied = true
-    if (args.includeAccepted) extra.include_accepted = true
-    const result = (await wheel(`key.${action.kind}`, extra)) as KeyListing
-    const done = new Set(Object.values(result ?? {}).flat())
-    for (const id of [...done].sort()) io.stdout.write(`Key for minion ${id} ${PAST[action.kind]}.\n`)
-    return EXIT_OK
+    return await changeKeys(action.kind, action.match, args, io, output, wheel)
   } catch (error) {
     return fail(io, 'brine-key', describeClientError(error))
   } finally {
     await client.close()
   }
+}
+
+/** `--gen-keys NAME`: a key pair written locally (no master), printed as Salt prints it: `return:` and the fingerprint. */
+async function genKeys(action: { name: string; dir: string }, io: CommandIO, print: (data: unknown) => void): Promise<number> {
+  try {
+    // An existing pair is kept and reported, as Salt keeps a key another process made first.
+    const { keys } = await loadOrCreateKeys(action.dir, action.name, { logger: silentLogger })
+    print({ return: fingerprint(publicKeysOf(keys)) })
+    return EXIT_OK
+  } catch (error) {
+    return fail(io, 'brine-key', (error as Error).message)
+  }
+}
+
+async function changeKeys(
+  kind: 'accept' | 'reject' | 'delete',
+  match: string,
+  args: KeyArgs,
+  io: CommandIO,
+  output: OutputSettings,
+  wheel: (fun: string, extra?: Record<string, unknown>) => Promise<unknown>,
+): Promise<number> {
+  const matched = nameMatch(normalizeListing((await wheel('key.list_all')) as KeyListing), match)
+  // salt-key's _filter_ret: delete takes every state; accept and reject the pending keys plus what --include-* adds.
+  const from: KeyDir[] =
+    kind === 'delete'
+      ? [...KEY_DIRS]
+      : ['minions_pre', ...(args.includeAccepted ? (['minions'] as const) : []), ...(args.includeRejected ? (['minions_rejected'] as const) : []), ...(args.includeDenied ? (['minions_denied'] as const) : [])]
+  const selected: KeyListing = {}
+  for (const dir of from) if (matched[dir] !== undefined) selected[dir] = matched[dir]
+  if (Object.keys(selected).length === 0) {
+    const states = ['unaccepted', ...(args.includeAccepted ? ['accepted'] : []), ...(args.includeRejected ? ['rejected'] : []), ...(args.includeDenied ? ['denied'] : [])]
+    const which = states.length === 1 ? states[0] : `${states.slice(0, -1).join(', ')} or ${states.at(-1)}`
+    io.stdout.write(`The key glob '${match}' does not match any ${which} keys.\n`)
+    return EXIT_OK
+  }
+  io.stdout.write(`The following keys are going to be ${PAST[kind]}:\n`)
+  io.stdout.write(renderOutput(output.out ?? 'key', selected, output))
+  if (!args.yes) {
+    if (io.prompt === undefined) return usageError(io, 'brine-key', `refusing to ${kind} keys without a terminal to confirm on; use -y`)
+    // Salt's defaults: yes for accept and reject, no for delete.
+    const defaultYes = kind !== 'delete'
+    const answer = (await io.prompt(defaultYes ? 'Proceed? [n/Y] ' : 'Proceed? [N/y] ')).trim().toLowerCase()
+    if (!(answer === '' ? defaultYes : answer.startsWith('y'))) return EXIT_OK
+  }
+  const extra: Record<string, unknown> = { match: Object.values(selected).flat() }
+  if (args.includeRejected) extra.include_rejected = true
+  if (args.includeDenied) extra.include_denied = true
+  if (args.includeAccepted) extra.include_accepted = true
+  const result = (await wheel(`key.${kind}`, extra)) as KeyListing
+  // Salt reports a delete from the listing it showed, and an accept or reject from what the master did.
+  const done = kind === 'delete' ? selected : result ?? {}
+  for (const ids of Object.values(done)) for (const id of sortedIgnoreCase(ids ?? [])) io.stdout.write(`Key for minion ${id} ${PAST[kind]}.\n`)
+  return EXIT_OK
 }

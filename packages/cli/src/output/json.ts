@@ -1,27 +1,59 @@
+import { comparePython, pythonBytesRepr, pythonNumberRepr } from './python.js'
+
+export interface JsonOutputOptions {
+  /**
+   * Salt's `output_indent` (`--out-indent N` or the config key): absent → 4 spaces in the data's
+   * order; `pretty` → 4 spaces, keys sorted; a negative number or null → one line; 0 → a line per
+   * item without indenting; N → N spaces; a string → that string as the indent (as json.dumps takes it).
+   */
+  indent?: number | string | null
+}
+
+/** What Python's json.dumps takes: indent (None for one line) and sort_keys. */
+interface DumpOptions {
+  indent: string | undefined
+  sortKeys: boolean
+}
+
 /**
- * Salt's `json` outputter: indent 4 by default; `--out-indent` 0 puts each item on its own line
- * without indenting, and a negative indent prints one line with Python's `, ` and `: ` separators.
+ * Salt's `json` outputter (salt/output/json_out.py): `json.dumps(data, default=repr, indent=…,
+ * sort_keys=…)` with Python's text: `, ` and `: ` on one line, `,` at line ends when indented,
+ * floats as Python prints them, NaN and Infinity as Python writes them, non-ASCII kept.
  */
-export function jsonOutput(data: unknown, options: { indent?: number } = {}): string {
-  const indent = options.indent ?? 4
-  if (indent < 0) return compact(data)
-  if (indent === 0) return JSON.stringify(data, replacer, '\u0000').replace(/\n\u0000+/g, '\n')
-  return JSON.stringify(data, replacer, indent) ?? 'null'
+export function jsonOutput(data: unknown, options: JsonOutputOptions = {}): string {
+  const indent = options.indent
+  if (indent === undefined) return dumps(data, { indent: '    ', sortKeys: false })
+  if (indent === 'pretty') return dumps(data, { indent: '    ', sortKeys: true })
+  if (indent === null || (typeof indent === 'number' && indent < 0)) return dumps(data, { indent: undefined, sortKeys: false })
+  return dumps(data, { indent: typeof indent === 'number' ? ' '.repeat(indent) : indent, sortKeys: false })
 }
 
-/** Values JSON cannot spell (bytes, bigints) become strings, as Salt's `default=repr` makes them. */
-function replacer(_key: string, value: unknown): unknown {
-  if (typeof value === 'bigint') return value.toString()
-  if (value instanceof Uint8Array) return Buffer.from(value).toString('latin1')
-  if (value === undefined) return null
-  return value
-}
-
-function compact(value: unknown): string {
-  const prepared = replacer('', value)
-  if (Array.isArray(prepared)) return `[${prepared.map(compact).join(', ')}]`
-  if (typeof prepared === 'object' && prepared !== null && !ArrayBuffer.isView(prepared)) {
-    return `{${Object.entries(prepared).map(([key, item]) => `${JSON.stringify(key)}: ${compact(item)}`).join(', ')}}`
+/** Python's json.dumps(value, ensure_ascii=False, default=repr) with the given indent and sort_keys. */
+export function dumps(value: unknown, options: DumpOptions): string {
+  const itemSeparator = options.indent === undefined ? ', ' : ','
+  const encode = (item: unknown, level: number): string => {
+    if (item === null || item === undefined) return 'null'
+    if (item === true) return 'true'
+    if (item === false) return 'false'
+    if (typeof item === 'number') {
+      if (Number.isNaN(item)) return 'NaN'
+      if (!Number.isFinite(item)) return item > 0 ? 'Infinity' : '-Infinity'
+      return pythonNumberRepr(item)
+    }
+    if (typeof item === 'bigint') return item.toString()
+    if (typeof item === 'string') return JSON.stringify(item)
+    // default=repr: what json cannot encode becomes its repr(), as a string.
+    if (item instanceof Uint8Array) return JSON.stringify(pythonBytesRepr(item))
+    const entries: Array<[string | undefined, unknown]> = Array.isArray(item)
+      ? item.map((element): [undefined, unknown] => [undefined, element])
+      : (Object.keys(item as object).map((key): [string, unknown] => [key, (item as Record<string, unknown>)[key]]))
+    if (!Array.isArray(item) && options.sortKeys) entries.sort(([a], [b]) => comparePython(a as string, b as string))
+    const [open, close] = Array.isArray(item) ? ['[', ']'] : ['{', '}']
+    if (entries.length === 0) return `${open}${close}`
+    const newline = options.indent === undefined ? '' : `\n${options.indent.repeat(level + 1)}`
+    const end = options.indent === undefined ? '' : `\n${options.indent.repeat(level)}`
+    const parts = entries.map(([key, element]) => `${key === undefined ? '' : `${JSON.stringify(key)}: `}${encode(element, level + 1)}`)
+    return `${open}${newline}${parts.join(`${itemSeparator}${newline}`)}${end}${close}`
   }
-  return JSON.stringify(prepared) ?? 'null'
+  return encode(value, 0)
 }

@@ -1,16 +1,5 @@
-import { pythonRepr, splitLines } from './python.js'
-
-/** ANSI colours as Salt's get_colors() names them; all empty when colour is off. */
-export interface Colors {
-  GREEN: string
-  LIGHT_YELLOW: string
-  CYAN: string
-  RED: string
-  ENDC: string
-}
-
-export const ANSI_COLORS: Colors = { GREEN: '\x1b[0;32m', LIGHT_YELLOW: '\x1b[1;33m', CYAN: '\x1b[0;36m', RED: '\x1b[0;31m', ENDC: '\x1b[0m' }
-export const NO_COLORS: Colors = { GREEN: '', LIGHT_YELLOW: '', CYAN: '', RED: '', ENDC: '' }
+import { getColors, stripEscSequence } from './colors.js'
+import { pythonNumberRepr, sortedKeys, splitLines } from './python.js'
 
 export interface NestedOptions {
   color?: boolean
@@ -18,37 +7,42 @@ export interface NestedOptions {
   retcode?: number
   /** Salt's nested_indent: where the top level starts. */
   indent?: number
-}
-
-/** Scalars as Python prints them: True/False/None, numbers as they are. */
-function scalar(value: unknown): string {
-  return typeof value === 'number' || typeof value === 'bigint' ? String(value) : pythonRepr(value)
+  /** Salt's strip_colors: escape characters in strings become `?` (Brine's default; Salt's is false). */
+  stripColors?: boolean
 }
 
 /**
- * Salt's default `nested` outputter: dict keys sorted, each followed by `:` with its value
- * indented four spaces; dicts below the top level preceded by `----------`; list items as `- item`,
- * and `|_` before a list item that is itself a list or dict.
+ * Salt's default `nested` outputter (salt/output/nested.py): dict keys sorted, each followed by `:`
+ * with its value indented four spaces; dicts below the top level preceded by `----------`; list
+ * items as `- item`, and `|_` before a list item that is itself a list or dict. Colours as Salt's:
+ * keys cyan, strings green, numbers, booleans and None bold yellow, everything red after a failure.
  */
 export function nestedOutput(data: unknown, options: NestedOptions = {}): string {
-  const c = options.color === true ? ANSI_COLORS : NO_COLORS
+  const c = getColors(options.color)
   const failed = (options.retcode ?? 0) !== 0
+  const stripColors = options.stripColors ?? true
   const line = (indent: number, color: string, message: string, prefix = '', suffix = ''): string =>
     `${' '.repeat(indent)}${color}${prefix}${message}${c.ENDC}${suffix}`
   const out: string[] = []
   const display = (value: unknown, indent: number, prefix: string): void => {
-    if (value === null || value === undefined || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'bigint') {
-      out.push(line(indent, c.LIGHT_YELLOW, scalar(value), prefix))
+    if (value instanceof Uint8Array) {
+      // Bytes that decode as UTF-8 print as a string; others print nothing, as in Salt.
+      try {
+        value = new TextDecoder('utf-8', { fatal: true }).decode(value)
+      } catch {
+        return
+      }
+    }
+    if (value === null || value === undefined || typeof value === 'boolean') {
+      out.push(line(indent, c.LIGHT_YELLOW, value === true ? 'True' : value === false ? 'False' : 'None', prefix))
+    } else if (typeof value === 'number' || typeof value === 'bigint') {
+      out.push(line(indent, c.LIGHT_YELLOW, pythonNumberRepr(value), prefix))
     } else if (typeof value === 'string') {
       let first = true
       for (const text of splitLines(value)) {
-        // Escape sequences a command printed are stripped, as Salt's strip_colors does.
-        const clean = text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '')
-        out.push(line(indent, c.GREEN, clean, first ? prefix : ' '.repeat(prefix.length)))
+        out.push(line(indent, c.GREEN, stripColors ? stripEscSequence(text) : text, first ? prefix : ' '.repeat(prefix.length)))
         first = false
       }
-    } else if (value instanceof Uint8Array) {
-      out.push(line(indent, c.GREEN, pythonRepr(value), prefix))
     } else if (Array.isArray(value)) {
       const color = failed ? c.RED : c.GREEN
       for (const item of value) {
@@ -63,23 +57,21 @@ export function nestedOutput(data: unknown, options: NestedOptions = {}): string
       const color = failed ? c.RED : c.CYAN
       if (indent > 0) out.push(line(indent, color, '----------'))
       const record = value as Record<string, unknown>
-      for (const key of Object.keys(record).sort()) {
+      for (const key of sortedKeys(record)) {
         out.push(line(indent, color, key, prefix, ':'))
         display(record[key], indent + 4, '')
       }
-    } else {
-      out.push(line(indent, c.GREEN, String(value), prefix))
     }
   }
   display(data, options.indent ?? 0, '')
   return out.join('\n')
 }
 
-/** Salt's `no_return` outputter: a minion that did not answer, in red. */
+/** Salt's `no_return` outputter: a minion that did not answer, its id cyan and the notice red. */
 export function noReturnOutput(data: Record<string, string>, options: { color?: boolean } = {}): string {
-  const c = options.color === true ? ANSI_COLORS : NO_COLORS
+  const c = getColors(options.color)
   let out = ''
-  for (const key of Object.keys(data).sort()) {
+  for (const key of sortedKeys(data)) {
     out += `${c.CYAN}${key}${c.ENDC}:\n`
     for (const text of (data[key] ?? '').split('\n')) out += `${c.RED}    ${text}${c.ENDC}\n`
   }

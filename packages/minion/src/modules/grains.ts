@@ -7,7 +7,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import * as os from 'node:os'
 import { dirname, join } from 'node:path'
-import { isPlainObject, resolvePlainScalar, traverseDictAndList } from './args.js'
+import { resolveSaltScalar } from '@brine/common'
+import { isPlainObject, traverseDictAndList } from './args.js'
 import { CommandExecutionError, InvocationError } from './errors.js'
 import type { Grains, JobContext, MinionOpts, ModuleDefinition } from './types.js'
 import { brineVersion, brineVersionInfo } from './version.js'
@@ -245,7 +246,7 @@ export async function readPersistedGrains(path: string): Promise<Grains> {
     }
     const raw = (match[2] as string).replace(/\s+#.*$/, '')
     const quoted = /^(['"])(.*)\1$/.exec(raw)
-    grains[(match[1] as string).trim()] = quoted === null ? resolvePlainScalar(raw) : quoted[2]
+    grains[(match[1] as string).trim()] = quoted === null ? resolveSaltScalar(raw) : quoted[2]
   })
   return grains
 }
