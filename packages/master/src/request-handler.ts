@@ -10,6 +10,7 @@ import {
 } from '@brine/crypt'
 import {
   expectedMinions,
+  resolveNodegroups,
   generateJid,
   isMinionOwnTag,
   tags,
@@ -166,13 +167,15 @@ export class MasterRequestHandler {
    * The master's publish path: resolves the expected minions, stores the job, fires
    * `salt/job/<jid>/new` and publishes the sealed load. Runners call it directly.
    */
-  async publishJob(publish: JobRequest): Promise<PublishReply> {
+  async publishJob(request: JobRequest): Promise<PublishReply> {
+    // Nodegroups are the master's: minions get them expanded into a compound expression, as Salt's client publishes them.
+    const publish: JobRequest = { ...request, ...resolveNodegroups(request, this.#o.nodegroups) }
     const listing = await this.#o.store.list()
     const known: MinionInfo[] = listing.minions.map((id) => {
       const grains = this.#o.grains.get(id)
       return grains === undefined ? { id } : { id, grains }
     })
-    const minions = expectedMinions({ tgt: publish.tgt, tgt_type: publish.tgt_type }, known, this.#o.nodegroups)
+    const minions = await expectedMinions({ tgt: publish.tgt, tgt_type: publish.tgt_type }, known, this.#o.nodegroups)
     if (minions.length === 0) return { jid: '', minions: [] }
     const jid = publish.jid ?? generateJid()
     const job: Record<string, unknown> = {
