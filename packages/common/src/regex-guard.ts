@@ -103,7 +103,9 @@ export class RegexGuard {
   /** Batches being gathered this turn of the event loop, by expression. */
   readonly #gathering = new Map<string, Batch>()
   readonly #queue: Batch[] = []
-  readonly #exits = new Set<Promise<unknown>>()
+  /** Exits of workers being stopped, which {@link settled} waits for. */
+  readonly #exits = new Set<Promise<void>>()
+  readonly #exitOf = new WeakMap<Worker, Promise<void>>()
   readonly #stats: RegexGuardStats = { batches: 0, matched: 0, cached: 0, timeouts: 0, refused: 0, workersStarted: 0, workersExited: 0 }
   #worker: Worker | undefined
   #online = false
@@ -247,9 +249,8 @@ export class RegexGuard {
     this.#online = false
     this.#stats.workersStarted++
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
-    this.#exits.add(exited)
+    this.#exitOf.set(worker, exited)
     void exited.then(() => {
-      this.#exits.delete(exited)
       this.#stats.workersExited++
       if (this.#worker === worker) this.#lostWorker('the regex worker exited')
     })
@@ -315,7 +316,12 @@ export class RegexGuard {
     if (worker === undefined) return
     this.#worker = undefined
     this.#online = false
-    // terminate() interrupts a running RegExp; 'exit' (counted in #exits) follows.
+    const exited = this.#exitOf.get(worker)
+    if (exited !== undefined) {
+      this.#exits.add(exited)
+      void exited.then(() => this.#exits.delete(exited))
+    }
+    // terminate() interrupts a running RegExp; 'exit' follows.
     void worker.terminate()
   }
 

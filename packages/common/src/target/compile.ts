@@ -77,9 +77,9 @@ interface CompileState {
 const compiledTargets = new LruMap<string, CompiledTarget>(512)
 const CACHED_TARGET_CHARS = 8192
 
-function cacheKey(tgtType: string, tgt: Tgt): string | undefined {
-  const text = Array.isArray(tgt) ? `[${tgt.join('\u0001')}` : String(tgt)
-  return text.length > CACHED_TARGET_CHARS ? undefined : `${tgtType}\u0000${text}`
+function cacheKey(tgtType: string, tgt: Tgt, length: number): string | undefined {
+  if (length > CACHED_TARGET_CHARS) return undefined
+  return `${tgtType}\u0000${Array.isArray(tgt) ? `[${tgt.join('\u0001')}` : String(tgt)}`
 }
 
 /**
@@ -90,8 +90,8 @@ function cacheKey(tgtType: string, tgt: Tgt): string | undefined {
 export function compileTarget(target: Target, nodegroups: Nodegroups = {}): CompiledTarget {
   const tgtType = target.tgt_type ?? 'glob'
   const tgt = target.tgt
-  checkTargetLength(tgt, String(tgtType))
-  const key = cacheKey(String(tgtType), tgt)
+  const length = checkTargetLength(tgt, String(tgtType))
+  const key = cacheKey(String(tgtType), tgt, length)
   const cached = key === undefined ? undefined : compiledTargets.get(key)
   if (cached !== undefined) return cached
   const state: CompileState = { shown: showTarget(tgt), tgtType: String(tgtType), usesRegex: false, usedNodegroups: false }
@@ -107,7 +107,7 @@ export function compileTarget(target: Target, nodegroups: Nodegroups = {}): Comp
       root = parseCompound(nodegroupTargetWords(tgt, nodegroups, shown, tgtType), nodegroups, state)
       break
     case 'list':
-      root = term('list', Array.isArray(tgt) ? tgt.join(',') : String(tgt), DEFAULT_TARGET_DELIMITER, state)
+      root = Array.isArray(tgt) ? listTerm(tgt, state) : term('list', String(tgt), DEFAULT_TARGET_DELIMITER, state)
       break
     case 'glob':
     case 'pcre':
@@ -269,17 +269,27 @@ function term(engine: Engine, pattern: string, delimiter: string, state: Compile
       state.usesRegex = true
       return { kind: 'term', needsGrains: false, test: (minion, oracle) => oracle.test(regex, minion.id) }
     }
-    case 'list': {
-      const ids = new Set(pattern.split(',').map((id) => id.trim()).filter((id) => id !== ''))
-      if (ids.size === 0) fail('the list names no minions')
-      return { kind: 'term', needsGrains: false, test: (minion) => ids.has(minion.id) }
-    }
+    case 'list':
+      return listTerm(pattern.split(','), state)
     case 'grain':
     case 'grain_pcre':
       return grainTerm(engine, pattern, delimiter, state, fail)
     case 'ipcidr':
       return { kind: 'term', needsGrains: true, test: compileIpcidr(pattern, fail) }
   }
+}
+
+/** Salt's list matcher: the ids, each trimmed (an item of a list target may itself hold commas). */
+function listTerm(items: readonly string[], state: CompileState): Node {
+  const ids = new Set<string>()
+  for (const item of items) {
+    for (const part of item.includes(',') ? item.split(',') : [item]) {
+      const id = part.trim()
+      if (id !== '') ids.add(id)
+    }
+  }
+  if (ids.size === 0) throw new TargetError(state.shown, state.tgtType, 'the list names no minions')
+  return { kind: 'term', needsGrains: false, test: (minion) => ids.has(minion.id) }
 }
 
 /** Salt's grain and grain_pcre matchers: subdict_match on the grains, the value compared as str(value).lower(). */

@@ -26,8 +26,11 @@ export function showTarget(tgt: Tgt): string {
   return Array.isArray(tgt) ? tgt.join(' ') : String(tgt)
 }
 
-/** Throws TargetError when `tgt` is longer than {@link TARGET_LIMITS} allow for `tgtType`; O(items), no copying. */
-export function checkTargetLength(tgt: Tgt, tgtType: string): void {
+/**
+ * Throws TargetError when `tgt` is longer than {@link TARGET_LIMITS} allow for `tgtType`; returns
+ * its length (a list's items counted with a separator between them). O(items), no copying.
+ */
+export function checkTargetLength(tgt: Tgt, tgtType: string): number {
   let length: number
   if (Array.isArray(tgt)) {
     length = Math.max(0, tgt.length - 1)
@@ -44,4 +47,5 @@ export function checkTargetLength(tgt: Tgt, tgtType: string): void {
     const start = (Array.isArray(tgt) ? tgt.slice(0, 50).join(' ') : String(tgt)).slice(0, SHOWN_TARGET_CHARS - 1)
     throw new TargetError(`${start}…`, tgtType, `the target is ${length > TARGET_LIMITS.listLength ? `over ${TARGET_LIMITS.listLength}` : length} characters long; the limit is ${limit}`)
   }
+  return length
 }
