@@ -91,6 +91,15 @@ parentPort.on('message', (batch) => {
 /** How long one batch of matching may take by default, in milliseconds. */
 export const DEFAULT_REGEX_TIMEOUT_MS = 500
 
+const keys = new WeakMap<GuardedRegex, string>()
+
+/** `flags/source`: what results are remembered under (the same expression may come as different objects). */
+function keyOf(regex: GuardedRegex): string {
+  let key = keys.get(regex)
+  if (key === undefined) keys.set(regex, (key = `${regex.flags}/${regex.source}`))
+  return key
+}
+
 /** Texts longer than this are matched but their results not remembered. */
 const CACHED_TEXT_CHARS = 1024
 
@@ -121,6 +130,14 @@ export class RegexGuard {
     this.#results = new LruMap(options.cacheSize ?? 16_384)
   }
 
+  /** The remembered answer for one text, without matching: undefined when it has not been matched (or was too long to keep). */
+  peek(regex: GuardedRegex, text: string): boolean | undefined {
+    if (text.length > CACHED_TEXT_CHARS) return undefined
+    const known = this.#results.get(`${keyOf(regex)}\u0000${text}`)
+    if (known !== undefined) this.#stats.cached++
+    return known
+  }
+
   /**
    * Whether each text matches, tested from its first character as a sticky (`y`) expression
    * tests. Throws {@link RegexTimeoutError} when the batch these texts travel in hits the deadline
@@ -129,7 +146,7 @@ export class RegexGuard {
   async matchMany(regex: GuardedRegex, texts: readonly string[], options: { signal?: AbortSignal } = {}): Promise<boolean[]> {
     options.signal?.throwIfAborted()
     if (this.#closed) throw new RegexMatchError(regex.pattern ?? regex.source, 'the regex guard is closed')
-    const key = `${regex.flags}/${regex.source}`
+    const key = keyOf(regex)
     const heldUntil = this.#held.get(key)
     if (heldUntil !== undefined && heldUntil > Date.now()) {
       this.#stats.refused++

@@ -1,7 +1,7 @@
 import { LruMap } from '@brine/transport'
 import { RegexMatchError, RegexSyntaxError, RegexTimeoutError, TargetError, truncateForMessage } from '../errors.js'
 import type { Target, TargetType, Tgt } from '../protocol/loads.js'
-import { sharedRegexGuard, type RegexGuard } from '../regex-guard.js'
+import { sharedRegexGuard, type GuardedRegex, type RegexGuard } from '../regex-guard.js'
 import { globMatcher, type GlobMatcher } from './glob.js'
 import { compileIpcidr, pythonStr, subdictMatch, type MinionInfo } from './grains.js'
 import { checkTargetLength, showTarget, TARGET_LIMITS } from './limits.js'
@@ -124,9 +124,11 @@ export function compileTarget(target: Target, nodegroups: Nodegroups = {}): Comp
     tgt,
     tgtType,
     usesRegex: state.usesRegex,
-    match: async (minion, options) => {
-      const [result] = await evaluateAll(root, state, [{ ...minion, grains: minion.grains ?? {} }], options)
-      return result === true
+    match: (minion, options) => {
+      const view = { ...minion, grains: minion.grains ?? {} }
+      // Glob, list, grain and ipcidr targets answer at once: no promise chain for the common case.
+      if (!state.usesRegex) return Promise.resolve(evaluate(root, view, NO_REGEX) === true)
+      return evaluateAll(root, state, [view], options).then(([result]) => result === true)
     },
     evaluate: (minions, options) => evaluateAll(root, state, minions, options),
   }
@@ -136,8 +138,12 @@ export function compileTarget(target: Target, nodegroups: Nodegroups = {}): Comp
 }
 
 /** Whether `minion` is targeted, as the minion itself decides after decrypting a publish. */
-export async function matchMinion(target: Target, minion: MinionInfo, nodegroups?: Nodegroups, options?: MatchOptions): Promise<boolean> {
-  return compileTarget(target, nodegroups).match(minion, options)
+export function matchMinion(target: Target, minion: MinionInfo, nodegroups?: Nodegroups, options?: MatchOptions): Promise<boolean> {
+  try {
+    return compileTarget(target, nodegroups).match(minion, options)
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }
 
 export interface ExpectedMinionsOptions extends MatchOptions {
@@ -182,9 +188,12 @@ const NO_REGEX: RegexOracle = {
  */
 async function evaluateAll(root: Node, state: CompileState, minions: readonly MinionInfo[], options: MatchOptions = {}): Promise<TargetMatch[]> {
   if (!state.usesRegex) return minions.map((minion) => evaluate(root, minion, NO_REGEX))
+  const guard = options.guard ?? sharedRegexGuard()
   const wanted = new Map<TranslatedRegex, Set<string>>()
   const recorder: RegexOracle = {
     test: (regex, text) => {
+      const known = guard.peek(guarded(regex), text)
+      if (known !== undefined) return known
       let texts = wanted.get(regex)
       if (texts === undefined) wanted.set(regex, (texts = new Set()))
       texts.add(text)
@@ -192,15 +201,15 @@ async function evaluateAll(root: Node, state: CompileState, minions: readonly Mi
       return false
     },
   }
-  for (const minion of minions) evaluate(root, minion, recorder)
-  const guard = options.guard ?? sharedRegexGuard()
+  const first = minions.map((minion) => evaluate(root, minion, recorder))
+  // Every answer was remembered (a swarm's minions matching a repeated target): no round trip.
+  if (wanted.size === 0) return first
   const answers = new Map<TranslatedRegex, Map<string, boolean>>()
   try {
     await Promise.all(
       [...wanted].map(async ([regex, textSet]) => {
         const texts = [...textSet]
-        // Sticky: matched from the first character only, as Python's re.match (Salt's pcre and grain_pcre matchers).
-        const results = await guard.matchMany({ source: regex.source, flags: `${regex.flags}y`, pattern: regex.pattern }, texts, { signal: options.signal })
+        const results = await guard.matchMany(guarded(regex), texts, { signal: options.signal })
         answers.set(regex, new Map(texts.map((text, index) => [text, results[index] === true])))
       }),
     )
@@ -208,8 +217,19 @@ async function evaluateAll(root: Node, state: CompileState, minions: readonly Mi
     if (error instanceof RegexTimeoutError || error instanceof RegexMatchError) throw new TargetError(state.shown, state.tgtType, error.message, { cause: error })
     throw error
   }
-  const oracle: RegexOracle = { test: (regex, text) => answers.get(regex)?.get(text) === true }
+  const oracle: RegexOracle = {
+    test: (regex, text) => answers.get(regex)?.get(text) ?? guard.peek(guarded(regex), text) === true,
+  }
   return minions.map((minion) => evaluate(root, minion, oracle))
+}
+
+const guardedRegexes = new WeakMap<TranslatedRegex, GuardedRegex>()
+
+/** As the guard runs it: sticky, so matched from the first character only, as Python's re.match (Salt's pcre and grain_pcre matchers). */
+function guarded(regex: TranslatedRegex): GuardedRegex {
+  let value = guardedRegexes.get(regex)
+  if (value === undefined) guardedRegexes.set(regex, (value = { source: regex.source, flags: `${regex.flags}y`, pattern: regex.pattern }))
+  return value
 }
 
 function evaluate(node: Node, minion: MinionInfo, regex: RegexOracle): TargetMatch {
