@@ -33,6 +33,8 @@ describe('RegexGuard', () => {
     expect(regexes.stats()).toMatchObject({ batches: 1, matched: 4, cached: 0, workersStarted: 1 })
     expect(await regexes.matchMany(WEB, ['db1', 'web1', 'web2'])).toEqual([false, true, true])
     expect(regexes.stats()).toMatchObject({ batches: 2, matched: 5, cached: 2 })
+    // Remembered answers can be read without a round trip; unknown ones are undefined.
+    expect([regexes.peek(WEB, 'web2'), regexes.peek(WEB, 'db1'), regexes.peek(WEB, 'web9')]).toEqual([true, false, undefined])
   })
 
   it('sends requests made in one turn of the event loop as one batch per expression', async () => {
