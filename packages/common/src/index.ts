@@ -3,9 +3,10 @@
  * `@brine/common` is what every Brine daemon shares above the transport: Salt-style config
  * loading (YAML, Salt's key names and defaults, errors naming key, file and line), the one
  * seconds-to-milliseconds conversion, Salt's jid format, the wire payload types and their
- * validators, Salt's target matchers, the one return collector (find_job, job-cache recovery), Salt's YAML
- * loader and command-line argument typing, logging from config, and the registration of the built-in
- * `zeromq` and `tcp` transports.
+ * validators, Salt's target matchers (bounded, with Python's regular expressions matched in a
+ * worker thread under a deadline, and nodegroups resolved for the master), the one return collector
+ * (find_job, job-cache recovery), Salt's YAML loader and command-line argument typing, logging from config,
+ * and the registration of the built-in `zeromq` and `tcp` transports.
  */
 export * from './errors.js'
 export * from './config-schema.js'
@@ -13,7 +14,8 @@ export * from './config.js'
 export * from './units.js'
 export * from './jid.js'
 export * from './protocol/index.js'
-export * from './target.js'
+export * from './target/index.js'
+export * from './regex-guard.js'
 export * from './logging.js'
 export * from './transports.js'
 // event-bus.ts (bus socket name and event shape) was added by another engineer for @brine/master and @brine/client.

@@ -1,5 +1,5 @@
 import { jidToDate } from './jid.js'
-import { globToRegExp } from './target.js'
+import { globToRegExp } from './target/index.js'
 import type { ReturnLoad } from './protocol/loads.js'
 
 /** A job as the cache holds it: the published load, the minions expected, and the returns so far. */

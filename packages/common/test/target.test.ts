@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { TargetError } from '../src/errors.js'
-import { compileTarget, expectedMinions, globToRegExp, matchMinion } from '../src/target.js'
-import type { MinionInfo } from '../src/target.js'
+import { compileTarget, expectedMinions, globToRegExp, matchMinion } from '../src/target/index.js'
+import type { MinionInfo } from '../src/target/index.js'
 import type { TargetType, Tgt } from '../src/protocol/index.js'
 
 const web1: MinionInfo = {
@@ -38,8 +38,8 @@ const nodegroups = {
 type Case = [tgt: Tgt, minion: MinionInfo, expected: boolean]
 
 function table(tgtType: TargetType, cases: Case[]): void {
-  it.each(cases)(`${tgtType} %j on %o → %s`, (tgt, minion, expected) => {
-    expect(matchMinion({ tgt, tgt_type: tgtType }, minion, nodegroups)).toBe(expected)
+  it.each(cases)(`${tgtType} %j on %o → %s`, async (tgt, minion, expected) => {
+    expect(await matchMinion({ tgt, tgt_type: tgtType }, minion, nodegroups)).toBe(expected)
   })
 }
 
@@ -210,7 +210,7 @@ describe('invalid targets', () => {
 
 describe('expectedMinions', () => {
   const known: MinionInfo[] = [web1, db1, nograins, { id: 'mail1', grains: { os: 'Debian', ipv4: ['10.0.3.3'] } }]
-  const expectFor = (tgt: Tgt, tgtType: TargetType, options?: { greedy?: boolean }): string[] =>
+  const expectFor = (tgt: Tgt, tgtType: TargetType, options?: { greedy?: boolean }): Promise<string[]> =>
     expectedMinions({ tgt, tgt_type: tgtType }, known, nodegroups, options)
 
   it.each<[Tgt, TargetType, string[]]>([
@@ -229,16 +229,16 @@ describe('expectedMinions', () => {
     ['web* and G@os:CentOS', 'compound', ['web9']],
     ['not G@os:Debian', 'compound', ['db1', 'web9']],
     ['L@db1 or G@os:CentOS', 'compound', ['db1', 'web9']],
-  ])('%s (%s) → %j', (tgt, tgtType, ids) => {
-    expect(expectFor(tgt, tgtType)).toEqual(ids)
+  ])('%s (%s) → %j', async (tgt, tgtType, ids) => {
+    expect(await expectFor(tgt, tgtType)).toEqual(ids)
   })
 
-  it('leaves out minions with unknown grains when not greedy', () => {
-    expect(expectFor('os:Debian', 'grain', { greedy: false })).toEqual(['web1', 'mail1'])
-    expect(expectFor('web* or G@os:Debian', 'compound', { greedy: false })).toEqual(['web1', 'web9', 'mail1'])
+  it('leaves out minions with unknown grains when not greedy', async () => {
+    expect(await expectFor('os:Debian', 'grain', { greedy: false })).toEqual(['web1', 'mail1'])
+    expect(await expectFor('web* or G@os:Debian', 'compound', { greedy: false })).toEqual(['web1', 'web9', 'mail1'])
   })
 
-  it('throws TargetError for an invalid target', () => {
-    expect(() => expectFor('( web*', 'compound')).toThrow(TargetError)
+  it('throws TargetError for an invalid target', async () => {
+    await expect(expectFor('( web*', 'compound')).rejects.toThrow(TargetError)
   })
 })

@@ -72,6 +72,18 @@ export function permits(caller: Caller, action: Action, minionsOf: (target: stri
   return false
 }
 
+/** The targets of `caller`'s publish entries (`{target: [functions]}`), whose minions {@link permits} needs resolved. */
+export function aclTargets(caller: Caller): string[] {
+  if (caller.permissions === 'all') return []
+  const targets = new Set<string>()
+  for (const entry of caller.permissions) {
+    if (typeof entry === 'string') continue
+    const keys = Object.keys(entry)
+    if (keys.length === 1 && !keys[0]!.startsWith('@')) targets.add(keys[0]!)
+  }
+  return [...targets]
+}
+
 /** The refusal text for `action`: who may not do what (a PermissionDeniedError's reason). */
 export function refusal(caller: Caller, action: Action): string {
   if (action.kind === 'publish') return `user ${JSON.stringify(caller.user)} may not run ${JSON.stringify(action.fun)} on ${action.minions.length === 0 ? 'this target' : action.minions.slice(0, 10).join(', ')}${action.minions.length > 10 ? ', …' : ''}`

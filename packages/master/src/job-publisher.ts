@@ -1,6 +1,7 @@
 import type { PkiStore } from '@brine/crypt'
 import {
   expectedMinions,
+  resolveNodegroups,
   generateJid,
   tags,
   type JobCache,
@@ -57,8 +58,13 @@ export class JobPublisher {
   }
 
   /** The minions of `known` that `target` selects (Salt's `check_minions`, greedy on unknown grains). */
-  expected(target: Target, known: readonly MinionInfo[]): string[] {
+  expected(target: Target, known: readonly MinionInfo[]): Promise<string[]> {
     return expectedMinions(target, known, this.#o.nodegroups)
+  }
+
+  /** `-N name` and `N@name` replaced by the compound expression the master's nodegroups define. */
+  resolveNodegroups(target: Target): Target {
+    return resolveNodegroups(target, this.#o.nodegroups)
   }
 
   /**

@@ -10,7 +10,7 @@ import {
   type ReturnLoad,
 } from '@brine/common'
 import { silentLogger, type Logger, type WireValue } from '@brine/transport'
-import { permits, refusal, type Action } from './acl.js'
+import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { EventBus } from './event-bus.js'
@@ -98,9 +98,14 @@ export class MasterService {
    */
   async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
     const known = await this.#o.publisher.known()
-    const minions = this.#o.publisher.expected({ tgt: job.tgt, tgt_type: job.tgt_type }, known)
-    this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known))
-    return this.#o.publisher.publish(job.user === caller.user ? job : { ...job, user: caller.user }, minions)
+    // Nodegroups are the master's: minions receive the compound expression they stand for (as Salt's client sends it).
+    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job) }
+    const minions = await this.#o.publisher.expected({ tgt: resolved.tgt, tgt_type: resolved.tgt_type }, known)
+    // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
+    const targets = aclTargets(caller)
+    const allowed = new Map(await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)))
+    this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [])
+    return this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions)
   }
 
   /**

@@ -139,6 +139,36 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect(web1!.open(await web1!.nthPublish(1))).toMatchObject({ jid: broadcast.jid })
   })
 
+  it('publishes nodegroups expanded from its own config; a hostile regex is a TargetError while other jobs are served', async () => {
+    const nodegroups = { webs: 'web*', pair: ['web2', 'db1'], both: 'N@webs and not N@pair' }
+    const { publish, accepted, events } = await setup(transport, { nodegroups })
+    const long = `web-${'a'.repeat(36)}`
+    const [web1, web2, db1] = await accepted('web1', 'web2', 'db1', long)
+    const grouped = await publish({ tgt: 'both', tgt_type: 'nodegroup', fun: 'test.ping' })
+    expect(grouped.minions.sort()).toEqual([long, 'web1'])
+    const expanded = { tgt: '( ( web* ) and not ( L@web2,db1 ) )', tgt_type: 'compound' }
+    expect((await events.next(`salt/job/${grouped.jid}/new`)).data).toMatchObject(expanded)
+    // Every minion gets the expression (a broadcast), not the group's name: it needs no nodegroups of its own.
+    expect(web1!.open(await web1!.nthPublish(1))).toMatchObject({ jid: grouped.jid, ...expanded })
+    const inCompound = await publish({ tgt: 'N@pair and db*', tgt_type: 'compound', fun: 'test.ping' })
+    expect(inCompound.minions).toEqual(['db1'])
+    expect(db1!.open(await db1!.nthPublish(2))).toMatchObject({ jid: inCompound.jid, tgt: '( L@web2,db1 ) and db*', tgt_type: 'compound' })
+    expect((await refusal(publish({ tgt: 'nope', tgt_type: 'nodegroup', fun: 'test.ping' }))).message).toContain("unknown nodegroup 'nope' (known: webs, pair, both)")
+
+    // 2^36 ways to split the a's: the regex runs in a worker until its deadline, the master answers other publishes meanwhile.
+    // (Named per transport: the process's regex guard refuses a pattern that just hit its deadline without running it.)
+    const pattern = `web-(a+)+!|${transport}`
+    const hostile = refusal(publish({ tgt: pattern, tgt_type: 'pcre', fun: 'test.ping' }))
+    const meanwhile = await publish({ tgt: 'web2', fun: 'test.ping' })
+    expect(meanwhile.minions).toEqual(['web2'])
+    const refused = await hostile
+    expect(refused.remoteName).toBe('TargetError')
+    expect(refused.message).toContain(`invalid pcre target '${pattern}': regular expression '${pattern}' did not finish matching 4 values within 500 ms`)
+    const after = await publish({ tgt: '(?i)WEB\\d', tgt_type: 'pcre', fun: 'test.ping' })
+    expect(after.minions.sort()).toEqual(['web1', 'web2'])
+    expect(web2!.open(await web2!.nthPublish(4))).toMatchObject({ jid: after.jid, tgt: '(?i)WEB\\d', tgt_type: 'pcre' })
+  })
+
   it('rotates the session on reject and delete, so a removed minion cannot read new publishes', async () => {
     const { master, publish, wheel, accepted, events } = await setup(transport)
     const [web1, web2, web3] = await accepted('web1', 'web2', 'web3')

@@ -86,7 +86,7 @@ export class JobRunner {
     const o = this.#o
     let targeted: boolean
     try {
-      targeted = matchMinion({ tgt: job.tgt, tgt_type: job.tgt_type }, { id: o.id, grains: o.grains }, o.nodegroups)
+      targeted = await matchMinion({ tgt: job.tgt, tgt_type: job.tgt_type }, { id: o.id, grains: o.grains }, o.nodegroups)
     } catch (error) {
       o.logger.debug(`job ${job.jid}: target cannot be evaluated here (${(error as Error).message}); ignored`)
       targeted = false

@@ -183,6 +183,26 @@ describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
     expect(master.loads('_return', other.jid as string)).toHaveLength(0)
   })
 
+  it('matches Python regexes and master-expanded nodegroups, ignores a hostile regex and runs the next job', async () => {
+    const started = await startMinion(true, { grains: { role: `${'a'.repeat(40)}!` } })
+    await deadline(started.minion.authenticated, 8000, 'first authentication')
+    await started.master.waitSubscribed()
+    const { master, recorder } = started
+    const pcre = job('test.echo', ['pcre'], { tgt: '(?i)MINION-(?P<letter>a)$', tgt_type: 'pcre' })
+    // What a master publishes for a nodegroup: this minion has no nodegroups of its own.
+    const grouped = job('test.echo', ['grouped'], { tgt: '( ( minion-* ) and not ( L@web1,db1 ) )', tgt_type: 'compound' })
+    // 2^40 ways to split the grain's a's: stopped at the regex deadline, then the publish is not for this minion.
+    const hostile = job('test.ping', [], { tgt: `P@role:(a+)+$ or L@${transportName}`, tgt_type: 'compound' })
+    const after = job('test.echo', ['after'], { tgt: ID })
+    for (const load of [pcre, grouped, hostile, after]) await master.publish(load)
+
+    expect((await master.waitForLoad('_return', pcre.jid as string)).return).toBe('pcre')
+    expect((await master.waitForLoad('_return', grouped.jid as string)).return).toBe('grouped')
+    expect((await master.waitForLoad('_return', after.jid as string)).return).toBe('after')
+    expect(recorder.of('publish-ignored').filter((event) => event.jid === hostile.jid)).toEqual([{ type: 'publish-ignored', jid: hostile.jid, fun: 'test.ping', reason: 'not targeted' }])
+    expect(master.loads('_return', hostile.jid as string)).toHaveLength(0)
+  })
+
   it('drops tampered, forged and malformed publishes and still runs the next job', async () => {
     const { master, recorder } = await ready()
     const tampered = sealPublish(job('test.ping'), master.session.current(), master.keys.sign.secretKey)
