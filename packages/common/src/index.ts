@@ -18,3 +18,4 @@ export * from './transports.js'
 // event-bus.ts (bus socket name and event shape) was added by another engineer for @brine/master and @brine/client.
 export * from './event-bus.js'
 export * from './job-cache.js'
+export * from './versions.js'
