@@ -41,17 +41,21 @@ const rank = (level: LogLevel): number => (level === 'quiet' ? -1 : ['error', 'w
  */
 export class LogFile {
   readonly path: string
+  /** The outermost directory the first open created for the file, if any (a daemon that switches users gives it away). */
+  readonly createdDir: string | undefined
   #fd: number | undefined
 
   constructor(path: string) {
     this.path = path
-    this.#fd = LogFile.#open(path, 'open')
+    const { fd, createdDir } = LogFile.#open(path, 'open')
+    this.#fd = fd
+    this.createdDir = createdDir
   }
 
-  static #open(path: string, action: 'open' | 'reopen'): number {
+  static #open(path: string, action: 'open' | 'reopen'): { fd: number; createdDir: string | undefined } {
     try {
-      mkdirSync(dirname(path), { recursive: true, mode: 0o750 })
-      return openSync(path, 'a', 0o640)
+      const createdDir = mkdirSync(dirname(path), { recursive: true, mode: 0o750 })
+      return { fd: openSync(path, 'a', 0o640), createdDir }
     } catch (error) {
       throw new LogFileError(path, action, { cause: error })
     }
@@ -69,7 +73,7 @@ export class LogFile {
 
   /** Opens the path again and closes the old descriptor; on failure keeps writing where it was and throws. */
   reopen(): void {
-    const fd = LogFile.#open(this.path, 'reopen')
+    const { fd } = LogFile.#open(this.path, 'reopen')
     const old = this.#fd
     this.#fd = fd
     if (old !== undefined) closeSync(old)
