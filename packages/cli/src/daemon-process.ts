@@ -74,16 +74,35 @@ export function resolveRunAs(user: string, source?: ConfigSource): RunAs | undef
   return { name: user, ...ids }
 }
 
-/** Gives `path` (and, for a directory, everything under it; symbolic links are not followed) to `runAs`. */
-export function chownTree(path: string, runAs: RunAs): void {
+/** Gives `path` itself to `runAs` (a symbolic link, not its target); returns whether it is a directory. */
+export function chownPath(path: string, runAs: RunAs): boolean {
   let stat
   try {
     stat = lstatSync(path)
   } catch {
-    return // not there (yet): nothing to give
+    return false // not there (yet): nothing to give
   }
   if (stat.uid !== runAs.uid || stat.gid !== runAs.gid) lchownSync(path, runAs.uid, runAs.gid)
-  if (stat.isDirectory()) for (const entry of readdirSync(path)) chownTree(join(path, entry), runAs)
+  return stat.isDirectory()
+}
+
+/** Gives `path` and, for a directory, everything under it to `runAs` (symbolic links are not followed). */
+export function chownTree(path: string, runAs: RunAs): void {
+  if (chownPath(path, runAs)) for (const entry of readdirSync(path)) chownTree(join(path, entry), runAs)
+}
+
+/**
+ * Creates `dir` (mode 0700 unless told) and any missing parents (0755, so the user can pass through them, as Salt's
+ * verify_env leaves them with umask 022), and returns every directory it created, outermost first.
+ */
+export function makeDaemonDir(dir: string, mode = 0o700): string[] {
+  if (existsSync(dir)) return []
+  const created: string[] = []
+  const first = mkdirSync(dirname(dir), { recursive: true, mode: 0o755 })
+  if (first !== undefined) for (let path = dirname(dir); path.startsWith(first); path = dirname(path)) created.unshift(path)
+  mkdirSync(dir, { mode })
+  created.push(dir)
+  return created
 }
 
 /** Switches the whole process (every thread) to `runAs`: supplementary groups, then gid, then uid. */
@@ -130,17 +149,18 @@ function runningAs(pid: number, command: string): boolean {
 /**
  * Writes this process's pid to `path` (creating its directory). Throws PidfileError when the file names
  * another live `command` process — two masters on one config would fight over ports and caches — or cannot
- * be written. A pidfile left by a process that is gone is replaced.
+ * be written. A pidfile left by a process that is gone is replaced. Returns the directories it created.
  */
-export function writePidfile(path: string, command: string, logger: Logger): void {
+export function writePidfile(path: string, command: string, logger: Logger): string[] {
   const existing = readPidfile(path)
   if (existing !== undefined && existing !== process.pid && runningAs(existing, command)) {
     throw new PidfileError(`${command} is already running as pid ${existing} (pidfile ${path}); stop it first`, { file: path, pid: existing })
   }
   if (existing !== undefined && existing !== process.pid) logger.info(`replacing pidfile ${path} left by pid ${existing}, which is gone`)
   try {
-    mkdirSync(dirname(path), { recursive: true })
+    const created = existsSync(dirname(path)) ? [] : makeDaemonDir(dirname(path), 0o755)
     writeFileSync(path, `${process.pid}\n`, { mode: 0o644 })
+    return created
   } catch (error) {
     throw new PidfileError(`cannot write pidfile ${path}: ${(error as Error).message}`, { file: path }, { cause: error })
   }

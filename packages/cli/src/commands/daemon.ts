@@ -1,3 +1,4 @@
+import { dirname } from 'node:path'
 import type { Command } from 'commander'
 import { parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
 import {
@@ -12,7 +13,7 @@ import {
   type MinionConfig,
 } from '@brine/common'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, parseArgv, type CommandIO } from '../io.js'
-import { chownTree, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
+import { chownPath, chownTree, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
 import { runCheckConfig } from './check-config.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
@@ -176,14 +177,17 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   const pidfile = typeof opts.pidfile === 'string' && opts.pidfile !== '' ? opts.pidfile : undefined
   const onHangup = (): void => logging.reopen()
   let daemon: Daemon | undefined
+  /** Directories created here (for the pidfile, and for a daemon that switches users), given to its user once it has started. */
+  const created: string[] = []
   try {
-    if (pidfile !== undefined) writePidfile(pidfile, name, logger)
+    if (pidfile !== undefined) created.push(...writePidfile(pidfile, name, logger))
+    if (runAs !== undefined) created.push(...daemonDirs(opts).flatMap((dir) => makeDaemonDir(dir)))
     const Daemon = deps.load === undefined ? ((await defaultLoader(role)) as unknown as DaemonClass<C>) : await deps.load()
     // The master's job cache (master_job_cache: local_cache or postgres); the master owns and closes it.
     const jobs = role === 'master' && deps.load === undefined ? await openMasterJobCache(opts as MasterConfig, logger) : undefined
     daemon = new Daemon(opts as C, jobs === undefined ? { logger } : { logger, jobs })
     await daemon.start()
-    if (runAs !== undefined) becomeUser(runAs, opts, logging, pidfile, logger)
+    if (runAs !== undefined) becomeUser(runAs, opts, created, logging, pidfile, logger)
   } catch (error) {
     io.stderr.write(`${name}: cannot start: ${(error as Error).message}\n`)
     // A half-started daemon must not keep ports or sockets.
@@ -210,21 +214,28 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   return code
 }
 
+/** The directories a daemon writes to while it runs. */
+function daemonDirs(opts: MasterConfig | MinionConfig): string[] {
+  return (['pki_dir', 'cachedir', 'sock_dir'] as const).map((key) => opts[key]).filter((path): path is string => typeof path === 'string' && path !== '')
+}
+
 /**
  * Salt's verify_env and check_user, after the daemon has bound its ports and read its keys as root: the
- * directories it writes (pki_dir, cachedir, sock_dir, with everything in them), its log file (and that file's
- * directory when Brine created it) and its pidfile go to `runAs`, then the process switches to it for good.
+ * directories it writes (pki_dir, cachedir, sock_dir, with everything in them, and the parents created for
+ * them), its log file (and the directories created for it) and its pidfile go to `runAs`, then the process
+ * switches to it for good.
  */
-function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig, logging: DaemonLogging, pidfile: string | undefined, logger: Logger): void {
-  for (const key of ['pki_dir', 'cachedir', 'sock_dir'] as const) {
-    const path = opts[key]
-    if (typeof path === 'string' && path !== '') chownTree(path, runAs)
+function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig, created: readonly string[], logging: DaemonLogging, pidfile: string | undefined, logger: Logger): void {
+  for (const dir of created) chownPath(dir, runAs)
+  for (const dir of daemonDirs(opts)) chownTree(dir, runAs)
+  const file = logging.file
+  if (file !== undefined) {
+    if (file.createdDir !== undefined) {
+      for (let dir = dirname(file.path); dir.startsWith(file.createdDir); dir = dirname(dir)) chownPath(dir, runAs)
+    }
+    chownPath(file.path, runAs)
   }
-  if (logging.file !== undefined) {
-    if (logging.file.createdDir !== undefined) chownTree(logging.file.createdDir, runAs)
-    chownTree(logging.file.path, runAs)
-  }
-  if (pidfile !== undefined) chownTree(pidfile, runAs)
+  if (pidfile !== undefined) chownPath(pidfile, runAs)
   switchUser(runAs)
   logger.info(`running as user ${runAs.name} (uid ${runAs.uid}, gid ${runAs.gid})`)
 }
