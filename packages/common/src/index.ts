@@ -3,8 +3,8 @@
  * `@brine/common` is what every Brine daemon shares above the transport: Salt-style config
  * loading (YAML, Salt's key names and defaults, errors naming key, file and line), the one
  * seconds-to-milliseconds conversion, Salt's jid format, the wire payload types and their
- * validators, Salt's target matchers, logging from config, and the registration of the
- * built-in `zeromq` and `tcp` transports.
+ * validators, Salt's target matchers, logging from config (a daemon's `log_file`, reopened after
+ * logrotate), Salt's versions report, and the registration of the built-in `zeromq` and `tcp` transports.
  */
 export * from './errors.js'
 export * from './config-schema.js'
