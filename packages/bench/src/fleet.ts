@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -35,6 +35,13 @@ export interface FleetOptions {
   readyTimeoutMs?: number
   /** Node options for every daemon and swarm process, e.g. `['--cpu-prof', '--cpu-prof-dir', dir]`. */
   nodeArgs?: string[]
+  /**
+   * Run the brine* commands installed in this directory (e.g. `<prefix>/bin` of an `npm install -g`), executed as
+   * a user runs them from the PATH, instead of this repository's built `packages/cli/dist/bin/*.js`.
+   */
+  binDir?: string
+  /** Mode of the fleet's temporary root (default 0700); 0755 lets a daemon that switches to another user reach its files. */
+  rootMode?: number
 }
 
 export interface RunResult {
@@ -227,6 +234,7 @@ export class Fleet {
 
   static async start(options: FleetOptions): Promise<Fleet> {
     const fleet = new Fleet(await mkdtemp(join(tmpdir(), 'brine-')), options)
+    if (options.rootMode !== undefined) await chmod(fleet.root, options.rootMode)
     try {
       await fleet.startMaster()
       await Promise.all(options.minions.map((minion) => fleet.startMinion(minion)))
@@ -394,8 +402,15 @@ export class Fleet {
     return swarm
   }
 
+  /** The command line that starts `bin`: the installed command itself with `binDir`, else node and the built file. */
+  private command(bin: string, args: string[], nodeArgs: readonly string[] = []): [string, string[]] {
+    if (this.options.binDir !== undefined) return [join(this.options.binDir, bin), args]
+    return [process.execPath, [...nodeArgs, binPath(bin), ...args]]
+  }
+
   private spawnDaemon(name: string, args: string[], bin = name): DaemonProcess {
-    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), binPath(bin), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    const [command, argv] = this.command(bin, args, this.options.nodeArgs)
+    const child = spawn(command, argv, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
     if (child.pid !== undefined) this.spawnedPids.push(child.pid)
     return new DaemonProcess(name, child)
   }
@@ -406,7 +421,8 @@ export class Fleet {
    */
   run(bin: string, args: string[], options: { ms?: number; env?: NodeJS.ProcessEnv; configDir?: string } = {}): Promise<RunResult> {
     const ms = options.ms ?? 60_000
-    const child = spawn(process.execPath, [binPath(bin), '-c', options.configDir ?? this.masterConfigDir, ...args], {
+    const [executable, argv] = this.command(bin, ['-c', options.configDir ?? this.masterConfigDir, ...args])
+    const child = spawn(executable, argv, {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: options.env ?? process.env,

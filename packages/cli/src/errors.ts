@@ -9,3 +9,34 @@ export class DaemonLoadError extends BrineError {
     this.role = role
   }
 }
+
+/** The pidfile names a daemon of the same kind that is still running, or cannot be written. */
+export class PidfileError extends BrineError {
+  override name = 'PidfileError'
+  readonly file: string
+  readonly pid: number | undefined
+
+  constructor(message: string, context: { file: string; pid?: number }, options?: ErrorOptions) {
+    super(message, { file: context.file, pid: context.pid }, options)
+    this.file = context.file
+    this.pid = context.pid
+  }
+}
+
+/**
+ * The daemon cannot run as the config's `user`: the user does not exist, or the process is neither that
+ * user nor root (Salt's "configured to run as user … but unable to switch"), or the switch itself failed.
+ */
+export class UserSwitchError extends BrineError {
+  override name = 'UserSwitchError'
+  readonly user: string
+  readonly file: string | undefined
+  readonly line: number | undefined
+
+  constructor(message: string, context: { user: string; file?: string; line?: number }, options?: ErrorOptions) {
+    super(message, { user: context.user, file: context.file, line: context.line }, options)
+    this.user = context.user
+    this.file = context.file
+    this.line = context.line
+  }
+}

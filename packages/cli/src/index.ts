@@ -3,15 +3,17 @@
  * `@brine/cli` is Brine's command line, with Salt's flags and output: `brine` (salt), `brine-master`,
  * `brine-minion`, `brine-key` (salt-key), `brine-call` (salt-call) and `brine-run` (salt-run, plus
  * `event.listen`). Each bin's logic is an importable function taking argv and streams and returning
- * the exit code.
+ * the exit code. The daemons log to `log_file` (reopened on SIGHUP), write `pidfile`, switch to the config's
+ * `user` after start, and check their config with `--check-config`; every command has `--versions-report`.
  */
 export { runBrine, parseBrineArgs, describeClientError, type BrineArgs, type BrineDeps, type CliJob, type JobClient } from './commands/brine.js'
 export { runKey, parseKeyArgs, KEY_DIRS, type KeyArgs, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
-export { runDaemon, runMaster, runMinion, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps } from './commands/daemon.js'
+export { runDaemon, runMaster, runMinion, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps, type LoadedDaemonConfig } from './commands/daemon.js'
+export { runCheckConfig } from './commands/check-config.js'
+export { DaemonLoadError, PidfileError, UserSwitchError } from './errors.js'
 export { runCall } from './commands/call.js'
 export { runRun, parseRunArgs, parseRunnerArguments, type RunArgs, type RunDeps, type RunnerLike, type EventSource } from './commands/run.js'
 export { runBin, type CommandFunction } from './bin-runner.js'
-export { DaemonLoadError } from './errors.js'
 export * from './output/index.js'
 export {
   BRINE_VERSION,
@@ -21,6 +23,7 @@ export {
   EXIT_USAGE,
   processIO,
   usageError,
+  versionsReport,
   type CommandIO,
   type OutputStream,
 } from './io.js'

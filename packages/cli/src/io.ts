@@ -1,5 +1,6 @@
 import { createLogger, parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander'
+import { collectVersions, formatVersionsReport } from '@brine/common'
 
 /** Where a command writes, so tests can run it without spawning a process. */
 export interface OutputStream {
@@ -39,7 +40,14 @@ export function usageError(io: CommandIO, name: string, message: string, usage?:
 
 export const LOG_LEVEL_NAMES = ['quiet', 'error', 'warning', 'info', 'debug', 'trace'] as const
 
-/** The options every bin shares: -c/--config-dir, -l/--log-level, --version. */
+/** Salt's `--versions-report`: Brine, Node, the libraries this install loads (libzmq from the zeromq addon) and the OS. */
+export function versionsReport(): string {
+  return formatVersionsReport(
+    collectVersions({ version: BRINE_VERSION, from: import.meta.url, dependencies: [{ name: 'commander' }, { name: 'cli-progress' }] }),
+  )
+}
+
+/** The options every bin shares: -c/--config-dir, -l/--log-level, --version, --versions-report. */
 export function addCommonOptions(command: Command, options: { shortLogLevel?: boolean } = {}): Command {
   // salt-key uses -l for --list, so brine-key has only the long --log-level.
   const flags = options.shortLogLevel === false ? '--log-level <level>' : '-l, --log-level <level>'
@@ -47,6 +55,12 @@ export function addCommonOptions(command: Command, options: { shortLogLevel?: bo
     .option('-c, --config-dir <dir>', 'directory holding the config files', '/etc/brine')
     .addOption(new Option(flags, 'console log level').choices(LOG_LEVEL_NAMES).default('warning'))
     .version(BRINE_VERSION, '--version', 'print the version and exit')
+    .option('--versions-report', "print the program's dependencies and version numbers, and exit")
+    .on('option:versions-report', () => {
+      // Before any argument check, as --version: `brine --versions-report` needs no target.
+      command.configureOutput().writeOut?.(versionsReport())
+      throw new CommanderError(EXIT_OK, 'commander.version', 'versions report')
+    })
 }
 
 /**

@@ -1,4 +1,6 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -36,7 +38,7 @@ describe('brine-master and brine-minion', () => {
     const { record, load } = fakeDaemon<MasterConfig>()
     const controller = new AbortController()
     const io = memoryIO({ signal: controller.signal })
-    const running = runMaster(['-c', dir, '--transport', 'tcp', '--ret-port', '4606', '--set', 'timeout=9'], io, { load })
+    const running = runMaster(['-c', dir, '--root-dir', dir, '--transport', 'tcp', '--ret-port', '4606', '--set', 'timeout=9'], io, { load })
     await deadline(record.started.promise, 5000, 'the master to start')
     expect(record.opts).toMatchObject({ transport: 'tcp', ret_port: 4606, timeout: 9 })
     controller.abort()
@@ -47,20 +49,124 @@ describe('brine-master and brine-minion', () => {
   it('exits 1 with the ConfigError text on a bad config', async () => {
     await writeFile(join(dir, 'minion'), 'id: web1\nmaster_port: lots\n')
     const io = memoryIO()
-    expect(await runMinion(['-c', dir], io, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
+    expect(await runMinion(['-c', dir, '--root-dir', dir], io, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
     expect(io.err()).toMatch(/^brine-minion: .*minion:2: master_port must be a port number/)
     const badFlag = memoryIO()
-    expect(await runMinion(['-c', join(dir, 'none'), '--transport', 'zmq'], badFlag, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
+    expect(await runMinion(['-c', join(dir, 'none'), '--root-dir', dir, '--transport', 'zmq'], badFlag, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
     expect(badFlag.err()).toMatch(/unknown transport 'zmq'.*did you mean 'zeromq'/)
   })
 
   it('exits 1 when the daemon cannot start, and refuses -d', async () => {
     const { load } = fakeDaemon<MinionConfig>({ failStart: 'address 0.0.0.0:4506 is already in use' })
     const io = memoryIO()
-    expect(await runMinion(['-c', join(dir, 'none'), '--id', 'web1'], io, { load })).toBe(1)
+    expect(await runMinion(['-c', join(dir, 'none'), '--root-dir', dir, '--id', 'web1'], io, { load })).toBe(1)
     expect(io.err()).toBe('brine-minion: cannot start: address 0.0.0.0:4506 is already in use\n')
     const daemonize = memoryIO()
     expect(await runMaster(['-d'], daemonize, { load: fakeDaemon<MasterConfig>().load })).toBe(64)
     expect(daemonize.err()).toMatch(/-d\/--daemon is not supported/)
   })
 })
+
+describe('the daemon process: log_file, pidfile, user, --check-config', () => {
+  it('logs to log_file at log_level_logfile, holds its pid in pidfile while running, reopens the log on SIGHUP and removes the pidfile on stop', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'brine-daemon-proc-'))
+    const { record, load } = fakeDaemon<MasterConfig>()
+    const controller = new AbortController()
+    const io = memoryIO({ signal: controller.signal })
+    const running = runMaster(['-c', root, '--root-dir', root, '--log-file-level', 'info', '-l', 'error'], io, { load })
+    await deadline(record.started.promise, 5000, 'the master to start')
+    const logFile = join(root, 'var/log/brine/master')
+    const pidfile = join(root, 'var/run/brine-master.pid')
+    expect(record.opts).toMatchObject({ log_file: logFile, pidfile, log_level_logfile: 'info' })
+    expect(await readFile(pidfile, 'utf8')).toBe(`${process.pid}\n`)
+    await deadline(until(async () => (await readFile(logFile, 'utf8')).includes('brine-master started')), 5000, 'the start line in log_file')
+    expect(io.err()).toBe('') // -l error keeps the console quiet
+
+    await rename(logFile, `${logFile}.1`)
+    process.emit('SIGHUP', 'SIGHUP')
+    controller.abort()
+    expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
+    expect(await readFile(`${logFile}.1`, 'utf8')).toMatch(/\[INFO {4}\] \[brine-master\] brine-master started \(transport zeromq, id .*, pid \d+\)\n$/)
+    expect(await readFile(logFile, 'utf8')).toMatch(/reopened log_file .*\n.*brine-master stopping\n$/)
+    expect(existsSync(pidfile)).toBe(false)
+    expect(process.listenerCount('SIGHUP')).toBe(0)
+    await rm(root, { recursive: true, force: true })
+  })
+
+  it('refuses to start when the pidfile names a running daemon of its kind, and replaces a stale one', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'brine-daemon-pid-'))
+    const pidfile = join(root, 'master.pid')
+    // A live process whose command line names brine-master, as a running master's does.
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', 'brine-master'], { stdio: 'ignore' })
+    try {
+      await writeFile(pidfile, `${other.pid}\n`)
+      const io = memoryIO()
+      const { record, load } = fakeDaemon<MasterConfig>()
+      expect(await runMaster(['-c', root, '--root-dir', root, '--pid-file', pidfile], io, { load })).toBe(1)
+      expect(io.err()).toBe(`brine-master: cannot start: brine-master is already running as pid ${other.pid} (pidfile ${pidfile}); stop it first\n`)
+      expect(record.opts).toBeUndefined()
+      expect(await readFile(pidfile, 'utf8')).toBe(`${other.pid}\n`)
+    } finally {
+      other.kill('SIGKILL')
+    }
+    await new Promise((resolve) => other.once('exit', resolve))
+    // Its process is gone now: the pidfile is stale and a new daemon takes it over.
+    const controller = new AbortController()
+    const { record, load } = fakeDaemon<MasterConfig>()
+    const running = runMaster(['-c', root, '--root-dir', root, '--pid-file', pidfile], memoryIO({ signal: controller.signal }), { load })
+    await deadline(record.started.promise, 5000, 'the master to start over a stale pidfile')
+    expect(await readFile(pidfile, 'utf8')).toBe(`${process.pid}\n`)
+    controller.abort()
+    expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
+    await rm(root, { recursive: true, force: true })
+  })
+
+  it('refuses a user that does not exist, before writing anything', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'brine-daemon-user-'))
+    await writeFile(join(root, 'minion'), 'id: web1\nuser: no-such-user-here\n')
+    const io = memoryIO()
+    const { record, load } = fakeDaemon<MinionConfig>()
+    expect(await runMinion(['-c', root, '--root-dir', root], io, { load })).toBe(1)
+    expect(io.err()).toBe(`brine-minion: user 'no-such-user-here' (user at ${join(root, 'minion')}:2) does not exist\n`)
+    expect(record.opts).toBeUndefined()
+    expect(existsSync(join(root, 'var'))).toBe(false)
+    await rm(root, { recursive: true, force: true })
+  })
+
+  it('--check-config prints every problem with file and line and exits 1; a clean config exits 0', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'brine-check-'))
+    await writeFile(join(root, 'master'), 'publish_port: lots\ninterface: 127.0.0.1\nbogus_key: 1\nuser: no-such-user-here\n')
+    await mkdir(join(root, 'master.d'))
+    await writeFile(join(root, 'master.d', 'tuning.conf'), 'worker_threads: many\ntransport: zmq\n')
+    const io = memoryIO()
+    const { record, load } = fakeDaemon<MasterConfig>()
+    expect(await runMaster(['-c', root, '--check-config', '--set', 'timeout=soon'], io, { load })).toBe(1)
+    expect(record.opts).toBeUndefined()
+    const main = join(root, 'master')
+    const tuning = join(root, 'master.d', 'tuning.conf')
+    expect(io.out().split('\n')).toEqual([
+      `${main}:1: error: publish_port must be a port number (an integer from 0 to 65535), got string 'lots'`,
+      `${main}:3: warning: unknown config key 'bogus_key'; ignored`,
+      `${main}:4: error: user 'no-such-user-here' does not exist on this host`,
+      `${tuning}:1: error: worker_threads must be an integer, got string 'many'`,
+      expect.stringMatching(new RegExp(`^${tuning}:2: error: unknown transport 'zmq' .*did you mean 'zeromq'`)),
+      "command line: error: timeout must be a number (seconds), got 'soon'",
+      `brine-master: config has errors: 5 errors, 1 warning (${main}, ${tuning})`,
+      '',
+    ])
+
+    await writeFile(join(root, 'minion'), 'id: web1\nmaster: 10.0.0.1\n')
+    const clean = memoryIO()
+    expect(await runMinion(['-c', root, '--check-config'], clean, { load: fakeDaemon<MinionConfig>().load })).toBe(0)
+    expect(clean.out()).toBe(`brine-minion: config OK: 0 errors, 0 warnings (${join(root, 'minion')})\n`)
+    const badId = memoryIO()
+    expect(await runMinion(['-c', root, '--check-config', '--id', 'a/b'], badId, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
+    expect(badId.out()).toContain('command line: error: id "a/b" contains a path separator\n')
+    await rm(root, { recursive: true, force: true })
+  })
+})
+
+/** Resolves once `check` is true, checking again on each turn of the event loop (bound it with deadline()). */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  while (!(await check().catch(() => false))) await new Promise((resolve) => setImmediate(resolve))
+}

@@ -26,6 +26,7 @@ export type ValueKind =
   | 'transport-opts'
   | 'log-level'
   | 'output-indent'
+  | 'nullable-log-level'
 
 export interface KindTypes {
   string: string
@@ -40,6 +41,7 @@ export interface KindTypes {
   'transport-opts': Record<string, Record<string, unknown>>
   'log-level': LogLevel
   'output-indent': number | string | null
+  'nullable-log-level': LogLevel | null
 }
 
 /** What a default can depend on. */
@@ -152,7 +154,9 @@ export const CONFIG_SCHEMA = {
   pidfile: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine-${role}.pid` },
   log_file: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/log/brine/${role}` },
   log_level: { kind: 'log-level', roles: ALL, default: 'warning' },
-  log_level_logfile: { kind: 'log-level', roles: ALL, default: 'warning' },
+  // Salt's default is None: the log file then logs at log_level (after -l), as Salt's setup_logging does.
+  log_level_logfile: { kind: 'nullable-log-level', roles: ALL, default: null },
+  // The daemon drops to this user after binding its ports and reading its keys (when started as root).
   user: { kind: 'string', roles: ALL, default: currentUser },
 
   // How the CLIs print (Salt's output options; no default means Salt's behaviour when the key is absent).

@@ -25,6 +25,11 @@ export interface LoadConfigOptions {
   overrides?: Record<string, unknown>
   /** Where unknown-key warnings are logged (they are also returned). */
   logger?: Logger
+  /**
+   * Collect every problem here instead of throwing the first (`--check-config`): a value in error is left
+   * out (its default applies) and loading goes on, so one run reports each bad key, file and line.
+   */
+  problems?: ConfigError[]
 }
 
 /** A key the schema does not know, or one the role does not read; the daemon still starts. */
@@ -40,6 +45,13 @@ export interface LoadedConfig<R extends Role> {
   warnings: ConfigWarning[]
   /** The files that were read, in the order they were applied. */
   files: string[]
+  /** Where each key that was set came from (`transport_opts.tcp.ret_port` for nested ones). */
+  sources: ReadonlyMap<string, ConfigSource>
+}
+
+/** What `--check-config` reports: every error and warning of a role's config files. */
+export interface ConfigCheck<R extends Role> extends LoadedConfig<R> {
+  errors: ConfigError[]
 }
 
 /** Separates path segments in the line index; keys such as `postgres.host` contain dots. */
@@ -64,13 +76,22 @@ interface ParsedFile {
 export async function loadConfig<R extends Role>(role: R, options: LoadConfigOptions = {}): Promise<LoadedConfig<R>> {
   const configDir = options.configDir ?? '/etc/brine'
   const logger = options.logger ?? silentLogger
+  const problems = options.problems
+  /** Throws `error`, or records it when collecting every problem. */
+  /** Keys whose value was left out because it was in error. */
+  const dropped = new Set<string>()
+  const report = (error: unknown): void => {
+    if (problems === undefined || !(error instanceof ConfigError)) throw error
+    problems.push(error)
+    if (error.key !== undefined) dropped.add(error.key)
+  }
   const warnings: ConfigWarning[] = []
   const merged: Record<string, unknown> = {}
   /** Where each top-level key was last set, for cross-key errors. */
   const origins = new Map<string, ConfigSource>()
   const files: string[] = []
   const apply = async (values: Record<string, unknown>, source: (path: readonly string[]) => ConfigSource): Promise<void> => {
-    const checked = await checkValues(role, values, source, warnings)
+    const checked = await checkValues(role, values, source, warnings, report)
     for (const [key, value] of Object.entries(checked)) {
       merged[key] = value
       origins.set(key, source([key]))
@@ -86,12 +107,17 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
 
   const mainFile = join(configDir, role)
   const includeDir = join(configDir, `${role}.d`)
-  const includes = (await listDir(includeDir)).filter((name) => name.endsWith('.conf')).sort()
+  const includes = (await listDir(includeDir).catch((error: unknown) => (report(error), [] as string[]))).filter((name) => name.endsWith('.conf')).sort()
   for (const file of [mainFile, ...includes.map((name) => join(includeDir, name))]) {
-    const text = await readOptional(file)
+    const text = await readOptional(file).catch((error: unknown) => report(error))
     if (text === undefined) continue
     files.push(file)
-    const parsed = parseConfigText(text, file)
+    const parsed = parseConfigFile(text, file)
+    // A file that is not valid YAML is reported (every syntax error) and its values are not applied.
+    if (parsed.errors.length > 0) {
+      for (const error of parsed.errors) report(error)
+      continue
+    }
     await apply(parsed.values, (path) => ({ file, line: parsed.lines.get(path.join(PATH_SEPARATOR)) }))
   }
   if (options.overrides !== undefined) await apply(options.overrides, () => ({ file: COMMAND_LINE }))
@@ -106,11 +132,24 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
     const cached = (await readOptional(join(configDir, 'minion_id')))?.trim()
     if (cached) opts.id = cached
   }
-  if (role === 'master') checkDistinctPorts(opts, origins)
+  // A port left out for being invalid falls back to its default, which could only report a clash that is not there.
+  const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
+  if (role === 'master' && !portDropped) checkDistinctPorts(opts, origins, report)
   prependRootDir(opts)
 
   for (const warning of warnings) logger.warning(warning.message)
-  return { opts: opts as ConfigFor<R>, warnings, files }
+  return { opts: opts as ConfigFor<R>, warnings, files, sources: origins }
+}
+
+/**
+ * Loads a role's config as {@link loadConfig} does but reports every problem instead of the first:
+ * each invalid YAML line, wrong type, unknown transport and port clash, with its file and line.
+ * `errors` is empty when the config is clean (warnings, e.g. unknown keys, do not count as errors).
+ */
+export async function checkConfig<R extends Role>(role: R, options: Omit<LoadConfigOptions, 'problems'> = {}): Promise<ConfigCheck<R>> {
+  const errors: ConfigError[] = []
+  const loaded = await loadConfig(role, { ...options, problems: errors })
+  return { ...loaded, errors }
 }
 
 /**
@@ -118,19 +157,29 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
  * ConfigError with the file and line. Returns the values and the line of every key (three levels deep).
  */
 export function parseConfigText(text: string, file: string): ParsedFile {
+  const parsed = parseConfigFile(text, file)
+  const first = parsed.errors[0]
+  if (first !== undefined) throw first
+  return parsed
+}
+
+/** Parses one config file's text, returning every YAML error (with its line) instead of throwing. */
+function parseConfigFile(text: string, file: string): ParsedFile & { errors: ConfigError[] } {
   const lineCounter = new LineCounter()
   const doc = parseDocument(text, { ...YAML_OPTIONS, lineCounter, prettyErrors: false })
-  const first = doc.errors[0]
-  if (first !== undefined) {
-    const line = first.linePos?.[0].line ?? lineCounter.linePos(first.pos[0]).line
-    const reason = first.message.split('\n')[0] ?? first.message
-    throw new ConfigError(`${file}:${line}: invalid YAML: ${reason}`, { file, line }, { cause: first })
-  }
   const lines = new Map<string, number>()
-  if (doc.contents === null) return { values: {}, lines }
+  if (doc.errors.length > 0) {
+    const errors = doc.errors.map((error) => {
+      const line = error.linePos?.[0].line ?? lineCounter.linePos(error.pos[0]).line
+      const reason = error.message.split('\n')[0] ?? error.message
+      return new ConfigError(`${file}:${line}: invalid YAML: ${reason}`, { file, line }, { cause: error })
+    })
+    return { values: {}, lines, errors }
+  }
+  if (doc.contents === null) return { values: {}, lines, errors: [] }
   if (!isMap(doc.contents)) {
     const line = doc.contents.range === undefined || doc.contents.range === null ? 1 : lineCounter.linePos(doc.contents.range[0]).line
-    throw new ConfigError(`${file}:${line}: a config file must be a mapping of key: value`, { file, line })
+    return { values: {}, lines, errors: [new ConfigError(`${file}:${line}: a config file must be a mapping of key: value`, { file, line })] }
   }
   const walk = (node: unknown, path: string[]): void => {
     if (!isMap(node) || path.length >= 3) return
@@ -142,8 +191,13 @@ export function parseConfigText(text: string, file: string): ParsedFile {
     }
   }
   walk(doc.contents, [])
-  const values = (doc.toJS({ maxAliasCount: 100 }) ?? {}) as Record<string, unknown>
-  return { values, lines }
+  try {
+    const values = (doc.toJS({ maxAliasCount: 100 }) ?? {}) as Record<string, unknown>
+    return { values, lines, errors: [] }
+  } catch (error) {
+    // e.g. an alias bomb past maxAliasCount
+    return { values: {}, lines, errors: [new ConfigError(`${file}: invalid YAML: ${(error as Error).message}`, { file }, { cause: error })] }
+  }
 }
 
 /**
@@ -155,6 +209,7 @@ async function checkValues(
   values: Record<string, unknown>,
   source: (path: readonly string[]) => ConfigSource,
   warnings: ConfigWarning[],
+  report: (error: unknown) => void,
 ): Promise<Record<string, unknown>> {
   const out: Record<string, unknown> = {}
   for (const [key, value] of Object.entries(values)) {
@@ -165,12 +220,16 @@ async function checkValues(
       out[key] = value
       continue
     }
-    if (spec.kind === 'transport') {
-      out[key] = await checkTransportName(value, key, where)
-    } else if (spec.kind === 'transport-opts') {
-      out[key] = await checkTransportOpts(role, value, key, source, warnings)
-    } else {
-      out[key] = coerceValue(key, spec, value, where)
+    try {
+      if (spec.kind === 'transport') {
+        out[key] = await checkTransportName(value, key, where)
+      } else if (spec.kind === 'transport-opts') {
+        out[key] = await checkTransportOpts(role, value, key, source, warnings, report)
+      } else {
+        out[key] = coerceValue(key, spec, value, where)
+      }
+    } catch (error) {
+      report(error)
     }
   }
   return out
@@ -217,7 +276,9 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
       if (typeof value === 'string') return value
       return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a string or a list of strings')
     case 'log-level':
-      if (typeof value !== 'string') return fail('a log level')
+    case 'nullable-log-level':
+      if (value === null && spec.kind === 'nullable-log-level') return null
+      if (typeof value !== 'string') return fail(spec.kind === 'log-level' ? 'a log level' : 'a log level or null')
       try {
         return parseLogLevel(value)
       } catch {
@@ -258,18 +319,31 @@ async function checkTransportOpts(
   key: string,
   source: (path: readonly string[]) => ConfigSource,
   warnings: ConfigWarning[],
+  report: (error: unknown) => void,
 ): Promise<Record<string, Record<string, unknown>>> {
   const where = source([key])
   if (!isPlainObject(value)) coerceValue(key, CONFIG_SCHEMA.transport_opts, value, where)
   const out: Record<string, Record<string, unknown>> = {}
   for (const [name, entry] of Object.entries(value as Record<string, unknown>)) {
-    await checkTransportName(name, `${key}.${name}`, source([key, name]))
+    try {
+      await checkTransportName(name, `${key}.${name}`, source([key, name]))
+    } catch (error) {
+      report(error)
+      continue
+    }
     if (entry === null || entry === undefined) {
       out[name] = {}
       continue
     }
     const entryKey = `${key}.${name}`
-    if (!isPlainObject(entry)) coerceValue(entryKey, { kind: 'map', roles: [role], default: {} }, entry, source([key, name]))
+    if (!isPlainObject(entry)) {
+      try {
+        coerceValue(entryKey, { kind: 'map', roles: [role], default: {} }, entry, source([key, name]))
+      } catch (error) {
+        report(error)
+        continue
+      }
+    }
     const checked: Record<string, unknown> = {}
     for (const [innerKey, innerValue] of Object.entries(entry as Record<string, unknown>)) {
       const innerWhere = source([key, name, innerKey])
@@ -280,7 +354,11 @@ async function checkTransportOpts(
         checked[innerKey] = innerValue
         continue
       }
-      checked[innerKey] = coerceValue(fullKey, spec, innerValue, innerWhere)
+      try {
+        checked[innerKey] = coerceValue(fullKey, spec, innerValue, innerWhere)
+      } catch (error) {
+        report(error)
+      }
     }
     out[name] = checked
   }
@@ -288,7 +366,7 @@ async function checkTransportOpts(
 }
 
 /** Two transports served by one master cannot share a port: the second bind would fail at start-up. */
-function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, ConfigSource>): void {
+function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, ConfigSource>, report: (error: unknown) => void): void {
   const transportOpts = (opts.transport_opts ?? {}) as Record<string, Record<string, unknown>>
   for (const portKey of ['publish_port', 'ret_port'] as const) {
     const seen = new Map<number, { name: string; keyName: string }>()
@@ -302,11 +380,14 @@ function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, 
       const other = seen.get(port)
       if (other !== undefined) {
         const source = origins.get(keyName) ?? origins.get(`transport_opts.${name}`) ?? { file: 'defaults' }
-        throw new ConfigError(
-          `${formatSource(source)}: transports '${other.name}' and '${name}' both use ${portKey} ${port} ` +
-            `(${other.keyName} and ${keyName}); give each transport its own port`,
-          { key: keyName, file: source.file, line: source.line },
+        report(
+          new ConfigError(
+            `${formatSource(source)}: transports '${other.name}' and '${name}' both use ${portKey} ${port} ` +
+              `(${other.keyName} and ${keyName}); give each transport its own port`,
+            { key: keyName, file: source.file, line: source.line },
+          ),
         )
+        continue
       }
       seen.set(port, { name, keyName })
     }
@@ -352,6 +433,8 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'transport':
     case 'log-level':
       return { key, value: spec.kind === 'string' ? coerceValue(key, spec, raw, where) : raw }
+    case 'nullable-log-level':
+      return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'nullable-string':
       return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'integer':

@@ -149,3 +149,15 @@ export class YamlLoadError extends BrineError {
     this.problem = problem
   }
 }
+
+/** A daemon's `log_file` that cannot be opened or reopened (e.g. after logrotate, on SIGHUP). */
+export class LogFileError extends BrineError {
+  override name = 'LogFileError'
+  readonly file: string
+
+  constructor(file: string, action: 'open' | 'reopen' | 'write', options?: ErrorOptions) {
+    const reason = options?.cause instanceof Error ? `: ${options.cause.message}` : ''
+    super(`cannot ${action} log_file ${file}${reason}`, { file, action }, options)
+    this.file = file
+  }
+}

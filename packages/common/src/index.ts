@@ -5,8 +5,9 @@
  * seconds-to-milliseconds conversion, Salt's jid format, the wire payload types and their
  * validators, Salt's target matchers (bounded, with Python's regular expressions matched in a
  * worker thread under a deadline, and nodegroups resolved for the master), the one return collector
- * (find_job, job-cache recovery), Salt's YAML loader and command-line argument typing, logging from config,
- * and the registration of the built-in `zeromq` and `tcp` transports.
+ * (find_job, job-cache recovery), Salt's YAML loader and command-line argument typing, logging from config
+ * (a daemon's `log_file`, reopened after logrotate), Salt's versions report, and the registration of the
+ * built-in `zeromq` and `tcp` transports.
  */
 export * from './errors.js'
 export * from './config-schema.js'
@@ -25,3 +26,4 @@ export * from './return-collector.js'
 // Salt's YAML loader and command-line argument typing (yamlify_arg, parse_input), shared by the CLI and the minion.
 export * from './salt-yaml.js'
 export * from './args.js'
+export * from './versions.js'

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createLogger } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
-import { loadConfig, parseOverride, parseOverrides } from '../src/config.js'
+import { checkConfig, loadConfig, parseOverride, parseOverrides } from '../src/config.js'
 
 let dir: string
 
@@ -62,6 +62,8 @@ describe('defaults', () => {
       cachedir: '/var/cache/brine/master',
       sock_dir: '/var/run/brine/master',
       log_file: '/var/log/brine/master',
+      log_level_logfile: null,
+      pidfile: '/var/run/brine-master.pid',
       'postgres.port': 5432,
       rest_api: { port: 8000, host: '0.0.0.0' },
       master_id: null,
@@ -239,6 +241,60 @@ describe('errors', () => {
   it('refuses a top level that is not a mapping', async () => {
     const file = await write('master', '- timeout\n')
     expect((await loadError('master')).message).toBe(`${file}:1: a config file must be a mapping of key: value`)
+  })
+})
+
+describe('checkConfig (--check-config)', () => {
+  it('reports every problem of every file with its line, not just the first, and keeps loading', async () => {
+    const main = await write('master', 'publish_port: lots\ntimeout: soon\nnot_a_key: 1\ntransport_opts:\n  tcp:\n    ret_port: -1\n    publish_port: x\n')
+    const extra = await write('master.d/10-more.conf', 'auto_accept: maybe\ntransport: zmq\nlog_level_logfile: chatty\n')
+    const { errors, warnings, files, opts } = await checkConfig('master', { configDir: dir })
+    expect(files).toEqual([main, extra])
+    expect(errors.map((error) => [error.file, error.line, error.key])).toEqual([
+      [main, 1, 'publish_port'],
+      [main, 2, 'timeout'],
+      [main, 6, 'transport_opts.tcp.ret_port'],
+      [main, 7, 'transport_opts.tcp.publish_port'],
+      [extra, 1, 'auto_accept'],
+      [extra, 2, 'transport'],
+      [extra, 3, 'log_level_logfile'],
+    ])
+    expect(errors.every((error) => error.message.includes(`${error.file}:${error.line}`))).toBe(true)
+    expect(errors[5]!.message).toContain("did you mean 'zeromq'?")
+    expect(warnings.map((warning) => [warning.key, warning.line])).toEqual([['not_a_key', 3]])
+    // The values in error were left out, so the defaults stand.
+    expect(opts).toMatchObject({ publish_port: 4505, timeout: 5, auto_accept: false, transport: 'zeromq' })
+  })
+
+  it('reports each syntax error of a broken file and still checks the other files', async () => {
+    const broken = await write('master', 'timeout: 5\ntimeout: 6\nkeep_jobs: 1\nkeep_jobs: 2\n')
+    const other = await write('master.d/a.conf', 'worker_threads: many\n')
+    const { errors } = await checkConfig('master', { configDir: dir })
+    expect(errors.map((error) => error.message)).toEqual([
+      `${broken}:2: invalid YAML: Map keys must be unique`,
+      `${broken}:4: invalid YAML: Map keys must be unique`,
+      `${other}:1: worker_threads must be an integer, got string 'many'`,
+    ])
+  })
+
+  it('reports every port clash', async () => {
+    await write('master', 'publish_port: 5000\nret_port: 5001\ntransport_opts:\n  tcp: {}\n')
+    const { errors } = await checkConfig('master', { configDir: dir })
+    expect(errors.map((error) => error.key)).toEqual(['publish_port', 'ret_port'])
+  })
+
+  it('finds nothing wrong with a clean config, and tells where each key came from', async () => {
+    const file = await write('minion', 'id: web1\nmaster: 10.0.0.1\nlog_level_logfile: debug\n')
+    const { errors, warnings, sources, opts } = await checkConfig('minion', { configDir: dir })
+    expect(errors).toEqual([])
+    expect(warnings).toEqual([])
+    expect(sources.get('master')).toEqual({ file, line: 2 })
+    expect(opts.log_level_logfile).toBe('debug')
+  })
+
+  it('still throws the first problem from loadConfig', async () => {
+    const file = await write('master', 'publish_port: lots\ntimeout: soon\n')
+    expect((await loadError('master')).message).toBe(`${file}:1: publish_port must be a port number (an integer from 0 to 65535), got string 'lots'`)
   })
 })
 

@@ -1,8 +1,20 @@
+import { dirname } from 'node:path'
 import type { Command } from 'commander'
-import { parseLogLevel, type Logger } from '@brine/transport'
-import { loadConfig, parseOverride, type MasterConfig, type MinionConfig } from '@brine/common'
+import { parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
+import {
+  ConfigError,
+  loadConfig,
+  openDaemonLogging,
+  parseOverride,
+  type ConfigSource,
+  type DaemonLogging,
+  type MasterConfig,
+  type MinionConfig,
+} from '@brine/common'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
+import { chownPath, chownTree, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
+import { runCheckConfig } from './check-config.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
 export interface Daemon {
@@ -25,6 +37,14 @@ interface OverrideFlag {
   help: string
 }
 
+/** Salt's daemon flags for the process itself (salt-master/salt-minion: -u, --pid-file, --log-file, --log-file-level). */
+const PROCESS_FLAGS: OverrideFlag[] = [
+  { flags: '-u, --user <user>', key: 'user', help: 'run as this user (started as root: switch to it after binding ports and reading keys)' },
+  { flags: '--pid-file <path>', key: 'pidfile', help: 'where to write the pid (default /var/run/brine-<role>.pid)' },
+  { flags: '--log-file <path>', key: 'log_file', help: 'log file path (default /var/log/brine/<role>)' },
+  { flags: '--log-file-level <level>', key: 'log_level_logfile', help: 'log file level (default: the log level)' },
+]
+
 const MASTER_FLAGS: OverrideFlag[] = [
   { flags: '--transport <name>', key: 'transport', help: 'transport to serve: zeromq or tcp' },
   { flags: '--interface <address>', key: 'interface', help: 'address to bind' },
@@ -32,6 +52,7 @@ const MASTER_FLAGS: OverrideFlag[] = [
   { flags: '--ret-port <port>', key: 'ret_port', help: 'request (return) port' },
   { flags: '--id <id>', key: 'id', help: "the master's id" },
   { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
+  ...PROCESS_FLAGS,
 ]
 
 const MINION_FLAGS: OverrideFlag[] = [
@@ -41,6 +62,7 @@ const MINION_FLAGS: OverrideFlag[] = [
   { flags: '--master-port <port>', key: 'master_port', help: "the master's request port" },
   { flags: '--publish-port <port>', key: 'publish_port', help: "the master's publish port" },
   { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
+  ...PROCESS_FLAGS,
 ]
 
 function buildProgram(role: Role, io: CommandIO): Command {
@@ -52,11 +74,22 @@ function buildProgram(role: Role, io: CommandIO): Command {
   program
     .option('--set <key=value>', 'set any config key (repeatable), e.g. --set timeout=10', (value: string, previous: string[]) => [...previous, value], [] as string[])
     .option('-d, --daemon', 'not supported: run under a process supervisor instead')
+    .option('--check-config', 'check the config files, print every problem with its file and line, and exit (1 if any is an error)')
   return program
 }
 
-/** The daemon's loaded config, or an exit code. */
-export async function loadDaemonConfig(role: Role, argv: readonly string[], io: CommandIO): Promise<{ opts: MasterConfig | MinionConfig; logger: Logger } | number> {
+/** A daemon's loaded config; `logger` writes to the command's stderr only (runDaemon adds the log file). */
+export interface LoadedDaemonConfig {
+  opts: MasterConfig | MinionConfig
+  logger: Logger
+  /** `-l` when given on the command line (it wins over `log_level`). */
+  consoleLevel: LogLevel | undefined
+  /** Where each key was set (file and line), for errors about values checked after loading (`user`). */
+  sources: ReadonlyMap<string, ConfigSource>
+}
+
+/** The daemon's loaded config, or an exit code (`--check-config` runs the check and returns its exit code). */
+export async function loadDaemonConfig(role: Role, argv: readonly string[], io: CommandIO): Promise<LoadedDaemonConfig | number> {
   const name = `brine-${role}`
   const program = buildProgram(role, io)
   const code = parseArgv(program, argv)
@@ -67,21 +100,30 @@ export async function loadDaemonConfig(role: Role, argv: readonly string[], io: 
   }
   try {
     const overrides: Record<string, unknown> = {}
+    // --check-config reports a bad flag value with the other problems instead of stopping at it.
+    const overrideErrors: ConfigError[] = []
+    const override = (text: string): void => {
+      try {
+        const { key, value } = parseOverride(text)
+        overrides[key] = value
+      } catch (error) {
+        if (o.checkConfig !== true || !(error instanceof ConfigError)) throw error
+        overrideErrors.push(error)
+      }
+    }
     for (const flag of role === 'master' ? MASTER_FLAGS : MINION_FLAGS) {
       const attribute = program.options.find((option) => option.flags === flag.flags)?.attributeName()
       const value = attribute === undefined ? undefined : o[attribute]
-      if (typeof value === 'string') Object.assign(overrides, { [flag.key]: parseOverride(`${flag.key}=${value}`).value })
+      if (typeof value === 'string') override(`${flag.key}=${value}`)
     }
-    for (const text of o.set as string[]) {
-      const { key, value } = parseOverride(text)
-      overrides[key] = value
-    }
+    for (const text of o.set as string[]) override(text)
     // -l on the command line wins over log_level in the file, as in Salt.
-    const cliLevel = program.getOptionValueSource('logLevel') === 'cli' ? String(o.logLevel) : undefined
+    const cliLevel = program.getOptionValueSource('logLevel') === 'cli' ? parseLogLevel(String(o.logLevel)) : undefined
+    if (o.checkConfig === true) return await runCheckConfig(role, { configDir: String(o.configDir), overrides }, io, overrideErrors)
     const bootLogger = cliLogger(cliLevel ?? 'warning', io, name)
-    const { opts } = await loadConfig(role, { configDir: String(o.configDir), overrides, logger: bootLogger })
+    const { opts, sources } = await loadConfig(role, { configDir: String(o.configDir), overrides, logger: bootLogger })
     const level = cliLevel ?? parseLogLevel(String(opts.log_level ?? 'warning'))
-    return { opts, logger: cliLogger(level, io, name) }
+    return { opts, logger: cliLogger(level, io, name), consoleLevel: cliLevel, sources }
   } catch (error) {
     io.stderr.write(`${name}: ${(error as Error).message}\n`)
     return EXIT_GENERIC
@@ -113,29 +155,82 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   const name = `brine-${role}`
   const loaded = await loadDaemonConfig(role, argv, io)
   if (typeof loaded === 'number') return loaded
-  const { opts, logger } = loaded
-  let daemon: Daemon | undefined
+  const { opts } = loaded
+  let runAs: RunAs | undefined
   try {
+    // Checked before anything is written: a daemon that cannot become its user must not start as root.
+    // Only a `user` the config or -u sets is switched to; the default is whoever started the daemon.
+    const userSource = loaded.sources.get('user')
+    runAs = userSource === undefined ? undefined : resolveRunAs(String(opts.user), userSource)
+  } catch (error) {
+    io.stderr.write(`${name}: ${(error as Error).message}\n`)
+    return EXIT_GENERIC
+  }
+  const logging = openDaemonLogging(opts, name, { consoleLevel: loaded.consoleLevel, write: (line) => io.stderr.write(line) })
+  const logger = logging.logger
+  const pidfile = typeof opts.pidfile === 'string' && opts.pidfile !== '' ? opts.pidfile : undefined
+  const onHangup = (): void => logging.reopen()
+  let daemon: Daemon | undefined
+  /** Directories created here (for the pidfile, and for a daemon that switches users), given to its user once it has started. */
+  const created: string[] = []
+  try {
+    if (pidfile !== undefined) created.push(...writePidfile(pidfile, name, logger))
+    if (runAs !== undefined) created.push(...daemonDirs(opts).flatMap((dir) => makeDaemonDir(dir)))
     const Daemon = deps.load === undefined ? ((await defaultLoader(role)) as unknown as DaemonClass<C>) : await deps.load()
     // The master opens the job cache master_job_cache names (local_cache or postgres) itself.
     daemon = new Daemon(opts as C, { logger })
     await daemon.start()
+    if (runAs !== undefined) becomeUser(runAs, opts, created, logging, pidfile, logger)
   } catch (error) {
     io.stderr.write(`${name}: cannot start: ${(error as Error).message}\n`)
     // A half-started daemon must not keep ports or sockets.
     await daemon?.stop().catch(() => {})
+    if (pidfile !== undefined) removePidfile(pidfile, logger)
+    logging.close()
     return EXIT_GENERIC
   }
-  logger.info(`${name} started (transport ${String(opts.transport)}, id ${String(opts.id)})`)
+  // logrotate moves the file and sends SIGHUP (see packaging/logrotate/brine): start a new file at log_file.
+  process.on('SIGHUP', onHangup)
+  logger.info(`${name} started (transport ${String(opts.transport)}, id ${String(opts.id)}, pid ${process.pid})`)
   await aborted(io.signal)
   logger.info(`${name} stopping`)
+  let code = EXIT_OK
   try {
     await daemon.stop()
   } catch (error) {
     io.stderr.write(`${name}: error while stopping: ${(error as Error).message}\n`)
-    return EXIT_GENERIC
+    code = EXIT_GENERIC
   }
-  return EXIT_OK
+  process.off('SIGHUP', onHangup)
+  if (pidfile !== undefined) removePidfile(pidfile, logger)
+  logging.close()
+  return code
+}
+
+/** The directories a daemon writes to while it runs. */
+function daemonDirs(opts: MasterConfig | MinionConfig): string[] {
+  return (['pki_dir', 'cachedir', 'sock_dir'] as const).map((key) => opts[key]).filter((path): path is string => typeof path === 'string' && path !== '')
+}
+
+/**
+ * Salt's verify_env and check_user, after the daemon has bound its ports and read its keys as root: the
+ * directories it writes (pki_dir, cachedir, sock_dir, with everything in them, and the parents created for
+ * them), its log file (and the directories created for it) and its pidfile go to `runAs`, then the process
+ * switches to it for good.
+ */
+function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig, created: readonly string[], logging: DaemonLogging, pidfile: string | undefined, logger: Logger): void {
+  for (const dir of created) chownPath(dir, runAs)
+  for (const dir of daemonDirs(opts)) chownTree(dir, runAs)
+  const file = logging.file
+  if (file !== undefined) {
+    if (file.createdDir !== undefined) {
+      for (let dir = dirname(file.path); dir.startsWith(file.createdDir); dir = dirname(dir)) chownPath(dir, runAs)
+    }
+    chownPath(file.path, runAs)
+  }
+  if (pidfile !== undefined) chownPath(pidfile, runAs)
+  switchUser(runAs)
+  logger.info(`running as user ${runAs.name} (uid ${runAs.uid}, gid ${runAs.gid})`)
 }
 
 export const runMaster = (argv: readonly string[], io: CommandIO, deps: DaemonDeps<MasterConfig> = {}): Promise<number> => runDaemon('master', argv, io, deps)

@@ -1,0 +1,115 @@
+import { mkdtemp, readFile, rm, writeFile, readdir, realpath } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { killAll, REPO_ROOT, run } from './helpers/processes.js'
+
+// What a user does on a machine with only Node 20 and npm: the tarballs `npm run pack` makes, installed with
+// `npm install -g`. The install is --offline with an empty npm cache: the tarballs carry their third-party
+// dependencies, so it needs neither the registry nor the cache `npm ci` filled.
+const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-key', 'brine-call', 'brine-run']
+const PACK_MS = 600_000
+const INSTALL_MS = 300_000
+const COMMAND_MS = 60_000
+
+let scratch = ''
+let prefix = ''
+let env: NodeJS.ProcessEnv = {}
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'brine-install-'))
+  prefix = join(scratch, 'prefix')
+  const packed = await run(process.execPath, ['scripts/pack.mjs', join(scratch, 'tarballs')], { ms: PACK_MS })
+  expect(packed.code, packed.stderr).toBe(0)
+  const tarballs = packed.stdout.trim().split('\n')
+  // An empty cache and --offline: nothing may come from anywhere but the tarballs.
+  const cache = join(scratch, 'empty-npm-cache')
+  const installed = await run('npm', ['install', '--global', '--prefix', prefix, '--offline', '--cache', cache, '--no-audit', '--no-fund', ...tarballs], {
+    ms: INSTALL_MS,
+    cwd: scratch,
+  })
+  expect(installed.code, installed.stderr).toBe(0)
+  // The installed commands first on the PATH, as after a real global install.
+  env = { ...process.env, PATH: `${join(prefix, 'bin')}:${process.env.PATH ?? ''}` }
+}, PACK_MS + INSTALL_MS)
+
+afterAll(async () => {
+  killAll()
+  if (scratch !== '') await rm(scratch, { recursive: true, force: true })
+})
+
+const startFleet = useFleets()
+
+describe('npm pack, then npm install -g of the tarballs into a fresh prefix', () => {
+  it('puts every brine* command on the PATH, each running the installed copy', async () => {
+    expect((await readdir(join(prefix, 'bin'))).sort()).toEqual([...BINS].sort())
+    for (const bin of BINS) {
+      const which = await run('sh', ['-c', `command -v ${bin}`], { ms: COMMAND_MS, env })
+      expect(which.stdout.trim()).toBe(join(prefix, 'bin', bin))
+      const version = await run(bin, ['--version'], { ms: COMMAND_MS, env, cwd: scratch })
+      expect({ bin, code: version.code, out: version.stdout }).toEqual({ bin, code: 0, out: '0.1.0\n' })
+    }
+    const launcher = await realpath(join(prefix, 'bin', 'brine-master'))
+    expect(launcher).toBe(join(prefix, 'lib/node_modules/@brine/cli/bin/brine-master.js'))
+  })
+
+  it("loads the zeromq addon bundled in the installed copy (prebuilt: no install script or compiler), and reports it in --versions-report", async () => {
+    const zeromq = join(prefix, 'lib/node_modules/@brine/transport-zeromq/node_modules/zeromq')
+    // The addon the installed zeromq loads is a file inside the prefix: read from this process's memory map.
+    const probe = `const z = require(${JSON.stringify(zeromq)}); const s = new z.Dealer(); s.close();
+      const addon = require('fs').readFileSync('/proc/self/maps', 'utf8').split('\\n').map((l) => l.split(/\\s+/)[5]).find((p) => p && p.endsWith('.node') && p.includes('zeromq'));
+      console.log(JSON.stringify({ version: z.version, addon }))`
+    const loaded = await run(process.execPath, ['-e', probe], { ms: COMMAND_MS, cwd: scratch })
+    expect(loaded.code, loaded.stderr).toBe(0)
+    const { version, addon } = JSON.parse(loaded.stdout) as { version: string; addon: string }
+    expect(version).toMatch(/^4\.\d+\.\d+$/)
+    expect(addon.startsWith(`${zeromq}/build/`)).toBe(true)
+
+    const report = await run('brine', ['--versions-report'], { ms: COMMAND_MS, env, cwd: scratch })
+    expect(report.code).toBe(0)
+    expect(report.stdout).toContain(`\n           libzmq: ${version}\n`)
+    const lock = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version: string }> }
+    for (const name of ['zeromq', 'msgpackr', 'yaml', 'tweetnacl', 'pg']) {
+      // Exactly the versions this repository's lock file tested, bundled into the tarballs.
+      expect(report.stdout).toContain(`${name}: ${lock.packages[`node_modules/${name}`]!.version}\n`)
+    }
+  })
+
+  describe.each(TRANSPORTS)('the installed brine-master and brine-minion over %s', (transport) => {
+    it('accept each other, run jobs from the installed brine, and stop cleanly', async () => {
+      const fleet = await startFleet({ minions: [{ id: 'web1', transport, grains: { role: 'web' } }], binDir: join(prefix, 'bin') })
+      const cmdline = await readFile(`/proc/${fleet.master.pid}/cmdline`, 'utf8')
+      expect(cmdline.split('\0')).toContain(join(prefix, 'bin', 'brine-master'))
+      expect(fleet.master.stderr).toContain(`transport ${transport}: publish`)
+
+      const ping = await fleet.run('brine', ['*', 'test.ping'], { env })
+      expect({ code: ping.code, out: ping.stdout }).toEqual({ code: 0, out: 'web1:\n    True\n' })
+      const grains = await fleet.run('brine', ['-G', 'role:web', 'grains.item', 'role', '--out', 'json', '--static'], { env })
+      expect(JSON.parse(grains.stdout)).toEqual({ web1: { role: 'web' } })
+      const keys = await fleet.run('brine-key', ['-L'], { env })
+      expect(keys.stdout).toMatch(/^Accepted Keys:\nweb1\n/)
+
+      expect(await fleet.minions.get('web1')!.stop('SIGTERM')).toEqual({ code: 0, signal: null })
+      expect(await fleet.master.stop('SIGTERM')).toEqual({ code: 0, signal: null })
+    })
+  })
+
+  it("starts each systemd unit's ExecStart from the installed commands (checked with --check-config)", async () => {
+    const configDir = join(scratch, 'etc-brine')
+    await rm(configDir, { recursive: true, force: true })
+    await run('mkdir', ['-p', configDir], { ms: COMMAND_MS })
+    await writeFile(join(configDir, 'master'), 'interface: 127.0.0.1\n')
+    await writeFile(join(configDir, 'minion'), 'id: web1\nmaster: 127.0.0.1\n')
+    for (const role of ['master', 'minion']) {
+      const unit = await readFile(join(REPO_ROOT, `packaging/systemd/brine-${role}.service`), 'utf8')
+      const execStart = /^ExecStart=(.*)$/m.exec(unit)?.[1]
+      expect(execStart).toBe(`brine-${role} -c /etc/brine`)
+      expect(unit).toMatch(/^Restart=on-failure$/m)
+      expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m)
+      const [command, ...args] = execStart!.replace('/etc/brine', configDir).split(' ')
+      const checked = await run(command!, [...args, '--check-config'], { ms: COMMAND_MS, env, cwd: scratch })
+      expect({ code: checked.code, out: checked.stdout }).toEqual({ code: 0, out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, role)})\n` })
+    }
+  })
+})
