@@ -43,10 +43,14 @@ export class BatchSizeError extends BrineError {
   override name = 'BatchSizeError'
   readonly value: string
   readonly key: string
+  /** What is wrong with it, and the forms that work (without the value and key). */
+  readonly reason: string
   constructor(value: string, key: string, reason: string) {
-    super(`invalid batch size ${JSON.stringify(value)} for ${key}: ${reason}; give a number of minions (3) or a percentage of them (10%, or %10)`, { value, key })
+    const full = `${reason}; give a number of minions (3) or a percentage of them (10%, or %10)`
+    super(`invalid batch size ${JSON.stringify(value)} for ${key}: ${full}`, { value, key })
     this.value = value
     this.key = key
+    this.reason = full
   }
 }
 

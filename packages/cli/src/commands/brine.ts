@@ -1,8 +1,10 @@
 import { Option } from 'commander'
-import { SingleBar } from 'cli-progress'
 import { TimeoutError, type Logger } from '@brine/transport'
 import { secondsToMs, type TargetType, type Tgt } from '@brine/common'
-import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { LocalClient, NO_RESPONSE, type BatchEvent, type BatchOptions, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import type { MasterConfig } from '@brine/common'
+import { LiveLine } from '../live-line.js'
+import { addBatchOptions, jobBanner, planBatch, readBatchFlags, runBatchMode, type BatchFlags } from './brine-batch.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
   addCommonOptions,
@@ -32,6 +34,10 @@ export interface JobClient {
   /** Publishes with a reader of the job's returns already open (LocalClient's `runJob` with `listen: true`). */
   runJob(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<CliJob>
   cmdAsync(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<string>
+  /** Batch mode (LocalClient's `cmdBatch`). */
+  cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[], options: BatchOptions): AsyncIterable<BatchEvent>
+  /** The master config's keys `brine` reads (batch_safe_limit, batch_safe_size). */
+  config(): Promise<Pick<MasterConfig, 'batch_safe_limit' | 'batch_safe_size'>>
   close(): Promise<void>
 }
 
@@ -41,6 +47,8 @@ function localJobClient(options: { configDir: string; logger: Logger }): JobClie
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
     cmdAsync: (tgt, fun, arg, jobOptions) => client.cmdAsync(tgt, fun, arg, jobOptions),
+    cmdBatch: (tgt, fun, arg, batchOptions) => client.cmdBatch(tgt, fun, arg, batchOptions),
+    config: () => client.config(),
     close: () => client.close(),
   }
 }
@@ -78,6 +86,7 @@ export interface BrineArgs {
   hideTimeout: boolean
   ret?: string
   color?: boolean
+  batch: BatchFlags
 }
 
 /** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
@@ -100,6 +109,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('--return <returners>', 'returners that also receive the returns')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+  addBatchOptions(program)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
@@ -116,6 +126,8 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     io.stderr.write(`brine: error: '${fun}' is not a function name (module.function, e.g. test.ping)\n`)
     return EXIT_USAGE
   }
+  const batch = readBatchFlags(options, io)
+  if (typeof batch === 'number') return batch
   const args: BrineArgs = {
     configDir: options.configDir as string,
     logLevel: options.logLevel as string,
@@ -128,6 +140,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     showJid: options.showJid === true,
     verbose: options.verbose === true,
     hideTimeout: options.hideTimeout === true,
+    batch,
   }
   if (options.timeout !== undefined) args.timeout = secondsToMs(options.timeout, '--timeout')
   if (typeof options.out === 'string' && isOutputter(options.out)) args.out = options.out
@@ -136,34 +149,6 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   if (options.forceColor === true) args.color = true
   else if (options.color === false) args.color = false
   return args
-}
-
-/** Live "returns 2/3" on a terminal's stderr, cleared before anything is printed. */
-class LiveCount {
-  private bar: SingleBar | undefined
-  private count = 0
-  constructor(
-    private readonly io: CommandIO,
-    private readonly total: number,
-  ) {}
-
-  start(): void {
-    this.bar = new SingleBar({ format: 'returns {value}/{total}', stream: this.io.stderr as NodeJS.WritableStream, clearOnComplete: true, hideCursor: null })
-    this.bar.start(this.total, this.count)
-  }
-
-  /** Clears the line, lets `print` write, and redraws with one more return. */
-  around(print: () => void): void {
-    this.bar?.stop()
-    print()
-    this.count++
-    if (this.bar !== undefined) this.start()
-  }
-
-  stop(): void {
-    this.bar?.stop()
-    this.bar = undefined
-  }
 }
 
 /** `brine <target> <function> [arguments...]`: returns the exit code (Salt's: 0, 1 a minion failed or did not return, 2 nothing matched). */
@@ -183,6 +168,8 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     return EXIT_NO_MINIONS
   }
   try {
+    const plan = await planBatch(client, args, io)
+    if (plan !== undefined) return await runBatchMode(client, args, io, plan, color)
     if (args.async) {
       const jid = await client.cmdAsync(args.tgt, args.fun, args.arg, jobOptions)
       if (jid === '') return noMinions()
@@ -196,12 +183,14 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
       return noMinions()
     }
     if (args.showJid) io.stdout.write(`jid: ${jid}\n`)
-    if (args.verbose) io.stdout.write(`Executing job with jid ${jid}\n-------------------------------------------\n\n`)
-    const live = !args.static && io.stderr.isTTY === true ? new LiveCount(io, minions.length) : undefined
-    live?.start()
+    if (args.verbose) io.stdout.write(jobBanner(jid))
+    // A live "returns 2/3" on a terminal's stderr.
+    const live = new LiveLine(io, 'returns {value}/{total}', { enabled: !args.static && io.stderr.isTTY === true })
+    live.start(minions.length)
     const collected: Record<string, unknown> = {}
     let failed = false
     let received = 0
+    let shown = 0
     const waitOptions: WaitOptions = {}
     if (args.timeout !== undefined) waitOptions.timeout = args.timeout
     if (io.signal !== undefined) waitOptions.signal = io.signal
@@ -213,7 +202,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
           if (args.static) collected[item.id] = NO_RESPONSE
           else {
             const text = args.out === undefined || args.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, { color }) : renderOutput(args.out, { [item.id]: NO_RESPONSE }, { color, indent: args.outIndent })
-            live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
+            live.write(text, ++shown)
           }
           continue
         }
@@ -225,10 +214,10 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
         }
         // The minion's outputter hint applies only when --out was not given, as in Salt.
         const text = renderOutput(args.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { color, indent: args.outIndent, retcode: item.retcode })
-        live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
+        live.write(text, ++shown)
       }
     } finally {
-      live?.stop()
+      live.stop()
       await job.close()
     }
     if (io.signal?.aborted === true) {
