@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import type { BatchEvent, BatchOptions, CliReturn } from '@brine/client'
 import type { Tgt } from '@brine/common'
 import { parseBrineArgs, runBrine, type CliJob, type JobClient } from '../src/commands/brine.js'
+import { EXIT_USAGE } from '../src/io.js'
 import { memoryIO } from './helpers.js'
 
 const J1 = '20260101000000000001'
@@ -93,7 +94,7 @@ describe('brine batch flags', () => {
     ]
     for (const [argv, message] of cases) {
       const io = memoryIO()
-      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(2)
+      expect(parseBrineArgs(argv, io), argv.join(' ')).toBe(EXIT_USAGE)
       expect(io.err(), argv.join(' ')).toMatch(message)
     }
   })

@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander'
 import { secondsToMs } from '@brine/common'
 import { BatchSizeError, NO_RESPONSE, parseBatchSize, type BatchEvent, type BatchJob, type BatchOptions, type CliReturn } from '@brine/client'
 import { LiveLine } from '../live-line.js'
-import { pythonRepr, renderOutput } from '../output/index.js'
+import { pythonRepr, renderOutput, type DisplayOptions, type OutputterName } from '../output/index.js'
 import { EXIT_GENERIC, EXIT_NO_MINIONS, EXIT_OK, EXIT_USAGE, integer, nonNegativeSeconds, type CommandIO } from '../io.js'
 import type { BrineArgs, JobClient } from './brine.js'
 
@@ -102,6 +102,12 @@ function exitCodeOf(item: CliReturn): number {
   return item.retcode !== 0 || item.success === false ? EXIT_GENERIC : EXIT_OK
 }
 
+/** How returns are shown: the outputter `--out` (or the config) chose, and the display options. */
+export interface BatchView {
+  out?: OutputterName | undefined
+  display: DisplayOptions
+}
+
 /**
  * `brine -b …`: Salt's batch output, through {@link JobClient.cmdBatch}. Minions that did not answer
  * the ping are named ("did not respond. No job will be sent."), each batch is announced ("Executing run
@@ -110,7 +116,8 @@ function exitCodeOf(item: CliReturn): number {
  * prints one document at the end, without the announcements. Exit: the highest retcode; at least 1 when
  * a minion did not answer or return (unless `--hide-timeout`), where Salt says 0; 2 when nothing matched.
  */
-export async function runBatchMode(client: JobClient, args: BrineArgs, io: CommandIO, plan: BatchPlan, color: boolean): Promise<number> {
+export async function runBatchMode(client: JobClient, args: BrineArgs, io: CommandIO, plan: BatchPlan, view: BatchView): Promise<number> {
+  const { out, display } = view
   const options: BatchOptions = { tgtType: args.tgtType, batch: plan.size, failhard: args.batch.failhard }
   if (args.timeout !== undefined) options.timeout = args.timeout
   if (args.ret !== undefined) options.ret = args.ret
@@ -165,14 +172,14 @@ export async function runBatchMode(client: JobClient, args: BrineArgs, io: Comma
           }
           if (item.status === 'missing') {
             const text =
-              args.out === undefined || args.out === 'nested'
-                ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, { color })
-                : renderOutput(args.out, { jid: item.jid, [item.id]: NO_RESPONSE }, { color, indent: args.outIndent })
+              out === undefined || out === 'nested'
+                ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, display)
+                : renderOutput(out, { jid: item.jid, [item.id]: NO_RESPONSE }, display)
             print(text)
             break
           }
           // Salt's batch document: the return under the minion's id, with the job's retcode and jid beside it.
-          print(renderOutput(args.out ?? item.out ?? 'nested', { retcode: item.retcode, jid: item.jid, [item.id]: item.ret }, { color, indent: args.outIndent }))
+          print(renderOutput(out ?? item.out ?? 'nested', { retcode: item.retcode, jid: item.jid, [item.id]: item.ret }, display))
           break
         }
         case 'failhard': {
@@ -199,7 +206,7 @@ export async function runBatchMode(client: JobClient, args: BrineArgs, io: Comma
     )
     return EXIT_GENERIC
   }
-  if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(args.out ?? 'nested', collected, { color, indent: args.outIndent }))
+  if (args.static && Object.keys(collected).length > 0) io.stdout.write(renderOutput(out ?? 'nested', collected, display))
   if (failedRetcode) io.stderr.write('ERROR: Minions returned with non-zero exit code\n')
   return code
 }

@@ -169,7 +169,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   }
   try {
     const plan = await planBatch(client, args, io)
-    if (plan !== undefined) return await runBatchMode(client, args, io, plan, color)
+    if (plan !== undefined) return await runBatchMode(client, args, io, plan, { out: args.out, display: { color, indent: args.outIndent } })
     if (args.async) {
       const jid = await client.cmdAsync(args.tgt, args.fun, args.arg, jobOptions)
       if (jid === '') return noMinions()
