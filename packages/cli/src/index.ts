@@ -6,6 +6,8 @@
  * the exit code.
  */
 export { runBrine, parseBrineArgs, describeClientError, type BrineArgs, type BrineDeps, type CliJob, type JobClient } from './commands/brine.js'
+export { addBatchOptions, planBatch, readBatchFlags, runBatchMode, type BatchFlags, type BatchPlan, type BatchView } from './commands/brine-batch.js'
+export { LiveLine } from './live-line.js'
 export { runKey, parseKeyArgs, formatKeyListing, formatFingers, KEY_DIRS, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
 export { runDaemon, runMaster, runMinion, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps } from './commands/daemon.js'
 export { runCall } from './commands/call.js'

@@ -144,6 +144,11 @@ describe('brine in batch mode', () => {
     expect(io.err()).toBe('')
   })
 
+  it('a retcode beyond an exit status (256) exits 255, not 0', async () => {
+    const io = memoryIO()
+    expect(await runBrine(['-b', '1', '--hide-timeout', '*', 'cmd.run', 'x'], io, { createClient: () => batchClient(threeBatches(256)) })).toBe(255)
+  })
+
   it('--hide-timeout leaves the silent minion out, and the exit is then 0', async () => {
     const io = memoryIO()
     expect(await runBrine(['-b', '1', '--hide-timeout', '*', 'test.ping'], io, { createClient: () => batchClient(threeBatches()) })).toBe(0)

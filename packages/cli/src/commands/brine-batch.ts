@@ -95,10 +95,11 @@ export function jobBanner(jid: string): string {
   return `Executing job with jid ${jid}\n-------------------------------------------\n\n`
 }
 
-/** The exit code a minion's outcome asks for: its retcode within 1..255, 1 for any other failure. */
+/** The exit code a minion's outcome asks for: its retcode, 255 above that (an exit status wraps at 256), 1 for any other failure. */
 function exitCodeOf(item: CliReturn): number {
   if (item.status === 'missing') return EXIT_GENERIC
-  if (item.retcode >= 1 && item.retcode <= 255) return item.retcode
+  if (item.retcode > 255) return 255
+  if (item.retcode >= 1) return item.retcode
   return item.retcode !== 0 || item.success === false ? EXIT_GENERIC : EXIT_OK
 }
 
