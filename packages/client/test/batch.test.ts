@@ -1,14 +1,11 @@
-import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Tgt } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
-// Tests only: a real master in-process (worker_threads: 0) and fake minions, as job.test.ts uses them.
-import { Master } from '../../master/src/index.js'
-import { cleanups, EventLog, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers } from '../../master/test/helpers.js'
+import { runCleanups, type FakeMinion } from '../../master/test/helpers.js'
 import { batchSizeFor, parseBatchSize, runBatch, type BatchEvent, type BatchHost, type BatchJob, type BatchJobOptions, type BatchOptions } from '../src/batch.js'
 import { BatchSizeError } from '../src/errors.js'
 import type { CliReturn, WaitOptions } from '../src/job.js'
-import { LocalClient } from '../src/local-client.js'
+import { setup } from './helpers.js'
 
 afterEach(runCleanups)
 afterEach(() => {
@@ -117,13 +114,21 @@ class FakeHost implements BatchHost {
 }
 
 /** Steps through a batch run one event at a time, each step bounded. */
-function stepper(host: BatchHost, options: BatchOptions, tgt: Tgt = '*', fun = 'cmd.run', arg: unknown[] = ['true']) {
+function stepper(host: FakeHost, options: BatchOptions, tgt: Tgt = '*', fun = 'cmd.run', arg: unknown[] = ['true']) {
   const iterator = runBatch(host, tgt, fun, arg, options)
+  const next = async (): Promise<BatchEvent | undefined> => {
+    const result = await deadline(iterator.next(), WAIT_MS, 'the next batch event')
+    return result.done === true ? undefined : result.value
+  }
   return {
     iterator,
-    next: async (): Promise<BatchEvent | undefined> => {
-      const result = await deadline(iterator.next(), WAIT_MS, 'the next batch event')
-      return result.done === true ? undefined : result.value
+    next,
+    /** Runs to the ping pre-pass, which `up` answer and `down` do not; returns its event. */
+    pinged: async (up: readonly string[], down: readonly string[] = []): Promise<BatchEvent | undefined> => {
+      const event = next()
+      for (const id of up) host.job(0).answer(id)
+      for (const id of down) host.job(0).miss(id)
+      return event
     },
   }
 }
@@ -164,10 +169,7 @@ describe('runBatch', () => {
   it('reports a minion that did not return its batch job, and goes on', async () => {
     const host = new FakeHost(['a', 'b'])
     const run = stepper(host, { batch: '50%' })
-    const first = run.next()
-    host.job(0).answer('a')
-    host.job(0).answer('b')
-    expect(await first).toMatchObject({ type: 'ping', up: ['a', 'b'], size: 1 })
+    expect(await run.pinged(['a', 'b'])).toMatchObject({ type: 'ping', up: ['a', 'b'], size: 1 })
     expect(await run.next()).toMatchObject({ type: 'batch', minions: ['a'] })
     host.job(1).miss('a')
     expect(await run.next()).toEqual({ type: 'return', item: { id: 'a', status: 'missing', jid: host.job(1).jid }, progress: { done: 1, running: 0, waiting: 1 } })
@@ -198,10 +200,7 @@ describe('runBatch', () => {
   it('failhard also stops on a minion that did not return; without failhard every minion runs', async () => {
     const hard = new FakeHost(['a', 'b'])
     const run = stepper(hard, { batch: 1, failhard: true })
-    const first = run.next()
-    hard.job(0).answer('a')
-    hard.job(0).answer('b')
-    await first
+    await run.pinged(['a', 'b'])
     await run.next()
     hard.job(1).miss('a')
     expect(await run.next()).toMatchObject({ type: 'return', item: { id: 'a', status: 'missing' } })
@@ -210,10 +209,7 @@ describe('runBatch', () => {
 
     const soft = new FakeHost(['a', 'b'])
     const all = stepper(soft, { batch: 1 })
-    const ping = all.next()
-    soft.job(0).answer('a')
-    soft.job(0).answer('b')
-    await ping
+    await all.pinged(['a', 'b'])
     await all.next()
     soft.job(1).answer('a', 1)
     expect(await all.next()).toMatchObject({ type: 'return', item: { id: 'a', retcode: 1 } })
@@ -232,9 +228,7 @@ describe('runBatch', () => {
 
     const silent = new FakeHost(['a'])
     const run = stepper(silent, { batch: 1 })
-    const first = run.next()
-    silent.job(0).miss('a')
-    expect(await first).toMatchObject({ type: 'ping', up: [], down: ['a'] })
+    expect(await run.pinged([], ['a'])).toMatchObject({ type: 'ping', up: [], down: ['a'] })
     expect(await run.next()).toBeUndefined()
     expect(silent.jobs).toHaveLength(1)
   })
@@ -242,10 +236,7 @@ describe('runBatch', () => {
   it('a minion the master no longer expects when its batch is published is reported missing at once', async () => {
     const host = new FakeHost(['a', 'b'])
     const run = stepper(host, { batch: 2 })
-    const first = run.next()
-    host.job(0).answer('a')
-    host.job(0).answer('b')
-    await first
+    await run.pinged(['a', 'b'])
     host.gone.add('b')
     expect(await run.next()).toMatchObject({ type: 'batch', minions: ['a', 'b'] })
     expect(await run.next()).toEqual({ type: 'return', item: { id: 'b', status: 'missing', jid: host.job(1).jid }, progress: { done: 1, running: 1, waiting: 0 } })
@@ -269,6 +260,7 @@ describe('runBatch', () => {
   it('holds a freed slot for batchWait before the next batch takes it', async () => {
     vi.useFakeTimers()
     const host = new FakeHost(['a', 'b'])
+    // Driven by hand: a bounded step's own timer would fire as the fake clock jumps.
     const run = runBatch(host, '*', 'cmd.run', [], { batch: 1, batchWait: 60_000 })
     const first = run.next()
     host.job(0).answer('a')
@@ -294,10 +286,7 @@ describe('runBatch', () => {
     const host = new FakeHost(['a', 'b'])
     const controller = new AbortController()
     const run = stepper(host, { batch: 1, signal: controller.signal })
-    const first = run.next()
-    host.job(0).answer('a')
-    host.job(0).answer('b')
-    await first
+    await run.pinged(['a', 'b'])
     expect(await run.next()).toMatchObject({ type: 'batch', minions: ['a'] })
     const pending = run.next()
     controller.abort()
@@ -330,17 +319,7 @@ async function respond(minion: FakeMinion, funs: Record<string, { ret: unknown; 
 
 describe.each(['zeromq', 'tcp'])('LocalClient.cmdBatch against a real master over %s', (transport) => {
   it('pings, skips the silent minion, runs one minion at a time as list targets under new jids, and failhard stops the run', async () => {
-    const dir = await tempDir()
-    const master = new Master(await masterConfig(dir, { transport, auto_accept: true }))
-    cleanups.push(() => master.stop())
-    const events = new EventLog(master)
-    await master.start()
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
-    const ids = ['a', 'b', 'c', 'silent']
-    const subscribers = watchSubscribers(master.endpoints[0]!.publish)
-    const minions = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
-    await subscribers(ids.length)
-    for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
+    const { events, client, minions } = await setup(transport, ['a', 'b', 'c', 'silent'])
     const [a, b, c] = minions as [FakeMinion, FakeMinion, FakeMinion]
     const ping = { ret: true, retcode: 0 }
     const answering = Promise.all([
@@ -348,8 +327,6 @@ describe.each(['zeromq', 'tcp'])('LocalClient.cmdBatch against a real master ove
       respond(b, { 'test.ping': ping, 'cmd.run': { ret: 'broken', retcode: 3 } }),
       respond(c, { 'test.ping': ping }),
     ])
-    const client = new LocalClient({ opts: master.opts })
-    cleanups.push(() => client.close())
 
     const seen: BatchEvent[] = []
     const run = (async () => {

@@ -1,7 +1,7 @@
 import { Option } from 'commander'
 import { TimeoutError, type Logger } from '@brine/transport'
 import { secondsToMs, type TargetType, type Tgt } from '@brine/common'
-import { LocalClient, NO_RESPONSE, type BatchEvent, type BatchOptions, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { LocalClient, NO_RESPONSE, type BatchEvent, type BatchJob, type BatchOptions, type RunJobOptions, type WaitOptions } from '@brine/client'
 import type { MasterConfig } from '@brine/common'
 import { LiveLine } from '../live-line.js'
 import { addBatchOptions, jobBanner, planBatch, readBatchFlags, runBatchMode, type BatchFlags } from './brine-batch.js'
@@ -21,13 +21,8 @@ import {
   type CommandIO,
 } from '../io.js'
 
-/** A published job as `brine` reads it: @brine/client's Job. */
-export interface CliJob {
-  readonly jid: string
-  readonly minions: readonly string[]
-  returns(options?: WaitOptions): AsyncIterable<CliReturn>
-  close(): Promise<void>
-}
+/** A published job as `brine` reads it: @brine/client's Job (the shape batch mode reads too). */
+export type CliJob = BatchJob
 
 /** What `brine` needs of a LocalClient (tests pass a stand-in). */
 export interface JobClient {
