@@ -234,6 +234,13 @@ describe('batch_safe_limit', () => {
     expect(flaggedIO.out()).toContain('NOTICE: Too many minions targeted')
     expect(flagged.batches[0]?.options).toMatchObject({ batch: '50%' })
 
+    // --static keeps stdout one document: the NOTICE goes to stderr.
+    const quiet = batchClient(threeBatches(), { matched: ['a', 'b'], config: { batch_safe_limit: 2, batch_safe_size: '8' } })
+    const quietIO = memoryIO()
+    expect(await runBrine(['--static', '--out', 'json', '--hide-timeout', '*', 'test.ping'], quietIO, { createClient: () => quiet })).toBe(0)
+    expect(JSON.parse(quietIO.out())).toEqual({ a: true, b: true, c: 'done' })
+    expect(quietIO.err()).toContain('NOTICE: Too many minions targeted, switching to batch execution.')
+
     // A limit of 1 (or 0) is off, as in Salt.
     const off = batchClient([], { matched: ['a'], config: { batch_safe_limit: 1, batch_safe_size: '8' } })
     expect(await runBrine(['*', 'test.ping'], memoryIO(), { createClient: () => off })).toBe(0)

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import { secondsToMs } from '@brine/common'
-import { BatchSizeError, NO_RESPONSE, parseBatchSize, type BatchEvent, type BatchJob, type BatchOptions, type CliReturn } from '@brine/client'
+import { BatchSizeError, NO_RESPONSE, parseBatchSize, type BatchEvent, type BatchJob, type BatchOptions, type CliReturn, type RunJobOptions } from '@brine/client'
 import { LiveLine } from '../live-line.js'
 import { pythonRepr, renderOutput, type DisplayOptions, type OutputterName } from '../output/index.js'
 import { EXIT_GENERIC, EXIT_NO_MINIONS, EXIT_OK, EXIT_USAGE, integer, nonNegativeSeconds, type CommandIO } from '../io.js'
@@ -78,7 +78,7 @@ export async function planBatch(client: JobClient, args: BrineArgs, io: CommandI
   if (limit <= 1) return undefined
   const size = flags.safeSize ?? String(config?.batch_safe_size ?? 8)
   parseBatchSize(size, 'batch_safe_size')
-  const pingOptions: Parameters<JobClient['runJob']>[3] = { tgtType: args.tgtType }
+  const pingOptions: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) pingOptions.timeout = args.timeout
   if (io.signal !== undefined) pingOptions.signal = io.signal
   const ping = await client.runJob(args.tgt, 'test.ping', [], pingOptions)
@@ -86,7 +86,9 @@ export async function planBatch(client: JobClient, args: BrineArgs, io: CommandI
     await ping.close()
     return undefined
   }
-  io.stdout.write('\nNOTICE: Too many minions targeted, switching to batch execution.\n')
+  // Salt's NOTICE, on stdout; with --static on stderr, so stdout stays one document.
+  const notice = args.static ? io.stderr : io.stdout
+  notice.write('\nNOTICE: Too many minions targeted, switching to batch execution.\n')
   return { size, ping }
 }
 
