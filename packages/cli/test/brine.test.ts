@@ -28,6 +28,13 @@ function fakeClient(minions: string[], returns: CliReturn[]): JobClient & { call
       client.calls.push(args)
       return minions.length === 0 ? '' : JID
     },
+    // Batch mode has its own tests (brine-batch.test.ts); here it stays off.
+    async *cmdBatch(): AsyncGenerator<never> {
+      throw new Error('batch mode was not expected here')
+    },
+    async config() {
+      return { batch_safe_limit: 0, batch_safe_size: '8' }
+    },
     async close() {
       client.closed = true
     },

@@ -35,6 +35,25 @@ export class MatchTypeError extends BrineError {
   }
 }
 
+/**
+ * A batch size that is neither a number of minions (`3`) nor a percentage of them (`10%`, or Salt's
+ * `%10`); names the value and where it came from (`--batch`, `batch_safe_size`, …).
+ */
+export class BatchSizeError extends BrineError {
+  override name = 'BatchSizeError'
+  readonly value: string
+  readonly key: string
+  /** What is wrong with it, and the forms that work (without the value and key). */
+  readonly reason: string
+  constructor(value: string, key: string, reason: string) {
+    const full = `${reason}; give a number of minions (3) or a percentage of them (10%, or %10)`
+    super(`invalid batch size ${JSON.stringify(value)} for ${key}: ${full}`, { value, key })
+    this.value = value
+    this.key = key
+    this.reason = full
+  }
+}
+
 /** A {@link Job} used after `close()`: its returns can no longer be read through it. */
 export class JobClosedError extends BrineError {
   override name = 'JobClosedError'

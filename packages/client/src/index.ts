@@ -4,12 +4,14 @@
  * publishes jobs with the master's root key and hands back a `Job` whose `returns()` gathers them
  * from the master's event bus (the one return collector of `@brine/common`: Salt's find_job wait,
  * and the job cache for what the bus did not show), `RunnerClient` runs `jobs.*`/`manage.*` runners,
- * `WheelClient` manages keys, and `MasterEvent` reads the bus as async iterators.
+ * `WheelClient` manages keys, and `MasterEvent` reads the bus as async iterators. `cmdBatch()` is
+ * Salt's batch mode as an async iterator.
  */
 export * from './errors.js'
 export * from './master-event.js'
 export * from './clear-request.js'
 export * from './job.js'
+export * from './batch.js'
 export * from './local-client.js'
 export * from './runner-client.js'
 export * from './wheel-client.js'

@@ -11,6 +11,7 @@ import {
   type TargetType,
   type Tgt,
 } from '@brine/common'
+import { runBatch, type BatchEvent, type BatchOptions } from './batch.js'
 import { ClearRequester, type MasterClientOptions } from './clear-request.js'
 import { MasterRequestError, PublishError } from './errors.js'
 import { Job, type CliReturn, type JobEventReader, type JobHost, type WaitOptions } from './job.js'
@@ -236,6 +237,24 @@ export class LocalClient implements AsyncDisposable {
     } finally {
       await iterator.return(undefined)
     }
+  }
+
+  /**
+   * Salt's `cmd_batch`, as an async iterator: pings the target, then runs `fun` on at most `batch` of the
+   * minions that answered at a time (a count or a percentage, default `10%`), each batch a new job with a
+   * list target, yielding {@link BatchEvent}s: the ping's outcome, each batch published, each return (or
+   * minion that did not return), and a last `failhard` event when `failhard` stopped the run. Minions
+   * that do not answer the ping get no job; offline minions cost the bounded find_job wait, never a hang.
+   * `signal` ends the run (jobs already sent keep running). A bad `batch` throws {@link BatchSizeError}.
+   *
+   * ```ts
+   * for await (const event of client.cmdBatch('web*', 'cmd.run', ['apt-get -y upgrade'], { batch: '25%', failhard: true })) {
+   *   if (event.type === 'return' && event.item.status === 'returned') console.log(event.item.id, event.item.retcode)
+   * }
+   * ```
+   */
+  cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[] = [], options: BatchOptions = {}): AsyncGenerator<BatchEvent> {
+    return runBatch({ runJob: (target, name, args, jobOptions) => this.runJob(target, name, args, { ...jobOptions, listen: true }) }, tgt, fun, arg, options)
   }
 
   /**

@@ -1,31 +1,12 @@
-import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { deadline } from '@brine/transport-compliance'
-// Tests only: a real master in-process (worker_threads: 0, its default local_cache job cache) and fake minions.
-import { Master } from '../../master/src/index.js'
-import { cleanups, EventLog, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers } from '../../master/test/helpers.js'
+import { FakeMinion, runCleanups } from '../../master/test/helpers.js'
 import { JobClosedError } from '../src/errors.js'
-import { LocalClient } from '../src/local-client.js'
+import { setup } from './helpers.js'
 
 afterEach(runCleanups)
 
 const WAIT_MS = 10_000
-
-async function setup(transport: string, ids: string[]): Promise<{ master: Master; events: EventLog; client: LocalClient; minions: FakeMinion[] }> {
-  const dir = await tempDir()
-  const master = new Master(await masterConfig(dir, { transport, auto_accept: true }))
-  cleanups.push(() => master.stop())
-  const events = new EventLog(master)
-  await master.start()
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
-  const subscribers = watchSubscribers(master.endpoints[0]!.publish)
-  const minions = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
-  await subscribers(ids.length)
-  for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
-  const client = new LocalClient({ opts: master.opts })
-  cleanups.push(() => client.close())
-  return { master, events, client, minions }
-}
 
 describe.each(['zeromq', 'tcp'])('Job against a real master over %s', (transport) => {
   it('holds no bus reader until collected; a late returns() catches up from the job cache, keeping retcode and success', async () => {

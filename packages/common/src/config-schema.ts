@@ -104,6 +104,10 @@ export const CONFIG_SCHEMA = {
   timeout: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds' },
   gather_job_timeout: { kind: 'number', roles: MASTER, default: 10, unit: 'seconds' },
   keep_jobs: { kind: 'number', roles: MASTER, default: 24, unit: 'hours' },
+  // `brine` switches to batch mode when a target matches at least batch_safe_limit minions (0 or 1: never),
+  // with batches of batch_safe_size: a count or a percentage ('10%'), so a string as Salt's CLI reads it.
+  batch_safe_limit: { kind: 'integer', roles: MASTER, default: 0 },
+  batch_safe_size: { kind: 'string', roles: MASTER, default: '8' },
   master_job_cache: { kind: 'string', roles: MASTER, default: 'local_cache' },
   job_cache: { kind: 'boolean', roles: MASTER, default: true },
   nodegroups: { kind: 'map', roles: ALL, default: () => ({}) },

@@ -138,6 +138,14 @@ describe('files and overrides', () => {
     expect(opts.rest_api).toEqual({ port: 8080, host: '0.0.0.0' })
   })
 
+  it("reads Salt's batch_safe_limit and batch_safe_size, a size being a count or a percentage", async () => {
+    expect((await loadConfig('master', { configDir: dir })).opts).toMatchObject({ batch_safe_limit: 0, batch_safe_size: '8' })
+    await write('master', 'batch_safe_limit: 100\nbatch_safe_size: 10%\n')
+    expect((await loadConfig('master', { configDir: dir })).opts).toMatchObject({ batch_safe_limit: 100, batch_safe_size: '10%' })
+    await write('master', 'batch_safe_size: 4\n')
+    expect((await loadConfig('master', { configDir: dir })).opts.batch_safe_size).toBe('4')
+  })
+
   it('accepts a list of masters and str()s a numeric id', async () => {
     await write('minion', 'master: [m1, m2]\nid: 1234\n')
     const { opts } = await loadConfig('minion', { configDir: dir })

@@ -1,8 +1,9 @@
 import { Option } from 'commander'
-import { SingleBar } from 'cli-progress'
 import { TimeoutError, type Logger } from '@brine/transport'
 import { loadConfig, parseInput, secondsToMs, type MasterConfig, type TargetType, type Tgt } from '@brine/common'
-import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { LocalClient, NO_RESPONSE, type BatchEvent, type BatchJob, type BatchOptions, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { LiveLine } from '../live-line.js'
+import { addBatchOptions, jobBanner, planBatch, readBatchFlags, runBatchMode, type BatchFlags } from './brine-batch.js'
 import { isOutputter, outputSettings, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
   addCommonOptions,
@@ -19,19 +20,18 @@ import {
   type CommandIO,
 } from '../io.js'
 
-/** A published job as `brine` reads it: @brine/client's Job. */
-export interface CliJob {
-  readonly jid: string
-  readonly minions: readonly string[]
-  returns(options?: WaitOptions): AsyncIterable<CliReturn>
-  close(): Promise<void>
-}
+/** A published job as `brine` reads it: @brine/client's Job (the shape batch mode reads too). */
+export type CliJob = BatchJob
 
 /** What `brine` needs of a LocalClient (tests pass a stand-in). */
 export interface JobClient {
   /** Publishes with a reader of the job's returns already open (LocalClient's `runJob` with `listen: true`). */
   runJob(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<CliJob>
   cmdAsync(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<string>
+  /** Batch mode (LocalClient's `cmdBatch`). */
+  cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[], options: BatchOptions): AsyncIterable<BatchEvent>
+  /** The master config's keys `brine` reads (batch_safe_limit, batch_safe_size). */
+  config(): Promise<Pick<MasterConfig, 'batch_safe_limit' | 'batch_safe_size'>>
   close(): Promise<void>
 }
 
@@ -41,6 +41,8 @@ function localJobClient(options: { logger: Logger; opts: MasterConfig }): JobCli
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
     cmdAsync: (tgt, fun, arg, jobOptions) => client.cmdAsync(tgt, fun, arg, jobOptions),
+    cmdBatch: (tgt, fun, arg, batchOptions) => client.cmdBatch(tgt, fun, arg, batchOptions),
+    config: () => client.config(),
     close: () => client.close(),
   }
 }
@@ -79,6 +81,7 @@ export interface BrineArgs {
   hideTimeout: boolean
   ret?: string
   color?: boolean
+  batch: BatchFlags
 }
 
 /** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
@@ -102,6 +105,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+  addBatchOptions(program)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
@@ -116,6 +120,8 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   if (fun === '' || !/^[A-Za-z_][\w.]*$/.test(fun)) {
     return usageError(io, 'brine', `'${fun}' is not a function name (module.function, e.g. test.ping)`, program.usage())
   }
+  const batch = readBatchFlags(options, io)
+  if (typeof batch === 'number') return batch
   const args: BrineArgs = {
     configDir: options.configDir as string,
     logLevel: options.logLevel as string,
@@ -128,6 +134,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     showJid: options.showJid === true,
     verbose: options.verbose === true,
     hideTimeout: options.hideTimeout === true,
+    batch,
   }
   if (options.timeout !== undefined) args.timeout = secondsToMs(options.timeout, '--timeout')
   if (typeof options.out === 'string' && isOutputter(options.out)) args.out = options.out
@@ -141,34 +148,6 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
 /** Salt's `--no-parse a,b`; commander stores a `--no-*` option with a value under the positive name. */
 export function noParseNames(value: unknown): string[] {
   return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : []
-}
-
-/** Live "returns 2/3" on a terminal's stderr, cleared before anything is printed. */
-class LiveCount {
-  private bar: SingleBar | undefined
-  private count = 0
-  constructor(
-    private readonly io: CommandIO,
-    private readonly total: number,
-  ) {}
-
-  start(): void {
-    this.bar = new SingleBar({ format: 'returns {value}/{total}', stream: this.io.stderr as NodeJS.WritableStream, clearOnComplete: true, hideCursor: null })
-    this.bar.start(this.total, this.count)
-  }
-
-  /** Clears the line, lets `print` write, and redraws with one more return. */
-  around(print: () => void): void {
-    this.bar?.stop()
-    print()
-    this.count++
-    if (this.bar !== undefined) this.start()
-  }
-
-  stop(): void {
-    this.bar?.stop()
-    this.bar = undefined
-  }
 }
 
 /** `brine <target> <function> [arguments...]`: returns the exit code (Salt's: 0, 1 a minion failed or did not return, 2 nothing matched). */
@@ -196,6 +175,8 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     return EXIT_NO_MINIONS
   }
   try {
+    const plan = await planBatch(client, args, io)
+    if (plan !== undefined) return await runBatchMode(client, args, io, plan, { out: output.out, display })
     if (args.async) {
       const jid = await client.cmdAsync(args.tgt, args.fun, args.arg, jobOptions)
       if (jid === '') return noMinions()
@@ -209,12 +190,14 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
       return noMinions()
     }
     if (args.showJid) io.stdout.write(`jid: ${jid}\n`)
-    if (args.verbose) io.stdout.write(`Executing job with jid ${jid}\n-------------------------------------------\n\n`)
-    const live = !args.static && io.stderr.isTTY === true ? new LiveCount(io, minions.length) : undefined
-    live?.start()
+    if (args.verbose) io.stdout.write(jobBanner(jid))
+    // A live "returns 2/3" on a terminal's stderr.
+    const live = new LiveLine(io, 'returns {value}/{total}', { enabled: !args.static && io.stderr.isTTY === true })
+    live.start(minions.length)
     const collected: Record<string, unknown> = {}
     let failed = false
     let received = 0
+    let shown = 0
     const waitOptions: WaitOptions = {}
     if (args.timeout !== undefined) waitOptions.timeout = args.timeout
     if (io.signal !== undefined) waitOptions.signal = io.signal
@@ -226,7 +209,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
           if (args.static) collected[item.id] = NO_RESPONSE
           else {
             const text = output.out === undefined || output.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, display) : renderOutput(output.out, { [item.id]: NO_RESPONSE }, display)
-            live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
+            live.write(text, ++shown)
           }
           continue
         }
@@ -238,10 +221,10 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
         }
         // The minion's outputter hint applies only when neither --out nor the config's `output` chose one, as in Salt.
         const text = renderOutput(output.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
-        live === undefined ? io.stdout.write(text) : live.around(() => io.stdout.write(text))
+        live.write(text, ++shown)
       }
     } finally {
-      live?.stop()
+      live.stop()
       await job.close()
     }
     if (io.signal?.aborted === true) {
