@@ -4,7 +4,7 @@
  * outcome in Salt's return shape with Salt's messages and retcodes.
  */
 import { bindArguments, isPlainObject, loadArgsAndKwargs } from './modules/args.js'
-import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './modules/errors.js'
+import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './errors.js'
 import type { RunningJobInfo } from './modules/running-jobs.js'
 import type { JobContext, ModuleRegistry } from './modules/types.js'
 

@@ -5,20 +5,11 @@
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
 import type { ReturnLoad } from '@brine/common'
-import { BrineError, type Logger, type RequestClient, type WireValue } from '@brine/transport'
+import type { Logger, RequestClient, WireValue } from '@brine/transport'
 import type { MinionAuth, MasterSession } from './auth.js'
 import type { MinionEvent } from './lifecycle.js'
-import { SpoolFileError, type ReturnSpool } from './spool.js'
-
-/** The master answered a sealed request with something other than its sealed `{ok: true}`. */
-export class NotAcknowledgedError extends BrineError {
-  override name = 'NotAcknowledgedError'
-  readonly cmd: string
-  constructor(cmd: string, reason: string, options?: ErrorOptions) {
-    super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason }, options)
-    this.cmd = cmd
-  }
-}
+import { NotAcknowledgedError, SpoolFileError } from './errors.js'
+import type { ReturnSpool } from './spool.js'
 
 export interface SealedSendOptions {
   timeout: number

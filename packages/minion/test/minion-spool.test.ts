@@ -8,7 +8,8 @@ import { loadConfig, type ReturnLoad } from '@brine/common'
 import { silentLogger } from '@brine/transport'
 import { LifecycleEvents, RateLimitedLog } from '../src/lifecycle.js'
 import { Minion, minionStartEvents } from '../src/minion.js'
-import { ReturnSpool, SpoolFileError, spoolDir } from '../src/spool.js'
+import { SpoolFileError } from '../src/errors.js'
+import { ReturnSpool, spoolDir } from '../src/spool.js'
 
 const ret = (jid: string): ReturnLoad => ({ cmd: '_return', id: 'm1', jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true })
 

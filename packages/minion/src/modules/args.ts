@@ -4,7 +4,7 @@
  * the way Salt's `yamlify_arg` types them (YAML 1.1 scalars and flow collections), and a call is
  * bound to a function's declared parameters with Python's rules and Python's error messages.
  */
-import { ArgumentError, InvocationError } from './errors.js'
+import { ArgumentError, InvocationError } from '../errors.js'
 import type { ModuleFunction } from './types.js'
 
 /** Salt's KWARG_REGEX: an identifier (dots and dashes allowed), `=`, not `==`, then the value. */

@@ -8,7 +8,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import * as os from 'node:os'
 import { dirname, join } from 'node:path'
 import { isPlainObject, resolvePlainScalar, traverseDictAndList } from './args.js'
-import { CommandExecutionError, InvocationError } from './errors.js'
+import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { Grains, JobContext, MinionOpts, ModuleDefinition } from './types.js'
 import { brineVersion, brineVersionInfo } from './version.js'
 
