@@ -7,7 +7,7 @@
 import type { ReturnLoad } from '@brine/common'
 import type { Logger, RequestClient, WireValue } from '@brine/transport'
 import type { MinionAuth, MasterSession } from './auth.js'
-import type { MinionEvent } from './lifecycle.js'
+import type { MasterLinkEvent } from './lifecycle.js'
 import { NotAcknowledgedError, SpoolFileError } from './errors.js'
 import type { ReturnSpool } from './spool.js'
 
@@ -35,15 +35,17 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
 
 export interface ReturnerOptions {
   client: RequestClient
+  /** The master's name in events (`host:port`). */
+  master: string
   auth: MinionAuth
   spool: ReturnSpool
   logger: Logger
-  emit: (event: MinionEvent) => void
+  emit: (event: MasterLinkEvent) => void
   /** Per-try timeout of a return and the wait before a spool retry, ms (return_retry_timer..max). */
   retryDelayMs: () => number
   /** return_retry_tries. */
   tries: number
-  /** Aborted by stop(): sends in flight give up and their returns are spooled. */
+  /** Aborted when the link closes: sends in flight give up and their returns are spooled. */
   signal: AbortSignal
 }
 
@@ -58,6 +60,11 @@ export class Returner {
     this.#o = options
   }
 
+  /** Deliveries not yet acknowledged or spooled. */
+  get inFlight(): number {
+    return this.#inFlight.size
+  }
+
   /** Delivers a return, or spools it. Never rejects; stop() waits for it through {@link drain}. */
   deliver(load: ReturnLoad): Promise<void> {
     const task = this.#deliver(load).finally(() => this.#inFlight.delete(task))
@@ -68,12 +75,12 @@ export class Returner {
   async #deliver(load: ReturnLoad): Promise<void> {
     const o = this.#o
     const session = o.auth.current
-    let problem = 'the minion is stopping'
+    let problem = 'the link to the master is closing'
     if (session !== undefined && !o.signal.aborted) {
       try {
         await sendSealed(o.client, session, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
         o.logger.debug(`return of job ${load.jid} (${load.fun}) acknowledged by the master`)
-        o.emit({ type: 'returned', jid: load.jid, fromSpool: false })
+        o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: false })
         return
       } catch (error) {
         problem = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
@@ -84,7 +91,7 @@ export class Returner {
     try {
       const file = await o.spool.write(load)
       o.logger.warning(`return of job ${load.jid} (${load.fun}) not acknowledged (${problem}); spooled to ${file}`)
-      o.emit({ type: 'spooled', jid: load.jid, file })
+      o.emit({ type: 'spooled', master: o.master, jid: load.jid, file })
     } catch (error) {
       o.logger.error(`return of job ${load.jid} (${load.fun}) not acknowledged (${problem}) and could not be spooled; it is lost`, error)
       return
@@ -142,7 +149,7 @@ export class Returner {
       }
       await o.spool.remove(file)
       o.logger.info(`spooled return of job ${load.jid} (${load.fun}) delivered`)
-      o.emit({ type: 'returned', jid: load.jid, fromSpool: true })
+      o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: true })
     }
   }
 
@@ -161,7 +168,7 @@ export class Returner {
     await this.#flushing
   }
 
-  /** Cancels the retry timer (stop()). */
+  /** Cancels the retry timer (the link is closing). */
   close(): void {
     clearTimeout(this.#timer)
     this.#timer = undefined

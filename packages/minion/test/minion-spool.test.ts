@@ -60,9 +60,9 @@ describe('ReturnSpool', () => {
 describe('daemon helpers', () => {
   it('replays lifecycle history to each consumer and ends every iterator on close', async () => {
     const events = new LifecycleEvents()
-    events.emit({ type: 'job-received', jid: '1', fun: 'test.ping' })
+    events.emit({ type: 'job-received', master: 'salt:4506', jid: '1', fun: 'test.ping' })
     const early = events.events()[Symbol.asyncIterator]()
-    expect((await early.next()).value).toEqual({ type: 'job-received', jid: '1', fun: 'test.ping' })
+    expect((await early.next()).value).toEqual({ type: 'job-received', master: 'salt:4506', jid: '1', fun: 'test.ping' })
     const pending = early.next()
     events.emit({ type: 'stopped' })
     expect((await pending).value).toEqual({ type: 'stopped' })

@@ -14,53 +14,13 @@ import { decode, silentLogger } from '@brine/transport'
 import { Minion } from '../src/minion.js'
 import type { MinionEvent } from '../src/lifecycle.js'
 import { deadline } from './modules-fixture.js'
+import { Recorder as EventRecorder } from './recorder.js'
 import { job, StandInMaster } from './stand-in-master.js'
 
 const ID = 'minion-a'
 
-/** Records a minion's lifecycle events so a test can wait for the n-th of a kind. */
-class Recorder {
-  readonly events: MinionEvent[] = []
-  readonly #waiters = new Set<() => void>()
-  constructor(minion: Minion) {
-    void (async () => {
-      for await (const event of minion.events()) {
-        this.events.push(event)
-        for (const waiter of this.#waiters) waiter()
-      }
-    })()
-  }
-
-  of<T extends MinionEvent['type']>(type: T): Extract<MinionEvent, { type: T }>[] {
-    return this.events.filter((event): event is Extract<MinionEvent, { type: T }> => event.type === type)
-  }
-
-  async waitFor<T extends MinionEvent['type']>(
-    type: T,
-    predicate: (event: Extract<MinionEvent, { type: T }>) => boolean = () => true,
-    what: string = type,
-    ms = 8000,
-  ): Promise<Extract<MinionEvent, { type: T }>> {
-    let wake: () => void = () => {}
-    const waiter = (): void => wake()
-    this.#waiters.add(waiter)
-    try {
-      return await deadline(
-        (async () => {
-          for (;;) {
-            const found = this.of(type).find(predicate)
-            if (found !== undefined) return found
-            await new Promise<void>((resolve) => (wake = resolve))
-          }
-        })(),
-        ms,
-        `minion event ${what}`,
-      )
-    } finally {
-      this.#waiters.delete(waiter)
-    }
-  }
-}
+/** A minion's lifecycle events, recorded. */
+class Recorder extends EventRecorder<MinionEvent> {}
 
 describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
   let dir: string

@@ -21,6 +21,7 @@ export class StandInMaster {
   readonly store: PkiStore
   readonly session = new SessionKeys()
   readonly boxes: MinionBoxes
+  readonly host: string
   readonly retPort: number
   readonly publishPort: number
   autoAccept: boolean
@@ -33,8 +34,9 @@ export class StandInMaster {
   #requests: RequestServer | undefined
   readonly #waiters = new Set<() => void>()
 
-  private constructor(transport: Transport, keys: KeyPair, store: PkiStore, retPort: number, publishPort: number, autoAccept: boolean) {
+  private constructor(transport: Transport, keys: KeyPair, store: PkiStore, host: string, retPort: number, publishPort: number, autoAccept: boolean) {
     this.transport = transport
+    this.host = host
     this.keys = keys
     this.store = store
     this.retPort = retPort
@@ -43,13 +45,29 @@ export class StandInMaster {
     this.boxes = new MinionBoxes(keys.box.secretKey, async (id) => (await store.acceptedKeys(id))?.box)
   }
 
-  static async start(transportName: string, dir: string, options: { autoAccept: boolean }): Promise<StandInMaster> {
+  /**
+   * A master on `host` (default 127.0.0.1; any 127.0.0.0/8 address is loopback on Linux, so two
+   * masters can share a port pair on two addresses) with its keys under `dir`/`name`-pki.
+   */
+  static async start(
+    transportName: string,
+    dir: string,
+    options: { autoAccept: boolean; host?: string; name?: string; retPort?: number; publishPort?: number },
+  ): Promise<StandInMaster> {
     const transport = await loadTransport(transportName)
-    const pki = join(dir, 'master-pki')
+    const pki = join(dir, `${options.name ?? 'master'}-pki`)
     const { keys } = await loadOrCreateKeys(pki, 'master')
     const store = await PkiStore.open(pki)
-    const master = new StandInMaster(transport, keys, store, await freeLoopbackPort(), await freeLoopbackPort(), options.autoAccept)
-    master.#publisher = transport.createPublishServer({ host: '127.0.0.1', port: master.publishPort })
+    const master = new StandInMaster(
+      transport,
+      keys,
+      store,
+      options.host ?? '127.0.0.1',
+      options.retPort ?? (await freeLoopbackPort()),
+      options.publishPort ?? (await freeLoopbackPort()),
+      options.autoAccept,
+    )
+    master.#publisher = transport.createPublishServer({ host: master.host, port: master.publishPort })
     await master.#publisher.start()
     void master.#watchSubscribes()
     await master.startRequests()
@@ -120,7 +138,7 @@ export class StandInMaster {
 
   /** (Re)binds the request server on the same port. */
   async startRequests(): Promise<void> {
-    const server = this.transport.createRequestServer({ host: '127.0.0.1', port: this.retPort })
+    const server = this.transport.createRequestServer({ host: this.host, port: this.retPort })
     server.handle((request) => this.#handle(request))
     await server.start()
     this.#requests = server
