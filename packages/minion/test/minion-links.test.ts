@@ -9,7 +9,6 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { loadConfig } from '@brine/common'
 import { CryptCache, masterPinFile } from '@brine/crypt'
 import { silentLogger } from '@brine/transport'
 import type { MinionEvent } from '../src/lifecycle.js'
@@ -17,7 +16,7 @@ import { Minion, type MinionOptions } from '../src/minion.js'
 import type { ModuleDefinition } from '../src/modules/types.js'
 import { deadline } from './modules-fixture.js'
 import { Recorder } from './recorder.js'
-import { job, StandInMaster } from './stand-in-master.js'
+import { job, StandInMaster, testMinionConfig } from './stand-in-master.js'
 
 /** A module that changes the list, the dict and the keyword argument it is given, as Python code may. */
 const mutate: ModuleDefinition = {
@@ -57,26 +56,7 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
   }
 
   async function startMinion(id: string, to: StandInMaster, extra: Record<string, unknown> = {}, options: MinionOptions = {}): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
-    const { opts } = await loadConfig('minion', {
-      configDir: join(dir, `${id}-etc`),
-      overrides: {
-        id,
-        transport: transportName,
-        master: to.host,
-        master_port: to.retPort,
-        publish_port: to.publishPort,
-        pki_dir: join(dir, `${id}-pki`),
-        cachedir: join(dir, `${id}-cache`),
-        acceptance_wait_time: 0.1,
-        auth_timeout: 1,
-        return_retry_timer: 0.3,
-        return_retry_timer_max: 0.3,
-        return_retry_tries: 2,
-        recon_default: 50,
-        recon_max: 300,
-        ...extra,
-      },
-    })
+    const opts = await testMinionConfig(transportName, dir, to, id, { extra })
     const minion = new Minion(opts, { logger: silentLogger, ...options })
     minions.push(minion)
     const recorder = new Recorder(minion)

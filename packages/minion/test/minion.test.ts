@@ -8,14 +8,13 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { loadConfig } from '@brine/common'
 import { generateKeys, sealPublish } from '@brine/crypt'
 import { decode, silentLogger } from '@brine/transport'
 import { Minion } from '../src/minion.js'
 import type { MinionEvent } from '../src/lifecycle.js'
 import { deadline } from './modules-fixture.js'
 import { Recorder as EventRecorder } from './recorder.js'
-import { job, StandInMaster } from './stand-in-master.js'
+import { job, StandInMaster, testMinionConfig } from './stand-in-master.js'
 
 const ID = 'minion-a'
 
@@ -41,26 +40,7 @@ describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
 
   async function startMinion(autoAccept: boolean, extra: Record<string, unknown> = {}): Promise<{ master: StandInMaster; minion: Minion; recorder: Recorder }> {
     master ??= await StandInMaster.start(transportName, dir, { autoAccept })
-    const { opts } = await loadConfig('minion', {
-      configDir: join(dir, 'etc'),
-      overrides: {
-        id: ID,
-        transport: transportName,
-        master: '127.0.0.1',
-        master_port: master.retPort,
-        publish_port: master.publishPort,
-        pki_dir: join(dir, 'minion-pki'),
-        cachedir: join(dir, 'minion-cache'),
-        acceptance_wait_time: 0.1,
-        auth_timeout: 1,
-        return_retry_timer: 0.3,
-        return_retry_timer_max: 0.3,
-        return_retry_tries: 2,
-        recon_default: 50,
-        recon_max: 300,
-        ...extra,
-      },
-    })
+    const opts = await testMinionConfig(transportName, dir, master, ID, { name: 'minion', extra })
     minion = new Minion(opts, { logger: silentLogger })
     const recorder = new Recorder(minion)
     await minion.start()
