@@ -359,11 +359,12 @@ export class MasterLink implements ReturnRoute {
   /**
    * Seals `load` to the master and waits for its sealed acknowledgement (NotAcknowledgedError
    * otherwise; TimeoutError, ClosedError from the transport). Waits for the first auth if there
-   * was none yet. Default: `auth_timeout` per try, one try.
+   * was none yet (ClosedError if the link closes first). Default: `auth_timeout` per try, one try.
    */
   async send(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<void> {
-    const signal = options.signal === undefined ? this.#controller.signal : AbortSignal.any([options.signal, this.#controller.signal])
+    // close() closes the request client too, so a send in flight ends with ClosedError whichever signal it was given.
     const session = this.#auth.current ?? (await this.#auth.ready())
+    const signal = options.signal ?? this.#controller.signal
     await sendSealed(this.#request, session, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
   }
 
