@@ -32,14 +32,15 @@ const JID_MEMORY = 100
  */
 export function mutableCopy<T>(value: T): T {
   if (typeof value !== 'object' || value === null) return value
-  if (Array.isArray(value)) return value.map((item: unknown) => mutableCopy(item)) as T
+  if (Array.isArray(value)) return (value.length === 0 ? [] : value.map((item: unknown) => mutableCopy(item))) as T
   if (Buffer.isBuffer(value)) return Buffer.from(value) as T
   const proto: unknown = Object.getPrototypeOf(value)
   if (proto === Object.prototype || proto === null) {
     const copy: Record<string, unknown> = {}
     for (const [key, item] of Object.entries(value)) {
       // A decoded map may carry a `__proto__` key: keep it as data, never as the copy's prototype.
-      Object.defineProperty(copy, key, { value: mutableCopy(item), enumerable: true, writable: true, configurable: true })
+      if (key === '__proto__') Object.defineProperty(copy, key, { value: mutableCopy(item), enumerable: true, writable: true, configurable: true })
+      else copy[key] = mutableCopy(item)
     }
     return copy as T
   }
@@ -93,7 +94,10 @@ export class JobRunner {
 
   async #run(job: Readonly<JobLoad>, link: LinkPublish['link']): Promise<void> {
     const o = this.#o
-    const result = await executeJob(o.registry, { ...mutableCopy(job as JobLoad) }, { signal: o.signal })
+    // The load may be shared (and is frozen): the function gets arguments of its own to change.
+    const own: JobLoad = { ...job, arg: mutableCopy(job.arg) }
+    if (job.kwarg !== undefined) own.kwarg = mutableCopy(job.kwarg)
+    const result = await executeJob(o.registry, { ...own }, { signal: o.signal })
     if (result.killed === true) {
       // Salt's killed job never returns; the client reports it from find_job or as "did not return".
       o.emit({ type: 'job-killed', jid: job.jid, fun: job.fun })
