@@ -58,6 +58,7 @@ export class CryptCache {
   readonly #sharedKeyLimit: number
   readonly #verified: LruMap<string, true>
   readonly #opened: LruMap<string, OpenedPublish>
+  readonly #derived = new WeakMap<object, Map<string, unknown>>()
   readonly #stats: CryptCacheStats = { nativeVerifies: 0, cachedVerifies: 0, reusedPublishes: 0 }
   #noncePool = Buffer.alloc(0)
   #noncePoolOffset = 0
@@ -155,5 +156,19 @@ export class CryptCache {
 
   countReusedPublish(): void {
     this.#stats.reusedPublishes++
+  }
+
+  /**
+   * A value computed from an opened load once for every holder of this cache (a minion swarm
+   * validates each job load once): remembered by the load object, so it lives as long as the
+   * load does. A `compute` that throws is not remembered.
+   */
+  derived<T>(load: object, name: string, compute: () => T): T {
+    let values = this.#derived.get(load)
+    if (values?.has(name) === true) return values.get(name) as T
+    const value = compute()
+    if (values === undefined) this.#derived.set(load, (values = new Map()))
+    values.set(name, value)
+    return value
   }
 }

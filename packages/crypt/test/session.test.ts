@@ -138,4 +138,26 @@ describe('publish envelopes', () => {
     expect([...opened.arg[0]]).toEqual([1, 2, 3])
     expect([...opened.arg[1].blob]).toEqual([4])
   })
+
+  it('computes a value derived from an opened load once for every holder of the cache, and never remembers a failure', () => {
+    const session = new SessionKeys().current()
+    const cache = new CryptCache()
+    const envelope = sealPublish(load, session, master.sign.secretKey)
+    const opened = openPublish(envelope, session, master.sign.publicKey, cache) as object
+    let computed = 0
+    const derive = (): string => `job ${++computed}`
+    expect(cache.derived(opened, 'job', derive)).toBe('job 1')
+    expect(cache.derived(openPublish(decode(encode(envelope)), session, master.sign.publicKey, cache) as object, 'job', derive)).toBe('job 1')
+    expect(cache.derived(opened, 'other', derive)).toBe('job 2')
+    expect(new CryptCache().derived(opened, 'job', derive)).toBe('job 3')
+    const failing = (): never => {
+      computed++
+      throw new Error('invalid')
+    }
+    expect(() => cache.derived({}, 'job', failing)).toThrow('invalid')
+    const bad = {}
+    expect(() => cache.derived(bad, 'job', failing)).toThrow('invalid')
+    expect(() => cache.derived(bad, 'job', failing)).toThrow('invalid')
+    expect(computed).toBe(6)
+  })
 })

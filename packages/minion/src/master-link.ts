@@ -344,7 +344,8 @@ export class MasterLink implements ReturnRoute {
       }
     }
     try {
-      return validateJobLoad(load)
+      // Every minion sharing the cache reads the same opened load: it is validated once for all.
+      return typeof load === 'object' && load !== null ? this.#cache.derived(load, 'job', () => validateJobLoad(load)) : validateJobLoad(load)
     } catch (error) {
       this.#drop('invalid', `not a valid job load: ${(error as Error).message}`)
       return undefined
