@@ -120,6 +120,20 @@ export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   })
 }
 
+/** Waits until `promise` settles or `ms` pass, whichever is first; true when it settled. Never rejects. */
+export async function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const settled = await Promise.race([
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ])
+  clearTimeout(timer)
+  return settled
+}
+
 /**
  * Logs the first few occurrences of a kind of problem, then one summary line per interval, so a
  * peer sending garbage cannot flood the log.

@@ -19,7 +19,7 @@ import {
   type WireValue,
 } from '@brine/transport'
 import { MinionAuth, type MasterSession } from './auth.js'
-import { LifecycleEvents, RateLimitedLog, type MasterLinkEvent } from './lifecycle.js'
+import { LifecycleEvents, RateLimitedLog, settleWithin, type MasterLinkEvent } from './lifecycle.js'
 import { Returner, sendSealed, type SealedSendOptions } from './returner.js'
 import { ReturnSpool } from './spool.js'
 
@@ -98,19 +98,6 @@ const STALE_MEMORY = 16
 const CLOSE_DRAIN_MS = 10_000
 /** Events a late {@link MasterLink.events} reader still gets. */
 const EVENT_HISTORY = 64
-
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const settled = await Promise.race([
-    promise.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
-  ])
-  clearTimeout(timer)
-  return settled
-}
 
 export class MasterLink implements ReturnRoute {
   /** `host:port` of the master's ret port: the name every event and log line uses. */
@@ -390,11 +377,11 @@ export class MasterLink implements ReturnRoute {
     this.#rejectAuthenticated(reason)
     await this.#starting?.catch(() => {})
     this.#returner.close()
-    if (!(await within(this.#returner.drain(), CLOSE_DRAIN_MS))) {
+    if (!(await settleWithin(this.#returner.drain(), CLOSE_DRAIN_MS))) {
       this.#logger.error(`returns to ${this.master} still in flight after ${CLOSE_DRAIN_MS} ms; closing anyway`)
     }
     await Promise.all([this.#request.close(), this.#publish.close()])
-    await within(Promise.allSettled([...this.#tasks]), CLOSE_DRAIN_MS)
+    await settleWithin(Promise.allSettled([...this.#tasks]), CLOSE_DRAIN_MS)
     this.#returner.close()
     this.#connected = false
     this.#events.close()
