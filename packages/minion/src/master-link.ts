@@ -6,7 +6,7 @@
  * or execution modules: what to send after each auth is the owner's `afterAuth`.
  */
 import { validateJobLoad, type JobLoad, type ReturnLoad } from '@brine/common'
-import { CryptCache, isPublishEnvelope, openPublish, StaleSessionKeyError, type KeyPair } from '@brine/crypt'
+import { CryptCache, isPublishEnvelope, openPublish, StaleSessionKeyError, type KeyPair, type PublishEnvelope } from '@brine/crypt'
 import {
   ClosedError,
   InvalidOperationError,
@@ -273,23 +273,34 @@ export class MasterLink implements ReturnRoute {
   publishes(): AsyncIterable<LinkPublish> {
     if (this.#publishesTaken) throw new InvalidOperationError(`the publishes of ${this.master} have a reader already`)
     this.#publishesTaken = true
-    return this.#publishLoop()
-  }
-
-  async *#publishLoop(): AsyncGenerator<LinkPublish, void, undefined> {
+    // A plain iterator rather than an async generator: one promise per job on the hot path, where a
+    // swarm runs hundreds of links in one process.
+    const envelopes = this.#publish[Symbol.asyncIterator]()
     const signal = this.#controller.signal
-    for await (const envelope of this.#publish) {
-      if (signal.aborted) return
-      let job: JobLoad | undefined
-      try {
-        job = await this.#open(envelope)
-      } catch (error) {
-        if (signal.aborted) return
-        this.#logger.error(`unexpected error while opening a publish from ${this.master}; continuing`, error)
-        continue
-      }
-      if (job !== undefined) yield { job, link: this }
+    const ended = (): IteratorResult<LinkPublish> => ({ done: true, value: undefined })
+    const iterator: AsyncIterator<LinkPublish> = {
+      next: async () => {
+        for (;;) {
+          const next = await envelopes.next()
+          if (next.done === true || signal.aborted) return ended()
+          let job: JobLoad | undefined
+          try {
+            const opened = this.#open(next.value)
+            job = opened instanceof Promise ? await opened : opened
+          } catch (error) {
+            if (signal.aborted) return ended()
+            this.#logger.error(`unexpected error while opening a publish from ${this.master}; continuing`, error)
+            continue
+          }
+          if (job !== undefined) return { done: false, value: { job, link: this } }
+        }
+      },
+      return: async () => {
+        await envelopes.return?.()
+        return ended()
+      },
     }
+    return { [Symbol.asyncIterator]: () => iterator }
   }
 
   #drop(reason: string, detail: string): void {
@@ -299,36 +310,48 @@ export class MasterLink implements ReturnRoute {
     this.#emit({ type: 'publish-dropped', master: this.master, reason: detail })
   }
 
-  /** Verifies, decrypts and validates; undefined when dropped. Re-authenticates once for a newer session key. */
-  async #open(envelope: WireValue): Promise<JobLoad | undefined> {
+  /**
+   * Verifies, decrypts and validates; undefined when dropped. Synchronous while a session is held
+   * and the publish is under it (the hot path); re-authenticates once for a newer session key.
+   */
+  #open(envelope: WireValue): JobLoad | undefined | Promise<JobLoad | undefined> {
     if (!isPublishEnvelope(envelope)) {
       this.#drop('malformed', 'not a sealed publish envelope')
       return undefined
     }
+    const current = this.#auth.current
+    const opened = current === undefined ? 'authenticate' : this.#openWith(envelope, current, true)
+    return opened === 'authenticate' ? this.#openAfterAuth(envelope, current === undefined) : opened
+  }
+
+  async #openAfterAuth(envelope: PublishEnvelope, firstAuth: boolean): Promise<JobLoad | undefined> {
     let master = await this.#auth.ready()
+    if (!firstAuth) {
+      // Signed by our master under a key we do not hold: the key rotated. Fetch it, then open this publish.
+      this.#logger.info(`publish under session key generation ${envelope.gen} (this side holds ${master.session.gen}); re-authenticating with ${this.master}`)
+      master = await this.#auth.authenticate()
+    }
+    const opened = this.#openWith(envelope, master, firstAuth)
+    return opened === 'authenticate' ? this.#openAfterAuth(envelope, false) : opened
+  }
+
+  /** Opens with `master`'s session keys: the job, undefined when dropped, or 'authenticate' when a newer session key may open it (only if `mayAuthenticate`). */
+  #openWith(envelope: PublishEnvelope, master: MasterSession, mayAuthenticate: boolean): JobLoad | undefined | 'authenticate' {
     const gen = envelope.gen
+    const session = typeof gen === 'number' ? (this.#auth.sessionFor(gen) ?? master.session) : master.session
     let load: WireValue
-    for (let attempt = 0; ; attempt++) {
-      const session = typeof gen === 'number' ? (this.#auth.sessionFor(gen) ?? master.session) : master.session
-      try {
-        load = openPublish(envelope, session, master.masterPub.sign, this.#cache)
-        break
-      } catch (error) {
-        if (error instanceof StaleSessionKeyError && attempt === 0 && !this.#recentlyStale(error.gen)) {
-          // Signed by our master under a key we do not hold: the key rotated. Fetch it, then open this publish.
-          this.#logger.info(`publish under session key generation ${error.gen} (this side holds ${error.expected}); re-authenticating with ${this.master}`)
-          master = await this.#auth.authenticate()
-          continue
-        }
-        if (error instanceof StaleSessionKeyError) {
-          this.#staleGens.delete(error.gen)
-          this.#staleGens.set(error.gen, Date.now())
-          if (this.#staleGens.size > STALE_MEMORY) this.#staleGens.delete(this.#staleGens.keys().next().value as number)
-        }
-        const name = error instanceof Error ? error.name : 'Error'
-        this.#drop(name, `${name}: ${error instanceof Error ? error.message : String(error)}`)
-        return undefined
+    try {
+      load = openPublish(envelope, session, master.masterPub.sign, this.#cache)
+    } catch (error) {
+      if (error instanceof StaleSessionKeyError && mayAuthenticate && !this.#recentlyStale(error.gen)) return 'authenticate'
+      if (error instanceof StaleSessionKeyError) {
+        this.#staleGens.delete(error.gen)
+        this.#staleGens.set(error.gen, Date.now())
+        if (this.#staleGens.size > STALE_MEMORY) this.#staleGens.delete(this.#staleGens.keys().next().value as number)
       }
+      const name = error instanceof Error ? error.name : 'Error'
+      this.#drop(name, `${name}: ${error instanceof Error ? error.message : String(error)}`)
+      return undefined
     }
     try {
       // Every minion sharing the cache reads the same opened load: it is validated once for all.
