@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { loadConfig } from '@brine/common'
+import { CryptCache } from '@brine/crypt'
 import { Minion } from '@brine/minion'
 import { createLogger, type Logger, type LogLevel } from '@brine/transport'
 
@@ -20,10 +21,15 @@ export interface SwarmRunOptions {
 /**
  * Many real {@link Minion} instances in one process, as Salt's tests/minionswarm.py runs many
  * minions on one machine: each has its own id, config, keys (pki_dir), cache (spool), request and
- * publish sockets and job execution; only the Node process (and its event loop) is shared.
+ * publish sockets and job execution; the Node process (and its event loop) is shared, and so is
+ * one {@link CryptCache} the swarm owns: every instance receives the same publish, and with the
+ * cache only the first verifies, decrypts and decodes it (each job still gets its own copy of
+ * the arguments).
  */
 export class MinionSwarm {
   readonly minions: Minion[] = []
+  /** The publish-opening cache all instances share (its stats() show how much it saved). */
+  readonly cache = new CryptCache()
   #stopping: Promise<void> | undefined
 
   constructor(private readonly options: SwarmRunOptions) {}
@@ -40,7 +46,7 @@ export class MinionSwarm {
         indices.map(async (index) => {
           const { opts } = await loadConfig('minion', { configDir: join(dir, `${prefix}${index}`) })
           const logger: Logger = createLogger({ level: this.options.logLevel ?? 'warning', name: `minion ${String(opts.id)}`, write: this.options.write })
-          const minion = new Minion(opts, { logger })
+          const minion = new Minion(opts, { logger, cryptCache: this.cache })
           this.minions.push(minion)
           await minion.start()
         }),

@@ -180,5 +180,8 @@ describe('Fleet.startSwarm', () => {
       await fleet.stop()
     }
     expect(fleet.spawnedPids.filter(pidAlive)).toEqual([])
+    // One publish cache for the whole swarm: of the four minions opening the ping, three took the first one's load.
+    const summary = /brine-swarm: 4 minions stopped; shared publish cache: (\d+) publishes reused/.exec(fleet.swarms[0]?.process.stderr ?? '')
+    expect(Number(summary?.[1])).toBeGreaterThanOrEqual(3)
   }, 60_000)
 })

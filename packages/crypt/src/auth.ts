@@ -8,6 +8,7 @@ import { minionIdProblem } from './minion-id.js'
 import type { KeyChange, PkiStore } from './pki-store.js'
 import { SESSION_KEY_BYTES, type SessionKey, type SessionKeys } from './session.js'
 import { boxSharedKey } from './box.js'
+import type { CryptCache } from './crypt-cache.js'
 import { SIGNATURE_BYTES, signDetached, verifyDetached } from './sign.js'
 
 /** Bytes of the random token a minion sends and the master must echo. */
@@ -81,6 +82,8 @@ export interface HandleAuthOptions {
    */
   maxClockSkewMs?: number
   now?: number
+  /** Key objects, agreed keys and nonces (the master's request crypto owns one). */
+  cache?: CryptCache
 }
 
 const REQUEST_TAG = 'brine/auth-request/v1'
@@ -93,14 +96,14 @@ const replyTranscript = (r: Omit<AuthAcceptance, 'ret' | 'sig'>, minionBox: Uint
   transcript(REPLY_TAG, r.id, r.token, r.gen, r.nonce, r.session, r.master_pub.box, r.master_pub.sign, minionBox)
 
 /** Builds and signs a minion's `_auth` request. Keep it: {@link openAuthReply} checks the reply against it. */
-export function buildAuthRequest(id: string, keys: KeyPair, now: number = Date.now()): AuthRequest {
+export function buildAuthRequest(id: string, keys: KeyPair, now: number = Date.now(), cache?: CryptCache): AuthRequest {
   const unsigned = {
     id,
     pub: { box: keys.box.publicKey, sign: keys.sign.publicKey },
     token: new Uint8Array(randomBytes(AUTH_TOKEN_BYTES)),
     timestamp: now,
   }
-  return { cmd: '_auth', ...unsigned, sig: signDetached(requestTranscript(unsigned), keys.sign.secretKey) }
+  return { cmd: '_auth', ...unsigned, sig: signDetached(requestTranscript(unsigned), keys.sign.secretKey, cache) }
 }
 
 const refuse = (reason: AuthRefusalReason, message: string): AuthRefusal => ({ ret: false, reason, message })
@@ -140,7 +143,7 @@ export async function handleAuth(
   const idProblem = minionIdProblem(r.id)
   if (idProblem !== undefined) return { reply: refuse('invalid id', `invalid minion id: ${idProblem}`), ...none }
   const pubText = formatPublicKeys(r.pub)
-  if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign)) {
+  if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign, options.cache)) {
     return { reply: refuse('bad signature', '_auth request signature does not verify'), event: { act: 'reject', id: r.id, result: false, pub: pubText }, ...none }
   }
   if (options.maxClockSkewMs !== undefined && Math.abs((options.now ?? Date.now()) - r.timestamp) > options.maxClockSkewMs) {
@@ -162,16 +165,16 @@ export async function handleAuth(
   }
 
   const current = 'current' in session ? session.current() : session
-  const nonce = randomNonce(nacl.box.nonceLength)
+  const nonce = randomNonce(nacl.box.nonceLength, options.cache)
   const unsigned = {
     id: r.id,
     token: r.token,
     gen: current.gen,
     nonce,
-    session: nacl.box.after(current.key, nonce, boxSharedKey(r.pub.box, masterKeys.box.secretKey)),
+    session: nacl.box.after(current.key, nonce, boxSharedKey(r.pub.box, masterKeys.box.secretKey, options.cache)),
     master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
   }
-  const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey) }
+  const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey, options.cache) }
   return { reply, event: event('accept', true), ...base }
 }
 
@@ -186,6 +189,8 @@ export interface OpenAuthReplyOptions {
   masterFinger?: string
   /** File the pin came from, named in MasterKeyMismatchError. */
   pinFile?: string
+  /** Key objects and agreed keys (see {@link CryptCache}). */
+  cache?: CryptCache
 }
 
 /**
@@ -226,12 +231,12 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
     throw new MasterKeyMismatchError('pinned', fingerprint(options.pinned), finger, options.pinFile)
   }
   const acceptance = { id: r.id, token: r.token, gen: r.gen, nonce: r.nonce, session: r.session, master_pub: keys }
-  if (!verifyDetached(r.sig, replyTranscript(acceptance, minionKeys.box.publicKey), keys.sign)) {
+  if (!verifyDetached(r.sig, replyTranscript(acceptance, minionKeys.box.publicKey), keys.sign, options.cache)) {
     throw new SignatureError('auth reply', "signature does not verify with the master's key")
   }
   if (r.id !== request.id) throw new ReplayError('auth reply', `answers minion ${JSON.stringify(r.id)}, not ${JSON.stringify(request.id)}`)
   if (Buffer.compare(r.token, request.token) !== 0) throw new ReplayError('auth reply', 'token does not match the request')
-  const key = nacl.box.open.after(r.session, r.nonce, boxSharedKey(keys.box, minionKeys.box.secretKey))
+  const key = nacl.box.open.after(r.session, r.nonce, boxSharedKey(keys.box, minionKeys.box.secretKey, options.cache))
   if (key === null || key.length !== SESSION_KEY_BYTES) throw new DecryptError('auth reply session key', "does not open with this minion's key")
   return { ok: true, session: { key, gen: r.gen }, masterPub: keys, masterFinger: finger, firstContact: options.pinned === undefined }
 }
@@ -240,8 +245,9 @@ export interface AcceptAuthReplyOptions {
   /** The minion's pki_dir, where `minion_master.pub` lives. */
   pkiDir: string
   masterFinger?: string
-  /** Pin file name (default `minion_master.pub`); multi-master minions use one per master. */
+  /** Pin file name (default `minion_master.pub`); multi-master minions use one per master ({@link masterPinFile}). */
   pinFile?: string
+  cache?: CryptCache
 }
 
 /** {@link openAuthReply} with the pin read from, and on first contact written to, `pki_dir`. */
@@ -252,6 +258,7 @@ export async function acceptAuthReply(reply: unknown, request: AuthRequest, mini
     ...(pinned === undefined ? {} : { pinned }),
     ...(options.masterFinger === undefined ? {} : { masterFinger: options.masterFinger }),
     pinFile: masterPinPath(options.pkiDir, pinFile),
+    ...(options.cache === undefined ? {} : { cache: options.cache }),
   })
   if (result.ok && result.firstContact) await pinMasterKeys(options.pkiDir, result.masterPub, pinFile)
   return result

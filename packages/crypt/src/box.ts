@@ -1,7 +1,8 @@
-import { diffieHellman, type KeyObject } from 'node:crypto'
+import { diffieHellman } from 'node:crypto'
 import nacl from 'tweetnacl'
 import { decode, encode, LruMap, type WireValue } from '@brine/transport'
 import { isBytes, randomNonce } from './bytes.js'
+import { CryptCache } from './crypt-cache.js'
 import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'
 import { validateMinionId } from './minion-id.js'
 import { privateKeyFromRaw, publicKeyFromRaw } from './raw-keys.js'
@@ -29,6 +30,8 @@ export interface PeerBoxOptions {
   secretKey: Uint8Array
   /** The peer's X25519 public key. */
   peerPublicKey: Uint8Array
+  /** Imports the secret key and draws nonces through this cache (see {@link CryptCache}). */
+  cache?: CryptCache
 }
 
 /** A {@link PeerBox} from the shared key {@link boxSharedKey} computed (e.g. on a worker thread). */
@@ -37,6 +40,8 @@ export interface SharedPeerBoxOptions {
   role: BoxRole
   peerPublicKey: Uint8Array
   sharedKey: Uint8Array
+  /** Draws nonces through this cache's pool (see {@link CryptCache}). */
+  cache?: CryptCache
 }
 
 /** "expand 32-byte k", the HSalsa20 constant of nacl's box.before. */
@@ -45,46 +50,32 @@ const ZERO_NONCE = new Uint8Array(16)
 /** tweetnacl's low-level HSalsa20 (its typings leave `lowlevel` out). */
 const hsalsa20 = (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, input: Uint8Array, key: Uint8Array, constant: Uint8Array): number } }).lowlevel
   .crypto_core_hsalsa20
-/** A process holds one or two box secret keys; their key objects are made once. */
-const privateKeyObjects = new WeakMap<Uint8Array, KeyObject>()
-/** Shared keys already agreed, per secret key, by peer key; least recently used first. */
-const SHARED_KEY_LIMIT = 16_384
-const sharedKeys = new WeakMap<Uint8Array, LruMap<string, Uint8Array>>()
 
-function x25519PrivateKey(secretKey: Uint8Array): KeyObject {
-  let key = privateKeyObjects.get(secretKey)
-  if (key === undefined) {
-    key = privateKeyFromRaw('X25519', secretKey)
-    privateKeyObjects.set(secretKey, key)
-  }
-  return key
-}
-
-/**
- * The shared key of a box pair, exactly `nacl.box.before`: HSalsa20 over the X25519 secret. The
- * X25519 step runs in OpenSSL (about five times tweetnacl's), which matters when a restarted
- * master meets a thousand minions at once. A peer key of low order (an all-zero secret, which nacl
- * would accept) is refused.
- */
-export function boxSharedKey(peerPublicKey: Uint8Array, secretKey: Uint8Array): Uint8Array {
-  if (!isBytes(secretKey, nacl.box.secretKeyLength)) throw new RangeError('box secret key must be 32 bytes')
-  if (!isBytes(peerPublicKey, nacl.box.publicKeyLength)) throw new RangeError('box public key must be 32 bytes')
-  let known = sharedKeys.get(secretKey)
-  if (known === undefined) sharedKeys.set(secretKey, (known = new LruMap(SHARED_KEY_LIMIT)))
-  const peer = Buffer.from(peerPublicKey.buffer, peerPublicKey.byteOffset, peerPublicKey.byteLength).toString('latin1')
-  const cached = known.get(peer)
-  if (cached !== undefined) return cached
+function agree(peerPublicKey: Uint8Array, secretKey: Uint8Array, cache: CryptCache | undefined): Uint8Array {
   let secret: Buffer
   try {
     const publicKey = publicKeyFromRaw('X25519', peerPublicKey)
-    secret = diffieHellman({ privateKey: x25519PrivateKey(secretKey), publicKey })
+    const privateKey = cache !== undefined ? cache.x25519Key(secretKey) : privateKeyFromRaw('X25519', secretKey)
+    secret = diffieHellman({ privateKey, publicKey })
   } catch (error) {
     throw new DecryptError('box public key', `cannot agree a key with it (${(error as Error).message}); a low-order point?`)
   }
   const shared = new Uint8Array(nacl.box.sharedKeyLength)
   hsalsa20(shared, ZERO_NONCE, secret, SIGMA)
-  known.set(peer, shared)
   return shared
+}
+
+/**
+ * The shared key of a box pair, exactly `nacl.box.before`: HSalsa20 over the X25519 secret. The
+ * X25519 step runs in OpenSSL (about five times tweetnacl's), which matters when a restarted
+ * master meets a thousand minions at once; with a `cache`, each pair is agreed once. A peer key
+ * of low order (an all-zero secret, which nacl would accept) is refused.
+ */
+export function boxSharedKey(peerPublicKey: Uint8Array, secretKey: Uint8Array, cache?: CryptCache): Uint8Array {
+  if (!isBytes(secretKey, nacl.box.secretKeyLength)) throw new RangeError('box secret key must be 32 bytes')
+  if (!isBytes(peerPublicKey, nacl.box.publicKeyLength)) throw new RangeError('box public key must be 32 bytes')
+  if (cache === undefined) return agree(peerPublicKey, secretKey, undefined)
+  return cache.sharedKey(peerPublicKey, secretKey, () => agree(peerPublicKey, secretKey, cache))
 }
 
 export interface OpenOptions {
@@ -112,6 +103,7 @@ export class PeerBox {
   readonly role: BoxRole
   readonly peerPublicKey: Uint8Array
   readonly #shared: Uint8Array
+  readonly #cache: CryptCache | undefined
 
   constructor(options: PeerBoxOptions | SharedPeerBoxOptions) {
     validateMinionId(options.id)
@@ -119,16 +111,17 @@ export class PeerBox {
     this.id = options.id
     this.role = options.role
     this.peerPublicKey = options.peerPublicKey
+    this.#cache = options.cache
     if ('sharedKey' in options) {
       if (!isBytes(options.sharedKey, nacl.box.sharedKeyLength)) throw new RangeError('box shared key must be 32 bytes')
       this.#shared = options.sharedKey
     } else {
-      this.#shared = boxSharedKey(options.peerPublicKey, options.secretKey)
+      this.#shared = boxSharedKey(options.peerPublicKey, options.secretKey, options.cache)
     }
   }
 
   seal(load: WireValue, now: number = Date.now()): SealedMessage {
-    const nonce = randomNonce(nacl.box.nonceLength)
+    const nonce = randomNonce(nacl.box.nonceLength, this.#cache)
     const box = nacl.box.after(encode([this.role, this.id, now, load]), nonce, this.#shared)
     return { enc: BOX_ENC, id: this.id, nonce, box }
   }
@@ -182,6 +175,8 @@ export interface MinionBoxesOptions {
   /** Most minions whose shared key is kept; the least recently used are dropped beyond it (default 16384). */
   maxEntries?: number
   deriveSharedKey?: SharedKeyDerivation
+  /** Key objects, agreed keys and nonces (default: a cache of this instance's own). */
+  cache?: CryptCache
 }
 
 /**
@@ -195,12 +190,14 @@ export class MinionBoxes {
   readonly #lookup: AcceptedBoxKeyLookup
   readonly #derive: SharedKeyDerivation
   readonly #boxes: LruMap<string, PeerBox>
+  readonly #cache: CryptCache
 
   constructor(masterBoxSecret: Uint8Array, lookup: AcceptedBoxKeyLookup, options: MinionBoxesOptions = {}) {
     this.#secretKey = masterBoxSecret
     this.#lookup = lookup
     this.#boxes = new LruMap(options.maxEntries ?? 16_384)
-    this.#derive = options.deriveSharedKey ?? (async (_id, peerPublicKey) => boxSharedKey(peerPublicKey, this.#secretKey))
+    this.#cache = options.cache ?? new CryptCache({ sharedKeys: 1 }) // the boxes below keep the shared keys
+    this.#derive = options.deriveSharedKey ?? (async (_id, peerPublicKey) => boxSharedKey(peerPublicKey, this.#secretKey, this.#cache))
   }
 
   async #box(id: string): Promise<PeerBox> {
@@ -212,7 +209,7 @@ export class MinionBoxes {
     }
     const known = this.#boxes.get(id)
     if (known !== undefined && Buffer.compare(known.peerPublicKey, publicKey) === 0) return known
-    const box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey) })
+    const box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey), cache: this.#cache })
     this.#boxes.set(id, box)
     return box
   }

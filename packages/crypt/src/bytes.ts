@@ -1,20 +1,9 @@
 import { randomFillSync, timingSafeEqual } from 'node:crypto'
+import type { CryptCache } from './crypt-cache.js'
 
-/** Random bytes are drawn from the CSPRNG a page at a time: one call per nonce costs more than the cipher. */
-const NONCE_POOL_BYTES = 4096
-let noncePool = Buffer.alloc(0)
-let noncePoolOffset = 0
-
-/** `length` fresh random bytes (a nonce), each byte handed out once. */
-export function randomNonce(length: number): Uint8Array {
-  if (length > NONCE_POOL_BYTES) return new Uint8Array(randomFillSync(Buffer.alloc(length)))
-  if (noncePoolOffset + length > noncePool.length) {
-    noncePool = randomFillSync(Buffer.allocUnsafeSlow(NONCE_POOL_BYTES))
-    noncePoolOffset = 0
-  }
-  const nonce = new Uint8Array(noncePool.subarray(noncePoolOffset, noncePoolOffset + length)) // a copy
-  noncePoolOffset += length
-  return nonce
+/** `length` fresh random bytes (a nonce): from the cache's pool when one is given, else straight from the CSPRNG. */
+export function randomNonce(length: number, cache?: CryptCache): Uint8Array {
+  return cache !== undefined ? cache.nonce(length) : new Uint8Array(randomFillSync(Buffer.alloc(length)))
 }
 
 /** Small byte helpers shared by the other modules (internal; not exported from the package). */

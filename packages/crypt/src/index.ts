@@ -4,7 +4,9 @@
  * key pairs (X25519 `box`, Ed25519 `sign`) in `pki_dir`, the master's key store with Salt's states
  * (`minions_pre`, `minions`, `minions_rejected`, `minions_denied`), the `_auth` handshake with master
  * key pinning, session keys that seal and sign every publish, per-minion sealed requests so one
- * minion cannot forge another's return, and the local client's root key.
+ * minion cannot forge another's return, and the local client's root key. It holds no process-wide
+ * state: what is worth remembering between calls (imported key objects, agreed keys, verified
+ * signatures, opened publishes, a nonce pool) lives in a `CryptCache` its caller owns and passes in.
  */
 export {
   CryptError,
@@ -44,7 +46,8 @@ export {
   type LoadedKeys,
   type LoadKeysOptions,
 } from './keys.js'
-export { signDetached, verifyCounters, verifyDetached, verifyDetachedCached, SIGNATURE_BYTES } from './sign.js'
+export { signDetached, verifyDetached, verifyDetachedCached, SIGNATURE_BYTES } from './sign.js'
+export { CryptCache, type CryptCacheOptions, type CryptCacheStats, type OpenedPublish } from './crypt-cache.js'
 export * from './pki-store.js'
 export * from './session.js'
 export * from './box.js'

@@ -1,9 +1,10 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, LruMap, type WireValue } from '@brine/transport'
+import { decode, encode, type WireValue } from '@brine/transport'
 import { isBytes, randomNonce, transcript } from './bytes.js'
 import { DecryptError, MalformedMessageError, SignatureError, StaleSessionKeyError } from './errors.js'
-import { SIGNATURE_BYTES, signDetached, verifyDetachedCached } from './sign.js'
+import type { CryptCache } from './crypt-cache.js'
+import { SIGNATURE_BYTES, signDetached, verifyDetached, verifyDetachedCached } from './sign.js'
 
 /** The key every publish is sealed under (secretbox), and its generation. */
 export interface SessionKey {
@@ -64,35 +65,26 @@ const PUBLISH_TAG = 'brine/publish/v1'
  * Seals a publish load (msgpack) under the session key and signs the result with the master's
  * sign key. The signature covers the ciphertext, so a minion verifies before it decrypts.
  */
-export function sealPublish(load: WireValue, session: SessionKey, masterSignSecret: Uint8Array): PublishEnvelope {
-  const nonce = randomNonce(nacl.secretbox.nonceLength)
+export function sealPublish(load: WireValue, session: SessionKey, masterSignSecret: Uint8Array, cache?: CryptCache): PublishEnvelope {
+  const nonce = randomNonce(nacl.secretbox.nonceLength, cache)
   const ciphertext = nacl.secretbox(encode(load), nonce, session.key)
-  const sig = signDetached(transcript(PUBLISH_TAG, session.gen, nonce, ciphertext), masterSignSecret)
+  const sig = signDetached(transcript(PUBLISH_TAG, session.gen, nonce, ciphertext), masterSignSecret, cache)
   return { enc: PUBLISH_ENC, gen: session.gen, nonce, ciphertext, sig }
 }
 
 export const isPublishEnvelope = (value: unknown): value is PublishEnvelope =>
   typeof value === 'object' && value !== null && (value as { enc?: unknown }).enc === PUBLISH_ENC
 
-/** A publish opened in this process: everything it was opened from, and what came out. */
-interface OpenedPublish {
-  masterSignPublic: Uint8Array
-  sessionKey: Uint8Array
-  gen: number
-  nonce: Uint8Array
-  ciphertext: Uint8Array
-  load: WireValue
-}
-
-/** Publishes opened, by signature. */
-const opened = new LruMap<string, OpenedPublish>(64)
 const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && Buffer.compare(a, b) === 0
 
-/** Freezes a decoded load through and through: one copy is shared by every opener in the process. */
+/**
+ * Freezes a decoded load through and through: one copy may be shared by every opener holding the
+ * same cache. Byte arrays stay as they are (an array view with elements cannot be frozen).
+ */
 function deepFreeze(value: WireValue): WireValue {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+  if (typeof value === 'object' && value !== null && !ArrayBuffer.isView(value) && !Object.isFrozen(value)) {
     Object.freeze(value)
-    if (!ArrayBuffer.isView(value)) for (const item of Object.values(value)) deepFreeze(item as WireValue)
+    for (const item of Object.values(value)) deepFreeze(item as WireValue)
   }
   return value
 }
@@ -102,20 +94,20 @@ function deepFreeze(value: WireValue): WireValue {
  * generation (StaleSessionKeyError: re-authenticate), then decrypts (DecryptError). The signature
  * comes first so a forged envelope can neither make a minion re-authenticate nor reach the cipher.
  *
- * The load comes back deeply frozen, and is remembered: in a swarm, hundreds of minions in one
- * process open the very same publish, and a later call with byte-identical master key, session
- * key, generation, nonce, ciphertext and signature gets the same load without verifying,
- * decrypting or decoding again.
+ * The load comes back deeply frozen. With a `cache` it is also remembered: in a swarm, hundreds
+ * of minions in one process share one cache and open the very same publish, and a later call
+ * with byte-identical master key, session key, generation, nonce, ciphertext and signature gets
+ * the same load without verifying, decrypting or decoding again. A caller that hands parts of it
+ * to code that may change them copies those parts first.
  */
-export function openPublish(envelope: unknown, session: SessionKey, masterSignPublic: Uint8Array): WireValue {
+export function openPublish(envelope: unknown, session: SessionKey, masterSignPublic: Uint8Array, cache?: CryptCache): WireValue {
   if (!isPublishEnvelope(envelope)) throw new MalformedMessageError('publish', `enc is not '${PUBLISH_ENC}'`)
   const { gen, nonce, ciphertext, sig } = envelope
   if (typeof gen !== 'number' || !Number.isSafeInteger(gen)) throw new MalformedMessageError('publish', 'gen is not an integer')
   if (!isBytes(nonce, nacl.secretbox.nonceLength)) throw new MalformedMessageError('publish', `nonce is not ${nacl.secretbox.nonceLength} bytes`)
   if (!isBytes(ciphertext)) throw new MalformedMessageError('publish', 'ciphertext is not bytes')
   if (!isBytes(sig, SIGNATURE_BYTES)) throw new MalformedMessageError('publish', `sig is not ${SIGNATURE_BYTES} bytes`)
-  const id = Buffer.from(sig.buffer, sig.byteOffset, sig.byteLength).toString('latin1')
-  const seen = opened.get(id)
+  const seen = cache?.openedPublish(sig)
   if (
     seen !== undefined &&
     seen.gen === gen &&
@@ -125,11 +117,12 @@ export function openPublish(envelope: unknown, session: SessionKey, masterSignPu
     sameBytes(seen.sessionKey, session.key) &&
     sameBytes(seen.masterSignPublic, masterSignPublic)
   ) {
+    cache?.countReusedPublish()
     return seen.load
   }
-  if (!verifyDetachedCached(sig, transcript(PUBLISH_TAG, gen, nonce, ciphertext), masterSignPublic)) {
-    throw new SignatureError('publish', "signature does not verify with the master's key")
-  }
+  const signed = transcript(PUBLISH_TAG, gen, nonce, ciphertext)
+  const verified = cache !== undefined ? verifyDetachedCached(sig, signed, masterSignPublic, cache) : verifyDetached(sig, signed, masterSignPublic)
+  if (!verified) throw new SignatureError('publish', "signature does not verify with the master's key")
   if (gen !== session.gen) throw new StaleSessionKeyError(gen, session.gen)
   const plain = nacl.secretbox.open(ciphertext, nonce, session.key)
   if (plain === null) throw new DecryptError('publish', 'does not decrypt with the session key')
@@ -140,6 +133,13 @@ export function openPublish(envelope: unknown, session: SessionKey, masterSignPu
     throw new MalformedMessageError('publish', 'decrypted load is not msgpack', { cause: error })
   }
   // Copies: the envelope's byte arrays may be views into a receive buffer that gets reused.
-  opened.set(id, { masterSignPublic: Uint8Array.from(masterSignPublic), sessionKey: Uint8Array.from(session.key), gen, nonce: Uint8Array.from(nonce), ciphertext: Uint8Array.from(ciphertext), load })
+  cache?.rememberOpenedPublish(sig, {
+    masterSignPublic: Uint8Array.from(masterSignPublic),
+    sessionKey: Uint8Array.from(session.key),
+    gen,
+    nonce: Uint8Array.from(nonce),
+    ciphertext: Uint8Array.from(ciphertext),
+    load,
+  })
   return load
 }

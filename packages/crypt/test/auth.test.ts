@@ -10,7 +10,9 @@ import {
   generateKeys,
   handleAuth,
   loadOrCreateKeys,
+  CryptCache,
   MasterKeyMismatchError,
+  masterPinFile,
   openAuthReply,
   openPublish,
   parsePublicKeys,
@@ -114,6 +116,34 @@ describe('_auth handshake', () => {
     // The right fingerprint, in any case and with or without colons, is accepted.
     const finger = fingerprint(publicKeysOf(master)).toUpperCase().replaceAll(':', '')
     expect(await acceptAuthReply(reply, request, minion, { pkiDir: minionPki, masterFinger: finger })).toMatchObject({ ok: true })
+  })
+
+  it('pins each of several masters in a file of its own, named from its address', async () => {
+    const { store, session, minion, minionPki } = await setup()
+    await store.submit('web1', publicKeysOf(minion), { autoAccept: true })
+    const first = generateKeys()
+    const second = generateKeys()
+    const cache = new CryptCache()
+    const firstFile = masterPinFile('10.0.0.1', 4506)
+    const secondFile = masterPinFile('salt-2.example.com', 4506)
+    expect([firstFile, secondFile]).toEqual(['minion_master-10.0.0.1-4506.pub', 'minion_master-salt-2.example.com-4506.pub'])
+    for (const [keys, pinFile] of [[first, firstFile], [second, secondFile]] as const) {
+      const request = buildAuthRequest('web1', minion, Date.now(), cache)
+      const reply = wire((await handleAuth(wire(request), store, session, keys, { cache: new CryptCache() })).reply)
+      expect(await acceptAuthReply(reply, request, minion, { pkiDir: minionPki, pinFile, cache })).toMatchObject({ ok: true, firstContact: true })
+      const path = join(minionPki, pinFile)
+      expect(parsePublicKeys(await readFile(path, 'utf8'), path)).toEqual(publicKeysOf(keys))
+    }
+    await expect(readFile(join(minionPki, 'minion_master.pub'))).rejects.toMatchObject({ code: 'ENOENT' })
+    // Each pin holds for its own master only: the second master's keys at the first address are refused.
+    const request = buildAuthRequest('web1', minion)
+    const reply = wire((await handleAuth(wire(request), store, session, second)).reply)
+    const refused = await rejection(acceptAuthReply(reply, request, minion, { pkiDir: minionPki, pinFile: firstFile }))
+    expect(refused).toBeInstanceOf(MasterKeyMismatchError)
+    expect(refused).toMatchObject({ source: 'pinned', message: expect.stringContaining(join(minionPki, firstFile)) })
+    // An address that is not a plain host name never becomes a path of its own.
+    expect(masterPinFile('::1', 4506)).toMatch(/^minion_master-h[0-9a-f]{16}-4506\.pub$/)
+    expect(masterPinFile('../../etc', 4506, 'syndic_master')).toMatch(/^syndic_master-h[0-9a-f]{16}-4506\.pub$/)
   })
 
   it('denies a second minion claiming an accepted id with other keys', async () => {

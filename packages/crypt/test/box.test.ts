@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { decode, encode } from '@brine/transport'
 import {
   boxSharedKey,
+  CryptCache,
   DecryptError,
   generateKeys,
   InvalidMinionIdError,
@@ -28,18 +29,19 @@ async function masterSide(): Promise<{ boxes: MinionBoxes; store: PkiStore }> {
   return { boxes, store }
 }
 
-const minionBox = (id: string, keys = web1): PeerBox =>
-  new PeerBox({ id, role: 'minion', secretKey: keys.box.secretKey, peerPublicKey: master.box.publicKey })
+const minionBox = (id: string, keys = web1, cache?: CryptCache): PeerBox =>
+  new PeerBox({ id, role: 'minion', secretKey: keys.box.secretKey, peerPublicKey: master.box.publicKey, ...(cache === undefined ? {} : { cache }) })
 
 const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => new Error('expected a rejection'), (e: unknown) => e)
 
 describe('sealed minion requests', () => {
-  it('never reuses a nonce, across many refills of the nonce pool', async () => {
+  it('never reuses a nonce, across many refills of the nonce pool, nor without one', async () => {
     const { boxes } = await masterSide()
-    const box = minionBox('web1')
+    const pooled = minionBox('web1', web1, new CryptCache())
+    const unpooled = minionBox('web1')
     const nonces = new Set<string>()
     for (let index = 0; index < 2000; index++) {
-      const sealed = box.seal({ ...ret, index })
+      const sealed = (index % 4 === 3 ? unpooled : pooled).seal({ ...ret, index })
       expect(sealed.nonce).toHaveLength(24)
       nonces.add(Buffer.from(sealed.nonce).toString('hex'))
       if (index % 500 === 0) expect((await boxes.open(decode(encode(sealed)))).load).toEqual({ ...ret, index })
@@ -55,6 +57,12 @@ describe('sealed minion requests', () => {
       expect(boxSharedKey(a.publicKey, b.secretKey)).toEqual(boxSharedKey(b.publicKey, a.secretKey))
     }
     expect(() => boxSharedKey(new Uint8Array(32), web1.box.secretKey)).toThrow(DecryptError)
+    // Through a cache: the same bytes, agreed once (the same array comes back), and a low-order key still refused.
+    const cache = new CryptCache()
+    const once = boxSharedKey(web1.box.publicKey, master.box.secretKey, cache)
+    expect(once).toEqual(nacl.box.before(web1.box.publicKey, master.box.secretKey))
+    expect(boxSharedKey(web1.box.publicKey, master.box.secretKey, cache)).toBe(once)
+    expect(() => boxSharedKey(new Uint8Array(32), master.box.secretKey, cache)).toThrow(DecryptError)
   })
 
   it('a box from a shared key computed elsewhere (a worker) opens what the minion sealed', async () => {

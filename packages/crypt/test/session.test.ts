@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import {
+  CryptCache,
   DecryptError,
   generateKeys,
   MalformedMessageError,
@@ -8,7 +9,6 @@ import {
   SessionKeys,
   SignatureError,
   StaleSessionKeyError,
-  verifyCounters,
 } from '../src/index.js'
 import { decode, encode } from '@brine/transport'
 
@@ -81,33 +81,83 @@ describe('publish envelopes', () => {
   it('opens a publish it opened before from memory, never a tampered copy or another key', () => {
     const session = new SessionKeys().current()
     const envelope = sealPublish(load, session, master.sign.secretKey)
-    const before = { ...verifyCounters }
-    const first = openPublish(envelope, session, master.sign.publicKey)
+    const cache = new CryptCache()
+    const first = openPublish(envelope, session, master.sign.publicKey, cache)
     expect(first).toEqual(load)
     expect(Object.isFrozen(first)).toBe(true)
-    expect(verifyCounters.native - before.native).toBe(1)
-    // A second minion of the same process opening the same bytes (decoded afresh) gets the same load, no verify.
-    expect(openPublish(decode(encode(envelope)), session, master.sign.publicKey)).toBe(first)
-    expect(verifyCounters.native - before.native).toBe(1)
+    expect(cache.stats().nativeVerifies).toBe(1)
+    // A second minion sharing the cache, opening the same bytes (decoded afresh), gets the same load, no verify.
+    expect(openPublish(decode(encode(envelope)), session, master.sign.publicKey, cache)).toBe(first)
+    expect(cache.stats()).toMatchObject({ nativeVerifies: 1, reusedPublishes: 1 })
     // Another holder of a different session key of the same generation does not get it.
-    expect(catchError(() => openPublish(envelope, { key: new SessionKeys().current().key, gen: session.gen }, master.sign.publicKey))).toBeInstanceOf(DecryptError)
+    expect(catchError(() => openPublish(envelope, { key: new SessionKeys().current().key, gen: session.gen }, master.sign.publicKey, cache))).toBeInstanceOf(DecryptError)
     // The verification cache still answers the signature for it.
-    expect(verifyCounters.native - before.native).toBe(1)
-    expect(verifyCounters.cached - before.cached).toBe(1)
+    expect(cache.stats()).toMatchObject({ nativeVerifies: 1, cachedVerifies: 1 })
 
     const tampered = { ...envelope, ciphertext: envelope.ciphertext.slice() }
     tampered.ciphertext[3]! ^= 1
-    expect(catchError(() => openPublish(tampered, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    expect(catchError(() => openPublish(tampered, session, master.sign.publicKey, cache))).toBeInstanceOf(SignatureError)
     const otherSig = { ...envelope, sig: envelope.sig.slice() }
     otherSig.sig[10]! ^= 1
-    expect(catchError(() => openPublish(otherSig, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
+    expect(catchError(() => openPublish(otherSig, session, master.sign.publicKey, cache))).toBeInstanceOf(SignatureError)
     const otherGen = { ...envelope, gen: envelope.gen + 1 }
-    expect(catchError(() => openPublish(otherGen, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
-    expect(catchError(() => openPublish(envelope, session, generateKeys().sign.publicKey))).toBeInstanceOf(SignatureError)
+    expect(catchError(() => openPublish(otherGen, session, master.sign.publicKey, cache))).toBeInstanceOf(SignatureError)
+    expect(catchError(() => openPublish(envelope, session, generateKeys().sign.publicKey, cache))).toBeInstanceOf(SignatureError)
     // Each refusal went to OpenSSL (failures are not cached) and none was answered from the cache.
-    expect(verifyCounters.native - before.native).toBe(5)
-    expect(verifyCounters.cached - before.cached).toBe(1)
-    expect(catchError(() => openPublish(tampered, session, master.sign.publicKey))).toBeInstanceOf(SignatureError)
-    expect(verifyCounters.native - before.native).toBe(6)
+    expect(cache.stats()).toMatchObject({ nativeVerifies: 5, cachedVerifies: 1 })
+    expect(catchError(() => openPublish(tampered, session, master.sign.publicKey, cache))).toBeInstanceOf(SignatureError)
+    expect(cache.stats().nativeVerifies).toBe(6)
+  })
+
+  it('remembers nothing between callers that do not share a cache', () => {
+    const session = new SessionKeys().current()
+    const envelope = sealPublish(load, session, master.sign.secretKey)
+    const mine = new CryptCache()
+    const theirs = new CryptCache()
+    const opened = openPublish(envelope, session, master.sign.publicKey, mine)
+    const again = openPublish(envelope, session, master.sign.publicKey, theirs)
+    expect(again).toEqual(opened)
+    expect(again).not.toBe(opened)
+    expect(mine.stats()).toEqual({ nativeVerifies: 1, cachedVerifies: 0, reusedPublishes: 0 })
+    expect(theirs.stats()).toEqual({ nativeVerifies: 1, cachedVerifies: 0, reusedPublishes: 0 })
+    // Without a cache every call verifies, decrypts and decodes afresh, and still hands back a frozen load.
+    const uncached = openPublish(envelope, session, master.sign.publicKey)
+    expect(uncached).toEqual(opened)
+    expect(uncached).not.toBe(opened)
+    expect(Object.isFrozen(uncached)).toBe(true)
+    expect(mine.stats().nativeVerifies).toBe(1)
+  })
+
+  it('opens a publish carrying byte arrays (they cannot be frozen, and are not)', () => {
+    const session = new SessionKeys().current()
+    const withBytes = { ...load, arg: [new Uint8Array([1, 2, 3]), { blob: new Uint8Array([4]) }] }
+    const opened = openPublish(decode(encode(sealPublish(withBytes, session, master.sign.secretKey))), session, master.sign.publicKey, new CryptCache()) as {
+      arg: [Uint8Array, { blob: Uint8Array }]
+    }
+    expect(Object.isFrozen(opened.arg)).toBe(true)
+    expect([...opened.arg[0]]).toEqual([1, 2, 3])
+    expect([...opened.arg[1].blob]).toEqual([4])
+  })
+
+  it('computes a value derived from an opened load once for every holder of the cache, and never remembers a failure', () => {
+    const session = new SessionKeys().current()
+    const cache = new CryptCache()
+    const envelope = sealPublish(load, session, master.sign.secretKey)
+    const opened = openPublish(envelope, session, master.sign.publicKey, cache) as object
+    let computed = 0
+    const derive = (): string => `job ${++computed}`
+    expect(cache.derived(opened, 'job', derive)).toBe('job 1')
+    expect(cache.derived(openPublish(decode(encode(envelope)), session, master.sign.publicKey, cache) as object, 'job', derive)).toBe('job 1')
+    expect(cache.derived(opened, 'other', derive)).toBe('job 2')
+    expect(new CryptCache().derived(opened, 'job', derive)).toBe('job 3')
+    const failing = (): never => {
+      computed++
+      throw new Error('invalid')
+    }
+    expect(() => cache.derived({}, 'job', failing)).toThrow('invalid')
+    const bad = {}
+    expect(() => cache.derived(bad, 'job', failing)).toThrow('invalid')
+    expect(() => cache.derived(bad, 'job', failing)).toThrow('invalid')
+    expect(computed).toBe(6)
   })
 })

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
-import { signDetached, verifyDetached } from '../src/index.js'
+import { CryptCache, signDetached, verifyDetached, verifyDetachedCached } from '../src/index.js'
 
 describe('Ed25519 through node:crypto', () => {
   const seed = new Uint8Array(randomBytes(32))
@@ -34,5 +34,20 @@ describe('Ed25519 through node:crypto', () => {
     expect(verifyDetached(sig.subarray(0, 63), data, pair.publicKey)).toBe(false)
     expect(verifyDetached(sig, data, pair.publicKey.subarray(0, 31))).toBe(false)
     expect(verifyDetached('sig', data, pair.publicKey)).toBe(false)
+  })
+
+  it('signs and verifies alike through a cache, which remembers successes only', () => {
+    const cache = new CryptCache()
+    const expected = nacl.sign.detached(data, pair.secretKey)
+    expect(signDetached(data, pair.secretKey, cache)).toEqual(expected)
+    expect(signDetached(data, pair.secretKey, cache)).toEqual(expected)
+    expect(verifyDetached(expected, data, pair.publicKey, cache)).toBe(true)
+    expect(verifyDetachedCached(expected, data, pair.publicKey, cache)).toBe(true)
+    expect(verifyDetachedCached(expected, data, pair.publicKey, cache)).toBe(true)
+    const changed = data.slice()
+    changed[1]! ^= 1
+    expect(verifyDetachedCached(expected, changed, pair.publicKey, cache)).toBe(false)
+    expect(verifyDetachedCached(expected, changed, pair.publicKey, cache)).toBe(false)
+    expect(cache.stats()).toEqual({ nativeVerifies: 4, cachedVerifies: 1, reusedPublishes: 0 })
   })
 })

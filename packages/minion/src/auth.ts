@@ -2,20 +2,23 @@
  * The minion's `_auth` loop (Salt's `SAuth`): sends the signed request in the clear, pins the
  * master's keys on first contact, and waits `acceptance_wait_time` (growing to
  * `acceptance_wait_time_max`) while the key is pending. One authentication runs at a time; every
- * caller that needs a session key while it runs shares it.
+ * caller that needs a session key while it runs shares it. One MinionAuth per master: each
+ * {@link MasterLink} owns one, with a pin file of its own when a minion has several masters.
  */
 import {
   acceptAuthReply,
   buildAuthRequest,
   MasterKeyMismatchError,
+  masterPinPath,
   PeerBox,
+  type CryptCache,
   type KeyPair,
   type PublicKeys,
   type SessionKey,
 } from '@brine/crypt'
 import { clearRequest } from '@brine/common'
 import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
-import { sleep, type MinionEvent } from './lifecycle.js'
+import { sleep, type MasterLinkEvent } from './lifecycle.js'
 
 /** What a successful `_auth` gives the minion. */
 export interface MasterSession {
@@ -30,9 +33,15 @@ export interface MinionAuthOptions {
   id: string
   keys: KeyPair
   pkiDir: string
+  /** The pin file in `pkiDir` (default Salt's `minion_master.pub`; one per master with several). */
+  pinFile?: string
   /** Salt's `master_finger`; empty means "pin whatever answers first". */
   masterFinger?: string
   client: RequestClient
+  /** The master's name in events (`host:port`). */
+  master: string
+  /** Key objects and agreed keys (the link's owner holds it). */
+  cache?: CryptCache
   /** Per-attempt timeout (auth_timeout), ms. */
   authTimeoutMs: number
   /** acceptance_wait_time, ms. */
@@ -42,7 +51,7 @@ export interface MinionAuthOptions {
   logger: Logger
   /** Aborted by stop(): the loop ends with ClosedError. */
   signal: AbortSignal
-  emit: (event: MinionEvent) => void
+  emit: (event: MasterLinkEvent) => void
   /** Called after every successful auth (not awaited). */
   onAuthenticated: (session: MasterSession, first: boolean) => void
 }
@@ -101,12 +110,14 @@ export class MinionAuth {
     for (;;) {
       if (o.signal.aborted) throw new ClosedError('minion auth', address)
       let delay = wait
-      const request = buildAuthRequest(o.id, o.keys)
+      const request = buildAuthRequest(o.id, o.keys, Date.now(), o.cache)
       try {
         const reply = await o.client.send(clearRequest(request), { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
         const result = await acceptAuthReply(reply, request, o.keys, {
           pkiDir: o.pkiDir,
+          ...(o.pinFile === undefined ? {} : { pinFile: o.pinFile }),
           ...(o.masterFinger === undefined || o.masterFinger === '' ? {} : { masterFinger: o.masterFinger }),
+          ...(o.cache === undefined ? {} : { cache: o.cache }),
         })
         if (result.ok) return this.#accepted(result.session, result.masterPub, result.masterFinger, result.firstContact)
         if (result.reason === 'pending') {
@@ -114,7 +125,7 @@ export class MinionAuth {
             `The Brine master at ${address} has cached the public key for this node (${result.message}); ` +
               `this minion will wait for ${delay / 1000} seconds before attempting to re-authenticate`,
           )
-          o.emit({ type: 'auth-pending', message: result.message, waitMs: delay })
+          o.emit({ type: 'auth-pending', master: o.master, message: result.message, waitMs: delay })
         } else {
           delay = this.#slow(wait)
           // Salt exits here; a daemon that stays up lets an operator accept the key later without a restart.
@@ -123,7 +134,7 @@ export class MinionAuth {
               `If the key was rejected, delete it on the master (brine-key -d ${o.id}) so it can be submitted again; ` +
               `asking again in ${delay / 1000} seconds`,
           )
-          o.emit({ type: 'auth-rejected', reason: result.reason, message: result.message, waitMs: delay })
+          o.emit({ type: 'auth-rejected', master: o.master, reason: result.reason, message: result.message, waitMs: delay })
         }
       } catch (error) {
         if (o.signal.aborted) throw new ClosedError('minion auth', address)
@@ -137,7 +148,7 @@ export class MinionAuth {
         } else {
           o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${delay / 1000} seconds`)
         }
-        o.emit({ type: 'auth-failed', error: name, message, waitMs: delay })
+        o.emit({ type: 'auth-failed', master: o.master, error: name, message, waitMs: delay })
       }
       if (!(await sleep(delay, o.signal))) throw new ClosedError('minion auth', address)
       if (o.acceptanceWaitMaxMs > 0 && wait < o.acceptanceWaitMaxMs) wait = Math.min(wait + base, o.acceptanceWaitMaxMs)
@@ -153,7 +164,7 @@ export class MinionAuth {
     const box =
       this.#current !== undefined && Buffer.compare(this.#current.box.peerPublicKey, masterPub.box) === 0
         ? this.#current.box
-        : new PeerBox({ id: o.id, role: 'minion', secretKey: o.keys.box.secretKey, peerPublicKey: masterPub.box })
+        : new PeerBox({ id: o.id, role: 'minion', secretKey: o.keys.box.secretKey, peerPublicKey: masterPub.box, ...(o.cache === undefined ? {} : { cache: o.cache }) })
     const current: MasterSession = { session, masterPub, masterFinger, box }
     this.#current = current
     this.#sessions.delete(session.gen)
@@ -161,9 +172,9 @@ export class MinionAuth {
     while (this.#sessions.size > KEPT_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as number)
     const first = this.#count === 0
     this.#count++
-    if (firstContact) o.logger.info(`pinned the master's public key (fingerprint ${masterFinger}) on first contact`)
+    if (firstContact) o.logger.info(`pinned the master's public key (fingerprint ${masterFinger}) in ${masterPinPath(o.pkiDir, o.pinFile)} on first contact`)
     o.logger.info(`authenticated with the master at ${o.client.address} (session key generation ${session.gen})`)
-    o.emit({ type: 'authenticated', gen: session.gen, firstContact, masterFinger })
+    o.emit({ type: 'authenticated', master: o.master, gen: session.gen, firstContact, masterFinger })
     o.onAuthenticated(current, first)
     return current
   }

@@ -4,7 +4,8 @@
  * outcome in Salt's return shape with Salt's messages and retcodes.
  */
 import { bindArguments, isPlainObject, loadArgsAndKwargs } from './modules/args.js'
-import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './modules/errors.js'
+import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './errors.js'
+import { settleWithin } from './lifecycle.js'
 import type { RunningJobInfo } from './modules/running-jobs.js'
 import type { JobContext, ModuleRegistry } from './modules/types.js'
 
@@ -85,12 +86,6 @@ function linkSignals(controller: AbortController, signals: readonly (AbortSignal
 
 /** How long a killed job's function may take to wind down before the job returns anyway. */
 const KILL_GRACE_MS = 5_000
-
-async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([promise.then(() => {}, () => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
-  clearTimeout(timer)
-}
 
 /** Runs `job.fun` from `registry` and returns Salt's `{return, retcode, success, out?}`. */
 export async function executeJob(registry: ModuleRegistry, job: JobRequest, options: ExecuteOptions = {}): Promise<JobResult> {

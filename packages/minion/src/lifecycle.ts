@@ -1,46 +1,62 @@
 /**
- * The minion daemon's lifecycle events: what a test, the CLI or a supervisor can wait for instead
- * of sleeping or scraping logs. Each call to {@link LifecycleEvents.events} replays the recent
- * history (bounded) and then follows live events until the minion stops.
+ * Lifecycle events of a master link and of the minion daemon: what a test, the CLI, a supervisor
+ * or a multi-master policy can wait for instead of sleeping or scraping logs. Each call to
+ * {@link LifecycleEvents.events} replays the recent history (bounded) and then follows live
+ * events until the emitter closes.
  */
 
-export type MinionEvent =
-  /** The master has our key in `minions_pre`; the minion waits `waitMs` and asks again. */
-  | { type: 'auth-pending'; message: string; waitMs: number }
-  /** The master refused us (`rejected`, `denied`, …); the minion keeps asking, slowly. */
-  | { type: 'auth-rejected'; reason: string; message: string; waitMs: number }
+/** What one master link reports; every event names its master (`host:port` of its ret port). */
+export type MasterLinkEvent =
+  /** The request link reached the master (first connect or a reconnect). */
+  | { type: 'master-connect'; master: string }
+  /** The request link lost the master; the transport reconnects in the background. */
+  | { type: 'master-disconnect'; master: string; reason?: string }
+  /** The master has our key in `minions_pre`; the link waits `waitMs` and asks again. */
+  | { type: 'auth-pending'; master: string; message: string; waitMs: number }
+  /** The master refused us (`rejected`, `denied`, …); the link keeps asking, slowly. */
+  | { type: 'auth-rejected'; master: string; reason: string; message: string; waitMs: number }
   /** No usable answer: timeout, a master key that does not match the pin, a bad reply. */
-  | { type: 'auth-failed'; error: string; message: string; waitMs: number }
-  | { type: 'authenticated'; gen: number; firstContact: boolean; masterFinger: string }
+  | { type: 'auth-failed'; master: string; error: string; message: string; waitMs: number }
+  | { type: 'authenticated'; master: string; gen: number; firstContact: boolean; masterFinger: string }
   /** A publish failed to verify, decrypt or validate and was dropped. */
-  | { type: 'publish-dropped'; reason: string }
+  | { type: 'publish-dropped'; master: string; reason: string }
+  /** The master acknowledged a return; `fromSpool` when it had been spooled first. */
+  | { type: 'returned'; master: string; jid: string; fromSpool: boolean }
+  /** A return the master did not acknowledge was written to the spool. */
+  | { type: 'spooled'; master: string; jid: string; file: string }
+
+/** The minion daemon's events: its links' events, what its job runner decides, and `stopped`. */
+export type MinionEvent =
+  | MasterLinkEvent
   /** A valid publish that is not for this minion (or a repeated jid). */
-  | { type: 'publish-ignored'; jid: string; fun: string; reason: string }
-  | { type: 'job-received'; jid: string; fun: string }
+  | { type: 'publish-ignored'; master: string; jid: string; fun: string; reason: string }
+  | { type: 'job-received'; master: string; jid: string; fun: string }
   /** The job was killed (saltutil.kill_job) or aborted by stop(): like Salt, it does not return. */
   | { type: 'job-killed'; jid: string; fun: string }
-  /** The master acknowledged a return; `fromSpool` when it had been spooled first. */
-  | { type: 'returned'; jid: string; fromSpool: boolean }
-  /** A return the master did not acknowledge was written to the spool. */
-  | { type: 'spooled'; jid: string; file: string }
   | { type: 'stopped' }
 
 export type MinionEventType = MinionEvent['type']
 
-/** How many past events a new {@link LifecycleEvents.events} iterator replays. */
+/** How many past events a new {@link LifecycleEvents.events} iterator replays, by default. */
 const HISTORY = 1000
 
-export class LifecycleEvents {
-  readonly #history: MinionEvent[] = []
+export class LifecycleEvents<E = MinionEvent> {
+  readonly #history: E[] = []
+  readonly #historyLimit: number
   readonly #listeners = new Set<() => void>()
   /** Index of #history[0] in the whole sequence, so iterators survive trimming. */
   #base = 0
   #closed = false
 
-  emit(event: MinionEvent): void {
+  /** `history`: how many past events a new iterator replays (and how far a slow one may lag). */
+  constructor(history: number = HISTORY) {
+    this.#historyLimit = Math.max(1, history)
+  }
+
+  emit(event: E): void {
     if (this.#closed) return
     this.#history.push(event)
-    if (this.#history.length > HISTORY) {
+    if (this.#history.length > this.#historyLimit) {
       this.#history.shift()
       this.#base++
     }
@@ -53,8 +69,8 @@ export class LifecycleEvents {
     for (const listener of this.#listeners) listener()
   }
 
-  /** Recent history, then live events; ends once the minion has stopped. Any number of consumers. */
-  events(): AsyncIterable<MinionEvent> {
+  /** Recent history, then live events; ends once closed. Any number of consumers. */
+  events(): AsyncIterable<E> {
     return {
       [Symbol.asyncIterator]: () => {
         let next = this.#base
@@ -64,16 +80,16 @@ export class LifecycleEvents {
           wake = undefined
         }
         this.#listeners.add(listener)
-        const done = (): IteratorResult<MinionEvent> => {
+        const done = (): IteratorResult<E> => {
           this.#listeners.delete(listener)
           return { done: true, value: undefined }
         }
         return {
-          next: async (): Promise<IteratorResult<MinionEvent>> => {
+          next: async (): Promise<IteratorResult<E>> => {
             for (;;) {
               if (next < this.#base) next = this.#base // fell behind the bounded history
-              const event = this.#history[next - this.#base]
-              if (event !== undefined) {
+              if (next - this.#base < this.#history.length) {
+                const event = this.#history[next - this.#base] as E
                 next++
                 return { done: false, value: event }
               }
@@ -81,7 +97,7 @@ export class LifecycleEvents {
               await new Promise<void>((resolve) => (wake = resolve))
             }
           },
-          return: async (): Promise<IteratorResult<MinionEvent>> => done(),
+          return: async (): Promise<IteratorResult<E>> => done(),
         }
       },
     }
@@ -102,6 +118,20 @@ export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
     }, ms)
     signal.addEventListener('abort', onAbort, { once: true })
   })
+}
+
+/** Waits until `promise` settles or `ms` pass, whichever is first; true when it settled. Never rejects. */
+export async function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const settled = await Promise.race([
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ])
+  clearTimeout(timer)
+  return settled
 }
 
 /**

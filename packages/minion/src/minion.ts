@@ -1,9 +1,10 @@
 /**
- * The minion daemon (DESIGN §3–§4, minion side): keys, `_auth` with the master, the publish
- * subscription, jobs run concurrently through the executor, sealed returns with retries and a
- * disk spool. One responsibility per collaborator: MinionAuth (auth.ts), JobRunner
- * (job-runner.ts), Returner (returner.ts), ReturnSpool (spool.ts).
+ * The minion daemon (DESIGN §3–§4, minion side): keys, grains, one {@link MasterLink} per master
+ * it uses (auth, publishes, sealed returns with retries and a disk spool), a {@link MasterPolicy}
+ * choosing those masters (Salt's `master_type`), and one {@link JobRunner} matching and running
+ * the jobs every link delivers.
  */
+import { join } from 'node:path'
 import {
   backoffFromConfig,
   ConfigError,
@@ -14,30 +15,28 @@ import {
   timeoutsFromConfig,
   type MinionConfig,
 } from '@brine/common'
-import { loadOrCreateKeys } from '@brine/crypt'
-import {
-  ClosedError,
-  createLogger,
-  InvalidOperationError,
-  type Logger,
-  type PublishClient,
-  type RequestClient,
-} from '@brine/transport'
-import { MinionAuth, type MasterSession } from './auth.js'
+import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
+import { ClosedError, createLogger, InvalidOperationError, type Logger, type Transport } from '@brine/transport'
 import { JobRunner } from './job-runner.js'
 import { LifecycleEvents, type MinionEvent } from './lifecycle.js'
+import { MasterLink } from './master-link.js'
+import { AllMastersPolicy, type MasterPolicy } from './master-policy.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
 import type { Grains, ModuleDefinition, ModuleRegistry } from './modules/types.js'
-import { Returner, sendSealed } from './returner.js'
-import { ReturnSpool, spoolDir } from './spool.js'
+import { spoolDir } from './spool.js'
 
 export interface MinionOptions {
   /** Default: a stderr logger at `opts.log_level`. The CLI passes `loggerFromConfig(opts, 'minion')`. */
   logger?: Logger
   /** Extra execution modules (Salt's `_modules`), by module name. */
   modules?: Readonly<Record<string, ModuleDefinition>>
+  /**
+   * Opened publishes, verified signatures and key objects (default: one of this minion's own).
+   * Many minions in one process (a swarm) share one, so each publish is opened once for all.
+   */
+  cryptCache?: CryptCache
 }
 
 /** Salt's minion start event text uses Python's time.asctime(): `Mon Jan  1 12:00:00 2024`. */
@@ -54,13 +53,22 @@ export function minionStartEvents(id: string, now: Date = new Date()): { tag: st
   return [tags.minionStart(id), tags.minionStartLegacy].map((tag) => ({ tag, data: { data, cmd: '_minion_event', id, pretag: null, tag } }))
 }
 
-interface Running {
-  request: RequestClient
-  publish: PublishClient
-  auth: MinionAuth
-  returner: Returner
-  runner: JobRunner
-  tasks: Promise<unknown>[]
+/** The masters of `master` (a host or a list of hosts), in order. */
+function mastersOf(opts: MinionConfig): string[] {
+  const masters = Array.isArray(opts.master) ? opts.master : [opts.master]
+  if (masters.length === 0 || masters.some((host) => typeof host !== 'string' || host === '')) {
+    throw new ConfigError('master must name at least one master, each a non-empty host', { key: 'master' })
+  }
+  return masters as string[]
+}
+
+/** Salt's `master_type` as a policy; what is not built yet falls back to the first master, with a warning. */
+function policyFor(opts: MinionConfig, masters: string[], logger: Logger): { policy: MasterPolicy; masters: string[] } {
+  const type = opts.master_type ?? 'str'
+  if (type === 'str') return { policy: new AllMastersPolicy(), masters }
+  const [first] = masters as [string, ...string[]]
+  logger.warning(`master_type ${type} is not supported yet: connecting to the first master only (${first})${masters.length > 1 ? `; ignoring ${masters.slice(1).join(', ')}` : ''}`)
+  return { policy: new AllMastersPolicy(), masters: [first] }
 }
 
 export class Minion {
@@ -71,14 +79,17 @@ export class Minion {
   /** The running-job table behind saltutil.running / find_job / kill_job. */
   readonly jobs = new RunningJobs()
   readonly registry: ModuleRegistry
-  /** Resolves after the first successful `_auth`; rejects with ClosedError if stop() comes first. */
+  /** Resolves after the first successful `_auth` with any master; rejects with ClosedError if stop() comes first. */
   readonly authenticated: Promise<void>
   readonly #logger: Logger
   readonly #events = new LifecycleEvents()
   readonly #controller = new AbortController()
+  readonly #cache: CryptCache
+  readonly #runner: JobRunner
+  readonly #tasks = new Set<Promise<unknown>>()
   #resolveAuthenticated!: () => void
   #rejectAuthenticated!: (error: Error) => void
-  #running: Running | undefined
+  #policy: MasterPolicy | undefined
   #starting: Promise<void> | undefined
   #stopping: Promise<void> | undefined
 
@@ -87,15 +98,23 @@ export class Minion {
     this.id = opts.id
     this.opts = opts
     this.#logger = options.logger ?? createLogger({ level: opts.log_level ?? 'warning', name: 'minion' })
+    this.#cache = options.cryptCache ?? new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
     this.authenticated = new Promise<void>((resolve, reject) => {
       this.#resolveAuthenticated = resolve
       this.#rejectAuthenticated = reject
     })
     this.authenticated.catch(() => {}) // nobody has to listen
-    this.registry = createModuleRegistry(
-      { id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal: this.#controller.signal },
-      options.modules,
-    )
+    const signal = this.#controller.signal
+    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal }, options.modules)
+    this.#runner = new JobRunner({
+      id: this.id,
+      grains: this.grains,
+      nodegroups: opts.nodegroups,
+      registry: this.registry,
+      logger: this.#logger,
+      emit: (event) => this.#events.emit(event),
+      signal,
+    })
   }
 
   /** Lifecycle events: the recent history, then live ones until stop(). Any number of consumers. */
@@ -103,27 +122,26 @@ export class Minion {
     return this.#events.events()
   }
 
-  /** The master this minion talks to (the first of `master`), `host:port` of its ret port. */
+  /** The first master this minion talks to, `host:port` of its ret port. */
   get master(): string {
-    return `${this.#masterHost()}:${this.opts.master_port}`
+    return `${mastersOf(this.opts)[0] as string}:${this.opts.master_port}`
+  }
+
+  /** The links to the masters in use now (empty before start() and after stop()). */
+  get links(): readonly MasterLink[] {
+    return this.#stopping === undefined ? (this.#policy?.links ?? []) : []
   }
 
   /** Jobs started and not yet returned, spooled or killed. */
   get runningJobs(): number {
-    return this.#running?.runner.running ?? 0
-  }
-
-  #masterHost(): string {
-    const masters = Array.isArray(this.opts.master) ? this.opts.master : [this.opts.master]
-    const first = masters[0]
-    if (typeof first !== 'string' || first === '') throw new ConfigError('master must name at least one master', { key: 'master' })
-    return first
+    return this.#runner.running
   }
 
   /**
-   * Loads (or creates) the keys, collects grains, connects both clients and starts authenticating
-   * in the background. Resolves once connecting has begun, not when the key is accepted (that can
-   * take an operator's action): await {@link authenticated} or watch {@link events} for that.
+   * Loads (or creates) the keys, collects grains, connects to the masters and starts
+   * authenticating in the background. Resolves once connecting has begun, not when the key is
+   * accepted (that can take an operator's action): await {@link authenticated} or watch
+   * {@link events} for that.
    */
   start(): Promise<void> {
     if (this.#stopping !== undefined) return Promise.reject(new ClosedError('minion', this.id))
@@ -132,9 +150,7 @@ export class Minion {
       // A failed start leaves nothing open: stop() after it is a no-op, the error goes to the caller.
       this.#controller.abort(new ClosedError('minion', this.id))
       this.#rejectAuthenticated(error instanceof Error ? error : new Error(String(error)))
-      const running = this.#running
-      this.#running = undefined
-      if (running !== undefined) await Promise.all([running.request.close(), running.publish.close()])
+      await this.#policy?.close()
       throw error
     })
     return this.#starting
@@ -143,118 +159,94 @@ export class Minion {
   async #start(): Promise<void> {
     const opts = this.opts
     const logger = this.#logger
-    const signal = this.#controller.signal
-    const emit = (event: MinionEvent): void => this.#events.emit(event)
-    const masters = Array.isArray(opts.master) ? opts.master : [opts.master]
-    const host = this.#masterHost()
-    if (masters.length > 1) {
-      logger.warning(`multi-master is not supported yet: connecting to the first master only (${host}); ignoring ${masters.slice(1).join(', ')}`)
-    }
-    const timeouts = timeoutsFromConfig(opts)
+    const selected = policyFor(opts, mastersOf(opts), logger)
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger })
     replaceGrains(this.grains, await collectGrains(this.id, opts))
     const transport = await loadTransport(opts.transport)
-    if (signal.aborted) throw new ClosedError('minion', this.id)
+    if (this.#controller.signal.aborted) throw new ClosedError('minion', this.id)
+    const several = selected.masters.length > 1
+    this.#policy = selected.policy
+    await selected.policy.start({
+      masters: selected.masters,
+      open: (host) => this.#link(host, keys, transport, several),
+      serve: (link) => this.#track(this.#serve(link)),
+    })
+    logger.info(`minion ${this.id}: transport ${transport.name}, master${several ? 's' : ''} ${selected.policy.links.map((link) => link.master).join(', ')}`)
+  }
 
-    const common = { host, reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) }
-    const request = transport.createRequestClient({ ...common, port: opts.master_port, timeout: timeouts.authTimeoutMs, logger: logger.child('request') })
-    const publish = transport.createPublishClient({ ...common, port: opts.publish_port, id: this.id, logger: logger.child('publish') })
-    const auth = new MinionAuth({
+  /**
+   * The link to one master. With several masters each has its own pin file
+   * (`minion_master-<host>-<port>.pub`) and spool (`<cachedir>/minion/spool/<host>-<port>/`);
+   * a single master keeps Salt's `minion_master.pub` and the spool directory itself.
+   */
+  #link(host: string, keys: KeyPair, transport: Transport, several: boolean): MasterLink {
+    const opts = this.opts
+    const timeouts = timeoutsFromConfig(opts)
+    const port = opts.master_port
+    const link = new MasterLink({
       id: this.id,
       keys,
+      transport,
+      host,
+      port,
+      publishPort: opts.publish_port,
+      client: { reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) },
       pkiDir: opts.pki_dir,
-      masterFinger: opts.master_finger,
-      client: request,
+      ...(several ? { pinFile: masterPinFile(host, port) } : {}),
+      ...(opts.master_finger === undefined || opts.master_finger === '' ? {} : { masterFinger: opts.master_finger }),
       authTimeoutMs: timeouts.authTimeoutMs,
       acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
       acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
-      logger: logger.child('auth'),
-      signal,
-      emit,
-      onAuthenticated: (session, first) => {
-        if (first) this.#resolveAuthenticated()
-        void this.#afterAuth(session, first)
+      spoolDir: several ? join(spoolDir(opts.cachedir), masterAddressStem(host, port)) : spoolDir(opts.cachedir),
+      returnRetryDelayMs: () => returnRetryDelayMs(opts),
+      returnRetryTries: opts.return_retry_tries,
+      cache: this.#cache,
+      logger: several ? this.#logger.child(`master ${host}:${port}`) : this.#logger,
+      signal: this.#controller.signal,
+      afterAuth: (authenticated, first) => this.#afterAuth(authenticated, first),
+      onEvent: (event) => {
+        this.#events.emit(event)
+        if (event.type === 'authenticated') this.#resolveAuthenticated()
       },
     })
-    const returner = new Returner({
-      client: request,
-      auth,
-      spool: new ReturnSpool(spoolDir(opts.cachedir), logger.child('spool')),
-      logger: logger.child('return'),
-      emit,
-      retryDelayMs: () => returnRetryDelayMs(opts),
-      tries: opts.return_retry_tries,
-      signal,
-    })
-    const runner = new JobRunner({
-      id: this.id,
-      grains: this.grains,
-      nodegroups: opts.nodegroups,
-      registry: this.registry,
-      auth,
-      returner,
-      logger,
-      emit,
-      signal,
-    })
-    const running: Running = { request, publish, auth, returner, runner, tasks: [] }
-    this.#running = running
-    await request.start()
-    await publish.start()
-    logger.info(`minion ${this.id}: transport ${transport.name}, master ${request.address}, publishes ${publish.address}`)
-    running.tasks.push(
-      this.#publishLoop(running),
-      this.#watchRequestLink(running),
-      auth.authenticate().catch(() => {}), // ends with ClosedError only when stopping
-    )
+    return link
   }
 
-  /** After every auth: grains (the master targets by them), the start event once, then the spool. */
-  async #afterAuth(session: MasterSession, first: boolean): Promise<void> {
-    const running = this.#running
-    if (running === undefined) return
+  /** After every auth with a master: grains (the master targets by them), then the start event once. */
+  async #afterAuth(link: MasterLink, first: boolean): Promise<void> {
     const signal = this.#controller.signal
-    const timeout = timeoutsFromConfig(this.opts).authTimeoutMs
     const send = async (load: { cmd: string } & Record<string, unknown>): Promise<void> => {
       try {
-        await sendSealed(running.request, session, load, { timeout, tries: 1, signal })
+        await link.send(load, { tries: 1, signal })
       } catch (error) {
-        if (!signal.aborted) this.#logger.warning(`could not send ${load.cmd} to the master: ${(error as Error).message}`)
+        if (!signal.aborted) this.#logger.warning(`could not send ${load.cmd} to the master ${link.master}: ${(error as Error).message}`)
       }
     }
     await send({ cmd: '_grains', id: this.id, grains: this.grains })
     if (first) await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
-    if (!signal.aborted) await running.returner.flush()
   }
 
-  async #publishLoop(running: Running): Promise<void> {
-    for await (const envelope of running.publish) {
+  #track(task: Promise<unknown>): void {
+    this.#tasks.add(task)
+    void task.finally(() => this.#tasks.delete(task))
+  }
+
+  /** One link's jobs to the runner, in publish order, until the link closes. */
+  async #serve(link: MasterLink): Promise<void> {
+    for await (const publish of link.publishes()) {
       if (this.#controller.signal.aborted) break
       try {
-        await running.runner.handle(envelope)
+        await this.#runner.handle(publish)
       } catch (error) {
         if (this.#controller.signal.aborted) break
-        this.#logger.error('unexpected error while handling a publish; continuing', error)
-      }
-    }
-  }
-
-  /** A reconnected request link may mean a restarted master: authenticate again (which flushes the spool). */
-  async #watchRequestLink(running: Running): Promise<void> {
-    let connected = 0
-    for await (const event of running.request.events()) {
-      if (event.type !== 'peer-connect') continue
-      connected++
-      if (connected > 1 && running.auth.current !== undefined && !this.#controller.signal.aborted) {
-        this.#logger.info(`reconnected to the master at ${running.request.address}; re-authenticating`)
-        running.auth.authenticate().catch(() => {})
+        this.#logger.error(`unexpected error while handling a job from ${link.master}; continuing`, error)
       }
     }
   }
 
   /**
    * Stops the daemon: aborts auth waits and running jobs (a killed job does not return), spools
-   * returns that were still in flight, closes both clients and clears timers. Idempotent.
+   * returns that were still in flight, closes every link and clears timers. Idempotent.
    */
   stop(): Promise<void> {
     this.#stopping ??= this.#stop()
@@ -265,15 +257,9 @@ export class Minion {
     this.#controller.abort(new ClosedError('minion', this.id))
     this.#rejectAuthenticated(new ClosedError('minion', this.id))
     await this.#starting?.catch(() => {})
-    const running = this.#running
-    if (running !== undefined) {
-      running.returner.close()
-      await running.runner.drain()
-      await running.returner.drain()
-      await Promise.all([running.request.close(), running.publish.close()])
-      await Promise.allSettled(running.tasks)
-      running.returner.close()
-    }
+    await this.#runner.drain()
+    await this.#policy?.close()
+    await Promise.allSettled([...this.#tasks])
     this.#logger.info(`minion ${this.id} stopped`)
     this.#events.emit({ type: 'stopped' })
     this.#events.close()

@@ -5,20 +5,11 @@
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
 import type { ReturnLoad } from '@brine/common'
-import { BrineError, type Logger, type RequestClient, type WireValue } from '@brine/transport'
+import type { Logger, RequestClient, WireValue } from '@brine/transport'
 import type { MinionAuth, MasterSession } from './auth.js'
-import type { MinionEvent } from './lifecycle.js'
-import { SpoolFileError, type ReturnSpool } from './spool.js'
-
-/** The master answered a sealed request with something other than its sealed `{ok: true}`. */
-export class NotAcknowledgedError extends BrineError {
-  override name = 'NotAcknowledgedError'
-  readonly cmd: string
-  constructor(cmd: string, reason: string, options?: ErrorOptions) {
-    super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason }, options)
-    this.cmd = cmd
-  }
-}
+import type { MasterLinkEvent } from './lifecycle.js'
+import { NotAcknowledgedError, SpoolFileError } from './errors.js'
+import type { ReturnSpool } from './spool.js'
 
 export interface SealedSendOptions {
   timeout: number
@@ -44,15 +35,17 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
 
 export interface ReturnerOptions {
   client: RequestClient
+  /** The master's name in events (`host:port`). */
+  master: string
   auth: MinionAuth
   spool: ReturnSpool
   logger: Logger
-  emit: (event: MinionEvent) => void
+  emit: (event: MasterLinkEvent) => void
   /** Per-try timeout of a return and the wait before a spool retry, ms (return_retry_timer..max). */
   retryDelayMs: () => number
   /** return_retry_tries. */
   tries: number
-  /** Aborted by stop(): sends in flight give up and their returns are spooled. */
+  /** Aborted when the link closes: sends in flight give up and their returns are spooled. */
   signal: AbortSignal
 }
 
@@ -67,6 +60,11 @@ export class Returner {
     this.#o = options
   }
 
+  /** Deliveries not yet acknowledged or spooled. */
+  get inFlight(): number {
+    return this.#inFlight.size
+  }
+
   /** Delivers a return, or spools it. Never rejects; stop() waits for it through {@link drain}. */
   deliver(load: ReturnLoad): Promise<void> {
     const task = this.#deliver(load).finally(() => this.#inFlight.delete(task))
@@ -77,12 +75,12 @@ export class Returner {
   async #deliver(load: ReturnLoad): Promise<void> {
     const o = this.#o
     const session = o.auth.current
-    let problem = 'the minion is stopping'
+    let problem = 'the link to the master is closing'
     if (session !== undefined && !o.signal.aborted) {
       try {
         await sendSealed(o.client, session, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
         o.logger.debug(`return of job ${load.jid} (${load.fun}) acknowledged by the master`)
-        o.emit({ type: 'returned', jid: load.jid, fromSpool: false })
+        o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: false })
         return
       } catch (error) {
         problem = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
@@ -93,7 +91,7 @@ export class Returner {
     try {
       const file = await o.spool.write(load)
       o.logger.warning(`return of job ${load.jid} (${load.fun}) not acknowledged (${problem}); spooled to ${file}`)
-      o.emit({ type: 'spooled', jid: load.jid, file })
+      o.emit({ type: 'spooled', master: o.master, jid: load.jid, file })
     } catch (error) {
       o.logger.error(`return of job ${load.jid} (${load.fun}) not acknowledged (${problem}) and could not be spooled; it is lost`, error)
       return
@@ -151,7 +149,7 @@ export class Returner {
       }
       await o.spool.remove(file)
       o.logger.info(`spooled return of job ${load.jid} (${load.fun}) delivered`)
-      o.emit({ type: 'returned', jid: load.jid, fromSpool: true })
+      o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: true })
     }
   }
 
@@ -170,7 +168,7 @@ export class Returner {
     await this.#flushing
   }
 
-  /** Cancels the retry timer (stop()). */
+  /** Cancels the retry timer (the link is closing). */
   close(): void {
     clearTimeout(this.#timer)
     this.#timer = undefined

@@ -7,22 +7,13 @@
 import { randomBytes } from 'node:crypto'
 import { chmod, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { BrineError, decode, encode, type Logger } from '@brine/transport'
+import { decode, encode, type Logger } from '@brine/transport'
 import type { ReturnLoad } from '@brine/common'
+import { SpoolFileError } from './errors.js'
 
 export const SPOOL_FILE_MODE = 0o600
 export const SPOOL_DIR_MODE = 0o700
 const SUFFIX = '.msgpack'
-
-/** A spool file that cannot be read back as a return; it is set aside, not retried. */
-export class SpoolFileError extends BrineError {
-  override name = 'SpoolFileError'
-  readonly file: string
-  constructor(file: string, reason: string, options?: ErrorOptions) {
-    super(`spooled return ${file}: ${reason}`, { file, reason }, options)
-    this.file = file
-  }
-}
 
 /** `<cachedir>/minion/spool`: where the daemon spools returns. */
 export const spoolDir = (cachedir: string): string => join(cachedir, 'minion', 'spool')

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { EX_GENERIC, executeJob } from '../src/executor.js'
-import { CommandExecutionError } from '../src/modules/errors.js'
+import { CommandExecutionError } from '../src/errors.js'
 import type { ModuleDefinition } from '../src/modules/types.js'
 import { deadline, makeFixture, nextJid } from './modules-fixture.js'
 

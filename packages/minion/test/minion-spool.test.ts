@@ -8,7 +8,8 @@ import { loadConfig, type ReturnLoad } from '@brine/common'
 import { silentLogger } from '@brine/transport'
 import { LifecycleEvents, RateLimitedLog } from '../src/lifecycle.js'
 import { Minion, minionStartEvents } from '../src/minion.js'
-import { ReturnSpool, SpoolFileError, spoolDir } from '../src/spool.js'
+import { SpoolFileError } from '../src/errors.js'
+import { ReturnSpool, spoolDir } from '../src/spool.js'
 
 const ret = (jid: string): ReturnLoad => ({ cmd: '_return', id: 'm1', jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true })
 
@@ -59,9 +60,9 @@ describe('ReturnSpool', () => {
 describe('daemon helpers', () => {
   it('replays lifecycle history to each consumer and ends every iterator on close', async () => {
     const events = new LifecycleEvents()
-    events.emit({ type: 'job-received', jid: '1', fun: 'test.ping' })
+    events.emit({ type: 'job-received', master: 'salt:4506', jid: '1', fun: 'test.ping' })
     const early = events.events()[Symbol.asyncIterator]()
-    expect((await early.next()).value).toEqual({ type: 'job-received', jid: '1', fun: 'test.ping' })
+    expect((await early.next()).value).toEqual({ type: 'job-received', master: 'salt:4506', jid: '1', fun: 'test.ping' })
     const pending = early.next()
     events.emit({ type: 'stopped' })
     expect((await pending).value).toEqual({ type: 'stopped' })

@@ -8,59 +8,18 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { loadConfig } from '@brine/common'
 import { generateKeys, sealPublish } from '@brine/crypt'
 import { decode, silentLogger } from '@brine/transport'
 import { Minion } from '../src/minion.js'
 import type { MinionEvent } from '../src/lifecycle.js'
 import { deadline } from './modules-fixture.js'
-import { job, StandInMaster } from './stand-in-master.js'
+import { Recorder as EventRecorder } from './recorder.js'
+import { job, StandInMaster, testMinionConfig } from './stand-in-master.js'
 
 const ID = 'minion-a'
 
-/** Records a minion's lifecycle events so a test can wait for the n-th of a kind. */
-class Recorder {
-  readonly events: MinionEvent[] = []
-  readonly #waiters = new Set<() => void>()
-  constructor(minion: Minion) {
-    void (async () => {
-      for await (const event of minion.events()) {
-        this.events.push(event)
-        for (const waiter of this.#waiters) waiter()
-      }
-    })()
-  }
-
-  of<T extends MinionEvent['type']>(type: T): Extract<MinionEvent, { type: T }>[] {
-    return this.events.filter((event): event is Extract<MinionEvent, { type: T }> => event.type === type)
-  }
-
-  async waitFor<T extends MinionEvent['type']>(
-    type: T,
-    predicate: (event: Extract<MinionEvent, { type: T }>) => boolean = () => true,
-    what: string = type,
-    ms = 8000,
-  ): Promise<Extract<MinionEvent, { type: T }>> {
-    let wake: () => void = () => {}
-    const waiter = (): void => wake()
-    this.#waiters.add(waiter)
-    try {
-      return await deadline(
-        (async () => {
-          for (;;) {
-            const found = this.of(type).find(predicate)
-            if (found !== undefined) return found
-            await new Promise<void>((resolve) => (wake = resolve))
-          }
-        })(),
-        ms,
-        `minion event ${what}`,
-      )
-    } finally {
-      this.#waiters.delete(waiter)
-    }
-  }
-}
+/** A minion's lifecycle events, recorded. */
+class Recorder extends EventRecorder<MinionEvent> {}
 
 describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
   let dir: string
@@ -81,26 +40,7 @@ describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
 
   async function startMinion(autoAccept: boolean, extra: Record<string, unknown> = {}): Promise<{ master: StandInMaster; minion: Minion; recorder: Recorder }> {
     master ??= await StandInMaster.start(transportName, dir, { autoAccept })
-    const { opts } = await loadConfig('minion', {
-      configDir: join(dir, 'etc'),
-      overrides: {
-        id: ID,
-        transport: transportName,
-        master: '127.0.0.1',
-        master_port: master.retPort,
-        publish_port: master.publishPort,
-        pki_dir: join(dir, 'minion-pki'),
-        cachedir: join(dir, 'minion-cache'),
-        acceptance_wait_time: 0.1,
-        auth_timeout: 1,
-        return_retry_timer: 0.3,
-        return_retry_timer_max: 0.3,
-        return_retry_tries: 2,
-        recon_default: 50,
-        recon_max: 300,
-        ...extra,
-      },
-    })
+    const opts = await testMinionConfig(transportName, dir, master, ID, { name: 'minion', extra })
     minion = new Minion(opts, { logger: silentLogger })
     const recorder = new Recorder(minion)
     await minion.start()
@@ -199,7 +139,7 @@ describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
     expect((await master.waitForLoad('_return', pcre.jid as string)).return).toBe('pcre')
     expect((await master.waitForLoad('_return', grouped.jid as string)).return).toBe('grouped')
     expect((await master.waitForLoad('_return', after.jid as string)).return).toBe('after')
-    expect(recorder.of('publish-ignored').filter((event) => event.jid === hostile.jid)).toEqual([{ type: 'publish-ignored', jid: hostile.jid, fun: 'test.ping', reason: 'not targeted' }])
+    expect(recorder.of('publish-ignored').filter((event) => event.jid === hostile.jid)).toEqual([{ type: 'publish-ignored', master: minion.master, jid: hostile.jid, fun: 'test.ping', reason: 'not targeted' }])
     expect(master.loads('_return', hostile.jid as string)).toHaveLength(0)
   })
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { bindArguments, fnmatch, loadArgsAndKwargs, parseInput, parseKwarg, traverseDictAndList, yamlifyArg } from '../src/modules/args.js'
-import { ArgumentError, InvocationError } from '../src/modules/errors.js'
+import { ArgumentError, InvocationError } from '../src/errors.js'
 
 describe('parseKwarg', () => {
   it('splits identifier=value and leaves other strings positional', () => {

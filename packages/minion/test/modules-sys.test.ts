@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { InvalidModuleNameError } from '../src/errors.js'
 import type { ModuleDefinition } from '../src/modules/types.js'
 import { makeFixture } from './modules-fixture.js'
 
@@ -33,5 +34,19 @@ describe('sys module', () => {
       'test.echo': { args: ['text'], defaults: null, kwargs: null, varargs: null },
       'test.retcode': { args: ['code'], defaults: [42], kwargs: null, varargs: null },
     })
+  })
+
+  it('refuses a module name that is not an identifier, with a typed error naming it', () => {
+    const error = (() => {
+      try {
+        registry.register('bad-name', sysctl)
+      } catch (caught) {
+        return caught
+      }
+      return undefined
+    })()
+    expect(error).toBeInstanceOf(InvalidModuleNameError)
+    expect(error).toMatchObject({ name: 'InvalidModuleNameError', module: 'bad-name' })
+    expect(registry.has('bad-name.get')).toBe(false)
   })
 })

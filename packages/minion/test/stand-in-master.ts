@@ -4,10 +4,10 @@
  * sealed and signed publishes) to drive a real Minion over real sockets.
  */
 import { join } from 'node:path'
-import { loadTransport } from '@brine/common'
+import { loadConfig, loadTransport, type MinionConfig } from '@brine/common'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
 import { freeLoopbackPort, type PublishServer, type RequestServer, type Transport, type WireValue } from '@brine/transport'
-import { deadline } from './modules-fixture.js'
+import { Changes } from './changes.js'
 
 
 export interface SealedLoad {
@@ -21,6 +21,7 @@ export class StandInMaster {
   readonly store: PkiStore
   readonly session = new SessionKeys()
   readonly boxes: MinionBoxes
+  readonly host: string
   readonly retPort: number
   readonly publishPort: number
   autoAccept: boolean
@@ -31,10 +32,11 @@ export class StandInMaster {
   subscribes = 0
   #publisher!: PublishServer
   #requests: RequestServer | undefined
-  readonly #waiters = new Set<() => void>()
+  readonly #changes = new Changes()
 
-  private constructor(transport: Transport, keys: KeyPair, store: PkiStore, retPort: number, publishPort: number, autoAccept: boolean) {
+  private constructor(transport: Transport, keys: KeyPair, store: PkiStore, host: string, retPort: number, publishPort: number, autoAccept: boolean) {
     this.transport = transport
+    this.host = host
     this.keys = keys
     this.store = store
     this.retPort = retPort
@@ -43,13 +45,29 @@ export class StandInMaster {
     this.boxes = new MinionBoxes(keys.box.secretKey, async (id) => (await store.acceptedKeys(id))?.box)
   }
 
-  static async start(transportName: string, dir: string, options: { autoAccept: boolean }): Promise<StandInMaster> {
+  /**
+   * A master on `host` (default 127.0.0.1; any 127.0.0.0/8 address is loopback on Linux, so two
+   * masters can share a port pair on two addresses) with its keys under `dir`/`name`-pki.
+   */
+  static async start(
+    transportName: string,
+    dir: string,
+    options: { autoAccept: boolean; host?: string; name?: string; retPort?: number; publishPort?: number },
+  ): Promise<StandInMaster> {
     const transport = await loadTransport(transportName)
-    const pki = join(dir, 'master-pki')
+    const pki = join(dir, `${options.name ?? 'master'}-pki`)
     const { keys } = await loadOrCreateKeys(pki, 'master')
     const store = await PkiStore.open(pki)
-    const master = new StandInMaster(transport, keys, store, await freeLoopbackPort(), await freeLoopbackPort(), options.autoAccept)
-    master.#publisher = transport.createPublishServer({ host: '127.0.0.1', port: master.publishPort })
+    const master = new StandInMaster(
+      transport,
+      keys,
+      store,
+      options.host ?? '127.0.0.1',
+      options.retPort ?? (await freeLoopbackPort()),
+      options.publishPort ?? (await freeLoopbackPort()),
+      options.autoAccept,
+    )
+    master.#publisher = transport.createPublishServer({ host: master.host, port: master.publishPort })
     await master.#publisher.start()
     void master.#watchSubscribes()
     await master.startRequests()
@@ -66,29 +84,12 @@ export class StandInMaster {
   }
 
   #notify(): void {
-    for (const waiter of this.#waiters) waiter()
+    this.#changes.notify()
   }
 
   /** Resolves once `check()` returns something other than undefined; fails naming `what` after `ms`. */
-  async until<T>(check: () => T | undefined, what: string, ms = 8000): Promise<T> {
-    let wake: () => void = () => {}
-    const waiter = (): void => wake()
-    this.#waiters.add(waiter)
-    try {
-      return await deadline(
-        (async () => {
-          for (;;) {
-            const value = check()
-            if (value !== undefined) return value
-            await new Promise<void>((resolve) => (wake = resolve))
-          }
-        })(),
-        ms,
-        what,
-      )
-    } finally {
-      this.#waiters.delete(waiter)
-    }
+  until<T>(check: () => T | undefined, what: string, ms = 8000): Promise<T> {
+    return this.#changes.until(check, what, ms)
   }
 
   /** The sealed loads of `cmd` received so far (optionally of one jid). */
@@ -120,7 +121,7 @@ export class StandInMaster {
 
   /** (Re)binds the request server on the same port. */
   async startRequests(): Promise<void> {
-    const server = this.transport.createRequestServer({ host: '127.0.0.1', port: this.retPort })
+    const server = this.transport.createRequestServer({ host: this.host, port: this.retPort })
     server.handle((request) => this.#handle(request))
     await server.start()
     this.#requests = server
@@ -157,4 +158,40 @@ export function nextJid(): string {
 /** Salt's publish load for `fun`. */
 export function job(fun: string, arg: unknown[] = [], target: { tgt?: string | string[]; tgt_type?: string } = {}): Record<string, unknown> {
   return { jid: nextJid(), fun, arg, tgt: target.tgt ?? '*', tgt_type: target.tgt_type ?? 'glob', ret: '', user: 'root' }
+}
+
+/**
+ * A minion's config for the tests: `id` against `master` with quick timers (auth, acceptance
+ * wait, return retries, reconnect), its keys in `<dir>/<name>-pki` and its cache in
+ * `<dir>/<name>-cache` (`name` defaults to the id).
+ */
+export async function testMinionConfig(
+  transportName: string,
+  dir: string,
+  master: StandInMaster,
+  id: string,
+  options: { name?: string; extra?: Record<string, unknown> } = {},
+): Promise<MinionConfig> {
+  const name = options.name ?? id
+  const { opts } = await loadConfig('minion', {
+    configDir: join(dir, `${name}-etc`),
+    overrides: {
+      id,
+      transport: transportName,
+      master: master.host,
+      master_port: master.retPort,
+      publish_port: master.publishPort,
+      pki_dir: join(dir, `${name}-pki`),
+      cachedir: join(dir, `${name}-cache`),
+      acceptance_wait_time: 0.1,
+      auth_timeout: 1,
+      return_retry_timer: 0.3,
+      return_retry_timer_max: 0.3,
+      return_retry_tries: 2,
+      recon_default: 50,
+      recon_max: 300,
+      ...options.extra,
+    },
+  })
+  return opts
 }

@@ -27,7 +27,11 @@ let signals = 0
 const onSignal = (signal: NodeJS.Signals): void => {
   if (++signals > 1) process.exit(signal === 'SIGINT' ? 130 : 143)
   void swarm.stop().then(() => {
-    process.stderr.write(`brine-swarm: ${swarm.minions.length} minions stopped\n`)
+    const saved = swarm.cache.stats()
+    process.stderr.write(
+      `brine-swarm: ${swarm.minions.length} minions stopped; shared publish cache: ${saved.reusedPublishes} publishes reused, ` +
+        `${saved.nativeVerifies} signatures verified, ${saved.cachedVerifies} verifications from memory\n`,
+    )
     process.exit(0)
   })
   // A minion that cannot stop must not keep the process alive.

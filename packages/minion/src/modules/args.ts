@@ -6,7 +6,7 @@
  * strings are left as they arrive, as Salt's minion leaves them: the CLI typed them already.
  */
 import { isKwargDict, parseKwarg, yamlifyArg } from '@brine/common'
-import { ArgumentError, InvocationError } from './errors.js'
+import { ArgumentError, InvocationError } from '../errors.js'
 import type { ModuleFunction } from './types.js'
 
 // parse_input with condition=False, as Salt's minion-side callers use it: {args, kwargs}.

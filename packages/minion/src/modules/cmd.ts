@@ -9,7 +9,7 @@ import { homedir, constants as osConstants } from 'node:os'
 import { delimiter, isAbsolute, join } from 'node:path'
 import { promisify } from 'node:util'
 import { isPlainObject } from './args.js'
-import { abortReason, CommandExecutionError, InvocationError } from './errors.js'
+import { abortReason, CommandExecutionError, InvocationError } from '../errors.js'
 import { toInt } from './test.js'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 

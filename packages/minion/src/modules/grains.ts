@@ -9,7 +9,7 @@ import * as os from 'node:os'
 import { dirname, join } from 'node:path'
 import { resolveSaltScalar } from '@brine/common'
 import { isPlainObject, traverseDictAndList } from './args.js'
-import { CommandExecutionError, InvocationError } from './errors.js'
+import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { Grains, JobContext, MinionOpts, ModuleDefinition } from './types.js'
 import { brineVersion, brineVersionInfo } from './version.js'
 

@@ -11,7 +11,6 @@ export type {
 export { BUILTIN_MODULES, createModuleRegistry } from './registry.js'
 export { RunningJobs } from './running-jobs.js'
 export type { RunningJobInfo } from './running-jobs.js'
-export { ArgumentError, CommandExecutionError, InvocationError, JobKilledError } from './errors.js'
 export {
   bindArguments,
   cleanKwargs,

@@ -1,3 +1,4 @@
+import { InvalidModuleNameError } from '../errors.js'
 import type { ModuleContext, ModuleDefinition, ModuleFunction, ModuleRegistry } from './types.js'
 import { cmdModule } from './cmd.js'
 import { grainsModule } from './grains.js'
@@ -30,7 +31,7 @@ export function createModuleRegistry(
     names: () => [...functions.keys()].sort(),
     modules: () => [...new Set([...functions.keys()].map((name) => name.slice(0, name.indexOf('.'))))].sort(),
     register(module, definition) {
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(module)) throw new RangeError(`invalid module name '${module}'`)
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(module)) throw new InvalidModuleNameError(module)
       for (const [short, spec] of Object.entries(definition)) {
         const name = `${module}.${short}`
         functions.set(name, { ...spec, name, args: spec.args ?? [] })

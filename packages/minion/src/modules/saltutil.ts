@@ -1,7 +1,7 @@
 /** Salt's `saltutil` module: the running-job table (running, find_job, kill_job) and grain refresh. */
 import { constants as osConstants } from 'node:os'
 import { fnmatch } from './args.js'
-import { InvocationError } from './errors.js'
+import { InvocationError } from '../errors.js'
 import { collectGrains, replaceGrains } from './grains.js'
 import type { RunningJobInfo } from './running-jobs.js'
 import type { JobContext, ModuleDefinition } from './types.js'

@@ -1,7 +1,7 @@
 /** Salt's `test` module: connectivity and plumbing checks. */
 import { setTimeout as delay } from 'node:timers/promises'
 import { cleanKwargs } from './args.js'
-import { abortReason, InvocationError } from './errors.js'
+import { abortReason, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { brineVersion } from './version.js'
 

@@ -1,0 +1,233 @@
+/**
+ * A MasterLink on its own (as a syndic will hold one), against stand-in masters over real sockets
+ * on both transports: auth and its pin file, the stream of opened job loads, returns to the link
+ * a job came from, re-authentication on a rotated session key and on a reconnected request link,
+ * and close().
+ */
+import { existsSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { loadTransport, type JobLoad, type ReturnLoad } from '@brine/common'
+import { CryptCache, generateKeys, loadOrCreateKeys, masterPinFile, sealPublish } from '@brine/crypt'
+import { ClosedError, InvalidOperationError, silentLogger } from '@brine/transport'
+import type { MasterLinkEvent } from '../src/lifecycle.js'
+import { MasterLink, type LinkPublish, type MasterLinkOptions } from '../src/master-link.js'
+import { deadline } from './modules-fixture.js'
+import { Recorder } from './recorder.js'
+import { job, StandInMaster } from './stand-in-master.js'
+
+const ID = 'syndic-or-minion'
+
+const returnOf = (publish: LinkPublish): ReturnLoad => ({
+  cmd: '_return',
+  id: ID,
+  jid: publish.job.jid,
+  fun: publish.job.fun,
+  fun_args: publish.job.arg,
+  return: `answered by ${publish.link.master}`,
+  retcode: 0,
+  success: true,
+})
+
+/** Reads `count` job loads from a link's stream (one reader per link: take it once). */
+async function take(stream: AsyncIterator<LinkPublish>, count: number, what: string): Promise<LinkPublish[]> {
+  const taken: LinkPublish[] = []
+  await deadline(
+    (async () => {
+      while (taken.length < count) {
+        const next = await stream.next()
+        if (next.done === true) throw new Error(`the publishes ended after ${taken.length} of ${count}`)
+        taken.push(next.value)
+      }
+    })(),
+    8000,
+    what,
+  )
+  return taken
+}
+
+describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
+  let dir: string
+  const masters: StandInMaster[] = []
+  const links: MasterLink[] = []
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'brine-link-'))
+  })
+
+  afterEach(async () => {
+    await Promise.all(links.splice(0).map((link) => link.close()))
+    await Promise.all(masters.splice(0).map((master) => master.close()))
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  async function master(options: { autoAccept: boolean; host?: string; name?: string; retPort?: number; publishPort?: number }): Promise<StandInMaster> {
+    const started = await StandInMaster.start(transportName, dir, options)
+    masters.push(started)
+    return started
+  }
+
+  /** A started link to `to`, with its own pin file; its events recorded. */
+  async function link(to: StandInMaster, extra: Partial<MasterLinkOptions> = {}): Promise<{ link: MasterLink; recorder: Recorder<MasterLinkEvent> }> {
+    const { keys } = await loadOrCreateKeys(join(dir, 'link-pki'), 'minion')
+    const created = new MasterLink({
+      id: ID,
+      keys,
+      transport: await loadTransport(transportName),
+      host: to.host,
+      port: to.retPort,
+      publishPort: to.publishPort,
+      client: { reconnect: { initial: 50, max: 300 } },
+      pkiDir: join(dir, 'link-pki'),
+      pinFile: masterPinFile(to.host, to.retPort),
+      authTimeoutMs: 1000,
+      acceptanceWaitMs: 100,
+      acceptanceWaitMaxMs: 0,
+      spoolDir: join(dir, 'spool', to.host),
+      returnRetryDelayMs: () => 300,
+      returnRetryTries: 2,
+      logger: silentLogger,
+      ...extra,
+    })
+    links.push(created)
+    const recorder = new Recorder(created)
+    await created.start()
+    return { link: created, recorder }
+  }
+
+  it('waits while pending, then authenticates, pins the master in its own file, runs afterAuth, and says so in its status', async () => {
+    const to = await master({ autoAccept: false })
+    const afterAuth: boolean[] = []
+    const { link: linked, recorder } = await link(to, {
+      afterAuth: async (self, first) => {
+        afterAuth.push(first)
+        await self.send({ cmd: '_grains', id: ID, grains: { role: 'relay' } })
+      },
+    })
+    const pending = await recorder.waitFor('auth-pending')
+    expect(pending.master).toBe(`${to.host}:${to.retPort}`)
+    expect(linked.status).toMatchObject({ authenticated: false, closed: false })
+    expect(await to.store.state(ID)).toBe('pending')
+
+    await to.store.accept(ID)
+    await deadline(linked.authenticated, 8000, 'the first authentication')
+    const auth = await recorder.waitFor('authenticated')
+    expect(auth).toMatchObject({ master: linked.master, gen: to.session.current().gen, firstContact: true })
+    expect(existsSync(join(dir, 'link-pki', masterPinFile(to.host, to.retPort)))).toBe(true)
+    expect(existsSync(join(dir, 'link-pki', 'minion_master.pub'))).toBe(false)
+    expect((await to.waitForLoad('_grains')).grains).toEqual({ role: 'relay' })
+    expect(afterAuth).toEqual([true])
+    await recorder.waitFor('master-connect')
+    expect(linked.status).toEqual({ connected: true, authenticated: true, gen: to.session.current().gen, closed: false })
+  })
+
+  it('yields opened, validated job loads in publish order and drops forgeries and invalid loads without ending', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to)
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    expect(() => linked.publishes()).toThrow(InvalidOperationError)
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed()
+
+    const tampered = sealPublish(job('test.ping'), to.session.current(), to.keys.sign.secretKey)
+    tampered.ciphertext[0] = (tampered.ciphertext[0] ?? 0) ^ 0xff
+    await to.publishRaw(tampered)
+    await to.publishRaw(sealPublish(job('test.ping'), to.session.current(), generateKeys().sign.secretKey))
+    await to.publish({ ...job('test.ping'), fun: '' })
+    const first = job('test.echo', ['one'])
+    const second = job('cmd.run', ['two'], { tgt: ['x', 'y'], tgt_type: 'list' })
+    await to.publish(first)
+    await to.publish(second)
+
+    const [a, b] = await take(stream, 2, 'two job loads')
+    expect(a?.job).toEqual(first)
+    expect(b?.job).toEqual(second)
+    expect(a?.link).toBe(linked)
+    expect(Object.isFrozen(a?.job)).toBe(true)
+    expect(recorder.of('publish-dropped').map((event) => event.reason.split(':')[0])).toEqual(['SignatureError', 'SignatureError', 'not a valid job load'])
+  })
+
+  it('returns each job to the link it came from', async () => {
+    const one = await master({ autoAccept: true, name: 'one' })
+    const two = await master({ autoAccept: true, name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
+    const first = await link(one)
+    const second = await link(two)
+    await deadline(Promise.all([first.link.authenticated, second.link.authenticated]), 8000, 'both authentications')
+    await Promise.all([one.waitSubscribed(), two.waitSubscribed()])
+    expect(existsSync(join(dir, 'link-pki', masterPinFile('127.0.0.1', one.retPort)))).toBe(true)
+    expect(existsSync(join(dir, 'link-pki', masterPinFile('127.0.0.2', one.retPort)))).toBe(true)
+
+    const fromOne = job('test.ping')
+    const fromTwo = job('test.ping')
+    await one.publish(fromOne)
+    await two.publish(fromTwo)
+    const [[gotOne], [gotTwo]] = await Promise.all([
+      take(first.link.publishes()[Symbol.asyncIterator](), 1, 'the job from master one'),
+      take(second.link.publishes()[Symbol.asyncIterator](), 1, 'the job from master two'),
+    ])
+    await Promise.all([gotOne!, gotTwo!].map((publish) => publish.link.deliver(returnOf(publish))))
+
+    expect(await one.waitForLoad('_return', fromOne.jid as string)).toMatchObject({ return: `answered by ${first.link.master}` })
+    expect(await two.waitForLoad('_return', fromTwo.jid as string)).toMatchObject({ return: `answered by ${second.link.master}` })
+    expect(one.loads('_return', fromTwo.jid as string)).toEqual([])
+    expect(two.loads('_return', fromOne.jid as string)).toEqual([])
+    await first.recorder.waitFor('returned', (event) => event.jid === fromOne.jid, 'the return acknowledged by master one')
+    expect(second.recorder.of('returned').map((event) => event.jid)).not.toContain(fromOne.jid)
+  })
+
+  it('re-authenticates for a publish under a newer session key and yields the job it was holding', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to)
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed()
+    const rotated = to.session.rotate()
+    const held = job('test.ping')
+    await to.publish(held)
+
+    const [got] = await take(stream, 1, 'the job published under the rotated key')
+    expect(got?.job.jid).toBe(held.jid)
+    expect(recorder.of('authenticated').map((event) => event.gen)).toEqual([rotated.gen - 1, rotated.gen])
+    expect(linked.status.gen).toBe(rotated.gen)
+    expect(recorder.of('publish-dropped')).toEqual([])
+  })
+
+  it('re-authenticates when its request link reconnects to a restarted master', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to)
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await recorder.waitFor('master-connect')
+    await to.stopRequests()
+    await to.startRequests()
+    // A request after the restart makes the reconnect certain on either transport.
+    await deadline(linked.send({ cmd: '_minion_event', id: ID, events: [] }, { timeout: 1000, tries: 5 }), 8000, 'a send after the restart')
+    await recorder.waitFor('authenticated', (event) => event !== recorder.of('authenticated')[0], 'a second authentication')
+    expect(recorder.of('master-connect').length).toBeGreaterThanOrEqual(2)
+    expect(to.authReplies.filter((reply) => reply === 'accepted').length).toBeGreaterThanOrEqual(2)
+  })
+
+  it('close() is idempotent and bounded: auth waits end, the streams end, returns are spooled, start() is refused', async () => {
+    const to = await master({ autoAccept: false })
+    const cache = new CryptCache()
+    const { link: linked, recorder } = await link(to, { cache })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await recorder.waitFor('auth-pending')
+
+    await deadline(Promise.all([linked.close(), linked.close()]), 8000, 'close()')
+    await expect(linked.authenticated).rejects.toBeInstanceOf(ClosedError)
+    expect(await deadline(stream.next(), 8000, 'the publishes to end')).toEqual({ done: true, value: undefined })
+    expect(linked.status).toEqual({ connected: false, authenticated: false, closed: true })
+    await expect(linked.start()).rejects.toBeInstanceOf(ClosedError)
+    await expect(linked.send({ cmd: '_grains', id: ID, grains: {} })).rejects.toBeInstanceOf(ClosedError)
+
+    const late: JobLoad = job('test.ping') as unknown as JobLoad
+    await linked.deliver({ cmd: '_return', id: ID, jid: late.jid, fun: late.fun, fun_args: [], return: true, retcode: 0, success: true })
+    const events: string[] = []
+    for await (const event of linked.events()) events.push(event.type)
+    expect(events).toContain('auth-pending')
+    expect(existsSync(join(dir, 'spool', to.host, `${late.jid}.msgpack`))).toBe(true)
+    expect(to.loads('_return')).toEqual([])
+  })
+})
