@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { TransportError } from './errors.js'
+import { TransportError } from './contract/errors.js'
 
 /** Ports this process handed out, so two picks in one process never collide. */
 const handedOut = new Set<number>()

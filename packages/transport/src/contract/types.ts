@@ -1,4 +1,3 @@
-import type { BackoffOptions } from './backoff.js'
 import type { Logger } from './logger.js'
 
 /**
@@ -59,6 +58,24 @@ export interface Endpoint extends AsyncDisposable {
    */
   events(): AsyncIterable<TransportEvent>
   stats(): EndpointStats
+}
+
+/** Reconnect backoff in milliseconds: Salt's recon_default, recon_max and recon_randomize. */
+export interface BackoffOptions {
+  /** First delay (default 100 ms). */
+  initial?: number
+  /** Cap on any delay (default 5000 ms). */
+  max?: number
+  /** Growth per attempt (default 2). */
+  factor?: number
+  /** Fraction of each delay drawn at random, 0..1 (default 0.5), so a fleet does not reconnect in step. */
+  jitter?: number
+  /**
+   * Attempts made at the initial delay before it starts to grow (default 3). A restarted master is
+   * back within a few seconds: steady attempts find it within one interval of its return, while a
+   * peer that stays away still backs off to `max`.
+   */
+  steady?: number
 }
 
 /** Options every endpoint takes. Times in this API are milliseconds; config keys stay in seconds. */

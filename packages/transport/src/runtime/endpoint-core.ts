@@ -1,6 +1,7 @@
 import { BoundedQueue } from './bounded-queue.js'
-import { silentLogger, type Logger } from './logger.js'
-import type { EndpointStats, TransportEvent } from './types.js'
+import type { Logger } from '../contract/logger.js'
+import { silentLogger } from './logger.js'
+import type { EndpointStats, TransportEvent } from '../contract/types.js'
 
 /** Events buffered per endpoint before the oldest are dropped. */
 export const EVENT_BUFFER = 1024
