@@ -25,7 +25,7 @@ export type TransportEventType = TransportEvent['type']
 
 /** Counters a test or a daemon can read instead of timing anything. */
 export interface EndpointStats {
-  /** Messages waiting in send or receive queues right now. */
+  /** Messages waiting in send or receive queues right now (a server's requests waiting for a handler slot included). */
   queued: number
   /** Messages dropped at a high-water mark, in total. */
   dropped: number
@@ -33,7 +33,13 @@ export interface EndpointStats {
   framesDropped: number
   /** Successful reconnections after a lost connection, in total. */
   reconnects: number
-  /** Requests sent and not yet answered (clients) or being handled (servers). */
+  /**
+   * Requests refused at a limit, in total: by a client with `hwm` requests in flight
+   * (InFlightLimitError), by a server with `concurrency` handler calls running and `backlog` waiting
+   * (an error reply of ServerBusyError).
+   */
+  refused: number
+  /** Requests sent and not yet answered (clients) or in their handler (servers). */
   inFlight: number
   /** Peers connected right now (servers), or 1/0 for a client's link. */
   peers: number
@@ -97,7 +103,17 @@ export interface ClientOptions extends EndpointOptions {
 }
 
 export type PublishServerOptions = EndpointOptions
-export type RequestServerOptions = EndpointOptions
+
+export interface RequestServerOptions extends EndpointOptions {
+  /** Handler calls running at once (default 1024); a request beyond it waits for a slot. */
+  concurrency?: number
+  /**
+   * Requests waiting for a handler slot, at most (default 16384). A request arriving when `concurrency`
+   * calls run and `backlog` wait gets a ServerBusyError reply at once and is counted in
+   * `stats().refused`, so a flood costs the server bounded memory. 0: refuse as soon as every slot is taken.
+   */
+  backlog?: number
+}
 
 export interface PublishClientOptions extends ClientOptions {
   /** Subscriber id (the minion id), same as calling subscribe(id) before start(). */
@@ -105,10 +121,12 @@ export interface PublishClientOptions extends ClientOptions {
 }
 
 export interface RequestClientOptions extends ClientOptions {
-  /** Default per-try timeout for send(), ms (default 60000, Salt's return_retry_timer scale). */
+  /** Default per-try timeout for send(), ms (default 60000); a positive number up to 2^31 − 1, else RangeError. */
   timeout?: number
-  /** Default attempts for send() (default 1). */
+  /** Default attempts for send() (default 1); a positive integer, else RangeError. */
   tries?: number
+  /** `hwm` is also the most requests in flight at once; one more is refused with InFlightLimitError. */
+  hwm?: number
 }
 
 export interface PublishOptions {
@@ -144,15 +162,20 @@ export interface RequestServer extends Endpoint {
 }
 
 export interface SendOptions {
-  /** Per-try timeout in ms. */
+  /** Per-try timeout in ms: a positive number up to 2^31 − 1 (setTimeout's limit), else RangeError. */
   timeout?: number
-  /** Attempts before TimeoutError; a late reply to any earlier attempt still counts. */
+  /** Attempts before TimeoutError, a positive integer, else RangeError; a late reply to any earlier attempt still counts. */
   tries?: number
   signal?: AbortSignal
 }
 
 /** Minion, client and syndic side: many requests in flight over one connection. */
 export interface RequestClient extends Endpoint {
+  /**
+   * Resolves with the reply. Rejects with TimeoutError after `tries` silent tries, RemoteError when
+   * the handler threw, InFlightLimitError at the hwm, FrameTooLargeError, ClosedError once closed,
+   * the signal's reason when aborted, InvalidOperationError before start().
+   */
   send(request: WireValue, options?: SendOptions): Promise<WireValue>
 }
 
@@ -169,3 +192,5 @@ export interface Transport {
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+export const DEFAULT_REQUEST_CONCURRENCY = 1024
+export const DEFAULT_REQUEST_BACKLOG = 16_384
