@@ -6,7 +6,8 @@
 import { join } from 'node:path'
 import { loadTransport } from '@brine/common'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
-import { freeLoopbackPort, type PublishServer, type RequestServer, type Transport, type WireValue } from '@brine/transport'
+import type { PublishServer, RequestServer, Transport, WireValue } from '@brine/transport'
+import { freeLoopbackPort } from '@brine/testkit'
 import { deadline } from './modules-fixture.js'
 
 

@@ -17,9 +17,10 @@ import { reconnectTests } from './suites/reconnect.js'
 import { requestReplyTests } from './suites/request-reply.js'
 
 export type { ComplianceCase, ComplianceSetup } from './setup.js'
-export { deadline, deferred, DeadlineError } from './harness/deadline.js'
+/** Re-exported from `@brine/testkit` for the tests that import them from here. */
+export { deadline, deferred, DeadlineError } from '@brine/testkit'
 export { Recorder } from './harness/recorder.js'
-export { canBind, createHarness, portOf, type Harness } from './harness/index.js'
+export { createHarness, type Harness } from './harness/index.js'
 
 export function describeTransportCompliance(setup: ComplianceSetup): void {
   describe(`transport compliance: ${setup.name}`, () => {

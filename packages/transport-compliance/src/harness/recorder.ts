@@ -1,5 +1,5 @@
 import type { Endpoint, TransportEvent } from '@brine/transport'
-import { deadline } from './deadline.js'
+import { deadline } from '@brine/testkit'
 
 type Check = () => boolean
 

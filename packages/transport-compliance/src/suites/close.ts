@@ -1,7 +1,7 @@
 import { describe, expect } from 'vitest'
 import { AddressInUseError, ClosedError, type WireValue } from '@brine/transport'
-import { deadline, deferred } from '../harness/deadline.js'
-import { canBind, HOST, WAIT_MS, type Harness } from '../harness/index.js'
+import { canBind, deadline, deferred } from '@brine/testkit'
+import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
 export function closeTests(harness: Harness): void {

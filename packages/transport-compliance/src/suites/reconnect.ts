@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { deadline } from '../harness/deadline.js'
+import { deadline, freeLoopbackPort } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
@@ -7,8 +7,10 @@ export function reconnectTests(harness: Harness): void {
   describe('reconnect', () => {
     test('reconnect: clients reconnect after the server restarts on the same port', async () => {
       const fast = { reconnect: { initial: 50, max: 400 } }
-      const before = await harness.requestServer(async () => 'first server')
-      const publisherBefore = await harness.publishServer()
+      // Ports below the ephemeral range: a client reconnecting to a port-0 pick could be handed that very
+      // port as its own local port while the server is down, and connect to itself.
+      const before = await harness.requestServer(async () => 'first server', { port: await freeLoopbackPort() })
+      const publisherBefore = await harness.publishServer({ port: await freeLoopbackPort() })
       const client = await harness.requestClient(before.port, fast)
       const subscriber = await harness.subscriber(publisherBefore.port, 'minion-r', fast)
       expect(await client.endpoint.send('hello', { timeout: WAIT_MS })).toBe('first server')

@@ -1,6 +1,6 @@
 import { describe, expect } from 'vitest'
 import { RemoteError, TimeoutError, type RequestContext, type WireValue } from '@brine/transport'
-import { deadline, deferred } from '../harness/deadline.js'
+import { deadline, deferred } from '@brine/testkit'
 import { WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
