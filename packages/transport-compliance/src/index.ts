@@ -14,6 +14,7 @@ import { limitTests } from './suites/limits.js'
 import { malformedInputTests } from './suites/malformed-input.js'
 import { publishTests } from './suites/publish.js'
 import { reconnectTests } from './suites/reconnect.js'
+import { requestLimitTests } from './suites/request-limits.js'
 import { requestReplyTests } from './suites/request-reply.js'
 
 export type { ComplianceCase, ComplianceSetup } from './setup.js'
@@ -30,6 +31,7 @@ export function describeTransportCompliance(setup: ComplianceSetup): void {
     publishTests(harness)
     reconnectTests(harness)
     limitTests(harness)
+    requestLimitTests(harness)
     malformedInputTests(harness)
     closeTests(harness)
   })
