@@ -1,14 +1,13 @@
 /**
  * @packageDocumentation
- * `@brine/transport` is the contract every Brine transport implements and every daemon codes
- * against, and the runtime both transports are built from. The contract (`src/contract/`): the four
- * roles (PublishServer, PublishClient, RequestServer, RequestClient), their events and stats, the
- * typed errors, the Logger interface, the transport registry and Salt's `iterTransportOpts`. The
- * runtime (`src/runtime/`): the msgpack codec and request/reply envelopes, the frame reader and
- * framed connection, the bounded queue, backoff, the endpoint lifecycle, the client's request table
- * and the server's serving loop (written once, so a transport only moves frames), the logger and a
- * bounded LRU map. The contract imports nothing from the runtime. It does no I/O of its own beyond
- * the sockets a transport hands it. The API takes milliseconds; config keys stay in Salt's seconds.
+ * `@brine/transport` is the contract every Brine transport implements and every daemon codes against, and
+ * the runtime both transports are built from. The contract (`src/contract/`): the four roles
+ * (PublishServer, PublishClient, RequestServer, RequestClient), their events and stats, the typed errors,
+ * the Logger interface, the transport registry and Salt's `iterTransportOpts`. The runtime (`src/runtime/`):
+ * the msgpack codec and request/reply envelopes, the frame reader and framed connection, the bounded queue,
+ * backoff, the endpoint lifecycle, the client's request table and the server's serving loop (written once, so
+ * a transport only moves frames), the logger and a bounded LRU map. The contract imports nothing from the
+ * runtime. The API takes milliseconds; config keys stay in Salt's seconds.
  */
 export * from './contract/types.js'
 export * from './contract/errors.js'
