@@ -1,30 +1,13 @@
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { MasterEvent } from '@brine/client'
 import { tags } from '@brine/common'
-import type { Fleet, FleetBus, SwarmProcess, TransportName } from '@brine/testkit'
+import { packageDir, type Fleet, type FleetBus, type SwarmProcess, type TransportName } from '@brine/testkit'
 
 /** How the bench's fleets hear their master: the client's MasterEvent and the protocol's tags. */
 export const fleetBus: FleetBus = { open: (options) => new MasterEvent(options), tags }
 
-/**
- * This package's directory: found by walking up, because this module runs from src/ (tests),
- * dist/index.js and dist/bin/*.js (each bundle has its own import.meta.url).
- */
-function benchRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  for (;;) {
-    const manifest = join(dir, 'package.json')
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === '@brine/bench') return dir
-    const parent = dirname(dir)
-    if (parent === dir) throw new Error(`cannot find @brine/bench's package.json above ${fileURLToPath(import.meta.url)}`)
-    dir = parent
-  }
-}
-
 /** The built swarm entry point of this package (`npm run build` first). */
-export const swarmBinPath = join(benchRoot(), 'dist/bin/brine-swarm.js')
+export const swarmBinPath = join(packageDir('@brine/bench', import.meta.url), 'dist/bin/brine-swarm.js')
 
 export interface SwarmOptions {
   /** Minion instances in this process. */

@@ -71,22 +71,23 @@ export interface SwarmProcess {
 }
 
 /**
- * This package's directory: found by walking up, because this module runs from src/ (tests) and
- * from dist/index.js.
+ * The directory of the package named `name` that holds the module at `moduleUrl` (its `import.meta.url`),
+ * found by walking up: a module runs from src/ (tests), dist/index.js and dist/bin/*.js alike.
  */
-function kitRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
+export function packageDir(name: string, moduleUrl: string): string {
+  const start = fileURLToPath(moduleUrl)
+  let dir = dirname(start)
   for (;;) {
     const manifest = join(dir, 'package.json')
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === '@brine/testkit') return dir
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === name) return dir
     const parent = dirname(dir)
-    if (parent === dir) throw new HarnessSetupError(`cannot find @brine/testkit's package.json above ${fileURLToPath(import.meta.url)}`, { file: fileURLToPath(import.meta.url) })
+    if (parent === dir) throw new HarnessSetupError(`cannot find ${name}'s package.json above ${start}`, { file: start, package: name })
     dir = parent
   }
 }
 
 /** The built command-line entry points, beside this package in the repository (`npm run build` first). */
-const BIN_DIR = join(kitRoot(), '../cli/dist/bin')
+const BIN_DIR = join(packageDir('@brine/testkit', import.meta.url), '../cli/dist/bin')
 export const binPath = (name: string): string => join(BIN_DIR, `${name}.js`)
 
 /** Stands in for an id while a tag is turned into a pattern. */
