@@ -2,7 +2,9 @@
 // The README demo: a master serving both transports and three minions (two on ZeroMQ, one on TCP) as
 // real processes on loopback in a temporary root; real jobs through the real CLI, printed as a user sees
 // them. Everything it starts is stopped by pid, on success, failure or Ctrl-C.
-import { Fleet, killAllFleetProcesses } from '@brine/bench'
+import { MasterEvent } from '@brine/client'
+import { tags } from '@brine/common'
+import { Fleet, killAllProcesses } from '@brine/testkit'
 
 const minions = [
   { id: 'web1', transport: 'zeromq', grains: { role: 'web' } },
@@ -12,14 +14,15 @@ const minions = [
 
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, () => {
-    killAllFleetProcesses()
+    killAllProcesses()
     process.exit(130)
   })
 }
 
 const say = (text) => process.stdout.write(`${text}\n`)
 say('Starting a master (zeromq + tcp) and 3 minions on 127.0.0.1 ...')
-const fleet = await Fleet.start({ minions, transports: ['zeromq', 'tcp'] })
+const bus = { open: (options) => new MasterEvent(options), tags }
+const fleet = await Fleet.start({ bus, minions, transports: ['zeromq', 'tcp'] })
 let failed = false
 try {
   for (const [transport, ports] of fleet.ports) say(`  master ${transport}: publish_port ${ports.publish}, ret_port ${ports.ret}`)

@@ -1,9 +1,13 @@
 #!/usr/bin/env node
 // Checks what review keeps missing: every package has the same small set of files, package.json is
 // publishable, and imports follow DESIGN.md §1 (a package depends only on packages below it; daemons
-// never import a concrete transport). Exits 1 with one line per problem.
+// never import a concrete transport). Inside @brine/transport the contract (src/contract/) imports
+// nothing from the runtime (src/runtime/). The test kit stays a test kit: only tests, test-e2e/,
+// scripts/, the bench and the compliance suite import @brine/testkit, no other package exports one of
+// its helpers (ports, processes, Fleet), and the demo and the e2e tests do not depend on the bench.
+// Exits 1 with one line per problem.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join, relative, resolve } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
 /**
@@ -14,6 +18,9 @@ const root = new URL('..', import.meta.url).pathname
  */
 const LAYERS = [
   ['transport'],
+  // The test kit sits just above the contract and depends on nothing else of Brine's, so the compliance suite
+  // (and through it every package's tests) can use it without a cycle.
+  ['testkit'],
   ['transport-compliance', 'transport-zeromq', 'transport-tcp'],
   ['common'],
   ['crypt'],
@@ -26,6 +33,15 @@ const LAYERS = [
 const ALLOWED = new Set(['common->transport-zeromq', 'common->transport-tcp'])
 const DAEMONS = new Set(['master', 'minion', 'syndic', 'client', 'returners', 'api', 'cli', 'bench'])
 const REQUIRED = ['README.md', 'package.json', 'tsconfig.json', 'tsup.config.ts', 'src/index.ts']
+/** The packages whose src/ may import the test kit: the bench runs on its Fleet, the compliance suite is test code. */
+const TESTKIT_USERS = new Set(['bench', 'transport-compliance'])
+/** The test kit's modules whose exported names no other package may export (nothing else ships a test helper). */
+const TESTKIT_HELPER_MODULES = ['ports.ts', 'processes.ts', 'fleet.ts']
+/** Where code outside packages/ lives, and the packages it must not depend on. */
+const OUTSIDE = [
+  { dir: 'scripts', forbidden: ['bench'] },
+  { dir: 'test-e2e', forbidden: ['bench'] },
+]
 
 const layerOf = (name) => LAYERS.findIndex((layer) => layer.includes(name))
 const problems = []
@@ -36,6 +52,45 @@ function* sourceFiles(dir) {
     const path = join(dir, entry)
     if (statSync(path).isDirectory()) yield* sourceFiles(path)
     else if (/\.(ts|mts|js|mjs)$/.test(entry)) yield path
+  }
+}
+
+const IMPORT = /(?:from\s+|import\(\s*|^import\s+)['"]([^'"]+)['"]/gm
+/** Names of the values (functions, classes, constants) a module exports: the helpers; types are not. */
+const exportedNames = (text) =>
+  [...text.matchAll(/^export\s+(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\*?|class|const|let)\s+([A-Za-z_$][\w$]*)/gm)].map((m) => m[1])
+const reexportedNames = (text) =>
+  [...text.matchAll(/^export\s+\{([^}]*)\}/gm)].flatMap((m) =>
+    m[1].split(',').map((part) => part.trim()).filter((part) => part !== '' && !part.startsWith('type ')).map((part) => part.split(/\s+as\s+/).pop()),
+  )
+
+const testkitHelpers = new Set()
+for (const module of TESTKIT_HELPER_MODULES) {
+  const file = join(root, 'packages/testkit/src', module)
+  if (existsSync(file)) for (const name of exportedNames(readFileSync(file, 'utf8'))) testkitHelpers.add(name)
+}
+
+// @brine/transport: the contract and the runtime, one folder each; the contract imports nothing from the runtime.
+const transportSrc = join(root, 'packages/transport/src')
+for (const file of sourceFiles(transportSrc)) {
+  const where = file.slice(root.length)
+  const folder = relative(transportSrc, file).split('/')[0]
+  if (folder !== 'contract' && folder !== 'runtime' && folder !== 'index.ts') problems.push(`${where}: @brine/transport keeps its code in src/contract/ or src/runtime/`)
+  if (folder !== 'contract') continue
+  for (const [, target] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+    if (target.startsWith('.') && relative(transportSrc, resolve(dirname(file), target)).split('/')[0] !== 'contract') {
+      problems.push(`${where}: the contract imports ${target}; src/contract/ imports nothing from the runtime`)
+    }
+  }
+}
+
+// Code outside packages/: the demo and the e2e tests run on the test kit, not the bench.
+for (const { dir, forbidden } of OUTSIDE) {
+  for (const file of sourceFiles(join(root, dir))) {
+    for (const [, target] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+      const name = target.startsWith('@brine/') ? target.slice('@brine/'.length) : undefined
+      if (name !== undefined && forbidden.includes(name)) problems.push(`${file.slice(root.length)}: imports @brine/${name}; use @brine/testkit`)
+    }
   }
 }
 
@@ -57,12 +112,24 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
   const index = existsSync(join(dir, 'src/index.ts')) ? readFileSync(join(dir, 'src/index.ts'), 'utf8') : ''
   if (!index.includes('@packageDocumentation')) problems.push(`packages/${name}: src/index.ts lacks a @packageDocumentation block`)
 
+  if (name !== 'testkit' && !TESTKIT_USERS.has(name) && (pkg.dependencies ?? {})['@brine/testkit'] !== undefined) {
+    problems.push(`packages/${name}: lists @brine/testkit in dependencies; a test kit is a devDependency`)
+  }
+
   for (const file of sourceFiles(join(dir, 'src'))) {
     const text = readFileSync(file, 'utf8')
-    for (const match of text.matchAll(/(?:from\s+|import\(\s*)['"]@brine\/([a-z-]+)['"]/g)) {
+    const where = file.slice(root.length)
+    if (name !== 'testkit') {
+      const shipped = [...exportedNames(text), ...reexportedNames(text)].filter((exported) => testkitHelpers.has(exported))
+      for (const helper of shipped) problems.push(`${where}: exports ${helper}, a test helper; only @brine/testkit exports it`)
+      if (/^export\s+\*\s+from\s+['"]@brine\/testkit['"]/m.test(text)) problems.push(`${where}: re-exports @brine/testkit; only the test kit ships test helpers`)
+    }
+    for (const match of text.matchAll(/(?:from\s+|import\(\s*|^import\s+)['"]@brine\/([a-z-]+)['"]/gm)) {
       const target = match[1]
-      const where = file.slice(root.length)
       if (target === name) problems.push(`${where}: imports its own package by name`)
+      else if (target === 'testkit' && !TESTKIT_USERS.has(name)) {
+        problems.push(`${where}: imports @brine/testkit; only tests, test-e2e, scripts, the bench and the compliance suite may`)
+      }
       else if (DAEMONS.has(name) && target.startsWith('transport-')) {
         problems.push(`${where}: ${name} imports @brine/${target}; daemons ask the registry (getTransport) instead`)
       } else if (!ALLOWED.has(`${name}->${target}`) && layerOf(target) >= layerOf(name)) {
@@ -78,4 +145,4 @@ if (problems.length > 0) {
   process.stderr.write(`lint-packages: ${problems.length} problem(s)\n${problems.map((p) => `  ${p}`).join('\n')}\n`)
   process.exit(1)
 }
-process.stderr.write('lint-packages: every package is complete and imports only from below it\n')
+process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit\n')

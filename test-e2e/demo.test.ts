@@ -1,12 +1,15 @@
 import { execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
-import { killAll, run } from './helpers/processes.js'
+import { killAllProcesses, runProcess } from '@brine/testkit'
 
-afterAll(() => killAll())
+const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url))
+
+afterAll(() => killAllProcesses())
 
 describe('the README demo', () => {
   it('starts a master and three minions over both transports, runs real jobs, and stops everything', async () => {
-    const result = await run(process.execPath, ['scripts/demo.mjs'], { ms: 120_000 })
+    const result = await runProcess(process.execPath, ['scripts/demo.mjs'], { ms: 120_000, cwd: REPO_ROOT })
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     const uname = execFileSync('uname', ['-sr']).toString().trim()

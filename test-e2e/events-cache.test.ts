@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/common'
-import { deadline, deferred } from '@brine/transport-compliance'
+import { binPath, deadline, deferred } from '@brine/testkit'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
@@ -137,14 +137,17 @@ describe('two masters on one PostgreSQL job cache', () => {
 describe('brine-run event.listen', () => {
   it('prints the bus events of a real job, one JSON object per line', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport: 'tcp' }] })
-    const { spawn } = await import('node:child_process')
-    const { DaemonProcess, binPath } = await import('@brine/bench')
-    const child = spawn(
-      process.execPath,
-      [binPath('brine-run'), '-c', fleet.masterConfigDir, '-l', 'info', 'event.listen', 'salt/job/*', 'count=2', '--out', 'json'],
-      { detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
-    )
-    const listener = new DaemonProcess('brine-run event.listen', child)
+    const listener = fleet.spawnNode('brine-run event.listen', binPath('brine-run'), [
+      '-c',
+      fleet.masterConfigDir,
+      '-l',
+      'info',
+      'event.listen',
+      'salt/job/*',
+      'count=2',
+      '--out',
+      'json',
+    ])
     try {
       await listener.waitForOutput(/listening for events matching "salt\/job\/\*"/, 20_000)
       const jid = jidOf((await fleet.run('brine', ['web1', 'test.ping', '--show-jid'])).stdout)

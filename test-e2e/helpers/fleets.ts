@@ -1,21 +1,24 @@
 import { afterAll, afterEach } from 'vitest'
-import { Fleet, killAllFleetProcesses, type TransportName } from '@brine/bench'
+import { MasterEvent } from '@brine/client'
+import { tags } from '@brine/common'
+import { Fleet, killAllProcesses, type FleetOptions, type TransportName } from '@brine/testkit'
 
 export const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
 
 /**
  * Registers teardown for the calling test file — every fleet a test started is stopped after it, and every
- * daemon any fleet started is killed by pid after the file — and returns the function that starts one.
+ * process the test kit started is killed by pid after the file — and returns the function that starts one,
+ * reading the master's bus through the client's MasterEvent.
  */
-export function useFleets(beforeStop: () => Promise<void> = async () => {}): (options: Parameters<typeof Fleet.start>[0]) => Promise<Fleet> {
+export function useFleets(beforeStop: () => Promise<void> = async () => {}): (options: Omit<FleetOptions, 'bus'>) => Promise<Fleet> {
   const fleets: Fleet[] = []
   afterEach(async () => {
     await beforeStop()
     for (const fleet of fleets.splice(0)) await fleet.stop()
   })
-  afterAll(() => killAllFleetProcesses())
+  afterAll(() => killAllProcesses())
   return async (options) => {
-    const fleet = await Fleet.start(options)
+    const fleet = await Fleet.start({ ...options, bus: { open: (busOptions) => new MasterEvent(busOptions), tags } })
     fleets.push(fleet)
     return fleet
   }

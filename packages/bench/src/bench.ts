@@ -2,7 +2,8 @@ import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
 import { JOB_TAG_PREFIX, parseJobReturnTag } from '@brine/common'
-import { Fleet, pidAlive, rssBytes, type TransportName } from './fleet.js'
+import { Fleet, pidAlive, rssBytes, type TransportName } from '@brine/testkit'
+import { fleetBus, startSwarm } from './fleet-swarm.js'
 
 /** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
 export type BenchTransport = TransportName | 'both'
@@ -351,6 +352,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     phase('connect')
     const launched = performance.now()
     fleet = await Fleet.start({
+      bus: fleetBus,
       minions: [],
       transports,
       logLevel: hooks.logLevel ?? 'warning',
@@ -375,7 +377,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
         }
       } else {
         for (let first = 0, part = 0; first < count; first += settings.swarmSize, part++) {
-          const swarm = await fleet.startSwarm({ count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}-s${part}-` })
+          const swarm = await startSwarm(fleet, { count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}-s${part}-` })
           ids.push(...swarm.ids)
         }
       }

@@ -1,12 +1,11 @@
 /**
  * @packageDocumentation
- * `@brine/bench` starts a real Brine master and minions as processes on loopback in a temporary root
- * ({@link Fleet}), for the README demo, the end-to-end tests and the transport comparison bench
- * (`brine-bench`: connect, latency, throughput, memory, restart and overload per transport and N, with
- * swarm minions — many real Minion instances per process — for large N). Everything it starts it
- * stops by pid.
+ * `@brine/bench` is the transport comparison bench (`brine-bench`: connect, latency, throughput, memory,
+ * restart and overload per transport and N), run on `@brine/testkit`'s `Fleet` (a real master and minions
+ * as processes on loopback in a temporary root), with swarm minions — many real Minion instances per
+ * process (`brine-swarm`, started by {@link startSwarm}) — for large N. Everything it starts it stops by pid.
  */
-export * from './fleet.js'
+export * from './fleet-swarm.js'
 export * from './swarm.js'
 export * from './bench.js'
 export * from './report.js'

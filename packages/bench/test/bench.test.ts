@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { benchMatrix, stats, type BenchResult } from '../src/bench.js'
 import { LocalClient } from '@brine/client'
-import { Fleet, pidAlive } from '../src/fleet.js'
+import { Fleet, pidAlive } from '@brine/testkit'
+import { fleetBus, startSwarm } from '../src/fleet-swarm.js'
 import { markdownReport, svgChart } from '../src/report.js'
 
 const BIN = fileURLToPath(new URL('../dist/bin/brine-bench.js', import.meta.url))
@@ -159,12 +160,12 @@ describe('brine-bench interrupted', () => {
   }, 90_000)
 })
 
-describe('Fleet.startSwarm', () => {
+describe('startSwarm', () => {
   it('runs real minions in one process, each with its own id and keys, and stops them all', async () => {
     requireBuilt()
-    const fleet = await Fleet.start({ minions: [], transports: ['tcp'] })
+    const fleet = await Fleet.start({ bus: fleetBus, minions: [], transports: ['tcp'] })
     try {
-      const swarm = await fleet.startSwarm({ count: 4, transport: 'tcp', prefix: 'sw-' })
+      const swarm = await startSwarm(fleet, { count: 4, transport: 'tcp', prefix: 'sw-' })
       expect(swarm.ids).toEqual(['sw-0', 'sw-1', 'sw-2', 'sw-3'])
       await Promise.all(swarm.ids.map((id) => fleet.waitForMinionStart(id)))
       const client = new LocalClient({ configDir: fleet.masterConfigDir })

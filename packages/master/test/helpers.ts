@@ -12,7 +12,8 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
-import { freeLoopbackPort, type PublishClient, type PublishServer, type RequestClient, type WireValue } from '@brine/transport'
+import type { PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
+import { freeLoopbackPort } from '@brine/testkit'
 import { deadline } from '@brine/transport-compliance'
 import { Master, MemoryJobStore } from '../src/index.js'
 

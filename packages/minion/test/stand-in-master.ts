@@ -6,7 +6,9 @@
 import { join } from 'node:path'
 import { loadConfig, loadTransport, type MinionConfig } from '@brine/common'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
-import { freeLoopbackPort, type PublishServer, type RequestServer, type Transport, type WireValue } from '@brine/transport'
+import type { PublishServer, RequestServer, Transport, WireValue } from '@brine/transport'
+import { freeLoopbackPort } from '@brine/testkit'
+import { deadline } from './modules-fixture.js'
 import { Changes } from './changes.js'
 
 

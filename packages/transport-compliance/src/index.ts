@@ -14,12 +14,14 @@ import { limitTests } from './suites/limits.js'
 import { malformedInputTests } from './suites/malformed-input.js'
 import { publishTests } from './suites/publish.js'
 import { reconnectTests } from './suites/reconnect.js'
+import { requestLimitTests } from './suites/request-limits.js'
 import { requestReplyTests } from './suites/request-reply.js'
 
 export type { ComplianceCase, ComplianceSetup } from './setup.js'
-export { deadline, deferred, DeadlineError } from './harness/deadline.js'
+/** Re-exported from `@brine/testkit` for the tests that import them from here. */
+export { deadline, deferred, DeadlineError } from '@brine/testkit'
 export { Recorder } from './harness/recorder.js'
-export { canBind, createHarness, portOf, type Harness } from './harness/index.js'
+export { createHarness, type Harness } from './harness/index.js'
 
 export function describeTransportCompliance(setup: ComplianceSetup): void {
   describe(`transport compliance: ${setup.name}`, () => {
@@ -29,6 +31,7 @@ export function describeTransportCompliance(setup: ComplianceSetup): void {
     publishTests(harness)
     reconnectTests(harness)
     limitTests(harness)
+    requestLimitTests(harness)
     malformedInputTests(harness)
     closeTests(harness)
   })

@@ -1,7 +1,6 @@
-import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { BoundedQueue, type Endpoint, type TransportEvent } from '@brine/transport'
-import { canBind, deadline, DeadlineError, deferred, portOf, Recorder } from '@brine/transport-compliance'
+import { Recorder } from '@brine/transport-compliance'
 
 /** Just enough of an endpoint for the recorder: an events() stream the test feeds. */
 function fakeEndpoint(): { endpoint: Endpoint; emit: (event: TransportEvent) => void } {
@@ -11,13 +10,6 @@ function fakeEndpoint(): { endpoint: Endpoint; emit: (event: TransportEvent) => 
 }
 
 describe('harness', () => {
-  it('deadline names what it waited for', async () => {
-    const error = await deadline(new Promise(() => {}), 20, 'the minion to say hello').catch((e: unknown) => e)
-    expect(error).toBeInstanceOf(DeadlineError)
-    expect((error as Error).message).toBe('gave up after 20 ms waiting for the minion to say hello')
-    expect(await deadline(Promise.resolve(7), 1000, 'seven')).toBe(7)
-  })
-
   it('recorder finds past events and waits for later ones after a mark', async () => {
     const { endpoint, emit } = fakeEndpoint()
     const recorder = new Recorder(endpoint)
@@ -42,17 +34,5 @@ describe('harness', () => {
     await expect(recorder.until(() => false, 'something that never happens', 20)).rejects.toThrow(
       'waiting for something that never happens',
     )
-  })
-
-  it('portOf reads the port and canBind sees a port in use', async () => {
-    expect(portOf({ address: 'tcp://127.0.0.1:4505' } as Endpoint)).toBe(4505)
-    const server = createServer()
-    const listening = deferred()
-    server.listen(0, '127.0.0.1', () => listening.resolve())
-    await listening.promise
-    const port = (server.address() as { port: number }).port
-    expect(await canBind(port)).toBe(false)
-    await new Promise((resolve) => server.close(resolve))
-    expect(await canBind(port)).toBe(true)
   })
 })

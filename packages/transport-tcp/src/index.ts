@@ -15,7 +15,6 @@ export { TcpPublishClient } from './publish-client.js'
 export { TcpPublishServer } from './publish-server.js'
 export { TcpRequestClient } from './request-client.js'
 export { TcpRequestServer } from './request-server.js'
-export { sendRawFrames } from './raw.js'
 
 /** The TCP transport: four synchronous factories, no I/O until an endpoint's start(). */
 export function tcpTransport(): Transport {

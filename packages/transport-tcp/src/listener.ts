@@ -1,13 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net'
-import {
-  AddressInUseError,
-  ClosedError,
-  InvalidOperationError,
-  TransportError,
-  type EndpointCore,
-  type FrameTooLargeError,
-} from '@brine/transport'
-import { FramedConnection as Connection } from '@brine/transport'
+import { AddressInUseError, FramedConnection as Connection, TransportError, type EndpointCore } from '@brine/transport'
 
 export interface ListenerOptions {
   host: string
@@ -17,38 +9,35 @@ export interface ListenerOptions {
 }
 
 export interface ListenerHandlers {
-  onConnect?(connection: Connection): void
   onFrame(body: Buffer, connection: Connection): void
-  onOversize(error: FrameTooLargeError, connection: Connection): void
   onDisconnect?(connection: Connection): void
 }
 
 /**
  * A server's bound socket and its accepted connections, shared by both server roles: binds
- * host:port (port 0 takes a free one), emits `listening`, `peer-connect` and `peer-disconnect`,
+ * host:port (port 0 takes a free one, and the endpoint's address then names it), emits
+ * `listening`, `peer-connect` and `peer-disconnect`, skips and counts frames over maxFrameBytes,
  * and on close destroys every connection and releases the port so it can be bound again at once.
  */
 export class Listener {
   readonly connections = new Set<Connection>()
   private server: Server | undefined
-  private boundPort: number | undefined
   private binding: Promise<void> | undefined
 
   constructor(
     private readonly core: EndpointCore,
-    private readonly role: string,
     private readonly options: ListenerOptions,
     private readonly handlers: ListenerHandlers,
   ) {}
 
-  /** `tcp://host:port`, with the real port once bound. */
-  get address(): string {
-    return `tcp://${this.options.host}:${this.boundPort ?? this.options.port}`
+  /** Frames waiting for their sockets to drain, over every connection. */
+  get queued(): number {
+    let queued = 0
+    for (const connection of this.connections) queued += connection.queued
+    return queued
   }
 
   async start(): Promise<void> {
-    if (this.core.isClosed) throw new ClosedError(`tcp ${this.role}`, this.address)
-    if (this.server !== undefined) throw new InvalidOperationError(`tcp ${this.role} ${this.address} is already started`)
     const server = createServer((socket) => this.accept(socket))
     this.server = server
     const where = `${this.options.host}:${this.options.port}`
@@ -57,7 +46,7 @@ export class Listener {
         reject(
           error.code === 'EADDRINUSE'
             ? new AddressInUseError(where, { cause: error })
-            : new TransportError(`tcp ${this.role} could not bind ${where}: ${error.message}`, { address: where }, { cause: error }),
+            : new TransportError(`${this.core.what} could not bind ${where}: ${error.message}`, { address: where }, { cause: error }),
         )
       }
       server.once('error', onError)
@@ -74,13 +63,12 @@ export class Listener {
       throw error
     }
     // A bound server's later errors (EMFILE on accept, …) must not kill the daemon: log them.
-    server.on('error', (error) => this.core.logger.error(`tcp ${this.role} ${this.address}: ${error.message}`))
+    server.on('error', (error) => this.core.logger.error(`${this.core.what} ${this.core.address}: ${error.message}`))
     // close() ran while we were binding; it waits for the bind, then releases the port.
-    if (this.core.isClosed) throw new ClosedError(`tcp ${this.role}`, this.address)
+    if (this.core.isClosed) throw this.core.closedError()
     const bound = server.address()
-    if (bound !== null && typeof bound === 'object') this.boundPort = bound.port
-    this.core.address = this.address
-    this.core.emit({ type: 'listening', address: this.address })
+    if (bound !== null && typeof bound === 'object') this.core.address = `tcp://${this.options.host}:${bound.port}`
+    this.core.emit({ type: 'listening', address: this.core.address })
   }
 
   private accept(socket: Socket): void {
@@ -93,7 +81,7 @@ export class Listener {
       { maxFrameBytes: this.options.maxFrameBytes, hwm: this.options.hwm },
       {
         onFrame: (body, conn) => this.handlers.onFrame(body, conn),
-        onOversize: (error, conn) => this.handlers.onOversize(error, conn),
+        onOversize: (error, conn) => this.core.frameDropped(conn.peer, error.message, error.size),
         onClose: (conn, reason) => {
           this.connections.delete(conn)
           this.core.emit({ type: 'peer-disconnect', peer: conn.peer, ...(reason === undefined ? {} : { reason }) })
@@ -103,7 +91,6 @@ export class Listener {
     )
     this.connections.add(connection)
     this.core.emit({ type: 'peer-connect', peer: connection.peer })
-    this.handlers.onConnect?.(connection)
   }
 
   /** Stops accepting, destroys every connection, and resolves once the port is released. */

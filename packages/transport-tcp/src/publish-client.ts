@@ -1,20 +1,4 @@
-import {
-  BoundedQueue,
-  ClosedError,
-  DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
-  EndpointCore,
-  InvalidOperationError,
-  MalformedFrameError,
-  decode,
-  encode,
-  frame,
-  type EndpointStats,
-  type PublishClient,
-  type PublishClientOptions,
-  type TransportEvent,
-  type WireValue,
-} from '@brine/transport'
+import { BoundedQueue, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, MalformedFrameError, decode, encode, frame, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
 import { ReconnectingLink } from './reconnecting-link.js'
 
 /**
@@ -22,19 +6,14 @@ import { ReconnectingLink } from './reconnecting-link.js'
  * (`{hello: 1, id}`) on every (re)connect, and yields each publish frame's payload. Loads wait in
  * a BoundedQueue of `hwm`; a consumer that falls behind loses the newest, counted in stats().dropped.
  */
-export class TcpPublishClient implements PublishClient {
-  readonly address: string
-  private readonly core: EndpointCore
+export class TcpPublishClient extends EndpointBase implements PublishClient {
   private readonly maxFrameBytes: number
   private readonly loads: BoundedQueue<WireValue>
   private readonly link: ReconnectingLink
   private id: string | null
-  private started = false
-  private closing: Promise<void> | undefined
 
   constructor(options: PublishClientOptions) {
-    this.address = `tcp://${options.host}:${options.port}`
-    this.core = new EndpointCore('tcp', 'publish client', this.address, options.logger)
+    super('tcp', 'publish client', `tcp://${options.host}:${options.port}`, options.logger)
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     const hwm = options.hwm ?? DEFAULT_HWM
     this.loads = new BoundedQueue<WireValue>(hwm)
@@ -45,19 +24,11 @@ export class TcpPublishClient implements PublishClient {
       {
         onConnect: () => this.sendHello(),
         onFrame: (body, connection) => this.receive(body, connection.peer),
-        onOversize: (error, connection) => this.core.frameDropped(connection.peer, error.message, error.size),
       },
     )
   }
 
-  get closed(): Promise<void> {
-    return this.core.closed
-  }
-
-  start(): Promise<void> {
-    if (this.core.isClosed) return Promise.reject(new ClosedError('tcp publish client', this.address))
-    if (this.started) return Promise.reject(new InvalidOperationError(`tcp publish client ${this.address} is already started`))
-    this.started = true
+  protected open(): Promise<void> {
     this.link.start()
     return Promise.resolve()
   }
@@ -90,34 +61,14 @@ export class TcpPublishClient implements PublishClient {
     return this.loads[Symbol.asyncIterator]()
   }
 
-  events(): AsyncIterable<TransportEvent> {
-    return this.core.events()
+  protected liveStats(): LiveStats {
+    return { queued: this.loads.size, inFlight: 0, peers: this.link.isConnected ? 1 : 0 }
   }
 
-  stats(): EndpointStats {
-    return {
-      ...this.core.counters,
-      queued: this.loads.size,
-      inFlight: 0,
-      peers: this.link.isConnected ? 1 : 0,
-    }
-  }
-
-  close(): Promise<void> {
-    this.closing ??= this.shutdown()
-    return this.closing
-  }
-
-  private async shutdown(): Promise<void> {
-    this.core.markClosed()
+  protected async release(): Promise<void> {
     // The iterator ends at once: loads not yet read are discarded with the endpoint.
     this.loads.drain()
     this.loads.end()
     await this.link.close()
-    this.core.finishClose()
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close()
   }
 }

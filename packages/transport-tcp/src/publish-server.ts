@@ -1,20 +1,4 @@
-import {
-  ClosedError,
-  DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
-  EndpointCore,
-  MalformedFrameError,
-  decode,
-  encode,
-  frame,
-  type EndpointStats,
-  type PublishOptions,
-  type PublishServer,
-  type PublishServerOptions,
-  type TransportEvent,
-  type WireValue,
-} from '@brine/transport'
-import type { FramedConnection as Connection } from '@brine/transport'
+import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, MalformedFrameError, decode, encode, frame, type FramedConnection as Connection, type LiveStats, type PublishOptions, type PublishServer, type PublishServerOptions, type WireValue } from '@brine/transport'
 import { Listener } from './listener.js'
 
 interface Subscriber {
@@ -28,41 +12,29 @@ interface Subscriber {
  * to the connections of the ids named. Each connection queues at most `hwm` frames while its
  * socket is not draining; past that, publishes to it are dropped and counted.
  */
-export class TcpPublishServer implements PublishServer {
-  private readonly core: EndpointCore
+export class TcpPublishServer extends EndpointBase implements PublishServer {
   private readonly listener: Listener
   private readonly maxFrameBytes: number
   private readonly hwm: number
   /** Connections that have said hello; a connection that has not gets no publishes. */
   private readonly subscribers = new Map<Connection, Subscriber>()
   private readonly byId = new Map<string, Set<Connection>>()
-  private closing: Promise<void> | undefined
 
   constructor(options: PublishServerOptions) {
+    super('tcp', 'publish server', `tcp://${options.host}:${options.port}`, options.logger)
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.hwm = options.hwm ?? DEFAULT_HWM
-    this.core = new EndpointCore('tcp', 'publish server', `tcp://${options.host}:${options.port}`, options.logger)
     this.listener = new Listener(
       this.core,
-      'publish server',
       { host: options.host, port: options.port, maxFrameBytes: this.maxFrameBytes, hwm: this.hwm },
       {
         onFrame: (body, connection) => this.receive(body, connection),
-        onOversize: (error, connection) => this.core.frameDropped(connection.peer, error.message, error.size),
         onDisconnect: (connection) => this.forget(connection),
       },
     )
   }
 
-  get address(): string {
-    return this.listener.address
-  }
-
-  get closed(): Promise<void> {
-    return this.core.closed
-  }
-
-  start(): Promise<void> {
+  protected open(): Promise<void> {
     return this.listener.start()
   }
 
@@ -103,7 +75,7 @@ export class TcpPublishServer implements PublishServer {
   }
 
   async publish(payload: WireValue, options: PublishOptions = {}): Promise<void> {
-    if (this.core.isClosed) throw new ClosedError('tcp publish server', this.address)
+    if (this.core.isClosed) throw this.core.closedError()
     // Encoded once for every recipient; too large throws before anything is written.
     const data = frame(encode(payload, this.maxFrameBytes))
     const recipients = new Set<Connection>()
@@ -121,30 +93,13 @@ export class TcpPublishServer implements PublishServer {
     }
   }
 
-  events(): AsyncIterable<TransportEvent> {
-    return this.core.events()
+  protected liveStats(): LiveStats {
+    return { queued: this.listener.queued, inFlight: 0, peers: this.listener.connections.size }
   }
 
-  stats(): EndpointStats {
-    let queued = 0
-    for (const connection of this.listener.connections) queued += connection.queued
-    return { ...this.core.counters, queued, inFlight: 0, peers: this.listener.connections.size }
-  }
-
-  close(): Promise<void> {
-    this.closing ??= this.shutdown()
-    return this.closing
-  }
-
-  private async shutdown(): Promise<void> {
-    this.core.markClosed()
+  protected async release(): Promise<void> {
     await this.listener.close()
     this.subscribers.clear()
     this.byId.clear()
-    this.core.finishClose()
-  }
-
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close()
   }
 }

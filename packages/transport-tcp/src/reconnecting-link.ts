@@ -1,6 +1,5 @@
 import { connect } from 'node:net'
-import { backoffDelay, type BackoffOptions, type EndpointCore, type FrameTooLargeError } from '@brine/transport'
-import { FramedConnection as Connection } from '@brine/transport'
+import { backoffDelay, FramedConnection as Connection, type BackoffOptions, type EndpointCore } from '@brine/transport'
 
 export interface LinkOptions {
   host: string
@@ -14,16 +13,14 @@ export interface LinkHandlers {
   /** A connection was established (first time or again); write any hello or queued work here. */
   onConnect(connection: Connection): void
   onFrame(body: Buffer, connection: Connection): void
-  onOversize(error: FrameTooLargeError, connection: Connection): void
-  /** An established connection was lost. */
-  onDisconnect?(connection: Connection): void
 }
 
 /**
  * A client's one connection to a server, kept up in the background: a lost or refused connection
  * is retried after `backoffDelay(attempt, reconnect)`, with a `reconnect-attempt` event before
  * each try, `peer-connect` / `peer-disconnect` around each established link, and
- * `stats().reconnects` counting the successful reconnections after the first connect.
+ * `stats().reconnects` counting the successful reconnections after the first connect. A frame
+ * over maxFrameBytes is skipped and counted as a frame drop; the connection stays.
  */
 export class ReconnectingLink {
   /** The established connection, if any. */
@@ -61,13 +58,12 @@ export class ReconnectingLink {
       { maxFrameBytes: this.options.maxFrameBytes, hwm: this.options.hwm, peer: this.peer },
       {
         onFrame: (body, conn) => this.handlers.onFrame(body, conn),
-        onOversize: (error, conn) => this.handlers.onOversize(error, conn),
+        onOversize: (error, conn) => this.core.frameDropped(conn.peer, error.message, error.size),
         onClose: (conn, reason) => {
           if (this.pending === conn) this.pending = undefined
           if (established) {
             this.current = undefined
             this.core.emit({ type: 'peer-disconnect', peer: this.peer, ...(reason === undefined ? {} : { reason }) })
-            this.handlers.onDisconnect?.(conn)
           }
           this.scheduleReconnect()
         },

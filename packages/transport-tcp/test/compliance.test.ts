@@ -1,4 +1,5 @@
 import { describeTransportCompliance } from '@brine/transport-compliance'
-import { sendRawFrames, tcpTransport } from '../src/index.js'
+import { tcpTransport } from '../src/index.js'
+import { sendRawFrames } from './raw.js'
 
 describeTransportCompliance({ name: 'tcp', create: () => tcpTransport(), injectRaw: sendRawFrames })

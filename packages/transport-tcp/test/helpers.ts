@@ -1,9 +1,9 @@
 import { connect, type Socket } from 'node:net'
 import { FrameReader, decode, encode, frame, type Endpoint, type TransportEvent, type WireValue } from '@brine/transport'
 
-import { deadline } from '@brine/transport-compliance'
+import { deadline } from '@brine/testkit'
 
-export { deadline }
+export { deadline, portOf } from '@brine/testkit'
 
 export interface EventLog {
   readonly seen: TransportEvent[]
@@ -60,11 +60,6 @@ export class Cleanup {
     const endpoints = this.endpoints.splice(0)
     await deadline(Promise.all(endpoints.map((endpoint) => endpoint.close())), 5000, 'endpoints to close')
   }
-}
-
-/** The port a bound server took. */
-export function portOf(address: string): number {
-  return Number(new URL(address).port)
 }
 
 /** Waits until `condition()` holds, checking every few ms; bounded by a deadline naming `what`. */

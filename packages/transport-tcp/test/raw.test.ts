@@ -1,8 +1,9 @@
 import { createServer, connect, type Server } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { EnvelopeKind, decodeEnvelope, encodeEnvelope, FrameReader } from '@brine/transport'
-import { TcpRequestServer, sendRawFrames } from '../src/index.js'
+import { TcpRequestServer } from '../src/index.js'
 import { Cleanup, deadline, portOf } from './helpers.js'
+import { sendRawFrames } from './raw.js'
 
 const cleanup = new Cleanup()
 const servers: Server[] = []

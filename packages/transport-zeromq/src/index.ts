@@ -26,4 +26,3 @@ export { ZeroMQPublishServer, ZeroMQPublishClient, ZeroMQRequestServer, ZeroMQRe
 export { BROADCAST_TOPIC, topicForId } from './socket-util.js'
 export { mapNativeError, type NativeErrorContext } from './map-native-error.js'
 export { SendQueue } from './send-queue.js'
-export { sendRawFrames } from './raw.js'

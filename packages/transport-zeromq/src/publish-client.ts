@@ -1,71 +1,31 @@
-import {
-  BoundedQueue,
-  ClosedError,
-  DEFAULT_BACKOFF,
-  DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
-  EndpointCore,
-  FrameTooLargeError,
-  InvalidOperationError,
-  decode,
-  type EndpointStats,
-  type PublishClient,
-  type PublishClientOptions,
-  type TransportEvent,
-  type WireValue,
-} from '@brine/transport'
+import { BoundedQueue, FrameTooLargeError, decode, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
 import { Subscriber } from 'zeromq'
-import { BROADCAST_TOPIC, ClientLink, closeSocket, formatEndpoint, isIPv6, messageSize, receiveEach, retryInterrupted, topicForId, zmqReconnectOptions } from './socket-util.js'
+import { ZeroMQClient } from './client-endpoint.js'
+import { BROADCAST_TOPIC, messageSize, retryInterrupted, topicForId, type ReconnectOptions } from './socket-util.js'
 
 /**
  * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
  * `broadcast` and to the SHA-1 of its id. Decoded loads wait in a bounded queue (the newest are
- * dropped when the consumer falls behind) for the single `for await` consumer.
+ * dropped when the consumer falls behind) for the single `for await` consumer. The receive loop
+ * keeps a receive pending at all times: libzmq re-sends the subscriptions after a reconnect, but a
+ * Subscriber with no receive outstanding was seen to miss loads from a restarted publisher.
  */
-export class ZeroMQPublishClient implements PublishClient {
-  readonly address: string
-  private readonly core: EndpointCore
-  private readonly maxFrameBytes: number
-  private readonly hwm: number
-  private readonly options: PublishClientOptions
+export class ZeroMQPublishClient extends ZeroMQClient<Subscriber> implements PublishClient {
   private readonly queue: BoundedQueue<WireValue>
   private readonly ids = new Set<string>()
-  private readonly link: ClientLink
-  private socket: Subscriber | undefined
-  private loop: Promise<void> | undefined
-  private closing: Promise<void> | undefined
 
   constructor(options: PublishClientOptions) {
-    this.options = options
-    this.address = formatEndpoint(options.host, options.port)
-    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
-    this.hwm = options.hwm ?? DEFAULT_HWM
-    this.core = new EndpointCore('zeromq', 'publish-client', this.address, options.logger?.child('zeromq:publish-client'))
+    super('publish client', options)
     this.queue = new BoundedQueue(this.hwm, 'drop-newest')
-    this.link = new ClientLink(this.core, this.address)
     if (options.id !== undefined) this.ids.add(options.id)
   }
 
-  get closed(): Promise<void> {
-    return this.core.closed
+  protected createSocket(reconnect: ReconnectOptions): Subscriber {
+    return new Subscriber({ linger: 0, receiveHighWaterMark: this.hwm, ...reconnect })
   }
 
-  /** Resolves at once; connecting and reconnecting go on in the background. */
-  async start(): Promise<void> {
-    if (this.core.isClosed) throw new ClosedError('publish client', this.address)
-    if (this.socket !== undefined) throw new InvalidOperationError(`publish client ${this.address} is already started`)
-    const backoff = { ...DEFAULT_BACKOFF, ...this.options.reconnect }
-    const socket = new Subscriber({
-      linger: 0,
-      receiveHighWaterMark: this.hwm,
-      ...zmqReconnectOptions(backoff),
-    })
-    if (isIPv6(this.options.host)) socket.ipv6 = true
-    this.socket = socket
-    this.link.attach(socket)
+  protected prepare(socket: Subscriber): void {
     retryInterrupted(() => socket.subscribe(BROADCAST_TOPIC, ...[...this.ids].map(topicForId)))
-    retryInterrupted(() => socket.connect(this.address))
-    this.loop = this.receiveLoop(socket)
   }
 
   subscribe(id: string): void {
@@ -75,15 +35,7 @@ export class ZeroMQPublishClient implements PublishClient {
     if (socket !== undefined && !socket.closed) retryInterrupted(() => socket.subscribe(topicForId(id)))
   }
 
-  /**
-   * Keeps a receive pending at all times: libzmq re-sends the subscriptions after a reconnect, but
-   * a Subscriber with no receive outstanding was seen to miss loads from a restarted publisher.
-   */
-  private receiveLoop(socket: Subscriber): Promise<void> {
-    return receiveEach(socket, this.core, `publish client ${this.address}`, (frames) => this.accept(frames))
-  }
-
-  private accept(frames: Buffer[]): void {
+  protected accept(frames: Buffer[]): void {
     const [, body] = frames
     if (body === undefined || frames.length !== 2) {
       this.core.frameDropped(this.address, `expected [topic, payload], got ${frames.length} frames`, messageSize(frames))
@@ -109,31 +61,13 @@ export class ZeroMQPublishClient implements PublishClient {
     return this.queue[Symbol.asyncIterator]()
   }
 
-  close(): Promise<void> {
-    this.closing ??= this.shutdown()
-    return this.closing
-  }
-
-  private async shutdown(): Promise<void> {
-    this.core.markClosed()
+  protected abandon(): void {
     // Closing ends the stream now: loads still queued are discarded, the iterator reports done.
     this.queue.end()
     this.queue.drain()
-    this.link.connected = false
-    if (this.socket !== undefined) await closeSocket(this.socket, false)
-    await this.loop
-    this.core.finishClose()
   }
 
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close()
-  }
-
-  events(): AsyncIterable<TransportEvent> {
-    return this.core.events()
-  }
-
-  stats(): EndpointStats {
-    return { queued: this.queue.size, ...this.core.counters, inFlight: 0, peers: this.link.connected ? 1 : 0 }
+  protected liveStats(): LiveStats {
+    return { queued: this.queue.size, inFlight: 0, peers: this.link.connected ? 1 : 0 }
   }
 }

@@ -1,7 +1,6 @@
 import {
   InvalidOperationError,
   encode,
-  type EndpointStats,
   type PublishOptions,
   type PublishServer,
   type PublishServerOptions,
@@ -22,7 +21,7 @@ const UNSUBSCRIBE = 0
  */
 export class ZeroMQPublishServer extends ZeroMQServer<XPublisher> implements PublishServer {
   constructor(options: PublishServerOptions) {
-    super('publish server', 'publish-server', options)
+    super('publish server', options)
   }
 
   protected createSocket(): XPublisher {
@@ -32,7 +31,7 @@ export class ZeroMQPublishServer extends ZeroMQServer<XPublisher> implements Pub
   }
 
   protected receiveLoop(socket: XPublisher): Promise<void> {
-    return receiveEach(socket, this.core, `${this.what} ${this.address}`, (frames) => this.acceptSubscription(frames))
+    return receiveEach(socket, this.core, `${this.core.what} ${this.address}`, (frames) => this.acceptSubscription(frames))
   }
 
   /** A subscriber's (un)subscribe message: byte 1 or 0, then the topic. */
@@ -43,12 +42,12 @@ export class ZeroMQPublishServer extends ZeroMQServer<XPublisher> implements Pub
     if (frame[0] === SUBSCRIBE) {
       this.core.emit({ type: 'peer-subscribe', peer: this.address, topic })
     } else if (frame[0] === UNSUBSCRIBE) {
-      this.core.logger.debug(`${this.what} ${this.address}: unsubscribe ${topic}`)
+      this.core.logger.debug(`${this.core.what} ${this.address}: unsubscribe ${topic}`)
     }
   }
 
-  protected extraStats(): Pick<EndpointStats, 'inFlight'> {
-    return { inFlight: 0 }
+  protected serverStats(): { inFlight: number; waiting: number } {
+    return { inFlight: 0, waiting: 0 }
   }
 
   /**
@@ -56,9 +55,9 @@ export class ZeroMQPublishServer extends ZeroMQServer<XPublisher> implements Pub
    * `broadcast` without `topics`, else the SHA-1 of each id. Resolves once libzmq has them all.
    */
   async publish(payload: WireValue, options: PublishOptions = {}): Promise<void> {
-    if (this.core.isClosed) throw this.closedError()
+    if (this.core.isClosed) throw this.core.closedError()
     const queue = this.queue
-    if (queue === undefined) throw new InvalidOperationError(`${this.what} ${this.address}: call start() before publish()`)
+    if (queue === undefined) throw new InvalidOperationError(`${this.core.what} ${this.address}: call start() before publish()`)
     const body = encode(payload, this.maxFrameBytes, this.address)
     const topics = options.topics === undefined ? [BROADCAST_TOPIC] : [...new Set(options.topics)].map(topicForId)
     await Promise.all(topics.map((topic) => queue.send([topic, body])))

@@ -1,41 +1,32 @@
-import {
-  EnvelopeKind,
-  FrameTooLargeError,
-  InvalidOperationError,
-  decodeEnvelope,
-  encodeEnvelope,
-  serializeError,
-  type EndpointStats,
-  type RequestHandler,
-  type RequestServer,
-  type RequestServerOptions,
-  type WireValue,
-} from '@brine/transport'
+import { RequestServing, type RequestHandler, type RequestServer, type RequestServerOptions } from '@brine/transport'
 import { Router } from 'zeromq'
 import { ZeroMQServer } from './server-endpoint.js'
 import { messageSize, receiveEach } from './socket-util.js'
 
 /**
  * Master side of the request link: a Router bound to `ret_port`. Each message is
- * `[routing id, envelope]`; handler calls run concurrently and each reply is routed back by the
- * id it came from. Whatever a peer sends, the receive loop drops what it cannot use and carries on.
+ * `[routing id, envelope]`; the envelope goes to the shared RequestServing loop (envelope checks,
+ * bounded handler concurrency and backlog, error replies) and each reply is routed back by the id
+ * it came from. This class only moves frames; whatever a peer sends, the loop carries on.
  */
 export class ZeroMQRequestServer extends ZeroMQServer<Router> implements RequestServer {
-  private handler: RequestHandler | undefined
-  private inFlight = 0
+  readonly #serving: RequestServing<Buffer>
 
   constructor(options: RequestServerOptions) {
-    super('request server', 'request-server', options)
+    super('request server', options)
+    this.#serving = new RequestServing<Buffer>(
+      this.core,
+      { maxFrameBytes: this.maxFrameBytes, concurrency: options.concurrency, backlog: options.backlog },
+      (routingId, reply, peer) => this.#reply(routingId, reply, peer),
+    )
   }
 
   handle(handler: RequestHandler): void {
-    if (this.handler !== undefined) throw new InvalidOperationError(`${this.what} ${this.address}: handle() was already called`)
-    if (this.started) throw new InvalidOperationError(`${this.what} ${this.address}: handle() must be called before start()`)
-    this.handler = handler
+    this.#serving.handle(handler, this.started)
   }
 
   protected override beforeStart(): void {
-    if (this.handler === undefined) throw new InvalidOperationError(`${this.what} ${this.address}: call handle() before start()`)
+    this.#serving.checkReady()
   }
 
   protected createSocket(): Router {
@@ -43,70 +34,33 @@ export class ZeroMQRequestServer extends ZeroMQServer<Router> implements Request
     return new Router({ linger: 0, mandatory: false, sendHighWaterMark: this.hwm })
   }
 
-  protected extraStats(): Pick<EndpointStats, 'inFlight'> {
-    return { inFlight: this.inFlight }
+  protected serverStats(): { inFlight: number; waiting: number } {
+    return { inFlight: this.#serving.running, waiting: this.#serving.waiting }
   }
 
   protected receiveLoop(socket: Router): Promise<void> {
-    return receiveEach(socket, this.core, `${this.what} ${this.address}`, (frames) => this.accept(frames))
+    return receiveEach(socket, this.core, `${this.core.what} ${this.address}`, (frames) => this.#accept(frames))
   }
 
-  /** Checks one incoming message and starts its handler; anything unusable is a frame drop. */
-  private accept(frames: Buffer[]): void {
+  /** One incoming message: exactly `[routing id, envelope]`, else a frame drop. */
+  #accept(frames: Buffer[]): void {
     const [routingId, body] = frames
     const peer = routingId === undefined ? 'unknown' : routingId.toString('hex')
     if (routingId === undefined || body === undefined || frames.length !== 2) {
       this.core.frameDropped(peer, `expected one frame per request, got ${Math.max(0, frames.length - 1)}`, messageSize(frames.slice(1)))
       return
     }
-    if (body.length > this.maxFrameBytes) {
-      this.core.frameDropped(peer, new FrameTooLargeError(body.length, this.maxFrameBytes, peer).message, body.length)
-      return
-    }
-    let envelope
-    try {
-      envelope = decodeEnvelope(body, peer)
-    } catch (error) {
-      this.core.frameDropped(peer, (error as Error).message, body.length)
-      return
-    }
-    if (envelope.kind !== EnvelopeKind.Request) {
-      this.core.frameDropped(peer, `malformed frame from ${peer}: not a request envelope (kind ${envelope.kind})`, body.length)
-      return
-    }
-    void this.dispatch(routingId, peer, envelope.id, envelope.body)
+    this.#serving.receive(body, routingId, peer)
   }
 
-  private async dispatch(routingId: Buffer, peer: string, id: number, request: WireValue): Promise<void> {
-    const handler = this.handler!
-    this.inFlight++
-    let reply: Buffer
-    try {
-      const result = await handler(request, { peer, transport: 'zeromq' })
-      reply = encodeEnvelope({ kind: EnvelopeKind.Reply, id, body: result }, this.maxFrameBytes, peer)
-    } catch (error) {
-      // The handler threw, or its reply cannot travel (too large, not encodable): the caller gets an error reply.
-      this.core.emit({ type: 'handler-error', peer, error: error instanceof Error ? error.message : String(error) })
-      this.core.logger.debug(`${this.what} ${this.address}: handler error for ${peer}`, error)
-      reply = this.errorReply(id, error, peer)
-    } finally {
-      this.inFlight--
-    }
-    if (this.core.isClosed) return
-    try {
-      await this.queue!.send([routingId, reply])
-    } catch (error) {
-      if (!this.core.isClosed) this.core.logger.warning(`${this.what} ${this.address}: reply to ${peer} not sent`, error)
-    }
+  #reply(routingId: Buffer, reply: Buffer, peer: string): void {
+    this.queue!.send([routingId, reply]).catch((error: unknown) => {
+      if (!this.core.isClosed) this.core.logger.warning(`${this.core.what} ${this.address}: reply to ${peer} not sent`, error)
+    })
   }
 
-  private errorReply(id: number, error: unknown, peer: string): Buffer {
-    try {
-      return encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id, body: serializeError(error) }, this.maxFrameBytes, peer)
-    } catch {
-      // The error itself would not encode (odd context values, a huge message): send its bare name.
-      const name = error instanceof Error ? error.name : 'Error'
-      return encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id, body: { name, message: 'handler failed; its error could not be encoded' } })
-    }
+  protected override async release(): Promise<void> {
+    this.#serving.close()
+    await super.release()
   }
 }

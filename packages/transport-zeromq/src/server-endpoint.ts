@@ -1,13 +1,4 @@
-import {
-  ClosedError,
-  DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
-  EndpointCore,
-  InvalidOperationError,
-  type EndpointOptions,
-  type EndpointStats,
-  type TransportEvent,
-} from '@brine/transport'
+import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, type EndpointOptions, type LiveStats } from '@brine/transport'
 import type { Router, XPublisher } from 'zeromq'
 import { mapNativeError } from './map-native-error.js'
 import { SendQueue } from './send-queue.js'
@@ -17,10 +8,10 @@ type ServerSocket = XPublisher | Router
 
 /**
  * What both ZeroMQ servers share: bind (port 0 → an ephemeral port, read back from
- * lastEndpoint), peer tracking, a send queue, one receive loop, and a close that releases the port.
+ * lastEndpoint), peer tracking, a send queue, one receive loop, and a close that releases the
+ * port. The lifecycle itself (start once, idempotent close, events, stats) is the runtime's EndpointBase.
  */
-export abstract class ZeroMQServer<S extends ServerSocket> implements AsyncDisposable {
-  protected readonly core: EndpointCore
+export abstract class ZeroMQServer<S extends ServerSocket> extends EndpointBase {
   protected readonly host: string
   protected readonly port: number
   protected readonly maxFrameBytes: number
@@ -28,64 +19,36 @@ export abstract class ZeroMQServer<S extends ServerSocket> implements AsyncDispo
   protected readonly peers: ServerPeers
   protected socket: S | undefined
   protected queue: SendQueue | undefined
-  private boundAddress: string
-  private starting: Promise<void> | undefined
-  private closing: Promise<void> | undefined
   private loop: Promise<void> | undefined
 
-  protected constructor(
-    protected readonly what: string,
-    role: string,
-    options: EndpointOptions,
-  ) {
+  protected constructor(role: string, options: EndpointOptions) {
+    super('zeromq', role, formatEndpoint(options.host, options.port), options.logger)
     this.host = options.host
     this.port = options.port
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.hwm = options.hwm ?? DEFAULT_HWM
-    this.boundAddress = formatEndpoint(this.host, this.port)
-    this.core = new EndpointCore('zeromq', role, this.boundAddress, options.logger?.child(`zeromq:${role}`))
     this.peers = new ServerPeers(this.core)
   }
 
-  /** `tcp://host:port`; after start() with port 0, the port actually bound. */
-  get address(): string {
-    return this.boundAddress
-  }
-
-  get closed(): Promise<void> {
-    return this.core.closed
-  }
-
-  /** The socket, configured (linger 0, hwm, ipv6 for bracketed hosts) but not bound. */
+  /** The socket, configured (linger 0, hwm) but not bound. */
   protected abstract createSocket(): S
 
   /** Reads the socket until it closes; must never throw because of a peer's input. */
   protected abstract receiveLoop(socket: S): Promise<void>
 
-  protected abstract extraStats(): Pick<EndpointStats, 'inFlight'>
-
-  protected closedError(): ClosedError {
-    return new ClosedError(this.what, this.boundAddress)
-  }
+  /** Requests being handled (the request server) and waiting beyond the send queue. */
+  protected abstract serverStats(): Pick<LiveStats, 'inFlight'> & { waiting: number }
 
   protected mapError(error: unknown): Error {
-    return mapNativeError(error, { what: this.what, address: this.boundAddress, closing: this.core.isClosed })
+    return mapNativeError(error, { what: this.core.what, address: this.address, closing: this.core.isClosed })
   }
 
-  start(): Promise<void> {
-    if (this.core.isClosed) return Promise.reject(this.closedError())
-    if (this.starting !== undefined) return Promise.reject(new InvalidOperationError(`${this.what} ${this.address} is already started`))
-    try {
-      this.beforeStart()
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    this.starting = this.bind()
-    return this.starting
-  }
+  /** A hook for checks that must pass before binding (the request server's handler); throws synchronously. */
+  protected beforeStart(): void {}
 
-  protected get started(): boolean {
-    return this.starting !== undefined
+  protected open(): Promise<void> {
+    this.beforeStart()
+    return this.bind()
   }
 
   private async bind(): Promise<void> {
@@ -98,49 +61,26 @@ export abstract class ZeroMQServer<S extends ServerSocket> implements AsyncDispo
       await socket.bind(endpoint)
     } catch (error) {
       await closeSocket(socket, true)
-      throw mapNativeError(error, { what: this.what, address: this.boundAddress, hostPort: `${this.host}:${this.port}`, closing: this.core.isClosed })
+      throw mapNativeError(error, { what: this.core.what, address: this.address, hostPort: `${this.host}:${this.port}`, closing: this.core.isClosed })
     }
-    this.boundAddress = socket.lastEndpoint ?? this.boundAddress
-    this.queue = new SendQueue(socket, (error) => this.mapError(error), () => this.closedError())
-    this.core.emit({ type: 'listening', address: this.boundAddress })
-    this.core.logger.debug(`${this.what} listening on ${this.boundAddress}`)
+    this.core.address = socket.lastEndpoint ?? this.address
+    this.queue = new SendQueue(socket, (error) => this.mapError(error), () => this.core.closedError())
+    this.core.emit({ type: 'listening', address: this.address })
+    this.core.logger.debug(`${this.core.what} listening on ${this.address}`)
     this.loop = this.receiveLoop(socket).catch((error: unknown) => {
-      this.core.logger.error(`${this.what} ${this.boundAddress}: receive loop stopped`, error)
+      this.core.logger.error(`${this.core.what} ${this.address}: receive loop stopped`, error)
     })
   }
 
-  /** A hook for checks that must pass before binding (the request server's handler). */
-  protected beforeStart(): void {}
-
-  close(): Promise<void> {
-    this.closing ??= this.shutdown()
-    return this.closing
-  }
-
-  private async shutdown(): Promise<void> {
-    this.core.markClosed()
-    await this.starting?.catch(() => {})
+  protected async release(): Promise<void> {
     this.queue?.close()
     if (this.socket !== undefined) await closeSocket(this.socket, true)
     await this.loop
     this.peers.count = 0
-    this.core.finishClose()
   }
 
-  [Symbol.asyncDispose](): Promise<void> {
-    return this.close()
-  }
-
-  events(): AsyncIterable<TransportEvent> {
-    return this.core.events()
-  }
-
-  stats(): EndpointStats {
-    return {
-      queued: this.queue?.size ?? 0,
-      ...this.core.counters,
-      peers: this.peers.count,
-      ...this.extraStats(),
-    }
+  protected liveStats(): LiveStats {
+    const { inFlight, waiting } = this.serverStats()
+    return { queued: (this.queue?.size ?? 0) + waiting, inFlight, peers: this.peers.count }
   }
 }

@@ -28,7 +28,12 @@ export function isIPv6(host: string): boolean {
  * first attempt in [initial × (1 − jitter), initial × (2 − 2 × jitter)), with the default jitter of
  * 0.5 the same window as the TCP transport's first attempt, [initial / 2, initial).
  */
-export function zmqReconnectOptions(backoff: Required<BackoffOptions>): { reconnectInterval: number; reconnectMaxInterval: number } {
+export interface ReconnectOptions {
+  reconnectInterval: number
+  reconnectMaxInterval: number
+}
+
+export function zmqReconnectOptions(backoff: Required<BackoffOptions>): ReconnectOptions {
   const interval = Math.max(1, Math.round(backoff.initial * (1 - Math.min(1, Math.max(0, backoff.jitter)))))
   return { reconnectInterval: interval, reconnectMaxInterval: Math.max(interval, backoff.max) }
 }

@@ -1,4 +1,5 @@
 import { describeTransportCompliance } from '@brine/transport-compliance'
-import { sendRawFrames, zeromqTransport } from '../src/index.js'
+import { zeromqTransport } from '../src/index.js'
+import { sendRawFrames } from './raw.js'
 
 describeTransportCompliance({ name: 'zeromq', create: () => zeromqTransport(), injectRaw: sendRawFrames })

@@ -1,21 +1,27 @@
 /**
  * @packageDocumentation
- * `@brine/transport` is the contract every Brine transport implements and every daemon codes
- * against: the four roles (PublishServer, PublishClient, RequestServer, RequestClient), their
- * events and stats, the typed errors, the transport registry and Salt's `iterTransportOpts`, plus
- * the one msgpack codec, frame reader, bounded queue and backoff that both transports share.
- * It does no I/O of its own. The API takes milliseconds; config keys stay in Salt's seconds.
+ * `@brine/transport` is the contract every Brine transport implements and every daemon codes against, and
+ * the runtime both transports are built from. The contract (`src/contract/`): the four roles
+ * (PublishServer, PublishClient, RequestServer, RequestClient), their events and stats, the typed errors,
+ * the Logger interface, the transport registry and Salt's `iterTransportOpts`. The runtime (`src/runtime/`):
+ * the msgpack codec and request/reply envelopes, the frame reader and framed connection, the bounded queue,
+ * backoff, the endpoint lifecycle, the client's request table and the server's serving loop (written once, so
+ * a transport only moves frames), the logger and a bounded LRU map. The contract imports nothing from the
+ * runtime. The API takes milliseconds; config keys stay in Salt's seconds.
  */
-export * from './types.js'
-export * from './errors.js'
-export * from './codec.js'
-export * from './frame-reader.js'
-export * from './bounded-queue.js'
-export * from './backoff.js'
-export * from './logger.js'
-export * from './endpoint-core.js'
-export * from './registry.js'
-export * from './iter-transport-opts.js'
-export * from './framed-connection.js'
-export * from './free-port.js'
-export * from './lru-map.js'
+export * from './contract/types.js'
+export * from './contract/errors.js'
+export * from './contract/logger.js'
+export * from './contract/registry.js'
+export * from './contract/iter-transport-opts.js'
+export * from './runtime/codec.js'
+export * from './runtime/frame-reader.js'
+export * from './runtime/framed-connection.js'
+export * from './runtime/bounded-queue.js'
+export * from './runtime/backoff.js'
+export * from './runtime/logger.js'
+export * from './runtime/endpoint-core.js'
+export * from './runtime/endpoint-base.js'
+export * from './runtime/request-table.js'
+export * from './runtime/request-serving.js'
+export * from './runtime/lru-map.js'

@@ -16,7 +16,7 @@ import {
   type BenchTransport,
   type CaseResult,
 } from '../bench.js'
-import { killAllFleetProcesses, type Fleet } from '../fleet.js'
+import { killAllProcesses, type Fleet } from '@brine/testkit'
 import { markdownReport, svgChart } from '../report.js'
 
 const USAGE = `usage: brine-bench [options]
@@ -117,7 +117,7 @@ const onSignal = (signal: NodeJS.Signals): void => {
   bar?.stop()
   process.stderr.write(`\nbrine-bench: ${signal}: stopping every process it started\n`)
   for (const fleet of liveFleets) for (const pid of fleet.spawnedPids) startedPids.add(pid)
-  killAllFleetProcesses()
+  killAllProcesses()
   void waitGone([...startedPids], 5000).then((alive) => {
     for (const fleet of liveFleets) rmSync(fleet.root, { recursive: true, force: true })
     if (alive.length > 0) process.stderr.write(`brine-bench: still alive: ${alive.join(', ')}\n`)

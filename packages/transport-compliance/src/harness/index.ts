@@ -1,4 +1,3 @@
-import { createServer } from 'node:net'
 import type {
   Endpoint,
   PublishClient,
@@ -13,8 +12,8 @@ import type {
   Transport,
   WireValue,
 } from '@brine/transport'
+import { canBind, deadline, portOf } from '@brine/testkit'
 import type { ComplianceSetup } from '../setup.js'
-import { deadline } from './deadline.js'
 import { Recorder } from './recorder.js'
 
 export const HOST = '127.0.0.1'
@@ -52,21 +51,6 @@ export interface Harness {
   waitForSubscribers(server: Tracked<PublishServer>, count: number, from?: number): Promise<void>
   /** Closes everything this test created, newest first, and checks each server port is free again. */
   cleanup(): Promise<void>
-}
-
-export function portOf(endpoint: Endpoint): number {
-  const match = /:(\d+)$/.exec(endpoint.address)
-  if (match === null) throw new Error(`cannot read a port from address '${endpoint.address}'`)
-  return Number(match[1])
-}
-
-/** Resolves when `port` can be bound on HOST (and releases it again). */
-export function canBind(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createServer()
-    probe.once('error', () => resolve(false))
-    probe.listen({ port, host: HOST, exclusive: true }, () => probe.close(() => resolve(true)))
-  })
 }
 
 export function createHarness(setup: ComplianceSetup): Harness {

@@ -1,5 +1,5 @@
 import type { Endpoint, TransportEvent } from '@brine/transport'
-import { deadline } from './deadline.js'
+import { deadline } from '@brine/testkit'
 
 type Check = () => boolean
 
@@ -10,10 +10,12 @@ type Check = () => boolean
  */
 export class Recorder {
   readonly events: TransportEvent[] = []
+  /** Resolves once the endpoint's event stream has ended (after close()). */
+  readonly ended: Promise<void>
   private readonly waiters = new Set<{ check: Check; resolve: () => void }>()
 
   constructor(endpoint: Endpoint) {
-    void (async () => {
+    this.ended = (async () => {
       for await (const event of endpoint.events()) {
         this.events.push(event)
         this.poke()

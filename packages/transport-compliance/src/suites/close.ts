@@ -1,7 +1,7 @@
 import { describe, expect } from 'vitest'
-import { AddressInUseError, ClosedError, type WireValue } from '@brine/transport'
-import { deadline, deferred } from '../harness/deadline.js'
-import { canBind, HOST, WAIT_MS, type Harness } from '../harness/index.js'
+import { AddressInUseError, ClosedError, InvalidOperationError, type WireValue } from '@brine/transport'
+import { canBind, deadline, deferred } from '@brine/testkit'
+import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
 export function closeTests(harness: Harness): void {
@@ -11,11 +11,15 @@ export function closeTests(harness: Harness): void {
       const client = await harness.requestClient(server.port)
       const publisher = await harness.publishServer()
       const subscriber = await harness.subscriber(publisher.port, 'x')
-      for (const endpoint of [client.endpoint, subscriber.endpoint, server.endpoint, publisher.endpoint]) {
+      for (const { endpoint, recorder } of [client, subscriber, server, publisher]) {
         await Promise.all([endpoint.close(), endpoint.close()])
         await endpoint.close()
         await deadline(endpoint.closed, WAIT_MS, `${endpoint.address} closed promise`)
+        // Its event stream ends, and it cannot start again.
+        await deadline(recorder.ended, WAIT_MS, `${endpoint.address} event stream to end`)
+        await expect(endpoint.start()).rejects.toBeInstanceOf(ClosedError)
       }
+      await expect(publisher.endpoint.publish('late')).rejects.toBeInstanceOf(ClosedError)
     })
 
     test('close: pending and later sends reject with ClosedError', async () => {
@@ -66,7 +70,44 @@ export function closeTests(harness: Harness): void {
       const error = await second.start().catch((e: unknown) => e)
       await second.close()
       expect(error).toBeInstanceOf(AddressInUseError)
+      expect((error as AddressInUseError).address).toBe(`${HOST}:${first.port}`)
       expect((error as Error).message).toContain(`${HOST}:${first.port}`)
+    })
+
+    test('close: endpoints never started close, and cannot start after', async () => {
+      const transport = await harness.transport()
+      const endpoints = [
+        transport.createPublishServer({ host: HOST, port: 0 }),
+        transport.createPublishClient({ host: HOST, port: 1 }),
+        transport.createRequestServer({ host: HOST, port: 0 }),
+        transport.createRequestClient({ host: HOST, port: 1 }),
+      ]
+      for (const endpoint of endpoints) {
+        await endpoint[Symbol.asyncDispose]()
+        await deadline(endpoint.closed, WAIT_MS, `never-started ${endpoint.address} to close`)
+        await expect(endpoint.start()).rejects.toBeInstanceOf(ClosedError)
+      }
+    })
+  })
+
+  describe('lifecycle', () => {
+    test('lifecycle: handle() once and before start(), start() once, send() only after start()', async () => {
+      const transport = await harness.transport()
+      const server = transport.createRequestServer({ host: HOST, port: 0 })
+      await expect(server.start()).rejects.toBeInstanceOf(InvalidOperationError)
+      server.handle(async () => 'ok')
+      expect(() => server.handle(async () => 'again')).toThrow(InvalidOperationError)
+      const started = await harness.adopt(server)
+      await expect(server.start()).rejects.toBeInstanceOf(InvalidOperationError)
+      const client = transport.createRequestClient({ host: HOST, port: started.port })
+      try {
+        await expect(client.send('too early')).rejects.toBeInstanceOf(InvalidOperationError)
+        await client.start()
+        await expect(client.start()).rejects.toBeInstanceOf(InvalidOperationError)
+        expect(await client.send('now', { timeout: WAIT_MS })).toBe('ok')
+      } finally {
+        await client.close()
+      }
     })
   })
 }

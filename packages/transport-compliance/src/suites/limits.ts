@@ -84,5 +84,31 @@ export function limitTests(harness: Harness): void {
       }, 'a marker published after the stall to arrive', WAIT_MS)
       expect(dropped()).toBeGreaterThan(0)
     })
+
+    test('limits: an over-limit publish is dropped by the subscriber, which keeps receiving', async () => {
+      const publisher = await harness.publishServer()
+      const subscriber = await harness.subscriber(publisher.port, 'small-only', { maxFrameBytes: 1024 })
+      await harness.waitForSubscribers(publisher, 1)
+      await publisher.endpoint.publish('y'.repeat(4000))
+      await publisher.endpoint.publish('small')
+      expect(await subscriber.waitForLoads(1, 'the small load after the over-limit one')).toEqual(['small'])
+      const drop = await subscriber.recorder.waitFor((e) => e.type === 'frame-drop', 'the subscriber to drop the over-limit publish')
+      expect(drop.type === 'frame-drop' && drop.reason).toMatch(/exceeds max_frame_bytes \(1024\)/)
+      expect(subscriber.endpoint.stats().framesDropped).toBe(1)
+    })
+
+    test('limits: a subscriber that stops reading keeps `hwm` loads and drops the newest, counted', async () => {
+      const publisher = await harness.publishServer()
+      const subscriber = await harness.subscriber(publisher.port, 'slow-reader', { hwm: 2, stalled: true })
+      await harness.waitForSubscribers(publisher, 1)
+      for (const n of [0, 1, 2]) await publisher.endpoint.publish(n)
+      // The third load meets the full queue: a message-drop event says so.
+      await subscriber.recorder.waitFor((e) => e.type === 'message-drop', 'the subscriber to drop the newest load')
+      expect(subscriber.endpoint.stats()).toMatchObject({ queued: 2, dropped: 1 })
+      subscriber.consume()
+      expect(await subscriber.waitForLoads(2, 'the two loads kept')).toEqual([0, 1])
+      await publisher.endpoint.publish('after')
+      expect(await subscriber.waitForLoads(3, 'a load published once the subscriber reads again')).toEqual([0, 1, 'after'])
+    })
   })
 }

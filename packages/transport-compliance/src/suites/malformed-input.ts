@@ -1,5 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import { describe, expect } from 'vitest'
+import { EnvelopeKind, encode, encodeEnvelope } from '@brine/transport'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
@@ -27,6 +28,33 @@ export function malformedInputTests(harness: Harness): void {
       const before = handled
       expect(await client.send({ fun: 'test.ping' }, { timeout: WAIT_MS })).toBe('valid')
       expect(handled).toBe(before + 1)
+    })
+
+    test('malformed input: each kind of bad envelope is dropped with one frame-drop giving a reason', async () => {
+      let handled = 0
+      const server = await harness.requestServer(async (request) => {
+        handled++
+        return request
+      })
+      const garbage = [
+        Uint8Array.from([0xc1]), // the never-used msgpack byte
+        Uint8Array.from([0x92, 0x01]), // an array cut short
+        new Uint8Array(0),
+        encode('not an envelope'),
+        encode({ not: 'an envelope' }),
+        encode([0, -1, 'a negative id']),
+        encode([7, 1, 'an unknown kind']),
+        encodeEnvelope({ kind: EnvelopeKind.Reply, id: 1, body: 'a reply sent to a server' }),
+        encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id: 2, body: { name: 'Error', message: 'an error reply sent to a server' } }),
+      ]
+      await harness.setup.injectRaw({ host: HOST, port: server.port }, garbage)
+      await server.recorder.until(() => server.endpoint.stats().framesDropped === garbage.length, `all ${garbage.length} bad envelopes to be dropped`)
+      const drops = server.recorder.events.filter((e) => e.type === 'frame-drop')
+      expect(drops).toHaveLength(garbage.length)
+      for (const drop of drops) expect(drop.type === 'frame-drop' && drop.reason.length).toBeGreaterThan(0)
+      const { endpoint: client } = await harness.requestClient(server.port)
+      expect(await client.send('still alive', { timeout: WAIT_MS })).toBe('still alive')
+      expect(handled).toBe(1)
     })
   })
 }

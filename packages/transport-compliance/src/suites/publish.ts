@@ -9,6 +9,7 @@ export function publishTests(harness: Harness): void {
       const ids = ['web1', 'web2', 'db1', 'db2', 'cache1']
       const subscribers = await Promise.all(ids.map((id) => harness.subscriber(server.port, id)))
       await harness.waitForSubscribers(server, ids.length)
+      await server.recorder.until(() => server.endpoint.stats().peers === ids.length, `the publish server to count ${ids.length} peers`)
       const load = { fun: 'test.ping', tgt: '*', jid: '20261122170903000001' }
       await server.endpoint.publish(load)
       for (const [i, subscriber] of subscribers.entries()) {
@@ -32,13 +33,17 @@ export function publishTests(harness: Harness): void {
     test('targeting: a targeted publish reaches only the named subscribers', async () => {
       const server = await harness.publishServer()
       const [a, b, c] = await Promise.all(['alpha', 'beta', 'gamma'].map((id) => harness.subscriber(server.port, id)))
+      const anonymous = await harness.subscriber(server.port, undefined)
       await harness.waitForSubscribers(server, 3)
-      await server.endpoint.publish({ kind: 'targeted' }, { topics: ['alpha', 'gamma'] })
+      await server.recorder.until(() => server.recorder.count((e) => e.type === 'peer-subscribe' && e.topic === 'broadcast') >= 4, 'four broadcast subscriptions')
+      // A topic naming nobody reaches nobody and troubles nobody.
+      await server.endpoint.publish({ kind: 'targeted' }, { topics: ['alpha', 'gamma', 'nobody'] })
       await server.endpoint.publish({ kind: 'broadcast' })
       expect(await a!.waitForLoads(2, 'alpha to get the targeted load and the broadcast')).toEqual([{ kind: 'targeted' }, { kind: 'broadcast' }])
       expect(await c!.waitForLoads(2, 'gamma to get the targeted load and the broadcast')).toEqual([{ kind: 'targeted' }, { kind: 'broadcast' }])
       // beta was not named: the first thing it sees is the broadcast that followed.
       expect(await b!.waitForLoads(1, 'beta to get the broadcast')).toEqual([{ kind: 'broadcast' }])
+      expect(await anonymous.waitForLoads(1, 'the subscriber without an id to get the broadcast')).toEqual([{ kind: 'broadcast' }])
       // And an id that is a prefix of another is not confused with it.
       const prefix = await harness.subscriber(server.port, 'alph')
       await harness.waitForSubscribers(server, 4)
@@ -51,6 +56,16 @@ export function publishTests(harness: Harness): void {
         { kind: 'only alpha' },
         { kind: 'after' },
       ])
+    })
+
+    test('targeting: subscribe(id) after start() brings the targeted publishes for that id', async () => {
+      const server = await harness.publishServer()
+      const late = await harness.subscriber(server.port, undefined)
+      late.endpoint.subscribe('late-id')
+      await harness.waitForSubscribers(server, 1)
+      await server.endpoint.publish('for late-id', { topics: ['late-id'] })
+      await server.endpoint.publish('for everyone')
+      expect(await late.waitForLoads(2, 'the targeted load and the broadcast')).toEqual(['for late-id', 'for everyone'])
     })
   })
 }

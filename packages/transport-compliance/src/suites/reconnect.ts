@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { deadline } from '../harness/deadline.js'
+import { deadline, freeLoopbackPort } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
@@ -7,8 +7,10 @@ export function reconnectTests(harness: Harness): void {
   describe('reconnect', () => {
     test('reconnect: clients reconnect after the server restarts on the same port', async () => {
       const fast = { reconnect: { initial: 50, max: 400 } }
-      const before = await harness.requestServer(async () => 'first server')
-      const publisherBefore = await harness.publishServer()
+      // Ports below the ephemeral range: a client reconnecting to a port-0 pick could be handed that very
+      // port as its own local port while the server is down, and connect to itself.
+      const before = await harness.requestServer(async () => 'first server', { port: await freeLoopbackPort() })
+      const publisherBefore = await harness.publishServer({ port: await freeLoopbackPort() })
       const client = await harness.requestClient(before.port, fast)
       const subscriber = await harness.subscriber(publisherBefore.port, 'minion-r', fast)
       expect(await client.endpoint.send('hello', { timeout: WAIT_MS })).toBe('first server')
@@ -35,6 +37,9 @@ export function reconnectTests(harness: Harness): void {
       expect(await client.endpoint.send('hello again', { timeout: WAIT_MS })).toBe('second server')
       await publisherAfter.publish('after restart')
       expect(await subscriber.waitForLoads(2, 'the load published after the restart')).toEqual(['before restart', 'after restart'])
+      // The subscriber's id came back with it: a publish targeted at it arrives too.
+      await publisherAfter.publish('targeted after restart', { topics: ['minion-r'] })
+      expect(await subscriber.waitForLoads(3, 'the targeted load published after the restart')).toEqual(['before restart', 'after restart', 'targeted after restart'])
       expect(client.endpoint.stats().reconnects).toBeGreaterThanOrEqual(1)
       expect(subscriber.endpoint.stats().reconnects).toBeGreaterThanOrEqual(1)
       expect(afterTracked.port).toBe(before.port)

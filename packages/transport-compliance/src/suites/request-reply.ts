@@ -1,7 +1,7 @@
 import { describe, expect } from 'vitest'
-import { RemoteError, TimeoutError, type RequestContext, type WireValue } from '@brine/transport'
-import { deadline, deferred } from '../harness/deadline.js'
-import { WAIT_MS, type Harness } from '../harness/index.js'
+import { RemoteError, TimeoutError, type RequestContext, type SendOptions, type WireValue } from '@brine/transport'
+import { deadline, deferred } from '@brine/testkit'
+import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
 export function requestReplyTests(harness: Harness): void {
@@ -28,10 +28,12 @@ export function requestReplyTests(harness: Harness): void {
       const replies = Array.from({ length: 200 }, (_, n) => client.send({ n }, { timeout: WAIT_MS }))
       await deadline(allHeld.promise, WAIT_MS, 'all 200 requests to reach the handler')
       expect(server.endpoint.stats().inFlight).toBe(200)
+      expect(client.stats().inFlight).toBe(200)
       // Answer newest first, so replies leave in the reverse of the order they were asked.
       for (const { value, release } of [...held].reverse()) release({ doubled: value * 2 })
       const answers = await deadline(Promise.all(replies), WAIT_MS, '200 replies')
       expect(answers).toEqual(Array.from({ length: 200 }, (_, n) => ({ doubled: n * 2 })))
+      expect(client.stats().inFlight).toBe(0)
     })
 
     test('request-reply: the handler sees the request context', async () => {
@@ -83,7 +85,8 @@ export function requestReplyTests(harness: Harness): void {
 
     test('timeouts: an aborted signal rejects the request', async () => {
       const reached = deferred()
-      const server = await harness.requestServer(async () => {
+      const server = await harness.requestServer(async (request) => {
+        if (request === 'quick') return 'answered'
         reached.resolve()
         return new Promise<WireValue>(() => {})
       })
@@ -94,6 +97,40 @@ export function requestReplyTests(harness: Harness): void {
       controller.abort(new Error('caller gave up'))
       await expect(pending).rejects.toThrow('caller gave up')
       expect(client.stats().inFlight).toBe(0)
+      // Another request on the same client is untouched, and a signal already aborted rejects at once.
+      expect(await client.send('quick', { timeout: WAIT_MS })).toBe('answered')
+      await expect(client.send('late', { signal: controller.signal })).rejects.toThrow('caller gave up')
+      expect(client.stats().inFlight).toBe(0)
+    })
+
+    test('timeouts: tries and timeout are checked alike, a RangeError naming the bad value, before anything is sent', async () => {
+      let calls = 0
+      const server = await harness.requestServer(async () => {
+        calls++
+        return 'ok'
+      })
+      const { endpoint: client } = await harness.requestClient(server.port)
+      const bad: Array<[SendOptions, string]> = [
+        [{ tries: 0 }, 'tries must be a positive integer, got 0'],
+        [{ tries: 2.5 }, 'tries must be a positive integer, got 2.5'],
+        [{ tries: -1 }, 'tries must be a positive integer, got -1'],
+        [{ timeout: 0 }, 'got 0'],
+        [{ timeout: -100 }, 'got -100'],
+        [{ timeout: Number.NaN }, 'got NaN'],
+        [{ timeout: 2 ** 31 }, `got ${2 ** 31}`],
+      ]
+      for (const [options, message] of bad) {
+        const error = await client.send('x', options).catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(RangeError)
+        expect((error as Error).message.endsWith(message)).toBe(true)
+      }
+      expect(client.stats().inFlight).toBe(0)
+      expect(await client.send('valid', { tries: 1, timeout: WAIT_MS })).toBe('ok')
+      expect(calls).toBe(1)
+      // The same checks guard a client's defaults.
+      const transport = await harness.transport()
+      expect(() => transport.createRequestClient({ host: HOST, port: server.port, tries: 0 })).toThrow(new RangeError('tries must be a positive integer, got 0'))
+      expect(() => transport.createRequestClient({ host: HOST, port: server.port, timeout: -1 })).toThrow(RangeError)
     })
   })
 
@@ -108,8 +145,10 @@ export function requestReplyTests(harness: Harness): void {
       expect(error).toBeInstanceOf(RemoteError)
       expect((error as RemoteError).remoteName).toBe('TypeError')
       expect((error as Error).message).toContain("'fun' must be a string")
-      await server.recorder.waitFor((e) => e.type === 'handler-error', 'a handler-error event')
+      const event = await server.recorder.waitFor((e) => e.type === 'handler-error', 'a handler-error event')
+      expect(event.type === 'handler-error' && event.error).toContain("'fun' must be a string")
       expect(await client.send({ fail: false }, { timeout: WAIT_MS })).toBe('fine')
+      expect(server.endpoint.stats().inFlight).toBe(0)
     })
   })
 }

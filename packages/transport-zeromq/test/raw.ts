@@ -1,5 +1,5 @@
 import { Dealer } from 'zeromq'
-import { formatEndpoint, isIPv6, retryInterrupted } from './socket-util.js'
+import { formatEndpoint, isIPv6, retryInterrupted } from '../src/socket-util.js'
 
 /** How long libzmq keeps delivering after close(), and how long one send may wait for the link. */
 const RAW_LINGER_MS = 2000

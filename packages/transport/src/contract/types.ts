@@ -1,4 +1,3 @@
-import type { BackoffOptions } from './backoff.js'
 import type { Logger } from './logger.js'
 
 /**
@@ -26,7 +25,7 @@ export type TransportEventType = TransportEvent['type']
 
 /** Counters a test or a daemon can read instead of timing anything. */
 export interface EndpointStats {
-  /** Messages waiting in send or receive queues right now. */
+  /** Messages waiting in send or receive queues right now (a server's requests waiting for a handler slot included). */
   queued: number
   /** Messages dropped at a high-water mark, in total. */
   dropped: number
@@ -34,7 +33,13 @@ export interface EndpointStats {
   framesDropped: number
   /** Successful reconnections after a lost connection, in total. */
   reconnects: number
-  /** Requests sent and not yet answered (clients) or being handled (servers). */
+  /**
+   * Requests refused at a limit, in total: by a client with `hwm` requests in flight
+   * (InFlightLimitError), by a server with `concurrency` handler calls running and `backlog` waiting
+   * (an error reply of ServerBusyError).
+   */
+  refused: number
+  /** Requests sent and not yet answered (clients) or in their handler (servers). */
   inFlight: number
   /** Peers connected right now (servers), or 1/0 for a client's link. */
   peers: number
@@ -61,6 +66,24 @@ export interface Endpoint extends AsyncDisposable {
   stats(): EndpointStats
 }
 
+/** Reconnect backoff in milliseconds: Salt's recon_default, recon_max and recon_randomize. */
+export interface BackoffOptions {
+  /** First delay (default 100 ms). */
+  initial?: number
+  /** Cap on any delay (default 5000 ms). */
+  max?: number
+  /** Growth per attempt (default 2). */
+  factor?: number
+  /** Fraction of each delay drawn at random, 0..1 (default 0.5), so a fleet does not reconnect in step. */
+  jitter?: number
+  /**
+   * Attempts made at the initial delay before it starts to grow (default 3). A restarted master is
+   * back within a few seconds: steady attempts find it within one interval of its return, while a
+   * peer that stays away still backs off to `max`.
+   */
+  steady?: number
+}
+
 /** Options every endpoint takes. Times in this API are milliseconds; config keys stay in seconds. */
 export interface EndpointOptions {
   /** Host to bind or connect to. */
@@ -80,7 +103,21 @@ export interface ClientOptions extends EndpointOptions {
 }
 
 export type PublishServerOptions = EndpointOptions
-export type RequestServerOptions = EndpointOptions
+
+export interface RequestServerOptions extends EndpointOptions {
+  /**
+   * Handler calls running at once (default 8192); a request beyond it waits for a slot. A cap of 1,024 made
+   * the bench's 200-job burst to 1,000 minions back up behind it; 8,192 costs that burst nothing.
+   */
+  concurrency?: number
+  /**
+   * Requests waiting for a handler slot, at most (default 262144: the bench's 200-job burst puts up to
+   * 200,000 returns at a TCP master at once, and with 65,536 some were refused). A request arriving when `concurrency`
+   * calls run and `backlog` wait gets a ServerBusyError reply at once and is counted in
+   * `stats().refused`, so a flood costs the server bounded memory. 0: refuse as soon as every slot is taken.
+   */
+  backlog?: number
+}
 
 export interface PublishClientOptions extends ClientOptions {
   /** Subscriber id (the minion id), same as calling subscribe(id) before start(). */
@@ -88,10 +125,12 @@ export interface PublishClientOptions extends ClientOptions {
 }
 
 export interface RequestClientOptions extends ClientOptions {
-  /** Default per-try timeout for send(), ms (default 60000, Salt's return_retry_timer scale). */
+  /** Default per-try timeout for send(), ms (default 60000); a positive number up to 2^31 − 1, else RangeError. */
   timeout?: number
-  /** Default attempts for send() (default 1). */
+  /** Default attempts for send() (default 1); a positive integer, else RangeError. */
   tries?: number
+  /** `hwm` is also the most requests in flight at once; one more is refused with InFlightLimitError. */
+  hwm?: number
 }
 
 export interface PublishOptions {
@@ -127,15 +166,20 @@ export interface RequestServer extends Endpoint {
 }
 
 export interface SendOptions {
-  /** Per-try timeout in ms. */
+  /** Per-try timeout in ms: a positive number up to 2^31 − 1 (setTimeout's limit), else RangeError. */
   timeout?: number
-  /** Attempts before TimeoutError; a late reply to any earlier attempt still counts. */
+  /** Attempts before TimeoutError, a positive integer, else RangeError; a late reply to any earlier attempt still counts. */
   tries?: number
   signal?: AbortSignal
 }
 
 /** Minion, client and syndic side: many requests in flight over one connection. */
 export interface RequestClient extends Endpoint {
+  /**
+   * Resolves with the reply. Rejects with TimeoutError after `tries` silent tries, RemoteError when
+   * the handler threw, InFlightLimitError at the hwm, FrameTooLargeError, ClosedError once closed,
+   * the signal's reason when aborted, InvalidOperationError before start().
+   */
   send(request: WireValue, options?: SendOptions): Promise<WireValue>
 }
 
@@ -152,3 +196,5 @@ export interface Transport {
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+export const DEFAULT_REQUEST_CONCURRENCY = 8192
+export const DEFAULT_REQUEST_BACKLOG = 262_144

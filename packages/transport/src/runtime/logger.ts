@@ -1,21 +1,4 @@
-/**
- * Salt's log levels, quietest first. `warning` is Salt's spelling; `warn` is accepted as an alias
- * where a level is parsed from config or the command line.
- */
-export const LOG_LEVELS = ['quiet', 'error', 'warning', 'info', 'debug', 'trace'] as const
-export type LogLevel = (typeof LOG_LEVELS)[number]
-
-export interface Logger {
-  readonly level: LogLevel
-  error(message: string, ...details: unknown[]): void
-  warning(message: string, ...details: unknown[]): void
-  info(message: string, ...details: unknown[]): void
-  debug(message: string, ...details: unknown[]): void
-  trace(message: string, ...details: unknown[]): void
-  /** A logger that prefixes its lines with `name`, sharing this one's level and sink. */
-  child(name: string): Logger
-  isEnabled(level: LogLevel): boolean
-}
+import { LOG_LEVELS, type LogLevel, type Logger } from '../contract/logger.js'
 
 export interface LoggerOptions {
   level?: LogLevel
@@ -24,19 +7,7 @@ export interface LoggerOptions {
   write?: (line: string) => void
 }
 
-/** Salt's other level names, folded onto ours. */
-const SALT_LEVEL_ALIASES: Record<string, LogLevel> = { warn: 'warning', critical: 'error', profile: 'debug', garbage: 'trace', all: 'trace' }
-
 const rank = (level: LogLevel): number => LOG_LEVELS.indexOf(level)
-
-/** Parses a level name from config or a flag; throws RangeError naming the choices. */
-export function parseLogLevel(value: string): LogLevel {
-  const normalized = value.toLowerCase()
-  if ((LOG_LEVELS as readonly string[]).includes(normalized)) return normalized as LogLevel
-  const saltAlias = SALT_LEVEL_ALIASES[normalized]
-  if (saltAlias !== undefined) return saltAlias
-  throw new RangeError(`unknown log level '${value}' (choose one of ${LOG_LEVELS.join(', ')})`)
-}
 
 function formatDetail(detail: unknown): string {
   if (detail instanceof Error) return detail.stack ?? `${detail.name}: ${detail.message}`

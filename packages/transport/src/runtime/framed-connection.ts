@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import { BoundedQueue } from './bounded-queue.js'
-import type { FrameTooLargeError } from './errors.js'
+import type { FrameTooLargeError } from '../contract/errors.js'
 import { FrameReader } from './frame-reader.js'
 
 export interface FramedConnectionHandlers {

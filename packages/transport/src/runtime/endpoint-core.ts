@@ -1,6 +1,9 @@
 import { BoundedQueue } from './bounded-queue.js'
-import { silentLogger, type Logger } from './logger.js'
-import type { EndpointStats, TransportEvent } from './types.js'
+import { decodeEnvelope, type Envelope } from './codec.js'
+import { ClosedError, FrameTooLargeError, MalformedFrameError } from '../contract/errors.js'
+import type { Logger } from '../contract/logger.js'
+import { silentLogger } from './logger.js'
+import type { EndpointStats, TransportEvent } from '../contract/types.js'
 
 /** Events buffered per endpoint before the oldest are dropped. */
 export const EVENT_BUFFER = 1024
@@ -13,7 +16,7 @@ const DROP_LOG_BURST = 10
  * the closed promise and rate-limited drop logging. Transports compose it rather than re-writing it.
  */
 export class EndpointCore {
-  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight'> = { dropped: 0, framesDropped: 0, reconnects: 0 }
+  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight'> = { dropped: 0, framesDropped: 0, reconnects: 0, refused: 0 }
   readonly closed: Promise<void>
   isClosed = false
   private readonly eventQueue = new BoundedQueue<TransportEvent>(EVENT_BUFFER, 'drop-oldest')
@@ -32,6 +35,15 @@ export class EndpointCore {
     })
   }
 
+  /** How messages name this endpoint's kind: `tcp request client`. */
+  get what(): string {
+    return `${this.transport} ${this.role}`
+  }
+
+  closedError(): ClosedError {
+    return new ClosedError(this.what, this.address)
+  }
+
   emit(event: TransportEvent): void {
     this.eventQueue.push(event)
   }
@@ -46,9 +58,26 @@ export class EndpointCore {
     this.emit({ type: 'frame-drop', peer, reason, size })
     this.dropsLogged++
     if (this.dropsLogged <= DROP_LOG_BURST) {
-      this.logger.warning(`${this.transport} ${this.role} ${this.address}: dropped frame from ${peer}: ${reason}`)
+      this.logger.warning(`${this.what} ${this.address}: dropped frame from ${peer}: ${reason}`)
     } else if (this.dropsLogged % 1000 === 0) {
-      this.logger.warning(`${this.transport} ${this.role} ${this.address}: ${this.counters.framesDropped} frames dropped so far`)
+      this.logger.warning(`${this.what} ${this.address}: ${this.counters.framesDropped} frames dropped so far`)
+    }
+  }
+
+  /**
+   * A request/reply envelope from one received frame; undefined, with a `frame-drop` counted and
+   * emitted, when the frame is over `maxFrameBytes` or not an envelope.
+   */
+  envelopeOf(body: Buffer, peer: string, maxFrameBytes: number): Envelope | undefined {
+    if (body.length > maxFrameBytes) {
+      this.frameDropped(peer, new FrameTooLargeError(body.length, maxFrameBytes, peer).message, body.length)
+      return undefined
+    }
+    try {
+      return decodeEnvelope(body, peer)
+    } catch (error) {
+      this.frameDropped(peer, error instanceof MalformedFrameError ? error.message : String(error), body.length)
+      return undefined
     }
   }
 
@@ -58,7 +87,15 @@ export class EndpointCore {
     // One event per drop would itself be unbounded work under a flood; the counter is exact.
     if (this.counters.dropped === 1 || this.counters.dropped % 1000 === 0) {
       this.emit({ type: 'message-drop', peer, reason })
-      this.logger.warning(`${this.transport} ${this.role} ${this.address}: ${reason} (${this.counters.dropped} dropped so far)`)
+      this.logger.warning(`${this.what} ${this.address}: ${reason} (${this.counters.dropped} dropped so far)`)
+    }
+  }
+
+  /** A request was refused at a limit: counted in `refused`, and logged on the first and every 1000th. */
+  requestRefused(reason: string): void {
+    this.counters.refused++
+    if (this.counters.refused === 1 || this.counters.refused % 1000 === 0) {
+      this.logger.warning(`${this.what} ${this.address}: ${reason} (${this.counters.refused} refused so far)`)
     }
   }
 

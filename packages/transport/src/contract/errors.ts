@@ -97,6 +97,41 @@ export class AddressInUseError extends TransportError {
   }
 }
 
+/** A request client already has `limit` requests in flight (its hwm); send() refuses the next one. */
+export class InFlightLimitError extends TransportError {
+  override name = 'InFlightLimitError'
+  readonly address: string
+  readonly limit: number
+
+  constructor(address: string, limit: number) {
+    super(`${limit} requests already in flight to ${address} (hwm ${limit}); request refused`, { address, limit })
+    this.address = address
+    this.limit = limit
+  }
+}
+
+/**
+ * A request server is running `limit` handler calls and `backlog` more requests are waiting for one:
+ * the request is refused with this error as its reply instead of being held in memory. The
+ * requester sees it as a {@link RemoteError} whose `remoteName` is `ServerBusyError`.
+ */
+export class ServerBusyError extends TransportError {
+  override name = 'ServerBusyError'
+  readonly address: string
+  readonly limit: number
+  readonly backlog: number
+
+  constructor(address: string, limit: number, backlog: number) {
+    super(
+      `request server ${address} is busy: ${limit} handler calls running (concurrency limit ${limit}) and ${backlog} waiting (backlog limit ${backlog}); request refused`,
+      { address, limit, backlog },
+    )
+    this.address = address
+    this.limit = limit
+    this.backlog = backlog
+  }
+}
+
 /** A request handler on the far side threw; carries its error's name and message. */
 export class RemoteError extends TransportError {
   override name = 'RemoteError'

@@ -1,6 +1,6 @@
 import { C1, Packr } from 'msgpackr'
-import { FrameTooLargeError, MalformedFrameError, type SerializedError } from './errors.js'
-import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from './types.js'
+import { FrameTooLargeError, MalformedFrameError, type SerializedError } from '../contract/errors.js'
+import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from '../contract/types.js'
 
 /**
  * Plain msgpack maps and arrays (no msgpackr records), so any msgpack implementation, Salt's

@@ -1,7 +1,4 @@
-/** Raised when a bounded wait in a test runs out; names what was awaited. */
-export class DeadlineError extends Error {
-  override name = 'DeadlineError'
-}
+import { DeadlineError } from './errors.js'
 
 /**
  * Waits for `promise` at most `ms`. The bound is a failure limit, not a timing assertion: it turns a hang into
@@ -10,7 +7,7 @@ export class DeadlineError extends Error {
 export function deadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DeadlineError(`gave up after ${ms} ms waiting for ${what}`)), ms)
+    timer = setTimeout(() => reject(new DeadlineError(what, ms)), ms)
   })
   return Promise.race([promise, expired]).finally(() => clearTimeout(timer))
 }

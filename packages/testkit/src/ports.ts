@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { TransportError } from './errors.js'
+import { NoFreePortError } from './errors.js'
 
 /** Ports this process handed out, so two picks in one process never collide. */
 const handedOut = new Set<number>()
@@ -20,19 +20,21 @@ function ephemeralRange(): [number, number] {
   return [32768, 60999]
 }
 
-function bindable(port: number): Promise<boolean> {
+/** Whether `port` can be bound on `host` right now (the probe releases it again at once). */
+export function canBind(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const server = createServer()
-    server.once('error', () => resolve(false))
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+    const probe = createServer()
+    probe.once('error', () => resolve(false))
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(true)))
   })
 }
 
 /**
  * A TCP port on 127.0.0.1 that was free a moment ago, for tests, benches and demos that must
- * name a port before their listener starts. It is picked below the kernel's ephemeral range: a
- * port-0 pick lies inside that range, where any outgoing connection (a minion's, a client's) may
- * take it before the listener binds or while a restarted daemon rebinds it.
+ * name a port before their listener starts, or bind it again after a restart. It is picked below
+ * the kernel's ephemeral range: a port-0 pick lies inside that range, where any outgoing
+ * connection (a minion's, a client's, even one to that very port) may take it before the listener
+ * binds or while a restarted server rebinds it.
  */
 export async function freeLoopbackPort(): Promise<number> {
   const [ephemeralLow] = ephemeralRange()
@@ -42,8 +44,16 @@ export async function freeLoopbackPort(): Promise<number> {
     const port = low + Math.floor(Math.random() * (high - low + 1))
     if (handedOut.has(port)) continue
     handedOut.add(port) // before the check, so a concurrent pick in this process cannot take it too
-    if (await bindable(port)) return port
+    if (await canBind(port)) return port
     handedOut.delete(port)
   }
-  throw new TransportError(`no free loopback port found in ${low}-${high} after ${PICK_ATTEMPTS} tries`, { low, high })
+  throw new NoFreePortError(low, high, PICK_ATTEMPTS)
+}
+
+/** The port of a `tcp://host:port` address, or of an endpoint's `address`. */
+export function portOf(endpoint: string | { readonly address: string }): number {
+  const address = typeof endpoint === 'string' ? endpoint : endpoint.address
+  const port = Number(/:(\d+)$/.exec(address)?.[1])
+  if (!Number.isInteger(port) || port <= 0) throw new RangeError(`cannot read a port from address '${address}'`)
+  return port
 }

@@ -1,4 +1,4 @@
-import { InvalidOperationError } from './errors.js'
+import { InvalidOperationError } from '../contract/errors.js'
 
 export type OverflowPolicy = 'drop-newest' | 'drop-oldest'
 

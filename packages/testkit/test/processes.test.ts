@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { describe, expect, it } from 'vitest'
-import { DaemonProcess } from '../src/fleet.js'
+import { afterAll, describe, expect, it } from 'vitest'
+import { DaemonProcess, ProcessWaitError, killAllProcesses, pidAlive, runProcess } from '../src/index.js'
+
+afterAll(() => killAllProcesses())
 
 const node = (script: string) => spawn(process.execPath, ['-e', script], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
 
@@ -17,7 +19,9 @@ describe('DaemonProcess', () => {
 
   it('fails at once, naming the pattern, when the process exits without printing it', async () => {
     const daemon = new DaemonProcess('quitter', node("process.stderr.write('config error\\n'); process.exit(1)"))
-    await expect(daemon.waitForOutput(/transport zeromq: publish/, 10_000)).rejects.toThrow(/quitter .* exited before printing .*config error/s)
+    const waiting = daemon.waitForOutput(/transport zeromq: publish/, 10_000)
+    await expect(waiting).rejects.toThrow(/quitter .* exited before printing .*config error/s)
+    await expect(waiting).rejects.toBeInstanceOf(ProcessWaitError)
   })
 
   it('kills children of the daemon too (the whole group)', async () => {
@@ -42,3 +46,22 @@ describe('DaemonProcess', () => {
   })
 })
 
+
+describe('runProcess', () => {
+  it('runs a command to completion with all of its output', async () => {
+    const result = await runProcess(process.execPath, ['-e', "process.stdout.write('x'.repeat(100000)); process.stderr.write('done'); process.exitCode = 3"], { ms: 10_000 })
+    expect(result).toEqual({ code: 3, signal: null, stdout: 'x'.repeat(100000), stderr: 'done' })
+  })
+
+  it('kills a command that outlives its bound, by group, and says what it printed', async () => {
+    const error = await runProcess(process.execPath, ['-e', "process.stdout.write('started ' + process.pid); setInterval(() => {}, 1000)"], { ms: 500, name: 'sleeper' }).catch(
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(ProcessWaitError)
+    expect((error as Error).message).toMatch(/^sleeper did not finish within 500 ms\nstdout:\nstarted (\d+)/)
+    const pid = Number(/started (\d+)/.exec((error as Error).message)![1])
+    // SIGKILL to the group lands at once; its exit follows by a moment, so wait for it, bounded.
+    for (let tries = 0; pidAlive(pid) && tries < 500; tries++) await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(pidAlive(pid)).toBe(false)
+  })
+})

@@ -1,6 +1,6 @@
 import { FRAME_HEADER_BYTES } from './codec.js'
-import { FrameTooLargeError } from './errors.js'
-import { DEFAULT_MAX_FRAME_BYTES } from './types.js'
+import { FrameTooLargeError } from '../contract/errors.js'
+import { DEFAULT_MAX_FRAME_BYTES } from '../contract/types.js'
 
 export interface FrameReaderHandlers {
   /** A whole frame body. The buffer may be a view into a chunk: copy it to keep it past the call. */

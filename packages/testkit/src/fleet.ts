@@ -1,0 +1,327 @@
+import { existsSync, readFileSync } from 'node:fs'
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { stringify } from 'yaml'
+import { HarnessSetupError, ProcessWaitError } from './errors.js'
+import { freeLoopbackPort } from './ports.js'
+import { DaemonProcess, runProcess, type RunResult } from './processes.js'
+
+export type TransportName = 'zeromq' | 'tcp'
+
+/** One event of the master's bus, as the fleet reads it. */
+export interface FleetEvent {
+  tag: string
+  data: Record<string, unknown>
+}
+
+/** A reader of the master's event bus; `MasterEvent` from `@brine/client` is one. */
+export interface FleetEventReader {
+  connect(): Promise<void>
+  iter(options: { match: string; matchType: 'regex'; hwm: number }): AsyncIterable<FleetEvent>
+  close(): Promise<void>
+}
+
+/**
+ * How a fleet hears its master, handed in by the caller so the kit depends on nothing above
+ * `@brine/transport`: `{ open: (options) => new MasterEvent(options), tags }` with `MasterEvent`
+ * from `@brine/client` and `tags` from `@brine/common`.
+ */
+export interface FleetBus {
+  /** Opens a reader of the bus under `sockDir` that reconnects by itself after a master restart. */
+  open(options: { sockDir: string; reconnect: { initial: number; max: number } }): FleetEventReader
+  /** The protocol's tags the fleet waits for: `salt/minion/<id>/start` and `salt/auth`. */
+  tags: { minionStart(id: string): string; readonly auth: string }
+}
+
+export interface FleetMinion {
+  id: string
+  transport: TransportName
+  grains?: Record<string, unknown>
+  /** Extra minion config keys. */
+  config?: Record<string, unknown>
+}
+
+export interface FleetOptions {
+  minions: FleetMinion[]
+  /** The master's event bus, as this fleet reads it. */
+  bus: FleetBus
+  /** Transports the master serves (default: every transport a minion uses, zeromq first). */
+  transports?: TransportName[]
+  /** auto_accept on the master (default true: a demo or bench fleet accepts its own minions). */
+  autoAccept?: boolean
+  /** Extra master config keys. */
+  masterConfig?: Record<string, unknown>
+  /** Log level passed to every daemon (default warning; the master always logs its start-up lines). */
+  logLevel?: string
+  /** Wait for every minion's `salt/minion/<id>/start` event (default: when autoAccept). */
+  waitForMinions?: boolean
+  /** Bound on every start-up wait, ms (default 30 s). */
+  readyTimeoutMs?: number
+  /** Node options for every daemon and swarm process, e.g. `['--cpu-prof', '--cpu-prof-dir', dir]`. */
+  nodeArgs?: string[]
+  /**
+   * Run the brine* commands installed in this directory (e.g. `<prefix>/bin` of an `npm install -g`), executed as
+   * a user runs them from the PATH, instead of this repository's built `packages/cli/dist/bin/*.js`.
+   */
+  binDir?: string
+  /** Mode of the fleet's temporary root (default 0700); 0755 lets a daemon that switches to another user reach its files. */
+  rootMode?: number
+}
+
+/** A process running many minions at once (the bench's brine-swarm). */
+export interface SwarmProcess {
+  process: DaemonProcess
+  ids: string[]
+  transport: TransportName
+}
+
+/**
+ * The directory of the package named `name` that holds the module at `moduleUrl` (its `import.meta.url`),
+ * found by walking up: a module runs from src/ (tests), dist/index.js and dist/bin/*.js alike.
+ */
+export function packageDir(name: string, moduleUrl: string): string {
+  const start = fileURLToPath(moduleUrl)
+  let dir = dirname(start)
+  for (;;) {
+    const manifest = join(dir, 'package.json')
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === name) return dir
+    const parent = dirname(dir)
+    if (parent === dir) throw new HarnessSetupError(`cannot find ${name}'s package.json above ${start}`, { file: start, package: name })
+    dir = parent
+  }
+}
+
+/** The built command-line entry points, beside this package in the repository (`npm run build` first). */
+const BIN_DIR = join(packageDir('@brine/testkit', import.meta.url), '../cli/dist/bin')
+export const binPath = (name: string): string => join(BIN_DIR, `${name}.js`)
+
+/** Stands in for an id while a tag is turned into a pattern. */
+const ID_SLOT = '\u0000id\u0000'
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** A regex source matching the start and auth tags, built from the protocol's own tag functions. */
+function startupTagPattern(tags: FleetBus['tags']): string {
+  const minionStart = escapeRegExp(tags.minionStart(ID_SLOT)).replace(escapeRegExp(ID_SLOT), '[^/]+')
+  return `^(?:${minionStart}|${escapeRegExp(tags.auth)})$`
+}
+
+/**
+ * A master and its minions as real processes on loopback, in a temporary root: what the README demo,
+ * the end-to-end tests and the bench run. Everything it starts, it stops by pid.
+ */
+export class Fleet {
+  readonly minions = new Map<string, DaemonProcess>()
+  readonly swarms: SwarmProcess[] = []
+  master!: DaemonProcess
+  /** Every pid this fleet spawned (daemons, swarms, restarted masters), for after-the-fact checks. */
+  readonly spawnedPids: number[] = []
+  readonly ports = new Map<TransportName, { publish: number; ret: number }>()
+  readonly transports: TransportName[]
+  /** Bound on every start-up wait, ms. */
+  readonly readyTimeoutMs: number
+  private events: FleetEventReader | undefined
+  private readonly startEvents: FleetEvent[] = []
+  private readonly startWatchers = new Set<() => void>()
+
+  private constructor(
+    readonly root: string,
+    private readonly options: FleetOptions,
+  ) {
+    const used = new Set(options.minions.map((minion) => minion.transport))
+    this.transports = options.transports ?? (['zeromq', 'tcp'] as const).filter((name) => used.has(name))
+    if (this.transports.length === 0) this.transports.push('zeromq')
+    this.readyTimeoutMs = options.readyTimeoutMs ?? 30_000
+  }
+
+  static async start(options: FleetOptions): Promise<Fleet> {
+    const fleet = new Fleet(await mkdtemp(join(tmpdir(), 'brine-')), options)
+    if (options.rootMode !== undefined) await chmod(fleet.root, options.rootMode)
+    try {
+      await fleet.startMaster()
+      await Promise.all(options.minions.map((minion) => fleet.startMinion(minion)))
+      if (options.waitForMinions ?? options.autoAccept ?? true) {
+        await Promise.all(options.minions.map((minion) => fleet.waitForMinionStart(minion.id)))
+      }
+      return fleet
+    } catch (error) {
+      await fleet.stop()
+      throw error
+    }
+  }
+
+  /** The log level every daemon of this fleet runs at. */
+  get logLevel(): string {
+    return this.options.logLevel ?? 'warning'
+  }
+
+  /** Master config directory (pass as `-c`). */
+  get masterConfigDir(): string {
+    return join(this.root, 'master')
+  }
+
+  minionConfigDir(id: string): string {
+    return join(this.root, 'minions', id)
+  }
+
+  /** Where the master's event bus lives (its sock_dir under the fleet's root_dir). */
+  get sockDir(): string {
+    return join(this.masterConfigDir, 'var/run/brine/master')
+  }
+
+  private async startMaster(): Promise<void> {
+    for (const transport of this.transports) this.ports.set(transport, { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
+    const [first, ...others] = this.transports
+    const portsOf = (name: TransportName) => this.ports.get(name)!
+    const config: Record<string, unknown> = {
+      root_dir: this.masterConfigDir,
+      interface: '127.0.0.1',
+      transport: first,
+      publish_port: portsOf(first!).publish,
+      ret_port: portsOf(first!).ret,
+      auto_accept: this.options.autoAccept ?? true,
+      worker_threads: 2,
+      ...this.options.masterConfig,
+    }
+    if (others.length > 0) {
+      config['transport_opts'] = Object.fromEntries(others.map((name) => [name, { publish_port: portsOf(name).publish, ret_port: portsOf(name).ret }]))
+    }
+    await mkdir(this.masterConfigDir, { recursive: true })
+    await writeFile(join(this.masterConfigDir, 'master'), stringify(config))
+    await this.launchMaster()
+  }
+
+  /** Starts (or restarts) the master process and waits for every transport's start-up line. */
+  async launchMaster(): Promise<DaemonProcess> {
+    this.master = this.spawnBin('brine-master', 'brine-master', ['-c', this.masterConfigDir, '-l', 'info'])
+    for (const transport of this.transports) {
+      await this.master.waitForOutput(new RegExp(`transport ${transport}: publish`), this.readyTimeoutMs)
+    }
+    await this.connectEvents()
+    return this.master
+  }
+
+  private async connectEvents(): Promise<void> {
+    if (this.events !== undefined) return
+    const { bus } = this.options
+    const events = bus.open({ sockDir: this.sockDir, reconnect: { initial: 50, max: 500 } })
+    this.events = events
+    await events.connect()
+    void (async () => {
+      for await (const event of events.iter({ match: startupTagPattern(bus.tags), matchType: 'regex', hwm: 1_000_000 })) {
+        this.startEvents.push(event)
+        for (const watcher of this.startWatchers) watcher()
+      }
+    })()
+  }
+
+  async startMinion(minion: FleetMinion): Promise<DaemonProcess> {
+    const dir = await this.writeMinionConfig(minion)
+    const process = this.spawnBin(`brine-minion ${minion.id}`, 'brine-minion', ['-c', dir, '-l', this.logLevel])
+    this.minions.set(minion.id, process)
+    return process
+  }
+
+  /** Writes one minion config directory (`<root>/minions/<id>/minion`) and returns it. */
+  async writeMinionConfig(minion: FleetMinion): Promise<string> {
+    const dir = this.minionConfigDir(minion.id)
+    const ports = this.ports.get(minion.transport)
+    if (ports === undefined) throw new HarnessSetupError(`the fleet's master does not serve ${minion.transport}`, { transport: minion.transport })
+    await mkdir(dir, { recursive: true })
+    const config = {
+      root_dir: dir,
+      id: minion.id,
+      master: '127.0.0.1',
+      master_port: ports.ret,
+      publish_port: ports.publish,
+      transport: minion.transport,
+      acceptance_wait_time: 0.2,
+      grains: minion.grains ?? {},
+      ...minion.config,
+    }
+    await writeFile(join(dir, 'minion'), stringify(config))
+    return dir
+  }
+
+  /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */
+  waitForMinionStart(id: string, from = 0): Promise<void> {
+    const tag = this.options.bus.tags.minionStart(id)
+    return this.waitForEvent((event) => event.tag === tag, `minion ${id} to fire ${tag}`, id, from)
+  }
+
+  /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
+  waitForAuth(id: string, act: string, from = 0): Promise<void> {
+    const tag = this.options.bus.tags.auth
+    return this.waitForEvent((event) => event.tag === tag && event.data['id'] === id && event.data['act'] === act, `a ${tag} '${act}' event for ${id}`, id, from)
+  }
+
+  private waitForEvent(predicate: (event: FleetEvent) => boolean, what: string, id: string, from: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const minion = this.minions.get(id) ?? this.swarms.find((swarm) => swarm.ids.includes(id))?.process
+      const context = { process: minion?.name ?? id, pid: minion?.pid ?? -1, limit: this.readyTimeoutMs }
+      const finish = (settle: () => void): void => {
+        clearTimeout(timer)
+        this.startWatchers.delete(check)
+        settle()
+      }
+      // Each check scans only the events it has not seen: a swarm waits on 1,000s of these at once.
+      let scanned = from
+      const check = (): void => {
+        for (; scanned < this.startEvents.length; scanned++) {
+          if (predicate(this.startEvents[scanned]!)) return finish(resolve)
+        }
+      }
+      const timer = setTimeout(
+        () => finish(() => reject(new ProcessWaitError(`gave up after ${this.readyTimeoutMs} ms waiting for ${what}:\n${minion?.stderr ?? ''}`, context))),
+        this.readyTimeoutMs,
+      )
+      void minion?.exited.then(() => finish(() => reject(new ProcessWaitError(`minion ${id} exited while waiting for ${what}:\n${minion.stderr}`, context))))
+      this.startWatchers.add(check)
+      check()
+    })
+  }
+
+  /** How many minion and auth events have been seen; pass as `from` to wait for a later one. */
+  get startEventCount(): number {
+    return this.startEvents.length
+  }
+
+  /** Starts a Node script as a daemon of this fleet (with its `nodeArgs`), its pid recorded in {@link spawnedPids}. */
+  spawnNode(name: string, script: string, args: readonly string[]): DaemonProcess {
+    const daemon = DaemonProcess.spawn(name, process.execPath, [...(this.options.nodeArgs ?? []), script, ...args])
+    if (daemon.pid > 0) this.spawnedPids.push(daemon.pid)
+    return daemon
+  }
+
+  /** Starts one of the brine* commands as a daemon of this fleet: the installed one with `binDir`, else the built file. */
+  spawnBin(name: string, bin: string, args: readonly string[]): DaemonProcess {
+    if (this.options.binDir === undefined) return this.spawnNode(name, binPath(bin), args)
+    const daemon = DaemonProcess.spawn(name, join(this.options.binDir, bin), args)
+    if (daemon.pid > 0) this.spawnedPids.push(daemon.pid)
+    return daemon
+  }
+
+  /**
+   * Runs one of the CLIs to completion, bounded by `ms`, with `-c` set to the master's config directory
+   * (or `configDir`, e.g. a minion's for brine-call).
+   */
+  run(bin: string, args: string[], options: { ms?: number; env?: NodeJS.ProcessEnv; configDir?: string } = {}): Promise<RunResult> {
+    const argv = ['-c', options.configDir ?? this.masterConfigDir, ...args]
+    const [command, commandArgs] = this.options.binDir === undefined ? [process.execPath, [binPath(bin), ...argv]] : [join(this.options.binDir, bin), argv]
+    return runProcess(command, commandArgs, {
+      ms: options.ms ?? 60_000,
+      env: options.env,
+      name: `${bin} ${args.join(' ')}`,
+    })
+  }
+
+  /** Stops every process (SIGTERM, then SIGKILL when bounded waits run out) and removes the root. */
+  async stop(options: { keepRoot?: boolean } = {}): Promise<void> {
+    await this.events?.close()
+    this.events = undefined
+    await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
+    if (this.master !== undefined) await this.master.stop()
+    if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
+  }
+}

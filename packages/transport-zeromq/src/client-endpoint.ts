@@ -1,0 +1,59 @@
+import { DEFAULT_BACKOFF, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, type ClientOptions } from '@brine/transport'
+import type { Dealer, Subscriber } from 'zeromq'
+import { ClientLink, closeSocket, formatEndpoint, isIPv6, receiveEach, retryInterrupted, zmqReconnectOptions, type ReconnectOptions } from './socket-util.js'
+
+type ClientSocket = Dealer | Subscriber
+
+/**
+ * What both ZeroMQ clients share: a socket connected in the background with libzmq's reconnect
+ * set from the backoff options, its monitor mapped onto Brine's events (ClientLink), one receive
+ * loop, and a close that stops the loop. The lifecycle itself (start once, idempotent close,
+ * events, stats) is the runtime's EndpointBase.
+ */
+export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase {
+  protected readonly maxFrameBytes: number
+  protected readonly hwm: number
+  protected readonly link: ClientLink
+  protected socket: S | undefined
+  readonly #options: ClientOptions
+  #loop: Promise<void> | undefined
+
+  protected constructor(role: string, options: ClientOptions) {
+    super('zeromq', role, formatEndpoint(options.host, options.port), options.logger)
+    this.#options = options
+    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    this.hwm = options.hwm ?? DEFAULT_HWM
+    this.link = new ClientLink(this.core, this.address)
+  }
+
+  /** The socket, configured (linger 0, hwm, the reconnect options) but not connected. */
+  protected abstract createSocket(reconnect: ReconnectOptions): S
+
+  /** Runs after the socket is made and before it connects: subscriptions, the send queue. */
+  protected abstract prepare(socket: S): void
+
+  /** One message from the server; must never throw because of what the server sent. */
+  protected abstract accept(frames: Buffer[]): void
+
+  /** Rejects or ends pending work before the socket closes. */
+  protected abstract abandon(): void
+
+  /** Resolves at once; connecting and reconnecting go on in the background. */
+  protected open(): Promise<void> {
+    const socket = this.createSocket(zmqReconnectOptions({ ...DEFAULT_BACKOFF, ...this.#options.reconnect }))
+    if (isIPv6(this.#options.host)) socket.ipv6 = true
+    this.socket = socket
+    this.link.attach(socket)
+    this.prepare(socket)
+    retryInterrupted(() => socket.connect(this.address))
+    this.#loop = receiveEach(socket, this.core, `${this.core.what} ${this.address}`, (frames) => this.accept(frames))
+    return Promise.resolve()
+  }
+
+  protected async release(): Promise<void> {
+    this.abandon()
+    this.link.connected = false
+    if (this.socket !== undefined) await closeSocket(this.socket, false)
+    await this.#loop
+  }
+}

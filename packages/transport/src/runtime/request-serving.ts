@@ -1,0 +1,148 @@
+import { InvalidOperationError, ServerBusyError, serializeError, type SerializedError } from '../contract/errors.js'
+import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler, type WireValue } from '../contract/types.js'
+import { BoundedQueue } from './bounded-queue.js'
+import { EnvelopeKind, encodeEnvelope } from './codec.js'
+import type { EndpointCore } from './endpoint-core.js'
+
+export interface RequestServingOptions {
+  maxFrameBytes: number
+  /** Handler calls running at once (default {@link DEFAULT_REQUEST_CONCURRENCY}). */
+  concurrency?: number
+  /** Requests waiting for a handler slot, at most (default {@link DEFAULT_REQUEST_BACKLOG}); 0 for none. */
+  backlog?: number
+}
+
+/**
+ * Sends one encoded reply envelope to the peer its request came from (TCP: the connection, framed;
+ * ZeroMQ: the routing id). Must not throw: a peer that has gone simply gets nothing.
+ */
+export type ReplySender<P> = (peer: P, reply: Buffer, peerName: string) => void
+
+interface Waiting<P> {
+  id: number
+  request: WireValue
+  peer: P
+  peerName: string
+}
+
+/**
+ * The server side of request/reply, written once for every transport: each request envelope
+ * `[0, id, body]` is checked, its handler called, and `[1, id, reply]` or `[2, id, {name, message,
+ * context}]` sent back through the transport's {@link ReplySender}. At most `concurrency` handler
+ * calls run at once; up to `backlog` more requests wait in arrival order; beyond that a request is
+ * answered at once with a ServerBusyError naming both limits and counted in `stats().refused`, so
+ * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
+ * frame is dropped with a `frame-drop` event and counted.
+ */
+export class RequestServing<P> {
+  readonly concurrency: number
+  readonly backlog: number
+  readonly #core: EndpointCore
+  readonly #send: ReplySender<P>
+  readonly #maxFrameBytes: number
+  readonly #waiting: BoundedQueue<Waiting<P>> | undefined
+  #handler: RequestHandler | undefined
+  #running = 0
+  /** The refusal reply's body, made on the first refusal (the address is final by then). */
+  #busy: SerializedError | undefined
+
+  constructor(core: EndpointCore, options: RequestServingOptions, send: ReplySender<P>) {
+    const concurrency = options.concurrency ?? DEFAULT_REQUEST_CONCURRENCY
+    const backlog = options.backlog ?? DEFAULT_REQUEST_BACKLOG
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
+    if (!Number.isInteger(backlog) || backlog < 0) throw new RangeError(`backlog must be a non-negative integer, got ${backlog}`)
+    this.#core = core
+    this.#send = send
+    this.#maxFrameBytes = options.maxFrameBytes
+    this.concurrency = concurrency
+    this.backlog = backlog
+    this.#waiting = backlog === 0 ? undefined : new BoundedQueue<Waiting<P>>(backlog)
+  }
+
+  /** Handler calls running now. */
+  get running(): number {
+    return this.#running
+  }
+
+  /** Requests waiting for a handler slot now. */
+  get waiting(): number {
+    return this.#waiting?.size ?? 0
+  }
+
+  /** Sets the handler: once, and before the endpoint starts (`started`). */
+  handle(handler: RequestHandler, started: boolean): void {
+    const core = this.#core
+    if (this.#handler !== undefined) throw new InvalidOperationError(`${core.what} ${core.address} already has a handler`)
+    if (started) throw new InvalidOperationError(`${core.what} ${core.address}: handle() must be called before start()`)
+    this.#handler = handler
+  }
+
+  /** Throws InvalidOperationError when no handler is set; the endpoint calls it before binding. */
+  checkReady(): void {
+    const core = this.#core
+    if (this.#handler === undefined) throw new InvalidOperationError(`${core.what} ${core.address}: call handle() before start()`)
+  }
+
+  /** One frame from `peer` (named `peerName` in events and the handler's context). */
+  receive(body: Buffer, peer: P, peerName: string): void {
+    const core = this.#core
+    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes)
+    if (envelope === undefined) return
+    if (envelope.kind !== EnvelopeKind.Request) {
+      core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
+      return
+    }
+    if (this.#running < this.concurrency) void this.#serve(envelope.id, envelope.body, peer, peerName)
+    else if (this.#waiting?.push({ id: envelope.id, request: envelope.body, peer, peerName }) !== true) this.#refuse(envelope.id, peer, peerName)
+  }
+
+  async #serve(id: number, request: WireValue, peer: P, peerName: string): Promise<void> {
+    const core = this.#core
+    this.#running++
+    let reply: Buffer
+    try {
+      const result = await this.#handler!(request, { peer: peerName, transport: core.transport })
+      reply = this.#encodeReply(id, result, peerName)
+    } catch (error) {
+      core.emit({ type: 'handler-error', peer: peerName, error: error instanceof Error ? error.message : String(error) })
+      reply = this.#encodeError(id, serializeError(error), peerName)
+    }
+    this.#running--
+    if (core.isClosed) return
+    this.#send(peer, reply, peerName)
+    const next = this.#waiting?.shift()
+    if (next !== undefined) void this.#serve(next.id, next.request, next.peer, next.peerName)
+  }
+
+  /** Encodes a reply; one too large or not encodable becomes an error reply saying why. */
+  #encodeReply(id: number, result: WireValue, peerName: string): Buffer {
+    try {
+      return encodeEnvelope({ kind: EnvelopeKind.Reply, id, body: result }, this.#maxFrameBytes, peerName)
+    } catch (error) {
+      const core = this.#core
+      core.logger.warning(`${core.what} ${core.address}: reply ${id} to ${peerName} not sent: ${String(error)}`)
+      return this.#encodeError(id, serializeError(error), peerName)
+    }
+  }
+
+  #encodeError(id: number, error: SerializedError, peerName: string): Buffer {
+    try {
+      return encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id, body: error }, this.#maxFrameBytes, peerName)
+    } catch {
+      // The error itself would not encode (odd context values, a huge message): the caller must still hear that it failed.
+      return encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id, body: { name: error.name, message: 'the request failed; its error could not be encoded' } })
+    }
+  }
+
+  #refuse(id: number, peer: P, peerName: string): void {
+    const core = this.#core
+    this.#busy ??= new ServerBusyError(core.address, this.concurrency, this.backlog).toJSON()
+    core.requestRefused(`request ${id} from ${peerName} refused: ${this.concurrency} handler calls running and ${this.backlog} waiting`)
+    this.#send(peer, this.#encodeError(id, this.#busy, peerName), peerName)
+  }
+
+  /** Forgets the requests still waiting; the endpoint is closing and their peers with it. */
+  close(): void {
+    this.#waiting?.drain()
+  }
+}
