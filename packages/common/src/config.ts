@@ -110,8 +110,8 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
 
   const opts: Record<string, unknown> = defaultsFor(role, configDir)
   for (const [key, value] of Object.entries(merged)) {
-    // rest_api is a settings block: a file that sets only `port` keeps the default `host`.
-    opts[key] = key === 'rest_api' && role !== 'minion' ? { ...(opts[key] as object), ...(value as object) } : value
+    // rest_cherrypy is a settings block: a file that sets only `port` keeps the default `host`.
+    opts[key] = key === 'rest_cherrypy' && role !== 'minion' ? { ...(opts[key] as object), ...(value as object) } : value
   }
   if (role === 'minion' && !origins.has('id')) {
     // Salt's minion_id_caching: a minion keeps the id it was first given in <configDir>/minion_id.
@@ -228,6 +228,10 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
     case 'string-or-list':
       if (typeof value === 'string') return value
       return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a string or a list of strings')
+    case 'list':
+      return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a list of strings')
+    case 'boolean-or-map':
+      return typeof value === 'boolean' || isPlainObject(value) ? value : fail('true, false or a mapping')
     case 'log-level':
       if (typeof value !== 'string') return fail('a log level')
       try {
