@@ -384,8 +384,12 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     }
     case 'string-or-list':
       return { key, value: raw.trimStart().startsWith('[') ? coerceValue(key, spec, parseYamlValue(raw, key), where) : raw }
+    case 'list':
+      // `netapi_enable_clients=local,runner` or YAML `[local, runner]`.
+      return { key, value: coerceValue(key, spec, raw.trimStart().startsWith('[') ? parseYamlValue(raw, key) : raw.split(',').map((item) => item.trim()).filter((item) => item !== ''), where) }
     case 'map':
     case 'transport-opts':
+    case 'boolean-or-map':
       return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
   }
 }
