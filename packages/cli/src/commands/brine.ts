@@ -2,7 +2,8 @@ import { Option } from 'commander'
 import { SingleBar } from 'cli-progress'
 import { TimeoutError, type Logger } from '@brine/transport'
 import { secondsToMs, type TargetType, type Tgt } from '@brine/common'
-import { LocalClient, NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { LocalClient, NO_RESPONSE, type CliReturn, type ClientCredentials, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { addEauthOptions, eauthArgs, resolveCredentials, type EauthArgs } from './eauth.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
   addCommonOptions,
@@ -36,7 +37,7 @@ export interface JobClient {
 }
 
 /** A LocalClient as `brine` uses it: each job's reader opened before its publish (no job-cache lookup on the way). */
-function localJobClient(options: { configDir: string; logger: Logger }): JobClient {
+function localJobClient(options: { configDir: string; logger: Logger; credentials?: ClientCredentials }): JobClient {
   const client = new LocalClient(options)
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
@@ -46,7 +47,7 @@ function localJobClient(options: { configDir: string; logger: Logger }): JobClie
 }
 
 export interface BrineDeps {
-  createClient?: (options: { configDir: string; logger: Logger }) => JobClient
+  createClient?: (options: { configDir: string; logger: Logger; credentials?: ClientCredentials }) => JobClient
 }
 
 /** Salt's target flags and the tgt_type each selects. */
@@ -78,6 +79,8 @@ export interface BrineArgs {
   hideTimeout: boolean
   ret?: string
   color?: boolean
+  /** `-a/--auth`, `-T/--make-token`, `--username`, `--password`. */
+  auth: EauthArgs
 }
 
 /** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
@@ -100,6 +103,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('--return <returners>', 'returners that also receive the returns')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+  addEauthOptions(program)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
@@ -116,7 +120,15 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     io.stderr.write(`brine: error: '${fun}' is not a function name (module.function, e.g. test.ping)\n`)
     return EXIT_USAGE
   }
+  let auth: EauthArgs
+  try {
+    auth = eauthArgs(options)
+  } catch (error) {
+    io.stderr.write(`brine: error: ${(error as Error).message}\n`)
+    return EXIT_USAGE
+  }
   const args: BrineArgs = {
+    auth,
     configDir: options.configDir as string,
     logLevel: options.logLevel as string,
     tgt,
@@ -172,7 +184,16 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   if (typeof parsed === 'number') return parsed
   const args = parsed
   const logger = cliLogger(args.logLevel, io, 'brine')
-  const client = deps.createClient?.({ configDir: args.configDir, logger }) ?? localJobClient({ configDir: args.configDir, logger })
+  // -a: the eauth user's credentials (or a token made with -T); else the root key, or the saved token.
+  let credentials: ClientCredentials | undefined
+  try {
+    // A stand-in client (tests) needs no credentials unless -a asked for them.
+    if (args.auth.eauth !== undefined || deps.createClient === undefined) credentials = await resolveCredentials(args.auth, args.configDir, io, logger)
+  } catch (error) {
+    return fail(io, 'brine', describeClientError(error), (error as Error).name === 'UsageError' ? EXIT_USAGE : EXIT_GENERIC)
+  }
+  const clientOptions = { configDir: args.configDir, logger, ...(credentials === undefined ? {} : { credentials }) }
+  const client = deps.createClient?.(clientOptions) ?? localJobClient(clientOptions)
   const color = args.color ?? io.stdout.isTTY === true
   const jobOptions: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) jobOptions.timeout = args.timeout
