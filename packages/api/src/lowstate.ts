@@ -8,7 +8,7 @@ import type { MasterLink } from './master-link.js'
 export type Chunk = Record<string, unknown>
 
 /** Keys of a chunk that are not arguments of the function it calls. */
-const RESERVED = new Set(['client', 'fun', 'tgt', 'tgt_type', 'expr_form', 'arg', 'kwarg', 'timeout', 'ret', 'full_return', 'token', 'eauth', 'username', 'password', 'jid', 'batch', 'batch_wait'])
+const RESERVED = new Set(['client', 'fun', 'tgt', 'tgt_type', 'expr_form', 'arg', 'kwarg', 'timeout', 'ret', 'full_return', 'token', 'eauth', 'username', 'password', 'batch', 'batch_wait'])
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 const isHex = (value: unknown): boolean => typeof value === 'string' && /^[0-9a-fA-F]+$/.test(value)

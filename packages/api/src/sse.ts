@@ -27,6 +27,8 @@ export interface EventStreamStats {
   events: number
   delivered: number
   dropped: number
+  /** Bytes held right now for readers that are behind (at most `streams` × `bufferBytes`). */
+  queuedBytes: number
 }
 
 /** Salt's SSE record for one event: `tag:` then `data: {"tag", "data"}` as JSON, then a blank line. */
@@ -202,8 +204,12 @@ export class EventStreams {
 
   stats(): EventStreamStats {
     let delivered = this.#delivered
-    for (const stream of this.#streams) delivered += stream.delivered
-    return { streams: this.#streams.size, events: this.#events, delivered, dropped: this.#dropped }
+    let queuedBytes = 0
+    for (const stream of this.#streams) {
+      delivered += stream.delivered
+      queuedBytes += stream.queuedBytes
+    }
+    return { streams: this.#streams.size, events: this.#events, delivered, dropped: this.#dropped, queuedBytes }
   }
 
   async close(): Promise<void> {

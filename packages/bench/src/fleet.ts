@@ -205,6 +205,8 @@ export interface SwarmProcess {
 export class Fleet {
   readonly minions = new Map<string, DaemonProcess>()
   readonly swarms: SwarmProcess[] = []
+  /** brine-api processes started with {@link startApi}. */
+  readonly apis: DaemonProcess[] = []
   master!: DaemonProcess
   /** Every pid this fleet spawned (daemons, swarms, restarted masters), for after-the-fact checks. */
   readonly spawnedPids: number[] = []
@@ -394,6 +396,18 @@ export class Fleet {
     return swarm
   }
 
+  /**
+   * Starts `brine-api` beside the master (its settings come from the master config's `rest_cherrypy`,
+   * so pass them as `masterConfig`) and waits for its "listening on <url>" line; resolves with the
+   * process and that URL.
+   */
+  async startApi(extraArgs: string[] = []): Promise<{ process: DaemonProcess; url: string }> {
+    const api = this.spawnDaemon('brine-api', ['-c', this.masterConfigDir, '-l', 'info', ...extraArgs])
+    this.apis.push(api)
+    const match = await api.waitForOutput(/brine-api listening on (\S+)/, this.readyMs)
+    return { process: api, url: match[1] as string }
+  }
+
   private spawnDaemon(name: string, args: string[], bin = name): DaemonProcess {
     const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), binPath(bin), ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
     if (child.pid !== undefined) this.spawnedPids.push(child.pid)
@@ -428,6 +442,7 @@ export class Fleet {
   async stop(options: { keepRoot?: boolean } = {}): Promise<void> {
     await this.events?.close()
     this.events = undefined
+    await Promise.all(this.apis.map((api) => api.stop()))
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
