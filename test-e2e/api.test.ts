@@ -339,7 +339,7 @@ async function untar(archive: Buffer): Promise<Record<string, string>> {
   const done = new Promise<void>((resolve, reject) => {
     reader.on('entry', (header, stream, next) => {
       const chunks: Buffer[] = []
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+      stream.on('data', (chunk: unknown) => chunks.push(chunk as Buffer))
       stream.on('end', () => {
         out[header.name] = Buffer.concat(chunks).toString('utf8')
         next()
