@@ -37,7 +37,8 @@ export function chooseResponseType(accept: string | undefined): ResponseType | u
 
 /** Serialises a response body as `type`. */
 export function serialize(body: unknown, type: ResponseType): string {
-  return type === 'application/x-yaml' ? stringifyYaml(body ?? null) : JSON.stringify(body ?? null)
+  // No anchors and aliases: a client reads each value where it stands, as PyYAML's safe_dump writes it for salt-api.
+  return type === 'application/x-yaml' ? stringifyYaml(body ?? null, { aliasDuplicateObjects: false }) : JSON.stringify(body ?? null)
 }
 
 /** Parses a YAML body; undefined input stays undefined. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { defaultsFor, type MasterConfig } from '@brine/common'
 import { apiSettings } from '../src/config.js'
-import { chooseResponseType } from '../src/negotiate.js'
+import { chooseResponseType, serialize } from '../src/negotiate.js'
 import { createApiApp, parseForm } from '../src/server.js'
 import { MasterLink } from '../src/master-link.js'
 import { EventStreams, sseRecord } from '../src/sse.js'
@@ -19,6 +19,11 @@ describe('request bodies and content negotiation', () => {
     expect(chooseResponseType('application/json;q=0.5, text/yaml')).toBe('application/x-yaml')
     expect(chooseResponseType('text/html,application/xhtml+xml,*/*;q=0.8')).toBe('application/json')
     expect(chooseResponseType('text/html')).toBeUndefined()
+  })
+
+  it('writes YAML without anchors and aliases for values that appear twice', () => {
+    const shared = { args: [1] }
+    expect(serialize({ a: shared, b: shared }, 'application/x-yaml')).toBe('a:\n  args:\n    - 1\nb:\n  args:\n    - 1\n')
   })
 
   it("writes Salt's SSE record: a tag line, then the event as JSON", () => {
