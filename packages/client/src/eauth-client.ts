@@ -1,15 +1,9 @@
+import type { TokenData } from '@brine/common'
 import { ClearRequester, type MasterClientOptions } from './clear-request.js'
 import { MasterRequestError } from './errors.js'
 
 /** Salt's token data, as `mk_token` and `get_token` answer it (`start`, `expire`: epoch seconds), with the ACL the master enforces. */
-export interface EauthToken {
-  token: string
-  start: number
-  expire: number
-  /** The user the token stands for. */
-  name: string
-  eauth: string
-  groups?: string[]
+export interface EauthToken extends TokenData {
   /** The user's ACL entries (Salt's `fill_auth_list` of `external_auth`). */
   perms: unknown[]
 }

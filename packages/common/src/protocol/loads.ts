@@ -42,6 +42,19 @@ export interface PublishLoad {
   minions?: string[]
 }
 
+/**
+ * An eauth token as the master keeps it and `mk_token` / `get_token` answer it (Salt's token data):
+ * `start` and `expire` are epoch seconds, `name` the user, `eauth` the backend that authenticated them.
+ */
+export interface TokenData {
+  token: string
+  start: number
+  expire: number
+  name: string
+  eauth: string
+  groups?: string[]
+}
+
 /** The master's reply to a publish: the jid and the minions expected to answer. */
 export interface PublishReply {
   jid: string

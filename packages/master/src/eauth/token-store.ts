@@ -2,19 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createFileExclusive, isNotFound, KEY_FILE_MODE, PKI_DIR_MODE } from '@brine/crypt'
+import type { TokenData } from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
 
-/** An eauth token as Salt's localfs token store keeps it; `start` and `expire` are epoch seconds. */
-export interface TokenData {
-  token: string
-  start: number
-  expire: number
-  /** The user the token was made for. */
-  name: string
-  /** The backend that authenticated it (`file`). */
-  eauth: string
-  groups?: string[]
-}
+export type { TokenData }
 
 /** Salt's tokens are hex digests; only such names ever touch the token directory. */
 const TOKEN_PATTERN = /^[0-9a-f]{32,128}$/
