@@ -328,7 +328,9 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
   const hook = async (request: FastifyRequest<{ Params: { '*'?: string } }>, reply: FastifyReply) => {
     if (!settings.webhookDisableAuth) await liveToken(requireToken(request))
     const path = (request.params['*'] ?? '').replace(/^\/+|\/+$/g, '')
-    const raw = typeof request.body === 'string' ? request.body : request.body === undefined ? '' : JSON.stringify(request.body)
+    // Salt's `body` is the raw text of a JSON, YAML or plain body, and '' for a form (its fields are in `post`).
+    const form = String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')
+    const raw = typeof request.body === 'string' ? request.body : request.body === undefined || form ? '' : JSON.stringify(request.body)
     const headers: Record<string, string> = {}
     for (const [name, value] of Object.entries(request.headers)) {
       if (name === 'x-auth-token' || name === 'cookie') continue
@@ -441,9 +443,9 @@ export class ApiServer {
     try {
       await link.connect()
     } catch (error) {
-      // The API starts before (or without) its master, as salt-api does; calls answer 503 until it is up.
+      // The API may start before its master, as salt-api can; calls answer 503 until the bus is reachable
+      // (EventStreams' reader keeps trying, and the bus connection then follows the master by itself).
       this.#logger.warning(`the master's event bus is not reachable yet: ${(error as Error).message}; requests answer 503 until it is`)
-      void link.events.iter({ hwm: 1 })[Symbol.asyncIterator]().next().catch(() => {})
     }
     const streams = new EventStreams({
       events: link.events,

@@ -151,8 +151,24 @@ export class EventStreams {
   start(): void {
     if (this.#reading !== undefined) return
     this.#reading = (async () => {
-      for await (const event of this.#o.events.iter({ signal: this.#abort.signal, hwm: 10_000 })) this.#fanout(event)
-    })().catch((error: unknown) => this.#logger.error(`event stream reader stopped: ${(error as Error).message}`))
+      // The bus reconnects by itself once connected; before its first connection (the API started before
+      // the master) iterating fails, so try again every second until this hub closes.
+      while (!this.#abort.signal.aborted) {
+        // One reader per attempt, always ended (a failed first read leaves no reader registered behind).
+        const attempt = new AbortController()
+        const stop = (): void => attempt.abort()
+        this.#abort.signal.addEventListener('abort', stop, { once: true })
+        try {
+          for await (const event of this.#o.events.iter({ signal: attempt.signal, hwm: 10_000 })) this.#fanout(event)
+        } catch (error) {
+          this.#logger.debug(`event streams: the master's bus is not reachable yet: ${(error as Error).message}`)
+        } finally {
+          attempt.abort()
+          this.#abort.signal.removeEventListener('abort', stop)
+        }
+        if (!this.#abort.signal.aborted) await new Promise((resolve) => setTimeout(resolve, 1000).unref())
+      }
+    })()
     this.#recheck = setInterval(() => void this.#recheckTokens(), this.#o.recheckMs)
     this.#recheck.unref()
   }

@@ -60,3 +60,46 @@ describe('the app without a master', () => {
     await server.close()
   })
 })
+
+describe('event streams before the master', () => {
+  it('keep trying to reach the bus and fan its events out once the master is up, leaving no reader behind', async () => {
+    const { mkdtemp, rm } = await import('node:fs/promises')
+    const { tmpdir } = await import('node:os')
+    const { join } = await import('node:path')
+    const { EventBus } = await import('../../master/src/index.js')
+    const { MasterEvent } = await import('@brine/client')
+    const { deadline } = await import('@brine/transport-compliance')
+    const sockDir = await mkdtemp(join(tmpdir(), 'ba-'))
+    const events = new MasterEvent({ sockDir, reconnect: { initial: 50, max: 200 } })
+    const { createLogger } = await import('@brine/transport')
+    let failedAttempt: () => void = () => {}
+    const failed = new Promise<void>((resolve) => (failedAttempt = resolve))
+    const logger = createLogger({ level: 'debug', name: 'api-test', write: (line) => (line.includes('not reachable yet') ? failedAttempt() : undefined) })
+    const streams = new EventStreams({ events, bufferBytes: 1024, maxStreams: 1, recheckMs: 60_000, tokenLive: async () => true, logger })
+    streams.start()
+    const bus = new EventBus({ sockDir })
+    try {
+      // Nothing to read yet: the first attempt fails, and leaves no reader registered.
+      await deadline(failed, 10_000, 'a first attempt that finds no bus')
+      expect(events.readerCount).toBe(0)
+      await bus.start()
+      await deadline(
+        (async () => {
+          while (streams.stats().events === 0) {
+            bus.fire('salt/test/hello', {})
+            await new Promise((resolve) => setTimeout(resolve, 50))
+          }
+        })(),
+        10_000,
+        'the hub to read an event once the bus is up',
+      )
+      expect(events.connected).toBe(true)
+      expect(events.readerCount).toBe(1)
+    } finally {
+      await streams.close()
+      await events.close()
+      await bus.close()
+      await rm(sockDir, { recursive: true, force: true })
+    }
+  })
+})
