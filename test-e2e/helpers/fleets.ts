@@ -5,6 +5,9 @@ import { Fleet, killAllProcesses, type FleetOptions, type TransportName } from '
 
 export const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
 
+/** How e2e fleets read the master's bus: through the client's MasterEvent. */
+export const bus: FleetOptions['bus'] = { open: (busOptions) => new MasterEvent(busOptions), tags }
+
 /**
  * Registers teardown for the calling test file — every fleet a test started is stopped after it, and every
  * process the test kit started is killed by pid after the file — and returns the function that starts one,
@@ -18,7 +21,7 @@ export function useFleets(beforeStop: () => Promise<void> = async () => {}): (op
   })
   afterAll(() => killAllProcesses())
   return async (options) => {
-    const fleet = await Fleet.start({ ...options, bus: { open: (busOptions) => new MasterEvent(busOptions), tags } })
+    const fleet = await Fleet.start({ ...options, bus })
     fleets.push(fleet)
     return fleet
   }

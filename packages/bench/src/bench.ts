@@ -2,6 +2,10 @@ import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
 import { JOB_TAG_PREFIX, parseJobReturnTag } from '@brine/common'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
 import { Fleet, pidAlive, rssBytes, type TransportName } from '@brine/testkit'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
 
@@ -34,6 +38,13 @@ export interface BenchSettings {
   overloadQuietMs: number
   /** …or after this long (at most; 2 ms per expected return, at least 60 s). */
   overloadMaxMs: number
+  /** The N (process minions) at which brine-api is measured too: POST / and CLI pings, events to SSE readers. */
+  apiSizes: number[]
+  /** Timed `POST /` pings, and `brine` process pings to compare. */
+  apiCalls: number
+  cliCalls: number
+  /** `/events` readers during the throughput phase. */
+  sseReaders: number
 }
 
 export interface Stats {
@@ -99,6 +110,8 @@ export interface CaseResult extends BenchCase {
   }
   /** Every process the case started, each verified gone after the stop. */
   pids: number[]
+  /** The REST API's figures, at the sizes of `apiSizes`. */
+  api?: ApiFigures
   /** Set when the case failed; the other figures are then partial (zeros). */
   error?: string
   /** The daemons' warnings and errors (distinct lines, at most 20), to explain a loss. */
@@ -142,9 +155,13 @@ export const QUICK_SETTINGS: BenchSettings = {
   connectTimeoutMs: 60_000,
   overloadQuietMs: 30_000,
   overloadMaxMs: 300_000,
+  apiSizes: [1, 50],
+  apiCalls: 20,
+  cliCalls: 5,
+  sseReaders: 10,
 }
 
-export const FULL_SETTINGS: BenchSettings = { ...QUICK_SETTINGS, latencyCalls: 50, throughputJobs: 200, overloadJobs: 200, jobTimeoutMs: 30_000, connectTimeoutMs: 120_000 }
+export const FULL_SETTINGS: BenchSettings = { ...QUICK_SETTINGS, latencyCalls: 50, throughputJobs: 200, overloadJobs: 200, jobTimeoutMs: 30_000, connectTimeoutMs: 120_000, apiCalls: 50, cliCalls: 10 }
 
 /** The matrix: quick = zeromq/tcp/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
 export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'both']): BenchCase[] {
@@ -338,6 +355,9 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   let client: LocalClient | undefined
   let counter: ReturnCounter | undefined
   let counterBus: MasterEvent | undefined
+  let probe: ApiProbe | undefined
+  const withApi = benchCase.mode === 'procs' && settings.apiSizes.includes(n)
+  const apiDir = withApi ? await mkdtemp(join(tmpdir(), 'brine-bench-api-')) : undefined
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
   /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
   const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
@@ -359,7 +379,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       nodeArgs: hooks.nodeArgs,
       readyTimeoutMs: settings.connectTimeoutMs,
       // The bench measures the transport, not find_job rounds: give slow large-N returns time.
-      masterConfig: { timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10 },
+      masterConfig: { timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10, ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)) },
     })
     hooks.onFleet?.(fleet, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
@@ -411,6 +431,15 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     }
     await counter.waitFor(latencyJids, n, 2000, settings.jobTimeoutMs)
     result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
+    if (withApi) {
+      probe = new ApiProbe(fleet)
+      await probe.start()
+      await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
+      const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
+      const cliMs = await probe.cliLatency(settings.cliCalls, n)
+      result.api = { postMs, cliMs, sse: { readers: 0, durationMs: 0, events: 0, eventsPerSec: 0, perReaderEventsPerSec: 0, dropped: 0 }, apiRssBytes: 0 }
+      await probe.openReaders(settings.sseReaders)
+    }
 
     phase('throughput')
     const jobMs: number[] = []
@@ -428,6 +457,10 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       }),
     )
     const durationMs = performance.now() - started
+    if (probe !== undefined && result.api !== undefined) {
+      result.api.sse = await probe.closeReaders()
+      result.api.apiRssBytes = rssBytes(probe.pid)
+    }
     await counter.waitFor(throughputJids, n, 2000, settings.jobTimeoutMs)
     const throughputCounts = counter.counts(throughputJids, n, await stored(throughputJids))
     result.throughput = {
@@ -492,6 +525,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       result.pids = [...fleet.spawnedPids]
       await fleet.stop()
       hooks.onFleet?.(fleet, false)
+      if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
       const alive = await waitGone(result.pids, 10_000)
       if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
     }

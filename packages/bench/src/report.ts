@@ -64,6 +64,22 @@ export function markdownReport(result: BenchResult): string {
       `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
     )
   }
+  const withApi = result.cases.filter((c) => c.api !== undefined)
+  if (withApi.length > 0) {
+    lines.push(
+      '',
+      '## REST API (brine-api)',
+      '',
+      '| transport | N | POST / test.ping median / p95 ms | LocalClient ping median ms | `brine` process median / p95 ms | SSE readers | job events delivered/s (all readers) | per reader/s | dropped | API MiB |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    )
+    for (const c of withApi) {
+      const a = c.api!
+      lines.push(
+        `| ${c.transport} | ${int(c.n)} | ${ms(a.postMs.median)} / ${ms(a.postMs.p95)} | ${ms(c.latency.ms.median)} | ${ms(a.cliMs.median)} / ${ms(a.cliMs.p95)} | ${a.sse.readers} | ${int(a.sse.eventsPerSec)} | ${int(a.sse.perReaderEventsPerSec)} | ${a.sse.dropped} | ${mib(a.apiRssBytes)} |`,
+      )
+    }
+  }
   const failed = result.cases.filter((c) => c.error !== undefined)
   if (failed.length > 0) {
     lines.push('', '## Errors', '')

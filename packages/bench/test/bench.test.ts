@@ -110,11 +110,26 @@ describe('brine-bench --quick', () => {
     }
   })
 
+  it('measures brine-api at N = 1: POST / and brine pings, and job events delivered to 10 event-stream readers', () => {
+    const measured = result.cases.filter((c) => c.api !== undefined)
+    expect(measured.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'tcp:1'])
+    for (const c of measured) {
+      const api = c.api!
+      expect(api.postMs.count).toBe(result.settings.apiCalls)
+      expect(api.cliMs.count).toBe(result.settings.cliCalls)
+      expect(api.postMs.median).toBeLessThanOrEqual(api.postMs.p95)
+      expect(api.sse.readers).toBe(10)
+      // Every reader saw at least each throughput job's new event and return (N = 1).
+      expect(api.sse.events).toBeGreaterThanOrEqual(10 * 2 * result.settings.throughputJobs)
+      expect(api.apiRssBytes).toBeGreaterThan(0)
+    }
+  })
+
   it('leaves no process behind: every pid it reports is gone', () => {
     expect(result.leftoverPids).toEqual([])
     const pids = result.cases.flatMap((c) => c.pids)
-    // A master, N minions and the restarted master per case.
-    expect(pids.length).toBe(result.cases.reduce((sum, c) => sum + c.n + 2, 0))
+    // A master, N minions and the restarted master per case, and brine-api where the API was measured.
+    expect(pids.length).toBe(result.cases.reduce((sum, c) => sum + c.n + 2 + (c.api === undefined ? 0 : 1), 0))
     expect(pids.filter(pidAlive)).toEqual([])
   })
 

@@ -40,3 +40,8 @@ export class UserSwitchError extends BrineError {
     this.line = context.line
   }
 }
+
+/** A command line that cannot be run as given (a flag missing its partner, a prompt without a terminal): exits 64. */
+export class UsageError extends BrineError {
+  override name = 'UsageError'
+}

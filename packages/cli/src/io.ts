@@ -15,6 +15,8 @@ export interface CommandIO {
   stderr: OutputStream
   /** Reads one answer line for a confirmation; absent when stdin is not a TTY. */
   prompt?: (question: string) => Promise<string>
+  /** Reads a password without echoing it; absent when stdin is not a TTY. */
+  promptSecret?: (question: string) => Promise<string>
   /** Aborted on SIGINT/SIGTERM by the bin wrapper. */
   signal?: AbortSignal
   env?: Record<string, string | undefined>
@@ -132,6 +134,20 @@ export function processIO(signal?: AbortSignal): CommandIO {
         return await rl.question(question)
       } finally {
         rl.close()
+      }
+    }
+    io.promptSecret = async (question) => {
+      const { createInterface } = await import('node:readline/promises')
+      const { Writable } = await import('node:stream')
+      process.stderr.write(question)
+      // Echo nothing of what is typed (getpass).
+      const muted = new Writable({ write: (_chunk, _encoding, callback) => callback() })
+      const rl = createInterface({ input: process.stdin, output: muted, terminal: true })
+      try {
+        return await rl.question('')
+      } finally {
+        rl.close()
+        process.stderr.write('\n')
       }
     }
   }

@@ -1,3 +1,4 @@
+import type { ClientCredentials } from './clear-request.js'
 import type { TargetType, Tgt } from '@brine/common'
 import { BatchSizeError } from './errors.js'
 import type { CliReturn, WaitOptions } from './job.js'
@@ -80,6 +81,8 @@ export interface BatchOptions {
   ping?: BatchJob
   /** Ends the run: no further batch is published, nothing more is yielded (the jobs sent keep running). */
   signal?: AbortSignal
+  /** Publish every job (the ping and each batch) as this eauth user, whose ACL the master applies. */
+  credentials?: ClientCredentials
 }
 
 /** Where a batch run stands: minions done (returned or missing), running now, not sent their job yet. */

@@ -3,8 +3,19 @@ import { clearRequest, loadConfig, loadTransport, type MasterConfig } from '@bri
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { MasterRequestError } from './errors.js'
 
+/**
+ * External auth credentials a request may carry instead of the root key (Salt's `token`, or `eauth` +
+ * `username` + `password`); the master checks them and the user's ACL on every publish, runner and wheel.
+ */
+export type ClientCredentials = { token: string } | { eauth: string; username: string; password: string }
+
 /** How a client finds and talks to the local master. */
 export interface MasterClientOptions {
+  /**
+   * Authenticate as this eauth user instead of with the root key (which is then not read at all, so a
+   * user who cannot read it may still publish within their ACL: `brine -a`).
+   */
+  credentials?: ClientCredentials
   /** Where the master's config lives (Salt's `-c`, default `/etc/brine`); ignored when `opts` is given. */
   configDir?: string
   /** An already loaded master config (skips reading `configDir`). */
@@ -16,9 +27,18 @@ export interface MasterClientOptions {
 
 export interface ClearConnection {
   opts: MasterConfig
-  /** The master's root key (`<cachedir>/.root_key`). */
-  key: string
+  /** The master's root key (`<cachedir>/.root_key`); undefined when the client authenticates with `credentials`. */
+  key: string | undefined
   requests: RequestClient
+}
+
+/** Options of one clear request. */
+export interface ClearRequestOptions {
+  timeout?: number
+  tries?: number
+  signal?: AbortSignal
+  /** This request's credentials instead of the client's (its root key or `credentials`). */
+  credentials?: ClientCredentials
 }
 
 export type MasterRequestErrorClass = new (message: string, context?: ErrorContext, options?: ErrorOptions) => MasterRequestError
@@ -50,7 +70,7 @@ export class ClearRequester {
   async #open(): Promise<ClearConnection> {
     const opts = this.options.opts ?? (await loadConfig('master', { configDir: this.options.configDir, logger: this.logger })).opts
     // RootKeyError already says "run as the master's user" when the file cannot be read.
-    const key = await readRootKey(rootKeyPath(opts.cachedir))
+    const key = this.options.credentials === undefined ? await readRootKey(rootKeyPath(opts.cachedir)) : undefined
     const transport = await loadTransport(opts.transport)
     const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
@@ -59,16 +79,14 @@ export class ClearRequester {
     return { opts, key, requests }
   }
 
-  /** Sends one clear load with the root key and returns the master's reply. */
-  async request(
-    load: Record<string, unknown>,
-    options: { timeout?: number; signal?: AbortSignal } = {},
-    ErrorClass: MasterRequestErrorClass = MasterRequestError,
-  ): Promise<unknown> {
+  /** Sends one clear load with the root key (or the credentials given) and returns the master's reply. */
+  async request(load: Record<string, unknown>, options: ClearRequestOptions = {}, ErrorClass: MasterRequestErrorClass = MasterRequestError): Promise<unknown> {
     const { key, requests } = await this.connect()
+    const { credentials: given, ...sendOptions } = options
+    const credentials = given ?? this.options.credentials ?? { key }
     let reply: unknown
     try {
-      reply = await requests.send(clearRequest({ ...load, key }), options)
+      reply = await requests.send(clearRequest({ ...load, ...credentials }), sendOptions)
     } catch (error) {
       if (error instanceof RemoteError) throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
       throw error

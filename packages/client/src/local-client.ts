@@ -12,7 +12,7 @@ import {
   type Tgt,
 } from '@brine/common'
 import { runBatch, type BatchEvent, type BatchOptions } from './batch.js'
-import { ClearRequester, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type ClearRequestOptions, type ClientCredentials, type MasterClientOptions } from './clear-request.js'
 import { MasterRequestError, PublishError } from './errors.js'
 import { Job, type CliReturn, type JobEventReader, type JobHost, type WaitOptions } from './job.js'
 import { MasterEvent } from './master-event.js'
@@ -31,6 +31,8 @@ export interface RunJobOptions {
   jid?: string
   /** Ends the wait for returns (the job keeps running on the minions). */
   signal?: AbortSignal
+  /** Publish as this eauth user (their ACL applies) instead of with the client's own credentials. */
+  credentials?: ClientCredentials
 }
 
 /** One minion's return in Salt's `cmd_iter` shape. */
@@ -47,7 +49,7 @@ export const NO_RESPONSE = 'Minion did not return. [No response]'
 
 interface Connection {
   opts: MasterConfig
-  key: string
+  key: string | undefined
   requests: RequestClient
   events: MasterEvent
 }
@@ -134,8 +136,8 @@ export class LocalClient implements AsyncDisposable {
     return this.#connection?.events.readerCount ?? 0
   }
 
-  /** Sends one clear request with the root key (`publish`, `wheel`, `runner`) and returns the master's reply. */
-  async request(load: Record<string, unknown>, options: { timeout?: number; tries?: number; signal?: AbortSignal } = {}): Promise<unknown> {
+  /** Sends one clear request with the root key or the credentials given (`publish`, `wheel`, `runner`) and returns the master's reply. */
+  async request(load: Record<string, unknown>, options: ClearRequestOptions = {}): Promise<unknown> {
     await this.connect()
     return this.#requester.request(load, options, load['cmd'] === 'publish' ? PublishError : MasterRequestError)
   }
@@ -164,7 +166,7 @@ export class LocalClient implements AsyncDisposable {
   async #publish(tgt: Tgt, fun: string, arg: readonly unknown[], options: RunJobOptions): Promise<PublishReply> {
     const connection = await this.connect()
     const timeout = options.timeout ?? timeoutsFromConfig(connection.opts).timeoutMs
-    const load: Omit<PublishLoad, 'key'> = {
+    const load: PublishLoad = {
       cmd: 'publish',
       tgt,
       tgt_type: options.tgtType ?? 'glob',
@@ -177,7 +179,10 @@ export class LocalClient implements AsyncDisposable {
       timeout: timeout / 1000,
     }
     if (options.jid !== undefined) load.jid = options.jid
-    return checkPublishReply(await this.request(load as unknown as Record<string, unknown>, options.signal === undefined ? {} : { signal: options.signal }))
+    const requestOptions: ClearRequestOptions = {}
+    if (options.signal !== undefined) requestOptions.signal = options.signal
+    if (options.credentials !== undefined) requestOptions.credentials = options.credentials
+    return checkPublishReply(await this.request(load as unknown as Record<string, unknown>, requestOptions))
   }
 
   /** Publishes and returns the jid at once, '' if no minion matched (Salt's cmd_async). */
@@ -254,7 +259,8 @@ export class LocalClient implements AsyncDisposable {
    * ```
    */
   cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[] = [], options: BatchOptions = {}): AsyncGenerator<BatchEvent> {
-    return runBatch({ runJob: (target, name, args, jobOptions) => this.runJob(target, name, args, { ...jobOptions, listen: true }) }, tgt, fun, arg, options)
+    const credentials = options.credentials === undefined ? {} : { credentials: options.credentials }
+    return runBatch({ runJob: (target, name, args, jobOptions) => this.runJob(target, name, args, { ...jobOptions, ...credentials, listen: true }) }, tgt, fun, arg, options)
   }
 
   /**

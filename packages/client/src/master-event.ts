@@ -196,6 +196,11 @@ export class MasterEvent implements AsyncDisposable {
     }
   }
 
+  /** True while the bus connection is up (false before connect(), while reconnecting after a master restart, and after close()). */
+  get connected(): boolean {
+    return this.connection !== undefined
+  }
+
   /** Readers open now (each iter() not yet ended). */
   get readerCount(): number {
     return this.readers.size

@@ -1,5 +1,5 @@
 import { timeoutsFromConfig } from '@brine/common'
-import { ClearRequester, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type ClientCredentials, type MasterClientOptions } from './clear-request.js'
 import { RunnerError } from './errors.js'
 import { currentUser } from './local-client.js'
 
@@ -13,6 +13,14 @@ export interface RunnerResult {
 
 export interface RunnerCallOptions {
   signal?: AbortSignal
+  /** Run as this eauth user (their ACL applies) instead of with the client's own credentials. */
+  credentials?: ClientCredentials
+}
+
+/** What an asynchronous runner or wheel call answers: Salt's `{tag, jid}`; the return comes on the bus. */
+export interface AsyncResult {
+  tag: string
+  jid: string
 }
 
 /** Extra time the request may take beyond the runner's own wait for minions, ms. */
@@ -54,13 +62,24 @@ export class RunnerClient implements AsyncDisposable {
     const waitMs = seconds('timeout', timeouts.timeoutMs) + seconds('gather_job_timeout', timeouts.gatherJobTimeoutMs)
     const requestTimeout = Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)
     const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser() }
-    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal } = { timeout: requestTimeout, tries: 1 }
+    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal; credentials?: ClientCredentials } = { timeout: requestTimeout, tries: 1 }
     if (options.signal !== undefined) sendOptions.signal = options.signal
+    if (options.credentials !== undefined) sendOptions.credentials = options.credentials
     const reply = (await this.#requester.request(load, sendOptions, RunnerError)) as Partial<RunnerResult> | null
     if (typeof reply !== 'object' || reply === null || typeof reply.jid !== 'string' || !('return' in reply)) {
       throw new RunnerError(`the master answered runner ${fun} with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, return}`, { fun })
     }
     return { jid: reply.jid, return: reply.return, success: reply.success !== false }
+  }
+
+  /**
+   * Salt's runner_async: the master checks the runner and the caller, answers `{tag, jid}` at once and runs
+   * it in the background; its return comes as `salt/run/<jid>/ret` on the bus.
+   */
+  async cmdAsync(fun: string, arg: readonly unknown[] = [], kwarg: Record<string, unknown> = {}, options: RunnerCallOptions = {}): Promise<AsyncResult> {
+    const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser(), asynchronous: true }
+    const reply = (await this.#requester.request(load, { tries: 1, ...options }, RunnerError)) as Partial<AsyncResult> | null
+    return checkAsyncReply(reply, `runner ${fun}`, RunnerError)
   }
 
   close(): Promise<void> {
@@ -70,4 +89,13 @@ export class RunnerClient implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close()
   }
+}
+
+/** Checks an asynchronous call's `{tag, jid}` answer; `what` names the call in the error. */
+export function checkAsyncReply(reply: unknown, what: string, ErrorClass: typeof RunnerError): AsyncResult {
+  const value = reply as Partial<AsyncResult> | null
+  if (typeof value !== 'object' || value === null || typeof value.tag !== 'string' || typeof value.jid !== 'string') {
+    throw new ErrorClass(`the master answered ${what} with ${JSON.stringify(reply)?.slice(0, 200)}, not {tag, jid}`)
+  }
+  return { tag: value.tag, jid: value.jid }
 }

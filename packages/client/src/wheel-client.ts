@@ -1,5 +1,21 @@
-import { ClearRequester, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type ClientCredentials, type MasterClientOptions } from './clear-request.js'
 import { WheelError } from './errors.js'
+import { checkAsyncReply, type AsyncResult } from './runner-client.js'
+
+/** What a wheel call answered: Salt's return, and the jid and tag of its `salt/wheel/<jid>/…` events. */
+export interface WheelResult {
+  jid: string
+  tag: string
+  user: string
+  return: unknown
+  success: boolean
+}
+
+export interface WheelCallOptions {
+  signal?: AbortSignal
+  /** Run as this eauth user (their ACL applies) instead of with the client's own credentials. */
+  credentials?: ClientCredentials
+}
 
 /**
  * Salt's WheelClient: the master's key management, the path `brine-key` uses. Functions:
@@ -23,12 +39,24 @@ export class WheelClient implements AsyncDisposable {
   }
 
   /** Runs wheel function `fun` with keyword arguments `kwarg` and returns Salt's return. */
-  async cmd(fun: string, kwarg: Record<string, unknown> = {}, options: { signal?: AbortSignal } = {}): Promise<unknown> {
+  async cmd(fun: string, kwarg: Record<string, unknown> = {}, options: WheelCallOptions = {}): Promise<unknown> {
+    return (await this.cmdFull(fun, kwarg, options)).return
+  }
+
+  /** Runs wheel function `fun` and returns its return with its jid, tag, user and success. */
+  async cmdFull(fun: string, kwarg: Record<string, unknown> = {}, options: WheelCallOptions = {}): Promise<WheelResult> {
     const reply = await this.#requester.request({ ...kwarg, cmd: 'wheel', fun }, options, WheelError)
     if (typeof reply !== 'object' || reply === null || !('return' in reply)) {
       throw new WheelError(`the master answered wheel ${fun} with ${JSON.stringify(reply)?.slice(0, 200)}, not {return}`, { fun })
     }
-    return (reply as { return: unknown }).return
+    const value = reply as Partial<WheelResult>
+    return { jid: String(value.jid ?? ''), tag: String(value.tag ?? ''), user: String(value.user ?? ''), return: value.return, success: value.success !== false }
+  }
+
+  /** Salt's wheel_async: answers `{tag, jid}` once the master has checked the call; the return comes as `salt/wheel/<jid>/ret`. */
+  async cmdAsync(fun: string, kwarg: Record<string, unknown> = {}, options: WheelCallOptions = {}): Promise<AsyncResult> {
+    const reply = await this.#requester.request({ ...kwarg, cmd: 'wheel', fun, asynchronous: true }, options, WheelError)
+    return checkAsyncReply(reply, `wheel ${fun}`, WheelError)
   }
 
   close(): Promise<void> {

@@ -22,6 +22,8 @@ export type ValueKind =
   | 'boolean'
   | 'map'
   | 'string-or-list'
+  | 'list'
+  | 'boolean-or-map'
   | 'transport'
   | 'transport-opts'
   | 'log-level'
@@ -37,6 +39,8 @@ export interface KindTypes {
   boolean: boolean
   map: Record<string, unknown>
   'string-or-list': string | string[]
+  list: string[]
+  'boolean-or-map': boolean | Record<string, unknown>
   transport: TransportName
   'transport-opts': Record<string, Record<string, unknown>>
   'log-level': LogLevel
@@ -112,8 +116,23 @@ export const CONFIG_SCHEMA = {
   job_cache: { kind: 'boolean', roles: MASTER, default: true },
   nodegroups: { kind: 'map', roles: ALL, default: () => ({}) },
   file_roots: { kind: 'map', roles: ALL, default: () => ({ base: ['/srv/brine'] }) },
+
+  // External auth and the REST API (Salt's external_auth, token and netapi keys).
   external_auth: { kind: 'map', roles: MASTER, default: () => ({}) },
-  rest_api: { kind: 'map', roles: MASTER, default: () => ({ port: 8000, host: '0.0.0.0' }) },
+  /** Seconds an eauth token lives (Salt: 12 hours). */
+  token_expire: { kind: 'number', roles: MASTER, default: 43200, unit: 'seconds' },
+  /** May a user ask for its own token_expire: true, or `{backend: [users]}`. */
+  token_expire_user_override: { kind: 'boolean-or-map', roles: MASTER, default: false },
+  /** Where the master keeps eauth tokens (Salt's localfs token store). */
+  token_dir: { kind: 'string', roles: MASTER, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${role}/tokens` },
+  /** Where `brine -T` saves the token it made (Salt's ~/.salt_token). */
+  token_file: { kind: 'string', roles: MASTER, default: '~/.brine_token' },
+  /** Salt's permissive_acl: `*`'s entries apply to every user, not only to users no entry names. */
+  permissive_acl: { kind: 'boolean', roles: MASTER, default: false },
+  /** The clients the REST API may use (Salt 3006: none until listed). */
+  netapi_enable_clients: { kind: 'list', roles: MASTER, default: () => [] },
+  /** The REST API's settings (Salt's rest_cherrypy block; `port` is required to start brine-api). */
+  rest_cherrypy: { kind: 'map', roles: MASTER, default: () => ({ host: '0.0.0.0' }) },
 
   // Keys and security.
   auto_accept: { kind: 'boolean', roles: MASTER, default: false },

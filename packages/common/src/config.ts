@@ -124,8 +124,8 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
 
   const opts: Record<string, unknown> = defaultsFor(role, configDir)
   for (const [key, value] of Object.entries(merged)) {
-    // rest_api is a settings block: a file that sets only `port` keeps the default `host`.
-    opts[key] = key === 'rest_api' && role !== 'minion' ? { ...(opts[key] as object), ...(value as object) } : value
+    // rest_cherrypy is a settings block: a file that sets only `port` keeps the default `host`.
+    opts[key] = key === 'rest_cherrypy' && role !== 'minion' ? { ...(opts[key] as object), ...(value as object) } : value
   }
   if (role === 'minion' && !origins.has('id')) {
     // Salt's minion_id_caching: a minion keeps the id it was first given in <configDir>/minion_id.
@@ -275,6 +275,10 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
     case 'string-or-list':
       if (typeof value === 'string') return value
       return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a string or a list of strings')
+    case 'list':
+      return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a list of strings')
+    case 'boolean-or-map':
+      return typeof value === 'boolean' || isPlainObject(value) ? value : fail('true, false or a mapping')
     case 'log-level':
     case 'nullable-log-level':
       if (value === null && spec.kind === 'nullable-log-level') return null
@@ -454,8 +458,12 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     }
     case 'string-or-list':
       return { key, value: raw.trimStart().startsWith('[') ? coerceValue(key, spec, parseYamlValue(raw, key), where) : raw }
+    case 'list':
+      // `netapi_enable_clients=local,runner` or YAML `[local, runner]`.
+      return { key, value: coerceValue(key, spec, raw.trimStart().startsWith('[') ? parseYamlValue(raw, key) : raw.split(',').map((item) => item.trim()).filter((item) => item !== ''), where) }
     case 'map':
     case 'transport-opts':
+    case 'boolean-or-map':
       return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
     case 'output-indent':
       return { key, value: raw === 'null' || raw === '~' ? null : /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw }

@@ -38,6 +38,7 @@ export interface TimeoutConfig {
   syndic_event_forward_timeout?: number
   publish_session?: number
   keep_jobs?: number
+  token_expire?: number
 }
 
 /** Every time-valued key, in milliseconds; a key missing from `opts` takes Salt's default. */
@@ -54,6 +55,8 @@ export interface Timeouts {
   syndicEventForwardTimeoutMs: number
   publishSessionMs: number
   keepJobsMs: number
+  /** How long an eauth token lives. */
+  tokenExpireMs: number
 }
 
 export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
@@ -69,6 +72,7 @@ export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
     syndicEventForwardTimeoutMs: secondsToMs(opts.syndic_event_forward_timeout ?? 0.5, 'syndic_event_forward_timeout'),
     publishSessionMs: secondsToMs(opts.publish_session ?? 86400, 'publish_session'),
     keepJobsMs: hoursToMs(opts.keep_jobs ?? 24, 'keep_jobs'),
+    tokenExpireMs: secondsToMs(opts.token_expire ?? 43200, 'token_expire'),
   }
 }
 

@@ -65,7 +65,7 @@ describe('defaults', () => {
       log_level_logfile: null,
       pidfile: '/var/run/brine-master.pid',
       'postgres.port': 5432,
-      rest_api: { port: 8000, host: '0.0.0.0' },
+      rest_cherrypy: { host: '0.0.0.0' },
       master_id: null,
     })
     expect(opts).not.toHaveProperty('master')
@@ -132,10 +132,10 @@ describe('files and overrides', () => {
     expect(opts.master).toBe('salt')
   })
 
-  it('keeps rest_api defaults that a file does not set', async () => {
-    await write('master', 'rest_api:\n  port: 8080\n')
+  it('keeps rest_cherrypy defaults that a file does not set', async () => {
+    await write('master', 'rest_cherrypy:\n  port: 8080\n')
     const { opts } = await loadConfig('master', { configDir: dir })
-    expect(opts.rest_api).toEqual({ port: 8080, host: '0.0.0.0' })
+    expect(opts.rest_cherrypy).toEqual({ port: 8080, host: '0.0.0.0' })
   })
 
   it("reads Salt's batch_safe_limit and batch_safe_size, a size being a count or a percentage", async () => {
@@ -218,6 +218,16 @@ describe('errors', () => {
     expect(error.message).toBe(`${file}:3: publish_port must be a port number (an integer from 0 to 65535), got string 'abc'`)
     expect(error.name).toBe('ConfigError')
     expect([error.key, error.file, error.line]).toEqual(['publish_port', file, 3])
+  })
+
+  it('checks the eauth and netapi keys: a list of client names, a flag or a mapping', async () => {
+    const file = await write('master', 'netapi_enable_clients: local\n')
+    expect((await loadError('master')).message).toBe(`${file}:1: netapi_enable_clients must be a list of strings, got string 'local'`)
+    await write('master', 'token_expire_user_override: [alice]\n')
+    expect((await loadError('master')).message).toBe(`${file}:1: token_expire_user_override must be true, false or a mapping, got a list`)
+    await write('master', 'netapi_enable_clients: [local, runner]\ntoken_expire_user_override: {file: [alice]}\ntoken_expire: 60\n')
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect([opts.netapi_enable_clients, opts.token_expire_user_override, opts.token_expire]).toEqual([['local', 'runner'], { file: ['alice'] }, 60])
   })
 
   it('names the unit of a time key', async () => {

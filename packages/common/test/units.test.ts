@@ -38,6 +38,7 @@ describe('timeoutsFromConfig', () => {
       syndicEventForwardTimeoutMs: 250,
       publishSessionMs: 86_400_000,
       keepJobsMs: 3_600_000,
+      tokenExpireMs: 43_200_000,
     })
   })
 

@@ -1,5 +1,6 @@
 import { constantTimeEqual } from '@brine/crypt'
 import type { AclEntry } from './acl.js'
+import type { ExternalAuth } from './eauth/external-auth.js'
 import { PermissionDeniedError } from './errors.js'
 
 /**
@@ -50,22 +51,31 @@ export function masterCaller(user: string): Caller {
 export interface AuthorizerOptions {
   /** The master's root key (`<cachedir>/.root_key`). */
   rootKey: string
+  /** `external_auth` and its tokens; without it eauth credentials and tokens are refused. */
+  externalAuth?: ExternalAuth
 }
 
 /**
- * The one authorize step: turns the credentials a request carries into a {@link Caller}, or refuses
- * with a PermissionDeniedError naming the command. Today the credential is the root key; eauth
- * tokens and credentials (`token`, `eauth` + `username` + `password`) are refused until
- * `external_auth` is configured.
+ * The one authorize step: turns the credentials a request carries into a {@link Caller}, or refuses.
+ * The root key makes a caller with every permission (PermissionDeniedError when wrong); a `token`
+ * (made by `mk_token`) or `eauth` + `username` + `password` make the eauth user's caller with Salt's
+ * ACL for them (TokenAuthenticationError / EauthAuthenticationError when they do not authenticate).
  */
 export class Authorizer {
   readonly #rootKey: string
+  readonly #externalAuth: ExternalAuth | undefined
 
   constructor(options: AuthorizerOptions) {
     this.#rootKey = options.rootKey
+    this.#externalAuth = options.externalAuth
   }
 
-  authorize(request: Credentials): Caller {
+  /** The master's external auth (tokens, backends), when configured. */
+  get externalAuth(): ExternalAuth | undefined {
+    return this.#externalAuth
+  }
+
+  async authorize(request: Credentials): Promise<Caller> {
     const command = typeof request.cmd === 'string' ? request.cmd : '(no cmd)'
     const claimed = typeof request.user === 'string' ? request.user : 'root'
     if (request.key !== undefined) {
@@ -73,8 +83,13 @@ export class Authorizer {
       throw new PermissionDeniedError(command, 'the root key is missing or wrong', { user: claimed })
     }
     if (request.token !== undefined || request.eauth !== undefined) {
-      const user = typeof request.username === 'string' ? request.username : claimed
-      throw new PermissionDeniedError(command, 'external auth (token or eauth) is not configured on this master (external_auth)', { user })
+      const external = this.#externalAuth
+      if (external === undefined || !external.configured) {
+        const user = typeof request.username === 'string' ? request.username : claimed
+        throw new PermissionDeniedError(command, 'external auth (token or eauth) is not configured on this master (external_auth)', { user })
+      }
+      const identity = request.token !== undefined ? await external.identityOfToken(request.token) : await external.authenticate(request)
+      return { user: identity.name, auth: request.token !== undefined ? 'token' : 'eauth', eauth: identity.eauth, permissions: identity.perms }
     }
     throw new PermissionDeniedError(command, 'the root key is missing or wrong (no credentials: key, token or eauth)', { user: claimed })
   }

@@ -73,3 +73,26 @@ export class UnknownRunnerError extends BrineError {
     super(`unknown runner ${JSON.stringify(fun.slice(0, 80))} (available: ${available.join(', ')})`, { fun: fun.slice(0, 80), available })
   }
 }
+
+/**
+ * External auth credentials (`eauth` + `username` + `password`) that did not authenticate, or name a
+ * backend `external_auth` does not configure. Salt's name; the REST API answers 401.
+ */
+export class EauthAuthenticationError extends BrineError {
+  override name = 'EauthAuthenticationError'
+  readonly user: string
+  readonly eauth: string
+  constructor(eauth: string, user: string, reason = '') {
+    super(`Authentication failure of type "eauth" occurred for user ${user.slice(0, 80)}${reason === '' ? '' : `: ${reason}`}.`, { eauth: eauth.slice(0, 40), user: user.slice(0, 80) })
+    this.user = user.slice(0, 80)
+    this.eauth = eauth.slice(0, 40)
+  }
+}
+
+/** A token that is unknown, expired or revoked, or whose backend is no longer configured. Salt's name; the REST API answers 401. */
+export class TokenAuthenticationError extends BrineError {
+  override name = 'TokenAuthenticationError'
+  constructor(reason: string) {
+    super(`Authentication failure of type "token" occurred: ${reason}.`, { reason })
+  }
+}

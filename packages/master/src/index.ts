@@ -3,8 +3,9 @@
  * `@brine/master` is the Brine master daemon's core (DESIGN §3–§6): it serves every configured
  * transport at once and answers requests through a typed `MasterService` (publish, runner, wheel,
  * minion `_auth`, returns, events and grains) behind one `authorize` step that turns a request's
- * credentials into a `Caller` (the root key today; a caller carries a user name and Salt ACL
- * permissions, checked on every publish, runner and wheel). It publishes sealed and signed jobs
+ * credentials into a `Caller`: the root key, or Salt's external auth (`external_auth` with the `file`
+ * backend — text, htpasswd, htdigest files — and eauth tokens issued by `mk_token`, stored under
+ * `token_dir`), the caller carrying the user's Salt ACL, checked on every publish, runner and wheel. It publishes sealed and signed jobs
  * (targeted for list targets), opens each minion's sealed returns and events, spreads that crypto over
  * `worker_threads`, rotates the session key, fires Salt's event tags on its local event bus, and opens
  * the job cache `master_job_cache` names.
@@ -20,11 +21,24 @@ export {
   type KeyChangeListener,
   type MasterServiceOptions,
   type MasterServiceSettings,
+  type AsyncReply,
   type RunnerCall,
   type RunnerReply,
+  type WheelReply,
   type SessionControl,
 } from './master-service.js'
 export { Authorizer, masterCaller, rootCaller, type AuthorizerOptions, type Caller, type Credentials, type Permissions } from './authorize.js'
+export {
+  ExternalAuth,
+  SUPPORTED_EAUTH_BACKENDS,
+  type AuthBackend,
+  type EauthIdentity,
+  type ExternalAuthOptions,
+  type MadeToken,
+} from './eauth/external-auth.js'
+export { FileAuthBackend, fileBackendSettings, verifyHtpasswd, type FileBackendSettings } from './eauth/file-backend.js'
+export { TokenStore, isTokenName, type TokenData } from './eauth/token-store.js'
+export { exprMatch, fillAuthList } from './eauth/auth-list.js'
 export { permits, type AclEntry, type Action } from './acl.js'
 export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
@@ -57,4 +71,6 @@ export {
   UnknownRunnerError,
   WorkerPoolError,
   RebuiltWorkerError,
+  EauthAuthenticationError,
+  TokenAuthenticationError,
 } from './errors.js'

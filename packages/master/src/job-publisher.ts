@@ -16,7 +16,7 @@ import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
 
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
-export type JobRequest = Omit<PublishLoad, 'cmd' | 'key'>
+export type JobRequest = Omit<PublishLoad, 'cmd' | 'key' | 'token' | 'eauth' | 'username' | 'password'>
 
 export interface JobPublisherOptions {
   /** Accepted minions (targets resolve against them). */

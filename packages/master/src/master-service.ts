@@ -12,13 +12,14 @@ import {
 import { silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
-import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
+import { MalformedRequestError, PermissionDeniedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
-import { runWheel } from './wheel.js'
+import { runWheel, WHEEL_FUNCTIONS } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
 
 /** A runner call: Salt's `fun`, positional `arg` and keyword `kwarg`. */
@@ -31,6 +32,21 @@ export interface RunnerCall {
 /** What a runner call answers (Salt's `{jid, return, success}`). */
 export interface RunnerReply {
   jid: string
+  return: unknown
+  success: boolean
+}
+
+/** What runner_async and wheel_async answer (Salt's `{tag, jid}`). */
+export interface AsyncReply {
+  tag: string
+  jid: string
+}
+
+/** What a wheel call answers: Salt's return, with the jid and tag its events carry. */
+export interface WheelReply {
+  jid: string
+  tag: string
+  user: string
   return: unknown
   success: boolean
 }
@@ -87,8 +103,8 @@ export class MasterService {
     this.#logger = options.logger ?? silentLogger
   }
 
-  /** The one authorize step: the credentials a request carries (`key`; later `token`, `eauth`) → its caller. */
-  authorize(request: Credentials): Caller {
+  /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
+  authorize(request: Credentials): Promise<Caller> {
     return this.#o.authorizer.authorize(request)
   }
 
@@ -115,6 +131,20 @@ export class MasterService {
    * an UnknownRunnerError listing the available ones.
    */
   async runner(caller: Caller, call: RunnerCall): Promise<RunnerReply> {
+    return this.#prepareRunner(caller, call).run()
+  }
+
+  /**
+   * Salt's runner_async: checks the runner exists and the caller may run it, then answers `{tag, jid}` at
+   * once while the runner goes on in the background (its return comes as `salt/run/<jid>/ret`).
+   */
+  runnerAsync(caller: Caller, call: RunnerCall): AsyncReply {
+    const prepared = this.#prepareRunner(caller, call)
+    void prepared.run()
+    return { tag: tags.run(prepared.jid), jid: prepared.jid }
+  }
+
+  #prepareRunner(caller: Caller, call: RunnerCall): { jid: string; run: () => Promise<RunnerReply> } {
     const runner = findRunner(call.fun)
     const name = call.fun as string
     this.#check(caller, 'runner', { kind: 'runner', fun: name })
@@ -127,27 +157,108 @@ export class MasterService {
     const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
     const runFun = `runner.${name}`
     const user = caller.user
-    this.#o.bus.fire(tags.runNew(jid), { fun: runFun, fun_args: funArgs, jid, user })
-    let value: unknown
-    let success = true
-    try {
-      value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user))
-    } catch (error) {
-      success = false
-      const problem = error as Error
-      value = `Exception occurred in runner ${name}: ${problem?.name ?? 'Error'}: ${problem?.message ?? String(error)}`
-      this.#logger.warning(String(value))
+    const run = async (): Promise<RunnerReply> => {
+      this.#o.bus.fire(tags.runNew(jid), { fun: runFun, fun_args: funArgs, jid, user })
+      let value: unknown
+      let success = true
+      try {
+        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user))
+      } catch (error) {
+        success = false
+        const problem = error as Error
+        value = `Exception occurred in runner ${name}: ${problem?.name ?? 'Error'}: ${problem?.message ?? String(error)}`
+        this.#logger.warning(String(value))
+      }
+      this.#o.bus.fire(tags.runReturn(jid), { fun: runFun, fun_args: funArgs, jid, return: value, success, user })
+      return { jid, return: value, success }
     }
-    this.#o.bus.fire(tags.runReturn(jid), { fun: runFun, fun_args: funArgs, jid, return: value, success, user })
-    return { jid, return: value, success }
+    return { jid, run }
   }
 
-  /** Runs one wheel function (key management) for `caller` and applies what it changed (salt/key events, session rotation); Salt's return. */
-  async wheel(caller: Caller, load: Record<string, unknown>): Promise<unknown> {
-    if (typeof load['fun'] === 'string') this.#check(caller, 'wheel', { kind: 'wheel', fun: load['fun'] })
-    const outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
-    await this.#applyChanges(outcome.changes, outcome.rotateSession, `wheel ${String(load['fun'])}`)
-    return outcome.return
+  /**
+   * Runs one wheel function (key management) for `caller`, applies what it changed (salt/key events,
+   * session rotation), fires `salt/wheel/<jid>/new` and `/ret`, and answers Salt's return with its jid
+   * and tag. A function that does not exist, or arguments it cannot use, throw (nothing is fired).
+   */
+  async wheel(caller: Caller, load: Record<string, unknown>): Promise<WheelReply> {
+    return this.#prepareWheel(caller, load).run()
+  }
+
+  /** Salt's wheel_async: checks the function exists and the caller may run it, answers `{tag, jid}`, runs it in the background. */
+  wheelAsync(caller: Caller, load: Record<string, unknown>): AsyncReply {
+    const prepared = this.#prepareWheel(caller, load)
+    void prepared.run().catch((error: unknown) => this.#logger.warning(`wheel ${String(load['fun'])} (jid ${prepared.jid}) failed: ${(error as Error).message}`))
+    return { tag: tags.wheel(prepared.jid), jid: prepared.jid }
+  }
+
+  #prepareWheel(caller: Caller, load: Record<string, unknown>): { jid: string; run: () => Promise<WheelReply> } {
+    const fun = load['fun']
+    if (typeof fun !== 'string') throw new MalformedRequestError('wheel load', "field 'fun' must be a string")
+    if (!Object.hasOwn(WHEEL_FUNCTIONS, fun)) throw new UnknownWheelFunctionError(fun, Object.keys(WHEEL_FUNCTIONS))
+    this.#check(caller, 'wheel', { kind: 'wheel', fun })
+    const jid = generateJid()
+    const user = caller.user
+    const wheelFun = `wheel.${fun}`
+    const run = async (): Promise<WheelReply> => {
+      this.#o.bus.fire(tags.wheelNew(jid), { fun: wheelFun, jid, user })
+      let outcome: Awaited<ReturnType<typeof runWheel>>
+      try {
+        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
+      } catch (error) {
+        this.#o.bus.fire(tags.wheelReturn(jid), { fun: wheelFun, jid, user, return: `${(error as Error).name}: ${(error as Error).message}`, success: false })
+        throw error
+      }
+      await this.#applyChanges(outcome.changes, outcome.rotateSession, `wheel ${fun}`)
+      this.#o.bus.fire(tags.wheelReturn(jid), { fun: wheelFun, jid, user, return: outcome.return, success: true })
+      return { jid, tag: tags.wheel(jid), user, return: outcome.return, success: true }
+    }
+    return { jid, run }
+  }
+
+  /**
+   * Salt's `mk_token`: checks eauth credentials and stores a token for that user (`token_expire`, or
+   * the `token_expire` the load asks for when `token_expire_user_override` allows it). Answers Salt's
+   * token data and `perms`, the ACL the master enforces for the token.
+   */
+  async mkToken(load: Record<string, unknown>): Promise<MadeToken> {
+    return this.#external('mk_token').mkToken(load)
+  }
+
+  /** Salt's `get_token`: the live token's data (and `perms`), or `{}` when it is unknown, expired or revoked. */
+  async getToken(token: unknown): Promise<Record<string, unknown>> {
+    try {
+      const identity = await this.#external('get_token').identityOfToken(token)
+      return { ...identity.token, perms: identity.perms }
+    } catch (error) {
+      if (error instanceof TokenAuthenticationError) return {}
+      throw error
+    }
+  }
+
+  /** Revokes `token` (the caller proves itself by holding it); true when it was live. */
+  async rmToken(token: unknown): Promise<boolean> {
+    const external = this.#external('rm_token')
+    const live = (await external.tokens.get(token)) !== undefined
+    await external.tokens.remove(token)
+    return live
+  }
+
+  /**
+   * Fires `tag` with `data` on the master's bus for a root-key caller (the REST API's webhooks fire
+   * `salt/netapi/hook/…` this way, as Salt's fire into the master's event socket). Minion tags are refused.
+   */
+  fireEvent(caller: Caller, tag: unknown, data: unknown): void {
+    if (caller.auth !== 'key') throw new PermissionDeniedError('fire_event', `only the root key may fire events, not user ${JSON.stringify(caller.user)} (${caller.auth})`, { user: caller.user })
+    if (typeof tag !== 'string' || tag === '' || tag.length > 1024) throw new MalformedRequestError('fire_event load', "field 'tag' must be a non-empty string of at most 1024 characters")
+    if (tag.startsWith('salt/job/') || tag.startsWith('salt/minion/') || tag === tags.minionStartLegacy) throw new MalformedRequestError('fire_event load', `tag ${JSON.stringify(tag.slice(0, 120))} is reserved for the master and its minions`)
+    if (!isMap(data)) throw new MalformedRequestError('fire_event load', "field 'data' must be a mapping")
+    this.#o.bus.fire(tag, data)
+  }
+
+  #external(command: string): ExternalAuth {
+    const external = this.#o.authorizer.externalAuth
+    if (external === undefined || !external.configured) throw new PermissionDeniedError(command, 'external auth is not configured on this master (external_auth)')
+    return external
   }
 
   /** A minion's `_auth`: the handshake (in the crypto pool), `salt/auth`, key changes. */
@@ -221,7 +332,7 @@ export class MasterService {
       store: this.#o.store,
       bus: this.#o.bus,
       gather: (tgt, fun, arg, options) => gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger }, tgt, fun, arg, options),
-      wheel: (load) => this.wheel(caller, load),
+      wheel: async (load) => (await this.wheel(caller, load)).return,
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
       version: this.#o.settings.version,

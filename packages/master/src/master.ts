@@ -16,6 +16,7 @@ import { endpointLimitsFromConfig, loadTransport, timeoutsFromConfig, type JobCa
 import { openJobCache } from '@brine/returners'
 import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
 import { Authorizer } from './authorize.js'
+import { ExternalAuth } from './eauth/external-auth.js'
 import { MasterStateError } from './errors.js'
 import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
@@ -67,6 +68,7 @@ export class Master {
   #timer: NodeJS.Timeout | undefined
   #pruneTimer: NodeJS.Timeout | undefined
   #service: MasterService | undefined
+  #externalAuth: ExternalAuth | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
@@ -163,6 +165,10 @@ export class Master {
     this.#session = new SessionKeys()
     const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
     this.#rootKey = rootKey
+    // external_auth: a backend Brine does not implement, or bad file-backend settings, stop the start here.
+    const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'))
+    this.#externalAuth = externalAuth
+    if (externalAuth.configured) this.#logger.info(`external auth: ${Object.keys(opts.external_auth).join(', ')}; tokens in ${String(opts.token_dir)}`)
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one.
@@ -196,7 +202,7 @@ export class Master {
       logger: this.#logger,
     })
     const service = new MasterService({
-      authorizer: new Authorizer({ rootKey }),
+      authorizer: new Authorizer({ rootKey, externalAuth }),
       publisher,
       store,
       jobs,
@@ -226,9 +232,13 @@ export class Master {
       this.#timer = setInterval(() => this.rotateSession('publish_session'), Math.min(timeouts.publishSessionMs, MAX_TIMER_MS))
       this.#timer.unref()
     }
-    if (timeouts.keepJobsMs > 0) {
-      void this.pruneJobs()
-      this.#pruneTimer = setInterval(() => void this.pruneJobs(), PRUNE_INTERVAL_MS)
+    if (timeouts.keepJobsMs > 0 || externalAuth.configured) {
+      const maintain = (): void => {
+        if (timeouts.keepJobsMs > 0) void this.pruneJobs()
+        if (externalAuth.configured) void this.pruneTokens()
+      }
+      maintain()
+      this.#pruneTimer = setInterval(maintain, PRUNE_INTERVAL_MS)
       this.#pruneTimer.unref()
     }
   }
@@ -245,6 +255,16 @@ export class Master {
       return removed
     } catch (error) {
       this.#logger.error(`job cache: pruning failed: ${(error as Error).message}`)
+      return 0
+    }
+  }
+
+  /** Removes expired eauth tokens from `token_dir` (Salt's clean_expired_tokens), in the same maintenance round; returns how many. */
+  async pruneTokens(now: Date = new Date()): Promise<number> {
+    try {
+      return (await this.#externalAuth?.tokens.prune(now.getTime())) ?? 0
+    } catch (error) {
+      this.#logger.warning(`eauth tokens: pruning failed: ${(error as Error).message}`)
       return 0
     }
   }

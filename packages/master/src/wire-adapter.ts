@@ -24,10 +24,19 @@ export interface MasterWireAdapterOptions {
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
+/** The credentials and envelope keys of a clear load: never handed on to a wheel function (Salt pops them too). */
+const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous'])
+
+function withoutCredentials(load: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(load).filter(([name]) => !NOT_ARGUMENTS.has(name)))
+}
+
 /**
  * The master's request port, shared by every transport's RequestServer: decodes a request, authorizes
  * it, dispatches it to the {@link MasterService} and encodes the reply. Clear requests carry the
- * allow-listed commands (`_auth`, and `publish`, `wheel`, `runner` behind `authorize`); sealed ones
+ * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
+ * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
+ * `mk_token`, `get_token` and `rm_token`); sealed ones
  * (`{enc: 'box'}`) a minion's `_return`, `_minion_event` and `_grains`, the minion proven by its box.
  * Whatever a peer sends, the worst outcome is a typed error reply.
  */
@@ -72,18 +81,30 @@ export class MasterWireAdapter {
       case '_auth':
         return service.auth(load)
       case 'publish': {
-        const caller = service.authorize(load)
-        const { cmd: _cmd, key: _key, ...job } = validatePublishLoad(load)
+        const caller = await service.authorize(load)
+        const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
         return (await service.publish(caller, job)) as unknown as WireValue
       }
       case 'wheel': {
-        const caller = service.authorize(load)
-        const { cmd: _cmd, key: _key, ...call } = load
-        return { return: (await service.wheel(caller, call)) as WireValue }
+        const caller = await service.authorize(load)
+        const call = withoutCredentials(load)
+        return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
       }
       case 'runner': {
-        const caller = service.authorize(load)
-        return (await service.runner(caller, { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] })) as unknown as WireValue
+        const caller = await service.authorize(load)
+        const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
+        return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
+      }
+      case 'mk_token':
+        return (await service.mkToken(load)) as unknown as WireValue
+      case 'get_token':
+        return (await service.getToken(load['token'])) as WireValue
+      case 'rm_token':
+        return { removed: await service.rmToken(load['token']) }
+      case 'fire_event': {
+        const caller = await service.authorize(load)
+        service.fireEvent(caller, load['tag'], load['data'])
+        return { fired: true }
       }
       default:
         this.#logger.warning(`refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`)

@@ -23,7 +23,7 @@ async function oneJob(master: Master, dir: string, id: string): Promise<string> 
   const minion = await FakeMinion.start('tcp', id, { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }, join(dir, `m-${id}`))
   await watchSubscribers(master.endpoints[0]!.publish)(1)
   expect(await minion.auth()).toEqual({ ok: true })
-  const caller = master.service.authorize({ cmd: 'publish', key: master.rootKey })
+  const caller = await master.service.authorize({ cmd: 'publish', key: master.rootKey })
   const { jid, minions } = await master.service.publish(caller, { tgt: id, tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' })
   expect(minions).toEqual([id])
   await minion.nthPublish(1)

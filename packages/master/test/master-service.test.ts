@@ -11,9 +11,9 @@ const TRANSPORTS = ['zeromq', 'tcp'] as const
 /** A caller with ACL entries, as external auth will make them (the API issue); built by hand here. */
 const user = (name: string, permissions: Caller['permissions']): Caller => ({ user: name, auth: 'eauth', eauth: 'file', permissions })
 
-const refusedWith = (fn: () => unknown): PermissionDeniedError => {
+const refusedWith = async (fn: () => unknown): Promise<PermissionDeniedError> => {
   try {
-    fn()
+    await fn()
   } catch (error) {
     expect(error).toBeInstanceOf(PermissionDeniedError)
     return error as PermissionDeniedError
@@ -24,18 +24,18 @@ const refusedWith = (fn: () => unknown): PermissionDeniedError => {
 describe('authorize', () => {
   const authorizer = new Authorizer({ rootKey: 'the-root-key' })
 
-  it('turns the root key into a caller with every permission, under the user the load names', () => {
-    expect(authorizer.authorize({ cmd: 'publish', key: 'the-root-key', user: 'sudo_alice' })).toEqual({ user: 'sudo_alice', auth: 'key', permissions: 'all' })
-    expect(authorizer.authorize({ cmd: 'wheel', key: 'the-root-key' })).toEqual(rootCaller('root'))
+  it('turns the root key into a caller with every permission, under the user the load names', async () => {
+    expect(await authorizer.authorize({ cmd: 'publish', key: 'the-root-key', user: 'sudo_alice' })).toEqual({ user: 'sudo_alice', auth: 'key', permissions: 'all' })
+    expect(await authorizer.authorize({ cmd: 'wheel', key: 'the-root-key' })).toEqual(rootCaller('root'))
   })
 
-  it('refuses a wrong key, no credentials and (until external_auth exists) eauth, naming the command', () => {
-    const wrong = refusedWith(() => authorizer.authorize({ cmd: 'publish', key: 'nope', user: 'mallory' }))
+  it('refuses a wrong key, no credentials and (without external_auth) eauth, naming the command', async () => {
+    const wrong = await refusedWith(() => authorizer.authorize({ cmd: 'publish', key: 'nope', user: 'mallory' }))
     expect(wrong.message).toBe('permission denied for "publish": the root key is missing or wrong')
     expect(wrong).toMatchObject({ command: 'publish', user: 'mallory' })
-    const none = refusedWith(() => authorizer.authorize({ cmd: 'runner', fun: 'jobs.list_jobs' } as never))
+    const none = await refusedWith(() => authorizer.authorize({ cmd: 'runner', fun: 'jobs.list_jobs' } as never))
     expect(none.message).toMatch(/^permission denied for "runner": .*no credentials/)
-    const eauth = refusedWith(() => authorizer.authorize({ cmd: 'wheel', eauth: 'pam', username: 'bob', password: 'x' }))
+    const eauth = await refusedWith(() => authorizer.authorize({ cmd: 'wheel', eauth: 'pam', username: 'bob', password: 'x' }))
     expect(eauth.message).toMatch(/^permission denied for "wheel": external auth .* not configured/)
     expect(eauth.user).toBe('bob')
   })
@@ -132,6 +132,7 @@ describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
     }
     // With the root key the same loads go through.
     const reply = await client.send({ enc: 'clear', load: { ...loads[1], key: master.rootKey } })
-    expect(reply).toEqual({ return: { minions: [], minions_pre: [], minions_rejected: [], minions_denied: [] } })
+    expect(reply).toMatchObject({ return: { minions: [], minions_pre: [], minions_rejected: [], minions_denied: [] }, success: true, user: 'root' })
+    expect((reply as { tag: string; jid: string }).tag).toBe(`salt/wheel/${(reply as { jid: string }).jid}`)
   })
 })

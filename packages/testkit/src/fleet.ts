@@ -114,6 +114,8 @@ function startupTagPattern(tags: FleetBus['tags']): string {
 export class Fleet {
   readonly minions = new Map<string, DaemonProcess>()
   readonly swarms: SwarmProcess[] = []
+  /** brine-api processes started with {@link startApi}. */
+  readonly apis: DaemonProcess[] = []
   master!: DaemonProcess
   /** Every pid this fleet spawned (daemons, swarms, restarted masters), for after-the-fact checks. */
   readonly spawnedPids: number[] = []
@@ -294,6 +296,18 @@ export class Fleet {
     return daemon
   }
 
+  /**
+   * Starts `brine-api` beside the master (its settings come from the master config's `rest_cherrypy`,
+   * so pass them as `masterConfig`) and waits for its "listening on <url>" line; resolves with the
+   * process and that URL.
+   */
+  async startApi(extraArgs: string[] = []): Promise<{ process: DaemonProcess; url: string }> {
+    const api = this.spawnBin('brine-api', 'brine-api', ['-c', this.masterConfigDir, '-l', 'info', ...extraArgs])
+    this.apis.push(api)
+    const match = await api.waitForOutput(/brine-api listening on (\S+)/, this.readyTimeoutMs)
+    return { process: api, url: match[1] as string }
+  }
+
   /** Starts one of the brine* commands as a daemon of this fleet: the installed one with `binDir`, else the built file. */
   spawnBin(name: string, bin: string, args: readonly string[]): DaemonProcess {
     if (this.options.binDir === undefined) return this.spawnNode(name, binPath(bin), args)
@@ -320,6 +334,7 @@ export class Fleet {
   async stop(options: { keepRoot?: boolean } = {}): Promise<void> {
     await this.events?.close()
     this.events = undefined
+    await Promise.all(this.apis.map((api) => api.stop()))
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })

@@ -1,9 +1,10 @@
 import { Option } from 'commander'
 import { TimeoutError, type Logger } from '@brine/transport'
 import { loadConfig, parseInput, secondsToMs, type MasterConfig, type TargetType, type Tgt } from '@brine/common'
-import { LocalClient, NO_RESPONSE, type BatchEvent, type BatchJob, type BatchOptions, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { LocalClient, NO_RESPONSE, type BatchEvent, type BatchJob, type BatchOptions, type ClientCredentials, type RunJobOptions, type WaitOptions } from '@brine/client'
 import { LiveLine } from '../live-line.js'
 import { addBatchOptions, jobBanner, planBatch, readBatchFlags, runBatchMode, type BatchFlags } from './brine-batch.js'
+import { addEauthOptions, eauthArgs, resolveCredentials, type EauthArgs } from './eauth.js'
 import { isOutputter, outputSettings, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
   addCommonOptions,
@@ -12,6 +13,7 @@ import {
   EXIT_GENERIC,
   EXIT_NO_MINIONS,
   EXIT_OK,
+  EXIT_USAGE,
   usageError,
   fail,
   integer,
@@ -36,7 +38,7 @@ export interface JobClient {
 }
 
 /** A LocalClient as `brine` uses it: each job's reader opened before its publish (no job-cache lookup on the way). */
-function localJobClient(options: { logger: Logger; opts: MasterConfig }): JobClient {
+function localJobClient(options: { logger: Logger; opts: MasterConfig; credentials?: ClientCredentials }): JobClient {
   const client = new LocalClient(options)
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
@@ -48,7 +50,7 @@ function localJobClient(options: { logger: Logger; opts: MasterConfig }): JobCli
 }
 
 export interface BrineDeps {
-  createClient?: (options: { configDir: string; logger: Logger; opts: MasterConfig }) => JobClient
+  createClient?: (options: { configDir: string; logger: Logger; opts: MasterConfig; credentials?: ClientCredentials }) => JobClient
 }
 
 /** Salt's target flags and the tgt_type each selects. */
@@ -82,6 +84,8 @@ export interface BrineArgs {
   ret?: string
   color?: boolean
   batch: BatchFlags
+  /** `-a/--auth`, `-T/--make-token`, `--username`, `--password`. */
+  auth: EauthArgs
 }
 
 /** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
@@ -106,6 +110,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
   addBatchOptions(program)
+  addEauthOptions(program)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
@@ -122,7 +127,14 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   }
   const batch = readBatchFlags(options, io)
   if (typeof batch === 'number') return batch
+  let auth: EauthArgs
+  try {
+    auth = eauthArgs(options)
+  } catch (error) {
+    return usageError(io, 'brine', (error as Error).message, program.usage())
+  }
   const args: BrineArgs = {
+    auth,
     configDir: options.configDir as string,
     logLevel: options.logLevel as string,
     tgt,
@@ -163,7 +175,16 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   } catch (error) {
     return fail(io, 'brine', describeClientError(error))
   }
-  const client = deps.createClient?.({ configDir: args.configDir, logger, opts }) ?? localJobClient({ opts, logger })
+  // -a: the eauth user's credentials (or a token made with -T); else the root key, or the saved token.
+  let credentials: ClientCredentials | undefined
+  try {
+    // A stand-in client (tests) needs no credentials unless -a asked for them.
+    if (args.auth.eauth !== undefined || deps.createClient === undefined) credentials = await resolveCredentials(args.auth, args.configDir, io, logger)
+  } catch (error) {
+    return fail(io, 'brine', describeClientError(error), (error as Error).name === 'UsageError' ? EXIT_USAGE : EXIT_GENERIC)
+  }
+  const clientOptions = { configDir: args.configDir, logger, opts, ...(credentials === undefined ? {} : { credentials }) }
+  const client = deps.createClient?.(clientOptions) ?? localJobClient(clientOptions)
   const output = outputSettings(opts, args, io.stdout.isTTY === true)
   const display = { color: output.color, indent: output.indent, stripColors: output.stripColors }
   const jobOptions: RunJobOptions = { tgtType: args.tgtType }

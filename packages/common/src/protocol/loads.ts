@@ -28,11 +28,31 @@ export interface PublishLoad {
   jid?: string
   ret: string
   user: string
-  key: string
+  /** The root key; or one of the eauth credentials below (docs/protocol.md). */
+  key?: string
+  /** An eauth token from `mk_token`. */
+  token?: string
+  /** An eauth backend with `username` and `password`. */
+  eauth?: string
+  username?: string
+  password?: string
   timeout?: number
   to?: number
   /** Filled in by the master: the minions expected to answer. */
   minions?: string[]
+}
+
+/**
+ * An eauth token as the master keeps it and `mk_token` / `get_token` answer it (Salt's token data):
+ * `start` and `expire` are epoch seconds, `name` the user, `eauth` the backend that authenticated them.
+ */
+export interface TokenData {
+  token: string
+  start: number
+  expire: number
+  name: string
+  eauth: string
+  groups?: string[]
 }
 
 /** The master's reply to a publish: the jid and the minions expected to answer. */
@@ -141,7 +161,11 @@ export function validatePublishLoad(value: unknown): PublishLoad {
     jid: optional(jid),
     ret: string,
     user: string,
-    key: string,
+    key: optional(string),
+    token: optional(string),
+    eauth: optional(string),
+    username: optional(string),
+    password: optional(string),
     timeout: optional(number),
     to: optional(number),
     minions: optional(array),

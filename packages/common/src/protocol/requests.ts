@@ -4,8 +4,12 @@
  * by @brine/crypt) for everything a minion sends once authenticated.
  */
 
-/** Commands a clear request may carry; anything else is refused (DESIGN §3). */
-export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner'] as const
+/**
+ * Commands a clear request may carry; anything else is refused (DESIGN §3). `mk_token`, `get_token`
+ * and `rm_token` are Salt's eauth token flow (the last one Brine's: revoke a token one holds);
+ * `fire_event` puts an event on the master's bus for a root-key caller (the REST API's webhooks).
+ */
+export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner', 'mk_token', 'get_token', 'rm_token', 'fire_event'] as const
 export type ClearCommand = (typeof CLEAR_COMMANDS)[number]
 
 /** Commands a sealed minion request may carry. */

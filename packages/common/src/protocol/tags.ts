@@ -23,6 +23,15 @@ export const tags = {
   /** `salt/run/<jid>/new` and `salt/run/<jid>/ret`: a runner started and finished. */
   runNew: (jid: string): string => `salt/run/${jid}/new`,
   runReturn: (jid: string): string => `salt/run/${jid}/ret`,
+  /** `salt/run/<jid>`: the tag runner_async answers with (Salt's `{tag, jid}`). */
+  run: (jid: string): string => `salt/run/${jid}`,
+  /** `salt/wheel/<jid>/new` and `salt/wheel/<jid>/ret`: a wheel function started and finished. */
+  wheelNew: (jid: string): string => `salt/wheel/${jid}/new`,
+  wheelReturn: (jid: string): string => `salt/wheel/${jid}/ret`,
+  /** `salt/wheel/<jid>`: the tag of a wheel call's answer (Salt's `{tag, data}`). */
+  wheel: (jid: string): string => `salt/wheel/${jid}`,
+  /** `salt/netapi/hook/<path>`: what the REST API's webhook fires (`<path>` without leading or trailing slashes). */
+  netapiHook: (path: string): string => (path === '' ? 'salt/netapi/hook' : `salt/netapi/hook/${path}`),
   /** `salt/minion/<id>/start`: a minion started. */
   minionStart: (id: string): string => `salt/minion/${id}/start`,
   /** `salt/minion/<id>/`: the only tags (besides `minion_start`) a minion may fire on the master's bus. */

@@ -1,0 +1,123 @@
+import { ConfigError, secondsToMs, type MasterConfig } from '@brine/common'
+
+/** The REST API's settings: Salt's `rest_cherrypy` keys, checked, with Salt's defaults. */
+export interface ApiSettings {
+  port: number
+  host: string
+  /** TLS certificate and key files; both unset only with `disable_ssl`. */
+  sslCrt?: string
+  sslKey?: string
+  disableSsl: boolean
+  /** Where webhooks are posted (Salt's `webhook_url`, default /hook). */
+  webhookUrl: string
+  webhookDisableAuth: boolean
+  /** Largest request body accepted, bytes (Salt's default 1 MiB); larger ones get 413. */
+  maxRequestBodySize: number
+  /** Errors carry their stack in the 500 body. */
+  debug: boolean
+  /** Client addresses allowed in; others get 403 (empty: everyone). */
+  authorizedIps: string[]
+  /** Whether login sets the `session_id` cookie (Salt's `enable_sessions`). */
+  enableSessions: boolean
+  /** `/stats` without a token (Salt's `stats_disable_auth`). */
+  statsDisableAuth: boolean
+  /** Brine: bytes one `/events` stream may hold for a slow reader before it drops events (counted). */
+  eventsBufferBytes: number
+  /** Brine: `/events` streams open at once; more get 503. */
+  eventsMaxStreams: number
+  /** Brine: how often a stream's token is checked again with the master (revocation), ms. */
+  eventsTokenRecheckMs: number
+  /** The clients `POST /` and friends may use (the master's `netapi_enable_clients`). */
+  enabledClients: string[]
+}
+
+/** The clients Brine's API implements (Salt 3006's NetapiClient, without ssh and local_subset). */
+export const API_CLIENTS = ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel', 'wheel_async'] as const
+export type ApiClientName = (typeof API_CLIENTS)[number]
+
+const KNOWN = new Set([
+  'port',
+  'host',
+  'ssl_crt',
+  'ssl_key',
+  'ssl_chain',
+  'disable_ssl',
+  'webhook_url',
+  'webhook_disable_auth',
+  'max_request_body_size',
+  'debug',
+  'authorized_ips',
+  'enable_sessions',
+  'stats_disable_auth',
+  'collect_stats',
+  'thread_pool',
+  'socket_queue_size',
+  'events_buffer_bytes',
+  'events_max_streams',
+  'events_token_recheck',
+])
+
+/**
+ * Reads `rest_cherrypy` (and `netapi_enable_clients`) from the master's config. `port` is required;
+ * `ssl_crt` and `ssl_key` too unless `disable_ssl: true`. A wrong value is a ConfigError naming
+ * `rest_cherrypy.<key>`; an unknown key is returned as a warning.
+ */
+export function apiSettings(opts: MasterConfig): { settings: ApiSettings; warnings: string[] } {
+  const block = (opts.rest_cherrypy ?? {}) as Record<string, unknown>
+  const warnings: string[] = []
+  const fail = (key: string, problem: string): never => {
+    throw new ConfigError(`rest_cherrypy.${key} ${problem}`, { key: `rest_cherrypy.${key}` })
+  }
+  for (const key of Object.keys(block)) if (!KNOWN.has(key)) warnings.push(`rest_cherrypy.${key}: unknown setting; ignored`)
+  const integer = (key: string, fallback: number | undefined, min: number, max: number): number => {
+    const value = block[key] ?? fallback
+    if (value === undefined) return fail(key, `is required (an integer from ${min} to ${max})`)
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) return fail(key, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
+    return value
+  }
+  const flag = (key: string, fallback: boolean): boolean => {
+    const value = block[key] ?? fallback
+    return typeof value === 'boolean' ? value : fail(key, `must be true or false, got ${JSON.stringify(value)}`)
+  }
+  const text = (key: string): string | undefined => {
+    const value = block[key]
+    if (value === undefined || value === null) return undefined
+    return typeof value === 'string' && value !== '' ? value : fail(key, `must be a non-empty string, got ${JSON.stringify(value)}`)
+  }
+  const settings: ApiSettings = {
+    port: integer('port', undefined, 0, 65535),
+    host: text('host') ?? '0.0.0.0',
+    disableSsl: flag('disable_ssl', false),
+    webhookUrl: text('webhook_url') ?? '/hook',
+    webhookDisableAuth: flag('webhook_disable_auth', false),
+    maxRequestBodySize: integer('max_request_body_size', 1_048_576, 1, 2 ** 31 - 1),
+    debug: flag('debug', false),
+    authorizedIps: [],
+    enableSessions: flag('enable_sessions', true),
+    statsDisableAuth: flag('stats_disable_auth', false),
+    eventsBufferBytes: integer('events_buffer_bytes', 1_048_576, 1024, 2 ** 31 - 1),
+    eventsMaxStreams: integer('events_max_streams', 1024, 1, 1_000_000),
+    eventsTokenRecheckMs: secondsToMs(block['events_token_recheck'] ?? 5, 'rest_cherrypy.events_token_recheck'),
+    enabledClients: [],
+  }
+  const crt = text('ssl_crt')
+  const key = text('ssl_key')
+  if (crt !== undefined) settings.sslCrt = crt
+  if (key !== undefined) settings.sslKey = key
+  if (!settings.disableSsl && (crt === undefined || key === undefined)) {
+    fail(crt === undefined ? 'ssl_crt' : 'ssl_key', 'is required unless disable_ssl is true (a certificate and its key, e.g. made with openssl req -x509)')
+  }
+  if (!settings.webhookUrl.startsWith('/')) fail('webhook_url', `must start with '/', got ${JSON.stringify(settings.webhookUrl)}`)
+  const ips = block['authorized_ips']
+  if (ips !== undefined && ips !== null) {
+    if (!Array.isArray(ips) || !ips.every((ip) => typeof ip === 'string')) fail('authorized_ips', 'must be a list of IP addresses')
+    settings.authorizedIps = ips as string[]
+  }
+  const enabled = (opts.netapi_enable_clients ?? []) as unknown
+  if (!Array.isArray(enabled) || !enabled.every((name) => typeof name === 'string')) throw new ConfigError('netapi_enable_clients must be a list of client names', { key: 'netapi_enable_clients' })
+  for (const name of enabled as string[]) {
+    if (!(API_CLIENTS as readonly string[]).includes(name)) warnings.push(`netapi_enable_clients: '${name}' is not a client Brine's API has (${API_CLIENTS.join(', ')}); ignored`)
+  }
+  settings.enabledClients = (enabled as string[]).filter((name) => (API_CLIENTS as readonly string[]).includes(name))
+  return { settings, warnings }
+}

@@ -1,0 +1,17 @@
+/**
+ * @packageDocumentation
+ * `@brine/api` is Brine's salt-api compatible REST API (Salt's `rest_cherrypy`), served by `brine-api`
+ * beside the master on fastify 5: `/login` and `/token` turn eauth credentials into a master token (the
+ * `X-Auth-Token` header or the `session_id` cookie), `POST /` and `/run` run lowstate chunks through the
+ * `local`, `local_async`, `runner`, `runner_async`, `wheel` and `wheel_async` clients that
+ * `netapi_enable_clients` enables, `/minions`, `/jobs`, `/keys`, `/hook` and `/stats` are salt-api's
+ * convenience endpoints, and `/events` streams the master's bus as server-sent events, every stream
+ * bounded. The master checks every call's credentials and ACL; the API only carries them.
+ */
+export { apiSettings, API_CLIENTS, type ApiSettings, type ApiClientName } from './config.js'
+export { ApiServer, createApiApp, parseForm, SESSION_COOKIE, type ApiAppOptions, type ApiServerOptions } from './server.js'
+export { MasterLink } from './master-link.js'
+export { runChunk, chunkCredentials, type Chunk } from './lowstate.js'
+export { EventStreams, sseRecord, type EventStreamsOptions, type EventStreamStats } from './sse.js'
+export { chooseResponseType, RESPONSE_TYPES, type ResponseType } from './negotiate.js'
+export { ApiError, ApiStartError } from './errors.js'

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest'
+import { defaultsFor, type MasterConfig } from '@brine/common'
+import { apiSettings } from '../src/config.js'
+import { chooseResponseType, serialize } from '../src/negotiate.js'
+import { createApiApp, parseForm } from '../src/server.js'
+import { MasterLink } from '../src/master-link.js'
+import { EventStreams, sseRecord } from '../src/sse.js'
+
+describe('request bodies and content negotiation', () => {
+  it("reads a form as one chunk: a repeated key becomes a list, each arg typed as Salt's yamlify_arg", () => {
+    expect(parseForm('client=local&tgt=web*&fun=test.arg&arg=1&arg=two&arg=%5B3%5D&arg=a%3Db')).toEqual({ client: 'local', tgt: 'web*', fun: 'test.arg', arg: [1, 'two', [3], 'a=b'] })
+    expect(parseForm('tgt=a&tgt=b')).toEqual({ tgt: ['a', 'b'] })
+  })
+
+  it('answers JSON unless YAML is preferred; nothing acceptable is undefined (406)', () => {
+    expect(chooseResponseType(undefined)).toBe('application/json')
+    expect(chooseResponseType('*/*')).toBe('application/json')
+    expect(chooseResponseType('application/x-yaml')).toBe('application/x-yaml')
+    expect(chooseResponseType('application/json;q=0.5, text/yaml')).toBe('application/x-yaml')
+    expect(chooseResponseType('text/html,application/xhtml+xml,*/*;q=0.8')).toBe('application/json')
+    expect(chooseResponseType('text/html')).toBeUndefined()
+  })
+
+  it('writes YAML without anchors and aliases for values that appear twice', () => {
+    const shared = { args: [1] }
+    expect(serialize({ a: shared, b: shared }, 'application/x-yaml')).toBe('a:\n  args:\n    - 1\nb:\n  args:\n    - 1\n')
+  })
+
+  it("writes Salt's SSE record: a tag line, then the event as JSON", () => {
+    expect(sseRecord({ tag: 'salt/job/1/new', data: { minions: ['a'] } }).toString()).toBe('tag: salt/job/1/new\ndata: {"tag":"salt/job/1/new","data":{"minions":["a"]}}\n\n')
+  })
+})
+
+describe('the app without a master', () => {
+  async function app(rest: Record<string, unknown>, enabled: string[] = ['local']) {
+    const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock', netapi_enable_clients: enabled, rest_cherrypy: { port: 0, disable_ssl: true, ...rest } } as unknown as MasterConfig
+    const { settings } = apiSettings(opts)
+    const link = new MasterLink(opts)
+    const streams = new EventStreams({ events: link.events, bufferBytes: 1024, maxStreams: 1, recheckMs: 1000, tokenLive: async () => true })
+    return createApiApp({ link, settings, streams })
+  }
+
+  it('refuses callers outside authorized_ips with 403 and a JSON body', async () => {
+    const server = await app({ authorized_ips: ['10.9.9.9'] })
+    const response = await server.inject({ method: 'GET', url: '/' })
+    expect(response.statusCode).toBe(403)
+    expect(response.json()).toEqual({ status: 403, return: 'Bad IP' })
+    await server.close()
+  })
+
+  it('answers 503 for a lowstate while the master is not there, after the token and list checks', async () => {
+    const server = await app({})
+    const token = 'ab'.repeat(32)
+    const response = await server.inject({ method: 'POST', url: '/', headers: { 'x-auth-token': token }, payload: [{ client: 'local', tgt: '*', fun: 'test.ping' }] })
+    expect(response.statusCode).toBe(503)
+    expect(response.json()).toEqual({ status: 503, return: 'the master is not available (its event bus is not reachable)' })
+    const login = await server.inject({ method: 'GET', url: '/login' })
+    expect(login.headers['www-authenticate']).toBe('Session')
+    expect(login.json()).toEqual({ status: 200, return: 'Please log in' })
+    await server.close()
+  })
+})
+
+describe('event streams before the master', () => {
+  it('keep trying to reach the bus and fan its events out once the master is up, leaving no reader behind', async () => {
+    const { mkdtemp, rm } = await import('node:fs/promises')
+    const { tmpdir } = await import('node:os')
+    const { join } = await import('node:path')
+    const { EventBus } = await import('../../master/src/index.js')
+    const { MasterEvent } = await import('@brine/client')
+    const { deadline } = await import('@brine/transport-compliance')
+    const sockDir = await mkdtemp(join(tmpdir(), 'ba-'))
+    const events = new MasterEvent({ sockDir, reconnect: { initial: 50, max: 200 } })
+    const { createLogger } = await import('@brine/transport')
+    let failedAttempt: () => void = () => {}
+    const failed = new Promise<void>((resolve) => (failedAttempt = resolve))
+    const logger = createLogger({ level: 'debug', name: 'api-test', write: (line) => (line.includes('not reachable yet') ? failedAttempt() : undefined) })
+    const streams = new EventStreams({ events, bufferBytes: 1024, maxStreams: 1, recheckMs: 60_000, tokenLive: async () => true, logger })
+    streams.start()
+    const bus = new EventBus({ sockDir })
+    try {
+      // Nothing to read yet: the first attempt fails, and leaves no reader registered.
+      await deadline(failed, 10_000, 'a first attempt that finds no bus')
+      expect(events.readerCount).toBe(0)
+      await bus.start()
+      await deadline(
+        (async () => {
+          while (streams.stats().events === 0) {
+            bus.fire('salt/test/hello', {})
+            await new Promise((resolve) => setTimeout(resolve, 50))
+          }
+        })(),
+        10_000,
+        'the hub to read an event once the bus is up',
+      )
+      expect(events.connected).toBe(true)
+      expect(events.readerCount).toBe(1)
+    } finally {
+      await streams.close()
+      await events.close()
+      await bus.close()
+      await rm(sockDir, { recursive: true, force: true })
+    }
+  })
+})

@@ -1,0 +1,4 @@
+import { runBin } from '../bin-runner.js'
+import { runApi } from '../commands/api.js'
+
+await runBin(runApi)

@@ -1,0 +1,362 @@
+import { execFileSync } from 'node:child_process'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import bcrypt from 'bcryptjs'
+import { extract } from 'tar-stream'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Fleet, freeLoopbackPort, killAllProcesses, rssBytes } from '@brine/testkit'
+import { httpClient, SseReader, type HttpResponse } from './helpers/http.js'
+import { bus, TRANSPORTS } from './helpers/fleets.js'
+
+const WAIT_MS = 30_000
+const PASSWORDS = { admin: 'admin-pw', alice: 'wonder', shortlived: 'tick' }
+
+afterAll(() => killAllProcesses())
+
+/** A htpasswd file (bcrypt, Apache MD5 from openssl, {SHA}) and a self-signed certificate made by openssl. */
+async function secrets(): Promise<{ dir: string; ca: Buffer }> {
+  const dir = await mkdtemp(join(tmpdir(), 'brine-api-'))
+  const apr1 = execFileSync('openssl', ['passwd', '-apr1', PASSWORDS.alice], { encoding: 'utf8' }).trim()
+  const sha = `{SHA}${execFileSync('openssl', ['dgst', '-sha1', '-binary'], { input: PASSWORDS.shortlived }).toString('base64')}`
+  await writeFile(join(dir, 'htpasswd'), `admin:${bcrypt.hashSync(PASSWORDS.admin, 8).replace(/^\$2b\$/, '$2y$')}\nalice:${apr1}\nshortlived:${sha}\n`)
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' })
+  return { dir, ca: await readFile(join(dir, 'crt.pem')) }
+}
+
+const json = (value: unknown): { body: string; headers: Record<string, string> } => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } })
+
+describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
+  let fleet: Fleet
+  let dir: string
+  let api: ReturnType<typeof httpClient>
+  let apiPid: number
+  const tokens: Record<string, string> = {}
+
+  const login = async (username: keyof typeof PASSWORDS, extra: Record<string, unknown> = {}): Promise<HttpResponse> =>
+    api.call('/login', { method: 'POST', ...json({ username, password: PASSWORDS[username], eauth: 'file', ...extra }) })
+  const run = (token: string, lowstate: unknown, headers: Record<string, string> = {}): Promise<HttpResponse> =>
+    api.call('/', { method: 'POST', body: JSON.stringify(lowstate), headers: { 'content-type': 'application/json', 'x-auth-token': token, ...headers } })
+  const errorBody = (status: number, message: string | RegExp) => ({ status, return: typeof message === 'string' ? message : expect.stringMatching(message) })
+
+  beforeAll(async () => {
+    const made = await secrets()
+    dir = made.dir
+    const port = await freeLoopbackPort()
+    fleet = await Fleet.start({
+      bus,
+      minions: ['web1', 'web2', 'db1'].map((id) => ({ id, transport, grains: { role: id.replace(/\d+$/, '') } })),
+      masterConfig: {
+        timeout: 5,
+        gather_job_timeout: 2,
+        external_auth: {
+          file: {
+            '^filename': join(dir, 'htpasswd'),
+            '^filetype': 'htpasswd',
+            admin: ['.*', '@runner', '@wheel'],
+            alice: [{ 'web*': ['test.*'] }, { '@runner': ['jobs\\..*'] }, { '@wheel': ['key\\.list_all'] }],
+            shortlived: ['test.*'],
+          },
+        },
+        token_expire_user_override: { file: ['shortlived'] },
+        netapi_enable_clients: ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel'],
+        rest_cherrypy: { port, host: '127.0.0.1', ssl_crt: join(dir, 'crt.pem'), ssl_key: join(dir, 'key.pem'), events_buffer_bytes: 65_536, events_token_recheck: 0.5 },
+      },
+    })
+    const started = await fleet.startApi()
+    expect(started.url).toBe(`https://127.0.0.1:${port}`)
+    apiPid = started.process.pid
+    api = httpClient(started.url, made.ca)
+    for (const user of ['admin', 'alice'] as const) {
+      const response = await login(user)
+      expect(response.status).toBe(200)
+      tokens[user] = (response.json as { return: Array<{ token: string }> }).return[0]!.token
+    }
+  })
+
+  afterAll(async () => {
+    await fleet?.stop()
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true })
+  })
+
+  it('welcomes without a token, logs a htpasswd user in over TLS (token, X-Auth-Token, session cookie) and runs local test.ping on every minion', async () => {
+    const welcome = await api.call('/')
+    expect(welcome.status).toBe(200)
+    expect(welcome.json).toEqual({ return: 'Welcome', clients: ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel'] })
+
+    const response = await login('admin')
+    expect(response.status).toBe(200)
+    const [session] = (response.json as { return: Array<Record<string, unknown>> }).return
+    expect(session).toMatchObject({ user: 'admin', eauth: 'file', perms: ['.*', '@runner', '@wheel'] })
+    expect(session!['token']).toMatch(/^[0-9a-f]{64}$/)
+    expect((session!['expire'] as number) - (session!['start'] as number)).toBeCloseTo(43200, 3)
+    expect(response.headers['x-auth-token']).toBe(session!['token'])
+    expect(String(response.headers['set-cookie'])).toMatch(new RegExp(`^session_id=${String(session!['token'])};.*HttpOnly.*Secure`))
+
+    const ping = await run(tokens['admin']!, [{ client: 'local', tgt: '*', fun: 'test.ping' }])
+    expect(ping.status).toBe(200)
+    expect(ping.json).toEqual({ return: [{ web1: true, web2: true, db1: true }] })
+    // The session cookie works like the header; full_return keeps retcode and jid.
+    const byCookie = await api.call('/', { method: 'POST', body: JSON.stringify([{ client: 'local', tgt: 'web1', fun: 'test.ping', full_return: true }]), headers: { 'content-type': 'application/json', cookie: `session_id=${tokens['admin']}` } })
+    expect(byCookie.json).toEqual({ return: [{ web1: { ret: true, retcode: 0, jid: expect.stringMatching(/^\d{20}$/) } }] })
+
+    // local_batch: Salt's cmd_batch through salt-api, one `{id: return}` per minion, two minions at a time.
+    const batched = await api.call('/', { method: 'POST', body: JSON.stringify([{ client: 'local_batch', tgt: '*', fun: 'test.ping', batch: '2' }]), headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']! } })
+    expect(batched.status).toBe(200)
+    const [perMinion] = (batched.json as { return: Array<Array<Record<string, unknown>>> }).return
+    expect(perMinion!.map((item) => Object.keys(item)[0]).sort()).toEqual(['db1', 'web1', 'web2'])
+    expect(perMinion!.every((item) => Object.values(item)[0] === true)).toBe(true)
+  })
+
+  it('local_async then GET /jobs/<jid>; runner jobs.lookup_jid; wheel key.list_all; the convenience endpoints', async () => {
+    const events = new SseReader(await api.stream('/events', { 'x-auth-token': tokens['admin']! }))
+    try {
+      const started = await run(tokens['admin']!, [{ client: 'local_async', tgt: '*', fun: 'test.arg', arg: ['one'], kwarg: { two: 2 } }])
+      expect(started.status).toBe(200)
+      const { jid, minions } = (started.json as { return: Array<{ jid: string; minions: string[] }> }).return[0]!
+      expect([...minions].sort()).toEqual(['db1', 'web1', 'web2'])
+      for (const id of minions) await events.next((record) => record.tag === `salt/job/${jid}/ret/${id}`, WAIT_MS, `${id}'s return of ${jid}`)
+      const job = await api.call(`/jobs/${jid}`, { headers: { 'x-auth-token': tokens['admin']! } })
+      expect(job.status).toBe(200)
+      const body = job.json as { info: Array<Record<string, unknown>>; return: Array<Record<string, { args: unknown[]; kwargs: Record<string, unknown> }>> }
+      expect(body.info[0]).toMatchObject({ jid, Function: 'test.arg', User: 'admin' })
+      expect(Object.keys(body.return[0]!).sort()).toEqual(['db1', 'web1', 'web2'])
+      expect(body.return[0]!['web1']).toMatchObject({ args: ['one'], kwargs: { two: 2 } })
+
+      const lookup = await run(tokens['admin']!, [{ client: 'runner', fun: 'jobs.lookup_jid', jid }])
+      expect(lookup.json).toEqual({ return: [{ db1: expect.anything(), web1: expect.anything(), web2: expect.anything() }] })
+      const list = await api.call('/jobs', { headers: { 'x-auth-token': tokens['admin']! } })
+      expect((list.json as { return: Array<Record<string, unknown>> }).return[0]).toHaveProperty(jid)
+
+      const wheel = await run(tokens['admin']!, [{ client: 'wheel', fun: 'key.list_all' }])
+      const [result] = (wheel.json as { return: Array<{ tag: string; data: Record<string, unknown> }> }).return
+      expect(result!.tag).toBe(`salt/wheel/${String(result!.data['jid'])}`)
+      expect(result!.data).toMatchObject({ fun: 'wheel.key.list_all', user: 'admin', success: true, return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [] } })
+      const asyncRunner = await run(tokens['admin']!, [{ client: 'runner_async', fun: 'jobs.list_jobs' }])
+      const { tag, jid: runJid } = (asyncRunner.json as { return: Array<{ tag: string; jid: string }> }).return[0]!
+      expect(tag).toBe(`salt/run/${runJid}`)
+      await events.next((record) => record.tag === `salt/run/${runJid}/ret`, WAIT_MS, 'the runner_async return')
+
+      const keys = await api.call('/keys', { headers: { 'x-auth-token': tokens['admin']! } })
+      expect(keys.json).toEqual({ return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [] } })
+      const finger = await api.call('/keys/web1', { headers: { 'x-auth-token': tokens['admin']! } })
+      expect(finger.json).toEqual({ return: { minions: { web1: expect.stringMatching(/^[0-9a-f]{2}(:[0-9a-f]{2})+$/) } } })
+      const grains = await api.call('/minions/web1', { headers: { 'x-auth-token': tokens['admin']!, accept: 'application/x-yaml' } })
+      expect(grains.headers['content-type']).toMatch(/^application\/x-yaml/)
+      expect(grains.text).toMatch(/^return:\n {2}- web1:\n/)
+      expect(grains.text).toContain('role: web')
+      const minionsJob = await api.call('/minions', { method: 'POST', ...json([{ tgt: 'db1', fun: 'test.ping' }]), headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']! } })
+      expect(minionsJob.status).toBe(202)
+      const posted = minionsJob.json as { return: Array<{ jid: string; minions: string[] }>; _links: { jobs: Array<{ href: string }> } }
+      expect(posted.return[0]!.minions).toEqual(['db1'])
+      expect(posted._links.jobs).toEqual([{ href: `/jobs/${posted.return[0]!.jid}` }])
+
+      // POST /keys: credentials in the body, a tar of the new key pair back; the key is accepted.
+      const tarball = await api.call('/keys', { method: 'POST', body: `mid=new1&username=admin&password=${PASSWORDS.admin}&eauth=file`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+      expect(tarball.status).toBe(200)
+      expect(tarball.headers['content-type']).toBe('application/x-tar')
+      const files = await untar(tarball.raw)
+      expect(Object.keys(files).sort()).toEqual(['minion.key', 'minion.pub'])
+      expect(files['minion.pub']).toContain('PUBLIC')
+      const after = await api.call('/keys', { headers: { 'x-auth-token': tokens['admin']! } })
+      expect((after.json as { return: { minions: string[] } }).return.minions).toContain('new1')
+
+      const stats = await api.call('/stats', { headers: { 'x-auth-token': tokens['admin']! } })
+      expect(stats.json).toMatchObject({ 'Brine API': { 'Master running': true, Events: { streams: 1 } } })
+    } finally {
+      events.close()
+    }
+  })
+
+  it('applies the ACL: alice may test.* on web* only, her @runner and @wheel entries, and the same rules hold through brine -a file', async () => {
+    const token = tokens['alice']!
+    expect((await run(token, [{ client: 'local', tgt: 'web*', fun: 'test.ping' }])).json).toEqual({ return: [{ web1: true, web2: true }] })
+    const cmd = await run(token, [{ client: 'local', tgt: 'web1', fun: 'cmd.run', arg: ['id'] }])
+    expect(cmd.status).toBe(403)
+    expect(cmd.json).toEqual(errorBody(403, /user "alice" may not run "cmd\.run" on web1/))
+    const db = await run(token, [{ client: 'local', tgt: 'db1', fun: 'test.ping' }])
+    expect(db.status).toBe(403)
+    expect(db.json).toEqual(errorBody(403, /user "alice" may not run "test\.ping" on db1/))
+    expect((await run(token, [{ client: 'runner', fun: 'jobs.list_jobs' }])).status).toBe(200)
+    const manage = await run(token, [{ client: 'runner', fun: 'manage.status' }])
+    expect(manage.json).toEqual(errorBody(403, /user "alice" may not run runner "manage\.status"/))
+    expect((await run(token, [{ client: 'wheel', fun: 'key.list_all' }])).status).toBe(200)
+    const deleting = await run(token, [{ client: 'wheel', fun: 'key.delete', match: 'db1' }])
+    expect(deleting.json).toEqual(errorBody(403, /user "alice" may not run wheel "key\.delete"/))
+    // /run: credentials inside the chunk, no session.
+    const viaRun = await api.call('/run', { method: 'POST', ...json([{ client: 'local', tgt: 'web2', fun: 'test.ping', username: 'alice', password: PASSWORDS.alice, eauth: 'file' }]) })
+    expect(viaRun.json).toEqual({ return: [{ web2: true }] })
+
+    const allowed = await fleet.run('brine', ['-a', 'file', '--username', 'alice', '--password', PASSWORDS.alice, 'web*', 'test.ping', '--out', 'json', '--static'])
+    expect(allowed.code, allowed.stderr).toBe(0)
+    expect(JSON.parse(allowed.stdout)).toEqual({ web1: true, web2: true })
+    const refused = await fleet.run('brine', ['--eauth', 'file', '--username', 'alice', '--password', PASSWORDS.alice, 'db1', 'test.ping'])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain('user "alice" may not run "test.ping" on db1')
+    const wrong = await fleet.run('brine', ['-a', 'file', '--username', 'alice', '--password', 'nope', 'web1', 'test.ping'])
+    expect(wrong.code).toBe(1)
+    expect(wrong.stderr).toContain('Authentication failure of type "eauth" occurred for user alice')
+  })
+
+  it('streams events: a stream opened before a job sees its new event and one return per minion; logout ends it; so does expiry', async () => {
+    const stream = new SseReader(await api.stream('/events', { 'x-auth-token': tokens['alice']! }))
+    expect(stream.response.statusCode).toBe(200)
+    expect(stream.response.headers['content-type']).toBe('text/event-stream;charset=utf-8')
+    const started = await run(tokens['alice']!, [{ client: 'local_async', tgt: 'web*', fun: 'test.ping' }])
+    const { jid } = (started.json as { return: Array<{ jid: string }> }).return[0]!
+    const created = await stream.next((record) => record.tag === `salt/job/${jid}/new`, WAIT_MS, `salt/job/${jid}/new`)
+    expect(JSON.parse(created.data!)).toMatchObject({ tag: `salt/job/${jid}/new`, data: { jid, minions: ['web1', 'web2'], user: 'alice' } })
+    for (const id of ['web1', 'web2']) {
+      const ret = await stream.next((record) => record.tag === `salt/job/${jid}/ret/${id}`, WAIT_MS, `${id}'s return`)
+      expect(JSON.parse(ret.data!)).toMatchObject({ tag: `salt/job/${jid}/ret/${id}`, data: { id, jid, return: true, fun: 'test.ping' } })
+    }
+    expect(stream.records[0]).toMatchObject({ retry: '400' })
+    expect(stream.records.filter((record) => record.tag?.startsWith(`salt/job/${jid}/ret/`))).toHaveLength(2)
+
+    // Logging out revokes the token on the master and ends its streams.
+    const out = await api.call('/logout', { method: 'POST', headers: { 'x-auth-token': tokens['alice']! } })
+    expect(out.json).toEqual({ return: 'Your token has been cleared' })
+    await stream.next((record) => record.comment === 'token revoked', WAIT_MS, 'the revocation notice')
+    await stream.ended
+    const reuse = await run(tokens['alice']!, [{ client: 'local', tgt: 'web1', fun: 'test.ping' }])
+    expect(reuse.status).toBe(401)
+    tokens['alice'] = ((await login('alice')).json as { return: Array<{ token: string }> }).return[0]!.token
+
+    // A token that expires (token_expire_user_override lets this user ask for 2 s) closes its stream.
+    const short = await login('shortlived', { token_expire: 2 })
+    const shortToken = (short.json as { return: Array<{ token: string; expire: number; start: number }> }).return[0]!
+    expect(shortToken.expire - shortToken.start).toBeCloseTo(2, 3)
+    const expiring = new SseReader(await api.stream(`/events?token=${shortToken.token}`))
+    expect(expiring.response.statusCode).toBe(200)
+    await expiring.next((record) => record.comment !== undefined && /token expired/.test(record.comment), WAIT_MS, 'the expiry notice')
+    await expiring.ended
+    const expired = await api.stream(`/events?salt_token=${shortToken.token}`)
+    expect(expired.statusCode).toBe(401)
+    expired.destroy()
+  })
+
+  it('keeps memory bounded with 50 idle streams and one slow reader: the slow one loses events (counted, then told), the API does not grow', async () => {
+    const admin = tokens['admin']!
+    type Stats = { 'Brine API': { Events: { streams: number; dropped: number; queuedBytes: number; delivered: number }; Memory: { heapUsed: number; arrayBuffers: number } } }
+    const stats = async (): Promise<Stats['Brine API']> => ((await api.call('/stats', { headers: { 'x-auth-token': admin } })).json as Stats)['Brine API']
+    const hook = async (path: string, bytes: number): Promise<void> => {
+      const response = await api.call(`/hook/${path}`, { method: 'POST', ...json({ blob: 'x'.repeat(bytes) }), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
+      expect(response.status, response.text).toBe(200)
+    }
+    const before = rssBytes(apiPid)
+    const dropsBefore = (await stats()).Events.dropped
+    // 50 idle streams, and one reader that stops reading.
+    const idle = await Promise.all(Array.from({ length: 50 }, async () => new SseReader(await api.stream('/events', { 'x-auth-token': admin }))))
+    const slowResponse = await api.stream('/events', { 'x-auth-token': admin })
+    slowResponse.pause()
+    // Every idle stream gets the events fired while they are open.
+    for (let index = 0; index < 10; index++) await hook(`idle/${index}`, 1024)
+    for (const reader of idle) await reader.next((record) => record.tag === 'salt/netapi/hook/idle/9', WAIT_MS, 'the last small hook event on an idle reader')
+    const withIdle = rssBytes(apiPid)
+    expect((await stats()).Events.streams).toBe(51)
+    for (const reader of idle) reader.close()
+    // 600 events of ~256 KiB (150 MiB), 6 hooks in flight, for the reader that does not read: it may hold
+    // 64 KiB (events_buffer_bytes) plus what the sockets buffer. Holding them would grow the API by 150 MiB.
+    for (let index = 0; index < 600; index += 6) await Promise.all(Array.from({ length: 6 }, (_, offset) => hook(`bulk/${index + offset}`, 128 * 1024)))
+    const after = await stats()
+    expect(after.Events.dropped - dropsBefore).toBeGreaterThan(0)
+    expect(after.Events.queuedBytes).toBeLessThanOrEqual(65_536)
+    const grown = rssBytes(apiPid) - before
+    // Bounded: 51 streams, and 150 MiB pushed at a stalled reader, cost the API far less than holding them
+    // would. The heap and the buffers in use stay small; RSS grows by the allocator's room for the traffic
+    // (80-100 MiB measured here), well under the 150 MiB the events alone would take.
+    expect(withIdle - before).toBeLessThan(32 * 1024 * 1024)
+    expect(after.Memory.heapUsed).toBeLessThan(64 * 1024 * 1024)
+    expect(after.Memory.arrayBuffers).toBeLessThan(64 * 1024 * 1024)
+    expect(grown).toBeLessThan(144 * 1024 * 1024)
+    // The slow reader catches up and is told how many events it lost.
+    const slow = new SseReader(slowResponse)
+    slowResponse.resume()
+    const notice = await slow.next((record) => record.comment?.startsWith('dropped ') === true, WAIT_MS, 'the dropped-events notice')
+    expect(Number(/^dropped (\d+) events/.exec(notice.comment!)?.[1])).toBeGreaterThan(0)
+    slow.close()
+  })
+
+  it('fires salt/netapi/hook/<path> with body, post and headers', async () => {
+    const stream = new SseReader(await api.stream('/events', { 'x-auth-token': tokens['admin']! }))
+    const hook = await api.call('/hook/ci/build/ok', { method: 'POST', body: 'branch=main&commit=abc', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']!, 'x-custom': 'yes' } })
+    expect(hook.json).toEqual({ success: true })
+    const event = await stream.next((record) => record.tag === 'salt/netapi/hook/ci/build/ok', WAIT_MS, 'the hook event')
+    expect(JSON.parse(event.data!).data).toMatchObject({ post: { branch: 'main', commit: 'abc' }, headers: { 'X-Custom': 'yes', 'Content-Type': 'application/x-www-form-urlencoded' } })
+    stream.close()
+    const noToken = await api.call('/hook/x', { method: 'POST', ...json({}) })
+    expect(noToken.status).toBe(401)
+  })
+
+  it("answers bad bodies, content types, sizes and credentials with salt-api's codes and JSON bodies; CORS preflight needs no token", async () => {
+    const admin = tokens['admin']!
+    const cases: Array<[string, Promise<HttpResponse>, number, string | RegExp]> = [
+      ['no token', api.call('/', { method: 'POST', ...json([{ client: 'local', tgt: '*', fun: 'test.ping' }]) }), 401, /^No authentication credentials given/],
+      ['a token that is not hex', run('not-hex', []), 401, 'Invalid token'],
+      ['a token the master does not know', run('ab'.repeat(32), [{ client: 'local', tgt: '*', fun: 'test.ping' }]), 401, /unknown, expired or revoked/],
+      ['a bad password', login('alice', { password: 'nope' }), 401, 'Could not authenticate using provided credentials'],
+      ['not a list', run(admin, 'x'), 400, 'Lowstates must be a list'],
+      ['invalid JSON', api.call('/', { method: 'POST', body: '[{"client": ', headers: { 'content-type': 'application/json', 'x-auth-token': admin } }), 400, 'Invalid JSON document'],
+      ['an unknown client', run(admin, [{ client: 'ssh', tgt: '*', fun: 'test.ping' }]), 400, "Invalid client specified: 'ssh'"],
+      ['a disabled client', run(admin, [{ client: 'wheel_async', fun: 'key.list_all' }]), 400, /^Client disabled: 'wheel_async'/],
+      ['a wrong content type', api.call('/', { method: 'POST', body: '<x/>', headers: { 'content-type': 'text/xml', 'x-auth-token': admin } }), 406, /^Content type not supported/],
+      ['an unacceptable Accept', api.call('/', { headers: { accept: 'text/html' } }), 406, /^Could not find an acceptable format/],
+      ['an oversized body', api.call('/', { method: 'POST', body: JSON.stringify([{ blob: 'x'.repeat(1_100_000) }]), headers: { 'content-type': 'application/json', 'x-auth-token': admin } }), 413, /max_request_body_size \(1048576 bytes\)/],
+      ['an unknown path', api.call('/nope'), 404, "The path '/nope' was not found."],
+      ['an unknown runner', run(admin, [{ client: 'runner', fun: 'nope.nope' }]), 400, /unknown runner "nope.nope"/],
+    ]
+    for (const [what, pending, status, message] of cases) {
+      const response = await pending
+      expect(response.status, what).toBe(status)
+      expect(response.headers['content-type'], what).toMatch(/^application\/json/)
+      expect(response.json, what).toEqual(errorBody(status, message))
+    }
+    const yaml = await api.call('/', { method: 'POST', body: 'x', headers: { 'content-type': 'application/json', accept: 'application/x-yaml', 'x-auth-token': admin } })
+    expect(yaml.status).toBe(400)
+    expect(yaml.text).toBe('status: 400\nreturn: Invalid JSON document\n')
+
+    const form = await api.call('/', { method: 'POST', body: 'client=local&tgt=web1&fun=test.arg&arg=1&arg=two&arg=[3]', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': admin } })
+    expect(form.json).toEqual({ return: [{ web1: expect.objectContaining({ args: [1, 'two', [3]] }) }] })
+    const yamlBody = await api.call('/', { method: 'POST', body: '- client: local\n  tgt: web2\n  fun: test.ping\n', headers: { 'content-type': 'application/x-yaml', 'x-auth-token': admin } })
+    expect(yamlBody.json).toEqual({ return: [{ web2: true }] })
+
+    const preflight = await api.call('/', { method: 'OPTIONS', headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-auth-token' } })
+    expect(preflight.status).toBeLessThan(300)
+    expect(preflight.headers).toMatchObject({
+      'access-control-allow-origin': 'https://dash.example',
+      'access-control-allow-credentials': 'true',
+      'access-control-allow-methods': 'GET, POST',
+      'access-control-allow-headers': 'Content-Type, X-Auth-Token, X-Requested-With',
+      'access-control-max-age': '1400',
+    })
+  })
+
+  it('answers 503 with a JSON body once the master is down', async () => {
+    await fleet.master.stop()
+    const response = await run(tokens['admin']!, [{ client: 'local', tgt: '*', fun: 'test.ping' }])
+    expect(response.status).toBe(503)
+    expect(response.json).toEqual(errorBody(503, /the master is not available/))
+  })
+})
+
+/** The files of a tar archive, by name. */
+async function untar(archive: Buffer): Promise<Record<string, string>> {
+  const out: Record<string, string> = {}
+  const reader = extract()
+  const done = new Promise<void>((resolve, reject) => {
+    reader.on('entry', (header, stream, next) => {
+      const chunks: Buffer[] = []
+      stream.on('data', (chunk: unknown) => chunks.push(chunk as Buffer))
+      stream.on('end', () => {
+        out[header.name] = Buffer.concat(chunks).toString('utf8')
+        next()
+      })
+      stream.resume()
+    })
+    reader.on('finish', resolve)
+    reader.on('error', reject)
+  })
+  reader.end(archive)
+  await done
+  return out
+}
