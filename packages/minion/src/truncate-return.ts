@@ -22,6 +22,8 @@ const MAX_ROUNDS = 4
 /** Deepest nesting searched for strings; returns deeper than this are replaced whole. */
 const MAX_DEPTH = 64
 const NO_LIMIT = Number.MAX_SAFE_INTEGER
+/** A marker Brine put at the end of a string before (`[brine: output truncated at N bytes]` from cmd.*). */
+const EARLIER_MARKER = /\n\[brine: [^\n\]]*\]$/
 
 /** The marker that ends a cut string. */
 export function truncationMarker(originalBytes: number, keptBytes: number, maxFrameBytes: number): string {
@@ -95,14 +97,19 @@ function cutStrings(root: { value: unknown }, excess: number, maxFrameBytes: num
   const sized = slots.map((slot) => ({ slot, bytes: Buffer.byteLength(slot.get(), 'utf8') })).filter((entry) => entry.bytes >= SHORTEST_CUT_BYTES)
   sized.sort((a, b) => b.bytes - a.bytes)
   let cut = false
-  for (const { slot, bytes } of sized) {
+  for (const { slot, bytes: total } of sized) {
     if (excess <= 0) break
+    // A string already cut once (cmd.*'s per-stream cap) keeps that marker; the new cut is made before it.
+    const text = slot.get()
+    const earlier = EARLIER_MARKER.exec(text)?.[0] ?? ''
+    const content = earlier === '' ? text : text.slice(0, -earlier.length)
+    const bytes = total - Buffer.byteLength(earlier, 'utf8')
     const markerBytes = Buffer.byteLength(truncationMarker(bytes, bytes, maxFrameBytes), 'utf8')
     // Save the excess plus the marker; a little more for msgpack's length headers.
     const keep = Math.max(0, bytes - excess - markerBytes - 16)
-    const kept = utf8Prefix(slot.get(), keep)
+    const kept = utf8Prefix(content, keep)
     const keptBytes = Buffer.byteLength(kept, 'utf8')
-    slot.set(`${kept}${truncationMarker(bytes, keptBytes, maxFrameBytes)}`)
+    slot.set(`${kept}${earlier}${truncationMarker(bytes, keptBytes, maxFrameBytes)}`)
     excess -= bytes - keptBytes - markerBytes
     cut = true
   }

@@ -69,6 +69,12 @@ describe('fitReturn', () => {
     expect(fitted.bytes).toBeLessThanOrEqual(MIB - RETURN_FRAME_RESERVE_BYTES)
   })
 
+  it("keeps cmd.*'s own cap marker and cuts before it", () => {
+    const capped = `${'y'.repeat(2 * MIB)}\n[brine: output truncated at ${2 * MIB} bytes]`
+    const text = fitReturn(load(capped), MIB).load.return as string
+    expect(text).toMatch(/^y+\n\[brine: output truncated at 2097152 bytes\]\n\[brine: truncated by the minion: 2097152 bytes, the first \d+ kept, to fit max_frame_bytes \(1048576\)\]$/)
+  })
+
   it('never splits a multi-byte character', () => {
     const fitted = fitReturn(load('é'.repeat(MIB)), 256 * 1024)
     const text = fitted.load.return as string
