@@ -1,7 +1,7 @@
 /**
  * Big returns are cut to fit one frame instead of being lost, and a spool write that fails on a full
  * disk leaves no temporary file. The wire behaviour (a minion's big cmd.run reaching a master on both
- * transports) is in return-limits.test.ts; the 70 MB case through the CLI in test-e2e/limits.test.ts.
+ * transports) is in minion-limits.test.ts; the 70 MB case through the CLI in test-e2e/limits.test.ts.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
