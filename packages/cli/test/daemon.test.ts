@@ -56,6 +56,19 @@ describe('brine-master and brine-minion', () => {
     expect(badFlag.err()).toMatch(/unknown transport 'zmq'.*did you mean 'zeromq'/)
   })
 
+  it('brine-minion exits 1 naming the id rule for an id the master would refuse, instead of retrying forever', async () => {
+    for (const [id, reason] of [
+      ['a/b', 'contains a path separator'],
+      ['m'.repeat(300), 'is 300 bytes long; the limit is 237'],
+    ]) {
+      const io = memoryIO()
+      // The real Minion (the default loader): it refuses the id before it touches a key or a socket.
+      expect(await runMinion(['-c', join(dir, 'none'), '--root-dir', dir, '--id', id!], io)).toBe(1)
+      expect(io.err()).toContain(`brine-minion: cannot start: invalid minion id`)
+      expect(io.err()).toContain(reason)
+    }
+  })
+
   it('exits 1 when the daemon cannot start, and refuses -d', async () => {
     const { load } = fakeDaemon<MinionConfig>({ failStart: 'address 0.0.0.0:4506 is already in use' })
     const io = memoryIO()

@@ -12,13 +12,13 @@ const LISTING = { minions_pre: ['web9', 'db2', 'db1'], minions: ['web1'], minion
 const PUB = '-----BEGIN BRINE PUBLIC KEYS-----\nbox: AAAA\nsign: BBBB\n-----END BRINE PUBLIC KEYS-----\n'
 
 /** A master stand-in answering wheel loads the way @brine/master's wheel does. */
-function fakeWheel(): KeyWheel & { loads: Record<string, unknown>[] } {
+function fakeWheel(listing: Record<string, string[]> = LISTING): KeyWheel & { loads: Record<string, unknown>[] } {
   const client = {
     loads: [] as Record<string, unknown>[],
     async cmd(fun: string, kwarg: Record<string, unknown> = {}) {
       const load: Record<string, unknown> = { cmd: 'wheel', fun, ...kwarg }
       client.loads.push(load)
-      if (fun === 'key.list_all') return LISTING
+      if (fun === 'key.list_all') return listing
       if (fun === 'key.accept') return { minions: load.match }
       if (fun === 'key.reject') return { minions_rejected: load.match }
       if (fun === 'key.delete') return { minions_pre: load.match }
@@ -38,9 +38,9 @@ beforeAll(async () => {
 afterAll(() => rm(dir, { recursive: true, force: true }))
 
 /** Runs brine-key against the stand-in with an empty config dir. */
-async function key(argv: string[], options: { answers?: string[]; tty?: boolean } = {}) {
+async function key(argv: string[], options: { answers?: string[]; tty?: boolean; listing?: Record<string, string[]> } = {}) {
   const io = memoryIO(options)
-  const client = fakeWheel()
+  const client = fakeWheel(options.listing)
   const code = await runKey(['-c', dir, ...argv], io, { createClient: () => client })
   return { code, out: io.out(), err: io.err(), loads: client.loads }
 }
@@ -127,6 +127,28 @@ describe('brine-key accept, reject and delete', () => {
     const included = await key(['-r', 'web1', '-y', '--include-accepted'])
     expect(included.out).toBe('The following keys are going to be rejected:\nAccepted Keys:\nweb1\nKey for minion web1 rejected.\n')
     expect(included.loads[1]).toEqual({ cmd: 'wheel', fun: 'key.reject', match: ['web1'], include_accepted: true })
+  })
+})
+
+describe('brine-key and awkward ids', () => {
+  const listing = { minions_pre: ['x[1]', 'wеb1'], minions: ['x1', 'web1'], minions_rejected: [], minions_denied: [] }
+
+  it('matches a key by its exact name before reading it as a glob', async () => {
+    const literal = await key(['-d', 'x[1]', '-y'], { listing })
+    expect(literal.out).toBe('The following keys are going to be deleted:\nUnaccepted Keys:\nx[1]\nKey for minion x[1] deleted.\n')
+    expect(literal.loads[1]).toEqual({ cmd: 'wheel', fun: 'key.delete', match: ['x[1]'] })
+    // A pattern that names no key is still Salt's glob.
+    const glob = await key(['-d', 'x[0-9]', '-y'], { listing })
+    expect(glob.loads[1]).toEqual({ cmd: 'wheel', fun: 'key.delete', match: ['x1'] })
+  })
+
+  it('warns on stderr about ids that mix scripts, spelling them out, and leaves the listing as Salt prints it', async () => {
+    const listed = await key(['-L'], { listing })
+    expect(listed.out).toBe('Accepted Keys:\nweb1\nx1\nDenied Keys:\nUnaccepted Keys:\nwеb1\nx[1]\nRejected Keys:\n')
+    expect(listed.err).toBe('brine-key: warning: minion id "wеb1" (w\\u{435}b1) mixes scripts (Latin, Cyrillic); it may imitate another id\n')
+    const accepting = await key(['-a', 'w*', '-y'], { listing })
+    expect(accepting.err).toContain('w\\u{435}b1')
+    expect((await key(['-l', 'acc'], { listing })).err).toBe('')
   })
 })
 

@@ -15,6 +15,7 @@ export type TransportName = (typeof BUILTIN_TRANSPORTS)[number]
  */
 export type ValueKind =
   | 'string'
+  | 'path'
   | 'nullable-string'
   | 'integer'
   | 'number'
@@ -32,6 +33,7 @@ export type ValueKind =
 
 export interface KindTypes {
   string: string
+  path: string
   'nullable-string': string | null
   integer: number
   number: number
@@ -64,7 +66,23 @@ export interface KeySpec {
   readonly values?: readonly string[]
   /** Unit, for docs and error messages: seconds, hours, milliseconds, bytes. */
   readonly unit?: string
+  /** Smallest and largest value of a numeric key (integer, number, port), inclusive. */
+  readonly min?: number
+  readonly max?: number
 }
+
+/**
+ * The longest wait a Node timer can hold, in seconds (2^31 − 1 ms, about 24.8 days): a longer
+ * `setTimeout` fires at once, so a time key beyond it would turn a wait into a busy loop.
+ */
+export const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000)
+/** The same bound for keys Salt keeps in milliseconds (recon_default, recon_max). */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+/** Bounds of max_frame_bytes: a frame must hold an `_auth` or a publish, and stay one allocation. */
+export const MIN_FRAME_BYTES = 65_536
+export const MAX_FRAME_BYTES_LIMIT = 1_073_741_824
+/** Most request worker threads: each is a V8 isolate, 8 MiB bare (measured) and more with the crypto code (100,000 of them took 6.8 GB and ignored SIGTERM). */
+export const MAX_WORKER_THREADS = 128
 
 const ALL = ['master', 'minion', 'syndic'] as const
 const MASTER = ['master', 'syndic'] as const
@@ -99,18 +117,21 @@ export const CONFIG_SCHEMA = {
   transport: { kind: 'transport', roles: ALL, default: 'zeromq' },
   transport_opts: { kind: 'transport-opts', roles: ALL, default: () => ({}) },
   zmq_filtering: { kind: 'boolean', roles: ALL, default: false },
-  pub_hwm: { kind: 'integer', roles: ALL, default: 1000 },
-  max_frame_bytes: { kind: 'integer', roles: ALL, default: 67108864, unit: 'bytes' },
+  // 0 means "no limit" to libzmq: refused, a high-water mark exists to bound memory.
+  pub_hwm: { kind: 'integer', roles: ALL, default: 1000, min: 1, max: 1_000_000 },
+  max_frame_bytes: { kind: 'integer', roles: ALL, default: 67108864, unit: 'bytes', min: MIN_FRAME_BYTES, max: MAX_FRAME_BYTES_LIMIT },
   ipv6: { kind: 'boolean', roles: ALL, default: false },
 
   // Master workers and jobs.
-  worker_threads: { kind: 'integer', roles: MASTER, default: 5 },
-  timeout: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds' },
-  gather_job_timeout: { kind: 'number', roles: MASTER, default: 10, unit: 'seconds' },
-  keep_jobs: { kind: 'number', roles: MASTER, default: 24, unit: 'hours' },
+  // 0 handles requests on the main thread (tests, small masters).
+  worker_threads: { kind: 'integer', roles: MASTER, default: 5, min: 0, max: MAX_WORKER_THREADS },
+  timeout: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  // Each find_job round waits this long: 0 would publish find_job in a tight loop while a job runs.
+  gather_job_timeout: { kind: 'number', roles: MASTER, default: 10, unit: 'seconds', min: 0.1, max: MAX_TIMER_SECONDS },
+  keep_jobs: { kind: 'number', roles: MASTER, default: 24, unit: 'hours', min: 0, max: 876_000 },
   // `brine` switches to batch mode when a target matches at least batch_safe_limit minions (0 or 1: never),
   // with batches of batch_safe_size: a count or a percentage ('10%'), so a string as Salt's CLI reads it.
-  batch_safe_limit: { kind: 'integer', roles: MASTER, default: 0 },
+  batch_safe_limit: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 1_000_000_000 },
   batch_safe_size: { kind: 'string', roles: MASTER, default: '8' },
   master_job_cache: { kind: 'string', roles: MASTER, default: 'local_cache' },
   job_cache: { kind: 'boolean', roles: MASTER, default: true },
@@ -120,7 +141,7 @@ export const CONFIG_SCHEMA = {
   // External auth and the REST API (Salt's external_auth, token and netapi keys).
   external_auth: { kind: 'map', roles: MASTER, default: () => ({}) },
   /** Seconds an eauth token lives (Salt: 12 hours). */
-  token_expire: { kind: 'number', roles: MASTER, default: 43200, unit: 'seconds' },
+  token_expire: { kind: 'number', roles: MASTER, default: 43200, unit: 'seconds', min: 1, max: 315_360_000 },
   /** May a user ask for its own token_expire: true, or `{backend: [users]}`. */
   token_expire_user_override: { kind: 'boolean-or-map', roles: MASTER, default: false },
   /** Where the master keeps eauth tokens (Salt's localfs token store). */
@@ -137,45 +158,47 @@ export const CONFIG_SCHEMA = {
   // Keys and security.
   auto_accept: { kind: 'boolean', roles: MASTER, default: false },
   open_mode: { kind: 'boolean', roles: MASTER, default: false },
-  publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds' },
+  publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   sign_pub_messages: { kind: 'boolean', roles: ALL, default: true },
   master_finger: { kind: 'string', roles: MINION, default: '' },
 
   // Identity and the minion's masters.
   id: { kind: 'string', roles: ALL, default: defaultId },
   master: { kind: 'string-or-list', roles: MINION_ONLY, default: 'salt' },
-  master_port: { kind: 'port', roles: MINION_ONLY, default: 4506 },
+  master_port: { kind: 'port', roles: MINION_ONLY, default: 4506, min: 1 },
   master_type: { kind: 'string', roles: MINION_ONLY, default: 'str', values: ['str', 'failover', 'func', 'disable'] },
   grains: { kind: 'map', roles: MINION, default: () => ({}) },
   multiprocessing: { kind: 'boolean', roles: MINION_ONLY, default: true },
 
   // Minion retries and reconnects.
-  return_retry_timer: { kind: 'number', roles: MINION, default: 5, unit: 'seconds' },
-  return_retry_timer_max: { kind: 'number', roles: MINION, default: 10, unit: 'seconds' },
-  return_retry_tries: { kind: 'integer', roles: MINION, default: 3 },
-  recon_default: { kind: 'integer', roles: MINION, default: 1000, unit: 'milliseconds' },
-  recon_max: { kind: 'integer', roles: MINION, default: 10000, unit: 'milliseconds' },
+  // Per-try timeout of a return and the wait before a spool retry: 0 would retry in a tight loop.
+  return_retry_timer: { kind: 'number', roles: MINION, default: 5, unit: 'seconds', min: 0.1, max: MAX_TIMER_SECONDS },
+  return_retry_timer_max: { kind: 'number', roles: MINION, default: 10, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  return_retry_tries: { kind: 'integer', roles: MINION, default: 3, min: 1, max: 1000 },
+  recon_default: { kind: 'integer', roles: MINION, default: 1000, unit: 'milliseconds', min: 10, max: MAX_TIMER_MS },
+  recon_max: { kind: 'integer', roles: MINION, default: 10000, unit: 'milliseconds', min: 10, max: MAX_TIMER_MS },
   recon_randomize: { kind: 'boolean', roles: MINION, default: true },
-  acceptance_wait_time: { kind: 'number', roles: MINION, default: 10, unit: 'seconds' },
-  acceptance_wait_time_max: { kind: 'number', roles: MINION, default: 0, unit: 'seconds' },
-  auth_tries: { kind: 'integer', roles: MINION, default: 7 },
-  auth_timeout: { kind: 'number', roles: MINION, default: 5, unit: 'seconds' },
+  acceptance_wait_time: { kind: 'number', roles: MINION, default: 10, unit: 'seconds', min: 0.1, max: MAX_TIMER_SECONDS },
+  // 0: the wait does not grow (Salt's default).
+  acceptance_wait_time_max: { kind: 'number', roles: MINION, default: 0, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  auth_tries: { kind: 'integer', roles: MINION, default: 7, min: 1, max: 1000 },
+  auth_timeout: { kind: 'number', roles: MINION, default: 5, unit: 'seconds', min: 0.1, max: MAX_TIMER_SECONDS },
 
   // Syndic and multi-master.
   syndic_master: { kind: 'string-or-list', roles: SYNDIC, default: 'masterofmasters' },
-  syndic_master_port: { kind: 'port', roles: SYNDIC, default: 4506 },
-  syndic_wait: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds' },
-  syndic_event_forward_timeout: { kind: 'number', roles: SYNDIC, default: 0.5, unit: 'seconds' },
+  syndic_master_port: { kind: 'port', roles: SYNDIC, default: 4506, min: 1 },
+  syndic_wait: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  syndic_event_forward_timeout: { kind: 'number', roles: SYNDIC, default: 0.5, unit: 'seconds', min: 0.01, max: MAX_TIMER_SECONDS },
   order_masters: { kind: 'boolean', roles: MASTER, default: false },
   master_id: { kind: 'nullable-string', roles: MASTER, default: null },
 
   // Paths (root_dir is prepended to each `path: true` key).
-  root_dir: { kind: 'string', roles: ALL, default: '/' },
-  pki_dir: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/etc/brine/pki/${role}` },
-  cachedir: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${role}` },
-  sock_dir: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine/${role}` },
-  pidfile: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine-${role}.pid` },
-  log_file: { kind: 'string', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/log/brine/${role}` },
+  root_dir: { kind: 'path', roles: ALL, default: '/' },
+  pki_dir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/etc/brine/pki/${role}` },
+  cachedir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${role}` },
+  sock_dir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine/${role}` },
+  pidfile: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine-${role}.pid` },
+  log_file: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/log/brine/${role}` },
   log_level: { kind: 'log-level', roles: ALL, default: 'warning' },
   // Salt's default is None: the log file then logs at log_level (after -l), as Salt's setup_logging does.
   log_level_logfile: { kind: 'nullable-log-level', roles: ALL, default: null },
@@ -190,7 +213,7 @@ export const CONFIG_SCHEMA = {
 
   // PostgreSQL job cache (master_job_cache: postgres), Salt's flat returner keys.
   'postgres.host': { kind: 'string', roles: MASTER, default: 'localhost' },
-  'postgres.port': { kind: 'port', roles: MASTER, default: 5432 },
+  'postgres.port': { kind: 'port', roles: MASTER, default: 5432, min: 1 },
   'postgres.db': { kind: 'string', roles: MASTER, default: 'brine' },
   'postgres.user': { kind: 'string', roles: MASTER, default: 'brine' },
   'postgres.pass': { kind: 'string', roles: MASTER, default: '' },

@@ -136,6 +136,7 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
   if (role === 'master' && !portDropped) checkDistinctPorts(opts, origins, report)
   prependRootDir(opts)
+  checkResolvedPaths(opts, origins, report)
 
   for (const warning of warnings) logger.warning(warning.message)
   return { opts: opts as ConfigFor<R>, warnings, files, sources: origins }
@@ -261,13 +262,23 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
       return text
     }
     case 'integer':
-      return typeof value === 'number' && Number.isInteger(value) ? value : fail(`an integer${unit}`)
     case 'number':
-      return typeof value === 'number' && Number.isFinite(value) ? value : fail(`a number${unit}`)
-    case 'port':
-      return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 65535
-        ? value
-        : fail('a port number (an integer from 0 to 65535)')
+    case 'port': {
+      const what = spec.kind === 'number' ? 'a number' : 'an integer'
+      const min = spec.min ?? (spec.kind === 'port' ? 0 : undefined)
+      const max = spec.max ?? (spec.kind === 'port' ? 65535 : undefined)
+      const range = min === undefined || max === undefined ? '' : ` from ${min} to ${max}`
+      const typed = typeof value === 'number' && (spec.kind === 'number' ? Number.isFinite(value) : Number.isInteger(value))
+      if (spec.kind === 'port') {
+        return typed && value >= (min ?? 0) && value <= (max ?? 65535) ? value : fail(`a port number (an integer${range})`)
+      }
+      // A value of the wrong type says what type; one out of range also says the range.
+      if (!typed) return fail(`${what}${unit}`)
+      if ((min !== undefined && value < min) || (max !== undefined && value > max)) return fail(`${what}${range}${unit}`)
+      return value
+    }
+    case 'path':
+      return checkPathValue(key, value, where, fail)
     case 'boolean':
       return typeof value === 'boolean' ? value : fail('true or false')
     case 'map':
@@ -398,6 +409,55 @@ function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, 
   }
 }
 
+/** Longest path accepted (Linux PATH_MAX is 4096 bytes with its NUL). */
+export const MAX_PATH_BYTES = 4095
+/**
+ * Virtual filesystems that cannot hold Brine's keys, caches, sockets, logs or pidfile: a root_dir
+ * under /proc made a daemon spin at 100% CPU forever.
+ */
+export const VIRTUAL_FILESYSTEMS: readonly string[] = ['/proc', '/sys']
+
+/** A path key's value: a string (never a number: `root_dir: 5` is not `./5`), without NUL, at most MAX_PATH_BYTES. */
+function checkPathValue(key: string, value: unknown, where: ConfigSource, fail: (expected: string) => never): string {
+  if (typeof value !== 'string') return fail('a path (a string)')
+  if (value.includes('\u0000')) return fail('a path without NUL bytes')
+  if (Buffer.byteLength(value) > MAX_PATH_BYTES) {
+    throw new ConfigError(`${formatSource(where)}: ${key} is ${Buffer.byteLength(value)} bytes long; a path may be at most ${MAX_PATH_BYTES}`, { key, file: where.file, line: where.line })
+  }
+  return value
+}
+
+/** The virtual filesystem `path` lies in, if any. */
+export function virtualFilesystemOf(path: string): string | undefined {
+  const full = resolve(path)
+  return VIRTUAL_FILESYSTEMS.find((root) => full === root || full.startsWith(`${root}${sep}`))
+}
+
+/**
+ * After root_dir is prepended: every path key (and root_dir itself) must stay off the virtual
+ * filesystems. The error names the key the bad part came from: root_dir when it put the path there.
+ */
+function checkResolvedPaths(opts: Record<string, unknown>, origins: Map<string, ConfigSource>, report: (error: unknown) => void): void {
+  for (const key of ['root_dir', ...PATH_KEYS]) {
+    const path = opts[key]
+    if (typeof path !== 'string' || path === '' || path.includes('://')) continue
+    const virtual = virtualFilesystemOf(path)
+    if (virtual === undefined) continue
+    const rootDir = typeof opts.root_dir === 'string' ? opts.root_dir : '/'
+    const blame = key !== 'root_dir' && virtualFilesystemOf(rootDir) !== undefined ? 'root_dir' : key
+    // root_dir makes every path key bad at once: one error for it is enough.
+    if (blame === 'root_dir' && key !== 'root_dir') continue
+    const source = origins.get(blame) ?? { file: 'defaults' }
+    report(
+      new ConfigError(`${formatSource(source)}: ${key} ${path} is on ${virtual}, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`, {
+        key: blame,
+        file: source.file,
+        line: source.line,
+      }),
+    )
+  }
+}
+
 /**
  * Salt's prepend_root_dir: each absolute or relative path key gets `root_dir` joined in front,
  * unless it is already under root_dir. URLs (`udp://…` log targets) are left alone.
@@ -434,9 +494,10 @@ export function parseOverride(text: string): { key: string; value: unknown } {
   const unit = spec.unit === undefined ? '' : ` (${spec.unit})`
   switch (spec.kind) {
     case 'string':
+    case 'path':
     case 'transport':
     case 'log-level':
-      return { key, value: spec.kind === 'string' ? coerceValue(key, spec, raw, where) : raw }
+      return { key, value: spec.kind === 'string' || spec.kind === 'path' ? coerceValue(key, spec, raw, where) : raw }
     case 'nullable-log-level':
       return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'nullable-string':
@@ -448,7 +509,7 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     }
     case 'number': {
       const value = raw.trim() === '' ? Number.NaN : Number(raw)
-      return Number.isFinite(value) ? { key, value } : fail(`a number${unit}`)
+      return Number.isFinite(value) ? { key, value: coerceValue(key, spec, value, where) } : fail(`a number${unit}`)
     }
     case 'boolean': {
       const lower = raw.trim().toLowerCase()

@@ -404,3 +404,71 @@ describe('parseOverride', () => {
     expect([opts.timeout, opts.transport]).toEqual([9, 'tcp'])
   })
 })
+
+describe('ranges and paths (config that cannot work is refused at load, naming key, file and line)', () => {
+  it.each([
+    ['master', 'worker_threads: 100000\n', 'worker_threads must be an integer from 0 to 128, got number 100000'],
+    ['master', 'max_frame_bytes: 0\n', 'max_frame_bytes must be an integer from 65536 to 1073741824 (bytes), got number 0'],
+    ['master', 'max_frame_bytes: -1\n', 'max_frame_bytes must be an integer from 65536 to 1073741824 (bytes), got number -1'],
+    ['master', 'pub_hwm: 0\n', 'pub_hwm must be an integer from 1 to 1000000, got number 0'],
+    ['master', 'timeout: -5\n', 'timeout must be a number from 0 to 2147483 (seconds), got number -5'],
+    ['master', 'gather_job_timeout: 0\n', 'gather_job_timeout must be a number from 0.1 to 2147483 (seconds), got number 0'],
+    ['master', 'publish_session: 3000000\n', 'publish_session must be a number from 1 to 2147483 (seconds), got number 3000000'],
+    ['master', 'keep_jobs: -1\n', 'keep_jobs must be a number from 0 to 876000 (hours), got number -1'],
+    ['minion', 'return_retry_timer: 0\n', 'return_retry_timer must be a number from 0.1 to 2147483 (seconds), got number 0'],
+    ['minion', 'recon_default: 0\n', 'recon_default must be an integer from 10 to 2147483647 (milliseconds), got number 0'],
+    ['minion', 'auth_tries: 0\n', 'auth_tries must be an integer from 1 to 1000, got number 0'],
+    ['minion', 'master_port: 0\n', 'master_port must be a port number (an integer from 1 to 65535), got number 0'],
+    ['master', 'root_dir: 5\n', 'root_dir must be a path (a string), got number 5'],
+    ['minion', 'cachedir: 12\n', 'cachedir must be a path (a string), got number 12'],
+  ] as const)('%s: %j', async (role, text, message) => {
+    const file = await write(role, text)
+    const error = await loadError(role)
+    expect(error.message).toBe(`${file}:1: ${message}`)
+    expect([error.file, error.line]).toEqual([file, 1])
+  })
+
+  it('gives every numeric key of the schema a range', async () => {
+    const { CONFIG_SCHEMA } = await import('../src/config-schema.js')
+    const unbounded = Object.entries(CONFIG_SCHEMA)
+      .filter(([, spec]) => spec.kind === 'integer' || spec.kind === 'number')
+      .filter(([, spec]) => !('min' in spec) || !('max' in spec))
+      .map(([key]) => key)
+    expect(unbounded).toEqual([])
+  })
+
+  it('applies the ranges to command-line values and to transport_opts entries', async () => {
+    expect(() => parseOverride('worker_threads=100000')).toThrow('command line: worker_threads must be an integer from 0 to 128, got number 100000')
+    expect(() => parseOverride('timeout=-1')).toThrow('command line: timeout must be a number from 0 to 2147483 (seconds), got number -1')
+    const file = await write('master', 'transport_opts:\n  tcp:\n    max_frame_bytes: 10\n')
+    expect((await loadError('master')).message).toBe(`${file}:3: transport_opts.tcp.max_frame_bytes must be an integer from 65536 to 1073741824 (bytes), got number 10`)
+  })
+
+  it('accepts the bounds themselves', async () => {
+    await write('master', 'worker_threads: 128\nmax_frame_bytes: 65536\ntimeout: 0\nkeep_jobs: 0\n')
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts).toMatchObject({ worker_threads: 128, max_frame_bytes: 65536, timeout: 0, keep_jobs: 0 })
+  })
+
+  it('refuses a root_dir on /proc or /sys once, naming root_dir, and any path key that lands there', async () => {
+    const file = await write('master', 'root_dir: /proc/self\n')
+    const error = await loadError('master')
+    expect(error.message).toBe(`${file}:1: root_dir /proc/self is on /proc, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`)
+    expect(error.key).toBe('root_dir')
+    const check = await checkConfig('master', { configDir: dir })
+    expect(check.errors.map((e) => e.key)).toEqual(['root_dir'])
+
+    const minion = await write('minion', 'pki_dir: /sys/kernel/brine\n')
+    const pki = await loadError('minion')
+    expect(pki.message).toBe(`${minion}:1: pki_dir /sys/kernel/brine is on /sys, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`)
+    expect(() => parseOverride('root_dir=/tmp/x\u0000y')).toThrow('root_dir must be a path without NUL bytes')
+    expect(() => parseOverride(`log_file=/${'a'.repeat(5000)}`)).toThrow('log_file is 5001 bytes long; a path may be at most 4095')
+  })
+
+  it('keeps root_dir working for a real directory and leaves log URLs alone', async () => {
+    await write('master', `root_dir: ${dir}\nlog_file: udp://127.0.0.1:514\n`)
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts.pki_dir).toBe(join(dir, 'etc/brine/pki/master'))
+    expect(opts.log_file).toBe('udp://127.0.0.1:514')
+  })
+})

@@ -11,8 +11,22 @@ export interface AtomicWriteOptions {
   tempDir?: string
 }
 
+/** Random bytes in a temporary file's name (hex-encoded, so twice as many characters). */
+const TEMP_RANDOM_BYTES = 6
+
+/** The temporary file name a write of `name` goes through: `.<name>.<12 hex>.tmp`. */
+export function tempFileName(name: string): string {
+  return `.${name}.${randomBytes(TEMP_RANDOM_BYTES).toString('hex')}.tmp`
+}
+
+/**
+ * Bytes {@link tempFileName} adds to a name (`.` + `.` + 12 hex + `.tmp` = 18): a name that must be
+ * written atomically has to be this much shorter than the filesystem's 255-byte limit.
+ */
+export const TEMP_NAME_EXTRA_BYTES = Buffer.byteLength(tempFileName(''))
+
 async function writeTemp(target: string, data: string | Uint8Array, options: AtomicWriteOptions): Promise<string> {
-  const temp = join(options.tempDir ?? dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`)
+  const temp = join(options.tempDir ?? dirname(target), tempFileName(basename(target)))
   // 'wx' refuses to follow a planted symlink or reuse a file someone else created.
   const handle = await open(temp, 'wx', options.mode)
   try {
@@ -20,12 +34,13 @@ async function writeTemp(target: string, data: string | Uint8Array, options: Ato
     // chmod explicitly as well: the mode argument is ignored if the file somehow pre-existed.
     await handle.chmod(options.mode)
     await handle.sync()
+    await handle.close()
   } catch (error) {
+    // A failed write (a full disk, a quota) leaves no temporary file behind.
     await handle.close().catch(() => {})
     await unlink(temp).catch(() => {})
     throw error
   }
-  await handle.close()
   return temp
 }
 

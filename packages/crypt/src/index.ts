@@ -22,7 +22,18 @@ export {
   MinionNotAcceptedError,
   RootKeyError,
 } from './errors.js'
-export { minionIdProblem, isValidMinionId, validateMinionId, MAX_MINION_ID_BYTES } from './minion-id.js'
+export {
+  minionIdProblem,
+  isValidMinionId,
+  validateMinionId,
+  normalizeMinionId,
+  idScripts,
+  mixedScripts,
+  escapeNonAscii,
+  MAX_MINION_ID_BYTES,
+  NAME_MAX_BYTES,
+} from './minion-id.js'
+export { TEMP_NAME_EXTRA_BYTES } from './fs-atomic.js'
 export { matchIds } from './glob.js'
 export {
   generateKeys,

@@ -5,7 +5,7 @@ import { silentLogger, type Logger } from '@brine/transport'
 import { bytesEqual, fromBase64Exact, toBase64 } from './bytes.js'
 import { InsecureKeyFileError, KeyFileError } from './errors.js'
 import { createFileExclusive, isNotFound, writeFileAtomic } from './fs-atomic.js'
-import { minionIdProblem } from './minion-id.js'
+import { MAX_MINION_ID_BYTES, minionIdProblem } from './minion-id.js'
 import { privateKeyFromRaw, rawKeysOf } from './raw-keys.js'
 
 /** X25519 key pair for `box` (32-byte public, 32-byte secret). */
@@ -173,7 +173,8 @@ export interface LoadKeysOptions {
  */
 export async function loadOrCreateKeys(pkiDir: string, name: string, options: LoadKeysOptions = {}): Promise<LoadedKeys> {
   const logger = options.logger ?? silentLogger
-  const problem = minionIdProblem(name)
+  // The files are `<name>.key` and `<name>.pub`, four bytes longer than the name, so the rule is applied to them too.
+  const problem = minionIdProblem(name) ?? (minionIdProblem(`${name}.key`) === undefined ? undefined : `is too long for ${name}.key (the limit is ${MAX_MINION_ID_BYTES - 4} bytes)`)
   if (problem !== undefined) throw new KeyFileError(join(pkiDir, String(name)), `key name ${problem}`)
   const keyFile = join(pkiDir, `${name}.key`)
   const pubFile = join(pkiDir, `${name}.pub`)

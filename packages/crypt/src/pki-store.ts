@@ -219,6 +219,12 @@ export class PkiStore {
     return ids.sort()
   }
 
+  /** Every id in any state: a pattern naming one of them matches it literally (see matchIds). */
+  async #allIds(): Promise<Set<string>> {
+    const listing = await this.list()
+    return new Set(Object.values(listing).flat())
+  }
+
   /** `salt-key -L`. */
   async list(): Promise<KeyListing> {
     const [pending, accepted, rejected, denied] = await Promise.all(STATES.map((state) => this.#listState(state)))
@@ -333,8 +339,9 @@ export class PkiStore {
     return this.#exclusive(async () => {
       const changes: KeyChange[] = []
       let rotateSession = false
+      const known = await this.#allIds()
       for (const from of sources) {
-        for (const id of matchIds(await this.#listState(from), match)) {
+        for (const id of matchIds(await this.#listState(from), match, known)) {
           const replacesAccepted = target === 'accepted' && from === 'denied' && (await this.#read('accepted', id)) !== undefined
           try {
             await this.#move(from, target, id)
@@ -372,8 +379,9 @@ export class PkiStore {
     return this.#exclusive(async () => {
       const changes: KeyChange[] = []
       let rotateSession = false
+      const known = await this.#allIds()
       for (const from of STATES) {
-        for (const id of matchIds(await this.#listState(from), match)) {
+        for (const id of matchIds(await this.#listState(from), match, known)) {
           if (!(await this.#remove(from, id))) continue
           if (from === 'accepted') rotateSession = true
           changes.push({ id, act: 'delete', from })
@@ -401,8 +409,9 @@ export class PkiStore {
   /** `salt-key -f`: fingerprints of matching keys in every state. */
   async finger(match: string | readonly string[]): Promise<KeyFinger[]> {
     const out: KeyFinger[] = []
+    const known = await this.#allIds()
     for (const state of STATES) {
-      for (const id of matchIds(await this.#listState(state), match)) {
+      for (const id of matchIds(await this.#listState(state), match, known)) {
         const keys = await this.#read(state, id)
         if (keys !== undefined) out.push({ id, state, fingerprint: fingerprint(keys) })
       }

@@ -174,6 +174,7 @@ export class MasterLink implements ReturnRoute {
       retryDelayMs: options.returnRetryDelayMs,
       tries: options.returnRetryTries,
       signal,
+      ...(options.client?.maxFrameBytes === undefined ? {} : { maxFrameBytes: options.client.maxFrameBytes }),
     })
   }
 

@@ -15,7 +15,7 @@ import {
   timeoutsFromConfig,
   type MinionConfig,
 } from '@brine/common'
-import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
+import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
 import { ClosedError, createLogger, InvalidOperationError, type Logger, type Transport } from '@brine/transport'
 import { JobRunner } from './job-runner.js'
 import { LifecycleEvents, type MinionEvent } from './lifecycle.js'
@@ -95,7 +95,11 @@ export class Minion {
 
   constructor(opts: MinionConfig, options: MinionOptions = {}) {
     if (typeof opts.id !== 'string' || opts.id === '') throw new ConfigError('id must be a non-empty string', { key: 'id' })
-    this.id = opts.id
+    // The master's id rule, checked here so a bad id stops the start instead of retrying `_auth` forever:
+    // NFC (a decomposed `é` names the same key as a composed one), no separators, nothing invisible, ≤ 237 bytes.
+    const id = normalizeMinionId(opts.id)
+    validateMinionId(id)
+    this.id = id
     this.opts = opts
     this.#logger = options.logger ?? createLogger({ level: opts.log_level ?? 'warning', name: 'minion' })
     this.#cache = options.cryptCache ?? new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })

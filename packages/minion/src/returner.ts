@@ -1,15 +1,16 @@
 /**
  * Sends sealed loads (`_return`, `_grains`, `_minion_event`) to the master and delivers returns:
- * sealed with the minion's box, retried `return_retry_tries` times, acknowledged only by the
- * master's sealed `{ok: true}`. A return that is not acknowledged goes to the spool and is sent
+ * cut to fit `max_frame_bytes` when too big (each cut marked, retcode kept), sealed with the
+ * minion's box, retried `return_retry_tries` times, acknowledged only by the master's sealed `{ok: true}`. A return that is not acknowledged goes to the spool and is sent
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
 import type { ReturnLoad } from '@brine/common'
-import type { Logger, RequestClient, WireValue } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, type Logger, type RequestClient, type WireValue } from '@brine/transport'
 import type { MinionAuth, MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { NotAcknowledgedError, SpoolFileError } from './errors.js'
 import type { ReturnSpool } from './spool.js'
+import { fitReturn } from './truncate-return.js'
 
 export interface SealedSendOptions {
   timeout: number
@@ -47,6 +48,11 @@ export interface ReturnerOptions {
   tries: number
   /** Aborted when the link closes: sends in flight give up and their returns are spooled. */
   signal: AbortSignal
+  /**
+   * max_frame_bytes of the request client (default 64 MiB): a return whose sealed frame would not
+   * fit is cut to fit (truncate-return.ts) before it is sent or spooled, instead of being lost.
+   */
+  maxFrameBytes?: number
 }
 
 export class Returner {
@@ -72,8 +78,22 @@ export class Returner {
     return task
   }
 
-  async #deliver(load: ReturnLoad): Promise<void> {
+  /** `load`, cut to fit one frame if it is too big to travel (logged). */
+  #fit(load: ReturnLoad): ReturnLoad {
+    const limit = this.#o.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    const fitted = fitReturn(load, limit)
+    if (fitted.truncated) {
+      this.#o.logger.warning(
+        `return of job ${load.jid} (${load.fun}) is ${fitted.originalBytes} bytes, more than fits in max_frame_bytes (${limit}); ` +
+          `sending it truncated to ${fitted.bytes} bytes, each cut marked, retcode ${load.retcode} kept`,
+      )
+    }
+    return fitted.load
+  }
+
+  async #deliver(original: ReturnLoad): Promise<void> {
     const o = this.#o
+    const load = this.#fit(original)
     const session = o.auth.current
     let problem = 'the link to the master is closing'
     if (session !== undefined && !o.signal.aborted) {

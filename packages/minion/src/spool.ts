@@ -4,11 +4,11 @@
  * mode 0600, so a crash leaves either the whole return or nothing, and a half-written file is
  * never mistaken for a return.
  */
-import { randomBytes } from 'node:crypto'
-import { chmod, mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { decode, encode, type Logger } from '@brine/transport'
 import type { ReturnLoad } from '@brine/common'
+import { writeFileAtomic } from '@brine/crypt'
 import { SpoolFileError } from './errors.js'
 
 export const SPOOL_FILE_MODE = 0o600
@@ -39,25 +39,15 @@ export class ReturnSpool {
     await mkdir(this.dir, { recursive: true, mode: SPOOL_DIR_MODE })
   }
 
-  /** Writes `load` to its jid's file (replacing an older copy) and returns the file's path. */
+  /**
+   * Writes `load` to its jid's file (replacing an older copy) and returns the file's path. A write
+   * that fails (a full disk) leaves no temporary file behind and the old copy, if any, in place.
+   */
   async write(load: ReturnLoad): Promise<string> {
     await this.#ensureDir()
     const file = join(this.dir, fileName(load.jid))
-    const temp = join(this.dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`)
-    const handle = await open(temp, 'wx', SPOOL_FILE_MODE)
-    try {
-      await handle.writeFile(encode(load))
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-    try {
-      await chmod(temp, SPOOL_FILE_MODE) // the umask may have narrowed, never widened; be exact anyway
-      await rename(temp, file)
-    } catch (error) {
-      await unlink(temp).catch(() => {})
-      throw error
-    }
+    // The returner has already cut the load to fit a frame; the file itself needs no frame limit.
+    await writeFileAtomic(file, encode(load, Number.MAX_SAFE_INTEGER), { mode: SPOOL_FILE_MODE })
     return file
   }
 

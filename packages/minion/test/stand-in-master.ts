@@ -3,12 +3,16 @@
  * docs/protocol.md (clear `_auth`, sealed requests acknowledged with a sealed `{ok: true}`,
  * sealed and signed publishes) to drive a real Minion over real sockets.
  */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { afterEach, beforeEach } from 'vitest'
 import { loadConfig, loadTransport, type MinionConfig } from '@brine/common'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
 import type { PublishServer, RequestServer, Transport, WireValue } from '@brine/transport'
 import { freeLoopbackPort } from '@brine/testkit'
 import { deadline } from './modules-fixture.js'
+import type { Minion } from '../src/minion.js'
 import { Changes } from './changes.js'
 
 
@@ -196,4 +200,30 @@ export async function testMinionConfig(
     },
   })
   return opts
+}
+
+/** What one test of a real Minion against a stand-in master holds: a temp dir, the master and the minion. */
+export interface StandInFixture {
+  dir: string
+  master: StandInMaster | undefined
+  minion: Minion | undefined
+}
+
+/**
+ * Registers per-test setup and teardown (call inside a describe): a fresh temp dir before each test;
+ * after it, the minion stopped, the master closed and the dir removed.
+ */
+export function useStandInFixture(prefix: string): StandInFixture {
+  const fixture: StandInFixture = { dir: '', master: undefined, minion: undefined }
+  beforeEach(async () => {
+    fixture.dir = await mkdtemp(join(tmpdir(), prefix))
+  })
+  afterEach(async () => {
+    await fixture.minion?.stop()
+    await fixture.master?.close()
+    fixture.minion = undefined
+    fixture.master = undefined
+    await rm(fixture.dir, { recursive: true, force: true })
+  })
+  return fixture
 }

@@ -5,6 +5,7 @@ import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSu
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, frame, FRAME_HEADER_BYTES, FrameReader, type Logger, type WireValue } from '@brine/transport'
 import { JobCacheError } from './errors.js'
+import { lockOwnerGone, lockText, parseLockText } from './process-identity.js'
 
 const CHECKSUM_BYTES = 4
 /** A frame's length field is 32 bits and its body holds the checksum before the msgpack record. */
@@ -448,14 +449,22 @@ export class LocalJobCache implements JobCache {
   }
 
   /**
-   * `<cachedir>/jobs/.lock` holding our pid, made atomically (a temp file linked into place, so it is
-   * never seen empty). A lock whose pid is not running is stale and taken over. Two processes taking
-   * over the same stale lock at the same instant could both succeed; that needs two masters started
-   * together on one cachedir after a crash, which the lock exists to report, not to arbitrate.
+   * `<cachedir>/jobs/.lock` holding our pid, start time and boot id (process-identity.ts), made
+   * atomically (a temp file linked into place, so it is never seen empty). A lock whose owner is
+   * gone is stale and taken over: its pid is not running, or it runs but is another process (the
+   * pid was reused, or the lock is from an earlier boot). Two processes taking over the same stale
+   * lock at the same instant could both succeed; that needs two masters started together on one
+   * cachedir after a crash, which the lock exists to report, not to arbitrate.
    */
   async #lock(): Promise<void> {
     const tmp = join(this.root, `${LOCK_FILE}.${process.pid}.${Math.random().toString(36).slice(2)}`)
-    await fs.writeFile(tmp, `${process.pid}\n`, { mode: 0o600, flag: 'wx' })
+    try {
+      await fs.writeFile(tmp, lockText(), { mode: 0o600, flag: 'wx' })
+    } catch (error) {
+      // A write that failed half-way (a full disk) must not leave its temporary file behind.
+      await fs.rm(tmp, { force: true })
+      throw error
+    }
     try {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -469,11 +478,13 @@ export class LocalJobCache implements JobCache {
           throw error
         })
         if (text === undefined) continue
-        const pid = Number.parseInt(text.trim(), 10)
-        if (Number.isSafeInteger(pid) && pid > 0 && isRunning(pid)) {
+        const owner = parseLockText(text)
+        const gone = owner === undefined ? 'an unreadable lock' : lockOwnerGone(owner, this.#lockPath)
+        if (owner !== undefined && gone === undefined) {
+          const pid = owner.pid
           throw new JobCacheError('local_cache', `job cache ${this.root} is in use by pid ${pid} (remove ${this.#lockPath} only if that process is not a Brine master)`, { dir: this.root, file: this.#lockPath, pid })
         }
-        this.#logger?.warning(`job cache: taking over ${this.#lockPath} left by ${Number.isSafeInteger(pid) ? `pid ${pid}, which is not running` : 'an unreadable lock'}`)
+        this.#logger?.warning(`job cache: taking over ${this.#lockPath} left by ${gone}`)
         await fs.rm(this.#lockPath, { force: true })
       }
     } finally {
@@ -694,15 +705,6 @@ async function fsyncDir(dir: string): Promise<void> {
     await handle.sync()
   } finally {
     await handle.close()
-  }
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM' // alive, owned by someone else
   }
 }
 

@@ -1,13 +1,14 @@
-import { spawn, spawnSync } from 'node:child_process'
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
 import { createLogger, type Logger } from '@brine/transport'
 import { LocalJobCache } from '../src/index.js'
+import { bootId, processStartTicks } from '../src/process-identity.js'
 import { jidAt, jobCacheContract, ret } from './contract.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
@@ -137,7 +138,9 @@ describe('LocalJobCache on disk', () => {
       await cache.saveReturn(other, 'm1', ret(other, 'm1'))
       const jobs = join(cachedir, 'jobs')
       expect((await readdir(jobs)).sort()).toEqual(['.lock', '20240506.log', '20240507.log'])
-      expect((await readFile(join(jobs, '.lock'), 'utf8')).trim()).toBe(String(process.pid))
+      // The pid on the first line, then what tells this process from a later one with the same pid.
+      expect((await readFile(join(jobs, '.lock'), 'utf8')).split('\n')[0]).toBe(String(process.pid))
+      expect(await readFile(join(jobs, '.lock'), 'utf8')).toMatch(/^\d+\nstart=\d+\nboot=[0-9a-f-]+\n$/)
       expect((await stat(jobs)).mode & 0o777).toBe(0o700)
       for (const name of ['20240506.log', '20240507.log']) expect((await stat(join(jobs, name))).mode & 0o777).toBe(0o600)
       await cache.close()
@@ -219,7 +222,7 @@ describe('LocalJobCache on disk', () => {
       const { logger, lines } = capture()
       const cache = await new LocalJobCache({ cachedir, logger }).open()
       try {
-        expect((await readFile(join(cachedir, 'jobs', '.lock'), 'utf8')).trim()).toBe(String(process.pid))
+        expect((await readFile(join(cachedir, 'jobs', '.lock'), 'utf8')).split('\n')[0]).toBe(String(process.pid))
         expect(lines.join('')).toContain(`pid ${dead}, which is not running`)
       } finally {
         await cache.close()
@@ -227,6 +230,62 @@ describe('LocalJobCache on disk', () => {
     } finally {
       await rm(cachedir, { recursive: true, force: true })
     }
+  })
+
+  describe('a lock whose pid is alive but is not its owner', () => {
+    let other: ChildProcess | undefined
+    afterEach(() => {
+      if (other?.pid !== undefined && other.exitCode === null) process.kill(other.pid, 'SIGKILL')
+      other = undefined
+    })
+    /** A live process that is not a Brine master: what a reused pid points at after a crash and a reboot. */
+    const livePid = (): number => {
+      other = spawn('sleep', ['30'], { stdio: 'ignore' })
+      if (other.pid === undefined) throw new Error('could not start sleep')
+      return other.pid
+    }
+    const lockAndOpen = async (text: (pid: number) => string, mtime?: Date): Promise<string> => {
+      const cachedir = await tempDir()
+      const lockFile = join(cachedir, 'jobs', '.lock')
+      await mkdir(join(cachedir, 'jobs'), { mode: 0o700 })
+      await writeFile(lockFile, text(livePid()))
+      if (mtime !== undefined) await utimes(lockFile, mtime, mtime)
+      const { logger, lines } = capture()
+      try {
+        const cache = await new LocalJobCache({ cachedir, logger }).open()
+        expect((await readFile(lockFile, 'utf8')).split('\n')[0]).toBe(String(process.pid))
+        await cache.close()
+      } finally {
+        await rm(cachedir, { recursive: true, force: true })
+      }
+      return lines.join('')
+    }
+
+    it('takes it over when the pid now belongs to a process started at another time', async () => {
+      const log = await lockAndOpen((pid) => `${pid}\nstart=1\nboot=${bootId()}\n`)
+      expect(log).toMatch(/taking over .*\.lock left by pid \d+, which now belongs to another process/)
+    })
+
+    it('takes it over when it was written in an earlier boot', async () => {
+      const log = await lockAndOpen((pid) => `${pid}\nstart=${processStartTicks(pid)}\nboot=00000000-0000-0000-0000-000000000000\n`)
+      expect(log).toMatch(/left by pid \d+ before this machine last booted/)
+    })
+
+    it('takes over an older pid-only lock whose pid started after the lock was written', async () => {
+      const log = await lockAndOpen((pid) => `${pid}\n`, new Date(Date.now() - 3_600_000))
+      expect(log).toMatch(/left by pid \d+, which now belongs to a process started after the lock was written/)
+    })
+
+    it('still refuses a pid-only lock of a live process that started before it was written', async () => {
+      const cachedir = await tempDir()
+      try {
+        await mkdir(join(cachedir, 'jobs'), { mode: 0o700 })
+        await writeFile(join(cachedir, 'jobs', '.lock'), `${process.pid}\n`)
+        await expect(new LocalJobCache({ cachedir }).open()).rejects.toMatchObject({ name: 'JobCacheError', message: expect.stringContaining(`is in use by pid ${process.pid}`) })
+      } finally {
+        await rm(cachedir, { recursive: true, force: true })
+      }
+    })
   })
 
   const tails: [string, (frameStart: Buffer) => Buffer][] = [

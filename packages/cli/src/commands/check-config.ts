@@ -1,5 +1,5 @@
 import { checkConfig, formatSource, type ConfigError, type ConfigSource, type LoadConfigOptions } from '@brine/common'
-import { minionIdProblem } from '@brine/crypt'
+import { minionIdProblem, normalizeMinionId } from '@brine/crypt'
 import { lookupUser } from '../daemon-process.js'
 import { EXIT_GENERIC, EXIT_OK, type CommandIO } from '../io.js'
 
@@ -44,7 +44,8 @@ export async function runCheckConfig(
     problems.push({ severity: 'error', source: userSource, message: `user '${check.opts.user}' does not exist on this host` })
   }
   if (role === 'minion') {
-    const problem = minionIdProblem(check.opts.id)
+    // The minion normalises its id to NFC before it checks it, so this does too.
+    const problem = minionIdProblem(normalizeMinionId(check.opts.id))
     if (problem !== undefined) {
       problems.push({ severity: 'error', source: check.sources.get('id') ?? { file: 'defaults (the host name)' }, message: `id ${JSON.stringify(check.opts.id)} ${problem}` })
     }

@@ -1,7 +1,7 @@
 import { Option } from 'commander'
 import { silentLogger, type Logger } from '@brine/transport'
-import { globToRegExp, loadConfig, type MasterConfig } from '@brine/common'
-import { fingerprint, loadOrCreateKeys, publicKeysOf } from '@brine/crypt'
+import { loadConfig, type MasterConfig } from '@brine/common'
+import { escapeNonAscii, fingerprint, loadOrCreateKeys, matchIds, mixedScripts, publicKeysOf } from '@brine/crypt'
 import { WheelClient } from '@brine/client'
 import { comparePython, outputSettings, OUTPUTTERS, renderOutput, type OutputFlags, type OutputSettings } from '../output/index.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_OK, fail, integer, parseArgv, usageError, type CommandIO } from '../io.js'
@@ -127,15 +127,33 @@ function normalizeListing(listing: KeyListing): Record<KeyDir, string[]> {
   return Object.fromEntries(KEY_DIRS.map((dir) => [dir, sortedIgnoreCase(listing[dir] ?? [])])) as Record<KeyDir, string[]>
 }
 
-/** Salt's name_match: `a,b` is two globs; each state keeps the ids any of them matches. */
+/**
+ * Salt's name_match: `a,b` is two globs; each state keeps the ids any of them matches. Where Brine
+ * differs: a pattern that is the exact name of a key matches that key only (crypt's matchIds, as the
+ * master matches), so an id such as `x[1]` can be accepted or deleted by its own name.
+ */
 function nameMatch(listing: Record<KeyDir, string[]>, match: string): KeyListing {
-  const patterns = match.split(',').map((glob) => globToRegExp(glob))
+  const patterns = match.split(',')
+  const known = new Set(KEY_DIRS.flatMap((dir) => listing[dir]))
   const out: KeyListing = {}
   for (const dir of KEY_DIRS) {
-    const hits = listing[dir].filter((id) => patterns.some((pattern) => pattern.test(id)))
+    const hits = matchIds(listing[dir], patterns, known)
     if (hits.length > 0) out[dir] = hits
   }
   return out
+}
+
+/**
+ * One stderr line per listed id whose letters mix scripts the way a look-alike does (`wеb1` with a
+ * Cyrillic `е`), naming the scripts and spelling the id out; stdout (the listing) stays as Salt prints it.
+ */
+function warnMixedScripts(listing: KeyListing, io: CommandIO): void {
+  const ids = new Set(Object.values(listing).flatMap((list) => list ?? []))
+  for (const id of [...ids].sort(comparePython)) {
+    const scripts = mixedScripts(id)
+    if (scripts === undefined) continue
+    io.stderr.write(`brine-key: warning: minion id ${JSON.stringify(id)} (${escapeNonAscii(id)}) mixes scripts (${scripts.join(', ')}); it may imitate another id\n`)
+  }
 }
 
 /**
@@ -166,7 +184,9 @@ export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDe
   try {
     if (action.kind === 'list') {
       const listing = normalizeListing((await wheel('key.list_all')) as KeyListing)
-      print(action.dir === 'all' ? listing : { [action.dir]: listing[action.dir] })
+      const shown = action.dir === 'all' ? listing : { [action.dir]: listing[action.dir] }
+      print(shown)
+      warnMixedScripts(shown, io)
       return EXIT_OK
     }
     if (action.kind === 'finger' || action.kind === 'print') {
@@ -217,6 +237,7 @@ async function changeKeys(
   }
   io.stdout.write(`The following keys are going to be ${PAST[kind]}:\n`)
   io.stdout.write(renderOutput(output.out ?? 'key', selected, output))
+  warnMixedScripts(selected, io)
   if (!args.yes) {
     if (io.prompt === undefined) return usageError(io, 'brine-key', `refusing to ${kind} keys without a terminal to confirm on; use -y`)
     // Salt's defaults: yes for accept and reject, no for delete.

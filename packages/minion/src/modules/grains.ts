@@ -4,10 +4,11 @@
  * back by {@link collectGrains}, so they survive a restart.
  */
 import { existsSync, readFileSync } from 'node:fs'
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import * as os from 'node:os'
 import { dirname, join } from 'node:path'
 import { resolveSaltScalar } from '@brine/common'
+import { writeFileAtomic } from '@brine/crypt'
 import { isPlainObject, traverseDictAndList } from './args.js'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { Grains, JobContext, MinionOpts, ModuleDefinition } from './types.js'
@@ -253,10 +254,8 @@ export async function readPersistedGrains(path: string): Promise<Grains> {
 
 async function writePersistedGrains(path: string, grains: Grains): Promise<void> {
   await mkdir(dirname(path), { recursive: true })
-  // Write then rename, so a crash never leaves a half-written grains file behind.
-  const temporary = `${path}.${process.pid}.tmp`
-  await writeFile(temporary, `${JSON.stringify(grains, null, 2)}\n`, { mode: 0o644 })
-  await rename(temporary, path)
+  // Write then rename, so a crash never leaves a half-written grains file behind (nor a failed write its temporary file).
+  await writeFileAtomic(path, `${JSON.stringify(grains, null, 2)}\n`, { mode: 0o644 })
 }
 
 /**

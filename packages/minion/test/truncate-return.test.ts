@@ -1,0 +1,120 @@
+/**
+ * Big returns are cut to fit one frame instead of being lost, and a spool write that fails on a full
+ * disk leaves no temporary file. The wire behaviour (a minion's big cmd.run reaching a master on both
+ * transports) is in minion-limits.test.ts; the 70 MB case through the CLI in test-e2e/limits.test.ts.
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { ReturnLoad } from '@brine/common'
+import { generateKeys, PeerBox } from '@brine/crypt'
+import { encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/transport'
+import { ReturnSpool } from '../src/spool.js'
+import { encodedBytes, fitReturn, RETURN_FRAME_RESERVE_BYTES } from '../src/truncate-return.js'
+
+const MIB = 1024 * 1024
+const load = (value: unknown, extra: Partial<ReturnLoad> = {}): ReturnLoad => ({
+  cmd: '_return',
+  id: 'web1',
+  jid: '20240101000000000001',
+  fun: 'cmd.run',
+  fun_args: ['yes | head -c 3000000'],
+  return: value,
+  retcode: 0,
+  success: true,
+  ...extra,
+})
+
+/** The frame the minion really sends: the load sealed to the master, in a request envelope. */
+function sealedFrameBytes(fitted: ReturnLoad): number {
+  const minion = generateKeys()
+  const master = generateKeys()
+  const box = new PeerBox({ id: fitted.id, role: 'minion', secretKey: minion.box.secretKey, peerPublicKey: master.box.publicKey })
+  return encodeEnvelope({ kind: EnvelopeKind.Request, id: 2 ** 40, body: box.seal(fitted) }, Number.MAX_SAFE_INTEGER).length
+}
+
+describe('fitReturn', () => {
+  it('leaves a return that fits untouched (the same object)', () => {
+    const small = load('hello')
+    const fitted = fitReturn(small, MIB)
+    expect(fitted).toMatchObject({ truncated: false, load: small })
+    expect(fitted.load).toBe(small)
+  })
+
+  it('cuts a cmd.run output below the frame limit, ends it with a marker, and keeps retcode and success', () => {
+    const output = 'y\n'.repeat(1_500_000) // 3,000,000 bytes
+    const original = load(output, { retcode: 3, success: false })
+    const fitted = fitReturn(original, MIB)
+    expect(fitted.truncated).toBe(true)
+    expect(fitted.originalBytes).toBeGreaterThan(3_000_000)
+    expect(fitted.bytes).toBeLessThanOrEqual(MIB - RETURN_FRAME_RESERVE_BYTES)
+    expect(sealedFrameBytes(fitted.load)).toBeLessThanOrEqual(MIB)
+    const text = fitted.load.return as string
+    expect(text.startsWith('y\ny\n')).toBe(true)
+    expect(text).toMatch(/\n\[brine: truncated by the minion: 3000000 bytes, the first \d+ kept, to fit max_frame_bytes \(1048576\)\]$/)
+    const kept = Number(/the first (\d+) kept/.exec(text)![1])
+    expect(kept).toBeGreaterThan(MIB / 2)
+    expect(text.startsWith(output.slice(0, kept))).toBe(true)
+    expect(fitted.load).toMatchObject({ retcode: 3, success: false, jid: original.jid, fun: 'cmd.run', fun_args: original.fun_args })
+    expect(original.return).toBe(output) // the caller's load is not changed
+  })
+
+  it("cuts the long part of a cmd.run_all dict and keeps its short parts whole", () => {
+    const fitted = fitReturn(load({ pid: 42, retcode: 1, stdout: 'o'.repeat(2 * MIB), stderr: 'short error' }, { fun: 'cmd.run_all', retcode: 1 }), MIB)
+    const value = fitted.load.return as Record<string, unknown>
+    expect(value).toMatchObject({ pid: 42, retcode: 1, stderr: 'short error' })
+    expect(value.stdout as string).toMatch(/\[brine: truncated by the minion: 2097152 bytes/)
+    expect(fitted.bytes).toBeLessThanOrEqual(MIB - RETURN_FRAME_RESERVE_BYTES)
+  })
+
+  it("keeps cmd.*'s own cap marker and cuts before it", () => {
+    const capped = `${'y'.repeat(2 * MIB)}\n[brine: output truncated at ${2 * MIB} bytes]`
+    const text = fitReturn(load(capped), MIB).load.return as string
+    expect(text).toMatch(/^y+\n\[brine: output truncated at 2097152 bytes\]\n\[brine: truncated by the minion: 2097152 bytes, the first \d+ kept, to fit max_frame_bytes \(1048576\)\]$/)
+  })
+
+  it('never splits a multi-byte character', () => {
+    const fitted = fitReturn(load('é'.repeat(MIB)), 256 * 1024)
+    const text = fitted.load.return as string
+    expect(text.includes('\ufffd')).toBe(false)
+    expect(text.slice(0, text.indexOf('\n['))).toMatch(/^é+$/)
+  })
+
+  it('replaces a return of many small items by the start of its JSON text, marked', () => {
+    const many = Array.from({ length: 200_000 }, (_, index) => `f${index}`)
+    const fitted = fitReturn(load(many, { fun: 'file.find' }), 256 * 1024)
+    expect(typeof fitted.load.return).toBe('string')
+    expect(fitted.load.return as string).toMatch(/^\["f0","f1","f2",/)
+    expect(fitted.load.return as string).toMatch(/\[brine: truncated by the minion: \d+ bytes, the first \d+ kept, to fit max_frame_bytes \(262144\)\]$/)
+    expect(encodedBytes(fitted.load)).toBeLessThanOrEqual(256 * 1024 - RETURN_FRAME_RESERVE_BYTES)
+  })
+})
+
+describe('the spool on a full disk', () => {
+  // A real full disk: a 256 KiB tmpfs. Mounting needs CAP_SYS_ADMIN, which this project's machines and CI have (root).
+  let mount = ''
+  beforeAll(async () => {
+    mount = await mkdtemp(join(tmpdir(), 'brine-full-'))
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k,mode=0700', 'tmpfs', mount])
+  })
+  afterAll(async () => {
+    execFileSync('umount', [mount])
+    await rm(mount, { recursive: true, force: true })
+  })
+
+  it('fails the write with ENOSPC, leaves no temporary file, and keeps the copy it had', async () => {
+    const dir = join(mount, 'spool')
+    await mkdir(dir)
+    const spool = new ReturnSpool(dir, silentLogger)
+    const first = await spool.write(load('small'))
+    const error = await spool.write(load('x'.repeat(MIB))).catch((caught: unknown) => caught)
+    expect((error as NodeJS.ErrnoException).code).toBe('ENOSPC')
+    expect(await readdir(dir)).toEqual(['20240101000000000001.msgpack'])
+    expect((await spool.read(first)).return).toBe('small')
+    // The space is free again: the next write of the same size as before succeeds.
+    await spool.write(load('small again'))
+    expect((await spool.read(first)).return).toBe('small again')
+  })
+})
