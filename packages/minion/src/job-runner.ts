@@ -22,6 +22,12 @@ export interface JobRunnerOptions {
   emit: (event: MinionEvent) => void
   /** Aborted when the minion stops: running jobs are killed (and do not return). */
   signal: AbortSignal
+  /**
+   * Jobs come from several masters: remember, per jid, who published it and (when small) its return, so
+   * another master publishing it gets the return too. Without it (one master) only jids are remembered,
+   * which is what a swarm of thousands of minions in one process can afford.
+   */
+  severalMasters?: boolean
 }
 
 /** Salt's minion_jid_queue_hwm: jids remembered so a publish delivered twice (or by two masters) runs once. */
@@ -97,8 +103,12 @@ export function mutableCopy<T>(value: T): T {
 
 export class JobRunner {
   readonly #o: JobRunnerOptions
-  /** The last {@link JID_MEMORY} jids taken, oldest first. */
-  readonly #jobs = new Map<string, TakenJob>()
+  /** With several masters: the last {@link JID_MEMORY} jobs taken, by jid, oldest first. */
+  readonly #taken = new Map<string, TakenJob>()
+  /** With one master: the last {@link JID_MEMORY} jids taken, oldest first. */
+  readonly #recentJids: string[] = []
+  /** Jobs running now. */
+  readonly #runningJobs = new Set<TakenJob>()
   readonly #running = new Set<Promise<void>>()
 
   constructor(options: JobRunnerOptions) {
@@ -113,18 +123,18 @@ export class JobRunner {
   /** Jobs still running that `master` published (their returns are still owed to it). */
   runningFor(master: string): number {
     let count = 0
-    for (const job of this.#jobs.values()) if (job.state === 'running' && job.requesters.has(master)) count++
+    for (const job of this.#runningJobs) if (job.requesters.has(master)) count++
     return count
   }
 
   /**
    * Handles one job from a link: ignored unless it targets this minion. A new jid starts at once.
    * A jid already taken does not run again: from a master that published it before it is ignored;
-   * from another master, with the same function and arguments, that master is added to those the
-   * return goes to (sent at once when the job already returned and its return was kept); with a
-   * different function or arguments it is ignored, as Salt ignores any repeated jid. Jobs run
-   * concurrently; the caller keeps publishes in order by handing them over one at a time (matching
-   * may wait for the regex guard).
+   * with several masters, from another master with the same function and arguments, that master is
+   * added to those the return goes to (sent at once when the job already returned and its return
+   * was kept); with a different function or arguments it is ignored, as Salt ignores any repeated
+   * jid. Jobs run concurrently; the caller keeps publishes in order by handing them over one at a
+   * time (matching may wait for the regex guard).
    */
   async handle({ job, link }: LinkPublish): Promise<void> {
     const o = this.#o
@@ -139,17 +149,28 @@ export class JobRunner {
       o.emit({ type: 'publish-ignored', master: link.master, jid: job.jid, fun: job.fun, reason: 'not targeted' })
       return
     }
-    const taken = this.#jobs.get(job.jid)
-    if (taken !== undefined) {
-      this.#join(taken, job, link)
-      return
-    }
     const entry: TakenJob = { fun: job.fun, arg: job.arg, kwarg: job.kwarg, requesters: new Map([[link.master, { route: link, masterId: job.master_id }]]), state: 'running', kept: undefined }
-    this.#jobs.set(job.jid, entry)
-    if (this.#jobs.size > JID_MEMORY) this.#jobs.delete(this.#jobs.keys().next().value as string)
+    if (o.severalMasters === true) {
+      const taken = this.#taken.get(job.jid)
+      if (taken !== undefined) return this.#join(taken, job, link)
+      this.#taken.set(job.jid, entry)
+      if (this.#taken.size > JID_MEMORY) this.#taken.delete(this.#taken.keys().next().value as string)
+    } else {
+      if (this.#recentJids.includes(job.jid)) {
+        o.logger.debug(`job ${job.jid} from ${link.master} was already received; ignoring the repeat`)
+        o.emit({ type: 'publish-ignored', master: link.master, jid: job.jid, fun: job.fun, reason: 'duplicate jid' })
+        return
+      }
+      this.#recentJids.push(job.jid)
+      if (this.#recentJids.length > JID_MEMORY) this.#recentJids.shift()
+    }
     o.logger.info(`User ${job.user} Executing command ${job.fun} with jid ${job.jid}`)
     o.emit({ type: 'job-received', master: link.master, jid: job.jid, fun: job.fun })
-    const task = this.#run(job, entry).finally(() => this.#running.delete(task))
+    this.#runningJobs.add(entry)
+    const task = this.#run(job, entry).finally(() => {
+      this.#runningJobs.delete(entry)
+      this.#running.delete(task)
+    })
     this.#running.add(task)
   }
 
@@ -206,7 +227,7 @@ export class JobRunner {
     }
     if (result.out !== undefined) ret.out = result.out
     taken.state = 'returned'
-    if (approximateSize(ret.return, KEPT_RETURN_BYTES) <= KEPT_RETURN_BYTES) taken.kept = ret
+    if (this.#o.severalMasters === true && approximateSize(ret.return, KEPT_RETURN_BYTES) <= KEPT_RETURN_BYTES) taken.kept = ret
     // A master that publishes the jid from here on is answered in #join; these asked while it ran.
     await Promise.all([...taken.requesters.values()].map((requester) => this.#deliver(requester, ret)))
   }

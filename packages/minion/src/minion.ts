@@ -129,6 +129,7 @@ export class Minion {
       logger: this.#logger,
       emit: (event) => this.#events.emit(event),
       signal,
+      severalMasters: mastersOf(opts).length > 1,
     })
   }
 

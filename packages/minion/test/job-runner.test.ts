@@ -69,7 +69,7 @@ describe('JobRunner: one jid from several masters', () => {
     }
   }
 
-  function setUp(): { runner: JobRunner; events: MinionEvent[]; runs: string[]; release: () => void; controller: AbortController } {
+  function setUp(severalMasters = true): { runner: JobRunner; events: MinionEvent[]; runs: string[]; release: () => void; controller: AbortController } {
     const events: MinionEvent[] = []
     const runs: string[] = []
     let open!: () => void
@@ -91,7 +91,7 @@ describe('JobRunner: one jid from several masters', () => {
     const controller = new AbortController()
     const jobs = new RunningJobs()
     const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: {}, logger: silentLogger, jobs, signal: controller.signal }, modules)
-    const runner = new JobRunner({ id: 'm1', grains: {}, nodegroups: {}, registry, logger: silentLogger, emit: (event) => events.push(event), signal: controller.signal })
+    const runner = new JobRunner({ id: 'm1', grains: {}, nodegroups: {}, registry, logger: silentLogger, emit: (event) => events.push(event), signal: controller.signal, severalMasters })
     return { runner, events, runs, release: () => open(), controller }
   }
 
@@ -147,6 +147,24 @@ describe('JobRunner: one jid from several masters', () => {
       'jid of another job',
       'duplicate jid of a killed job',
     ])
+  })
+})
+
+describe('JobRunner: one master', () => {
+  it('remembers only jids: a repeat runs nothing and gets nothing, whoever sends it', async () => {
+    const events: MinionEvent[] = []
+    const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: {}, logger: silentLogger, jobs: new RunningJobs() })
+    const runner = new JobRunner({ id: 'm1', grains: {}, nodegroups: {}, registry, logger: silentLogger, emit: (event) => events.push(event), signal: new AbortController().signal })
+    const delivered: string[] = []
+    const route = (master: string): ReturnRoute => ({ master, deliver: async (ret) => void delivered.push(`${master} ${String(ret.return)}`) })
+    const load: JobLoad = { jid: '20240101000000000009', fun: 'test.echo', arg: ['one'], tgt: '*', tgt_type: 'glob', ret: '', user: 'root' }
+    await runner.handle({ job: load, link: route('a:4506') })
+    await runner.drain()
+    await runner.handle({ job: load, link: route('b:4506') })
+    await runner.drain()
+    expect(delivered).toEqual(['a:4506 one'])
+    expect(events.map((event) => event.type)).toEqual(['job-received', 'publish-ignored'])
+    expect(events[1]).toMatchObject({ master: 'b:4506', reason: 'duplicate jid' })
   })
 })
 
