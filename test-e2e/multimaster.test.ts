@@ -9,12 +9,14 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import type { Fleet, TransportName } from '@brine/bench'
 import { LocalClient } from '@brine/client'
 import { generateJid } from '@brine/common'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
 const startFleet = useFleets()
+// Named from the helper, not from the package that holds Fleet (moving to @brine/testkit).
+type Fleet = Awaited<ReturnType<typeof startFleet>>
+type TransportName = (typeof TRANSPORTS)[number]
 
 const WAIT_MS = 30_000
 const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
