@@ -11,7 +11,8 @@ export type TransportName = (typeof BUILTIN_TRANSPORTS)[number]
 
 /**
  * Value kinds the schema checks. `port` is an integer 0..65535 (0 binds a free port);
- * `string-or-list` is Salt's `master: host` or `master: [a, b]`.
+ * `string-or-list` is Salt's `master: host` or `master: [a, b]`; `master-finger` is one fingerprint
+ * for every master, a list (one per entry of `master`, by position) or a mapping (by master).
  */
 export type ValueKind =
   | 'string'
@@ -25,6 +26,7 @@ export type ValueKind =
   | 'string-or-list'
   | 'list'
   | 'boolean-or-map'
+  | 'master-finger'
   | 'transport'
   | 'transport-opts'
   | 'log-level'
@@ -43,12 +45,16 @@ export interface KindTypes {
   'string-or-list': string | string[]
   list: string[]
   'boolean-or-map': boolean | Record<string, unknown>
+  'master-finger': MasterFinger
   transport: TransportName
   'transport-opts': Record<string, Record<string, unknown>>
   'log-level': LogLevel
   'output-indent': number | string | null
   'nullable-log-level': LogLevel | null
 }
+
+/** `master_finger`: one fingerprint for every master, one per master by position, or one per master by name. */
+export type MasterFinger = string | string[] | Record<string, string>
 
 /** What a default can depend on. */
 export interface DefaultContext {
@@ -160,13 +166,19 @@ export const CONFIG_SCHEMA = {
   open_mode: { kind: 'boolean', roles: MASTER, default: false },
   publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   sign_pub_messages: { kind: 'boolean', roles: ALL, default: true },
-  master_finger: { kind: 'string', roles: MINION, default: '' },
+  master_finger: { kind: 'master-finger', roles: MINION, default: '' },
 
   // Identity and the minion's masters.
   id: { kind: 'string', roles: ALL, default: defaultId },
   master: { kind: 'string-or-list', roles: MINION_ONLY, default: 'salt' },
   master_port: { kind: 'port', roles: MINION_ONLY, default: 4506, min: 1 },
   master_type: { kind: 'string', roles: MINION_ONLY, default: 'str', values: ['str', 'failover', 'func', 'disable'] },
+  // master_type failover: how often the master in use is checked (0: never, as Salt), whether and how often
+  // (0: every master_alive_interval) the first master is tried again, and whether the order is shuffled.
+  master_alive_interval: { kind: 'number', roles: MINION_ONLY, default: 0, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  master_failback: { kind: 'boolean', roles: MINION_ONLY, default: false },
+  master_failback_interval: { kind: 'number', roles: MINION_ONLY, default: 0, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  random_master: { kind: 'boolean', roles: MINION_ONLY, default: false },
   grains: { kind: 'map', roles: MINION, default: () => ({}) },
   multiprocessing: { kind: 'boolean', roles: MINION_ONLY, default: true },
 

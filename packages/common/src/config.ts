@@ -15,6 +15,7 @@ import {
   type TransportName,
 } from './config-schema.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
+import { checkMinionMasters } from './masters.js'
 import { SALT_YAML_OPTIONS } from './salt-yaml.js'
 import { registerBuiltinTransports } from './transports.js'
 
@@ -135,6 +136,10 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   // A port left out for being invalid falls back to its default, which could only report a clash that is not there.
   const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
   if (role === 'master' && !portDropped) checkDistinctPorts(opts, origins, report)
+  // A key left out for being invalid has its default back, which could only report a clash that is not there.
+  if (role === 'minion' && !['master', 'master_type', 'master_finger'].some((key) => dropped.has(key))) {
+    for (const error of checkMinionMasters(opts, (key) => origins.get(key))) report(error)
+  }
   prependRootDir(opts)
   checkResolvedPaths(opts, origins, report)
 
@@ -290,6 +295,11 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
       return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a list of strings')
     case 'boolean-or-map':
       return typeof value === 'boolean' || isPlainObject(value) ? value : fail('true, false or a mapping')
+    case 'master-finger':
+      if (typeof value === 'string') return value
+      if (Array.isArray(value)) return value.every((item) => typeof item === 'string') ? value : fail('a fingerprint, a list of fingerprints or a mapping of master to fingerprint')
+      if (isPlainObject(value) && Object.values(value).every((item) => typeof item === 'string')) return value
+      return fail('a fingerprint, a list of fingerprints or a mapping of master to fingerprint')
     case 'log-level':
     case 'nullable-log-level':
       if (value === null && spec.kind === 'nullable-log-level') return null
@@ -522,6 +532,8 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'list':
       // `netapi_enable_clients=local,runner` or YAML `[local, runner]`.
       return { key, value: coerceValue(key, spec, raw.trimStart().startsWith('[') ? parseYamlValue(raw, key) : raw.split(',').map((item) => item.trim()).filter((item) => item !== ''), where) }
+    case 'master-finger':
+      return { key, value: /^\s*[[{]/.test(raw) ? coerceValue(key, spec, parseYamlValue(raw, key), where) : raw }
     case 'map':
     case 'transport-opts':
     case 'boolean-or-map':

@@ -12,6 +12,7 @@
 export * from './errors.js'
 export * from './config-schema.js'
 export * from './config.js'
+export * from './masters.js'
 export * from './units.js'
 export * from './jid.js'
 export * from './protocol/index.js'

@@ -36,6 +36,8 @@ export interface TimeoutConfig {
   acceptance_wait_time_max?: number
   syndic_wait?: number
   syndic_event_forward_timeout?: number
+  master_alive_interval?: number
+  master_failback_interval?: number
   publish_session?: number
   keep_jobs?: number
   token_expire?: number
@@ -53,6 +55,10 @@ export interface Timeouts {
   acceptanceWaitTimeMaxMs: number
   syndicWaitMs: number
   syndicEventForwardTimeoutMs: number
+  /** master_alive_interval: how often a failover minion checks the master in use; 0 never (Salt's default). */
+  masterAliveIntervalMs: number
+  /** master_failback_interval, or master_alive_interval when it is 0 (as Salt does). */
+  masterFailbackIntervalMs: number
   publishSessionMs: number
   keepJobsMs: number
   /** How long an eauth token lives. */
@@ -60,6 +66,8 @@ export interface Timeouts {
 }
 
 export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
+  const alive = secondsToMs(opts.master_alive_interval ?? 0, 'master_alive_interval')
+  const failback = secondsToMs(opts.master_failback_interval ?? 0, 'master_failback_interval')
   return {
     timeoutMs: secondsToMs(opts.timeout ?? 5, 'timeout'),
     gatherJobTimeoutMs: secondsToMs(opts.gather_job_timeout ?? 10, 'gather_job_timeout'),
@@ -70,6 +78,8 @@ export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
     acceptanceWaitTimeMaxMs: secondsToMs(opts.acceptance_wait_time_max ?? 0, 'acceptance_wait_time_max'),
     syndicWaitMs: secondsToMs(opts.syndic_wait ?? 5, 'syndic_wait'),
     syndicEventForwardTimeoutMs: secondsToMs(opts.syndic_event_forward_timeout ?? 0.5, 'syndic_event_forward_timeout'),
+    masterAliveIntervalMs: alive,
+    masterFailbackIntervalMs: failback === 0 ? alive : failback,
     publishSessionMs: secondsToMs(opts.publish_session ?? 86400, 'publish_session'),
     keepJobsMs: hoursToMs(opts.keep_jobs ?? 24, 'keep_jobs'),
     tokenExpireMs: secondsToMs(opts.token_expire ?? 43200, 'token_expire'),

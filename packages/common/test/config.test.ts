@@ -90,6 +90,11 @@ describe('defaults', () => {
       acceptance_wait_time_max: 0,
       auth_tries: 7,
       auth_timeout: 5,
+      master_alive_interval: 0,
+      master_failback: false,
+      master_failback_interval: 0,
+      random_master: false,
+      master_finger: '',
       multiprocessing: true,
       grains: {},
       pki_dir: '/etc/brine/pki/minion',
@@ -151,6 +156,63 @@ describe('files and overrides', () => {
     const { opts } = await loadConfig('minion', { configDir: dir })
     expect(opts.master).toEqual(['m1', 'm2'])
     expect(opts.id).toBe('1234')
+  })
+})
+
+describe('several masters (master, master_type, master_finger)', () => {
+  it('reads the failover keys with their units and a master_finger as one string, a list or a mapping', async () => {
+    await write('minion', 'master: [m1, m2]\nmaster_type: failover\nmaster_alive_interval: 2.5\nmaster_failback: true\nrandom_master: yes\nmaster_finger: [aa, ""]\n')
+    const { opts } = await loadConfig('minion', { configDir: dir })
+    expect(opts).toMatchObject({ master_type: 'failover', master_alive_interval: 2.5, master_failback: true, master_failback_interval: 0, random_master: true, master_finger: ['aa', ''] })
+    await write('minion', 'master: [m1, m2]\nmaster_finger:\n  m2: bb\n')
+    expect((await loadConfig('minion', { configDir: dir })).opts.master_finger).toEqual({ m2: 'bb' })
+  })
+
+  it('refuses failover with a single master given as a string, naming the key, the file and the line', async () => {
+    const file = await write('minion', 'id: web1\nmaster: salt1\nmaster_type: failover\n')
+    const error = await loadError('minion')
+    expect(error.message).toBe(
+      `${file}:2: master_type failover needs master to be a list of masters to fail over between (master: [salt1, other]), got the single master 'salt1'`,
+    )
+    expect([error.key, error.file, error.line]).toEqual(['master', file, 2])
+  })
+
+  it("points at master_type's line when master is Salt's default, and accepts a list of one", async () => {
+    const file = await write('minion.d/failover.conf', 'master_alive_interval: 5\nmaster_type: failover\n')
+    const error = await loadError('minion')
+    expect([error.key, error.file, error.line]).toEqual(['master', file, 2])
+    expect(error.message).toContain("got the single master 'salt'")
+    await write('minion', 'master: [salt1]\n')
+    expect((await loadConfig('minion', { configDir: dir })).opts.master).toEqual(['salt1'])
+  })
+
+  it('refuses a master listed twice and a master_finger that does not fit the masters', async () => {
+    const file = await write('minion', 'master: [m1, m1]\n')
+    expect((await loadError('minion')).message).toBe(`${file}:1: master lists 'm1' twice; each master may appear once`)
+    await write('minion', 'master: [m1, m2]\n\nmaster_finger: [aa]\n')
+    const short = await loadError('minion')
+    expect([short.key, short.line]).toEqual(['master_finger', 3])
+    expect(short.message).toContain('master_finger lists 1 fingerprint for 2 masters')
+    await write('minion', 'master: [m1, m2]\nmaster_finger: {m3: aa}\n')
+    expect((await loadError('minion')).message).toBe(`${file}:2: master_finger names 'm3', which master does not list (masters: m1, m2)`)
+    await write('minion', 'master_finger: [aa, 1]\n')
+    expect((await loadError('minion')).message).toBe(`${file}:1: master_finger must be a fingerprint, a list of fingerprints or a mapping of master to fingerprint, got a list`)
+  })
+
+  it('checks command-line overrides the same way, naming the command line', async () => {
+    const error = await loadError('minion', { master: 'm1', master_type: 'failover' })
+    expect(error.message).toMatch(/^command line: master_type failover needs master to be a list/)
+    const { opts } = await loadConfig('minion', { configDir: dir, overrides: parseOverrides(['master=[m1, m2]', 'master_type=failover', 'master_finger={m1: aa}']) })
+    expect([opts.master, opts.master_finger]).toEqual([['m1', 'm2'], { m1: 'aa' }])
+  })
+
+  it('--check-config reports each of these problems once', async () => {
+    await write('minion', 'master: m1\nmaster_type: failover\nmaster_finger: [aa, bb]\n')
+    const { errors } = await checkConfig('minion', { configDir: dir })
+    expect(errors.map((error) => [error.key, error.line])).toEqual([
+      ['master', 1],
+      ['master_finger', 3],
+    ])
   })
 })
 
@@ -378,6 +440,8 @@ describe('parseOverride', () => {
     ['id=web=1', 'id', 'web=1'],
     ['master=[a, b]', 'master', ['a', 'b']],
     ['master=m1', 'master', 'm1'],
+    ['master_finger=ab:cd', 'master_finger', 'ab:cd'],
+    ['master_finger=[ab, ""]', 'master_finger', ['ab', '']],
     // PyYAML's YAML 1.1: `on` is a boolean, `n` is a string.
     ['grains={role: web, n: 2, ssd: on}', 'grains', { role: 'web', n: 2, ssd: true }],
     ['master_id=', 'master_id', null],

@@ -36,10 +36,18 @@ describe('timeoutsFromConfig', () => {
       acceptanceWaitTimeMaxMs: 0,
       syndicWaitMs: 5000,
       syndicEventForwardTimeoutMs: 250,
+      masterAliveIntervalMs: 0,
+      masterFailbackIntervalMs: 0,
       publishSessionMs: 86_400_000,
       keepJobsMs: 3_600_000,
       tokenExpireMs: 43_200_000,
     })
+  })
+
+  it('checks a failover master every master_alive_interval, and fails back every master_failback_interval or, at 0, as often', () => {
+    expect(timeoutsFromConfig({ master_alive_interval: 30 })).toMatchObject({ masterAliveIntervalMs: 30_000, masterFailbackIntervalMs: 30_000 })
+    expect(timeoutsFromConfig({ master_alive_interval: 30, master_failback_interval: 0.5 })).toMatchObject({ masterAliveIntervalMs: 30_000, masterFailbackIntervalMs: 500 })
+    expect(() => timeoutsFromConfig({ master_alive_interval: -1 })).toThrow('master_alive_interval must be a non-negative number of seconds, got -1')
   })
 
   it('picks the return retry delay between return_retry_timer and its max', () => {

@@ -31,6 +31,19 @@ export type MinionEvent =
   /** A valid publish that is not for this minion (or a repeated jid). */
   | { type: 'publish-ignored'; master: string; jid: string; fun: string; reason: string }
   | { type: 'job-received'; master: string; jid: string; fun: string }
+  /**
+   * Another master published a jid this minion runs or ran already (same function and arguments): it
+   * does not run again, and its return goes to this master too (`returned`: it was sent at once).
+   */
+  | { type: 'job-joined'; master: string; jid: string; fun: string; returned: boolean }
+  /** master_type failover: the master whose jobs run from now on, and why it was chosen. */
+  | { type: 'master-selected'; master: string; previous?: string; reason: 'start' | 'master-dead' | 'failback' }
+  /** master_type failover: a master that was tried did not answer its auth, or refused or kept this minion pending. */
+  | { type: 'master-unavailable'; master: string; reason: string }
+  /** master_type failover: at a master_alive_interval check, the master in use was not connected. */
+  | { type: 'master-dead'; master: string }
+  /** master_type failover: a link no longer in use was closed, nothing being owed to its master any more. */
+  | { type: 'master-released'; master: string }
   /** The job was killed (saltutil.kill_job) or aborted by stop(): like Salt, it does not return. */
   | { type: 'job-killed'; jid: string; fun: string }
   | { type: 'stopped' }

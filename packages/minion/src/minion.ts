@@ -7,9 +7,12 @@
 import { join } from 'node:path'
 import {
   backoffFromConfig,
+  checkMinionMasters,
   ConfigError,
   endpointLimitsFromConfig,
   loadTransport,
+  masterFingerFor,
+  mastersOf,
   returnRetryDelayMs,
   tags,
   timeoutsFromConfig,
@@ -20,12 +23,12 @@ import { ClosedError, createLogger, InvalidOperationError, type Logger, type Tra
 import { JobRunner } from './job-runner.js'
 import { LifecycleEvents, type MinionEvent } from './lifecycle.js'
 import { MasterLink } from './master-link.js'
-import { AllMastersPolicy, type MasterPolicy } from './master-policy.js'
+import { AllMastersPolicy, FailoverPolicy, type MasterPolicy } from './master-policy.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
 import type { Grains, ModuleDefinition, ModuleRegistry } from './modules/types.js'
-import { spoolDir } from './spool.js'
+import { ReturnSpool, spoolDir } from './spool.js'
 
 export interface MinionOptions {
   /** Default: a stderr logger at `opts.log_level`. The CLI passes `loggerFromConfig(opts, 'minion')`. */
@@ -53,19 +56,27 @@ export function minionStartEvents(id: string, now: Date = new Date()): { tag: st
   return [tags.minionStart(id), tags.minionStartLegacy].map((tag) => ({ tag, data: { data, cmd: '_minion_event', id, pretag: null, tag } }))
 }
 
-/** The masters of `master` (a host or a list of hosts), in order. */
-function mastersOf(opts: MinionConfig): string[] {
-  const masters = Array.isArray(opts.master) ? opts.master : [opts.master]
-  if (masters.length === 0 || masters.some((host) => typeof host !== 'string' || host === '')) {
-    throw new ConfigError('master must name at least one master, each a non-empty host', { key: 'master' })
-  }
-  return masters as string[]
-}
-
-/** Salt's `master_type` as a policy; what is not built yet falls back to the first master, with a warning. */
+/**
+ * Salt's `master_type` as a policy. `func` and `disable` are not built: they fall back to the first
+ * master, with a warning.
+ */
 function policyFor(opts: MinionConfig, masters: string[], logger: Logger): { policy: MasterPolicy; masters: string[] } {
   const type = opts.master_type ?? 'str'
   if (type === 'str') return { policy: new AllMastersPolicy(), masters }
+  if (type === 'failover') {
+    const timeouts = timeoutsFromConfig(opts)
+    const policy = new FailoverPolicy({
+      aliveIntervalMs: timeouts.masterAliveIntervalMs,
+      failback: opts.master_failback === true,
+      failbackIntervalMs: timeouts.masterFailbackIntervalMs,
+      randomMaster: opts.random_master === true,
+      // The first _auth times out after auth_timeout (an auth-failed event); the margin covers connecting.
+      answerTimeoutMs: 2 * timeouts.authTimeoutMs,
+      retryWaitMs: timeouts.acceptanceWaitTimeMs,
+      logger,
+    })
+    return { policy, masters }
+  }
   const [first] = masters as [string, ...string[]]
   logger.warning(`master_type ${type} is not supported yet: connecting to the first master only (${first})${masters.length > 1 ? `; ignoring ${masters.slice(1).join(', ')}` : ''}`)
   return { policy: new AllMastersPolicy(), masters: [first] }
@@ -90,11 +101,15 @@ export class Minion {
   #resolveAuthenticated!: () => void
   #rejectAuthenticated!: (error: Error) => void
   #policy: MasterPolicy | undefined
+  /** Each open link's spool directory, to tell whether returns still wait there for its master. */
+  readonly #spools = new WeakMap<MasterLink, ReturnSpool>()
   #starting: Promise<void> | undefined
   #stopping: Promise<void> | undefined
 
   constructor(opts: MinionConfig, options: MinionOptions = {}) {
     if (typeof opts.id !== 'string' || opts.id === '') throw new ConfigError('id must be a non-empty string', { key: 'id' })
+    const [problem] = checkMinionMasters(opts)
+    if (problem !== undefined) throw problem
     // The master's id rule, checked here so a bad id stops the start instead of retrying `_auth` forever:
     // NFC (a decomposed `é` names the same key as a composed one), no separators, nothing invisible, ≤ 237 bytes.
     const id = normalizeMinionId(opts.id)
@@ -118,6 +133,7 @@ export class Minion {
       logger: this.#logger,
       emit: (event) => this.#events.emit(event),
       signal,
+      severalMasters: mastersOf(opts).length > 1,
     })
   }
 
@@ -172,21 +188,30 @@ export class Minion {
     this.#policy = selected.policy
     await selected.policy.start({
       masters: selected.masters,
-      open: (host) => this.#link(host, keys, transport, several),
+      open: (host) => this.#link(host, selected.masters.indexOf(host), keys, transport, several),
       serve: (link) => this.#track(this.#serve(link)),
+      owes: (link) => this.#owes(link),
+      emit: (event) => {
+        this.#events.emit(event)
+        // Salt fires the start event at the master a failover minion tunes in to, every time it does.
+        if (event.type === 'master-selected') this.#announce(event.master)
+      },
     })
     logger.info(`minion ${this.id}: transport ${transport.name}, master${several ? 's' : ''} ${selected.policy.links.map((link) => link.master).join(', ')}`)
   }
 
   /**
-   * The link to one master. With several masters each has its own pin file
-   * (`minion_master-<host>-<port>.pub`) and spool (`<cachedir>/minion/spool/<host>-<port>/`);
-   * a single master keeps Salt's `minion_master.pub` and the spool directory itself.
+   * The link to one master, the entry at `index` of `master`. With several masters each has its own
+   * pin file (`minion_master-<host>-<port>.pub`), spool (`<cachedir>/minion/spool/<host>-<port>/`) and
+   * `master_finger` (one for all, or this entry's); a single master keeps Salt's `minion_master.pub`
+   * and the spool directory itself.
    */
-  #link(host: string, keys: KeyPair, transport: Transport, several: boolean): MasterLink {
+  #link(host: string, index: number, keys: KeyPair, transport: Transport, several: boolean): MasterLink {
     const opts = this.opts
     const timeouts = timeoutsFromConfig(opts)
     const port = opts.master_port
+    const masterFinger = masterFingerFor(opts.master_finger, mastersOf(opts), index)
+    const spool = several ? join(spoolDir(opts.cachedir), masterAddressStem(host, port)) : spoolDir(opts.cachedir)
     const link = new MasterLink({
       id: this.id,
       keys,
@@ -197,11 +222,11 @@ export class Minion {
       client: { reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) },
       pkiDir: opts.pki_dir,
       ...(several ? { pinFile: masterPinFile(host, port) } : {}),
-      ...(opts.master_finger === undefined || opts.master_finger === '' ? {} : { masterFinger: opts.master_finger }),
+      ...(masterFinger === '' ? {} : { masterFinger }),
       authTimeoutMs: timeouts.authTimeoutMs,
       acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
       acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
-      spoolDir: several ? join(spoolDir(opts.cachedir), masterAddressStem(host, port)) : spoolDir(opts.cachedir),
+      spoolDir: spool,
       returnRetryDelayMs: () => returnRetryDelayMs(opts),
       returnRetryTries: opts.return_retry_tries,
       cache: this.#cache,
@@ -213,7 +238,33 @@ export class Minion {
         if (event.type === 'authenticated') this.#resolveAuthenticated()
       },
     })
+    this.#spools.set(link, new ReturnSpool(spool, this.#logger))
     return link
+  }
+
+  /** Whether returns are still owed to `link`'s master: jobs it published still running, returns in flight or spooled. */
+  async #owes(link: MasterLink): Promise<boolean> {
+    if (this.#runner.runningFor(link.master) > 0 || link.returnsInFlight > 0) return true
+    const spool = this.#spools.get(link)
+    if (spool === undefined) return false
+    try {
+      return (await spool.list()).length > 0
+    } catch (error) {
+      this.#logger.warning(`cannot list the spool of ${link.master} (${spool.dir}): ${(error as Error).message}; keeping its link`)
+      return true
+    }
+  }
+
+  /** Sends the start events to the master a failover minion just chose. */
+  #announce(master: string): void {
+    const link = this.#policy?.links.find((candidate) => candidate.master === master)
+    if (link === undefined) return
+    const signal = this.#controller.signal
+    this.#track(
+      link.send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) }, { tries: 1, signal }).catch((error: unknown) => {
+        if (!signal.aborted) this.#logger.warning(`could not send _minion_event to the master ${master}: ${(error as Error).message}`)
+      }),
+    )
   }
 
   /** After every auth with a master: grains (the master targets by them), then the start event once. */
@@ -227,7 +278,8 @@ export class Minion {
       }
     }
     await send({ cmd: '_grains', id: this.id, grains: this.grains })
-    if (first) await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
+    // A failover minion announces itself when it chooses a master (#announce), not on every link's first auth.
+    if (first && this.#policy?.type !== 'failover') await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
   }
 
   #track(task: Promise<unknown>): void {
@@ -235,10 +287,15 @@ export class Minion {
     void task.finally(() => this.#tasks.delete(task))
   }
 
-  /** One link's jobs to the runner, in publish order, until the link closes. */
+  /** One link's jobs to the runner, in publish order, until the link closes; those of a master not in use are dropped. */
   async #serve(link: MasterLink): Promise<void> {
     for await (const publish of link.publishes()) {
       if (this.#controller.signal.aborted) break
+      if (this.#policy?.serves(link) === false) {
+        this.#logger.debug(`job ${publish.job.jid} from ${link.master} ignored: that master is not the one in use (master_type failover)`)
+        this.#events.emit({ type: 'publish-ignored', master: link.master, jid: publish.job.jid, fun: publish.job.fun, reason: 'not the master in use' })
+        continue
+      }
       try {
         await this.#runner.handle(publish)
       } catch (error) {

@@ -1,7 +1,9 @@
 /**
  * The minion over its links, on both transports: `master: [a, b]` with `master_type: str` (a
- * link, a pin file and a spool per master; a jid published by both runs once; a return goes to
- * the master whose publish it answers), and jobs that change their own arguments while other
+ * link, a pin file and a spool per master; a jid published by both runs once and returns to each;
+ * a return goes to the master whose publish it answers), `master_type: failover` (one master at a
+ * time, the alive check, returns owed to a dead master delivered when it is back, failback, a
+ * `master_finger` per master), and jobs that change their own arguments while other
  * minions of the same process, sharing one publish cache, run the same publish.
  */
 import { existsSync } from 'node:fs'
@@ -9,7 +11,8 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { CryptCache, masterPinFile } from '@brine/crypt'
+import { ConfigError } from '@brine/common'
+import { CryptCache, fingerprint, masterPinFile, publicKeysOf } from '@brine/crypt'
 import { silentLogger } from '@brine/transport'
 import type { MinionEvent } from '../src/lifecycle.js'
 import { Minion, type MinionOptions } from '../src/minion.js'
@@ -64,7 +67,7 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
     return { minion, recorder }
   }
 
-  it('master_type str: one link per master, each with its own pin and spool; a jid published by both runs once and returns where it came from', async () => {
+  it('master_type str: one link per master, each with its own pin and spool; a jid published by both runs once and returns to each', async () => {
     const one = await startMaster({ name: 'one' })
     const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
     const { minion, recorder } = await startMinion('multi', one, { master: ['127.0.0.1', '127.0.0.2'], master_type: 'str' })
@@ -82,14 +85,20 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
     expect(existsSync(join(pki, masterPinFile('127.0.0.2', one.retPort)))).toBe(true)
     expect(existsSync(join(pki, 'minion_master.pub'))).toBe(false)
 
-    // The same jid from both masters: it runs once, and its return goes to the master that published it first.
+    // The same jid from both masters: it runs once, and each master that published it gets its return.
     const both = job('test.echo', ['once'])
     await one.publish(both)
     expect((await one.waitForLoad('_return', both.jid as string)).return).toBe('once')
     await two.publish(both)
-    const repeat = await recorder.waitFor('publish-ignored', (event) => event.jid === both.jid, 'the repeated jid ignored')
-    expect(repeat).toMatchObject({ master: names[1], reason: 'duplicate jid' })
+    expect((await two.waitForLoad('_return', both.jid as string)).return).toBe('once')
+    const joined = await recorder.waitFor('job-joined', (event) => event.jid === both.jid, 'the repeated jid joined')
+    expect(joined).toEqual({ type: 'job-joined', master: names[1], jid: both.jid, fun: 'test.echo', returned: true })
     expect(recorder.of('job-received').filter((event) => event.jid === both.jid)).toEqual([{ type: 'job-received', master: names[0], jid: both.jid, fun: 'test.echo' }])
+    // A master publishing the jid again gets nothing more.
+    await one.publish(both)
+    const repeat = await recorder.waitFor('publish-ignored', (event) => event.jid === both.jid, 'the repeat from the first master ignored')
+    expect(repeat).toMatchObject({ master: names[0], reason: 'duplicate jid' })
+    expect([one.loads('_return', both.jid as string), two.loads('_return', both.jid as string)].map((loads) => loads.length)).toEqual([1, 1])
 
     // A job only the second master publishes returns to the second master only.
     const onlyTwo = job('test.echo', ['second'])
@@ -97,7 +106,6 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
     expect((await two.waitForLoad('_return', onlyTwo.jid as string)).return).toBe('second')
     await recorder.waitFor('returned', (event) => event.jid === onlyTwo.jid, 'the second master acknowledging')
     expect(one.loads('_return', onlyTwo.jid as string)).toEqual([])
-    expect(two.loads('_return', both.jid as string)).toEqual([])
 
     // While the second master is away its returns spool in its own directory; the first is untouched.
     await two.stopRequests()
@@ -106,6 +114,93 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
     const spooled = await recorder.waitFor('spooled', (event) => event.jid === away.jid, 'the return spooled for the second master')
     expect(spooled.master).toBe(names[1])
     expect(spooled.file).toBe(join(dir, 'multi-cache', 'minion', 'spool', `127.0.0.2-${one.retPort}`, `${away.jid as string}.msgpack`))
+  })
+
+  it('master_type failover: one master at a time; a dead one is left at the alive check, its returns spooled and delivered when it is back, and master_failback returns to it', async () => {
+    const one = await startMaster({ name: 'one' })
+    const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
+    const names = [`127.0.0.1:${one.retPort}`, `127.0.0.2:${one.retPort}`]
+    const { minion, recorder } = await startMinion('fo', one, {
+      master: ['127.0.0.1', '127.0.0.2'],
+      master_type: 'failover',
+      master_alive_interval: 0.2,
+      master_failback: true,
+      master_failback_interval: 0.3,
+    })
+    expect(await recorder.waitFor('master-selected')).toEqual({ type: 'master-selected', master: names[0], reason: 'start' })
+    // Announced to the master it uses (Salt's start event after each tune-in); the other never heard from it.
+    expect(await one.waitForLoad('_minion_event')).toMatchObject({ id: 'fo' })
+    expect(two.authReplies).toEqual([])
+    expect(minion.links.map((link) => link.master)).toEqual([names[0]])
+    await one.waitSubscribed()
+
+    // A job runs on the first master; that master's request server goes away while it runs.
+    const slow = job('test.sleep', [0.6])
+    await one.publish(slow)
+    await recorder.waitFor('job-received', (event) => event.jid === slow.jid, 'the slow job started')
+    await one.stopRequests()
+    expect(await recorder.waitFor('master-dead')).toEqual({ type: 'master-dead', master: names[0] })
+    expect(await recorder.waitFor('master-selected', (event) => event.reason === 'master-dead')).toEqual({
+      type: 'master-selected',
+      master: names[1],
+      previous: names[0],
+      reason: 'master-dead',
+    })
+    expect(await two.waitForLoad('_minion_event')).toMatchObject({ id: 'fo' })
+    await two.waitSubscribed()
+    // Jobs from the second master run now; the return of the first master's job is spooled for the first master.
+    const onTwo = job('test.echo', ['on two'])
+    await two.publish(onTwo)
+    expect((await two.waitForLoad('_return', onTwo.jid as string)).return).toBe('on two')
+    const spooled = await recorder.waitFor('spooled', (event) => event.jid === slow.jid, 'the slow return spooled')
+    expect(spooled.master).toBe(names[0])
+    expect(two.loads('_return', slow.jid as string)).toEqual([])
+
+    // The first master is back: the link kept for it delivers the spooled return once, then failback uses it again.
+    await one.startRequests()
+    expect((await one.waitForLoad('_return', slow.jid as string)).return).toBe(true)
+    expect(await recorder.waitFor('master-selected', (event) => event.reason === 'failback')).toEqual({
+      type: 'master-selected',
+      master: names[0],
+      previous: names[1],
+      reason: 'failback',
+    })
+    await recorder.waitFor('master-released', (event) => event.master === names[1], 'the link to the second master closed')
+    expect(minion.links.map((link) => link.master)).toEqual([names[0]])
+    const back = job('test.echo', ['back'])
+    await one.publish(back)
+    expect((await one.waitForLoad('_return', back.jid as string)).return).toBe('back')
+    // One return (ZeroMQ may also hand over tries it had queued while the master was away; they are the same
+    // return, which the master stores and fires once per jid and minion).
+    expect(new Set(one.loads('_return', slow.jid as string).map((load) => JSON.stringify(load))).size).toBe(1)
+    expect(recorder.of('job-received').map((event) => event.jid)).toEqual([slow.jid, onTwo.jid, back.jid])
+  })
+
+  it('master_finger per master: a master whose key does not match its own fingerprint is passed over', async () => {
+    const one = await startMaster({ name: 'one' })
+    const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
+    const names = [`127.0.0.1:${one.retPort}`, `127.0.0.2:${one.retPort}`]
+    const { recorder } = await startMinion('fingers', one, {
+      master: ['127.0.0.1', '127.0.0.2'],
+      master_type: 'failover',
+      // The first master's entry is the second master's fingerprint: wrong for the first.
+      master_finger: { '127.0.0.1': fingerprint(publicKeysOf(two.keys)), '127.0.0.2': fingerprint(publicKeysOf(two.keys)) },
+    })
+    const unavailable = await recorder.waitFor('master-unavailable')
+    expect(unavailable.master).toBe(names[0])
+    expect(unavailable.reason).toMatch(/^MasterKeyMismatchError: /)
+    expect(await recorder.waitFor('master-selected')).toEqual({ type: 'master-selected', master: names[1], reason: 'start' })
+    expect(existsSync(join(dir, 'fingers-pki', masterPinFile('127.0.0.1', one.retPort)))).toBe(false)
+    expect(existsSync(join(dir, 'fingers-pki', masterPinFile('127.0.0.2', one.retPort)))).toBe(true)
+  })
+
+  it('refuses failover over a single master given as a string, and a master_finger list that does not fit', async () => {
+    const master = await startMaster()
+    const opts = await testMinionConfig(transportName, dir, master, 'bad', {})
+    expect(() => new Minion({ ...opts, master_type: 'failover' }, { logger: silentLogger })).toThrow(
+      "master_type failover needs master to be a list of masters to fail over between (master: [127.0.0.1, other]), got the single master '127.0.0.1'",
+    )
+    expect(() => new Minion({ ...opts, master: ['127.0.0.1', '127.0.0.2'], master_finger: ['aa'] }, { logger: silentLogger })).toThrow(ConfigError)
   })
 
   it('a job may change its list, dict and keyword arguments; another minion of the process running the same publish sees the originals', async () => {

@@ -1,0 +1,105 @@
+/**
+ * A minion's masters as its config names them: Salt's `master` (one host or a list), `master_type`
+ * and `master_finger`. The checks that span those keys live here, once, for the config loader (which
+ * knows each key's file and line) and for a daemon given options directly (which does not).
+ */
+import type { MasterFinger } from './config-schema.js'
+import { ConfigError, formatSource, type ConfigSource } from './errors.js'
+
+/** The keys these checks read; anything else in the options is ignored. */
+export interface MinionMastersConfig {
+  master?: unknown
+  master_type?: unknown
+  master_finger?: unknown
+}
+
+type SourceOf = (key: string) => ConfigSource | undefined
+
+function problem(message: string, key: string, where: ConfigSource | undefined): ConfigError {
+  const prefix = where === undefined ? '' : `${formatSource(where)}: `
+  return new ConfigError(`${prefix}${message}`, { key, file: where?.file, line: where?.line })
+}
+
+/** The entries of `master` (a host or a list of hosts), in order, or a ConfigError saying what is wrong with them. */
+function listMasters(opts: MinionMastersConfig, sourceOf: SourceOf): string[] | ConfigError {
+  const masters: unknown[] = Array.isArray(opts.master) ? opts.master : [opts.master]
+  const where = sourceOf('master')
+  if (masters.length === 0) return problem('master must name at least one master, got an empty list', 'master', where)
+  const bad = masters.findIndex((host) => typeof host !== 'string' || host.trim() === '')
+  if (bad >= 0) return problem(`master must name each master by a non-empty host, entry ${bad + 1} is ${JSON.stringify(masters[bad]) ?? 'missing'}`, 'master', where)
+  const hosts = masters as string[]
+  const twice = hosts.find((host, index) => hosts.indexOf(host) !== index)
+  if (twice !== undefined) return problem(`master lists '${twice}' twice; each master may appear once`, 'master', where)
+  return hosts
+}
+
+/**
+ * The masters of `master` (a host, or a list of hosts for `master_type` str or failover), in order.
+ * Throws ConfigError when the list is empty, holds something that is not a host, or names a master twice.
+ */
+export function mastersOf(opts: MinionMastersConfig): string[] {
+  const masters = listMasters(opts, () => undefined)
+  if (masters instanceof ConfigError) throw masters
+  return masters
+}
+
+/**
+ * Every problem across `master`, `master_type` and `master_finger`: no master or a master listed
+ * twice; `master_type: failover` with a single master given as a string (Salt's docs require a
+ * list; Salt itself quietly wraps it, issue 23611); a `master_finger` list whose length is not the
+ * number of masters; a `master_finger` mapping naming a master that `master` does not list.
+ * `sourceOf(key)` tells where a key was set, so each error names the key, the file and the line.
+ */
+export function checkMinionMasters(opts: MinionMastersConfig, sourceOf: SourceOf = () => undefined): ConfigError[] {
+  const masters = listMasters(opts, sourceOf)
+  if (masters instanceof ConfigError) return [masters]
+  const errors: ConfigError[] = []
+  if (opts.master_type === 'failover' && typeof opts.master === 'string') {
+    // Point at the line to change: `master` where a file set it, else the `master_type` that asked for a list.
+    const where = sourceOf('master') ?? sourceOf('master_type')
+    errors.push(
+      problem(
+        `master_type failover needs master to be a list of masters to fail over between (master: [${opts.master}, other]), got the single master '${opts.master}'`,
+        'master',
+        where,
+      ),
+    )
+  }
+  const finger = opts.master_finger
+  const fingerWhere = sourceOf('master_finger')
+  if (Array.isArray(finger) && finger.length !== masters.length) {
+    errors.push(
+      problem(
+        `master_finger lists ${finger.length} fingerprint${finger.length === 1 ? '' : 's'} for ${masters.length} master${masters.length === 1 ? '' : 's'}; ` +
+          `give one per entry of master, in the same order ('' to pin on first contact), or a mapping of master to fingerprint`,
+        'master_finger',
+        fingerWhere,
+      ),
+    )
+  } else if (typeof finger === 'object' && finger !== null && !Array.isArray(finger)) {
+    const unknown = Object.keys(finger).filter((name) => !masters.includes(name))
+    if (unknown.length > 0) {
+      errors.push(
+        problem(
+          `master_finger names ${unknown.map((name) => `'${name}'`).join(', ')}, which master does not list (masters: ${masters.join(', ')})`,
+          'master_finger',
+          fingerWhere,
+        ),
+      )
+    }
+  }
+  return errors
+}
+
+/**
+ * The fingerprint that pins the master at `index` of `masters`: the one `master_finger` string for
+ * every master, the list's entry at that position, or the mapping's entry for that master. '' (pin
+ * whatever answers first) when none is given.
+ */
+export function masterFingerFor(finger: MasterFinger | undefined, masters: readonly string[], index: number): string {
+  if (finger === undefined) return ''
+  if (typeof finger === 'string') return finger
+  if (Array.isArray(finger)) return finger[index] ?? ''
+  const host = masters[index]
+  return host !== undefined && Object.hasOwn(finger, host) ? (finger[host] ?? '') : ''
+}

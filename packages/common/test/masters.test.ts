@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError } from '../src/errors.js'
+import { checkMinionMasters, masterFingerFor, mastersOf } from '../src/masters.js'
+
+describe('mastersOf', () => {
+  it('lists one master or several, in order', () => {
+    expect(mastersOf({ master: 'salt' })).toEqual(['salt'])
+    expect(mastersOf({ master: ['m2', 'm1'] })).toEqual(['m2', 'm1'])
+  })
+
+  it.each([
+    [[], 'master must name at least one master, got an empty list'],
+    [['m1', ''], 'master must name each master by a non-empty host, entry 2 is ""'],
+    [[7], 'master must name each master by a non-empty host, entry 1 is 7'],
+    [undefined, 'master must name each master by a non-empty host, entry 1 is missing'],
+    [['m1', 'm2', 'm1'], "master lists 'm1' twice; each master may appear once"],
+  ])('refuses %j without a file to name', (master, message) => {
+    expect(() => mastersOf({ master })).toThrow(ConfigError)
+    expect(() => mastersOf({ master })).toThrow(message)
+  })
+})
+
+describe('checkMinionMasters', () => {
+  it('finds nothing wrong with str or failover over a list, and str with one string', () => {
+    expect(checkMinionMasters({ master: ['a', 'b'], master_type: 'failover', master_finger: { b: 'ff' } })).toEqual([])
+    expect(checkMinionMasters({ master: 'a', master_type: 'str', master_finger: ['ff'] })).toEqual([])
+  })
+
+  it('names the file and line it is told, else only the problem', () => {
+    const [bare] = checkMinionMasters({ master: 'a', master_type: 'failover' })
+    expect(bare?.message).toBe("master_type failover needs master to be a list of masters to fail over between (master: [a, other]), got the single master 'a'")
+    const [placed] = checkMinionMasters({ master: 'a', master_type: 'failover' }, (key) => (key === 'master_type' ? { file: '/etc/brine/minion', line: 4 } : undefined))
+    expect([placed?.message.startsWith('/etc/brine/minion:4: '), placed?.key, placed?.line]).toEqual([true, 'master', 4])
+  })
+})
+
+describe('masterFingerFor', () => {
+  const masters = ['m1', 'm2']
+  it('gives every master the one string, a list entry by position, a mapping entry by name, else nothing', () => {
+    expect(masters.map((_, index) => masterFingerFor('aa', masters, index))).toEqual(['aa', 'aa'])
+    expect(masters.map((_, index) => masterFingerFor(['aa', ''], masters, index))).toEqual(['aa', ''])
+    expect(masters.map((_, index) => masterFingerFor({ m2: 'bb' }, masters, index))).toEqual(['', 'bb'])
+    expect(masterFingerFor(undefined, masters, 0)).toBe('')
+    expect(masterFingerFor({ toString: 'x' } as Record<string, string>, ['__proto__'], 0)).toBe('')
+  })
+})

@@ -1,0 +1,137 @@
+/**
+ * A minion with two masters, as real processes over each transport: `master_type: str` (both
+ * masters reach it; one killed mid-run, the other's jobs still work, the killed one gets its return
+ * when it is back; a jid published by both runs once and answers both) and `master_type: failover`
+ * (the first master killed: the second takes over; the first back: its return delivered, then
+ * `master_failback` returns to it). The second master binds 127.0.0.2 on the first one's ports:
+ * all of 127.0.0.0/8 is loopback on Linux, and a minion's masters share `master_port`.
+ */
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { LocalClient } from '@brine/client'
+import { generateJid } from '@brine/common'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+
+const startFleet = useFleets()
+// Named from the helper, not from the package that holds Fleet (moving to @brine/testkit).
+type Fleet = Awaited<ReturnType<typeof startFleet>>
+type TransportName = (typeof TRANSPORTS)[number]
+
+const WAIT_MS = 30_000
+const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
+const jidOf = (stdout: string): string => {
+  const match = /(?:jid: |job ID: )(\d{20})/.exec(stdout)
+  if (match === null) throw new Error(`no jid in:\n${stdout}`)
+  return match[1]!
+}
+const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** Two masters on one pair of ports: the first on 127.0.0.1 (whose fleet runs the minion, logging at info), the second on 127.0.0.2. */
+async function twoMasters(transport: TransportName): Promise<[Fleet, Fleet]> {
+  // A short gather_job_timeout keeps "did not return" rounds short.
+  const one = await startFleet({ minions: [], transports: [transport], logLevel: 'info', masterConfig: { gather_job_timeout: 1 } })
+  const ports = one.ports.get(transport)!
+  const two = await startFleet({
+    minions: [],
+    transports: [transport],
+    masterConfig: { interface: '127.0.0.2', publish_port: ports.publish, ret_port: ports.ret, gather_job_timeout: 1 },
+  })
+  return [one, two]
+}
+
+/** Quick timers, so a dead master is noticed and returns are retried within seconds. */
+const QUICK = { auth_timeout: 2, recon_default: 200, recon_max: 1000, return_retry_timer: 1, return_retry_timer_max: 1, return_retry_tries: 1 }
+
+async function ping(fleet: Fleet, id: string): Promise<Record<string, unknown>> {
+  const result = await fleet.run('brine', [id, 'test.ping', '--out', 'json', '--static'])
+  expect(result.code, result.stderr).toBe(0)
+  return json(result.stdout)
+}
+
+describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
+  it('master_type str: jobs from either master; one killed mid-run, the other still works and the killed one gets its return once when back; a jid published by both runs once', async () => {
+    const [one, two] = await twoMasters(transport)
+    const minion = await one.startMinion({ id: 'mm', transport, config: { master: ['127.0.0.1', '127.0.0.2'], master_type: 'str', ...QUICK } })
+    await Promise.all([one.waitForMinionStart('mm'), two.waitForMinionStart('mm')])
+    expect(await ping(one, 'mm')).toEqual({ mm: true })
+    expect(await ping(two, 'mm')).toEqual({ mm: true })
+
+    // The same jid published by both masters: it runs once, and each master's client gets the return.
+    const shared = join(one.root, 'shared.txt')
+    const jid = generateJid()
+    const clients = [new LocalClient({ configDir: one.masterConfigDir }), new LocalClient({ configDir: two.masterConfigDir })]
+    try {
+      const answers = await Promise.all(clients.map((client) => client.cmd('mm', 'cmd.run', [`echo ran >> ${shared}; echo done`], { jid })))
+      expect(answers).toEqual([{ mm: 'done' }, { mm: 'done' }])
+    } finally {
+      await Promise.all(clients.map((client) => client.close()))
+    }
+    expect(await readFile(shared, 'utf8')).toBe('ran\n')
+
+    // A job of the first master runs while that master is killed.
+    const slowFile = join(one.root, 'slow.txt')
+    const slow = jidOf((await one.run('brine', ['mm', 'cmd.run', `echo ran >> ${slowFile}; sleep 3; echo slept`, '--async'])).stdout)
+    await minion.waitForOutput(new RegExp(`Executing command cmd.run with jid ${slow}`), WAIT_MS)
+    expect((await one.master.stop('SIGKILL')).signal).toBe('SIGKILL')
+    expect(await ping(two, 'mm')).toEqual({ mm: true })
+    const echo = await two.run('brine', ['mm', 'test.echo', 'still here', '--out', 'json', '--static'])
+    expect(json(echo.stdout)).toEqual({ mm: 'still here' })
+    await minion.waitForOutput(new RegExp(`return of job ${slow} \\(cmd.run\\) not acknowledged .*; spooled to `), WAIT_MS)
+
+    // Back: the spooled return reaches it, once; it ran once.
+    await one.launchMaster()
+    await minion.waitForOutput(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`), WAIT_MS)
+    const lookup = await one.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
+    expect(json(lookup.stdout)).toEqual({ mm: 'slept' })
+    expect(minion.stderr.match(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`, 'g'))).toHaveLength(1)
+    expect(await readFile(slowFile, 'utf8')).toBe('ran\n')
+    expect(await ping(one, 'mm')).toEqual({ mm: true })
+    // The second master never saw that job's return.
+    const elsewhere = await two.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
+    expect(json(elsewhere.stdout)).toEqual({})
+  })
+
+  it('master_type failover: the first master killed, the second takes over; the first back, its return is delivered and master_failback returns to it', async () => {
+    const [one, two] = await twoMasters(transport)
+    const minion = await one.startMinion({
+      id: 'fo',
+      transport,
+      config: { master: ['127.0.0.1', '127.0.0.2'], master_type: 'failover', master_alive_interval: 1, master_failback: true, master_failback_interval: 1, ...QUICK },
+    })
+    await one.waitForMinionStart('fo')
+    expect(await ping(one, 'fo')).toEqual({ fo: true })
+    // One master at a time: the second has never heard of this minion.
+    const none = await two.run('brine', ['fo', 'test.ping', '--out', 'json', '--static'])
+    expect(none.code).toBe(2)
+    expect(none.stderr).toContain('No minions matched the target')
+
+    const slowFile = join(one.root, 'slow.txt')
+    const slow = jidOf((await one.run('brine', ['fo', 'cmd.run', `echo ran >> ${slowFile}; sleep 3; echo slept`, '--async'])).stdout)
+    await minion.waitForOutput(new RegExp(`Executing command cmd.run with jid ${slow}`), WAIT_MS)
+    const secondMark = two.startEventCount
+    expect((await one.master.stop('SIGKILL')).signal).toBe('SIGKILL')
+
+    // The alive check notices; the minion tunes in to the second master and announces itself there.
+    await two.waitForMinionStart('fo', secondMark)
+    const ports = one.ports.get(transport)!
+    expect(minion.stderr).toContain(`using the master 127.0.0.2:${ports.ret} (127.0.0.2) instead of 127.0.0.1:${ports.ret}; the one before is gone`)
+    expect(await ping(two, 'fo')).toEqual({ fo: true })
+    await minion.waitForOutput(new RegExp(`return of job ${slow} \\(cmd.run\\) not acknowledged .*; spooled to `), WAIT_MS)
+
+    // The first master is back: the link kept for it delivers the return, then failback uses it again.
+    await one.launchMaster()
+    await minion.waitForOutput(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`), WAIT_MS)
+    await minion.waitForOutput(new RegExp(`using the master 127\\.0\\.0\\.1:${ports.ret} \\(127\\.0\\.0\\.1\\) instead of 127\\.0\\.0\\.2:${ports.ret}; failing back to the first master`), WAIT_MS)
+    const lookup = await one.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
+    expect(json(lookup.stdout)).toEqual({ fo: 'slept' })
+    expect(await readFile(slowFile, 'utf8')).toBe('ran\n')
+    expect(await ping(one, 'fo')).toEqual({ fo: true })
+
+    // The second master's link is closed once nothing is owed to it: its jobs no longer reach the minion.
+    await minion.waitForOutput(new RegExp(`closed the link to ${escape(`127.0.0.2:${ports.ret}`)}`), WAIT_MS)
+    const gone = await two.run('brine', ['fo', 'test.ping', '-t', '1', '--out', 'json', '--static'])
+    expect(gone.code).toBe(1)
+    expect(json(gone.stdout)).not.toHaveProperty('fo', true)
+  })
+})
