@@ -2,6 +2,15 @@ import { FRAME_HEADER_BYTES } from './codec.js'
 import { FrameTooLargeError } from '../contract/errors.js'
 import { DEFAULT_MAX_FRAME_BYTES } from '../contract/types.js'
 
+/** What a framed connection needs of the reader that splits its byte stream into frames. */
+export interface StreamReader {
+  push(chunk: Buffer): void
+  /** Bytes held while waiting for the rest of a frame. */
+  readonly pendingBytes: number
+  /** True while a frame has begun and not ended (buffered, or an oversized one being skipped). */
+  readonly inFrame: boolean
+}
+
 export interface FrameReaderHandlers {
   /** A whole frame body. The buffer may be a view into a chunk: copy it to keep it past the call. */
   onFrame(body: Buffer): void
@@ -14,7 +23,7 @@ export interface FrameReaderHandlers {
  * Memory stays bounded by `maxFrameBytes`: an oversized frame is reported once and its bytes are
  * discarded as they arrive, so the stream stays in step and the connection's other frames survive.
  */
-export class FrameReader {
+export class FrameReader implements StreamReader {
   private readonly chunks: Buffer[] = []
   private buffered = 0
   private skipping = 0
@@ -28,6 +37,10 @@ export class FrameReader {
   /** Bytes held while waiting for the rest of a frame. */
   get pendingBytes(): number {
     return this.buffered
+  }
+
+  get inFrame(): boolean {
+    return this.buffered > 0 || this.skipping > 0
   }
 
   push(chunk: Buffer): void {
