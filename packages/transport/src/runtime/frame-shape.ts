@@ -34,15 +34,17 @@ export function decodeLimitsOf(options: Pick<EndpointOptions, 'maxFrameEntries' 
   }
 }
 
-/** msgpack's timestamp extension (type -1): the only extension Brine's encoder writes (a Date). */
+/** The extensions Brine's encoder writes: msgpack's timestamp (type -1, a Date) and notepack's undefined (type 0). */
 const TIMESTAMP_EXT = 0xff
+const UNDEFINED_EXT = 0x00
 
 /**
  * Walks the bytes of one msgpack value without decoding it and throws before any allocation when
  * it would cost more than `limits`: {@link FrameLimitError} for too many entries or too deep a
  * nesting; {@link MalformedFrameError} for a value that is cut short, a container claiming more
  * items than bytes remain, the unused byte 0xc1, bytes after the value, or an extension type other
- * than the timestamp (msgpackr gives some, such as its record definitions, meanings of its own).
+ * than the two Brine writes, timestamp (-1) and undefined (0): msgpackr gives others, such as its
+ * record definitions, meanings of its own that this scan cannot bound.
  *
  * The walk is iterative (a stack of the items left in each open container, at most `maxDepth`
  * deep), skips strings and binaries by their length, and stops at the first container header that
@@ -184,5 +186,7 @@ function readUint32(bytes: Uint8Array, pos: number): number {
 }
 
 function checkExt(extType: number, peer: string | undefined): void {
-  if (extType !== TIMESTAMP_EXT) throw new MalformedFrameError(`msgpack extension type ${(extType << 24) >> 24} is not part of Brine's wire (only the timestamp, -1)`, peer)
+  if (extType !== TIMESTAMP_EXT && extType !== UNDEFINED_EXT) {
+    throw new MalformedFrameError(`msgpack extension type ${(extType << 24) >> 24} is not part of Brine's wire (only the timestamp, -1, and undefined, 0)`, peer)
+  }
 }

@@ -267,6 +267,7 @@ export class FramedConnection implements PendingHolder {
     if (this.isClosed) return
     this.error = reason
     this.isClosed = true
+    this.reader.stop()
     this.releaseHeld()
     this.handlers.onDrop?.(this, reason)
     this.socket.destroy()

@@ -1,0 +1,70 @@
+/**
+ * The bytes of a stream received so far and not yet consumed, kept as the chunks they arrived in:
+ * peeking and taking copy only when a span crosses chunks. What the length-prefixed FrameReader
+ * and ZeroMQ's ZMTP reader parse from.
+ */
+export class ByteQueue {
+  private readonly chunks: Buffer[] = []
+  private held = 0
+
+  /** Bytes held. */
+  get length(): number {
+    return this.held
+  }
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return
+    this.chunks.push(chunk)
+    this.held += chunk.length
+  }
+
+  /** The first n bytes, without consuming them (n ≤ length). */
+  peek(n: number): Buffer {
+    const first = this.chunks[0]!
+    if (first.length >= n) return first.subarray(0, n)
+    const out = Buffer.allocUnsafe(n)
+    let offset = 0
+    for (const chunk of this.chunks) {
+      offset += chunk.copy(out, offset, 0, Math.min(chunk.length, n - offset))
+      if (offset === n) break
+    }
+    return out
+  }
+
+  /** Removes and returns the first n bytes (n ≤ length), copying only when they span chunks. */
+  take(n: number): Buffer {
+    if (n === 0) return Buffer.alloc(0)
+    const first = this.chunks[0]!
+    if (first.length >= n) {
+      const out = first.subarray(0, n)
+      this.consume(n)
+      return out
+    }
+    const out = Buffer.allocUnsafe(n)
+    let offset = 0
+    while (offset < n) {
+      const chunk = this.chunks[0]!
+      const part = Math.min(chunk.length, n - offset)
+      chunk.copy(out, offset, 0, part)
+      offset += part
+      this.consume(part)
+    }
+    return out
+  }
+
+  /** Drops the first n bytes (n ≤ length). */
+  consume(n: number): void {
+    let left = n
+    while (left > 0) {
+      const first = this.chunks[0]!
+      if (first.length <= left) {
+        this.chunks.shift()
+        left -= first.length
+      } else {
+        this.chunks[0] = first.subarray(left)
+        left = 0
+      }
+    }
+    this.held -= n
+  }
+}
