@@ -95,6 +95,13 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
     if (connections?.size === 0) this.byId.delete(subscriber.id)
   }
 
+  /** Subscribers with an id (each holds it besides `broadcast`). */
+  private byIdCount(): number {
+    let count = 0
+    for (const connections of this.byId.values()) count += connections.size
+    return count
+  }
+
   async publish(payload: WireValue, options: PublishOptions = {}): Promise<void> {
     if (this.core.isClosed) throw this.core.closedError()
     // Encoded once for every recipient; too large throws before anything is written.
@@ -115,7 +122,7 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
   }
 
   protected liveStats(): LiveStats {
-    return { queued: this.listener.queued, inFlight: 0, peers: this.listener.connections.size }
+    return { queued: this.listener.queued, inFlight: 0, peers: this.listener.connections.size, subscriptions: this.subscribers.size + this.byIdCount() }
   }
 
   protected async release(): Promise<void> {

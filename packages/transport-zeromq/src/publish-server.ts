@@ -176,7 +176,7 @@ export class ZeroMQPublishServer extends EndpointBase implements PublishServer {
   }
 
   protected liveStats(): LiveStats {
-    return { queued: this.#listener.queued, inFlight: 0, peers: this.#listener.connections.size }
+    return { queued: this.#listener.queued, inFlight: 0, peers: this.#listener.connections.size, subscriptions: this.subscriptions }
   }
 
   protected async release(): Promise<void> {

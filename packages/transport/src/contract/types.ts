@@ -54,6 +54,11 @@ export interface EndpointStats {
   inFlight: number
   /** Peers connected right now (servers), or 1/0 for a client's link. */
   peers: number
+  /**
+   * Publish servers: topics held now over every subscriber (a TCP subscriber holds `broadcast` and its
+   * id; a ZeroMQ one at most MAX_SUBSCRIPTIONS_PER_PEER); 0 elsewhere.
+   */
+  subscriptions: number
   /** Servers: connections refused as they arrived (`peer-refuse`), in total. */
   peersRefused: number
   /** Servers: connections closed for what the peer did (`peer-drop`), in total. */

@@ -89,9 +89,11 @@ export class FramedConnection implements PendingHolder {
   private isClosed = false
   /** Whole frames (or ZMTP messages and the handshake) received so far. */
   framesReceived = 0
+  /** Bytes received so far. */
+  bytesReceived = 0
   /** When the connection last made progress: opened, completed a frame, or took PROGRESS_BYTES more of one (ms). */
   lastProgress = Date.now()
-  /** When the frame in progress began (ms); meaningful while `inFrame`. */
+  /** When bytes of the frame in progress began to be held (ms); meaningful while `pendingBytes` > 0. */
   pendingSince = 0
   private progressBytes = 0
   private held = 0
@@ -145,8 +147,7 @@ export class FramedConnection implements PendingHolder {
 
   private receive(chunk: Buffer): void {
     if (this.isClosed) return
-    const wasInFrame = this.reader.inFrame
-    if (this.budget !== undefined && !wasInFrame) this.pendingSince = Date.now()
+    this.bytesReceived += chunk.length
     this.progressBytes += chunk.length
     if (this.progressBytes >= PROGRESS_BYTES) {
       this.progressBytes = 0
@@ -156,6 +157,8 @@ export class FramedConnection implements PendingHolder {
     if (this.budget !== undefined && !this.isClosed) {
       const pending = this.reader.pendingBytes
       if (pending !== this.held) {
+        // A frame's bytes begin to be held: the rate it arrives at is measured from here.
+        if (this.held === 0) this.pendingSince = Date.now()
         this.held = pending
         if (pending === 0) this.budget.release(this)
         else this.budget.hold(this, pending)

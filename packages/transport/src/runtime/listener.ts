@@ -186,7 +186,7 @@ export class Listener {
     const now = Date.now()
     for (const connection of this.connections) {
       if (!connection.isOpen || now - connection.lastProgress <= timeout) continue
-      if (connection.framesReceived === 0 && !connection.inFrame) {
+      if (connection.bytesReceived === 0) {
         connection.drop(`sent nothing for ${timeout} ms (peer_idle_timeout)`)
       } else if (connection.framesReceived === 0) {
         connection.drop(`did not complete its first frame within ${timeout} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`)
