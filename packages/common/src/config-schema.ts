@@ -97,6 +97,15 @@ export const CONFIG_SCHEMA = {
   zmq_filtering: { kind: 'boolean', roles: ALL, default: false },
   pub_hwm: { kind: 'integer', roles: ALL, default: 1000 },
   max_frame_bytes: { kind: 'integer', roles: ALL, default: 67108864, unit: 'bytes' },
+  // Bounds before work on the master's ports (what an unauthenticated peer may cost): entries and depth of one
+  // message, checked on its bytes before decoding; incomplete frames over all peers; a peer owing a frame that
+  // makes no progress; connections in total and per address (0: derived from the open-file limit).
+  max_frame_entries: { kind: 'integer', roles: MASTER, default: 262144 },
+  max_frame_depth: { kind: 'integer', roles: MASTER, default: 64 },
+  max_pending_bytes: { kind: 'integer', roles: MASTER, default: 268435456, unit: 'bytes' },
+  peer_idle_timeout: { kind: 'number', roles: MASTER, default: 30, unit: 'seconds' },
+  max_connections: { kind: 'integer', roles: MASTER, default: 0 },
+  max_connections_per_address: { kind: 'integer', roles: MASTER, default: 0 },
   ipv6: { kind: 'boolean', roles: ALL, default: false },
 
   // Master workers and jobs.

@@ -14,9 +14,9 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-async function startBus(hwm?: number, logger?: Logger): Promise<EventBus> {
+async function startBus(hwm?: number, logger?: Logger, hwmBytes?: number): Promise<EventBus> {
   const dir = await mkdtemp(join(tmpdir(), 'brine-bus-'))
-  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm, ...(logger === undefined ? {} : { logger }) })
+  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm, ...(hwmBytes === undefined ? {} : { hwmBytes }), ...(logger === undefined ? {} : { logger }) })
   await bus.start()
   cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close())
   return bus
@@ -115,6 +115,30 @@ describe('EventBus', () => {
       'the bus to see its subscriber leave',
     )
     expect(lines.filter((line) => line.includes('left after 16 event(s) were dropped for it; 16 dropped in total'))).toHaveLength(1)
+  })
+
+  it('bounds what a stalled subscriber holds by bytes too, not only by count', async () => {
+    const bus = await startBus(10_000, undefined, 1024 * 1024)
+    const socket = connect(bus.path)
+    cleanups.push(async () => socket.destroy())
+    socket.pause()
+    await deadline(
+      (async () => {
+        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
+      })(),
+      5000,
+      'the bus to register its subscriber',
+    )
+    // 200 events of 256 KiB (50 MiB) to a reader that reads nothing: far under the count of 10,000.
+    const big = 'x'.repeat(256 * 1024)
+    for (let turn = 0; turn < 20; turn++) {
+      for (let i = 0; i < 10; i++) bus.fire('salt/test/big', { big })
+      expect(bus.queuedBytes).toBeLessThanOrEqual(1024 * 1024)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(bus.queuedBytes).toBeLessThanOrEqual(1024 * 1024)
+    // What the socket took before it stopped draining, plus at most 1 MiB queued: the rest was dropped.
+    expect(bus.dropped).toBeGreaterThan(150)
   })
 
   it("sizes its hwm from the master's pub_hwm: ten times it, never below 10,000", () => {
