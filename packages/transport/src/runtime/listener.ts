@@ -4,6 +4,7 @@ import { DEFAULT_MAX_PENDING_BYTES, DEFAULT_PEER_IDLE_TIMEOUT_MS, type ServerOpt
 import { admission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress } from './admission.js'
 import type { EndpointCore } from './endpoint-core.js'
 import type { StreamReader } from './frame-reader.js'
+import { LogLimiter } from './log-limiter.js'
 import { FramedConnection, PROGRESS_BYTES, type PendingBudget } from './framed-connection.js'
 
 export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout'> {
@@ -122,8 +123,10 @@ export class Listener {
       this.server = undefined
       throw error
     }
-    // A bound server's later errors (EMFILE on accept, …) must not kill the daemon: log them.
-    server.on('error', (error) => this.core.logger.error(`${this.core.what} ${this.core.address}: ${error.message}`))
+    // A bound server's later errors (EMFILE on accept, …) must not kill the daemon: log them, at a bounded rate
+    // (a flood of connections at the descriptor limit fails every accept).
+    const errors = new LogLimiter()
+    server.on('error', (error) => errors.log(this.core.logger, 'error', `${this.core.what} ${this.core.address}: ${error.message}`, `accept errors on ${this.core.address}`))
     // close() ran while we were binding; it waits for the bind, then releases the port.
     if (this.core.isClosed) throw this.core.closedError()
     const bound = server.address()
