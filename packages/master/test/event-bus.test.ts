@@ -1,5 +1,5 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises'
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -50,6 +50,21 @@ function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; dat
   })
 }
 
+/** A subscriber that connects and never reads, once the bus has registered it. */
+async function stalledSubscriber(bus: EventBus): Promise<Socket> {
+  const socket = connect(bus.path)
+  cleanups.push(async () => socket.destroy())
+  socket.pause()
+  await deadline(
+    (async () => {
+      while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
+    })(),
+    5000,
+    'the bus to register its subscriber',
+  )
+  return socket
+}
+
 describe('EventBus', () => {
   it('stamps events and delivers them to socket subscribers and in-process listeners', async () => {
     const bus = await startBus()
@@ -86,16 +101,7 @@ describe('EventBus', () => {
   it('drops past its hwm for a subscriber that stopped reading and logs the exact count when it leaves', async () => {
     const lines: string[] = []
     const bus = await startBus(2, createLogger({ level: 'warning', write: (line) => lines.push(line) }))
-    const socket = connect(bus.path)
-    cleanups.push(async () => socket.destroy())
-    socket.pause()
-    await deadline(
-      (async () => {
-        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
-      })(),
-      5000,
-      'the bus to register its subscriber',
-    )
+    const socket = await stalledSubscriber(bus)
     // Events fired in one turn are written together after it, at most hwm (2) of them: eight of ten
     // are dropped. The two written leave the socket's buffer over its high-water mark, so in the next
     // turn two wait in the queue of 2 and eight more are dropped.
@@ -119,16 +125,7 @@ describe('EventBus', () => {
 
   it('bounds what a stalled subscriber holds by bytes too, not only by count', async () => {
     const bus = await startBus(10_000, undefined, 1024 * 1024)
-    const socket = connect(bus.path)
-    cleanups.push(async () => socket.destroy())
-    socket.pause()
-    await deadline(
-      (async () => {
-        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
-      })(),
-      5000,
-      'the bus to register its subscriber',
-    )
+    const socket = await stalledSubscriber(bus)
     // 200 events of 256 KiB (50 MiB) to a reader that reads nothing: far under the count of 10,000.
     const big = 'x'.repeat(256 * 1024)
     for (let turn = 0; turn < 20; turn++) {

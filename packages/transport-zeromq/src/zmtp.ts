@@ -34,7 +34,8 @@ export function frameHeader(size: number, more: boolean, command = false): Buffe
   if (size <= 255) return Buffer.from([flags, size])
   const header = Buffer.allocUnsafe(9)
   header[0] = flags | FLAG_LONG
-  header.writeBigUInt64BE(BigInt(size), 1)
+  header.writeUInt32BE(Math.floor(size / 2 ** 32), 1)
+  header.writeUInt32BE(size >>> 0, 5)
   return header
 }
 
@@ -91,8 +92,6 @@ export class ZmtpReader implements StreamReader {
   private state: State = 'greeting'
   private parts: Buffer[] = []
   private partsBytes = 0
-  /** Bytes of an oversized frame still to skip. */
-  private skipping = 0
   /** The rest of the current message is being dropped (a part was oversized or one too many). */
   private discarding = false
 
@@ -107,7 +106,7 @@ export class ZmtpReader implements StreamReader {
   }
 
   get inFrame(): boolean {
-    return this.state !== 'traffic' || this.bytes.length > 0 || this.skipping > 0 || this.parts.length > 0 || this.discarding
+    return this.state !== 'traffic' || this.bytes.length > 0 || this.bytes.discarding > 0 || this.parts.length > 0 || this.discarding
   }
 
   stop(): void {
@@ -116,14 +115,7 @@ export class ZmtpReader implements StreamReader {
 
   push(chunk: Buffer): void {
     if (this.state === 'stopped') return
-    let data = chunk
-    if (this.skipping > 0) {
-      const skip = Math.min(this.skipping, data.length)
-      this.skipping -= skip
-      data = data.subarray(skip)
-      if (data.length === 0) return
-    }
-    this.bytes.push(data)
+    this.bytes.push(chunk)
     this.drain()
   }
 
@@ -153,22 +145,21 @@ export class ZmtpReader implements StreamReader {
       const long = (flags & FLAG_LONG) !== 0
       if (long && bytes.length < 9) return
       const headerBytes = long ? 9 : 2
-      const declared = long ? head.readBigUInt64BE(1) : BigInt(head[1]!)
+      // An 8-byte size beyond 2^53 is clamped: it is over any limit either way, and skipping it never ends.
+      const declared = long ? Math.min(Number.MAX_SAFE_INTEGER, head.readUInt32BE(1) * 2 ** 32 + head.readUInt32BE(5)) : head[1]!
       const isCommand = (flags & FLAG_COMMAND) !== 0
       const more = (flags & FLAG_MORE) !== 0
       if (isCommand && more) return this.fail('a command frame with the MORE flag')
-      if (declared > BigInt(this.maxFrameBytes)) {
+      if (declared > this.maxFrameBytes) {
         if (isCommand || this.state !== 'traffic') return this.fail(`a command of ${declared} bytes`)
         // Skipped as it streams past: never buffered. The message it belongs to is dropped.
         bytes.consume(headerBytes)
-        const size = Number(declared > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : declared)
-        const skip = Math.min(size, bytes.length)
-        bytes.consume(skip)
-        this.skipping = size - skip
+        const size = declared
+        bytes.discard(size)
         this.dropMessage(more, size, `frame of ${size} bytes from ${this.connection.peer} exceeds max_frame_bytes (${this.maxFrameBytes})`)
         continue
       }
-      const size = Number(declared)
+      const size = declared
       if (bytes.length < headerBytes + size) return
       bytes.consume(headerBytes)
       const body = bytes.take(size)

@@ -6,16 +6,35 @@
 export class ByteQueue {
   private readonly chunks: Buffer[] = []
   private held = 0
+  private skipping = 0
 
   /** Bytes held. */
   get length(): number {
     return this.held
   }
 
+  /** Bytes still to be discarded as they arrive (the rest of an oversized frame). */
+  get discarding(): number {
+    return this.skipping
+  }
+
   push(chunk: Buffer): void {
-    if (chunk.length === 0) return
-    this.chunks.push(chunk)
-    this.held += chunk.length
+    let data = chunk
+    if (this.skipping > 0) {
+      const skip = Math.min(this.skipping, data.length)
+      this.skipping -= skip
+      data = data.subarray(skip)
+    }
+    if (data.length === 0) return
+    this.chunks.push(data)
+    this.held += data.length
+  }
+
+  /** Drops the next n bytes: those held now, and the rest as they arrive, never buffered. */
+  discard(n: number): void {
+    const now = Math.min(n, this.held)
+    this.consume(now)
+    this.skipping += n - now
   }
 
   /** The first n bytes, without consuming them (n ≤ length). */

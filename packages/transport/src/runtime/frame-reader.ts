@@ -28,7 +28,6 @@ export interface FrameReaderHandlers {
  */
 export class FrameReader implements StreamReader {
   private readonly bytes = new ByteQueue()
-  private skipping = 0
   private stopped = false
 
   constructor(
@@ -43,7 +42,7 @@ export class FrameReader implements StreamReader {
   }
 
   get inFrame(): boolean {
-    return this.bytes.length > 0 || this.skipping > 0
+    return this.bytes.length > 0 || this.bytes.discarding > 0
   }
 
   stop(): void {
@@ -52,14 +51,7 @@ export class FrameReader implements StreamReader {
 
   push(chunk: Buffer): void {
     if (this.stopped) return
-    let data = chunk
-    if (this.skipping > 0) {
-      const skip = Math.min(this.skipping, data.length)
-      this.skipping -= skip
-      data = data.subarray(skip)
-      if (data.length === 0) return
-    }
-    this.bytes.push(data)
+    this.bytes.push(chunk)
     this.drain()
   }
 
@@ -69,9 +61,7 @@ export class FrameReader implements StreamReader {
       const length = bytes.peek(FRAME_HEADER_BYTES).readUInt32BE(0)
       if (length > this.maxFrameBytes) {
         bytes.consume(FRAME_HEADER_BYTES)
-        const skip = Math.min(length, bytes.length)
-        bytes.consume(skip)
-        this.skipping = length - skip
+        bytes.discard(length)
         this.handlers.onOversize(new FrameTooLargeError(length, this.maxFrameBytes, this.peer))
         continue
       }
