@@ -140,16 +140,13 @@ function positiveCount(value: unknown, key: string, allowZero: boolean): number 
 
 /**
  * A master server's bounds before work from config: `max_frame_entries`, `max_frame_depth`,
- * `max_pending_bytes` (at least `max_frame_bytes`), `peer_idle_timeout` (seconds → ms; 0 for none),
+ * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout` (seconds → ms; 0 for none),
  * `max_connections` and `max_connections_per_address` (0: derived from the open-file limit).
  * A ConfigError names a key whose value cannot work.
  */
 export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
-  const maxFrameBytes = opts.max_frame_bytes ?? 67108864
-  const maxPendingBytes = positiveCount(opts.max_pending_bytes ?? 268435456, 'max_pending_bytes', false)
-  if (maxPendingBytes < maxFrameBytes) {
-    throw new ConfigError(`max_pending_bytes (${maxPendingBytes}) must be at least max_frame_bytes (${maxFrameBytes}), or a frame of the largest size could never complete`, { key: 'max_pending_bytes' })
-  }
+  // Never below one frame of the largest size, which could otherwise never complete: raised to max_frame_bytes.
+  const maxPendingBytes = Math.max(positiveCount(opts.max_pending_bytes ?? 268435456, 'max_pending_bytes', false), opts.max_frame_bytes ?? 67108864)
   const maxConnections = positiveCount(opts.max_connections ?? 0, 'max_connections', true)
   const maxConnectionsPerAddress = positiveCount(opts.max_connections_per_address ?? 0, 'max_connections_per_address', true)
   const idleTimeout = secondsToMs(opts.peer_idle_timeout ?? 30, 'peer_idle_timeout')

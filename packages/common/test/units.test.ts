@@ -72,10 +72,14 @@ describe('serverLimitsFromConfig', () => {
     ).toEqual({ maxFrameEntries: 10, maxFrameDepth: 3, maxPendingBytes: 2048, idleTimeout: 500, maxConnections: 900, maxConnectionsPerAddress: 50 })
   })
 
+  it('raises max_pending_bytes to max_frame_bytes, so a frame of the largest size can always complete', () => {
+    expect(serverLimitsFromConfig({ max_pending_bytes: 1000, max_frame_bytes: 2000 }).maxPendingBytes).toBe(2000)
+    expect(serverLimitsFromConfig({ max_frame_bytes: 512 * 1024 * 1024 }).maxPendingBytes).toBe(512 * 1024 * 1024)
+  })
+
   it('refuses values that cannot work, naming the key', () => {
     expect(() => serverLimitsFromConfig({ max_frame_entries: 0 })).toThrow(new ConfigError('max_frame_entries must be a positive integer, got 0', { key: 'max_frame_entries' }))
     expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(/max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/)
-    expect(() => serverLimitsFromConfig({ max_pending_bytes: 1000, max_frame_bytes: 2000 })).toThrow(/max_pending_bytes \(1000\) must be at least max_frame_bytes \(2000\)/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: -1 })).toThrow(/peer_idle_timeout must be a non-negative number of seconds/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: 10_000_000 })).toThrow(/peer_idle_timeout must be at most 2147483 seconds/)
   })
