@@ -84,6 +84,7 @@ export type ComplianceCase =
   | 'hardening: a frame declaring twenty million empty maps is refused before decoding, and the server keeps serving'
   | 'hardening: a frame nested deeper than max_frame_depth is refused before decoding'
   | 'hardening: 200,000 subscriptions from one peer leave the subscription table bounded'
+  | 'hardening: a frame over max_frame_bytes is skipped as it streams: 64 MiB pass a budget of 1 MiB'
   | 'hardening: incomplete frames over all peers stay within max_pending_bytes; the slowest-arriving is given up'
   | 'hardening: a silent peer and a trickling peer are dropped after the idle timeout; a client idle between requests is kept'
   | 'hardening: connections per address and in total are capped, refused as they arrive and logged at a bounded rate'

@@ -3,6 +3,8 @@ import { describe, expect } from 'vitest'
 import {
   admission,
   createLogger,
+  encodeEnvelope,
+  EnvelopeKind,
   MAX_SUBSCRIPTIONS_PER_PEER,
   type TransportEvent,
   type WireValue,
@@ -111,6 +113,35 @@ export function hardeningTests(harness: Harness): void {
       await poll(() => publisher.endpoint.stats().subscriptions === 2, 'the real subscriber to take broadcast and its id')
       await publisher.endpoint.publish('for you', { topics: ['after-the-flood'] })
       expect(await subscriber.waitForLoads(1, 'the targeted publish after the flood')).toEqual(['for you'])
+    })
+
+    test('hardening: a frame over max_frame_bytes is skipped as it streams: 64 MiB pass a budget of 1 MiB', async () => {
+      let handled = 0
+      const server = await harness.requestServer(
+        async (request) => {
+          handled++
+          server.recorder.poke()
+          return request
+        },
+        { maxFrameBytes: MiB, maxPendingBytes: MiB },
+      )
+      const raw = harness.setup.connectRaw({ host: HOST, port: server.port })
+      await deadline(raw.ready, WAIT_MS, 'the raw peer to connect')
+      // Held rather than skipped, 1 MiB of it would fill the budget and the peer would be dropped.
+      const declared = 64 * MiB
+      raw.startFrame(declared, 0)
+      for (let sent = 0; sent < declared; sent += 4 * MiB) {
+        raw.sendBytes(Buffer.alloc(4 * MiB, 0x62))
+        await raw.drained()
+      }
+      // A request after it on the same connection: once it is handled, every byte before it has been read.
+      raw.sendFrame(encodeEnvelope({ kind: EnvelopeKind.Request, id: 1, body: 'after' }))
+      await server.recorder.until(() => handled === 1, 'the request after the skipped frame to be handled')
+      const drop = server.recorder.events.find(isEvent('frame-drop'))
+      expect(drop).toMatchObject({ size: declared, reason: expect.stringMatching(/exceeds max_frame_bytes \(1048576\)/) })
+      expect(server.endpoint.stats()).toMatchObject({ framesDropped: 1, peersDropped: 0 })
+      expect(raw.isClosed).toBe(false)
+      raw.close()
     })
 
     test('hardening: incomplete frames over all peers stay within max_pending_bytes; the slowest-arriving is given up', async () => {
