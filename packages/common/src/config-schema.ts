@@ -126,6 +126,15 @@ export const CONFIG_SCHEMA = {
   // 0 means "no limit" to libzmq: refused, a high-water mark exists to bound memory.
   pub_hwm: { kind: 'integer', roles: ALL, default: 1000, min: 1, max: 1_000_000 },
   max_frame_bytes: { kind: 'integer', roles: ALL, default: 67108864, unit: 'bytes', min: MIN_FRAME_BYTES, max: MAX_FRAME_BYTES_LIMIT },
+  // Bounds before work on the master's ports (what an unauthenticated peer may cost): entries and depth of one
+  // message, checked on its bytes before decoding; incomplete frames over all peers; a peer owing a frame that
+  // makes no progress; connections in total and per address (0: derived from the open-file limit).
+  max_frame_entries: { kind: 'integer', roles: MASTER, default: 262144, min: 1, max: 1_000_000_000 },
+  max_frame_depth: { kind: 'integer', roles: MASTER, default: 64, min: 1, max: 10_000 },
+  max_pending_bytes: { kind: 'integer', roles: MASTER, default: 268435456, unit: 'bytes', min: MIN_FRAME_BYTES, max: Number.MAX_SAFE_INTEGER },
+  peer_idle_timeout: { kind: 'number', roles: MASTER, default: 30, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  max_connections: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
+  max_connections_per_address: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   ipv6: { kind: 'boolean', roles: ALL, default: false },
 
   // Master workers and jobs.

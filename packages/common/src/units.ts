@@ -121,3 +121,56 @@ function milliseconds(value: unknown, key: string): number {
 export function endpointLimitsFromConfig(opts: { pub_hwm?: number; max_frame_bytes?: number }): { hwm: number; maxFrameBytes: number } {
   return { hwm: opts.pub_hwm ?? 1000, maxFrameBytes: opts.max_frame_bytes ?? 67108864 }
 }
+
+/** The keys behind a master's bounds before work, in config units. */
+export interface ServerLimitsConfig {
+  max_frame_entries?: number
+  max_frame_depth?: number
+  max_pending_bytes?: number
+  max_frame_bytes?: number
+  peer_idle_timeout?: number
+  max_connections?: number
+  max_connections_per_address?: number
+}
+
+/** The server options those keys give (the transport's ServerOptions and decode bounds), in the API's units. */
+export interface ServerLimits {
+  maxFrameEntries: number
+  maxFrameDepth: number
+  maxPendingBytes: number
+  /** ms; 0 for none. */
+  idleTimeout: number
+  /** Absent: the transport derives it from the open-file limit. */
+  maxConnections?: number
+  maxConnectionsPerAddress?: number
+}
+
+function positiveCount(value: unknown, key: string, allowZero: boolean): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < (allowZero ? 0 : 1)) {
+    throw new ConfigError(`${key} must be ${allowZero ? '0 (derived from the open-file limit) or ' : ''}a positive integer, got ${String(value)}`, { key })
+  }
+  return value
+}
+
+/**
+ * A master server's bounds before work from config: `max_frame_entries`, `max_frame_depth`,
+ * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout` (seconds → ms; 0 for none),
+ * `max_connections` and `max_connections_per_address` (0: derived from the open-file limit).
+ * A ConfigError names a key whose value cannot work.
+ */
+export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
+  // Never below one frame of the largest size, which could otherwise never complete: raised to max_frame_bytes.
+  const maxPendingBytes = Math.max(positiveCount(opts.max_pending_bytes ?? 268435456, 'max_pending_bytes', false), opts.max_frame_bytes ?? 67108864)
+  const maxConnections = positiveCount(opts.max_connections ?? 0, 'max_connections', true)
+  const maxConnectionsPerAddress = positiveCount(opts.max_connections_per_address ?? 0, 'max_connections_per_address', true)
+  const idleTimeout = secondsToMs(opts.peer_idle_timeout ?? 30, 'peer_idle_timeout')
+  if (idleTimeout > 2 ** 31 - 1) throw new ConfigError(`peer_idle_timeout must be at most ${Math.floor((2 ** 31 - 1) / 1000)} seconds, got ${opts.peer_idle_timeout}`, { key: 'peer_idle_timeout' })
+  return {
+    maxFrameEntries: positiveCount(opts.max_frame_entries ?? 262144, 'max_frame_entries', false),
+    maxFrameDepth: positiveCount(opts.max_frame_depth ?? 64, 'max_frame_depth', false),
+    maxPendingBytes,
+    idleTimeout,
+    ...(maxConnections === 0 ? {} : { maxConnections }),
+    ...(maxConnectionsPerAddress === 0 ? {} : { maxConnectionsPerAddress }),
+  }
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { backoffDelay } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
-import { backoffFromConfig, endpointLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, timeoutsFromConfig } from '../src/units.js'
+import { backoffFromConfig, endpointLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
 
 describe('secondsToMs', () => {
   it.each([
@@ -70,5 +70,26 @@ describe('backoffFromConfig', () => {
 
   it('takes endpoint limits from pub_hwm and max_frame_bytes', () => {
     expect(endpointLimitsFromConfig({ pub_hwm: 10, max_frame_bytes: 1024 })).toEqual({ hwm: 10, maxFrameBytes: 1024 })
+  })
+})
+
+describe('serverLimitsFromConfig', () => {
+  it('gives the master servers their bounds before work, seconds turned into ms, 0 connections left to the open-file limit', () => {
+    expect(serverLimitsFromConfig({})).toEqual({ maxFrameEntries: 262_144, maxFrameDepth: 64, maxPendingBytes: 268_435_456, idleTimeout: 30_000 })
+    expect(
+      serverLimitsFromConfig({ max_frame_entries: 10, max_frame_depth: 3, max_pending_bytes: 2048, max_frame_bytes: 1024, peer_idle_timeout: 0.5, max_connections: 900, max_connections_per_address: 50 }),
+    ).toEqual({ maxFrameEntries: 10, maxFrameDepth: 3, maxPendingBytes: 2048, idleTimeout: 500, maxConnections: 900, maxConnectionsPerAddress: 50 })
+  })
+
+  it('raises max_pending_bytes to max_frame_bytes, so a frame of the largest size can always complete', () => {
+    expect(serverLimitsFromConfig({ max_pending_bytes: 1000, max_frame_bytes: 2000 }).maxPendingBytes).toBe(2000)
+    expect(serverLimitsFromConfig({ max_frame_bytes: 512 * 1024 * 1024 }).maxPendingBytes).toBe(512 * 1024 * 1024)
+  })
+
+  it('refuses values that cannot work, naming the key', () => {
+    expect(() => serverLimitsFromConfig({ max_frame_entries: 0 })).toThrow(new ConfigError('max_frame_entries must be a positive integer, got 0', { key: 'max_frame_entries' }))
+    expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(/max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/)
+    expect(() => serverLimitsFromConfig({ peer_idle_timeout: -1 })).toThrow(/peer_idle_timeout must be a non-negative number of seconds/)
+    expect(() => serverLimitsFromConfig({ peer_idle_timeout: 10_000_000 })).toThrow(/peer_idle_timeout must be at most 2147483 seconds/)
   })
 })

@@ -16,11 +16,18 @@ export interface EventBusOptions {
   sockDir: string
   /** Events queued per subscriber that stops reading, before new ones are dropped for it. */
   hwm?: number
+  /** Bytes queued per subscriber that stops reading, before new events are dropped for it (default 32 MiB). */
+  hwmBytes?: number
   logger?: Logger
 }
 
 /** Per-subscriber hwm of the bus when the config says nothing usable. */
 export const DEFAULT_EVENT_BUS_HWM = 10_000
+/**
+ * Bytes held per subscriber that stops reading: the count alone would let 10,000 events of a large
+ * return (a 10 MB cmd.run output each) pile up; whichever bound is met first drops the event for it.
+ */
+export const DEFAULT_EVENT_BUS_HWM_BYTES = 32 * 1024 * 1024
 
 /**
  * The bus hwm for a master's `pub_hwm`: ten times it (a job fires several events per publish),
@@ -36,7 +43,8 @@ export type EventListener = (event: BusEvent) => void
 /**
  * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
  * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
- * its own bounded queue, so a stalled reader loses events (counted) instead of growing the master.
+ * its own queue bounded by count (`hwm`) and bytes (`hwmBytes`), so a stalled reader loses events
+ * (counted) instead of growing the master.
  * In-process listeners (the job tracker, the syndic) see the same events synchronously.
  */
 export class EventBus {
@@ -49,6 +57,8 @@ export class EventBus {
   readonly #enders = new Set<() => void>()
   /** Events queued per subscriber before new ones are dropped for it. */
   readonly hwm: number
+  /** Bytes queued per subscriber before new events are dropped for it. */
+  readonly hwmBytes: number
   private readonly logger: Logger
   /** Events dropped for subscribers that stopped reading. */
   dropped = 0
@@ -57,6 +67,7 @@ export class EventBus {
   constructor(options: EventBusOptions) {
     this.path = eventBusPath(options.sockDir)
     this.hwm = options.hwm ?? DEFAULT_EVENT_BUS_HWM
+    this.hwmBytes = options.hwmBytes ?? DEFAULT_EVENT_BUS_HWM_BYTES
     this.logger = options.logger ?? silentLogger
   }
 
@@ -87,7 +98,7 @@ export class EventBus {
   private accept(socket: Socket): void {
     const connection = new FramedConnection(
       socket,
-      { maxFrameBytes: 1024, hwm: this.hwm, peer: `event-bus-subscriber`, coalesce: true },
+      { maxFrameBytes: 1024, hwm: this.hwm, maxQueuedBytes: this.hwmBytes, peer: `event-bus-subscriber`, coalesce: true },
       {
         // Subscribers only listen; anything they send is ignored.
         onFrame: () => {},
@@ -125,7 +136,7 @@ export class EventBus {
           this.dropped++
           stats.dropped++
           if (this.dropped === 1 || this.dropped % 1000 === 0) {
-            this.logger.warning(`event bus: a subscriber is not reading (hwm ${this.hwm}); ${this.dropped} event(s) dropped so far`)
+            this.logger.warning(`event bus: a subscriber is not reading (hwm ${this.hwm} events or ${this.hwmBytes} bytes); ${this.dropped} event(s) dropped so far`)
           }
         }
       }
@@ -176,6 +187,13 @@ export class EventBus {
 
   get subscriberCount(): number {
     return this.subscribers.size
+  }
+
+  /** Bytes waiting for subscribers that have not read them yet, over all subscribers. */
+  get queuedBytes(): number {
+    let bytes = 0
+    for (const subscriber of this.subscribers.keys()) bytes += subscriber.queuedBytes
+    return bytes
   }
 
   async close(): Promise<void> {

@@ -12,7 +12,7 @@ import {
   type PublicKeys,
   type SessionKey,
 } from '@brine/crypt'
-import { endpointLimitsFromConfig, loadTransport, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { endpointLimitsFromConfig, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
 import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
 import { Authorizer } from './authorize.js'
@@ -183,8 +183,10 @@ export class Master {
     for (const [name, topts] of iterTransportOpts(opts)) {
       const transport = await loadTransport(name)
       const logger = this.#logger.child(name)
-      const publish = transport.createPublishServer({ host: topts.interface, port: topts.publish_port, ...endpointLimitsFromConfig(topts), logger })
-      const request = transport.createRequestServer({ host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), logger })
+      // Bounds before work: what an unauthenticated peer may cost (entries, depth, connections, incomplete frames, idling).
+      const bounds = serverLimitsFromConfig(topts)
+      const publish = transport.createPublishServer({ host: topts.interface, port: topts.publish_port, ...endpointLimitsFromConfig(topts), ...bounds, logger })
+      const request = transport.createRequestServer({ host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), ...bounds, logger })
       this.#endpoints.push({ name, publish, request })
       publishServers.push(publish)
     }

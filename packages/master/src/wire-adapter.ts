@@ -6,7 +6,7 @@ import {
   validatePublishLoad,
   validateReturnLoad,
 } from '@brine/common'
-import { serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { MasterService } from './master-service.js'
 import type { RequestPool } from './worker-pool.js'
@@ -45,6 +45,8 @@ export class MasterWireAdapter {
   readonly #logger: Logger
   /** Each minion's box; the shared key is computed in the pool, opening and sealing happen here. */
   readonly #boxes: MinionBoxes
+  /** Refused clear commands are a peer's doing: 10 lines a minute, then a count of the rest. */
+  readonly #refusalLog = new LogLimiter()
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
@@ -107,7 +109,7 @@ export class MasterWireAdapter {
         return { fired: true }
       }
       default:
-        this.#logger.warning(`refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`)
+        this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
         throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
     }
   }

@@ -1,5 +1,5 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises'
-import { connect } from 'node:net'
+import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -14,9 +14,9 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-async function startBus(hwm?: number, logger?: Logger): Promise<EventBus> {
+async function startBus(hwm?: number, logger?: Logger, hwmBytes?: number): Promise<EventBus> {
   const dir = await mkdtemp(join(tmpdir(), 'brine-bus-'))
-  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm, ...(logger === undefined ? {} : { logger }) })
+  const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm, ...(hwmBytes === undefined ? {} : { hwmBytes }), ...(logger === undefined ? {} : { logger }) })
   await bus.start()
   cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close())
   return bus
@@ -48,6 +48,21 @@ function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; dat
       }),
     )
   })
+}
+
+/** A subscriber that connects and never reads, once the bus has registered it. */
+async function stalledSubscriber(bus: EventBus): Promise<Socket> {
+  const socket = connect(bus.path)
+  cleanups.push(async () => socket.destroy())
+  socket.pause()
+  await deadline(
+    (async () => {
+      while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
+    })(),
+    5000,
+    'the bus to register its subscriber',
+  )
+  return socket
 }
 
 describe('EventBus', () => {
@@ -86,16 +101,7 @@ describe('EventBus', () => {
   it('drops past its hwm for a subscriber that stopped reading and logs the exact count when it leaves', async () => {
     const lines: string[] = []
     const bus = await startBus(2, createLogger({ level: 'warning', write: (line) => lines.push(line) }))
-    const socket = connect(bus.path)
-    cleanups.push(async () => socket.destroy())
-    socket.pause()
-    await deadline(
-      (async () => {
-        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
-      })(),
-      5000,
-      'the bus to register its subscriber',
-    )
+    const socket = await stalledSubscriber(bus)
     // Events fired in one turn are written together after it, at most hwm (2) of them: eight of ten
     // are dropped. The two written leave the socket's buffer over its high-water mark, so in the next
     // turn two wait in the queue of 2 and eight more are dropped.
@@ -115,6 +121,21 @@ describe('EventBus', () => {
       'the bus to see its subscriber leave',
     )
     expect(lines.filter((line) => line.includes('left after 16 event(s) were dropped for it; 16 dropped in total'))).toHaveLength(1)
+  })
+
+  it('bounds what a stalled subscriber holds by bytes too, not only by count', async () => {
+    const bus = await startBus(10_000, undefined, 1024 * 1024)
+    const socket = await stalledSubscriber(bus)
+    // 200 events of 256 KiB (50 MiB) to a reader that reads nothing: far under the count of 10,000.
+    const big = 'x'.repeat(256 * 1024)
+    for (let turn = 0; turn < 20; turn++) {
+      for (let i = 0; i < 10; i++) bus.fire('salt/test/big', { big })
+      expect(bus.queuedBytes).toBeLessThanOrEqual(1024 * 1024)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(bus.queuedBytes).toBeLessThanOrEqual(1024 * 1024)
+    // What the socket took before it stopped draining, plus at most 1 MiB queued: the rest was dropped.
+    expect(bus.dropped).toBeGreaterThan(150)
   })
 
   it("sizes its hwm from the master's pub_hwm: ten times it, never below 10,000", () => {

@@ -12,7 +12,7 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
-import type { PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
+import type { Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
 import { freeLoopbackPort } from '@brine/testkit'
 import { deadline } from '@brine/transport-compliance'
 import { Master, MemoryJobStore } from '../src/index.js'
@@ -175,8 +175,8 @@ export async function clearClient(transportName: string, address: MasterAddress)
  * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
  * the cache `master_job_cache` names.
  */
-export async function startMaster(dir: string, overrides: Record<string, unknown>): Promise<{ master: Master; events: EventLog }> {
-  const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore() })
+export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger } = {}): Promise<{ master: Master; events: EventLog }> {
+  const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore(), ...options })
   cleanups.push(() => master.stop())
   const events = new EventLog(master)
   await master.start()

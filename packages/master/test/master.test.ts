@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { PeerBox, readRootKey, rootKeyPath, StaleSessionKeyError } from '@brine/crypt'
-import { RemoteError, type RequestClient } from '@brine/transport'
+import { createLogger, RemoteError, type Logger, type RequestClient } from '@brine/transport'
 import { freeLoopbackPort } from '@brine/testkit'
 import type { Master } from '../src/index.js'
 import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog, type MasterAddress } from './helpers.js'
@@ -24,9 +24,9 @@ interface Setup {
   accepted: (...ids: string[]) => Promise<FakeMinion[]>
 }
 
-async function setup(transport: string, overrides: Record<string, unknown> = {}): Promise<Setup> {
+async function setup(transport: string, overrides: Record<string, unknown> = {}, logger?: Logger): Promise<Setup> {
   const dir = await tempDir()
-  const { master, events } = await startMaster(dir, { transport, ...overrides })
+  const { master, events } = await startMaster(dir, { transport, ...overrides }, logger === undefined ? {} : { logger })
   const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
   const client = await clearClient(transport, address)
   const subscribers = watchSubscribers(master.endpoints[0]!.publish)
@@ -211,6 +211,18 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect((await refusal(wheel({ fun: 'key.nope' }))).remoteName).toBe('UnknownWheelFunctionError')
     // Still serving.
     expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: [], minions_rejected: [], minions_denied: [] })
+  })
+
+  it('answers every refused clear command but logs them at a bounded rate', async () => {
+    const lines: string[] = []
+    const { client } = await setup(transport, {}, createLogger({ level: 'warning', write: (line) => lines.push(line) }))
+    for (let i = 0; i < 50; i++) {
+      expect((await refusal(client.send({ enc: 'clear', load: { cmd: `_probe${i}` } }))).remoteName).toBe('PermissionDeniedError')
+    }
+    // Ten lines a minute; the other forty are counted into the next line (or the window's summary).
+    expect(lines.filter((line) => line.includes('refused clear command')).map((line) => line.slice(line.indexOf('refused')).trim())).toEqual(
+      Array.from({ length: 10 }, (_, i) => expect.stringMatching(new RegExp(`^refused clear command "_probe${i}" from ${transport} peer `))),
+    )
   })
 })
 

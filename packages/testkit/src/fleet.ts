@@ -68,6 +68,11 @@ export interface FleetOptions {
   binDir?: string
   /** Mode of the fleet's temporary root (default 0700); 0755 lets a daemon that switches to another user reach its files. */
   rootMode?: number
+  /**
+   * A command the master runs under, its own arguments first, e.g. `['prlimit', '--nofile=1024:1024', '--']`
+   * (it must exec the master in its place, so the pid is the master's).
+   */
+  masterPrefix?: readonly string[]
 }
 
 /** A process running many minions at once (the bench's brine-swarm). */
@@ -196,7 +201,15 @@ export class Fleet {
 
   /** Starts (or restarts) the master process and waits for every transport's start-up line. */
   async launchMaster(): Promise<DaemonProcess> {
-    this.master = this.spawnBin('brine-master', 'brine-master', ['-c', this.masterConfigDir, '-l', 'info'])
+    const args = ['-c', this.masterConfigDir, '-l', 'info']
+    const prefix = this.options.masterPrefix
+    if (prefix === undefined || prefix.length === 0) {
+      this.master = this.spawnBin('brine-master', 'brine-master', args)
+    } else {
+      const command = this.options.binDir === undefined ? [process.execPath, ...(this.options.nodeArgs ?? []), binPath('brine-master')] : [join(this.options.binDir, 'brine-master')]
+      this.master = DaemonProcess.spawn('brine-master', prefix[0]!, [...prefix.slice(1), ...command, ...args])
+      if (this.master.pid > 0) this.spawnedPids.push(this.master.pid)
+    }
     for (const transport of this.transports) {
       await this.master.waitForOutput(new RegExp(`transport ${transport}: publish`), this.readyTimeoutMs)
     }

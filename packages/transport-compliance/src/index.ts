@@ -10,6 +10,7 @@ import { afterEach, describe } from 'vitest'
 import { createHarness } from './harness/index.js'
 import type { ComplianceSetup } from './setup.js'
 import { closeTests } from './suites/close.js'
+import { hardeningTests } from './suites/hardening.js'
 import { limitTests } from './suites/limits.js'
 import { malformedInputTests } from './suites/malformed-input.js'
 import { publishTests } from './suites/publish.js'
@@ -17,10 +18,11 @@ import { reconnectTests } from './suites/reconnect.js'
 import { requestLimitTests } from './suites/request-limits.js'
 import { requestReplyTests } from './suites/request-reply.js'
 
-export type { ComplianceCase, ComplianceSetup } from './setup.js'
+export type { ComplianceCase, ComplianceSetup, RawConnection, RawTarget } from './setup.js'
 /** Re-exported from `@brine/testkit` for the tests that import them from here. */
 export { deadline, deferred, DeadlineError } from '@brine/testkit'
 export { Recorder } from './harness/recorder.js'
+export { connectRawSocket, type RawFraming } from './harness/raw-socket.js'
 export { createHarness, type Harness } from './harness/index.js'
 
 export function describeTransportCompliance(setup: ComplianceSetup): void {
@@ -34,5 +36,6 @@ export function describeTransportCompliance(setup: ComplianceSetup): void {
     requestLimitTests(harness)
     malformedInputTests(harness)
     closeTests(harness)
+    hardeningTests(harness)
   })
 }

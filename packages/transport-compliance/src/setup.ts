@@ -10,6 +10,41 @@ export interface ComplianceSetup {
    * prefix; ZeroMQ: one message from a raw Dealer), bypassing the client's encoder. Resolves once sent.
    */
   injectRaw: (target: { host: string; port: number }, frames: Uint8Array[]) => Promise<void>
+  /**
+   * Opens a hand-driven connection to a server, as an unauthenticated peer would: `handshake`
+   * (default true) does what the transport needs before frames (ZeroMQ: the ZMTP greeting and READY
+   * as a Dealer for `request`, a Subscriber for `publish`; TCP: nothing); without it the connection
+   * stays silent. `localAddress` picks the address it comes from (127.0.0.2 and so on, on loopback).
+   */
+  connectRaw: (target: RawTarget, options?: { role?: 'request' | 'publish'; handshake?: boolean }) => RawConnection
+}
+
+export interface RawTarget {
+  host: string
+  port: number
+  localAddress?: string
+}
+
+/** A connection a test drives byte by byte. Writes after the server closed it are ignored. */
+export interface RawConnection {
+  /** Connected (and past the handshake, when one was asked for); rejects if the connection failed first. */
+  readonly ready: Promise<void>
+  /** Resolves once the socket has closed, by either side. */
+  readonly closed: Promise<void>
+  readonly isClosed: boolean
+  /** `host:port` of this end: the server's name for the peer. */
+  localPeer(): string
+  /** One whole frame in the transport's framing (ZeroMQ: a one-part message). */
+  sendFrame(body: Uint8Array): void
+  /** The header of a frame of `size` bytes, then `bytes` bytes of its body, leaving it incomplete. */
+  startFrame(size: number, bytes: number): void
+  /** More bytes on the wire (the rest of a frame begun with startFrame, one at a time to trickle). */
+  sendBytes(bytes: Uint8Array): void
+  /** Subscribes to `topic` on a publish server (ZeroMQ: a subscription message; TCP: a hello naming it as the id). */
+  subscribe(topic: string): void
+  /** Resolves once everything written so far has been handed to the kernel (or the socket closed). */
+  drained(): Promise<void>
+  close(): void
 }
 
 /** Every case the suite registers, so a run can report exactly what ran. */
@@ -46,3 +81,11 @@ export type ComplianceCase =
   | 'close: binding a port in use raises AddressInUseError naming it'
   | 'close: endpoints never started close, and cannot start after'
   | 'lifecycle: handle() once and before start(), start() once, send() only after start()'
+  | 'hardening: a frame declaring twenty million empty maps is refused before decoding, and the server keeps serving'
+  | 'hardening: a frame nested deeper than max_frame_depth is refused before decoding'
+  | 'hardening: 200,000 subscriptions from one peer leave the subscription table bounded'
+  | 'hardening: a frame over max_frame_bytes is skipped as it streams: 64 MiB pass a budget of 1 MiB'
+  | 'hardening: incomplete frames over all peers stay within max_pending_bytes; the slowest-arriving is given up'
+  | 'hardening: a silent peer and a trickling peer are dropped after the idle timeout; a client idle between requests is kept'
+  | 'hardening: connections per address and in total are capped, refused as they arrive and logged at a bounded rate'
+  | 'hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop, the link kept'

@@ -1,4 +1,4 @@
-import { BoundedQueue, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, MalformedFrameError, decode, encode, frame, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
+import { BoundedQueue, BrineError, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
 import { ReconnectingLink } from './reconnecting-link.js'
 
 /**
@@ -8,6 +8,7 @@ import { ReconnectingLink } from './reconnecting-link.js'
  */
 export class TcpPublishClient extends EndpointBase implements PublishClient {
   private readonly maxFrameBytes: number
+  private readonly limits: DecodeLimits
   private readonly loads: BoundedQueue<WireValue>
   private readonly link: ReconnectingLink
   private id: string | null
@@ -15,6 +16,7 @@ export class TcpPublishClient extends EndpointBase implements PublishClient {
   constructor(options: PublishClientOptions) {
     super('tcp', 'publish client', `tcp://${options.host}:${options.port}`, options.logger)
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    this.limits = decodeLimitsOf(options, 'client')
     const hwm = options.hwm ?? DEFAULT_HWM
     this.loads = new BoundedQueue<WireValue>(hwm)
     this.id = options.id ?? null
@@ -46,9 +48,9 @@ export class TcpPublishClient extends EndpointBase implements PublishClient {
   private receive(body: Buffer, peer: string): void {
     let load: WireValue
     try {
-      load = decode(body, peer)
+      load = decode(body, peer, this.limits)
     } catch (error) {
-      const reason = error instanceof MalformedFrameError ? error.message : String(error)
+      const reason = BrineError.isInstance(error) ? error.message : String(error)
       this.core.frameDropped(peer, reason, body.length)
       return
     }

@@ -1,5 +1,22 @@
-import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, MalformedFrameError, decode, encode, frame, type FramedConnection as Connection, type LiveStats, type PublishOptions, type PublishServer, type PublishServerOptions, type WireValue } from '@brine/transport'
-import { Listener } from './listener.js'
+import {
+  BrineError,
+  DEFAULT_HWM,
+  DEFAULT_MAX_FRAME_BYTES,
+  EndpointBase,
+  Listener,
+  MAX_SUBSCRIBER_FRAME_BYTES,
+  decode,
+  decodeLimitsOf,
+  encode,
+  frame,
+  type DecodeLimits,
+  type FramedConnection as Connection,
+  type LiveStats,
+  type PublishOptions,
+  type PublishServer,
+  type PublishServerOptions,
+  type WireValue,
+} from '@brine/transport'
 
 interface Subscriber {
   /** Set by the hello frame; null for a subscriber without an id (broadcasts only). */
@@ -10,12 +27,14 @@ interface Subscriber {
  * Master side of the TCP publish link: binds the publish port, learns each subscriber's id from
  * its hello frame, and writes each publish, encoded once, to every subscriber (broadcast) or only
  * to the connections of the ids named. Each connection queues at most `hwm` frames while its
- * socket is not draining; past that, publishes to it are dropped and counted.
+ * socket is not draining; past that, publishes to it are dropped and counted. A subscriber has one
+ * id at a time (a new hello replaces it) and may send frames of at most MAX_SUBSCRIBER_FRAME_BYTES.
  */
 export class TcpPublishServer extends EndpointBase implements PublishServer {
   private readonly listener: Listener
   private readonly maxFrameBytes: number
   private readonly hwm: number
+  private readonly limits: DecodeLimits
   /** Connections that have said hello; a connection that has not gets no publishes. */
   private readonly subscribers = new Map<Connection, Subscriber>()
   private readonly byId = new Map<string, Set<Connection>>()
@@ -24,9 +43,11 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
     super('tcp', 'publish server', `tcp://${options.host}:${options.port}`, options.logger)
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.hwm = options.hwm ?? DEFAULT_HWM
+    this.limits = decodeLimitsOf(options, 'server')
     this.listener = new Listener(
       this.core,
-      { host: options.host, port: options.port, maxFrameBytes: this.maxFrameBytes, hwm: this.hwm },
+      // A subscriber only ever sends hellos: anything larger than a hello can be is skipped unread.
+      { ...options, maxFrameBytes: Math.min(this.maxFrameBytes, MAX_SUBSCRIBER_FRAME_BYTES), hwm: this.hwm },
       {
         onFrame: (body, connection) => this.receive(body, connection),
         onDisconnect: (connection) => this.forget(connection),
@@ -42,9 +63,9 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
   private receive(body: Buffer, connection: Connection): void {
     let value: WireValue
     try {
-      value = decode(body, connection.peer)
+      value = decode(body, connection.peer, this.limits)
     } catch (error) {
-      this.core.frameDropped(connection.peer, error instanceof MalformedFrameError ? error.message : String(error), body.length)
+      this.core.frameDropped(connection.peer, BrineError.isInstance(error) ? error.message : String(error), body.length)
       return
     }
     const hello = value as { hello?: unknown; id?: unknown } | null
@@ -74,6 +95,13 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
     if (connections?.size === 0) this.byId.delete(subscriber.id)
   }
 
+  /** Subscribers with an id (each holds it besides `broadcast`). */
+  private byIdCount(): number {
+    let count = 0
+    for (const connections of this.byId.values()) count += connections.size
+    return count
+  }
+
   async publish(payload: WireValue, options: PublishOptions = {}): Promise<void> {
     if (this.core.isClosed) throw this.core.closedError()
     // Encoded once for every recipient; too large throws before anything is written.
@@ -94,7 +122,7 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
   }
 
   protected liveStats(): LiveStats {
-    return { queued: this.listener.queued, inFlight: 0, peers: this.listener.connections.size }
+    return { queued: this.listener.queued, inFlight: 0, peers: this.listener.connections.size, subscriptions: this.subscribers.size + this.byIdCount() }
   }
 
   protected async release(): Promise<void> {

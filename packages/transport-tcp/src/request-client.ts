@@ -1,4 +1,4 @@
-import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, EndpointBase, RequestTable, frame, type FramedConnection as Connection, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
+import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, EndpointBase, RequestTable, decodeLimitsOf, frame, type FramedConnection as Connection, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
 import { ReconnectingLink } from './reconnecting-link.js'
 
 /**
@@ -19,7 +19,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
     const hwm = options.hwm ?? DEFAULT_HWM
     this.#table = new RequestTable(
       this.core,
-      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: hwm, maxFrameBytes, wrap: frame },
+      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: hwm, maxFrameBytes, limits: decodeLimitsOf(options, 'client'), wrap: frame },
       { transmit: (request) => this.#transmit(request), settled: (request) => this.#waiting.delete(request) },
     )
     this.#link = new ReconnectingLink(

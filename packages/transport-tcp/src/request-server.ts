@@ -1,11 +1,24 @@
-import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, RequestServing, frame, type FramedConnection as Connection, type LiveStats, type RequestHandler, type RequestServer, type RequestServerOptions } from '@brine/transport'
-import { Listener } from './listener.js'
+import {
+  DEFAULT_HWM,
+  DEFAULT_MAX_FRAME_BYTES,
+  EndpointBase,
+  Listener,
+  RequestServing,
+  decodeLimitsOf,
+  frame,
+  type FramedConnection as Connection,
+  type LiveStats,
+  type RequestHandler,
+  type RequestServer,
+  type RequestServerOptions,
+} from '@brine/transport'
 
 /**
  * Master side of the request link: binds the ret port and hands every frame to the shared
  * RequestServing loop (envelope checks, bounded handler concurrency and backlog, error replies).
  * This class only moves frames: a reply is framed and written to the connection its request came
- * on; a peer that has gone gets nothing.
+ * on; a peer that has gone gets nothing. The runtime's Listener admits connections (per-address and
+ * total caps, the incomplete-frame budget, the idle timeout) before any of that.
  */
 export class TcpRequestServer extends EndpointBase implements RequestServer {
   readonly #listener: Listener
@@ -16,12 +29,12 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<Connection>(
       this.core,
-      { maxFrameBytes, concurrency: options.concurrency, backlog: options.backlog },
+      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
       (connection, reply) => this.#reply(connection, reply),
     )
     this.#listener = new Listener(
       this.core,
-      { host: options.host, port: options.port, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM },
+      { ...options, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM },
       { onFrame: (body, connection) => this.#serving.receive(body, connection, connection.peer) },
     )
   }

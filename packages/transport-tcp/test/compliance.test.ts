@@ -1,5 +1,5 @@
 import { describeTransportCompliance } from '@brine/transport-compliance'
 import { tcpTransport } from '../src/index.js'
-import { sendRawFrames } from './raw.js'
+import { connectRaw, sendRawFrames } from './raw.js'
 
-describeTransportCompliance({ name: 'tcp', create: () => tcpTransport(), injectRaw: sendRawFrames })
+describeTransportCompliance({ name: 'tcp', create: () => tcpTransport(), injectRaw: sendRawFrames, connectRaw })

@@ -1,5 +1,6 @@
 import { connect } from 'node:net'
-import { frame } from '@brine/transport'
+import { encode, frame } from '@brine/transport'
+import { connectRawSocket, type RawConnection, type RawTarget } from '@brine/transport-compliance'
 
 /**
  * Test helper (the compliance suite's `injectRaw` for TCP): opens a plain socket to `target`,
@@ -25,4 +26,17 @@ export function sendRawFrames(target: { host: string; port: number }, frames: Ui
       else resolve()
     })
   })
+}
+
+/** A hand-driven TCP connection (the compliance suite's `connectRaw`): length-prefixed frames; a subscription is a hello naming it. */
+export function connectRaw(target: RawTarget, options?: { role?: 'request' | 'publish'; handshake?: boolean }): RawConnection {
+  return connectRawSocket(target, {
+    frame: (body) => frame(body),
+    header: (size) => {
+      const header = Buffer.alloc(4)
+      header.writeUInt32BE(size, 0)
+      return header
+    },
+    subscription: (topic) => frame(encode({ hello: 1, id: topic })),
+  }, options)
 }

@@ -53,7 +53,7 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
   protected async release(): Promise<void> {
     this.abandon()
     this.link.connected = false
-    if (this.socket !== undefined) await closeSocket(this.socket, false)
+    if (this.socket !== undefined) closeSocket(this.socket)
     await this.#loop
   }
 }

@@ -1,9 +1,11 @@
 /**
  * @packageDocumentation
- * `@brine/transport-zeromq` is Brine's ZeroMQ transport: the four roles of `@brine/transport` over
- * zeromq v6, with an XPublisher/Subscriber publish link filtered by topic at the publisher
- * (Salt's `zmq_filtering`) and a Router/Dealer request link multiplexing many requests by id.
- * The API takes milliseconds; config keys stay in Salt's seconds.
+ * `@brine/transport-zeromq` is Brine's ZeroMQ transport: the four roles of `@brine/transport` on the ZeroMQ
+ * wire (ZMTP 3.0), with an XPUB/Subscriber publish link filtered by topic at the publisher (Salt's
+ * `zmq_filtering`) and a ROUTER/Dealer request link multiplexing many requests by id. The clients are zeromq v6
+ * (libzmq) sockets; the servers speak ZMTP 3.0 themselves on the runtime's Listener, so they keep the same bounds
+ * as TCP's: connection caps, the incomplete-frame budget, the idle timeout, and subscriptions checked before they
+ * are kept. The API takes milliseconds; config keys stay in Salt's seconds.
  */
 import type { Transport } from '@brine/transport'
 import { ZeroMQPublishClient } from './publish-client.js'

@@ -1,7 +1,7 @@
-import { BoundedQueue, FrameTooLargeError, decode, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
+import { BoundedQueue, FrameTooLargeError, decode, decodeLimitsOf, type DecodeLimits, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
 import { Subscriber } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
-import { BROADCAST_TOPIC, messageSize, retryInterrupted, topicForId, type ReconnectOptions } from './socket-util.js'
+import { BROADCAST_TOPIC, clientMaxMessageSize, messageSize, retryInterrupted, topicForId, type ReconnectOptions } from './socket-util.js'
 
 /**
  * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
@@ -13,15 +13,17 @@ import { BROADCAST_TOPIC, messageSize, retryInterrupted, topicForId, type Reconn
 export class ZeroMQPublishClient extends ZeroMQClient<Subscriber> implements PublishClient {
   private readonly queue: BoundedQueue<WireValue>
   private readonly ids = new Set<string>()
+  private readonly limits: DecodeLimits
 
   constructor(options: PublishClientOptions) {
     super('publish client', options)
     this.queue = new BoundedQueue(this.hwm, 'drop-newest')
+    this.limits = decodeLimitsOf(options, 'client')
     if (options.id !== undefined) this.ids.add(options.id)
   }
 
   protected createSocket(reconnect: ReconnectOptions): Subscriber {
-    return new Subscriber({ linger: 0, receiveHighWaterMark: this.hwm, ...reconnect })
+    return new Subscriber({ linger: 0, receiveHighWaterMark: this.hwm, maxMessageSize: clientMaxMessageSize(this.maxFrameBytes), ...reconnect })
   }
 
   protected prepare(socket: Subscriber): void {
@@ -47,7 +49,7 @@ export class ZeroMQPublishClient extends ZeroMQClient<Subscriber> implements Pub
     }
     let value: WireValue
     try {
-      value = decode(body, this.address)
+      value = decode(body, this.address, this.limits)
     } catch (error) {
       this.core.frameDropped(this.address, (error as Error).message, body.length)
       return

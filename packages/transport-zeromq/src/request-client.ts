@@ -1,9 +1,9 @@
-import { DEFAULT_REQUEST_TIMEOUT_MS, RequestTable, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
+import { DEFAULT_REQUEST_TIMEOUT_MS, RequestTable, decodeLimitsOf, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
 import { Dealer } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
 import { mapNativeError } from './map-native-error.js'
 import { SendQueue } from './send-queue.js'
-import { messageSize, type ReconnectOptions } from './socket-util.js'
+import { clientMaxMessageSize, messageSize, type ReconnectOptions } from './socket-util.js'
 
 /**
  * Minion, client and syndic side of the request link: one Dealer connected to `ret_port`, many
@@ -19,7 +19,7 @@ export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements Request
     super('request client', options)
     this.#table = new RequestTable(
       this.core,
-      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: this.hwm, maxFrameBytes: this.maxFrameBytes },
+      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: this.hwm, maxFrameBytes: this.maxFrameBytes, limits: decodeLimitsOf(options, 'client') },
       { transmit: (request) => this.#transmit(request) },
     )
   }
@@ -30,6 +30,7 @@ export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements Request
       // Queue requests while disconnected; they go out once the server is back.
       immediate: false,
       sendHighWaterMark: this.hwm,
+      maxMessageSize: clientMaxMessageSize(this.maxFrameBytes),
       // Never block the send queue: when libzmq cannot take a try at once (server down and the
       // queue at its mark), that try is lost and the request's own timeout and tries take over.
       sendTimeout: 0,

@@ -1,23 +1,68 @@
-import { RequestServing, type RequestHandler, type RequestServer, type RequestServerOptions } from '@brine/transport'
-import { Router } from 'zeromq'
-import { ZeroMQServer } from './server-endpoint.js'
-import { messageSize, receiveEach } from './socket-util.js'
+import {
+  DEFAULT_HWM,
+  DEFAULT_MAX_FRAME_BYTES,
+  EndpointBase,
+  Listener,
+  RequestServing,
+  decodeLimitsOf,
+  type FramedConnection,
+  type LiveStats,
+  type RequestHandler,
+  type RequestServer,
+  type RequestServerOptions,
+} from '@brine/transport'
+import { formatEndpoint } from './socket-util.js'
+import { frameHeader } from './zmtp.js'
+import { ZmtpSession } from './zmtp-session.js'
 
 /**
- * Master side of the request link: a Router bound to `ret_port`. Each message is
- * `[routing id, envelope]`; the envelope goes to the shared RequestServing loop (envelope checks,
- * bounded handler concurrency and backlog, error replies) and each reply is routed back by the id
- * it came from. This class only moves frames; whatever a peer sends, the loop carries on.
+ * Master side of the request link: a ZMTP 3.0 ROUTER bound to `ret_port`, spoken by Brine itself
+ * over the runtime's Listener (so the connection caps, the incomplete-frame budget and the idle
+ * timeout apply before any work), for libzmq Dealers to connect to. Each message is one envelope
+ * frame; it goes to the shared RequestServing loop (envelope checks, entry and depth bounds before
+ * decoding, bounded handler concurrency and backlog, error replies) and each reply is written back
+ * to the connection it came on, the peer named by its routing id. Whatever a peer sends, the loop
+ * carries on.
  */
-export class ZeroMQRequestServer extends ZeroMQServer<Router> implements RequestServer {
-  readonly #serving: RequestServing<Buffer>
+export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
+  readonly #listener: Listener
+  readonly #serving: RequestServing<ZmtpSession>
+  readonly #sessions = new Map<FramedConnection, ZmtpSession>()
 
   constructor(options: RequestServerOptions) {
-    super('request server', options)
-    this.#serving = new RequestServing<Buffer>(
+    super('zeromq', 'request server', formatEndpoint(options.host, options.port), options.logger)
+    const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    this.#serving = new RequestServing<ZmtpSession>(
       this.core,
-      { maxFrameBytes: this.maxFrameBytes, concurrency: options.concurrency, backlog: options.backlog },
-      (routingId, reply, peer) => this.#reply(routingId, reply, peer),
+      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
+      (session, reply) => this.#reply(session, reply),
+    )
+    this.#listener = new Listener(
+      this.core,
+      {
+        ...options,
+        maxFrameBytes,
+        hwm: options.hwm ?? DEFAULT_HWM,
+        formatAddress: formatEndpoint,
+        reader: (connection) => {
+          const session = new ZmtpSession(
+            connection,
+            'ROUTER',
+            ['DEALER'],
+            {
+              onMessage: (parts, from) => this.#accept(parts, from),
+              onOversize: (size, reason, from) => this.core.frameDropped(from.routingId, reason, size),
+            },
+            maxFrameBytes,
+          )
+          this.#sessions.set(connection, session)
+          return session.reader
+        },
+      },
+      {
+        onConnect: (connection) => this.#sessions.get(connection)?.greet(),
+        onDisconnect: (connection) => this.#sessions.delete(connection),
+      },
     )
   }
 
@@ -25,42 +70,38 @@ export class ZeroMQRequestServer extends ZeroMQServer<Router> implements Request
     this.#serving.handle(handler, this.started)
   }
 
-  protected override beforeStart(): void {
+  protected open(): Promise<void> {
     this.#serving.checkReady()
+    return this.#listener.start()
   }
 
-  protected createSocket(): Router {
-    // mandatory false: a reply to a peer that has gone is discarded instead of blocking the socket.
-    return new Router({ linger: 0, mandatory: false, sendHighWaterMark: this.hwm })
-  }
-
-  protected serverStats(): { inFlight: number; waiting: number } {
-    return { inFlight: this.#serving.running, waiting: this.#serving.waiting }
-  }
-
-  protected receiveLoop(socket: Router): Promise<void> {
-    return receiveEach(socket, this.core, `${this.core.what} ${this.address}`, (frames) => this.#accept(frames))
-  }
-
-  /** One incoming message: exactly `[routing id, envelope]`, else a frame drop. */
-  #accept(frames: Buffer[]): void {
-    const [routingId, body] = frames
-    const peer = routingId === undefined ? 'unknown' : routingId.toString('hex')
-    if (routingId === undefined || body === undefined || frames.length !== 2) {
-      this.core.frameDropped(peer, `expected one frame per request, got ${Math.max(0, frames.length - 1)}`, messageSize(frames.slice(1)))
+  /** One incoming message: exactly one envelope frame, else a frame drop. */
+  #accept(parts: Buffer[], session: ZmtpSession): void {
+    const [body] = parts
+    if (body === undefined || parts.length !== 1) {
+      let size = 0
+      for (const part of parts) size += part.length
+      this.core.frameDropped(session.routingId, `expected one frame per request, got ${parts.length}`, size)
       return
     }
-    this.#serving.receive(body, routingId, peer)
+    this.#serving.receive(body, session, session.routingId)
   }
 
-  #reply(routingId: Buffer, reply: Buffer, peer: string): void {
-    this.queue!.send([routingId, reply]).catch((error: unknown) => {
-      if (!this.core.isClosed) this.core.logger.warning(`${this.core.what} ${this.address}: reply to ${peer} not sent`, error)
-    })
+  #reply(session: ZmtpSession, reply: Buffer): void {
+    const connection = session.connection
+    if (!connection.isOpen) return
+    if (!connection.write([frameHeader(reply.length, false), reply])) {
+      this.core.messageDropped(session.routingId, `reply queue for ${session.routingId} (${connection.peer}) is full; reply dropped`)
+    }
   }
 
-  protected override async release(): Promise<void> {
+  protected liveStats(): LiveStats {
+    return { queued: this.#listener.queued + this.#serving.waiting, inFlight: this.#serving.running, peers: this.#listener.connections.size }
+  }
+
+  protected async release(): Promise<void> {
     this.#serving.close()
-    await super.release()
+    await this.#listener.close()
+    this.#sessions.clear()
   }
 }

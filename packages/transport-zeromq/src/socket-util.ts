@@ -38,6 +38,17 @@ export function zmqReconnectOptions(backoff: Required<BackoffOptions>): Reconnec
   return { reconnectInterval: interval, reconnectMaxInterval: Math.max(interval, backoff.max) }
 }
 
+/**
+ * libzmq's ZMQ_MAXMSGSIZE for a client socket: a message larger than this is refused as its header
+ * arrives (libzmq then drops the connection and reconnects), so a server — or anything at its
+ * address — declaring a huge message costs nothing. Between `maxFrameBytes` and this the message is
+ * received and dropped with a `frame-drop`, as on TCP; libzmq cannot say why it dropped a
+ * connection, so the margin keeps every ordinary over-limit message visible.
+ */
+export function clientMaxMessageSize(maxFrameBytes: number): number {
+  return Math.min(Number.MAX_SAFE_INTEGER, maxFrameBytes * 2 + 1024 * 1024)
+}
+
 /** Attempts of a call that keeps being interrupted before its EINTR is thrown. */
 const EINTR_ATTEMPTS = 100
 
@@ -61,35 +72,11 @@ export function monitorOf(socket: Socket): Socket['events'] {
   return retryInterrupted(() => socket.events)
 }
 
-/** How long close() waits for libzmq to release a listening port before giving up. */
-const RELEASE_WAIT_MS = 2000
-
-/**
- * Closes a socket with linger 0. For a socket that listened, waits until the port is free again:
- * libzmq closes the listening fd in its I/O thread after `close()` returns and reports it on the
- * monitor (`close` with the bound endpoint); the monitor's `end` comes once every accepted
- * connection is torn down as well. Whichever comes first is enough (`end` alone after a failed
- * bind, when nothing listened). Unbinding first would be quicker still, but unbind followed by
- * close trips an assertion in libzmq 4.3.5 (pipe.cpp:355) when peers are connected.
- */
-export async function closeSocket(socket: Socket, waitForRelease: boolean): Promise<void> {
+/** Closes a client socket at once (linger 0): messages still queued in libzmq are dropped, as close() promises. */
+export function closeSocket(socket: Socket): void {
   if (socket.closed) return
   socket.linger = 0
-  if (!waitForRelease) {
-    socket.close()
-    return
-  }
-  const listening = socket.lastEndpoint ?? undefined
-  let timer: NodeJS.Timeout | undefined
-  const released = new Promise<void>((resolve) => {
-    const events = monitorOf(socket)
-    events.on('end', () => resolve())
-    if (listening !== undefined) events.on('close', (event) => event.address === listening && resolve())
-    timer = setTimeout(resolve, RELEASE_WAIT_MS)
-  })
   socket.close()
-  await released
-  clearTimeout(timer)
 }
 
 /**
@@ -126,30 +113,6 @@ export class ClientLink {
       if (this.core.isClosed) return
       this.attempt++
       this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: event.interval })
-    })
-  }
-}
-
-/**
- * Tracks a server socket's accepted connections: `accept` → peer-connect, `disconnect` →
- * peer-disconnect. libzmq's monitor names only the listening endpoint, so that is the peer.
- */
-export class ServerPeers {
-  count = 0
-
-  constructor(private readonly core: EndpointCore) {}
-
-  attach(socket: Socket): void {
-    const events = monitorOf(socket)
-    events.on('accept', (event) => {
-      if (this.core.isClosed) return
-      this.count++
-      this.core.emit({ type: 'peer-connect', peer: event.address })
-    })
-    events.on('disconnect', (event) => {
-      if (this.core.isClosed) return
-      this.count = Math.max(0, this.count - 1)
-      this.core.emit({ type: 'peer-disconnect', peer: event.address, reason: 'connection lost' })
     })
   }
 }

@@ -1,5 +1,5 @@
 import { describeTransportCompliance } from '@brine/transport-compliance'
 import { zeromqTransport } from '../src/index.js'
-import { sendRawFrames } from './raw.js'
+import { connectRaw, sendRawFrames } from './raw.js'
 
-describeTransportCompliance({ name: 'zeromq', create: () => zeromqTransport(), injectRaw: sendRawFrames })
+describeTransportCompliance({ name: 'zeromq', create: () => zeromqTransport(), injectRaw: sendRawFrames, connectRaw })

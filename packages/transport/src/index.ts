@@ -5,9 +5,11 @@
  * (PublishServer, PublishClient, RequestServer, RequestClient), their events and stats, the typed errors,
  * the Logger interface, the transport registry and Salt's `iterTransportOpts`. The runtime (`src/runtime/`):
  * the msgpack codec and request/reply envelopes, the frame reader and framed connection, the bounded queue,
- * backoff, the endpoint lifecycle, the client's request table and the server's serving loop (written once, so
- * a transport only moves frames), the logger and a bounded LRU map. The contract imports nothing from the
- * runtime. The API takes milliseconds; config keys stay in Salt's seconds.
+ * backoff, the endpoint lifecycle, the client's request table and the server's serving loop, the servers'
+ * Listener with the bounds it applies before any work for a peer (connection caps, an incomplete-frame budget,
+ * an idle timeout, a decode bounded by entries and depth) (all written once, so a transport only moves frames),
+ * the logger, rate-limited peer warnings and a bounded LRU map. The contract imports nothing from the runtime.
+ * The API takes milliseconds; config keys stay in Salt's seconds.
  */
 export * from './contract/types.js'
 export * from './contract/errors.js'
@@ -15,6 +17,11 @@ export * from './contract/logger.js'
 export * from './contract/registry.js'
 export * from './contract/iter-transport-opts.js'
 export * from './runtime/codec.js'
+export * from './runtime/frame-shape.js'
+export * from './runtime/log-limiter.js'
+export * from './runtime/admission.js'
+export * from './runtime/listener.js'
+export * from './runtime/byte-queue.js'
 export * from './runtime/frame-reader.js'
 export * from './runtime/framed-connection.js'
 export * from './runtime/bounded-queue.js'

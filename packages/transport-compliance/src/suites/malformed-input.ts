@@ -48,7 +48,11 @@ export function malformedInputTests(harness: Harness): void {
         encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id: 2, body: { name: 'Error', message: 'an error reply sent to a server' } }),
       ]
       await harness.setup.injectRaw({ host: HOST, port: server.port }, garbage)
-      await server.recorder.until(() => server.endpoint.stats().framesDropped === garbage.length, `all ${garbage.length} bad envelopes to be dropped`)
+      // Counted at once, but each event reaches the recorder a tick later: wait for both.
+      await server.recorder.until(
+        () => server.endpoint.stats().framesDropped === garbage.length && server.recorder.count((e) => e.type === 'frame-drop') === garbage.length,
+        `all ${garbage.length} bad envelopes to be dropped`,
+      )
       const drops = server.recorder.events.filter((e) => e.type === 'frame-drop')
       expect(drops).toHaveLength(garbage.length)
       for (const drop of drops) expect(drop.type === 'frame-drop' && drop.reason.length).toBeGreaterThan(0)

@@ -88,6 +88,27 @@ export class MalformedFrameError extends TransportError {
   }
 }
 
+/**
+ * A received message is larger in structure than the receiver allows: more entries (array elements
+ * plus map pairs) than `max_frame_entries`, or nesting deeper than `max_frame_depth`. Found by a scan of the bytes before anything is decoded, so the
+ * refusal costs at most one pass over the frame and allocates nothing.
+ */
+export class FrameLimitError extends TransportError {
+  override name = 'FrameLimitError'
+  /** The config key of the bound: `max_frame_entries` or `max_frame_depth`. */
+  readonly key: string
+  readonly limit: number
+  readonly size: number
+
+  constructor(key: string, found: string, limit: number, size: number, peer?: string) {
+    const where = peer === undefined ? '' : ` from ${peer}`
+    super(`frame of ${size} bytes${where} ${found}, over ${key} (${limit}); refused before decoding`, { key, limit, size, peer })
+    this.key = key
+    this.limit = limit
+    this.size = size
+  }
+}
+
 export class AddressInUseError extends TransportError {
   override name = 'AddressInUseError'
   readonly address: string

@@ -20,6 +20,17 @@ export type TransportEvent =
   | { type: 'message-drop'; peer: string; reason: string }
   /** A request handler threw; the requester got an error reply. */
   | { type: 'handler-error'; peer: string; error: string }
+  /**
+   * A server refused a connection as it arrived: `max_connections` or `max_connections_per_address`
+   * reached. The socket was closed at once; nothing was read from it.
+   */
+  | { type: 'peer-refuse'; peer: string; reason: string }
+  /**
+   * A server closed a connection for what the peer did: no whole frame within `peer_idle_timeout`
+   * (silent, stalled or trickling), its incomplete frame given up to keep `max_pending_bytes`,
+   * or subscriptions it may not make. A `peer-disconnect` follows.
+   */
+  | { type: 'peer-drop'; peer: string; reason: string }
 
 export type TransportEventType = TransportEvent['type']
 
@@ -43,6 +54,15 @@ export interface EndpointStats {
   inFlight: number
   /** Peers connected right now (servers), or 1/0 for a client's link. */
   peers: number
+  /**
+   * Publish servers: topics held now over every subscriber (a TCP subscriber holds `broadcast` and its
+   * id; a ZeroMQ one at most MAX_SUBSCRIPTIONS_PER_PEER); 0 elsewhere.
+   */
+  subscriptions: number
+  /** Servers: connections refused as they arrived (`peer-refuse`), in total. */
+  peersRefused: number
+  /** Servers: connections closed for what the peer did (`peer-drop`), in total. */
+  peersDropped: number
 }
 
 /** The lifecycle every role shares. */
@@ -94,7 +114,43 @@ export interface EndpointOptions {
   maxFrameBytes?: number
   /** Messages queued per peer before new ones are dropped (default 1000, Salt's pub_hwm). */
   hwm?: number
+  /**
+   * Entries (array elements plus map pairs) one received message may hold, checked on its bytes
+   * before it is decoded (servers: default 262,144, `max_frame_entries`; clients: 4,194,304).
+   */
+  maxFrameEntries?: number
+  /** How deep one received message may nest arrays and maps (servers: default 64, `max_frame_depth`; clients: 256). */
+  maxFrameDepth?: number
   logger?: Logger
+}
+
+/**
+ * What a server admits from peers it has not authenticated. Connections and incomplete frames are
+ * counted over every server of the process (file descriptors and memory are the process's), each
+ * server holding its peers to the limits it was given.
+ */
+export interface ServerOptions extends EndpointOptions {
+  /**
+   * Connections open at once over all servers of the process (`max_connections`); one more is
+   * refused as it arrives (`peer-refuse`). Default: below the open-file limit (RLIMIT_NOFILE) by an
+   * eighth of it, and by at least 64, kept for the daemon's own files and sockets.
+   */
+  maxConnections?: number
+  /** Connections open at once from one address, over all servers (`max_connections_per_address`; default a quarter of maxConnections). */
+  maxConnectionsPerAddress?: number
+  /**
+   * Bytes of incomplete frames held over all connections of all servers (`max_pending_bytes`;
+   * default 256 MiB, at least maxFrameBytes). When a chunk takes the total over it, the connection
+   * whose frame in progress is arriving slowest is dropped.
+   */
+  maxPendingBytes?: number
+  /**
+   * ms a connection may go without progress while it owes a frame (`peer_idle_timeout`; default
+   * 30,000): a new connection must complete its first frame (ZeroMQ: its handshake), and an
+   * incomplete frame must grow by 64 KiB or complete, within it; else the connection is dropped.
+   * A connection between frames may stay idle for ever.
+   */
+  idleTimeout?: number
 }
 
 export interface ClientOptions extends EndpointOptions {
@@ -102,9 +158,9 @@ export interface ClientOptions extends EndpointOptions {
   reconnect?: BackoffOptions
 }
 
-export type PublishServerOptions = EndpointOptions
+export type PublishServerOptions = ServerOptions
 
-export interface RequestServerOptions extends EndpointOptions {
+export interface RequestServerOptions extends ServerOptions {
   /**
    * Handler calls running at once (default 8192); a request beyond it waits for a slot. A cap of 1,024 made
    * the bench's 200-job burst to 1,000 minions back up behind it; 8,192 costs that burst nothing.
@@ -198,3 +254,24 @@ export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144
+/** A server's bound on entries in one received message (`max_frame_entries`): decoding 262,144 empty maps takes about 0.1 s. */
+export const DEFAULT_MAX_FRAME_ENTRIES = 262_144
+/** A server's bound on nesting in one received message (`max_frame_depth`). */
+export const DEFAULT_MAX_FRAME_DEPTH = 64
+/** A client's bounds: it decodes what the master it chose sends (runner output can be large), still bounded. */
+export const DEFAULT_CLIENT_MAX_FRAME_ENTRIES = 4_194_304
+export const DEFAULT_CLIENT_MAX_FRAME_DEPTH = 256
+/**
+ * Largest frame a publish server accepts from a subscriber (a TCP hello, a ZeroMQ subscription):
+ * larger ones are skipped unread (TCP) or end the connection (ZeroMQ).
+ */
+export const MAX_SUBSCRIBER_FRAME_BYTES = 4096
+/**
+ * Topics one ZeroMQ subscriber may hold: `broadcast` and the SHA-1 of its id, with room for a few
+ * ids more (`subscribe(id)` again). A TCP subscriber holds one id (each hello replaces it).
+ */
+export const MAX_SUBSCRIPTIONS_PER_PEER = 8
+/** Incomplete frames held over every server of a process (`max_pending_bytes`). */
+export const DEFAULT_MAX_PENDING_BYTES = 256 * 1024 * 1024
+/** `peer_idle_timeout`, ms. */
+export const DEFAULT_PEER_IDLE_TIMEOUT_MS = 30_000

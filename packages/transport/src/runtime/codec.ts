@@ -1,6 +1,7 @@
 import { C1, Packr } from 'msgpackr'
 import { FrameTooLargeError, MalformedFrameError, type SerializedError } from '../contract/errors.js'
 import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from '../contract/types.js'
+import { checkFrameShape, type DecodeLimits } from './frame-shape.js'
 
 /**
  * Plain msgpack maps and arrays (no msgpackr records), so any msgpack implementation, Salt's
@@ -18,8 +19,21 @@ export function encode(value: WireValue, limit: number = DEFAULT_MAX_FRAME_BYTES
   return body
 }
 
-/** Decodes one value; any failure becomes MalformedFrameError. Trailing bytes are malformed too. */
-export function decode(body: Uint8Array, peer?: string): WireValue {
+/**
+ * Decodes one value; any failure becomes MalformedFrameError. Trailing bytes are malformed too.
+ * With `limits` (what a peer sent over the wire), the bytes are first scanned by
+ * {@link checkFrameShape}, so a value over the entry or depth bound is refused with
+ * FrameLimitError before anything is allocated.
+ */
+export function decode(body: Uint8Array, peer?: string, limits?: DecodeLimits): WireValue {
+  if (limits !== undefined) {
+    checkFrameShape(body, limits, peer)
+    try {
+      return packr.unpack(body) as WireValue
+    } catch (error) {
+      throw new MalformedFrameError(`not a msgpack value (${(error as Error).message})`, peer, { cause: error })
+    }
+  }
   try {
     const values = packr.unpackMultiple(body) as WireValue[] | undefined
     if (values === undefined || values.length !== 1) {
@@ -57,9 +71,12 @@ export function encodeEnvelope(envelope: Envelope, limit?: number, peer?: string
   return encode([envelope.kind, envelope.id, envelope.body], limit, peer)
 }
 
-/** Decodes and checks an envelope's shape; anything else is a MalformedFrameError. */
-export function decodeEnvelope(body: Uint8Array, peer?: string): Envelope {
-  const value = decode(body, peer)
+/**
+ * Decodes and checks an envelope's shape; anything else is a MalformedFrameError (FrameLimitError
+ * when `limits` are given and the frame is over them).
+ */
+export function decodeEnvelope(body: Uint8Array, peer?: string, limits?: DecodeLimits): Envelope {
+  const value = decode(body, peer, limits)
   if (!Array.isArray(value) || value.length !== 3) throw new MalformedFrameError('not a request/reply envelope', peer)
   const [kind, id, payload] = value as [unknown, unknown, unknown]
   if (payload === C1) throw new MalformedFrameError('envelope body is not a msgpack value', peer)

@@ -4,7 +4,7 @@ import type { Endpoint, EndpointStats, TransportEvent } from '../contract/types.
 import { EndpointCore } from './endpoint-core.js'
 
 /** The counters an endpoint reads from its sockets and queues at the moment stats() is called. */
-export type LiveStats = Pick<EndpointStats, 'queued' | 'inFlight' | 'peers'>
+export type LiveStats = Pick<EndpointStats, 'queued' | 'inFlight' | 'peers'> & { subscriptions?: number }
 
 /**
  * The lifecycle every endpoint of every transport shares, written once: start() at most once and
@@ -73,7 +73,8 @@ export abstract class EndpointBase implements Endpoint {
   }
 
   stats(): EndpointStats {
-    return { ...this.core.counters, ...this.liveStats() }
+    const live = this.liveStats()
+    return { ...this.core.counters, ...live, subscriptions: live.subscriptions ?? 0 }
   }
 
   [Symbol.asyncDispose](): Promise<void> {

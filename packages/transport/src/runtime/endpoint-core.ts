@@ -1,6 +1,8 @@
 import { BoundedQueue } from './bounded-queue.js'
 import { decodeEnvelope, type Envelope } from './codec.js'
-import { ClosedError, FrameTooLargeError, MalformedFrameError } from '../contract/errors.js'
+import { BrineError, ClosedError, FrameTooLargeError } from '../contract/errors.js'
+import type { DecodeLimits } from './frame-shape.js'
+import { LogLimiter } from './log-limiter.js'
 import type { Logger } from '../contract/logger.js'
 import { silentLogger } from './logger.js'
 import type { EndpointStats, TransportEvent } from '../contract/types.js'
@@ -8,20 +10,20 @@ import type { EndpointStats, TransportEvent } from '../contract/types.js'
 /** Events buffered per endpoint before the oldest are dropped. */
 export const EVENT_BUFFER = 1024
 
-/** Frame drops logged per endpoint per burst before they are summarised, so a garbage flood cannot flood the log. */
-const DROP_LOG_BURST = 10
 
 /**
  * What every endpoint of every transport shares: the event stream, the counters behind stats(),
  * the closed promise and rate-limited drop logging. Transports compose it rather than re-writing it.
  */
 export class EndpointCore {
-  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight'> = { dropped: 0, framesDropped: 0, reconnects: 0, refused: 0 }
+  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight' | 'subscriptions'> = { dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, peersRefused: 0, peersDropped: 0 }
   readonly closed: Promise<void>
   isClosed = false
   private readonly eventQueue = new BoundedQueue<TransportEvent>(EVENT_BUFFER, 'drop-oldest')
   private resolveClosed!: () => void
-  private dropsLogged = 0
+  /** Peer-caused warnings, each kind rate-limited on its own (10 a minute, then a count of the rest). */
+  readonly #frameLog = new LogLimiter()
+  readonly #peerLog = new LogLimiter()
 
   constructor(
     readonly transport: string,
@@ -52,31 +54,40 @@ export class EndpointCore {
     return { [Symbol.asyncIterator]: () => this.eventQueue[Symbol.asyncIterator]() }
   }
 
-  /** An incoming frame was refused: counted, emitted and logged (with bursts summarised). */
+  /** An incoming frame was refused: counted, emitted and logged (rate-limited: 10 lines a minute, then a count). */
   frameDropped(peer: string, reason: string, size: number): void {
     this.counters.framesDropped++
     this.emit({ type: 'frame-drop', peer, reason, size })
-    this.dropsLogged++
-    if (this.dropsLogged <= DROP_LOG_BURST) {
-      this.logger.warning(`${this.what} ${this.address}: dropped frame from ${peer}: ${reason}`)
-    } else if (this.dropsLogged % 1000 === 0) {
-      this.logger.warning(`${this.what} ${this.address}: ${this.counters.framesDropped} frames dropped so far`)
-    }
+    this.#frameLog.warning(this.logger, `${this.what} ${this.address}: dropped frame from ${peer}: ${reason} (${this.counters.framesDropped} dropped so far)`, `dropped-frame warnings from ${this.what} ${this.address}`)
+  }
+
+  /** A server refused a connection as it arrived: counted, emitted, logged (rate-limited). */
+  peerRefused(peer: string, reason: string): void {
+    this.counters.peersRefused++
+    this.emit({ type: 'peer-refuse', peer, reason })
+    this.#peerLog.warning(this.logger, `${this.what} ${this.address}: refused connection from ${peer}: ${reason} (${this.counters.peersRefused} refused so far)`, `connection warnings from ${this.what} ${this.address}`)
+  }
+
+  /** A server is closing a connection for what the peer did: counted, emitted, logged (rate-limited). */
+  peerDropped(peer: string, reason: string): void {
+    this.counters.peersDropped++
+    this.emit({ type: 'peer-drop', peer, reason })
+    this.#peerLog.warning(this.logger, `${this.what} ${this.address}: dropped connection from ${peer}: ${reason} (${this.counters.peersDropped} dropped so far)`, `connection warnings from ${this.what} ${this.address}`)
   }
 
   /**
    * A request/reply envelope from one received frame; undefined, with a `frame-drop` counted and
-   * emitted, when the frame is over `maxFrameBytes` or not an envelope.
+   * emitted, when the frame is over `maxFrameBytes`, over `limits` (entries, depth) or not an envelope.
    */
-  envelopeOf(body: Buffer, peer: string, maxFrameBytes: number): Envelope | undefined {
+  envelopeOf(body: Buffer, peer: string, maxFrameBytes: number, limits?: DecodeLimits): Envelope | undefined {
     if (body.length > maxFrameBytes) {
       this.frameDropped(peer, new FrameTooLargeError(body.length, maxFrameBytes, peer).message, body.length)
       return undefined
     }
     try {
-      return decodeEnvelope(body, peer)
+      return decodeEnvelope(body, peer, limits)
     } catch (error) {
-      this.frameDropped(peer, error instanceof MalformedFrameError ? error.message : String(error), body.length)
+      this.frameDropped(peer, BrineError.isInstance(error) ? error.message : String(error), body.length)
       return undefined
     }
   }
@@ -99,6 +110,12 @@ export class EndpointCore {
     }
   }
 
+  /** Logs what the rate limits held back; called as the endpoint closes. */
+  flushLogs(): void {
+    this.#frameLog.flush()
+    this.#peerLog.flush()
+  }
+
   /** Marks the endpoint closed, ends the event stream and resolves `closed`. Returns false if already closed. */
   markClosed(): boolean {
     if (this.isClosed) return false
@@ -107,6 +124,7 @@ export class EndpointCore {
   }
 
   finishClose(): void {
+    this.flushLogs()
     this.eventQueue.end()
     this.resolveClosed()
   }

@@ -1,21 +1,32 @@
 import type { Socket } from 'node:net'
+import type { PendingHolder } from './admission.js'
 import { BoundedQueue } from './bounded-queue.js'
 import type { FrameTooLargeError } from '../contract/errors.js'
-import { FrameReader } from './frame-reader.js'
+import { FrameReader, type StreamReader } from './frame-reader.js'
 
 export interface FramedConnectionHandlers {
   /** One whole frame body; it may be a view into a chunk, so copy it to keep it past the call. */
   onFrame(body: Buffer, connection: FramedConnection): void
   /** A frame declared larger than maxFrameBytes; its body is being skipped. */
   onOversize(error: FrameTooLargeError, connection: FramedConnection): void
-  /** The socket has closed; `reason` is the socket error's message when there was one. */
+  /** The socket has closed; `reason` is the socket error's message (or why we dropped it) when there was one. */
   onClose(connection: FramedConnection, reason: string | undefined): void
+  /** {@link FramedConnection.drop} is closing the connection for what the peer did (before onClose). */
+  onDrop?(connection: FramedConnection, reason: string): void
+}
+
+/** Where a server's connection reports the bytes of its incomplete frame (the process's admission). */
+export interface PendingBudget {
+  hold(holder: PendingHolder, bytes: number): void
+  release(holder: PendingHolder): void
 }
 
 export interface FramedConnectionOptions {
   maxFrameBytes: number
   /** Outgoing frames held while the socket is not draining, before new ones are refused. */
   hwm: number
+  /** Outgoing bytes held while the socket is not draining, before new frames are refused (default: no bound but `hwm`). */
+  maxQueuedBytes?: number
   /** `host:port` of the other end; derived from the socket when absent. */
   peer?: string
   /**
@@ -24,6 +35,26 @@ export interface FramedConnectionOptions {
    * event bus; a request/reply link gains nothing from it.
    */
   coalesce?: boolean
+  /**
+   * Splits the incoming bytes into frames instead of the 4-byte length prefix (ZeroMQ's ZMTP). The
+   * reader reports each completed frame or message with {@link FramedConnection.frameDone}.
+   */
+  reader?: (connection: FramedConnection) => StreamReader
+  /** A server's connection: the bytes of its incomplete frame count against this budget. */
+  budget?: PendingBudget
+}
+
+/** A frame in progress must grow by this much, or complete, within the idle timeout. */
+export const PROGRESS_BYTES = 64 * 1024
+
+/** One outgoing message: a frame, or the parts of one written together. */
+export type Outgoing = Buffer | readonly Buffer[]
+
+const sizeOf = (data: Outgoing): number => {
+  if (Buffer.isBuffer(data)) return data.length
+  let size = 0
+  for (const part of data as readonly Buffer[]) size += part.length
+  return size
 }
 
 /** `host:port` of a socket's remote end, with IPv6 hosts in brackets. */
@@ -33,22 +64,39 @@ export function peerOf(socket: Socket): string {
 }
 
 /**
- * One framed stream socket (TCP or a unix socket), shared by the TCP transport and the event bus: incoming bytes go through a FrameReader (so an
- * oversized frame is skipped, never buffered), and outgoing frames honour socket.write()'s
- * backpressure. While the socket is not draining, frames wait in a BoundedQueue of `hwm`; past
- * the mark they are refused, so a peer that stops reading cannot grow our memory.
+ * One framed stream socket (TCP or a unix socket), shared by both transports' servers, the TCP
+ * clients and the event bus: incoming bytes go through a reader (the length-prefixed FrameReader,
+ * or ZMTP's), so an oversized frame is skipped, never buffered; outgoing frames honour
+ * socket.write()'s backpressure. While the socket is not draining, frames wait in a BoundedQueue of
+ * `hwm` (and `maxQueuedBytes`); past the mark they are refused, so a peer that stops reading cannot
+ * grow our memory. A server's connection also tracks its progress (for the idle timeout) and
+ * reports the bytes of its incomplete frame to the process's budget.
  */
-export class FramedConnection {
+export class FramedConnection implements PendingHolder {
   readonly peer: string
-  private readonly reader: FrameReader
-  private readonly outgoing: BoundedQueue<Buffer>
+  private readonly reader: StreamReader
+  private readonly outgoing: BoundedQueue<Outgoing>
   private readonly hwm: number
+  private readonly maxQueuedBytes: number
   private readonly coalesce: boolean
+  private readonly budget: PendingBudget | undefined
   /** Frames written this turn, when coalescing. */
-  private batch: Buffer[] = []
+  private batch: Outgoing[] = []
+  private batchBytes = 0
+  private queuedBytesNow = 0
   private blocked = false
   private error: string | undefined
   private isClosed = false
+  /** Whole frames (or ZMTP messages and the handshake) received so far. */
+  framesReceived = 0
+  /** Bytes received so far. */
+  bytesReceived = 0
+  /** When the connection last made progress: opened, completed a frame, or took PROGRESS_BYTES more of one (ms). */
+  lastProgress = Date.now()
+  /** When bytes of the frame in progress began to be held (ms); meaningful while `pendingBytes` > 0. */
+  pendingSince = 0
+  private progressBytes = 0
+  private held = 0
   /** Resolves once the socket has closed. */
   readonly closed: Promise<void>
 
@@ -58,23 +106,28 @@ export class FramedConnection {
     private readonly handlers: FramedConnectionHandlers,
   ) {
     this.peer = options.peer ?? peerOf(socket)
-    this.outgoing = new BoundedQueue<Buffer>(options.hwm)
+    this.outgoing = new BoundedQueue<Outgoing>(options.hwm)
     this.hwm = options.hwm
+    this.maxQueuedBytes = options.maxQueuedBytes ?? Number.POSITIVE_INFINITY
     this.coalesce = options.coalesce === true
-    this.reader = new FrameReader(
-      {
-        onFrame: (body) => this.handlers.onFrame(body, this),
-        onOversize: (error) => this.handlers.onOversize(error, this),
-      },
-      options.maxFrameBytes,
-      this.peer,
-    )
+    this.budget = options.budget
+    this.reader =
+      options.reader?.(this) ??
+      new FrameReader(
+        {
+          onFrame: (body) => {
+            this.frameDone()
+            this.handlers.onFrame(body, this)
+          },
+          onOversize: (error) => this.handlers.onOversize(error, this),
+        },
+        options.maxFrameBytes,
+        this.peer,
+      )
     socket.setNoDelay(true)
     // Keepalive probes find a peer that vanished without a FIN (a minion behind a NAT that forgot it).
     socket.setKeepAlive(true, 60_000)
-    socket.on('data', (chunk: Buffer) => {
-      if (!this.isClosed) this.reader.push(chunk)
-    })
+    socket.on('data', (chunk: Buffer) => this.receive(chunk))
     socket.on('drain', () => this.flush())
     // ECONNRESET, EPIPE and the like are ordinary ends of a link: remember why, never throw.
     socket.on('error', (error: Error) => {
@@ -83,15 +136,55 @@ export class FramedConnection {
     this.closed = new Promise((resolve) => {
       socket.once('close', () => {
         this.isClosed = true
+        this.releaseHeld()
         this.outgoing.drain()
+        this.queuedBytesNow = 0
         this.handlers.onClose(this, this.error)
         resolve()
       })
     })
   }
 
+  private receive(chunk: Buffer): void {
+    if (this.isClosed) return
+    this.bytesReceived += chunk.length
+    this.progressBytes += chunk.length
+    if (this.progressBytes >= PROGRESS_BYTES) {
+      this.progressBytes = 0
+      this.lastProgress = Date.now()
+    }
+    this.reader.push(chunk)
+    if (this.budget !== undefined && !this.isClosed) {
+      const pending = this.reader.pendingBytes
+      if (pending !== this.held) {
+        // A frame's bytes begin to be held: the rate it arrives at is measured from here.
+        if (this.held === 0) this.pendingSince = Date.now()
+        this.held = pending
+        if (pending === 0) this.budget.release(this)
+        else this.budget.hold(this, pending)
+      }
+    }
+  }
+
+  /** The reader completed a frame (or a ZMTP message, or the handshake): the connection made progress. */
+  frameDone(): void {
+    this.framesReceived++
+    this.progressBytes = 0
+    this.lastProgress = Date.now()
+  }
+
   get isOpen(): boolean {
     return !this.isClosed && !this.socket.destroyed
+  }
+
+  /** True while a frame has begun and not ended. */
+  get inFrame(): boolean {
+    return this.reader.inFrame
+  }
+
+  /** Bytes of the incomplete frame held now. */
+  get pendingBytes(): number {
+    return this.reader.pendingBytes
   }
 
   /** Frames waiting for the socket to drain. */
@@ -99,28 +192,55 @@ export class FramedConnection {
     return this.outgoing.size
   }
 
+  /** Bytes waiting for the socket to drain (or for this turn's batch). */
+  get queuedBytes(): number {
+    return this.queuedBytesNow + this.batchBytes
+  }
+
   /**
-   * Sends one already-framed message. Returns false when it was refused because the outgoing
-   * queue is at its high-water mark (or the link is gone); the caller counts the drop.
+   * Sends one already-framed message (or its parts, written together). Returns false when it was
+   * refused because the outgoing queue is at its high-water mark or byte bound (or the link is
+   * gone); the caller counts the drop.
    */
-  write(data: Buffer): boolean {
+  write(data: Outgoing): boolean {
     if (!this.isOpen) return false
-    if (this.blocked) return this.outgoing.push(data)
+    if (this.blocked) {
+      const size = sizeOf(data)
+      if (this.queuedBytes + size > this.maxQueuedBytes) return false
+      if (!this.outgoing.push(data)) return false
+      this.queuedBytesNow += size
+      return true
+    }
     if (this.coalesce) {
-      if (this.batch.length >= this.hwm) return false
+      const size = sizeOf(data)
+      if (this.batch.length >= this.hwm || this.batchBytes + size > this.maxQueuedBytes) return false
+      this.batchBytes += size
       if (this.batch.push(data) === 1) setImmediate(this.writeBatch)
       return true
     }
-    if (!this.socket.write(data)) this.blocked = true
+    if (!this.send(data)) this.blocked = true
     return true
+  }
+
+  /** Writes one message's parts under one cork (one writev); false when the socket wants a drain. */
+  private send(data: Outgoing): boolean {
+    if (Buffer.isBuffer(data)) return this.socket.write(data)
+    const parts = data as readonly Buffer[]
+    if (parts.length === 1) return this.socket.write(parts[0]!)
+    this.socket.cork()
+    let ok = true
+    for (const part of parts) ok = this.socket.write(part) && ok
+    this.socket.uncork()
+    return ok && !this.socket.writableNeedDrain
   }
 
   private readonly writeBatch = (): void => {
     const batch = this.batch
     this.batch = []
+    this.batchBytes = 0
     if (!this.isOpen) return
     this.socket.cork()
-    for (const data of batch) this.socket.write(data)
+    for (const data of batch) this.send(data)
     this.socket.uncork()
     if (this.socket.writableNeedDrain) this.blocked = true
   }
@@ -129,11 +249,31 @@ export class FramedConnection {
     this.blocked = false
     while (this.outgoing.size > 0 && this.isOpen) {
       const next = this.outgoing.shift()!
-      if (!this.socket.write(next)) {
+      this.queuedBytesNow -= sizeOf(next)
+      if (!this.send(next)) {
         this.blocked = true
         return
       }
     }
+  }
+
+  private releaseHeld(): void {
+    if (this.budget !== undefined && this.held !== 0) this.budget.release(this)
+    this.held = 0
+  }
+
+  /**
+   * Closes the connection now for what the peer did: its bytes stop counting at once (the budget
+   * relies on it), nothing more is read, and `onClose` reports `reason`.
+   */
+  drop(reason: string): void {
+    if (this.isClosed) return
+    this.error = reason
+    this.isClosed = true
+    this.reader.stop()
+    this.releaseHeld()
+    this.handlers.onDrop?.(this, reason)
+    this.socket.destroy()
   }
 
   /** Destroys the socket; resolves once it has closed. */

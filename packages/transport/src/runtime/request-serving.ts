@@ -3,9 +3,12 @@ import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandl
 import { BoundedQueue } from './bounded-queue.js'
 import { EnvelopeKind, encodeEnvelope } from './codec.js'
 import type { EndpointCore } from './endpoint-core.js'
+import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
 export interface RequestServingOptions {
   maxFrameBytes: number
+  /** Entries and depth a request may have, checked on its bytes before decoding (default: a server's, `decodeLimitsOf({}, 'server')`). */
+  limits?: DecodeLimits
   /** Handler calls running at once (default {@link DEFAULT_REQUEST_CONCURRENCY}). */
   concurrency?: number
   /** Requests waiting for a handler slot, at most (default {@link DEFAULT_REQUEST_BACKLOG}); 0 for none. */
@@ -32,7 +35,8 @@ interface Waiting<P> {
  * calls run at once; up to `backlog` more requests wait in arrival order; beyond that a request is
  * answered at once with a ServerBusyError naming both limits and counted in `stats().refused`, so
  * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
- * frame is dropped with a `frame-drop` event and counted.
+ * frame — over max_frame_bytes, over the entry or depth bound (refused on its bytes, before any
+ * decoding), not msgpack, not a request envelope — is dropped with a `frame-drop` event and counted.
  */
 export class RequestServing<P> {
   readonly concurrency: number
@@ -40,6 +44,7 @@ export class RequestServing<P> {
   readonly #core: EndpointCore
   readonly #send: ReplySender<P>
   readonly #maxFrameBytes: number
+  readonly #limits: DecodeLimits
   readonly #waiting: BoundedQueue<Waiting<P>> | undefined
   #handler: RequestHandler | undefined
   #running = 0
@@ -54,6 +59,7 @@ export class RequestServing<P> {
     this.#core = core
     this.#send = send
     this.#maxFrameBytes = options.maxFrameBytes
+    this.#limits = options.limits ?? decodeLimitsOf({}, 'server')
     this.concurrency = concurrency
     this.backlog = backlog
     this.#waiting = backlog === 0 ? undefined : new BoundedQueue<Waiting<P>>(backlog)
@@ -86,7 +92,7 @@ export class RequestServing<P> {
   /** One frame from `peer` (named `peerName` in events and the handler's context). */
   receive(body: Buffer, peer: P, peerName: string): void {
     const core = this.#core
-    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes)
+    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits)
     if (envelope === undefined) return
     if (envelope.kind !== EnvelopeKind.Request) {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)

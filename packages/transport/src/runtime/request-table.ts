@@ -2,6 +2,7 @@ import { InFlightLimitError, InvalidOperationError, TimeoutError, errorFromJSON 
 import type { SendOptions, WireValue } from '../contract/types.js'
 import { EnvelopeKind, encodeEnvelope } from './codec.js'
 import type { EndpointCore } from './endpoint-core.js'
+import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
 /** Ids wrap here: at most five bytes of msgpack, and far more than can ever be in flight at once. */
 export const REQUEST_ID_LIMIT = 2 ** 32
@@ -28,6 +29,8 @@ export interface RequestTableOptions {
   /** Requests in flight at once (the client's hwm); one more is refused with InFlightLimitError. */
   limit: number
   maxFrameBytes: number
+  /** Entries and depth a reply may have (default: a client's, `decodeLimitsOf({}, 'client')`). */
+  limits?: DecodeLimits
   /**
    * What each try sends, made once per request from the encoded envelope: TCP adds its length
    * prefix (`frame`); ZeroMQ sends the envelope as it is (the default).
@@ -93,6 +96,7 @@ export class RequestTable {
   readonly #tries: number
   readonly #limit: number
   readonly #maxFrameBytes: number
+  readonly #limits: DecodeLimits
   readonly #wrap: ((envelope: Buffer) => Buffer) | undefined
   readonly #idLimit: number
   #lastId = -1
@@ -106,6 +110,7 @@ export class RequestTable {
     if (!Number.isInteger(options.limit) || options.limit < 1) throw new RangeError(`hwm must be a positive integer, got ${options.limit}`)
     this.#limit = options.limit
     this.#maxFrameBytes = options.maxFrameBytes
+    this.#limits = options.limits ?? decodeLimitsOf({}, 'client')
     this.#wrap = options.wrap
     this.#idLimit = options.idLimit ?? REQUEST_ID_LIMIT
     if (!(this.#idLimit > this.#limit)) throw new RangeError(`idLimit (${this.#idLimit}) must exceed the in-flight limit (${this.#limit})`)
@@ -198,7 +203,7 @@ export class RequestTable {
    */
   receive(body: Buffer, peer: string): void {
     const core = this.#core
-    const envelope = core.envelopeOf(body, peer, this.#maxFrameBytes)
+    const envelope = core.envelopeOf(body, peer, this.#maxFrameBytes, this.#limits)
     if (envelope === undefined) return
     if (envelope.kind === EnvelopeKind.Request) {
       core.frameDropped(peer, `malformed frame from ${peer}: a request, not a reply`, body.length)

@@ -1,0 +1,213 @@
+import { createServer, type Server, type Socket } from 'node:net'
+import { AddressInUseError, TransportError } from '../contract/errors.js'
+import { DEFAULT_MAX_PENDING_BYTES, DEFAULT_PEER_IDLE_TIMEOUT_MS, type ServerOptions } from '../contract/types.js'
+import { admission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress } from './admission.js'
+import type { EndpointCore } from './endpoint-core.js'
+import type { StreamReader } from './frame-reader.js'
+import { LogLimiter } from './log-limiter.js'
+import { FramedConnection, PROGRESS_BYTES, type PendingBudget } from './framed-connection.js'
+
+export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout'> {
+  host: string
+  port: number
+  /** Largest incoming frame; larger ones are skipped as they stream past. */
+  maxFrameBytes: number
+  /** Outgoing frames queued per connection. */
+  hwm: number
+  /** Outgoing bytes queued per connection (default: no bound but `hwm`). */
+  maxQueuedBytes?: number
+  /** The transport's framing, when not the 4-byte length prefix (ZeroMQ's ZMTP). */
+  reader?: (connection: FramedConnection) => StreamReader
+  /** The endpoint's address once bound (default `tcp://host:port`). */
+  formatAddress?: (host: string, port: number) => string
+}
+
+export interface ListenerHandlers {
+  /** A whole frame (length-prefixed framing only; a custom reader reports its own). */
+  onFrame?(body: Buffer, connection: FramedConnection): void
+  /** A connection was admitted: write any greeting here. */
+  onConnect?(connection: FramedConnection): void
+  onDisconnect?(connection: FramedConnection): void
+}
+
+/** The limits a listener resolved from its options and the process's open-file limit. */
+export interface ResolvedServerLimits {
+  maxConnections: number
+  maxConnectionsPerAddress: number
+  maxPendingBytes: number
+  idleTimeout: number
+}
+
+function positiveInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`)
+  return value
+}
+
+/** A server's limits with their defaults filled in; RangeError naming a bad value. */
+export function resolveServerLimits(options: ListenerOptions): ResolvedServerLimits {
+  const maxConnections = positiveInteger(options.maxConnections ?? defaultMaxConnections(), 'maxConnections')
+  const maxConnectionsPerAddress = positiveInteger(options.maxConnectionsPerAddress ?? defaultMaxConnectionsPerAddress(maxConnections), 'maxConnectionsPerAddress')
+  const maxPendingBytes = positiveInteger(options.maxPendingBytes ?? Math.max(DEFAULT_MAX_PENDING_BYTES, options.maxFrameBytes), 'maxPendingBytes')
+  if (maxPendingBytes < options.maxFrameBytes) {
+    throw new RangeError(`maxPendingBytes (${maxPendingBytes}) must be at least maxFrameBytes (${options.maxFrameBytes}), or no frame of the largest size could ever complete`)
+  }
+  const idleTimeout = options.idleTimeout ?? DEFAULT_PEER_IDLE_TIMEOUT_MS
+  if (!(idleTimeout >= 0 && idleTimeout <= 2 ** 31 - 1)) throw new RangeError(`idleTimeout must be 0 (none) or a positive number of ms up to ${2 ** 31 - 1}, got ${idleTimeout}`)
+  return { maxConnections, maxConnectionsPerAddress, maxPendingBytes, idleTimeout }
+}
+
+/** How often the idle check runs, at most: a connection is dropped between 1 and 1.5 timeouts after its last progress. */
+const MAX_SWEEP_MS = 5000
+
+/**
+ * A server's bound socket and its accepted connections, shared by every server role of both
+ * transports: binds host:port (port 0 takes a free one, and the endpoint's address then names it),
+ * emits `listening`, `peer-connect` and `peer-disconnect`, and on close destroys every connection
+ * and releases the port so it can be bound again at once.
+ *
+ * Before any work for a peer it has not authenticated, it applies the process's admission: a
+ * connection over `maxConnections` (all servers of the process) or `maxConnectionsPerAddress` is
+ * closed as it arrives (`peer-refuse`, a rate-limited warning); the bytes of every incomplete frame
+ * count against `maxPendingBytes` over all servers, the slowest-arriving frame given up beyond it;
+ * and a connection that owes a frame — none completed yet, or one in progress — and makes no
+ * progress for `idleTimeout` ms is dropped (`peer-drop`). A connection between frames may idle.
+ */
+export class Listener {
+  readonly connections = new Set<FramedConnection>()
+  readonly limits: ResolvedServerLimits
+  private server: Server | undefined
+  private binding: Promise<void> | undefined
+  private sweeper: NodeJS.Timeout | undefined
+  private readonly budget: PendingBudget
+  private readonly addresses = new Map<FramedConnection, string>()
+
+  constructor(
+    private readonly core: EndpointCore,
+    private readonly options: ListenerOptions,
+    private readonly handlers: ListenerHandlers,
+  ) {
+    this.limits = resolveServerLimits(options)
+    const limit = this.limits.maxPendingBytes
+    this.budget = { hold: (holder, bytes) => admission.hold(holder, bytes, limit), release: (holder) => admission.release(holder) }
+  }
+
+  /** Frames waiting for their sockets to drain, over every connection. */
+  get queued(): number {
+    let queued = 0
+    for (const connection of this.connections) queued += connection.queued
+    return queued
+  }
+
+  async start(): Promise<void> {
+    const server = createServer((socket) => this.accept(socket))
+    this.server = server
+    const where = `${this.options.host}:${this.options.port}`
+    const binding = new Promise<void>((resolve, reject) => {
+      const onError = (error: NodeJS.ErrnoException): void => {
+        reject(
+          error.code === 'EADDRINUSE'
+            ? new AddressInUseError(where, { cause: error })
+            : new TransportError(`${this.core.what} could not bind ${where}: ${error.message}`, { address: where }, { cause: error }),
+        )
+      }
+      server.once('error', onError)
+      server.listen({ host: this.options.host, port: this.options.port }, () => {
+        server.off('error', onError)
+        resolve()
+      })
+    })
+    this.binding = binding
+    try {
+      await binding
+    } catch (error) {
+      this.server = undefined
+      throw error
+    }
+    // A bound server's later errors (EMFILE on accept, …) must not kill the daemon: log them, at a bounded rate
+    // (a flood of connections at the descriptor limit fails every accept).
+    const errors = new LogLimiter()
+    server.on('error', (error) => errors.log(this.core.logger, 'error', `${this.core.what} ${this.core.address}: ${error.message}`, `accept errors on ${this.core.address}`))
+    // close() ran while we were binding; it waits for the bind, then releases the port.
+    if (this.core.isClosed) throw this.core.closedError()
+    const bound = server.address()
+    if (bound !== null && typeof bound === 'object') this.core.address = (this.options.formatAddress ?? ((host, port) => `tcp://${host}:${port}`))(this.options.host, bound.port)
+    if (this.limits.idleTimeout > 0) {
+      const every = Math.max(10, Math.min(MAX_SWEEP_MS, Math.floor(this.limits.idleTimeout / 2)))
+      // Checked after this turn's I/O (setImmediate), so a peer whose bytes are waiting to be read is not judged idle.
+      this.sweeper = setInterval(() => setImmediate(() => this.sweep()), every)
+      this.sweeper.unref()
+    }
+    this.core.emit({ type: 'listening', address: this.core.address })
+  }
+
+  private accept(socket: Socket): void {
+    if (this.core.isClosed) {
+      socket.destroy()
+      return
+    }
+    const address = normalizeAddress(socket.remoteAddress)
+    const refused = admission.admit(address, this.limits.maxConnections, this.limits.maxConnectionsPerAddress)
+    if (refused !== undefined) {
+      // Closed before anything is read or allocated for it; the peer sees a reset.
+      socket.on('error', () => {})
+      socket.destroy()
+      this.core.peerRefused(`${address.includes(':') ? `[${address}]` : address}:${socket.remotePort ?? 0}`, refused)
+      return
+    }
+    const connection = new FramedConnection(
+      socket,
+      {
+        maxFrameBytes: this.options.maxFrameBytes,
+        hwm: this.options.hwm,
+        ...(this.options.maxQueuedBytes === undefined ? {} : { maxQueuedBytes: this.options.maxQueuedBytes }),
+        ...(this.options.reader === undefined ? {} : { reader: this.options.reader }),
+        budget: this.budget,
+      },
+      {
+        onFrame: (body, conn) => this.handlers.onFrame?.(body, conn),
+        onOversize: (error, conn) => this.core.frameDropped(conn.peer, error.message, error.size),
+        onDrop: (conn, reason) => this.core.peerDropped(conn.peer, reason),
+        onClose: (conn, reason) => {
+          this.connections.delete(conn)
+          const from = this.addresses.get(conn)
+          this.addresses.delete(conn)
+          if (from !== undefined) admission.leave(from)
+          this.core.emit({ type: 'peer-disconnect', peer: conn.peer, ...(reason === undefined ? {} : { reason }) })
+          this.handlers.onDisconnect?.(conn)
+        },
+      },
+    )
+    this.connections.add(connection)
+    this.addresses.set(connection, address)
+    this.core.emit({ type: 'peer-connect', peer: connection.peer })
+    this.handlers.onConnect?.(connection)
+  }
+
+  /** Drops every connection that owes a frame and has made no progress for the idle timeout. */
+  private sweep(): void {
+    const timeout = this.limits.idleTimeout
+    const now = Date.now()
+    for (const connection of this.connections) {
+      if (!connection.isOpen || now - connection.lastProgress <= timeout) continue
+      if (connection.bytesReceived === 0) {
+        connection.drop(`sent nothing for ${timeout} ms (peer_idle_timeout)`)
+      } else if (connection.framesReceived === 0) {
+        connection.drop(`did not complete its first frame within ${timeout} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`)
+      } else if (connection.inFrame) {
+        connection.drop(`its frame in progress grew by less than ${PROGRESS_BYTES} bytes in ${timeout} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`)
+      }
+    }
+  }
+
+  /** Stops accepting, destroys every connection, and resolves once the port is released. */
+  async close(): Promise<void> {
+    if (this.sweeper !== undefined) clearInterval(this.sweeper)
+    this.sweeper = undefined
+    await this.binding?.catch(() => {})
+    const server = this.server
+    if (server === undefined) return
+    const released = new Promise<void>((resolve) => server.close(() => resolve()))
+    await Promise.all([...this.connections].map((connection) => connection.close()))
+    await released
+  }
+}
