@@ -17,6 +17,7 @@ export { FanoutPublishServer } from './fanout-publisher.js'
 export {
   MasterService,
   returnEventData,
+  type AuthContext,
   type KeyChangeListener,
   type MasterServiceOptions,
   type MasterServiceSettings,
@@ -27,6 +28,7 @@ export {
 export { Authorizer, masterCaller, rootCaller, type AuthorizerOptions, type Caller, type Credentials, type Permissions } from './authorize.js'
 export { permits, type AclEntry, type Action } from './acl.js'
 export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'
+export { IssuedJobs, type IssuedJob, type IssuedJobsOptions } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
 export {
@@ -57,4 +59,6 @@ export {
   UnknownRunnerError,
   WorkerPoolError,
   RebuiltWorkerError,
+  ReturnRefusedError,
+  type ReturnRefusalReason,
 } from './errors.js'

@@ -1,14 +1,14 @@
 /**
  * From an opened job load to a return: match the target, run each jid once, execute the function
  * with arguments of the job's own, and hand the result back to the link the job came from.
- * Opening publishes and re-authenticating are the link's ({@link MasterLink}); this only matches
- * and runs, for however many links feed it.
+ * Opening publishes, re-authenticating and refusing stale ones are the link's ({@link MasterLink});
+ * this only matches and runs, for however many links feed it.
  */
 import { matchMinion, type JobLoad, type Nodegroups, type ReturnLoad } from '@brine/common'
 import type { Logger } from '@brine/transport'
 import { executeJob } from './executor.js'
 import type { MinionEvent } from './lifecycle.js'
-import type { LinkPublish } from './master-link.js'
+import type { LinkPublish, ReturnRoute } from './master-link.js'
 import type { Grains, ModuleRegistry } from './modules/types.js'
 
 export interface JobRunnerOptions {
@@ -22,8 +22,8 @@ export interface JobRunnerOptions {
   signal: AbortSignal
 }
 
-/** Salt's minion_jid_queue_hwm: jids remembered so a publish delivered twice (or by two masters) runs once. */
-const JID_MEMORY = 100
+/** A jid run, and until when (each master's `expire`, in that master's clock) a publish of it can still arrive valid. */
+type Ran = Array<{ route: ReturnRoute; expire: number }>
 
 /**
  * A copy of a decoded load that the caller may change freely: lists, maps and byte arrays are
@@ -49,7 +49,14 @@ export function mutableCopy<T>(value: T): T {
 
 export class JobRunner {
   readonly #o: JobRunnerOptions
-  readonly #recentJids: string[] = []
+  /**
+   * The jids run, each kept for as long as a publish of it can still be valid (its `expire` has not
+   * passed in the clock of a master it came from): a publish delivered twice, by two masters, or
+   * replayed after any number of other jobs runs once. Not a count (Salt's minion_jid_queue_hwm): the
+   * links refuse what has expired, so nothing older needs remembering, and only the masters' own
+   * publishes can add to it.
+   */
+  readonly #ran = new Map<string, Ran>()
   readonly #running = new Set<Promise<void>>()
 
   constructor(options: JobRunnerOptions) {
@@ -79,13 +86,17 @@ export class JobRunner {
       o.emit({ type: 'publish-ignored', master: link.master, jid: job.jid, fun: job.fun, reason: 'not targeted' })
       return
     }
-    if (this.#recentJids.includes(job.jid)) {
+    this.#forgetExpired()
+    const ran = this.#ran.get(job.jid)
+    if (ran !== undefined && ran.some(live)) {
+      // This master's copy keeps the jid remembered for as long as it could be valid too.
+      if (!ran.some((entry) => entry.route === link && entry.expire >= job.expire)) ran.push({ route: link, expire: job.expire })
       o.logger.debug(`job ${job.jid} from ${link.master} was already received; ignoring the repeat`)
       o.emit({ type: 'publish-ignored', master: link.master, jid: job.jid, fun: job.fun, reason: 'duplicate jid' })
       return
     }
-    this.#recentJids.push(job.jid)
-    if (this.#recentJids.length > JID_MEMORY) this.#recentJids.shift()
+    this.#ran.delete(job.jid)
+    this.#ran.set(job.jid, [{ route: link, expire: job.expire }])
     o.logger.info(`User ${job.user} Executing command ${job.fun} with jid ${job.jid}`)
     o.emit({ type: 'job-received', master: link.master, jid: job.jid, fun: job.fun })
     const task = this.#run(job, link).finally(() => this.#running.delete(task))
@@ -118,8 +129,23 @@ export class JobRunner {
     await link.deliver(ret)
   }
 
+  /** Jids remembered now (for tests and figures). */
+  get remembered(): number {
+    return this.#ran.size
+  }
+
+  /** Forgets, oldest first, the jids no publish of which can still be valid (insertion order is publish order). */
+  #forgetExpired(): void {
+    for (const [jid, ran] of this.#ran) {
+      if (ran.some(live)) break
+      this.#ran.delete(jid)
+    }
+  }
+
   /** Waits for every started job to return, spool or be killed. */
   async drain(): Promise<void> {
     while (this.#running.size > 0) await Promise.allSettled([...this.#running])
   }
 }
+
+const live = (entry: { route: ReturnRoute; expire: number }): boolean => entry.route.masterNow() <= entry.expire

@@ -136,8 +136,9 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     await to.publishRaw(tampered)
     await to.publishRaw(sealPublish(job('test.ping'), to.session.current(), generateKeys().sign.secretKey))
     await to.publish({ ...job('test.ping'), fun: '' })
-    const first = job('test.echo', ['one'])
-    const second = job('cmd.run', ['two'], { tgt: ['x', 'y'], tgt_type: 'list' })
+    // As the master publishes them: stamped with their issue time and expiry.
+    const first = to.stamped(job('test.echo', ['one']))
+    const second = to.stamped(job('cmd.run', ['two'], { tgt: ['x', 'y'], tgt_type: 'list' }))
     await to.publish(first)
     await to.publish(second)
 

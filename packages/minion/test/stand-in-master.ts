@@ -29,6 +29,10 @@ export class StandInMaster {
   readonly received: SealedLoad[] = []
   /** Each `_auth` reply's `ret`/`reason`. */
   readonly authReplies: string[] = []
+  /** This master's clock (ms since the epoch): what its auth replies say and its publishes are stamped with. */
+  now: () => number = Date.now
+  /** How long its publishes stay valid, ms. */
+  publishTtlMs = 60_000
   subscribes = 0
   #publisher!: PublishServer
   #requests: RequestServer | undefined
@@ -108,7 +112,7 @@ export class StandInMaster {
   async #handle(request: WireValue): Promise<WireValue> {
     const { enc, load } = request as { enc?: unknown; load?: unknown }
     if (enc === 'clear') {
-      const outcome = await handleAuth(load, this.store, this.session, this.keys, { autoAccept: this.autoAccept })
+      const outcome = await handleAuth(load, this.store, this.session, this.keys, { autoAccept: this.autoAccept, now: this.now(), publishPort: this.publishPort })
       this.authReplies.push(outcome.reply.ret ? 'accepted' : outcome.reply.reason)
       this.#notify()
       return outcome.reply
@@ -133,9 +137,15 @@ export class StandInMaster {
     this.#requests = undefined
   }
 
-  /** Seals and signs `load` under the current session key and publishes it. */
+  /** `load` as this master publishes it: stamped with its issue time and expiry (unless the load sets them). */
+  stamped(load: Record<string, unknown>): Record<string, unknown> {
+    const now = this.now()
+    return { issued: now, expire: now + this.publishTtlMs, ...load }
+  }
+
+  /** Seals and signs `load` (stamped) under the current session key and publishes it. */
   async publish(load: Record<string, unknown>, topics?: string[]): Promise<void> {
-    await this.publishRaw(sealPublish(load, this.session.current(), this.keys.sign.secretKey), topics)
+    await this.publishRaw(sealPublish(this.stamped(load), this.session.current(), this.keys.sign.secretKey), topics)
   }
 
   async publishRaw(envelope: WireValue, topics?: string[]): Promise<void> {

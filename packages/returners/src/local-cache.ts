@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, frame, FRAME_HEADER_BYTES, FrameReader, type Logger, type WireValue } from '@brine/transport'
-import { JobCacheError } from './errors.js'
+import { FutureJidError, JobCacheError } from './errors.js'
 
 const CHECKSUM_BYTES = 4
 /** A frame's length field is 32 bits and its body holds the checksum before the msgpack record. */
@@ -30,6 +30,13 @@ export interface LocalJobCacheOptions {
    * call rejects with the reason, which is also logged. Default false: open() waits.
    */
   indexInBackground?: boolean
+  /**
+   * Refuse (FutureJidError) a job or return whose jid is dated more than this many ms ahead of `now()`
+   * and not already held, so no day file is opened for it (the master passes `clock_skew`). Default: no limit.
+   */
+  maxFutureMs?: number
+  /** The master's clock, ms since the epoch (default Date.now). */
+  now?: () => number
 }
 
 /** Where one return's record sits: `length` bytes (the whole frame) at `offset` of segment `day`. */
@@ -100,12 +107,18 @@ export class LocalJobCache implements JobCache {
   readonly #indexInBackground: boolean
   /** Settles once the index is rebuilt; rejects (handled) if it could not be. */
   #indexed: Promise<void> = Promise.resolve()
+  readonly #maxFutureMs: number | undefined
+  readonly #now: () => number
+  /** The greatest jid in the index (jids sort by time), or undefined; recomputed when prune removes it. */
+  #newest: string | undefined
 
   constructor(options: LocalJobCacheOptions) {
     this.root = join(options.cachedir, 'jobs')
     this.#logger = options.logger
     this.#lockPath = join(this.root, LOCK_FILE)
     this.#indexInBackground = options.indexInBackground === true
+    this.#maxFutureMs = options.maxFutureMs
+    this.#now = options.now ?? Date.now
   }
 
   /** Creates `<cachedir>/jobs`, takes its lock and rebuilds the index from the segments. */
@@ -149,6 +162,7 @@ export class LocalJobCache implements JobCache {
     this.#checkWritable()
     await this.#indexed
     const day = this.#dayOf(jid)
+    this.#checkFuture(jid)
     const bytes = encodeRecord({ t: 'job', jid, load, minions: [...minions] })
     // The index keeps the decoded copy, what a restart would read, not the caller's (mutable) object.
     const record = parseBody(bytes.subarray(FRAME_HEADER_BYTES))
@@ -160,6 +174,7 @@ export class LocalJobCache implements JobCache {
     this.#checkWritable()
     await this.#indexed
     const day = this.#dayOf(jid)
+    this.#checkFuture(jid)
     validateMinionId(id)
     const key = `${jid}\0${id}`
     for (;;) {
@@ -231,6 +246,10 @@ export class LocalJobCache implements JobCache {
           removed++
         }
       }
+      if (this.#newest !== undefined && !this.#jobs.has(this.#newest)) {
+        this.#newest = undefined
+        for (const jid of this.#jobs.keys()) this.#noteJid(jid)
+      }
       let deleted = 0
       for (const segment of [...this.#segments.values()]) {
         if (segment.day >= boundary) continue
@@ -248,6 +267,12 @@ export class LocalJobCache implements JobCache {
       }
       return removed
     })
+  }
+
+  async newestJid(): Promise<string | undefined> {
+    this.#checkOpen()
+    await this.#indexed
+    return this.#newest
   }
 
   /** Writes what is queued, fsyncs and closes the segments and releases the lock. */
@@ -370,6 +395,7 @@ export class LocalJobCache implements JobCache {
     if (entry === undefined) {
       entry = { load: {}, minions: [], returns: new Map() }
       this.#jobs.set(record.jid, entry)
+      this.#noteJid(record.jid)
     }
     if (record.t === 'job') {
       entry.load = record.load
@@ -570,6 +596,19 @@ export class LocalJobCache implements JobCache {
     if (typeof jid !== 'string' || !isJid(jid) || !SAFE_JID.test(jid)) throw new JobCacheError('local_cache', `'${String(jid)}' is not a jid`, { jid: String(jid) })
     // A valid jid starts with its UTC date, YYYYMMDD: the segment's name.
     return jid.slice(0, 8)
+  }
+
+  /** Jids sort by time (20 digits first; a `_suffix` after them only breaks ties). */
+  #noteJid(jid: string): void {
+    if (this.#newest === undefined || jid > this.#newest) this.#newest = jid
+  }
+
+  /** A jid dated beyond maxFutureMs from now that the cache does not hold yet is refused before any file is touched. */
+  #checkFuture(jid: string): void {
+    if (this.#maxFutureMs === undefined || this.#jobs.has(jid)) return
+    const at = jidToDate(jid)
+    const now = this.#now()
+    if (at.getTime() > now + this.#maxFutureMs) throw new FutureJidError('local_cache', jid, at, new Date(now), this.#maxFutureMs)
   }
 
   #checkOpen(): void {

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { describe, expect, it } from 'vitest'
 import { createLogger, type Logger } from '@brine/transport'
-import { LocalJobCache } from '../src/index.js'
+import { FutureJidError, LocalJobCache } from '../src/index.js'
 import { jidAt, jobCacheContract, ret } from './contract.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
@@ -152,6 +152,36 @@ describe('LocalJobCache on disk', () => {
         await again.close()
       }
     } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  it('refuses jobs and returns dated beyond maxFutureMs before opening a file: 1,100 future days create no files', async () => {
+    const cachedir = await tempDir()
+    const now = Date.parse('2026-11-23T12:00:00Z')
+    const cache = await new LocalJobCache({ cachedir, maxFutureMs: 300_000, now: () => now }).open()
+    try {
+      const jobs = join(cachedir, 'jobs')
+      const day = 86_400_000
+      const refused: unknown[] = []
+      for (let days = 1; days <= 1100; days++) {
+        const jid = jidAt(new Date(now + days * day).toISOString(), days)
+        refused.push(await cache.saveReturn(jid, 'm1', ret(jid, 'm1')).catch((error: unknown) => error))
+      }
+      expect(refused.every((error) => error instanceof FutureJidError)).toBe(true)
+      expect((refused[0] as FutureJidError).message).toMatch(/jid \d{20} is dated 2026-11-24T12:00:00\.000Z, more than 300000 ms \(clock_skew\) ahead of this master's clock/)
+      const soon = jidAt(new Date(now + 3600_000).toISOString(), 1)
+      await expect(cache.saveJob(soon, { jid: soon, fun: 'test.ping' }, ['m1'])).rejects.toBeInstanceOf(FutureJidError)
+      expect(await readdir(jobs)).toEqual(['.lock'])
+      expect(await cache.newestJid()).toBeUndefined()
+
+      // Within the skew is fine, and so is a jid the cache already holds, however its date compares now.
+      const withinSkew = jidAt(new Date(now + 200_000).toISOString(), 2)
+      await cache.saveJob(withinSkew, { jid: withinSkew, fun: 'test.ping' }, ['m1'])
+      expect(await cache.saveReturn(withinSkew, 'm1', ret(withinSkew, 'm1'))).toBe(true)
+      expect((await readdir(jobs)).sort()).toEqual(['.lock', '20261123.log'])
+    } finally {
+      await cache.close()
       await rm(cachedir, { recursive: true, force: true })
     }
   })
