@@ -12,7 +12,9 @@ import { ReturnRefusedError } from './errors.js'
  * Jobs published since this master started are kept in memory (bounded by the minion ids they hold;
  * the oldest are dropped first); any other jid is looked up once in the job cache, which holds every
  * job for `keep_jobs` (also jobs from before a restart, and from other masters sharing a PostgreSQL
- * cache). A jid dated more than `clock_skew` ahead of this master's clock is refused before any lookup.
+ * cache). A jid this master does not hold in memory and dated more than `clock_skew` ahead of its clock
+ * (or of the newest jid it issued, which runs ahead of a clock set back: jids never repeat) is refused
+ * before any lookup.
  */
 export interface IssuedJobsOptions {
   jobs: JobCache
@@ -47,13 +49,21 @@ export class IssuedJobs {
   #minionsHeld = 0
   /** When each minion was last accepted while this master ran; absent: accepted before it started (or never). */
   readonly #acceptedAt = new Map<string, number>()
+  /** The time of the newest jid issued (or found in the cache at start): jids keep increasing when a clock is set back. */
+  #latest = Number.NEGATIVE_INFINITY
 
   constructor(options: IssuedJobsOptions) {
     this.#o = options
   }
 
+  /** The newest jid the job cache held when the master started (so its own jids count as issued after a restart). */
+  seed(newestJid: string): void {
+    this.#latest = Math.max(this.#latest, jidToDate(newestJid).getTime())
+  }
+
   /** Records a job as it is published; a jid published again (by another upper master, say) reaches both audiences. */
   record(jid: string, job: IssuedJob): void {
+    this.#latest = Math.max(this.#latest, jidToDate(jid).getTime())
     const earlier = this.#recent.get(jid)
     if (earlier === undefined) {
       this.#remember(jid, { ...job })
@@ -83,12 +93,11 @@ export class IssuedJobs {
 
   /** Resolves when minion `id` may return for `jid`; rejects with ReturnRefusedError otherwise. */
   async check(jid: string, id: string): Promise<void> {
-    const at = jidToDate(jid).getTime()
-    const now = this.#o.now()
-    if (at > now + this.#o.clockSkewMs) {
-      throw new ReturnRefusedError(jid, id, 'future jid', `dated ${new Date(at).toISOString()}, more than ${this.#o.clockSkewMs} ms (clock_skew) ahead of the master's clock (${new Date(now).toISOString()})`)
+    let job = this.#recent.get(jid)
+    if (job === undefined) {
+      this.checkNotFuture(jid, (detail) => new ReturnRefusedError(jid, id, 'future jid', detail))
+      job = await this.#fromCache(jid)
     }
-    const job = this.#recent.get(jid) ?? (await this.#fromCache(jid))
     if (job === undefined) throw new ReturnRefusedError(jid, id, 'unknown jid', 'this master never issued that job (nor holds it in its job cache)')
     if (this.#sentTo(job, id)) return
     throw new ReturnRefusedError(
@@ -97,6 +106,19 @@ export class IssuedJobs {
       'not sent to this minion',
       job.broadcast ? 'the minion was neither expected nor accepted when the job was published' : 'the job was published to a list of minions without it',
     )
+  }
+
+  /**
+   * Throws what `refuse` makes of it when `jid` is dated more than `clock_skew` ahead of the master's clock
+   * (or of the newest jid it issued): for a return, or a job a client names its own jid for.
+   */
+  checkNotFuture(jid: string, refuse: (detail: string) => Error): void {
+    const at = jidToDate(jid).getTime()
+    const now = this.#o.now()
+    const reference = Math.max(now, this.#latest)
+    if (at > reference + this.#o.clockSkewMs) {
+      throw refuse(`dated ${new Date(at).toISOString()}, more than ${this.#o.clockSkewMs} ms (clock_skew) ahead of the master's clock (${new Date(now).toISOString()})`)
+    }
   }
 
   #sentTo(job: Entry, id: string): boolean {

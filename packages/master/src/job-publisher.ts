@@ -14,6 +14,7 @@ import {
 import { silentLogger, type Logger, type PublishServer, type WireValue } from '@brine/transport'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
+import { MalformedRequestError } from './errors.js'
 import type { IssuedJobs } from './issued-jobs.js'
 
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
@@ -82,6 +83,8 @@ export class JobPublisher {
    */
   async publish(job: JobRequest, minions: readonly string[]): Promise<PublishReply> {
     const now = this.#o.now?.() ?? Date.now()
+    // A jid the caller chose (a syndic passing its upper master's) may not open a day far in the future.
+    if (job.jid !== undefined) this.#o.issued.checkNotFuture(job.jid, (detail) => new MalformedRequestError('publish load', `jid ${job.jid} is ${detail}`))
     const jid = job.jid ?? (this.#o.now === undefined ? generateJid() : generateJid(new Date(now)))
     if (minions.length === 0) return { jid, minions: [] }
     const load: Record<string, unknown> = {

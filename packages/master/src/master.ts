@@ -217,6 +217,11 @@ export class Master {
     const fanout = new FanoutPublishServer(publishServers)
     this.#publisher = fanout
     const issued = new IssuedJobs({ jobs, now, clockSkewMs: timeouts.clockSkewMs })
+    // Its own jids from before a restart count as issued even if a clock set back left them ahead of it (the index may still be building).
+    void jobs.newestJid().then(
+      (newest) => newest !== undefined && issued.seed(newest),
+      (error: unknown) => this.#logger.warning(`job cache: could not read the newest jid: ${(error as Error).message}`),
+    )
     const publisher = new JobPublisher({
       store,
       grains,

@@ -126,15 +126,13 @@ export class MinionAuth {
   /**
    * One bounded `_auth` to hear the master's clock again (and the current session): what a minion does
    * before trusting a publish that looks expired, issued in the future or sent under an expired session,
-   * and before re-sealing a request the master found stale. Returns the current session unchanged when
-   * its anchor is younger than `minAgeMs`; tries at most once per `minAgeMs` (a replay flood costs one
-   * attempt, not one each); undefined when the attempt failed or was not made. Never loops.
+   * and before re-sealing a request the master found stale. At most one attempt per `minIntervalMs` (a
+   * replay flood costs one, not one each): within it, the current session is returned as it is.
+   * Undefined when the attempt failed (the master could not be reached, or refused). Never loops.
    */
-  refresh(minAgeMs: number): Promise<MasterSession | undefined> {
-    const current = this.#current
-    if (current !== undefined && current.time.age() < minAgeMs) return Promise.resolve(current)
+  refresh(minIntervalMs: number): Promise<MasterSession | undefined> {
     if (this.#refreshing !== undefined) return this.#refreshing
-    if (this.#clock.monotonic() - this.#lastRefresh < minAgeMs) return Promise.resolve(undefined)
+    if (this.#clock.monotonic() - this.#lastRefresh < minIntervalMs) return Promise.resolve(this.#current)
     this.#lastRefresh = this.#clock.monotonic()
     const run = (this.#inFlight ?? this.#attempt().then((attempt) => attempt.session)).catch(() => undefined)
     const bounded = this.#inFlight === undefined ? run : withTimeout(run, this.#options.authTimeoutMs)

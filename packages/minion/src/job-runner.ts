@@ -89,8 +89,13 @@ export class JobRunner {
     this.#forgetExpired()
     const ran = this.#ran.get(job.jid)
     if (ran !== undefined && ran.some(live)) {
-      // This master's copy keeps the jid remembered for as long as it could be valid too.
-      if (!ran.some((entry) => entry.route === link && entry.expire >= job.expire)) ran.push({ route: link, expire: job.expire })
+      // This master's copy keeps the jid remembered for as long as it could be valid too (and moves it
+      // behind the jids that will be forgotten sooner).
+      if (!ran.some((entry) => entry.route === link && entry.expire >= job.expire)) {
+        ran.push({ route: link, expire: job.expire })
+        this.#ran.delete(job.jid)
+        this.#ran.set(job.jid, ran)
+      }
       o.logger.debug(`job ${job.jid} from ${link.master} was already received; ignoring the repeat`)
       o.emit({ type: 'publish-ignored', master: link.master, jid: job.jid, fun: job.fun, reason: 'duplicate jid' })
       return
@@ -134,7 +139,7 @@ export class JobRunner {
     return this.#ran.size
   }
 
-  /** Forgets, oldest first, the jids no publish of which can still be valid (insertion order is publish order). */
+  /** Forgets, oldest first, the jids no publish of which can still be valid (insertion order is roughly expiry order). */
   #forgetExpired(): void {
     for (const [jid, ran] of this.#ran) {
       if (ran.some(live)) break

@@ -120,7 +120,7 @@ const STALE_MEMORY = 16
 const CLOSE_DRAIN_MS = 10_000
 /** Events a late {@link MasterLink.events} reader still gets. */
 const EVENT_HISTORY = 64
-/** A publish that looks stale makes the link ask the master's clock again only if it last heard it this long ago (and tries once per this). */
+/** A publish that looks stale makes the link ask the master's clock again, at most once per this. */
 const REFRESH_AFTER_MS = 10_000
 /** The publish port when neither config nor the master says (Salt's default). */
 const DEFAULT_PUBLISH_PORT = 4505
@@ -426,8 +426,8 @@ export class MasterLink implements ReturnRoute {
 
   /**
    * A publish that looked stale against the master's clock as last heard: hear it again (one bounded
-   * `_auth`, at most one per REFRESH_AFTER_MS), then run it only if it is fresh by that. A master that
-   * cannot be reached leaves it refused.
+   * `_auth`, at most one per REFRESH_AFTER_MS; within that, the clock as last heard), then run it only if
+   * it is fresh by that. A master that cannot be reached leaves it refused.
    */
   async #openAfterRefresh(job: JobLoad, staleness: Staleness): Promise<JobLoad | undefined> {
     this.#logger.info(`job ${job.jid} from ${this.master} looks ${staleness}; checking the master's clock again before running it`)

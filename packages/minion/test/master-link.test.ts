@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { loadTransport, type JobLoad, type ReturnLoad } from '@brine/common'
 import { CryptCache, generateKeys, loadOrCreateKeys, masterPinFile, sealPublish } from '@brine/crypt'
-import { ClosedError, InvalidOperationError, silentLogger } from '@brine/transport'
+import { ClosedError, freeLoopbackPort, InvalidOperationError, silentLogger } from '@brine/transport'
 import type { MasterLinkEvent } from '../src/lifecycle.js'
 import { MasterLink, type LinkPublish, type MasterLinkOptions } from '../src/master-link.js'
 import { deadline } from './modules-fixture.js'
@@ -207,6 +207,61 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     await recorder.waitFor('authenticated', (event) => event !== recorder.of('authenticated')[0], 'a second authentication')
     expect(recorder.of('master-connect').length).toBeGreaterThanOrEqual(2)
     expect(to.authReplies.filter((reply) => reply === 'accepted').length).toBeGreaterThanOrEqual(2)
+  })
+
+  it('subscribes on the publish port the auth reply names, and follows a master that comes back on another', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to, { publishPort: undefined })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+    const first = job('test.ping')
+    await to.publish(first)
+    expect((await take(stream, 1, 'the job on the port the master named'))[0]?.job.jid).toBe(first.jid)
+
+    // The master restarts with another publish_port: the re-authentication names it, and the stream goes on from there.
+    const subscribed = to.subscribes
+    await to.movePublisher(await freeLoopbackPort())
+    await to.stopRequests()
+    await to.startRequests()
+    await deadline(linked.send({ cmd: '_minion_event', id: ID, events: [] }, { timeout: 1000, tries: 5 }), 8000, 'a send after the restart')
+    await recorder.waitFor('authenticated', (event) => event !== recorder.of('authenticated')[0], 'a second authentication')
+    await to.waitSubscribed(subscribed + 1)
+    const second = job('test.echo', ['moved'])
+    await to.publish(second)
+    expect((await take(stream, 1, 'the job on the moved port'))[0]?.job.jid).toBe(second.jid)
+  })
+
+  it('an explicit publish port wins over the one the auth reply names', async () => {
+    const to = await master({ autoAccept: true })
+    to.reportedPublishPort = await freeLoopbackPort()
+    const { link: linked } = await link(to, { publishPort: to.publishPort })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+    const load = job('test.ping')
+    await to.publish(load)
+    expect((await take(stream, 1, 'the job on the configured port'))[0]?.job.jid).toBe(load.jid)
+  })
+
+  it('refuses a publish that expired, or was issued beyond clock_skew ahead, after checking the master\'s clock once', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to)
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+    const now = to.now()
+    const expired = to.stamped({ ...job('test.ping'), issued: now - 120_000, expire: now - 60_000 })
+    const future = to.stamped({ ...job('test.ping'), issued: now + 600_000, expire: now + 660_000 })
+    const fresh = to.stamped(job('test.echo', ['fresh']))
+    for (const load of [expired, future, fresh]) await to.publish(load)
+    expect((await take(stream, 1, 'the fresh job'))[0]?.job.jid).toBe(fresh['jid'])
+    expect(recorder.of('publish-dropped').map((event) => [event.jid, event.reason])).toEqual([
+      [expired['jid'], `job ${String(expired['jid'])} refused: expired`],
+      [future['jid'], `job ${String(future['jid'])} refused: issued in the future`],
+    ])
+    // One look at the master's clock for both (at most one per 10 s), not one per stale publish.
+    expect(to.authReplies.filter((reply) => reply === 'accepted')).toHaveLength(2)
   })
 
   it('close() is idempotent and bounded: auth waits end, the streams end, returns are spooled, start() is refused', async () => {

@@ -23,7 +23,9 @@ export class StandInMaster {
   readonly boxes: MinionBoxes
   readonly host: string
   readonly retPort: number
-  readonly publishPort: number
+  publishPort: number
+  /** The publish port its auth replies name (default: the real one). */
+  reportedPublishPort: number | undefined
   autoAccept: boolean
   /** Every sealed request opened, in arrival order. */
   readonly received: SealedLoad[] = []
@@ -71,15 +73,26 @@ export class StandInMaster {
       options.publishPort ?? (await freeLoopbackPort()),
       options.autoAccept,
     )
-    master.#publisher = transport.createPublishServer({ host: master.host, port: master.publishPort })
-    await master.#publisher.start()
-    void master.#watchSubscribes()
+    await master.#startPublisher()
     await master.startRequests()
     return master
   }
 
-  async #watchSubscribes(): Promise<void> {
-    for await (const event of this.#publisher.events()) {
+  async #startPublisher(): Promise<void> {
+    this.#publisher = this.transport.createPublishServer({ host: this.host, port: this.publishPort })
+    await this.#publisher.start()
+    void this.#watchSubscribes(this.#publisher)
+  }
+
+  /** Moves the publish server to `port` (a master restarted with another publish_port). */
+  async movePublisher(port: number): Promise<void> {
+    await this.#publisher.close()
+    this.publishPort = port
+    await this.#startPublisher()
+  }
+
+  async #watchSubscribes(publisher: PublishServer): Promise<void> {
+    for await (const event of publisher.events()) {
       if (event.type === 'peer-subscribe') {
         this.subscribes++
         this.#notify()
@@ -112,7 +125,11 @@ export class StandInMaster {
   async #handle(request: WireValue): Promise<WireValue> {
     const { enc, load } = request as { enc?: unknown; load?: unknown }
     if (enc === 'clear') {
-      const outcome = await handleAuth(load, this.store, this.session, this.keys, { autoAccept: this.autoAccept, now: this.now(), publishPort: this.publishPort })
+      const outcome = await handleAuth(load, this.store, this.session, this.keys, {
+        autoAccept: this.autoAccept,
+        now: this.now(),
+        publishPort: this.reportedPublishPort ?? this.publishPort,
+      })
       this.authReplies.push(outcome.reply.ret ? 'accepted' : outcome.reply.reason)
       this.#notify()
       return outcome.reply

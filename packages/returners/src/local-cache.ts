@@ -31,8 +31,10 @@ export interface LocalJobCacheOptions {
    */
   indexInBackground?: boolean
   /**
-   * Refuse (FutureJidError) a job or return whose jid is dated more than this many ms ahead of `now()`
-   * and not already held, so no day file is opened for it (the master passes `clock_skew`). Default: no limit.
+   * Refuse (FutureJidError) a return whose jid is dated more than this many ms ahead of `now()` (or of the
+   * newest jid held) and whose job the cache neither holds nor is writing, so a flood of future jids opens no
+   * day file (the master passes `clock_skew`). Jobs themselves come from the master's own publish path and
+   * are taken as they are. Default: no limit.
    */
   maxFutureMs?: number
   /** The master's clock, ms since the epoch (default Date.now). */
@@ -111,6 +113,8 @@ export class LocalJobCache implements JobCache {
   readonly #now: () => number
   /** The greatest jid in the index (jids sort by time), or undefined; recomputed when prune removes it. */
   #newest: string | undefined
+  /** Jobs queued for writing, by jid: a return for one of them is not "for a jid nobody issued". */
+  readonly #jobsQueued = new Map<string, number>()
 
   constructor(options: LocalJobCacheOptions) {
     this.root = join(options.cachedir, 'jobs')
@@ -162,12 +166,18 @@ export class LocalJobCache implements JobCache {
     this.#checkWritable()
     await this.#indexed
     const day = this.#dayOf(jid)
-    this.#checkFuture(jid)
     const bytes = encodeRecord({ t: 'job', jid, load, minions: [...minions] })
     // The index keeps the decoded copy, what a restart would read, not the caller's (mutable) object.
     const record = parseBody(bytes.subarray(FRAME_HEADER_BYTES))
     if (typeof record === 'string' || record.t !== 'job') throw new JobCacheError('local_cache', `job ${jid} did not survive encoding (${typeof record === 'string' ? record : record.t})`, { jid })
-    await this.#enqueue(day, record, bytes)
+    this.#jobsQueued.set(jid, (this.#jobsQueued.get(jid) ?? 0) + 1)
+    try {
+      await this.#enqueue(day, record, bytes)
+    } finally {
+      const left = (this.#jobsQueued.get(jid) ?? 1) - 1
+      if (left > 0) this.#jobsQueued.set(jid, left)
+      else this.#jobsQueued.delete(jid)
+    }
   }
 
   async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
@@ -603,12 +613,17 @@ export class LocalJobCache implements JobCache {
     if (this.#newest === undefined || jid > this.#newest) this.#newest = jid
   }
 
-  /** A jid dated beyond maxFutureMs from now that the cache does not hold yet is refused before any file is touched. */
+  /**
+   * A return for a jid dated beyond maxFutureMs from now (or from the newest jid held: a master's jids keep
+   * increasing when its clock is set back) whose job the cache neither holds nor is writing is refused
+   * before any file is touched.
+   */
   #checkFuture(jid: string): void {
-    if (this.#maxFutureMs === undefined || this.#jobs.has(jid)) return
+    if (this.#maxFutureMs === undefined || this.#jobs.has(jid) || this.#jobsQueued.has(jid)) return
     const at = jidToDate(jid)
     const now = this.#now()
-    if (at.getTime() > now + this.#maxFutureMs) throw new FutureJidError('local_cache', jid, at, new Date(now), this.#maxFutureMs)
+    const reference = Math.max(now, this.#newest === undefined ? now : jidToDate(this.#newest).getTime())
+    if (at.getTime() > reference + this.#maxFutureMs) throw new FutureJidError('local_cache', jid, at, new Date(now), this.#maxFutureMs)
   }
 
   #checkOpen(): void {
