@@ -5,9 +5,11 @@
  * minion `_auth`, returns, events and grains) behind one `authorize` step that turns a request's
  * credentials into a `Caller` (the root key today; a caller carries a user name and Salt ACL
  * permissions, checked on every publish, runner and wheel). It publishes sealed and signed jobs
- * (targeted for list targets), opens each minion's sealed returns and events, spreads that crypto over
- * `worker_threads`, rotates the session key, fires Salt's event tags on its local event bus, and opens
- * the job cache `master_job_cache` names.
+ * (targeted for list targets) stamped with their issue time and expiry, opens each minion's sealed
+ * returns and events and applies each once inside its time window, stores a return only from a minion
+ * its job could reach, spreads the crypto over `worker_threads`, rotates the session key, fires Salt's
+ * event tags on its local event bus, and opens the job cache `master_job_cache` names (pruned so that a
+ * clock jump never empties it).
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'
