@@ -14,14 +14,9 @@ import { tags, type BusEvent } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { jidOf, json } from './helpers/output.js'
 
 const startFleet = useFleets(runCleanups)
-const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
-const jidOf = (stdout: string): string => {
-  const match = /(?:jid: |job ID: )(\d{20})/.exec(stdout)
-  if (match === null) throw new Error(`no jid in:\n${stdout}`)
-  return match[1]!
-}
 
 describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
   it('a minion with only master and master_port finds the publish port in the auth reply, on a master serving both transports', async () => {

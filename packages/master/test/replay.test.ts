@@ -14,11 +14,12 @@ import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { buildAuthRequest, readRootKey, rootKeyPath } from '@brine/crypt'
-import { createJidGenerator, loadConfig, loadTransport, tags, type MinionConfig } from '@brine/common'
+import { createJidGenerator, loadTransport, tags } from '@brine/common'
 import { Minion, type Clock, type MinionEvent } from '@brine/minion'
 import { silentLogger, type PublishServer, type RequestClient, type WireValue } from '@brine/transport'
 import { deadline } from '@brine/transport-compliance'
 import { Recorder } from '../../minion/test/recorder.js'
+import { testMinionConfig } from '../../minion/test/stand-in-master.js'
 import { Master, MemoryJobStore } from '../src/index.js'
 import { cleanups, clearClient, EventLog, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers, WAIT_MS, type MasterAddress } from './helpers.js'
 
@@ -65,25 +66,8 @@ async function start(transport: string, clock: TestClock, overrides: Record<stri
 
 /** A real minion, configured with only `master` and `master_port`: it learns the publish port from the auth reply. */
 async function startMinion(transport: string, started: Started, id: string, clock: TestClock): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
-  const { opts } = await loadConfig('minion', {
-    configDir: join(started.dir, `${id}-etc`),
-    overrides: {
-      id,
-      transport,
-      master: '127.0.0.1',
-      master_port: started.address.retPort,
-      pki_dir: join(started.dir, `${id}-pki`),
-      cachedir: join(started.dir, `${id}-cache`),
-      acceptance_wait_time: 0.1,
-      auth_timeout: 1,
-      return_retry_timer: 0.3,
-      return_retry_timer_max: 0.3,
-      return_retry_tries: 2,
-      recon_default: 50,
-      recon_max: 300,
-    },
-  })
-  expect((opts as MinionConfig).publish_port).toBeUndefined()
+  const opts = await testMinionConfig(transport, started.dir, { host: started.address.host, retPort: started.address.retPort }, id)
+  expect(opts.publish_port).toBeUndefined()
   const minion = new Minion(opts, { logger: silentLogger, clock })
   cleanups.push(() => minion.stop())
   const recorder = new Recorder<MinionEvent>(minion)
@@ -123,17 +107,21 @@ async function runJob(started: Started, id: string, fun = 'test.ping', arg: unkn
 
 const returnsOf = (started: Started, jid: string, id: string) => started.events.tagged(tags.jobReturn(jid, id))
 
+/** A master (publish_ttl 60 s) and minion web1 on one clock; a broadcast job web1 ran, as an eavesdropper recorded it. */
+async function recordedJob(transport: string): Promise<{ clock: TestClock; started: Started; recorder: Recorder<MinionEvent>; jid: string; recorded: WireValue }> {
+  const clock = new TestClock()
+  const started = await start(transport, clock, { publish_ttl: 60 })
+  const { recorder } = await startMinion(transport, started, 'web1', clock)
+  const spy = await eavesdrop(transport, started.address, 'eavesdropper')
+  await watchSubscribers(started.master.endpoints[0]!.publish)(2)
+  const { jid } = await started.publish({ tgt: '*', fun: 'test.echo', arg: ['once'] })
+  await started.events.next(tags.jobReturn(jid, 'web1'))
+  return { clock, started, recorder, jid, recorded: await spy.next(1) }
+}
+
 describe.each(TRANSPORTS)('replayed publishes over %s', (transport) => {
   it('a recorded publish replayed after 101 other jobs does not run again, nor once it has expired', async () => {
-    const clock = new TestClock()
-    const started = await start(transport, clock, { publish_ttl: 60 })
-    const { recorder } = await startMinion(transport, started, 'web1', clock)
-    const spy = await eavesdrop(transport, started.address, 'eavesdropper')
-    await watchSubscribers(started.master.endpoints[0]!.publish)(2)
-
-    const { jid } = await started.publish({ tgt: '*', fun: 'test.echo', arg: ['once'] })
-    await started.events.next(tags.jobReturn(jid, 'web1'))
-    const recorded = await spy.next(1)
+    const { clock, started, recorder, jid, recorded } = await recordedJob(transport)
     // Salt's minion remembers 100 jids: these push the first one out of any count-based memory.
     for (let index = 0; index < 101; index++) await runJob(started, 'web1')
 
@@ -154,14 +142,7 @@ describe.each(TRANSPORTS)('replayed publishes over %s', (transport) => {
   })
 
   it('a recorded publish replayed after the master is gone does not run, fresh or expired', async () => {
-    const clock = new TestClock()
-    const started = await start(transport, clock, { publish_ttl: 60 })
-    const { recorder } = await startMinion(transport, started, 'web1', clock)
-    const spy = await eavesdrop(transport, started.address, 'eavesdropper')
-    await watchSubscribers(started.master.endpoints[0]!.publish)(2)
-    const { jid } = await started.publish({ tgt: '*', fun: 'test.echo', arg: ['once'] })
-    await started.events.next(tags.jobReturn(jid, 'web1'))
-    const recorded = await spy.next(1)
+    const { clock, started, recorder, jid, recorded } = await recordedJob(transport)
 
     // The master goes away; the attacker takes its publish port and waits for the minion to come back to it.
     await started.master.stop()

@@ -190,12 +190,13 @@ export function job(fun: string, arg: unknown[] = [], target: { tgt?: string | s
 /**
  * A minion's config for the tests: `id` against `master` with quick timers (auth, acceptance
  * wait, return retries, reconnect), its keys in `<dir>/<name>-pki` and its cache in
- * `<dir>/<name>-cache` (`name` defaults to the id).
+ * `<dir>/<name>-cache` (`name` defaults to the id). A master given without `publishPort` leaves
+ * `publish_port` out: the minion learns it from the auth reply.
  */
 export async function testMinionConfig(
   transportName: string,
   dir: string,
-  master: StandInMaster,
+  master: { host: string; retPort: number; publishPort?: number },
   id: string,
   options: { name?: string; extra?: Record<string, unknown> } = {},
 ): Promise<MinionConfig> {
@@ -207,7 +208,7 @@ export async function testMinionConfig(
       transport: transportName,
       master: master.host,
       master_port: master.retPort,
-      publish_port: master.publishPort,
+      ...(master.publishPort === undefined ? {} : { publish_port: master.publishPort }),
       pki_dir: join(dir, `${name}-pki`),
       cachedir: join(dir, `${name}-cache`),
       acceptance_wait_time: 0.1,
