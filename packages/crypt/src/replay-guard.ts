@@ -47,6 +47,7 @@ export interface ReplayGuardStats {
 export type ReplayVerdict = 'applied' | 'duplicate'
 
 interface MinionMemory {
+  readonly id: string
   /** nonce (latin1) → sealing time. Insertion order is arrival order. */
   readonly seen: Map<string, number>
   /** Requests sealed at or before this time are refused. */
@@ -61,8 +62,12 @@ export class ReplayGuard {
   readonly total: number
   readonly #now: () => number
   readonly #minions = new Map<string, MinionMemory>()
-  /** Arrival order across minions, for the total bound and for expiry: [memory, nonce, time, id]. */
-  #order: Array<[MinionMemory, string, number, string]> = []
+  /**
+   * Arrival order across minions, for the total bound and for expiry: two parallel arrays (a slot each is
+   * 16 bytes, where a tuple per entry cost 64). An entry whose nonce left its memory is skipped.
+   */
+  #orderMemories: MinionMemory[] = []
+  #orderKeys: string[] = []
   #head = 0
   #entries = 0
   /** Requests being applied: a duplicate waits for the first. */
@@ -112,7 +117,7 @@ export class ReplayGuard {
       throw new StaleRequestError(id, timestamp, now, 'floor', memory.floor)
     }
     const mine = memory ?? this.#newMemory(id)
-    this.#remember(id, mine, key, timestamp)
+    this.#remember(mine, key, timestamp)
     const flightKey = `${id}\0${key}`
     const applying = apply()
     this.#inFlight.set(flightKey, applying)
@@ -133,23 +138,27 @@ export class ReplayGuard {
   }
 
   #newMemory(id: string): MinionMemory {
-    const memory: MinionMemory = { seen: new Map(), floor: Number.NEGATIVE_INFINITY }
+    const memory: MinionMemory = { id, seen: new Map(), floor: Number.NEGATIVE_INFINITY }
     this.#minions.set(id, memory)
     return memory
   }
 
-  #remember(id: string, memory: MinionMemory, key: string, timestamp: number): void {
+  #remember(memory: MinionMemory, key: string, timestamp: number): void {
     if (memory.seen.size >= this.perMinion) {
       const [oldKey, oldTime] = memory.seen.entries().next().value as [string, number]
       this.#forget(memory, oldKey, oldTime)
     }
-    while (this.#entries >= this.total && this.#head < this.#order.length) {
-      const [oldest, oldKey, oldTime] = this.#order[this.#head++]!
-      if (oldest.seen.get(oldKey) === oldTime) this.#forget(oldest, oldKey, oldTime)
+    while (this.#entries >= this.total && this.#head < this.#orderKeys.length) {
+      const oldest = this.#orderMemories[this.#head]!
+      const oldKey = this.#orderKeys[this.#head]!
+      this.#head++
+      const oldTime = oldest.seen.get(oldKey)
+      if (oldTime !== undefined) this.#forget(oldest, oldKey, oldTime)
     }
     memory.seen.set(key, timestamp)
     this.#entries++
-    this.#order.push([memory, key, timestamp, id])
+    this.#orderMemories.push(memory)
+    this.#orderKeys.push(key)
     this.#compact()
   }
 
@@ -164,23 +173,25 @@ export class ReplayGuard {
   /** Drops what the window refuses anyway: entries sealed before `now - windowMs`, and memories left empty. */
   #expire(now: number): void {
     const oldest = now - this.windowMs
-    while (this.#head < this.#order.length) {
-      const [memory, key, timestamp, id] = this.#order[this.#head]!
-      const live = memory.seen.get(key) === timestamp
-      if (live && timestamp >= oldest) break
+    while (this.#head < this.#orderKeys.length) {
+      const memory = this.#orderMemories[this.#head]!
+      const key = this.#orderKeys[this.#head]!
+      const timestamp = memory.seen.get(key)
+      if (timestamp !== undefined && timestamp >= oldest) break
       this.#head++
-      if (live) {
+      if (timestamp !== undefined) {
         memory.seen.delete(key)
         this.#entries--
       }
-      if (memory.seen.size === 0 && memory.floor < oldest && this.#minions.get(id) === memory) this.#minions.delete(id)
+      if (memory.seen.size === 0 && memory.floor < oldest && this.#minions.get(memory.id) === memory) this.#minions.delete(memory.id)
     }
     this.#compact()
   }
 
   #compact(): void {
-    if (this.#head > 1024 && this.#head * 2 > this.#order.length) {
-      this.#order = this.#order.slice(this.#head)
+    if (this.#head > 1024 && this.#head * 2 > this.#orderKeys.length) {
+      this.#orderMemories = this.#orderMemories.slice(this.#head)
+      this.#orderKeys = this.#orderKeys.slice(this.#head)
       this.#head = 0
     }
   }
