@@ -264,6 +264,36 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     expect(to.authReplies.filter((reply) => reply === 'accepted')).toHaveLength(2)
   })
 
+  it('once its session outlived the lifetime the master named, runs a job only after authenticating again, never from a master it cannot reach', async () => {
+    const to = await master({ autoAccept: true })
+    const shift = { ms: 0 }
+    const clock = { wall: () => Date.now() + shift.ms, monotonic: () => performance.now() + shift.ms }
+    to.now = clock.wall
+    to.sessionTtlMs = 3_600_000
+    const { link: linked, recorder } = await link(to, { clock })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+
+    // An hour and a minute later, with the master reachable: one _auth renews the session, then the job runs.
+    shift.ms += 3_660_000
+    const renewed = job('test.echo', ['renewed'])
+    await to.publish(renewed)
+    expect((await take(stream, 1, 'the job after the renewal'))[0]?.job.jid).toBe(renewed.jid)
+    expect(recorder.of('authenticated')).toHaveLength(2)
+
+    // Another hour on, the master's request port is gone: a fresh publish (on its publish port) is refused.
+    shift.ms += 3_660_000
+    await to.stopRequests()
+    const unreachable = job('test.echo', ['unreachable'])
+    await to.publish(unreachable)
+    // The reader asks for the next job; the link drops this one (the read ends when the link closes).
+    void stream.next()
+    const dropped = await recorder.waitFor('publish-dropped', (event) => event.jid === unreachable.jid, 'the job under an expired session to be refused')
+    expect(dropped.reason).toBe(`job ${String(unreachable.jid)} refused: the master could not be reached to check it`)
+    expect(recorder.of('auth-failed').length).toBeGreaterThanOrEqual(1)
+  })
+
   it('close() is idempotent and bounded: auth waits end, the streams end, returns are spooled, start() is refused', async () => {
     const to = await master({ autoAccept: false })
     const cache = new CryptCache()

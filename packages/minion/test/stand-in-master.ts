@@ -35,6 +35,8 @@ export class StandInMaster {
   now: () => number = Date.now
   /** How long its publishes stay valid, ms. */
   publishTtlMs = 60_000
+  /** The session lifetime its auth replies name, ms (0: none). */
+  sessionTtlMs = 0
   subscribes = 0
   #publisher!: PublishServer
   #requests: RequestServer | undefined
@@ -129,6 +131,7 @@ export class StandInMaster {
         autoAccept: this.autoAccept,
         now: this.now(),
         publishPort: this.reportedPublishPort ?? this.publishPort,
+        sessionTtlMs: this.sessionTtlMs,
       })
       this.authReplies.push(outcome.reply.ret ? 'accepted' : outcome.reply.reason)
       this.#notify()
