@@ -251,8 +251,11 @@ export class MasterLink implements ReturnRoute {
     this.#track(
       (async () => {
         await old?.close()
-        await client.start()
-      })().catch((error: unknown) => this.#logger.error(`could not start the publish client for ${client.address}`, error)),
+        // A link closing meanwhile has closed this client too: nothing to start.
+        if (this.#closing === undefined) await client.start()
+      })().catch((error: unknown) => {
+        if (this.#closing === undefined) this.#logger.error(`could not start the publish client for ${client.address}`, error)
+      }),
     )
   }
 
