@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { jidOf, json } from './helpers/output.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/common'
 import { binPath, deadline, deferred } from '@brine/testkit'
@@ -7,13 +8,6 @@ import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
 const startFleet = useFleets(runCleanups)
-
-const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
-const jidOf = (stdout: string): string => {
-  const match = /(?:jid: |job ID: )(\d{20})/.exec(stdout)
-  if (match === null) throw new Error(`no jid in:\n${stdout}`)
-  return match[1]!
-}
 
 describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {

@@ -1,10 +1,9 @@
 import { execFileSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { json } from './helpers/output.js'
 
 const startFleet = useFleets()
-
-const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
 
 describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
   it('test.ping, cmd.run and grain targeting reach three real minions through the built CLI', async () => {

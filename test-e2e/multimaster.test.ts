@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest'
 import { LocalClient } from '@brine/client'
 import { generateJid } from '@brine/common'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { jidOf, json } from './helpers/output.js'
 
 const startFleet = useFleets()
 // Named from the helper, not from the package that holds Fleet (moving to @brine/testkit).
@@ -19,12 +20,6 @@ type Fleet = Awaited<ReturnType<typeof startFleet>>
 type TransportName = (typeof TRANSPORTS)[number]
 
 const WAIT_MS = 30_000
-const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
-const jidOf = (stdout: string): string => {
-  const match = /(?:jid: |job ID: )(\d{20})/.exec(stdout)
-  if (match === null) throw new Error(`no jid in:\n${stdout}`)
-  return match[1]!
-}
 const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /** Two masters on one pair of ports: the first on 127.0.0.1 (whose fleet runs the minion, logging at info), the second on 127.0.0.2. */

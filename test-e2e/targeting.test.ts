@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { json } from './helpers/output.js'
 
 const startFleet = useFleets()
-
-const json = (stdout: string): Record<string, unknown> => JSON.parse(stdout) as Record<string, unknown>
 
 /** A long id, for a hostile pattern to backtrack on. */
 const LONG = `db-${'a'.repeat(36)}`

@@ -75,6 +75,8 @@ export interface KeySpec {
   /** Smallest and largest value of a numeric key (integer, number, port), inclusive. */
   readonly min?: number
   readonly max?: number
+  /** Roles for which the key has no default: absent unless a file or flag sets it (typed optional for them). */
+  readonly absentFor?: readonly Role[]
 }
 
 /**
@@ -89,6 +91,12 @@ export const MIN_FRAME_BYTES = 65_536
 export const MAX_FRAME_BYTES_LIMIT = 1_073_741_824
 /** Most request worker threads: each is a V8 isolate, 8 MiB bare (measured) and more with the crypto code (100,000 of them took 6.8 GB and ignored SIGTERM). */
 export const MAX_WORKER_THREADS = 128
+/**
+ * Most sealed requests the master's ReplayGuard remembers, per minion and in all: an entry costs about
+ * 114 bytes of heap (measured with 200,000), so the total bound caps that memory near 1.1 GB.
+ */
+export const MAX_REQUEST_NONCES_PER_MINION = 1_000_000
+export const MAX_REQUEST_NONCES_TOTAL = 10_000_000
 
 const ALL = ['master', 'minion', 'syndic'] as const
 const MASTER = ['master', 'syndic'] as const
@@ -118,7 +126,8 @@ function defaultId({ role }: DefaultContext): string {
 export const CONFIG_SCHEMA = {
   // Transport and addresses.
   interface: { kind: 'string', roles: MASTER, default: '0.0.0.0' },
-  publish_port: { kind: 'port', roles: ALL, default: 4505 },
+  // A minion learns its master's publish port from the auth reply (as Salt's does); set, it overrides that.
+  publish_port: { kind: 'port', roles: ALL, default: 4505, absentFor: MINION_ONLY },
   ret_port: { kind: 'port', roles: MASTER, default: 4506 },
   transport: { kind: 'transport', roles: ALL, default: 'zeromq' },
   transport_opts: { kind: 'transport-opts', roles: ALL, default: () => ({}) },
@@ -174,6 +183,15 @@ export const CONFIG_SCHEMA = {
   auto_accept: { kind: 'boolean', roles: MASTER, default: false },
   open_mode: { kind: 'boolean', roles: MASTER, default: false },
   publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
+  // Replay protection (docs/protocol.md, "Freshness"): a published job is valid publish_ttl seconds; a sealed
+  // minion request within ±request_window of the master's clock, each applied once, the memory of them bounded.
+  publish_ttl: { kind: 'number', roles: MASTER, default: 60, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
+  request_window: { kind: 'number', roles: MASTER, default: 300, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
+  request_nonces_per_minion: { kind: 'integer', roles: MASTER, default: 20000, min: 1, max: MAX_REQUEST_NONCES_PER_MINION },
+  request_nonces_total: { kind: 'integer', roles: MASTER, default: 200000, min: 1, max: MAX_REQUEST_NONCES_TOTAL },
+  // How far ahead another clock may be: jids dated beyond it are refused by the master, and publishes issued
+  // beyond it make a minion check the master's time again.
+  clock_skew: { kind: 'number', roles: ALL, default: 300, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   sign_pub_messages: { kind: 'boolean', roles: ALL, default: true },
   master_finger: { kind: 'master-finger', roles: MINION, default: '' },
 
@@ -248,8 +266,14 @@ type KeysFor<R extends Role> = {
   [K in ConfigKey]: R extends ConfigSchema[K]['roles'][number] ? K : never
 }[ConfigKey]
 
+type AbsentKeysFor<R extends Role> = {
+  [K in KeysFor<R>]: ConfigSchema[K] extends { readonly absentFor: readonly (infer A)[] } ? (R extends A ? K : never) : never
+}[KeysFor<R>]
+
 /** The typed options a role's daemon receives; keys the schema does not know are kept as `unknown`. */
-export type ConfigFor<R extends Role> = { [K in KeysFor<R>]: KindTypes[ConfigSchema[K]['kind']] } & {
+export type ConfigFor<R extends Role> = { [K in Exclude<KeysFor<R>, AbsentKeysFor<R>>]: KindTypes[ConfigSchema[K]['kind']] } & {
+  [K in AbsentKeysFor<R>]?: KindTypes[ConfigSchema[K]['kind']]
+} & {
   [key: string]: unknown
 }
 
@@ -282,7 +306,7 @@ export function defaultsFor(role: Role, configDir = '/etc/brine'): Record<string
   for (const [key, spec] of Object.entries(CONFIG_SCHEMA) as Array<[string, KeySpec]>) {
     if (!spec.roles.includes(role)) continue
     // A key without a default (`output`, `output_indent`) is absent until a file or flag sets it.
-    if (spec.default === undefined) continue
+    if (spec.default === undefined || spec.absentFor?.includes(role) === true) continue
     out[key] = typeof spec.default === 'function' ? (spec.default as (context: DefaultContext) => unknown)({ role, configDir }) : spec.default
   }
   return out

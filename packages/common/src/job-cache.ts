@@ -48,6 +48,11 @@ export interface JobCache {
   listJobs(filter?: ListJobsFilter): Promise<JobSummary[]>
   /** Removes jobs that started before `before` (keep_jobs); returns how many were removed. */
   prune(before: Date): Promise<number>
+  /**
+   * The newest jid the cache holds (a job or a return), or undefined when empty: the master prunes
+   * against it rather than its own clock alone, so a clock jump does not empty the cache.
+   */
+  newestJid(): Promise<string | undefined>
   close(): Promise<void>
 }
 

@@ -41,6 +41,9 @@ export interface TimeoutConfig {
   publish_session?: number
   keep_jobs?: number
   token_expire?: number
+  publish_ttl?: number
+  request_window?: number
+  clock_skew?: number
 }
 
 /** Every time-valued key, in milliseconds; a key missing from `opts` takes Salt's default. */
@@ -63,6 +66,12 @@ export interface Timeouts {
   keepJobsMs: number
   /** How long an eauth token lives. */
   tokenExpireMs: number
+  /** How long a published job stays valid for minions (`publish_ttl`). */
+  publishTtlMs: number
+  /** ± window of a sealed minion request's timestamp around the master's clock (`request_window`). */
+  requestWindowMs: number
+  /** How far ahead a clock (a jid, a publish) may be before it counts as skewed (`clock_skew`). */
+  clockSkewMs: number
 }
 
 export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
@@ -83,7 +92,17 @@ export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
     publishSessionMs: secondsToMs(opts.publish_session ?? 86400, 'publish_session'),
     keepJobsMs: hoursToMs(opts.keep_jobs ?? 24, 'keep_jobs'),
     tokenExpireMs: secondsToMs(opts.token_expire ?? 43200, 'token_expire'),
+    publishTtlMs: positiveSecondsToMs(opts.publish_ttl ?? 60, 'publish_ttl'),
+    requestWindowMs: positiveSecondsToMs(opts.request_window ?? 300, 'request_window'),
+    clockSkewMs: secondsToMs(opts.clock_skew ?? 300, 'clock_skew'),
   }
+}
+
+/** A window that must not be zero (a zero-length window refuses everything): at least one millisecond. */
+function positiveSecondsToMs(value: unknown, key: string): number {
+  const ms = secondsToMs(value, key)
+  if (ms < 1) throw new ConfigError(`${key} must be more than 0 seconds, got ${String(value)}`, { key })
+  return ms
 }
 
 /**

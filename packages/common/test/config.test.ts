@@ -78,7 +78,6 @@ describe('defaults', () => {
       id: hostname(),
       master: 'salt',
       master_port: 4506,
-      publish_port: 4505,
       master_type: 'str',
       return_retry_timer: 5,
       return_retry_timer_max: 10,
@@ -101,6 +100,9 @@ describe('defaults', () => {
     })
     expect(opts).not.toHaveProperty('auto_accept')
     expect(opts).not.toHaveProperty('ret_port')
+    // No default: the minion subscribes where its master's auth reply says (Salt's minions do the same); set, it overrides that.
+    expect(opts).not.toHaveProperty('publish_port')
+    expect((await loadConfig('minion', { configDir: dir, overrides: { publish_port: 4605 } })).opts.publish_port).toBe(4605)
   })
 
   it('reads a cached minion_id file as Salt does', async () => {

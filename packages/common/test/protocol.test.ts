@@ -34,7 +34,11 @@ describe('load validators', () => {
     expect(validateReturnLoad({ ...ret, return: null, out: 'nested' }).return).toBeNull()
     expect(validateEventLoad({ tag: 'salt/job/1/new', data: {} }).tag).toBe('salt/job/1/new')
     const { cmd: _cmd, key: _key, ...job } = publish
-    expect(validateJobLoad({ ...job, kwarg: undefined }).jid).toBe(publish.jid)
+    const stamp = { issued: 1_800_000_000_000, expire: 1_800_000_060_000 }
+    expect(validateJobLoad({ ...job, ...stamp, kwarg: undefined }).jid).toBe(publish.jid)
+    // A job load without its freshness stamp is refused: a recording of it could be replayed forever.
+    expect(() => validateJobLoad({ ...job, kwarg: undefined })).toThrow("job load: field 'issued' must be a number (missing)")
+    expect(() => validateJobLoad({ ...job, issued: stamp.issued, expire: 'never' })).toThrow("job load: field 'expire' must be a number (got \"never\")")
     expect(validatePublishLoad({ ...publish, jid: undefined }).jid).toBeUndefined()
   })
 

@@ -41,7 +41,14 @@ describe('timeoutsFromConfig', () => {
       publishSessionMs: 86_400_000,
       keepJobsMs: 3_600_000,
       tokenExpireMs: 43_200_000,
+      publishTtlMs: 60_000,
+      requestWindowMs: 300_000,
+      clockSkewMs: 300_000,
     })
+    expect(timeoutsFromConfig({ publish_ttl: 5, request_window: 0.5, clock_skew: 0 })).toMatchObject({ publishTtlMs: 5000, requestWindowMs: 500, clockSkewMs: 0 })
+    // A zero-length window would refuse every publish or request.
+    expect(() => timeoutsFromConfig({ request_window: 0 })).toThrow('request_window must be more than 0 seconds, got 0')
+    expect(() => timeoutsFromConfig({ publish_ttl: 0 })).toThrow('publish_ttl must be more than 0 seconds, got 0')
   })
 
   it('checks a failover master every master_alive_interval, and fails back every master_failback_interval or, at 0, as often', () => {

@@ -21,7 +21,11 @@ export interface AuthRequest {
   pub: { box: Uint8Array; sign: Uint8Array }
   /** Random per attempt; the master's signed reply echoes it, so an old reply cannot be replayed. */
   token: Uint8Array
-  /** Minion's clock, ms since the epoch; the master may bound its skew. */
+  /**
+   * When it was signed, ms since the epoch, in the master's clock as far as the minion knows it (the
+   * `time` of an earlier reply; its own clock before any). After `brine-key -d` only a request signed
+   * after the deletion may be auto-accepted, so a recorded `_auth` replayed later cannot re-accept a key.
+   */
   timestamp: number
   /** Minion's Ed25519 signature over id, keys, token and timestamp: proves it holds the sign key. */
   sig: Uint8Array
@@ -33,6 +37,8 @@ export interface AuthRefusal {
   ret: false
   reason: AuthRefusalReason
   message: string
+  /** The master's clock (ms since the epoch), unsigned: a hint the minion stamps its next request with. */
+  time?: number
 }
 
 /** The master's answer to an accepted minion. */
@@ -46,6 +52,15 @@ export interface AuthAcceptance {
   /** The session key, sealed with `box` from the master to this minion. */
   session: Uint8Array
   master_pub: { box: Uint8Array; sign: Uint8Array }
+  /** The master's clock when it answered (ms since the epoch): the minion's anchor for every freshness check. */
+  time: number
+  /**
+   * The publish port of the transport this request arrived on (Salt's auth reply carries it too), so a
+   * minion needs only `master` and `master_port`; 0 when the master did not say.
+   */
+  publish_port: number
+  /** How long (ms) the minion may use this session before it must authenticate again; 0: no limit. */
+  session_ttl: number
   /** Master's signature over everything above and the minion's box key. */
   sig: Uint8Array
 }
@@ -81,19 +96,24 @@ export interface HandleAuthOptions {
    * is sealed to the minion's key and bound to the request's token.
    */
   maxClockSkewMs?: number
+  /** The master's clock, ms since the epoch (default Date.now()): the reply's `time`. */
   now?: number
+  /** The publish port to tell the minion (the one of the transport the request came in on); default 0, "not said". */
+  publishPort?: number
+  /** The session's lifetime to tell the minion, ms (the master's `publish_session`); default 0, no limit. */
+  sessionTtlMs?: number
   /** Key objects, agreed keys and nonces (the master's request crypto owns one). */
   cache?: CryptCache
 }
 
 const REQUEST_TAG = 'brine/auth-request/v1'
-const REPLY_TAG = 'brine/auth-reply/v1'
+const REPLY_TAG = 'brine/auth-reply/v2'
 
 const requestTranscript = (r: Pick<AuthRequest, 'id' | 'pub' | 'token' | 'timestamp'>): Uint8Array =>
   transcript(REQUEST_TAG, r.id, r.pub.box, r.pub.sign, r.token, r.timestamp)
 
 const replyTranscript = (r: Omit<AuthAcceptance, 'ret' | 'sig'>, minionBox: Uint8Array): Uint8Array =>
-  transcript(REPLY_TAG, r.id, r.token, r.gen, r.nonce, r.session, r.master_pub.box, r.master_pub.sign, minionBox)
+  transcript(REPLY_TAG, r.id, r.token, r.gen, r.nonce, r.session, r.master_pub.box, r.master_pub.sign, r.time, r.publish_port, r.session_ttl, minionBox)
 
 /** Builds and signs a minion's `_auth` request. Keep it: {@link openAuthReply} checks the reply against it. */
 export function buildAuthRequest(id: string, keys: KeyPair, now: number = Date.now(), cache?: CryptCache): AuthRequest {
@@ -106,7 +126,7 @@ export function buildAuthRequest(id: string, keys: KeyPair, now: number = Date.n
   return { cmd: '_auth', ...unsigned, sig: signDetached(requestTranscript(unsigned), keys.sign.secretKey, cache) }
 }
 
-const refuse = (reason: AuthRefusalReason, message: string): AuthRefusal => ({ ret: false, reason, message })
+const refuse = (reason: AuthRefusalReason, message: string, time?: number): AuthRefusal => (time === undefined ? { ret: false, reason, message } : { ret: false, reason, message, time })
 
 /** Checks a request's shape; returns a refusal message, or undefined when well formed. */
 function requestProblem(request: unknown): string | undefined {
@@ -146,20 +166,25 @@ export async function handleAuth(
   if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign, options.cache)) {
     return { reply: refuse('bad signature', '_auth request signature does not verify'), event: { act: 'reject', id: r.id, result: false, pub: pubText }, ...none }
   }
-  if (options.maxClockSkewMs !== undefined && Math.abs((options.now ?? Date.now()) - r.timestamp) > options.maxClockSkewMs) {
-    return { reply: refuse('stale timestamp', `_auth timestamp is more than ${options.maxClockSkewMs} ms from the master's clock`), ...none }
+  const now = options.now ?? Date.now()
+  if (options.maxClockSkewMs !== undefined && Math.abs(now - r.timestamp) > options.maxClockSkewMs) {
+    return { reply: refuse('stale timestamp', `_auth timestamp is more than ${options.maxClockSkewMs} ms from the master's clock`, now), ...none }
   }
 
-  const submitted = await store.submit(r.id, { box: r.pub.box, sign: r.pub.sign }, { autoAccept: options.autoAccept ?? false, openMode: options.openMode ?? false })
+  const submitted = await store.submit(
+    r.id,
+    { box: r.pub.box, sign: r.pub.sign },
+    { autoAccept: options.autoAccept ?? false, openMode: options.openMode ?? false, signedAt: r.timestamp },
+  )
   const base = { changes: submitted.changes, rotateSession: submitted.rotateSession }
   const event = (act: AuthEvent['act'], result: boolean): AuthEvent => ({ act, id: r.id, result, pub: pubText })
   switch (submitted.state) {
     case 'pending':
-      return { reply: refuse('pending', 'key is pending acceptance on the master'), event: event('pend', true), ...base }
+      return { reply: refuse('pending', 'key is pending acceptance on the master', now), event: event('pend', true), ...base }
     case 'rejected':
-      return { reply: refuse('rejected', 'key has been rejected by the master'), event: event('reject', false), ...base }
+      return { reply: refuse('rejected', 'key has been rejected by the master', now), event: event('reject', false), ...base }
     case 'denied':
-      return { reply: refuse('denied', 'key does not match the key the master has for this id'), event: event('denied', false), ...base }
+      return { reply: refuse('denied', 'key does not match the key the master has for this id', now), event: event('denied', false), ...base }
     case 'accepted':
       break
   }
@@ -173,14 +198,30 @@ export async function handleAuth(
     nonce,
     session: nacl.box.after(current.key, nonce, boxSharedKey(r.pub.box, masterKeys.box.secretKey, options.cache)),
     master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
+    time: now,
+    publish_port: options.publishPort ?? 0,
+    session_ttl: options.sessionTtlMs ?? 0,
   }
   const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey, options.cache) }
   return { reply, event: event('accept', true), ...base }
 }
 
 export type AuthResult =
-  | { ok: true; session: SessionKey; masterPub: PublicKeys; masterFinger: string; firstContact: boolean }
-  | { ok: false; reason: string; message: string }
+  | {
+      ok: true
+      session: SessionKey
+      masterPub: PublicKeys
+      masterFinger: string
+      firstContact: boolean
+      /** The master's clock when it answered (signed, and bound to this request's token). */
+      masterTime: number
+      /** The master's publish port for this transport; undefined when it did not say. */
+      publishPort: number | undefined
+      /** How long the session may be used before authenticating again, ms; 0: no limit. */
+      sessionTtlMs: number
+    }
+  /** `masterTime`: the refusal's unsigned hint of the master's clock, when it sent one. */
+  | { ok: false; reason: string; message: string; masterTime?: number }
 
 export interface OpenAuthReplyOptions {
   /** The master keys pinned at first contact; a reply with other keys is refused. */
@@ -207,7 +248,8 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
     const printable = (value: unknown, fallback: string): string =>
       typeof value === 'string' ? value.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?').slice(0, 200) : fallback
     const reason = printable(r.reason, 'refused')
-    return { ok: false, reason, message: printable(r.message, `master refused authentication: ${reason}`) }
+    const message = printable(r.message, `master refused authentication: ${reason}`)
+    return typeof r.time === 'number' && Number.isFinite(r.time) ? { ok: false, reason, message, masterTime: r.time } : { ok: false, reason, message }
   }
   if (r.ret !== true) throw new MalformedMessageError('auth reply', 'ret is neither true nor false')
   const masterPub = r.master_pub as { box?: unknown; sign?: unknown } | undefined
@@ -219,6 +261,11 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
   if (typeof r.gen !== 'number' || !Number.isSafeInteger(r.gen)) throw new MalformedMessageError('auth reply', 'gen is not an integer')
   if (!isBytes(r.nonce, nacl.box.nonceLength)) throw new MalformedMessageError('auth reply', `nonce is not ${nacl.box.nonceLength} bytes`)
   if (!isBytes(r.session)) throw new MalformedMessageError('auth reply', 'session is not bytes')
+  if (typeof r.time !== 'number' || !Number.isFinite(r.time)) throw new MalformedMessageError('auth reply', 'time is not a number')
+  if (typeof r.publish_port !== 'number' || !Number.isInteger(r.publish_port) || r.publish_port < 0 || r.publish_port > 65535) {
+    throw new MalformedMessageError('auth reply', 'publish_port is not a port number')
+  }
+  if (typeof r.session_ttl !== 'number' || !Number.isFinite(r.session_ttl) || r.session_ttl < 0) throw new MalformedMessageError('auth reply', 'session_ttl is not a non-negative number')
   if (!isBytes(r.sig, SIGNATURE_BYTES)) throw new MalformedMessageError('auth reply', `sig is not ${SIGNATURE_BYTES} bytes`)
   const keys: PublicKeys = { box: masterPub.box, sign: masterPub.sign }
   const finger = fingerprint(keys)
@@ -230,7 +277,7 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
   if (options.pinned !== undefined && !publicKeysEqual(options.pinned, keys)) {
     throw new MasterKeyMismatchError('pinned', fingerprint(options.pinned), finger, options.pinFile)
   }
-  const acceptance = { id: r.id, token: r.token, gen: r.gen, nonce: r.nonce, session: r.session, master_pub: keys }
+  const acceptance = { id: r.id, token: r.token, gen: r.gen, nonce: r.nonce, session: r.session, master_pub: keys, time: r.time, publish_port: r.publish_port, session_ttl: r.session_ttl }
   if (!verifyDetached(r.sig, replyTranscript(acceptance, minionKeys.box.publicKey), keys.sign, options.cache)) {
     throw new SignatureError('auth reply', "signature does not verify with the master's key")
   }
@@ -238,7 +285,16 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
   if (Buffer.compare(r.token, request.token) !== 0) throw new ReplayError('auth reply', 'token does not match the request')
   const key = nacl.box.open.after(r.session, r.nonce, boxSharedKey(keys.box, minionKeys.box.secretKey, options.cache))
   if (key === null || key.length !== SESSION_KEY_BYTES) throw new DecryptError('auth reply session key', "does not open with this minion's key")
-  return { ok: true, session: { key, gen: r.gen }, masterPub: keys, masterFinger: finger, firstContact: options.pinned === undefined }
+  return {
+    ok: true,
+    session: { key, gen: r.gen },
+    masterPub: keys,
+    masterFinger: finger,
+    firstContact: options.pinned === undefined,
+    masterTime: r.time,
+    publishPort: r.publish_port === 0 ? undefined : r.publish_port,
+    sessionTtlMs: r.session_ttl,
+  }
 }
 
 export interface AcceptAuthReplyOptions {

@@ -214,11 +214,15 @@ export class MinionBoxes {
     return box
   }
 
-  /** Opens a minion's sealed request; returns the authenticated minion id with the load. */
-  async open(message: unknown, options: OpenOptions = {}): Promise<{ id: string } & OpenedMessage> {
+  /**
+   * Opens a minion's sealed request; returns the authenticated minion id with the load, the time it was
+   * sealed and its nonce (which the box authenticates: with the time, it names the request for a
+   * {@link ReplayGuard}).
+   */
+  async open(message: unknown, options: OpenOptions = {}): Promise<{ id: string; nonce: Uint8Array } & OpenedMessage> {
     const sealed = checkSealed(message)
     const box = await this.#box(sealed.id)
-    return { id: sealed.id, ...box.openDetailed(sealed, options) }
+    return { id: sealed.id, nonce: sealed.nonce, ...box.openDetailed(sealed, options) }
   }
 
   /** Seals a reply to minion `id` (its key must be accepted). */

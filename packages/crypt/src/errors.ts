@@ -158,3 +158,37 @@ export class RootKeyError extends CryptError {
     this.file = file
   }
 }
+
+/** Why a sealed request was refused as stale: outside the time window, or at or below the replay floor. */
+export type StaleRequestReason = 'window' | 'floor'
+
+/**
+ * A sealed minion request whose timestamp is outside the master's window (`request_window`), or no newer
+ * than the oldest request the master had to forget for that minion (its nonce memory was full). The
+ * minion re-seals it with a fresh timestamp and nonce, re-authenticating first if its clock anchor is old.
+ */
+export class StaleRequestError extends CryptError {
+  override name = 'StaleRequestError'
+  readonly id: string
+  readonly timestamp: number
+  readonly now: number
+  readonly reason: StaleRequestReason
+  constructor(id: string, timestamp: number, now: number, reason: StaleRequestReason, limit: number) {
+    const sealed = Number.isFinite(timestamp) ? new Date(timestamp).toISOString() : String(timestamp)
+    const detail =
+      reason === 'window'
+        ? `${Math.round(timestamp - now)} ms from the master's clock (${new Date(now).toISOString()}), outside the window of ±${limit} ms (request_window)`
+        : `no newer than a request already forgotten (${new Date(limit).toISOString()}: the nonce memory for this minion was full)`
+    super(`sealed request from minion ${quote(id)} sealed at ${sealed} is ${detail}; re-seal it with a fresh timestamp`, {
+      id: id.slice(0, QUOTE_LIMIT),
+      timestamp,
+      now,
+      reason,
+      limit,
+    })
+    this.id = id
+    this.timestamp = timestamp
+    this.now = now
+    this.reason = reason
+  }
+}

@@ -4,7 +4,8 @@
  * key pairs (X25519 `box`, Ed25519 `sign`) in `pki_dir`, the master's key store with Salt's states
  * (`minions_pre`, `minions`, `minions_rejected`, `minions_denied`), the `_auth` handshake with master
  * key pinning, session keys that seal and sign every publish, per-minion sealed requests so one
- * minion cannot forge another's return, and the local client's root key. It holds no process-wide
+ * minion cannot forge another's return, a replay guard that applies each sealed request once inside a
+ * time window, and the local client's root key. It holds no process-wide
  * state: what is worth remembering between calls (imported key objects, agreed keys, verified
  * signatures, opened publishes, a nonce pool) lives in a `CryptCache` its caller owns and passes in.
  */
@@ -21,6 +22,8 @@ export {
   ReplayError,
   MinionNotAcceptedError,
   RootKeyError,
+  StaleRequestError,
+  type StaleRequestReason,
 } from './errors.js'
 export {
   minionIdProblem,
@@ -66,3 +69,4 @@ export * from './master-pin.js'
 export * from './auth.js'
 export * from './root-key.js'
 export { writeFileAtomic, createFileExclusive, isNotFound, type AtomicWriteOptions } from './fs-atomic.js'
+export { ReplayGuard, type ReplayGuardOptions, type ReplayGuardStats, type ReplayVerdict } from './replay-guard.js'

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs'
-import { mkdir, readdir, rename, unlink } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { silentLogger, type Logger } from '@brine/transport'
 import { isBytes } from './bytes.js'
@@ -49,6 +49,12 @@ export interface SubmitOptions {
   autoAccept?: boolean
   /** Salt's `open_mode`: every key is accepted, replacing whatever was there. Insecure; for recovery. */
   openMode?: boolean
+  /**
+   * When the attempt was signed (its `_auth` timestamp, in the master's clock as the minion knows it).
+   * After `brine-key -d`, `autoAccept` applies only to attempts signed after the deletion: an older one is a
+   * recording replayed, and lands in pending like any new key. Absent: treated as older than any deletion.
+   */
+  signedAt?: number
 }
 
 export interface SubmitResult extends KeyOperationResult {
@@ -94,7 +100,7 @@ export interface PkiStoreOptions {
    * the file on every lookup.
    */
   recheckMs?: number
-  /** Clock for the recheck window (tests). */
+  /** Clock for the recheck window and the time a deletion is recorded at (ms since the epoch; tests inject one). */
   now?: () => number
 }
 
@@ -106,6 +112,11 @@ const STATES: readonly KeyState[] = ['pending', 'accepted', 'rejected', 'denied'
 const PRIMARY_ORDER: readonly KeyState[] = ['rejected', 'accepted', 'pending', 'denied']
 /** Temporary files live here, outside the state dirs, so a listing never shows a half-written key. */
 const STAGING_DIR = '.pki-tmp'
+/**
+ * `<id>` here holds when that id's key was last deleted (ms since the epoch): an `_auth` signed before
+ * it is not auto-accepted. Removed once the id is accepted again.
+ */
+const DELETED_DIR = '.pki-deleted'
 
 interface CachedKeys {
   keys: PublicKeys
@@ -143,7 +154,7 @@ export class PkiStore {
   static async open(pkiDir: string, options: PkiStoreOptions = {}): Promise<PkiStore> {
     const logger = options.logger ?? silentLogger
     await ensurePkiDir(pkiDir, logger)
-    for (const dir of [...Object.values(KEY_STATE_DIRS), STAGING_DIR]) {
+    for (const dir of [...Object.values(KEY_STATE_DIRS), STAGING_DIR, DELETED_DIR]) {
       await mkdir(join(pkiDir, dir), { recursive: true, mode: PKI_DIR_MODE })
     }
     return new PkiStore(pkiDir, logger, options)
@@ -168,6 +179,53 @@ export class PkiStore {
   async #write(state: KeyState, id: string, keys: PublicKeys): Promise<void> {
     if (state === 'accepted') this.#forgetAccepted(id)
     await writeFileAtomic(this.#path(state, id), formatPublicKeys(keys), { mode: KEY_FILE_MODE, tempDir: join(this.pkiDir, STAGING_DIR) })
+    if (state === 'accepted') await this.#clearDeleted(id)
+  }
+
+  #deletedPath(id: string): string {
+    validateMinionId(id)
+    return join(this.pkiDir, DELETED_DIR, id)
+  }
+
+  /** When `id`'s key was last deleted through this store's directory, if it has not been accepted since. */
+  async deletedAt(id: string): Promise<number | undefined> {
+    let text: string
+    try {
+      text = await readFile(this.#deletedPath(id), 'utf8')
+    } catch (error) {
+      if (isNotFound(error)) return undefined
+      throw error
+    }
+    const at = Number(text.trim())
+    // An unreadable marker still marks a deletion: no replay gets through because a file was damaged.
+    return Number.isFinite(at) ? at : Number.POSITIVE_INFINITY
+  }
+
+  async #markDeleted(id: string): Promise<void> {
+    await writeFileAtomic(this.#deletedPath(id), `${this.#now()}\n`, { mode: KEY_FILE_MODE, tempDir: join(this.pkiDir, STAGING_DIR) })
+  }
+
+  async #clearDeleted(id: string): Promise<void> {
+    try {
+      await unlink(this.#deletedPath(id))
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+    }
+  }
+
+  /** `autoAccept` unless `id` was deleted after (or without proof of when) this attempt was signed. */
+  async #mayAutoAccept(id: string, options: SubmitOptions, alreadyPending: boolean): Promise<boolean> {
+    if (options.autoAccept !== true) return false
+    const deleted = await this.deletedAt(id)
+    if (deleted === undefined) return true
+    if (options.signedAt !== undefined && options.signedAt > deleted) return true
+    // Said once, when the key becomes pending; replays of the same request after that change nothing.
+    const log = alreadyPending ? this.#logger.debug.bind(this.#logger) : this.#logger.warning.bind(this.#logger)
+    log(
+      `not auto-accepting minion ${JSON.stringify(id)}: its _auth was signed ${options.signedAt === undefined ? 'at an unknown time' : `at ${new Date(options.signedAt).toISOString()}`}, ` +
+        `not after its key was deleted (${Number.isFinite(deleted) ? new Date(deleted).toISOString() : 'unknown time'}); a replayed request? The key is pending (brine-key -a ${id} accepts it)`,
+    )
+    return false
   }
 
   async #remove(state: KeyState, id: string): Promise<boolean> {
@@ -184,6 +242,7 @@ export class PkiStore {
   async #move(from: KeyState, to: KeyState, id: string): Promise<void> {
     if (from === 'accepted' || to === 'accepted') this.#forgetAccepted(id)
     await rename(this.#path(from, id), this.#path(to, id))
+    if (to === 'accepted') await this.#clearDeleted(id)
   }
 
   #exists(state: KeyState, id: string): boolean {
@@ -319,13 +378,14 @@ export class PkiStore {
       }
       if (accepted !== undefined) return publicKeysEqual(accepted, keys) ? done('accepted') : deny()
       const pending = await this.#read('pending', id)
+      const autoAccept = await this.#mayAutoAccept(id, options, pending !== undefined)
       if (pending !== undefined) {
         if (!publicKeysEqual(pending, keys)) return deny()
-        if (options.autoAccept !== true) return done('pending')
+        if (!autoAccept) return done('pending')
         await this.#move('pending', 'accepted', id)
         return done('accepted', [{ id, act: 'accept', from: 'pending', to: 'accepted' }])
       }
-      if (options.autoAccept === true) {
+      if (autoAccept) {
         await this.#write('accepted', id, keys)
         return done('accepted', [{ id, act: 'accept', to: 'accepted' }])
       }
@@ -374,7 +434,10 @@ export class PkiStore {
     return this.#transition(match, sources, 'rejected', 'reject')
   }
 
-  /** `salt-key -d`: deletes matching keys in every state. */
+  /**
+   * `salt-key -d`: deletes matching keys in every state, and records when: from then on `autoAccept`
+   * takes only an `_auth` signed after the deletion (see {@link SubmitOptions.signedAt}).
+   */
   delete(match: string | readonly string[]): Promise<KeyOperationResult> {
     return this.#exclusive(async () => {
       const changes: KeyChange[] = []
@@ -382,6 +445,8 @@ export class PkiStore {
       const known = await this.#allIds()
       for (const from of STATES) {
         for (const id of matchIds(await this.#listState(from), match, known)) {
+          // The marker first: a key is never gone without its deletion recorded.
+          await this.#markDeleted(id)
           if (!(await this.#remove(from, id))) continue
           if (from === 'accepted') rotateSession = true
           changes.push({ id, act: 'delete', from })

@@ -206,6 +206,44 @@ describe('_auth handshake', () => {
     expect(() => openAuthReply(oldReply, oldRequest, { ...minion, box: other.box })).toThrow(SignatureError)
   })
 
+  it("carries the master's time, the publish port and the session's lifetime, all signed; a refusal its time as a hint", async () => {
+    const { store, session, master, minion } = await setup()
+    const pending = await handleAuth(wire(buildAuthRequest('web1', minion)), store, session, master, { now: 1_800_000_000_000 })
+    expect(openAuthReply(wire(pending.reply), buildAuthRequest('web1', minion), minion)).toEqual({
+      ok: false,
+      reason: 'pending',
+      message: 'key is pending acceptance on the master',
+      masterTime: 1_800_000_000_000,
+    })
+    await store.accept('web1')
+    const request = buildAuthRequest('web1', minion, 1_800_000_000_500)
+    const options = { now: 1_800_000_001_000, publishPort: 4605, sessionTtlMs: 86_400_000 }
+    const reply = wire((await handleAuth(wire(request), store, session, master, options)).reply)
+    expect(openAuthReply(reply, request, minion)).toMatchObject({ ok: true, masterTime: 1_800_000_001_000, publishPort: 4605, sessionTtlMs: 86_400_000 })
+    if (!reply.ret) throw new Error('expected an acceptance')
+    for (const tampered of [{ ...reply, time: reply.time + 3_600_000 }, { ...reply, publish_port: 4505 }, { ...reply, session_ttl: 0 }]) {
+      expect(() => openAuthReply(tampered, request, minion)).toThrow(SignatureError)
+    }
+    expect(() => openAuthReply({ ...reply, publish_port: 70_000 }, request, minion)).toThrow(/publish_port is not a port number/)
+    // Without a port to tell (publishPort absent), the minion hears none.
+    const quiet = wire((await handleAuth(wire(request), store, session, master)).reply)
+    expect(openAuthReply(quiet, request, minion)).toMatchObject({ ok: true, publishPort: undefined, sessionTtlMs: 0 })
+  })
+
+  it('after a delete, a replayed _auth (signed before it) does not re-accept the key under auto_accept; a fresh one does', async () => {
+    const { store, session, master, minion } = await setup()
+    const recorded = wire(buildAuthRequest('web1', minion, Date.now() - 1000))
+    expect((await handleAuth(recorded, store, session, master, { autoAccept: true })).reply.ret).toBe(true)
+    await store.delete('web1')
+    const replayed = await handleAuth(recorded, store, session, master, { autoAccept: true })
+    expect(replayed.reply).toMatchObject({ ret: false, reason: 'pending' })
+    expect(replayed.event).toMatchObject({ act: 'pend', id: 'web1' })
+    expect(await store.state('web1')).toBe('pending')
+    const fresh = await handleAuth(wire(buildAuthRequest('web1', minion, Date.now() + 1)), store, session, master, { autoAccept: true })
+    expect(fresh.reply.ret).toBe(true)
+    expect(await store.state('web1')).toBe('accepted')
+  })
+
   it('rotation makes the session a minion holds stale, and re-auth recovers', async () => {
     const { store, session, master, minion } = await setup()
     await store.submit('web1', publicKeysOf(minion), { autoAccept: true })

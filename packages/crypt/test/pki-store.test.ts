@@ -166,9 +166,10 @@ describe('PkiStore', () => {
     expect(await master.acceptedKeys('web1')).toEqual(pub)
     now += 1
     expect(await master.acceptedKeys('web1')).toBeUndefined()
-    // Replaced by hand (a new file under the same id): the new key once the window has passed.
+    // Replaced by hand (a new file under the same id): the new key once the window has passed. (Signed after
+    // the deletion: an older _auth is not auto-accepted any more, see the replay test below.)
     const replacement = newPub()
-    await cli.submit('web1', replacement, { autoAccept: true })
+    await cli.submit('web1', replacement, { autoAccept: true, signedAt: Date.now() + 1 })
     expect(await master.acceptedKeys('web1')).toEqual(replacement)
   })
 
@@ -182,6 +183,42 @@ describe('PkiStore', () => {
     expect(await store.acceptedKeys('web1')).toBeDefined()
     await store.delete('web1')
     expect(await store.acceptedKeys('web1')).toBeUndefined()
+  })
+
+  it('after a delete, auto_accept takes only an attempt signed after it: an older one (a replay) is a pending key', async () => {
+    const pkiDir = await tempDir()
+    let now = 5_000_000
+    const store = await PkiStore.open(pkiDir, { now: () => now })
+    const pub = newPub()
+    const signedBefore = now - 1000
+    expect((await store.submit('web1', pub, { autoAccept: true, signedAt: signedBefore })).state).toBe('accepted')
+    now += 60_000
+    await store.delete('web1')
+    expect(await store.deletedAt('web1')).toBe(now)
+    expect(await readFile(join(pkiDir, '.pki-deleted', 'web1'), 'utf8')).toBe(`${now}\n`)
+    expect((await stat(join(pkiDir, '.pki-deleted', 'web1'))).mode & 0o777).toBe(0o600)
+    expect((await store.list()).minions_pre).toEqual([])
+
+    // The recorded request, replayed any number of times, leaves the key pending; so does one without a time.
+    for (let replay = 0; replay < 3; replay++) {
+      const replayed = await store.submit('web1', pub, { autoAccept: true, signedAt: signedBefore })
+      expect(replayed.state).toBe('pending')
+      expect(replayed.changes).toEqual(replay === 0 ? [{ id: 'web1', act: 'pend', to: 'pending' }] : [])
+    }
+    expect((await store.submit('web1', pub, { autoAccept: true })).state).toBe('pending')
+    expect((await store.submit('web1', pub, { autoAccept: true, signedAt: now })).state).toBe('pending')
+    expect(await store.acceptedKeys('web1')).toBeUndefined()
+
+    // The minion itself, signing after the deletion, is a new key under auto_accept: accepted, marker gone.
+    const fresh = await store.submit('web1', pub, { autoAccept: true, signedAt: now + 1 })
+    expect(fresh).toMatchObject({ state: 'accepted', changes: [{ id: 'web1', act: 'accept', from: 'pending', to: 'accepted' }] })
+    expect(await store.deletedAt('web1')).toBeUndefined()
+    // And an operator's accept clears a marker too.
+    await store.delete('web1')
+    await store.submit('web1', pub, { autoAccept: true, signedAt: signedBefore })
+    await store.accept('web1')
+    expect(await store.deletedAt('web1')).toBeUndefined()
+    expect(await store.acceptedKeys('web1')).toEqual(pub)
   })
 
   it('validates the id before building any path', async () => {

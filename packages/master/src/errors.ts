@@ -96,3 +96,28 @@ export class TokenAuthenticationError extends BrineError {
     super(`Authentication failure of type "token" occurred: ${reason}.`, { reason })
   }
 }
+
+/** Why a return was refused: its jid is dated in the future, was never issued, or its job was not sent to that minion. */
+export type ReturnRefusalReason = 'future jid' | 'unknown jid' | 'not sent to this minion'
+
+/**
+ * A minion's return the master will never store, however often it is sent: for a jid dated beyond
+ * `clock_skew` in the future, a jid this master never issued (nor holds in its job cache), or a job
+ * whose publish could not reach that minion. The minion drops it (docs/protocol.md) instead of spooling it.
+ */
+export class ReturnRefusedError extends BrineError {
+  override name = 'ReturnRefusedError'
+  readonly jid: string
+  readonly id: string
+  readonly reason: ReturnRefusalReason
+  constructor(jid: string, id: string, reason: ReturnRefusalReason, detail: string) {
+    super(`return of minion ${JSON.stringify(id.slice(0, 80))} for job ${jid.slice(0, 40)} refused (${reason}): ${detail}`, {
+      jid: jid.slice(0, 40),
+      id: id.slice(0, 80),
+      reason,
+    })
+    this.jid = jid
+    this.id = id
+    this.reason = reason
+  }
+}

@@ -6,9 +6,11 @@
  * credentials into a `Caller`: the root key, or Salt's external auth (`external_auth` with the `file`
  * backend — text, htpasswd, htdigest files — and eauth tokens issued by `mk_token`, stored under
  * `token_dir`), the caller carrying the user's Salt ACL, checked on every publish, runner and wheel. It publishes sealed and signed jobs
- * (targeted for list targets), opens each minion's sealed returns and events, spreads that crypto over
- * `worker_threads`, rotates the session key, fires Salt's event tags on its local event bus, and opens
- * the job cache `master_job_cache` names.
+ * (targeted for list targets) stamped with their issue time and expiry, opens each minion's sealed
+ * returns and events and applies each once inside its time window, stores a return only from a minion
+ * its job could reach, spreads the crypto over `worker_threads`, rotates the session key, fires Salt's
+ * event tags on its local event bus, and opens the job cache `master_job_cache` names (pruned so that a
+ * clock jump never empties it).
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'
@@ -18,6 +20,7 @@ export { FanoutPublishServer } from './fanout-publisher.js'
 export {
   MasterService,
   returnEventData,
+  type AuthContext,
   type KeyChangeListener,
   type MasterServiceOptions,
   type MasterServiceSettings,
@@ -41,6 +44,7 @@ export { TokenStore, isTokenName, type TokenData } from './eauth/token-store.js'
 export { exprMatch, fillAuthList } from './eauth/auth-list.js'
 export { permits, type AclEntry, type Action } from './acl.js'
 export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'
+export { IssuedJobs, type IssuedJob, type IssuedJobsOptions } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
 export {
@@ -73,4 +77,6 @@ export {
   RebuiltWorkerError,
   EauthAuthenticationError,
   TokenAuthenticationError,
+  ReturnRefusedError,
+  type ReturnRefusalReason,
 } from './errors.js'

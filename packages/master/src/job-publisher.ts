@@ -14,6 +14,8 @@ import {
 import { silentLogger, type Logger, type PublishServer, type WireValue } from '@brine/transport'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
+import { MalformedRequestError } from './errors.js'
+import type { IssuedJobs } from './issued-jobs.js'
 
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
 export type JobRequest = Omit<PublishLoad, 'cmd' | 'key' | 'token' | 'eauth' | 'username' | 'password'>
@@ -29,13 +31,20 @@ export interface JobPublisherOptions {
   seal: (jid: string, load: Record<string, unknown>) => Promise<WireValue>
   nodegroups: Nodegroups
   masterId?: string
+  /** Where each published job's audience is recorded, for the returns that come back. */
+  issued: IssuedJobs
+  /** How long a published job stays valid for minions (`publish_ttl`), ms. */
+  publishTtlMs: number
+  /** The master's clock, ms since the epoch (default Date.now; new jids follow it when given). */
+  now?: () => number
   logger?: Logger
 }
 
 /**
  * The master's publish path: resolves a target against the accepted minions and their cached
- * grains, stores the job, fires `salt/job/<jid>/new` and publishes the sealed load (to the listed
- * minions only, for a list target). It does not check permissions: {@link MasterService.publish} does.
+ * grains, stores the job, records whom it can reach ({@link IssuedJobs}), fires `salt/job/<jid>/new` and
+ * publishes the sealed load, stamped with its issue time and expiry (to the listed minions only, for a
+ * list target). It does not check permissions: {@link MasterService.publish} does.
  */
 export class JobPublisher {
   readonly #o: JobPublisherOptions
@@ -73,7 +82,10 @@ export class JobPublisher {
    * and no minions.
    */
   async publish(job: JobRequest, minions: readonly string[]): Promise<PublishReply> {
-    const jid = job.jid ?? generateJid()
+    const now = this.#o.now?.() ?? Date.now()
+    // A jid the caller chose (a syndic passing its upper master's) may not open a day far in the future.
+    if (job.jid !== undefined) this.#o.issued.checkNotFuture(job.jid, (detail) => new MalformedRequestError('publish load', `jid ${job.jid} is ${detail}`))
+    const jid = job.jid ?? (this.#o.now === undefined ? generateJid() : generateJid(new Date(now)))
     if (minions.length === 0) return { jid, minions: [] }
     const load: Record<string, unknown> = {
       jid,
@@ -94,9 +106,13 @@ export class JobPublisher {
     })
     this.#pendingJobSaves.add(saving)
     void saving.finally(() => this.#pendingJobSaves.delete(saving))
+    // Before the publish goes out: a return can only come back after it.
+    this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions })
     // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
     this.#o.bus.fire(tags.jobNew(jid), { jid, tgt_type: job.tgt_type, tgt: job.tgt, user: job.user, fun: job.fun, arg: job.arg, minions: [...minions], missing: [] })
-    const envelope = await this.#o.seal(jid, load)
+    // Freshness travels inside the signed, sealed load only (the job cache keeps Salt's load): a minion
+    // refuses the publish once `expire` has passed in the master's clock, so a recording replays nothing.
+    const envelope = await this.#o.seal(jid, { ...load, issued: now, expire: now + this.#o.publishTtlMs })
     await this.#o.publisher.publish(envelope, job.tgt_type === 'list' ? { topics: minions } : undefined)
     return { jid, minions: [...minions] }
   }

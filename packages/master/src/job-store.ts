@@ -47,5 +47,11 @@ export class MemoryJobStore implements JobCache {
     return removed
   }
 
+  async newestJid(): Promise<string | undefined> {
+    let newest: string | undefined
+    for (const jid of this.#jobs.keys()) if (newest === undefined || jid > newest) newest = jid
+    return newest
+  }
+
   async close(): Promise<void> {}
 }

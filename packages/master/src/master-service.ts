@@ -17,6 +17,7 @@ import { MalformedRequestError, PermissionDeniedError, TokenAuthenticationError,
 import type { EventBus } from './event-bus.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
+import type { IssuedJobs } from './issued-jobs.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
 import { runWheel, WHEEL_FUNCTIONS } from './wheel.js'
@@ -66,6 +67,14 @@ export interface MasterServiceSettings {
   gatherJobTimeoutMs: number
   /** The master's version, reported by manage.versions. */
   version: string
+  /** How long a minion may use a session before authenticating again (`publish_session`), ms; 0: no limit. */
+  sessionTtlMs?: number
+}
+
+/** Where an `_auth` request arrived, for what the reply tells the minion. */
+export interface AuthContext {
+  /** The publish port of the transport the request came in on (Salt's auth reply carries it). */
+  publishPort?: number
 }
 
 export interface MasterServiceOptions {
@@ -80,6 +89,10 @@ export interface MasterServiceOptions {
   session: SessionControl
   masterPub: PublicKeys
   settings: MasterServiceSettings
+  /** The jobs published and whom each could reach: a return is stored only from a minion its job was sent to. */
+  issued: IssuedJobs
+  /** The master's clock, ms since the epoch (default Date.now). */
+  now?: () => number
   logger?: Logger
 }
 
@@ -261,10 +274,22 @@ export class MasterService {
     return external
   }
 
-  /** A minion's `_auth`: the handshake (in the crypto pool), `salt/auth`, key changes. */
-  async auth(load: Record<string, unknown>): Promise<WireValue> {
+  /**
+   * A minion's `_auth`: the handshake (in the crypto pool), `salt/auth`, key changes. The reply carries the
+   * master's clock, the session's lifetime and, when `context` names it, the publish port to subscribe to.
+   */
+  async auth(load: Record<string, unknown>, context: AuthContext = {}): Promise<WireValue> {
     const key = typeof load['id'] === 'string' ? load['id'] : ''
-    const task = (session: SessionKey) => ({ op: 'auth' as const, request: load, session, autoAccept: this.#o.settings.autoAccept, openMode: this.#o.settings.openMode })
+    const task = (session: SessionKey) => ({
+      op: 'auth' as const,
+      request: load,
+      session,
+      autoAccept: this.#o.settings.autoAccept,
+      openMode: this.#o.settings.openMode,
+      now: this.#now(),
+      publishPort: context.publishPort ?? 0,
+      sessionTtlMs: this.#o.settings.sessionTtlMs ?? 0,
+    })
     const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome
     if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
@@ -275,9 +300,14 @@ export class MasterService {
     return outcome.reply
   }
 
-  /** Stores minion `id`'s return and fires `salt/job/<jid>/ret/<id>` the first time; false for a duplicate. */
+  /**
+   * Stores minion `id`'s return and fires `salt/job/<jid>/ret/<id>` the first time; false for a duplicate.
+   * Only for a job this master issued (or holds in its job cache) whose publish could reach `id`, and never
+   * for a jid dated beyond `clock_skew` ahead: anything else is a ReturnRefusedError, and nothing is stored.
+   */
   async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    await this.#o.issued.check(ret.jid, id)
     const stored = await this.#o.jobs.saveReturn(ret.jid, id, ret)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored
@@ -314,10 +344,16 @@ export class MasterService {
     throw new PermissionDeniedError(command, refusal(caller, action), { user: caller.user, fun: action.fun })
   }
 
+  #now(): number {
+    return this.#o.now?.() ?? Date.now()
+  }
+
   /** Fires `salt/key` for each change, forgets removed minions' grains, tells listeners, rotates the session when told. */
   async #applyChanges(changes: readonly KeyChange[], rotate: boolean, reason: string): Promise<void> {
     for (const change of changes) {
       this.#o.bus.fire(tags.key, { act: change.act, id: change.id, result: true })
+      if (change.to === 'accepted') this.#o.issued.accepted(change.id, this.#now())
+      else if (change.from === 'accepted') this.#o.issued.removed(change.id)
       if (change.act === 'delete') this.#o.grains.delete(change.id)
       for (const listener of this.#keyListeners) listener(change)
     }

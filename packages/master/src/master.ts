@@ -6,13 +6,15 @@ import {
   loadOrCreateKeys,
   PkiStore,
   publicKeysOf,
+  ReplayGuard,
   rootKeyPath,
   SessionKeys,
   type KeyPair,
   type PublicKeys,
+  type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { endpointLimitsFromConfig, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { ConfigError, endpointLimitsFromConfig, jidToDate, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
 import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
 import { Authorizer } from './authorize.js'
@@ -21,6 +23,7 @@ import { MasterStateError } from './errors.js'
 import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
 import { GrainsCache } from './grains-cache.js'
+import { IssuedJobs } from './issued-jobs.js'
 import { JobPublisher } from './job-publisher.js'
 import { MasterService } from './master-service.js'
 import { MasterWireAdapter } from './wire-adapter.js'
@@ -35,6 +38,23 @@ export interface MasterOptions {
    * master closes it on stop.
    */
   jobs?: JobCache
+  /**
+   * The master's clock, ms since the epoch (default Date.now): every freshness decision (publish expiry,
+   * the sealed-request window, the time in auth replies, future jids, pruning) reads it. Tests inject one.
+   */
+  now?: () => number
+}
+
+/** A count config key that must be a positive integer (a bound of 0 would refuse everything). */
+function positiveInteger(value: unknown, key: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new ConfigError(`${key} must be a positive integer, got ${String(value)}`, { key })
+  return value
+}
+
+/** `26.5 h`, `3 d 2.0 h`: a duration in a log line. */
+function formatHours(ms: number): string {
+  const hours = ms / 3_600_000
+  return hours < 48 ? `${hours.toFixed(1)} h` : `${Math.floor(hours / 24)} d ${(hours % 24).toFixed(1)} h`
 }
 
 /** Longest delay setInterval accepts (2^31-1 ms); a longer publish_session is clamped to it. */
@@ -69,6 +89,10 @@ export class Master {
   #pruneTimer: NodeJS.Timeout | undefined
   #service: MasterService | undefined
   #externalAuth: ExternalAuth | undefined
+  #replayGuard: ReplayGuard | undefined
+  readonly #now: () => number
+  /** The newest jid a skew warning was logged for, so each clock problem is said once. */
+  #skewWarned: string | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
@@ -76,6 +100,7 @@ export class Master {
     this.opts = opts
     this.#logger = options.logger ?? silentLogger
     this.#jobs = options.jobs
+    this.#now = options.now ?? Date.now
     this.bus = new EventBus({ sockDir: opts.sock_dir, hwm: eventBusHwm(opts.pub_hwm), logger: this.#logger.child('event-bus') })
   }
 
@@ -124,6 +149,12 @@ export class Master {
     return this.#service
   }
 
+  /** What the sealed-request replay guard holds and has refused (after start). */
+  replayStats(): ReplayGuardStats {
+    if (this.#replayGuard === undefined) throw new MasterStateError(`master.replayStats() is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    return this.#replayGuard.stats()
+  }
+
   /** Worker threads in use (0 = inline). */
   get workerThreads(): number {
     return this.#pool?.size ?? 0
@@ -160,7 +191,8 @@ export class Master {
     const timeouts = timeoutsFromConfig(opts)
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'master', { logger: this.#logger })
     this.#keys = keys
-    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger })
+    const now = this.#now
+    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now })
     this.#store = store
     this.#session = new SessionKeys()
     const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
@@ -172,7 +204,7 @@ export class Master {
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one.
-    this.#jobs ??= await openJobCache(opts, { logger: this.#logger })
+    this.#jobs ??= await openJobCache(opts, { logger: this.#logger, now })
     const jobs = this.#jobs
     await this.bus.start()
     const pool = this.#createPool(keys, store)
@@ -192,6 +224,12 @@ export class Master {
     }
     const fanout = new FanoutPublishServer(publishServers)
     this.#publisher = fanout
+    const issued = new IssuedJobs({ jobs, now, clockSkewMs: timeouts.clockSkewMs })
+    // Its own jids from before a restart count as issued even if a clock set back left them ahead of it (the index may still be building).
+    void jobs.newestJid().then(
+      (newest) => newest !== undefined && issued.seed(newest),
+      (error: unknown) => this.#logger.warning(`job cache: could not read the newest jid: ${(error as Error).message}`),
+    )
     const publisher = new JobPublisher({
       store,
       grains,
@@ -201,6 +239,9 @@ export class Master {
       seal: async (jid, load) => pool.run(jid, { op: 'seal-publish', load, session: this.session }),
       nodegroups: opts.nodegroups as Nodegroups,
       ...(typeof opts.master_id === 'string' ? { masterId: opts.master_id } : {}),
+      issued,
+      publishTtlMs: timeouts.publishTtlMs,
+      ...(this.#now === Date.now ? {} : { now }),
       logger: this.#logger,
     })
     const service = new MasterService({
@@ -219,11 +260,28 @@ export class Master {
         timeoutMs: timeouts.timeoutMs,
         gatherJobTimeoutMs: timeouts.gatherJobTimeoutMs,
         version: masterVersion(),
+        sessionTtlMs: timeouts.publishSessionMs,
       },
+      issued,
+      now,
       logger: this.#logger,
     })
     this.#service = service
-    const adapter = new MasterWireAdapter({ service, store, crypto: pool, masterBoxSecret: keys.box.secretKey, logger: this.#logger })
+    this.#replayGuard = new ReplayGuard({
+      windowMs: timeouts.requestWindowMs,
+      perMinion: positiveInteger(opts.request_nonces_per_minion, 'request_nonces_per_minion'),
+      total: positiveInteger(opts.request_nonces_total, 'request_nonces_total'),
+      now,
+    })
+    const adapter = new MasterWireAdapter({
+      service,
+      store,
+      crypto: pool,
+      masterBoxSecret: keys.box.secretKey,
+      replayGuard: this.#replayGuard,
+      publishPortOf: (transport) => this.#publishPortOf(transport),
+      logger: this.#logger,
+    })
     for (const { name, publish, request } of this.#endpoints) {
       request.handle(adapter.handle)
       await publish.start()
@@ -245,14 +303,46 @@ export class Master {
     }
   }
 
+  /** The publish port `transport` is bound to (the real one when configured as 0), once started. */
+  #publishPortOf(transport: string): number | undefined {
+    const endpoint = this.#endpoints.find((entry) => entry.name === transport)
+    const port = endpoint === undefined ? undefined : /:(\d+)$/.exec(endpoint.publish.address)?.[1]
+    return port === undefined ? undefined : Number(port)
+  }
+
   /**
-   * Removes jobs older than `keep_jobs` hours from the job cache, as Salt's maintenance loop does;
-   * `now` is injectable so a test need not wait. Returns how many jobs were removed.
+   * Removes jobs older than `keep_jobs` hours from the job cache, as Salt's maintenance loop does.
+   * `now` (default: the master's clock) is injectable so a test need not wait. Returns how many jobs
+   * were removed.
+   *
+   * A clock jump must not empty the cache: keep_jobs counts back from the master's clock, but never from
+   * later than `clock_skew` after the newest jid the cache holds. A master started with its clock three
+   * days fast therefore prunes as if it were `clock_skew` after its newest job (and says so once); an
+   * idle master keeps its last keep_jobs of jobs until new ones arrive. Jobs dated ahead of the clock
+   * are kept (and reported once) until the clock passes them.
    */
-  async pruneJobs(now: Date = new Date()): Promise<number> {
-    const keepJobsMs = timeoutsFromConfig(this.opts).keepJobsMs
+  async pruneJobs(now: Date = new Date(this.#now())): Promise<number> {
+    const { keepJobsMs, clockSkewMs } = timeoutsFromConfig(this.opts)
     try {
-      const removed = await this.jobs.prune(new Date(now.getTime() - keepJobsMs))
+      let reference = now.getTime()
+      const newest = await this.jobs.newestJid()
+      if (newest !== undefined) {
+        const newestAt = jidToDate(newest).getTime()
+        if (reference > newestAt + clockSkewMs) {
+          reference = newestAt + clockSkewMs
+          if (now.getTime() - newestAt > keepJobsMs && this.#skewWarned !== newest) {
+            this.#skewWarned = newest
+            this.#logger.warning(
+              `job cache: the master's clock (${now.toISOString()}) is ${formatHours(now.getTime() - newestAt)} past the newest job (${newest}), more than keep_jobs (${this.opts.keep_jobs} h); ` +
+                'keeping the jobs of keep_jobs before that job instead of pruning them all (a clock set forward, or a master idle that long)',
+            )
+          }
+        } else if (newestAt > reference + clockSkewMs && this.#skewWarned !== newest) {
+          this.#skewWarned = newest
+          this.#logger.warning(`job cache: it holds jobs dated up to ${new Date(newestAt).toISOString()} (${newest}), ${formatHours(newestAt - reference)} ahead of the master's clock (${now.toISOString()}); they are kept until the clock passes them (a clock set back?)`)
+        }
+      }
+      const removed = await this.jobs.prune(new Date(reference - keepJobsMs))
       if (removed > 0) this.#logger.info(`job cache: pruned ${removed} job(s) older than keep_jobs (${this.opts.keep_jobs} h)`)
       return removed
     } catch (error) {

@@ -23,7 +23,7 @@ import { serializeError, type SerializedError, type WireValue } from '@brine/tra
  */
 
 export type WorkerTask =
-  | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean }
+  | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean; now: number; publishPort: number; sessionTtlMs: number }
   | { op: 'box-shared-key'; boxKey: Uint8Array }
   | { op: 'seal-publish'; load: WireValue; session: SessionKey }
 
@@ -42,7 +42,11 @@ export class RequestCrypto {
   async run(task: WorkerTask, submit: SubmitKey): Promise<WireValue> {
     switch (task.op) {
       case 'auth':
-        return this.auth(task.request, task.session, { autoAccept: task.autoAccept, openMode: task.openMode }, submit)
+        return this.auth(task.request, task.session, { autoAccept: task.autoAccept, openMode: task.openMode }, submit, {
+          now: task.now,
+          publishPort: task.publishPort,
+          sessionTtlMs: task.sessionTtlMs,
+        })
       case 'box-shared-key':
         return boxSharedKey(task.boxKey, this.#keys.box.secretKey, this.#cache)
       case 'seal-publish':
@@ -51,9 +55,15 @@ export class RequestCrypto {
   }
 
   /** crypt's handleAuth, with the store reduced to the one call it makes (submit). */
-  auth(request: unknown, session: SessionKey, options: SubmitOptions, submit: SubmitKey): Promise<AuthOutcome> {
+  auth(
+    request: unknown,
+    session: SessionKey,
+    options: SubmitOptions,
+    submit: SubmitKey,
+    reply: { now?: number; publishPort?: number; sessionTtlMs?: number } = {},
+  ): Promise<AuthOutcome> {
     const store = { submit: (id: string, keys: PublicKeys, submitOptions: SubmitOptions) => submit(id, keys, submitOptions) }
-    return handleAuth(request, store as unknown as PkiStore, session, this.#keys, { ...options, cache: this.#cache })
+    return handleAuth(request, store as unknown as PkiStore, session, this.#keys, { ...options, ...reply, cache: this.#cache })
   }
 }
 

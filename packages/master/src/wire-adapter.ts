@@ -1,4 +1,4 @@
-import { minionIdProblem, MinionBoxes, type PkiStore } from '@brine/crypt'
+import { minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiStore } from '@brine/crypt'
 import {
   CLEAR_COMMANDS,
   SEALED_COMMANDS,
@@ -19,6 +19,10 @@ export interface MasterWireAdapterOptions {
   crypto: RequestPool
   /** The master's X25519 secret key (minions' boxes are opened and sealed on the main thread). */
   masterBoxSecret: Uint8Array
+  /** Applies each sealed request once inside its time window (request_window and the nonce bounds). */
+  replayGuard: ReplayGuard
+  /** The publish port of a transport this master serves, told to a minion authenticating over it. */
+  publishPortOf?: (transport: string) => number | undefined
   logger?: Logger
 }
 
@@ -37,8 +41,11 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones
- * (`{enc: 'box'}`) a minion's `_return`, `_minion_event` and `_grains`, the minion proven by its box.
- * Whatever a peer sends, the worst outcome is a typed error reply.
+ * (`{enc: 'box'}`) a minion's `_return`, `_minion_event` and `_grains`, the minion proven by its box,
+ * each applied once inside its time window by the {@link ReplayGuard} (a replay is answered "already
+ * handled", a request outside the window refused with StaleRequestError): every sealed command, present
+ * and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome is a
+ * typed error reply.
  */
 export class MasterWireAdapter {
   readonly #service: MasterService
@@ -47,10 +54,14 @@ export class MasterWireAdapter {
   readonly #boxes: MinionBoxes
   /** Refused clear commands are a peer's doing: 10 lines a minute, then a count of the rest. */
   readonly #refusalLog = new LogLimiter()
+  readonly #guard: ReplayGuard
+  readonly #publishPortOf: (transport: string) => number | undefined
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
     this.#logger = options.logger ?? silentLogger
+    this.#guard = options.replayGuard
+    this.#publishPortOf = options.publishPortOf ?? (() => undefined)
     const { store, crypto } = options
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -80,8 +91,10 @@ export class MasterWireAdapter {
     if (typeof cmd !== 'string') throw new MalformedRequestError('clear request', 'load.cmd is not a string')
     const service = this.#service
     switch (cmd) {
-      case '_auth':
-        return service.auth(load)
+      case '_auth': {
+        const publishPort = this.#publishPortOf(context.transport)
+        return service.auth(load, publishPort === undefined ? {} : { publishPort })
+      }
       case 'publish': {
         const caller = await service.authorize(load)
         const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
@@ -121,10 +134,13 @@ export class MasterWireAdapter {
     const opened = await this.#boxes.open(request)
     let reply: Record<string, unknown>
     try {
-      await this.#sealed(opened.id, opened.load)
-      reply = { ok: true }
+      const verdict = await this.#guard.run(opened.id, opened.nonce, opened.timestamp, () => this.#sealed(opened.id, opened.load))
+      // A duplicate (the same bytes again: a transport retry, or a replay) was handled the first time; nothing is applied twice.
+      reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true }
     } catch (error) {
-      this.#logger.warning(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
+      // A stale request is routine (a minion's clock anchor aged, or a recording replayed): it re-seals; not worth a warning each.
+      const log = error instanceof StaleRequestError ? this.#logger.debug.bind(this.#logger) : this.#logger.warning.bind(this.#logger)
+      log(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
       reply = { ok: false, error: serializeError(error) }
     }
     return (await this.#boxes.seal(opened.id, reply)) as unknown as WireValue

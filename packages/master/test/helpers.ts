@@ -126,9 +126,9 @@ export class FakeMinion {
     return minion
   }
 
-  /** `_auth`; on acceptance keeps the session key and the master's keys. Returns the reply's result. */
-  async auth(): Promise<{ ok: boolean; reason?: string }> {
-    const request = buildAuthRequest(this.id, this.keys)
+  /** `_auth` (signed at `now`, default this host's clock); on acceptance keeps the session key and the master's keys. Returns the reply's result. */
+  async auth(now?: number): Promise<{ ok: boolean; reason?: string }> {
+    const request = buildAuthRequest(this.id, this.keys, now)
     const reply = await this.request.send({ enc: 'clear', load: request })
     const result = await acceptAuthReply(reply, request, this.keys, { pkiDir: this.pkiDir })
     if (!result.ok) return { ok: false, reason: result.reason }

@@ -19,6 +19,7 @@ import {
 import { clearRequest } from '@brine/common'
 import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
 import { sleep, type MasterLinkEvent } from './lifecycle.js'
+import { MasterTime, systemClock, type Clock } from './master-time.js'
 
 /** What a successful `_auth` gives the minion. */
 export interface MasterSession {
@@ -27,6 +28,12 @@ export interface MasterSession {
   masterFinger: string
   /** Seals requests to the master and opens its replies. */
   box: PeerBox
+  /** The master's clock, anchored at this auth: what requests are stamped with and publishes checked against. */
+  time: MasterTime
+  /** The master's time after which this session must be renewed before a job runs (`publish_session`); undefined: never. */
+  expireAt: number | undefined
+  /** The publish port the master named for this transport, if it did. */
+  publishPort: number | undefined
 }
 
 export interface MinionAuthOptions {
@@ -54,6 +61,8 @@ export interface MinionAuthOptions {
   emit: (event: MasterLinkEvent) => void
   /** Called after every successful auth (not awaited). */
   onAuthenticated: (session: MasterSession, first: boolean) => void
+  /** This host's clocks (default the system's; tests inject one). */
+  clock?: Clock
 }
 
 /** The shortest wait between attempts, so a zero acceptance_wait_time cannot make the loop spin. */
@@ -63,15 +72,27 @@ const SLOW_FACTOR = 6
 /** Old session keys kept, so publishes sealed just before a rotation still open. */
 const KEPT_SESSIONS = 2
 
+/** What one `_auth` attempt came to: a session, or how long to wait before the next. */
+type Attempt = { session: MasterSession; delay?: undefined } | { session?: undefined; delay: number }
+
 export class MinionAuth {
   readonly #options: MinionAuthOptions
+  readonly #clock: Clock
   #current: MasterSession | undefined
   readonly #sessions = new Map<number, SessionKey>()
   #inFlight: Promise<MasterSession> | undefined
+  #refreshing: Promise<MasterSession | undefined> | undefined
+  /** When (monotonic) the last refresh was tried: at most one per interval asked. */
+  #lastRefresh = Number.NEGATIVE_INFINITY
+  /** The master's clock as last heard (a signed acceptance, or a refusal's hint): what `_auth` requests are stamped with. */
+  #heard: MasterTime | undefined
   #count = 0
+  /** The growing wait between attempts of the current loop. */
+  #wait = 0
 
   constructor(options: MinionAuthOptions) {
     this.#options = options
+    this.#clock = options.clock ?? systemClock
   }
 
   /** The session of the last successful auth, if any. */
@@ -102,70 +123,116 @@ export class MinionAuth {
     return run
   }
 
+  /**
+   * One bounded `_auth` to hear the master's clock again (and the current session): what a minion does
+   * before trusting a publish that looks expired, issued in the future or sent under an expired session,
+   * and before re-sealing a request the master found stale. At most one attempt per `minIntervalMs` (a
+   * replay flood costs one, not one each): within it, the current session is returned as it is.
+   * Undefined when the attempt failed (the master could not be reached, or refused). Never loops.
+   */
+  refresh(minIntervalMs: number): Promise<MasterSession | undefined> {
+    if (this.#refreshing !== undefined) return this.#refreshing
+    if (this.#clock.monotonic() - this.#lastRefresh < minIntervalMs) return Promise.resolve(this.#current)
+    this.#lastRefresh = this.#clock.monotonic()
+    const run = (this.#inFlight ?? this.#attempt().then((attempt) => attempt.session)).catch(() => undefined)
+    const bounded = this.#inFlight === undefined ? run : withTimeout(run, this.#options.authTimeoutMs)
+    this.#refreshing = bounded.finally(() => {
+      this.#refreshing = undefined
+    })
+    return this.#refreshing
+  }
+
   async #loop(): Promise<MasterSession> {
     const o = this.#options
     const base = Math.max(o.acceptanceWaitMs, MIN_WAIT_MS)
-    let wait = base
-    const address = o.client.address
+    this.#wait = base
     for (;;) {
-      if (o.signal.aborted) throw new ClosedError('minion auth', address)
-      let delay = wait
-      const request = buildAuthRequest(o.id, o.keys, Date.now(), o.cache)
-      try {
-        const reply = await o.client.send(clearRequest(request), { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
-        const result = await acceptAuthReply(reply, request, o.keys, {
-          pkiDir: o.pkiDir,
-          ...(o.pinFile === undefined ? {} : { pinFile: o.pinFile }),
-          ...(o.masterFinger === undefined || o.masterFinger === '' ? {} : { masterFinger: o.masterFinger }),
-          ...(o.cache === undefined ? {} : { cache: o.cache }),
-        })
-        if (result.ok) return this.#accepted(result.session, result.masterPub, result.masterFinger, result.firstContact)
-        if (result.reason === 'pending') {
-          o.logger.info(
-            `The Brine master at ${address} has cached the public key for this node (${result.message}); ` +
-              `this minion will wait for ${delay / 1000} seconds before attempting to re-authenticate`,
-          )
-          o.emit({ type: 'auth-pending', master: o.master, message: result.message, waitMs: delay })
-        } else {
-          delay = this.#slow(wait)
-          // Salt exits here; a daemon that stays up lets an operator accept the key later without a restart.
-          o.logger.error(
-            `The Brine master at ${address} refused this minion (${result.reason}: ${result.message}). ` +
-              `If the key was rejected, delete it on the master (brine-key -d ${o.id}) so it can be submitted again; ` +
-              `asking again in ${delay / 1000} seconds`,
-          )
-          o.emit({ type: 'auth-rejected', master: o.master, reason: result.reason, message: result.message, waitMs: delay })
-        }
-      } catch (error) {
-        if (o.signal.aborted) throw new ClosedError('minion auth', address)
-        const message = error instanceof Error ? error.message : String(error)
-        const name = error instanceof Error ? error.name : 'Error'
-        if (error instanceof MasterKeyMismatchError) {
-          delay = this.#slow(wait)
-          o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${delay / 1000} seconds`)
-        } else if (error instanceof TimeoutError) {
-          o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${delay / 1000} seconds`)
-        } else {
-          o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${delay / 1000} seconds`)
-        }
-        o.emit({ type: 'auth-failed', master: o.master, error: name, message, waitMs: delay })
-      }
-      if (!(await sleep(delay, o.signal))) throw new ClosedError('minion auth', address)
-      if (o.acceptanceWaitMaxMs > 0 && wait < o.acceptanceWaitMaxMs) wait = Math.min(wait + base, o.acceptanceWaitMaxMs)
+      if (o.signal.aborted) throw new ClosedError('minion auth', o.client.address)
+      const attempt = await this.#attempt()
+      if (attempt.session !== undefined) return attempt.session
+      if (!(await sleep(attempt.delay, o.signal))) throw new ClosedError('minion auth', o.client.address)
+      if (o.acceptanceWaitMaxMs > 0 && this.#wait < o.acceptanceWaitMaxMs) this.#wait = Math.min(this.#wait + base, o.acceptanceWaitMaxMs)
     }
+  }
+
+  /** One request and its reply: a session, or the wait before the next attempt (logged and reported as an event). */
+  async #attempt(): Promise<Attempt> {
+    const o = this.#options
+    const address = o.client.address
+    const wait = Math.max(this.#wait, Math.max(o.acceptanceWaitMs, MIN_WAIT_MS))
+    let delay = wait
+    if (o.signal.aborted) throw new ClosedError('minion auth', address)
+    // Stamped in the master's clock as last heard: after `brine-key -d`, only a request signed after the
+    // deletion is auto-accepted again, so this minion's own is told apart from a recording replayed.
+    const request = buildAuthRequest(o.id, o.keys, this.#heard?.now() ?? this.#clock.wall(), o.cache)
+    try {
+      const reply = await o.client.send(clearRequest(request), { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
+      const result = await acceptAuthReply(reply, request, o.keys, {
+        pkiDir: o.pkiDir,
+        ...(o.pinFile === undefined ? {} : { pinFile: o.pinFile }),
+        ...(o.masterFinger === undefined || o.masterFinger === '' ? {} : { masterFinger: o.masterFinger }),
+        ...(o.cache === undefined ? {} : { cache: o.cache }),
+      })
+      if (result.ok) {
+        const time = new MasterTime(result.masterTime, this.#clock)
+        this.#heard = time
+        const expireAt = result.sessionTtlMs > 0 ? result.masterTime + result.sessionTtlMs : undefined
+        return { session: this.#accepted(result.session, result.masterPub, result.masterFinger, result.firstContact, time, expireAt, result.publishPort) }
+      }
+      // Unsigned, but harmless: it only sets the time the next request is stamped with.
+      if (result.masterTime !== undefined) this.#heard = new MasterTime(result.masterTime, this.#clock)
+      if (result.reason === 'pending') {
+        o.logger.info(
+          `The Brine master at ${address} has cached the public key for this node (${result.message}); ` +
+            `this minion will wait for ${delay / 1000} seconds before attempting to re-authenticate`,
+        )
+        o.emit({ type: 'auth-pending', master: o.master, message: result.message, waitMs: delay })
+      } else {
+        delay = this.#slow(wait)
+        // Salt exits here; a daemon that stays up lets an operator accept the key later without a restart.
+        o.logger.error(
+          `The Brine master at ${address} refused this minion (${result.reason}: ${result.message}). ` +
+            `If the key was rejected, delete it on the master (brine-key -d ${o.id}) so it can be submitted again; ` +
+            `asking again in ${delay / 1000} seconds`,
+        )
+        o.emit({ type: 'auth-rejected', master: o.master, reason: result.reason, message: result.message, waitMs: delay })
+      }
+    } catch (error) {
+      if (o.signal.aborted) throw new ClosedError('minion auth', address)
+      const message = error instanceof Error ? error.message : String(error)
+      const name = error instanceof Error ? error.name : 'Error'
+      if (error instanceof MasterKeyMismatchError) {
+        delay = this.#slow(wait)
+        o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${delay / 1000} seconds`)
+      } else if (error instanceof TimeoutError) {
+        o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${delay / 1000} seconds`)
+      } else {
+        o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${delay / 1000} seconds`)
+      }
+      o.emit({ type: 'auth-failed', master: o.master, error: name, message, waitMs: delay })
+    }
+    return { delay }
   }
 
   #slow(wait: number): number {
     return Math.max(this.#options.acceptanceWaitMaxMs, wait * SLOW_FACTOR)
   }
 
-  #accepted(session: SessionKey, masterPub: PublicKeys, masterFinger: string, firstContact: boolean): MasterSession {
+  #accepted(
+    session: SessionKey,
+    masterPub: PublicKeys,
+    masterFinger: string,
+    firstContact: boolean,
+    time: MasterTime,
+    expireAt: number | undefined,
+    publishPort: number | undefined,
+  ): MasterSession {
     const o = this.#options
     const box =
       this.#current !== undefined && Buffer.compare(this.#current.box.peerPublicKey, masterPub.box) === 0
         ? this.#current.box
         : new PeerBox({ id: o.id, role: 'minion', secretKey: o.keys.box.secretKey, peerPublicKey: masterPub.box, ...(o.cache === undefined ? {} : { cache: o.cache }) })
-    const current: MasterSession = { session, masterPub, masterFinger, box }
+    const current: MasterSession = { session, masterPub, masterFinger, box, time, expireAt, publishPort }
     this.#current = current
     this.#sessions.delete(session.gen)
     this.#sessions.set(session.gen, session)
@@ -178,4 +245,13 @@ export class MinionAuth {
     o.onAuthenticated(current, first)
     return current
   }
+}
+
+/** `promise`, or undefined once `ms` have passed (the promise is left to finish on its own). */
+function withTimeout<T>(promise: Promise<T | undefined>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }

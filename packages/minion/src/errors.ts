@@ -9,13 +9,19 @@
  */
 import { BrineError, type ErrorContext } from '@brine/transport'
 
-/** The master answered a sealed request with something other than its sealed `{ok: true}`. */
+/**
+ * The master answered a sealed request with something other than its sealed `{ok: true}`. `refusal` is the
+ * name of the master's error when it sent one (`StaleRequestError`, `ReturnRefusedError`, …: see
+ * `SEALED_REFUSALS` in @brine/common for the ones that say what to do).
+ */
 export class NotAcknowledgedError extends BrineError {
   override name = 'NotAcknowledgedError'
   readonly cmd: string
-  constructor(cmd: string, reason: string, options?: ErrorOptions) {
-    super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason }, options)
+  readonly refusal: string | undefined
+  constructor(cmd: string, reason: string, options?: ErrorOptions & { refusal?: string }) {
+    super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason, refusal: options?.refusal }, options)
     this.cmd = cmd
+    this.refusal = options?.refusal
   }
 }
 

@@ -1,10 +1,11 @@
 /**
  * @packageDocumentation
  * `@brine/minion` is the Brine minion: it authenticates to its masters, subscribes to their
- * publishes, matches targets, runs Salt's execution modules (test, cmd, grains, saltutil, sys)
- * and returns their results in Salt's shapes, spooling returns while a master is away. Its side
- * of one master is a `MasterLink` (clients, auth with a pinned key, sealed sender, spool, opened
- * publishes), usable on its own: a syndic holds one to hear its upper master.
+ * publishes (on the port each master's auth reply names), matches targets, runs Salt's execution
+ * modules (test, cmd, grains, saltutil, sys) and returns their results in Salt's shapes, spooling
+ * returns while a master is away. Its side of one master is a `MasterLink` (clients, auth with a
+ * pinned key, the master's clock, sealed sender, spool, opened and fresh publishes), usable on its
+ * own: a syndic holds one to hear its upper master.
  */
 export * from './modules/index.js'
 export * from './executor.js'
@@ -13,13 +14,15 @@ export { Minion, minionStartEvents } from './minion.js'
 export type { MinionOptions } from './minion.js'
 export { MasterLink } from './master-link.js'
 export type { LinkPublish, MasterLinkOptions, MasterLinkStatus, ReturnRoute } from './master-link.js'
-export { AllMastersPolicy, FailoverPolicy, failoverOrder, systemClock } from './master-policy.js'
+export { AllMastersPolicy, FailoverPolicy, failoverOrder, systemPolicyClock } from './master-policy.js'
 export type { FailoverOptions, MasterPolicy, MasterPolicyContext, PolicyClock, PolicyLink } from './master-policy.js'
 export type { MasterLinkEvent, MinionEvent, MinionEventType } from './lifecycle.js'
 export { MinionAuth } from './auth.js'
 export type { MasterSession, MinionAuthOptions } from './auth.js'
-export { Returner, sendSealed } from './returner.js'
+export { Returner, sendSealed, sendSealedFresh, isFinalRefusal } from './returner.js'
+export { MasterTime, systemClock } from './master-time.js'
+export type { Clock } from './master-time.js'
 export type { ReturnerOptions, SealedSendOptions } from './returner.js'
 export { ReturnSpool, spoolDir, SPOOL_DIR_MODE, SPOOL_FILE_MODE } from './spool.js'
-export { JobRunner, KEPT_RETURN_BYTES, mutableCopy } from './job-runner.js'
+export { JobRunner, KEPT_RETURN_BYTES, KEPT_RETURNS_TOTAL_BYTES, mutableCopy } from './job-runner.js'
 export type { JobRunnerOptions } from './job-runner.js'

@@ -18,12 +18,14 @@ export type MasterLinkEvent =
   /** No usable answer: timeout, a master key that does not match the pin, a bad reply. */
   | { type: 'auth-failed'; master: string; error: string; message: string; waitMs: number }
   | { type: 'authenticated'; master: string; gen: number; firstContact: boolean; masterFinger: string }
-  /** A publish failed to verify, decrypt or validate and was dropped. */
-  | { type: 'publish-dropped'; master: string; reason: string }
+  /** A publish failed to verify, decrypt or validate, or was stale (expired, from the future, under an expired session), and was dropped. */
+  | { type: 'publish-dropped'; master: string; reason: string; jid?: string }
   /** The master acknowledged a return; `fromSpool` when it had been spooled first. */
   | { type: 'returned'; master: string; jid: string; fromSpool: boolean }
   /** A return the master did not acknowledge was written to the spool. */
   | { type: 'spooled'; master: string; jid: string; file: string }
+  /** The master refused a return for good (a job this minion was not sent, an unknown or future jid): dropped, not spooled. */
+  | { type: 'return-refused'; master: string; jid: string; reason: string }
 
 /** The minion daemon's events: its links' events, what its job runner decides, and `stopped`. */
 export type MinionEvent =

@@ -2,8 +2,16 @@
  * One master, as a minion (or a syndic, hearing its upper master) sees it: the request and publish
  * clients, `_auth` with the master's key pinned in a file of its own, the sealed sender, the
  * return spool, re-authentication (on a publish under a newer session key, on a reconnected
- * request link), and the stream of opened, validated job loads. Nothing here knows about grains
- * or execution modules: what to send after each auth is the owner's `afterAuth`.
+ * request link), and the stream of opened, validated, fresh job loads. The publish port is the one
+ * the master names in its auth reply unless `publishPort` overrides it. Nothing here knows about
+ * grains or execution modules: what to send after each auth is the owner's `afterAuth`.
+ *
+ * Freshness (docs/protocol.md): every job load carries its issue time and expiry in the master's
+ * clock, which the link knows from its last `_auth`. A publish that has expired, is issued beyond
+ * `clock_skew` in the future, or arrives when the session has outlived its lifetime is checked once
+ * more against the master's clock through one bounded `_auth`, and dropped if it still fails: a
+ * recorded publish replayed later — after any number of other jobs, or once the master is gone —
+ * runs nothing.
  */
 import { validateJobLoad, type JobLoad, type ReturnLoad } from '@brine/common'
 import { CryptCache, isPublishEnvelope, openPublish, StaleSessionKeyError, type KeyPair, type PublishEnvelope } from '@brine/crypt'
@@ -20,7 +28,8 @@ import {
 } from '@brine/transport'
 import { MinionAuth, type MasterSession } from './auth.js'
 import { LifecycleEvents, RateLimitedLog, settleWithin, type MasterLinkEvent } from './lifecycle.js'
-import { Returner, sendSealed, type SealedSendOptions } from './returner.js'
+import { systemClock, type Clock } from './master-time.js'
+import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
 import { ReturnSpool } from './spool.js'
 
 /** Where a job came from, and how its return goes back there. */
@@ -29,6 +38,13 @@ export interface ReturnRoute {
   readonly master: string
   /** Sends a return to this master: acknowledged, or spooled and retried. Never rejects. */
   deliver(load: ReturnLoad): Promise<void>
+  /**
+   * This master's clock as the link knows it (ms since the epoch), which a job's `expire` is in; it
+   * keeps running after the link closes (another link to the same master may still be handed a copy
+   * that is valid in it). -Infinity before the master was first heard; +Infinity for a link closed
+   * without ever hearing it (nothing came from it).
+   */
+  masterNow(): number
 }
 
 /** One job load from one master, opened and validated. The load is shared (frozen); copy what you change. */
@@ -44,10 +60,14 @@ export interface MasterLinkOptions {
   keys: KeyPair
   /** The loaded transport both clients use. */
   transport: Transport
-  /** The master's host, request (ret) port and publish port. */
+  /** The master's host and request (ret) port. */
   host: string
   port: number
-  publishPort: number
+  /**
+   * The master's publish port, to override the one its auth reply names (a minion's explicit
+   * `publish_port`). Absent: subscribe once the first auth says where (Salt's minions do the same).
+   */
+  publishPort?: number
   /** Reconnect backoff and endpoint limits of both clients. */
   client?: Omit<ClientOptions, 'host' | 'port' | 'logger'>
   /** Where the master's keys are pinned: `pkiDir`/`pinFile` (default Salt's `minion_master.pub`). */
@@ -78,6 +98,10 @@ export interface MasterLinkOptions {
   afterAuth?: (link: MasterLink, first: boolean) => Promise<void>
   /** Every event of this link, synchronously as it happens (a minion forwards them to its own stream). */
   onEvent?: (event: MasterLinkEvent) => void
+  /** This host's clocks (default the system's); tests inject one to move time. */
+  clock?: Clock
+  /** How far ahead of the master's clock (as last heard) a publish may be issued, ms (`clock_skew`, default 300 s). */
+  clockSkewMs?: number
 }
 
 /** What a policy reads to choose among links. */
@@ -98,6 +122,14 @@ const STALE_MEMORY = 16
 const CLOSE_DRAIN_MS = 10_000
 /** Events a late {@link MasterLink.events} reader still gets. */
 const EVENT_HISTORY = 64
+/** A publish that looks stale makes the link ask the master's clock again, at most once per this. */
+const REFRESH_AFTER_MS = 10_000
+/** The publish port when neither config nor the master says (Salt's default). */
+const DEFAULT_PUBLISH_PORT = 4505
+const DEFAULT_CLOCK_SKEW_MS = 300_000
+
+/** Why a publish is not run as it is: it needs a fresher look at the master's clock, or it is refused. */
+type Staleness = 'session expired' | 'expired' | 'issued in the future'
 
 export class MasterLink implements ReturnRoute {
   /** `host:port` of the master's ret port: the name every event and log line uses. */
@@ -109,7 +141,14 @@ export class MasterLink implements ReturnRoute {
   readonly #controller = new AbortController()
   readonly #events = new LifecycleEvents<MasterLinkEvent>(EVENT_HISTORY)
   readonly #request: RequestClient
-  readonly #publish: PublishClient
+  /** The publish client; created once its port is known (the override, else the first auth reply's). */
+  #publish: PublishClient | undefined
+  #publishPort: number | undefined
+  /** Resolves with the first publish client (undefined if the link closes first). */
+  readonly #publishReady: Promise<PublishClient | undefined>
+  #resolvePublishReady!: (client: PublishClient | undefined) => void
+  readonly #clientOptions: Omit<ClientOptions, 'port' | 'logger'>
+  readonly #clock: Clock
   readonly #auth: MinionAuth
   readonly #returner: Returner
   readonly #cache: CryptCache
@@ -141,9 +180,12 @@ export class MasterLink implements ReturnRoute {
     const signal = this.#controller.signal
     const emit = (event: MasterLinkEvent): void => this.#emit(event)
     const common = { host: options.host, ...options.client }
+    this.#clientOptions = common
+    this.#clock = options.clock ?? systemClock
+    this.#publishReady = new Promise((resolve) => (this.#resolvePublishReady = resolve))
     // Factories are synchronous and do no I/O: the clients exist from here on, and connect in start().
     this.#request = options.transport.createRequestClient({ ...common, port: options.port, timeout: options.authTimeoutMs, logger: this.#logger.child('request') })
-    this.#publish = options.transport.createPublishClient({ ...common, port: options.publishPort, id: options.id, logger: this.#logger.child('publish') })
+    if (options.publishPort !== undefined) this.#createPublish(options.publishPort)
     this.#auth = new MinionAuth({
       id: options.id,
       keys: options.keys,
@@ -159,7 +201,9 @@ export class MasterLink implements ReturnRoute {
       logger: this.#logger.child('auth'),
       signal,
       emit,
-      onAuthenticated: (_session, first) => {
+      clock: this.#clock,
+      onAuthenticated: (session, first) => {
+        this.#subscribeAt(session)
         if (first) this.#resolveAuthenticated()
         this.#track(this.#afterAuth(first))
       },
@@ -181,6 +225,41 @@ export class MasterLink implements ReturnRoute {
   #emit(event: MasterLinkEvent): void {
     this.#events.emit(event)
     this.#o.onEvent?.(event)
+  }
+
+  /** Creates (does not start) the publish client for `port`. */
+  #createPublish(port: number): PublishClient {
+    const client = this.#o.transport.createPublishClient({ ...this.#clientOptions, port, id: this.#o.id, logger: this.#logger.child('publish') })
+    this.#publish = client
+    this.#publishPort = port
+    this.#resolvePublishReady(client)
+    return client
+  }
+
+  /**
+   * After an auth: without an explicit publish port, subscribe where the master said (replacing the
+   * client if a restarted master names another port; its stream then goes on from the new one).
+   */
+  #subscribeAt(session: MasterSession): void {
+    if (this.#o.publishPort !== undefined || this.#closing !== undefined) return
+    let port = session.publishPort
+    if (port === undefined) {
+      port = this.#publishPort ?? DEFAULT_PUBLISH_PORT
+      if (this.#publish === undefined) this.#logger.warning(`the master at ${this.master} did not name its publish port; subscribing to ${port}`)
+    }
+    if (this.#publish !== undefined && port === this.#publishPort) return
+    const old = this.#publish
+    const client = this.#createPublish(port)
+    this.#logger.info(`master ${this.master}: publishes on port ${port}${old === undefined ? '' : ` (was ${old.address})`}, as its auth reply says`)
+    this.#track(
+      (async () => {
+        await old?.close()
+        // A link closing meanwhile has closed this client too: nothing to start.
+        if (this.#closing === undefined) await client.start()
+      })().catch((error: unknown) => {
+        if (this.#closing === undefined) this.#logger.error(`could not start the publish client for ${client.address}`, error)
+      }),
+    )
   }
 
   #track(task: Promise<unknown>): void {
@@ -227,8 +306,11 @@ export class MasterLink implements ReturnRoute {
 
   async #start(): Promise<void> {
     await this.#request.start()
-    await this.#publish.start()
-    this.#logger.info(`master ${this.master}: transport ${this.#o.transport.name}, requests ${this.#request.address}, publishes ${this.#publish.address}`)
+    await this.#publish?.start()
+    this.#logger.info(
+      `master ${this.master}: transport ${this.#o.transport.name}, requests ${this.#request.address}, ` +
+        `publishes ${this.#publish?.address ?? "on the port the master's auth reply names"}`,
+    )
     this.#track(this.#watchRequestLink())
     this.#track(this.#auth.authenticate().catch(() => {})) // ends with ClosedError only when closing
   }
@@ -276,14 +358,25 @@ export class MasterLink implements ReturnRoute {
     this.#publishesTaken = true
     // A plain iterator rather than an async generator: one promise per job on the hot path, where a
     // swarm runs hundreds of links in one process.
-    const envelopes = this.#publish[Symbol.asyncIterator]()
+    let client: PublishClient | undefined
+    let envelopes: AsyncIterator<WireValue> | undefined
     const signal = this.#controller.signal
     const ended = (): IteratorResult<LinkPublish> => ({ done: true, value: undefined })
     const iterator: AsyncIterator<LinkPublish> = {
       next: async () => {
         for (;;) {
+          if (envelopes === undefined || client !== this.#publish) {
+            // The first client exists once the first auth named the port; a replaced one ends and the next takes over.
+            client = this.#publish ?? (await this.#publishReady)
+            if (client === undefined || signal.aborted) return ended()
+            envelopes = client[Symbol.asyncIterator]()
+          }
           const next = await envelopes.next()
-          if (next.done === true || signal.aborted) return ended()
+          if (signal.aborted) return ended()
+          if (next.done === true) {
+            if (client === this.#publish) return ended()
+            continue
+          }
           let job: JobLoad | undefined
           try {
             const opened = this.#open(next.value)
@@ -297,18 +390,18 @@ export class MasterLink implements ReturnRoute {
         }
       },
       return: async () => {
-        await envelopes.return?.()
+        await envelopes?.return?.()
         return ended()
       },
     }
     return { [Symbol.asyncIterator]: () => iterator }
   }
 
-  #drop(reason: string, detail: string): void {
+  #drop(reason: string, detail: string, jid?: string): void {
     this.#dropLog.log(reason, (suppressed) =>
       this.#logger.warning(`dropped a publish from ${this.master}: ${detail}${suppressed > 0 ? ` (${suppressed} similar drops not logged)` : ''}`),
     )
-    this.#emit({ type: 'publish-dropped', master: this.master, reason: detail })
+    this.#emit(jid === undefined ? { type: 'publish-dropped', master: this.master, reason: detail } : { type: 'publish-dropped', master: this.master, reason: detail, jid })
   }
 
   /**
@@ -333,11 +426,39 @@ export class MasterLink implements ReturnRoute {
       master = await this.#auth.authenticate()
     }
     const opened = this.#openWith(envelope, master, firstAuth)
+    if (opened instanceof Promise) return opened
     return opened === 'authenticate' ? this.#openAfterAuth(envelope, false) : opened
   }
 
-  /** Opens with `master`'s session keys: the job, undefined when dropped, or 'authenticate' when a newer session key may open it (only if `mayAuthenticate`). */
-  #openWith(envelope: PublishEnvelope, master: MasterSession, mayAuthenticate: boolean): JobLoad | undefined | 'authenticate' {
+  /**
+   * A publish that looked stale against the master's clock as last heard: hear it again (one bounded
+   * `_auth`, at most one per REFRESH_AFTER_MS; within that, the clock as last heard), then run it only if
+   * it is fresh by that. A master that cannot be reached leaves it refused.
+   */
+  async #openAfterRefresh(job: JobLoad, staleness: Staleness): Promise<JobLoad | undefined> {
+    this.#logger.info(`job ${job.jid} from ${this.master} looks ${staleness}; checking the master's clock again before running it`)
+    const master = await this.#auth.refresh(REFRESH_AFTER_MS)
+    const still = master === undefined ? 'the master could not be reached to check it' : this.#staleness(job, master)
+    if (still === undefined) return job
+    this.#drop('stale', `job ${job.jid} refused: ${still}`, job.jid)
+    return undefined
+  }
+
+  /** Why `job` may not run as the master's clock stands in `master`, or undefined when it is fresh. */
+  #staleness(job: JobLoad, master: MasterSession): Staleness | undefined {
+    const now = master.time.now()
+    if (master.expireAt !== undefined && now > master.expireAt) return 'session expired'
+    if (now > job.expire) return 'expired'
+    if (job.issued > now + (this.#o.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS)) return 'issued in the future'
+    return undefined
+  }
+
+  /**
+   * Opens with `master`'s session keys: the job, undefined when dropped, 'authenticate' when a newer
+   * session key may open it (only if `mayAuthenticate`), or a promise when it looked stale and the
+   * master's clock is being checked again.
+   */
+  #openWith(envelope: PublishEnvelope, master: MasterSession, mayAuthenticate: boolean): JobLoad | undefined | 'authenticate' | Promise<JobLoad | undefined> {
     const gen = envelope.gen
     const session = typeof gen === 'number' ? (this.#auth.sessionFor(gen) ?? master.session) : master.session
     let load: WireValue
@@ -354,13 +475,17 @@ export class MasterLink implements ReturnRoute {
       this.#drop(name, `${name}: ${error instanceof Error ? error.message : String(error)}`)
       return undefined
     }
+    let job: JobLoad
     try {
       // Every minion sharing the cache reads the same opened load: it is validated once for all.
-      return typeof load === 'object' && load !== null ? this.#cache.derived(load, 'job', () => validateJobLoad(load)) : validateJobLoad(load)
+      job = typeof load === 'object' && load !== null ? this.#cache.derived(load, 'job', () => validateJobLoad(load)) : validateJobLoad(load)
     } catch (error) {
       this.#drop('invalid', `not a valid job load: ${(error as Error).message}`)
       return undefined
     }
+    const staleness = this.#staleness(job, master)
+    if (staleness === undefined) return job
+    return this.#openAfterRefresh(job, staleness)
   }
 
   #recentlyStale(gen: number): boolean {
@@ -375,9 +500,16 @@ export class MasterLink implements ReturnRoute {
    */
   async send(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<void> {
     // close() closes the request client too, so a send in flight ends with ClosedError whichever signal it was given.
-    const session = this.#auth.current ?? (await this.#auth.ready())
+    if (this.#auth.current === undefined) await this.#auth.ready()
     const signal = options.signal ?? this.#controller.signal
-    await sendSealed(this.#request, session, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
+    await sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
+  }
+
+  /** The master's clock as this link last heard it, moved on by the time since (closed or not); see {@link ReturnRoute.masterNow}. */
+  masterNow(): number {
+    const session = this.#auth.current
+    if (session !== undefined) return session.time.now()
+    return this.#closing === undefined ? Number.NEGATIVE_INFINITY : Number.POSITIVE_INFINITY
   }
 
   /** Sends a return (`_return`): acknowledged by the master, or spooled and retried. Never rejects. */
@@ -404,7 +536,8 @@ export class MasterLink implements ReturnRoute {
     if (!(await settleWithin(this.#returner.drain(), CLOSE_DRAIN_MS))) {
       this.#logger.error(`returns to ${this.master} still in flight after ${CLOSE_DRAIN_MS} ms; closing anyway`)
     }
-    await Promise.all([this.#request.close(), this.#publish.close()])
+    this.#resolvePublishReady(undefined)
+    await Promise.all([this.#request.close(), this.#publish?.close()])
     await settleWithin(Promise.allSettled([...this.#tasks]), CLOSE_DRAIN_MS)
     this.#returner.close()
     this.#connected = false

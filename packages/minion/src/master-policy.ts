@@ -30,7 +30,7 @@ export interface PolicyClock {
   sleep(ms: number, signal: AbortSignal): Promise<boolean>
 }
 
-export const systemClock: PolicyClock = { now: () => Date.now(), sleep }
+export const systemPolicyClock: PolicyClock = { now: () => Date.now(), sleep }
 
 export interface MasterPolicyContext<L extends PolicyLink = MasterLink> {
   /** The masters from config (`master`), in order. */
@@ -161,7 +161,7 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
 
   constructor(options: FailoverOptions) {
     this.#o = options
-    this.#clock = options.clock ?? systemClock
+    this.#clock = options.clock ?? systemPolicyClock
     this.#logger = options.logger ?? silentLogger
   }
 

@@ -24,6 +24,7 @@ import { JobRunner } from './job-runner.js'
 import { LifecycleEvents, type MinionEvent } from './lifecycle.js'
 import { MasterLink } from './master-link.js'
 import { AllMastersPolicy, FailoverPolicy, type MasterPolicy } from './master-policy.js'
+import type { Clock } from './master-time.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
@@ -40,6 +41,8 @@ export interface MinionOptions {
    * Many minions in one process (a swarm) share one, so each publish is opened once for all.
    */
   cryptCache?: CryptCache
+  /** This host's clocks (default the system's): what publish freshness is measured with. Tests inject one. */
+  clock?: Clock
 }
 
 /** Salt's minion start event text uses Python's time.asctime(): `Mon Jan  1 12:00:00 2024`. */
@@ -96,6 +99,7 @@ export class Minion {
   readonly #events = new LifecycleEvents()
   readonly #controller = new AbortController()
   readonly #cache: CryptCache
+  readonly #clock: Clock | undefined
   readonly #runner: JobRunner
   readonly #tasks = new Set<Promise<unknown>>()
   #resolveAuthenticated!: () => void
@@ -118,6 +122,7 @@ export class Minion {
     this.opts = opts
     this.#logger = options.logger ?? createLogger({ level: opts.log_level ?? 'warning', name: 'minion' })
     this.#cache = options.cryptCache ?? new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
+    this.#clock = options.clock
     this.authenticated = new Promise<void>((resolve, reject) => {
       this.#resolveAuthenticated = resolve
       this.#rejectAuthenticated = reject
@@ -218,7 +223,10 @@ export class Minion {
       transport,
       host,
       port,
-      publishPort: opts.publish_port,
+      // Set in config it overrides what the master's auth reply names; absent, the link subscribes where the master says.
+      ...(opts.publish_port === undefined ? {} : { publishPort: opts.publish_port }),
+      clockSkewMs: timeouts.clockSkewMs,
+      ...(this.#clock === undefined ? {} : { clock: this.#clock }),
       client: { reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) },
       pkiDir: opts.pki_dir,
       ...(several ? { pinFile: masterPinFile(host, port) } : {}),

@@ -4,7 +4,7 @@
  * minion's box, retried `return_retry_tries` times, acknowledged only by the master's sealed `{ok: true}`. A return that is not acknowledged goes to the spool and is sent
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
-import type { ReturnLoad } from '@brine/common'
+import { SEALED_REFUSALS, type ReturnLoad } from '@brine/common'
 import { DEFAULT_MAX_FRAME_BYTES, type Logger, type RequestClient, type WireValue } from '@brine/transport'
 import type { MinionAuth, MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
@@ -18,9 +18,16 @@ export interface SealedSendOptions {
   signal?: AbortSignal
 }
 
-/** Seals `load` to the master, sends it, and checks the sealed acknowledgement. */
+/** A stale request re-sealed after a refresh younger than this needs no other `_auth` first. */
+export const RESEAL_REFRESH_MS = 1000
+
+/**
+ * Seals `load` to the master (stamped with the master's time as this minion knows it), sends it, and
+ * checks the sealed acknowledgement. The transport's tries re-send these very bytes, which the master
+ * applies once.
+ */
 export async function sendSealed(client: RequestClient, session: MasterSession, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
-  const reply: WireValue = await client.send(session.box.seal(load), options)
+  const reply: WireValue = await client.send(session.box.seal(load, session.time.now()), options)
   let inner: WireValue
   try {
     inner = session.box.open(reply)
@@ -29,10 +36,31 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
   }
   const ack = inner as { ok?: unknown; error?: unknown } | null
   if (typeof ack !== 'object' || ack === null || ack.ok !== true) {
-    const why = typeof ack === 'object' && ack !== null && ack.error !== undefined ? JSON.stringify(ack.error).slice(0, 200) : 'no ok: true'
-    throw new NotAcknowledgedError(load.cmd, why)
+    const error = typeof ack === 'object' && ack !== null ? (ack.error as { name?: unknown; message?: unknown } | undefined) : undefined
+    const why = error !== undefined ? JSON.stringify(error).slice(0, 300) : 'no ok: true'
+    throw new NotAcknowledgedError(load.cmd, why, typeof error?.name === 'string' ? { refusal: error.name } : {})
   }
 }
+
+/**
+ * {@link sendSealed} with the master's freshness rule handled: a request the master finds stale (outside
+ * its `request_window`, e.g. a spooled return, or a clock anchor gone wrong) is sealed again with a fresh
+ * timestamp and nonce, after re-reading the master's clock with one `_auth` if the anchor is older than a
+ * second, and sent once more.
+ */
+export async function sendSealedFresh(client: RequestClient, auth: MinionAuth, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
+  const session = auth.current ?? (await auth.ready())
+  try {
+    await sendSealed(client, session, load, options)
+  } catch (error) {
+    if (!(error instanceof NotAcknowledgedError) || error.refusal !== SEALED_REFUSALS.stale) throw error
+    const refreshed = (await auth.refresh(RESEAL_REFRESH_MS)) ?? auth.current ?? session
+    await sendSealed(client, refreshed, load, options)
+  }
+}
+
+/** True for the master's refusal that no retry can change (a return for a job this minion was not sent). */
+export const isFinalRefusal = (error: unknown): error is NotAcknowledgedError => error instanceof NotAcknowledgedError && error.refusal === SEALED_REFUSALS.refused
 
 export interface ReturnerOptions {
   client: RequestClient
@@ -98,11 +126,15 @@ export class Returner {
     let problem = 'the link to the master is closing'
     if (session !== undefined && !o.signal.aborted) {
       try {
-        await sendSealed(o.client, session, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
         o.logger.debug(`return of job ${load.jid} (${load.fun}) acknowledged by the master`)
         o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: false })
         return
       } catch (error) {
+        if (isFinalRefusal(error)) {
+          this.#refused(load, error)
+          return
+        }
         problem = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
       }
     } else if (session === undefined) {
@@ -159,9 +191,14 @@ export class Returner {
         continue
       }
       try {
-        await sendSealed(o.client, session, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
       } catch (error) {
         if (o.signal.aborted) return
+        if (isFinalRefusal(error)) {
+          this.#refused(load, error)
+          await o.spool.remove(file)
+          continue
+        }
         o.logger.info(`spooled return of job ${load.jid} still not acknowledged (${(error as Error).message}); will retry`)
         this.#flushAgain = false
         this.#schedule()
@@ -171,6 +208,13 @@ export class Returner {
       o.logger.info(`spooled return of job ${load.jid} (${load.fun}) delivered`)
       o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: true })
     }
+  }
+
+  /** A return the master will never take (not sent this job, unknown or future jid): said once, dropped. */
+  #refused(load: ReturnLoad, error: NotAcknowledgedError): void {
+    const o = this.#o
+    o.logger.error(`return of job ${load.jid} (${load.fun}) refused by the master for good; dropped: ${error.message}`)
+    o.emit({ type: 'return-refused', master: o.master, jid: load.jid, reason: error.message })
   }
 
   /** One pending retry of the spool at a time, return_retry_timer from now. */

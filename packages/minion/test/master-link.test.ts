@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { loadTransport, type JobLoad, type ReturnLoad } from '@brine/common'
 import { CryptCache, generateKeys, loadOrCreateKeys, masterPinFile, sealPublish } from '@brine/crypt'
+import { freeLoopbackPort } from '@brine/testkit'
 import { ClosedError, InvalidOperationError, silentLogger } from '@brine/transport'
 import type { MasterLinkEvent } from '../src/lifecycle.js'
 import { MasterLink, type LinkPublish, type MasterLinkOptions } from '../src/master-link.js'
@@ -136,8 +137,9 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     await to.publishRaw(tampered)
     await to.publishRaw(sealPublish(job('test.ping'), to.session.current(), generateKeys().sign.secretKey))
     await to.publish({ ...job('test.ping'), fun: '' })
-    const first = job('test.echo', ['one'])
-    const second = job('cmd.run', ['two'], { tgt: ['x', 'y'], tgt_type: 'list' })
+    // As the master publishes them: stamped with their issue time and expiry.
+    const first = to.stamped(job('test.echo', ['one']))
+    const second = to.stamped(job('cmd.run', ['two'], { tgt: ['x', 'y'], tgt_type: 'list' }))
     await to.publish(first)
     await to.publish(second)
 
@@ -208,6 +210,110 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     expect(to.authReplies.filter((reply) => reply === 'accepted').length).toBeGreaterThanOrEqual(2)
   })
 
+  it('subscribes on the publish port the auth reply names, and follows a master that comes back on another', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to, { publishPort: undefined })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+    const first = job('test.ping')
+    await to.publish(first)
+    expect((await take(stream, 1, 'the job on the port the master named'))[0]?.job.jid).toBe(first.jid)
+
+    // The master restarts with another publish_port: the re-authentication names it, and the stream goes on from there.
+    const subscribed = to.subscribes
+    await to.movePublisher(await freeLoopbackPort())
+    await to.stopRequests()
+    await to.startRequests()
+    await deadline(linked.send({ cmd: '_minion_event', id: ID, events: [] }, { timeout: 1000, tries: 5 }), 8000, 'a send after the restart')
+    await recorder.waitFor('authenticated', (event) => event !== recorder.of('authenticated')[0], 'a second authentication')
+    await to.waitSubscribed(subscribed + 1)
+    const second = job('test.echo', ['moved'])
+    await to.publish(second)
+    expect((await take(stream, 1, 'the job on the moved port'))[0]?.job.jid).toBe(second.jid)
+  })
+
+  it('an explicit publish port wins over the one the auth reply names', async () => {
+    const to = await master({ autoAccept: true })
+    to.reportedPublishPort = await freeLoopbackPort()
+    const { link: linked } = await link(to, { publishPort: to.publishPort })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+    const load = job('test.ping')
+    await to.publish(load)
+    expect((await take(stream, 1, 'the job on the configured port'))[0]?.job.jid).toBe(load.jid)
+  })
+
+  it('refuses a publish that expired, or was issued beyond clock_skew ahead, after checking the master\'s clock once', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to)
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+    const now = to.now()
+    const expired = to.stamped({ ...job('test.ping'), issued: now - 120_000, expire: now - 60_000 })
+    const future = to.stamped({ ...job('test.ping'), issued: now + 600_000, expire: now + 660_000 })
+    const fresh = to.stamped(job('test.echo', ['fresh']))
+    for (const load of [expired, future, fresh]) await to.publish(load)
+    expect((await take(stream, 1, 'the fresh job'))[0]?.job.jid).toBe(fresh['jid'])
+    expect(recorder.of('publish-dropped').map((event) => [event.jid, event.reason])).toEqual([
+      [expired['jid'], `job ${String(expired['jid'])} refused: expired`],
+      [future['jid'], `job ${String(future['jid'])} refused: issued in the future`],
+    ])
+    // One look at the master's clock for both (at most one per 10 s), not one per stale publish.
+    expect(to.authReplies.filter((reply) => reply === 'accepted')).toHaveLength(2)
+  })
+
+  it('once its session outlived the lifetime the master named, runs a job only after authenticating again, never from a master it cannot reach', async () => {
+    const to = await master({ autoAccept: true })
+    const shift = { ms: 0 }
+    const clock = { wall: () => Date.now() + shift.ms, monotonic: () => performance.now() + shift.ms }
+    to.now = clock.wall
+    to.sessionTtlMs = 3_600_000
+    const { link: linked, recorder } = await link(to, { clock })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed(1)
+
+    // An hour and a minute later, with the master reachable: one _auth renews the session, then the job runs.
+    shift.ms += 3_660_000
+    const renewed = job('test.echo', ['renewed'])
+    await to.publish(renewed)
+    expect((await take(stream, 1, 'the job after the renewal'))[0]?.job.jid).toBe(renewed.jid)
+    expect(recorder.of('authenticated')).toHaveLength(2)
+
+    // Another hour on, the master's request port is gone: a fresh publish (on its publish port) is refused.
+    shift.ms += 3_660_000
+    await to.stopRequests()
+    const unreachable = job('test.echo', ['unreachable'])
+    await to.publish(unreachable)
+    // The reader asks for the next job; the link drops this one (the read ends when the link closes).
+    void stream.next()
+    const dropped = await recorder.waitFor('publish-dropped', (event) => event.jid === unreachable.jid, 'the job under an expired session to be refused')
+    expect(dropped.reason).toBe(`job ${String(unreachable.jid)} refused: the master could not be reached to check it`)
+    expect(recorder.of('auth-failed').length).toBeGreaterThanOrEqual(1)
+  })
+
+  it("keeps reading the master's clock after it closes, so the jids it brought stay remembered while valid", async () => {
+    const to = await master({ autoAccept: true })
+    // Hand-driven clocks: this host's, and the master's a year ahead of it.
+    const local = { wall: 1_700_000_000_000, monotonic: 5_000 }
+    const clock = { wall: () => local.wall, monotonic: () => local.monotonic }
+    const masterTime = 1_731_536_000_000
+    to.now = () => masterTime
+    const { link: linked } = await link(to, { clock })
+    await deadline(linked.authenticated, 8000, 'authentication')
+    expect(linked.masterNow()).toBe(masterTime)
+    local.wall += 5_000
+    local.monotonic += 5_000
+    await deadline(linked.close(), 8000, 'close()')
+    expect(linked.masterNow()).toBe(masterTime + 5_000)
+    local.wall += 1_000
+    local.monotonic += 1_000
+    expect(linked.masterNow()).toBe(masterTime + 6_000)
+  })
+
   it('close() is idempotent and bounded: auth waits end, the streams end, returns are spooled, start() is refused', async () => {
     const to = await master({ autoAccept: false })
     const cache = new CryptCache()
@@ -219,6 +325,8 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     await expect(linked.authenticated).rejects.toBeInstanceOf(ClosedError)
     expect(await deadline(stream.next(), 8000, 'the publishes to end')).toEqual({ done: true, value: undefined })
     expect(linked.status).toEqual({ connected: false, authenticated: false, closed: true })
+    // Closed without ever hearing the master: nothing it could bring is fresh.
+    expect(linked.masterNow()).toBe(Number.POSITIVE_INFINITY)
     await expect(linked.start()).rejects.toBeInstanceOf(ClosedError)
     await expect(linked.send({ cmd: '_grains', id: ID, grains: {} })).rejects.toBeInstanceOf(ClosedError)
 

@@ -127,7 +127,7 @@ describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
     const started = await startMinion(true, { grains: { role: `${'a'.repeat(40)}!` } })
     await deadline(started.minion.authenticated, 8000, 'first authentication')
     await started.master.waitSubscribed()
-    const { master, recorder } = started
+    const { master, minion, recorder } = started
     const pcre = job('test.echo', ['pcre'], { tgt: '(?i)MINION-(?P<letter>a)$', tgt_type: 'pcre' })
     // What a master publishes for a nodegroup: this minion has no nodegroups of its own.
     const grouped = job('test.echo', ['grouped'], { tgt: '( ( minion-* ) and not ( L@web1,db1 ) )', tgt_type: 'compound' })

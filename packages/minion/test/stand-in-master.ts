@@ -29,12 +29,20 @@ export class StandInMaster {
   readonly boxes: MinionBoxes
   readonly host: string
   readonly retPort: number
-  readonly publishPort: number
+  publishPort: number
+  /** The publish port its auth replies name (default: the real one). */
+  reportedPublishPort: number | undefined
   autoAccept: boolean
   /** Every sealed request opened, in arrival order. */
   readonly received: SealedLoad[] = []
   /** Each `_auth` reply's `ret`/`reason`. */
   readonly authReplies: string[] = []
+  /** This master's clock (ms since the epoch): what its auth replies say and its publishes are stamped with. */
+  now: () => number = Date.now
+  /** How long its publishes stay valid, ms. */
+  publishTtlMs = 60_000
+  /** The session lifetime its auth replies name, ms (0: none). */
+  sessionTtlMs = 0
   subscribes = 0
   #publisher!: PublishServer
   #requests: RequestServer | undefined
@@ -73,15 +81,26 @@ export class StandInMaster {
       options.publishPort ?? (await freeLoopbackPort()),
       options.autoAccept,
     )
-    master.#publisher = transport.createPublishServer({ host: master.host, port: master.publishPort })
-    await master.#publisher.start()
-    void master.#watchSubscribes()
+    await master.#startPublisher()
     await master.startRequests()
     return master
   }
 
-  async #watchSubscribes(): Promise<void> {
-    for await (const event of this.#publisher.events()) {
+  async #startPublisher(): Promise<void> {
+    this.#publisher = this.transport.createPublishServer({ host: this.host, port: this.publishPort })
+    await this.#publisher.start()
+    void this.#watchSubscribes(this.#publisher)
+  }
+
+  /** Moves the publish server to `port` (a master restarted with another publish_port). */
+  async movePublisher(port: number): Promise<void> {
+    await this.#publisher.close()
+    this.publishPort = port
+    await this.#startPublisher()
+  }
+
+  async #watchSubscribes(publisher: PublishServer): Promise<void> {
+    for await (const event of publisher.events()) {
       if (event.type === 'peer-subscribe') {
         this.subscribes++
         this.#notify()
@@ -114,7 +133,12 @@ export class StandInMaster {
   async #handle(request: WireValue): Promise<WireValue> {
     const { enc, load } = request as { enc?: unknown; load?: unknown }
     if (enc === 'clear') {
-      const outcome = await handleAuth(load, this.store, this.session, this.keys, { autoAccept: this.autoAccept })
+      const outcome = await handleAuth(load, this.store, this.session, this.keys, {
+        autoAccept: this.autoAccept,
+        now: this.now(),
+        publishPort: this.reportedPublishPort ?? this.publishPort,
+        sessionTtlMs: this.sessionTtlMs,
+      })
       this.authReplies.push(outcome.reply.ret ? 'accepted' : outcome.reply.reason)
       this.#notify()
       return outcome.reply
@@ -139,9 +163,15 @@ export class StandInMaster {
     this.#requests = undefined
   }
 
-  /** Seals and signs `load` under the current session key and publishes it. */
+  /** `load` as this master publishes it: stamped with its issue time and expiry (unless the load sets them). */
+  stamped(load: Record<string, unknown>): Record<string, unknown> {
+    const now = this.now()
+    return { issued: now, expire: now + this.publishTtlMs, ...load }
+  }
+
+  /** Seals and signs `load` (stamped) under the current session key and publishes it. */
   async publish(load: Record<string, unknown>, topics?: string[]): Promise<void> {
-    await this.publishRaw(sealPublish(load, this.session.current(), this.keys.sign.secretKey), topics)
+    await this.publishRaw(sealPublish(this.stamped(load), this.session.current(), this.keys.sign.secretKey), topics)
   }
 
   async publishRaw(envelope: WireValue, topics?: string[]): Promise<void> {
@@ -169,12 +199,13 @@ export function job(fun: string, arg: unknown[] = [], target: { tgt?: string | s
 /**
  * A minion's config for the tests: `id` against `master` with quick timers (auth, acceptance
  * wait, return retries, reconnect), its keys in `<dir>/<name>-pki` and its cache in
- * `<dir>/<name>-cache` (`name` defaults to the id).
+ * `<dir>/<name>-cache` (`name` defaults to the id). A master given without `publishPort` leaves
+ * `publish_port` out: the minion learns it from the auth reply.
  */
 export async function testMinionConfig(
   transportName: string,
   dir: string,
-  master: StandInMaster,
+  master: { host: string; retPort: number; publishPort?: number },
   id: string,
   options: { name?: string; extra?: Record<string, unknown> } = {},
 ): Promise<MinionConfig> {
@@ -186,7 +217,7 @@ export async function testMinionConfig(
       transport: transportName,
       master: master.host,
       master_port: master.retPort,
-      publish_port: master.publishPort,
+      ...(master.publishPort === undefined ? {} : { publish_port: master.publishPort }),
       pki_dir: join(dir, `${name}-pki`),
       cachedir: join(dir, `${name}-cache`),
       acceptance_wait_time: 0.1,

@@ -21,3 +21,21 @@ export class UnstorableValueError extends BrineError {
     this.path = path
   }
 }
+
+/**
+ * A job or return dated too far in the future (beyond `clock_skew` of the master's clock) for a jid the
+ * cache does not hold yet: refused before any file is opened, so a flood of future jids cannot open one
+ * file per day. Carries the jid, its time and the limit.
+ */
+export class FutureJidError extends JobCacheError {
+  override name = 'FutureJidError'
+  readonly jid: string
+  constructor(backend: string, jid: string, at: Date, now: Date, limitMs: number) {
+    super(
+      backend,
+      `jid ${jid.slice(0, 40)} is dated ${at.toISOString()}, more than ${limitMs} ms (clock_skew) ahead of this master's clock (${now.toISOString()}); refused`,
+      { jid: jid.slice(0, 40), at: at.toISOString(), now: now.toISOString(), limit: limitMs },
+    )
+    this.jid = jid
+  }
+}

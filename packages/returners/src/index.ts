@@ -9,5 +9,5 @@
 export { LocalJobCache, type LocalJobCacheOptions } from './local-cache.js'
 export { PostgresJobCache, type PostgresConnection, type PostgresJobCacheOptions } from './postgres-cache.js'
 export { openJobCache, postgresConnection, JOB_CACHE_BACKENDS, type JobCacheBackend, type OpenJobCacheOptions } from './open.js'
-export { JobCacheError, UnstorableValueError } from './errors.js'
+export { FutureJidError, JobCacheError, UnstorableValueError } from './errors.js'
 export { BYTES_MARKER, NUL_STRING_MARKER, toJsonValue, fromJsonValue } from './json.js'

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, frame, FRAME_HEADER_BYTES, FrameReader, type Logger, type WireValue } from '@brine/transport'
-import { JobCacheError } from './errors.js'
+import { FutureJidError, JobCacheError } from './errors.js'
 import { lockOwnerGone, lockText, parseLockText } from './process-identity.js'
 
 const CHECKSUM_BYTES = 4
@@ -31,6 +31,15 @@ export interface LocalJobCacheOptions {
    * call rejects with the reason, which is also logged. Default false: open() waits.
    */
   indexInBackground?: boolean
+  /**
+   * Refuse (FutureJidError) a return whose jid is dated more than this many ms ahead of `now()` (or of the
+   * newest jid held) and whose job the cache neither holds nor is writing, so a flood of future jids opens no
+   * day file (the master passes `clock_skew`). Jobs themselves come from the master's own publish path and
+   * are taken as they are. Default: no limit.
+   */
+  maxFutureMs?: number
+  /** The master's clock, ms since the epoch (default Date.now). */
+  now?: () => number
 }
 
 /** Where one return's record sits: `length` bytes (the whole frame) at `offset` of segment `day`. */
@@ -101,12 +110,20 @@ export class LocalJobCache implements JobCache {
   readonly #indexInBackground: boolean
   /** Settles once the index is rebuilt; rejects (handled) if it could not be. */
   #indexed: Promise<void> = Promise.resolve()
+  readonly #maxFutureMs: number | undefined
+  readonly #now: () => number
+  /** The greatest jid in the index (jids sort by time), or undefined; recomputed when prune removes it. */
+  #newest: string | undefined
+  /** Jobs queued for writing, by jid: a return for one of them is not "for a jid nobody issued". */
+  readonly #jobsQueued = new Map<string, number>()
 
   constructor(options: LocalJobCacheOptions) {
     this.root = join(options.cachedir, 'jobs')
     this.#logger = options.logger
     this.#lockPath = join(this.root, LOCK_FILE)
     this.#indexInBackground = options.indexInBackground === true
+    this.#maxFutureMs = options.maxFutureMs
+    this.#now = options.now ?? Date.now
   }
 
   /** Creates `<cachedir>/jobs`, takes its lock and rebuilds the index from the segments. */
@@ -154,13 +171,21 @@ export class LocalJobCache implements JobCache {
     // The index keeps the decoded copy, what a restart would read, not the caller's (mutable) object.
     const record = parseBody(bytes.subarray(FRAME_HEADER_BYTES))
     if (typeof record === 'string' || record.t !== 'job') throw new JobCacheError('local_cache', `job ${jid} did not survive encoding (${typeof record === 'string' ? record : record.t})`, { jid })
-    await this.#enqueue(day, record, bytes)
+    this.#jobsQueued.set(jid, (this.#jobsQueued.get(jid) ?? 0) + 1)
+    try {
+      await this.#enqueue(day, record, bytes)
+    } finally {
+      const left = (this.#jobsQueued.get(jid) ?? 1) - 1
+      if (left > 0) this.#jobsQueued.set(jid, left)
+      else this.#jobsQueued.delete(jid)
+    }
   }
 
   async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
     this.#checkWritable()
     await this.#indexed
     const day = this.#dayOf(jid)
+    this.#checkFuture(jid)
     validateMinionId(id)
     const key = `${jid}\0${id}`
     for (;;) {
@@ -232,6 +257,10 @@ export class LocalJobCache implements JobCache {
           removed++
         }
       }
+      if (this.#newest !== undefined && !this.#jobs.has(this.#newest)) {
+        this.#newest = undefined
+        for (const jid of this.#jobs.keys()) this.#noteJid(jid)
+      }
       let deleted = 0
       for (const segment of [...this.#segments.values()]) {
         if (segment.day >= boundary) continue
@@ -249,6 +278,12 @@ export class LocalJobCache implements JobCache {
       }
       return removed
     })
+  }
+
+  async newestJid(): Promise<string | undefined> {
+    this.#checkOpen()
+    await this.#indexed
+    return this.#newest
   }
 
   /** Writes what is queued, fsyncs and closes the segments and releases the lock. */
@@ -371,6 +406,7 @@ export class LocalJobCache implements JobCache {
     if (entry === undefined) {
       entry = { load: {}, minions: [], returns: new Map() }
       this.#jobs.set(record.jid, entry)
+      this.#noteJid(record.jid)
     }
     if (record.t === 'job') {
       entry.load = record.load
@@ -581,6 +617,24 @@ export class LocalJobCache implements JobCache {
     if (typeof jid !== 'string' || !isJid(jid) || !SAFE_JID.test(jid)) throw new JobCacheError('local_cache', `'${String(jid)}' is not a jid`, { jid: String(jid) })
     // A valid jid starts with its UTC date, YYYYMMDD: the segment's name.
     return jid.slice(0, 8)
+  }
+
+  /** Jids sort by time (20 digits first; a `_suffix` after them only breaks ties). */
+  #noteJid(jid: string): void {
+    if (this.#newest === undefined || jid > this.#newest) this.#newest = jid
+  }
+
+  /**
+   * A return for a jid dated beyond maxFutureMs from now (or from the newest jid held: a master's jids keep
+   * increasing when its clock is set back) whose job the cache neither holds nor is writing is refused
+   * before any file is touched.
+   */
+  #checkFuture(jid: string): void {
+    if (this.#maxFutureMs === undefined || this.#jobs.has(jid) || this.#jobsQueued.has(jid)) return
+    const at = jidToDate(jid)
+    const now = this.#now()
+    const reference = Math.max(now, this.#newest === undefined ? now : jidToDate(this.#newest).getTime())
+    if (at.getTime() > reference + this.#maxFutureMs) throw new FutureJidError('local_cache', jid, at, new Date(now), this.#maxFutureMs)
   }
 
   #checkOpen(): void {

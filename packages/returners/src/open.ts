@@ -1,4 +1,4 @@
-import { ConfigError, type JobCache, type MasterConfig } from '@brine/common'
+import { ConfigError, timeoutsFromConfig, type JobCache, type MasterConfig } from '@brine/common'
 import type { Logger } from '@brine/transport'
 import { LocalJobCache } from './local-cache.js'
 import { PostgresJobCache, type PostgresConnection } from './postgres-cache.js'
@@ -9,13 +9,15 @@ export type JobCacheBackend = (typeof JOB_CACHE_BACKENDS)[number]
 
 export interface OpenJobCacheOptions {
   logger?: Logger
+  /** The master's clock, ms since the epoch (default Date.now): `local_cache` refuses jids dated beyond `clock_skew` of it. */
+  now?: () => number
 }
 
 /**
  * The job cache `master_job_cache` names (default `local_cache` under `cachedir`), opened: directories
  * or tables created. Throws ConfigError naming the key for an unknown backend or missing settings.
  */
-export async function openJobCache(opts: MasterConfig, { logger }: OpenJobCacheOptions = {}): Promise<JobCache> {
+export async function openJobCache(opts: MasterConfig, { logger, now }: OpenJobCacheOptions = {}): Promise<JobCache> {
   const backend = opts.master_job_cache ?? 'local_cache'
   switch (backend) {
     case 'local_cache': {
@@ -24,7 +26,9 @@ export async function openJobCache(opts: MasterConfig, { logger }: OpenJobCacheO
         throw new ConfigError('cachedir must be set for master_job_cache: local_cache', { key: 'cachedir' })
       }
       // In the background: a restarted master answers its minions while a large log is indexed.
-      return new LocalJobCache({ cachedir, logger: logger?.child('local_cache'), indexInBackground: true }).open()
+      // A jid dated beyond clock_skew never opens a day file (the master refuses such returns first).
+      const maxFutureMs = timeoutsFromConfig(opts).clockSkewMs
+      return new LocalJobCache({ cachedir, logger: logger?.child('local_cache'), indexInBackground: true, maxFutureMs, ...(now === undefined ? {} : { now }) }).open()
     }
     case 'postgres':
       return new PostgresJobCache({ connection: postgresConnection(opts), logger: logger?.child('postgres') }).open()

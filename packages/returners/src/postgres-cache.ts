@@ -167,6 +167,12 @@ export class PostgresJobCache implements JobCache {
     return removed
   }
 
+  async newestJid(): Promise<string | undefined> {
+    const result = await this.#query(`SELECT max(jid) AS jid FROM ${this.#jids}`, [])
+    const jid = (result.rows[0] as { jid: string | null } | undefined)?.jid
+    return jid ?? undefined
+  }
+
   async close(): Promise<void> {
     await this.#pool.end()
   }

@@ -122,6 +122,23 @@ export function jobCacheContract(name: string, make: () => Promise<CacheFixture>
       expect(await cache.saveReturn(early, 'm', ret(early, 'm'))).toBe(true)
     })
 
+    it('names its newest jid (a job or a return), none when empty, and a new one after pruning that', async () => {
+      const { cache } = await open()
+      expect(await cache.newestJid()).toBeUndefined()
+      const older = jidAt('2024-05-01T00:00:00Z', 1)
+      const newer = jidAt('2024-05-03T00:00:00Z', 2)
+      const returnOnly = jidAt('2024-05-02T00:00:00Z', 3)
+      await cache.saveJob(newer, { jid: newer, fun: 'test.ping' }, ['m'])
+      await cache.saveJob(older, { jid: older, fun: 'test.ping' }, ['m'])
+      await cache.saveReturn(returnOnly, 'm', ret(returnOnly, 'm'))
+      expect(await cache.newestJid()).toBe(newer)
+      expect(await cache.prune(new Date('2024-05-04T00:00:00Z'))).toBe(3)
+      expect(await cache.newestJid()).toBeUndefined()
+      const later = jidAt('2024-05-05T00:00:00Z', 4)
+      await cache.saveReturn(later, 'm', ret(later, 'm'))
+      expect(await cache.newestJid()).toBe(later)
+    })
+
     it('one cache saving the same returns twice concurrently stores each once, with exactly one true', async () => {
       const { cache } = await open()
       const jids = [jidAt('2024-04-01T00:00:00Z', 1), jidAt('2024-04-02T00:00:00Z', 2)]

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLogger, type Logger } from '@brine/transport'
-import { LocalJobCache } from '../src/index.js'
+import { FutureJidError, LocalJobCache } from '../src/index.js'
 import { bootId, processStartTicks } from '../src/process-identity.js'
 import { jidAt, jobCacheContract, ret } from './contract.js'
 
@@ -155,6 +155,42 @@ describe('LocalJobCache on disk', () => {
         await again.close()
       }
     } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  it('refuses returns dated beyond maxFutureMs for jobs it does not hold, before opening a file: 1,100 future days create no files', async () => {
+    const cachedir = await tempDir()
+    const now = Date.parse('2026-11-23T12:00:00Z')
+    const cache = await new LocalJobCache({ cachedir, maxFutureMs: 300_000, now: () => now }).open()
+    try {
+      const jobs = join(cachedir, 'jobs')
+      const day = 86_400_000
+      const refused: unknown[] = []
+      for (let days = 1; days <= 1100; days++) {
+        const jid = jidAt(new Date(now + days * day).toISOString(), days)
+        refused.push(await cache.saveReturn(jid, 'm1', ret(jid, 'm1')).catch((error: unknown) => error))
+      }
+      expect(refused.every((error) => error instanceof FutureJidError)).toBe(true)
+      expect((refused[0] as FutureJidError).message).toMatch(/jid \d{20} is dated 2026-11-24T12:00:00\.000Z, more than 300000 ms \(clock_skew\) ahead of this master's clock/)
+      expect(await readdir(jobs)).toEqual(['.lock'])
+      expect(await cache.newestJid()).toBeUndefined()
+
+      // Within the skew is fine.
+      const withinSkew = jidAt(new Date(now + 200_000).toISOString(), 2)
+      expect(await cache.saveReturn(withinSkew, 'm1', ret(withinSkew, 'm1'))).toBe(true)
+      expect((await readdir(jobs)).sort()).toEqual(['.lock', '20261123.log'])
+      // A job the master published (its jids run ahead of a clock set back) is taken, and its returns with it,
+      // while it is being written and after; the limit then counts from it.
+      const ahead = jidAt(new Date(now + 3_600_000).toISOString(), 3)
+      const [, early] = await Promise.all([cache.saveJob(ahead, { jid: ahead, fun: 'test.ping' }, ['m1']), cache.saveReturn(ahead, 'm1', ret(ahead, 'm1'))])
+      expect(early).toBe(true)
+      expect(await cache.saveReturn(ahead, 'm2', ret(ahead, 'm2'))).toBe(true)
+      const justAfter = jidAt(new Date(now + 3_700_000).toISOString(), 4)
+      expect(await cache.saveReturn(justAfter, 'm1', ret(justAfter, 'm1'))).toBe(true)
+      await expect(cache.saveReturn(jidAt(new Date(now + 2 * 3_600_000).toISOString(), 5), 'm1', ret(ahead, 'm1'))).rejects.toBeInstanceOf(FutureJidError)
+    } finally {
+      await cache.close()
       await rm(cachedir, { recursive: true, force: true })
     }
   })

@@ -74,7 +74,17 @@ export interface JobLoad {
   to?: number
   /** Which master in a multi-master or syndic tree started the job (Salt's master_id). */
   master_id?: string
+  /** When the master published it, ms since the epoch in the master's clock (not in Salt's load). */
+  issued: number
+  /**
+   * Until when a minion may still run it, ms since the epoch in the master's clock (`issued` +
+   * `publish_ttl`): a recorded publish replayed later is refused (not in Salt's load).
+   */
+  expire: number
 }
+
+/** The fields a master adds to a job load when it publishes it (and keeps out of the job cache). */
+export type PublishStamp = Pick<JobLoad, 'issued' | 'expire'>
 
 /** A minion's return, sent over its request client. */
 export interface ReturnLoad {
@@ -185,6 +195,8 @@ export function validateJobLoad(value: unknown): JobLoad {
     user: string,
     to: optional(number),
     master_id: optional(string),
+    issued: number,
+    expire: number,
   })
 }
 

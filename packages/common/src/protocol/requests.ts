@@ -29,3 +29,14 @@ export function clearRequest<L>(load: L): ClearRequest<L> {
 
 export const isClearCommand = (cmd: string): cmd is ClearCommand => (CLEAR_COMMANDS as readonly string[]).includes(cmd)
 export const isSealedCommand = (cmd: string): cmd is SealedCommand => (SEALED_COMMANDS as readonly string[]).includes(cmd)
+
+/**
+ * Error names a master's sealed `{ok: false, error}` acknowledgement may carry that tell a minion what
+ * to do with the request (docs/protocol.md); any other refusal is retried (a return is spooled).
+ */
+export const SEALED_REFUSALS = {
+  /** Outside the master's `request_window` (or below its replay floor): re-seal with a fresh timestamp and send again. */
+  stale: 'StaleRequestError',
+  /** Never accepted, however often sent (a return for a job this minion was not sent, a jid never issued): drop it. */
+  refused: 'ReturnRefusedError',
+} as const
