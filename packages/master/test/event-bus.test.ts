@@ -138,6 +138,24 @@ describe('EventBus', () => {
     expect(bus.dropped).toBeGreaterThan(150)
   })
 
+  it('delivers one event larger than the byte bound to a subscriber that keeps up (a 64 MiB return is not dropped)', async () => {
+    const bus = await startBus(10_000, undefined, 1024 * 1024)
+    const subscriber = await rawSubscriber(bus.path)
+    await deadline(
+      (async () => {
+        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
+      })(),
+      5000,
+      'the bus to register its subscriber',
+    )
+    const arrived = subscriber.next()
+    const big = 'y'.repeat(4 * 1024 * 1024)
+    bus.fire('salt/job/20261122170903000001/ret/web1', { return: big })
+    await deadline(arrived, 10_000, 'the 4 MiB event to reach the subscriber')
+    expect(bus.dropped).toBe(0)
+    expect(subscriber.events[0]!.data['return']).toBe(big)
+  })
+
   it("sizes its hwm from the master's pub_hwm: ten times it, never below 10,000", () => {
     expect(eventBusHwm(undefined)).toBe(DEFAULT_EVENT_BUS_HWM)
     expect(eventBusHwm(1000)).toBe(10_000)

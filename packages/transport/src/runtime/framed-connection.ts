@@ -25,7 +25,11 @@ export interface FramedConnectionOptions {
   maxFrameBytes: number
   /** Outgoing frames held while the socket is not draining, before new ones are refused. */
   hwm: number
-  /** Outgoing bytes held while the socket is not draining, before new frames are refused (default: no bound but `hwm`). */
+  /**
+   * Outgoing bytes held while the socket is not draining, before new frames are refused (default: no
+   * bound but `hwm`). An empty queue takes one frame of any size, so a frame larger than the bound
+   * (a 64 MiB return on the event bus) still reaches a reader that keeps up.
+   */
   maxQueuedBytes?: number
   /** `host:port` of the other end; derived from the socket when absent. */
   peer?: string
@@ -206,14 +210,14 @@ export class FramedConnection implements PendingHolder {
     if (!this.isOpen) return false
     if (this.blocked) {
       const size = sizeOf(data)
-      if (this.queuedBytes + size > this.maxQueuedBytes) return false
+      if (this.queuedBytes > 0 && this.queuedBytes + size > this.maxQueuedBytes) return false
       if (!this.outgoing.push(data)) return false
       this.queuedBytesNow += size
       return true
     }
     if (this.coalesce) {
       const size = sizeOf(data)
-      if (this.batch.length >= this.hwm || this.batchBytes + size > this.maxQueuedBytes) return false
+      if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + size > this.maxQueuedBytes)) return false
       this.batchBytes += size
       if (this.batch.push(data) === 1) setImmediate(this.writeBatch)
       return true
