@@ -141,8 +141,22 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
   }
 }
 
+// Every error class a package defines is one a user can meet: docs/errors.md lists it, and its name is its class name.
+const errorsDoc = readFileSync(join(root, 'docs', 'errors.md'), 'utf8')
+for (const name of readdirSync(join(root, 'packages')).sort()) {
+  for (const file of sourceFiles(join(root, 'packages', name, 'src'))) {
+    const text = readFileSync(file, 'utf8')
+    for (const match of text.matchAll(/^export class (\w+Error) extends \w+ \{\n\s+override name(?::\s*string)?\s*=\s*'(\w+)'/gm)) {
+      if (match[2] !== match[1]) problems.push(`${relative(root, file)}: ${match[1]} sets name '${match[2]}'`)
+    }
+    for (const match of text.matchAll(/^export class (\w+Error) extends/gm)) {
+      if (!errorsDoc.includes(`\`${match[1]}\``)) problems.push(`${relative(root, file)}: ${match[1]} is not listed in docs/errors.md`)
+    }
+  }
+}
+
 if (problems.length > 0) {
   process.stderr.write(`lint-packages: ${problems.length} problem(s)\n${problems.map((p) => `  ${p}`).join('\n')}\n`)
   process.exit(1)
 }
-process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit\n')
+process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md\n')

@@ -98,7 +98,7 @@ export class TokenAuthenticationError extends BrineError {
 }
 
 /** Why a return was refused: its jid is dated in the future, was never issued, or its job was not sent to that minion. */
-export type ReturnRefusalReason = 'future jid' | 'unknown jid' | 'not sent to this minion'
+export type ReturnRefusalReason = 'future jid' | 'unknown jid' | 'not sent to this minion' | 'unstorable'
 
 /**
  * A minion's return the master will never store, however often it is sent: for a jid dated beyond

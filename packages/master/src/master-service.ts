@@ -13,7 +13,8 @@ import { silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
-import { MalformedRequestError, PermissionDeniedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
+import { UnstorableValueError } from '@brine/returners'
+import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
@@ -308,7 +309,11 @@ export class MasterService {
   async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
     await this.#o.issued.check(ret.jid, id)
-    const stored = await this.#o.jobs.saveReturn(ret.jid, id, ret)
+    const stored = await this.#o.jobs.saveReturn(ret.jid, id, ret).catch((error: unknown) => {
+      // No retry can store it (a NaN in PostgreSQL's jsonb): refused for good, so the minion does not spool it forever.
+      if (error instanceof UnstorableValueError) throw new ReturnRefusedError(ret.jid, id, 'unstorable', error.message)
+      throw error
+    })
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored
   }

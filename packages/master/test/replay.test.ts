@@ -20,6 +20,7 @@ import { silentLogger, type PublishServer, type RequestClient, type WireValue } 
 import { deadline } from '@brine/testkit'
 import { Recorder } from '../../minion/test/recorder.js'
 import { testMinionConfig } from '../../minion/test/stand-in-master.js'
+import { UnstorableValueError } from '@brine/returners'
 import { Master, MemoryJobStore } from '../src/index.js'
 import { cleanups, clearClient, EventLog, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers, WAIT_MS, type MasterAddress } from './helpers.js'
 
@@ -292,6 +293,30 @@ describe.each(TRANSPORTS)('return acceptance over %s', (transport) => {
     expect((await started.master.jobs.getJob(jid))?.returns).toEqual({ web2: expect.objectContaining({ id: 'web2' }) })
     expect(await started.master.jobs.getJob(unknown)).toBeUndefined()
     expect(started.events.events.filter((event) => event.tag.includes('/ret/web1'))).toEqual([])
+  })
+
+  it('refuses for good a return its job cache cannot store (a NaN in PostgreSQL), so the minion drops it instead of spooling it forever', async () => {
+    const clock = new TestClock()
+    const dir = await tempDir()
+    const config = await masterConfig(dir, { transport, auto_accept: true })
+    // What the PostgreSQL cache does with a value jsonb cannot hold.
+    const jobs = new (class extends MemoryJobStore {
+      override async saveReturn(): Promise<boolean> {
+        throw new UnstorableValueError('return.return', 'NaN is not a finite number')
+      }
+    })()
+    const master = new Master(config, { now: clock.wall, jobs })
+    cleanups.push(() => master.stop())
+    await master.start()
+    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const client = await clearClient(transport, address)
+    const key = await readRootKey(rootKeyPath(master.opts.cachedir))
+    const web1 = await FakeMinion.start(transport, 'web1', address, join(dir, 'm-web1'))
+    expect(await web1.auth()).toEqual({ ok: true })
+    const { jid } = (await client.send({ enc: 'clear', load: { cmd: 'publish', tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root', key } })) as { jid: string }
+    const reply = await web1.returnJob(jid, Number.NaN)
+    expect(reply).toMatchObject({ ok: false, error: { name: 'ReturnRefusedError', context: { reason: 'unstorable' } } })
+    expect((reply['error'] as { message: string }).message).toContain('cannot store return.return as JSON: NaN is not a finite number')
   })
 
   it("keeps the return of a minion whose grains the master had stale, and refuses one accepted only after the publish", async () => {
