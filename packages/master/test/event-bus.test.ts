@@ -50,11 +50,8 @@ function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; dat
   })
 }
 
-/** A subscriber that connects and never reads, once the bus has registered it. */
-async function stalledSubscriber(bus: EventBus): Promise<Socket> {
-  const socket = connect(bus.path)
-  cleanups.push(async () => socket.destroy())
-  socket.pause()
+/** Resolves once the bus has registered a subscriber. */
+async function registered(bus: EventBus): Promise<void> {
   await deadline(
     (async () => {
       while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
@@ -62,6 +59,14 @@ async function stalledSubscriber(bus: EventBus): Promise<Socket> {
     5000,
     'the bus to register its subscriber',
   )
+}
+
+/** A subscriber that connects and never reads, once the bus has registered it. */
+async function stalledSubscriber(bus: EventBus): Promise<Socket> {
+  const socket = connect(bus.path)
+  cleanups.push(async () => socket.destroy())
+  socket.pause()
+  await registered(bus)
   return socket
 }
 
@@ -71,13 +76,7 @@ describe('EventBus', () => {
     const local: string[] = []
     bus.subscribe((event) => local.push(event.tag))
     const subscriber = await rawSubscriber(bus.path)
-    await deadline(
-      (async () => {
-        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
-      })(),
-      5000,
-      'the bus to register its subscriber',
-    )
+    await registered(bus)
     const arrived = subscriber.next()
     bus.fire('salt/job/20261122170903000001/new', { jid: '20261122170903000001', minions: ['web1'] })
     await deadline(arrived, 5000, 'the event to reach the socket subscriber')
@@ -141,13 +140,7 @@ describe('EventBus', () => {
   it('delivers one event larger than the byte bound to a subscriber that keeps up (a 64 MiB return is not dropped)', async () => {
     const bus = await startBus(10_000, undefined, 1024 * 1024)
     const subscriber = await rawSubscriber(bus.path)
-    await deadline(
-      (async () => {
-        while (bus.subscriberCount === 0) await new Promise((r) => setImmediate(r))
-      })(),
-      5000,
-      'the bus to register its subscriber',
-    )
+    await registered(bus)
     const arrived = subscriber.next()
     const big = 'y'.repeat(4 * 1024 * 1024)
     bus.fire('salt/job/20261122170903000001/ret/web1', { return: big })
