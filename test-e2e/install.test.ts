@@ -8,7 +8,7 @@ import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 // What a user does on a machine with only Node 20 and npm: the tarballs `npm run pack` makes, installed with
 // `npm install -g`. The install is --offline with an empty npm cache: the tarballs carry their third-party
 // dependencies, so it needs neither the registry nor the cache `npm ci` filled.
-const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-key', 'brine-call', 'brine-run']
+const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-syndic', 'brine-key', 'brine-call', 'brine-run']
 const PACK_MS = 600_000
 const INSTALL_MS = 300_000
 const COMMAND_MS = 60_000

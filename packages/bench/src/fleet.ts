@@ -42,6 +42,29 @@ export interface FleetOptions {
   binDir?: string
   /** Mode of the fleet's temporary root (default 0700); 0755 lets a daemon that switches to another user reach its files. */
   rootMode?: number
+  /** The loopback address the master binds and its minions use (default 127.0.0.1; any 127.x.y.z works on Linux). */
+  interface?: string
+  /** Serve on the same port numbers as this fleet (on another `interface`): several upper masters of one syndic share Salt's `syndic_master_port`. */
+  portsFrom?: Fleet
+  /**
+   * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
+   * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
+   */
+  syndic?: FleetSyndic
+}
+
+/** A syndic beside a fleet's master, connected to an upper fleet's master. */
+export interface FleetSyndic {
+  /** The syndic's id (what the upper master sees and accepts). */
+  id: string
+  /** The upper masters (their fleets); several make a multi-syndic. */
+  upper: Fleet | Fleet[]
+  /** The transport to the upper masters (each must serve it). */
+  transport: TransportName
+  /** Extra config keys for the syndic (`--set key=value` on its command line), e.g. `syndic_wait`. */
+  config?: Record<string, unknown>
+  /** Wait for `salt/syndic/<id>/start` on every upper master (default: when the upper master auto-accepts). */
+  waitForStart?: boolean
 }
 
 export interface RunResult {
@@ -213,6 +236,8 @@ export class Fleet {
   readonly minions = new Map<string, DaemonProcess>()
   readonly swarms: SwarmProcess[] = []
   master!: DaemonProcess
+  /** The brine-syndic beside this fleet's master, when the fleet is a syndic node. */
+  syndic: DaemonProcess | undefined
   /** Every pid this fleet spawned (daemons, swarms, restarted masters), for after-the-fact checks. */
   readonly spawnedPids: number[] = []
   readonly ports = new Map<TransportName, { publish: number; ret: number }>()
@@ -224,7 +249,7 @@ export class Fleet {
 
   private constructor(
     readonly root: string,
-    private readonly options: FleetOptions,
+    readonly options: FleetOptions,
   ) {
     const used = new Set(options.minions.map((minion) => minion.transport))
     this.transports = options.transports ?? (['zeromq', 'tcp'] as const).filter((name) => used.has(name))
@@ -240,6 +265,14 @@ export class Fleet {
       await Promise.all(options.minions.map((minion) => fleet.startMinion(minion)))
       if (options.waitForMinions ?? options.autoAccept ?? true) {
         await Promise.all(options.minions.map((minion) => fleet.waitForMinionStart(minion.id)))
+      }
+      if (options.syndic !== undefined) {
+        const uppers = Array.isArray(options.syndic.upper) ? options.syndic.upper : [options.syndic.upper]
+        const marks = uppers.map((upper) => upper.startEventCount)
+        await fleet.launchSyndic()
+        if (options.syndic.waitForStart ?? uppers.every((upper) => upper.options.autoAccept ?? true)) {
+          await Promise.all(uppers.map((upper, index) => upper.waitForSyndicStart(options.syndic!.id, marks[index])))
+        }
       }
       return fleet
     } catch (error) {
@@ -262,13 +295,21 @@ export class Fleet {
     return join(this.masterConfigDir, 'var/run/brine/master')
   }
 
+  /** The address this fleet's master binds and its minions connect to. */
+  get host(): string {
+    return this.options.interface ?? '127.0.0.1'
+  }
+
   private async startMaster(): Promise<void> {
-    for (const transport of this.transports) this.ports.set(transport, { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
+    for (const transport of this.transports) {
+      const shared = this.options.portsFrom?.ports.get(transport)
+      this.ports.set(transport, shared ?? { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
+    }
     const [first, ...others] = this.transports
     const portsOf = (name: TransportName) => this.ports.get(name)!
     const config: Record<string, unknown> = {
       root_dir: this.masterConfigDir,
-      interface: '127.0.0.1',
+      interface: this.host,
       transport: first,
       publish_port: portsOf(first!).publish,
       ret_port: portsOf(first!).ret,
@@ -279,9 +320,42 @@ export class Fleet {
     if (others.length > 0) {
       config['transport_opts'] = Object.fromEntries(others.map((name) => [name, { publish_port: portsOf(name).publish, ret_port: portsOf(name).ret }]))
     }
+    const syndic = this.options.syndic
+    if (syndic !== undefined) {
+      // Salt's syndic keys live in the master's config file. Every upper master serves the syndic's transport on its own ports.
+      const uppers = Array.isArray(syndic.upper) ? syndic.upper : [syndic.upper]
+      const portsAbove = uppers.map((upper) => {
+        const ports = upper.ports.get(syndic.transport)
+        if (ports === undefined) throw new Error(`the upper fleet's master does not serve ${syndic.transport}`)
+        return ports
+      })
+      const [first] = portsAbove
+      if (portsAbove.some((ports) => ports.ret !== first!.ret || ports.publish !== first!.publish)) {
+        // Salt's syndic_master_port is one port for every upper master: give them one (portsFrom) on distinct hosts (interface).
+        throw new Error('the upper fleets of a multi-syndic must serve the same ports (FleetOptions.portsFrom) on distinct interfaces')
+      }
+      config['syndic_master'] = uppers.length === 1 ? uppers[0]!.host : uppers.map((upper) => upper.host)
+      config['syndic_master_port'] = first!.ret
+      config['syndic_master_publish_port'] = first!.publish
+      config['syndic_transport'] = syndic.transport
+    }
     await mkdir(this.masterConfigDir, { recursive: true })
     await writeFile(join(this.masterConfigDir, 'master'), stringify(config))
     await this.launchMaster()
+  }
+
+  /**
+   * Starts (or restarts) this fleet's brine-syndic (the fleet must have `syndic` options) and waits for
+   * its start-up line; `salt/syndic/<id>/start` on the upper master comes after the upper master accepts it.
+   */
+  async launchSyndic(): Promise<DaemonProcess> {
+    const syndic = this.options.syndic
+    if (syndic === undefined) throw new Error('this fleet has no syndic (FleetOptions.syndic)')
+    const settings = { acceptance_wait_time: 0.2, ...syndic.config }
+    const sets = Object.entries(settings).flatMap(([key, value]) => ['--set', `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`])
+    this.syndic = this.spawnDaemon(`brine-syndic ${syndic.id}`, ['-c', this.masterConfigDir, '-l', 'info', '--id', syndic.id, ...sets], 'brine-syndic')
+    await this.syndic.waitForOutput(new RegExp(`syndic ${syndic.id}: transport`), this.readyMs)
+    return this.syndic
   }
 
   /** Starts (or restarts) the master process and waits for every transport's start-up line. */
@@ -299,7 +373,7 @@ export class Fleet {
     this.events = new MasterEvent({ sockDir: this.sockDir, reconnect: { initial: 50, max: 500 } })
     await this.events.connect()
     void (async () => {
-      for await (const event of this.events!.iter({ match: '^(salt/minion/|salt/auth$)', matchType: 'regex', hwm: 1_000_000 })) {
+      for await (const event of this.events!.iter({ match: '^(salt/minion/|salt/syndic/|salt/auth$)', matchType: 'regex', hwm: 1_000_000 })) {
         this.startEvents.push(event)
         for (const watcher of this.startWatchers) watcher()
       }
@@ -328,7 +402,7 @@ export class Fleet {
     const config = {
       root_dir: dir,
       id: minion.id,
-      master: '127.0.0.1',
+      master: this.host,
       master_port: ports.ret,
       publish_port: ports.publish,
       transport: minion.transport,
@@ -344,6 +418,12 @@ export class Fleet {
   waitForMinionStart(id: string, from = 0): Promise<void> {
     const tag = tags.minionStart(id)
     return this.waitForEvent((event) => event.tag === tag, `minion ${id} to fire ${tag}`, id, from)
+  }
+
+  /** Waits for `salt/syndic/<id>/start` on this fleet's master (a syndic below it connected; at or after event index `from`). */
+  waitForSyndicStart(id: string, from = 0): Promise<void> {
+    const tag = tags.syndicStart(id)
+    return this.waitForEvent((event) => event.tag === tag, `syndic ${id} to fire ${tag}`, id, from)
   }
 
   /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
@@ -444,6 +524,7 @@ export class Fleet {
   async stop(options: { keepRoot?: boolean } = {}): Promise<void> {
     await this.events?.close()
     this.events = undefined
+    await this.syndic?.stop()
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })

@@ -105,8 +105,10 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
     }
   }
 
-  const mainFile = join(configDir, role)
-  const includeDir = join(configDir, `${role}.d`)
+  // Salt's syndic reads the master's config file (its keys sit beside the master's).
+  const file = role === 'syndic' ? 'master' : role
+  const mainFile = join(configDir, file)
+  const includeDir = join(configDir, `${file}.d`)
   const includes = (await listDir(includeDir).catch((error: unknown) => (report(error), [] as string[]))).filter((name) => name.endsWith('.conf')).sort()
   for (const file of [mainFile, ...includes.map((name) => join(includeDir, name))]) {
     const text = await readOptional(file).catch((error: unknown) => report(error))
@@ -135,6 +137,11 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   // A port left out for being invalid falls back to its default, which could only report a clash that is not there.
   const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
   if (role === 'master' && !portDropped) checkDistinctPorts(opts, origins, report)
+  if (role === 'syndic') {
+    // The master's file names the master's log file and pidfile; the syndic has its own (Salt's syndic_log_file, syndic_pidfile).
+    opts.log_file = opts.syndic_log_file
+    opts.pidfile = opts.syndic_pidfile
+  }
   prependRootDir(opts)
 
   for (const warning of warnings) logger.warning(warning.message)
@@ -221,7 +228,7 @@ async function checkValues(
       continue
     }
     try {
-      if (spec.kind === 'transport') {
+      if (spec.kind === 'transport' || (spec.kind === 'nullable-transport' && value !== null)) {
         out[key] = await checkTransportName(value, key, where)
       } else if (spec.kind === 'transport-opts') {
         out[key] = await checkTransportOpts(role, value, key, source, warnings, report)
@@ -285,6 +292,8 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
         return fail('one of quiet, error, warning, info, debug, trace')
       }
     case 'transport':
+    case 'nullable-transport':
+      if (value === null && spec.kind === 'nullable-transport') return null
       return typeof value === 'string' && (BUILTIN_TRANSPORTS as readonly string[]).includes(value)
         ? value
         : fail(`one of ${BUILTIN_TRANSPORTS.join(', ')}`)
@@ -349,7 +358,7 @@ async function checkTransportOpts(
       const innerWhere = source([key, name, innerKey])
       const spec = keySpec(innerKey)
       const fullKey = `${entryKey}.${innerKey}`
-      if (spec === undefined || !spec.roles.includes(role) || spec.kind === 'transport' || spec.kind === 'transport-opts') {
+      if (spec === undefined || !spec.roles.includes(role) || spec.kind === 'transport' || spec.kind === 'nullable-transport' || spec.kind === 'transport-opts') {
         warnings.push(unknownKeyWarning(fullKey, innerWhere, spec === undefined ? undefined : role))
         checked[innerKey] = innerValue
         continue
@@ -436,6 +445,7 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'nullable-log-level':
       return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'nullable-string':
+    case 'nullable-transport':
       return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'integer':
     case 'port': {

@@ -8,7 +8,7 @@ import {
   silentLogger,
   type Logger,
 } from '@brine/transport'
-import { eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
+import { BUS_DROPPED_TAG, eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
 import { EventBusError } from './errors.js'
 
 export interface EventBusOptions {
@@ -36,14 +36,16 @@ export type EventListener = (event: BusEvent) => void
 /**
  * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
  * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
- * its own bounded queue, so a stalled reader loses events (counted) instead of growing the master.
+ * its own bounded queue, so a stalled reader loses events (counted) instead of growing the master; once
+ * it reads again it is told how many (`brine/bus/dropped`), so a reader that must not miss returns can
+ * read them back from the job cache.
  * In-process listeners (the job tracker, the syndic) see the same events synchronously.
  */
 export class EventBus {
   readonly path: string
   private server: Server | undefined
-  /** Each subscriber with the events dropped for it. */
-  private readonly subscribers = new Map<FramedConnection, { dropped: number }>()
+  /** Each subscriber with the events dropped for it, and how many of those it has not been told about yet. */
+  private readonly subscribers = new Map<FramedConnection, { dropped: number; untold: number }>()
   private readonly listeners = new Set<EventListener>()
   /** Ends every in-process iterator when the bus closes. */
   readonly #enders = new Set<() => void>()
@@ -95,7 +97,7 @@ export class EventBus {
         onClose: (conn) => this.#closed(conn),
       },
     )
-    this.subscribers.set(connection, { dropped: 0 })
+    this.subscribers.set(connection, { dropped: 0, untold: 0 })
   }
 
   /** The warning in fire() shows only the 1st and every 1000th drop, so the exact count is logged when a subscriber leaves. */
@@ -121,9 +123,12 @@ export class EventBus {
     if (this.subscribers.size > 0) {
       const bytes = frame(encode(event))
       for (const [subscriber, stats] of this.subscribers) {
+        // A subscriber that lost events is told so (BUS_DROPPED_TAG) as soon as there is room again, before the next event.
+        if (stats.untold > 0 && subscriber.write(frame(encode({ tag: BUS_DROPPED_TAG, data: { count: stats.untold, _stamp: event.data['_stamp'] } })))) stats.untold = 0
         if (!subscriber.write(bytes)) {
           this.dropped++
           stats.dropped++
+          stats.untold++
           if (this.dropped === 1 || this.dropped % 1000 === 0) {
             this.logger.warning(`event bus: a subscriber is not reading (hwm ${this.hwm}); ${this.dropped} event(s) dropped so far`)
           }
@@ -140,16 +145,16 @@ export class EventBus {
   }
 
   /**
-   * In-process events whose tag starts with `match`, from now on, as an async iterator behind a bounded
+   * In-process events whose tag starts with `match` (or with one of several prefixes), from now on, as an async iterator behind a bounded
    * queue of `hwm` (default the bus's): a reader that falls behind loses the newest, as a socket
    * subscriber does. Ends when `signal` aborts, when the caller stops iterating, or when the bus closes.
    */
-  iter(options: { match?: string; hwm?: number; signal?: AbortSignal } = {}): AsyncIterable<BusEvent> {
-    const match = options.match ?? ''
+  iter(options: { match?: string | readonly string[]; hwm?: number; signal?: AbortSignal } = {}): AsyncIterable<BusEvent> {
+    const prefixes = typeof options.match === 'string' ? [options.match] : (options.match ?? [''])
     const queue = new BoundedQueue<BusEvent>(options.hwm ?? this.hwm)
     // A full queue drops the event for this reader only; its owner (the return collector) reads the job cache.
     const unsubscribe = this.subscribe((event) => {
-      if (event.tag.startsWith(match)) queue.push(event)
+      if (prefixes.some((prefix) => event.tag.startsWith(prefix))) queue.push(event)
     })
     const finish = (): void => {
       unsubscribe()

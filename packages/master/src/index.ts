@@ -7,7 +7,9 @@
  * permissions, checked on every publish, runner and wheel). It publishes sealed and signed jobs
  * (targeted for list targets), opens each minion's sealed returns and events, spreads that crypto over
  * `worker_threads`, rotates the session key, fires Salt's event tags on its local event bus, and opens
- * the job cache `master_job_cache` names.
+ * the job cache `master_job_cache` names. Under `order_masters` it heads a tree of syndics: it publishes
+ * to them even when no minion of its own matches, accepts a syndic's `_syndic_return` only for the
+ * minions that syndic announced for that job, and fires each return's event exactly once.
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'
@@ -23,7 +25,9 @@ export {
   type RunnerCall,
   type RunnerReply,
   type SessionControl,
+  type SyndicRefusal,
 } from './master-service.js'
+export { Announcements, JobTargets, SyndicRegistry, type PublishedJob } from './syndics.js'
 export { Authorizer, masterCaller, rootCaller, type AuthorizerOptions, type Caller, type Credentials, type Permissions } from './authorize.js'
 export { permits, type AclEntry, type Action } from './acl.js'
 export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'

@@ -57,6 +57,11 @@ export class JobPublisher {
     })
   }
 
+  /** The master's nodegroups (targets are resolved with them). */
+  get nodegroups(): Nodegroups {
+    return this.#o.nodegroups
+  }
+
   /** The minions of `known` that `target` selects (Salt's `check_minions`, greedy on unknown grains). */
   expected(target: Target, known: readonly MinionInfo[]): Promise<string[]> {
     return expectedMinions(target, known, this.#o.nodegroups)
@@ -69,12 +74,15 @@ export class JobPublisher {
 
   /**
    * Publishes `job` to `minions` (what {@link expected} resolved) under `job.jid` or a new jid, and says
-   * which. When no minion is expected nothing is stored, fired or published: the reply carries the jid
-   * and no minions.
+   * which. When no minion is expected (and no syndic may announce any) nothing is stored, fired or
+   * published: the reply carries the jid and no minions. `syndics` (with `order_masters`): the syndics
+   * that may announce minions for it, with their candidates; the job is published to them too, even when
+   * no direct minion matches, and the reply names them.
    */
-  async publish(job: JobRequest, minions: readonly string[]): Promise<PublishReply> {
+  async publish(job: JobRequest, minions: readonly string[], syndics?: Readonly<Record<string, string[]>>): Promise<PublishReply> {
     const jid = job.jid ?? generateJid()
-    if (minions.length === 0) return { jid, minions: [] }
+    const syndicIds = syndics === undefined ? [] : Object.keys(syndics)
+    if (minions.length === 0 && syndicIds.length === 0) return syndics === undefined ? { jid, minions: [] } : { jid, minions: [], syndics: {} }
     const load: Record<string, unknown> = {
       jid,
       fun: job.fun,
@@ -86,7 +94,9 @@ export class JobPublisher {
       user: job.user,
     }
     if (job.to !== undefined) load['to'] = job.to
-    if (this.#o.masterId !== undefined) load['master_id'] = this.#o.masterId
+    // A job a syndic passes down keeps the master_id of the master that started it (Salt's syndic does the same).
+    const masterId = job.master_id ?? this.#o.masterId
+    if (masterId !== undefined) load['master_id'] = masterId
     // The job record need not be on disk before the publish: a return for a jid the cache has not recorded yet
     // is kept all the same, so waiting for this write would only add a disk sync to every job's latency.
     const saving = this.#o.jobs.saveJob(jid, load, minions).catch((error: unknown) => {
@@ -97,8 +107,9 @@ export class JobPublisher {
     // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
     this.#o.bus.fire(tags.jobNew(jid), { jid, tgt_type: job.tgt_type, tgt: job.tgt, user: job.user, fun: job.fun, arg: job.arg, minions: [...minions], missing: [] })
     const envelope = await this.#o.seal(jid, load)
-    await this.#o.publisher.publish(envelope, job.tgt_type === 'list' ? { topics: minions } : undefined)
-    return { jid, minions: [...minions] }
+    // A list target reaches the listed minions and every syndic (which passes it down to its own master).
+    await this.#o.publisher.publish(envelope, job.tgt_type === 'list' ? { topics: [...minions, ...syndicIds] } : undefined)
+    return syndics === undefined ? { jid, minions: [...minions] } : { jid, minions: [...minions], syndics: { ...syndics } }
   }
 
   /** Resolves once every job record handed to the cache has been written (or failed and been logged). */

@@ -22,6 +22,7 @@ import { FanoutPublishServer } from './fanout-publisher.js'
 import { GrainsCache } from './grains-cache.js'
 import { JobPublisher } from './job-publisher.js'
 import { MasterService } from './master-service.js'
+import { SyndicRegistry } from './syndics.js'
 import { MasterWireAdapter } from './wire-adapter.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { masterVersion } from './version.js'
@@ -67,6 +68,7 @@ export class Master {
   #timer: NodeJS.Timeout | undefined
   #pruneTimer: NodeJS.Timeout | undefined
   #service: MasterService | undefined
+  #syndics: SyndicRegistry | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
@@ -165,6 +167,9 @@ export class Master {
     this.#rootKey = rootKey
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
+    const syndics = new SyndicRegistry(opts.cachedir, this.#logger.child('syndics'))
+    await syndics.load()
+    this.#syndics = syndics
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one.
     this.#jobs ??= await openJobCache(opts, { logger: this.#logger })
     const jobs = this.#jobs
@@ -211,7 +216,11 @@ export class Master {
         timeoutMs: timeouts.timeoutMs,
         gatherJobTimeoutMs: timeouts.gatherJobTimeoutMs,
         version: masterVersion(),
+        orderMasters: opts.order_masters === true,
+        syndicWaitMs: timeouts.syndicWaitMs,
+        sharedJobCache: opts.master_job_cache === 'postgres',
       },
+      syndics,
       logger: this.#logger,
     })
     this.#service = service
@@ -279,6 +288,7 @@ export class Master {
       ...this.#endpoints.flatMap(({ publish, request }) => [request.close(), publish.close()]),
       this.#pool?.close() ?? Promise.resolve(),
       this.bus.close(),
+      this.#syndics?.flush() ?? Promise.resolve(),
     ])
     // The job cache goes last: requests still being handled above may be writing returns and job records to it.
     results.push(...(await Promise.allSettled([(this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close())])))

@@ -5,6 +5,8 @@ import {
   validateMinionEventLoad,
   validatePublishLoad,
   validateReturnLoad,
+  validateSyndicEventLoad,
+  validateSyndicReturnLoad,
 } from '@brine/common'
 import { serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
@@ -28,7 +30,8 @@ const isMap = (value: unknown): value is Record<string, unknown> => typeof value
  * The master's request port, shared by every transport's RequestServer: decodes a request, authorizes
  * it, dispatches it to the {@link MasterService} and encodes the reply. Clear requests carry the
  * allow-listed commands (`_auth`, and `publish`, `wheel`, `runner` behind `authorize`); sealed ones
- * (`{enc: 'box'}`) a minion's `_return`, `_minion_event` and `_grains`, the minion proven by its box.
+ * (`{enc: 'box'}`) a minion's `_return`, `_minion_event` and `_grains`, and a syndic's `_syndic_return` and
+ * `_syndic_event`, the sender proven by its box.
  * Whatever a peer sends, the worst outcome is a typed error reply.
  */
 export class MasterWireAdapter {
@@ -98,8 +101,7 @@ export class MasterWireAdapter {
     const opened = await this.#boxes.open(request)
     let reply: Record<string, unknown>
     try {
-      await this.#sealed(opened.id, opened.load)
-      reply = { ok: true }
+      reply = { ok: true, ...(await this.#sealed(opened.id, opened.load)) }
     } catch (error) {
       this.#logger.warning(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
       reply = { ok: false, error: serializeError(error) }
@@ -107,7 +109,8 @@ export class MasterWireAdapter {
     return (await this.#boxes.seal(opened.id, reply)) as unknown as WireValue
   }
 
-  async #sealed(id: string, load: WireValue): Promise<void> {
+  /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */
+  async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
     switch (load['cmd']) {
@@ -123,8 +126,15 @@ export class MasterWireAdapter {
         await this.#service.minionGrains(id, grains)
         return
       }
+      case '_syndic_return': {
+        const refused = await this.#service.syndicReturn(id, validateSyndicReturnLoad(load))
+        return refused.length === 0 ? undefined : { refused }
+      }
+      case '_syndic_event':
+        this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
+        return
       default:
-        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed minion command (allowed: ${SEALED_COMMANDS.join(', ')})`)
+        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
     }
   }
 }

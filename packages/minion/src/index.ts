@@ -16,6 +16,7 @@ export type { LinkPublish, MasterLinkOptions, MasterLinkStatus, ReturnRoute } fr
 export { AllMastersPolicy } from './master-policy.js'
 export type { MasterPolicy, MasterPolicyContext } from './master-policy.js'
 export type { MasterLinkEvent, MinionEvent, MinionEventType } from './lifecycle.js'
+export { LifecycleEvents, sleep, settleWithin } from './lifecycle.js'
 export { MinionAuth } from './auth.js'
 export type { MasterSession, MinionAuthOptions } from './auth.js'
 export { Returner, sendSealed } from './returner.js'

@@ -185,7 +185,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     }
     const job = await client.runJob(args.tgt, args.fun, args.arg, jobOptions)
     const { jid, minions } = job
-    if (minions.length === 0) {
+    if (minions.length === 0 && Object.keys(job.syndics ?? {}).length === 0) {
       await job.close()
       return noMinions()
     }
