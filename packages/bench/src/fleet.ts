@@ -360,17 +360,32 @@ export class Fleet {
 
   /** Starts (or restarts) the master process and waits for every transport's start-up line. */
   async launchMaster(): Promise<DaemonProcess> {
+    // A restarted master: the bus reader must be back before launchMaster returns, so what the master fires from then on is read.
+    const reconnected = this.events?.nextConnection()
     this.master = this.spawnDaemon('brine-master', ['-c', this.masterConfigDir, '-l', 'info'])
     for (const transport of this.transports) {
       await this.master.waitForOutput(new RegExp(`transport ${transport}: publish`), this.readyMs)
     }
     await this.connectEvents()
+    if (reconnected !== undefined) await this.within(reconnected, "the fleet's bus reader to reconnect to the restarted master")
     return this.master
+  }
+
+  /** `promise`, or an error naming `what` after the fleet's ready timeout. */
+  private async within<T>(promise: Promise<T>, what: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined
+    const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`gave up after ${this.readyMs} ms waiting for ${what}`)), this.readyMs)))
+    try {
+      return await Promise.race([promise, expired])
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   private async connectEvents(): Promise<void> {
     if (this.events !== undefined) return
-    this.events = new MasterEvent({ sockDir: this.sockDir, reconnect: { initial: 50, max: 500 } })
+    // Reconnects fast: after a master restart the reader is back before the minions (which back off for a second) return.
+    this.events = new MasterEvent({ sockDir: this.sockDir, reconnect: { initial: 10, max: 20 } })
     await this.events.connect()
     void (async () => {
       for await (const event of this.events!.iter({ match: '^(salt/minion/|salt/syndic/|salt/auth$)', matchType: 'regex', hwm: 1_000_000 })) {

@@ -85,6 +85,8 @@ export class MasterEvent implements AsyncDisposable {
   /** Events dropped for readers that fell behind, in total. */
   dropped = 0
   reconnects = 0
+  /** Waiting for the next (re)connection; see {@link nextConnection}. */
+  private readonly connectWaiters = new Set<() => void>()
 
   constructor(private readonly options: MasterEventOptions) {
     this.path = eventBusPath(options.sockDir)
@@ -133,6 +135,8 @@ export class MasterEvent implements AsyncDisposable {
         this.attempt = 0
         if (!first) this.reconnects++
         this.connection = connection
+        for (const wake of this.connectWaiters) wake()
+        this.connectWaiters.clear()
         resolve()
       })
     })
@@ -194,6 +198,15 @@ export class MasterEvent implements AsyncDisposable {
         }
       },
     }
+  }
+
+  /**
+   * Resolves at the next time the bus connects (a reconnect after the master restarted): call it before
+   * restarting the master to know when events it fires will be read. Never rejects; a closed MasterEvent
+   * leaves it pending, so bound the wait.
+   */
+  nextConnection(): Promise<void> {
+    return new Promise((resolve) => this.connectWaiters.add(resolve))
   }
 
   /** Readers open now (each iter() not yet ended). */

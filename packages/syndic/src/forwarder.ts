@@ -292,6 +292,7 @@ export class UpperForwarder {
         return
       }
       await this.#o.spool.remove(batch.file)
+      this.#logger.info(`delivered spooled batch ${batch.file} (${countReturns(batch.jobs)} return(s)) to ${this.master}`)
       this.#o.onEvent?.({ type: 'forwarded', master: this.master, jobs: batch.jobs.length, returns: countReturns(batch.jobs), fromSpool: true })
     }
   }

@@ -23,7 +23,10 @@ export interface OpenJob {
   settled: Set<string>
   /** Lower syndics that have not announced their whole subtree yet. */
   pendingSyndics: Set<string>
-  /** False for a job read back from the journal: its expected minions are known again only once it is reconciled. */
+  /**
+   * False for a job read back from the journal: the minions lower syndics announced (and whether they
+   * are still pending) are known again only once it is reconciled.
+   */
   known: boolean
 }
 
@@ -32,6 +35,8 @@ interface JournalLine {
   jid: string
   master?: string
   at?: number
+  /** The minions the lower master expected when the job was passed down. */
+  minions?: string[]
 }
 
 export interface OpenJobsOptions {
@@ -90,13 +95,17 @@ export class OpenJobs {
       if (entry.op === 'close') this.#jobs.delete(entry.jid)
       else if (entry.op === 'open' && typeof entry.master === 'string') {
         const openedAt = typeof entry.at === 'number' ? entry.at : now
-        if (now - openedAt <= this.#o.ttlMs) this.#jobs.set(entry.jid, blank(entry.jid, entry.master, openedAt, false))
+        if (now - openedAt > this.#o.ttlMs) continue
+        // A later `open` line of the same job adds the minions its lower syndics announced.
+        const job = this.#jobs.get(entry.jid) ?? blank(entry.jid, entry.master, openedAt, false)
+        if (Array.isArray(entry.minions)) for (const id of entry.minions) if (typeof id === 'string') job.expected.add(id)
+        this.#jobs.set(entry.jid, job)
       }
     }
     const temp = `${this.file}.tmp`
     const handle = await open(temp, 'w', 0o600)
     try {
-      await handle.writeFile(this.all().map((job) => `${line('open', job.jid, job.master, job.openedAt)}\n`).join(''))
+      await handle.writeFile(this.all().map((job) => `${line('open', job.jid, job.master, job.openedAt, [...job.expected])}\n`).join(''))
       await handle.sync()
     } finally {
       await handle.close()
@@ -113,9 +122,19 @@ export class OpenJobs {
     for (const id of pendingSyndics) job.pendingSyndics.add(id)
     const fresh = !this.#jobs.has(jid)
     this.#jobs.set(jid, job)
-    if (fresh) await this.#append(line('open', jid, master, job.openedAt))
+    if (fresh) await this.#append(line('open', jid, master, job.openedAt, expected))
     this.#bound()
     return job
+  }
+
+  /** Minions a lower syndic announced for an open job: expected too, and journalled so a restarted syndic reads them back. */
+  expect(jid: string, minions: readonly string[]): void {
+    const job = this.#jobs.get(jid)
+    if (job === undefined) return
+    const fresh = minions.filter((id) => !job.expected.has(id))
+    if (fresh.length === 0) return
+    for (const id of fresh) job.expected.add(id)
+    void this.#append(line('open', jid, job.master, job.openedAt, fresh))
   }
 
   /** Marks returns as gone up; closes the job when it is complete. */
@@ -183,6 +202,6 @@ function blank(jid: string, master: string, openedAt: number, known: boolean): O
   return { jid, master, openedAt, expected: new Set(), settled: new Set(), pendingSyndics: new Set(), known }
 }
 
-function line(op: 'open' | 'close', jid: string, master?: string, at?: number): string {
-  return JSON.stringify(op === 'open' ? { op, jid, master, at } : { op, jid })
+function line(op: 'open' | 'close', jid: string, master?: string, at?: number, minions?: readonly string[]): string {
+  return JSON.stringify(op === 'open' ? { op, jid, master, at, minions } : { op, jid })
 }

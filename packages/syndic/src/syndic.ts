@@ -413,7 +413,7 @@ export class Syndic {
     const upper = route === undefined ? undefined : this.#uppers.get(route)
     if (upper === undefined) return
     if (job !== undefined) {
-      for (const id of announcement.minions) job.expected.add(id)
+      this.#jobs!.expect(job.jid, announcement.minions)
       if (announcement.pending.length === 0) job.pendingSyndics.delete(announcement.syndic)
     }
     upper.forwarder.announce(announcement.jid, announcement.minions, job === undefined ? undefined : [...job.pendingSyndics])
@@ -511,7 +511,6 @@ export class Syndic {
     if (reply?.success === false || typeof listed !== 'object' || listed === null) return 0
     if (!job.known) {
       job.known = true
-      if (Array.isArray(listed.Minions)) for (const id of listed.Minions) if (typeof id === 'string') job.expected.add(id)
       this.#routes.set(job.jid, job.master)
     }
     const fun = typeof listed.Function === 'string' ? listed.Function : undefined
@@ -519,8 +518,8 @@ export class Syndic {
     const result = typeof listed.Result === 'object' && listed.Result !== null ? (listed.Result as Record<string, Record<string, unknown>>) : {}
     let count = 0
     for (const [minion, stored] of Object.entries(result)) {
-      if (job.settled.has(minion) || typeof stored !== 'object' || stored === null) continue
-      job.expected.add(minion)
+      // Only this master's minions (and those lower syndics announced): a shared job cache holds the whole tree's.
+      if (!job.expected.has(minion) || job.settled.has(minion) || typeof stored !== 'object' || stored === null) continue
       const ret: SyndicMinionReturn = {
         return: stored['return'],
         retcode: typeof stored['retcode'] === 'number' ? stored['retcode'] : 0,
@@ -557,9 +556,10 @@ export class Syndic {
     clearInterval(this.#timer)
     this.#timer = undefined
     await this.#bus?.close()
+    // Closing the links ends their publish streams (and the loops reading them); a batch in flight is spooled.
+    await Promise.allSettled([...this.#uppers.values()].map(({ link }) => link.close()))
     await Promise.allSettled([...this.#tasks])
     for (const { forwarder } of this.#uppers.values()) await forwarder.close()
-    await Promise.allSettled([...this.#uppers.values()].map(({ link }) => link.close()))
     await this.#jobs?.closeJournal()
     await this.#lower?.close()
   }
