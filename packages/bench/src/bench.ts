@@ -12,6 +12,11 @@ export interface BenchCase {
   transport: BenchTransport
   n: number
   mode: MinionMode
+  /**
+   * K > 0: a tree instead of one master — a top master (`order_masters`, no minion of its own) and K
+   * syndic nodes (a master and a brine-syndic each) with N/K minions under each; jobs go to the top.
+   */
+  syndics?: number
 }
 
 export interface BenchSettings {
@@ -96,6 +101,8 @@ export interface CaseResult extends BenchCase {
     /** Events the master's event bus dropped for slow subscribers, as it logged them (every 1,000th): a lower bound. */
     busDroppedEvents: number
   }
+  /** A tree case (`syndics` > 0): each master's RSS with the N minions connected, the top first. */
+  tree?: { syndics: number; masters: { name: string; rssBytes: number; minions: number }[] }
   /** Every process the case started, each verified gone after the stop. */
   pids: number[]
   /** Set when the case failed; the other figures are then partial (zeros). */
@@ -327,6 +334,7 @@ const round = (ms: number): number => Math.round(ms * 100) / 100
  * started and checks each pid is gone. A failing phase is recorded in `error`, never thrown.
  */
 export async function runCase(benchCase: BenchCase, settings: BenchSettings, hooks: BenchHooks = {}): Promise<CaseResult> {
+  if ((benchCase.syndics ?? 0) > 0) return runTreeCase(benchCase, settings, hooks)
   const result = emptyCase(benchCase)
   const { n } = benchCase
   const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
@@ -493,6 +501,153 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       const alive = await waitGone(result.pids, 10_000)
       if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
     }
+  }
+  return result
+}
+
+/**
+ * A tree case: a top master with `order_masters` and K syndic nodes (a master and a brine-syndic each, on
+ * `benchCase.transport`), N/K minions under each (swarms or processes), every job published at the top.
+ * Phases connect, latency, throughput and the masters' memory; restart and overload are one master's
+ * figures and are not run here. Lost is counted in the top's job cache, duplicates on the top's bus.
+ */
+export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings, hooks: BenchHooks = {}): Promise<CaseResult> {
+  const result = emptyCase(benchCase)
+  const { n } = benchCase
+  const k = benchCase.syndics ?? 0
+  const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
+  if (benchCase.transport === 'both') {
+    result.error = 'a syndic tree runs on one transport (zeromq or tcp), not both'
+    return result
+  }
+  const transport = benchCase.transport
+  result.split = { [transport]: n }
+  const fleets: Fleet[] = []
+  let top: Fleet | undefined
+  let client: LocalClient | undefined
+  let counter: ReturnCounter | undefined
+  let counterBus: MasterEvent | undefined
+  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
+    const runner = new RunnerClient({ configDir: top!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    try {
+      return await storedReturns(runner, jids)
+    } finally {
+      await runner.close()
+    }
+  }
+  const common = { transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: settings.connectTimeoutMs }
+  try {
+    phase('connect')
+    const launched = performance.now()
+    top = await Fleet.start({ ...common, minions: [], masterConfig: { order_masters: true, timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10 } })
+    fleets.push(top)
+    hooks.onFleet?.(top, true)
+    result.connect.masterReadyMs = round(performance.now() - launched)
+    result.memory.masterIdleBytes = rssBytes(top.master.pid)
+    const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+    const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
+    const nodes = await Promise.all(
+      shares.map(async (share, index) => {
+        const node = await Fleet.start({ ...common, minions: [], syndic: { id: `syndic${index + 1}`, upper: top!, transport } })
+        fleets.push(node)
+        hooks.onFleet?.(node, true)
+        const from = node.startEventCount
+        const ids: string[] = []
+        if (benchCase.mode === 'procs') {
+          for (let minion = 0; minion < share; minion++) {
+            const id = `${short}-k${index + 1}-${minion}`
+            ids.push(id)
+            await node.startMinion({ id, transport })
+          }
+        } else {
+          for (let first = 0, part = 0; first < share; first += settings.swarmSize, part++) {
+            ids.push(...(await node.startSwarm({ count: Math.min(settings.swarmSize, share - first), transport, prefix: `${short}-k${index + 1}-s${part}-` })).ids)
+          }
+        }
+        await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
+        return node
+      }),
+    )
+    result.connect.allAcceptedMs = round(performance.now() - launched)
+    client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + settings.connectTimeoutMs)) - launched)
+    result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
+    result.tree = {
+      syndics: k,
+      masters: [
+        { name: 'top', rssBytes: result.memory.masterWithMinionsBytes, minions: 0 },
+        ...nodes.map((node, index) => ({ name: `syndic${index + 1}`, rssBytes: rssBytes(node.master.pid), minions: shares[index]! })),
+      ],
+    }
+    const swarms = nodes.flatMap((node) => node.swarms)
+    if (swarms.length > 0) {
+      result.memory.swarmProcessBytes = swarms.map((swarm) => rssBytes(swarm.process.pid))
+      result.memory.swarmBytesPerMinion = Math.round(result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0) / n)
+    }
+    counterBus = new MasterEvent({ sockDir: top.sockDir, reconnect: { initial: 50, max: 500 } })
+    await counterBus.connect()
+    counter = new ReturnCounter(counterBus)
+
+    phase('latency')
+    for (let index = 0; index < settings.warmupCalls; index++) await pingAll(client, settings.jobTimeoutMs)
+    const latencies: number[] = []
+    const latencyJids: string[] = []
+    for (let index = 0; index < settings.latencyCalls; index++) {
+      const { jid, ms } = await pingAll(client, settings.jobTimeoutMs)
+      latencies.push(ms)
+      latencyJids.push(jid)
+    }
+    await counter.waitFor(latencyJids, n, 5000, settings.jobTimeoutMs)
+    result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
+
+    phase('throughput')
+    const jobMs: number[] = []
+    const throughputJids: string[] = []
+    let next = 0
+    const started = performance.now()
+    await Promise.all(
+      Array.from({ length: settings.window }, async () => {
+        while (next < settings.throughputJobs) {
+          next++
+          const { jid, ms } = await pingAll(client!, settings.jobTimeoutMs)
+          jobMs.push(ms)
+          throughputJids.push(jid)
+        }
+      }),
+    )
+    const durationMs = performance.now() - started
+    await counter.waitFor(throughputJids, n, 5000, settings.jobTimeoutMs)
+    const counts = counter.counts(throughputJids, n, await stored(throughputJids))
+    result.throughput = {
+      ...counts,
+      jobs: throughputJids.length,
+      window: settings.window,
+      durationMs: round(durationMs),
+      jobsPerSec: round((throughputJids.length * 1000) / durationMs),
+      returnsPerSec: round((counts.stored * 1000) / durationMs),
+      jobMs: stats(jobMs),
+    }
+    result.memory.masterAfterLoadBytes = rssBytes(top.master.pid)
+    phase('restart')
+    phase('overload')
+  } catch (error) {
+    result.error = (error as Error).message.slice(0, 2000)
+  } finally {
+    phase('stop')
+    counter?.close()
+    await counterBus?.close().catch(() => {})
+    await client?.close().catch(() => {})
+    const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
+    const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
+    if (warnings.length > 0) result.warnings = warnings
+    result.pids = fleets.flatMap((fleet) => fleet.spawnedPids)
+    // The syndic nodes first, then the top (its syndics would otherwise spool what they could not send).
+    for (const fleet of [...fleets].reverse()) {
+      await fleet.stop()
+      hooks.onFleet?.(fleet, false)
+    }
+    const alive = await waitGone(result.pids, 10_000)
+    if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
   }
   return result
 }

@@ -111,15 +111,24 @@ export class UpperForwarder {
     const job = this.#job(jid, meta)
     for (const id of minions) job.minions.add(id)
     if (pending !== undefined) job.pending = [...pending]
-    this.#urgent = true
-    queueMicrotask(() => this.#tick())
+    this.#soon()
   }
 
-  /** Queues one minion's return; it announces that minion too (the upper master may have restarted and forgotten). */
-  addReturn(jid: string, minion: string, ret: SyndicMinionReturn, meta: JobMeta = {}): void {
+  /**
+   * Queues one minion's return; it announces that minion too (the upper master may have restarted and
+   * forgotten). `last`: the job has nothing more to wait for here, so the batch goes now rather than at the
+   * next tick.
+   */
+  addReturn(jid: string, minion: string, ret: SyndicMinionReturn, meta: JobMeta = {}, last = false): void {
     const job = this.#job(jid, meta)
     job.minions.add(minion)
     job.returns.set(minion, ret)
+    if (last) this.#soon()
+  }
+
+  #soon(): void {
+    this.#urgent = true
+    queueMicrotask(() => this.#tick())
   }
 
   #tick(): void {

@@ -19,6 +19,8 @@ export interface OpenJob {
   openedAt: number
   /** Minions expected to return (the lower master's, and those lower syndics announced). */
   expected: Set<string>
+  /** Minions whose return was handed to the forwarder. */
+  seen: Set<string>
   /** Minions whose return went up (acknowledged or spooled). */
   settled: Set<string>
   /** Lower syndics that have not announced their whole subtree yet. */
@@ -137,6 +139,16 @@ export class OpenJobs {
     void this.#append(line('open', jid, job.master, job.openedAt, fresh))
   }
 
+  /** Notes a return handed to the forwarder; true when every expected minion's has been (and no lower syndic is pending). */
+  see(jid: string, minion: string): boolean {
+    const job = this.#jobs.get(jid)
+    if (job === undefined) return false
+    job.seen.add(minion)
+    if (!job.known || job.pendingSyndics.size > 0 || job.seen.size < job.expected.size) return false
+    for (const id of job.expected) if (!job.seen.has(id)) return false
+    return true
+  }
+
   /** Marks returns as gone up; closes the job when it is complete. */
   settle(jid: string, minions: readonly string[]): void {
     const job = this.#jobs.get(jid)
@@ -199,7 +211,7 @@ export class OpenJobs {
 }
 
 function blank(jid: string, master: string, openedAt: number, known: boolean): OpenJob {
-  return { jid, master, openedAt, expected: new Set(), settled: new Set(), pendingSyndics: new Set(), known }
+  return { jid, master, openedAt, expected: new Set(), seen: new Set(), settled: new Set(), pendingSyndics: new Set(), known }
 }
 
 function line(op: 'open' | 'close', jid: string, master?: string, at?: number, minions?: readonly string[]): string {

@@ -400,10 +400,18 @@ export class Syndic {
       fun_args: Array.isArray(data['fun_args']) ? data['fun_args'] : [],
     }
     if (typeof data['out'] === 'string') ret.out = data['out']
-    upper.forwarder.addReturn(jid, minion, ret, {
-      ...(typeof data['fun'] === 'string' ? { fun: data['fun'] } : {}),
-      ...(typeof data['master_id'] === 'string' ? { master_id: data['master_id'] } : {}),
-    })
+    // The job's last expected return goes up at once; the others wait for the batch (syndic_event_forward_timeout).
+    const last = this.#jobs?.see(jid, minion) === true
+    upper.forwarder.addReturn(
+      jid,
+      minion,
+      ret,
+      {
+        ...(typeof data['fun'] === 'string' ? { fun: data['fun'] } : {}),
+        ...(typeof data['master_id'] === 'string' ? { master_id: data['master_id'] } : {}),
+      },
+      last,
+    )
   }
 
   /** A lower syndic announced minions for a job passed down: they are announced further up, as this syndic's. */
