@@ -8,7 +8,7 @@ import {
   silentLogger,
   type Logger,
 } from '@brine/transport'
-import { BUS_DROPPED_TAG, eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
+import { eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
 import { EventBusError } from './errors.js'
 
 export interface EventBusOptions {
@@ -36,9 +36,9 @@ export type EventListener = (event: BusEvent) => void
 /**
  * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
  * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
- * its own bounded queue, so a stalled reader loses events (counted) instead of growing the master; once
- * it reads again it is told how many (`brine/bus/dropped`), so a reader that must not miss returns can
- * read them back from the job cache.
+ * its own bounded queue, so a stalled reader loses events (counted) instead of growing the master; the
+ * next event that reaches it says how many (`dropped` beside `tag` and `data`), so a reader that must not
+ * miss returns can read them back from the job cache.
  * In-process listeners (the job tracker, the syndic) see the same events synchronously.
  */
 export class EventBus {
@@ -123,9 +123,11 @@ export class EventBus {
     if (this.subscribers.size > 0) {
       const bytes = frame(encode(event))
       for (const [subscriber, stats] of this.subscribers) {
-        // A subscriber that lost events is told so (BUS_DROPPED_TAG) as soon as there is room again, before the next event.
-        if (stats.untold > 0 && subscriber.write(frame(encode({ tag: BUS_DROPPED_TAG, data: { count: stats.untold, _stamp: event.data['_stamp'] } })))) stats.untold = 0
-        if (!subscriber.write(bytes)) {
+        // A subscriber that lost events is told how many with the next event that reaches it (`dropped`; its
+        // MasterEvent turns that into a BUS_DROPPED_TAG event): a reader that must not miss returns reads them back.
+        const written = stats.untold > 0 ? subscriber.write(frame(encode({ ...event, dropped: stats.untold }))) : subscriber.write(bytes)
+        if (written) stats.untold = 0
+        else {
           this.dropped++
           stats.dropped++
           stats.untold++

@@ -8,9 +8,9 @@ export const AUTH_TAG = 'salt/auth'
 /** `salt/key`: a key changed state (data: `{act, id, result}`). */
 export const KEY_TAG = 'salt/key'
 /**
- * `brine/bus/dropped` (data `{count}`): sent by the master's bus to one subscriber, once it reads again,
- * after events had to be dropped for it (its queue was full). A reader that must not miss returns (the
- * syndic) reads the job cache back when it sees it. Not one of Salt's tags; no other reader is affected.
+ * `brine/bus/dropped` (data `{count}`): what a `MasterEvent` reader sees where the master's bus had to drop
+ * events for its connection (its queue was full; the next event that reached it said how many). A reader
+ * that must not miss returns (the syndic) reads the job cache back when it sees it. Not one of Salt's tags.
  */
 export const BUS_DROPPED_TAG = 'brine/bus/dropped'
 /** `minion_start`: the legacy start event every minion fires once. */
