@@ -101,7 +101,7 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     await run('mkdir', ['-p', configDir], { ms: COMMAND_MS })
     await writeFile(join(configDir, 'master'), 'interface: 127.0.0.1\n')
     await writeFile(join(configDir, 'minion'), 'id: web1\nmaster: 127.0.0.1\n')
-    for (const role of ['master', 'minion']) {
+    for (const role of ['master', 'minion', 'syndic']) {
       const unit = await readFile(join(REPO_ROOT, `packaging/systemd/brine-${role}.service`), 'utf8')
       const execStart = /^ExecStart=(.*)$/m.exec(unit)?.[1]
       expect(execStart).toBe(`brine-${role} -c /etc/brine`)
@@ -109,7 +109,9 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
       expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m)
       const [command, ...args] = execStart!.replace('/etc/brine', configDir).split(' ')
       const checked = await run(command!, [...args, '--check-config'], { ms: COMMAND_MS, env, cwd: scratch })
-      expect({ code: checked.code, out: checked.stdout }).toEqual({ code: 0, out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, role)})\n` })
+      // The syndic reads the master's config file, as Salt's salt-syndic does.
+      const file = role === 'syndic' ? 'master' : role
+      expect({ code: checked.code, out: checked.stdout }).toEqual({ code: 0, out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, file)})\n` })
     }
   })
 })

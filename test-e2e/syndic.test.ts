@@ -177,6 +177,17 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     expect(ping.code).toBe(1)
   })
 
+  it('manage.status, manage.up and manage.down on the top include the minions behind syndics, never the syndics themselves', async () => {
+    const { top, nodes } = await startTree(transport, { syndic_wait: 1, gather_job_timeout: 2 })
+    const status = await top.run('brine-run', ['manage.status', '--out', 'json'])
+    expect(json(status.stdout)).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
+    await nodes[1]!.syndic!.stop('SIGKILL')
+    const down = await top.run('brine-run', ['manage.down', '-t', '1', '--out', 'json'])
+    expect(JSON.parse(down.stdout)).toEqual(['s2-db', 's2-web'])
+    const up = await top.run('brine-run', ['manage.up', '-t', '1', '--out', 'json'])
+    expect(JSON.parse(up.stdout)).toEqual(['direct1', 's1-db', 's1-web'])
+  })
+
   it('a syndic that sends a return for a minion it did not announce, or for a minion of the master itself, is refused and logged', async () => {
     const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
     // A syndic made by hand: a real link with its own keys, which then misbehaves.

@@ -320,7 +320,7 @@ export class MasterService {
       }
       const nested = parseSyndicTag(event.tag)
       const inner = nested === undefined ? event.tag : nested.tag
-      if (inner.startsWith(JOB_TAG_PREFIX) || inner.startsWith('salt/syndic/') || (nested !== undefined && nested.syndic === id)) {
+      if (inner.startsWith(JOB_TAG_PREFIX)) {
         skipped++
         continue
       }

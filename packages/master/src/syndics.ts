@@ -147,14 +147,18 @@ interface SyndicShare {
 }
 
 /**
- * Per job, which syndic announced which minions (bounded: the oldest jobs are forgotten first). A
- * syndic's return for a minion is accepted only if that syndic announced that minion for that job.
+ * Per job, which syndic announced which minions, bounded by the number of (job, minion) announcements
+ * held (the oldest jobs are forgotten first). A syndic's return for a minion is accepted only if that
+ * syndic announced that minion for that job; a forgotten job costs nothing, because every batch a syndic
+ * sends announces the minions of the returns in it again.
  */
 export class Announcements {
-  readonly #jobs: LruMap<string, Map<string, SyndicShare>>
+  readonly #jobs = new Map<string, Map<string, SyndicShare>>()
+  readonly #limit: number
+  #entries = 0
 
-  constructor(limit = 10_000) {
-    this.#jobs = new LruMap(limit)
+  constructor(limit = 1_000_000) {
+    this.#limit = limit
   }
 
   /**
@@ -175,13 +179,25 @@ export class Announcements {
     }
     const fresh = minions.filter((id) => !share.minions.has(id))
     for (const id of fresh) share.minions.add(id)
+    this.#entries += fresh.length
     const changed = first || share.pending.length !== pending.length || share.pending.some((id, index) => id !== pending[index])
     share.pending = [...pending]
+    this.#bound(jid)
     return { fresh, changed }
   }
 
   announcedBy(jid: string, minion: string, syndic: string): boolean {
     return this.#jobs.get(jid)?.get(syndic)?.minions.has(minion) === true
+  }
+
+  /** Forgets the oldest jobs (never `keep`) until the announcements held fit the limit. */
+  #bound(keep: string): void {
+    for (const [jid, job] of this.#jobs) {
+      if (this.#entries <= this.#limit) return
+      if (jid === keep) continue
+      for (const share of job.values()) this.#entries -= share.minions.size
+      this.#jobs.delete(jid)
+    }
   }
 }
 

@@ -16,8 +16,8 @@ export const MAX_RETURNS_PER_BATCH = 2000
 
 /** What the forwarder reports, for the syndic's events and its open-job bookkeeping. */
 export type ForwarderEvent =
-  | { type: 'forwarded'; master: string; jobs: number; returns: number; fromSpool: boolean }
-  | { type: 'spooled'; master: string; file: string; returns: number }
+  | { type: 'batch-forwarded'; master: string; jobs: number; returns: number; fromSpool: boolean }
+  | { type: 'batch-spooled'; master: string; file: string; returns: number }
   | { type: 'spool-full'; master: string; returns: number; message: string }
 
 export interface ForwarderOptions {
@@ -187,7 +187,7 @@ export class UpperForwarder {
       try {
         await this.#send(jobs)
         this.#settled(jobs)
-        this.#o.onEvent?.({ type: 'forwarded', master: this.master, jobs: jobs.length, returns: countReturns(jobs), fromSpool: false })
+        this.#o.onEvent?.({ type: 'batch-forwarded', master: this.master, jobs: jobs.length, returns: countReturns(jobs), fromSpool: false })
         return
       } catch (error) {
         if (this.#refused(error, jobs)) return
@@ -225,7 +225,7 @@ export class UpperForwarder {
     try {
       const file = await this.#o.spool.write(jobs)
       this.#logger.info(`batch of ${returns} return(s) for ${jobs.length} job(s) not delivered to ${this.master} (${why}); spooled to ${file}`)
-      this.#o.onEvent?.({ type: 'spooled', master: this.master, file, returns })
+      this.#o.onEvent?.({ type: 'batch-spooled', master: this.master, file, returns })
       this.#settled(jobs)
       this.#scheduleRetry()
       return true
@@ -302,7 +302,7 @@ export class UpperForwarder {
       }
       await this.#o.spool.remove(batch.file)
       this.#logger.info(`delivered spooled batch ${batch.file} (${countReturns(batch.jobs)} return(s)) to ${this.master}`)
-      this.#o.onEvent?.({ type: 'forwarded', master: this.master, jobs: batch.jobs.length, returns: countReturns(batch.jobs), fromSpool: true })
+      this.#o.onEvent?.({ type: 'batch-forwarded', master: this.master, jobs: batch.jobs.length, returns: countReturns(batch.jobs), fromSpool: true })
     }
   }
 

@@ -68,6 +68,11 @@ const RAW_EVENTS_LIMIT = 10_000
 const RAW_EVENTS_PER_SEND = 1000
 /** Jids remembered with the upper master they came from, for returns that come after the job closed. */
 const ROUTES = 50_000
+/**
+ * Jobs watched for returns at most (each holds its expected minions); past it the oldest is no longer read
+ * back after a drop or a restart (its late returns still go up as the bus shows them).
+ */
+const OPEN_JOBS = 1000
 /** How often jobs open too long are closed. */
 const EXPIRE_EVERY_MS = 60_000
 /** Bound on waiting for the own master's root key and bus at start, between attempts. */
@@ -177,7 +182,7 @@ export class Syndic {
     const dir = join(opts.cachedir, 'syndic')
     await this.#connectLower()
     const timeouts = timeoutsFromConfig(opts)
-    this.#jobs = new OpenJobs({ file: join(dir, 'jobs.journal'), ttlMs: Math.max(timeouts.keepJobsMs, 60_000), logger: logger.child('jobs') })
+    this.#jobs = new OpenJobs({ file: join(dir, 'jobs.journal'), ttlMs: Math.max(timeouts.keepJobsMs, 60_000), limit: OPEN_JOBS, logger: logger.child('jobs') })
     const carried = await this.#jobs.load()
     if (this.#controller.signal.aborted) throw new ClosedError('syndic', this.id)
     const cache = new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })

@@ -157,7 +157,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     }
     // The lower master ran the same jid, and the job is finished with: nothing left open.
     expect(lower.bus.count(`salt/job/${reply.jid}/new`)).toBe(1)
-    await syndicEvent(syndic, (event) => event.type === 'forwarded' && event.returns === 2, 'the batch of 2 returns acknowledged')
+    await syndicEvent(syndic, (event) => event.type === 'batch-forwarded' && event.returns === 2, 'the batch of 2 returns acknowledged')
     expect(syndic.openJobs).toBe(0)
     // The next job's returns: the first job's were not sent again meanwhile.
     const next = await top.master.service.publish(rootCaller(), topJob('test.ping'))
@@ -178,7 +178,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const reply = await top.master.service.publish(rootCaller(), topJob('test.sleep', [1]))
     await top.bus.until((event) => event.tag === tags.syndicJobNew('syn1', reply.jid), 'the announcement')
     await top.master.stop()
-    await syndicEvent(syndic, (event) => event.type === 'spooled' && event.returns === 1, 'the return spooled')
+    await syndicEvent(syndic, (event) => event.type === 'batch-spooled' && event.returns === 1, 'the return spooled')
     // The return's batch (and the announcement's, if its acknowledgement was lost as the master stopped).
     expect(syndic.spooledBatches).toBeGreaterThan(0)
 
@@ -186,7 +186,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const again = await startMaster(topOpts)
     const back = await again.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's return at the restarted top")
     expect(back.data).toMatchObject({ id: 'm1', return: true, fun: 'test.sleep' })
-    await syndicEvent(syndic, (event) => event.type === 'forwarded' && event.fromSpool && syndic.spooledBatches === 0, 'the whole spool delivered')
+    await syndicEvent(syndic, (event) => event.type === 'batch-forwarded' && event.fromSpool && syndic.spooledBatches === 0, 'the whole spool delivered')
     expect(Object.keys((await again.master.jobs.getJob(reply.jid))!.returns)).toEqual(['m1'])
   })
 
@@ -212,7 +212,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const reconciled = await syndicEvent(second, (event) => event.type === 'reconciled', 'the open job read back')
     expect(reconciled).toMatchObject({ jobs: 1, returns: 1 })
     expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's return at the top")).data).toMatchObject({ return: true })
-    await syndicEvent(second, (event) => event.type === 'forwarded' && event.returns === 1, 'the read-back return acknowledged')
+    await syndicEvent(second, (event) => event.type === 'batch-forwarded' && event.returns === 1, 'the read-back return acknowledged')
     expect(second.openJobs).toBe(0)
   })
 
