@@ -12,7 +12,7 @@ import type { BatchSpool } from './batch-spool.js'
 import { SyndicFileError, SyndicSpoolFullError } from './errors.js'
 
 /** Returns per `_syndic_return` request at most: a batch stays far below max_frame_bytes. */
-export const MAX_RETURNS_PER_BATCH = 2000
+export const MAX_RETURNS_PER_BATCH = 5000
 
 /** What the forwarder reports, for the syndic's events and its open-job bookkeeping. */
 export type ForwarderEvent =
