@@ -30,7 +30,7 @@ import {
   type SyndicConfig,
   type SyndicMinionReturn,
 } from '@brine/common'
-import { ClearRequester, MasterEvent } from '@brine/client'
+import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
 import { LifecycleEvents, MasterLink, minionStartEvents, sleep, type MasterLinkEvent } from '@brine/minion'
 import { ClosedError, createLogger, InvalidOperationError, LruMap, type Logger, type Transport } from '@brine/transport'
@@ -75,6 +75,8 @@ const ROUTES = 50_000
 const OPEN_JOBS = 1000
 /** How often jobs open too long are closed. */
 const EXPIRE_EVERY_MS = 60_000
+/** How long one request to its own master may take (a publish passed down, a job read back), ms. */
+const LOWER_REQUEST_MS = 30_000
 /** Bound on waiting for the own master's root key and bus at start, between attempts. */
 const LOWER_RETRY_MS = 500
 
@@ -208,11 +210,33 @@ export class Syndic {
     return `${opts.transport} ${opts.interface}:${String(opts.transport_opts[opts.transport]?.['ret_port'] ?? opts.ret_port)}`
   }
 
+  #requester(): ClearRequester {
+    return new ClearRequester({ opts: this.opts as unknown as MasterConfig, logger: this.#logger.child('master'), requestTimeout: LOWER_REQUEST_MS })
+  }
+
+  /**
+   * One clear request to its own master with the root key. A master that restarted wrote a new root key:
+   * refused for the key, the syndic reads it again and asks once more.
+   */
+  async #request(load: Record<string, unknown>): Promise<unknown> {
+    const signal = this.#controller.signal
+    try {
+      return await this.#lower!.request(load, { signal })
+    } catch (error) {
+      if (!(error instanceof MasterRequestError) || error.context['remoteName'] !== 'PermissionDeniedError' || signal.aborted) throw error
+      this.#logger.info(`this syndic's master refused its root key (${error.message}); reading the key again`)
+      const stale = this.#lower!
+      this.#lower = this.#requester()
+      await stale.close()
+      return this.#lower.request(load, { signal })
+    }
+  }
+
   /** Connects to its own master: the root key and request port (clear `publish`, `runner`), and the event bus. Waits for them. */
   async #connectLower(): Promise<void> {
     const signal = this.#controller.signal
     let logged = false
-    const lower = new ClearRequester({ opts: this.opts as unknown as MasterConfig, logger: this.#logger.child('master'), requestTimeout: 30_000 })
+    const lower = this.#requester()
     this.#lower = lower
     for (;;) {
       try {
@@ -349,7 +373,7 @@ export class Syndic {
     this.#routes.set(job.jid, link.master)
     let reply: PublishReply
     try {
-      reply = checkReply(await this.#lower!.request(load, { signal: this.#controller.signal }))
+      reply = checkReply(await this.#request(load))
     } catch (error) {
       if (this.#controller.signal.aborted) return
       const message = (error as Error).message
@@ -516,7 +540,7 @@ export class Syndic {
       this.#jobs!.close(job.jid) // its upper master is no longer configured
       return 0
     }
-    const reply = (await this.#lower!.request({ cmd: 'runner', fun: 'jobs.list_job', arg: [job.jid], kwarg: {} }, { signal: this.#controller.signal })) as {
+    const reply = (await this.#request({ cmd: 'runner', fun: 'jobs.list_job', arg: [job.jid], kwarg: {} })) as {
       return?: unknown
       success?: unknown
     }

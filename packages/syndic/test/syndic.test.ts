@@ -216,6 +216,23 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     expect(second.openJobs).toBe(0)
   })
 
+  it('keeps passing jobs down after its own master restarted with a new root key', async () => {
+    const dir = await tempDir()
+    const topOpts = await masterOpts(join(dir, 'top'), transport, { order_masters: true })
+    const lowerOpts = await masterOpts(join(dir, 'lower'), transport)
+    const top = await startMaster(topOpts)
+    const lower = await startMaster(lowerOpts)
+    await startMinion(dir, 'm1', lowerOpts, lower.bus)
+    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    const oldKey = lower.master.rootKey
+    await lower.master.stop()
+    const again = await startMaster(lowerOpts)
+    expect(again.master.rootKey).not.toBe(oldKey)
+    const reply = await top.master.service.publish(rootCaller(), topJob('test.ping'))
+    expect(await syndicEvent(syndic, (event) => event.type === 'relayed' && event.jid === reply.jid, 'the job passed down to the restarted master')).toMatchObject({ minions: ['m1'] })
+    expect(again.bus.count(`salt/job/${reply.jid}/new`)).toBe(1)
+  })
+
   it("does not pass down a job whose master_id is its own master's", async () => {
     const dir = await tempDir()
     const topOpts = await masterOpts(join(dir, 'top'), transport, { order_masters: true, master_id: 'loop' })
