@@ -8,7 +8,7 @@ import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 // What a user does on a machine with only Node 20 and npm: the tarballs `npm run pack` makes, installed with
 // `npm install -g`. The install is --offline with an empty npm cache: the tarballs carry their third-party
 // dependencies, so it needs neither the registry nor the cache `npm ci` filled.
-const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-key', 'brine-call', 'brine-run', 'brine-api']
+const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-syndic', 'brine-key', 'brine-call', 'brine-run', 'brine-api']
 const PACK_MS = 600_000
 const INSTALL_MS = 300_000
 const COMMAND_MS = 60_000
@@ -101,7 +101,7 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     await run('mkdir', ['-p', configDir], { ms: COMMAND_MS })
     await writeFile(join(configDir, 'master'), 'interface: 127.0.0.1\n')
     await writeFile(join(configDir, 'minion'), 'id: web1\nmaster: 127.0.0.1\n')
-    for (const role of ['master', 'minion']) {
+    for (const role of ['master', 'minion', 'syndic']) {
       const unit = await readFile(join(REPO_ROOT, `packaging/systemd/brine-${role}.service`), 'utf8')
       const execStart = /^ExecStart=(.*)$/m.exec(unit)?.[1]
       expect(execStart).toBe(`brine-${role} -c /etc/brine`)
@@ -109,7 +109,9 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
       expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m)
       const [command, ...args] = execStart!.replace('/etc/brine', configDir).split(' ')
       const checked = await run(command!, [...args, '--check-config'], { ms: COMMAND_MS, env, cwd: scratch })
-      expect({ code: checked.code, out: checked.stdout }).toEqual({ code: 0, out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, role)})\n` })
+      // The syndic reads the master's config file, as Salt's salt-syndic does.
+      const file = role === 'syndic' ? 'master' : role
+      expect({ code: checked.code, out: checked.stdout }).toEqual({ code: 0, out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, file)})\n` })
     }
   })
 })

@@ -17,6 +17,11 @@ export interface BenchCase {
   transport: BenchTransport
   n: number
   mode: MinionMode
+  /**
+   * K > 0: a tree instead of one master — a top master (`order_masters`, no minion of its own) and K
+   * syndic nodes (a master and a brine-syndic each) with N/K minions under each; jobs go to the top.
+   */
+  syndics?: number
 }
 
 export interface BenchSettings {
@@ -108,6 +113,8 @@ export interface CaseResult extends BenchCase {
     /** Events the master's event bus dropped for slow subscribers, as it logged them (every 1,000th): a lower bound. */
     busDroppedEvents: number
   }
+  /** A tree case (`syndics` > 0): each master's RSS with the N minions connected, the top first. */
+  tree?: { syndics: number; masters: { name: string; rssBytes: number; minions: number }[] }
   /** Every process the case started, each verified gone after the stop. */
   pids: number[]
   /** The REST API's figures, at the sizes of `apiSizes`. */
@@ -292,12 +299,12 @@ async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000):
  * loaded a master busy re-authenticating a thousand minions so much that the figure doubled.
  * Throws naming how many answered at `deadline`.
  */
-async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number): Promise<number> {
+async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number, windowMs?: number): Promise<number> {
   const heard = new Set<string>()
   let expected: string[] | undefined
   // Each ping's window is a few times the ping's p95 at N, and short: a minion back just after a
   // publish is seen by the next ping, so the window bounds how finely the figure is measured.
-  const window = Math.min(2000, 500 + n / 2)
+  const window = windowMs ?? Math.min(2000, 500 + n / 2)
   for (;;) {
     const missing = expected?.filter((id) => !heard.has(id))
     try {
@@ -340,11 +347,79 @@ export function splitMinions(transport: BenchTransport, n: number): Partial<Reco
 
 const round = (ms: number): number => Math.round(ms * 100) / 100
 
+/** What runs between the phases of {@link measureJobs}: the REST API's figures ride on the same load. */
+interface MeasureSteps {
+  /** After the latency phase, before the throughput phase starts. */
+  afterLatency?: () => Promise<void>
+  /** As soon as the throughput jobs have been answered, before their returns are counted. */
+  afterThroughput?: () => Promise<void>
+}
+
+/**
+ * The latency phase (warm-up, then timed test.pings one at a time) and the throughput phase (`window` jobs in
+ * flight), with their lost, missed and duplicate counts, into `result`. `quietMs`: how long the counter waits
+ * for a straggling return after the last one.
+ */
+async function measureJobs(
+  client: LocalClient,
+  counter: ReturnCounter,
+  n: number,
+  settings: BenchSettings,
+  stored: (jids: readonly string[]) => Promise<Map<string, number>>,
+  result: CaseResult,
+  phase: (name: Phase) => void,
+  quietMs: number,
+  steps: MeasureSteps = {},
+): Promise<void> {
+  phase('latency')
+  for (let index = 0; index < settings.warmupCalls; index++) await pingAll(client, settings.jobTimeoutMs)
+  const latencies: number[] = []
+  const latencyJids: string[] = []
+  for (let index = 0; index < settings.latencyCalls; index++) {
+    const { jid, ms } = await pingAll(client, settings.jobTimeoutMs)
+    latencies.push(ms)
+    latencyJids.push(jid)
+  }
+  await counter.waitFor(latencyJids, n, quietMs, settings.jobTimeoutMs)
+  result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
+  await steps.afterLatency?.()
+
+  phase('throughput')
+  const jobMs: number[] = []
+  const throughputJids: string[] = []
+  let next = 0
+  const started = performance.now()
+  await Promise.all(
+    Array.from({ length: settings.window }, async () => {
+      while (next < settings.throughputJobs) {
+        next++
+        const { jid, ms } = await pingAll(client, settings.jobTimeoutMs)
+        jobMs.push(ms)
+        throughputJids.push(jid)
+      }
+    }),
+  )
+  const durationMs = performance.now() - started
+  await steps.afterThroughput?.()
+  await counter.waitFor(throughputJids, n, quietMs, settings.jobTimeoutMs)
+  const counts = counter.counts(throughputJids, n, await stored(throughputJids))
+  result.throughput = {
+    ...counts,
+    jobs: throughputJids.length,
+    window: settings.window,
+    durationMs: round(durationMs),
+    jobsPerSec: round((throughputJids.length * 1000) / durationMs),
+    returnsPerSec: round((counts.stored * 1000) / durationMs),
+    jobMs: stats(jobMs),
+  }
+}
+
 /**
  * Runs one case: a master and N minions in a temp root, the six phases, then stops everything it
  * started and checks each pid is gone. A failing phase is recorded in `error`, never thrown.
  */
 export async function runCase(benchCase: BenchCase, settings: BenchSettings, hooks: BenchHooks = {}): Promise<CaseResult> {
+  if ((benchCase.syndics ?? 0) > 0) return runTreeCase(benchCase, settings, hooks)
   const result = emptyCase(benchCase)
   const { n } = benchCase
   const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
@@ -420,58 +495,23 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     await counterBus.connect()
     counter = new ReturnCounter(counterBus)
 
-    phase('latency')
-    for (let index = 0; index < settings.warmupCalls; index++) await pingAll(client, settings.jobTimeoutMs)
-    const latencies: number[] = []
-    const latencyJids: string[] = []
-    for (let index = 0; index < settings.latencyCalls; index++) {
-      const { jid, ms } = await pingAll(client, settings.jobTimeoutMs)
-      latencies.push(ms)
-      latencyJids.push(jid)
-    }
-    await counter.waitFor(latencyJids, n, 2000, settings.jobTimeoutMs)
-    result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
-    if (withApi) {
-      probe = new ApiProbe(fleet)
-      await probe.start()
-      await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
-      const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
-      const cliMs = await probe.cliLatency(settings.cliCalls, n)
-      result.api = { postMs, cliMs, sse: { readers: 0, durationMs: 0, events: 0, eventsPerSec: 0, perReaderEventsPerSec: 0, dropped: 0 }, apiRssBytes: 0 }
-      await probe.openReaders(settings.sseReaders)
-    }
-
-    phase('throughput')
-    const jobMs: number[] = []
-    const throughputJids: string[] = []
-    let next = 0
-    const started = performance.now()
-    await Promise.all(
-      Array.from({ length: settings.window }, async () => {
-        while (next < settings.throughputJobs) {
-          next++
-          const { jid, ms } = await pingAll(client!, settings.jobTimeoutMs)
-          jobMs.push(ms)
-          throughputJids.push(jid)
-        }
-      }),
-    )
-    const durationMs = performance.now() - started
-    if (probe !== undefined && result.api !== undefined) {
-      result.api.sse = await probe.closeReaders()
-      result.api.apiRssBytes = rssBytes(probe.pid)
-    }
-    await counter.waitFor(throughputJids, n, 2000, settings.jobTimeoutMs)
-    const throughputCounts = counter.counts(throughputJids, n, await stored(throughputJids))
-    result.throughput = {
-      ...throughputCounts,
-      jobs: throughputJids.length,
-      window: settings.window,
-      durationMs: round(durationMs),
-      jobsPerSec: round((throughputJids.length * 1000) / durationMs),
-      returnsPerSec: round((throughputCounts.stored * 1000) / durationMs),
-      jobMs: stats(jobMs),
-    }
+    await measureJobs(client, counter, n, settings, stored, result, phase, 2000, {
+      afterLatency: async () => {
+        if (!withApi) return
+        probe = new ApiProbe(fleet!)
+        await probe.start()
+        await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
+        const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
+        const cliMs = await probe.cliLatency(settings.cliCalls, n)
+        result.api = { postMs, cliMs, sse: { readers: 0, durationMs: 0, events: 0, eventsPerSec: 0, perReaderEventsPerSec: 0, dropped: 0 }, apiRssBytes: 0 }
+        await probe.openReaders(settings.sseReaders)
+      },
+      afterThroughput: async () => {
+        if (probe === undefined || result.api === undefined) return
+        result.api.sse = await probe.closeReaders()
+        result.api.apiRssBytes = rssBytes(probe.pid)
+      },
+    })
     result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
 
     phase('restart')
@@ -516,9 +556,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.error = (error as Error).message.slice(0, 2000)
   } finally {
     phase('stop')
-    counter?.close()
-    await counterBus?.close().catch(() => {})
-    await client?.close().catch(() => {})
+    await closeReaders(counter, counterBus, client)
     if (fleet !== undefined) {
       const warnings = collectWarnings([fleet.master, ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)].map((daemon) => daemon.stderr))
       if (warnings.length > 0) result.warnings = warnings
@@ -531,6 +569,125 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     }
   }
   return result
+}
+
+/**
+ * A tree case: a top master with `order_masters` and K syndic nodes (a master and a brine-syndic each, on
+ * `benchCase.transport`), N/K minions under each (swarms or processes), every job published at the top.
+ * Phases connect, latency, throughput and the masters' memory; restart and overload are one master's
+ * figures and are not run here. Lost is counted in the top's job cache, duplicates on the top's bus.
+ */
+export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings, hooks: BenchHooks = {}): Promise<CaseResult> {
+  const result = emptyCase(benchCase)
+  const { n } = benchCase
+  const k = benchCase.syndics ?? 0
+  const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
+  if (benchCase.transport === 'both') {
+    result.error = 'a syndic tree runs on one transport (zeromq or tcp), not both'
+    return result
+  }
+  const transport = benchCase.transport
+  result.split = { [transport]: n }
+  const fleets: Fleet[] = []
+  let top: Fleet | undefined
+  let client: LocalClient | undefined
+  let counter: ReturnCounter | undefined
+  let counterBus: MasterEvent | undefined
+  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
+    const runner = new RunnerClient({ configDir: top!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    try {
+      return await storedReturns(runner, jids)
+    } finally {
+      await runner.close()
+    }
+  }
+  // Thousands of minions authenticating with several masters on two cores take longer than one master's 1,000.
+  const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
+  const common = { bus: fleetBus, transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: connectTimeoutMs }
+  try {
+    phase('connect')
+    const launched = performance.now()
+    top = await Fleet.start({ ...common, minions: [], masterConfig: { order_masters: true, timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10 } })
+    fleets.push(top)
+    hooks.onFleet?.(top, true)
+    result.connect.masterReadyMs = round(performance.now() - launched)
+    result.memory.masterIdleBytes = rssBytes(top.master.pid)
+    const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+    const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
+    const nodes = await Promise.all(
+      shares.map(async (share, index) => {
+        const node = await Fleet.start({ ...common, minions: [], syndic: { id: `syndic${index + 1}`, upper: top!, transport } })
+        fleets.push(node)
+        hooks.onFleet?.(node, true)
+        const from = node.startEventCount
+        const ids: string[] = []
+        if (benchCase.mode === 'procs') {
+          for (let minion = 0; minion < share; minion++) {
+            const id = `${short}-k${index + 1}-${minion}`
+            ids.push(id)
+            await node.startMinion({ id, transport })
+          }
+        } else {
+          for (let first = 0, part = 0; first < share; first += settings.swarmSize, part++) {
+            ids.push(...(await startSwarm(node, { count: Math.min(settings.swarmSize, share - first), transport, prefix: `${short}-k${index + 1}-s${part}-` })).ids)
+          }
+        }
+        await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
+        return node
+      }),
+    )
+    result.connect.allAcceptedMs = round(performance.now() - launched)
+    client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, Math.max(2000, n * 2))) - launched)
+    result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
+    result.tree = {
+      syndics: k,
+      masters: [
+        { name: 'top', rssBytes: result.memory.masterWithMinionsBytes, minions: 0 },
+        ...nodes.map((node, index) => ({ name: `syndic${index + 1}`, rssBytes: rssBytes(node.master.pid), minions: shares[index]! })),
+      ],
+    }
+    const swarms = nodes.flatMap((node) => node.swarms)
+    if (swarms.length > 0) {
+      result.memory.swarmProcessBytes = swarms.map((swarm) => rssBytes(swarm.process.pid))
+      result.memory.swarmBytesPerMinion = Math.round(result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0) / n)
+    }
+    counterBus = new MasterEvent({ sockDir: top.sockDir, reconnect: { initial: 50, max: 500 } })
+    await counterBus.connect()
+    counter = new ReturnCounter(counterBus)
+
+    // A return a saturated lower master did not acknowledge is spooled by its minion and sent again after
+    // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.
+    await measureJobs(client, counter, n, settings, stored, result, phase, 15_000)
+    result.memory.masterAfterLoadBytes = rssBytes(top.master.pid)
+    phase('restart')
+    phase('overload')
+  } catch (error) {
+    result.error = (error as Error).message.slice(0, 2000)
+  } finally {
+    phase('stop')
+    await closeReaders(counter, counterBus, client)
+    const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
+    const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
+    if (warnings.length > 0) result.warnings = warnings
+    result.pids = fleets.flatMap((fleet) => fleet.spawnedPids)
+    // The syndic nodes first, then the top (its syndics would otherwise spool what they could not send).
+    for (const fleet of [...fleets].reverse()) {
+      await fleet.stop()
+      hooks.onFleet?.(fleet, false)
+    }
+    const alive = await waitGone(result.pids, 10_000)
+    if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
+  }
+  return result
+}
+
+/** Closes what a case read its master through: the return counter, its bus connection and the client. */
+async function closeReaders(counter: ReturnCounter | undefined, counterBus: MasterEvent | undefined, client: LocalClient | undefined): Promise<void> {
+  counter?.close()
+  await counterBus?.close().catch(() => {})
+  await client?.close().catch(() => {})
 }
 
 /** Waits (bounded) until none of `pids` is running; the ones still running. */

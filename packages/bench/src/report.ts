@@ -14,17 +14,22 @@ export function targetChecks(result: BenchResult): { what: string; target: strin
     const value = atLeast ? Math.min(...cases.map(pick)) : worst(cases, pick)
     checks.push({ what, target, measured: format(value), met: atLeast ? value >= limit : value <= limit })
   }
-  const at = (n: number, mode?: string): CaseResult[] => result.cases.filter((c) => c.n === n && (mode === undefined || c.mode === mode) && c.error === undefined)
+  const flat = result.cases.filter((c) => c.tree === undefined)
+  const at = (n: number, mode?: string): CaseResult[] => flat.filter((c) => c.n === n && (mode === undefined || c.mode === mode) && c.error === undefined)
   add('test.ping median, N=1', '≤ 5 ms', at(1), (c) => c.latency.ms.median, 5, (v) => `${ms(v)} ms`)
   add('test.ping median, N=50', '≤ 50 ms', at(50), (c) => c.latency.ms.median, 50, (v) => `${ms(v)} ms`)
   add('test.ping median, N=1,000 swarm', '≤ 500 ms', at(1000, 'swarm'), (c) => c.latency.ms.median, 500, (v) => `${ms(v)} ms`)
   add('returns/s, N=1,000 swarm, 5 in flight', '≥ 10,000', at(1000, 'swarm'), (c) => c.throughput.returnsPerSec, 10_000, int, true)
-  const procs = result.cases.filter((c) => c.memory.minionProcessIdleBytes !== null)
+  const procs = flat.filter((c) => c.memory.minionProcessIdleBytes !== null)
   add('one idle minion process RSS', '≤ 60 MiB', procs, (c) => c.memory.minionProcessIdleBytes ?? 0, 60 * MiB, (v) => `${mib(v)} MiB`)
   // With the minions connected, before load: after load the in-memory job cache holds every return (keep_jobs).
   add('master RSS with 1,000 minions', '≤ 250 MiB', at(1000), (c) => c.memory.masterWithMinionsBytes, 250 * MiB, (v) => `${mib(v)} MiB`)
   add('1,000 connected and answering after launch', '≤ 15 s', at(1000), (c) => c.connect.allAnsweringMs, 15_000, (v) => `${(v / 1000).toFixed(1)} s`)
   add('1,000 answering after a master restart', '≤ 5 s', at(1000), (c) => c.restart.allAnsweringMs, 5000, (v) => `${(v / 1000).toFixed(1)} s`)
+  // The syndic tree's targets (issue 11): 10,000 minions under 4 syndics, all answering, median ≤ 2 s.
+  const tree = result.cases.filter((c) => c.tree !== undefined && c.error === undefined && c.n >= 10_000)
+  add('tree of 4 syndics, N=10,000: test.ping median', '≤ 2 s', tree, (c) => c.latency.ms.median, 2000, (v) => `${ms(v)} ms`)
+  add('tree, N=10,000: all answering after launch', 'yes', tree, (c) => (c.connect.allAnsweringMs > 0 ? 1 : 0), 1, (v) => (v === 1 ? 'yes' : 'no'), true)
   const ok = result.cases.filter((c) => c.error === undefined)
   add('lost returns, every phase', '0', ok, (c) => c.latency.lost + c.throughput.lost + c.overload.lost, 0, int)
   add('duplicate returns, every phase', '0', ok, (c) => c.latency.duplicates + c.throughput.duplicates + c.overload.duplicates, 0, int)
@@ -80,10 +85,28 @@ export function markdownReport(result: BenchResult): string {
       )
     }
   }
+  const trees = result.cases.filter((c) => c.tree !== undefined)
+  if (trees.length > 0) {
+    lines.push(
+      '',
+      '## Syndic trees',
+      '',
+      'A top master (`order_masters`) and K syndic nodes, N/K minions under each; lost is counted in the top’s job cache, dup on its bus.',
+      '',
+      '| transport | N | syndics | ping median / p95 ms | returns/s (5 in flight) | lost / dup | master RSS MiB: top, then each syndic node’s |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | --- |',
+    )
+    for (const c of trees) {
+      const masters = c.tree!.masters
+      lines.push(
+        `| ${c.transport} | ${int(c.n)} | ${c.tree!.syndics} | ${ms(c.latency.ms.median)} / ${ms(c.latency.ms.p95)} | ${int(c.throughput.returnsPerSec)} | ${c.latency.lost + c.throughput.lost} / ${c.latency.duplicates + c.throughput.duplicates} | ${masters.map((m) => mib(m.rssBytes)).join(', ')} |`,
+      )
+    }
+  }
   const failed = result.cases.filter((c) => c.error !== undefined)
   if (failed.length > 0) {
     lines.push('', '## Errors', '')
-    for (const c of failed) lines.push(`- ${c.transport} N=${c.n}: ${c.error!.split('\n')[0]}`)
+    for (const c of failed) lines.push(`- ${c.transport} N=${c.n}${c.syndics === undefined ? '' : ` (${c.syndics} syndics)`}: ${c.error!.split('\n')[0]}`)
   }
   const checks = targetChecks(result)
   if (checks.length > 0) {

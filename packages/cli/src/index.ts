@@ -1,17 +1,17 @@
 /**
  * @packageDocumentation
  * `@brine/cli` is Brine's command line, with Salt's flags and output: `brine` (salt), `brine-master`,
- * `brine-minion`, `brine-key` (salt-key), `brine-call` (salt-call), `brine-run` (salt-run, plus
- * `event.listen`) and `brine-api` (salt-api). Each bin's logic is an importable function taking argv and
- * streams and returning the exit code. The daemons log to `log_file` (reopened on SIGHUP), write `pidfile`,
- * switch to the config's `user` after start, and check their config with `--check-config`; every command
- * has `--versions-report`.
+ * `brine-minion`, `brine-syndic` (salt-syndic), `brine-key` (salt-key), `brine-call` (salt-call), `brine-run`
+ * (salt-run, plus `event.listen`) and `brine-api` (salt-api). Each bin's logic is an importable function taking
+ * argv and streams and returning the exit code. The daemons log to `log_file` (reopened on SIGHUP), write
+ * `pidfile`, switch to the config's `user` after start, and check their config with `--check-config`; every
+ * command has `--versions-report`.
  */
 export { runBrine, parseBrineArgs, describeClientError, type BrineArgs, type BrineDeps, type CliJob, type JobClient } from './commands/brine.js'
 export { addBatchOptions, planBatch, readBatchFlags, runBatchMode, type BatchFlags, type BatchPlan, type BatchView } from './commands/brine-batch.js'
 export { LiveLine } from './live-line.js'
 export { runKey, parseKeyArgs, KEY_DIRS, type KeyArgs, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
-export { runDaemon, runMaster, runMinion, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps, type LoadedDaemonConfig } from './commands/daemon.js'
+export { runDaemon, runMaster, runMinion, runSyndic, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps, type LoadedDaemonConfig } from './commands/daemon.js'
 export { runCheckConfig } from './commands/check-config.js'
 export { DaemonLoadError, PidfileError, UserSwitchError } from './errors.js'
 export { runCall } from './commands/call.js'

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { runBrine } from '../src/commands/brine.js'
 import { runCall } from '../src/commands/call.js'
-import { runMaster, runMinion } from '../src/commands/daemon.js'
+import { runMaster, runMinion, runSyndic } from '../src/commands/daemon.js'
 import { runKey } from '../src/commands/key.js'
 import { runApi } from '../src/commands/api.js'
 import { runRun } from '../src/commands/run.js'
@@ -19,7 +19,7 @@ const lock = JSON.parse(readFileSync(`${repoRoot}package-lock.json`, 'utf8')) as
 describe('bins that npm can link at install time', () => {
   it('point at committed launchers (npm ci links a bin only if its file exists before the build), in package.json and the lock', () => {
     const committed = execFileSync('git', ['ls-files', 'bin'], { cwd: cliDir, encoding: 'utf8' }).trim().split('\n')
-    expect(Object.keys(manifest.bin).sort()).toEqual(['brine', 'brine-api', 'brine-call', 'brine-key', 'brine-master', 'brine-minion', 'brine-run'])
+    expect(Object.keys(manifest.bin).sort()).toEqual(['brine', 'brine-api', 'brine-call', 'brine-key', 'brine-master', 'brine-minion', 'brine-run', 'brine-syndic'])
     for (const [name, path] of Object.entries(manifest.bin)) {
       expect(path).toBe(`./bin/${name}.js`)
       expect(committed).toContain(`bin/${name}.js`)
@@ -41,6 +41,7 @@ const commands: Array<[string, Command]> = [
   ['brine-master', runMaster],
   ['brine-minion', runMinion],
   ['brine-api', runApi],
+  ['brine-syndic', runSyndic],
 ]
 
 describe.each(commands)('%s --versions-report', (_name, command) => {

@@ -40,6 +40,8 @@ export function batchSizeFor(size: BatchSize, minions: number): number {
 export interface BatchJob {
   readonly jid: string
   readonly minions: readonly string[]
+  /** With `order_masters`: the syndics that may announce more minions (the publish reply's `syndics`). */
+  readonly syndics?: Readonly<Record<string, readonly string[]>>
   returns(options?: WaitOptions): AsyncIterable<CliReturn>
   close(): Promise<void>
 }

@@ -29,8 +29,8 @@ export interface JobHost {
   openReader(): JobEventReader
   /** find_job and the job cache, for the return collector. */
   source: JobSource
-  /** Config `timeout` and `gather_job_timeout`, in ms. */
-  waits(): { timeout: number; gatherJobTimeout: number }
+  /** Config `timeout`, `gather_job_timeout` and `syndic_wait`, in ms. */
+  waits(): { timeout: number; gatherJobTimeout: number; syndicWait?: number }
   logger: Logger
 }
 
@@ -49,17 +49,28 @@ export interface JobHost {
 export class Job implements AsyncDisposable {
   readonly jid: string
   readonly minions: readonly string[]
+  /**
+   * With `order_masters`: the syndics that may announce minions for this job, each with the minions it
+   * answered for before that the target may select; undefined on a master without syndics.
+   */
+  readonly syndics: Readonly<Record<string, readonly string[]>> | undefined
   readonly #host: JobHost
   /** A reader opened before the publish, for the first returns() to use (no cache catch-up needed). */
   #early: JobEventReader | undefined
   readonly #readers = new Set<JobEventReader>()
   #closed = false
 
-  constructor(host: JobHost, jid: string, minions: readonly string[], early?: JobEventReader) {
+  constructor(host: JobHost, jid: string, minions: readonly string[], early?: JobEventReader, syndics?: Readonly<Record<string, readonly string[]>>) {
     this.#host = host
     this.jid = jid
     this.minions = [...minions]
+    this.syndics = syndics
     this.#early = early
+  }
+
+  /** Whether anyone may return: an expected minion, or a syndic that may announce some. */
+  get expectsReturns(): boolean {
+    return this.minions.length > 0 || Object.keys(this.syndics ?? {}).length > 0
   }
 
   /** True while this Job holds an open bus reader. */
@@ -69,7 +80,8 @@ export class Job implements AsyncDisposable {
 
   /**
    * The returns of this job from the expected minions as they arrive (and from minions that were not
-   * expected, a syndic's), then a `missing` marker for each minion that neither returned nor was found
+   * expected; behind syndics, those each syndic announces, waiting up to `syndic_wait` past `timeout` for
+   * the announcements), then a `missing` marker for each minion that neither returned nor was found
    * still running the job: at `timeout` the missing minions are asked `saltutil.find_job`; each one
    * still running extends the wait by `gatherJobTimeout`; the job cache has the last word. `signal`
    * ends the wait without markers. Nothing is expected (no minion matched): yields nothing.
@@ -78,7 +90,7 @@ export class Job implements AsyncDisposable {
     if (this.#closed) throw new JobClosedError(this.jid)
     const early = this.#early
     this.#early = undefined
-    if (this.minions.length === 0) {
+    if (!this.expectsReturns) {
       early?.stop()
       return
     }
@@ -89,6 +101,7 @@ export class Job implements AsyncDisposable {
       yield* collectReturns({
         jid: this.jid,
         minions: this.minions,
+        ...(this.syndics === undefined ? {} : { syndics: this.syndics, syndicWait: waits.syndicWait ?? 0 }),
         events: reader.events,
         source: this.#host.source,
         catchUp: early === undefined,

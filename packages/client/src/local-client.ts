@@ -1,7 +1,6 @@
 import { userInfo } from 'node:os'
 import type { Logger, RequestClient } from '@brine/transport'
 import {
-  JOB_TAG_PREFIX,
   storedReturnsOfListJob,
   timeoutsFromConfig,
   type JobSource,
@@ -43,6 +42,9 @@ export interface MinionReturn {
   success?: boolean
   out?: string
 }
+
+/** What a job's reader listens to: Salt's job events and the syndics' (`syndic/<id>/…`). */
+const JOB_READER_MATCH = '^(?:salt/job/|syndic/)'
 
 /** Salt's text for a minion that neither returned nor answered find_job. */
 export const NO_RESPONSE = 'Minion did not return. [No response]'
@@ -94,7 +96,7 @@ export class LocalClient implements AsyncDisposable {
       source,
       waits: () => {
         const timeouts = timeoutsFromConfig(this.#connected().opts)
-        return { timeout: timeouts.timeoutMs, gatherJobTimeout: timeouts.gatherJobTimeoutMs }
+        return { timeout: timeouts.timeoutMs, gatherJobTimeout: timeouts.gatherJobTimeoutMs, syndicWait: timeouts.syndicWaitMs }
       },
       logger: this.#logger,
     }
@@ -159,8 +161,9 @@ export class LocalClient implements AsyncDisposable {
       early?.stop()
       throw error
     }
-    if (reply.minions.length === 0) early?.stop()
-    return new Job(this.#host, reply.jid, reply.minions, reply.minions.length === 0 ? undefined : early)
+    const expectsReturns = reply.minions.length > 0 || Object.keys(reply.syndics ?? {}).length > 0
+    if (!expectsReturns) early?.stop()
+    return new Job(this.#host, reply.jid, reply.minions, expectsReturns ? early : undefined, reply.syndics)
   }
 
   async #publish(tgt: Tgt, fun: string, arg: readonly unknown[], options: RunJobOptions): Promise<PublishReply> {
@@ -187,8 +190,8 @@ export class LocalClient implements AsyncDisposable {
 
   /** Publishes and returns the jid at once, '' if no minion matched (Salt's cmd_async). */
   async cmdAsync(tgt: Tgt, fun: string, arg: readonly unknown[] = [], options: RunJobOptions = {}): Promise<string> {
-    const { jid, minions } = await this.runJob(tgt, fun, arg, options)
-    return minions.length === 0 ? '' : jid
+    const job = await this.runJob(tgt, fun, arg, options)
+    return job.expectsReturns ? job.jid : ''
   }
 
   /** Runs a job and returns `{id: return}` for every minion that returned (Salt's cmd). */
@@ -289,7 +292,8 @@ export class LocalClient implements AsyncDisposable {
 
   #openReader(connection: Connection): JobEventReader {
     const controller = new AbortController()
-    const events = connection.events.iter({ match: JOB_TAG_PREFIX, signal: controller.signal })
+    // Job events, and the announcements of syndics (`syndic/<id>/salt/job/<jid>/new`) on a master of masters.
+    const events = connection.events.iter({ match: JOB_READER_MATCH, matchType: 'regex', signal: controller.signal })
     return { events, stop: () => controller.abort() }
   }
 
@@ -335,5 +339,10 @@ function checkPublishReply(reply: unknown): PublishReply {
   if (typeof value !== 'object' || value === null || typeof value.jid !== 'string' || !Array.isArray(value.minions)) {
     throw new PublishError(`the master answered the publish with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
   }
-  return { jid: value.jid, minions: value.minions.map(String) }
+  const checked: PublishReply = { jid: value.jid, minions: value.minions.map(String) }
+  const syndics = (value as { syndics?: unknown }).syndics
+  if (typeof syndics === 'object' && syndics !== null && !Array.isArray(syndics)) {
+    checked.syndics = Object.fromEntries(Object.entries(syndics as Record<string, unknown>).map(([id, minions]) => [id, Array.isArray(minions) ? minions.map(String) : []]))
+  }
+  return checked
 }

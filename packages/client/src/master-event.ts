@@ -8,7 +8,7 @@ import {
   type BackoffOptions,
   type Logger,
 } from '@brine/transport'
-import { eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
+import { BUS_DROPPED_TAG, eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
 import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 
 /** Salt's `match_type` names, plus `prefix` and `glob` as plain-English aliases. */
@@ -64,7 +64,8 @@ interface Reader {
 /**
  * Salt's MasterEvent: the master's event bus as async iterators. Several readers may iterate at once,
  * each with its own tag filter and bounded buffer. If the master restarts, the connection comes back on
- * its own (events fired while it was down are not replayed).
+ * its own (events fired while it was down are not replayed). When the master had to drop events for this
+ * connection, readers whose filter takes `brine/bus/dropped` get one such event (`{count}`) in their place.
  *
  * ```ts
  * const events = new MasterEvent({ sockDir: '/var/run/brine/master' })
@@ -84,7 +85,11 @@ export class MasterEvent implements AsyncDisposable {
   private readonly logger: Logger
   /** Events dropped for readers that fell behind, in total. */
   dropped = 0
+  /** Events the master dropped for this connection (it fell behind the master's hwm), as the master reported them. */
+  masterDropped = 0
   reconnects = 0
+  /** Waiting for the next (re)connection; see {@link nextConnection}. */
+  private readonly connectWaiters = new Set<() => void>()
 
   constructor(private readonly options: MasterEventOptions) {
     this.path = eventBusPath(options.sockDir)
@@ -133,6 +138,8 @@ export class MasterEvent implements AsyncDisposable {
         this.attempt = 0
         if (!first) this.reconnects++
         this.connection = connection
+        for (const wake of this.connectWaiters) wake()
+        this.connectWaiters.clear()
         resolve()
       })
     })
@@ -158,6 +165,17 @@ export class MasterEvent implements AsyncDisposable {
       return
     }
     if (typeof event?.tag !== 'string') return
+    const lost = (event as BusEvent & { dropped?: unknown }).dropped
+    if (typeof lost === 'number' && lost > 0) {
+      // The master dropped events for this connection before this one: readers that ask for it are told.
+      this.masterDropped += lost
+      delete (event as { dropped?: unknown }).dropped
+      this.deliver({ tag: BUS_DROPPED_TAG, data: { count: lost, _stamp: event.data?.['_stamp'] } })
+    }
+    this.deliver(event)
+  }
+
+  private deliver(event: BusEvent): void {
     for (const reader of this.readers) {
       if (reader.test(event.tag) && !reader.queue.push(event) && !reader.queue.isEnded) this.dropped++
     }
@@ -199,6 +217,15 @@ export class MasterEvent implements AsyncDisposable {
   /** True while the bus connection is up (false before connect(), while reconnecting after a master restart, and after close()). */
   get connected(): boolean {
     return this.connection !== undefined
+  }
+
+  /**
+   * Resolves at the next time the bus connects (a reconnect after the master restarted): call it before
+   * restarting the master to know when events it fires will be read. Never rejects; a closed MasterEvent
+   * leaves it pending, so bound the wait.
+   */
+  nextConnection(): Promise<void> {
+    return new Promise((resolve) => this.connectWaiters.add(resolve))
   }
 
   /** Readers open now (each iter() not yet ended). */

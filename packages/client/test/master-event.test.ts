@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { encode, frame } from '@brine/transport'
-import { eventBusPath } from '@brine/common'
+import { BUS_DROPPED_TAG, eventBusPath } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
 import { EventBusUnavailableError } from '../src/errors.js'
 import { MasterEvent, tagMatcher } from '../src/master-event.js'
@@ -48,6 +48,32 @@ describe('tagMatcher', () => {
 })
 
 describe('MasterEvent', () => {
+  it("turns the master's count of events it dropped for this connection into a brine/bus/dropped event before the next one, and resolves nextConnection on a reconnect", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const bus = await fakeBus(dir)
+    const events = new MasterEvent({ sockDir: dir, reconnect: { initial: 10, max: 20 } })
+    cleanups.push(() => events.close())
+    const socketReady = bus.connected()
+    await events.connect()
+    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    const all = events.iter()[Symbol.asyncIterator]()
+    const jobs = events.iter({ match: 'salt/job/' })[Symbol.asyncIterator]()
+    socket.write(frame(encode({ tag: 'salt/job/1/ret/web1', data: { id: 'web1' }, dropped: 3 })))
+    expect((await deadline(all.next(), 5000, 'the drop notice')).value).toMatchObject({ tag: BUS_DROPPED_TAG, data: { count: 3 } })
+    expect((await deadline(all.next(), 5000, 'the event')).value).toEqual({ tag: 'salt/job/1/ret/web1', data: { id: 'web1' } })
+    // A reader whose filter does not take the notice sees only the event.
+    expect((await deadline(jobs.next(), 5000, 'the job event')).value).toEqual({ tag: 'salt/job/1/ret/web1', data: { id: 'web1' } })
+    expect(events.masterDropped).toBe(3)
+
+    const reconnected = events.nextConnection()
+    const again = bus.connected()
+    socket.destroy()
+    await deadline(again, 5000, 'the reconnect')
+    await deadline(reconnected, 5000, 'nextConnection to resolve')
+    expect(events.reconnects).toBe(1)
+  })
+
   it('gives each reader the events matching its filter, and stops on abort', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))

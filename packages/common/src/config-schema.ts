@@ -28,6 +28,7 @@ export type ValueKind =
   | 'boolean-or-map'
   | 'master-finger'
   | 'transport'
+  | 'nullable-transport'
   | 'transport-opts'
   | 'log-level'
   | 'output-indent'
@@ -47,6 +48,7 @@ export interface KindTypes {
   'boolean-or-map': boolean | Record<string, unknown>
   'master-finger': MasterFinger
   transport: TransportName
+  'nullable-transport': TransportName | null
   'transport-opts': Record<string, Record<string, unknown>>
   'log-level': LogLevel
   'output-indent': number | string | null
@@ -102,7 +104,6 @@ const ALL = ['master', 'minion', 'syndic'] as const
 const MASTER = ['master', 'syndic'] as const
 const MINION = ['minion', 'syndic'] as const
 const MINION_ONLY = ['minion'] as const
-const SYNDIC = ['syndic'] as const
 
 function currentUser(): string {
   try {
@@ -111,6 +112,13 @@ function currentUser(): string {
     return 'root'
   }
 }
+
+/**
+ * The syndic reads the master's config file and works beside that master: it finds the master's root key
+ * under the master's `cachedir` and its event bus under the master's `sock_dir`, so those default to the
+ * master's. Its own keys default to a directory of their own (`/etc/brine/pki/syndic`).
+ */
+const sharedWithMaster = (role: Role): Role => (role === 'syndic' ? 'master' : role)
 
 /** Salt's minion id default (get_id): the host's name. Salt asks for the FQDN; Node has only os.hostname(). */
 function defaultId({ role }: DefaultContext): string {
@@ -223,19 +231,32 @@ export const CONFIG_SCHEMA = {
   auth_tries: { kind: 'integer', roles: MINION, default: 7, min: 1, max: 1000 },
   auth_timeout: { kind: 'number', roles: MINION, default: 5, unit: 'seconds', min: 0.1, max: MAX_TIMER_SECONDS },
 
-  // Syndic and multi-master.
-  syndic_master: { kind: 'string-or-list', roles: SYNDIC, default: 'masterofmasters' },
-  syndic_master_port: { kind: 'port', roles: SYNDIC, default: 4506, min: 1 },
+  // Syndic and multi-master. The syndic's keys live in the master's config file (as in Salt), so the
+  // master reads them without a warning; `order_masters` and `syndic_wait` are the upper master's.
+  syndic_master: { kind: 'string-or-list', roles: MASTER, default: 'masterofmasters' },
+  syndic_master_port: { kind: 'port', roles: MASTER, default: 4506, min: 1 },
+  // A syndic learns its upper master's publish port from the auth reply (as a minion does); set, it overrides that.
+  syndic_master_publish_port: { kind: 'port', roles: MASTER, default: undefined, min: 1, absentFor: MASTER },
+  // The transport of the syndic's link to its upper master (null: the master's own `transport`).
+  syndic_transport: { kind: 'nullable-transport', roles: MASTER, default: null },
+  syndic_finger: { kind: 'string', roles: MASTER, default: '' },
+  syndic_failover: { kind: 'string', roles: MASTER, default: 'random', values: ['random', 'ordered'] },
   syndic_wait: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
-  syndic_event_forward_timeout: { kind: 'number', roles: SYNDIC, default: 0.5, unit: 'seconds', min: 0.01, max: MAX_TIMER_SECONDS },
+  syndic_event_forward_timeout: { kind: 'number', roles: MASTER, default: 0.5, unit: 'seconds', min: 0.01, max: MAX_TIMER_SECONDS },
+  // Jids whose load (Salt's __load__) the syndic remembers having sent up, so each load goes up once.
+  syndic_jid_forward_cache_hwm: { kind: 'integer', roles: MASTER, default: 100, min: 1, max: 1_000_000 },
+  // Returns the syndic could not forward wait on disk, up to this many bytes (then new ones are refused, logged).
+  syndic_spool_max_bytes: { kind: 'integer', roles: MASTER, default: 268435456, unit: 'bytes', min: 0, max: Number.MAX_SAFE_INTEGER },
+  syndic_log_file: { kind: 'path', roles: MASTER, path: true, default: '/var/log/brine/syndic' },
+  syndic_pidfile: { kind: 'path', roles: MASTER, path: true, default: '/var/run/brine-syndic.pid' },
   order_masters: { kind: 'boolean', roles: MASTER, default: false },
   master_id: { kind: 'nullable-string', roles: MASTER, default: null },
 
   // Paths (root_dir is prepended to each `path: true` key).
   root_dir: { kind: 'path', roles: ALL, default: '/' },
   pki_dir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/etc/brine/pki/${role}` },
-  cachedir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${role}` },
-  sock_dir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine/${role}` },
+  cachedir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${sharedWithMaster(role)}` },
+  sock_dir: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine/${sharedWithMaster(role)}` },
   pidfile: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/run/brine-${role}.pid` },
   log_file: { kind: 'path', roles: ALL, path: true, default: ({ role }: DefaultContext) => `/var/log/brine/${role}` },
   log_level: { kind: 'log-level', roles: ALL, default: 'warning' },

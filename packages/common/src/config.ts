@@ -15,7 +15,7 @@ import {
   type TransportName,
 } from './config-schema.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
-import { checkMinionMasters } from './masters.js'
+import { checkMinionMasters, checkSyndicMasters } from './masters.js'
 import { SALT_YAML_OPTIONS } from './salt-yaml.js'
 import { registerBuiltinTransports } from './transports.js'
 
@@ -106,8 +106,10 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
     }
   }
 
-  const mainFile = join(configDir, role)
-  const includeDir = join(configDir, `${role}.d`)
+  // Salt's syndic reads the master's config file (its keys sit beside the master's).
+  const file = role === 'syndic' ? 'master' : role
+  const mainFile = join(configDir, file)
+  const includeDir = join(configDir, `${file}.d`)
   const includes = (await listDir(includeDir).catch((error: unknown) => (report(error), [] as string[]))).filter((name) => name.endsWith('.conf')).sort()
   for (const file of [mainFile, ...includes.map((name) => join(includeDir, name))]) {
     const text = await readOptional(file).catch((error: unknown) => report(error))
@@ -139,6 +141,16 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   // A key left out for being invalid has its default back, which could only report a clash that is not there.
   if (role === 'minion' && !['master', 'master_type', 'master_finger'].some((key) => dropped.has(key))) {
     for (const error of checkMinionMasters(opts, (key) => origins.get(key))) report(error)
+  }
+  if (role === 'syndic') {
+    if (!dropped.has('syndic_master')) for (const error of checkSyndicMasters(opts, (key) => origins.get(key))) report(error)
+    // The master's file names the master's log file and pidfile; the syndic has its own (Salt's syndic_log_file, syndic_pidfile).
+    for (const [key, own] of [['log_file', 'syndic_log_file'], ['pidfile', 'syndic_pidfile']] as const) {
+      opts[key] = opts[own]
+      const origin = origins.get(own)
+      if (origin === undefined) origins.delete(key)
+      else origins.set(key, origin)
+    }
   }
   prependRootDir(opts)
   checkResolvedPaths(opts, origins, report)
@@ -227,7 +239,7 @@ async function checkValues(
       continue
     }
     try {
-      if (spec.kind === 'transport') {
+      if (spec.kind === 'transport' || (spec.kind === 'nullable-transport' && value !== null)) {
         out[key] = await checkTransportName(value, key, where)
       } else if (spec.kind === 'transport-opts') {
         out[key] = await checkTransportOpts(role, value, key, source, warnings, report)
@@ -310,6 +322,8 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
         return fail('one of quiet, error, warning, info, debug, trace')
       }
     case 'transport':
+    case 'nullable-transport':
+      if (value === null && spec.kind === 'nullable-transport') return null
       return typeof value === 'string' && (BUILTIN_TRANSPORTS as readonly string[]).includes(value)
         ? value
         : fail(`one of ${BUILTIN_TRANSPORTS.join(', ')}`)
@@ -374,7 +388,7 @@ async function checkTransportOpts(
       const innerWhere = source([key, name, innerKey])
       const spec = keySpec(innerKey)
       const fullKey = `${entryKey}.${innerKey}`
-      if (spec === undefined || !spec.roles.includes(role) || spec.kind === 'transport' || spec.kind === 'transport-opts') {
+      if (spec === undefined || !spec.roles.includes(role) || spec.kind === 'transport' || spec.kind === 'nullable-transport' || spec.kind === 'transport-opts') {
         warnings.push(unknownKeyWarning(fullKey, innerWhere, spec === undefined ? undefined : role))
         checked[innerKey] = innerValue
         continue
@@ -511,6 +525,7 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'nullable-log-level':
       return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'nullable-string':
+    case 'nullable-transport':
       return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
     case 'integer':
     case 'port': {

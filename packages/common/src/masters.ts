@@ -1,7 +1,8 @@
 /**
  * A minion's masters as its config names them: Salt's `master` (one host or a list), `master_type`
- * and `master_finger`. The checks that span those keys live here, once, for the config loader (which
- * knows each key's file and line) and for a daemon given options directly (which does not).
+ * and `master_finger`, and a syndic's upper masters (`syndic_master`, read the same way). The checks
+ * that span those keys live here, once, for the config loader (which knows each key's file and line)
+ * and for a daemon given options directly (which does not).
  */
 import type { MasterFinger } from './config-schema.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
@@ -9,6 +10,7 @@ import { ConfigError, formatSource, type ConfigSource } from './errors.js'
 /** The keys these checks read; anything else in the options is ignored. */
 export interface MinionMastersConfig {
   master?: unknown
+  syndic_master?: unknown
   master_type?: unknown
   master_finger?: unknown
 }
@@ -20,27 +22,38 @@ function problem(message: string, key: string, where: ConfigSource | undefined):
   return new ConfigError(`${prefix}${message}`, { key, file: where?.file, line: where?.line })
 }
 
-/** The entries of `master` (a host or a list of hosts), in order, or a ConfigError saying what is wrong with them. */
-function listMasters(opts: MinionMastersConfig, sourceOf: SourceOf): string[] | ConfigError {
-  const masters: unknown[] = Array.isArray(opts.master) ? opts.master : [opts.master]
-  const where = sourceOf('master')
-  if (masters.length === 0) return problem('master must name at least one master, got an empty list', 'master', where)
+/** The key naming the masters: a minion's `master`, a syndic's `syndic_master`. */
+export type MastersKey = 'master' | 'syndic_master'
+
+/** The entries of `key` (a host or a list of hosts), in order, or a ConfigError saying what is wrong with them. */
+function listMasters(opts: MinionMastersConfig, sourceOf: SourceOf, key: MastersKey = 'master'): string[] | ConfigError {
+  const value = opts[key]
+  const masters: unknown[] = Array.isArray(value) ? value : [value]
+  const where = sourceOf(key)
+  if (masters.length === 0) return problem(`${key} must name at least one master, got an empty list`, key, where)
   const bad = masters.findIndex((host) => typeof host !== 'string' || host.trim() === '')
-  if (bad >= 0) return problem(`master must name each master by a non-empty host, entry ${bad + 1} is ${JSON.stringify(masters[bad]) ?? 'missing'}`, 'master', where)
+  if (bad >= 0) return problem(`${key} must name each master by a non-empty host, entry ${bad + 1} is ${JSON.stringify(masters[bad]) ?? 'missing'}`, key, where)
   const hosts = masters as string[]
   const twice = hosts.find((host, index) => hosts.indexOf(host) !== index)
-  if (twice !== undefined) return problem(`master lists '${twice}' twice; each master may appear once`, 'master', where)
+  if (twice !== undefined) return problem(`${key} lists '${twice}' twice; each master may appear once`, key, where)
   return hosts
 }
 
 /**
- * The masters of `master` (a host, or a list of hosts for `master_type` str or failover), in order.
- * Throws ConfigError when the list is empty, holds something that is not a host, or names a master twice.
+ * The masters of `key` (default `master`: a host, or a list of hosts for `master_type` str or failover;
+ * `syndic_master`: a syndic's upper masters), in order. Throws ConfigError when the list is empty, holds
+ * something that is not a host, or names a master twice.
  */
-export function mastersOf(opts: MinionMastersConfig): string[] {
-  const masters = listMasters(opts, () => undefined)
+export function mastersOf(opts: MinionMastersConfig, key: MastersKey = 'master'): string[] {
+  const masters = listMasters(opts, () => undefined, key)
   if (masters instanceof ConfigError) throw masters
   return masters
+}
+
+/** The problems of a syndic's `syndic_master` (as {@link mastersOf} finds them), each naming the key, file and line. */
+export function checkSyndicMasters(opts: MinionMastersConfig, sourceOf: SourceOf = () => undefined): ConfigError[] {
+  const masters = listMasters(opts, sourceOf, 'syndic_master')
+  return masters instanceof ConfigError ? [masters] : []
 }
 
 /**

@@ -2,7 +2,7 @@ import { silentLogger, type Logger } from '@brine/transport'
 import type { BusEvent } from './event-bus.js'
 import type { JobRecord } from './job-cache.js'
 import type { PublishReply } from './protocol/loads.js'
-import { parseJobReturnTag } from './protocol/tags.js'
+import { parseJobReturnTag, parseSyndicAnnouncement } from './protocol/tags.js'
 
 /**
  * What {@link collectReturns} yields: one minion's return (Salt's `get_cli_returns` item), or a minion
@@ -42,7 +42,17 @@ export interface CollectReturnsOptions {
   /** The minions expected to return. Returns of others (a syndic's minions) are yielded too. */
   minions: readonly string[]
   /**
-   * The bus's job events (`salt/job/…`, so find_job answers are seen as well), opened before the job was
+   * With `order_masters`: the syndics expected to announce their minions (the publish reply's `syndics`),
+   * each with the minions it announced before that the target may select. The collector waits up to
+   * `syndicWait` past `timeout` for each to announce its whole subtree; a syndic that never does has its
+   * candidates asked find_job (through the tree) and reported missing.
+   */
+  syndics?: Readonly<Record<string, readonly string[]>>
+  /** ms (config `syndic_wait`) a syndic may take to announce, on top of `timeout`. */
+  syndicWait?: number
+  /**
+   * The bus's job events (`salt/job/…`, so find_job answers are seen as well, and `syndic/…` for
+   * announcements when there are syndics), opened before the job was
    * published, or before the cache is first read with `catchUp`. The collector ends it when it is done.
    */
   events: AsyncIterable<BusEvent>
@@ -74,6 +84,11 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
   /** Expected minions not yet returned: kept as returns arrive, so a return costs O(1), not O(N). */
   const outstanding = new Set(options.minions)
   const returned = new Set<string>()
+  /** Syndics that have not announced their whole subtree yet, with the candidates reported missing if they never do. */
+  const unsettled = new Map<string, readonly string[]>(Object.entries(options.syndics ?? {}))
+  const start = Date.now()
+  /** The latest a syndic may announce: `timeout` + `syndic_wait` from the start (Salt's wait for syndics). */
+  const syndicDeadline = start + options.timeout + (options.syndicWait ?? 0)
   /** find_job answers of the round in progress: jid → (id → still running). */
   const findJobs = new Map<string, Map<string, boolean>>()
   let pending: Promise<IteratorResult<BusEvent>> | undefined
@@ -108,10 +123,22 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
     return item
   }
 
-  /** One event: a return of our job comes back to be yielded; a find_job answer is noted. */
+  /** A syndic's announcement for our job: its minions join the expected ones; an empty `pending` settles it. */
+  const announced = (event: BusEvent): void => {
+    const announcement = parseSyndicAnnouncement(event)
+    if (announcement === undefined || announcement.jid !== jid) return
+    for (const id of announcement.minions) if (!returned.has(id)) outstanding.add(id)
+    if (announcement.pending.length === 0) unsettled.delete(announcement.syndic)
+    else if (!unsettled.has(announcement.syndic)) unsettled.set(announcement.syndic, [])
+  }
+
+  /** One event: a return of our job comes back to be yielded; a find_job answer is noted; an announcement widens the wait. */
   const handle = (event: BusEvent): CollectedReturn | undefined => {
     const parsed = parseJobReturnTag(event.tag)
-    if (parsed === undefined) return undefined
+    if (parsed === undefined) {
+      if (unsettled.size > 0 || options.syndics !== undefined) announced(event)
+      return undefined
+    }
     const data = event.data
     if (parsed.jid === jid) return take(parsed.id, returnOf(jid, parsed.id, data))
     const round = findJobs.get(parsed.jid)
@@ -144,23 +171,35 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
 
   try {
     if (options.catchUp === true && !aborted()) yield* await fromCache(undefined)
-    let deadline = Date.now() + options.timeout
+    let deadline = start + options.timeout
+    /** Until when phase 1 waits: the deadline, or later while a syndic may still announce. */
+    const phaseOneUntil = (): number => (unsettled.size > 0 ? Math.max(deadline, syndicDeadline) : deadline)
     waiting: for (;;) {
-      // Phase 1: returns until everyone answered or the deadline passed.
-      while (outstanding.size > 0) {
-        const event = await next(deadline)
+      // Phase 1: returns until everyone answered (and every syndic announced) or the deadline passed.
+      while (outstanding.size > 0 || unsettled.size > 0) {
+        const event = await next(phaseOneUntil())
         if (event === 'end' || event === 'aborted') break waiting
         if (event === 'timeout') break
         const item = handle(event)
         if (item !== undefined) yield item
       }
-      if (aborted() || outstanding.size === 0) break
+      if (aborted()) break
+      // A syndic that never announced (dead, or cut off): the minions it answered for before are asked and reported.
+      for (const [syndic, candidates] of unsettled) {
+        if (candidates.length > 0) logger.debug(`syndic ${syndic} did not announce its minions for ${jid}; expecting ${candidates.join(', ')}`)
+        for (const id of candidates) if (!returned.has(id)) outstanding.add(id)
+      }
+      unsettled.clear()
+      if (outstanding.size === 0) break
       // Phase 2: ask the missing minions whether they are still running the job.
       let round: Map<string, boolean>
       try {
-        const reply = await source.findJob(jid, [...outstanding], signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
-        if (reply.minions.length === 0) break
-        round = new Map(reply.minions.map((id) => [id, false]))
+        const asked = [...outstanding]
+        const reply = await source.findJob(jid, asked, signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
+        // Behind syndics the top master cannot tell who will be reached: every asked minion may answer.
+        const reached = reply.syndics !== undefined && Object.keys(reply.syndics).length > 0 ? asked : reply.minions
+        if (reached.length === 0) break
+        round = new Map(reached.map((id) => [id, false]))
         findJobs.set(reply.jid, round)
       } catch (error) {
         if (!aborted()) logger.warning(`find_job for ${jid} failed: ${(error as Error).message}`)

@@ -116,6 +116,70 @@ describe('defaults', () => {
     expect(opts).toMatchObject({ syndic_master: 'masterofmasters', syndic_wait: 5, syndic_event_forward_timeout: 0.5, ret_port: 4506, recon_max: 10000 })
     expect(opts.pki_dir).toBe('/etc/brine/pki/syndic')
   })
+
+  it("reads the syndic's keys from the master's config file, as Salt's salt-syndic does, and works in the master's cachedir and sock_dir", async () => {
+    await write(
+      'master',
+      [
+        'root_dir: /srv/node',
+        'order_masters: true',
+        'syndic_master: [top1, top2]',
+        'syndic_master_port: 4606',
+        'syndic_transport: tcp',
+        'syndic_failover: ordered',
+        'syndic_jid_forward_cache_hwm: 50',
+        'syndic_log_file: /var/log/brine/relay',
+        'log_file: /var/log/brine/master',
+        'pidfile: /var/run/brine-master.pid',
+        '',
+      ].join('\n'),
+    )
+    await write('master.d/10-syndic.conf', 'syndic_pidfile: /var/run/relay.pid\n')
+    const master = await loadConfig('master', { configDir: dir })
+    // The master reads the syndic's keys without a warning.
+    expect(master.warnings).toEqual([])
+    const { opts, files } = await loadConfig('syndic', { configDir: dir })
+    expect(files).toEqual([join(dir, 'master'), join(dir, 'master.d/10-syndic.conf')])
+    expect(opts).toMatchObject({
+      syndic_master: ['top1', 'top2'],
+      syndic_master_port: 4606,
+      syndic_transport: 'tcp',
+      syndic_failover: 'ordered',
+      syndic_jid_forward_cache_hwm: 50,
+      syndic_spool_max_bytes: 268435456,
+      cachedir: '/srv/node/var/cache/brine/master',
+      sock_dir: '/srv/node/var/run/brine/master',
+      pki_dir: '/srv/node/etc/brine/pki/syndic',
+      log_file: '/srv/node/var/log/brine/relay',
+      pidfile: '/srv/node/var/run/relay.pid',
+    })
+    expect(master.opts.log_file).toBe('/srv/node/var/log/brine/master')
+    // As a minion learns its master's publish port from the auth reply, so does the syndic: absent unless set.
+    expect(opts.syndic_master_publish_port).toBeUndefined()
+    // Where the syndic's log file and pidfile were set is where --check-config points.
+    const { sources } = await loadConfig('syndic', { configDir: dir })
+    expect(sources.get('pidfile')).toEqual({ file: join(dir, 'master.d/10-syndic.conf'), line: 1 })
+  })
+
+  it('checks syndic_master as a multi-master minion\'s master list is checked, and ranges the syndic keys', async () => {
+    const file = await write('master', 'syndic_master: [top1, top2, top1]\n')
+    const error = await loadError('syndic')
+    expect(error.message).toBe(`${file}:1: syndic_master lists 'top1' twice; each master may appear once`)
+    expect([error.key, error.file, error.line]).toEqual(['syndic_master', file, 1])
+    await write('master', 'syndic_jid_forward_cache_hwm: 0\n')
+    expect((await loadError('syndic')).message).toMatch(/syndic_jid_forward_cache_hwm must be an integer from 1 to 1000000, got number 0$/)
+    await write('master', 'syndic_master_publish_port: 0\n')
+    expect((await loadError('syndic')).message).toMatch(/syndic_master_publish_port must be a port number \(an integer from 1 to 65535\), got number 0$/)
+  })
+
+  it('checks syndic_transport (null means the master\'s transport) and syndic_failover', async () => {
+    expect((await loadConfig('syndic', { configDir: dir })).opts.syndic_transport).toBeNull()
+    await write('master', 'syndic_transport: zmq\n')
+    expect((await loadError('syndic')).message).toMatch(/did you mean 'zeromq'/)
+    await write('master', 'syndic_failover: sometimes\n')
+    expect((await loadError('syndic')).message).toMatch(/syndic_failover must be one of random, ordered/)
+    expect(parseOverride('syndic_transport=null')).toEqual({ key: 'syndic_transport', value: null })
+  })
 })
 
 describe('files and overrides', () => {

@@ -11,6 +11,11 @@ import {
   validateMinionEventLoad,
   validatePublishLoad,
   validateReturnLoad,
+  validateSyndicEventLoad,
+  validateSyndicReturnLoad,
+  parseSyndicTag,
+  parseSyndicAnnouncement,
+  SEALED_COMMANDS,
 } from '../src/protocol/index.js'
 
 const publish = {
@@ -92,5 +97,53 @@ describe('load validators', () => {
 
   it('wraps a clear load in the one envelope', () => {
     expect(clearRequest({ cmd: 'publish' })).toEqual({ enc: 'clear', load: { cmd: 'publish' } })
+  })
+})
+
+describe('syndic loads and tags', () => {
+  const jid = '20260101000000000001'
+  const entry = { jid, fun: 'test.ping', minions: ['web1'], pending: [], returns: { web1: { return: true, retcode: 0, success: true, fun_args: [] } } }
+
+  it('validates a _syndic_return batch and names the first bad field', () => {
+    const load = { cmd: '_syndic_return', id: 'syndic1', jobs: [entry, { jid, minions: [], pending: ['low'] }] }
+    expect(validateSyndicReturnLoad(load)).toBe(load)
+    const bad = (jobs: unknown[]): string => {
+      try {
+        validateSyndicReturnLoad({ cmd: '_syndic_return', id: 'syndic1', jobs })
+      } catch (error) {
+        expect(error).toBeInstanceOf(PayloadError)
+        return (error as PayloadError).message
+      }
+      return 'accepted'
+    }
+    expect(bad([{ ...entry, jid: 'soon' }])).toContain('jobs[0].jid')
+    expect(bad([{ ...entry, minions: 'web1' }])).toContain('jobs[0].minions')
+    expect(bad([{ ...entry, returns: { web1: { return: true, retcode: 'zero', success: true, fun_args: [] } } }])).toContain('jobs[0].returns["web1"].retcode')
+    expect(bad([{ ...entry, returns: { web1: { retcode: 0, success: true, fun_args: [] } } }])).toContain('jobs[0].returns["web1"].return')
+    expect(() => validateSyndicReturnLoad({ cmd: '_syndic_return', id: 'syndic1' })).toThrow(/jobs/)
+  })
+
+  it('validates a _syndic_event load', () => {
+    const load = { cmd: '_syndic_event', id: 'syndic1', events: [{ tag: 'salt/auth', data: { id: 'web1' } }] }
+    expect(validateSyndicEventLoad(load)).toBe(load)
+    expect(() => validateSyndicEventLoad({ ...load, events: [{ tag: '', data: {} }] })).toThrow(PayloadError)
+  })
+
+  it("builds Salt's syndic tags and parses a syndic's announcement, nothing else", () => {
+    expect(tags.syndicStart('syndic1')).toBe('salt/syndic/syndic1/start')
+    expect(tags.syndicEvent('syndic1', 'salt/auth')).toBe('syndic/syndic1/salt/auth')
+    expect(tags.syndicJobNew('syndic1', jid)).toBe(`syndic/syndic1/salt/job/${jid}/new`)
+    expect(parseSyndicTag(`syndic/syndic1/salt/job/${jid}/new`)).toEqual({ syndic: 'syndic1', tag: `salt/job/${jid}/new` })
+    expect(parseSyndicTag('syndic//x')).toBeUndefined()
+    expect(parseSyndicTag('salt/syndic/syndic1/start')).toBeUndefined()
+    expect(parseSyndicAnnouncement({ tag: tags.syndicJobNew('syndic1', jid), data: { minions: ['web1', 7], syndic_pending: ['low'] } })).toEqual({
+      syndic: 'syndic1',
+      jid,
+      minions: ['web1'],
+      pending: ['low'],
+    })
+    expect(parseSyndicAnnouncement({ tag: `syndic/syndic1/salt/job/${jid}/ret/web1`, data: {} })).toBeUndefined()
+    expect(parseSyndicAnnouncement({ tag: `salt/job/${jid}/new`, data: { minions: [] } })).toBeUndefined()
+    expect(SEALED_COMMANDS).toEqual(expect.arrayContaining(['_syndic_return', '_syndic_event']))
   })
 })

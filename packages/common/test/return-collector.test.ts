@@ -158,6 +158,74 @@ describe('collectReturns', () => {
   })
 })
 
+describe('collectReturns behind syndics (order_masters)', () => {
+  const announce = (events: BoundedQueue<BusEvent>, syndic: string, jid: string, minions: string[], pending: string[] = []): void => {
+    events.push({ tag: tags.syndicJobNew(syndic, jid), data: { jid, minions, syndic_pending: pending } })
+  }
+
+  it('expects the minions each syndic announces and ends once they returned and every syndic announced its whole subtree, without waiting for the timeout', async () => {
+    const { events, ret } = bus()
+    const jobs = source()
+    ret(JID, 'direct1', true)
+    // syndic1 passes the job down a level: its own master's minion first, then what its lower syndic announced.
+    announce(events, 'syndic1', JID, ['mid1'], ['low'])
+    ret(JID, 'mid1', true)
+    announce(events, 'syndic2', JID, ['s2-a', 's2-b'])
+    announce(events, 'syndic1', '20260101000000000099', ['other-job'])
+    ret(JID, 's2-a', true)
+    ret(JID, 's2-b', true)
+    const gathering = collect({ jid: JID, minions: ['direct1'], syndics: { syndic1: ['mid1'], syndic2: [] }, syndicWait: 60_000, events, source: jobs, timeout: 60_000, gatherJobTimeout: 60_000 })
+    // Everyone announced so far returned, but syndic1 still waits for its lower syndic: so does the collector.
+    announce(events, 'syndic1', JID, ['low1'], [])
+    ret(JID, 'low1', true)
+    const items = await gathering
+    expect(items.map((item) => `${item.id}:${item.status}`)).toEqual(['direct1:returned', 'mid1:returned', 's2-a:returned', 's2-b:returned', 'low1:returned'])
+    expect(jobs.findJobs).toEqual([])
+  })
+
+  it('a syndic that never announces: after timeout + syndic_wait its known minions are asked find_job through the tree and reported missing; the syndic itself never is', async () => {
+    const { events, ret } = bus()
+    const jobs = source({ onFindJob: () => [] })
+    ret(JID, 'direct1', true)
+    announce(events, 'alive', JID, ['a1'])
+    ret(JID, 'a1', true)
+    const items = await collect({ jid: JID, minions: ['direct1'], syndics: { alive: ['a1'], dead: ['d1', 'd2'] }, syndicWait: 50, events, source: jobs, timeout: 50, gatherJobTimeout: 50 })
+    expect(items).toEqual([
+      { id: 'direct1', status: 'returned', ret: true, retcode: 0, success: true, jid: JID },
+      { id: 'a1', status: 'returned', ret: true, retcode: 0, success: true, jid: JID },
+      { id: 'd1', status: 'missing', jid: JID },
+      { id: 'd2', status: 'missing', jid: JID },
+    ])
+    // The find_job went to the dead syndic's minions (the top master knows none of them directly: the reply names no minion).
+    expect(jobs.findJobs.map((round) => round.ids)).toEqual([['d1', 'd2']])
+  })
+
+  it("waits a find_job round through the syndics even when the top master's reply names no direct minion", async () => {
+    const { events, ret } = bus()
+    const jobs: Recorded = {
+      findJobs: [],
+      lookups: 0,
+      async findJob(jid, ids, { timeout }) {
+        jobs.findJobs.push({ jid, ids: [...ids], timeout })
+        const findJid = findJobJid()
+        // slow1 is still running the job (behind a syndic), then returns.
+        queueMicrotask(() => {
+          ret(findJid, 'slow1', { jid: JID, fun: 'test.sleep' })
+          ret(JID, 'slow1', 'done')
+        })
+        return { jid: findJid, minions: [], syndics: { syndic1: ['slow1'] } }
+      },
+      async storedReturns() {
+        jobs.lookups++
+        return {}
+      },
+    }
+    announce(events, 'syndic1', JID, ['slow1'])
+    const items = await collect({ jid: JID, minions: [], syndics: { syndic1: [] }, syndicWait: 10, events, source: jobs, timeout: 20, gatherJobTimeout: 60_000 })
+    expect(items).toEqual([{ id: 'slow1', status: 'returned', ret: 'done', retcode: 0, success: true, jid: JID }])
+  })
+})
+
 describe('storedReturnsOfListJob', () => {
   it("reads jobs.list_job's Result and nothing else", () => {
     expect(storedReturnsOfListJob({ jid: JID, Function: 'test.ping', Result: { web1: { return: true, retcode: 0, success: true }, bad: 'x' } })).toEqual({

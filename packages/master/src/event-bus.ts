@@ -44,14 +44,15 @@ export type EventListener = (event: BusEvent) => void
  * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
  * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
  * its own queue bounded by count (`hwm`) and bytes (`hwmBytes`), so a stalled reader loses events
- * (counted) instead of growing the master.
+ * (counted) instead of growing the master; the next event that reaches it says how many (`dropped`
+ * beside `tag` and `data`), so a reader that must not miss returns can read them back from the job cache.
  * In-process listeners (the job tracker, the syndic) see the same events synchronously.
  */
 export class EventBus {
   readonly path: string
   private server: Server | undefined
-  /** Each subscriber with the events dropped for it. */
-  private readonly subscribers = new Map<FramedConnection, { dropped: number }>()
+  /** Each subscriber with the events dropped for it, and how many of those it has not been told about yet. */
+  private readonly subscribers = new Map<FramedConnection, { dropped: number; untold: number }>()
   private readonly listeners = new Set<EventListener>()
   /** Ends every in-process iterator when the bus closes. */
   readonly #enders = new Set<() => void>()
@@ -106,7 +107,7 @@ export class EventBus {
         onClose: (conn) => this.#closed(conn),
       },
     )
-    this.subscribers.set(connection, { dropped: 0 })
+    this.subscribers.set(connection, { dropped: 0, untold: 0 })
   }
 
   /** The warning in fire() shows only the 1st and every 1000th drop, so the exact count is logged when a subscriber leaves. */
@@ -132,9 +133,14 @@ export class EventBus {
     if (this.subscribers.size > 0) {
       const bytes = frame(encode(event))
       for (const [subscriber, stats] of this.subscribers) {
-        if (!subscriber.write(bytes)) {
+        // A subscriber that lost events is told how many with the next event that reaches it (`dropped`; its
+        // MasterEvent turns that into a BUS_DROPPED_TAG event): a reader that must not miss returns reads them back.
+        const written = stats.untold > 0 ? subscriber.write(frame(encode({ ...event, dropped: stats.untold }))) : subscriber.write(bytes)
+        if (written) stats.untold = 0
+        else {
           this.dropped++
           stats.dropped++
+          stats.untold++
           if (this.dropped === 1 || this.dropped % 1000 === 0) {
             this.logger.warning(`event bus: a subscriber is not reading (hwm ${this.hwm} events or ${this.hwmBytes} bytes); ${this.dropped} event(s) dropped so far`)
           }
@@ -151,16 +157,16 @@ export class EventBus {
   }
 
   /**
-   * In-process events whose tag starts with `match`, from now on, as an async iterator behind a bounded
+   * In-process events whose tag starts with `match` (or with one of several prefixes), from now on, as an async iterator behind a bounded
    * queue of `hwm` (default the bus's): a reader that falls behind loses the newest, as a socket
    * subscriber does. Ends when `signal` aborts, when the caller stops iterating, or when the bus closes.
    */
-  iter(options: { match?: string; hwm?: number; signal?: AbortSignal } = {}): AsyncIterable<BusEvent> {
-    const match = options.match ?? ''
+  iter(options: { match?: string | readonly string[]; hwm?: number; signal?: AbortSignal } = {}): AsyncIterable<BusEvent> {
+    const prefixes = typeof options.match === 'string' ? [options.match] : (options.match ?? [''])
     const queue = new BoundedQueue<BusEvent>(options.hwm ?? this.hwm)
     // A full queue drops the event for this reader only; its owner (the return collector) reads the job cache.
     const unsubscribe = this.subscribe((event) => {
-      if (event.tag.startsWith(match)) queue.push(event)
+      if (prefixes.some((prefix) => event.tag.startsWith(prefix))) queue.push(event)
     })
     const finish = (): void => {
       unsubscribe()

@@ -1,4 +1,4 @@
-import { collectReturns, JOB_TAG_PREFIX, storedReturnsOf, type JobCache, type PublishReply, type ReceivedReturn, type TargetType, type Tgt } from '@brine/common'
+import { collectReturns, JOB_EVENT_PREFIXES, storedReturnsOf, type JobCache, type PublishReply, type ReceivedReturn, type TargetType, type Tgt } from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
 import type { EventBus } from './event-bus.js'
 import type { JobRequest } from './job-publisher.js'
@@ -6,7 +6,7 @@ import type { JobRequest } from './job-publisher.js'
 /** A job a runner published and the returns gathered for it. */
 export interface GatheredJob {
   jid: string
-  /** The minions the master expected to answer. */
+  /** The minions the master expected to answer, with those behind its syndics (announced, or reported missing). */
   minions: string[]
   /** Returns that arrived (or were recovered from the job cache), by minion id. */
   returns: Map<string, ReceivedReturn>
@@ -27,6 +27,8 @@ export interface GatherDeps {
   bus: EventBus
   jobs: JobCache
   user: string
+  /** Config `syndic_wait` in ms (0 without syndics). */
+  syndicWait?: number
   logger?: Logger
 }
 
@@ -36,15 +38,18 @@ export interface GatherDeps {
  */
 export async function gather(deps: GatherDeps, tgt: Tgt, fun: string, arg: readonly unknown[], options: GatherOptions): Promise<GatheredJob> {
   const controller = new AbortController()
-  const events = deps.bus.iter({ match: JOB_TAG_PREFIX, signal: controller.signal })
+  const events = deps.bus.iter({ match: JOB_EVENT_PREFIXES, signal: controller.signal })
   try {
     const job = (target: Tgt, tgtType: TargetType, name: string, args: readonly unknown[]): JobRequest => ({ tgt: target, tgt_type: tgtType, fun: name, arg: [...args], kwarg: {}, ret: '', user: deps.user })
     const reply = await deps.publish(job(tgt, options.tgtType ?? 'glob', fun, arg))
     const returns = new Map<string, ReceivedReturn>()
-    if (reply.minions.length === 0) return { jid: reply.jid, minions: [], returns }
+    const syndics = reply.syndics ?? {}
+    if (reply.minions.length === 0 && Object.keys(syndics).length === 0) return { jid: reply.jid, minions: [], returns }
+    const minions = new Set(reply.minions)
     const collecting = collectReturns({
       jid: reply.jid,
       minions: reply.minions,
+      ...(reply.syndics === undefined ? {} : { syndics: reply.syndics, syndicWait: deps.syndicWait ?? 0 }),
       events,
       source: {
         findJob: (jid, ids) => deps.publish(job([...ids], 'list', 'saltutil.find_job', [jid])),
@@ -55,8 +60,11 @@ export async function gather(deps: GatherDeps, tgt: Tgt, fun: string, arg: reado
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       logger: deps.logger ?? silentLogger,
     })
-    for await (const item of collecting) if (item.status === 'returned') returns.set(item.id, item)
-    return { jid: reply.jid, minions: [...reply.minions], returns }
+    for await (const item of collecting) {
+      minions.add(item.id)
+      if (item.status === 'returned') returns.set(item.id, item)
+    }
+    return { jid: reply.jid, minions: [...minions], returns }
   } finally {
     controller.abort()
   }

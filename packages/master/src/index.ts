@@ -10,7 +10,10 @@
  * returns and events and applies each once inside its time window, stores a return only from a minion
  * its job could reach, spreads the crypto over `worker_threads`, rotates the session key, fires Salt's
  * event tags on its local event bus, and opens the job cache `master_job_cache` names (pruned so that a
- * clock jump never empties it).
+ * clock jump never empties it). Under `order_masters` it heads a tree of
+ * syndics: it publishes to them even when no minion of its own matches, accepts a syndic's
+ * `_syndic_return` only for the minions that syndic announced for a job it issued, and fires each
+ * return's event exactly once.
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'
@@ -29,7 +32,9 @@ export {
   type RunnerReply,
   type WheelReply,
   type SessionControl,
+  type SyndicRefusal,
 } from './master-service.js'
+export { Announcements, SyndicRegistry } from './syndics.js'
 export { Authorizer, masterCaller, rootCaller, type AuthorizerOptions, type Caller, type Credentials, type Permissions } from './authorize.js'
 export {
   ExternalAuth,
@@ -44,7 +49,7 @@ export { TokenStore, isTokenName, type TokenData } from './eauth/token-store.js'
 export { exprMatch, fillAuthList } from './eauth/auth-list.js'
 export { permits, type AclEntry, type Action } from './acl.js'
 export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'
-export { IssuedJobs, type IssuedJob, type IssuedJobsOptions } from './issued-jobs.js'
+export { IssuedJobs, type IssuedJob, type IssuedJobsOptions, type PublishedJob } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
 export {

@@ -1,4 +1,4 @@
-import { jidToDate, type JobCache } from '@brine/common'
+import { jidToDate, type JobCache, type Target } from '@brine/common'
 import { ReturnRefusedError } from './errors.js'
 
 /**
@@ -27,6 +27,11 @@ export interface IssuedJobsOptions {
   maxJobs?: number
 }
 
+/** What a job was published as: its target and function (a syndic's announcement is checked against it). */
+export interface PublishedJob extends Target {
+  fun?: string
+}
+
 export interface IssuedJob {
   /** When it was published (the master's clock), ms since the epoch. */
   publishedAt: number
@@ -34,6 +39,8 @@ export interface IssuedJob {
   broadcast: boolean
   /** The minions the master expected to answer. */
   minions: readonly string[]
+  /** Its target and function, when known (every job this master publishes; a cached one whose load names a target). */
+  job?: PublishedJob
 }
 
 interface Entry extends IssuedJob {
@@ -69,10 +76,12 @@ export class IssuedJobs {
       this.#remember(jid, { ...job })
       return
     }
+    const target = earlier.job ?? job.job
     this.#remember(jid, {
       publishedAt: Math.max(earlier.publishedAt, job.publishedAt),
       broadcast: earlier.broadcast || job.broadcast,
       minions: [...new Set([...earlier.minions, ...job.minions])],
+      ...(target === undefined ? {} : { job: target }),
     })
   }
 
@@ -93,11 +102,7 @@ export class IssuedJobs {
 
   /** Resolves when minion `id` may return for `jid`; rejects with ReturnRefusedError otherwise. */
   async check(jid: string, id: string): Promise<void> {
-    let job = this.#recent.get(jid)
-    if (job === undefined) {
-      this.checkNotFuture(jid, (detail) => new ReturnRefusedError(jid, id, 'future jid', detail))
-      job = await this.#fromCache(jid)
-    }
+    const job = await this.find(jid, (detail) => new ReturnRefusedError(jid, id, 'future jid', detail))
     if (job === undefined) throw new ReturnRefusedError(jid, id, 'unknown jid', 'this master never issued that job (nor holds it in its job cache)')
     if (this.#sentTo(job, id)) return
     throw new ReturnRefusedError(
@@ -106,6 +111,18 @@ export class IssuedJobs {
       'not sent to this minion',
       job.broadcast ? 'the minion was neither expected nor accepted when the job was published' : 'the job was published to a list of minions without it',
     )
+  }
+
+  /**
+   * The job `jid` as this master issued it: held in memory, else read once from the job cache; undefined
+   * when it never issued it. A jid not in memory and dated beyond `clock_skew` ahead throws what `refuse`
+   * makes of it, before any lookup. Minions' returns ({@link check}) and syndics' announcements both ask here.
+   */
+  async find(jid: string, refuse: (detail: string) => Error): Promise<IssuedJob | undefined> {
+    const job = this.#recent.get(jid)
+    if (job !== undefined) return job
+    this.checkNotFuture(jid, refuse)
+    return this.#fromCache(jid)
   }
 
   /**
@@ -133,6 +150,8 @@ export class IssuedJobs {
     // A record without a load holds returns only: nobody recorded publishing that job.
     if (record === undefined || Object.keys(record.load).length === 0) return undefined
     const entry: Entry = { publishedAt: jidToDate(jid).getTime(), broadcast: record.load['tgt_type'] !== 'list', minions: record.minions }
+    const job = publishedJobOf(record.load)
+    if (job !== undefined) entry.job = job
     this.#remember(jid, entry)
     return entry
   }
@@ -153,4 +172,14 @@ export class IssuedJobs {
       this.#minionsHeld -= dropped.minions.length
     }
   }
+}
+
+/** The target and function a job cache load names, if it names a target. */
+function publishedJobOf(load: Record<string, unknown>): PublishedJob | undefined {
+  const tgt = load['tgt']
+  if (typeof tgt !== 'string' && !Array.isArray(tgt)) return undefined
+  const job: PublishedJob = { tgt: tgt as Target['tgt'] }
+  if (typeof load['tgt_type'] === 'string') job.tgt_type = load['tgt_type'] as Target['tgt_type']
+  if (typeof load['fun'] === 'string') job.fun = load['fun']
+  return job
 }

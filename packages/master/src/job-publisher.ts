@@ -66,6 +66,11 @@ export class JobPublisher {
     })
   }
 
+  /** The master's nodegroups (targets are resolved with them). */
+  get nodegroups(): Nodegroups {
+    return this.#o.nodegroups
+  }
+
   /** The minions of `known` that `target` selects (Salt's `check_minions`, greedy on unknown grains). */
   expected(target: Target, known: readonly MinionInfo[]): Promise<string[]> {
     return expectedMinions(target, known, this.#o.nodegroups)
@@ -78,15 +83,18 @@ export class JobPublisher {
 
   /**
    * Publishes `job` to `minions` (what {@link expected} resolved) under `job.jid` or a new jid, and says
-   * which. When no minion is expected nothing is stored, fired or published: the reply carries the jid
-   * and no minions.
+   * which. When no minion is expected (and no syndic may announce any) nothing is stored, fired or
+   * published: the reply carries the jid and no minions. `syndics` (with `order_masters`): the syndics
+   * that may announce minions for it, with their candidates; the job is published to them too, even when
+   * no direct minion matches, and the reply names them.
    */
-  async publish(job: JobRequest, minions: readonly string[]): Promise<PublishReply> {
+  async publish(job: JobRequest, minions: readonly string[], syndics?: Readonly<Record<string, string[]>>): Promise<PublishReply> {
     const now = this.#o.now?.() ?? Date.now()
     // A jid the caller chose (a syndic passing its upper master's) may not open a day far in the future.
     if (job.jid !== undefined) this.#o.issued.checkNotFuture(job.jid, (detail) => new MalformedRequestError('publish load', `jid ${job.jid} is ${detail}`))
     const jid = job.jid ?? (this.#o.now === undefined ? generateJid() : generateJid(new Date(now)))
-    if (minions.length === 0) return { jid, minions: [] }
+    const syndicIds = syndics === undefined ? [] : Object.keys(syndics)
+    if (minions.length === 0 && syndicIds.length === 0) return syndics === undefined ? { jid, minions: [] } : { jid, minions: [], syndics: {} }
     const load: Record<string, unknown> = {
       jid,
       fun: job.fun,
@@ -98,7 +106,9 @@ export class JobPublisher {
       user: job.user,
     }
     if (job.to !== undefined) load['to'] = job.to
-    if (this.#o.masterId !== undefined) load['master_id'] = this.#o.masterId
+    // A job a syndic passes down keeps the master_id of the master that started it (Salt's syndic does the same).
+    const masterId = job.master_id ?? this.#o.masterId
+    if (masterId !== undefined) load['master_id'] = masterId
     // The job record need not be on disk before the publish: a return for a jid the cache has not recorded yet
     // is kept all the same, so waiting for this write would only add a disk sync to every job's latency.
     const saving = this.#o.jobs.saveJob(jid, load, minions).catch((error: unknown) => {
@@ -107,14 +117,16 @@ export class JobPublisher {
     this.#pendingJobSaves.add(saving)
     void saving.finally(() => this.#pendingJobSaves.delete(saving))
     // Before the publish goes out: a return can only come back after it.
-    this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions })
+    // Its target too: a syndic's announcement for it is checked against it.
+    this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions, job: { tgt: job.tgt, tgt_type: job.tgt_type, fun: job.fun } })
     // Salt's new-job event; `missing` (targeted minions not connected) is always empty here.
     this.#o.bus.fire(tags.jobNew(jid), { jid, tgt_type: job.tgt_type, tgt: job.tgt, user: job.user, fun: job.fun, arg: job.arg, minions: [...minions], missing: [] })
     // Freshness travels inside the signed, sealed load only (the job cache keeps Salt's load): a minion
-    // refuses the publish once `expire` has passed in the master's clock, so a recording replays nothing.
+    // (or a syndic) refuses the publish once `expire` has passed in the master's clock, so a recording replays nothing.
     const envelope = await this.#o.seal(jid, { ...load, issued: now, expire: now + this.#o.publishTtlMs })
-    await this.#o.publisher.publish(envelope, job.tgt_type === 'list' ? { topics: minions } : undefined)
-    return { jid, minions: [...minions] }
+    // A list target reaches the listed minions and every syndic (which passes it down to its own master).
+    await this.#o.publisher.publish(envelope, job.tgt_type === 'list' ? { topics: [...minions, ...syndicIds] } : undefined)
+    return syndics === undefined ? { jid, minions: [...minions] } : { jid, minions: [...minions], syndics: { ...syndics } }
   }
 
   /** Resolves once every job record handed to the cache has been written (or failed and been logged). */

@@ -1,15 +1,21 @@
 import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@brine/crypt'
 import {
+  expectedMinions,
   generateJid,
   isMinionOwnTag,
+  JOB_TAG_PREFIX,
+  parseSyndicTag,
   tags,
   type EventLoad,
   type Grains,
   type JobCache,
   type PublishReply,
   type ReturnLoad,
+  type SyndicJobEntry,
+  type SyndicReturnLoad,
 } from '@brine/common'
-import { silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { isValidMinionId } from '@brine/crypt'
+import { LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
@@ -18,11 +24,12 @@ import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, Token
 import type { EventBus } from './event-bus.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
-import type { IssuedJobs } from './issued-jobs.js'
+import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
 import { runWheel, WHEEL_FUNCTIONS } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
+import { Announcements, type SyndicRegistry } from './syndics.js'
 
 /** A runner call: Salt's `fun`, positional `arg` and keyword `kwarg`. */
 export interface RunnerCall {
@@ -70,6 +77,15 @@ export interface MasterServiceSettings {
   version: string
   /** How long a minion may use a session before authenticating again (`publish_session`), ms; 0: no limit. */
   sessionTtlMs?: number
+  /** Salt's `order_masters`: publish even when no direct minion matches, and wait for syndics' announcements. */
+  orderMasters?: boolean
+  /** Config `syndic_wait` in ms: how long a client (and the runners) wait past `timeout` for syndics to announce. */
+  syndicWaitMs?: number
+  /**
+   * The job cache is shared with other masters (PostgreSQL): a syndic's return may already be stored by
+   * the lower master, so whether this master has fired its event is remembered here instead.
+   */
+  sharedJobCache?: boolean
 }
 
 /** Where an `_auth` request arrived, for what the reply tells the minion. */
@@ -90,14 +106,29 @@ export interface MasterServiceOptions {
   session: SessionControl
   masterPub: PublicKeys
   settings: MasterServiceSettings
-  /** The jobs published and whom each could reach: a return is stored only from a minion its job was sent to. */
+  /**
+   * The jobs published and whom each could reach: a return is stored only from a minion its job was sent
+   * to, and a syndic's announcement only for a job found here.
+   */
   issued: IssuedJobs
   /** The master's clock, ms since the epoch (default Date.now). */
   now?: () => number
+  /** The syndics attached to this master and the minions they announced. */
+  syndics: SyndicRegistry
   logger?: Logger
 }
 
+/** A syndic's announcement or return this master refused, and why (sent back in the sealed reply). */
+export interface SyndicRefusal {
+  jid: string
+  id: string
+  reason: string
+}
+
 export type KeyChangeListener = (change: KeyChange) => void
+
+/** Refusals logged one by one per syndic batch; the rest are counted in one line. */
+const LOGGED_REFUSALS = 5
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -111,6 +142,9 @@ export class MasterService {
   readonly #o: MasterServiceOptions
   readonly #logger: Logger
   readonly #keyListeners = new Set<KeyChangeListener>()
+  readonly #announcements = new Announcements()
+  /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
+  readonly #fired = new LruMap<string, true>(200_000)
 
   constructor(options: MasterServiceOptions) {
     this.#o = options
@@ -127,15 +161,25 @@ export class MasterService {
    * published under the caller's user name (Salt records the authenticated user, not what the load claims).
    */
   async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
-    const known = await this.#o.publisher.known()
+    const syndicRegistry = this.#o.syndics
+    // A syndic's key is accepted here, but it is not a minion: it is never expected to return.
+    const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))
     // Nodegroups are the master's: minions receive the compound expression they stand for (as Salt's client sends it).
-    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job) }
+    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job), jid: job.jid ?? generateJid() }
     const minions = await this.#o.publisher.expected({ tgt: resolved.tgt, tgt_type: resolved.tgt_type }, known)
+    const syndics = this.#o.settings.orderMasters === true ? await this.#syndicsFor(resolved) : undefined
     // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
     const targets = aclTargets(caller)
     const allowed = new Map(await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)))
     this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [])
-    return this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions)
+    return this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics)
+  }
+
+  /** The syndics attached now (registered and accepted), each with the minions it announced before that `target` may select. */
+  async #syndicsFor(target: JobRequest): Promise<Record<string, string[]>> {
+    const attached: string[] = []
+    for (const id of this.#o.syndics.ids()) if ((await this.#o.store.acceptedKeys(id)) !== undefined) attached.push(id)
+    return this.#o.syndics.candidates({ tgt: target.tgt, tgt_type: target.tgt_type }, attached, this.#o.publisher.nodegroups)
   }
 
   /**
@@ -318,6 +362,135 @@ export class MasterService {
     return stored
   }
 
+  /**
+   * A syndic's batch (Salt's `_syndic_return`): per job, the minions it announces (checked: not this
+   * master's own minions or syndics, and selected by the job's target as far as ids tell), then their
+   * returns, each stored and fired as `salt/job/<jid>/ret/<minion>` exactly once. A return for a minion
+   * the syndic did not announce for that job, or for a job this master did not publish, is refused and
+   * logged. Returns the refusals (the syndic logs them and does not send them again).
+   */
+  async syndicReturn(id: string, load: SyndicReturnLoad): Promise<SyndicRefusal[]> {
+    if (load.id !== id) throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
+    const refused: SyndicRefusal[] = []
+    for (const entry of load.jobs) refused.push(...(await this.#syndicJob(id, entry)))
+    // One line per refusal, at most a few per batch: a misbehaving syndic cannot flood the log.
+    for (const refusal of refused.slice(0, LOGGED_REFUSALS)) {
+      this.#logger.warning(`refused a return from syndic ${id} for minion ${JSON.stringify(refusal.id.slice(0, 80))} of job ${refusal.jid}: ${refusal.reason}`)
+    }
+    if (refused.length > LOGGED_REFUSALS) this.#logger.warning(`refused ${refused.length - LOGGED_REFUSALS} more announcement(s) or return(s) from syndic ${id} in the same batch`)
+    return refused
+  }
+
+  async #syndicJob(syndic: string, entry: SyndicJobEntry): Promise<SyndicRefusal[]> {
+    const { jid } = entry
+    const refused: SyndicRefusal[] = []
+    const refuse = (ids: Iterable<string>, reason: string): void => {
+      for (const id of ids) refused.push({ jid, id, reason })
+    }
+    const all = (): string[] => [...(entry.minions ?? []), ...Object.keys(entry.returns ?? {})]
+    // The jobs this master issued (IssuedJobs, as for its own minions' returns): in memory, else its job cache; never a future jid.
+    let job: PublishedJob | undefined
+    let future: string | undefined
+    try {
+      job = (await this.#o.issued.find(jid, (detail) => new ReturnRefusedError(jid, syndic, 'future jid', (future = detail))))?.job
+    } catch (error) {
+      if (future === undefined) throw error
+      refuse(all(), `job ${jid} is ${future}`)
+      return refused
+    }
+    if (job === undefined) {
+      refuse(all(), `job ${jid} was not published by this master`)
+      return refused
+    }
+    const claimed = [...new Set(entry.minions ?? [])].filter((minion) => !this.#announcements.announcedBy(jid, minion, syndic))
+    const allowed = await this.#allowedAnnouncements(syndic, job, claimed, refuse)
+    const pending = entry.pending ?? []
+    const { fresh, changed } = this.#announcements.announce(jid, syndic, allowed, pending)
+    if (fresh.length > 0) this.#o.syndics.addMinions(syndic, fresh)
+    if (fresh.length > 0 || changed) {
+      // Salt's announcement: the lower master's new-job event, forwarded as syndic/<id>/salt/job/<jid>/new.
+      this.#o.bus.fire(tags.syndicJobNew(syndic, jid), { jid, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', fun: job.fun ?? entry.fun, minions: fresh, missing: [], syndic_pending: [...pending] })
+    }
+    const fun = job.fun ?? entry.fun ?? (typeof entry.load?.['fun'] === 'string' ? entry.load['fun'] : 'unknown')
+    const saves: Promise<void>[] = []
+    for (const [minion, ret] of Object.entries(entry.returns ?? {})) {
+      if (!this.#announcements.announcedBy(jid, minion, syndic)) {
+        refuse([minion], `syndic ${syndic} did not announce minion ${JSON.stringify(minion.slice(0, 80))} for job ${jid}`)
+        continue
+      }
+      const load: ReturnLoad = { cmd: '_return', id: minion, jid, fun, fun_args: ret.fun_args, return: ret.return, retcode: ret.retcode, success: ret.success }
+      if (ret.out !== undefined) load.out = ret.out
+      if (entry.master_id !== undefined) load.master_id = entry.master_id
+      saves.push(
+        this.#storeSyndicReturn(load).catch((error: unknown) => {
+          // As for a minion's return: no retry can store it, so it is refused rather than spooled forever.
+          if (!(error instanceof UnstorableValueError)) throw error
+          refuse([minion], `unstorable: ${error.message}`)
+        }),
+      )
+    }
+    await Promise.all(saves)
+    return refused
+  }
+
+  /** The claimed minions a syndic may announce for `job`; the rest are refused with the reason. */
+  async #allowedAnnouncements(syndic: string, job: PublishedJob, claimed: readonly string[], refuse: (ids: Iterable<string>, reason: string) => void): Promise<string[]> {
+    const candidates: string[] = []
+    for (const minion of claimed) {
+      if (!isValidMinionId(minion)) refuse([minion], 'not a valid minion id')
+      else if (minion === syndic || this.#o.syndics.isSyndic(minion)) refuse([minion], `${JSON.stringify(minion)} is a syndic of this master, not a minion behind ${syndic}`)
+      else if ((await this.#o.store.acceptedKeys(minion)) !== undefined) refuse([minion], `${JSON.stringify(minion)} is a minion of this master; syndic ${syndic} cannot answer for it`)
+      else candidates.push(minion)
+    }
+    if (candidates.length === 0) return candidates
+    // Ids are checked against the target; grains are the lower master's to judge (greedy here).
+    const selected = new Set(await expectedMinions(job, candidates.map((id) => ({ id })), this.#o.publisher.nodegroups))
+    refuse(
+      candidates.filter((minion) => !selected.has(minion)),
+      `not selected by the target of job ${JSON.stringify(typeof job.tgt === 'string' ? job.tgt.slice(0, 80) : job.tgt.slice(0, 8))} (${job.tgt_type ?? 'glob'})`,
+    )
+    return candidates.filter((minion) => selected.has(minion))
+  }
+
+  /** Stores a return a syndic delivered and fires its event the first time this master sees it. */
+  async #storeSyndicReturn(ret: ReturnLoad): Promise<void> {
+    const stored = await this.#o.jobs.saveReturn(ret.jid, ret.id, ret)
+    let fire = stored
+    if (this.#o.settings.sharedJobCache === true) {
+      // Another master (the syndic's own) may have stored it first in the shared cache.
+      const key = `${ret.jid}\0${ret.id}`
+      fire = !this.#fired.has(key)
+      this.#fired.set(key, true)
+    }
+    if (fire) this.#o.bus.fire(tags.jobReturn(ret.jid, ret.id), returnEventData(ret))
+  }
+
+  /**
+   * A syndic's other events (Salt's syndic event forwarding): `salt/syndic/<id>/start` as it is (and the
+   * syndic is registered), an event that already came up from a lower syndic (`syndic/<lower>/…`) as it
+   * is, anything else as `syndic/<id>/<tag>`: once, never prefixed again at every level. Job events are
+   * refused: a syndic's jobs travel in `_syndic_return`, where they are checked.
+   */
+  syndicEvents(id: string, events: readonly EventLoad[]): void {
+    let skipped = 0
+    for (const event of events) {
+      if (event.tag === tags.syndicStart(id)) {
+        if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
+        this.#o.bus.fire(event.tag, { ...event.data })
+        continue
+      }
+      const nested = parseSyndicTag(event.tag)
+      const inner = nested === undefined ? event.tag : nested.tag
+      if (inner.startsWith(JOB_TAG_PREFIX)) {
+        skipped++
+        continue
+      }
+      this.#o.bus.fire(nested === undefined ? tags.syndicEvent(id, event.tag) : event.tag, { ...event.data })
+    }
+    if (skipped > 0) this.#logger.debug(`syndic ${id}: ${skipped} forwarded event(s) skipped (job events travel in _syndic_return)`)
+  }
+
   /** Fires minion `id`'s events on the bus; only `minion_start` and tags under `salt/minion/<id>/`. */
   minionEvents(id: string, events: readonly EventLoad[]): void {
     const foreign = events.find((event) => !isMinionOwnTag(id, event.tag))
@@ -359,7 +532,10 @@ export class MasterService {
       this.#o.bus.fire(tags.key, { act: change.act, id: change.id, result: true })
       if (change.to === 'accepted') this.#o.issued.accepted(change.id, this.#now())
       else if (change.from === 'accepted') this.#o.issued.removed(change.id)
-      if (change.act === 'delete') this.#o.grains.delete(change.id)
+      if (change.act === 'delete') {
+        this.#o.grains.delete(change.id)
+        this.#o.syndics.forget(change.id)
+      }
       for (const listener of this.#keyListeners) listener(change)
     }
     if (rotate) this.#o.session.rotate(reason)
@@ -372,7 +548,8 @@ export class MasterService {
       jobs: this.#o.jobs,
       store: this.#o.store,
       bus: this.#o.bus,
-      gather: (tgt, fun, arg, options) => gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger }, tgt, fun, arg, options),
+      gather: (tgt, fun, arg, options) =>
+        gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 }, tgt, fun, arg, options),
       wheel: async (load) => (await this.wheel(caller, load)).return,
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,

@@ -26,6 +26,7 @@ import { GrainsCache } from './grains-cache.js'
 import { IssuedJobs } from './issued-jobs.js'
 import { JobPublisher } from './job-publisher.js'
 import { MasterService } from './master-service.js'
+import { SyndicRegistry } from './syndics.js'
 import { MasterWireAdapter } from './wire-adapter.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { masterVersion } from './version.js'
@@ -93,6 +94,7 @@ export class Master {
   readonly #now: () => number
   /** The newest jid a skew warning was logged for, so each clock problem is said once. */
   #skewWarned: string | undefined
+  #syndics: SyndicRegistry | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
@@ -203,6 +205,9 @@ export class Master {
     if (externalAuth.configured) this.#logger.info(`external auth: ${Object.keys(opts.external_auth).join(', ')}; tokens in ${String(opts.token_dir)}`)
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
+    const syndics = new SyndicRegistry(opts.cachedir, this.#logger.child('syndics'))
+    await syndics.load()
+    this.#syndics = syndics
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one.
     this.#jobs ??= await openJobCache(opts, { logger: this.#logger, now })
     const jobs = this.#jobs
@@ -261,9 +266,13 @@ export class Master {
         gatherJobTimeoutMs: timeouts.gatherJobTimeoutMs,
         version: masterVersion(),
         sessionTtlMs: timeouts.publishSessionMs,
+        orderMasters: opts.order_masters === true,
+        syndicWaitMs: timeouts.syndicWaitMs,
+        sharedJobCache: opts.master_job_cache === 'postgres',
       },
       issued,
       now,
+      syndics,
       logger: this.#logger,
     })
     this.#service = service
@@ -391,6 +400,7 @@ export class Master {
       ...this.#endpoints.flatMap(({ publish, request }) => [request.close(), publish.close()]),
       this.#pool?.close() ?? Promise.resolve(),
       this.bus.close(),
+      this.#syndics?.flush() ?? Promise.resolve(),
     ])
     // The job cache goes last: requests still being handled above may be writing returns and job records to it.
     results.push(...(await Promise.allSettled([(this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close())])))

@@ -5,6 +5,8 @@ import {
   validateMinionEventLoad,
   validatePublishLoad,
   validateReturnLoad,
+  validateSyndicEventLoad,
+  validateSyndicReturnLoad,
 } from '@brine/common'
 import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
@@ -40,12 +42,12 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * it, dispatches it to the {@link MasterService} and encodes the reply. Clear requests carry the
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
- * `mk_token`, `get_token` and `rm_token`); sealed ones
- * (`{enc: 'box'}`) a minion's `_return`, `_minion_event` and `_grains`, the minion proven by its box,
- * each applied once inside its time window by the {@link ReplayGuard} (a replay is answered "already
- * handled", a request outside the window refused with StaleRequestError): every sealed command, present
- * and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome is a
- * typed error reply.
+ * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
+ * `_minion_event` and `_grains`, and a syndic's `_syndic_return` and `_syndic_event`, the sender proven by
+ * its box, each applied once inside its time window by the {@link ReplayGuard} (a replay is answered
+ * "already handled", a request outside the window refused with StaleRequestError): every sealed command,
+ * present and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome
+ * is a typed error reply.
  */
 export class MasterWireAdapter {
   readonly #service: MasterService
@@ -134,9 +136,13 @@ export class MasterWireAdapter {
     const opened = await this.#boxes.open(request)
     let reply: Record<string, unknown>
     try {
-      const verdict = await this.#guard.run(opened.id, opened.nonce, opened.timestamp, () => this.#sealed(opened.id, opened.load))
-      // A duplicate (the same bytes again: a transport retry, or a replay) was handled the first time; nothing is applied twice.
-      reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true }
+      let extra: Record<string, unknown> | undefined
+      const verdict = await this.#guard.run(opened.id, opened.nonce, opened.timestamp, async () => {
+        extra = await this.#sealed(opened.id, opened.load)
+      })
+      // A duplicate (the same bytes again: a transport retry, or a replay) was handled the first time; nothing is
+      // applied twice, and what the first answer added (a syndic's refusals) is not repeated.
+      reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true, ...extra }
     } catch (error) {
       // A stale request is routine (a minion's clock anchor aged, or a recording replayed): it re-seals; not worth a warning each.
       const log = error instanceof StaleRequestError ? this.#logger.debug.bind(this.#logger) : this.#logger.warning.bind(this.#logger)
@@ -146,7 +152,8 @@ export class MasterWireAdapter {
     return (await this.#boxes.seal(opened.id, reply)) as unknown as WireValue
   }
 
-  async #sealed(id: string, load: WireValue): Promise<void> {
+  /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */
+  async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
     switch (load['cmd']) {
@@ -162,8 +169,15 @@ export class MasterWireAdapter {
         await this.#service.minionGrains(id, grains)
         return
       }
+      case '_syndic_return': {
+        const refused = await this.#service.syndicReturn(id, validateSyndicReturnLoad(load))
+        return refused.length === 0 ? undefined : { refused }
+      }
+      case '_syndic_event':
+        this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
+        return
       default:
-        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed minion command (allowed: ${SEALED_COMMANDS.join(', ')})`)
+        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
     }
   }
 }

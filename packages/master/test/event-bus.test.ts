@@ -149,6 +149,49 @@ describe('EventBus', () => {
     expect(subscriber.events[0]!.data['return']).toBe(big)
   })
 
+  it('tells a subscriber that lost events how many, with the next event that reaches it', async () => {
+    const bus = await startBus(2)
+    const received: Array<{ tag: string; dropped?: number }> = []
+    let wake: (() => void) | undefined
+    const reader = new FrameReader({
+      onFrame: (body) => {
+        received.push(decode(body) as { tag: string; dropped?: number })
+        wake?.()
+      },
+      onOversize: () => {},
+    })
+    const socket = await stalledSubscriber(bus)
+    socket.on('data', (chunk: Buffer) => reader.push(chunk))
+    socket.pause()
+    const big = 'x'.repeat(256 * 1024)
+    for (let i = 0; i < 10; i++) bus.fire('salt/test/big', { big })
+    expect(bus.dropped).toBe(8)
+    socket.resume()
+    // Once two big events are read, the queue has room again: the next event carries the count of those lost.
+    await deadline(
+      (async () => {
+        while (received.length < 2) await new Promise<void>((r) => (wake = r))
+      })(),
+      5000,
+      'the two events the bus kept',
+    )
+    bus.fire('salt/test/after', { n: 1 })
+    bus.fire('salt/test/after', { n: 2 })
+    await deadline(
+      (async () => {
+        while (received.length < 4) await new Promise<void>((r) => (wake = r))
+      })(),
+      5000,
+      'the events after the drop',
+    )
+    expect(received.map((event) => [event.tag, event.dropped])).toEqual([
+      ['salt/test/big', undefined],
+      ['salt/test/big', undefined],
+      ['salt/test/after', 8],
+      ['salt/test/after', undefined],
+    ])
+  })
+
   it("sizes its hwm from the master's pub_hwm: ten times it, never below 10,000", () => {
     expect(eventBusHwm(undefined)).toBe(DEFAULT_EVENT_BUS_HWM)
     expect(eventBusHwm(1000)).toBe(10_000)

@@ -46,6 +46,19 @@ export interface MinionOptions {
 }
 
 /** Salt's minion start event text uses Python's time.asctime(): `Mon Jan  1 12:00:00 2024`. */
+/**
+ * The id a minion (or a syndic) authenticates as: its config's `id`, checked by the master's rule here so
+ * a bad id stops the start instead of retrying `_auth` forever — NFC (a decomposed `é` names the same key
+ * as a composed one), no separators, nothing invisible, at most 237 bytes. ConfigError for an id that is
+ * not a non-empty string, InvalidMinionIdError for one the master would refuse.
+ */
+export function authIdOf(opts: { id?: unknown }): string {
+  if (typeof opts.id !== 'string' || opts.id === '') throw new ConfigError('id must be a non-empty string', { key: 'id' })
+  const id = normalizeMinionId(opts.id)
+  validateMinionId(id)
+  return id
+}
+
 function asctime(date: Date): string {
   const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
   const months = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']
@@ -111,13 +124,9 @@ export class Minion {
   #stopping: Promise<void> | undefined
 
   constructor(opts: MinionConfig, options: MinionOptions = {}) {
-    if (typeof opts.id !== 'string' || opts.id === '') throw new ConfigError('id must be a non-empty string', { key: 'id' })
+    const id = authIdOf(opts)
     const [problem] = checkMinionMasters(opts)
     if (problem !== undefined) throw problem
-    // The master's id rule, checked here so a bad id stops the start instead of retrying `_auth` forever:
-    // NFC (a decomposed `é` names the same key as a composed one), no separators, nothing invisible, ≤ 237 bytes.
-    const id = normalizeMinionId(opts.id)
-    validateMinionId(id)
     this.id = id
     this.opts = opts
     this.#logger = options.logger ?? createLogger({ level: opts.log_level ?? 'warning', name: 'minion' })

@@ -121,9 +121,11 @@ function cutStrings(root: { value: unknown }, excess: number, maxFrameBytes: num
  * longest strings in `return` are cut (each ending with {@link truncationMarker}); when that is not
  * enough (a huge list of small items), `return` becomes the start of its JSON text, cut the same
  * way; then `fun_args` likewise. `retcode`, `success` and the other fields are kept as they are.
+ * `reserveBytes`: what is kept free below `maxFrameBytes` for what wraps the load (default
+ * {@link RETURN_FRAME_RESERVE_BYTES}; a syndic's batch wraps a return in more).
  */
-export function fitReturn(load: ReturnLoad, maxFrameBytes: number): FittedReturn {
-  const budget = Math.max(1024, maxFrameBytes - RETURN_FRAME_RESERVE_BYTES)
+export function fitReturn(load: ReturnLoad, maxFrameBytes: number, reserveBytes = RETURN_FRAME_RESERVE_BYTES): FittedReturn {
+  const budget = Math.max(1024, maxFrameBytes - reserveBytes)
   const originalBytes = encodedBytes(load)
   if (originalBytes <= budget) return { load, originalBytes, bytes: originalBytes, truncated: false }
   const fitted: ReturnLoad = { ...load, return: copyTree(load.return), fun_args: copyTree(load.fun_args) as unknown[] }

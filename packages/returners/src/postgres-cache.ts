@@ -32,7 +32,9 @@ const SCHEMA_LOCK = 0x6272696e65 // "brine"
 const PAGE = 500
 
 /**
- * The job cache in PostgreSQL (`master_job_cache: postgres`), shared by several masters. Tables follow
+ * The job cache in PostgreSQL (`master_job_cache: postgres`), shared by several masters (a syndic tree's
+ * top and its syndic nodes' masters): a jid saved by several keeps the first load and the union of their
+ * expected minions. Tables follow
  * Salt's pgjsonb returner: `jids` (one row per job, its load and expected minions) and `salt_returns`
  * (one row per (jid, id), primary key on both, so a return written twice, by any master, is stored
  * once: `INSERT … ON CONFLICT DO NOTHING RETURNING 1` tells the writer whether it was first).
@@ -100,9 +102,13 @@ export class PostgresJobCache implements JobCache {
 
   async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void> {
     const started = jidToDate(jid)
+    // Several masters of a syndic tree save the same jid: the first real load stays (a placeholder `{}` from an early
+    // return is replaced) and the expected minions are the union of what each master expected.
     await this.#query(
-      `INSERT INTO ${this.#jids} (jid, load, minions, started) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (jid) DO UPDATE SET load = EXCLUDED.load, minions = EXCLUDED.minions`,
+      `INSERT INTO ${this.#jids} AS j (jid, load, minions, started) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (jid) DO UPDATE SET
+         load = CASE WHEN j.load = '{}'::jsonb THEN EXCLUDED.load ELSE j.load END,
+         minions = (SELECT coalesce(jsonb_agg(DISTINCT m ORDER BY m), '[]'::jsonb) FROM jsonb_array_elements(j.minions || EXCLUDED.minions) AS m)`,
       [jid, json(toJsonValue(load, 'load')), json(toJsonValue([...minions], 'minions')), started],
     )
   }

@@ -66,6 +66,24 @@ describe('PostgresJobCache', () => {
     }
   })
 
+  it('keeps the first load and unites the expected minions when several masters of a syndic tree save the same jid', async () => {
+    const schema = freshSchema()
+    const [top, lower] = await Promise.all([cacheIn(schema), cacheIn(schema)])
+    try {
+      const jid = jidAt('2024-07-02T00:00:00Z', 1)
+      // A return that arrives before any job record leaves a placeholder load: the first real load replaces it.
+      expect(await lower!.saveReturn(jid, 's1-web', ret(jid, 's1-web'))).toBe(true)
+      await top!.saveJob(jid, { jid, fun: 'test.ping', tgt: '*', user: 'root' }, ['direct1'])
+      await lower!.saveJob(jid, { jid, fun: 'test.ping', tgt: '*', user: 'root', to: 4 }, ['s1-web', 's1-db', 'direct1'])
+      const job = await top!.getJob(jid)
+      expect(job?.load).toEqual({ jid, fun: 'test.ping', tgt: '*', user: 'root' })
+      expect(job?.minions).toEqual(['direct1', 's1-db', 's1-web'])
+      expect(Object.keys(job?.returns ?? {})).toEqual(['s1-web'])
+    } finally {
+      await Promise.all([top!.close(), lower!.close()])
+    }
+  })
+
   it('is what openJobCache returns for master_job_cache: postgres, from postgres.url or the split keys', async () => {
     const parsed = new globalThis.URL(URL)
     const split = {

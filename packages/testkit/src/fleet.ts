@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
+import { deadline } from './deadline.js'
 import { HarnessSetupError, ProcessWaitError } from './errors.js'
 import { freeLoopbackPort } from './ports.js'
 import { DaemonProcess, runProcess, type RunResult } from './processes.js'
@@ -19,8 +20,10 @@ export interface FleetEvent {
 /** A reader of the master's event bus; `MasterEvent` from `@brine/client` is one. */
 export interface FleetEventReader {
   connect(): Promise<void>
-  iter(options: { match: string; matchType: 'regex'; hwm: number }): AsyncIterable<FleetEvent>
+  iter(options: { match: string; matchType: 'regex'; hwm: number; signal?: AbortSignal }): AsyncIterable<FleetEvent>
   close(): Promise<void>
+  /** Resolves at the reader's next connection (after a master restart); without it a restart does not wait for the reader. */
+  nextConnection?(): Promise<void>
 }
 
 /**
@@ -31,8 +34,8 @@ export interface FleetEventReader {
 export interface FleetBus {
   /** Opens a reader of the bus under `sockDir` that reconnects by itself after a master restart. */
   open(options: { sockDir: string; reconnect: { initial: number; max: number } }): FleetEventReader
-  /** The protocol's tags the fleet waits for: `salt/minion/<id>/start` and `salt/auth`. */
-  tags: { minionStart(id: string): string; readonly auth: string }
+  /** The protocol's tags the fleet waits for: `salt/minion/<id>/start`, `salt/syndic/<id>/start` and `salt/auth`. */
+  tags: { minionStart(id: string): string; syndicStart(id: string): string; readonly auth: string }
 }
 
 export interface FleetMinion {
@@ -73,6 +76,29 @@ export interface FleetOptions {
    * (it must exec the master in its place, so the pid is the master's).
    */
   masterPrefix?: readonly string[]
+  /** The loopback address the master binds and its minions use (default 127.0.0.1; any 127.x.y.z works on Linux). */
+  interface?: string
+  /** Serve on the same port numbers as this fleet (on another `interface`): several upper masters of one syndic share Salt's `syndic_master_port`. */
+  portsFrom?: Fleet
+  /**
+   * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
+   * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
+   */
+  syndic?: FleetSyndic
+}
+
+/** A syndic beside a fleet's master, connected to an upper fleet's master. */
+export interface FleetSyndic {
+  /** The syndic's id (what the upper master sees and accepts). */
+  id: string
+  /** The upper masters (their fleets); several make a multi-syndic. */
+  upper: Fleet | Fleet[]
+  /** The transport to the upper masters (each must serve it). */
+  transport: TransportName
+  /** Extra config keys for the syndic (`--set key=value` on its command line), e.g. `syndic_wait`. */
+  config?: Record<string, unknown>
+  /** Wait for `salt/syndic/<id>/start` on every upper master (default: when the upper master auto-accepts). */
+  waitForStart?: boolean
 }
 
 /** A process running many minions at once (the bench's brine-swarm). */
@@ -106,10 +132,10 @@ export const binPath = (name: string): string => join(BIN_DIR, `${name}.js`)
 const ID_SLOT = '\u0000id\u0000'
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
-/** A regex source matching the start and auth tags, built from the protocol's own tag functions. */
+/** A regex source matching the minion and syndic start tags and the auth tag, built from the protocol's own tag functions. */
 function startupTagPattern(tags: FleetBus['tags']): string {
-  const minionStart = escapeRegExp(tags.minionStart(ID_SLOT)).replace(escapeRegExp(ID_SLOT), '[^/]+')
-  return `^(?:${minionStart}|${escapeRegExp(tags.auth)})$`
+  const withId = (tag: (id: string) => string): string => escapeRegExp(tag(ID_SLOT)).replace(escapeRegExp(ID_SLOT), '[^/]+')
+  return `^(?:${withId(tags.minionStart)}|${withId(tags.syndicStart)}|${escapeRegExp(tags.auth)})$`
 }
 
 /**
@@ -122,6 +148,8 @@ export class Fleet {
   /** brine-api processes started with {@link startApi}. */
   readonly apis: DaemonProcess[] = []
   master!: DaemonProcess
+  /** The brine-syndic beside this fleet's master, when the fleet is a syndic node. */
+  syndic: DaemonProcess | undefined
   /** Every pid this fleet spawned (daemons, swarms, restarted masters), for after-the-fact checks. */
   readonly spawnedPids: number[] = []
   readonly ports = new Map<TransportName, { publish: number; ret: number }>()
@@ -134,7 +162,7 @@ export class Fleet {
 
   private constructor(
     readonly root: string,
-    private readonly options: FleetOptions,
+    readonly options: FleetOptions,
   ) {
     const used = new Set(options.minions.map((minion) => minion.transport))
     this.transports = options.transports ?? (['zeromq', 'tcp'] as const).filter((name) => used.has(name))
@@ -150,6 +178,14 @@ export class Fleet {
       await Promise.all(options.minions.map((minion) => fleet.startMinion(minion)))
       if (options.waitForMinions ?? options.autoAccept ?? true) {
         await Promise.all(options.minions.map((minion) => fleet.waitForMinionStart(minion.id)))
+      }
+      if (options.syndic !== undefined) {
+        const uppers = upperFleets(options.syndic)
+        const marks = uppers.map((upper) => upper.startEventCount)
+        await fleet.launchSyndic()
+        if (options.syndic.waitForStart ?? uppers.every((upper) => upper.options.autoAccept ?? true)) {
+          await Promise.all(uppers.map((upper, index) => upper.waitForSyndicStart(options.syndic!.id, marks[index])))
+        }
       }
       return fleet
     } catch (error) {
@@ -177,13 +213,31 @@ export class Fleet {
     return join(this.masterConfigDir, 'var/run/brine/master')
   }
 
+  /**
+   * The fleet's reader of its master's bus, connected since the master started; it reconnects on its own
+   * after a master restart, and {@link launchMaster} returns only once it has, so a reader iterating it
+   * across a restart misses nothing the restarted master fires.
+   */
+  get bus(): FleetEventReader {
+    if (this.events === undefined) throw new HarnessSetupError("the fleet's master is not started (or the fleet is stopped): no bus to read")
+    return this.events
+  }
+
+  /** The address this fleet's master binds and its minions connect to. */
+  get host(): string {
+    return this.options.interface ?? '127.0.0.1'
+  }
+
   private async startMaster(): Promise<void> {
-    for (const transport of this.transports) this.ports.set(transport, { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
+    for (const transport of this.transports) {
+      const shared = this.options.portsFrom?.ports.get(transport)
+      this.ports.set(transport, shared ?? { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
+    }
     const [first, ...others] = this.transports
     const portsOf = (name: TransportName) => this.ports.get(name)!
     const config: Record<string, unknown> = {
       root_dir: this.masterConfigDir,
-      interface: '127.0.0.1',
+      interface: this.host,
       transport: first,
       publish_port: portsOf(first!).publish,
       ret_port: portsOf(first!).ret,
@@ -194,13 +248,52 @@ export class Fleet {
     if (others.length > 0) {
       config['transport_opts'] = Object.fromEntries(others.map((name) => [name, { publish_port: portsOf(name).publish, ret_port: portsOf(name).ret }]))
     }
+    if (this.options.syndic !== undefined) Object.assign(config, this.#syndicConfig(this.options.syndic))
     await mkdir(this.masterConfigDir, { recursive: true })
     await writeFile(join(this.masterConfigDir, 'master'), stringify(config))
     await this.launchMaster()
   }
 
+  /**
+   * Salt's syndic keys, which live in the master's config file: every upper master serves the syndic's
+   * transport on the same ports (Salt's `syndic_master_port` is one port for all), each on its own host.
+   * The upper masters' publish port is left out: the syndic learns it from their auth replies.
+   */
+  #syndicConfig(syndic: FleetSyndic): Record<string, unknown> {
+    const uppers = upperFleets(syndic)
+    const rets = uppers.map((upper) => {
+      const ports = upper.ports.get(syndic.transport)
+      if (ports === undefined) throw new HarnessSetupError(`the upper fleet's master does not serve ${syndic.transport}`, { transport: syndic.transport })
+      return ports.ret
+    })
+    if (rets.some((port) => port !== rets[0])) {
+      throw new HarnessSetupError('the upper fleets of a multi-syndic must serve the same ports (FleetOptions.portsFrom) on distinct interfaces', { ports: rets.join(', ') })
+    }
+    return {
+      syndic_master: uppers.length === 1 ? uppers[0]!.host : uppers.map((upper) => upper.host),
+      syndic_master_port: rets[0],
+      syndic_transport: syndic.transport,
+    }
+  }
+
+  /**
+   * Starts (or restarts) this fleet's brine-syndic (the fleet must have `syndic` options) and waits for
+   * its start-up line; `salt/syndic/<id>/start` on the upper master comes after the upper master accepts it.
+   */
+  async launchSyndic(): Promise<DaemonProcess> {
+    const syndic = this.options.syndic
+    if (syndic === undefined) throw new HarnessSetupError('this fleet has no syndic (FleetOptions.syndic)')
+    const settings = { acceptance_wait_time: 0.2, ...syndic.config }
+    const sets = Object.entries(settings).flatMap(([key, value]) => ['--set', `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`])
+    this.syndic = this.spawnBin(`brine-syndic ${syndic.id}`, 'brine-syndic', ['-c', this.masterConfigDir, '-l', 'info', '--id', syndic.id, ...sets])
+    await this.syndic.waitForOutput(new RegExp(`syndic ${escapeRegExp(syndic.id)}: transport`), this.readyTimeoutMs)
+    return this.syndic
+  }
+
   /** Starts (or restarts) the master process and waits for every transport's start-up line. */
   async launchMaster(): Promise<DaemonProcess> {
+    // A restarted master: the bus reader must be back before launchMaster returns, so what the master fires from then on is read.
+    const reconnected = this.events?.nextConnection?.()
     const args = ['-c', this.masterConfigDir, '-l', 'info']
     const prefix = this.options.masterPrefix
     if (prefix === undefined || prefix.length === 0) {
@@ -214,13 +307,15 @@ export class Fleet {
       await this.master.waitForOutput(new RegExp(`transport ${transport}: publish`), this.readyTimeoutMs)
     }
     await this.connectEvents()
+    if (reconnected !== undefined) await deadline(reconnected, this.readyTimeoutMs, "the fleet's bus reader to reconnect to the restarted master")
     return this.master
   }
 
   private async connectEvents(): Promise<void> {
     if (this.events !== undefined) return
     const { bus } = this.options
-    const events = bus.open({ sockDir: this.sockDir, reconnect: { initial: 50, max: 500 } })
+    // Reconnects fast: after a master restart the reader is back before the minions (which back off for a second) return.
+    const events = bus.open({ sockDir: this.sockDir, reconnect: { initial: 10, max: 20 } })
     this.events = events
     await events.connect()
     void (async () => {
@@ -247,7 +342,7 @@ export class Fleet {
     const config = {
       root_dir: dir,
       id: minion.id,
-      master: '127.0.0.1',
+      master: this.host,
       master_port: ports.ret,
       publish_port: ports.publish,
       transport: minion.transport,
@@ -263,6 +358,12 @@ export class Fleet {
   waitForMinionStart(id: string, from = 0): Promise<void> {
     const tag = this.options.bus.tags.minionStart(id)
     return this.waitForEvent((event) => event.tag === tag, `minion ${id} to fire ${tag}`, id, from)
+  }
+
+  /** Waits for `salt/syndic/<id>/start` on this fleet's master (a syndic below it connected; at or after event index `from`). */
+  waitForSyndicStart(id: string, from = 0): Promise<void> {
+    const tag = this.options.bus.tags.syndicStart(id)
+    return this.waitForEvent((event) => event.tag === tag, `syndic ${id} to fire ${tag}`, id, from)
   }
 
   /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
@@ -348,8 +449,14 @@ export class Fleet {
     await this.events?.close()
     this.events = undefined
     await Promise.all(this.apis.map((api) => api.stop()))
+    await this.syndic?.stop()
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
   }
+}
+
+/** The upper fleets of a syndic, as a list. */
+function upperFleets(syndic: FleetSyndic): Fleet[] {
+  return Array.isArray(syndic.upper) ? syndic.upper : [syndic.upper]
 }

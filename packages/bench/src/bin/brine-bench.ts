@@ -30,6 +30,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
+  --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
+                          each; jobs go to the top (zeromq or tcp; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
   --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
   --burst <n>             overload burst jobs (default 200; quick 50)
@@ -47,6 +49,7 @@ const { values } = parseArgs({
     procs: { type: 'string', default: '50' },
     swarm: { type: 'boolean', default: false },
     'swarm-size': { type: 'string' },
+    syndics: { type: 'string' },
     calls: { type: 'string' },
     jobs: { type: 'string' },
     burst: { type: 'string' },
@@ -89,6 +92,11 @@ if (values.n !== undefined) {
   )
 }
 if (values.swarm) cases = cases.map((benchCase) => ({ ...benchCase, mode: 'swarm' }))
+const syndics = positive(values.syndics, '--syndics')
+if (syndics !== undefined) {
+  if (transports.includes('both')) fail('--syndics runs a tree on one transport: give --transports zeromq, tcp or zeromq,tcp')
+  cases = cases.map((benchCase) => ({ ...benchCase, syndics }))
+}
 
 // Progress: a bar on a terminal, plain lines otherwise (CI logs).
 const total = cases.length * PHASES.length
@@ -101,7 +109,7 @@ const bar = process.stderr.isTTY
 bar?.start(total, 0, { label: 'starting' })
 let step = 0
 const onPhase = (benchCase: BenchCase, phase: string): void => {
-  const label = `${benchCase.transport} N=${benchCase.n} (${benchCase.mode}): ${phase}`
+  const label = `${benchCase.transport} N=${benchCase.n} (${benchCase.mode}${benchCase.syndics === undefined ? '' : `, ${benchCase.syndics} syndics`}): ${phase}`
   if (bar !== undefined) bar.update(step, { label })
   else process.stderr.write(`brine-bench: ${label}\n`)
   step++

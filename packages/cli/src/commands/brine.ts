@@ -206,7 +206,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     }
     const job = await client.runJob(args.tgt, args.fun, args.arg, jobOptions)
     const { jid, minions } = job
-    if (minions.length === 0) {
+    if (minions.length === 0 && Object.keys(job.syndics ?? {}).length === 0) {
       await job.close()
       return noMinions()
     }
@@ -214,7 +214,8 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     if (args.verbose) io.stdout.write(jobBanner(jid))
     // A live "returns 2/3" on a terminal's stderr.
     const live = new LiveLine(io, 'returns {value}/{total}', { enabled: !args.static && io.stderr.isTTY === true })
-    live.start(minions.length)
+    // Behind syndics the total is what they announced before; their announcements may add to it.
+    live.start(minions.length + Object.values(job.syndics ?? {}).reduce((sum, candidates) => sum + candidates.length, 0))
     const collected: Record<string, unknown> = {}
     let failed = false
     let received = 0

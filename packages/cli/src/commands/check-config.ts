@@ -16,13 +16,13 @@ function withoutSource(message: string, source: ConfigSource): string {
 }
 
 /**
- * `brine-master --check-config` / `brine-minion --check-config`: reads the role's config files as the daemon
+ * `brine-master --check-config` / `brine-minion --check-config` / `brine-syndic --check-config`: reads the role's config files as the daemon
  * would and prints every problem, one line each, `<file>:<line>: error|warning: <what>`, in file and line
- * order, then a summary. Beyond types it checks that `user` exists and that a minion's `id` is usable.
+ * order, then a summary. Beyond types it checks that `user` exists and that a minion's (or syndic's) `id` is usable.
  * Exit 1 when there is an error, 0 when there is none (warnings, such as an unknown key, do not fail it).
  */
 export async function runCheckConfig(
-  role: 'master' | 'minion',
+  role: 'master' | 'minion' | 'syndic',
   options: Pick<LoadConfigOptions, 'configDir' | 'overrides'>,
   io: CommandIO,
   /** Problems found before loading, e.g. a `--set` value of the wrong type. */
@@ -43,8 +43,8 @@ export async function runCheckConfig(
   if (userSource !== undefined && typeof check.opts.user === 'string' && lookupUser(check.opts.user) === undefined) {
     problems.push({ severity: 'error', source: userSource, message: `user '${check.opts.user}' does not exist on this host` })
   }
-  if (role === 'minion') {
-    // The minion normalises its id to NFC before it checks it, so this does too.
+  if (role === 'minion' || role === 'syndic') {
+    // The minion (and the syndic) normalise the id to NFC before checking it, so this does too.
     const problem = minionIdProblem(normalizeMinionId(check.opts.id))
     if (problem !== undefined) {
       problems.push({ severity: 'error', source: check.sources.get('id') ?? { file: 'defaults (the host name)' }, message: `id ${JSON.stringify(check.opts.id)} ${problem}` })

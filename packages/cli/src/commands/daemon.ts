@@ -10,6 +10,7 @@ import {
   type DaemonLogging,
   type MasterConfig,
   type MinionConfig,
+  type SyndicConfig,
 } from '@brine/common'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
@@ -24,11 +25,11 @@ export interface Daemon {
 export type DaemonClass<C> = new (opts: C, options: { logger: Logger }) => Daemon
 
 export interface DaemonDeps<C> {
-  /** Loads the daemon class (default: `Master` from @brine/master, `Minion` from @brine/minion). */
+  /** Loads the daemon class (default: `Master` from @brine/master, `Minion` from @brine/minion, `Syndic` from @brine/syndic). */
   load?: () => Promise<DaemonClass<C>>
 }
 
-type Role = 'master' | 'minion'
+type Role = 'master' | 'minion' | 'syndic'
 
 /** A flag that becomes a config override: `--ret-port 4606` → `ret_port=4606`. */
 interface OverrideFlag {
@@ -65,12 +66,35 @@ const MINION_FLAGS: OverrideFlag[] = [
   ...PROCESS_FLAGS,
 ]
 
+/**
+ * Salt's salt-syndic reads the master's config file; its process keys are syndic_pidfile and
+ * syndic_log_file (the master's own pidfile and log_file stay the master's).
+ */
+const SYNDIC_FLAGS: OverrideFlag[] = [
+  { flags: '--id <id>', key: 'id', help: "the syndic's id (what the upper master sees)" },
+  { flags: '--syndic-master <host>', key: 'syndic_master', help: 'the upper master to connect to' },
+  { flags: '--syndic-master-port <port>', key: 'syndic_master_port', help: "the upper master's request port" },
+  { flags: '--syndic-transport <name>', key: 'syndic_transport', help: 'transport to the upper master: zeromq or tcp (default: the master’s transport)' },
+  { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
+  { flags: '-u, --user <user>', key: 'user', help: 'run as this user (started as root: switch to it after connecting and reading keys)' },
+  { flags: '--pid-file <path>', key: 'syndic_pidfile', help: 'where to write the pid (default /var/run/brine-syndic.pid)' },
+  { flags: '--log-file <path>', key: 'syndic_log_file', help: 'log file path (default /var/log/brine/syndic)' },
+  { flags: '--log-file-level <level>', key: 'log_level_logfile', help: 'log file level (default: the log level)' },
+]
+
+const ROLE_FLAGS: Record<Role, OverrideFlag[]> = { master: MASTER_FLAGS, minion: MINION_FLAGS, syndic: SYNDIC_FLAGS }
+const DESCRIPTIONS: Record<Role, string> = {
+  master: "Run the Brine master (Salt's `salt-master`).",
+  minion: "Run a Brine minion (Salt's `salt-minion`).",
+  syndic: "Run the Brine syndic beside a master, relaying an upper master's jobs (Salt's `salt-syndic`); it reads the master's config file.",
+}
+/** The daemon class each role's package exports. */
+const DAEMON_CLASSES: Record<Role, string> = { master: 'Master', minion: 'Minion', syndic: 'Syndic' }
+
 function buildProgram(role: Role, io: CommandIO): Command {
   const name = `brine-${role}`
-  const program = addCommonOptions(createProgram(name, io)).description(
-    role === 'master' ? "Run the Brine master (Salt's `salt-master`)." : "Run a Brine minion (Salt's `salt-minion`).",
-  )
-  for (const flag of role === 'master' ? MASTER_FLAGS : MINION_FLAGS) program.option(flag.flags, flag.help)
+  const program = addCommonOptions(createProgram(name, io)).description(DESCRIPTIONS[role])
+  for (const flag of ROLE_FLAGS[role]) program.option(flag.flags, flag.help)
   program
     .option('--set <key=value>', 'set any config key (repeatable), e.g. --set timeout=10', (value: string, previous: string[]) => [...previous, value], [] as string[])
     .option('-d, --daemon', 'not supported: run under a process supervisor instead')
@@ -80,7 +104,7 @@ function buildProgram(role: Role, io: CommandIO): Command {
 
 /** A daemon's loaded config; `logger` writes to the command's stderr only (runDaemon adds the log file). */
 export interface LoadedDaemonConfig {
-  opts: MasterConfig | MinionConfig
+  opts: MasterConfig | MinionConfig | SyndicConfig
   logger: Logger
   /** `-l` when given on the command line (it wins over `log_level`). */
   consoleLevel: LogLevel | undefined
@@ -111,7 +135,7 @@ export async function loadDaemonConfig(role: Role, argv: readonly string[], io: 
         overrideErrors.push(error)
       }
     }
-    for (const flag of role === 'master' ? MASTER_FLAGS : MINION_FLAGS) {
+    for (const flag of ROLE_FLAGS[role]) {
       const attribute = program.options.find((option) => option.flags === flag.flags)?.attributeName()
       const value = attribute === undefined ? undefined : o[attribute]
       if (typeof value === 'string') override(`${flag.key}=${value}`)
@@ -141,9 +165,9 @@ function aborted(signal: AbortSignal | undefined): Promise<void> {
 
 async function defaultLoader(role: Role): Promise<DaemonClass<never>> {
   // Looked up by name so the CLI builds whatever the daemon packages currently export.
-  const module = (role === 'master' ? await import('@brine/master') : await import('@brine/minion')) as Record<string, unknown>
-  const exported = module[role === 'master' ? 'Master' : 'Minion']
-  if (typeof exported !== 'function') throw new DaemonLoadError(role, role === 'master' ? 'Master' : 'Minion')
+  const module = (role === 'master' ? await import('@brine/master') : role === 'minion' ? await import('@brine/minion') : await import('@brine/syndic')) as Record<string, unknown>
+  const exported = module[DAEMON_CLASSES[role]]
+  if (typeof exported !== 'function') throw new DaemonLoadError(role, DAEMON_CLASSES[role])
   return exported as DaemonClass<never>
 }
 
@@ -208,7 +232,7 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
 }
 
 /** The directories a daemon writes to while it runs. */
-function daemonDirs(opts: MasterConfig | MinionConfig): string[] {
+function daemonDirs(opts: MasterConfig | MinionConfig | SyndicConfig): string[] {
   return (['pki_dir', 'cachedir', 'sock_dir'] as const).map((key) => opts[key]).filter((path): path is string => typeof path === 'string' && path !== '')
 }
 
@@ -218,7 +242,7 @@ function daemonDirs(opts: MasterConfig | MinionConfig): string[] {
  * them), its log file (and the directories created for it) and its pidfile go to `runAs`, then the process
  * switches to it for good.
  */
-function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig, created: readonly string[], logging: DaemonLogging, pidfile: string | undefined, logger: Logger): void {
+function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig | SyndicConfig, created: readonly string[], logging: DaemonLogging, pidfile: string | undefined, logger: Logger): void {
   for (const dir of created) chownPath(dir, runAs)
   for (const dir of daemonDirs(opts)) chownTree(dir, runAs)
   const file = logging.file
@@ -235,3 +259,4 @@ function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig, created: re
 
 export const runMaster = (argv: readonly string[], io: CommandIO, deps: DaemonDeps<MasterConfig> = {}): Promise<number> => runDaemon('master', argv, io, deps)
 export const runMinion = (argv: readonly string[], io: CommandIO, deps: DaemonDeps<MinionConfig> = {}): Promise<number> => runDaemon('minion', argv, io, deps)
+export const runSyndic = (argv: readonly string[], io: CommandIO, deps: DaemonDeps<SyndicConfig> = {}): Promise<number> => runDaemon('syndic', argv, io, deps)

@@ -6,3 +6,4 @@
 export * from './loads.js'
 export * from './requests.js'
 export * from './tags.js'
+export * from './syndic.js'

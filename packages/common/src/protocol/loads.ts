@@ -38,6 +38,8 @@ export interface PublishLoad {
   password?: string
   timeout?: number
   to?: number
+  /** The master that started the job, when a syndic passes a job down (Salt's `master_id`, kept as it is). */
+  master_id?: string
   /** Filled in by the master: the minions expected to answer. */
   minions?: string[]
 }
@@ -59,6 +61,12 @@ export interface TokenData {
 export interface PublishReply {
   jid: string
   minions: string[]
+  /**
+   * With `order_masters`: the syndics expected to announce their minions for this job, each with the
+   * minions it announced before that this job's target may select (what is reported missing if the
+   * syndic never announces).
+   */
+  syndics?: Record<string, string[]>
 }
 
 /** What the master publishes to minions for a job (encrypted and signed on the wire). */
@@ -178,6 +186,7 @@ export function validatePublishLoad(value: unknown): PublishLoad {
     password: optional(string),
     timeout: optional(number),
     to: optional(number),
+    master_id: optional(string),
     minions: optional(array),
   })
 }

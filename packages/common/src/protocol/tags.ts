@@ -7,11 +7,21 @@
 export const AUTH_TAG = 'salt/auth'
 /** `salt/key`: a key changed state (data: `{act, id, result}`). */
 export const KEY_TAG = 'salt/key'
+/**
+ * `brine/bus/dropped` (data `{count}`): what a `MasterEvent` reader sees where the master's bus had to drop
+ * events for its connection (its queue was full; the next event that reached it said how many). A reader
+ * that must not miss returns (the syndic) reads the job cache back when it sees it. Not one of Salt's tags.
+ */
+export const BUS_DROPPED_TAG = 'brine/bus/dropped'
 /** `minion_start`: the legacy start event every minion fires once. */
 export const MINION_START_TAG = 'minion_start'
 
 /** The prefix every job event shares; a reader of all job events matches on it. */
 export const JOB_TAG_PREFIX = 'salt/job/'
+/** The prefix of events a syndic forwarded (Salt's `syndic/<id>/<tag>`), its announcements among them. */
+export const SYNDIC_TAG_PREFIX = 'syndic/'
+/** What a reader of one job's returns on a master with syndics listens to: job events and syndic announcements. */
+export const JOB_EVENT_PREFIXES: readonly string[] = [JOB_TAG_PREFIX, SYNDIC_TAG_PREFIX]
 
 export const tags = {
   /** `salt/job/<jid>/new`: the master published a job (data carries `minions`). */
@@ -36,6 +46,12 @@ export const tags = {
   minionStart: (id: string): string => `salt/minion/${id}/start`,
   /** `salt/minion/<id>/`: the only tags (besides `minion_start`) a minion may fire on the master's bus. */
   minionPrefix: (id: string): string => `salt/minion/${id}/`,
+  /** `salt/syndic/<id>/start`: a syndic connected to this master (Salt's syndic start event). */
+  syndicStart: (id: string): string => `salt/syndic/${id}/start`,
+  /** `syndic/<id>/<tag>`: an event of syndic `id`'s master, forwarded up. */
+  syndicEvent: (id: string, tag: string): string => `${SYNDIC_TAG_PREFIX}${id}/${tag}`,
+  /** `syndic/<id>/salt/job/<jid>/new`: syndic `id` announced the minions it answers for in job `jid`. */
+  syndicJobNew: (id: string, jid: string): string => `${SYNDIC_TAG_PREFIX}${id}/salt/job/${jid}/new`,
   auth: AUTH_TAG,
   key: KEY_TAG,
   minionStartLegacy: MINION_START_TAG,
@@ -64,4 +80,31 @@ export function parseJobReturnTag(tag: string): { jid: string; id: string } | un
 /** True when a minion `id` may fire `tag` on the master's bus (its own `salt/minion/<id>/…` or `minion_start`). */
 export function isMinionOwnTag(id: string, tag: string): boolean {
   return tag === MINION_START_TAG || tag.startsWith(tags.minionPrefix(id))
+}
+
+/** `syndic/<id>/<rest>` → its parts; undefined for any other tag (syndic ids, like minion ids, hold no `/`). */
+export function parseSyndicTag(tag: string): { syndic: string; tag: string } | undefined {
+  if (!tag.startsWith(SYNDIC_TAG_PREFIX)) return undefined
+  const slash = tag.indexOf('/', SYNDIC_TAG_PREFIX.length)
+  if (slash <= SYNDIC_TAG_PREFIX.length) return undefined
+  return { syndic: tag.slice(SYNDIC_TAG_PREFIX.length, slash), tag: tag.slice(slash + 1) }
+}
+
+/** A syndic's announcement event (`syndic/<id>/salt/job/<jid>/new` with `minions`) → its parts; undefined otherwise. */
+export function parseSyndicAnnouncement(event: { tag: string; data: Record<string, unknown> }): SyndicAnnouncementParts | undefined {
+  const parsed = parseSyndicTag(event.tag)
+  if (parsed === undefined) return undefined
+  const inner = parseJobTag(parsed.tag)
+  if (inner?.kind !== 'new') return undefined
+  const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [])
+  return { syndic: parsed.syndic, jid: inner.jid, minions: strings(event.data['minions']), pending: strings(event.data['syndic_pending']) }
+}
+
+/** What {@link parseSyndicAnnouncement} gives. */
+export interface SyndicAnnouncementParts {
+  syndic: string
+  jid: string
+  minions: string[]
+  /** Lower syndics the announcing syndic still waits for (`syndic_pending`); empty when its subtree is complete. */
+  pending: string[]
 }

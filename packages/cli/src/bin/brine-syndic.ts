@@ -1,0 +1,4 @@
+import { runBin } from '../bin-runner.js'
+import { runSyndic } from '../commands/daemon.js'
+
+await runBin(runSyndic)

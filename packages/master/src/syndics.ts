@@ -1,0 +1,202 @@
+import { randomBytes } from 'node:crypto'
+import { mkdir, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { expectedMinions, type Nodegroups, type Target } from '@brine/common'
+import { isValidMinionId } from '@brine/crypt'
+import { silentLogger, type Logger } from '@brine/transport'
+
+/** How long the registry waits to write a syndic's file after a change, so a burst of announcements is one write. */
+const PERSIST_DELAY_MS = 200
+
+/**
+ * The syndics attached to this master and the minions each has announced, in memory and at
+ * `<cachedir>/syndics/<id>` (JSON `{minions}`; Salt keeps an empty marker file there). The master uses
+ * it to leave syndics out of the minions it expects (a syndic is not a minion that did not return), to
+ * tell the client which syndics may announce for a job, and to name the minions behind a syndic that
+ * never announces (dead), so they are reported rather than silently absent.
+ */
+export class SyndicRegistry {
+  readonly dir: string
+  readonly #logger: Logger
+  readonly #minions = new Map<string, Set<string>>()
+  readonly #dirty = new Set<string>()
+  #timer: NodeJS.Timeout | undefined
+  #writing: Promise<void> = Promise.resolve()
+
+  constructor(cachedir: string, logger: Logger = silentLogger) {
+    this.dir = join(cachedir, 'syndics')
+    this.#logger = logger
+  }
+
+  /** Reads the registry written before; unreadable files are logged and skipped. */
+  async load(): Promise<void> {
+    let names: string[]
+    try {
+      names = await readdir(this.dir)
+    } catch {
+      return
+    }
+    for (const id of names.filter(isValidMinionId)) {
+      try {
+        const text = await readFile(join(this.dir, id), 'utf8')
+        const value = text.trim() === '' ? {} : (JSON.parse(text) as { minions?: unknown })
+        const minions = Array.isArray(value.minions) ? value.minions.filter((m): m is string => typeof m === 'string' && isValidMinionId(m)) : []
+        this.#minions.set(id, new Set(minions))
+      } catch (error) {
+        this.#logger.warning(`syndic registry: cannot read ${join(this.dir, id)}: ${(error as Error).message}; skipped`)
+      }
+    }
+  }
+
+  isSyndic(id: string): boolean {
+    return this.#minions.has(id)
+  }
+
+  /** The known syndics' ids. */
+  ids(): string[] {
+    return [...this.#minions.keys()]
+  }
+
+  /** Minions syndic `id` has announced so far. */
+  minionsOf(id: string): readonly string[] {
+    return [...(this.#minions.get(id) ?? [])]
+  }
+
+  /** Records `id` as a syndic; true the first time. */
+  register(id: string): boolean {
+    if (this.#minions.has(id)) return false
+    this.#minions.set(id, new Set())
+    this.#schedule(id)
+    return true
+  }
+
+  /** Adds minions syndic `id` announced (registering it too). */
+  addMinions(id: string, minions: Iterable<string>): void {
+    this.register(id)
+    const known = this.#minions.get(id)!
+    let added = false
+    for (const minion of minions) {
+      if (known.has(minion)) continue
+      known.add(minion)
+      added = true
+    }
+    if (added) this.#schedule(id)
+  }
+
+  /** Forgets syndic `id` (its key was deleted). */
+  forget(id: string): void {
+    if (!this.#minions.delete(id)) return
+    this.#dirty.delete(id)
+    this.#writing = this.#writing.then(() => unlink(join(this.dir, id)).catch(() => {}))
+  }
+
+  /**
+   * For each syndic in `syndics`: the minions it announced before that `target` may select by id
+   * (greedy on grains, which the master does not know for them).
+   */
+  async candidates(target: Target, syndics: readonly string[], nodegroups?: Nodegroups): Promise<Record<string, string[]>> {
+    const out: Record<string, string[]> = {}
+    for (const syndic of syndics) {
+      const minions = this.minionsOf(syndic)
+      out[syndic] = minions.length === 0 ? [] : await expectedMinions(target, minions.map((id) => ({ id })), nodegroups)
+    }
+    return out
+  }
+
+  #schedule(id: string): void {
+    this.#dirty.add(id)
+    if (this.#timer !== undefined) return
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      void this.flush()
+    }, PERSIST_DELAY_MS)
+    this.#timer.unref()
+  }
+
+  /** Writes every changed syndic's file (atomically: a temporary file, then rename). */
+  flush(): Promise<void> {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    const ids = [...this.#dirty]
+    this.#dirty.clear()
+    this.#writing = this.#writing.then(async () => {
+      if (ids.length === 0) return
+      await mkdir(this.dir, { recursive: true, mode: 0o700 })
+      for (const id of ids) {
+        const minions = this.#minions.get(id)
+        if (minions === undefined) continue
+        const file = join(this.dir, id)
+        const temp = `${file}.${randomBytes(4).toString('hex')}.tmp`
+        try {
+          await writeFile(temp, JSON.stringify({ minions: [...minions].sort() }), { mode: 0o600 })
+          await rename(temp, file)
+        } catch (error) {
+          await unlink(temp).catch(() => {})
+          this.#logger.warning(`syndic registry: cannot write ${file}: ${(error as Error).message}`)
+        }
+      }
+    })
+    return this.#writing
+  }
+}
+
+/** What one syndic announced for one job. */
+interface SyndicShare {
+  minions: Set<string>
+  pending: string[]
+}
+
+/**
+ * Per job, which syndic announced which minions, bounded by the number of (job, minion) announcements
+ * held (the oldest jobs are forgotten first). A syndic's return for a minion is accepted only if that
+ * syndic announced that minion for that job; a forgotten job costs nothing, because every batch a syndic
+ * sends announces the minions of the returns in it again.
+ */
+export class Announcements {
+  readonly #jobs = new Map<string, Map<string, SyndicShare>>()
+  readonly #limit: number
+  #entries = 0
+
+  constructor(limit = 1_000_000) {
+    this.#limit = limit
+  }
+
+  /**
+   * Records what `syndic` announced for `jid`: the minions not announced by it before, and whether its
+   * pending syndics changed (or this is its first announcement for the job): either is worth an event.
+   */
+  announce(jid: string, syndic: string, minions: readonly string[], pending: readonly string[]): { fresh: string[]; changed: boolean } {
+    let job = this.#jobs.get(jid)
+    if (job === undefined) {
+      job = new Map()
+      this.#jobs.set(jid, job)
+    }
+    let share = job.get(syndic)
+    const first = share === undefined
+    if (share === undefined) {
+      share = { minions: new Set(), pending: [...pending] }
+      job.set(syndic, share)
+    }
+    const fresh = minions.filter((id) => !share.minions.has(id))
+    for (const id of fresh) share.minions.add(id)
+    this.#entries += fresh.length
+    const changed = first || share.pending.length !== pending.length || share.pending.some((id, index) => id !== pending[index])
+    share.pending = [...pending]
+    this.#bound(jid)
+    return { fresh, changed }
+  }
+
+  announcedBy(jid: string, minion: string, syndic: string): boolean {
+    return this.#jobs.get(jid)?.get(syndic)?.minions.has(minion) === true
+  }
+
+  /** Forgets the oldest jobs (never `keep`) until the announcements held fit the limit. */
+  #bound(keep: string): void {
+    for (const [jid, job] of this.#jobs) {
+      if (this.#entries <= this.#limit) return
+      if (jid === keep) continue
+      for (const share of job.values()) this.#entries -= share.minions.size
+      this.#jobs.delete(jid)
+    }
+  }
+}
