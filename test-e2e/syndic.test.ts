@@ -250,10 +250,10 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   })
 })
 
-describe('two syndic nodes and the top on one PostgreSQL job cache', () => {
+describe.each(TRANSPORTS)('two syndic nodes and the top on one PostgreSQL job cache over %s', (transport) => {
   it('jobs.lookup_jid at the top shows every return of the tree once, and the top fires one event per minion', async () => {
     const pg = { master_job_cache: 'postgres', 'postgres.url': process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test' }
-    const { top } = await startTree('tcp', pg, pg)
+    const { top } = await startTree(transport, pg, pg)
     const returns = record(top, '^salt/job/')
     const jid = jidOf((await top.run('brine', ['*', 'test.echo', 'shared', '--async'])).stdout)
     await returns.until((events) => Object.keys(returnCounts(events, jid)).length === 5, `the 5 returns of ${jid} at the top`)
