@@ -81,6 +81,8 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
     expect(json(lookup.stdout)).toEqual({ mm: 'slept' })
     expect(minion.stderr.match(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`, 'g'))).toHaveLength(1)
     expect(await readFile(slowFile, 'utf8')).toBe('ran\n')
+    // Its publishes reach the minion again once the minion's publish link is back (it says so).
+    await minion.waitForOutput(new RegExp(`publishes from \\S*127\\.0\\.0\\.1:${one.ports.get(transport)!.publish}: connected again`), WAIT_MS)
     expect(await ping(one, 'mm')).toEqual({ mm: true })
     // The second master never saw that job's return.
     const elsewhere = await two.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])

@@ -233,7 +233,19 @@ export class MasterLink implements ReturnRoute {
     this.#publish = client
     this.#publishPort = port
     this.#resolvePublishReady(client)
+    this.#track(this.#watchPublishLink(client))
     return client
+  }
+
+  /** Says when a lost publish connection is back: until then this master's jobs cannot reach the minion. */
+  async #watchPublishLink(client: PublishClient): Promise<void> {
+    let connects = 0
+    for await (const event of client.events()) {
+      if (this.#controller.signal.aborted) break
+      if (event.type === 'peer-disconnect') this.#logger.info(`publishes from ${client.address}: connection lost`)
+      if (event.type !== 'peer-connect') continue
+      if (++connects > 1) this.#logger.info(`publishes from ${client.address}: connected again`)
+    }
   }
 
   /**
