@@ -91,7 +91,8 @@ const validJids = new LruMap<string, true>(256)
 /** True for a string in Salt's jid format that names a real time. */
 export function isJid(value: unknown): value is string {
   if (typeof value !== 'string') return false
-  if (validJids.get(value) === true) return true
+  // has(), not get(): a hit needs no reordering (the jids of live jobs are the newest entries anyway).
+  if (validJids.has(value)) return true
   try {
     parseJid(value)
   } catch {

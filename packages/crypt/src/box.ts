@@ -201,13 +201,14 @@ export class MinionBoxes {
   }
 
   async #box(id: string): Promise<PeerBox> {
-    validateMinionId(id)
+    const known = this.#boxes.get(id)
+    // Only ids that passed are kept, so a known one (every request after a minion's first) is not checked again.
+    if (known === undefined) validateMinionId(id)
     const publicKey = await this.#lookup(id)
     if (publicKey === undefined) {
       this.#boxes.delete(id)
       throw new MinionNotAcceptedError(id)
     }
-    const known = this.#boxes.get(id)
     if (known !== undefined && Buffer.compare(known.peerPublicKey, publicKey) === 0) return known
     const box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey), cache: this.#cache })
     this.#boxes.set(id, box)
