@@ -267,7 +267,9 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     // (80-100 MiB measured here), well under the 150 MiB the events alone would take.
     expect(withIdle - before).toBeLessThan(32 * 1024 * 1024)
     expect(after.Memory.heapUsed).toBeLessThan(64 * 1024 * 1024)
-    expect(after.Memory.arrayBuffers).toBeLessThan(64 * 1024 * 1024)
+    // Buffers already garbage count here until V8 collects them, which it does when external memory has
+    // grown by about 64 MiB: a bound at 64 MiB failed by 7 MiB under load; 150 MiB held would still fail.
+    expect(after.Memory.arrayBuffers).toBeLessThan(96 * 1024 * 1024)
     expect(grown).toBeLessThan(144 * 1024 * 1024)
     // The slow reader catches up and is told how many events it lost.
     const slow = new SseReader(slowResponse)
