@@ -146,11 +146,11 @@ const errorsDoc = readFileSync(join(root, 'docs', 'errors.md'), 'utf8')
 for (const name of readdirSync(join(root, 'packages')).sort()) {
   for (const file of sourceFiles(join(root, 'packages', name, 'src'))) {
     const text = readFileSync(file, 'utf8')
-    for (const match of text.matchAll(/^export class (\w+Error) extends \w+ \{\n\s+override name(?::\s*string)?\s*=\s*'(\w+)'/gm)) {
-      if (match[2] !== match[1]) problems.push(`${relative(root, file)}: ${match[1]} sets name '${match[2]}'`)
-    }
-    for (const match of text.matchAll(/^export class (\w+Error) extends/gm)) {
-      if (!errorsDoc.includes(`\`${match[1]}\``)) problems.push(`${relative(root, file)}: ${match[1]} is not listed in docs/errors.md`)
+    // An error class, and the literal name it sets when the name follows the class line.
+    for (const match of text.matchAll(/^export class (\w+Error) extends \w+(?: \{\n\s+override name(?::\s*string)?\s*=\s*'(\w+)')?/gm)) {
+      const where = relative(root, file)
+      if (!errorsDoc.includes(`\`${match[1]}\``)) problems.push(`${where}: ${match[1]} is not listed in docs/errors.md`)
+      if (match[2] !== undefined && match[2] !== match[1]) problems.push(`${where}: ${match[1]} sets name '${match[2]}'`)
     }
   }
 }

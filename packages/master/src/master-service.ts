@@ -353,11 +353,7 @@ export class MasterService {
   async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
     await this.#o.issued.check(ret.jid, id)
-    const stored = await this.#o.jobs.saveReturn(ret.jid, id, ret).catch((error: unknown) => {
-      // No retry can store it (a NaN in PostgreSQL's jsonb): refused for good, so the minion does not spool it forever.
-      if (error instanceof UnstorableValueError) throw new ReturnRefusedError(ret.jid, id, 'unstorable', error.message)
-      throw error
-    })
+    const stored = await this.#saveReturn(ret)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored
   }
@@ -424,9 +420,9 @@ export class MasterService {
       if (entry.master_id !== undefined) load.master_id = entry.master_id
       saves.push(
         this.#storeSyndicReturn(load).catch((error: unknown) => {
-          // As for a minion's return: no retry can store it, so it is refused rather than spooled forever.
-          if (!(error instanceof UnstorableValueError)) throw error
-          refuse([minion], `unstorable: ${error.message}`)
+          // That one return is refused; the rest of the batch is stored.
+          if (!(error instanceof ReturnRefusedError)) throw error
+          refuse([minion], error.message)
         }),
       )
     }
@@ -453,9 +449,20 @@ export class MasterService {
     return candidates.filter((minion) => selected.has(minion))
   }
 
+  /**
+   * Stores `ret` in the job cache; false for a duplicate. A return no retry can store (a NaN in PostgreSQL's
+   * jsonb) is a ReturnRefusedError, so its sender drops it instead of spooling it forever.
+   */
+  #saveReturn(ret: ReturnLoad): Promise<boolean> {
+    return this.#o.jobs.saveReturn(ret.jid, ret.id, ret).catch((error: unknown) => {
+      if (error instanceof UnstorableValueError) throw new ReturnRefusedError(ret.jid, ret.id, 'unstorable', error.message)
+      throw error
+    })
+  }
+
   /** Stores a return a syndic delivered and fires its event the first time this master sees it. */
   async #storeSyndicReturn(ret: ReturnLoad): Promise<void> {
-    const stored = await this.#o.jobs.saveReturn(ret.jid, ret.id, ret)
+    const stored = await this.#saveReturn(ret)
     let fire = stored
     if (this.#o.settings.sharedJobCache === true) {
       // Another master (the syndic's own) may have stored it first in the shared cache.
