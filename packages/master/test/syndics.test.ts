@@ -2,7 +2,9 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createJidGenerator, tags } from '@brine/common'
-import { rootCaller } from '../src/index.js'
+import type { ReturnLoad } from '@brine/common'
+import { UnstorableValueError } from '@brine/returners'
+import { MemoryJobStore, rootCaller } from '../src/index.js'
 import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
 
 const TRANSPORTS = ['zeromq', 'tcp'] as const
@@ -119,6 +121,29 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
     expect(events.tagged('syndic/syn1/salt/auth')).toHaveLength(1)
     expect(master.replayStats().duplicates).toBe(3)
     expect(Object.keys((await master.jobs.getJob(published.jid))!.returns)).toEqual(['below1'])
+  })
+
+  it('refuses alone a return of a batch its job cache cannot store (a NaN in PostgreSQL) and stores the rest', async () => {
+    const dir = await tempDir()
+    // What the PostgreSQL cache does with a value jsonb cannot hold.
+    const jobs = new (class extends MemoryJobStore {
+      override async saveReturn(jid: string, id: string, load: ReturnLoad): Promise<boolean> {
+        if (typeof load.return === 'number' && Number.isNaN(load.return)) throw new UnstorableValueError('return.return', 'NaN is not a finite number')
+        return super.saveReturn(jid, id, load)
+      }
+    })()
+    const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true }, { jobs })
+    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
+    expect(await syndic.auth()).toEqual({ ok: true })
+    expect(await syndic.sealed({ cmd: '_syndic_event', id: 'syn1', events: [{ tag: tags.syndicStart('syn1'), data: { id: 'syn1' } }] })).toEqual({ ok: true })
+    await events.next(tags.syndicStart('syn1'))
+    const published = await master.service.publish(rootCaller(), job)
+    const reply = await syndic.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1', 'below2'], pending: [], returns: { below1: ret(Number.NaN), below2: ret(true) } }] })
+    expect(reply['ok']).toBe(true)
+    expect(reply['refused']).toEqual([{ jid: published.jid, id: 'below1', reason: expect.stringContaining('refused (unstorable): cannot store return.return as JSON: NaN is not a finite number') as string }])
+    await events.next(tags.jobReturn(published.jid, 'below2'))
+    expect(Object.keys((await master.jobs.getJob(published.jid))!.returns)).toEqual(['below2'])
   })
 
   it('refuses announcements and returns for a jid dated beyond clock_skew, before looking it up', async () => {
