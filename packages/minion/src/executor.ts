@@ -6,8 +6,7 @@
 import { bindArguments, isPlainObject, loadArgsAndKwargs } from './modules/args.js'
 import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './errors.js'
 import { settleWithin } from './lifecycle.js'
-import type { RunningJobInfo } from './modules/running-jobs.js'
-import type { JobContext, ModuleRegistry } from './modules/types.js'
+import type { JobContext, ModuleContext, ModuleRegistry } from './modules/types.js'
 
 /** Salt's EX_GENERIC: the retcode of a job whose function is missing, failed or was killed. */
 export const EX_GENERIC = 1
@@ -68,44 +67,84 @@ function missingFunction(registry: ModuleRegistry, fun: string): unknown {
   return docs
 }
 
-/** Links several optional signals (each once, however often it is given) into one controller's. */
-function linkSignals(controller: AbortController, signals: readonly (AbortSignal | undefined)[]): () => void {
-  const undo: (() => void)[] = []
-  for (const [index, signal] of signals.entries()) {
-    if (signal === undefined || signals.indexOf(signal) !== index) continue
-    if (signal.aborted) {
-      controller.abort(signal.reason)
-      continue
-    }
-    const onAbort = (): void => controller.abort(signal.reason)
-    signal.addEventListener('abort', onAbort, { once: true })
-    undo.push(() => signal.removeEventListener('abort', onAbort))
-  }
-  return () => undo.forEach((fn) => fn())
-}
-
 /** How long a killed job's function may take to wind down before the job returns anyway. */
 const KILL_GRACE_MS = 5_000
+
+/**
+ * The context a job's function receives: the module context's fields, the job's own signal (made on
+ * first use) and Salt's `__context__` pieces. A class, not an object literal with a getter: building
+ * that literal per job cost more than running test.ping.
+ */
+class RunningJobContext implements JobContext {
+  readonly id: string
+  readonly grains: ModuleContext['grains']
+  readonly opts: ModuleContext['opts']
+  readonly logger: ModuleContext['logger']
+  readonly jobs: ModuleContext['jobs']
+  retcode = 0
+  readonly #signalOf: () => AbortSignal
+
+  constructor(
+    context: ModuleContext,
+    readonly jid: string,
+    readonly fun: string,
+    readonly registry: ModuleRegistry,
+    signalOf: () => AbortSignal,
+  ) {
+    this.id = context.id
+    this.grains = context.grains
+    this.opts = context.opts
+    this.logger = context.logger
+    this.jobs = context.jobs
+    this.#signalOf = signalOf
+  }
+
+  get signal(): AbortSignal {
+    return this.#signalOf()
+  }
+
+  trackChild(pid: number): void {
+    this.jobs.addChild(this.jid, pid)
+  }
+
+  untrackChild(pid: number): void {
+    this.jobs.removeChild(this.jid, pid)
+  }
+}
+
+/** How a job's function ended, or that the job was aborted first. */
+type Outcome = { value: unknown } | { error: unknown } | typeof ABORTED
+const ABORTED = 'aborted'
 
 /** Runs `job.fun` from `registry` and returns Salt's `{return, retcode, success, out?}`. */
 export async function executeJob(registry: ModuleRegistry, job: JobRequest, options: ExecuteOptions = {}): Promise<JobResult> {
   const context = registry.context
-  // The controller's signal is made only if the function asks for it (jobContext.signal): most
-  // never do, and an AbortSignal with listeners costs more than running test.ping. A kill reaches
-  // the job through `abort`, which also settles `killed` for the race below.
-  const controller = new AbortController()
-  let settleKilled: () => void = () => {}
-  const killed = new Promise<'aborted'>((resolve) => (settleKilled = () => resolve('aborted')))
+  // The abort controller is made only if the function asks for its signal (jobContext.signal) or the
+  // job is killed: most never do, and one per job costs more than running test.ping. A kill reaches
+  // the job through `abort`, which also settles `outcome` below.
+  let controller: AbortController | undefined
+  let abortedWith: { reason: unknown } | undefined
+  const signalOf = (): AbortSignal => {
+    if (controller === undefined) {
+      controller = new AbortController()
+      if (abortedWith !== undefined) controller.abort(abortedWith.reason)
+    }
+    return controller.signal
+  }
+  let settle: (outcome: Outcome) => void = () => {}
+  const outcome = new Promise<Outcome>((resolve) => (settle = resolve))
   const abort = (reason: unknown): void => {
-    controller.abort(reason)
-    settleKilled()
+    if (abortedWith !== undefined) return
+    abortedWith = { reason }
+    controller?.abort(reason)
+    settle(ABORTED)
   }
   // The registry's own signal (the minion stopping) aborts every registered job through RunningJobs.
   const outer = options.signal !== undefined && options.signal !== context.signal ? options.signal : undefined
   const onOuterAbort = (): void => abort(outer?.reason)
   outer?.addEventListener('abort', onOuterAbort, { once: true })
-  const info: RunningJobInfo = { ...job, jid: job.jid, fun: job.fun, arg: [...(job.arg ?? [])], pid: process.pid, _stamp: new Date().toISOString() }
-  const unregister = context.jobs.register(info, abort)
+  // Listed with the arguments as sent: the function gets a copy of its own.
+  const unregister = context.jobs.register(job, abort)
   if (context.signal?.aborted === true) abort(context.signal.reason)
   else if (outer?.aborted === true) abort(outer.reason)
   try {
@@ -113,41 +152,36 @@ export async function executeJob(registry: ModuleRegistry, job: JobRequest, opti
     if (fn === undefined) {
       return { return: missingFunction(registry, job.fun), retcode: EX_GENERIC, success: false, out: 'nested' }
     }
-    const jobContext: JobContext = {
-      ...context,
-      jid: job.jid,
-      fun: job.fun,
-      get signal() {
-        return controller.signal
-      },
-      retcode: 0,
-      registry,
-      trackChild: (pid) => context.jobs.addChild(job.jid, pid),
-      untrackChild: (pid) => context.jobs.removeChild(job.jid, pid),
-    }
+    const jobContext = new RunningJobContext(context, job.jid, job.fun, registry, signalOf)
     try {
       const args = [...(job.arg ?? [])]
       if (job.kwarg !== undefined && Object.keys(job.kwarg).length > 0) args.push({ ...job.kwarg, __kwarg__: true })
       const loaded = loadArgsAndKwargs(fn, args, fn.kwargs === true ? withoutKwarg(job) : undefined)
       const bound = bindArguments(fn, loaded.args, loaded.kwargs)
       const running = fn.run(bound.args, bound.kwargs, jobContext)
-      running.catch(() => {}) // if the job is killed first, a late rejection must not go unhandled
-      const outcome = await Promise.race([running.then((value) => ({ value })), killed])
-      if (outcome === 'aborted') {
+      // Whichever comes first; a late rejection after a kill is handled here too, never unhandled.
+      running.then(
+        (value) => settle({ value }),
+        (error: unknown) => settle({ error }),
+      )
+      const settled = await outcome
+      if (settled === ABORTED) {
         // Give the function a moment to clean up (reap its children) before the job reports.
         await settleWithin(running, options.killGraceMs ?? KILL_GRACE_MS)
-        throw abortReason(controller.signal, job.jid)
+        throw abortReason(signalOf(), job.jid)
       }
+      if ('error' in settled) throw settled.error
+      const value = settled.value
       let retcode = jobContext.retcode
       // No retcode set: a dict with result/success false still fails the job, as in Salt.
-      if (retcode === 0 && isPlainObject(outcome.value) && (outcome.value.result === false || outcome.value.success === false)) {
+      if (retcode === 0 && isPlainObject(value) && (value.result === false || value.success === false)) {
         retcode = EX_GENERIC
       }
-      const result: JobResult = { return: outcome.value, retcode, success: retcode === 0 }
+      const result: JobResult = { return: value, retcode, success: retcode === 0 }
       if (fn.outputter !== undefined) result.out = fn.outputter
       return result
     } catch (error) {
-      return failure(job, fn.doc, error, controller.signal, context.logger.child(`job ${job.jid}`))
+      return failure(job, fn.doc, error, signalOf(), context.logger.child(`job ${job.jid}`))
     }
   } finally {
     unregister()

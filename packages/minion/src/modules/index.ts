@@ -10,7 +10,7 @@ export type {
 } from './types.js'
 export { BUILTIN_MODULES, createModuleRegistry } from './registry.js'
 export { RunningJobs } from './running-jobs.js'
-export type { RunningJobInfo } from './running-jobs.js'
+export type { RunningJobInfo, RunningJobLoad } from './running-jobs.js'
 export {
   bindArguments,
   cleanKwargs,

@@ -24,21 +24,35 @@ export interface RunningJobInfo {
 /** Stops a running job; the reason is what its abort signal carries. */
 export type AbortJob = (reason: unknown) => void
 
+/** What a running job is registered with: its publish load (the rest of {@link RunningJobInfo} is added when listed). */
+export interface RunningJobLoad {
+  readonly jid: string
+  readonly fun: string
+  readonly arg?: readonly unknown[]
+  readonly [key: string]: unknown
+}
+
 interface Entry {
-  info: RunningJobInfo
+  job: RunningJobLoad
+  /** ms since the epoch. */
+  startedAt: number
   abort: AbortJob
-  children: Set<number>
+  children: Set<number> | undefined
 }
 
 export class RunningJobs {
   readonly #jobs = new Map<string, Entry>()
 
-  /** Adds a job; `abort` is called by {@link kill} and {@link abortAll}. Returns the function that removes it. */
-  register(info: RunningJobInfo, abort: AbortJob): () => void {
-    const entry: Entry = { info, abort, children: new Set() }
-    this.#jobs.set(info.jid, entry)
+  /**
+   * Adds a job; `abort` is called by {@link kill} and {@link abortAll}. Returns the function that removes it.
+   * Its info (the load, pid and start stamp) is put together only when listed: most jobs never are.
+   */
+  register(job: RunningJobLoad, abort: AbortJob, startedAt: number = Date.now()): () => void {
+    const entry: Entry = { job, startedAt, abort, children: undefined }
+    const jid = job.jid
+    this.#jobs.set(jid, entry)
     return () => {
-      if (this.#jobs.get(info.jid) === entry) this.#jobs.delete(info.jid)
+      if (this.#jobs.get(jid) === entry) this.#jobs.delete(jid)
     }
   }
 
@@ -57,11 +71,12 @@ export class RunningJobs {
   }
 
   addChild(jid: string, pid: number): void {
-    this.#jobs.get(jid)?.children.add(pid)
+    const entry = this.#jobs.get(jid)
+    if (entry !== undefined) (entry.children ??= new Set()).add(pid)
   }
 
   removeChild(jid: string, pid: number): void {
-    this.#jobs.get(jid)?.children.delete(pid)
+    this.#jobs.get(jid)?.children?.delete(pid)
   }
 
   /**
@@ -72,7 +87,7 @@ export class RunningJobs {
     const entry = this.#jobs.get(jid)
     if (entry === undefined) return undefined
     const info = snapshot(entry)
-    for (const pid of entry.children) {
+    for (const pid of entry.children ?? []) {
       try {
         process.kill(-pid, signal)
       } catch {
@@ -90,7 +105,8 @@ export class RunningJobs {
 }
 
 function snapshot(entry: Entry): RunningJobInfo {
-  const info: RunningJobInfo = { ...entry.info, arg: [...entry.info.arg] }
-  if (entry.children.size > 0) info.child_pids = [...entry.children]
+  const { job } = entry
+  const info: RunningJobInfo = { ...job, jid: job.jid, fun: job.fun, arg: [...(job.arg ?? [])], pid: process.pid, _stamp: new Date(entry.startedAt).toISOString() }
+  if (entry.children !== undefined && entry.children.size > 0) info.child_pids = [...entry.children]
   return info
 }
