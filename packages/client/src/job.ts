@@ -21,6 +21,8 @@ export interface WaitOptions {
 export interface JobEventReader {
   events: AsyncIterable<BusEvent>
   stop: () => void
+  /** Buffers from now on only the events of these jids (undefined: every job event); see CollectReturnsOptions.focus. */
+  focus?: (jids: ReadonlySet<string> | undefined) => void
 }
 
 /** What a Job needs of the client that published it. */
@@ -103,6 +105,7 @@ export class Job implements AsyncDisposable {
         minions: this.minions,
         ...(this.syndics === undefined ? {} : { syndics: this.syndics, syndicWait: waits.syndicWait ?? 0 }),
         events: reader.events,
+        ...(reader.focus === undefined ? {} : { focus: reader.focus }),
         source: this.#host.source,
         catchUp: early === undefined,
         timeout: options.timeout ?? waits.timeout,

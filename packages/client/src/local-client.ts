@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os'
 import type { Logger, RequestClient } from '@brine/transport'
 import {
+  jobEventJid,
   storedReturnsOfListJob,
   timeoutsFromConfig,
   type JobSource,
@@ -292,9 +293,18 @@ export class LocalClient implements AsyncDisposable {
 
   #openReader(connection: Connection): JobEventReader {
     const controller = new AbortController()
-    // Job events, and the announcements of syndics (`syndic/<id>/salt/job/<jid>/new`) on a master of masters.
-    const events = connection.events.iter({ match: JOB_READER_MATCH, matchType: 'regex', signal: controller.signal })
-    return { events, stop: () => controller.abort() }
+    // Job events, and the announcements of syndics (`syndic/<id>/salt/job/<jid>/new`) on a master of masters;
+    // once its collector names its jids, only theirs (with several jobs in flight, each reader skips the others' returns).
+    let jids: ReadonlySet<string> | undefined
+    const filter = (tag: string): boolean => jids === undefined || jids.has(jobEventJid(tag) ?? '')
+    const events = connection.events.iter({ match: JOB_READER_MATCH, matchType: 'regex', signal: controller.signal, filter })
+    return {
+      events,
+      stop: () => controller.abort(),
+      focus: (wanted) => {
+        jids = wanted
+      },
+    }
   }
 
   /** Closes the request client and the event bus connection (ending every Job's reader). Idempotent. */

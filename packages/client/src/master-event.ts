@@ -22,6 +22,11 @@ export interface IterOptions {
   signal?: AbortSignal
   /** Events buffered for this reader before the newest are dropped (counted in `dropped`). */
   hwm?: number
+  /**
+   * A further test of each tag that matches, made as the event arrives (before it is buffered); it may
+   * answer differently as the reader's interest changes (a job reader narrowed to its jids).
+   */
+  filter?: (tag: string) => boolean
 }
 
 export interface MasterEventOptions {
@@ -186,7 +191,9 @@ export class MasterEvent implements AsyncDisposable {
    * breaks out of the loop, or when this MasterEvent is closed.
    */
   iter(options: IterOptions = {}): AsyncIterable<BusEvent> {
-    const reader: Reader = { test: tagMatcher(options.match ?? '', options.matchType), queue: new BoundedQueue(options.hwm ?? 10_000) }
+    const matches = tagMatcher(options.match ?? '', options.matchType)
+    const filter = options.filter
+    const reader: Reader = { test: filter === undefined ? matches : (tag) => matches(tag) && filter(tag), queue: new BoundedQueue(options.hwm ?? 10_000) }
     this.readers.add(reader)
     const finish = (): void => {
       this.readers.delete(reader)

@@ -57,6 +57,13 @@ export interface CollectReturnsOptions {
    */
   events: AsyncIterable<BusEvent>
   source: JobSource
+  /**
+   * Narrows what `events` buffers to the events of these jids (undefined: every job event again), so a
+   * reader shared by the bus with other jobs' returns does not queue theirs. The collector names its jid
+   * and its find_job rounds' jids, and widens it while a find_job publish is on its way (its answers may
+   * come before its jid is known).
+   */
+  focus?: (jids: ReadonlySet<string> | undefined) => void
   /** Reads the job cache before waiting: for a reader opened after the publish, whose early returns the bus did not show it. */
   catchUp?: boolean
   /** ms to wait for returns before asking the missing minions `saltutil.find_job`. */
@@ -102,19 +109,31 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
   })
   const aborted = (): boolean => signal?.aborted === true
 
+  /** One timer per deadline, not one per event: a phase's events all wait for the same `until`. */
+  let timer: NodeJS.Timeout | undefined
+  let timerUntil = Number.NaN
+  let expired: Promise<'timeout'> = Promise.resolve('timeout')
+  const expiry = (until: number, remaining: number): Promise<'timeout'> => {
+    if (until !== timerUntil) {
+      clearTimeout(timer)
+      timerUntil = until
+      expired = new Promise<'timeout'>((resolve) => (timer = setTimeout(resolve, remaining, 'timeout')))
+    }
+    return expired
+  }
+
   /** The next job event before `until` (epoch ms). */
   const next = async (until: number): Promise<Next> => {
     if (aborted()) return 'aborted'
     const remaining = until - Date.now()
     if (remaining <= 0) return 'timeout'
     pending ??= iterator.next()
-    let timer: NodeJS.Timeout | undefined
-    const expired = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), remaining)))
-    const result = await Promise.race([pending, expired, abortedPromise]).finally(() => clearTimeout(timer))
+    const result = await Promise.race([pending, expiry(until, remaining), abortedPromise])
     if (result === 'timeout' || result === 'aborted') return result
     pending = undefined
     return result.done === true ? 'end' : result.value
   }
+  const focus = (): void => options.focus?.(new Set([jid, ...findJobs.keys()]))
 
   const take = (id: string, item: ReceivedReturn): CollectedReturn | undefined => {
     if (returned.has(id)) return undefined
@@ -170,6 +189,7 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
   }
 
   try {
+    focus()
     if (options.catchUp === true && !aborted()) yield* await fromCache(undefined)
     let deadline = start + options.timeout
     /** Until when phase 1 waits: the deadline, or later while a syndic may still announce. */
@@ -195,12 +215,14 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
       let round: Map<string, boolean>
       try {
         const asked = [...outstanding]
+        options.focus?.(undefined)
         const reply = await source.findJob(jid, asked, signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
         // Behind syndics the top master cannot tell who will be reached: every asked minion may answer.
         const reached = reply.syndics !== undefined && Object.keys(reply.syndics).length > 0 ? asked : reply.minions
         if (reached.length === 0) break
         round = new Map(reached.map((id) => [id, false]))
         findJobs.set(reply.jid, round)
+        focus()
       } catch (error) {
         if (!aborted()) logger.warning(`find_job for ${jid} failed: ${(error as Error).message}`)
         break
@@ -234,6 +256,7 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
     }
     if (!aborted()) for (const id of [...outstanding]) yield { id, status: 'missing', jid }
   } finally {
+    clearTimeout(timer)
     stopAbortWait()
     await iterator.return?.()
   }

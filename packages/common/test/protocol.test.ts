@@ -14,6 +14,7 @@ import {
   validateSyndicEventLoad,
   validateSyndicReturnLoad,
   parseSyndicTag,
+  jobEventJid,
   parseSyndicAnnouncement,
   SEALED_COMMANDS,
 } from '../src/protocol/index.js'
@@ -143,6 +144,14 @@ describe('syndic loads and tags', () => {
       pending: ['low'],
     })
     expect(parseSyndicAnnouncement({ tag: `syndic/syndic1/salt/job/${jid}/ret/web1`, data: {} })).toBeUndefined()
+    // The jid a job event is about, for a reader's filter: the job's own events and a syndic's announcements.
+    expect(jobEventJid(tags.jobReturn(jid, 'web1'))).toBe(jid)
+    expect(jobEventJid(tags.jobNew(jid))).toBe(jid)
+    expect(jobEventJid(tags.syndicJobNew('syndic1', jid))).toBe(jid)
+    expect(jobEventJid(`salt/job/${jid}`)).toBeUndefined()
+    expect(jobEventJid('salt/job//new')).toBeUndefined()
+    expect(jobEventJid('syndic/syndic1/salt/auth')).toBeUndefined()
+    expect(jobEventJid('salt/auth')).toBeUndefined()
     expect(parseSyndicAnnouncement({ tag: `salt/job/${jid}/new`, data: { minions: [] } })).toBeUndefined()
     expect(SEALED_COMMANDS).toEqual(expect.arrayContaining(['_syndic_return', '_syndic_event']))
   })

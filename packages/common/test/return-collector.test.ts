@@ -3,7 +3,7 @@ import { BoundedQueue } from '@brine/transport'
 import { deadline } from '@brine/transport-compliance'
 import type { BusEvent } from '../src/event-bus.js'
 import { collectReturns, storedReturnsOfListJob, type CollectedReturn, type CollectReturnsOptions, type JobSource, type StoredReturns } from '../src/return-collector.js'
-import { tags } from '../src/protocol/index.js'
+import { jobEventJid, tags } from '../src/protocol/index.js'
 
 const JID = '20260101000000000001'
 let findJobCounter = 0
@@ -56,6 +56,59 @@ async function collect(options: CollectReturnsOptions): Promise<CollectedReturn[
 }
 
 describe('collectReturns', () => {
+  it('narrows a focusing reader to its jid and its find_job rounds, and still sees a find_job answer that comes before the reply', async () => {
+    // A reader that, like LocalClient's, buffers only what passes the focus when the event is fired.
+    const { events } = bus()
+    let focused: ReadonlySet<string> | undefined
+    const focuses: Array<string[] | undefined> = []
+    let skipped = 0
+    const fire = (jid: string, id: string, value: unknown, extra: Record<string, unknown> = {}): void => {
+      const tag = tags.jobReturn(jid, id)
+      if (focused !== undefined && !focused.has(jobEventJid(tag) ?? '')) {
+        skipped++
+        return
+      }
+      events.push({ tag, data: { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: value, retcode: 0, success: true, ...extra } })
+    }
+    const jobs = source({
+      onFindJob: (round, findJid, ids) => {
+        // The minion answers find_job before the publish reply (with the round's jid) reaches the collector.
+        if (round === 1) fire(findJid, 'slow', { jid: JID, fun: 'test.sleep' }, { fun: 'saltutil.find_job' })
+        else {
+          fire(JID, 'slow', 'done')
+          fire(findJid, 'slow', {}, { fun: 'saltutil.find_job' })
+        }
+        return [...ids]
+      },
+    })
+    const collecting = collect({
+      jid: JID,
+      minions: ['web1', 'slow'],
+      events,
+      source: jobs,
+      timeout: 50,
+      gatherJobTimeout: 200,
+      focus: (jids) => {
+        focused = jids
+        focuses.push(jids === undefined ? undefined : [...jids])
+      },
+    })
+    fire(JID, 'web1', true)
+    fire('20260101000000000099', 'web1', 'another job in flight')
+    const items = await collecting
+    expect(items.map((item) => [item.id, item.status])).toEqual([
+      ['web1', 'returned'],
+      ['slow', 'returned'],
+    ])
+    expect(skipped).toBe(1)
+    expect(focuses[0]).toEqual([JID])
+    // Widened while each find_job is published, then narrowed to the job and the rounds' jids.
+    expect(focuses[1]).toBeUndefined()
+    expect(focuses[2]).toEqual([JID, expect.stringMatching(/^202601010000005/)])
+    expect(focuses[3]).toBeUndefined()
+    expect(focuses[4]).toHaveLength(3)
+  })
+
   it('yields returns as they arrive, keeps retcode, success and out, and stops once every expected minion returned', async () => {
     const { events, ret } = bus()
     const jobs = source()

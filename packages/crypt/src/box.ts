@@ -179,6 +179,14 @@ export interface MinionBoxesOptions {
   cache?: CryptCache
 }
 
+/** A minion's request opened by {@link MinionBoxes.open}. */
+export interface OpenedRequest extends OpenedMessage {
+  id: string
+  nonce: Uint8Array
+  /** The box it opened with: the reply is sealed with it (the key that sealed the request). */
+  box: PeerBox
+}
+
 /**
  * The master's side of every minion's box. The claimed id in a message selects that minion's
  * *accepted* public key, so a message opens only if its sender holds that minion's secret key:
@@ -220,10 +228,16 @@ export class MinionBoxes {
    * sealed and its nonce (which the box authenticates: with the time, it names the request for a
    * {@link ReplayGuard}).
    */
-  async open(message: unknown, options: OpenOptions = {}): Promise<{ id: string; nonce: Uint8Array } & OpenedMessage> {
+  async open(message: unknown, options: OpenOptions = {}): Promise<OpenedRequest> {
     const sealed = checkSealed(message)
     const box = await this.#box(sealed.id)
-    return { id: sealed.id, nonce: sealed.nonce, ...box.openDetailed(sealed, options) }
+    const { load, timestamp } = box.openDetailed(sealed, options)
+    return { id: sealed.id, nonce: sealed.nonce, load, timestamp, box }
+  }
+
+  /** True when `id`'s box is held: its id passed validation when it was made. */
+  knows(id: string): boolean {
+    return this.#boxes.has(id)
   }
 
   /** Seals a reply to minion `id` (its key must be accepted). */

@@ -50,11 +50,14 @@ interface MinionMemory {
   readonly id: string
   /** nonce (latin1) → sealing time. Insertion order is arrival order. */
   readonly seen: Map<string, number>
+  /** Requests being applied, by nonce: a duplicate waits for the first. Made on first use. */
+  inFlight: Map<string, Promise<void>> | undefined
   /** Requests sealed at or before this time are refused. */
   floor: number
 }
 
-const latin1 = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1')
+/** The nonce as a map key: one char per byte (a 24-byte nonce needs no Buffer to become a string). */
+const latin1 = (bytes: Uint8Array): string => String.fromCharCode.apply(null, bytes as unknown as number[])
 
 export class ReplayGuard {
   readonly windowMs: number
@@ -70,8 +73,6 @@ export class ReplayGuard {
   #orderKeys: string[] = []
   #head = 0
   #entries = 0
-  /** Requests being applied: a duplicate waits for the first. */
-  readonly #inFlight = new Map<string, Promise<void>>()
   readonly #stats = { applied: 0, duplicates: 0, stale: 0, evicted: 0 }
 
   constructor(options: ReplayGuardOptions) {
@@ -98,47 +99,54 @@ export class ReplayGuard {
    * as the first did). If `apply` fails the pair is forgotten, so the minion's retry of the same bytes
    * is applied then. Rejects with StaleRequestError, before `apply`, for a request outside the window.
    */
-  async run(id: string, nonce: Uint8Array, timestamp: number, apply: () => Promise<void>): Promise<ReplayVerdict> {
+  run(id: string, nonce: Uint8Array, timestamp: number, apply: () => Promise<void>): Promise<ReplayVerdict> {
     const now = this.#now()
     this.#expire(now)
-    const memory = this.#minions.get(id)
     if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.windowMs) {
       this.#stats.stale++
-      throw new StaleRequestError(id, timestamp, now, 'window', this.windowMs)
+      return Promise.reject(new StaleRequestError(id, timestamp, now, 'window', this.windowMs))
     }
+    const memory = this.#minions.get(id)
     const key = latin1(nonce)
     if (memory?.seen.has(key) === true) {
       this.#stats.duplicates++
-      await this.#inFlight.get(`${id}\0${key}`)
-      return 'duplicate'
+      const first = memory.inFlight?.get(key)
+      return first === undefined ? Promise.resolve('duplicate') : first.then(() => 'duplicate')
     }
     if (memory !== undefined && timestamp <= memory.floor) {
       this.#stats.stale++
-      throw new StaleRequestError(id, timestamp, now, 'floor', memory.floor)
+      return Promise.reject(new StaleRequestError(id, timestamp, now, 'floor', memory.floor))
     }
     const mine = memory ?? this.#newMemory(id)
     this.#remember(mine, key, timestamp)
-    const flightKey = `${id}\0${key}`
-    const applying = apply()
-    this.#inFlight.set(flightKey, applying)
+    let applying: Promise<void>
     try {
-      await applying
+      applying = apply()
     } catch (error) {
-      // Not applied: the same bytes sent again (the minion's retry) may be applied then.
-      if (mine.seen.get(key) === timestamp) {
-        mine.seen.delete(key)
-        this.#entries--
-      }
-      throw error
-    } finally {
-      this.#inFlight.delete(flightKey)
+      applying = Promise.reject(error)
     }
-    this.#stats.applied++
-    return 'applied'
+    const inFlight = (mine.inFlight ??= new Map())
+    inFlight.set(key, applying)
+    return applying.then(
+      () => {
+        inFlight.delete(key)
+        this.#stats.applied++
+        return 'applied'
+      },
+      (error: unknown) => {
+        inFlight.delete(key)
+        // Not applied: the same bytes sent again (the minion's retry) may be applied then.
+        if (mine.seen.get(key) === timestamp) {
+          mine.seen.delete(key)
+          this.#entries--
+        }
+        throw error
+      },
+    )
   }
 
   #newMemory(id: string): MinionMemory {
-    const memory: MinionMemory = { id, seen: new Map(), floor: Number.NEGATIVE_INFINITY }
+    const memory: MinionMemory = { id, seen: new Map(), inFlight: undefined, floor: Number.NEGATIVE_INFINITY }
     this.#minions.set(id, memory)
     return memory
   }

@@ -100,8 +100,18 @@ export class IssuedJobs {
     return this.#recent.size
   }
 
-  /** Resolves when minion `id` may return for `jid`; rejects with ReturnRefusedError otherwise. */
-  async check(jid: string, id: string): Promise<void> {
+  /**
+   * Whether minion `id` may return for `jid`: undefined at once when a job held in memory was sent to it
+   * (every return on the hot path); otherwise a promise that resolves when it may, or rejects with
+   * ReturnRefusedError.
+   */
+  check(jid: string, id: string): Promise<void> | undefined {
+    const recent = this.#recent.get(jid)
+    if (recent !== undefined && this.#sentTo(recent, id)) return undefined
+    return this.#checkSlowly(jid, id)
+  }
+
+  async #checkSlowly(jid: string, id: string): Promise<void> {
     const job = await this.find(jid, (detail) => new ReturnRefusedError(jid, id, 'future jid', detail))
     if (job === undefined) throw new ReturnRefusedError(jid, id, 'unknown jid', 'this master never issued that job (nor holds it in its job cache)')
     if (this.#sentTo(job, id)) return

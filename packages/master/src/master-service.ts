@@ -352,7 +352,8 @@ export class MasterService {
    */
   async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
-    await this.#o.issued.check(ret.jid, id)
+    const checking = this.#o.issued.check(ret.jid, id)
+    if (checking !== undefined) await checking
     const stored = await this.#saveReturn(ret)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored

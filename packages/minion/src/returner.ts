@@ -10,7 +10,7 @@ import type { MinionAuth, MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { NotAcknowledgedError, SpoolFileError } from './errors.js'
 import type { ReturnSpool } from './spool.js'
-import { fitReturn } from './truncate-return.js'
+import { fitReturn, mayNeedFitting } from './truncate-return.js'
 
 export interface SealedSendOptions {
   timeout: number
@@ -109,6 +109,7 @@ export class Returner {
   /** `load`, cut to fit one frame if it is too big to travel (logged). */
   #fit(load: ReturnLoad): ReturnLoad {
     const limit = this.#o.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    if (!mayNeedFitting(load, limit)) return load
     const fitted = fitReturn(load, limit)
     if (fitted.truncated) {
       this.#o.logger.warning(

@@ -35,6 +35,69 @@ export function encodedBytes(value: unknown): number {
   return encode(value, NO_LIMIT).length
 }
 
+/**
+ * An upper bound of {@link encodedBytes}(value), found without encoding it (a return is walked once on
+ * every send, where encoding it only to measure it cost as much as sealing it); undefined once the bound
+ * passes `limit`, or for a value it cannot bound (deeper than MAX_DEPTH, or a class instance).
+ */
+function encodedBytesBound(value: unknown, limit: number): number | undefined {
+  let total = 0
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }]
+  while (stack.length > 0) {
+    const { value: item, depth } = stack.pop()!
+    switch (typeof item) {
+      case 'string':
+        // A UTF-16 unit is at most 3 bytes of UTF-8; 5 bytes of str32 header.
+        total += 5 + 3 * item.length
+        break
+      case 'number':
+      case 'bigint':
+        total += 9
+        break
+      case 'boolean':
+      case 'undefined':
+        total += 1
+        break
+      case 'object': {
+        if (item === null) {
+          total += 1
+          break
+        }
+        if (depth >= MAX_DEPTH) return undefined
+        if (item instanceof Uint8Array) {
+          total += 5 + item.byteLength
+          break
+        }
+        total += 5
+        if (Array.isArray(item)) {
+          for (const element of item) stack.push({ value: element, depth: depth + 1 })
+          break
+        }
+        const prototype = Object.getPrototypeOf(item) as unknown
+        if (prototype !== Object.prototype && prototype !== null) return undefined
+        for (const key in item) {
+          if (!Object.hasOwn(item, key)) continue
+          total += 5 + 3 * key.length
+          stack.push({ value: (item as Record<string, unknown>)[key], depth: depth + 1 })
+        }
+        break
+      }
+      default:
+        return undefined
+    }
+    if (total > limit) return undefined
+  }
+  return total
+}
+
+/**
+ * False when `load` surely fits `maxFrameBytes` with `reserveBytes` to spare, shown by a bound
+ * rather than by encoding it; true when {@link fitReturn} has to measure it.
+ */
+export function mayNeedFitting(load: ReturnLoad, maxFrameBytes: number, reserveBytes = RETURN_FRAME_RESERVE_BYTES): boolean {
+  return encodedBytesBound(load, Math.max(1024, maxFrameBytes - reserveBytes)) === undefined
+}
+
 export interface FittedReturn {
   load: ReturnLoad
   /** Encoded size of the load as the job produced it. */

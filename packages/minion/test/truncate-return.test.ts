@@ -12,7 +12,7 @@ import type { ReturnLoad } from '@brine/common'
 import { generateKeys, PeerBox } from '@brine/crypt'
 import { encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/transport'
 import { ReturnSpool } from '../src/spool.js'
-import { encodedBytes, fitReturn, RETURN_FRAME_RESERVE_BYTES } from '../src/truncate-return.js'
+import { encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES } from '../src/truncate-return.js'
 
 const MIB = 1024 * 1024
 const load = (value: unknown, extra: Partial<ReturnLoad> = {}): ReturnLoad => ({
@@ -34,6 +34,35 @@ function sealedFrameBytes(fitted: ReturnLoad): number {
   const box = new PeerBox({ id: fitted.id, role: 'minion', secretKey: minion.box.secretKey, peerPublicKey: master.box.publicKey })
   return encodeEnvelope({ kind: EnvelopeKind.Request, id: 2 ** 40, body: box.seal(fitted) }, Number.MAX_SAFE_INTEGER).length
 }
+
+describe('mayNeedFitting', () => {
+  it('clears without encoding only returns that surely fit, whatever their characters and shapes', () => {
+    const limit = 64 * 1024
+    const budget = limit - RETURN_FRAME_RESERVE_BYTES
+    const shapes: unknown[] = [
+      'x'.repeat(budget - 400),
+      '\u{1F600}'.repeat(Math.floor((budget - 400) / 4)), // 4 bytes of UTF-8 per 2 UTF-16 units
+      '\u00e9\u4e2d'.repeat(Math.floor((budget - 400) / 5)),
+      Array.from({ length: 3000 }, (_, index) => index * 1.5),
+      { nested: { deeper: [null, true, false, 2 ** 40, -1, 'ok', new Uint8Array(9000)] }, 'k\u00e9y': 'v' },
+      Object.fromEntries(Array.from({ length: 2000 }, (_, index) => [`key${index}`, index])),
+    ]
+    let cleared = 0
+    for (const value of shapes) {
+      const ret = load(value)
+      if (mayNeedFitting(ret, limit)) continue
+      cleared++
+      // Cleared means it fits: the bound is never below the real size.
+      expect(encodedBytes(ret)).toBeLessThanOrEqual(budget)
+      expect(fitReturn(ret, limit).truncated).toBe(false)
+    }
+    expect(cleared).toBeGreaterThan(0)
+    // Near or over the budget, or a value it cannot bound (a class instance), is left to fitReturn.
+    expect(mayNeedFitting(load('x'.repeat(budget)), limit)).toBe(true)
+    expect(mayNeedFitting(load(new Date(0)), limit)).toBe(true)
+    expect(mayNeedFitting(load('hello'), limit)).toBe(false)
+  })
+})
 
 describe('fitReturn', () => {
   it('leaves a return that fits untouched (the same object)', () => {

@@ -77,6 +77,22 @@ export function parseJobReturnTag(tag: string): { jid: string; id: string } | un
   return parsed?.kind === 'ret' ? { jid: parsed.jid, id: parsed.id } : undefined
 }
 
+/**
+ * The jid a job event is about, found without a regex (a bus reader filters every event with it):
+ * `salt/job/<jid>/…` or a syndic's `syndic/<id>/salt/job/<jid>/…`; undefined for any other tag.
+ */
+export function jobEventJid(tag: string): string | undefined {
+  let start: number
+  if (tag.startsWith(JOB_TAG_PREFIX)) start = JOB_TAG_PREFIX.length
+  else {
+    const parsed = parseSyndicTag(tag)
+    if (parsed === undefined || !parsed.tag.startsWith(JOB_TAG_PREFIX)) return undefined
+    start = tag.length - parsed.tag.length + JOB_TAG_PREFIX.length
+  }
+  const end = tag.indexOf('/', start)
+  return end > start ? tag.slice(start, end) : undefined
+}
+
 /** True when a minion `id` may fire `tag` on the master's bus (its own `salt/minion/<id>/…` or `minion_start`). */
 export function isMinionOwnTag(id: string, tag: string): boolean {
   return tag === MINION_START_TAG || tag.startsWith(tags.minionPrefix(id))

@@ -7,6 +7,8 @@
 export class LruMap<K, V> {
   readonly limit: number
   readonly #entries = new Map<K, V>()
+  /** The most recently used key: a hit on it needs no reordering (the swarm's minions ask for one publish in a row). */
+  #newest: K | undefined
 
   constructor(limit: number) {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`an LruMap holds at least one entry, not ${limit}`)
@@ -20,7 +22,8 @@ export class LruMap<K, V> {
   /** The value of `key`, now the most recently used; undefined when absent. */
   get(key: K): V | undefined {
     const value = this.#entries.get(key)
-    if (value !== undefined) {
+    if (value !== undefined && key !== this.#newest) {
+      this.#newest = key
       this.#entries.delete(key)
       this.#entries.set(key, value)
     }
@@ -32,6 +35,7 @@ export class LruMap<K, V> {
   }
 
   set(key: K, value: V): this {
+    this.#newest = key
     this.#entries.delete(key)
     this.#entries.set(key, value)
     if (this.#entries.size > this.limit) this.#entries.delete(this.#entries.keys().next().value as K)
@@ -39,6 +43,7 @@ export class LruMap<K, V> {
   }
 
   delete(key: K): boolean {
+    if (key === this.#newest) this.#newest = undefined
     return this.#entries.delete(key)
   }
 }
