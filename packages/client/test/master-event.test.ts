@@ -74,6 +74,27 @@ describe('MasterEvent', () => {
     expect(events.reconnects).toBe(1)
   })
 
+  it('buffers for a reader only what its changing filter takes when the event arrives (a job reader narrowed to its jid)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const bus = await fakeBus(dir)
+    const events = new MasterEvent({ sockDir: dir })
+    cleanups.push(() => events.close())
+    const socketReady = bus.connected()
+    await events.connect()
+    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    let wanted: string | undefined
+    const reader = events.iter({ match: 'salt/job/', filter: (tag) => wanted === undefined || tag.startsWith(`salt/job/${wanted}/`), hwm: 2 })[Symbol.asyncIterator]()
+    fire(socket, 'salt/job/1/ret/web1')
+    expect((await deadline(reader.next(), 5000, 'the first event')).value?.tag).toBe('salt/job/1/ret/web1')
+    wanted = '2'
+    // Three events of other jobs would overflow a buffer of two: none is buffered, none counted dropped.
+    for (const jid of ['1', '3', '4']) fire(socket, `salt/job/${jid}/ret/web1`)
+    fire(socket, 'salt/job/2/ret/web1')
+    expect((await deadline(reader.next(), 5000, "the reader's own job event")).value?.tag).toBe('salt/job/2/ret/web1')
+    expect(events.dropped).toBe(0)
+  })
+
   it('gives each reader the events matching its filter, and stops on abort', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))

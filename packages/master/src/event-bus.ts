@@ -119,9 +119,12 @@ export class EventBus {
     }
   }
 
-  /** Fires `tag` with `data` (stamped with `_stamp` if it has none) to every subscriber. */
+  /**
+   * Fires `tag` with `data` to every subscriber. Data without a `_stamp` is copied with one added; data
+   * with one (a return's event data, made fresh for each event) is fired as it is.
+   */
   fire(tag: string, data: Record<string, unknown>): BusEvent {
-    const event: BusEvent = { tag, data: { ...data, _stamp: typeof data['_stamp'] === 'string' ? data['_stamp'] : new Date().toISOString() } }
+    const event: BusEvent = { tag, data: typeof data['_stamp'] === 'string' ? data : { ...data, _stamp: new Date().toISOString() } }
     this.fired++
     for (const listener of this.listeners) {
       try {

@@ -585,5 +585,7 @@ export function returnEventData(ret: ReturnLoad): Record<string, unknown> {
   }
   if (ret.out !== undefined) data['out'] = ret.out
   if (ret.master_id !== undefined) data['master_id'] = ret.master_id
+  // Stamped here, so the bus fires this fresh object as it is instead of copying it to add the stamp.
+  data['_stamp'] = new Date().toISOString()
   return data
 }

@@ -3,13 +3,15 @@ import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { validateMinionId } from '@brine/crypt'
-import { decode, encode, frame, FRAME_HEADER_BYTES, FrameReader, type Logger, type WireValue } from '@brine/transport'
+import { decode, encode, FRAME_HEADER_BYTES, FrameReader, type Logger, type WireValue } from '@brine/transport'
 import { FutureJidError, JobCacheError } from './errors.js'
 import { lockOwnerGone, lockText, parseLockText } from './process-identity.js'
 
 const CHECKSUM_BYTES = 4
 /** A frame's length field is 32 bits and its body holds the checksum before the msgpack record. */
 const MAX_RECORD_BYTES = 0xffff_ffff - CHECKSUM_BYTES
+/** Validated minion ids remembered by saveReturn before the memory starts over. */
+const VALID_IDS_HELD = 65_536
 const SEGMENT_FILE = /^(\d{8})\.log$/
 const OLD_LAYOUT_DAY_DIR = /^\d{8}$/
 /** Jids are checked as before the log format: Salt's 20 digits, optionally `_suffix` of safe characters. */
@@ -110,6 +112,10 @@ export class LocalJobCache implements JobCache {
   readonly #indexInBackground: boolean
   /** Settles once the index is rebuilt; rejects (handled) if it could not be. */
   #indexed: Promise<void> = Promise.resolve()
+  /** True once #indexed has fulfilled: a return need not wait a turn for it (it is saved on every return). */
+  #indexReady = false
+  /** Minion ids already checked by validateMinionId (the same fleet returns again and again); cleared when full. */
+  readonly #validIds = new Set<string>()
   readonly #maxFutureMs: number | undefined
   readonly #now: () => number
   /** The greatest jid in the index (jids sort by time), or undefined; recomputed when prune removes it. */
@@ -138,7 +144,10 @@ export class LocalJobCache implements JobCache {
         this.#logger?.error(failure.message)
         throw failure
       })
-      this.#indexed.catch(() => {}) // reported through every call that waits for it
+      this.#indexed.then(
+        () => (this.#indexReady = true),
+        () => {}, // reported through every call that waits for it
+      )
       // Batches (and prune's deletions) run after the scan, which may truncate a torn tail.
       this.#chain = this.#indexed.then(
         () => undefined,
@@ -154,6 +163,7 @@ export class LocalJobCache implements JobCache {
       await fs.rm(this.#lockPath, { force: true })
       throw error
     }
+    this.#indexReady = true
     this.#state = 'open'
     return this
   }
@@ -165,7 +175,8 @@ export class LocalJobCache implements JobCache {
 
   async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void> {
     this.#checkWritable()
-    await this.#indexed
+    // Once indexed, the job counts as queued before this call returns, as a return saved right after it expects.
+    if (!this.#indexReady) await this.#indexed
     const day = this.#dayOf(jid)
     const bytes = encodeRecord({ t: 'job', jid, load, minions: [...minions] })
     // The index keeps the decoded copy, what a restart would read, not the caller's (mutable) object.
@@ -183,10 +194,14 @@ export class LocalJobCache implements JobCache {
 
   async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
     this.#checkWritable()
-    await this.#indexed
+    if (!this.#indexReady) await this.#indexed
     const day = this.#dayOf(jid)
     this.#checkFuture(jid)
-    validateMinionId(id)
+    if (!this.#validIds.has(id)) {
+      validateMinionId(id)
+      if (this.#validIds.size >= VALID_IDS_HELD) this.#validIds.clear()
+      this.#validIds.add(id)
+    }
     const key = `${jid}\0${id}`
     for (;;) {
       if (this.#jobs.get(jid)?.returns.has(id) === true) return false
@@ -658,10 +673,12 @@ export class LocalJobCache implements JobCache {
 /** A record's frame: length, then CRC32 of the msgpack, then the msgpack. */
 function encodeRecord(record: LogRecord): Buffer {
   const body = encode(record as unknown as WireValue, MAX_RECORD_BYTES)
-  const withSum = Buffer.allocUnsafe(CHECKSUM_BYTES + body.length)
-  withSum.writeUInt32BE(crc32(body), 0)
-  withSum.set(body, CHECKSUM_BYTES)
-  return frame(withSum)
+  // One buffer, one copy: the frame's length, the checksum, then the msgpack.
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CHECKSUM_BYTES + body.length)
+  out.writeUInt32BE(CHECKSUM_BYTES + body.length, 0)
+  out.writeUInt32BE(crc32(body), FRAME_HEADER_BYTES)
+  out.set(body, FRAME_HEADER_BYTES + CHECKSUM_BYTES)
+  return out
 }
 
 /** A frame body's record, or what is wrong with it. */
