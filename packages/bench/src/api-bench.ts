@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { freeLoopbackPort, type Fleet } from '@brine/testkit'
+import { freeLoopbackPort, type DaemonProcess, type Fleet } from '@brine/testkit'
 
 /** What the REST API phase measures (issue 12's bench figures). */
 export interface ApiFigures {
@@ -45,6 +45,7 @@ export class ApiProbe {
   #url = ''
   #token = ''
   #pid = 0
+  #process: DaemonProcess | undefined
   #readers: Array<{ abort: AbortController; done: Promise<number> }> = []
   /** When a reader last got a job event (performance.now()). */
   #lastEventAt = 0
@@ -58,6 +59,7 @@ export class ApiProbe {
     const { url, process } = await this.#fleet.startApi()
     this.#url = url
     this.#pid = process.pid
+    this.#process = process
     const response = await fetch(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: USER, password: PASSWORD, eauth: 'file' }) })
     if (response.status !== 200) throw new Error(`brine-api login answered ${response.status}: ${await response.text()}`)
     this.#token = response.headers.get('x-auth-token') ?? ''
@@ -65,6 +67,11 @@ export class ApiProbe {
 
   get pid(): number {
     return this.#pid
+  }
+
+  /** Stops brine-api (its own fleet entry goes with it at the fleet's stop otherwise). */
+  async stop(): Promise<void> {
+    await this.#process?.stop('SIGTERM')
   }
 
   /** `calls` × POST / local test.ping '*': each must return every one of `n` minions. */

@@ -138,8 +138,8 @@ export interface BenchResult {
   leftoverPids: number[]
 }
 
-export type Phase = 'connect' | 'latency' | 'throughput' | 'restart' | 'overload' | 'stop'
-export const PHASES: readonly Phase[] = ['connect', 'latency', 'throughput', 'restart', 'overload', 'stop']
+export type Phase = 'connect' | 'latency' | 'throughput' | 'api' | 'restart' | 'overload' | 'stop'
+export const PHASES: readonly Phase[] = ['connect', 'latency', 'throughput', 'api', 'restart', 'overload', 'stop']
 
 export interface BenchHooks {
   /** Called as each phase of a case begins. */
@@ -354,12 +354,32 @@ export function splitMinions(transport: BenchTransport, n: number): Partial<Reco
 
 const round = (ms: number): number => Math.round(ms * 100) / 100
 
-/** What runs between the phases of {@link measureJobs}: the REST API's figures ride on the same load. */
+/** What runs between the phases of {@link measureJobs}. */
 interface MeasureSteps {
-  /** After the latency phase, before the throughput phase starts. */
-  afterLatency?: () => Promise<void>
-  /** As soon as the throughput jobs have been answered, before their returns are counted. */
+  /**
+   * Once the throughput phase's returns are all in: the REST API is measured here, with load of its own, so
+   * nothing of it (the API process, its bus reader, the SSE streams) runs during the throughput phase.
+   */
   afterThroughput?: () => Promise<void>
+}
+
+/** `jobs` test.pings to every minion, `window` of them in flight: their jids, each one's time and the whole duration. */
+async function pingWindow(client: LocalClient, window: number, jobs: number, timeoutMs: number): Promise<{ jids: string[]; jobMs: number[]; durationMs: number }> {
+  const jobMs: number[] = []
+  const jids: string[] = []
+  let next = 0
+  const started = performance.now()
+  await Promise.all(
+    Array.from({ length: window }, async () => {
+      while (next < jobs) {
+        next++
+        const { jid, ms } = await pingAll(client, timeoutMs)
+        jobMs.push(ms)
+        jids.push(jid)
+      }
+    }),
+  )
+  return { jids, jobMs, durationMs: performance.now() - started }
 }
 
 /**
@@ -389,26 +409,11 @@ async function measureJobs(
   }
   await counter.waitFor(latencyJids, n, quietMs, settings.jobTimeoutMs)
   result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
-  await steps.afterLatency?.()
 
   phase('throughput')
-  const jobMs: number[] = []
-  const throughputJids: string[] = []
-  let next = 0
-  const started = performance.now()
-  await Promise.all(
-    Array.from({ length: settings.window }, async () => {
-      while (next < settings.throughputJobs) {
-        next++
-        const { jid, ms } = await pingAll(client, settings.jobTimeoutMs)
-        jobMs.push(ms)
-        throughputJids.push(jid)
-      }
-    }),
-  )
-  const durationMs = performance.now() - started
-  await steps.afterThroughput?.()
+  const { jids: throughputJids, jobMs, durationMs } = await pingWindow(client, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
   await counter.waitFor(throughputJids, n, quietMs, settings.jobTimeoutMs)
+  await steps.afterThroughput?.()
   const counts = counter.counts(throughputJids, n, await stored(throughputJids))
   result.throughput = {
     ...counts,
@@ -503,20 +508,22 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     counter = new ReturnCounter(counterBus)
 
     await measureJobs(client, counter, n, settings, stored, result, phase, 2000, {
-      afterLatency: async () => {
+      afterThroughput: async () => {
         if (!withApi) return
+        phase('api')
         probe = new ApiProbe(fleet!)
         await probe.start()
         await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
         const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
         const cliMs = await probe.cliLatency(settings.cliCalls, n)
-        result.api = { postMs, cliMs, sse: { readers: 0, durationMs: 0, events: 0, eventsPerSec: 0, perReaderEventsPerSec: 0, dropped: 0 }, apiRssBytes: 0 }
+        // The SSE readers' figure: the throughput phase's load again, with the readers attached.
         await probe.openReaders(settings.sseReaders)
-      },
-      afterThroughput: async () => {
-        if (probe === undefined || result.api === undefined) return
-        result.api.sse = await probe.closeReaders()
-        result.api.apiRssBytes = rssBytes(probe.pid)
+        const { jids } = await pingWindow(client!, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
+        const sse = await probe.closeReaders()
+        await counter!.waitFor(jids, n, 2000, settings.jobTimeoutMs)
+        result.api = { postMs, cliMs, sse, apiRssBytes: rssBytes(probe.pid) }
+        // Gone before the restart and overload phases, which are measured without it.
+        await probe.stop()
       },
     })
     result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
