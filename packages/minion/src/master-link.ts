@@ -126,6 +126,8 @@ const EVENT_HISTORY = 64
 const REFRESH_AFTER_MS = 10_000
 /** The publish port when neither config nor the master says (Salt's default). */
 const DEFAULT_PUBLISH_PORT = 4505
+/** How long the first auth's messages (the start event) wait for the publish link to connect. */
+const PUBLISH_CONNECT_WAIT_MS = 2000
 const DEFAULT_CLOCK_SKEW_MS = 300_000
 
 /** Why a publish is not run as it is: it needs a fresher look at the master's clock, or it is refused. */
@@ -147,6 +149,8 @@ export class MasterLink implements ReturnRoute {
   /** Resolves with the first publish client (undefined if the link closes first). */
   readonly #publishReady: Promise<PublishClient | undefined>
   #resolvePublishReady!: (client: PublishClient | undefined) => void
+  /** Resolves when the current publish client first connects (or the link closes). */
+  #publishConnected: Promise<void> = Promise.resolve()
   readonly #clientOptions: Omit<ClientOptions, 'port' | 'logger'>
   readonly #clock: Clock
   readonly #auth: MinionAuth
@@ -233,18 +237,24 @@ export class MasterLink implements ReturnRoute {
     this.#publish = client
     this.#publishPort = port
     this.#resolvePublishReady(client)
-    this.#track(this.#watchPublishLink(client))
+    let connected: () => void = () => {}
+    this.#publishConnected = new Promise((resolve) => {
+      connected = resolve
+      this.#controller.signal.addEventListener('abort', () => resolve(), { once: true })
+    })
+    this.#track(this.#watchPublishLink(client, connected))
     return client
   }
 
   /** Says when a lost publish connection is back: until then this master's jobs cannot reach the minion. */
-  async #watchPublishLink(client: PublishClient): Promise<void> {
+  async #watchPublishLink(client: PublishClient, connected: () => void): Promise<void> {
     let connects = 0
     for await (const event of client.events()) {
       if (this.#controller.signal.aborted) break
       if (event.type === 'peer-disconnect') this.#logger.info(`publishes from ${client.address}: connection lost`)
       if (event.type !== 'peer-connect') continue
-      if (++connects > 1) this.#logger.info(`publishes from ${client.address}: connected again`)
+      if (++connects === 1) connected()
+      else this.#logger.info(`publishes from ${client.address}: connected again`)
     }
   }
 
@@ -327,9 +337,16 @@ export class MasterLink implements ReturnRoute {
     this.#track(this.#auth.authenticate().catch(() => {})) // ends with ClosedError only when closing
   }
 
-  /** After every auth: the owner's messages (grains, start event), then the spool. */
+  /**
+   * After every auth: the owner's messages (grains, start event), then the spool. After the first, these
+   * wait (a bounded while) for the publish link to connect, as Salt's minion fires minion_start once its
+   * publish channel is up: whoever waits for the start event to send a job then finds the minion listening.
+   */
   async #afterAuth(first: boolean): Promise<void> {
     const signal = this.#controller.signal
+    if (first && !(await settleWithin(this.#publishConnected, PUBLISH_CONNECT_WAIT_MS)) && !signal.aborted) {
+      this.#logger.info(`publishes from ${this.#publish?.address ?? this.master}: not connected after ${PUBLISH_CONNECT_WAIT_MS} ms; announcing this minion all the same`)
+    }
     try {
       await this.#o.afterAuth?.(this, first)
     } catch (error) {

@@ -124,6 +124,33 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     expect(linked.status).toEqual({ connected: true, authenticated: true, gen: to.session.current().gen, closed: false })
   })
 
+  it('runs its first afterAuth (the start event) only once its publish link has connected, as Salt fires minion_start', async () => {
+    const to = await master({ autoAccept: true })
+    const transport = await loadTransport(transportName)
+    // Publishes come from a port nothing listens on yet: authenticated, the link cannot hear jobs.
+    const laterPort = await freeLoopbackPort()
+    const ran: boolean[] = []
+    let ranOnce: () => void = () => {}
+    const firstRun = new Promise<void>((resolve) => (ranOnce = resolve))
+    const { link: linked } = await link(to, {
+      publishPort: laterPort,
+      afterAuth: async (_self, first) => {
+        ran.push(first)
+        ranOnce()
+      },
+    })
+    await deadline(linked.authenticated, 8000, 'the first authentication')
+    expect(ran).toEqual([])
+    const publisher = transport.createPublishServer({ host: to.host, port: laterPort })
+    await publisher.start()
+    try {
+      await deadline(firstRun, 8000, 'afterAuth once the publish link connected')
+      expect(ran).toEqual([true])
+    } finally {
+      await publisher.close()
+    }
+  })
+
   it('yields opened, validated job loads in publish order and drops forgeries and invalid loads without ending', async () => {
     const to = await master({ autoAccept: true })
     const { link: linked, recorder } = await link(to)
