@@ -31,6 +31,19 @@ async function fakeBus(sockDir: string): Promise<{ server: Server; sockets: Sock
   }
 }
 
+/** A MasterEvent connected to a fresh stand-in bus, with the subscriber socket the bus accepted for it. */
+async function connectedBus(options: { reconnect?: { initial: number; max: number } } = {}): Promise<{ bus: Awaited<ReturnType<typeof fakeBus>>; events: MasterEvent; socket: Socket }> {
+  const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
+  cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  const bus = await fakeBus(dir)
+  const events = new MasterEvent(options.reconnect === undefined ? { sockDir: dir } : { sockDir: dir, reconnect: options.reconnect })
+  cleanups.push(() => events.close())
+  const socketReady = bus.connected()
+  await events.connect()
+  const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+  return { bus, events, socket }
+}
+
 const fire = (socket: Socket, tag: string, data: Record<string, unknown> = {}): void => {
   socket.write(frame(encode({ tag, data: { ...data, _stamp: new Date().toISOString() } })))
 }
@@ -49,14 +62,7 @@ describe('tagMatcher', () => {
 
 describe('MasterEvent', () => {
   it("turns the master's count of events it dropped for this connection into a brine/bus/dropped event before the next one, and resolves nextConnection on a reconnect", async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const bus = await fakeBus(dir)
-    const events = new MasterEvent({ sockDir: dir, reconnect: { initial: 10, max: 20 } })
-    cleanups.push(() => events.close())
-    const socketReady = bus.connected()
-    await events.connect()
-    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    const { bus, events, socket } = await connectedBus({ reconnect: { initial: 10, max: 20 } })
     const all = events.iter()[Symbol.asyncIterator]()
     const jobs = events.iter({ match: 'salt/job/' })[Symbol.asyncIterator]()
     socket.write(frame(encode({ tag: 'salt/job/1/ret/web1', data: { id: 'web1' }, dropped: 3 })))
@@ -75,14 +81,7 @@ describe('MasterEvent', () => {
   })
 
   it('buffers for a reader only what its changing filter takes when the event arrives (a job reader narrowed to its jid)', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const bus = await fakeBus(dir)
-    const events = new MasterEvent({ sockDir: dir })
-    cleanups.push(() => events.close())
-    const socketReady = bus.connected()
-    await events.connect()
-    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    const { events, socket } = await connectedBus()
     let wanted: string | undefined
     const reader = events.iter({ match: 'salt/job/', filter: (tag) => wanted === undefined || tag.startsWith(`salt/job/${wanted}/`), hwm: 2 })[Symbol.asyncIterator]()
     fire(socket, 'salt/job/1/ret/web1')
@@ -96,14 +95,7 @@ describe('MasterEvent', () => {
   })
 
   it('gives each reader the events matching its filter, and stops on abort', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const bus = await fakeBus(dir)
-    const events = new MasterEvent({ sockDir: dir })
-    cleanups.push(() => events.close())
-    const socketReady = bus.connected()
-    await events.connect()
-    const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
+    const { events, socket } = await connectedBus()
     const controller = new AbortController()
     const returns = events.iter({ match: 'salt/job/*/ret/*', matchType: 'glob', signal: controller.signal })
     const everything = events.iter()[Symbol.asyncIterator]()

@@ -9,13 +9,25 @@ const JID = '20260101000000000001'
 let findJobCounter = 0
 const findJobJid = (): string => `20260101000000${String(500_000 + ++findJobCounter).padStart(6, '0')}`
 
-/** A bus reader fed by the test: events pushed before or while the collector reads. */
-function bus(): { events: BoundedQueue<BusEvent>; ret: (jid: string, id: string, value: unknown, extra?: Record<string, unknown>) => void } {
+/**
+ * A bus reader fed by the test: events pushed before or while the collector reads. With `accepts`, an event
+ * it refuses when fired is not buffered (as LocalClient's reader filters by tag), and counted in `skipped()`.
+ */
+function bus(accepts?: (tag: string) => boolean): {
+  events: BoundedQueue<BusEvent>
+  ret: (jid: string, id: string, value: unknown, extra?: Record<string, unknown>) => void
+  skipped: () => number
+} {
   const events = new BoundedQueue<BusEvent>(1000)
+  let skipped = 0
   return {
     events,
-    ret: (jid, id, value, extra = {}) =>
-      events.push({ tag: tags.jobReturn(jid, id), data: { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: value, retcode: 0, success: true, ...extra } }),
+    ret: (jid, id, value, extra = {}) => {
+      const tag = tags.jobReturn(jid, id)
+      if (accepts !== undefined && !accepts(tag)) skipped++
+      else events.push({ tag, data: { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: value, retcode: 0, success: true, ...extra } })
+    },
+    skipped: () => skipped,
   }
 }
 
@@ -43,6 +55,21 @@ function source(options: { onFindJob?: (round: number, findJid: string, ids: rea
   return recorded
 }
 
+/** A source whose minion `slow` still runs JID at the first find_job, and has returned by the second. */
+function slowMinion(ret: ReturnType<typeof bus>['ret']): Recorded {
+  return source({
+    onFindJob: (round, findJid, ids) => {
+      if (round === 1) ret(findJid, 'slow', { jid: JID, fun: 'test.sleep' }, { fun: 'saltutil.find_job' })
+      else {
+        // By the second round the real return has arrived.
+        ret(JID, 'slow', 'done')
+        ret(findJid, 'slow', {}, { fun: 'saltutil.find_job' })
+      }
+      return [...ids]
+    },
+  })
+}
+
 async function collect(options: CollectReturnsOptions): Promise<CollectedReturn[]> {
   const out: CollectedReturn[] = []
   await deadline(
@@ -58,29 +85,11 @@ async function collect(options: CollectReturnsOptions): Promise<CollectedReturn[
 describe('collectReturns', () => {
   it('narrows a focusing reader to its jid and its find_job rounds, and still sees a find_job answer that comes before the reply', async () => {
     // A reader that, like LocalClient's, buffers only what passes the focus when the event is fired.
-    const { events } = bus()
     let focused: ReadonlySet<string> | undefined
     const focuses: Array<string[] | undefined> = []
-    let skipped = 0
-    const fire = (jid: string, id: string, value: unknown, extra: Record<string, unknown> = {}): void => {
-      const tag = tags.jobReturn(jid, id)
-      if (focused !== undefined && !focused.has(jobEventJid(tag) ?? '')) {
-        skipped++
-        return
-      }
-      events.push({ tag, data: { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: value, retcode: 0, success: true, ...extra } })
-    }
-    const jobs = source({
-      onFindJob: (round, findJid, ids) => {
-        // The minion answers find_job before the publish reply (with the round's jid) reaches the collector.
-        if (round === 1) fire(findJid, 'slow', { jid: JID, fun: 'test.sleep' }, { fun: 'saltutil.find_job' })
-        else {
-          fire(JID, 'slow', 'done')
-          fire(findJid, 'slow', {}, { fun: 'saltutil.find_job' })
-        }
-        return [...ids]
-      },
-    })
+    const { events, ret: fire, skipped } = bus((tag) => focused === undefined || focused.has(jobEventJid(tag) ?? ''))
+    // The minion answers find_job before the publish reply (with the round's jid) reaches the collector.
+    const jobs = slowMinion(fire)
     const collecting = collect({
       jid: JID,
       minions: ['web1', 'slow'],
@@ -100,7 +109,7 @@ describe('collectReturns', () => {
       ['web1', 'returned'],
       ['slow', 'returned'],
     ])
-    expect(skipped).toBe(1)
+    expect(skipped()).toBe(1)
     expect(focuses[0]).toEqual([JID])
     // Widened while each find_job is published, then narrowed to the job and the rounds' jids.
     expect(focuses[1]).toBeUndefined()
@@ -129,17 +138,7 @@ describe('collectReturns', () => {
 
   it('asks the missing minions find_job and waits gather_job_timeout more while one still runs the job', async () => {
     const { events, ret } = bus()
-    const jobs = source({
-      onFindJob: (round, findJid, ids) => {
-        if (round === 1) ret(findJid, 'slow', { jid: JID, fun: 'test.sleep' }, { fun: 'saltutil.find_job' })
-        else {
-          // By the second round the real return has arrived.
-          ret(JID, 'slow', 'done')
-          ret(findJid, 'slow', {}, { fun: 'saltutil.find_job' })
-        }
-        return [...ids]
-      },
-    })
+    const jobs = slowMinion(ret)
     ret(JID, 'web1', true)
     const items = await collect({ jid: JID, minions: ['web1', 'slow'], events, source: jobs, timeout: 50, gatherJobTimeout: 200 })
     expect(items.map((item) => [item.id, item.status])).toEqual([

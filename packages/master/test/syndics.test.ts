@@ -4,8 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createJidGenerator, tags } from '@brine/common'
 import type { ReturnLoad } from '@brine/common'
 import { UnstorableValueError } from '@brine/returners'
-import { MemoryJobStore, rootCaller } from '../src/index.js'
-import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
+import { MemoryJobStore, rootCaller, type Master } from '../src/index.js'
+import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog } from './helpers.js'
 
 const TRANSPORTS = ['zeromq', 'tcp'] as const
 
@@ -13,6 +13,16 @@ afterEach(runCleanups)
 
 const ret = (value: unknown) => ({ return: value, retcode: 0, success: true, fun_args: [] })
 const job = { tgt: 'below*', tgt_type: 'glob' as const, fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' }
+
+/** Syndic `syn1` (a FakeMinion) authenticated to `master` and announced with its start event. */
+async function attachSyndic(transport: (typeof TRANSPORTS)[number], dir: string, master: Master, events: EventLog): Promise<FakeMinion> {
+  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
+  expect(await syndic.auth()).toEqual({ ok: true })
+  expect(await syndic.sealed({ cmd: '_syndic_event', id: 'syn1', events: [{ tag: tags.syndicStart('syn1'), data: { id: 'syn1' } }] })).toEqual({ ok: true })
+  await events.next(tags.syndicStart('syn1'))
+  return syndic
+}
 
 describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transport) => {
   it('publishes to its syndic when no minion of its own matches, never expects the syndic itself, and names the syndic with the minions it announced before', async () => {
@@ -95,11 +105,7 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
   it('applies a replayed _syndic_return or _syndic_event once: the copy is answered "already handled", nothing stored or fired again', async () => {
     const dir = await tempDir()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
-    const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
-    expect(await syndic.auth()).toEqual({ ok: true })
-    expect(await syndic.sealed({ cmd: '_syndic_event', id: 'syn1', events: [{ tag: tags.syndicStart('syn1'), data: { id: 'syn1' } }] })).toEqual({ ok: true })
-    await events.next(tags.syndicStart('syn1'))
+    const syndic = await attachSyndic(transport, dir, master, events)
     const published = await master.service.publish(rootCaller(), job)
     expect(published).toMatchObject({ minions: [], syndics: { syn1: [] } })
 
@@ -133,11 +139,7 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
       }
     })()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true }, { jobs })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
-    const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
-    expect(await syndic.auth()).toEqual({ ok: true })
-    expect(await syndic.sealed({ cmd: '_syndic_event', id: 'syn1', events: [{ tag: tags.syndicStart('syn1'), data: { id: 'syn1' } }] })).toEqual({ ok: true })
-    await events.next(tags.syndicStart('syn1'))
+    const syndic = await attachSyndic(transport, dir, master, events)
     const published = await master.service.publish(rootCaller(), job)
     const reply = await syndic.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1', 'below2'], pending: [], returns: { below1: ret(Number.NaN), below2: ret(true) } }] })
     expect(reply['ok']).toBe(true)

@@ -3,14 +3,14 @@ import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { validateMinionId } from '@brine/crypt'
-import { decode, encode, FRAME_HEADER_BYTES, FrameReader, type Logger, type WireValue } from '@brine/transport'
+import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/transport'
 import { FutureJidError, JobCacheError } from './errors.js'
 import { lockOwnerGone, lockText, parseLockText } from './process-identity.js'
 
 const CHECKSUM_BYTES = 4
 /** A frame's length field is 32 bits and its body holds the checksum before the msgpack record. */
 const MAX_RECORD_BYTES = 0xffff_ffff - CHECKSUM_BYTES
-/** Validated minion ids remembered by saveReturn before the memory starts over. */
+/** Validated minion ids saveReturn remembers (the least recently validated go first). */
 const VALID_IDS_HELD = 65_536
 const SEGMENT_FILE = /^(\d{8})\.log$/
 const OLD_LAYOUT_DAY_DIR = /^\d{8}$/
@@ -114,8 +114,8 @@ export class LocalJobCache implements JobCache {
   #indexed: Promise<void> = Promise.resolve()
   /** True once #indexed has fulfilled: a return need not wait a turn for it (it is saved on every return). */
   #indexReady = false
-  /** Minion ids already checked by validateMinionId (the same fleet returns again and again); cleared when full. */
-  readonly #validIds = new Set<string>()
+  /** Minion ids already checked by validateMinionId (the same fleet returns again and again). */
+  readonly #validIds = new LruMap<string, true>(VALID_IDS_HELD)
   readonly #maxFutureMs: number | undefined
   readonly #now: () => number
   /** The greatest jid in the index (jids sort by time), or undefined; recomputed when prune removes it. */
@@ -199,8 +199,7 @@ export class LocalJobCache implements JobCache {
     this.#checkFuture(jid)
     if (!this.#validIds.has(id)) {
       validateMinionId(id)
-      if (this.#validIds.size >= VALID_IDS_HELD) this.#validIds.clear()
-      this.#validIds.add(id)
+      this.#validIds.set(id, true)
     }
     const key = `${jid}\0${id}`
     for (;;) {
