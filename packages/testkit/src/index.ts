@@ -11,6 +11,7 @@
  */
 export * from './errors.js'
 export * from './deadline.js'
+export * from './events.js'
 export * from './ports.js'
 export * from './processes.js'
 export * from './fleet.js'

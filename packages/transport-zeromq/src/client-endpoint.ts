@@ -1,12 +1,12 @@
 import { DEFAULT_BACKOFF, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, type ClientOptions } from '@brine/transport'
 import type { Dealer, Subscriber } from 'zeromq'
-import { ClientLink, closeSocket, formatEndpoint, isIPv6, receiveEach, retryInterrupted, zmqReconnectOptions, type ReconnectOptions } from './socket-util.js'
+import { ClientLink, closeSocket, formatEndpoint, isIPv6, receiveEach } from './socket-util.js'
 
 type ClientSocket = Dealer | Subscriber
 
 /**
- * What both ZeroMQ clients share: a socket connected in the background with libzmq's reconnect
- * set from the backoff options, its monitor mapped onto Brine's events (ClientLink), one receive
+ * What both ZeroMQ clients share: a socket connected in the background, its reconnect schedule
+ * run from the backoff options and its monitor mapped onto Brine's events (ClientLink), one receive
  * loop, and a close that stops the loop. The lifecycle itself (start once, idempotent close,
  * events, stats) is the runtime's EndpointBase.
  */
@@ -23,11 +23,11 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
     this.#options = options
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.hwm = options.hwm ?? DEFAULT_HWM
-    this.link = new ClientLink(this.core, this.address)
+    this.link = new ClientLink(this.core, this.address, { ...DEFAULT_BACKOFF, ...options.reconnect })
   }
 
-  /** The socket, configured (linger 0, hwm, the reconnect options) but not connected. */
-  protected abstract createSocket(reconnect: ReconnectOptions): S
+  /** The socket, configured (linger 0, hwm) but not connected; ClientLink sets its reconnect options. */
+  protected abstract createSocket(): S
 
   /** Runs after the socket is made and before it connects: subscriptions, the send queue. */
   protected abstract prepare(socket: S): void
@@ -40,12 +40,11 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
 
   /** Resolves at once; connecting and reconnecting go on in the background. */
   protected open(): Promise<void> {
-    const socket = this.createSocket(zmqReconnectOptions({ ...DEFAULT_BACKOFF, ...this.#options.reconnect }))
+    const socket = this.createSocket()
     if (isIPv6(this.#options.host)) socket.ipv6 = true
     this.socket = socket
-    this.link.attach(socket)
     this.prepare(socket)
-    retryInterrupted(() => socket.connect(this.address))
+    this.link.connect(socket)
     this.#loop = receiveEach(socket, this.core, `${this.core.what} ${this.address}`, (frames) => this.accept(frames))
     return Promise.resolve()
   }

@@ -1,7 +1,7 @@
 import { BoundedQueue, FrameTooLargeError, decode, decodeLimitsOf, type DecodeLimits, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
 import { Subscriber } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
-import { BROADCAST_TOPIC, clientMaxMessageSize, messageSize, retryInterrupted, topicForId, type ReconnectOptions } from './socket-util.js'
+import { BROADCAST_TOPIC, clientMaxMessageSize, messageSize, retryInterrupted, topicForId } from './socket-util.js'
 
 /**
  * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
@@ -22,8 +22,8 @@ export class ZeroMQPublishClient extends ZeroMQClient<Subscriber> implements Pub
     if (options.id !== undefined) this.ids.add(options.id)
   }
 
-  protected createSocket(reconnect: ReconnectOptions): Subscriber {
-    return new Subscriber({ linger: 0, receiveHighWaterMark: this.hwm, maxMessageSize: clientMaxMessageSize(this.maxFrameBytes), ...reconnect })
+  protected createSocket(): Subscriber {
+    return new Subscriber({ linger: 0, receiveHighWaterMark: this.hwm, maxMessageSize: clientMaxMessageSize(this.maxFrameBytes) })
   }
 
   protected prepare(socket: Subscriber): void {

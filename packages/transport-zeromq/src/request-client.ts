@@ -3,7 +3,7 @@ import { Dealer } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
 import { mapNativeError } from './map-native-error.js'
 import { SendQueue } from './send-queue.js'
-import { clientMaxMessageSize, messageSize, type ReconnectOptions } from './socket-util.js'
+import { clientMaxMessageSize, messageSize } from './socket-util.js'
 
 /**
  * Minion, client and syndic side of the request link: one Dealer connected to `ret_port`, many
@@ -24,7 +24,7 @@ export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements Request
     )
   }
 
-  protected createSocket(reconnect: ReconnectOptions): Dealer {
+  protected createSocket(): Dealer {
     return new Dealer({
       linger: 0,
       // Queue requests while disconnected; they go out once the server is back.
@@ -34,7 +34,6 @@ export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements Request
       // Never block the send queue: when libzmq cannot take a try at once (server down and the
       // queue at its mark), that try is lost and the request's own timeout and tries take over.
       sendTimeout: 0,
-      ...reconnect,
     })
   }
 

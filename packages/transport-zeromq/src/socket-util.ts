@@ -23,19 +23,35 @@ export function isIPv6(host: string): boolean {
 }
 
 /**
- * libzmq's reconnect options for a backoff. libzmq waits `reconnectInterval` plus a random part of
- * up to one interval, then doubles up to the maximum; an interval of initial × (1 − jitter) puts its
- * first attempt in [initial × (1 − jitter), initial × (2 − 2 × jitter)), with the default jitter of
- * 0.5 the same window as the TCP transport's first attempt, [initial / 2, initial).
+ * libzmq's reconnect options for one phase of a backoff. libzmq 4.3.5 offers two schedules, fixed
+ * when an endpoint is connected: with `reconnectMaxInterval` 0 every attempt waits
+ * `reconnectInterval` plus a random part of up to one interval; with a larger maximum it doubles
+ * from `reconnectInterval` with no random part at all, so a fleet started together retries in step.
+ * Brine's backoff (steady attempts at the initial delay, then growth; TCP's `backoffDelay`) is made of
+ * both: `steady` uses the first — an interval of initial × (1 − jitter) puts each attempt in
+ * [initial × (1 − jitter), initial × (2 − 2 × jitter)), with the default jitter of 0.5 TCP's window
+ * [initial / 2, initial) — and `growing` the second, from a first delay drawn once in TCP's window
+ * for the attempt after the steady ones ([2 × initial × (1 − jitter), 2 × initial)), so each client
+ * doubles from its own point. Without jitter the steady phase is one fixed interval (a maximum equal
+ * to the interval stops the doubling). libzmq's growth factor is always 2.
  */
 export interface ReconnectOptions {
   reconnectInterval: number
   reconnectMaxInterval: number
 }
 
-export function zmqReconnectOptions(backoff: Required<BackoffOptions>): ReconnectOptions {
-  const interval = Math.max(1, Math.round(backoff.initial * (1 - Math.min(1, Math.max(0, backoff.jitter)))))
-  return { reconnectInterval: interval, reconnectMaxInterval: Math.max(interval, backoff.max) }
+export type ReconnectPhase = 'steady' | 'growing'
+
+export function zmqReconnectOptions(backoff: Required<BackoffOptions>, phase: ReconnectPhase, random: () => number = Math.random): ReconnectOptions {
+  const jitter = Math.min(1, Math.max(0, backoff.jitter))
+  const initial = Math.max(1, Math.round(backoff.initial))
+  if (phase === 'steady') {
+    if (jitter === 0) return { reconnectInterval: initial, reconnectMaxInterval: initial }
+    return { reconnectInterval: Math.max(1, Math.round(initial * (1 - jitter))), reconnectMaxInterval: 0 }
+  }
+  const base = Math.min(Math.max(initial, backoff.max), initial * 2)
+  const first = Math.max(1, Math.round(base * (1 - jitter * random())))
+  return { reconnectInterval: first, reconnectMaxInterval: Math.max(first, backoff.max) }
 }
 
 /**
@@ -80,21 +96,42 @@ export function closeSocket(socket: Socket): void {
 }
 
 /**
- * Maps a client socket's monitor events onto Brine's: `connect` → peer-connect (every connect
- * after the first counts as a reconnect), `disconnect` → peer-disconnect, `connect:retry` →
- * reconnect-attempt. Shared by the publish and request clients.
+ * Connects a client socket and maps its monitor events onto Brine's: `connect` → peer-connect
+ * (every connect after the first counts as a reconnect), `disconnect` → peer-disconnect,
+ * `connect:retry` → reconnect-attempt. Shared by the publish and request clients.
+ *
+ * It also runs the backoff's two phases (see zmqReconnectOptions): libzmq fixes an endpoint's
+ * schedule when it is connected, so moving to the other phase means connecting the endpoint again,
+ * which makes one attempt at once (reported with delay 0). That happens only while no connection
+ * is up — when the steady attempts have all failed, and when a connection made in the growing phase
+ * is lost (at libzmq's first retry, whose delay is the growing one) — and drops the requests libzmq
+ * still queued for the endpoint; their tries and timeouts cover them, as for any request lost with
+ * a connection. A server back within the steady attempts finds the queue intact.
  */
 export class ClientLink {
   connected = false
   private everConnected = false
+  /** Retries since the last connect. */
   private attempt = 0
+  private phase: ReconnectPhase = 'steady'
+  /** Retries since the steady phase began. */
+  private steadyRetries = 0
+  private socket: Socket | undefined
 
   constructor(
     private readonly core: EndpointCore,
     private readonly address: string,
+    private readonly backoff: Required<BackoffOptions>,
   ) {}
 
-  attach(socket: Socket): void {
+  /** Watches the socket and connects it in the steady phase; connecting goes on in the background. */
+  connect(socket: Socket): void {
+    this.socket = socket
+    this.watch(socket)
+    this.connectIn('steady', socket)
+  }
+
+  private watch(socket: Socket): void {
     const events = monitorOf(socket)
     events.on('connect', () => {
       if (this.core.isClosed) return
@@ -102,6 +139,7 @@ export class ClientLink {
       this.everConnected = true
       this.connected = true
       this.attempt = 0
+      this.steadyRetries = 0
       this.core.emit({ type: 'peer-connect', peer: this.address })
     })
     events.on('disconnect', () => {
@@ -112,8 +150,36 @@ export class ClientLink {
     events.on('connect:retry', (event) => {
       if (this.core.isClosed) return
       this.attempt++
-      this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: event.interval })
+      const next = this.phase === 'steady' ? this.afterSteadyRetry() : this.attempt === 1 ? 'steady' : undefined
+      this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: next === undefined ? event.interval : 0 })
+      if (next !== undefined) this.reconnectIn(next)
     })
+  }
+
+  /** The phase to move to once this steady retry is counted: growing when it is one too many. */
+  private afterSteadyRetry(): ReconnectPhase | undefined {
+    this.steadyRetries++
+    return this.steadyRetries > Math.max(1, this.backoff.steady) ? 'growing' : undefined
+  }
+
+  private reconnectIn(phase: ReconnectPhase): void {
+    const socket = this.socket
+    if (socket === undefined || socket.closed || this.core.isClosed) return
+    try {
+      retryInterrupted(() => socket.disconnect(this.address))
+      this.connectIn(phase, socket)
+    } catch (error) {
+      this.core.logger.warning(`${this.core.what} ${this.address}: could not reconnect for the ${phase} phase of its backoff: ${(error as Error).message}`)
+    }
+  }
+
+  private connectIn(phase: ReconnectPhase, socket: Socket): void {
+    this.phase = phase
+    this.steadyRetries = 0
+    const { reconnectInterval, reconnectMaxInterval } = zmqReconnectOptions(this.backoff, phase)
+    socket.reconnectInterval = reconnectInterval
+    socket.reconnectMaxInterval = reconnectMaxInterval
+    retryInterrupted(() => socket.connect(this.address))
   }
 }
 

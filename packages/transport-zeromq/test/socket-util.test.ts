@@ -41,10 +41,20 @@ describe('retryInterrupted', () => {
 })
 
 describe('zmqReconnectOptions', () => {
-  it("puts libzmq's first attempt in the TCP transport's window and keeps the cap", () => {
-    // libzmq waits interval + random [0, interval): [500, 1000) for recon_default 1000 with jitter 0.5.
-    expect(zmqReconnectOptions({ ...DEFAULT_BACKOFF, initial: 1000, max: 10_000, jitter: 0.5 })).toEqual({ reconnectInterval: 500, reconnectMaxInterval: 10_000 })
-    expect(zmqReconnectOptions({ ...DEFAULT_BACKOFF, initial: 1000, max: 10_000, jitter: 0 })).toEqual({ reconnectInterval: 1000, reconnectMaxInterval: 10_000 })
-    expect(zmqReconnectOptions({ ...DEFAULT_BACKOFF, initial: 1, max: 1, jitter: 1 })).toEqual({ reconnectInterval: 1, reconnectMaxInterval: 1 })
+  const backoff = { ...DEFAULT_BACKOFF, initial: 1000, max: 10_000, jitter: 0.5 }
+
+  it("keeps the steady phase in the TCP transport's window: libzmq adds up to one interval at random, and does not grow", () => {
+    expect(zmqReconnectOptions(backoff, 'steady')).toEqual({ reconnectInterval: 500, reconnectMaxInterval: 0 })
+    // Without jitter one fixed interval: a maximum equal to the interval stops libzmq's doubling.
+    expect(zmqReconnectOptions({ ...backoff, jitter: 0 }, 'steady')).toEqual({ reconnectInterval: 1000, reconnectMaxInterval: 1000 })
+    expect(zmqReconnectOptions({ ...backoff, initial: 1, max: 1, jitter: 1 }, 'steady')).toEqual({ reconnectInterval: 1, reconnectMaxInterval: 0 })
+  })
+
+  it('starts the growing phase from a point drawn in the window of the attempt after the steady ones, up to the cap', () => {
+    expect(zmqReconnectOptions(backoff, 'growing', () => 0)).toEqual({ reconnectInterval: 2000, reconnectMaxInterval: 10_000 })
+    expect(zmqReconnectOptions(backoff, 'growing', () => 0.999)).toEqual({ reconnectInterval: 1001, reconnectMaxInterval: 10_000 })
+    expect(zmqReconnectOptions({ ...backoff, jitter: 0 }, 'growing', () => 0.5)).toEqual({ reconnectInterval: 2000, reconnectMaxInterval: 10_000 })
+    // A cap below twice the initial delay bounds the first delay too.
+    expect(zmqReconnectOptions({ ...backoff, max: 1500 }, 'growing', () => 0)).toEqual({ reconnectInterval: 1500, reconnectMaxInterval: 1500 })
   })
 })

@@ -27,6 +27,11 @@ export function connectRawSocket(target: RawTarget, framing: RawFraming, options
   socket.on('error', () => {})
   // Whatever the server sends is read and discarded, so its closing the connection is seen at once.
   socket.on('data', () => {})
+  // Kept from the connect: a destroyed socket forgets its local address, and a test asks for it after the server dropped it.
+  let localPeer = 'unknown:0'
+  socket.once('connect', () => {
+    localPeer = `${socket.localAddress ?? 'unknown'}:${socket.localPort ?? 0}`
+  })
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
   void closed.then(() => {
     isClosed = true
@@ -61,7 +66,7 @@ export function connectRawSocket(target: RawTarget, framing: RawFraming, options
     get isClosed() {
       return isClosed
     },
-    localPeer: () => `${socket.localAddress ?? 'unknown'}:${socket.localPort ?? 0}`,
+    localPeer: () => localPeer,
     sendFrame: (body) => write(framing.frame(body)),
     startFrame: (size, bytes) => write(Buffer.concat([framing.header(size), Buffer.alloc(bytes, 0x61)])),
     sendBytes: (bytes) => write(bytes),
