@@ -1,5 +1,5 @@
 import { connect, type Socket } from 'node:net'
-import { FrameReader, decode, encode, frame, type Endpoint, type TransportEvent, type WireValue } from '@brine/transport'
+import { FrameReader, decode, encode, frame, type Endpoint, type WireValue } from '@brine/transport'
 
 import { deadline } from '@brine/testkit'
 
