@@ -80,6 +80,16 @@ export interface ReturnCounts {
   duplicates: number
 }
 
+/** One test.ping round of waiting for every minion to answer; ms from the wait's start (a restart: the relaunch). */
+export interface PingRound {
+  startMs: number
+  /** When the master answered the publish (null: it did not). */
+  publishedMs: number | null
+  /** Minions heard from before this round, and by its end. */
+  heardBefore: number
+  heard: number
+}
+
 export interface CaseResult extends BenchCase {
   /** Minions per transport (`both` splits them). */
   split: Partial<Record<TransportName, number>>
@@ -103,7 +113,8 @@ export interface CaseResult extends BenchCase {
     swarmProcessBytes: number[] | null
     swarmBytesPerMinion: number | null
   }
-  restart: { masterReadyMs: number; allAnsweringMs: number }
+  /** `rounds`: the test.ping rounds it took (times from the relaunch), which is what the figure is made of. */
+  restart: { masterReadyMs: number; allAnsweringMs: number; rounds: PingRound[] }
   overload: ReturnCounts & {
     jobs: number
     durationMs: number
@@ -299,20 +310,30 @@ async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000):
  * loaded a master busy re-authenticating a thousand minions so much that the figure doubled.
  * Throws naming how many answered at `deadline`.
  */
-async function untilAllAnswer(client: () => LocalClient, n: number, deadline: number, windowMs?: number): Promise<number> {
+async function untilAllAnswer(
+  client: () => LocalClient,
+  n: number,
+  deadline: number,
+  options: { windowMs?: number; rounds?: PingRound[]; from?: number } = {},
+): Promise<number> {
   const heard = new Set<string>()
   let expected: string[] | undefined
   // Each ping's window is a few times the ping's p95 at N, and short: a minion back just after a
   // publish is seen by the next ping, so the window bounds how finely the figure is measured.
-  const window = windowMs ?? Math.min(2000, 500 + n / 2)
+  const window = options.windowMs ?? Math.min(2000, 500 + n / 2)
+  const from = options.from ?? performance.now()
   for (;;) {
     const missing = expected?.filter((id) => !heard.has(id))
+    const pingRound: PingRound = { startMs: round(performance.now() - from), publishedMs: null, heardBefore: heard.size, heard: heard.size }
+    options.rounds?.push(pingRound)
     try {
       await using job = await client().runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window, listen: true })
+      pingRound.publishedMs = round(performance.now() - from)
       if (expected === undefined && job.minions.length >= n) expected = [...job.minions]
       for await (const item of job.returns({ timeout: window, gatherJobTimeout: 250 })) {
         if (item.status !== 'returned') continue
         heard.add(item.id)
+        pingRound.heard = heard.size
         if (heard.size >= n) return performance.now()
       }
     } catch (error) {
@@ -340,7 +361,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
     latency: { ...zeroCounts(), calls: 0, ms: stats([]) },
     throughput: { ...zeroCounts(), jobs: 0, window: 0, durationMs: 0, jobsPerSec: 0, returnsPerSec: 0, jobMs: stats([]) },
     memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null },
-    restart: { masterReadyMs: 0, allAnsweringMs: 0 },
+    restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
     pids: [],
   }
@@ -536,7 +557,9 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.restart.masterReadyMs = round(performance.now() - relaunched)
     // The restarted master wrote a new root key: a new client reads it.
     client = newClient()
-    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs)) - relaunched)
+    const restartRounds: PingRound[] = []
+    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs, { rounds: restartRounds, from: relaunched })) - relaunched)
+    result.restart.rounds = restartRounds
 
     phase('overload')
     const masterPid = fleet.master.pid
@@ -653,7 +676,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     result.connect.allAcceptedMs = round(performance.now() - launched)
     client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
     // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
-    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, Math.max(2000, n * 2))) - launched)
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
     result.tree = {
       syndics: k,

@@ -69,6 +69,23 @@ export function markdownReport(result: BenchResult): string {
       `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
     )
   }
+  const restarted = result.cases.filter((c) => (c.restart.rounds ?? []).length > 0)
+  if (restarted.length > 0) {
+    lines.push(
+      '',
+      '## Restart, round by round',
+      '',
+      'After the master is relaunched, one test.ping goes to every minion not heard from yet, each when the previous one is done',
+      '(its window, then find_job): the figure is the end of the last round. Times in ms from the relaunch.',
+      '',
+      '| transport | N | master ready ms | rounds: published at ms → minions heard by the round\'s end | all answering ms |',
+      '| --- | ---: | ---: | --- | ---: |',
+    )
+    for (const c of restarted) {
+      const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'refused' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
+      lines.push(`| ${c.transport} | ${int(c.n)} | ${ms(c.restart.masterReadyMs)} | ${rounds} | ${ms(c.restart.allAnsweringMs)} |`)
+    }
+  }
   const withApi = result.cases.filter((c) => c.api !== undefined)
   if (withApi.length > 0) {
     lines.push(

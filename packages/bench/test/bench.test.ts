@@ -104,6 +104,16 @@ describe('brine-bench --quick', () => {
       }
       expect(c.connect.allAnsweringMs).toBeGreaterThanOrEqual(c.connect.masterReadyMs)
       expect(c.restart.allAnsweringMs).toBeGreaterThan(0)
+      // The figure is the end of its last ping round, the one that heard the last minion.
+      const rounds = c.restart.rounds
+      expect(rounds.length).toBeGreaterThan(0)
+      expect(rounds.at(-1)!.heard).toBe(c.n)
+      for (const [index, r] of rounds.entries()) {
+        expect(r.heard).toBeGreaterThanOrEqual(r.heardBefore)
+        if (index > 0) expect(r.heardBefore).toBe(rounds[index - 1]!.heard)
+        if (r.publishedMs !== null) expect(r.publishedMs).toBeGreaterThanOrEqual(r.startMs)
+      }
+      expect(c.restart.allAnsweringMs).toBeGreaterThanOrEqual(rounds.at(-1)!.startMs)
       expect(c.memory.masterIdleBytes).toBeGreaterThan(0)
       expect(c.memory.minionProcessIdleBytes).toBeGreaterThan(0)
       expect(c.overload.masterPeakRssBytes).toBeGreaterThan(0)
@@ -135,6 +145,7 @@ describe('brine-bench --quick', () => {
 
   it('renders the same result as Markdown and SVG in process', () => {
     expect(markdownReport(result)).toContain('## Targets')
+    expect(markdownReport(result)).toContain('## Restart, round by round')
     expect(svgChart(result)).toContain('test.ping median latency')
   })
 })
