@@ -1,4 +1,5 @@
-import { chmod, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { execFileSync } from 'node:child_process'
+import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
@@ -95,6 +96,20 @@ describe('loadOrCreateKeys', () => {
     const error = await loadOrCreateKeys(pkiDir, 'master').catch((e: unknown) => e)
     expect(error).toBeInstanceOf(InsecureKeyFileError)
     expect((error as InsecureKeyFileError).mode).toBe('0644')
+  })
+
+  it.each([
+    ['a directory', (file: string) => mkdir(file)],
+    ['a FIFO (refused at once, not waited on for a writer)', async (file: string) => void execFileSync('mkfifo', [file])],
+  ])('refuses %s in place of a key file, naming the file', async (_label, make) => {
+    const pkiDir = await tempDir()
+    const { keyFile } = await loadOrCreateKeys(pkiDir, 'master')
+    await rm(keyFile)
+    await make(keyFile)
+    const error = await loadOrCreateKeys(pkiDir, 'master').catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(KeyFileError)
+    expect((error as KeyFileError).message).toMatch(/is not a regular file/)
+    expect((error as KeyFileError).file).toBe(keyFile)
   })
 
   it('refuses a key name that is a path', async () => {
