@@ -83,7 +83,7 @@ export interface ReturnCounts {
 /** One test.ping round of waiting for every minion to answer; ms from the wait's start (a restart: the relaunch). */
 export interface PingRound {
   startMs: number
-  /** When the master answered the publish (null: it did not). */
+  /** When the master answered the publish (null: it did not answer; the round then waited 100 ms and the next began). */
   publishedMs: number | null
   /** Minions heard from before this round, and by its end. */
   heardBefore: number

@@ -82,7 +82,7 @@ export function markdownReport(result: BenchResult): string {
       '| --- | ---: | ---: | --- | ---: |',
     )
     for (const c of restarted) {
-      const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'refused' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
+      const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'no answer' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
       lines.push(`| ${c.transport} | ${int(c.n)} | ${ms(c.restart.masterReadyMs)} | ${rounds} | ${ms(c.restart.allAnsweringMs)} |`)
     }
   }
