@@ -557,9 +557,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.restart.masterReadyMs = round(performance.now() - relaunched)
     // The restarted master wrote a new root key: a new client reads it.
     client = newClient()
-    const restartRounds: PingRound[] = []
-    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs, { rounds: restartRounds, from: relaunched })) - relaunched)
-    result.restart.rounds = restartRounds
+    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
 
     phase('overload')
     const masterPid = fleet.master.pid

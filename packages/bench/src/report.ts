@@ -69,7 +69,7 @@ export function markdownReport(result: BenchResult): string {
       `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
     )
   }
-  const restarted = result.cases.filter((c) => (c.restart.rounds ?? []).length > 0)
+  const restarted = result.cases.filter((c) => c.restart.rounds.length > 0)
   if (restarted.length > 0) {
     lines.push(
       '',
