@@ -44,6 +44,8 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         maxFrameBytes,
         hwm: options.hwm ?? DEFAULT_HWM,
         formatAddress: formatEndpoint,
+        // libzmq peers wake two threads per segment received: a turn's replies go out together.
+        coalesce: true,
         reader: (connection) => {
           const session = new ZmtpSession(
             connection,

@@ -1,3 +1,4 @@
+import { Socket } from 'node:net'
 import { afterEach } from 'vitest'
 import { deadline } from '@brine/testkit'
 
@@ -31,4 +32,29 @@ export async function take<T>(iterator: AsyncIterator<T>, n: number, what: strin
     what,
   )
   return values
+}
+
+/**
+ * Runs `work` while counting what the server's end of each link on `port` hands to the kernel: the
+ * parts of each writev, or 1 for a single write. Resolves to those counts, in order.
+ */
+export async function handOvers(port: number, work: () => Promise<void>): Promise<number[]> {
+  const handed: number[] = []
+  const proto = Socket.prototype as unknown as Record<'_writev' | '_write', (this: Socket, ...args: unknown[]) => void>
+  const { _writev: writev, _write: write } = proto
+  proto._writev = function (this: Socket, chunks: unknown, ...rest: unknown[]) {
+    if (this.localPort === port) handed.push((chunks as unknown[]).length)
+    writev.call(this, chunks, ...rest)
+  }
+  proto._write = function (this: Socket, ...args: unknown[]) {
+    if (this.localPort === port) handed.push(1)
+    write.apply(this, args)
+  }
+  try {
+    await work()
+  } finally {
+    proto._writev = writev
+    proto._write = write
+  }
+  return handed
 }

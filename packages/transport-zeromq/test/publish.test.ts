@@ -3,7 +3,7 @@ import { deadline, portOf } from '@brine/testkit'
 import { Recorder } from '@brine/transport-compliance'
 import { describe, expect, it } from 'vitest'
 import { zeromqTransport } from '../src/index.js'
-import { HOST, take, track } from './helpers.js'
+import { HOST, handOvers, take, track } from './helpers.js'
 
 const transport = zeromqTransport()
 
@@ -31,5 +31,18 @@ describe('zeromq publish', () => {
     const loads = await take(client[Symbol.asyncIterator](), 2000, '2000 loads', 20_000)
     expect(loads).toEqual(Array.from({ length: 2000 }, (_, i) => i))
     expect(server.stats().queued).toBe(0)
+  })
+
+  it("hands a turn's publishes to one subscriber to its socket as one write (libzmq wakes two threads per segment)", async () => {
+    const { server, events } = await publishServer()
+    const port = portOf(server.address)
+    const client = await subscriber(port)
+    await events.waitFor(subscribedTo('broadcast'), 'broadcast subscription')
+    const handed = await handOvers(port, async () => {
+      for (let i = 0; i < 5; i++) void server.publish(i)
+      expect(await take(client[Symbol.asyncIterator](), 5, '5 loads')).toEqual([0, 1, 2, 3, 4])
+    })
+    // Five messages of three parts each (topic frame, header, body), in one hand-over.
+    expect(handed).toEqual([15])
   })
 })

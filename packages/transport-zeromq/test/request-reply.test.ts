@@ -2,7 +2,7 @@ import { TimeoutError, type RequestHandler } from '@brine/transport'
 import { deadline, portOf } from '@brine/testkit'
 import { describe, expect, it } from 'vitest'
 import { zeromqTransport } from '../src/index.js'
-import { HOST, track } from './helpers.js'
+import { HOST, handOvers, track } from './helpers.js'
 
 const transport = zeromqTransport()
 
@@ -46,5 +46,28 @@ describe('zeromq request/reply', () => {
     // One try waits in libzmq's queue (hwm 1); the two re-sends find it full and are dropped.
     expect(client.stats().dropped).toBe(2)
     expect(client.stats().queued).toBe(0)
+  })
+
+  it("hands the replies of one turn to a peer's socket as one write (libzmq wakes two threads per segment)", async () => {
+    // The handler holds numbers until three wait, then answers all three in the same turn.
+    const waiting: Array<() => void> = []
+    const server = await serve(async (request) => {
+      if (request === 'hello') return 'hello'
+      await new Promise<void>((resolve) => {
+        waiting.push(resolve)
+        if (waiting.length === 3) for (const release of waiting) release()
+      })
+      return { echo: request }
+    })
+    const port = portOf(server.address)
+    const client = await connect(port)
+    // A round trip first, so the handshake's writes are over before counting.
+    expect(await deadline(client.send('hello'), 10_000, 'the hello reply')).toBe('hello')
+    const handed = await handOvers(port, async () => {
+      const replies = await deadline(Promise.all([1, 2, 3].map((n) => client.send(n))), 10_000, 'three replies')
+      expect(replies).toEqual([{ echo: 1 }, { echo: 2 }, { echo: 3 }])
+    })
+    // Three replies of two parts each (header, body), in one hand-over.
+    expect(handed).toEqual([6])
   })
 })

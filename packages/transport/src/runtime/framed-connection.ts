@@ -36,7 +36,9 @@ export interface FramedConnectionOptions {
   /**
    * Gather the frames written in one turn of the event loop and hand them to the socket together
    * (one writev) just after it. For a writer that sends many small frames to one peer, such as the
-   * event bus; a request/reply link gains nothing from it.
+   * event bus, and for a peer that pays for each segment it receives: a libzmq socket wakes its I/O
+   * thread and then its caller's thread for every one, so the ZeroMQ servers coalesce their replies
+   * and publishes (a minion process then spends ~15 % less CPU per return with 50 on two cores).
    */
   coalesce?: boolean
   /**

@@ -16,6 +16,11 @@ export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 
   hwm: number
   /** Outgoing bytes queued per connection (default: no bound but `hwm`). */
   maxQueuedBytes?: number
+  /**
+   * Write each connection's frames of one event-loop turn together, just after the turn (see
+   * FramedConnectionOptions.coalesce): for peers that pay per segment received, such as libzmq's.
+   */
+  coalesce?: boolean
   /** The transport's framing, when not the 4-byte length prefix (ZeroMQ's ZMTP). */
   reader?: (connection: FramedConnection) => StreamReader
   /** The endpoint's address once bound (default `tcp://host:port`). */
@@ -161,6 +166,7 @@ export class Listener {
         hwm: this.options.hwm,
         ...(this.options.maxQueuedBytes === undefined ? {} : { maxQueuedBytes: this.options.maxQueuedBytes }),
         ...(this.options.reader === undefined ? {} : { reader: this.options.reader }),
+        coalesce: this.options.coalesce === true,
         budget: this.budget,
       },
       {
