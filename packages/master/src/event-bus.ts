@@ -21,10 +21,18 @@ export interface EventBusOptions {
   logger?: Logger
 }
 
-/** Per-subscriber hwm of the bus when the config says nothing usable. */
-export const DEFAULT_EVENT_BUS_HWM = 10_000
 /**
- * Bytes held per subscriber that stops reading: the count alone would let 10,000 events of a large
+ * Per-subscriber hwm of the bus in events, when the config says nothing larger. The byte bound below is
+ * what holds a stalled reader's memory; the count only caps the number of small events. It is high so
+ * that a reader of a master under a burst keeps up late rather than losing events: a master busy with
+ * 1,000 minions' returns gets round to a subscriber's socket a few times a second, and each time the
+ * kernel takes only what fits its buffer (~200 KiB, ~1,000 return events), so a backlog builds for the
+ * length of the burst (10,000 events dropped ~80 % of a 200-job burst's return events for the bench's
+ * reader; 200,000, none, at no higher peak).
+ */
+export const DEFAULT_EVENT_BUS_HWM = 200_000
+/**
+ * Bytes held per subscriber that stops reading: the count alone would let many events of a large
  * return (a 10 MB cmd.run output each) pile up; whichever bound is met first drops the event for it.
  */
 export const DEFAULT_EVENT_BUS_HWM_BYTES = 32 * 1024 * 1024

@@ -192,12 +192,12 @@ describe('EventBus', () => {
     ])
   })
 
-  it("sizes its hwm from the master's pub_hwm: ten times it, never below 10,000", () => {
+  it("sizes its hwm from the master's pub_hwm: ten times it, never below 200,000", () => {
     expect(eventBusHwm(undefined)).toBe(DEFAULT_EVENT_BUS_HWM)
-    expect(eventBusHwm(1000)).toBe(10_000)
-    expect(eventBusHwm(5000)).toBe(50_000)
+    expect(eventBusHwm(1000)).toBe(200_000)
+    expect(eventBusHwm(50_000)).toBe(500_000)
     expect(eventBusHwm(0)).toBe(DEFAULT_EVENT_BUS_HWM)
-    const master = new Master({ ...defaultsFor('master'), sock_dir: '/tmp/brine-unused', pub_hwm: 4000 } as MasterConfig)
-    expect(master.bus.hwm).toBe(40_000)
+    const master = new Master({ ...defaultsFor('master'), sock_dir: '/tmp/brine-unused', pub_hwm: 40_000 } as MasterConfig)
+    expect(master.bus.hwm).toBe(400_000)
   })
 })
