@@ -402,8 +402,7 @@ export class MasterService {
     }
     const claimed = [...new Set(entry.minions ?? [])].filter((minion) => !this.#announcements.announcedBy(jid, minion, syndic))
     const allowed = await this.#allowedAnnouncements(syndic, job, claimed, refuse)
-    const pending = entry.pending ?? []
-    const { fresh, changed } = this.#announcements.announce(jid, syndic, allowed, pending)
+    const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, allowed, entry.pending)
     if (fresh.length > 0) this.#o.syndics.addMinions(syndic, fresh)
     if (fresh.length > 0 || changed) {
       // Salt's announcement: the lower master's new-job event, forwarded as syndic/<id>/salt/job/<jid>/new.

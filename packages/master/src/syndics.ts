@@ -164,8 +164,12 @@ export class Announcements {
   /**
    * Records what `syndic` announced for `jid`: the minions not announced by it before, and whether its
    * pending syndics changed (or this is its first announcement for the job): either is worth an event.
+   * `pending` undefined — a batch that only carries returns — leaves the pending syndics as they were
+   * (none, on a first announcement): read as "none pending", a return that beat a lower syndic's
+   * announcement up the tree would let the client stop waiting for that syndic's minions.
+   * Returns the pending syndics now held.
    */
-  announce(jid: string, syndic: string, minions: readonly string[], pending: readonly string[]): { fresh: string[]; changed: boolean } {
+  announce(jid: string, syndic: string, minions: readonly string[], pending: readonly string[] | undefined): { fresh: string[]; changed: boolean; pending: readonly string[] } {
     let job = this.#jobs.get(jid)
     if (job === undefined) {
       job = new Map()
@@ -174,16 +178,17 @@ export class Announcements {
     let share = job.get(syndic)
     const first = share === undefined
     if (share === undefined) {
-      share = { minions: new Set(), pending: [...pending] }
+      share = { minions: new Set(), pending: [...(pending ?? [])] }
       job.set(syndic, share)
     }
     const fresh = minions.filter((id) => !share.minions.has(id))
     for (const id of fresh) share.minions.add(id)
     this.#entries += fresh.length
-    const changed = first || share.pending.length !== pending.length || share.pending.some((id, index) => id !== pending[index])
-    share.pending = [...pending]
+    const next = pending ?? share.pending
+    const changed = first || share.pending.length !== next.length || share.pending.some((id, index) => id !== next[index])
+    share.pending = [...next]
     this.#bound(jid)
-    return { fresh, changed }
+    return { fresh, changed, pending: share.pending }
   }
 
   announcedBy(jid: string, minion: string, syndic: string): boolean {
