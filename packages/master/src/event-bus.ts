@@ -22,13 +22,10 @@ export interface EventBusOptions {
 }
 
 /**
- * Per-subscriber hwm of the bus in events, when the config says nothing larger. The byte bound below is
- * what holds a stalled reader's memory; the count only caps the number of small events. It is high so
- * that a reader of a master under a burst keeps up late rather than losing events: a master busy with
- * 1,000 minions' returns gets round to a subscriber's socket a few times a second, and each time the
- * kernel takes only what fits its buffer (~200 KiB, ~1,000 return events), so a backlog builds for the
- * length of the burst (10,000 events dropped ~80 % of a 200-job burst's return events for the bench's
- * reader; 200,000, none, at no higher peak).
+ * Per-subscriber hwm of the bus in events, when the config says nothing larger. High, because the byte
+ * bound below is what holds a stalled reader's memory: a master busy with a burst of returns writes a
+ * reader's backlog out only a socket buffer at a time, and a reader that keeps reading must not lose
+ * events for it.
  */
 export const DEFAULT_EVENT_BUS_HWM = 200_000
 /**

@@ -36,9 +36,8 @@ export interface FramedConnectionOptions {
   /**
    * Gather the frames written in one turn of the event loop and hand them to the socket together
    * (one writev) just after it. For a writer that sends many small frames to one peer, such as the
-   * event bus, and for a peer that pays for each segment it receives: a libzmq socket wakes its I/O
-   * thread and then its caller's thread for every one, so the ZeroMQ servers coalesce their replies
-   * and publishes (50 minion processes on two cores: ~3.1 context switches per return, not ~3.9).
+   * event bus, and for a peer that pays for each segment it receives (a libzmq socket wakes its I/O
+   * thread and then its caller's thread for every one: the ZeroMQ servers coalesce).
    */
   coalesce?: boolean
   /**
