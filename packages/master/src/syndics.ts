@@ -178,15 +178,15 @@ export class Announcements {
     let share = job.get(syndic)
     const first = share === undefined
     if (share === undefined) {
-      share = { minions: new Set(), pending: [...(pending ?? [])] }
+      share = { minions: new Set(), pending: [] }
       job.set(syndic, share)
     }
     const fresh = minions.filter((id) => !share.minions.has(id))
     for (const id of fresh) share.minions.add(id)
     this.#entries += fresh.length
-    const next = pending ?? share.pending
-    const changed = first || share.pending.length !== next.length || share.pending.some((id, index) => id !== next[index])
-    share.pending = [...next]
+    const held = share.pending
+    const changed = first || (pending !== undefined && (held.length !== pending.length || held.some((id, index) => id !== pending[index])))
+    if (pending !== undefined) share.pending = [...pending]
     this.#bound(jid)
     return { fresh, changed, pending: share.pending }
   }
