@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { StaleRequestError } from './errors.js'
 
 /**
@@ -14,14 +15,16 @@ import { StaleRequestError } from './errors.js'
  * adds to it (a replay is a duplicate and adds nothing). When a bound is reached the oldest entry is
  * forgotten and its minion's *floor* rises to that entry's time: anything sealed at or before the
  * floor is refused as stale, so forgetting never lets a replay through. Honest minions seal with the
- * current time, so a floor only ever costs them a re-seal of a request older than it.
+ * current time, so a floor only ever costs them a re-seal of a request older than it. The total bounds
+ * the slots of the memory in arrival order: a request forgotten by its minion's bound, or whose apply
+ * failed, keeps its slot until the window or `total` newer requests pass it, so memory never exceeds it.
  */
 export interface ReplayGuardOptions {
   /** ± ms a request's sealing time may be from `now()` (`request_window`). */
   windowMs: number
   /** Requests remembered per minion (`request_nonces_per_minion`). */
   perMinion: number
-  /** Requests remembered in all (`request_nonces_total`). */
+  /** Requests remembered in all, as slots in arrival order (`request_nonces_total`). */
   total: number
   /** The master's clock, ms since the epoch (default Date.now). */
   now?: () => number
@@ -46,11 +49,20 @@ export interface ReplayGuardStats {
 /** What happened to a request given to {@link ReplayGuard.run}. */
 export type ReplayVerdict = 'applied' | 'duplicate'
 
+/** Bytes of a sealed request's box nonce (nacl's box nonce): the guard stores exactly this many per request. */
+export const REPLAY_NONCE_BYTES = 24
+
+const FIRST_CAPACITY = 1024
+const NONE = -1
+
 interface MinionMemory {
   readonly id: string
-  /** nonce (latin1) → sealing time. Insertion order is arrival order. */
-  readonly seen: Map<string, number>
-  /** Requests being applied, by nonce: a duplicate waits for the first. Made on first use. */
+  /** Its oldest and newest linked slots (arrival order, chained through `#nextOfMinion`); NONE when none. */
+  first: number
+  last: number
+  /** Its slots still remembered (in the table). */
+  live: number
+  /** Requests being applied, by nonce (latin1): a duplicate waits for the first. Made on first use. */
   inFlight: Map<string, Promise<void>> | undefined
   /** Requests sealed at or before this time are refused. */
   floor: number
@@ -59,19 +71,40 @@ interface MinionMemory {
 /** The nonce as a map key: one char per byte (a 24-byte nonce needs no Buffer to become a string). */
 const latin1 = (bytes: Uint8Array): string => String.fromCharCode.apply(null, bytes as unknown as number[])
 
+/** Smallest power of two ≥ n. */
+const powerOfTwoAtLeast = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(2, n)))
+
+/**
+ * The memory is a ring of slots in arrival order, held in typed arrays (~55 bytes a request where a Map of
+ * strings cost ~120, and ~230 once it had started forgetting): the nonce bytes, the sealing time, the minion,
+ * and the next slot of the same minion. An open-addressing table of slot numbers finds a (minion, nonce); its
+ * hash is keyed with a secret drawn at start, so a minion choosing its nonces cannot pile them on one chain.
+ *
+ * A slot is *live* (remembered, in the table), *dead* (its apply failed: out of the table, still chained to its
+ * minion) or a *hole* (forgotten by its minion's bound, or reclaimed: owned by nobody). The ring grows to
+ * `total` slots and then reclaims its oldest slot for each new request, so `total` bounds the slots, holes
+ * included, and the memory never exceeds it. A minion's chain is in arrival order and is only ever cut at its
+ * head, which is also where the ring reaches it first.
+ */
 export class ReplayGuard {
   readonly windowMs: number
   readonly perMinion: number
   readonly total: number
   readonly #now: () => number
   readonly #minions = new Map<string, MinionMemory>()
-  /**
-   * Arrival order across minions, for the total bound and for expiry: two parallel arrays (a slot each is
-   * 16 bytes, where a tuple per entry cost 64). An entry whose nonce left its memory is skipped.
-   */
-  #orderMemories: MinionMemory[] = []
-  #orderKeys: string[] = []
+  readonly #seed = randomBytes(4).readInt32LE(0)
+  #capacity = 0
+  #nonces = new Uint8Array(0)
+  #times = new Float64Array(0)
+  #owners: Array<MinionMemory | undefined> = []
+  #nextOfMinion = new Int32Array(0)
+  #live = new Uint8Array(0)
+  /** Slot + 1 per cell, 0 for empty; at most half full. */
+  #table = new Int32Array(0)
+  #mask = 0
+  /** The ring: its oldest slot and how many slots (holes included) it holds. */
   #head = 0
+  #used = 0
   #entries = 0
   readonly #stats = { applied: 0, duplicates: 0, stale: 0, evicted: 0 }
 
@@ -87,6 +120,7 @@ export class ReplayGuard {
     this.perMinion = Math.floor(options.perMinion)
     this.total = Math.floor(options.total)
     this.#now = options.now ?? Date.now
+    this.#resize(Math.min(FIRST_CAPACITY, this.total))
   }
 
   stats(): ReplayGuardStats {
@@ -98,8 +132,12 @@ export class ReplayGuard {
    * ('applied'); a later arrival of the same pair waits for that and resolves 'duplicate' (or rejects
    * as the first did). If `apply` fails the pair is forgotten, so the minion's retry of the same bytes
    * is applied then. Rejects with StaleRequestError, before `apply`, for a request outside the window.
+   * `nonce` is {@link REPLAY_NONCE_BYTES} long and must not change until the returned promise settles.
    */
   run(id: string, nonce: Uint8Array, timestamp: number, apply: () => Promise<void>): Promise<ReplayVerdict> {
+    if (nonce.length !== REPLAY_NONCE_BYTES) {
+      return Promise.reject(new RangeError(`ReplayGuard nonce must be ${REPLAY_NONCE_BYTES} bytes, got ${nonce.length}`))
+    }
     const now = this.#now()
     this.#expire(now)
     if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.windowMs) {
@@ -107,10 +145,10 @@ export class ReplayGuard {
       return Promise.reject(new StaleRequestError(id, timestamp, now, 'window', this.windowMs))
     }
     const memory = this.#minions.get(id)
-    const key = latin1(nonce)
-    if (memory?.seen.has(key) === true) {
+    const hash = this.#hash(nonce, 0)
+    if (memory !== undefined && this.#find(memory, nonce, hash) !== NONE) {
       this.#stats.duplicates++
-      const first = memory.inFlight?.get(key)
+      const first = memory.inFlight?.get(latin1(nonce))
       return first === undefined ? Promise.resolve('duplicate') : first.then(() => 'duplicate')
     }
     if (memory !== undefined && timestamp <= memory.floor) {
@@ -118,13 +156,14 @@ export class ReplayGuard {
       return Promise.reject(new StaleRequestError(id, timestamp, now, 'floor', memory.floor))
     }
     const mine = memory ?? this.#newMemory(id)
-    this.#remember(mine, key, timestamp)
+    this.#remember(mine, nonce, hash, timestamp)
     let applying: Promise<void>
     try {
       applying = apply()
     } catch (error) {
       applying = Promise.reject(error)
     }
+    const key = latin1(nonce)
     const inFlight = (mine.inFlight ??= new Map())
     inFlight.set(key, applying)
     return applying.then(
@@ -136,71 +175,187 @@ export class ReplayGuard {
       (error: unknown) => {
         inFlight.delete(key)
         // Not applied: the same bytes sent again (the minion's retry) may be applied then.
-        if (mine.seen.get(key) === timestamp) {
-          mine.seen.delete(key)
-          this.#entries--
-        }
+        const slot = this.#find(mine, nonce, this.#hash(nonce, 0))
+        if (slot !== NONE && this.#times[slot] === timestamp) this.#unremember(slot)
         throw error
       },
     )
   }
 
   #newMemory(id: string): MinionMemory {
-    const memory: MinionMemory = { id, seen: new Map(), inFlight: undefined, floor: Number.NEGATIVE_INFINITY }
+    const memory: MinionMemory = { id, first: NONE, last: NONE, live: 0, inFlight: undefined, floor: Number.NEGATIVE_INFINITY }
     this.#minions.set(id, memory)
     return memory
   }
 
-  #remember(memory: MinionMemory, key: string, timestamp: number): void {
-    if (memory.seen.size >= this.perMinion) {
-      const [oldKey, oldTime] = memory.seen.entries().next().value as [string, number]
-      this.#forget(memory, oldKey, oldTime)
+  #remember(memory: MinionMemory, nonce: Uint8Array, hash: number, timestamp: number): void {
+    if (memory.live >= this.perMinion) this.#forgetOldestOf(memory)
+    if (this.#used === this.#capacity) {
+      if (this.#capacity < this.total) this.#resize(Math.min(this.total, this.#capacity * 2))
+      else this.#reclaimHead(true)
     }
-    while (this.#entries >= this.total && this.#head < this.#orderKeys.length) {
-      const oldest = this.#orderMemories[this.#head]!
-      const oldKey = this.#orderKeys[this.#head]!
-      this.#head++
-      const oldTime = oldest.seen.get(oldKey)
-      if (oldTime !== undefined) this.#forget(oldest, oldKey, oldTime)
-    }
-    memory.seen.set(key, timestamp)
+    const slot = (this.#head + this.#used) % this.#capacity
+    this.#used++
+    this.#nonces.set(nonce, slot * REPLAY_NONCE_BYTES)
+    this.#times[slot] = timestamp
+    this.#owners[slot] = memory
+    this.#nextOfMinion[slot] = NONE
+    this.#live[slot] = 1
+    if (memory.last === NONE) memory.first = slot
+    else this.#nextOfMinion[memory.last] = slot
+    memory.last = slot
+    memory.live++
     this.#entries++
-    this.#orderMemories.push(memory)
-    this.#orderKeys.push(key)
-    this.#compact()
+    let cell = hash & this.#mask
+    while (this.#table[cell] !== 0) cell = (cell + 1) & this.#mask
+    this.#table[cell] = slot + 1
   }
 
-  /** Forgets an entry early (a bound was reached): its time becomes the floor, so it can never be replayed. */
-  #forget(memory: MinionMemory, key: string, timestamp: number): void {
-    memory.seen.delete(key)
-    this.#entries--
+  /** A minion's bound reached: its oldest remembered request is forgotten, and its time becomes the floor. */
+  #forgetOldestOf(memory: MinionMemory): void {
+    while (memory.first !== NONE) {
+      const slot = memory.first
+      const live = this.#live[slot] === 1
+      if (live) this.#evict(slot)
+      this.#unlinkHead(slot)
+      if (live) return
+    }
+  }
+
+  /** Forgets a live slot early (a bound was reached): its time becomes its minion's floor, so it can never be replayed. */
+  #evict(slot: number): void {
+    const memory = this.#owners[slot]!
+    const timestamp = this.#times[slot]!
+    this.#unremember(slot)
     if (timestamp > memory.floor) memory.floor = timestamp
     this.#stats.evicted++
   }
 
-  /** Drops what the window refuses anyway: entries sealed before `now - windowMs`, and memories left empty. */
-  #expire(now: number): void {
-    const oldest = now - this.windowMs
-    while (this.#head < this.#orderKeys.length) {
-      const memory = this.#orderMemories[this.#head]!
-      const key = this.#orderKeys[this.#head]!
-      const timestamp = memory.seen.get(key)
-      if (timestamp !== undefined && timestamp >= oldest) break
-      this.#head++
-      if (timestamp !== undefined) {
-        memory.seen.delete(key)
-        this.#entries--
-      }
-      if (memory.seen.size === 0 && memory.floor < oldest && this.#minions.get(memory.id) === memory) this.#minions.delete(memory.id)
-    }
-    this.#compact()
+  /** Takes a live slot out of the table; it stays chained to its minion (dead) until its chain or the ring reaches it. */
+  #unremember(slot: number): void {
+    this.#live[slot] = 0
+    this.#owners[slot]!.live--
+    this.#entries--
+    this.#deleteFromTable(slot)
   }
 
-  #compact(): void {
-    if (this.#head > 1024 && this.#head * 2 > this.#orderKeys.length) {
-      this.#orderMemories = this.#orderMemories.slice(this.#head)
-      this.#orderKeys = this.#orderKeys.slice(this.#head)
-      this.#head = 0
+  /** Cuts `slot`, its minion's oldest, from the minion's chain: it becomes a hole. */
+  #unlinkHead(slot: number): void {
+    const memory = this.#owners[slot]!
+    memory.first = this.#nextOfMinion[slot]!
+    if (memory.first === NONE) memory.last = NONE
+    this.#owners[slot] = undefined
+  }
+
+  /** Frees the ring's oldest slot; a live one is forgotten early when `bounded` (the ring is full), or as expired. */
+  #reclaimHead(bounded: boolean): MinionMemory | undefined {
+    const slot = this.#head
+    const memory = this.#owners[slot]
+    if (memory !== undefined) {
+      if (this.#live[slot] === 1) {
+        if (bounded) this.#evict(slot)
+        else this.#unremember(slot)
+      }
+      this.#unlinkHead(slot)
+    }
+    this.#head = (this.#head + 1) % this.#capacity
+    this.#used--
+    return memory
+  }
+
+  /** Drops what the window refuses anyway: slots from the oldest up to the first live one sealed inside it, and memories left empty. */
+  #expire(now: number): void {
+    const oldest = now - this.windowMs
+    while (this.#used > 0) {
+      const slot = this.#head
+      if (this.#owners[slot] !== undefined && this.#live[slot] === 1 && this.#times[slot]! >= oldest) break
+      const memory = this.#reclaimHead(false)
+      if (memory !== undefined && memory.first === NONE && memory.floor < oldest && this.#minions.get(memory.id) === memory) this.#minions.delete(memory.id)
+    }
+  }
+
+  #find(memory: MinionMemory, nonce: Uint8Array, hash: number): number {
+    const nonces = this.#nonces
+    for (let cell = hash & this.#mask; this.#table[cell] !== 0; cell = (cell + 1) & this.#mask) {
+      const slot = this.#table[cell]! - 1
+      if (this.#owners[slot] !== memory) continue
+      const at = slot * REPLAY_NONCE_BYTES
+      let same = true
+      for (let i = 0; i < REPLAY_NONCE_BYTES; i++) {
+        if (nonces[at + i] !== nonce[i]) {
+          same = false
+          break
+        }
+      }
+      if (same) return slot
+    }
+    return NONE
+  }
+
+  /** Linear probing's deletion without tombstones: later cells of the run move back when their home allows. */
+  #deleteFromTable(slot: number): void {
+    const table = this.#table
+    const mask = this.#mask
+    let hole = this.#hash(this.#nonces, slot * REPLAY_NONCE_BYTES) & mask
+    while (table[hole] !== slot + 1) hole = (hole + 1) & mask
+    for (let cell = (hole + 1) & mask; table[cell] !== 0; cell = (cell + 1) & mask) {
+      const home = this.#hash(this.#nonces, (table[cell]! - 1) * REPLAY_NONCE_BYTES) & mask
+      // The entry at `cell` may fill the hole unless its home lies cyclically in (hole, cell].
+      const stays = hole <= cell ? hole < home && home <= cell : hole < home || home <= cell
+      if (stays) continue
+      table[hole] = table[cell]!
+      hole = cell
+    }
+    table[hole] = 0
+  }
+
+  /** murmur3's 32-bit mix over the 24 nonce bytes at `offset`, keyed with this guard's seed. */
+  #hash(bytes: Uint8Array, offset: number): number {
+    let h = this.#seed
+    for (let i = offset; i < offset + REPLAY_NONCE_BYTES; i += 4) {
+      let k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24)
+      k = Math.imul(k, 0xcc9e2d51)
+      k = (k << 15) | (k >>> 17)
+      h ^= Math.imul(k, 0x1b873593)
+      h = (h << 13) | (h >>> 19)
+      h = (Math.imul(h, 5) + 0xe6546b64) | 0
+    }
+    h ^= REPLAY_NONCE_BYTES
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b)
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
+    return (h ^ (h >>> 16)) >>> 0
+  }
+
+  /** Moves the ring to `capacity` slots, oldest first at 0, and rebuilds the chains and the table. */
+  #resize(capacity: number): void {
+    const old = { capacity: this.#capacity, nonces: this.#nonces, times: this.#times, owners: this.#owners, next: this.#nextOfMinion, live: this.#live }
+    this.#capacity = capacity
+    this.#nonces = new Uint8Array(capacity * REPLAY_NONCE_BYTES)
+    this.#times = new Float64Array(capacity)
+    this.#owners = new Array<MinionMemory | undefined>(capacity).fill(undefined)
+    this.#nextOfMinion = new Int32Array(capacity)
+    this.#live = new Uint8Array(capacity)
+    const moved = (slot: number): number => (slot === NONE ? NONE : (slot - this.#head + old.capacity) % old.capacity)
+    for (let position = 0; position < this.#used; position++) {
+      const from = (this.#head + position) % old.capacity
+      this.#nonces.set(old.nonces.subarray(from * REPLAY_NONCE_BYTES, (from + 1) * REPLAY_NONCE_BYTES), position * REPLAY_NONCE_BYTES)
+      this.#times[position] = old.times[from]!
+      this.#owners[position] = old.owners[from]
+      this.#nextOfMinion[position] = moved(old.next[from]!)
+      this.#live[position] = old.live[from]!
+    }
+    for (const memory of this.#minions.values()) {
+      memory.first = moved(memory.first)
+      memory.last = moved(memory.last)
+    }
+    this.#head = 0
+    this.#table = new Int32Array(powerOfTwoAtLeast(capacity * 2))
+    this.#mask = this.#table.length - 1
+    for (let slot = 0; slot < this.#used; slot++) {
+      if (this.#live[slot] !== 1) continue
+      let cell = this.#hash(this.#nonces, slot * REPLAY_NONCE_BYTES) & this.#mask
+      while (this.#table[cell] !== 0) cell = (cell + 1) & this.#mask
+      this.#table[cell] = slot + 1
     }
   }
 }

@@ -94,6 +94,112 @@ describe('ReplayGuard', () => {
     expect(await g.run('m0', nonce(), clock.now + 101, apply)).toBe('applied')
   })
 
+  it('grows past its first thousand slots and keeps every request it remembers: each replay is a duplicate', async () => {
+    const { guard: g, clock } = guard({ perMinion: 5000, total: 6000 })
+    const applied = new Map<string, number>()
+    const sent: Array<{ id: string; nonce: Uint8Array }> = []
+    for (let i = 0; i < 4500; i++) {
+      const request = { id: `m${i % 40}`, nonce: nonce() }
+      const key = `${request.id}/${Buffer.from(request.nonce).toString('hex')}`
+      const count = async (): Promise<void> => void applied.set(key, (applied.get(key) ?? 0) + 1)
+      if (i % 7 === 3) {
+        // A failed apply is forgotten (its slot waits for the ring to pass it): the retry of the same bytes applies.
+        expect(await rejection(g.run(request.id, request.nonce, clock.now, async () => Promise.reject(new Error('busy'))))).toMatchObject({ message: 'busy' })
+      }
+      expect(await g.run(request.id, request.nonce, clock.now, count)).toBe('applied')
+      sent.push(request)
+    }
+    for (const request of [...sent].reverse()) expect(await g.run(request.id, request.nonce, clock.now, async () => void applied.set('again', 1))).toBe('duplicate')
+    expect(applied.has('again')).toBe(false)
+    expect([...applied.values()].every((times) => times === 1)).toBe(true)
+    expect(g.stats()).toMatchObject({ entries: 4500, minions: 40, evicted: 0, duplicates: 4500 })
+  })
+
+  it('keeps every request it remembers when it grows after its oldest slots expired and new ones wrapped around', async () => {
+    const { guard: g, clock } = guard({ windowMs: 1000, perMinion: 210, total: 10_000 })
+    const apply = async (): Promise<void> => {}
+    const sent: Array<{ id: string; nonce: Uint8Array; at: number }> = []
+    const send = async (): Promise<void> => {
+      const request = { id: `m${sent.length % 10}`, nonce: nonce(), at: clock.now }
+      sent.push(request)
+      expect(await g.run(request.id, request.nonce, request.at, apply)).toBe('applied')
+    }
+    for (let i = 0; i < 900; i++) {
+      clock.now += 1
+      await send()
+    }
+    clock.now += 500 // the first 399 fall out of the window: the ring's oldest slot moves on
+    for (let i = 0; i < 1500; i++) await send()
+    expect(g.stats()).toMatchObject({ entries: 2001, evicted: 0 })
+    const outcomes = await Promise.all(
+      sent.map(async (request) => g.run(request.id, request.nonce, request.at, apply).catch((error: unknown) => (error as StaleRequestError).reason)),
+    )
+    expect(outcomes.slice(0, 399).every((outcome) => outcome === 'window')).toBe(true)
+    expect(outcomes.slice(399).every((outcome) => outcome === 'duplicate')).toBe(true)
+    // Each minion's requests stayed chained in arrival order through the move: its bound forgets its oldest first.
+    const m0 = sent.filter((request, index) => request.id === 'm0' && index >= 399)
+    for (let i = 0; i < 30; i++) {
+      const request = { id: 'm0', nonce: nonce(), at: clock.now }
+      expect(await g.run(request.id, request.nonce, request.at, apply)).toBe('applied')
+      m0.push(request)
+    }
+    const forgotten = m0.length - 210
+    expect(g.stats().evicted).toBe(forgotten)
+    const replays = await Promise.all(m0.map(async (request) => g.run(request.id, request.nonce, request.at, apply).catch((error: unknown) => (error as StaleRequestError).reason)))
+    expect(replays.slice(0, forgotten).every((outcome) => outcome === 'floor')).toBe(true)
+    expect(replays.slice(forgotten).every((outcome) => outcome === 'duplicate')).toBe(true)
+  })
+
+  it('under churn past both bounds and the window applies nothing twice and every fresh request once', async () => {
+    let seed = 7
+    const random = (below: number): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+      return seed % below
+    }
+    const { guard: g, clock } = guard({ windowMs: 5000, perMinion: 30, total: 2000 })
+    const applied = new Map<string, number>()
+    const sent: Array<{ id: string; nonce: Uint8Array; at: number; key: string }> = []
+    const keys = new Set<string>()
+    const verdicts = { applied: 0, duplicate: 0, floor: 0, window: 0 }
+    for (let step = 0; step < 20_000; step++) {
+      clock.now += 1
+      const roll = random(10)
+      const fresh = roll < 7 || sent.length === 0
+      // A fresh request sometimes reuses another minion's nonce: the pair, not the nonce, names a request.
+      const borrowed = fresh && roll === 5 && sent.length > 0 ? sent[random(sent.length)]! : undefined
+      const id = `m${random(50)}`
+      const reuse = borrowed !== undefined && !keys.has(`${id}/${borrowed.key.split('/')[1]}`)
+      const request = fresh ? { id, nonce: reuse ? borrowed.nonce : nonce(), at: clock.now, key: '' } : sent[random(sent.length)]!
+      if (fresh) {
+        request.key = `${request.id}/${Buffer.from(request.nonce).toString('hex')}`
+        keys.add(request.key)
+        sent.push(request)
+      }
+      const failing = fresh && roll === 6
+      const outcome = await g
+        .run(request.id, request.nonce, request.at, async () => {
+          if (failing) throw new Error('busy')
+          applied.set(request.key, (applied.get(request.key) ?? 0) + 1)
+        })
+        .catch((error: unknown) => (error instanceof StaleRequestError ? error.reason : (error as Error).message))
+      if (fresh) expect(outcome).toBe(failing ? 'busy' : 'applied')
+      if (outcome in verdicts) verdicts[outcome as keyof typeof verdicts]++
+      expect(applied.get(request.key) ?? 0).toBeLessThanOrEqual(1)
+      expect(g.stats().entries).toBeLessThanOrEqual(2000)
+    }
+    // Every outcome happened, so every path (growth, both bounds, expiry, failure) was taken.
+    expect(Object.values(verdicts).every((times) => times > 0)).toBe(true)
+    expect(g.stats().evicted).toBeGreaterThan(0)
+    clock.now += 5001
+    expect(await g.run('late', nonce(), clock.now, async () => {})).toBe('applied')
+    expect(g.stats()).toMatchObject({ entries: 1, minions: 1 })
+  })
+
+  it('refuses a nonce that is not a box nonce', async () => {
+    const { guard: g, clock } = guard()
+    expect(await rejection(g.run('web1', new Uint8Array(16), clock.now, async () => {}))).toMatchObject({ name: 'RangeError', message: 'ReplayGuard nonce must be 24 bytes, got 16' })
+  })
+
   it('refuses nonsensical bounds', () => {
     expect(() => new ReplayGuard({ windowMs: 0, perMinion: 1, total: 1 })).toThrow(RangeError)
     expect(() => new ReplayGuard({ windowMs: 1, perMinion: 0, total: 1 })).toThrow(/perMinion must be a positive number/)
