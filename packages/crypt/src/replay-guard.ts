@@ -102,6 +102,9 @@ export class ReplayGuard {
   /** Slot + 1 per cell, 0 for empty; at most half full. */
   #table = new Int32Array(0)
   #mask = 0
+  /** Memories whose chain emptied, in that order: each is dropped once its floor leaves the window. */
+  #emptied: MinionMemory[] = []
+  #emptiedHead = 0
   /** The ring: its oldest slot and how many slots (holes included) it holds. */
   #head = 0
   #used = 0
@@ -248,7 +251,7 @@ export class ReplayGuard {
   }
 
   /** Frees the ring's oldest slot; a live one is forgotten early when `bounded` (the ring is full), or as expired. */
-  #reclaimHead(bounded: boolean): MinionMemory | undefined {
+  #reclaimHead(bounded: boolean): void {
     const slot = this.#head
     const memory = this.#owners[slot]
     if (memory !== undefined) {
@@ -257,20 +260,30 @@ export class ReplayGuard {
         else this.#unremember(slot)
       }
       this.#unlinkHead(slot)
+      if (memory.first === NONE) this.#emptied.push(memory)
     }
     this.#head = (this.#head + 1) % this.#capacity
     this.#used--
-    return memory
   }
 
-  /** Drops what the window refuses anyway: slots from the oldest up to the first live one sealed inside it, and memories left empty. */
+  /** Drops what the window refuses anyway: slots from the oldest up to the first live one sealed inside it, and memories left with neither slots nor a floor in the window. */
   #expire(now: number): void {
     const oldest = now - this.windowMs
     while (this.#used > 0) {
       const slot = this.#head
       if (this.#owners[slot] !== undefined && this.#live[slot] === 1 && this.#times[slot]! >= oldest) break
-      const memory = this.#reclaimHead(false)
-      if (memory !== undefined && memory.first === NONE && memory.floor < oldest && this.#minions.get(memory.id) === memory) this.#minions.delete(memory.id)
+      this.#reclaimHead(false)
+    }
+    while (this.#emptiedHead < this.#emptied.length) {
+      const memory = this.#emptied[this.#emptiedHead]!
+      // A memory given slots again is left to them; one with a floor still in the window waits (and those behind it).
+      if (memory.first === NONE && memory.floor >= oldest) break
+      this.#emptiedHead++
+      if (memory.first === NONE && this.#minions.get(memory.id) === memory) this.#minions.delete(memory.id)
+    }
+    if (this.#emptiedHead > 1024 && this.#emptiedHead * 2 > this.#emptied.length) {
+      this.#emptied = this.#emptied.slice(this.#emptiedHead)
+      this.#emptiedHead = 0
     }
   }
 

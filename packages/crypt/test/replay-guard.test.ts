@@ -92,6 +92,11 @@ describe('ReplayGuard', () => {
     }
     expect(await rejection(g.run('m0', nonce(), clock.now + 100, apply))).toMatchObject({ reason: 'floor' })
     expect(await g.run('m0', nonce(), clock.now + 101, apply)).toBe('applied')
+    // A minion forgotten whole (by the total bound) is itself forgotten once its floor has left the window.
+    expect(g.stats().minions).toBeGreaterThan(25)
+    clock.now += 300_000 + 200
+    expect(await g.run('later', nonce(), clock.now, apply)).toBe('applied')
+    expect(g.stats()).toMatchObject({ entries: 1, minions: 1 })
   })
 
   it('grows past its first thousand slots and keeps every request it remembers: each replay is a duplicate', async () => {
