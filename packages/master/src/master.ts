@@ -208,9 +208,6 @@ export class Master {
     const syndics = new SyndicRegistry(opts.cachedir, this.#logger.child('syndics'))
     await syndics.load()
     this.#syndics = syndics
-    // master_job_cache: local_cache (default) or postgres, unless the caller injected one.
-    this.#jobs ??= await openJobCache(opts, { logger: this.#logger, now })
-    const jobs = this.#jobs
     await this.bus.start()
     const pool = this.#createPool(keys, store)
     this.#pool = pool
@@ -227,6 +224,10 @@ export class Master {
       this.#endpoints.push({ name, publish, request })
       publishServers.push(publish)
     }
+    // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
+    // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
+    this.#jobs ??= await openJobCache(opts, { logger: this.#logger, now })
+    const jobs = this.#jobs
     const fanout = new FanoutPublishServer(publishServers)
     this.#publisher = fanout
     const issued = new IssuedJobs({ jobs, now, clockSkewMs: timeouts.clockSkewMs })

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { LocalJobCache, PostgresJobCache } from '@brine/returners'
@@ -45,6 +46,20 @@ describe('the master opens the job cache master_job_cache names', () => {
     const job = await reopened.getJob(jid)
     expect(job?.minions).toEqual(['web1'])
     expect(job?.returns['web1']).toMatchObject({ return: 'pong', retcode: 0, success: true })
+  })
+
+  it('a second master on the same cachedir stops at the lock, naming it, and frees the ports it had taken', async () => {
+    const { master, dir } = await started({})
+    const second = new Master(await masterConfig(await tempDir(), { transport: 'tcp', auto_accept: true, cachedir: master.opts.cachedir }))
+    cleanups.push(() => second.stop())
+    await expect(second.start()).rejects.toMatchObject({ name: 'JobCacheError', message: expect.stringMatching(/is in use by pid \d+ \(remove .*\.lock only if/) })
+    for (const port of [second.opts.ret_port, second.opts.publish_port]) {
+      const server = createServer()
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))
+      await new Promise((resolve) => server.close(resolve))
+    }
+    // The first master keeps its cache and goes on storing returns.
+    expect(await master.jobs.getJob(await oneJob(master, dir, 'web1'))).toMatchObject({ minions: ['web1'] })
   })
 
   it('postgres when configured', async () => {
