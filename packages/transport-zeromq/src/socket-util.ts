@@ -27,13 +27,12 @@ export function isIPv6(host: string): boolean {
  * when an endpoint is connected: with `reconnectMaxInterval` 0 every attempt waits
  * `reconnectInterval` plus a random part of up to one interval; with a larger maximum it doubles
  * from `reconnectInterval` with no random part at all, so a fleet started together retries in step.
- * Brine's backoff (steady attempts at the initial delay, then growth; TCP's `backoffDelay`) is made of
- * both: `steady` uses the first — an interval of initial × (1 − jitter) puts each attempt in
- * [initial × (1 − jitter), initial × (2 − 2 × jitter)), with the default jitter of 0.5 TCP's window
- * [initial / 2, initial) — and `growing` the second, from a first delay drawn once in TCP's window
- * for the attempt after the steady ones ([2 × initial × (1 − jitter), 2 × initial)), so each client
- * doubles from its own point. Without jitter the steady phase is one fixed interval (a maximum equal
- * to the interval stops the doubling). libzmq's growth factor is always 2.
+ * Brine's backoff (steady attempts at the initial delay, then growth; TCP's `backoffDelay`) uses the
+ * second only, with delays drawn here: `steady` is a fixed interval (a maximum equal to the interval
+ * stops the doubling) drawn once per client in TCP's window for an attempt, [initial × (1 − jitter),
+ * initial], and `growing` doubles from a first delay drawn once in TCP's window for the attempt after
+ * the steady ones ([2 × initial × (1 − jitter), 2 × initial]), so each client keeps its own point.
+ * libzmq's own random part is not used: it is the same in every process. Its growth factor is always 2.
  */
 export interface ReconnectOptions {
   reconnectInterval: number
@@ -46,8 +45,11 @@ export function zmqReconnectOptions(backoff: Required<BackoffOptions>, phase: Re
   const jitter = Math.min(1, Math.max(0, backoff.jitter))
   const initial = Math.max(1, Math.round(backoff.initial))
   if (phase === 'steady') {
-    if (jitter === 0) return { reconnectInterval: initial, reconnectMaxInterval: initial }
-    return { reconnectInterval: Math.max(1, Math.round(initial * (1 - jitter))), reconnectMaxInterval: 0 }
+    // Drawn here, not by libzmq: its random part comes from an unseeded rand(), the same in every process (the
+    // first wait of a 500 ms interval is 883 ms everywhere), so a fleet retried in step. A maximum equal to the
+    // interval keeps libzmq's schedule fixed at it.
+    const interval = Math.max(1, Math.round(initial * (1 - jitter * random())))
+    return { reconnectInterval: interval, reconnectMaxInterval: interval }
   }
   const base = Math.min(Math.max(initial, backoff.max), initial * 2)
   const first = Math.max(1, Math.round(base * (1 - jitter * random())))

@@ -9,10 +9,12 @@ const reconnect = { initial: 40, max: 320, jitter: 0.5, steady: 3 }
 
 const delays = (events: TransportEvent[]) => events.flatMap((event) => (event.type === 'reconnect-attempt' ? [event.delay] : []))
 
+/** Steady attempts wait one interval the client drew in [initial × (1 − jitter), initial] (TCP's window for an attempt). */
 function expectSteady(delays: Array<number | undefined>): void {
+  expect(new Set(delays).size).toBe(1)
   for (const delay of delays) {
     expect(delay).toBeGreaterThanOrEqual(20)
-    expect(delay).toBeLessThan(40)
+    expect(delay).toBeLessThanOrEqual(40)
   }
 }
 

@@ -43,11 +43,16 @@ describe('retryInterrupted', () => {
 describe('zmqReconnectOptions', () => {
   const backoff = { ...DEFAULT_BACKOFF, initial: 1000, max: 10_000, jitter: 0.5 }
 
-  it("keeps the steady phase in the TCP transport's window: libzmq adds up to one interval at random, and does not grow", () => {
-    expect(zmqReconnectOptions(backoff, 'steady')).toEqual({ reconnectInterval: 500, reconnectMaxInterval: 0 })
-    // Without jitter one fixed interval: a maximum equal to the interval stops libzmq's doubling.
-    expect(zmqReconnectOptions({ ...backoff, jitter: 0 }, 'steady')).toEqual({ reconnectInterval: 1000, reconnectMaxInterval: 1000 })
-    expect(zmqReconnectOptions({ ...backoff, initial: 1, max: 1, jitter: 1 }, 'steady')).toEqual({ reconnectInterval: 1, reconnectMaxInterval: 0 })
+  it("draws each client's steady interval in the TCP transport's window and keeps it fixed (libzmq's random part is the same in every process)", () => {
+    // A maximum equal to the interval: libzmq neither doubles nor adds its own random part.
+    expect(zmqReconnectOptions(backoff, 'steady', () => 0)).toEqual({ reconnectInterval: 1000, reconnectMaxInterval: 1000 })
+    expect(zmqReconnectOptions(backoff, 'steady', () => 0.999)).toEqual({ reconnectInterval: 500, reconnectMaxInterval: 500 })
+    expect(zmqReconnectOptions({ ...backoff, jitter: 0 }, 'steady', () => 0.7)).toEqual({ reconnectInterval: 1000, reconnectMaxInterval: 1000 })
+    expect(zmqReconnectOptions({ ...backoff, initial: 1, max: 1, jitter: 1 }, 'steady', () => 0.999)).toEqual({ reconnectInterval: 1, reconnectMaxInterval: 1 })
+    // A fleet spreads: clients drawing with the process's own random source land across the window.
+    const intervals = new Set(Array.from({ length: 50 }, () => zmqReconnectOptions(backoff, 'steady').reconnectInterval))
+    expect(intervals.size).toBeGreaterThan(10)
+    for (const interval of intervals) expect(interval).toBeGreaterThanOrEqual(500)
   })
 
   it('starts the growing phase from a point drawn in the window of the attempt after the steady ones, up to the cap', () => {
