@@ -13,7 +13,7 @@ async function serve(handler: RequestHandler) {
   return server
 }
 
-async function connect(port: number, options: { hwm?: number } = {}) {
+async function connect(port: number, options: { hwm?: number; reconnect?: { initial: number } } = {}) {
   const client = track(transport.createRequestClient({ host: HOST, port, ...options }))
   await client.start()
   return client
@@ -40,7 +40,8 @@ describe('zeromq request/reply', () => {
     await server.start()
     const port = portOf(server.address)
     await server.close() // nothing listens on the port now
-    const client = await connect(port, { hwm: 1 })
+    // Steady reconnect attempts a second apart: no change of schedule (which empties libzmq's queue) within the tries.
+    const client = await connect(port, { hwm: 1, reconnect: { initial: 1000 } })
     const error = await client.send('lost', { timeout: 100, tries: 3 }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(TimeoutError)
     // One try waits in libzmq's queue (hwm 1); the two re-sends find it full and are dropped.
