@@ -12,6 +12,24 @@ import { PidfileError, UserSwitchError } from './errors.js'
  * directories it writes to that user, then switches to it for good.
  */
 
+/**
+ * The master's heap growth, as V8's `--heap-growing-percent`: after a full collection the heap may grow this much
+ * past what survived before V8 collects again. Left to itself V8 picks up to 300 %, and picks it after every
+ * collection in a burst of returns, so the burst's garbage set the master's peak RSS (1,000 TCP minions, 200 jobs
+ * at once: 790–930 MiB; at 150 %, 580–700 MiB with returns/s in the same spread; README, Benchmarks).
+ */
+export const MASTER_HEAP_GROWING_PERCENT = 150
+
+/**
+ * The V8 flag a daemon of `role` sets once started, or undefined: only the master sets one, and not when its
+ * node command line already names `--heap-growing-percent` (an operator's choice, `0` being V8's own).
+ */
+export function heapGrowthFlag(role: string, execArgv: readonly string[]): string | undefined {
+  if (role !== 'master') return undefined
+  if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent(=|$)/.test(arg))) return undefined
+  return `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`
+}
+
 /** A user to switch to. */
 export interface RunAs {
   name: string

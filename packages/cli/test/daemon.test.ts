@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MasterConfig, MinionConfig } from '@brine/common'
 import { deadline, deferred } from '@brine/transport-compliance'
 import { runMaster, runMinion, type Daemon } from '../src/commands/daemon.js'
+import { heapGrowthFlag, MASTER_HEAP_GROWING_PERCENT } from '../src/daemon-process.js'
 import { memoryIO } from './helpers.js'
 
 let dir = ''
@@ -16,7 +17,7 @@ beforeAll(async () => {
 afterAll(() => rm(dir, { recursive: true, force: true }))
 
 /** A daemon class that records its config and lifecycle. */
-function fakeDaemon<C>(options: { failStart?: string } = {}) {
+function fakeDaemon<C>(options: { failStart?: string; onStart?: () => void } = {}) {
   const record = { opts: undefined as C | undefined, started: deferred(), stopped: 0 }
   class FakeDaemon implements Daemon {
     constructor(opts: C) {
@@ -24,6 +25,7 @@ function fakeDaemon<C>(options: { failStart?: string } = {}) {
     }
     async start(): Promise<void> {
       if (options.failStart !== undefined) throw new Error(options.failStart)
+      options.onStart?.()
       record.started.resolve()
     }
     async stop(): Promise<void> {
@@ -44,6 +46,33 @@ describe('brine-master and brine-minion', () => {
     controller.abort()
     expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
     expect(record.stopped).toBe(1)
+  })
+
+  it('the master sets its heap growth once started, unless its node command line names one; a minion sets none', async () => {
+    const flags: string[] = []
+    const setV8Flags = (value: string): void => {
+      flags.push(value)
+    }
+    const master = fakeDaemon<MasterConfig>({ onStart: () => flags.push('started') })
+    const controller = new AbortController()
+    const running = runMaster(['-c', dir, '--root-dir', dir], memoryIO({ signal: controller.signal }), { load: master.load, setV8Flags })
+    await deadline(master.record.started.promise, 5000, 'the master to start')
+    controller.abort()
+    expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
+    expect(flags).toEqual(['started', `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`])
+
+    const minion = fakeDaemon<MinionConfig>()
+    const stopMinion = new AbortController()
+    const minionRun = runMinion(['-c', dir, '--root-dir', dir, '--id', 'web1'], memoryIO({ signal: stopMinion.signal }), { load: minion.load, setV8Flags })
+    await deadline(minion.record.started.promise, 5000, 'the minion to start')
+    stopMinion.abort()
+    expect(await deadline(minionRun, 5000, 'the minion to stop')).toBe(0)
+    expect(flags).toHaveLength(2)
+
+    expect(heapGrowthFlag('master', ['--heap-growing-percent=0'])).toBeUndefined()
+    expect(heapGrowthFlag('master', ['--heap_growing_percent', '50'])).toBeUndefined()
+    expect(heapGrowthFlag('master', ['--heap-growing-percentage=5', '--max-old-space-size=4096'])).toBe(`--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`)
+    expect(heapGrowthFlag('syndic', [])).toBeUndefined()
   })
 
   it('exits 1 with the ConfigError text on a bad config', async () => {

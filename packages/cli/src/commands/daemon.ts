@@ -1,4 +1,5 @@
 import { dirname } from 'node:path'
+import v8 from 'node:v8'
 import type { Command } from 'commander'
 import { parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
 import {
@@ -14,7 +15,7 @@ import {
 } from '@brine/common'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
-import { chownPath, chownTree, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
+import { chownPath, chownTree, heapGrowthFlag, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
 import { runCheckConfig } from './check-config.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
@@ -27,6 +28,8 @@ export type DaemonClass<C> = new (opts: C, options: { logger: Logger }) => Daemo
 export interface DaemonDeps<C> {
   /** Loads the daemon class (default: `Master` from @brine/master, `Minion` from @brine/minion, `Syndic` from @brine/syndic). */
   load?: () => Promise<DaemonClass<C>>
+  /** Sets V8 flags in this process (default: `v8.setFlagsFromString`). */
+  setV8Flags?: (flags: string) => void
 }
 
 type Role = 'master' | 'minion' | 'syndic'
@@ -204,6 +207,9 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
     // The master opens the job cache master_job_cache names (local_cache or postgres) itself.
     daemon = new Daemon(opts as C, { logger })
     await daemon.start()
+    // Set once started: a V8 flag changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it.
+    const heapFlag = heapGrowthFlag(role, process.execArgv)
+    if (heapFlag !== undefined) (deps.setV8Flags ?? v8.setFlagsFromString)(heapFlag)
     if (runAs !== undefined) becomeUser(runAs, opts, created, logging, pidfile, logger)
   } catch (error) {
     io.stderr.write(`${name}: cannot start: ${(error as Error).message}\n`)
