@@ -24,7 +24,7 @@ export const MASTER_HEAP_GROWING_PERCENT = 150
  * The V8 flag a daemon of `role` sets once started, or undefined: only the master sets one, and not when its
  * node command line already names `--heap-growing-percent` (an operator's choice, `0` being V8's own).
  */
-export function heapGrowthFlag(role: string, execArgv: readonly string[]): string | undefined {
+export function heapGrowthFlag(role: 'master' | 'minion' | 'syndic', execArgv: readonly string[]): string | undefined {
   if (role !== 'master') return undefined
   if (execArgv.some((arg) => /^--heap[-_]growing[-_]percent(=|$)/.test(arg))) return undefined
   return `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`
