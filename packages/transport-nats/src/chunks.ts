@@ -1,0 +1,188 @@
+import { admission, FrameTooLargeError, type EndpointCore, type PendingHolder } from '@brine/transport'
+
+/**
+ * A message larger than the broker's `max_payload` travels as chunks, each
+ * `[0xc1][message id u32][total bytes u32][offset u32][bytes]`. 0xc1 is the one byte msgpack never
+ * uses, so a whole message (always one msgpack value) can never be mistaken for a chunk.
+ */
+export const CHUNK_MARK = 0xc1
+export const CHUNK_HEADER_BYTES = 13
+/** An incomplete message must grow by this much within the idle timeout, as a frame must on a socket. */
+const PROGRESS_BYTES = 64 * 1024
+/** What an incomplete message costs in the budget at least, so a flood of tiny first chunks is bounded too. */
+const MIN_HELD_BYTES = 1024
+/** Peers remembered while the rest of a refused message streams past. */
+const SKIPPING_LIMIT = 4096
+
+/** Publishes `body` as one message, or as chunks of at most `maxPayload` bytes each. */
+export function publishChunked(publish: (data: Uint8Array) => void, body: Buffer, maxPayload: number, messageId: number): void {
+  if (body.length <= maxPayload) {
+    publish(body)
+    return
+  }
+  const step = maxPayload - CHUNK_HEADER_BYTES
+  for (let offset = 0; offset < body.length; offset += step) {
+    const part = body.subarray(offset, Math.min(body.length, offset + step))
+    const chunk = Buffer.allocUnsafe(CHUNK_HEADER_BYTES + part.length)
+    chunk[0] = CHUNK_MARK
+    chunk.writeUInt32BE(messageId >>> 0, 1)
+    chunk.writeUInt32BE(body.length, 5)
+    chunk.writeUInt32BE(offset, 9)
+    chunk.set(part, CHUNK_HEADER_BYTES)
+    publish(chunk)
+  }
+}
+
+export interface ReassemblyOptions {
+  maxFrameBytes: number
+  /** Bytes of incomplete messages held over every endpoint of the process (`max_pending_bytes`). */
+  maxPendingBytes: number
+  /** ms an incomplete message may go without growing by 64 KiB (`peer_idle_timeout`). */
+  idleTimeout: number
+}
+
+/** One peer's message in progress; a PendingHolder, so the process-wide budget can give it up. */
+class Partial implements PendingHolder {
+  readonly parts: Buffer[] = []
+  received = 0
+  progressMark = 0
+  readonly pendingSince = Date.now()
+  timer: NodeJS.Timeout | undefined
+
+  constructor(
+    readonly owner: Reassembler,
+    readonly peer: string,
+    readonly messageId: number,
+    readonly total: number,
+  ) {}
+
+  get pendingBytes(): number {
+    return Math.max(this.received, MIN_HELD_BYTES)
+  }
+
+  drop(reason: string): void {
+    this.owner.giveUp(this, reason)
+  }
+}
+
+/**
+ * Puts chunked messages back together within the same bounds a socket server applies to frames:
+ * a declared size over `maxFrameBytes` is refused on its first chunk and the rest skipped unread;
+ * incomplete messages count against `max_pending_bytes` over the process (the slowest is given up);
+ * one that stops growing is given up after `idleTimeout`. Chunks of one peer arrive in order (NATS
+ * keeps a publisher's order), so each peer has at most one message in progress.
+ */
+export class Reassembler {
+  readonly #partials = new Map<string, Partial>()
+  readonly #skipping = new Map<string, number>()
+
+  constructor(
+    private readonly core: EndpointCore,
+    private readonly options: ReassemblyOptions,
+    private readonly deliver: (body: Buffer, peer: string) => void,
+  ) {}
+
+  receive(data: Buffer, peer: string): void {
+    if (data.length === 0 || data[0] !== CHUNK_MARK) {
+      const interrupted = this.#partials.get(peer)
+      if (interrupted !== undefined) this.#discard(interrupted, `its chunked message of ${interrupted.total} bytes was interrupted by another message`)
+      // The broker's max_payload may be larger than this endpoint's max_frame_bytes.
+      if (data.length > this.options.maxFrameBytes) this.core.frameDropped(peer, new FrameTooLargeError(data.length, this.options.maxFrameBytes, peer).message, data.length)
+      else this.deliver(data, peer)
+      return
+    }
+    if (data.length < CHUNK_HEADER_BYTES) {
+      this.core.frameDropped(peer, `malformed chunk from ${peer}: ${data.length} bytes, shorter than a chunk header`, data.length)
+      return
+    }
+    this.#chunk(peer, data.readUInt32BE(1), data.readUInt32BE(5), data.readUInt32BE(9), data.subarray(CHUNK_HEADER_BYTES))
+  }
+
+  #chunk(peer: string, messageId: number, total: number, offset: number, bytes: Buffer): void {
+    if (this.#skipping.get(peer) === messageId) {
+      if (offset + bytes.length >= total) this.#skipping.delete(peer)
+      return
+    }
+    let partial = this.#partials.get(peer)
+    if (partial !== undefined && partial.messageId !== messageId) {
+      this.#discard(partial, `its chunked message of ${partial.total} bytes was interrupted by another message`)
+      partial = undefined
+    }
+    if (partial === undefined) {
+      if (offset !== 0) {
+        this.core.frameDropped(peer, `malformed chunk from ${peer}: offset ${offset} of a message not begun`, bytes.length + CHUNK_HEADER_BYTES)
+        return
+      }
+      if (total > this.options.maxFrameBytes) {
+        this.core.frameDropped(peer, new FrameTooLargeError(total, this.options.maxFrameBytes, peer).message, total)
+        this.#skip(peer, messageId, offset + bytes.length < total)
+        return
+      }
+      partial = new Partial(this, peer, messageId, total)
+      this.#partials.set(peer, partial)
+      this.#armTimer(partial)
+    }
+    if (offset !== partial.received || offset + bytes.length > total) {
+      this.#discard(partial, `malformed chunk from ${peer}: bytes ${offset}..${offset + bytes.length} do not follow ${partial.received} of ${total}`)
+      return
+    }
+    partial.parts.push(bytes)
+    partial.received += bytes.length
+    if (partial.received === total) {
+      this.#forget(partial)
+      this.deliver(Buffer.concat(partial.parts, total), peer)
+      return
+    }
+    if (partial.received - partial.progressMark >= PROGRESS_BYTES) {
+      partial.progressMark = partial.received
+      this.#armTimer(partial)
+    }
+    admission.hold(partial, partial.pendingBytes, this.options.maxPendingBytes)
+  }
+
+  #skip(peer: string, messageId: number, more: boolean): void {
+    if (!more) return
+    if (this.#skipping.size >= SKIPPING_LIMIT) this.#skipping.delete(this.#skipping.keys().next().value as string)
+    this.#skipping.set(peer, messageId)
+  }
+
+  #armTimer(partial: Partial): void {
+    clearTimeout(partial.timer)
+    partial.timer = setTimeout(() => {
+      const ms = this.options.idleTimeout
+      partial.drop(partial.received === 0 ? `declared a message and sent nothing for ${ms} ms (peer_idle_timeout)` : `sent no more of its message within ${ms} ms (peer_idle_timeout; ${partial.received} bytes of it held)`)
+    }, this.options.idleTimeout)
+    partial.timer.unref()
+  }
+
+  /** @internal The budget or the idle timer gave up `partial`: a `peer-drop`, and the rest of it is skipped. */
+  giveUp(partial: Partial, reason: string): void {
+    if (this.#partials.get(partial.peer) !== partial) return
+    this.#forget(partial)
+    this.#skip(partial.peer, partial.messageId, true)
+    this.core.peerDropped(partial.peer, reason)
+  }
+
+  #discard(partial: Partial, reason: string): void {
+    this.#forget(partial)
+    this.core.frameDropped(partial.peer, reason, partial.received)
+  }
+
+  #forget(partial: Partial): void {
+    clearTimeout(partial.timer)
+    this.#partials.delete(partial.peer)
+    admission.release(partial)
+  }
+
+  /** Bytes of incomplete messages this reassembler holds. */
+  get pending(): number {
+    let bytes = 0
+    for (const partial of this.#partials.values()) bytes += partial.received
+    return bytes
+  }
+
+  close(): void {
+    for (const partial of [...this.#partials.values()]) this.#forget(partial)
+    this.#skipping.clear()
+  }
+}
