@@ -1,5 +1,5 @@
 import { RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
-import { clearRequest, loadConfig, loadTransport, type MasterConfig } from '@brine/common'
+import { brokerFromConfig, clearRequest, loadConfig, loadTransport, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { MasterRequestError } from './errors.js'
 
@@ -74,7 +74,9 @@ export class ClearRequester {
     const transport = await loadTransport(opts.transport)
     const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
-    const requests = transport.createRequestClient({ host, port, logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
+    // On NATS the client reaches the master through the broker the master's config names (transport_opts first).
+    const broker = brokerFromConfig({ ...opts, ...(opts.transport_opts[opts.transport] ?? {}) })
+    const requests = transport.createRequestClient({ host, port, broker, logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
     await requests.start()
     return { opts, key, requests }
   }

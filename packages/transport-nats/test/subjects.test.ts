@@ -20,7 +20,7 @@ afterAll(async () => {
 /** What a raw subscriber on `subject` sees, subject by subject. */
 function watch(subject: string): Array<{ subject: string; data: Uint8Array }> {
   const seen: Array<{ subject: string; data: Uint8Array }> = []
-  spy.subscribe(subject, { callback: (_error, message) => seen.push({ subject: message.subject, data: message.data }) })
+  spy.subscribe(subject, { callback: (_error, message) => void seen.push({ subject: message.subject, data: message.data }) })
   return seen
 }
 
