@@ -7,9 +7,10 @@ import { stringify } from 'yaml'
 import { deadline } from './deadline.js'
 import { HarnessSetupError, ProcessWaitError } from './errors.js'
 import { freeLoopbackPort } from './ports.js'
+import { NatsServerProcess } from './nats-server.js'
 import { DaemonProcess, runProcess, type RunResult } from './processes.js'
 
-export type TransportName = 'zeromq' | 'tcp'
+export type TransportName = 'zeromq' | 'tcp' | 'nats'
 
 /** One event of the master's bus, as the fleet reads it. */
 export interface FleetEvent {
@@ -154,6 +155,9 @@ export class Fleet {
   readonly spawnedPids: number[] = []
   readonly ports = new Map<TransportName, { publish: number; ret: number }>()
   readonly transports: TransportName[]
+  /** The nats-server of a fleet that serves NATS (its own, or shared through `portsFrom`). */
+  natsServer: NatsServerProcess | undefined
+  private ownsNatsServer = false
   /** Bound on every start-up wait, ms. */
   readonly readyTimeoutMs: number
   private events: FleetEventReader | undefined
@@ -165,7 +169,7 @@ export class Fleet {
     readonly options: FleetOptions,
   ) {
     const used = new Set(options.minions.map((minion) => minion.transport))
-    this.transports = options.transports ?? (['zeromq', 'tcp'] as const).filter((name) => used.has(name))
+    this.transports = options.transports ?? (['zeromq', 'tcp', 'nats'] as const).filter((name) => used.has(name))
     if (this.transports.length === 0) this.transports.push('zeromq')
     this.readyTimeoutMs = options.readyTimeoutMs ?? 30_000
   }
@@ -228,7 +232,28 @@ export class Fleet {
     return this.options.interface ?? '127.0.0.1'
   }
 
+  /**
+   * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the one of
+   * the fleet it shares ports with (`portsFrom`: one broker, as masters sharing a fleet would).
+   */
+  private async startBroker(): Promise<void> {
+    if (!this.transports.includes('nats')) return
+    const shared = this.options.portsFrom?.natsServer
+    if (shared !== undefined) {
+      this.natsServer = shared
+      return
+    }
+    this.natsServer = await NatsServerProcess.start({ name: `nats for ${this.root}` })
+    this.ownsNatsServer = true
+  }
+
+  /** The keys that point a daemon at the fleet's nats-server (none when the fleet has no NATS). */
+  get natsConfig(): Record<string, unknown> {
+    return this.natsServer === undefined ? {} : { nats_servers: [this.natsServer.url] }
+  }
+
   private async startMaster(): Promise<void> {
+    await this.startBroker()
     for (const transport of this.transports) {
       const shared = this.options.portsFrom?.ports.get(transport)
       this.ports.set(transport, shared ?? { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
@@ -243,6 +268,7 @@ export class Fleet {
       ret_port: portsOf(first!).ret,
       auto_accept: this.options.autoAccept ?? true,
       worker_threads: 2,
+      ...this.natsConfig,
       ...this.options.masterConfig,
     }
     if (others.length > 0) {
@@ -348,6 +374,7 @@ export class Fleet {
       transport: minion.transport,
       acceptance_wait_time: 0.2,
       grains: minion.grains ?? {},
+      ...this.natsConfig,
       ...minion.config,
     }
     await writeFile(join(dir, 'minion'), stringify(config))
@@ -452,6 +479,7 @@ export class Fleet {
     await this.syndic?.stop()
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
+    if (this.ownsNatsServer) await this.natsServer?.close()
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
   }
 }

@@ -73,7 +73,8 @@ export class NatsServerProcess {
 
   #config(): string {
     const options = this.#options
-    const lines = [`server_name: ${this.name}`, `listen: 127.0.0.1:${this.port}`]
+    // nats-server refuses a server_name with spaces; the process keeps the readable name.
+    const lines = [`server_name: "${this.name.replace(/[^A-Za-z0-9_-]+/g, '-')}"`, `listen: 127.0.0.1:${this.port}`]
     if (options.clusterPort !== undefined) {
       lines.push(`cluster { name: brine-test, listen: 127.0.0.1:${options.clusterPort}, routes: [${(options.routes ?? []).join(', ')}] }`)
     }
