@@ -12,7 +12,7 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
-import type { Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
+import type { BrokerOptions, Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
 import { freeLoopbackPort } from '@brine/testkit'
 import { deadline } from '@brine/transport-compliance'
 import { Master, MemoryJobStore } from '../src/index.js'
@@ -92,6 +92,8 @@ export interface MasterAddress {
   host: string
   publishPort: number
   retPort: number
+  /** The broker a NATS master is on (a NATS fleet's `fleet.broker`). */
+  broker?: BrokerOptions
 }
 
 /** A minion made of crypt and a transport: enough to drive the master's protocol by hand. */
@@ -111,8 +113,9 @@ export class FakeMinion {
 
   static async start(transportName: string, id: string, address: MasterAddress, pkiDir: string): Promise<FakeMinion> {
     const transport = await loadTransport(transportName)
-    const request = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000 })
-    const publish = transport.createPublishClient({ host: address.host, port: address.publishPort, id })
+    const broker = address.broker === undefined ? {} : { broker: address.broker }
+    const request = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000, ...broker })
+    const publish = transport.createPublishClient({ host: address.host, port: address.publishPort, id, ...broker })
     const minion = new FakeMinion(id, pkiDir, request, publish)
     cleanups.push(() => request.close(), () => publish.close())
     await request.start()

@@ -7,6 +7,7 @@ import { stringify } from 'yaml'
 import { deadline } from './deadline.js'
 import { HarnessSetupError, ProcessWaitError } from './errors.js'
 import { freeLoopbackPort } from './ports.js'
+import type { BrokerOptions } from '@brine/transport'
 import { NatsServerProcess } from './nats-server.js'
 import { DaemonProcess, runProcess, type RunResult } from './processes.js'
 
@@ -245,6 +246,11 @@ export class Fleet {
     }
     this.natsServer = await NatsServerProcess.start({ name: `nats for ${this.root}` })
     this.ownsNatsServer = true
+  }
+
+  /** The transport options that point an endpoint a test makes by hand at the fleet's nats-server. */
+  get broker(): BrokerOptions {
+    return this.natsServer === undefined ? {} : { servers: [this.natsServer.url] }
   }
 
   /** The keys that point a daemon at the fleet's nats-server (none when the fleet has no NATS). */
