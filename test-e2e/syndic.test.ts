@@ -190,6 +190,7 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
       id: 'rogue',
       keys: generateKeys(),
       transport: await loadTransport(transport),
+      client: { broker: top.broker },
       host: top.host,
       port: ports.ret,
       publishPort: ports.publish,

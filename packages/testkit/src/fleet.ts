@@ -235,11 +235,13 @@ export class Fleet {
 
   /**
    * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the one of
-   * the fleet it shares ports with (`portsFrom`: one broker, as masters sharing a fleet would).
+   * the fleet it shares ports with (`portsFrom`), or of the masters above it (a syndic node).
    */
   private async startBroker(): Promise<void> {
-    if (!this.transports.includes('nats')) return
-    const shared = this.options.portsFrom?.natsServer
+    const syndic = this.options.syndic
+    if (!this.transports.includes('nats') && syndic?.transport !== 'nats') return
+    // A syndic node shares its upper masters' broker: one cluster, told apart by ports.
+    const shared = this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
     if (shared !== undefined) {
       this.natsServer = shared
       return
