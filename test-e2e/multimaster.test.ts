@@ -44,7 +44,14 @@ async function ping(fleet: Fleet, id: string): Promise<Record<string, unknown>> 
   return json(result.stdout)
 }
 
-describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
+/**
+ * Not yet over NATS: on a broker a master is named by its prefix and ports, not by a host, and a minion's config
+ * gives every master of `master: [a, b]` the same master_port and nats_subject_prefix, so two masters it must
+ * reach one by one would be one queue group (docs/transports.md, "Several masters").
+ */
+const MULTI_MASTER_TRANSPORTS = TRANSPORTS.filter((name) => name !== 'nats')
+
+describe.each(MULTI_MASTER_TRANSPORTS)('multi-master minions over %s', (transport) => {
   it('master_type str: jobs from either master; one killed mid-run, the other still works and the killed one gets its return once when back; a jid published by both runs once', async () => {
     const [one, two] = await twoMasters(transport)
     const minion = await one.startMinion({ id: 'mm', transport, config: { master: ['127.0.0.1', '127.0.0.2'], master_type: 'str', ...QUICK } })

@@ -226,7 +226,8 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, ghost1: 1 })
   })
 
-  it('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {
+  // Not yet over NATS: two upper masters on one port pair are one queue group on a broker (see multimaster.test.ts).
+  it.runIf(transport !== 'nats')('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {
     const a = await startFleet({ minions: [], transports: [transport], masterConfig: { order_masters: true, master_id: 'A' } })
     const b = await startFleet({ minions: [], transports: [transport], interface: '127.0.0.2', portsFrom: a, masterConfig: { order_masters: true, master_id: 'B' } })
     const lower = await startFleet({ minions: [{ id: 'm1', transport }, { id: 'm2', transport }], syndic: { id: 'syn', upper: [a, b], transport } })
