@@ -13,7 +13,7 @@ import {
 } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
 import type { BrokerOptions, Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
-import { freeLoopbackPort } from '@brine/testkit'
+import { NatsServerProcess, freeLoopbackPort } from '@brine/testkit'
 import { deadline } from '@brine/transport-compliance'
 import { Master, MemoryJobStore } from '../src/index.js'
 
@@ -167,7 +167,7 @@ export class FakeMinion {
 /** A clear request client, as the local client sends. */
 export async function clearClient(transportName: string, address: MasterAddress): Promise<RequestClient> {
   const transport = await loadTransport(transportName)
-  const client = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000 })
+  const client = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000, ...(address.broker === undefined ? {} : { broker: address.broker }) })
   cleanups.push(() => client.close())
   await client.start()
   return client
@@ -178,6 +178,24 @@ export async function clearClient(transportName: string, address: MasterAddress)
  * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
  * the cache `master_job_cache` names.
  */
+let natsServer: Promise<NatsServerProcess> | undefined
+
+/**
+ * The nats-server of this test file's NATS cases, started on first use (a test file's afterAll calls
+ * {@link stopNatsServer}). The master keys for it and the broker options for hand-made clients.
+ */
+export async function natsFor(transport: string): Promise<{ config: Record<string, unknown>; broker?: BrokerOptions }> {
+  if (transport !== 'nats') return { config: {} }
+  const server = await (natsServer ??= NatsServerProcess.start())
+  return { config: { nats_servers: [server.url] }, broker: { servers: [server.url] } }
+}
+
+export async function stopNatsServer(): Promise<void> {
+  const server = natsServer
+  natsServer = undefined
+  await (await server)?.close()
+}
+
 export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger; jobs?: MemoryJobStore } = {}): Promise<{ master: Master; events: EventLog }> {
   const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore(), ...options })
   cleanups.push(() => master.stop())
