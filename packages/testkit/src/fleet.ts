@@ -80,6 +80,11 @@ export interface FleetOptions {
   masterPrefix?: readonly string[]
   /** The loopback address the master binds and its minions use (default 127.0.0.1; any 127.x.y.z works on Linux). */
   interface?: string
+  /**
+   * Servers in the fleet's own NATS cluster (default 1), routed to each other on loopback; the master and
+   * minions use the first unless a minion's config names others (`nats_servers`).
+   */
+  natsCluster?: number
   /** Serve on the same port numbers as this fleet (on another `interface`): several upper masters of one syndic share Salt's `syndic_master_port`. */
   portsFrom?: Fleet
   /**
@@ -158,6 +163,8 @@ export class Fleet {
   readonly transports: TransportName[]
   /** The nats-server of a fleet that serves NATS (its own, or shared through `portsFrom`). */
   natsServer: NatsServerProcess | undefined
+  /** Every server of the fleet's own NATS cluster (`natsCluster`), the master's first. */
+  natsServers: NatsServerProcess[] = []
   private ownsNatsServer = false
   /** Bound on every start-up wait, ms. */
   readonly readyTimeoutMs: number
@@ -246,7 +253,15 @@ export class Fleet {
       this.natsServer = shared
       return
     }
-    this.natsServer = await NatsServerProcess.start({ name: `nats for ${this.root}` })
+    const count = this.options.natsCluster ?? 1
+    if (count === 1) {
+      this.natsServers = [await NatsServerProcess.start({ name: `nats for ${this.root}` })]
+    } else {
+      const clusterPorts = await Promise.all(Array.from({ length: count }, () => freeLoopbackPort()))
+      const routes = clusterPorts.map((port) => `nats-route://127.0.0.1:${port}`)
+      this.natsServers = await Promise.all(clusterPorts.map((clusterPort, index) => NatsServerProcess.start({ name: `nats-${index} for ${this.root}`, clusterPort, routes })))
+    }
+    this.natsServer = this.natsServers[0]
     this.ownsNatsServer = true
   }
 
@@ -487,7 +502,7 @@ export class Fleet {
     await this.syndic?.stop()
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
-    if (this.ownsNatsServer) await this.natsServer?.close()
+    if (this.ownsNatsServer) await Promise.all(this.natsServers.map((server) => server.close()))
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
   }
 }
