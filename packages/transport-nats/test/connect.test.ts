@@ -52,6 +52,41 @@ describe('NATS connections', () => {
     expect((error as Error).message).toMatch(/^nats_nkey_seed_file: cannot read/)
   })
 
+  it('a subscriber that stops reading counts one slow-consumer episode per stretch of drops, every dropped load in dropped', async () => {
+    const transport = natsTransport({ servers: [secured.url], user: 'brine', password: 's3cret', subjectPrefix: 'slow' })
+    const publisher = transport.createPublishServer({ host: '127.0.0.1', port: 4505 })
+    const subscriber = transport.createPublishClient({ host: '127.0.0.1', port: 4505, id: 'slow-minion', hwm: 5 })
+    const events: TransportEvent[] = []
+    const collecting = (async () => {
+      for await (const event of publisher.events()) events.push(event)
+    })()
+    try {
+      await publisher.start()
+      await subscriber.start()
+      await deadline((async () => {
+        while (!events.some((event) => event.type === 'peer-subscribe' && event.topic === 'slow-minion')) await new Promise((resolve) => setTimeout(resolve, 10))
+      })(), WAIT_MS, 'the subscriber to say hello')
+      for (let i = 0; i < 20; i++) await publisher.publish(i, { topics: ['slow-minion'] })
+      await deadline((async () => {
+        while (subscriber.stats().dropped < 15) await new Promise((resolve) => setTimeout(resolve, 10))
+      })(), WAIT_MS, '15 loads to be dropped at the hwm of 5')
+      expect(subscriber.stats()).toMatchObject({ queued: 5, dropped: 15, slowConsumers: 1 })
+      const iterator = subscriber[Symbol.asyncIterator]()
+      expect((await iterator.next()).value).toBe(0)
+      // It read one: the next load fits, and a new stretch of drops is a second episode.
+      await publisher.publish('fits', { topics: ['slow-minion'] })
+      await publisher.publish('dropped', { topics: ['slow-minion'] })
+      await deadline((async () => {
+        while (subscriber.stats().dropped < 16) await new Promise((resolve) => setTimeout(resolve, 10))
+      })(), WAIT_MS, 'the next drop')
+      expect(subscriber.stats().slowConsumers).toBe(2)
+    } finally {
+      await subscriber.close()
+      await publisher.close()
+      await collecting
+    }
+  })
+
   it('clients fail over among nats_servers: the first down, the second up', async () => {
     const up = await NatsServerProcess.start()
     const down = `nats://127.0.0.1:${await freeLoopbackPort()}`
