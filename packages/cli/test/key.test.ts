@@ -169,6 +169,23 @@ describe('brine-key --gen-keys', () => {
   })
 })
 
+describe('brine-key --keysize', () => {
+  it("refuses Salt's out-of-range sizes with Salt's sentences, and says an in-range size is not used", async () => {
+    for (const [size, sentence] of [
+      ['1024', 'The minimum value for keysize is 2048'],
+      ['32769', 'The maximum value for keysize is 32768'],
+    ]) {
+      const io = memoryIO()
+      expect(parseKeyArgs(['--gen-keys', 'minibar', '--gen-keys-dir', dir, '--keysize', size!], io)).toBe(64)
+      expect(io.err()).toBe(`Usage: brine-key [options]\n\nbrine-key: error: ${sentence}\n`)
+    }
+    const used = await key(['--gen-keys', 'sized', '--gen-keys-dir', dir, '--keysize', '4096'])
+    expect(used.code).toBe(0)
+    expect(used.err).toBe("brine-key: note: --keysize is not used: Brine's keys are X25519 and Ed25519, of one size each\n")
+    expect(used.out).toMatch(/^return:\n    [0-9a-f:]+\n$/)
+  })
+})
+
 describe('brine-key usage errors', () => {
   it("exits 64 with Salt's usage layout for a bad -l word, two actions, and an unknown option", () => {
     const bad = memoryIO()

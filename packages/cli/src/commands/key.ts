@@ -65,6 +65,7 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     .option('-P, --print-all', 'print every public key')
     .option('--gen-keys <name>', 'generate a key pair <name>.key and <name>.pub (in --gen-keys-dir) and print its fingerprint')
     .option('--gen-keys-dir <dir>', 'where --gen-keys writes', '.')
+    .option('--keysize <bits>', "Salt's RSA key size (2048-32768); accepted and not used: Brine's keys are X25519 and Ed25519", integer)
     .option('-y, --yes', 'answer yes to every question')
     .option('--include-rejected', 'accept also rejected keys')
     .option('--include-accepted', 'reject also accepted keys')
@@ -78,6 +79,9 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
   const actions: Action[] = []
+  const keysizeProblem = checkKeysize(o.keysize)
+  if (keysizeProblem !== undefined) return usageError(io, 'brine-key', keysizeProblem, program.usage())
+  if (typeof o.keysize === 'number') io.stderr.write("brine-key: note: --keysize is not used: Brine's keys are X25519 and Ed25519, of one size each\n")
   if (typeof o.genKeys === 'string') actions.push({ kind: 'gen_keys', name: o.genKeys, dir: String(o.genKeysDir) })
   if (o.listAll === true) actions.push({ kind: 'list', dir: 'all' })
   if (typeof o.list === 'string') {
@@ -199,6 +203,14 @@ export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDe
   } finally {
     await client.close()
   }
+}
+
+/** Salt's range for `--keysize` (salt-key's process_keysize), kept so a script written for salt-key fails the same way. */
+function checkKeysize(keysize: unknown): string | undefined {
+  if (typeof keysize !== 'number') return undefined
+  if (keysize < 2048) return 'The minimum value for keysize is 2048'
+  if (keysize > 32768) return 'The maximum value for keysize is 32768'
+  return undefined
 }
 
 /** `--gen-keys NAME`: a key pair written locally (no master), printed as Salt prints it: `return:` and the fingerprint. */
