@@ -193,3 +193,19 @@ export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
     ...(maxConnectionsPerAddress === 0 ? {} : { maxConnectionsPerAddress }),
   }
 }
+
+/** The file server's sizes from config, in bytes. */
+export interface FileServerLimits {
+  /** `file_buffer_size`: bytes per chunk on the wire. */
+  bufferSize: number
+  /** `file_recv_max_size` (Salt's MiB): the largest file cp.push may send. */
+  recvMaxBytes: number
+}
+
+/** `file_buffer_size` (bytes) and `file_recv_max_size` (MiB → bytes), with Salt's defaults. */
+export function fileServerLimitsFromConfig(opts: { file_buffer_size?: number; file_recv_max_size?: number }): FileServerLimits {
+  const bufferSize = opts.file_buffer_size ?? 262144
+  if (!Number.isSafeInteger(bufferSize) || bufferSize < 1) throw new ConfigError(`file_buffer_size must be a positive integer of bytes, got ${String(bufferSize)}`, { key: 'file_buffer_size' })
+  const recvMaxBytes = Math.floor(nonNegative(opts.file_recv_max_size ?? 100, 'file_recv_max_size', 'MiB') * 1024 * 1024)
+  return { bufferSize, recvMaxBytes }
+}
