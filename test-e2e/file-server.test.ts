@@ -75,7 +75,7 @@ describe.each(TRANSPORTS)('the file server over %s', (transport) => {
     const source = join(scratch, `${transport}-push.txt`)
     writeFileSync(source, 'from the minion')
     expect(await call(fleet, ['cp.push', source])).toBe(false)
-    expect(existsSync(join(masterCache(fleet), 'minions'))).toBe(false)
+    expect(existsSync(join(masterCache(fleet), 'minions/m1/files'))).toBe(false)
   })
 
   it('cp.push is stored under cachedir/minions/<id>/files with file_recv, up to file_recv_max_size', { timeout: 120_000 }, async () => {
