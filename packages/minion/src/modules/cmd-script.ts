@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { basename, extname, join } from 'node:path'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import { asCommandError } from '../file-client.js'
-import { lookupUser, runFor, type CmdModuleOptions, type CommandResult } from './cmd.js'
+import { lookupUser, pythonShellDefault, runFor, type CmdModuleOptions, type CommandResult } from './cmd.js'
 import { cacheFileFor } from './cp.js'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 
@@ -40,7 +40,7 @@ function argumentText(args: unknown): string {
 /** What cmd.script answers when the script could not be fetched (Salt's shape). */
 const CACHE_ERROR = { pid: 0, retcode: 1, stdout: '', stderr: '', cache_error: true }
 
-async function runScript(ctx: JobContext, values: readonly unknown[], moduleOptions: CmdModuleOptions): Promise<CommandResult | typeof CACHE_ERROR> {
+async function runScript(ctx: JobContext, values: readonly unknown[], kwargs: Readonly<Record<string, unknown>>, moduleOptions: CmdModuleOptions): Promise<CommandResult | typeof CACHE_ERROR> {
   const params = Object.fromEntries(SCRIPT_ARGS.map((name, index) => [name, values[index]])) as Record<(typeof SCRIPT_ARGS)[number], unknown>
   if (typeof params.source !== 'string' || params.source === '') throw new InvocationError('source must be a non-empty string (salt://path, http(s)://… or a local path)')
   if (params.template !== null && params.template !== undefined) throw new InvocationError(`template rendering (template=${String(params.template)}) is not supported by Brine's cmd.script`)
@@ -66,7 +66,7 @@ async function runScript(ctx: JobContext, values: readonly unknown[], moduleOpti
     }
     const args = argumentText(params.args)
     const { source: _source, args: _args, saltenv: _saltenv, ...rest } = params
-    return await runFor(ctx, { ...rest, cmd: args === '' ? quote(script) : `${quote(script)} ${args}`, python_shell: params.python_shell ?? true }, {}, moduleOptions)
+    return await runFor(ctx, { ...rest, cmd: args === '' ? quote(script) : `${quote(script)} ${args}`, python_shell: pythonShellDefault(params.python_shell, kwargs) }, {}, moduleOptions)
   } catch (error) {
     if (error instanceof CommandExecutionError || error instanceof InvocationError) throw error
     throw new CommandExecutionError(`cmd.script ${params.source}: ${(error as Error).message}`, { source: params.source }, { cause: error })
@@ -91,8 +91,8 @@ function scriptSpec(doc: string, moduleOptions: CmdModuleOptions, finish: (resul
     args: SCRIPT_ARGS,
     defaults: SCRIPT_DEFAULTS,
     kwargs: true,
-    run: async (args, _kwargs, ctx) => {
-      const result = await runScript(ctx, args, moduleOptions)
+    run: async (args, kwargs, ctx) => {
+      const result = await runScript(ctx, args, kwargs, moduleOptions)
       return finish(args[SCRIPT_ARGS.indexOf('hide_output')] === true && !('cache_error' in result) ? { ...result, stdout: '', stderr: '' } : result)
     },
   }

@@ -375,6 +375,15 @@ function readRunOptions(params: Params, overrides: Partial<RunCommandOptions>): 
   return options
 }
 
+/**
+ * Salt's `_python_shell_default`: an unset python_shell is true for a call that came in a publish (its
+ * kwargs carry `__pub_jid`), and false for one made by another module, which gets argv splitting unless
+ * it asks for the shell (Salt's `cmd_safe` default).
+ */
+export function pythonShellDefault(value: unknown, kwargs: Readonly<Record<string, unknown>>): unknown {
+  return isSet(value) ? value : isSet(kwargs['__pub_jid'])
+}
+
 /** success_retcodes: exit codes that count as success (retcode reported as 0). */
 function successRetcodes(value: unknown): number[] {
   if (!isSet(value)) return []
@@ -442,7 +451,8 @@ runas
 shell
     Shell used when python_shell is true (default /bin/sh).
 python_shell
-    Run through the shell (default true); false splits the command like shlex and execs it.
+    Run through the shell; false splits the command like shlex and execs it. Unset: true for a
+    job from the master (brine '*' cmd.run ...), false when another module calls cmd.run.
 env
     Dict of environment variables, merged over the minion's unless clean_env is true.
 timeout
@@ -470,8 +480,9 @@ function runSpec(
     args: [...RUN_ARGS, ...extraArgs],
     defaults: { ...RUN_DEFAULTS, ...extraDefaults },
     kwargs: true,
-    run: async (args, _kwargs, ctx) => {
+    run: async (args, kwargs, ctx) => {
       const params = toParams(args)
+      params.python_shell = pythonShellDefault(params.python_shell, kwargs)
       const extra = Object.fromEntries(extraArgs.map((name, index) => [name, args[RUN_ARGS.length + index]]))
       const resolvedOverrides = { ...overrides }
       if (extra.redirect_stderr === true) resolvedOverrides.redirectStderr = true
