@@ -88,5 +88,12 @@ describe.each(TRANSPORTS)('the file server over %s', (transport) => {
     writeFileSync(large, randomBytes(2 * 1024 * 1024))
     expect(await call(fleet, ['cp.push', large])).toBe(false)
     expect(existsSync(join(masterCache(fleet), 'minions/m1/files', large))).toBe(false)
+
+    // The fileserver runners read the same roots (the escaping symlink is not listed).
+    const runner = async (args: string[]): Promise<unknown> => json((await fleet.run('brine-run', [...args, '--out', 'json'])).stdout)
+    expect(await runner(['fileserver.file_list'])).toEqual(['big.bin', 'scripts/hello.sh'])
+    expect(await runner(['fileserver.dir_list', 'saltenv=base'])).toEqual(['scripts'])
+    expect(await runner(['fileserver.envs'])).toEqual(['base'])
+    expect(await call(fleet, ['cp.list_master'])).toEqual(['big.bin', 'scripts/hello.sh'])
   })
 })

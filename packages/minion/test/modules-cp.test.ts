@@ -2,6 +2,8 @@ import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { afterAll, describe, expect, it } from 'vitest'
 import { FileRoots, FileServer } from '@brine/master'
 import { isSaltUrl, type FileCommand } from '@brine/common'
@@ -131,5 +133,32 @@ describe('cp module against the file server', () => {
     expect((await run('cmd.script', ['salt://scripts/missing.sh'])).return).toEqual({ pid: 0, retcode: 1, stdout: '', stderr: '', cache_error: true })
     expect((await run('cmd.script', ['salt://../outside.txt'])).return).toMatch(/^ERROR: FileServerPathError: /)
     expect(isSaltUrl('salt://x')).toBe(true)
+  })
+
+  it('get_url and cache_file fetch http:// URLs (dest, contents, cache), check source_hash and report HTTP errors', async () => {
+    const server = createServer((request, response) => {
+      if (request.url === '/files/app.conf') response.end('web content')
+      else response.writeHead(404).end('no')
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const { cachedir, run } = minion()
+      const dest = join(scratch, 'web', 'app.conf')
+      expect((await run('cp.get_url', [`${base}/files/app.conf`, dest, 'makedirs=True'])).return).toBe(dest)
+      expect(readFileSync(dest, 'utf8')).toBe('web content')
+      expect((await run('cp.get_url', [`${base}/files/app.conf`, null])).return).toBe('web content')
+      const cached = join(cachedir, 'extrn_files/base', `127.0.0.1_${(server.address() as AddressInfo).port}`, 'files/app.conf')
+      expect((await run('cp.cache_file', [`${base}/files/app.conf`])).return).toBe(cached)
+      expect((await run('cp.is_cached', [`${base}/files/app.conf`])).return).toBe(cached)
+      const good = `sha256=${sha256(Buffer.from('web content'))}`
+      expect((await run('cp.get_url', [`${base}/files/app.conf`, join(scratch, 'web', 'checked.conf'), { __kwarg__: true, source_hash: good }])).return).toBe(join(scratch, 'web', 'checked.conf'))
+      expect((await run('cp.get_url', [`${base}/files/app.conf`, join(scratch, 'web', 'bad.conf'), { __kwarg__: true, source_hash: `sha256=${'0'.repeat(64)}` }])).return).toMatch(/^ERROR: .*source_hash says 0{64}/)
+      expect(existsSync(join(scratch, 'web', 'bad.conf'))).toBe(false)
+      expect((await run('cp.get_url', [`${base}/missing`, join(scratch, 'web', 'missing')])).return).toMatch(/^ERROR: HTTP error 404/)
+      expect((await run('cp.get_url', ['ftp://example.com/x', join(scratch, 'web', 'x')])).return).toMatch(/Unsupported URL scheme/)
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
   })
 })

@@ -19,7 +19,7 @@ const cachedirOf = (ctx: ModuleContext): string => (typeof ctx.opts['cachedir'] 
 
 /** The minion's file client for one job (its signal cancels a transfer). */
 export function fileClientFor(ctx: ModuleContext & { signal?: AbortSignal }): FileClient {
-  const opts = ctx.opts as { file_buffer_size?: number }
+  const opts = ctx.opts as { file_buffer_size?: number; max_frame_bytes?: number }
   return new FileClient({
     id: ctx.id,
     cachedir: cachedirOf(ctx),
