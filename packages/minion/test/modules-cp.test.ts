@@ -106,6 +106,8 @@ describe('cp module against the file server', () => {
     const dest = join(scratch, 'dir-dest')
     expect((await run('cp.get_dir', ['salt://conf', dest])).return).toEqual([join(dest, 'conf/a.conf'), join(dest, 'conf/c.txt'), join(dest, 'conf/sub/b.conf')])
     expect(readFileSync(join(dest, 'conf/sub/b.conf'), 'utf8')).toBe('b')
+    expect((await run('cp.get_dir', ['salt://conf/sub?saltenv=base', dest])).return).toEqual([join(dest, 'sub/b.conf')])
+    expect((await run('cp.get_dir', ['salt://conf?saltenv=prod', dest])).return).toMatch(/^ERROR: FileServerPathError: .*no such environment \(file_roots has: base\)/)
     expect((await run('cp.cache_dir', ['salt://conf', 'include_pat=*.conf', 'exclude_pat=E@sub/'])).return).toEqual([join(cachedir, 'files/base/conf/a.conf')])
   })
 

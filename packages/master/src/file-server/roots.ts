@@ -97,9 +97,9 @@ export class FileRoots {
     return relative
   }
 
-  #rootsOf(saltenv: string): string[] {
+  #rootsOf(saltenv: string, path = ''): string[] {
     const roots = this.#roots.get(saltenv)
-    if (roots === undefined) throw new FileServerPathError('', saltenv, `no such environment (file_roots has: ${this.envs().join(', ') || 'none'})`)
+    if (roots === undefined) throw new FileServerPathError(path, saltenv, `no such environment (file_roots has: ${this.envs().join(', ') || 'none'})`)
     return roots
   }
 
@@ -109,7 +109,7 @@ export class FileRoots {
    */
   async find(path: unknown, saltenv: string): Promise<FoundFile | undefined> {
     const relative = this.check(path, saltenv)
-    for (const root of this.#rootsOf(saltenv)) {
+    for (const root of this.#rootsOf(saltenv, relative)) {
       let real: string
       let realRoot: string
       try {

@@ -165,7 +165,7 @@ function patternMatches(pattern: unknown, path: string): boolean {
 async function eachFileUnder(ctx: JobContext, path: unknown, saltenv: unknown, keep: (relative: string) => boolean, placeOf: (file: string, relative: string) => string | undefined): Promise<string[]> {
   const url = requireString(path, 'path')
   if (!isSaltUrl(url)) throw new InvocationError(`Unsupported path: ${url}`)
-  const source = FileClient.resolve(url.endsWith('/') ? url : `${url}/`, saltenvOf(ctx, saltenv))
+  const source = FileClient.resolve(url, saltenvOf(ctx, saltenv))
   const dir = source.path.replace(/\/+$/, '')
   const parent = dir.includes('/') ? dir.slice(0, dir.lastIndexOf('/')) : ''
   const client = fileClientFor(ctx)
