@@ -20,7 +20,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
 const root = join(scratch, 'srv')
 const big = randomBytes(300_000)
-for (const [path, content] of Object.entries({ 'big.bin': big, 'scripts/hello.sh': '#!/bin/sh\necho "args: $1|$2|$#" in "$(pwd)" as "$GREETING"\nexit 4\n', 'conf/a.conf': 'a', 'conf/sub/b.conf': 'b', 'conf/c.txt': 'c' })) {
+for (const [path, content] of Object.entries({ 'big.bin': big, 'scripts/hello.sh': '#!/bin/sh\necho "args: $1|$2|$#" in "$(pwd)" as "$GREETING"\nexit 4\n', 'scripts/whoami.sh': '#!/bin/sh\necho "$(id -un) in $(pwd)"\n', 'conf/a.conf': 'a', 'conf/sub/b.conf': 'b', 'conf/c.txt': 'c' })) {
   mkdirSync(join(root, path, '..'), { recursive: true })
   writeFileSync(join(root, path), content)
 }
@@ -93,7 +93,7 @@ describe('cp module against the file server', () => {
     expect((await run('cp.hash_file', ['salt://big.bin'])).return).toEqual({ hash_type: 'sha256', hsum: sha256(big) })
     expect((await run('cp.hash_file', [cached])).return).toEqual({ hash_type: 'sha256', hsum: sha256(big) })
     expect((await run('cp.hash_file', ['salt://nope'])).return).toEqual({})
-    expect((await run('cp.list_master')).return).toEqual(['big.bin', 'conf/a.conf', 'conf/c.txt', 'conf/sub/b.conf', 'scripts/hello.sh'])
+    expect((await run('cp.list_master')).return).toEqual(['big.bin', 'conf/a.conf', 'conf/c.txt', 'conf/sub/b.conf', 'scripts/hello.sh', 'scripts/whoami.sh'])
     expect((await run('cp.list_master', ['prefix=conf/'])).return).toEqual(['conf/a.conf', 'conf/c.txt', 'conf/sub/b.conf'])
     expect((await run('cp.list_master_dirs')).return).toEqual(['conf', 'conf/sub', 'scripts'])
     expect((await run('cp.envs')).return).toEqual(['base'])
@@ -135,6 +135,12 @@ describe('cp module against the file server', () => {
     expect((await run('cmd.script', ['salt://scripts/missing.sh'])).return).toEqual({ pid: 0, retcode: 1, stdout: '', stderr: '', cache_error: true })
     expect((await run('cmd.script', ['salt://../outside.txt'])).return).toMatch(/^ERROR: FileServerPathError: /)
     expect(isSaltUrl('salt://x')).toBe(true)
+  })
+
+  it.runIf(process.getuid?.() === 0)('cmd.script runs its copy as the runas user', async () => {
+    const { run } = minion()
+    const result = await run('cmd.script', ['salt://scripts/whoami.sh', { __kwarg__: true, runas: 'nobody', cwd: '/' }])
+    expect(result.return).toMatchObject({ retcode: 0, stdout: 'nobody in /' })
   })
 
   it('get_url and cache_file fetch http:// URLs (dest, contents, cache), check source_hash and report HTTP errors', async () => {
