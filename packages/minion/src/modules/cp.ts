@@ -172,7 +172,8 @@ async function eachFileUnder(ctx: JobContext, path: unknown, saltenv: unknown, k
   const out: string[] = []
   for (const file of await client.list('files', source.saltenv, `${dir}/`)) {
     const relative = file.slice(parent === '' ? 0 : parent.length + 1)
-    if (!keep(relative)) continue
+    // The master lists only what its roots hold; a name that would climb out of dest is skipped all the same.
+    if (!file.startsWith(`${dir}/`) || relative.split('/').includes('..') || !keep(relative)) continue
     const fetched = await client.fetch(file, source.saltenv, placeOf(file, relative))
     if (fetched !== undefined) out.push(fetched.path)
   }
