@@ -42,6 +42,9 @@ export async function hashLocalFile(path: string, hashType = 'sha256'): Promise<
   return hash.digest('hex')
 }
 
+/** Tries per read request: a lost reply on a loaded master costs one chunk again, not the whole transfer. */
+const READ_TRIES = 3
+
 const exists = (path: string): Promise<boolean> => stat(path).then((info) => info.isFile(), () => false)
 
 /** A relative path and environment name safe to join under the cache (the master checked them too). */
@@ -85,8 +88,11 @@ export class FileClient {
   }
 
   async #ask(load: { cmd: string; [field: string]: unknown }, path: string, saltenv: string): Promise<Record<string, unknown>> {
+    // Reads may be sent again by the transport (the master answers a repeat as a duplicate, and the link asks
+    // afresh); a pushed chunk goes once, since a repeat would no longer follow the bytes received.
+    const tries = load.cmd === '_file_recv' ? 1 : READ_TRIES
     try {
-      return await this.#master().request(load, this.#o.signal === undefined ? {} : { signal: this.#o.signal })
+      return await this.#master().request(load, { tries, ...(this.#o.signal === undefined ? {} : { signal: this.#o.signal }) })
     } catch (error) {
       throw fromMasterRefusal(error, path, saltenv)
     }

@@ -301,11 +301,12 @@ export class Minion {
   }
 
   /** A module's request to the master: through the first link that is authenticated (else the first link, which waits for its auth). */
-  #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number } = {}): Promise<Record<string, unknown>> {
+  #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number; tries?: number } = {}): Promise<Record<string, unknown>> {
     const links = this.links
     const link = links.find((candidate) => candidate.session !== undefined) ?? links[0]
     if (link === undefined) return Promise.reject(new ClosedError('minion (no master link)', this.id))
-    return link.request({ ...load, id: this.id }, { ...(options.signal === undefined ? {} : { signal: options.signal }), ...(options.timeout === undefined ? {} : { timeout: options.timeout }) })
+    const { signal, timeout, tries } = options
+    return link.request({ ...load, id: this.id }, { ...(signal === undefined ? {} : { signal }), ...(timeout === undefined ? {} : { timeout }), ...(tries === undefined ? {} : { tries }) })
   }
 
   #track(task: Promise<unknown>): void {

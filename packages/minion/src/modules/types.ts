@@ -13,7 +13,8 @@ export type MinionOpts = Record<string, unknown>
  * carrying the master's error. `id` is added to the load by the channel.
  */
 export interface MasterChannel {
-  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeout?: number }): Promise<Record<string, unknown>>
+  /** `timeout` ms per try (default the link's auth_timeout); `tries` for a request that may be sent twice (a read). */
+  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeout?: number; tries?: number }): Promise<Record<string, unknown>>
 }
 
 /** What every module function can reach: Salt's `__opts__`, `__grains__` and friends. */
