@@ -169,6 +169,15 @@ export const CONFIG_SCHEMA = {
   job_cache: { kind: 'boolean', roles: MASTER, default: true },
   nodegroups: { kind: 'map', roles: ALL, default: () => ({}) },
   file_roots: { kind: 'map', roles: ALL, default: () => ({ base: ['/srv/brine'] }) },
+  // The file server (docs/file-server.md). Chunks of file_buffer_size bytes cross the sealed channel; pushed files
+  // (cp.push) are taken only with file_recv, each at most file_recv_max_size MiB (Salt's units, converted in units.ts).
+  file_buffer_size: { kind: 'integer', roles: ALL, default: 262144, unit: 'bytes', min: 4096, max: 16_777_216 },
+  file_ignore_regex: { kind: 'list', roles: MASTER, default: () => [] },
+  file_ignore_glob: { kind: 'list', roles: MASTER, default: () => [] },
+  file_recv: { kind: 'boolean', roles: MASTER, default: false },
+  file_recv_max_size: { kind: 'number', roles: MASTER, default: 100, unit: 'MiB', min: 0, max: 1_048_576 },
+  hash_type: { kind: 'string', roles: ALL, default: 'sha256', values: ['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512'] },
+  saltenv: { kind: 'nullable-string', roles: MINION, default: null },
 
   // External auth and the REST API (Salt's external_auth, token and netapi keys).
   external_auth: { kind: 'map', roles: MASTER, default: () => ({}) },

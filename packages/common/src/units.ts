@@ -193,3 +193,27 @@ export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
     ...(maxConnectionsPerAddress === 0 ? {} : { maxConnectionsPerAddress }),
   }
 }
+
+/** The file server's sizes from config, in bytes. */
+export interface FileServerLimits {
+  /** `file_buffer_size`: bytes per chunk on the wire. */
+  bufferSize: number
+  /** `file_recv_max_size` (Salt's MiB): the largest file cp.push may send. */
+  recvMaxBytes: number
+}
+
+/** Room a chunk leaves in its frame for the sealed envelope and the rest of the load. */
+const CHUNK_FRAME_RESERVE = 16_384
+
+/**
+ * `file_buffer_size` (bytes) and `file_recv_max_size` (MiB → bytes), with Salt's defaults. A chunk never
+ * outgrows this daemon's `max_frame_bytes`: the buffer is cut to fit one frame with its envelope.
+ */
+export function fileServerLimitsFromConfig(opts: { file_buffer_size?: number; file_recv_max_size?: number; max_frame_bytes?: number }): FileServerLimits {
+  const configured = opts.file_buffer_size ?? 262144
+  if (!Number.isSafeInteger(configured) || configured < 1) throw new ConfigError(`file_buffer_size must be a positive integer of bytes, got ${String(configured)}`, { key: 'file_buffer_size' })
+  const frame = opts.max_frame_bytes ?? 67108864
+  const bufferSize = Math.max(1, Math.min(configured, frame - CHUNK_FRAME_RESERVE))
+  const recvMaxBytes = Math.floor(nonNegative(opts.file_recv_max_size ?? 100, 'file_recv_max_size', 'MiB') * 1024 * 1024)
+  return { bufferSize, recvMaxBytes }
+}

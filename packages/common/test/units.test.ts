@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { backoffDelay } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
-import { backoffFromConfig, endpointLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
+import { backoffFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
 
 describe('secondsToMs', () => {
   it.each([
@@ -98,5 +98,15 @@ describe('serverLimitsFromConfig', () => {
     expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(/max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: -1 })).toThrow(/peer_idle_timeout must be a non-negative number of seconds/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: 10_000_000 })).toThrow(/peer_idle_timeout must be at most 2147483 seconds/)
+  })
+})
+
+describe('fileServerLimitsFromConfig', () => {
+  it("takes Salt's defaults, file_recv_max_size in MiB, and cuts a chunk to fit max_frame_bytes", () => {
+    expect(fileServerLimitsFromConfig({})).toEqual({ bufferSize: 262144, recvMaxBytes: 100 * 1024 * 1024 })
+    expect(fileServerLimitsFromConfig({ file_buffer_size: 4096, file_recv_max_size: 0.5 })).toEqual({ bufferSize: 4096, recvMaxBytes: 524288 })
+    expect(fileServerLimitsFromConfig({ file_buffer_size: 1_048_576, max_frame_bytes: 65_536 }).bufferSize).toBe(65_536 - 16_384)
+    expect(() => fileServerLimitsFromConfig({ file_recv_max_size: -1 })).toThrow(ConfigError)
+    expect(() => fileServerLimitsFromConfig({ file_buffer_size: 0 })).toThrow(/file_buffer_size/)
   })
 })

@@ -22,6 +22,7 @@ import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
 import { UnstorableValueError } from '@brine/returners'
 import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
+import type { FileServer } from './file-server/file-server.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
 import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
@@ -115,6 +116,8 @@ export interface MasterServiceOptions {
   now?: () => number
   /** The syndics attached to this master and the minions they announced. */
   syndics: SyndicRegistry
+  /** The file server, for the fileserver runners and the file_roots wheel. */
+  files?: FileServer
   logger?: Logger
 }
 
@@ -261,7 +264,7 @@ export class MasterService {
       this.#o.bus.fire(tags.wheelNew(jid), { fun: wheelFun, jid, user })
       let outcome: Awaited<ReturnType<typeof runWheel>>
       try {
-        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
+        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub, ...(this.#o.files === undefined ? {} : { files: this.#o.files }) })
       } catch (error) {
         this.#o.bus.fire(tags.wheelReturn(jid), { fun: wheelFun, jid, user, return: `${(error as Error).name}: ${(error as Error).message}`, success: false })
         throw error
@@ -561,6 +564,7 @@ export class MasterService {
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
       version: this.#o.settings.version,
+      ...(this.#o.files === undefined ? {} : { files: this.#o.files }),
       logger,
     }
   }

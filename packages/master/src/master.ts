@@ -14,7 +14,7 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { ConfigError, endpointLimitsFromConfig, jidToDate, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { ConfigError, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
 import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
 import { Authorizer } from './authorize.js'
@@ -22,6 +22,7 @@ import { ExternalAuth } from './eauth/external-auth.js'
 import { MasterStateError } from './errors.js'
 import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
+import { fileServerFromConfig, type FileServer } from './file-server/file-server.js'
 import { GrainsCache } from './grains-cache.js'
 import { IssuedJobs } from './issued-jobs.js'
 import { JobPublisher } from './job-publisher.js'
@@ -91,6 +92,7 @@ export class Master {
   #service: MasterService | undefined
   #externalAuth: ExternalAuth | undefined
   #replayGuard: ReplayGuard | undefined
+  #files: FileServer | undefined
   readonly #now: () => number
   /** The newest jid a skew warning was logged for, so each clock problem is said once. */
   #skewWarned: string | undefined
@@ -151,6 +153,12 @@ export class Master {
     return this.#service
   }
 
+  /** The file server: file_roots, what it served and received (after start). */
+  get files(): FileServer {
+    if (this.#files === undefined) throw new MasterStateError(`master.files is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    return this.#files
+  }
+
   /** What the sealed-request replay guard holds and has refused (after start). */
   replayStats(): ReplayGuardStats {
     if (this.#replayGuard === undefined) throw new MasterStateError(`master.replayStats() is available once start() has resolved; the master is ${this.#state}`, this.#state)
@@ -203,6 +211,9 @@ export class Master {
     const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'))
     this.#externalAuth = externalAuth
     if (externalAuth.configured) this.#logger.info(`external auth: ${Object.keys(opts.external_auth).join(', ')}; tokens in ${String(opts.token_dir)}`)
+    // file_roots and the ignore patterns are checked here: a bad one stops the start.
+    const files = fileServerFromConfig(opts, fileServerLimitsFromConfig(opts), this.#logger.child('fileserver'))
+    this.#files = files
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
     const syndics = new SyndicRegistry(opts.cachedir, this.#logger.child('syndics'))
@@ -274,6 +285,7 @@ export class Master {
       issued,
       now,
       syndics,
+      files,
       logger: this.#logger,
     })
     this.#service = service
@@ -290,6 +302,7 @@ export class Master {
       masterBoxSecret: keys.box.secretKey,
       replayGuard: this.#replayGuard,
       publishPortOf: (transport) => this.#publishPortOf(transport),
+      files,
       logger: this.#logger,
     })
     for (const { name, publish, request } of this.#endpoints) {

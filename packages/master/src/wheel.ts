@@ -1,5 +1,6 @@
 import { fingerprint, formatPublicKeys, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
+import type { FileServer } from './file-server/file-server.js'
 
 /** What a wheel call returned (Salt's shape, sent as `{return}`) and what it changed. */
 export interface WheelOutcome {
@@ -11,6 +12,8 @@ export interface WheelOutcome {
 export interface WheelContext {
   store: PkiStore
   masterPub: PublicKeys
+  /** The file server, for file_roots.list_roots. */
+  files?: FileServer
 }
 
 type WheelFunction = (load: Record<string, unknown>, context: WheelContext) => Promise<WheelOutcome>
@@ -82,6 +85,27 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     return unchanged(out)
   },
   'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
+  // Salt's file_roots.list_roots: per environment, one {root: {path: 'f'}} entry per root, its files as a tree.
+  'file_roots.list_roots': async (_load, { files }) => {
+    if (files === undefined) throw new MalformedRequestError('wheel file_roots.list_roots', 'this master has no file server')
+    const out: Record<string, Record<string, unknown>[]> = {}
+    for (const [env, roots] of Object.entries(files.roots.roots())) {
+      out[env] = await Promise.all(roots.map(async (root) => ({ [root]: treeOf(await files.roots.list(env, 'files', '', root)) })))
+    }
+    return unchanged(out)
+  },
+}
+
+/** `a/b/c` paths as Salt's nested tree: directories are mappings, files are 'f'. */
+function treeOf(paths: readonly string[]): Record<string, unknown> {
+  const tree: Record<string, unknown> = {}
+  for (const path of paths) {
+    const parts = path.split('/')
+    let node = tree
+    for (const part of parts.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>
+    node[parts[parts.length - 1] as string] = 'f'
+  }
+  return tree
 }
 
 export async function runWheel(load: Record<string, unknown>, context: WheelContext): Promise<WheelOutcome> {

@@ -1,6 +1,8 @@
 import { minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiStore } from '@brine/crypt'
 import {
   CLEAR_COMMANDS,
+  FILE_COMMANDS,
+  type FileCommand,
   SEALED_COMMANDS,
   validateMinionEventLoad,
   validatePublishLoad,
@@ -10,6 +12,7 @@ import {
 } from '@brine/common'
 import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import type { FileServer } from './file-server/file-server.js'
 import type { MasterService } from './master-service.js'
 import type { RequestPool } from './worker-pool.js'
 
@@ -25,8 +28,12 @@ export interface MasterWireAdapterOptions {
   replayGuard: ReplayGuard
   /** The publish port of a transport this master serves, told to a minion authenticating over it. */
   publishPortOf?: (transport: string) => number | undefined
+  /** Answers the sealed file commands (`_serve_file`, `_file_recv`, …); without it they are refused. */
+  files?: FileServer
   logger?: Logger
 }
+
+const isFileCommand = (cmd: unknown): cmd is FileCommand => (FILE_COMMANDS as readonly unknown[]).includes(cmd)
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -43,7 +50,7 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
- * `_minion_event` and `_grains`, and a syndic's `_syndic_return` and `_syndic_event`, the sender proven by
+ * `_minion_event`, `_grains` and the file server's commands (FileServer), and a syndic's `_syndic_return` and `_syndic_event`, the sender proven by
  * its box, each applied once inside its time window by the {@link ReplayGuard} (a replay is answered
  * "already handled", a request outside the window refused with StaleRequestError): every sealed command,
  * present and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome
@@ -58,12 +65,14 @@ export class MasterWireAdapter {
   readonly #refusalLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
+  readonly #files: FileServer | undefined
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
     this.#logger = options.logger ?? silentLogger
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
+    this.#files = options.files
     const { store, crypto } = options
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -160,7 +169,12 @@ export class MasterWireAdapter {
   async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
-    switch (load['cmd']) {
+    const cmd = load['cmd']
+    if (isFileCommand(cmd)) {
+      if (this.#files === undefined) throw new PermissionDeniedError(cmd, 'this master serves no files')
+      return this.#files.handle(id, cmd, load)
+    }
+    switch (cmd) {
       case '_return':
         await this.#service.minionReturn(id, validateReturnLoad(load))
         return

@@ -3,6 +3,7 @@ import type { JobCache, TargetType, Tgt } from '@brine/common'
 import type { Logger } from '@brine/transport'
 import { MalformedRequestError } from '../errors.js'
 import type { EventBus } from '../event-bus.js'
+import type { FileServer } from '../file-server/file-server.js'
 import type { GatheredJob } from '../gather.js'
 
 export type { GatheredJob } from '../gather.js'
@@ -26,6 +27,8 @@ export interface RunnerContext {
   gatherJobTimeoutMs: number
   /** The master's Brine version (manage.versions). */
   version: string
+  /** The file server (the fileserver runners); absent on a master built without one. */
+  files?: FileServer
   logger: Logger
 }
 

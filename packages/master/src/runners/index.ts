@@ -1,5 +1,6 @@
 import { MalformedRequestError, UnknownRunnerError } from '../errors.js'
 import type { RunnerArgs, RunnerContext, RunnerFunction } from './context.js'
+import { FILESERVER_RUNNERS } from './fileserver.js'
 import { JOBS_RUNNERS } from './jobs.js'
 import { MANAGE_RUNNERS } from './manage.js'
 
@@ -9,7 +10,7 @@ export type { GatheredJob, RunnerArgs, RunnerContext, RunnerFunction } from './c
 export { timeoutOf, waitsOf } from './context.js'
 
 /** Every runner function the master provides, by Salt's `module.function` name. */
-export const RUNNERS: Readonly<Record<string, RunnerFunction>> = { ...JOBS_RUNNERS, ...MANAGE_RUNNERS }
+export const RUNNERS: Readonly<Record<string, RunnerFunction>> = { ...JOBS_RUNNERS, ...MANAGE_RUNNERS, ...FILESERVER_RUNNERS }
 
 /** Looks `fun` up; an unknown name is an UnknownRunnerError listing what exists. */
 export function findRunner(fun: unknown): RunnerFunction {
