@@ -11,7 +11,7 @@ import {
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
-import { formatEndpoint } from './socket-util.js'
+import { endpointOf, formatEndpoint } from './socket-util.js'
 import { frameHeader } from './zmtp.js'
 import { ZmtpSession } from './zmtp-session.js'
 
@@ -30,7 +30,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
   readonly #sessions = new Map<FramedConnection, ZmtpSession>()
 
   constructor(options: RequestServerOptions) {
-    super('zeromq', 'request server', formatEndpoint(options.host, options.port), options.logger)
+    super('zeromq', 'request server', endpointOf(options), options.logger)
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<ZmtpSession>(
       this.core,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Admission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress, openFileLimit, resolveServerLimits, type PendingHolder } from '@brine/transport'
+import { Admission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress, openFileLimit, resolveServerLimits, type AdmittedPeer, type PendingHolder } from '@brine/transport'
 
 class Holder implements PendingHolder {
   pendingBytes = 0
@@ -10,18 +10,70 @@ class Holder implements PendingHolder {
   }
 }
 
+class Peer implements AdmittedPeer {
+  dropped: string | undefined
+  constructor(readonly openedAt: number) {}
+  drop(reason: string): void {
+    this.dropped = reason
+  }
+}
+
 describe('Admission', () => {
   it('admits connections up to the per-address and total caps, naming the one reached, and counts them back out', () => {
     const admission = new Admission()
-    expect(admission.admit('10.0.0.1', 3, 2)).toBeUndefined()
-    expect(admission.admit('10.0.0.1', 3, 2)).toBeUndefined()
-    expect(admission.admit('10.0.0.1', 3, 2)).toBe('2 connections open from 10.0.0.1 (max_connections_per_address 2)')
-    expect(admission.admit('10.0.0.2', 3, 2)).toBeUndefined()
-    expect(admission.admit('10.0.0.3', 3, 2)).toBe('3 connections open (max_connections 3)')
+    // Peers that have greeted: never evicted, so the caps refuse.
+    const enter = (address: string): string | Peer => {
+      const refused = admission.admit(address, 3, 2)
+      if (refused !== undefined) return refused
+      const peer = new Peer(0)
+      admission.track(peer, address)
+      admission.greeted(peer)
+      return peer
+    }
+    const first = enter('10.0.0.1') as Peer
+    enter('10.0.0.1')
+    expect(enter('10.0.0.1')).toBe('2 connections open from 10.0.0.1 (max_connections_per_address 2)')
+    enter('10.0.0.2')
+    expect(enter('10.0.0.3')).toBe('3 connections open (max_connections 3)')
     expect(admission.connections).toBe(3)
-    admission.leave('10.0.0.1')
+    admission.leave(first)
+    admission.leave(first)
     expect(admission.connectionsFrom('10.0.0.1')).toBe(1)
-    expect(admission.admit('10.0.0.3', 3, 2)).toBeUndefined()
+    expect(enter('10.0.0.3')).toBeInstanceOf(Peer)
+  })
+
+  it('at a cap, evicts the oldest peer that has not greeted (over all for the total, from the address for its cap), never one that has', () => {
+    const admission = new Admission()
+    const enter = (address: string, openedAt: number): Peer | string => {
+      const refused = admission.admit(address, 4, 3)
+      if (refused !== undefined) return refused
+      const peer = new Peer(openedAt)
+      admission.track(peer, address)
+      return peer
+    }
+    const spoke = enter('10.0.0.1', 0) as Peer
+    admission.greeted(spoke)
+    const silentA = enter('10.0.0.1', 1) as Peer
+    const silentB = enter('10.0.0.1', 2) as Peer
+    // 10.0.0.1 is at its cap of 3: its oldest silent peer makes room, not the one that spoke.
+    const third = enter('10.0.0.1', 3) as Peer
+    expect(silentA.dropped).toMatch(/^evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections_per_address \(3\) for 10\.0\.0\.1$/)
+    expect(spoke.dropped).toBeUndefined()
+    expect(admission.connectionsFrom('10.0.0.1')).toBe(3)
+    // The total cap of 4: a newcomer from elsewhere evicts the oldest silent peer of any address.
+    const other = enter('10.0.0.2', 4) as Peer
+    expect(admission.connections).toBe(4)
+    const newcomer = enter('10.0.0.3', 5)
+    expect(newcomer).toBeInstanceOf(Peer)
+    expect(silentB.dropped).toMatch(/at max_connections \(4\)$/)
+    // Its close calls leave() again: a no-op, the counts stay right.
+    admission.leave(silentA)
+    admission.leave(silentB)
+    expect(admission.connections).toBe(4)
+    // Once all have greeted, a cap refuses again.
+    for (const peer of [third, other, newcomer as Peer]) admission.greeted(peer)
+    expect(enter('10.0.0.4', 6)).toBe('4 connections open (max_connections 4)')
+    expect(spoke.dropped).toBeUndefined()
   })
 
   it('keeps incomplete frames within the budget by dropping the slowest-arriving holder first', () => {
@@ -60,11 +112,15 @@ describe('server limits', () => {
       maxConnectionsPerAddress: 2,
       maxPendingBytes: 268_435_456,
       idleTimeout: 30_000,
+      handshakeTimeout: 30_000,
+      frameTimeout: 300_000,
     })
     expect(() => resolveServerLimits({ host: 'h', port: 1, maxFrameBytes: 2048, hwm: 1, maxPendingBytes: 1024 })).toThrow(
       new RangeError('maxPendingBytes (1024) must be at least maxFrameBytes (2048), or no frame of the largest size could ever complete'),
     )
     expect(() => resolveServerLimits({ host: 'h', port: 1, maxFrameBytes: 1, hwm: 1, maxConnections: 0 })).toThrow(RangeError)
     expect(() => resolveServerLimits({ host: 'h', port: 1, maxFrameBytes: 1, hwm: 1, idleTimeout: -1 })).toThrow(RangeError)
+    expect(() => resolveServerLimits({ host: 'h', port: 1, maxFrameBytes: 1, hwm: 1, handshakeTimeout: -1 })).toThrow(/handshakeTimeout must be 0 \(none\)/)
+    expect(() => resolveServerLimits({ host: 'h', port: 1, maxFrameBytes: 1, hwm: 1, frameTimeout: 2 ** 31 })).toThrow(/frameTimeout must be 0 \(none\)/)
   })
 })

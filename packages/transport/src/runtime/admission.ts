@@ -62,6 +62,14 @@ export interface PendingHolder {
   drop(reason: string): void
 }
 
+/** An admitted connection, as eviction sees it. */
+export interface AdmittedPeer {
+  /** When it was admitted (ms, Date.now()). */
+  readonly openedAt: number
+  /** Closes the connection at once (its close later calls {@link Admission.leave}, then a no-op). */
+  drop(reason: string): void
+}
+
 /** `::ffff:10.0.0.7` and `10.0.0.7` are one address. */
 export function normalizeAddress(address: string | undefined): string {
   if (address === undefined) return 'unknown'
@@ -69,14 +77,19 @@ export function normalizeAddress(address: string | undefined): string {
 }
 
 /**
- * What every server of the process has admitted: connections, in total and per address, and bytes
- * of incomplete frames. File descriptors and memory belong to the process, so the counts are shared
+ * What every server of the process has admitted: connections, in total and per address (those not
+ * yet greeted evicted first at a cap), and bytes of incomplete frames. File descriptors and memory belong to the process, so the counts are shared
  * by all its servers (a master's publish and request servers, over both transports); each server
  * checks them against the limits it was configured with. One instance per process, {@link admission}.
  */
 export class Admission {
   #connections = 0
   readonly #byAddress = new Map<string, number>()
+  /** Every tracked connection and the address it came from. */
+  readonly #peers = new Map<AdmittedPeer, string>()
+  /** Tracked connections that have not completed their greeting, oldest first, in all and per address. */
+  readonly #ungreeted = new Set<AdmittedPeer>()
+  readonly #ungreetedFrom = new Map<string, Set<AdmittedPeer>>()
   #pendingBytes = 0
   readonly #holders = new Map<PendingHolder, number>()
 
@@ -97,26 +110,65 @@ export class Admission {
 
   /**
    * Admits one connection from `address`, or returns why not (the limit and its config key) without
-   * counting it. Every admitted connection must be {@link leave}d exactly once.
+   * counting it. At a cap, the oldest connection that has not completed its greeting (over all
+   * servers for `maxConnections`, from `address` for `maxPerAddress`) is evicted first to make room:
+   * a flood of silent sockets costs the flooder its own, never a peer that has spoken. Every
+   * admitted connection must be {@link track}ed, and {@link leave} called once it closes.
    */
   admit(address: string, maxConnections: number, maxPerAddress: number): string | undefined {
-    if (this.#connections >= maxConnections) {
+    if (this.#connections >= maxConnections && !this.#evict(this.#ungreeted, `max_connections (${maxConnections})`)) {
       return `${this.#connections} connections open (max_connections ${maxConnections})`
     }
-    const from = this.#byAddress.get(address) ?? 0
-    if (from >= maxPerAddress) {
-      return `${from} connections open from ${address} (max_connections_per_address ${maxPerAddress})`
+    if ((this.#byAddress.get(address) ?? 0) >= maxPerAddress && !this.#evict(this.#ungreetedFrom.get(address), `max_connections_per_address (${maxPerAddress}) for ${address}`)) {
+      return `${this.#byAddress.get(address) ?? 0} connections open from ${address} (max_connections_per_address ${maxPerAddress})`
     }
     this.#connections++
-    this.#byAddress.set(address, from + 1)
+    this.#byAddress.set(address, (this.#byAddress.get(address) ?? 0) + 1)
     return undefined
   }
 
-  leave(address: string): void {
+  /** Remembers an admitted connection: until it {@link greeted}, it may be evicted at a cap. */
+  track(peer: AdmittedPeer, address: string): void {
+    this.#peers.set(peer, address)
+    this.#ungreeted.add(peer)
+    let from = this.#ungreetedFrom.get(address)
+    if (from === undefined) this.#ungreetedFrom.set(address, (from = new Set()))
+    from.add(peer)
+  }
+
+  /** The connection completed its greeting: it is no longer evicted to make room. */
+  greeted(peer: AdmittedPeer): void {
+    if (!this.#ungreeted.delete(peer)) return
+    this.#forgetUngreeted(peer, this.#peers.get(peer))
+  }
+
+  /** The connection closed; a no-op for one already evicted. */
+  leave(peer: AdmittedPeer): void {
+    const address = this.#peers.get(peer)
+    if (address === undefined) return
+    this.#peers.delete(peer)
+    this.#ungreeted.delete(peer)
+    this.#forgetUngreeted(peer, address)
     this.#connections = Math.max(0, this.#connections - 1)
     const from = (this.#byAddress.get(address) ?? 1) - 1
     if (from <= 0) this.#byAddress.delete(address)
     else this.#byAddress.set(address, from)
+  }
+
+  #forgetUngreeted(peer: AdmittedPeer, address: string | undefined): void {
+    if (address === undefined) return
+    const from = this.#ungreetedFrom.get(address)
+    from?.delete(peer)
+    if (from?.size === 0) this.#ungreetedFrom.delete(address)
+  }
+
+  /** Evicts the oldest of `candidates` (a set in admission order), uncounting it at once; false when there is none. */
+  #evict(candidates: Set<AdmittedPeer> | undefined, cap: string, now: number = Date.now()): boolean {
+    const oldest = candidates?.values().next().value
+    if (oldest === undefined) return false
+    this.leave(oldest)
+    oldest.drop(`evicted after ${now - oldest.openedAt} ms without completing its greeting, to admit a new connection at ${cap}`)
+    return true
   }
 
   /**
@@ -162,5 +214,5 @@ export class Admission {
   }
 }
 
-/** The process's one {@link Admission}. */
+/** The process's one {@link Admission} for its network servers (a unix socket's listener keeps its own). */
 export const admission = new Admission()
