@@ -182,7 +182,9 @@ export class Listener {
       socket.destroy()
       return
     }
-    const address = normalizeAddress(socket.remoteAddress)
+    // A unix socket's peers have no address: each is the one local "address" (and so named in logs).
+    const address = this.options.path === undefined ? normalizeAddress(socket.remoteAddress) : 'local'
+
     const refused = this.admission.admit(address, this.limits.maxConnections, this.limits.maxConnectionsPerAddress)
     if (refused !== undefined) {
       // Closed before anything is read or allocated for it; the peer sees a reset.
@@ -200,6 +202,7 @@ export class Listener {
         ...(this.options.reader === undefined ? {} : { reader: this.options.reader }),
         coalesce: this.options.coalesce === true,
         budget: this.budget,
+        ...(this.options.path === undefined ? {} : { peer: 'local' }),
       },
       {
         onFrame: (body, conn) => this.handlers.onFrame?.(body, conn),
