@@ -41,7 +41,7 @@ async function until(check: () => boolean, what: string): Promise<void> {
 }
 
 describe.each(['zeromq', 'tcp'])('the operator’s local channel over %s', (transport) => {
-  it('a new minion gets in past idle connections filling the cap, and the local client is answered through sock_dir while the cap is full of peers that greeted', async () => {
+  it('a new minion gets in past idle and unauthenticated connections filling the cap, and the local client is answered through sock_dir while the cap is full of authenticated peers', async () => {
     const dir = await tempDir()
     const { master } = await startMaster(dir, { transport, auto_accept: true, max_connections: 6, max_connections_per_address: 6 })
     const { publish, request, local } = master.endpoints[0]!
@@ -68,12 +68,17 @@ describe.each(['zeromq', 'tcp'])('the operator’s local channel over %s', (tran
     await until(() => idle.closed() === 2, 'two idle sockets to be evicted')
     expect(idle.sockets.slice(0, 2).every((socket) => socket.destroyed)).toBe(true)
 
-    // Two peers that greet (a clear request each) take the last two places; then the cap holds only peers that spoke.
-    for (let i = 0; i < 2; i++) {
-      const peer = await clearClient(transport, address)
-      await expect(peer.send({ enc: 'clear', load: { cmd: 'no_such_command' } })).rejects.toMatchObject({ remoteName: 'PermissionDeniedError' })
-    }
+    // A peer that greets without proving anything takes the next place, and one that authenticates (the root key) the last.
+    const stranger = await clearClient(transport, address)
+    await expect(stranger.send({ enc: 'clear', load: { cmd: 'no_such_command' } })).rejects.toMatchObject({ remoteName: 'PermissionDeniedError' })
+    const runnerLoad = { enc: 'clear', load: { cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, key: master.rootKey } }
+    await (await clearClient(transport, address)).send(runnerLoad)
     await until(() => idle.closed() === 4, 'every idle socket to be evicted')
+    // With no idle socket left, the stranger — greeted, unauthenticated, idle — is evicted for the next operator.
+    const droppedBefore = request.stats().peersDropped
+    await (await clearClient(transport, address)).send(runnerLoad)
+    await until(() => request.stats().peersDropped === droppedBefore + 1, 'the unauthenticated peer to be evicted')
+    await stranger.close()
     expect(networkPeers()).toBe(6)
     const refusedBefore = request.stats().peersRefused
     const late = idleSockets(master.opts.ret_port, 1)

@@ -92,4 +92,5 @@ export type ComplianceCase =
   | 'doors: a peer that never completes its greeting is dropped at handshake_timeout, whatever it trickles; a greeted client is kept'
   | 'doors: a frame begun after the greeting is dropped at frame_timeout, however steadily it trickles; a client idle between frames is kept'
   | 'doors: at a connection cap the oldest peers that never greeted are evicted for a newcomer; greeted peers stay'
+  | 'doors: with none ungreeted, the longest idle peer that greeted but never authenticated is evicted; an authenticated one never is'
   | 'doors: a request server on a unix socket path answers over it, owner-only, while the network caps are full'

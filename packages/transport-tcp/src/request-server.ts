@@ -30,12 +30,18 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<Connection>(
       this.core,
-      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
+      {
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'server'),
+        concurrency: options.concurrency,
+        backlog: options.backlog,
+        authenticated: (connection) => this.#listener.authenticated(connection),
+      },
       (connection, reply) => this.#reply(connection, reply),
     )
     this.#listener = new Listener(
       this.core,
-      { ...options, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM },
+      { ...options, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM, authenticates: true },
       { onFrame: (body, connection) => this.#serving.receive(body, connection, connection.peer) },
     )
   }

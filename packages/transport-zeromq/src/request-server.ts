@@ -34,7 +34,13 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<ZmtpSession>(
       this.core,
-      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
+      {
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'server'),
+        concurrency: options.concurrency,
+        backlog: options.backlog,
+        authenticated: (session) => this.#listener.authenticated(session.connection),
+      },
       (session, reply) => this.#reply(session, reply),
     )
     this.#listener = new Listener(
@@ -44,6 +50,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         maxFrameBytes,
         hwm: options.hwm ?? DEFAULT_HWM,
         formatAddress: formatEndpoint,
+        authenticates: true,
         // libzmq peers wake two threads per segment received: a turn's replies go out together.
         coalesce: true,
         reader: (connection) => {

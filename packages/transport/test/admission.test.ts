@@ -12,7 +12,11 @@ class Holder implements PendingHolder {
 
 class Peer implements AdmittedPeer {
   dropped: string | undefined
-  constructor(readonly openedAt: number) {}
+  inFrame = false
+  lastProgress: number
+  constructor(readonly openedAt: number) {
+    this.lastProgress = openedAt
+  }
   drop(reason: string): void {
     this.dropped = reason
   }
@@ -74,6 +78,40 @@ describe('Admission', () => {
     for (const peer of [third, other, newcomer as Peer]) admission.greeted(peer)
     expect(enter('10.0.0.4', 6)).toBe('4 connections open (max_connections 4)')
     expect(spoke.dropped).toBeUndefined()
+  })
+
+  it('with none ungreeted, evicts the longest idle request-server peer that never authenticated; never a sender, an authenticated peer or a subscriber', () => {
+    const admission = new Admission()
+    const enter = (address: string, at: number, authenticates: boolean): Peer => {
+      expect(admission.admit(address, 4, 4)).toBeUndefined()
+      const peer = new Peer(at)
+      admission.track(peer, address, authenticates)
+      admission.greeted(peer)
+      return peer
+    }
+    const subscriber = enter('10.0.0.1', 0, false)
+    const trusted = enter('10.0.0.1', 1, true)
+    admission.authenticated(trusted)
+    const stale = enter('10.0.0.2', 2, true)
+    const sending = enter('10.0.0.2', 3, true)
+    // The oldest by progress is mid-frame: it is sending, and the next idle one goes instead.
+    sending.lastProgress = 1
+    sending.inFrame = true
+    stale.lastProgress = 5
+    expect(admission.admit('10.0.0.3', 4, 4)).toBeUndefined()
+    expect(stale.dropped).toMatch(/^evicted, unauthenticated and idle for -?\d+ ms, to admit a new connection at max_connections \(4\)$/)
+    admission.track(new Peer(6), '10.0.0.3', true)
+    expect(admission.connections).toBe(4)
+    // The newcomer has not greeted: it is the next to go; then only the sender remains evictable, and it is sending.
+    expect(admission.admit('10.0.0.4', 4, 4)).toBeUndefined()
+    admission.track(new Peer(7), '10.0.0.4', true)
+    expect(admission.admit('10.0.0.5', 4, 4)).toBeUndefined()
+    const last = new Peer(8)
+    admission.track(last, '10.0.0.5', true)
+    admission.greeted(last)
+    admission.authenticated(last)
+    expect(admission.admit('10.0.0.5', 4, 4)).toBe('4 connections open (max_connections 4)')
+    for (const peer of [subscriber, trusted, sending]) expect(peer.dropped).toBeUndefined()
   })
 
   it('keeps incomplete frames within the budget by dropping the slowest-arriving holder first', () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect } from 'vitest'
-import type { RequestServer, TransportEvent } from '@brine/transport'
+import type { RequestServer, RequestServerOptions, TransportEvent } from '@brine/transport'
 import { deadline } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness, type TrackedServer } from '../harness/index.js'
 import { Recorder } from '../harness/recorder.js'
@@ -27,6 +27,33 @@ export async function greetedPeer(harness: Harness, server: TrackedServer<Reques
   const mark = server.recorder.mark()
   raw.sendFrame(Buffer.from([0xc1]))
   await server.recorder.waitFor((event) => event.type === 'frame-drop', `the server to read the greeting frame of ${raw.localPeer()}`, { from: mark, ms: WAIT_MS })
+  return raw
+}
+
+/** A request server whose handler takes `'login'` as proof of who the peer is (`context.authenticated()`); answers `'in'`. */
+export async function loginServer(harness: Harness, options: Partial<RequestServerOptions> = {}): Promise<TrackedServer<RequestServer> & { logins: () => number }> {
+  let logins = 0
+  let poke = (): void => {}
+  const server = await harness.requestServer(async (request, context) => {
+    if (request === 'login') {
+      context.authenticated?.()
+      logins++
+      poke()
+    }
+    return 'in'
+  }, options)
+  poke = () => server.recorder.poke()
+  return { ...server, logins: () => logins }
+}
+
+/** A raw peer that has greeted and logged in: the request `'login'` in a hand-made envelope, handled. */
+export async function authenticatedPeer(harness: Harness, server: Awaited<ReturnType<typeof loginServer>>, localAddress?: string): Promise<RawConnection> {
+  const raw = harness.setup.connectRaw({ host: HOST, port: server.port, ...(localAddress === undefined ? {} : { localAddress }) })
+  await deadline(raw.ready, WAIT_MS, 'a raw peer to connect')
+  const before = server.logins()
+  // [0, 1, 'login']: a request envelope around the string.
+  raw.sendFrame(Buffer.from([0x93, 0x00, 0x01, 0xa5, ...Buffer.from('login')]))
+  await server.recorder.until(() => server.logins() === before + 1, `the login of ${raw.localPeer()} to be handled`, WAIT_MS)
   return raw
 }
 
@@ -79,8 +106,8 @@ export function doorTests(harness: Harness): void {
     })
 
     test('doors: at a connection cap the oldest peers that never greeted are evicted for a newcomer; greeted peers stay', async () => {
-      const server = await harness.requestServer(async () => 'in', { maxConnections: 4, maxConnectionsPerAddress: 4 })
-      const spoke = await greetedPeer(harness, server, '127.0.0.2')
+      const server = await loginServer(harness, { maxConnections: 4, maxConnectionsPerAddress: 4 })
+      const spoke = await authenticatedPeer(harness, server, '127.0.0.2')
       const silent: RawConnection[] = []
       for (let i = 0; i < 3; i++) {
         const raw = harness.setup.connectRaw({ host: HOST, port: server.port, localAddress: '127.0.0.2' }, { handshake: false })
@@ -91,17 +118,17 @@ export function doorTests(harness: Harness): void {
       try {
         // The cap is full of peers that never greeted but one: a real client still gets in and is answered.
         const { endpoint: client } = await harness.requestClient(server.port)
-        expect(await client.send('hello', { timeout: WAIT_MS })).toBe('in')
+        expect(await client.send('login', { timeout: WAIT_MS })).toBe('in')
         await deadline(silent[0]!.closed, WAIT_MS, 'the oldest silent peer to be evicted')
         expect(dropReason(server.recorder.events, silent[0]!)).toMatch(/^evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections \(4\)$/)
         expect(server.endpoint.stats().peersRefused).toBe(0)
-        // Fill the cap with greeted peers: then a newcomer is refused, and no greeted peer is evicted.
-        await greetedPeer(harness, server, '127.0.0.3')
-        await greetedPeer(harness, server, '127.0.0.3')
+        // Fill the cap with peers that authenticated: then a newcomer is refused, and none of them is evicted.
+        await authenticatedPeer(harness, server, '127.0.0.3')
+        await authenticatedPeer(harness, server, '127.0.0.3')
         await deadline(Promise.all(silent.map((raw) => raw.closed)), WAIT_MS, 'every silent peer to be evicted')
         const late = harness.setup.connectRaw({ host: HOST, port: server.port, localAddress: '127.0.0.4' }, { handshake: false })
         late.ready.catch(() => {})
-        await server.recorder.until(() => server.endpoint.stats().peersRefused === 1, 'a newcomer to be refused at the cap of greeted peers')
+        await server.recorder.until(() => server.endpoint.stats().peersRefused === 1, 'a newcomer to be refused at the cap of authenticated peers')
         expect(spoke.isClosed).toBe(false)
         expect(server.endpoint.stats().peersDropped).toBe(3)
         expect(await client.send('still in', { timeout: WAIT_MS })).toBe('in')
@@ -111,9 +138,30 @@ export function doorTests(harness: Harness): void {
       }
     })
 
+    test('doors: with none ungreeted, the longest idle peer that greeted but never authenticated is evicted; an authenticated one never is', async () => {
+      const server = await loginServer(harness, { maxConnections: 3, maxConnectionsPerAddress: 3 })
+      const { endpoint: trusted } = await harness.requestClient(server.port)
+      expect(await trusted.send('login', { timeout: WAIT_MS })).toBe('in')
+      const idle = await greetedPeer(harness, server, '127.0.0.2')
+      const lessIdle = await greetedPeer(harness, server, '127.0.0.2')
+      expect(server.endpoint.stats().peers).toBe(3)
+      try {
+        const { endpoint: newcomer } = await harness.requestClient(server.port)
+        expect(await newcomer.send('hello', { timeout: WAIT_MS })).toBe('in')
+        await deadline(idle.closed, WAIT_MS, 'the longest idle unauthenticated peer to be evicted')
+        expect(dropReason(server.recorder.events, idle)).toMatch(/^evicted, unauthenticated and idle for \d+ ms, to admit a new connection at max_connections \(3\)$/)
+        expect(lessIdle.isClosed).toBe(false)
+        expect(await trusted.send('again', { timeout: WAIT_MS })).toBe('in')
+        expect(trusted.stats().reconnects).toBe(0)
+        expect(server.endpoint.stats().peersDropped).toBe(1)
+      } finally {
+        for (const raw of [idle, lessIdle]) raw.close()
+      }
+    })
+
     test('doors: a request server on a unix socket path answers over it, owner-only, while the network caps are full', async () => {
-      const network = await harness.requestServer(async () => 'network', { maxConnections: 2, maxConnectionsPerAddress: 2 })
-      const peers = [await greetedPeer(harness, network, '127.0.0.2'), await greetedPeer(harness, network, '127.0.0.2')]
+      const network = await loginServer(harness, { maxConnections: 2, maxConnectionsPerAddress: 2 })
+      const peers = [await authenticatedPeer(harness, network, '127.0.0.2'), await authenticatedPeer(harness, network, '127.0.0.2')]
       const dir = await mkdtemp(join(tmpdir(), 'brine-door-'))
       const path = join(dir, 'ret.ipc')
       const transport = await harness.transport()
@@ -125,7 +173,7 @@ export function doorTests(harness: Harness): void {
         await deadline(local.start(), WAIT_MS, 'the unix socket server to bind')
         expect(local.address).toBe(`ipc://${path}`)
         expect((await stat(path)).mode & 0o777).toBe(0o600)
-        // The network server is full of greeted peers: one more is refused there.
+        // The network server is full of authenticated peers: one more is refused there.
         const refused = harness.setup.connectRaw({ host: HOST, port: network.port, localAddress: '127.0.0.3' }, { handshake: false })
         refused.ready.catch(() => {})
         await network.recorder.until(() => network.endpoint.stats().peersRefused === 1, 'the full network server to refuse a newcomer')

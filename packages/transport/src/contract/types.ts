@@ -238,6 +238,13 @@ export interface RequestContext {
   readonly peer: string
   /** The transport's name, `zeromq` or `tcp`. */
   readonly transport: string
+  /**
+   * The handler calls it once it has verified who sent this request (a load sealed by an accepted key, the
+   * root key, an eauth login): the connection it came on is then never evicted to make room at a
+   * connection cap. Until then an idle connection that has greeted may be, after every one that has not.
+   * Transports without per-peer connections leave it out.
+   */
+  readonly authenticated?: () => void
 }
 
 export type RequestHandler = (request: WireValue, context: RequestContext) => Promise<WireValue>

@@ -66,6 +66,10 @@ export interface PendingHolder {
 export interface AdmittedPeer {
   /** When it was admitted (ms, Date.now()). */
   readonly openedAt: number
+  /** When it last completed a frame (or was admitted, or took 64 KiB more of one) (ms). */
+  readonly lastProgress: number
+  /** True while a frame has begun and not ended: such a peer is sending, not idle. */
+  readonly inFrame: boolean
   /** Closes the connection at once (its close later calls {@link Admission.leave}, then a no-op). */
   drop(reason: string): void
 }
@@ -76,20 +80,50 @@ export function normalizeAddress(address: string | undefined): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address
 }
 
+/** Connections in arrival order, over all addresses and per address: the candidates of one eviction tier. */
+class ArrivalOrder {
+  readonly all = new Set<AdmittedPeer>()
+  readonly #from = new Map<string, Set<AdmittedPeer>>()
+
+  add(peer: AdmittedPeer, address: string): void {
+    this.all.add(peer)
+    let from = this.#from.get(address)
+    if (from === undefined) this.#from.set(address, (from = new Set()))
+    from.add(peer)
+  }
+
+  delete(peer: AdmittedPeer, address: string): boolean {
+    if (!this.all.delete(peer)) return false
+    const from = this.#from.get(address)
+    from?.delete(peer)
+    if (from?.size === 0) this.#from.delete(address)
+    return true
+  }
+
+  /** Those from `address`, or all when it is undefined. */
+  of(address: string | undefined): Set<AdmittedPeer> | undefined {
+    return address === undefined ? this.all : this.#from.get(address)
+  }
+}
+
 /**
- * What every server of the process has admitted: connections, in total and per address (those not
- * yet greeted evicted first at a cap), and bytes of incomplete frames. File descriptors and memory belong to the process, so the counts are shared
+ * What every server of the process has admitted: connections, in total and per address, and bytes
+ * of incomplete frames. File descriptors and memory belong to the process, so the counts are shared
  * by all its servers (a master's publish and request servers, over both transports); each server
- * checks them against the limits it was configured with. One instance per process, {@link admission}.
+ * checks them against the limits it was configured with. At a cap, a newcomer is admitted by
+ * evicting first the oldest connection that has not greeted, then the longest idle one that has
+ * greeted a server that authenticates (a request server) but never authenticated; never one that
+ * authenticated, nor a subscriber that greeted. One instance per process, {@link admission}.
  */
 export class Admission {
   #connections = 0
   readonly #byAddress = new Map<string, number>()
   /** Every tracked connection and the address it came from. */
   readonly #peers = new Map<AdmittedPeer, string>()
-  /** Tracked connections that have not completed their greeting, oldest first, in all and per address. */
-  readonly #ungreeted = new Set<AdmittedPeer>()
-  readonly #ungreetedFrom = new Map<string, Set<AdmittedPeer>>()
+  /** Tracked connections that have not completed their greeting. */
+  readonly #ungreeted = new ArrivalOrder()
+  /** Tracked connections to request servers that have not authenticated (greeted or not). */
+  readonly #unauthenticated = new ArrivalOrder()
   #pendingBytes = 0
   readonly #holders = new Map<PendingHolder, number>()
 
@@ -110,16 +144,16 @@ export class Admission {
 
   /**
    * Admits one connection from `address`, or returns why not (the limit and its config key) without
-   * counting it. At a cap, the oldest connection that has not completed its greeting (over all
-   * servers for `maxConnections`, from `address` for `maxPerAddress`) is evicted first to make room:
-   * a flood of silent sockets costs the flooder its own, never a peer that has spoken. Every
-   * admitted connection must be {@link track}ed, and {@link leave} called once it closes.
+   * counting it. At a cap (`maxConnections` over all servers, `maxPerAddress` from `address`) one
+   * connection within that cap is evicted first to make room, if one may be (see the class): a
+   * flood of silent or idle sockets costs the flooder its own, never a peer that has authenticated.
+   * Every admitted connection must be {@link track}ed, and {@link leave} called once it closes.
    */
   admit(address: string, maxConnections: number, maxPerAddress: number): string | undefined {
-    if (this.#connections >= maxConnections && !this.#evict(this.#ungreeted, `max_connections (${maxConnections})`)) {
+    if (this.#connections >= maxConnections && !this.#evict(undefined, `max_connections (${maxConnections})`)) {
       return `${this.#connections} connections open (max_connections ${maxConnections})`
     }
-    if ((this.#byAddress.get(address) ?? 0) >= maxPerAddress && !this.#evict(this.#ungreetedFrom.get(address), `max_connections_per_address (${maxPerAddress}) for ${address}`)) {
+    if ((this.#byAddress.get(address) ?? 0) >= maxPerAddress && !this.#evict(address, `max_connections_per_address (${maxPerAddress}) for ${address}`)) {
       return `${this.#byAddress.get(address) ?? 0} connections open from ${address} (max_connections_per_address ${maxPerAddress})`
     }
     this.#connections++
@@ -127,19 +161,26 @@ export class Admission {
     return undefined
   }
 
-  /** Remembers an admitted connection: until it {@link greeted}, it may be evicted at a cap. */
-  track(peer: AdmittedPeer, address: string): void {
+  /**
+   * Remembers an admitted connection: until it {@link greeted}, it may be evicted at a cap; a request
+   * server's (`authenticates`) until it {@link authenticated}, once idle.
+   */
+  track(peer: AdmittedPeer, address: string, authenticates = false): void {
     this.#peers.set(peer, address)
-    this.#ungreeted.add(peer)
-    let from = this.#ungreetedFrom.get(address)
-    if (from === undefined) this.#ungreetedFrom.set(address, (from = new Set()))
-    from.add(peer)
+    this.#ungreeted.add(peer, address)
+    if (authenticates) this.#unauthenticated.add(peer, address)
   }
 
-  /** The connection completed its greeting: it is no longer evicted to make room. */
+  /** The connection completed its greeting: it is evicted only as an idle unauthenticated one, if at all. */
   greeted(peer: AdmittedPeer): void {
-    if (!this.#ungreeted.delete(peer)) return
-    this.#forgetUngreeted(peer, this.#peers.get(peer))
+    const address = this.#peers.get(peer)
+    if (address !== undefined) this.#ungreeted.delete(peer, address)
+  }
+
+  /** Its peer proved who it is: the connection is never evicted. */
+  authenticated(peer: AdmittedPeer): void {
+    const address = this.#peers.get(peer)
+    if (address !== undefined) this.#unauthenticated.delete(peer, address)
   }
 
   /** The connection closed; a no-op for one already evicted. */
@@ -147,28 +188,36 @@ export class Admission {
     const address = this.#peers.get(peer)
     if (address === undefined) return
     this.#peers.delete(peer)
-    this.#ungreeted.delete(peer)
-    this.#forgetUngreeted(peer, address)
+    this.#ungreeted.delete(peer, address)
+    this.#unauthenticated.delete(peer, address)
     this.#connections = Math.max(0, this.#connections - 1)
     const from = (this.#byAddress.get(address) ?? 1) - 1
     if (from <= 0) this.#byAddress.delete(address)
     else this.#byAddress.set(address, from)
   }
 
-  #forgetUngreeted(peer: AdmittedPeer, address: string | undefined): void {
-    if (address === undefined) return
-    const from = this.#ungreetedFrom.get(address)
-    from?.delete(peer)
-    if (from?.size === 0) this.#ungreetedFrom.delete(address)
+  /** Evicts one connection (from `address`, or any), uncounting it at once; false when none may be. */
+  #evict(address: string | undefined, cap: string, now: number = Date.now()): boolean {
+    const silent = this.#ungreeted.of(address)?.values().next().value
+    if (silent !== undefined) {
+      this.leave(silent)
+      silent.drop(`evicted after ${now - silent.openedAt} ms without completing its greeting, to admit a new connection at ${cap}`)
+      return true
+    }
+    const idle = this.#longestIdle(this.#unauthenticated.of(address))
+    if (idle === undefined) return false
+    this.leave(idle)
+    idle.drop(`evicted, unauthenticated and idle for ${now - idle.lastProgress} ms, to admit a new connection at ${cap}`)
+    return true
   }
 
-  /** Evicts the oldest of `candidates` (a set in admission order), uncounting it at once; false when there is none. */
-  #evict(candidates: Set<AdmittedPeer> | undefined, cap: string, now: number = Date.now()): boolean {
-    const oldest = candidates?.values().next().value
-    if (oldest === undefined) return false
-    this.leave(oldest)
-    oldest.drop(`evicted after ${now - oldest.openedAt} ms without completing its greeting, to admit a new connection at ${cap}`)
-    return true
+  /** The connection of `candidates` between frames that made progress longest ago. */
+  #longestIdle(candidates: Set<AdmittedPeer> | undefined): AdmittedPeer | undefined {
+    let idle: AdmittedPeer | undefined
+    for (const peer of candidates ?? []) {
+      if (!peer.inFrame && (idle === undefined || peer.lastProgress < idle.lastProgress)) idle = peer
+    }
+    return idle
   }
 
   /**

@@ -13,6 +13,11 @@ export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 
   port: number
   /** Bind this unix socket instead of host:port (owner-only, its own admission apart from the network's). */
   path?: string
+  /**
+   * A request server's: its peers can authenticate ({@link Listener.authenticated}), and one that has
+   * greeted but not yet may be evicted at a cap once idle. Others' peers, once greeted, never are.
+   */
+  authenticates?: boolean
   /** Largest incoming frame; larger ones are skipped as they stream past. */
   maxFrameBytes: number
   /** Outgoing frames queued per connection. */
@@ -217,7 +222,7 @@ export class Listener {
       },
     )
     this.connections.add(connection)
-    this.admission.track(connection, address)
+    this.admission.track(connection, address, this.options.authenticates === true)
     this.core.emit({ type: 'peer-connect', peer: connection.peer })
     this.handlers.onConnect?.(connection)
   }
@@ -255,6 +260,11 @@ export class Listener {
       return `its frame in progress grew by less than ${PROGRESS_BYTES} bytes in ${idle} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`
     }
     return undefined
+  }
+
+  /** The connection's peer proved who it is (a request's handler said so): it is never evicted. */
+  authenticated(connection: FramedConnection): void {
+    this.admission.authenticated(connection)
   }
 
   /** Stops accepting, destroys every connection, and resolves once the port is released. */
