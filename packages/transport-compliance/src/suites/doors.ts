@@ -85,6 +85,13 @@ export function doorTests(harness: Harness): void {
       await deadline(Promise.all([silent.closed, trickler.closed]), WAIT_MS, 'both raw peers to be disconnected')
       expect(await client.send('second', { timeout: WAIT_MS })).toBe('second')
       expect(client.stats().reconnects).toBe(0)
+      // A publish server alike: a connection that never says its hello (ZeroMQ: its handshake) is dropped.
+      const publisher = await harness.publishServer({ idleTimeout: 0, frameTimeout: 0, handshakeTimeout: 300 })
+      const mute = harness.setup.connectRaw({ host: HOST, port: publisher.port }, { role: 'publish', handshake: false })
+      await deadline(mute.ready, WAIT_MS, 'the mute subscriber to connect')
+      await publisher.recorder.until(() => publisher.endpoint.stats().peersDropped === 1, 'the mute subscriber to be dropped', WAIT_MS)
+      expect(dropReason(publisher.recorder.events, mute)).toMatch(/did not complete its greeting within 300 ms \(handshake_timeout; 0 bytes received\)/)
+      await deadline(mute.closed, WAIT_MS, 'the mute subscriber to be disconnected')
     })
 
     test('doors: a frame begun after the greeting is dropped at frame_timeout, however steadily it trickles; a client idle between frames is kept', async () => {
