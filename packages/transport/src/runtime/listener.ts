@@ -189,7 +189,6 @@ export class Listener {
     }
     // A unix socket's peers have no address: each is the one local "address" (and so named in logs).
     const address = this.options.path === undefined ? normalizeAddress(socket.remoteAddress) : 'local'
-
     const refused = this.admission.admit(address, this.limits.maxConnections, this.limits.maxConnectionsPerAddress)
     if (refused !== undefined) {
       // Closed before anything is read or allocated for it; the peer sees a reset.
