@@ -150,6 +150,9 @@ export const CONFIG_SCHEMA = {
   max_frame_depth: { kind: 'integer', roles: MASTER, default: 64, min: 1, max: 10_000 },
   max_pending_bytes: { kind: 'integer', roles: MASTER, default: 268435456, unit: 'bytes', min: MIN_FRAME_BYTES, max: Number.MAX_SAFE_INTEGER },
   peer_idle_timeout: { kind: 'number', roles: MASTER, default: 30, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  // Deadlines a trickle cannot stretch: the greeting (first frame; ZMTP handshake) from connect, a frame from its first byte.
+  handshake_timeout: { kind: 'number', roles: MASTER, default: 30, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  frame_timeout: { kind: 'number', roles: MASTER, default: 300, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   max_connections: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   max_connections_per_address: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   ipv6: { kind: 'boolean', roles: ALL, default: false },

@@ -148,6 +148,8 @@ export interface ServerLimitsConfig {
   max_pending_bytes?: number
   max_frame_bytes?: number
   peer_idle_timeout?: number
+  handshake_timeout?: number
+  frame_timeout?: number
   max_connections?: number
   max_connections_per_address?: number
 }
@@ -159,6 +161,10 @@ export interface ServerLimits {
   maxPendingBytes: number
   /** ms; 0 for none. */
   idleTimeout: number
+  /** ms from connect to a completed greeting; 0 for none. */
+  handshakeTimeout: number
+  /** ms from a frame's first byte to its last; 0 for none. */
+  frameTimeout: number
   /** Absent: the transport derives it from the open-file limit. */
   maxConnections?: number
   maxConnectionsPerAddress?: number
@@ -171,9 +177,17 @@ function positiveCount(value: unknown, key: string, allowZero: boolean): number 
   return value
 }
 
+/** A server deadline in seconds → ms (0 for none), within setTimeout's range. */
+function deadlineMs(seconds: number, key: string): number {
+  const ms = secondsToMs(seconds, key)
+  if (ms > 2 ** 31 - 1) throw new ConfigError(`${key} must be at most ${Math.floor((2 ** 31 - 1) / 1000)} seconds, got ${seconds}`, { key })
+  return ms
+}
+
 /**
  * A master server's bounds before work from config: `max_frame_entries`, `max_frame_depth`,
- * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout` (seconds → ms; 0 for none),
+ * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout`, `handshake_timeout` and
+ * `frame_timeout` (seconds → ms; 0 for none),
  * `max_connections` and `max_connections_per_address` (0: derived from the open-file limit).
  * A ConfigError names a key whose value cannot work.
  */
@@ -182,13 +196,16 @@ export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
   const maxPendingBytes = Math.max(positiveCount(opts.max_pending_bytes ?? 268435456, 'max_pending_bytes', false), opts.max_frame_bytes ?? 67108864)
   const maxConnections = positiveCount(opts.max_connections ?? 0, 'max_connections', true)
   const maxConnectionsPerAddress = positiveCount(opts.max_connections_per_address ?? 0, 'max_connections_per_address', true)
-  const idleTimeout = secondsToMs(opts.peer_idle_timeout ?? 30, 'peer_idle_timeout')
-  if (idleTimeout > 2 ** 31 - 1) throw new ConfigError(`peer_idle_timeout must be at most ${Math.floor((2 ** 31 - 1) / 1000)} seconds, got ${opts.peer_idle_timeout}`, { key: 'peer_idle_timeout' })
+  const idleTimeout = deadlineMs(opts.peer_idle_timeout ?? 30, 'peer_idle_timeout')
+  const handshakeTimeout = deadlineMs(opts.handshake_timeout ?? 30, 'handshake_timeout')
+  const frameTimeout = deadlineMs(opts.frame_timeout ?? 300, 'frame_timeout')
   return {
     maxFrameEntries: positiveCount(opts.max_frame_entries ?? 262144, 'max_frame_entries', false),
     maxFrameDepth: positiveCount(opts.max_frame_depth ?? 64, 'max_frame_depth', false),
     maxPendingBytes,
     idleTimeout,
+    handshakeTimeout,
+    frameTimeout,
     ...(maxConnections === 0 ? {} : { maxConnections }),
     ...(maxConnectionsPerAddress === 0 ? {} : { maxConnectionsPerAddress }),
   }

@@ -14,9 +14,9 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { ConfigError, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { ConfigError, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
-import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
+import { defaultMaxConnections, iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
 import { Authorizer } from './authorize.js'
 import { ExternalAuth } from './eauth/external-auth.js'
 import { MasterStateError } from './errors.js'
@@ -68,6 +68,11 @@ export interface TransportEndpoints {
   name: string
   publish: PublishServer
   request: RequestServer
+  /**
+   * The same request handler on a unix socket under sock_dir (`ret_<transport>.ipc`, owner-only), for
+   * the local client: no remote peer can fill it. Absent when sock_dir makes the path too long.
+   */
+  local?: RequestServer
 }
 
 /**
@@ -231,8 +236,10 @@ export class Master {
       // Bounds before work: what an unauthenticated peer may cost (entries, depth, connections, incomplete frames, idling).
       const bounds = serverLimitsFromConfig(topts)
       const publish = transport.createPublishServer({ host: topts.interface, port: topts.publish_port, ...endpointLimitsFromConfig(topts), ...bounds, logger })
-      const request = transport.createRequestServer({ host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), ...bounds, logger })
-      this.#endpoints.push({ name, publish, request })
+      const options: RequestServerOptions = { host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), ...bounds, logger }
+      const request = transport.createRequestServer(options)
+      const local = this.#localRequestServer(transport, name, options)
+      this.#endpoints.push({ name, publish, request, ...(local === undefined ? {} : { local }) })
       publishServers.push(publish)
     }
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
@@ -305,11 +312,13 @@ export class Master {
       files,
       logger: this.#logger,
     })
-    for (const { name, publish, request } of this.#endpoints) {
+    for (const { name, publish, request, local } of this.#endpoints) {
       request.handle(adapter.handle)
+      local?.handle(adapter.handle)
       await publish.start()
       await request.start()
-      this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}`)
+      await local?.start()
+      this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}${local === undefined ? '' : `, local ${local.address}`}`)
     }
     if (timeouts.publishSessionMs > 0) {
       this.#timer = setInterval(() => this.rotateSession('publish_session'), Math.min(timeouts.publishSessionMs, MAX_TIMER_MS))
@@ -324,6 +333,21 @@ export class Master {
       this.#pruneTimer = setInterval(maintain, PRUNE_INTERVAL_MS)
       this.#pruneTimer.unref()
     }
+  }
+
+  /**
+   * The operator's channel for `name`: the request server's options on a unix socket under sock_dir.
+   * Its connections are counted apart from the network's, so its caps are the whole open-file
+   * allowance, all from the one local "address"; every other bound (frames, deadlines) is the network's.
+   */
+  #localRequestServer(transport: Transport, name: string, options: RequestServerOptions): RequestServer | undefined {
+    const path = localRequestPath(this.opts.sock_dir, name)
+    if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH) {
+      this.#logger.warning(`no local request channel for ${name}: ${path} is longer than unix sockets allow (${MAX_UNIX_SOCKET_PATH} bytes); local clients use ret_port`)
+      return undefined
+    }
+    const maxConnections = defaultMaxConnections()
+    return transport.createRequestServer({ ...options, path, maxConnections, maxConnectionsPerAddress: maxConnections })
   }
 
   /** The publish port `transport` is bound to (the real one when configured as 0), once started. */
@@ -411,7 +435,7 @@ export class Master {
     this.#timer = undefined
     this.#pruneTimer = undefined
     const results = await Promise.allSettled([
-      ...this.#endpoints.flatMap(({ publish, request }) => [request.close(), publish.close()]),
+      ...this.#endpoints.flatMap(({ publish, request, local }) => [request.close(), publish.close(), local?.close() ?? Promise.resolve()]),
       this.#pool?.close() ?? Promise.resolve(),
       this.bus.close(),
       this.#syndics?.flush() ?? Promise.resolve(),

@@ -90,7 +90,7 @@ export class MasterWireAdapter {
       case 'clear':
         return this.#clear(request['load'], context)
       case 'box':
-        return this.#box(request)
+        return this.#box(request, context)
       default:
         throw new MalformedRequestError('request', `enc must be 'clear' or 'box', got ${JSON.stringify(String(request['enc'])).slice(0, 40)}`)
     }
@@ -104,31 +104,40 @@ export class MasterWireAdapter {
     switch (cmd) {
       case '_auth': {
         const publishPort = this.#publishPortOf(context.transport)
-        return service.auth(load, publishPort === undefined ? {} : { publishPort })
+        const reply = await service.auth(load, publishPort === undefined ? {} : { publishPort })
+        if ((reply as { ret?: unknown } | null)?.ret === true) context.authenticated?.()
+        return reply
       }
       case 'publish': {
         const caller = await service.authorize(load)
+        context.authenticated?.()
         const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
         return (await service.publish(caller, job)) as unknown as WireValue
       }
       case 'wheel': {
         const caller = await service.authorize(load)
+        context.authenticated?.()
         const call = withoutCredentials(load)
         return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
       }
       case 'runner': {
         const caller = await service.authorize(load)
+        context.authenticated?.()
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
-      case 'mk_token':
-        return (await service.mkToken(load)) as unknown as WireValue
+      case 'mk_token': {
+        const token = await service.mkToken(load)
+        context.authenticated?.()
+        return token as unknown as WireValue
+      }
       case 'get_token':
         return (await service.getToken(load['token'])) as WireValue
       case 'rm_token':
         return { removed: await service.rmToken(load['token']) }
       case 'fire_event': {
         const caller = await service.authorize(load)
+        context.authenticated?.()
         service.fireEvent(caller, load['tag'], load['data'])
         return { fired: true }
       }
@@ -138,7 +147,7 @@ export class MasterWireAdapter {
     }
   }
 
-  async #box(request: Record<string, unknown>): Promise<WireValue> {
+  async #box(request: Record<string, unknown>, context: RequestContext): Promise<WireValue> {
     const id = request['id']
     // A known box's id passed this check when the box was made.
     if (typeof id !== 'string' || !this.#boxes.knows(id)) {
@@ -146,6 +155,8 @@ export class MasterWireAdapter {
       if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
     }
     const opened = await this.#boxes.open(request)
+    // Sealed by an accepted minion's key: its connection is never evicted to make room at a cap.
+    context.authenticated?.()
     let reply: Record<string, unknown>
     try {
       let extra: Record<string, unknown> | undefined

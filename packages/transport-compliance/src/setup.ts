@@ -89,3 +89,8 @@ export type ComplianceCase =
   | 'hardening: a silent peer and a trickling peer are dropped after the idle timeout; a client idle between requests is kept'
   | 'hardening: connections per address and in total are capped, refused as they arrive and logged at a bounded rate'
   | 'hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop, the link kept'
+  | 'doors: a peer that never completes its greeting is dropped at handshake_timeout, whatever it trickles; a greeted client is kept'
+  | 'doors: a frame begun after the greeting is dropped at frame_timeout, however steadily it trickles; a client idle between frames is kept'
+  | 'doors: at a connection cap the oldest peers that never greeted are evicted for a newcomer; greeted peers stay'
+  | 'doors: with none ungreeted, the longest idle peer that greeted but never authenticated is evicted; an authenticated one never is'
+  | 'doors: a request server on a unix socket path answers over it, owner-only, while the network caps are full'

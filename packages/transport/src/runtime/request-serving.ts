@@ -5,7 +5,7 @@ import { EnvelopeKind, encodeEnvelope } from './codec.js'
 import type { EndpointCore } from './endpoint-core.js'
 import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
-export interface RequestServingOptions {
+export interface RequestServingOptions<P = unknown> {
   maxFrameBytes: number
   /** Entries and depth a request may have, checked on its bytes before decoding (default: a server's, `decodeLimitsOf({}, 'server')`). */
   limits?: DecodeLimits
@@ -13,6 +13,8 @@ export interface RequestServingOptions {
   concurrency?: number
   /** Requests waiting for a handler slot, at most (default {@link DEFAULT_REQUEST_BACKLOG}); 0 for none. */
   backlog?: number
+  /** What `context.authenticated()` does for the peer a request came from (the Listener's, for its connection). */
+  authenticated?: (peer: P) => void
 }
 
 /**
@@ -47,17 +49,19 @@ export class RequestServing<P> {
   readonly #limits: DecodeLimits
   readonly #waiting: BoundedQueue<Waiting<P>> | undefined
   #handler: RequestHandler | undefined
+  readonly #authenticated: ((peer: P) => void) | undefined
   #running = 0
   /** The refusal reply's body, made on the first refusal (the address is final by then). */
   #busy: SerializedError | undefined
 
-  constructor(core: EndpointCore, options: RequestServingOptions, send: ReplySender<P>) {
+  constructor(core: EndpointCore, options: RequestServingOptions<P>, send: ReplySender<P>) {
     const concurrency = options.concurrency ?? DEFAULT_REQUEST_CONCURRENCY
     const backlog = options.backlog ?? DEFAULT_REQUEST_BACKLOG
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
     if (!Number.isInteger(backlog) || backlog < 0) throw new RangeError(`backlog must be a non-negative integer, got ${backlog}`)
     this.#core = core
     this.#send = send
+    this.#authenticated = options.authenticated
     this.#maxFrameBytes = options.maxFrameBytes
     this.#limits = options.limits ?? decodeLimitsOf({}, 'server')
     this.concurrency = concurrency
@@ -107,7 +111,9 @@ export class RequestServing<P> {
     this.#running++
     let reply: Buffer
     try {
-      const result = await this.#handler!(request, { peer: peerName, transport: core.transport })
+      const authenticated = this.#authenticated
+      const context = { peer: peerName, transport: core.transport, ...(authenticated === undefined ? {} : { authenticated: () => authenticated(peer) }) }
+      const result = await this.#handler!(request, context)
       reply = this.#encodeReply(id, result, peerName)
     } catch (error) {
       core.emit({ type: 'handler-error', peer: peerName, error: error instanceof Error ? error.message : String(error) })
