@@ -83,5 +83,7 @@ export {
   EauthAuthenticationError,
   TokenAuthenticationError,
   ReturnRefusedError,
+  SyndicNotAcceptedError,
+  SyndicLimitError,
   type ReturnRefusalReason,
 } from './errors.js'

@@ -8,7 +8,7 @@ import {
   validateSyndicEventLoad,
   validateSyndicReturnLoad,
 } from '@brine/common'
-import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { MasterService } from './master-service.js'
 import type { RequestPool } from './worker-pool.js'
@@ -23,6 +23,8 @@ export interface MasterWireAdapterOptions {
   masterBoxSecret: Uint8Array
   /** Applies each sealed request once inside its time window (request_window and the nonce bounds). */
   replayGuard: ReplayGuard
+  /** Entry and depth bounds on a sealed request's opened content (`max_frame_entries`, `max_frame_depth`). */
+  decodeLimits?: DecodeLimits
   /** The publish port of a transport this master serves, told to a minion authenticating over it. */
   publishPortOf?: (transport: string) => number | undefined
   logger?: Logger
@@ -58,9 +60,11 @@ export class MasterWireAdapter {
   readonly #refusalLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
+  readonly #openOptions: { limits?: DecodeLimits }
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
+    this.#openOptions = options.decodeLimits === undefined ? {} : { limits: options.decodeLimits }
     this.#logger = options.logger ?? silentLogger
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
@@ -136,7 +140,7 @@ export class MasterWireAdapter {
       const problem = minionIdProblem(id)
       if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
     }
-    const opened = await this.#boxes.open(request)
+    const opened = await this.#boxes.open(request, this.#openOptions)
     let reply: Record<string, unknown>
     try {
       let extra: Record<string, unknown> | undefined
@@ -174,11 +178,14 @@ export class MasterWireAdapter {
         return
       }
       case '_syndic_return': {
+        // Before the load is looked at: a key that is not a syndic's costs no validation of what it claims.
+        await this.#service.requireSyndic(id, '_syndic_return')
         const refused = await this.#service.syndicReturn(id, validateSyndicReturnLoad(load))
         return refused.length === 0 ? undefined : { refused }
       }
       case '_syndic_event':
-        this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
+        await this.#service.requireSyndic(id, '_syndic_event')
+        await this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
         return
       default:
         throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)

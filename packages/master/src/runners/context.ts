@@ -4,6 +4,7 @@ import type { Logger } from '@brine/transport'
 import { MalformedRequestError } from '../errors.js'
 import type { EventBus } from '../event-bus.js'
 import type { GatheredJob } from '../gather.js'
+import type { SyndicRegistry } from '../syndics.js'
 
 export type { GatheredJob } from '../gather.js'
 
@@ -12,6 +13,8 @@ export interface RunnerContext {
   jobs: JobCache
   store: PkiStore
   bus: EventBus
+  /** The syndics attached to this master and the minions pinned to each. */
+  syndics: SyndicRegistry
   /**
    * Publishes `fun` to `tgt` through the master's own publish path (no network round trip) and
    * gathers the returns with the one return collector: `timeout` ms, then `saltutil.find_job` rounds
