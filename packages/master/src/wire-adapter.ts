@@ -45,7 +45,8 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
- * `_minion_event` and `_grains`, and a syndic's `_syndic_return` and `_syndic_event`, the sender proven by
+ * `_minion_event` and `_grains`, and a syndic's `_syndic_return` and `_syndic_event` (only from a key accepted as a
+ * syndic's, docs/security.md), the sender proven by
  * its box, each applied once inside its time window by the {@link ReplayGuard} (a replay is answered
  * "already handled", a request outside the window refused with StaleRequestError): every sealed command,
  * present and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome
