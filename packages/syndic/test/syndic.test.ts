@@ -166,6 +166,27 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     expect(top.bus.count(tags.jobReturn(reply.jid, 'm1')) + top.bus.count(tags.jobReturn(reply.jid, 'm2'))).toBe(2)
   })
 
+  it("keeps its returns while the top has not accepted it as a syndic, and delivers them once the operator does", async () => {
+    const { dir, topOpts, lowerOpts, top } = await startNode(transport)
+    const syndic = new Syndic(syndicOpts(lowerOpts, topOpts, dir))
+    cleanups.push(() => syndic.stop())
+    await syndic.start()
+    await top.bus.until((event) => event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept', 'the top to accept syn1 as a minion')
+
+    // Not a syndic's key yet: to the top it is an ordinary minion (expected to return), and no syndic is waited for.
+    const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['kept']))
+    expect(reply).toMatchObject({ minions: ['syn1'], syndics: {} })
+    await syndicEvent(syndic, (event) => event.type === 'batch-spooled' && event.returns === 1, "m1's return spooled, refused by the top")
+    expect(top.bus.count(tags.jobReturn(reply.jid, 'm1'))).toBe(0)
+    expect(top.bus.count(tags.syndicStart('syn1'))).toBe(0)
+
+    await top.master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: 'syn1' })
+    await top.bus.until((event) => event.tag === tags.syndicStart('syn1'), 'salt/syndic/syn1/start, asked again')
+    expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's spooled return at the top")).data).toMatchObject({ return: 'kept' })
+    await syndicEvent(syndic, (event) => event.type === 'batch-forwarded' && event.fromSpool, 'the spooled batch acknowledged')
+    expect(top.bus.count(tags.jobReturn(reply.jid, 'm1'))).toBe(1)
+  })
+
   it('spools the returns while the top master is down and delivers them once it is back, stored once', async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport)
     const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
