@@ -141,7 +141,15 @@ export class MasterWireAdapter {
       const problem = minionIdProblem(id)
       if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
     }
-    const opened = await this.#boxes.open(request, this.#openOptions)
+    let opened: Awaited<ReturnType<MinionBoxes['open']>>
+    try {
+      opened = await this.#boxes.open(request, this.#openOptions)
+    } catch (error) {
+      // Over max_frame_entries/max_frame_depth once unsealed: an answer the sender can read, naming the bound.
+      if ((error as Error)?.name !== 'FrameLimitError' || typeof id !== 'string') throw error
+      this.#refusalLog.warning(this.#logger, `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`, 'sealed requests over the decode bounds')
+      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) })) as unknown as WireValue
+    }
     let reply: Record<string, unknown>
     try {
       let extra: Record<string, unknown> | undefined
