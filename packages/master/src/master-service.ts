@@ -152,6 +152,8 @@ export class MasterService {
   readonly #fired = new LruMap<string, true>(200_000)
   /** Syndic commands from keys that are not syndics' are a peer's doing: 10 lines a minute, then a count. */
   readonly #notSyndicLog = new LogLimiter()
+  /** Batches over `syndic_max_minions` are logged the same way, counted apart. */
+  readonly #oversizeLog = new LogLimiter()
 
   constructor(options: MasterServiceOptions) {
     this.#o = options
@@ -371,7 +373,9 @@ export class MasterService {
    * master's own minions or syndics, and selected by the job's target as far as ids tell), then their
    * returns, each stored and fired as `salt/job/<jid>/ret/<minion>` exactly once. A return for a minion
    * the syndic did not announce for that job, or for a job this master did not publish, is refused and
-   * logged. Returns the refusals (the syndic logs them and does not send them again).
+   * logged. Returns the refusals (the syndic logs them and does not send them again). Only from a key
+   * accepted as a syndic's (SyndicNotAcceptedError), and a batch naming more than `syndic_max_minions`
+   * distinct minions is refused whole (SyndicLimitError); each announced minion is pinned to this syndic.
    */
   async syndicReturn(id: string, load: SyndicReturnLoad): Promise<SyndicRefusal[]> {
     if (load.id !== id) throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
@@ -414,7 +418,7 @@ export class MasterService {
     }
     if (named.size <= max) return
     const error = new SyndicLimitError(id, named.size, max)
-    this.#notSyndicLog.warning(this.#logger, error.message, 'oversized syndic batches')
+    this.#oversizeLog.warning(this.#logger, error.message, 'oversized syndic batches')
     throw error
   }
 
