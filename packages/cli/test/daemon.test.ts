@@ -1,12 +1,13 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { MasterConfig, MinionConfig } from '@brine/common'
+import type { MasterConfig, MinionConfig, SyndicConfig } from '@brine/common'
 import { deadline, deferred } from '@brine/transport-compliance'
-import { runMaster, runMinion, type Daemon } from '../src/commands/daemon.js'
+import { runApi } from '../src/commands/api.js'
+import { runMaster, runMinion, runSyndic, type Daemon } from '../src/commands/daemon.js'
 import { heapGrowthFlag, MASTER_HEAP_GROWING_PERCENT } from '../src/daemon-process.js'
 import { memoryIO } from './helpers.js'
 
@@ -97,6 +98,25 @@ describe('brine-master and brine-minion', () => {
       const io = memoryIO()
       expect(await runMinion(['-c', given, '--root-dir', dir], io, { load: fakeDaemon<MinionConfig>().load })).toBe(64)
       expect(io.err()).toMatch(new RegExp(`\\nbrine-minion: error: config directory '${given}' \\(-c\\) ${problem}\\n$`))
+    }
+  })
+
+  it('brine-master, brine-minion, brine-syndic and brine-api exit 1 naming a config file that is a symlink to nothing or a directory', async () => {
+    const root = await mkdtemp(join(dir, 'unreadable-'))
+    await symlink(join(root, 'gone'), join(root, 'master'))
+    await mkdir(join(root, 'minion'))
+    const runs: Array<[string, (io: ReturnType<typeof memoryIO>) => Promise<number>, string]> = [
+      ['brine-master', (io) => runMaster(['-c', root], io, { load: fakeDaemon<MasterConfig>().load }), 'master'],
+      ['brine-syndic', (io) => runSyndic(['-c', root], io, { load: fakeDaemon<SyndicConfig>().load }), 'master'],
+      ['brine-api', (io) => runApi(['-c', root], io), 'master'],
+      ['brine-minion', (io) => runMinion(['-c', root], io, { load: fakeDaemon<MinionConfig>().load }), 'minion'],
+    ]
+    for (const [bin, run, file] of runs) {
+      const io = memoryIO()
+      expect(await run(io)).toBe(1)
+      const why = file === 'master' ? `config file is a symbolic link to ${JSON.stringify(join(root, 'gone'))}, which does not exist` : 'cannot read config file: it is a directory, not a file'
+      expect(io.err()).toContain(`${join(root, file)}: ${why}`)
+      expect(io.err()).toMatch(new RegExp(`^${bin}: `))
     }
   })
 

@@ -202,6 +202,8 @@ export const CONFIG_SCHEMA = {
   // Keys and security.
   auto_accept: { kind: 'boolean', roles: MASTER, default: false },
   open_mode: { kind: 'boolean', roles: MASTER, default: false },
+  // Keys minions_pre may hold; a new id's _auth beyond it is refused (docs/security.md).
+  max_pending_keys: { kind: 'integer', roles: MASTER, default: 5000, min: 1, max: 10_000_000 },
   publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   // Replay protection (docs/protocol.md, "Freshness"): a published job is valid publish_ttl seconds; a sealed
   // minion request within ±request_window of the master's clock, each applied once, the memory of them bounded.
@@ -254,6 +256,8 @@ export const CONFIG_SCHEMA = {
   syndic_finger: { kind: 'string', roles: MASTER, default: '' },
   syndic_failover: { kind: 'string', roles: MASTER, default: 'random', values: ['random', 'ordered'] },
   syndic_wait: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  // Distinct minions one syndic may announce in one batch, and in all (the upper master's bound; docs/security.md).
+  syndic_max_minions: { kind: 'integer', roles: MASTER, default: 10000, min: 1, max: 10_000_000 },
   syndic_event_forward_timeout: { kind: 'number', roles: MASTER, default: 0.5, unit: 'seconds', min: 0.01, max: MAX_TIMER_SECONDS },
   // Jids whose load (Salt's __load__) the syndic remembers having sent up, so each load goes up once.
   syndic_jid_forward_cache_hwm: { kind: 'integer', roles: MASTER, default: 100, min: 1, max: 1_000_000 },

@@ -86,5 +86,7 @@ export {
   EauthAuthenticationError,
   TokenAuthenticationError,
   ReturnRefusedError,
+  SyndicNotAcceptedError,
+  SyndicLimitError,
   type ReturnRefusalReason,
 } from './errors.js'

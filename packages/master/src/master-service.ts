@@ -15,12 +15,12 @@ import {
   type SyndicReturnLoad,
 } from '@brine/common'
 import { isValidMinionId } from '@brine/crypt'
-import { LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { LogLimiter, LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
 import { UnstorableValueError } from '@brine/returners'
-import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
+import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import type { FileServer } from './file-server/file-server.js'
 import { gather } from './gather.js'
@@ -82,6 +82,8 @@ export interface MasterServiceSettings {
   orderMasters?: boolean
   /** Config `syndic_wait` in ms: how long a client (and the runners) wait past `timeout` for syndics to announce. */
   syndicWaitMs?: number
+  /** Config `syndic_max_minions`: distinct minions one syndic may name in one batch, and answer for in all (default 10,000). */
+  syndicMaxMinions?: number
   /**
    * The job cache is shared with other masters (PostgreSQL): a syndic's return may already be stored by
    * the lower master, so whether this master has fired its event is remembered here instead.
@@ -133,6 +135,9 @@ export type KeyChangeListener = (change: KeyChange) => void
 /** Refusals logged one by one per syndic batch; the rest are counted in one line. */
 const LOGGED_REFUSALS = 5
 
+/** `syndic_max_minions`' default, as in the config schema. */
+export const DEFAULT_SYNDIC_MAX_MINIONS = 10_000
+
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /**
@@ -148,6 +153,10 @@ export class MasterService {
   readonly #announcements = new Announcements()
   /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
   readonly #fired = new LruMap<string, true>(200_000)
+  /** Syndic commands from keys that are not syndics' are a peer's doing: 10 lines a minute, then a count. */
+  readonly #notSyndicLog = new LogLimiter()
+  /** Batches over `syndic_max_minions` are logged the same way, counted apart. */
+  readonly #oversizeLog = new LogLimiter()
 
   constructor(options: MasterServiceOptions) {
     this.#o = options
@@ -181,7 +190,7 @@ export class MasterService {
   /** The syndics attached now (registered and accepted), each with the minions it announced before that `target` may select. */
   async #syndicsFor(target: JobRequest): Promise<Record<string, string[]>> {
     const attached: string[] = []
-    for (const id of this.#o.syndics.ids()) if ((await this.#o.store.acceptedKeys(id)) !== undefined) attached.push(id)
+    for (const id of this.#o.syndics.ids()) if (await this.#o.store.isSyndic(id)) attached.push(id)
     return this.#o.syndics.candidates({ tgt: target.tgt, tgt_type: target.tgt_type }, attached, this.#o.publisher.nodegroups)
   }
 
@@ -367,10 +376,14 @@ export class MasterService {
    * master's own minions or syndics, and selected by the job's target as far as ids tell), then their
    * returns, each stored and fired as `salt/job/<jid>/ret/<minion>` exactly once. A return for a minion
    * the syndic did not announce for that job, or for a job this master did not publish, is refused and
-   * logged. Returns the refusals (the syndic logs them and does not send them again).
+   * logged. Returns the refusals (the syndic logs them and does not send them again). Only from a key
+   * accepted as a syndic's (SyndicNotAcceptedError), and a batch naming more than `syndic_max_minions`
+   * distinct minions is refused whole (SyndicLimitError); each announced minion is pinned to this syndic.
    */
   async syndicReturn(id: string, load: SyndicReturnLoad): Promise<SyndicRefusal[]> {
     if (load.id !== id) throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    await this.requireSyndic(id, '_syndic_return')
+    this.#checkBatchSize(id, load)
     if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
     const refused: SyndicRefusal[] = []
     for (const entry of load.jobs) refused.push(...(await this.#syndicJob(id, entry)))
@@ -380,6 +393,36 @@ export class MasterService {
     }
     if (refused.length > LOGGED_REFUSALS) this.#logger.warning(`refused ${refused.length - LOGGED_REFUSALS} more announcement(s) or return(s) from syndic ${id} in the same batch`)
     return refused
+  }
+
+  /**
+   * Throws SyndicNotAcceptedError (logged, rate-limited) unless `id`'s accepted key is marked as a syndic's:
+   * only a syndic an operator accepted as one may announce minions and forward their returns and events.
+   */
+  async requireSyndic(id: string, command: string): Promise<void> {
+    if (await this.#o.store.isSyndic(id)) return
+    const error = new SyndicNotAcceptedError(id, command)
+    this.#notSyndicLog.warning(this.#logger, error.message, 'syndic commands from keys that are not syndics')
+    throw error
+  }
+
+  #maxMinions(): number {
+    return this.#o.settings.syndicMaxMinions ?? DEFAULT_SYNDIC_MAX_MINIONS
+  }
+
+  /** A batch naming more distinct minions than `syndic_max_minions` is refused whole (SyndicLimitError). */
+  #checkBatchSize(id: string, load: SyndicReturnLoad): void {
+    const max = this.#maxMinions()
+    const named = new Set<string>()
+    for (const entry of load.jobs) {
+      for (const minion of entry.minions ?? []) named.add(minion)
+      for (const minion of Object.keys(entry.returns ?? {})) named.add(minion)
+      if (named.size > max) break
+    }
+    if (named.size <= max) return
+    const error = new SyndicLimitError(id, named.size, max)
+    this.#oversizeLog.warning(this.#logger, error.message, 'oversized syndic batches')
+    throw error
   }
 
   async #syndicJob(syndic: string, entry: SyndicJobEntry): Promise<SyndicRefusal[]> {
@@ -405,8 +448,10 @@ export class MasterService {
     }
     const claimed = [...new Set(entry.minions ?? [])].filter((minion) => !this.#announcements.announcedBy(jid, minion, syndic))
     const allowed = await this.#allowedAnnouncements(syndic, job, claimed, refuse)
-    const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, allowed, entry.pending)
-    if (fresh.length > 0) this.#o.syndics.addMinions(syndic, fresh)
+    // Pinned (and counted) right before it is announced, with nothing awaited between: no other batch can slip in.
+    const pinned = this.#o.syndics.claim(syndic, allowed, this.#maxMinions())
+    for (const refusal of pinned.refused) refuse([refusal.id], refusal.reason)
+    const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, pinned.claimed, entry.pending)
     if (fresh.length > 0 || changed) {
       // Salt's announcement: the lower master's new-job event, forwarded as syndic/<id>/salt/job/<jid>/new.
       this.#o.bus.fire(tags.syndicJobNew(syndic, jid), { jid, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', fun: job.fun ?? entry.fun, minions: fresh, missing: [], syndic_pending: [...pending] })
@@ -482,7 +527,8 @@ export class MasterService {
    * is, anything else as `syndic/<id>/<tag>`: once, never prefixed again at every level. Job events are
    * refused: a syndic's jobs travel in `_syndic_return`, where they are checked.
    */
-  syndicEvents(id: string, events: readonly EventLoad[]): void {
+  async syndicEvents(id: string, events: readonly EventLoad[]): Promise<void> {
+    await this.requireSyndic(id, '_syndic_event')
     let skipped = 0
     for (const event of events) {
       if (event.tag === tags.syndicStart(id)) {
@@ -558,6 +604,7 @@ export class MasterService {
       jobs: this.#o.jobs,
       store: this.#o.store,
       bus: this.#o.bus,
+      syndics: this.#o.syndics,
       gather: (tgt, fun, arg, options) =>
         gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 }, tgt, fun, arg, options),
       wheel: async (load) => (await this.wheel(caller, load)).return,

@@ -207,7 +207,7 @@ export class Master {
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'master', { logger: this.#logger })
     this.#keys = keys
     const now = this.#now
-    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now })
+    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now, maxPending: opts.max_pending_keys })
     this.#store = store
     this.#session = new SessionKeys()
     const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
@@ -287,6 +287,7 @@ export class Master {
         sessionTtlMs: timeouts.publishSessionMs,
         orderMasters: opts.order_masters === true,
         syndicWaitMs: timeouts.syndicWaitMs,
+        syndicMaxMinions: opts.syndic_max_minions,
         sharedJobCache: opts.master_job_cache === 'postgres',
       },
       issued,
@@ -310,6 +311,7 @@ export class Master {
       replayGuard: this.#replayGuard,
       publishPortOf: (transport) => this.#publishPortOf(transport),
       files,
+      decodeLimits: { maxEntries: opts.max_frame_entries, maxDepth: opts.max_frame_depth },
       logger: this.#logger,
     })
     for (const { name, publish, request, local } of this.#endpoints) {

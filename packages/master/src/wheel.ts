@@ -44,7 +44,16 @@ const unchanged = (value: unknown): WheelOutcome => ({ return: value, changes: [
 
 /** The `key.*` wheel functions `brine-key` uses, returning what Salt's `salt.wheel.key` returns. */
 export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
-  'key.list_all': async (_load, { store }) => unchanged(await store.list()),
+  // Salt's four states, and `syndics` (the accepted keys marked as syndics') once there is one.
+  'key.list_all': async (_load, { store }) => {
+    const syndics = await store.syndics()
+    return unchanged(syndics.length === 0 ? await store.list() : { ...(await store.list()), syndics })
+  },
+  // brine-key --accept-syndic: accepts matching pending keys, and marks them and matching accepted ones as syndics'.
+  'key.accept_syndic': async (load, { store }) => {
+    const result = await store.acceptSyndic(match(load, 'key.accept_syndic'))
+    return { return: { syndics: result.syndics }, changes: result.changes, rotateSession: result.rotateSession }
+  },
   'key.accept': async (load, { store }) =>
     moved(await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.accept_all': async (load, { store }) =>

@@ -10,7 +10,7 @@ import {
   validateSyndicEventLoad,
   validateSyndicReturnLoad,
 } from '@brine/common'
-import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { FileServer } from './file-server/file-server.js'
 import type { MasterService } from './master-service.js'
@@ -26,6 +26,8 @@ export interface MasterWireAdapterOptions {
   masterBoxSecret: Uint8Array
   /** Applies each sealed request once inside its time window (request_window and the nonce bounds). */
   replayGuard: ReplayGuard
+  /** Entry and depth bounds on a sealed request's opened content (`max_frame_entries`, `max_frame_depth`). */
+  decodeLimits?: DecodeLimits
   /** The publish port of a transport this master serves, told to a minion authenticating over it. */
   publishPortOf?: (transport: string) => number | undefined
   /** Answers the sealed file commands (`_serve_file`, `_file_recv`, …); without it they are refused. */
@@ -50,7 +52,8 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
- * `_minion_event`, `_grains` and the file server's commands (FileServer), and a syndic's `_syndic_return` and `_syndic_event`, the sender proven by
+ * `_minion_event`, `_grains` and the file server's commands (FileServer), and a syndic's `_syndic_return` and
+ * `_syndic_event` (only from a key accepted as a syndic's, docs/security.md), the sender proven by
  * its box, each applied once inside its time window by the {@link ReplayGuard} (a replay is answered
  * "already handled", a request outside the window refused with StaleRequestError): every sealed command,
  * present and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome
@@ -66,9 +69,11 @@ export class MasterWireAdapter {
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
   readonly #files: FileServer | undefined
+  readonly #openOptions: { limits?: DecodeLimits }
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
+    this.#openOptions = options.decodeLimits === undefined ? {} : { limits: options.decodeLimits }
     this.#logger = options.logger ?? silentLogger
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
@@ -154,7 +159,15 @@ export class MasterWireAdapter {
       const problem = minionIdProblem(id)
       if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
     }
-    const opened = await this.#boxes.open(request)
+    let opened: Awaited<ReturnType<MinionBoxes['open']>>
+    try {
+      opened = await this.#boxes.open(request, this.#openOptions)
+    } catch (error) {
+      // Over max_frame_entries/max_frame_depth once unsealed: an answer the sender can read, naming the bound.
+      if ((error as Error)?.name !== 'FrameLimitError' || typeof id !== 'string') throw error
+      this.#refusalLog.warning(this.#logger, `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`, 'sealed requests over the decode bounds')
+      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) })) as unknown as WireValue
+    }
     // Sealed by an accepted minion's key: its connection is never evicted to make room at a cap.
     context.authenticated?.()
     let reply: Record<string, unknown>
@@ -199,11 +212,14 @@ export class MasterWireAdapter {
         return
       }
       case '_syndic_return': {
+        // Before the load is looked at: a key that is not a syndic's costs no validation of what it claims.
+        await this.#service.requireSyndic(id, '_syndic_return')
         const refused = await this.#service.syndicReturn(id, validateSyndicReturnLoad(load))
         return refused.length === 0 ? undefined : { refused }
       }
       case '_syndic_event':
-        this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
+        await this.#service.requireSyndic(id, '_syndic_event')
+        await this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
         return
       default:
         throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)

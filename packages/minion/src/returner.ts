@@ -60,8 +60,9 @@ export async function sendSealedFresh(client: RequestClient, auth: MinionAuth, l
   }
 }
 
-/** True for the master's refusal that no retry can change (a return for a job this minion was not sent). */
-export const isFinalRefusal = (error: unknown): error is NotAcknowledgedError => error instanceof NotAcknowledgedError && error.refusal === SEALED_REFUSALS.refused
+/** True for the master's refusal that no retry can change (a return for a job this minion was not sent, or one over its decode bounds). */
+export const isFinalRefusal = (error: unknown): error is NotAcknowledgedError =>
+  error instanceof NotAcknowledgedError && (error.refusal === SEALED_REFUSALS.refused || error.refusal === SEALED_REFUSALS.overBound)
 
 export interface ReturnerOptions {
   client: RequestClient

@@ -52,4 +52,6 @@ export const SEALED_REFUSALS = {
   stale: 'StaleRequestError',
   /** Never accepted, however often sent (a return for a job this minion was not sent, a jid never issued): drop it. */
   refused: 'ReturnRefusedError',
+  /** Over the master's max_frame_entries or max_frame_depth once unsealed: no retry of the same load fits; drop it. */
+  overBound: 'FrameLimitError',
 } as const
