@@ -1,7 +1,7 @@
-import { InvalidOperationError, ServerBusyError, serializeError, type SerializedError } from '../contract/errors.js'
+import { InvalidOperationError, ServerBusyError, serializeError, type FrameLimitError, type SerializedError } from '../contract/errors.js'
 import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler, type WireValue } from '../contract/types.js'
 import { BoundedQueue } from './bounded-queue.js'
-import { EnvelopeKind, encodeEnvelope } from './codec.js'
+import { EnvelopeKind, encodeEnvelope, requestIdOf } from './codec.js'
 import type { EndpointCore } from './endpoint-core.js'
 import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
@@ -37,6 +37,9 @@ interface Waiting<P> {
  * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
  * frame — over max_frame_bytes, over the entry or depth bound (refused on its bytes, before any
  * decoding), not msgpack, not a request envelope — is dropped with a `frame-drop` event and counted.
+ * A request refused for its entries or depth is still answered, with the FrameLimitError naming the
+ * bound, when its id can be read from its first bytes: every refusal is an answer, and the caller
+ * does not wait out its timeout for one (the answer costs no more than the refusal did).
  */
 export class RequestServing<P> {
   readonly concurrency: number
@@ -92,7 +95,7 @@ export class RequestServing<P> {
   /** One frame from `peer` (named `peerName` in events and the handler's context). */
   receive(body: Buffer, peer: P, peerName: string): void {
     const core = this.#core
-    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits)
+    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits, (error) => this.#answerLimit(body, error, peer, peerName))
     if (envelope === undefined) return
     if (envelope.kind !== EnvelopeKind.Request) {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
@@ -138,6 +141,12 @@ export class RequestServing<P> {
       // The error itself would not encode (odd context values, a huge message): the caller must still hear that it failed.
       return encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id, body: { name: error.name, message: 'the request failed; its error could not be encoded' } })
     }
+  }
+
+  #answerLimit(body: Buffer, error: FrameLimitError, peer: P, peerName: string): void {
+    const id = requestIdOf(body)
+    if (id === undefined || this.#core.isClosed) return
+    this.#send(peer, this.#encodeError(id, error.toJSON(), peerName), peerName)
   }
 
   #refuse(id: number, peer: P, peerName: string): void {
