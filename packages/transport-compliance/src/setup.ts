@@ -68,6 +68,7 @@ export type ComplianceCase =
   | 'limits: a stalled subscriber is bounded by the high-water mark and drops are counted'
   | 'limits: an over-limit publish is dropped by the subscriber, which keeps receiving'
   | 'limits: a subscriber that stops reading keeps `hwm` loads and drops the newest, counted'
+  | 'request limits: a request over the depth or entry bound is answered with a FrameLimitError naming the bound, and the server keeps serving'
   | 'request limits: beyond `hwm` requests in flight the client refuses with InFlightLimitError naming `limit`'
   | 'request limits: beyond `concurrency` handler calls requests wait in a bounded backlog, and beyond that get a ServerBusyError reply'
   | 'request limits: a reply over max_frame_bytes becomes an error reply naming the limit'
@@ -88,4 +89,4 @@ export type ComplianceCase =
   | 'hardening: incomplete frames over all peers stay within max_pending_bytes; the slowest-arriving is given up'
   | 'hardening: a silent peer and a trickling peer are dropped after the idle timeout; a client idle between requests is kept'
   | 'hardening: connections per address and in total are capped, refused as they arrive and logged at a bounded rate'
-  | 'hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop, the link kept'
+  | 'hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop and a FrameLimitError answer, the link kept'
