@@ -107,3 +107,16 @@ export class LoginThrottle {
     }
   }
 }
+
+/**
+ * A login refused because `eauth_hash_backlog` logins already wait for a password-hashing thread: a
+ * storm of logins is turned away at the door instead of queueing without bound. The REST API answers
+ * 429 with `Retry-After: 1`.
+ */
+export class LoginBusyError extends BrineError {
+  override name = 'LoginBusyError'
+  readonly retryAfterMs = 1000
+  constructor(running: number, waiting: number) {
+    super(`login refused: ${running} password checks running and ${waiting} waiting (eauth_hash_backlog ${waiting}); try again in 1 s`, { key: 'eauth_hash_backlog', running, waiting, retryAfter: 1 })
+  }
+}

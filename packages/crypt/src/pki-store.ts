@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { silentLogger, type Logger } from '@brine/transport'
+import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import { isBytes } from './bytes.js'
 import { MalformedMessageError } from './errors.js'
 import { isNotFound, writeFileAtomic } from './fs-atomic.js'
@@ -136,6 +136,8 @@ interface CachedKeys {
 export class PkiStore {
   readonly pkiDir: string
   readonly #logger: Logger
+  /** A peer can send `_auth` with someone else's id as often as it likes: 10 lines a minute, then a count. */
+  readonly #takeoverLog = new LogLimiter()
   readonly #accepted = new Map<string, CachedKeys>()
   readonly #recheckMs: number
   /** Bumped by every change to an accepted key made through this store. */
@@ -372,7 +374,7 @@ export class PkiStore {
       }
       if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
       const deny = async (): Promise<SubmitResult> => {
-        this.#logger.error(`authentication attempt from minion ${JSON.stringify(id)} with a key that does not match the one on file; key stored in minions_denied`)
+        this.#takeoverLog.log(this.#logger, 'error', `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`, 'key-mismatch errors')
         await this.#write('denied', id, keys)
         return done('denied', [{ id, act: 'deny', to: 'denied' }], false, true)
       }

@@ -15,7 +15,7 @@ import {
   type SyndicReturnLoad,
 } from '@brine/common'
 import { isValidMinionId } from '@brine/crypt'
-import { LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { LogLimiter, LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
@@ -141,6 +141,8 @@ const isMap = (value: unknown): value is Record<string, unknown> => typeof value
 export class MasterService {
   readonly #o: MasterServiceOptions
   readonly #logger: Logger
+  /** Refused calls are a caller's doing: 10 lines a minute, then a count of the rest. */
+  readonly #refusalLog = new LogLimiter()
   readonly #keyListeners = new Set<KeyChangeListener>()
   readonly #announcements = new Announcements()
   /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
@@ -152,8 +154,8 @@ export class MasterService {
   }
 
   /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
-  authorize(request: Credentials): Promise<Caller> {
-    return this.#o.authorizer.authorize(request)
+  authorize(request: Credentials, from?: string): Promise<Caller> {
+    return this.#o.authorizer.authorize(request, from)
   }
 
   /**
@@ -278,8 +280,8 @@ export class MasterService {
    * the `token_expire` the load asks for when `token_expire_user_override` allows it). Answers Salt's
    * token data and `perms`, the ACL the master enforces for the token.
    */
-  async mkToken(load: Record<string, unknown>): Promise<MadeToken> {
-    return this.#external('mk_token').mkToken(load)
+  async mkToken(load: Record<string, unknown>, from?: string): Promise<MadeToken> {
+    return this.#external('mk_token').mkToken(load, from)
   }
 
   /** Salt's `get_token`: the live token's data (and `perms`), or `{}` when it is unknown, expired or revoked. */
@@ -525,7 +527,7 @@ export class MasterService {
 
   #check(caller: Caller, command: string, action: Action, minionsOf: (target: string) => readonly string[] = () => []): void {
     if (permits(caller, action, minionsOf)) return
-    this.#logger.warning(`refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`)
+    this.#refusalLog.warning(this.#logger, `refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`, 'ACL refusals')
     throw new PermissionDeniedError(command, refusal(caller, action), { user: caller.user, fun: action.fun })
   }
 

@@ -56,6 +56,8 @@ export class MasterWireAdapter {
   readonly #boxes: MinionBoxes
   /** Refused clear commands are a peer's doing: 10 lines a minute, then a count of the rest. */
   readonly #refusalLog = new LogLimiter()
+  /** Refused sealed requests, the same: a minion (or whoever holds its key) decides how many it sends. */
+  readonly #sealedLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
 
@@ -98,28 +100,28 @@ export class MasterWireAdapter {
         return service.auth(load, publishPort === undefined ? {} : { publishPort })
       }
       case 'publish': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
         return (await service.publish(caller, job)) as unknown as WireValue
       }
       case 'wheel': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         const call = withoutCredentials(load)
         return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
       }
       case 'runner': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
       case 'mk_token':
-        return (await service.mkToken(load)) as unknown as WireValue
+        return (await service.mkToken(load, context.address)) as unknown as WireValue
       case 'get_token':
         return (await service.getToken(load['token'])) as WireValue
       case 'rm_token':
         return { removed: await service.rmToken(load['token']) }
       case 'fire_event': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         service.fireEvent(caller, load['tag'], load['data'])
         return { fired: true }
       }
@@ -148,8 +150,9 @@ export class MasterWireAdapter {
       reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true, ...extra }
     } catch (error) {
       // A stale request is routine (a minion's clock anchor aged, or a recording replayed): it re-seals; not worth a warning each.
-      const log = error instanceof StaleRequestError ? this.#logger.debug.bind(this.#logger) : this.#logger.warning.bind(this.#logger)
-      log(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
+      const line = `sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`
+      if (error instanceof StaleRequestError) this.#logger.debug(line)
+      else this.#sealedLog.warning(this.#logger, line, 'refused sealed requests')
       reply = { ok: false, error: serializeError(error) }
     }
     // Sealed with the key that sealed the request: only its holder can read the answer.

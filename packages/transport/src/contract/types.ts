@@ -211,6 +211,8 @@ export interface RequestContext {
   readonly peer: string
   /** The transport's name, `zeromq` or `tcp`. */
   readonly transport: string
+  /** The peer's network address without its port (`10.0.0.7`, `::1`), when the transport knows it: what per-address limits key on. */
+  readonly address?: string
 }
 
 export type RequestHandler = (request: WireValue, context: RequestContext) => Promise<WireValue>

@@ -26,6 +26,7 @@ interface Waiting<P> {
   request: WireValue
   peer: P
   peerName: string
+  address: string | undefined
 }
 
 /**
@@ -92,8 +93,8 @@ export class RequestServing<P> {
     if (this.#handler === undefined) throw new InvalidOperationError(`${core.what} ${core.address}: call handle() before start()`)
   }
 
-  /** One frame from `peer` (named `peerName` in events and the handler's context). */
-  receive(body: Buffer, peer: P, peerName: string): void {
+  /** One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known). */
+  receive(body: Buffer, peer: P, peerName: string, address?: string): void {
     const core = this.#core
     const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits, (error) => this.#answerLimit(body, error, peer, peerName))
     if (envelope === undefined) return
@@ -101,16 +102,18 @@ export class RequestServing<P> {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
       return
     }
-    if (this.#running < this.concurrency) void this.#serve(envelope.id, envelope.body, peer, peerName)
-    else if (this.#waiting?.push({ id: envelope.id, request: envelope.body, peer, peerName }) !== true) this.#refuse(envelope.id, peer, peerName)
+    const waiting: Waiting<P> = { id: envelope.id, request: envelope.body, peer, peerName, address }
+    if (this.#running < this.concurrency) void this.#serve(waiting)
+    else if (this.#waiting?.push(waiting) !== true) this.#refuse(envelope.id, peer, peerName)
   }
 
-  async #serve(id: number, request: WireValue, peer: P, peerName: string): Promise<void> {
+  async #serve({ id, request, peer, peerName, address }: Waiting<P>): Promise<void> {
     const core = this.#core
     this.#running++
     let reply: Buffer
     try {
-      const result = await this.#handler!(request, { peer: peerName, transport: core.transport })
+      const context = address === undefined ? { peer: peerName, transport: core.transport } : { peer: peerName, transport: core.transport, address }
+      const result = await this.#handler!(request, context)
       reply = this.#encodeReply(id, result, peerName)
     } catch (error) {
       core.emit({ type: 'handler-error', peer: peerName, error: error instanceof Error ? error.message : String(error) })
@@ -120,7 +123,7 @@ export class RequestServing<P> {
     if (core.isClosed) return
     this.#send(peer, reply, peerName)
     const next = this.#waiting?.shift()
-    if (next !== undefined) void this.#serve(next.id, next.request, next.peer, next.peerName)
+    if (next !== undefined) void this.#serve(next)
   }
 
   /** Encodes a reply; one too large or not encodable becomes an error reply saying why. */
