@@ -70,6 +70,11 @@ export class Authorizer {
     this.#externalAuth = options.externalAuth
   }
 
+  /** True for the master's root key: a local program the master trusts (the REST API vouching for its callers' addresses). */
+  holdsRootKey(key: unknown): boolean {
+    return typeof key === 'string' && constantTimeEqual(key, this.#rootKey)
+  }
+
   /** The master's external auth (tokens, backends), when configured. */
   get externalAuth(): ExternalAuth | undefined {
     return this.#externalAuth

@@ -5,6 +5,7 @@ import {
   isMinionOwnTag,
   JOB_TAG_PREFIX,
   parseSyndicTag,
+  tagProblem,
   tags,
   type EventLoad,
   type Grains,
@@ -154,6 +155,11 @@ export class MasterService {
   }
 
   /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
+  /** True for the master's root key (see {@link Authorizer.holdsRootKey}). */
+  holdsRootKey(key: unknown): boolean {
+    return this.#o.authorizer.holdsRootKey(key)
+  }
+
   authorize(request: Credentials, from?: string): Promise<Caller> {
     return this.#o.authorizer.authorize(request, from)
   }
@@ -309,7 +315,8 @@ export class MasterService {
    */
   fireEvent(caller: Caller, tag: unknown, data: unknown): void {
     if (caller.auth !== 'key') throw new PermissionDeniedError('fire_event', `only the root key may fire events, not user ${JSON.stringify(caller.user)} (${caller.auth})`, { user: caller.user })
-    if (typeof tag !== 'string' || tag === '' || tag.length > 1024) throw new MalformedRequestError('fire_event load', "field 'tag' must be a non-empty string of at most 1024 characters")
+    const problem = tagProblem(tag)
+    if (problem !== undefined || typeof tag !== 'string') throw new MalformedRequestError('fire_event load', `field 'tag' ${problem ?? 'must be a string'}`)
     if (tag.startsWith('salt/job/') || tag.startsWith('salt/minion/') || tag === tags.minionStartLegacy) throw new MalformedRequestError('fire_event load', `tag ${JSON.stringify(tag.slice(0, 120))} is reserved for the master and its minions`)
     if (!isMap(data)) throw new MalformedRequestError('fire_event load', "field 'data' must be a mapping")
     this.#o.bus.fire(tag, data)

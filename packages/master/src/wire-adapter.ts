@@ -115,7 +115,7 @@ export class MasterWireAdapter {
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
       case 'mk_token':
-        return (await service.mkToken(load, context.address)) as unknown as WireValue
+        return (await service.mkToken(load, this.#loginAddress(load, context))) as unknown as WireValue
       case 'get_token':
         return (await service.getToken(load['token'])) as WireValue
       case 'rm_token':
@@ -129,6 +129,16 @@ export class MasterWireAdapter {
         this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
         throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
     }
+  }
+
+  /**
+   * Where a login came from, for the per-address limit: the peer's address, or the `client_address` a root-key
+   * holder (the REST API, logging in its HTTP callers) vouches for, so one API is not one address to the limit.
+   */
+  #loginAddress(load: Record<string, unknown>, context: RequestContext): string | undefined {
+    const claimed = load['client_address']
+    if (typeof claimed === 'string' && claimed !== '' && claimed.length <= 100 && this.#service.holdsRootKey(load['key'])) return claimed
+    return context.address
   }
 
   async #box(request: Record<string, unknown>): Promise<WireValue> {
