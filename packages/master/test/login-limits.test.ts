@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url'
 import bcrypt from 'bcryptjs'
 import { afterEach, describe, expect, it } from 'vitest'
 import { LoginThrottle } from '@brine/common'
-import { RemoteError } from '@brine/transport'
+import { createLogger, LogLimiter, RemoteError } from '@brine/transport'
+import { ExternalAuth, FileAuthBackend, fileBackendSettings, TokenStore } from '../src/index.js'
 import { deadline } from '@brine/transport-compliance'
 import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, WAIT_MS, watchSubscribers } from './helpers.js'
 
@@ -51,6 +52,38 @@ describe('the login throttle', () => {
     expect(() => throttle.begin('dave', '10.0.0.2')).not.toThrow()
     now = 1000
     expect(() => throttle.begin('alice', '10.0.0.1')).not.toThrow()
+  })
+})
+
+describe('failed-login warnings', () => {
+  it('a flood of failed logins logs the burst, then one summary line per window with the count of the rest', async () => {
+    const dir = await tempDir()
+    await writeFile(join(dir, 'users'), 'alice:pw\n')
+    const lines: string[] = []
+    const logger = createLogger({ level: 'warning', write: (line) => lines.push(line) })
+    const external = new ExternalAuth({
+      config: { file: { alice: ['.*'] } },
+      backends: new Map([['file', new FileAuthBackend(await fileBackendSettings({ '^filename': join(dir, 'users') }))]]),
+      tokens: new TokenStore(join(dir, 'tokens')),
+      tokenExpireMs: 60_000,
+      expireOverride: false,
+      permissiveAcl: false,
+      failureLog: new LogLimiter({ burst: 3, windowMs: 1000 }),
+      logger,
+    })
+    for (let n = 0; n < 20; n++) await expect(external.authenticate({ eauth: 'file', username: `nobody${n}`, password: 'x' }, '10.0.0.9')).rejects.toMatchObject({ name: 'EauthAuthenticationError' })
+    await deadline(
+      (async () => {
+        while (!lines.some((line) => line.includes('suppressed'))) await new Promise((resolve) => setTimeout(resolve, 20))
+      })(),
+      WAIT_MS,
+      'the summary line at the end of the window',
+    )
+    expect(lines.filter((line) => line.includes('Authentication failure of type "eauth"'))).toHaveLength(3)
+    expect(lines[0]).toContain('for user "nobody0" from 10.0.0.9 (file)')
+    const summaries = lines.filter((line) => line.includes('suppressed'))
+    expect(summaries).toHaveLength(1)
+    expect(summaries[0]).toContain('17 failed-login warnings suppressed in the last 1 s (at most 3 logged per window)')
   })
 })
 

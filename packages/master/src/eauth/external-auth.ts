@@ -39,6 +39,8 @@ export interface ExternalAuthOptions {
   permissiveAcl: boolean
   /** Failed logins per user name and per client address before further ones are refused (default: none). */
   limits?: LoginLimits
+  /** The rate limit of failed-login warnings (default: 10 a minute, then a count of the rest). */
+  failureLog?: LogLimiter
   logger?: Logger
 }
 
@@ -56,13 +58,14 @@ export class ExternalAuth {
   readonly #logger: Logger
   readonly #throttle: LoginThrottle | undefined
   /** A failed login is a peer's doing: 10 warnings a minute, then a count of the rest. */
-  readonly #failureLog = new LogLimiter()
+  readonly #failureLog: LogLimiter
   #maxFailMs = 0
 
   constructor(options: ExternalAuthOptions) {
     this.#o = options
     this.#logger = options.logger ?? silentLogger
     this.#throttle = options.limits === undefined ? undefined : new LoginThrottle(options.limits)
+    this.#failureLog = options.failureLog ?? new LogLimiter()
   }
 
   /**
