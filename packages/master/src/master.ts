@@ -213,7 +213,8 @@ export class Master {
     const eauthLimits = eauthLimitsFromConfig(opts)
     const submit = store.submit.bind(store)
     // Threads of their own: a login storm queues behind its own bound, never behind (or ahead of) job crypto.
-    const hashThreads = eauthLimits.hashThreads
+    // None without external_auth: nothing would ever be hashed.
+    const hashThreads = Object.keys(opts.external_auth ?? {}).length > 0 ? eauthLimits.hashThreads : 0
     this.#hashes = new PasswordHashPool({ pool: this.#threads(hashThreads, keys, submit, 'eauth_hash_threads'), concurrency: Math.max(1, hashThreads), backlog: eauthLimits.hashBacklog })
     const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'), this.#hashes)
     this.#externalAuth = externalAuth
