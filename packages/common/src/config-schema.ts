@@ -186,7 +186,7 @@ export const CONFIG_SCHEMA = {
   eauth_rate_limit_user: { kind: 'integer', roles: MASTER, default: 10, min: 0, max: 1_000_000 },
   eauth_rate_limit_address: { kind: 'integer', roles: MASTER, default: 30, min: 0, max: 1_000_000 },
   eauth_rate_limit_window: { kind: 'number', roles: MASTER, default: 60, unit: 'seconds', min: 0.001, max: MAX_TIMER_SECONDS },
-  eauth_hash_threads: { kind: 'integer', roles: MASTER, default: 2, min: 0, max: MAX_WORKER_THREADS },
+  eauth_hash_threads: { kind: 'integer', roles: MASTER, default: 1, min: 0, max: MAX_WORKER_THREADS },
   eauth_hash_backlog: { kind: 'integer', roles: MASTER, default: 64, min: 0, max: 1_000_000 },
   /** Salt's permissive_acl: `*`'s entries apply to every user, not only to users no entry names. */
   permissive_acl: { kind: 'boolean', roles: MASTER, default: false },

@@ -224,7 +224,7 @@ export function eauthLimitsFromConfig(opts: EauthLimitsConfig): EauthLimits {
     perUser: positiveCount(opts.eauth_rate_limit_user ?? 10, 'eauth_rate_limit_user', true),
     perAddress: positiveCount(opts.eauth_rate_limit_address ?? 30, 'eauth_rate_limit_address', true),
     windowMs,
-    hashThreads: positiveCount(opts.eauth_hash_threads ?? 2, 'eauth_hash_threads', true),
+    hashThreads: positiveCount(opts.eauth_hash_threads ?? 1, 'eauth_hash_threads', true),
     hashBacklog: positiveCount(opts.eauth_hash_backlog ?? 64, 'eauth_hash_backlog', true),
   }
 }
