@@ -192,6 +192,14 @@ export const CONFIG_SCHEMA = {
   token_dir: { kind: 'string', roles: MASTER, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${role}/tokens` },
   /** Where `brine -T` saves the token it made (Salt's ~/.salt_token). */
   token_file: { kind: 'string', roles: MASTER, default: '~/.brine_token' },
+  // Brine's (Salt has none): failed logins (eauth credentials, mk_token, the REST API's /login) one user name and one
+  // client address may have per window before further ones are refused (429 at the API); 0 for no limit. Password
+  // hashes are checked on eauth_hash_threads worker threads (0: the main thread), at most eauth_hash_backlog waiting.
+  eauth_rate_limit_user: { kind: 'integer', roles: MASTER, default: 10, min: 0, max: 1_000_000 },
+  eauth_rate_limit_address: { kind: 'integer', roles: MASTER, default: 30, min: 0, max: 1_000_000 },
+  eauth_rate_limit_window: { kind: 'number', roles: MASTER, default: 60, unit: 'seconds', min: 0.001, max: MAX_TIMER_SECONDS },
+  eauth_hash_threads: { kind: 'integer', roles: MASTER, default: 1, min: 0, max: MAX_WORKER_THREADS },
+  eauth_hash_backlog: { kind: 'integer', roles: MASTER, default: 64, min: 0, max: 1_000_000 },
   /** Salt's permissive_acl: `*`'s entries apply to every user, not only to users no entry names. */
   permissive_acl: { kind: 'boolean', roles: MASTER, default: false },
   /** The clients the REST API may use (Salt 3006: none until listed). */

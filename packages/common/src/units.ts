@@ -1,5 +1,6 @@
 import type { BackoffOptions } from '@brine/transport'
 import { ConfigError } from './errors.js'
+import type { LoginLimits } from './login-throttle.js'
 
 /**
  * The one place config units become API units. Salt's config keys are in seconds (keep_jobs in
@@ -233,4 +234,38 @@ export function fileServerLimitsFromConfig(opts: { file_buffer_size?: number; fi
   const bufferSize = Math.max(1, Math.min(configured, frame - CHUNK_FRAME_RESERVE))
   const recvMaxBytes = Math.floor(nonNegative(opts.file_recv_max_size ?? 100, 'file_recv_max_size', 'MiB') * 1024 * 1024)
   return { bufferSize, recvMaxBytes }
+}
+
+/** The keys behind the login limits and the password-hashing threads, in config units. */
+export interface EauthLimitsConfig {
+  eauth_rate_limit_user?: number
+  eauth_rate_limit_address?: number
+  eauth_rate_limit_window?: number
+  eauth_hash_threads?: number
+  eauth_hash_backlog?: number
+}
+
+/** The login limits (LoginThrottle) and the hashing pool's size and backlog, in the API's units. */
+export interface EauthLimits extends LoginLimits {
+  /** Threads checking password hashes; 0 checks them on the main thread. */
+  hashThreads: number
+  /** Logins waiting for a hashing thread, at most; beyond it a login is refused as busy. */
+  hashBacklog: number
+}
+
+/**
+ * `eauth_rate_limit_user` and `eauth_rate_limit_address` (failed logins per window; 0 for none),
+ * `eauth_rate_limit_window` (seconds → ms), `eauth_hash_threads`, `eauth_hash_backlog`. A ConfigError
+ * names a key whose value cannot work.
+ */
+export function eauthLimitsFromConfig(opts: EauthLimitsConfig): EauthLimits {
+  const windowMs = secondsToMs(opts.eauth_rate_limit_window ?? 60, 'eauth_rate_limit_window')
+  if (windowMs <= 0) throw new ConfigError(`eauth_rate_limit_window must be more than 0 seconds, got ${opts.eauth_rate_limit_window}`, { key: 'eauth_rate_limit_window' })
+  return {
+    perUser: positiveCount(opts.eauth_rate_limit_user ?? 10, 'eauth_rate_limit_user', true),
+    perAddress: positiveCount(opts.eauth_rate_limit_address ?? 30, 'eauth_rate_limit_address', true),
+    windowMs,
+    hashThreads: positiveCount(opts.eauth_hash_threads ?? 1, 'eauth_hash_threads', true),
+    hashBacklog: positiveCount(opts.eauth_hash_backlog ?? 64, 'eauth_hash_backlog', true),
+  }
 }

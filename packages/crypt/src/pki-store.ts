@@ -153,6 +153,8 @@ interface CachedKeys {
 export class PkiStore {
   readonly pkiDir: string
   readonly #logger: Logger
+  /** A peer can send `_auth` with someone else's id as often as it likes: 10 lines a minute, then a count. */
+  readonly #takeoverLog = new LogLimiter()
   readonly #accepted = new Map<string, CachedKeys>()
   readonly #recheckMs: number
   /** Bumped by every change to an accepted key made through this store. */
@@ -434,7 +436,7 @@ export class PkiStore {
       }
       if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
       const deny = async (): Promise<SubmitResult> => {
-        this.#logger.error(`authentication attempt from minion ${JSON.stringify(id)} with a key that does not match the one on file; key stored in minions_denied`)
+        this.#takeoverLog.log(this.#logger, 'error', `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`, 'key-mismatch errors')
         await this.#write('denied', id, keys)
         return done('denied', [{ id, act: 'deny', to: 'denied' }], false, true)
       }

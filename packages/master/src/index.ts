@@ -73,7 +73,8 @@ export {
 export { masterVersion } from './version.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
 export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
-export { RequestCrypto, type WorkerTask } from './request-worker.js'
+export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
+export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'
 export {
   PermissionDeniedError,
   MalformedRequestError,

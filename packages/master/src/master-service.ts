@@ -5,6 +5,7 @@ import {
   isMinionOwnTag,
   JOB_TAG_PREFIX,
   parseSyndicTag,
+  tagProblem,
   tags,
   type EventLoad,
   type Grains,
@@ -149,6 +150,8 @@ const isMap = (value: unknown): value is Record<string, unknown> => typeof value
 export class MasterService {
   readonly #o: MasterServiceOptions
   readonly #logger: Logger
+  /** Refused calls are a caller's doing: 10 lines a minute, then a count of the rest. */
+  readonly #refusalLog = new LogLimiter()
   readonly #keyListeners = new Set<KeyChangeListener>()
   readonly #announcements = new Announcements()
   /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
@@ -164,8 +167,13 @@ export class MasterService {
   }
 
   /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
-  authorize(request: Credentials): Promise<Caller> {
-    return this.#o.authorizer.authorize(request)
+  /** True for the master's root key (see {@link Authorizer.holdsRootKey}). */
+  holdsRootKey(key: unknown): boolean {
+    return this.#o.authorizer.holdsRootKey(key)
+  }
+
+  authorize(request: Credentials, from?: string): Promise<Caller> {
+    return this.#o.authorizer.authorize(request, from)
   }
 
   /**
@@ -290,8 +298,8 @@ export class MasterService {
    * the `token_expire` the load asks for when `token_expire_user_override` allows it). Answers Salt's
    * token data and `perms`, the ACL the master enforces for the token.
    */
-  async mkToken(load: Record<string, unknown>): Promise<MadeToken> {
-    return this.#external('mk_token').mkToken(load)
+  async mkToken(load: Record<string, unknown>, from?: string): Promise<MadeToken> {
+    return this.#external('mk_token').mkToken(load, from)
   }
 
   /** Salt's `get_token`: the live token's data (and `perms`), or `{}` when it is unknown, expired or revoked. */
@@ -319,7 +327,8 @@ export class MasterService {
    */
   fireEvent(caller: Caller, tag: unknown, data: unknown): void {
     if (caller.auth !== 'key') throw new PermissionDeniedError('fire_event', `only the root key may fire events, not user ${JSON.stringify(caller.user)} (${caller.auth})`, { user: caller.user })
-    if (typeof tag !== 'string' || tag === '' || tag.length > 1024) throw new MalformedRequestError('fire_event load', "field 'tag' must be a non-empty string of at most 1024 characters")
+    const problem = tagProblem(tag)
+    if (problem !== undefined || typeof tag !== 'string') throw new MalformedRequestError('fire_event load', `field 'tag' ${problem ?? 'must be a string'}`)
     if (tag.startsWith('salt/job/') || tag.startsWith('salt/minion/') || tag === tags.minionStartLegacy) throw new MalformedRequestError('fire_event load', `tag ${JSON.stringify(tag.slice(0, 120))} is reserved for the master and its minions`)
     if (!isMap(data)) throw new MalformedRequestError('fire_event load', "field 'data' must be a mapping")
     this.#o.bus.fire(tag, data)
@@ -574,7 +583,7 @@ export class MasterService {
 
   #check(caller: Caller, command: string, action: Action, minionsOf: (target: string) => readonly string[] = () => []): void {
     if (permits(caller, action, minionsOf)) return
-    this.#logger.warning(`refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`)
+    this.#refusalLog.warning(this.#logger, `refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`, 'ACL refusals')
     throw new PermissionDeniedError(command, refusal(caller, action), { user: caller.user, fun: action.fun })
   }
 

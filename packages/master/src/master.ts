@@ -14,11 +14,12 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { ConfigError, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
 import { defaultMaxConnections, iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
 import { Authorizer } from './authorize.js'
 import { ExternalAuth } from './eauth/external-auth.js'
+import { PasswordHashPool, type PasswordHashStats } from './eauth/hash-pool.js'
 import { MasterStateError } from './errors.js'
 import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
@@ -29,6 +30,7 @@ import { JobPublisher } from './job-publisher.js'
 import { MasterService } from './master-service.js'
 import { SyndicRegistry } from './syndics.js'
 import { MasterWireAdapter } from './wire-adapter.js'
+import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { masterVersion } from './version.js'
 
@@ -45,6 +47,11 @@ export interface MasterOptions {
    * the sealed-request window, the time in auth replies, future jids, pruning) reads it. Tests inject one.
    */
   now?: () => number
+  /**
+   * The built `request-worker.js` the worker threads run (default: the one beside this module). Tests running
+   * from TypeScript sources point it at the package's dist/ to get real threads.
+   */
+  workerScript?: URL
 }
 
 /** A count config key that must be a positive integer (a bound of 0 would refuse everything). */
@@ -96,6 +103,8 @@ export class Master {
   #pruneTimer: NodeJS.Timeout | undefined
   #service: MasterService | undefined
   #externalAuth: ExternalAuth | undefined
+  #hashes: PasswordHashPool | undefined
+  readonly #workerScript: URL
   #replayGuard: ReplayGuard | undefined
   #files: FileServer | undefined
   readonly #now: () => number
@@ -110,6 +119,7 @@ export class Master {
     this.#logger = options.logger ?? silentLogger
     this.#jobs = options.jobs
     this.#now = options.now ?? Date.now
+    this.#workerScript = options.workerScript ?? new URL('./request-worker.js', import.meta.url)
     this.bus = new EventBus({ sockDir: opts.sock_dir, hwm: eventBusHwm(opts.pub_hwm), logger: this.#logger.child('event-bus') })
   }
 
@@ -213,7 +223,13 @@ export class Master {
     const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
     this.#rootKey = rootKey
     // external_auth: a backend Brine does not implement, or bad file-backend settings, stop the start here.
-    const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'))
+    const eauthLimits = eauthLimitsFromConfig(opts)
+    const submit = store.submit.bind(store)
+    // Threads of their own: a login storm queues behind its own bound, never behind (or ahead of) job crypto.
+    // None without external_auth: nothing would ever be hashed.
+    const hashThreads = Object.keys(opts.external_auth ?? {}).length > 0 ? eauthLimits.hashThreads : 0
+    this.#hashes = new PasswordHashPool({ pool: this.#threads(hashThreads, keys, submit, 'eauth_hash_threads'), concurrency: Math.max(1, hashThreads), backlog: eauthLimits.hashBacklog })
+    const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'), this.#hashes)
     this.#externalAuth = externalAuth
     if (externalAuth.configured) this.#logger.info(`external auth: ${Object.keys(opts.external_auth).join(', ')}; tokens in ${String(opts.token_dir)}`)
     // file_roots and the ignore patterns are checked here: a bad one stops the start.
@@ -225,7 +241,7 @@ export class Master {
     await syndics.load()
     this.#syndics = syndics
     await this.bus.start()
-    const pool = this.#createPool(keys, store)
+    const pool = this.#threads(opts.worker_threads, keys, submit, 'worker_threads')
     this.#pool = pool
 
     const limits = endpointLimitsFromConfig(opts)
@@ -410,18 +426,24 @@ export class Master {
     }
   }
 
-  #createPool(keys: KeyPair, store: PkiStore): RequestPool {
-    const submit = store.submit.bind(store)
-    const size = this.opts.worker_threads
+  /** What the password-hashing threads have done: checks, how many off the main thread, refusals (after start). */
+  get passwordHashes(): PasswordHashStats {
+    const hashes = this.#hashes
+    if (hashes === undefined) throw new MasterStateError('passwordHashes is available once the master has started', this.#state)
+    return hashes.stats()
+  }
+
+  /** `size` worker threads running request-worker.js (`key` names the config key), or the main thread for 0. */
+  #threads(size: number, keys: KeyPair, submit: SubmitKey, key: string): RequestPool {
     if (size <= 0) return new InlinePool(keys, submit)
-    const script = new URL('./request-worker.js', import.meta.url)
+    const script = this.#workerScript
     if (!existsSync(fileURLToPath(script))) {
       // Running from TypeScript sources (tests): there is no built worker script to start.
-      this.#logger.warning(`worker_threads: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); handling requests on the main thread`)
+      this.#logger.warning(`${key}: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); working on the main thread`)
       return new InlinePool(keys, submit)
     }
-    this.#logger.info(`request handling: ${size} worker threads`)
-    return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child('workers') })
+    this.#logger.info(`${key}: ${size} worker threads`)
+    return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers') })
   }
 
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
@@ -439,6 +461,7 @@ export class Master {
     const results = await Promise.allSettled([
       ...this.#endpoints.flatMap(({ publish, request, local }) => [request.close(), publish.close(), local?.close() ?? Promise.resolve()]),
       this.#pool?.close() ?? Promise.resolve(),
+      this.#hashes?.close() ?? Promise.resolve(),
       this.bus.close(),
       this.#syndics?.flush() ?? Promise.resolve(),
     ])

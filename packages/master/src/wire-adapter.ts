@@ -66,6 +66,8 @@ export class MasterWireAdapter {
   readonly #boxes: MinionBoxes
   /** Refused clear commands are a peer's doing: 10 lines a minute, then a count of the rest. */
   readonly #refusalLog = new LogLimiter()
+  /** Refused sealed requests, the same: a minion (or whoever holds its key) decides how many it sends. */
+  readonly #sealedLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
   readonly #files: FileServer | undefined
@@ -114,25 +116,25 @@ export class MasterWireAdapter {
         return reply
       }
       case 'publish': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         context.authenticated?.()
         const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
         return (await service.publish(caller, job)) as unknown as WireValue
       }
       case 'wheel': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         context.authenticated?.()
         const call = withoutCredentials(load)
         return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
       }
       case 'runner': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         context.authenticated?.()
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
       case 'mk_token': {
-        const token = await service.mkToken(load)
+        const token = await service.mkToken(load, this.#loginAddress(load, context))
         context.authenticated?.()
         return token as unknown as WireValue
       }
@@ -141,7 +143,7 @@ export class MasterWireAdapter {
       case 'rm_token':
         return { removed: await service.rmToken(load['token']) }
       case 'fire_event': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
         context.authenticated?.()
         service.fireEvent(caller, load['tag'], load['data'])
         return { fired: true }
@@ -150,6 +152,16 @@ export class MasterWireAdapter {
         this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
         throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
     }
+  }
+
+  /**
+   * Where a login came from, for the per-address limit: the peer's address, or the `client_address` a root-key
+   * holder (the REST API, logging in its HTTP callers) vouches for, so one API is not one address to the limit.
+   */
+  #loginAddress(load: Record<string, unknown>, context: RequestContext): string | undefined {
+    const claimed = load['client_address']
+    if (typeof claimed === 'string' && claimed !== '' && claimed.length <= 100 && this.#service.holdsRootKey(load['key'])) return claimed
+    return context.address
   }
 
   async #box(request: Record<string, unknown>, context: RequestContext): Promise<WireValue> {
@@ -181,8 +193,9 @@ export class MasterWireAdapter {
       reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true, ...extra }
     } catch (error) {
       // A stale request is routine (a minion's clock anchor aged, or a recording replayed): it re-seals; not worth a warning each.
-      const log = error instanceof StaleRequestError ? this.#logger.debug.bind(this.#logger) : this.#logger.warning.bind(this.#logger)
-      log(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
+      const line = `sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`
+      if (error instanceof StaleRequestError) this.#logger.debug(line)
+      else this.#sealedLog.warning(this.#logger, line, 'refused sealed requests')
       reply = { ok: false, error: serializeError(error) }
     }
     // Sealed with the key that sealed the request: only its holder can read the answer.

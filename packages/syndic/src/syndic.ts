@@ -13,6 +13,7 @@ import {
   backoffFromConfig,
   BUS_DROPPED_TAG,
   endpointLimitsFromConfig,
+  tagProblem,
   checkSyndicMasters,
   loadTransport,
   mastersOf,
@@ -519,13 +520,21 @@ export class Syndic {
 
   /**
    * The next events to forward: at most {@link RAW_EVENTS_PER_SEND}, within one frame of `max_frame_bytes`.
-   * An event too big for a frame on its own is dropped here (forwarding is best effort, as in Salt), logged.
+   * An event too big for a frame on its own, or whose tag the master above would refuse, is dropped here
+   * (forwarding is best effort, as in Salt), logged.
    */
   #takeEvents(): EventLoad[] {
     const budget = Math.max(1024, endpointLimitsFromConfig(this.opts).maxFrameBytes - RETURN_FRAME_RESERVE_BYTES)
     const events: EventLoad[] = []
     let bytes = 0
     while (events.length < RAW_EVENTS_PER_SEND && this.#rawEvents.length > 0) {
+      // The master above refuses a batch holding a tag that is not printable text: leave such an event here.
+      const problem = tagProblem(this.#rawEvents[0]!.tag)
+      if (problem !== undefined) {
+        const [event] = this.#rawEvents.splice(0, 1)
+        this.#logger.warning(`event ${JSON.stringify(event!.tag.slice(0, 120))} of this master not forwarded: its tag ${problem}`)
+        continue
+      }
       const size = encodedBytes(this.#rawEvents[0])
       if (size > budget) {
         const [event] = this.#rawEvents.splice(0, 1)

@@ -4,6 +4,7 @@ import {
   EndpointBase,
   Listener,
   RequestServing,
+  hostOf,
   decodeLimitsOf,
   frame,
   type FramedConnection as Connection,
@@ -42,7 +43,7 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
     this.#listener = new Listener(
       this.core,
       { ...options, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM, authenticates: true },
-      { onFrame: (body, connection) => this.#serving.receive(body, connection, connection.peer) },
+      { onFrame: (body, connection) => this.#serving.receive(body, connection, connection.peer, hostOf(connection.peer)) },
     )
   }
 

@@ -4,6 +4,7 @@ import {
   EndpointBase,
   Listener,
   RequestServing,
+  hostOf,
   decodeLimitsOf,
   type FramedConnection,
   type LiveStats,
@@ -93,7 +94,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
       this.core.frameDropped(session.routingId, `expected one frame per request, got ${parts.length}`, size)
       return
     }
-    this.#serving.receive(body, session, session.routingId)
+    this.#serving.receive(body, session, session.routingId, hostOf(session.connection.peer))
   }
 
   #reply(session: ZmtpSession, reply: Buffer): void {

@@ -249,14 +249,14 @@ export function hardeningTests(harness: Harness): void {
       }
     })
 
-    test('hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop, the link kept', async () => {
+    test('hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop and a FrameLimitError answer, the link kept', async () => {
       const server = await harness.requestServer(async (request: WireValue) => (Array.isArray(request) ? request.length : request), { maxFrameEntries: 1000 })
       const { endpoint: client } = await harness.requestClient(server.port)
       const mark = server.recorder.mark()
       const refused = client.send(Array.from({ length: 1001 }, () => ({})), { timeout: 1000 }).catch((error: unknown) => error)
       const drop = await server.recorder.waitFor(isEvent('frame-drop'), 'the over-limit request to be dropped', { from: mark })
       expect(drop.type === 'frame-drop' && drop.reason).toMatch(/holds more than 1000 entries .*max_frame_entries \(1000\)/)
-      expect((await refused) as Error).toMatchObject({ name: 'TimeoutError' })
+      expect((await refused) as Error).toMatchObject({ name: 'FrameLimitError', key: 'max_frame_entries', limit: 1000 })
       // The envelope `[0, id, body]` counts three entries: 997 maps make exactly 1000, the bound itself.
       expect(await client.send(Array.from({ length: 997 }, () => ({})), { timeout: WAIT_MS })).toBe(997)
     })

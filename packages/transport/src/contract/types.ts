@@ -245,6 +245,8 @@ export interface RequestContext {
    * Transports without per-peer connections leave it out.
    */
   readonly authenticated?: () => void
+  /** The peer's network address without its port (`10.0.0.7`, `::1`), when the transport knows it: what per-address limits key on. */
+  readonly address?: string
 }
 
 export type RequestHandler = (request: WireValue, context: RequestContext) => Promise<WireValue>

@@ -64,6 +64,13 @@ const sizeOf = (data: Outgoing): number => {
   return size
 }
 
+/** The host of a `host:port` (or `[v6]:port`) peer name, as {@link peerOf} writes it. */
+export function hostOf(peer: string): string {
+  const colon = peer.lastIndexOf(':')
+  const host = colon < 0 ? peer : peer.slice(0, colon)
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host
+}
+
 /** `host:port` of a socket's remote end, with IPv6 hosts in brackets. */
 export function peerOf(socket: Socket): string {
   const host = socket.remoteAddress ?? 'unknown'
