@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MAX_TAG_LENGTH, tagProblem } from '@brine/common'
+import { rootCaller } from '../src/index.js'
 import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
 
 afterEach(runCleanups)
@@ -32,6 +33,8 @@ describe.each(TRANSPORTS)('tags a peer sends over %s', (transport) => {
     const [web1, syndic] = await Promise.all(['web1', 'syndic1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
     await subscribers(2)
     for (const peer of [web1!, syndic!]) expect(await peer.auth()).toEqual({ ok: true })
+    // Only a key accepted as a syndic's may send _syndic_event: this one is, so its tags are what is refused.
+    expect((await master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: 'syndic1' })).return).toEqual({ syndics: ['syndic1'] })
 
     for (const tag of [FORGED, LONG]) {
       const reply = await web1!.sealed({ cmd: '_minion_event', id: 'web1', events: [{ tag, data: { return: 'FORGED' } }] })
