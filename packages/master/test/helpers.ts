@@ -173,11 +173,6 @@ export async function clearClient(transportName: string, address: MasterAddress)
   return client
 }
 
-/**
- * A started master over a temp dir. Its job cache is an injected MemoryJobStore, whose records are readable as
- * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
- * the cache `master_job_cache` names.
- */
 let natsServer: Promise<NatsServerProcess> | undefined
 
 /**
@@ -196,7 +191,12 @@ export async function stopNatsServer(): Promise<void> {
   await (await server)?.close()
 }
 
-export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger; jobs?: MemoryJobStore } = {}): Promise<{ master: Master; events: EventLog }> {
+/**
+ * A started master over a temp dir. Its job cache is an injected MemoryJobStore, whose records are readable as
+ * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
+ * the cache `master_job_cache` names.
+ */
+export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger; jobs?: MemoryJobStore; workerScript?: URL } = {}): Promise<{ master: Master; events: EventLog }> {
   const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore(), ...options })
   cleanups.push(() => master.stop())
   const events = new EventLog(master)

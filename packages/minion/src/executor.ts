@@ -81,6 +81,7 @@ class RunningJobContext implements JobContext {
   readonly opts: ModuleContext['opts']
   readonly logger: ModuleContext['logger']
   readonly jobs: ModuleContext['jobs']
+  readonly master: ModuleContext['master']
   retcode = 0
   readonly #signalOf: () => AbortSignal
 
@@ -96,6 +97,7 @@ class RunningJobContext implements JobContext {
     this.opts = context.opts
     this.logger = context.logger
     this.jobs = context.jobs
+    this.master = context.master
     this.#signalOf = signalOf
   }
 

@@ -28,7 +28,7 @@ import type { Clock } from './master-time.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
-import type { Grains, ModuleDefinition, ModuleRegistry } from './modules/types.js'
+import type { Grains, MasterChannel, ModuleDefinition, ModuleRegistry } from './modules/types.js'
 import { ReturnSpool, spoolDir } from './spool.js'
 
 export interface MinionOptions {
@@ -138,7 +138,8 @@ export class Minion {
     })
     this.authenticated.catch(() => {}) // nobody has to listen
     const signal = this.#controller.signal
-    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal }, options.modules)
+    const master: MasterChannel = { request: (load, requestOptions) => this.#request(load, requestOptions) }
+    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master }, options.modules)
     this.#runner = new JobRunner({
       id: this.id,
       grains: this.grains,
@@ -297,6 +298,15 @@ export class Minion {
     await send({ cmd: '_grains', id: this.id, grains: this.grains })
     // A failover minion announces itself when it chooses a master (#announce), not on every link's first auth.
     if (first && this.#policy?.type !== 'failover') await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
+  }
+
+  /** A module's request to the master: through the first link that is authenticated (else the first link, which waits for its auth). */
+  #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number; tries?: number } = {}): Promise<Record<string, unknown>> {
+    const links = this.links
+    const link = links.find((candidate) => candidate.session !== undefined) ?? links[0]
+    if (link === undefined) return Promise.reject(new ClosedError('minion (no master link)', this.id))
+    const { signal, timeout, tries } = options
+    return link.request({ ...load, id: this.id }, { ...(signal === undefined ? {} : { signal }), ...(timeout === undefined ? {} : { timeout }), ...(tries === undefined ? {} : { tries }) })
   }
 
   #track(task: Promise<unknown>): void {
