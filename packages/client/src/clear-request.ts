@@ -94,8 +94,8 @@ export class ClearRequester {
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
     // On NATS the client reaches the master through the broker the master's config names (transport_opts first).
     const broker = brokerFromConfig({ ...opts, ...(opts.transport_opts[opts.transport] ?? {}) })
-    // A broker transport has no local channel (the master opens none for it), so no socket is found there.
-    const path = localChannel(opts)
+    // A broker transport has no local channel (the master opens none for it, and its endpoints refuse a path).
+    const path = transport.peerSockets === false ? undefined : localChannel(opts)
     if (path !== undefined) this.logger.debug(`reaching the master through its local channel ${path}`)
     const requests = transport.createRequestClient({ host, port, broker, ...(path === undefined ? {} : { path }), logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
     await requests.start()

@@ -37,9 +37,19 @@ export interface ReassemblyOptions {
   maxFrameBytes: number
   /** Bytes of incomplete messages held over every endpoint of the process (`max_pending_bytes`). */
   maxPendingBytes: number
-  /** ms an incomplete message may go without growing by 64 KiB (`peer_idle_timeout`). */
+  /** ms an incomplete message may go without growing by 64 KiB (`peer_idle_timeout`); 0: no such limit. */
   idleTimeout: number
+  /**
+   * A server's deadlines, as a socket server's: ms a peer that never completed a message has to complete its
+   * first (`handshake_timeout`: on a broker the first whole message is the greeting), and ms a greeted peer's
+   * message has from its first chunk (`frame_timeout`), however steadily it trickles. 0 or absent: none.
+   */
+  handshakeTimeout?: number
+  frameTimeout?: number
 }
+
+/** Peers remembered as greeted (a whole message received); the oldest is forgotten past this, and must greet again. */
+const GREETED_LIMIT = 65_536
 
 /** One peer's message in progress; a PendingHolder, so the process-wide budget can give it up. */
 class Partial implements PendingHolder {
@@ -48,6 +58,8 @@ class Partial implements PendingHolder {
   progressMark = 0
   readonly pendingSince = Date.now()
   timer: NodeJS.Timeout | undefined
+  /** The handshake_timeout or frame_timeout deadline, set once when the message begins: progress does not move it. */
+  deadline: NodeJS.Timeout | undefined
 
   constructor(
     readonly owner: Reassembler,
@@ -75,6 +87,7 @@ class Partial implements PendingHolder {
 export class Reassembler {
   readonly #partials = new Map<string, Partial>()
   readonly #skipping = new Map<string, number>()
+  readonly #greeted = new Set<string>()
 
   constructor(
     private readonly core: EndpointCore,
@@ -87,11 +100,14 @@ export class Reassembler {
       const interrupted = this.#partials.get(peer)
       if (interrupted !== undefined) this.#discard(interrupted, `its chunked message of ${interrupted.total} bytes was interrupted by another message`)
       // The broker's max_payload may be larger than this endpoint's max_frame_bytes.
+      this.#greet(peer)
       if (data.length > this.options.maxFrameBytes) this.core.frameDropped(peer, new FrameTooLargeError(data.length, this.options.maxFrameBytes, peer).message, data.length)
       else this.deliver(data, peer)
       return
     }
     if (data.length < CHUNK_HEADER_BYTES) {
+      // A whole message, if a malformed one: the peer has greeted, as a socket peer whose first frame is refused has.
+      this.#greet(peer)
       this.core.frameDropped(peer, `malformed chunk from ${peer}: ${data.length} bytes, shorter than a chunk header`, data.length)
       return
     }
@@ -121,6 +137,7 @@ export class Reassembler {
       partial = new Partial(this, peer, messageId, total)
       this.#partials.set(peer, partial)
       this.#armTimer(partial)
+      this.#armDeadline(partial)
     }
     if (offset !== partial.received || offset + bytes.length > total) {
       this.#discard(partial, `malformed chunk from ${peer}: bytes ${offset}..${offset + bytes.length} do not follow ${partial.received} of ${total}`)
@@ -130,6 +147,7 @@ export class Reassembler {
     partial.received += bytes.length
     if (partial.received === total) {
       this.#forget(partial)
+      this.#greet(peer)
       this.deliver(Buffer.concat(partial.parts, total), peer)
       return
     }
@@ -146,13 +164,39 @@ export class Reassembler {
     this.#skipping.set(peer, messageId)
   }
 
+  /** A whole message arrived from `peer`: it has greeted (remembered within a bound). */
+  #greet(peer: string): void {
+    if (this.#greeted.has(peer)) return
+    if (this.#greeted.size >= GREETED_LIMIT) this.#greeted.delete(this.#greeted.values().next().value as string)
+    this.#greeted.add(peer)
+  }
+
   #armTimer(partial: Partial): void {
     clearTimeout(partial.timer)
+    const ms = this.options.idleTimeout
+    if (ms <= 0) return
     partial.timer = setTimeout(() => {
-      const ms = this.options.idleTimeout
       partial.drop(partial.received === 0 ? `declared a message and sent nothing for ${ms} ms (peer_idle_timeout)` : `sent no more of its message within ${ms} ms (peer_idle_timeout; ${partial.received} bytes of it held)`)
-    }, this.options.idleTimeout)
+    }, ms)
     partial.timer.unref()
+  }
+
+  /**
+   * The socket servers' two deadlines that trickling cannot stretch: a peer's first message is its greeting
+   * (handshake_timeout); a greeted peer's later message must be whole within frame_timeout of its first chunk.
+   */
+  #armDeadline(partial: Partial): void {
+    const greeted = this.#greeted.has(partial.peer)
+    const ms = (greeted ? this.options.frameTimeout : this.options.handshakeTimeout) ?? 0
+    if (ms <= 0) return
+    partial.deadline = setTimeout(() => {
+      partial.drop(
+        greeted
+          ? `did not complete its frame within ${ms} ms of its first byte (frame_timeout; ${partial.received} bytes of it held)`
+          : `did not complete its greeting within ${ms} ms (handshake_timeout; ${partial.received} bytes received)`,
+      )
+    }, ms)
+    partial.deadline.unref()
   }
 
   /** @internal The budget or the idle timer gave up `partial`: a `peer-drop`, and the rest of it is skipped. */
@@ -170,6 +214,7 @@ export class Reassembler {
 
   #forget(partial: Partial): void {
     clearTimeout(partial.timer)
+    clearTimeout(partial.deadline)
     this.#partials.delete(partial.peer)
     admission.release(partial)
   }
@@ -184,5 +229,6 @@ export class Reassembler {
   close(): void {
     for (const partial of [...this.#partials.values()]) this.#forget(partial)
     this.#skipping.clear()
+    this.#greeted.clear()
   }
 }

@@ -29,6 +29,8 @@ export { CHUNK_HEADER_BYTES, CHUNK_MARK, publishChunked } from './chunks.js'
 export function natsTransport(defaults: BrokerOptions = {}): Transport {
   return {
     name: 'nats',
+    // Servers here are the broker's clients: no per-peer socket, so no local unix channel (EndpointOptions.path) either.
+    peerSockets: false,
     createPublishServer: (options) => new NatsPublishServer(options, defaults),
     createPublishClient: (options) => new NatsPublishClient(options, defaults),
     createRequestServer: (options) => new NatsRequestServer(options, defaults),

@@ -1,5 +1,7 @@
 import { nuid, type Msg } from '@nats-io/transport-node'
 import {
+  DEFAULT_FRAME_TIMEOUT_MS,
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
   DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_MAX_PENDING_BYTES,
   DEFAULT_PEER_IDLE_TIMEOUT_MS,
@@ -51,6 +53,8 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
         maxFrameBytes,
         maxPendingBytes: Math.max(options.maxPendingBytes ?? DEFAULT_MAX_PENDING_BYTES, maxFrameBytes),
         idleTimeout: options.idleTimeout ?? DEFAULT_PEER_IDLE_TIMEOUT_MS,
+        handshakeTimeout: options.handshakeTimeout ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        frameTimeout: options.frameTimeout ?? DEFAULT_FRAME_TIMEOUT_MS,
       },
       (body, peer) => this.#serving.receive(body, peer, peer),
     )

@@ -1,5 +1,6 @@
 import { createServer } from 'node:net'
 import type { BrokerOptions, EndpointOptions } from '@brine/transport'
+import { NatsOptionsError } from './errors.js'
 import { resolveBroker, type ResolvedBroker } from './options.js'
 import { Subjects } from './subjects.js'
 
@@ -14,7 +15,14 @@ export interface Service {
   address: string
 }
 
+/**
+ * Every endpoint's service; a unix socket `path` is refused, synchronously in the factory: a NATS endpoint is a
+ * client of the broker and owns no socket to put there (the transport says so with `peerSockets: false`).
+ */
 export function serviceOf(options: EndpointOptions, defaults: BrokerOptions): Service {
+  if (options.path !== undefined) {
+    throw new NatsOptionsError('path', `a NATS endpoint is a client of the broker and has no socket of its own to bind or reach at ${options.path}; use host and port (the subjects)`)
+  }
   const broker = resolveBroker(defaults, options.broker)
   return { broker, address: natsAddress(broker, options.port) }
 }

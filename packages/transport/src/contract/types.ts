@@ -308,8 +308,15 @@ export interface RequestClient extends Endpoint {
 
 /** A transport: four synchronous factories, no I/O until start(). */
 export interface Transport {
-  /** The config string that selects it: `zeromq` or `tcp`. */
+  /** The config string that selects it: `zeromq`, `tcp` or `nats`. */
   readonly name: string
+  /**
+   * Whether its servers own a socket per peer (absent: they do, as ZeroMQ's and TCP's). A broker transport
+   * (NATS) says false: its servers are clients of the broker, so there is no socket of theirs to put on a
+   * unix path. Such a transport refuses `EndpointOptions.path`, and the master opens no local request
+   * channel for it (two servers there would be one queue group on the same subject, not two doors).
+   */
+  readonly peerSockets?: boolean
   createPublishServer(options: PublishServerOptions): PublishServer
   createPublishClient(options: PublishClientOptions): PublishClient
   createRequestServer(options: RequestServerOptions): RequestServer
