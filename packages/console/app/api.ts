@@ -103,9 +103,14 @@ export interface BusEvent {
 
 type Listener = (event: BusEvent) => void
 
+/** Events the hub remembers for a page opened later (the Events page starts with them). */
+const RECENT = 500
+
 /** The session's one event stream, shared by every page (one connection per tab). */
 export class EventHub {
   readonly #listeners = new Set<Listener>()
+  /** The last {@link RECENT} events, oldest first. */
+  readonly recent: BusEvent[] = []
   #source: EventSource | undefined
   connected = false
 
@@ -129,6 +134,8 @@ export class EventHub {
       } catch {
         return
       }
+      this.recent.push(event)
+      if (this.recent.length > RECENT) this.recent.shift()
       for (const listener of this.#listeners) listener(event)
     }
   }

@@ -6,6 +6,8 @@ export interface Row {
   state: RowState
   ret?: unknown
   retcode?: number
+  /** Where the return came from: the live event stream, or the job cache (what the stream missed). */
+  via?: 'event' | 'cache'
 }
 
 /** A return event's data (`salt/job/<jid>/ret/<id>`), as far as the rows need it. */
@@ -38,9 +40,9 @@ export class JobRows {
   }
 
   /** Applies one return; true when it changed a row. */
-  applyReturn(data: ReturnData): boolean {
+  applyReturn(data: ReturnData, via: 'event' | 'cache' = 'event'): boolean {
     const failed = (data.retcode !== undefined && data.retcode !== 0) || data.success === false
-    const row: Row = { id: data.id, state: failed ? 'failed' : 'returned', ret: data.return }
+    const row: Row = { id: data.id, state: failed ? 'failed' : 'returned', ret: data.return, via }
     if (data.retcode !== undefined) row.retcode = data.retcode
     this.#set(row)
     return true
@@ -49,6 +51,10 @@ export class JobRows {
   /** Marks every row still waiting as not returned. */
   expire(): void {
     for (const row of [...this.#rows.values()]) if (row.state === 'waiting') this.#set({ id: row.id, state: 'did not return' })
+  }
+
+  stateOf(id: string): RowState | undefined {
+    return this.#rows.get(id)?.state
   }
 
   get done(): boolean {

@@ -10,15 +10,22 @@ interface Seen extends BusEvent {
   at: string
 }
 
+/** The event's own time (the master's `_stamp`), else now; hh:mm:ss.mmm. */
+function stampOf(event: BusEvent): string {
+  const stamp = event.data?.['_stamp']
+  const text = typeof stamp === 'string' ? stamp : new Date().toISOString()
+  return text.slice(11, 23)
+}
+
 /** The master's bus, live: a tag filter (glob, or a substring), and pause (events while paused are counted, not shown). */
 export function EventsPage({ hub }: { hub: EventHub }) {
-  const [events, setEvents] = useState<Seen[]>([])
+  const counter = useRef(0)
+  const [events, setEvents] = useState<Seen[]>(() => hub.recent.map((event) => ({ ...event, n: ++counter.current, at: stampOf(event) })).reverse())
   const [filter, setFilter] = useState('')
   const [paused, setPaused] = useState(false)
   const [missed, setMissed] = useState(0)
   const pausedRef = useRef(paused)
   pausedRef.current = paused
-  const counter = useRef(0)
   useEffect(
     () =>
       hub.subscribe((event) => {
@@ -26,7 +33,7 @@ export function EventsPage({ hub }: { hub: EventHub }) {
           setMissed((value) => value + 1)
           return
         }
-        const seen: Seen = { ...event, n: ++counter.current, at: new Date().toISOString().slice(11, 23) }
+        const seen: Seen = { ...event, n: ++counter.current, at: stampOf(event) }
         setEvents((list) => [seen, ...list].slice(0, KEEP))
       }),
     [hub],

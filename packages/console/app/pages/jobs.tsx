@@ -78,7 +78,7 @@ export function JobPage({ session, jid }: { session: Session; jid: string }) {
     if (info === undefined) return undefined
     const made = new JobRows(Array.isArray(info['Minions']) ? (info['Minions'] as string[]) : [])
     const result = isMap(info['Result']) ? info['Result'] : {}
-    for (const [id, entry] of Object.entries(result)) if (isMap(entry)) made.applyReturn({ id, ...(entry as Omit<ReturnData, 'id'>) })
+    for (const [id, entry] of Object.entries(result)) if (isMap(entry)) made.applyReturn({ id, ...(entry as Omit<ReturnData, 'id'>) }, 'cache')
     made.expire()
     return made
   }, [info])

@@ -126,7 +126,7 @@ async function catchUp(session: Session, jid: string, rows: JobRows): Promise<vo
   try {
     const info = await run(session, { client: 'runner', fun: 'jobs.list_job', jid })
     const result = isMap(info) && isMap(info['Result']) ? info['Result'] : {}
-    for (const [id, entry] of Object.entries(result)) if (isMap(entry)) rows.applyReturn({ id, ...(entry as Omit<ReturnData, 'id'>) })
+    for (const [id, entry] of Object.entries(result)) if (isMap(entry) && rows.stateOf(id) === 'waiting') rows.applyReturn({ id, ...(entry as Omit<ReturnData, 'id'>) }, 'cache')
   } finally {
     rows.expire()
   }
@@ -200,7 +200,7 @@ function JobView({ job, raw, setRaw }: { job: Running; raw: boolean; setRaw: (ra
       <table class="returns">
         <tbody>
           {job.rows.page(offset, size).map((row) => (
-            <tr key={row.id} data-minion={row.id} data-state={row.state}>
+            <tr key={row.id} data-minion={row.id} data-state={row.state} data-via={row.via}>
               <td class="id">{row.id}</td>
               <td class={`state ${row.state.replace(/ /g, '-')}`}>
                 {row.state}
