@@ -23,9 +23,13 @@ async function secrets(dir: string): Promise<void> {
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' })
 }
 
+/** Fails loudly, before any daemon starts, when the browser is missing: naming the script that installs it. */
+function requireChromium(): void {
+  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not installed at ${CHROMIUM}: run \`npm run chromium\` (bash scripts/ensure-chromium.sh) first`)
+}
+
 /** A headless Chromium with its own fresh profile, nothing in the background, trusting the API's self-signed certificate. */
 async function browser(profile: string): Promise<BrowserContext> {
-  if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not installed at ${CHROMIUM}: run \`npm run chromium\` (bash scripts/ensure-chromium.sh) first`)
   return chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
@@ -69,6 +73,7 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
   }
 
   beforeAll(async () => {
+    requireChromium()
     dir = await mkdtemp(join(tmpdir(), 'brine-console-'))
     await secrets(dir)
     await mkdir(SCREENSHOTS, { recursive: true })
@@ -129,12 +134,15 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
       await expect.poll(() => row.locator('td.state').innerText(), { timeout: WAIT_MS }).toBe('up')
     }
     await shoot('minions')
-    await page.locator('tr[data-minion="web1"] a').click()
+    await page.locator('tr[data-minion="web1"] td:first-child a').click()
     await expect.poll(() => page.locator('pre.output').innerText(), { timeout: WAIT_MS }).toMatch(/^role:\n {4}web$/m)
     await shoot('minion')
 
     await runJob('*', 'test.ping')
     expect(await page.getByTestId('brine-command').innerText()).toBe("brine '*' test.ping")
+    // Completion from sys.list_functions and the chosen function's sys.doc, asked of one minion.
+    await expect.poll(() => page.locator('datalist#functions option[value="cmd.run"]').count(), { timeout: WAIT_MS }).toBe(1)
+    await expect.poll(() => page.locator('pre.doc').innerText(), { timeout: WAIT_MS }).toContain("brine '*' test.ping")
     const returned = page.locator('table.returns tr[data-state=returned]')
     await expect.poll(() => returned.count(), { timeout: WAIT_MS }).toBe(3)
     // Each came over the event stream, not from the job cache the page asks only at its deadline.
@@ -155,6 +163,10 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     expect(await page.locator('dd[data-field=user]').innerText()).toBe('admin')
     expect(await page.locator('dd[data-field=function]').innerText()).toBe('test.ping')
     await shoot('job')
+
+    // The minions page links each minion's newest job (this one, or the page's own grains lookup after it).
+    await page.locator('header a[data-page=minions]').click()
+    await expect.poll(async () => (await page.locator('tr[data-minion="web1"] td.last-job').innerText()) >= jid, { timeout: WAIT_MS }).toBe(true)
 
     await page.locator('header a[data-page=events]').click()
     await page.getByLabel('tag filter').fill(`salt/job/${jid}/*`)

@@ -21,6 +21,9 @@ function useRoute(): string[] {
   return current
 }
 
+/** How long the badge gathers key events before it asks for the key lists again, ms. */
+const BADGE_REFRESH_MS = 500
+
 /** The header's count of pending keys, refreshed when the bus says keys changed. */
 function usePending(session: Session, hub: EventHub): number | undefined {
   const [pending, setPending] = useState<number | undefined>(undefined)
@@ -31,9 +34,20 @@ function usePending(session: Session, hub: EventHub): number | undefined {
         .catch(() => setPending(undefined))
     }
     refresh()
-    return hub.subscribe((event) => {
-      if (event.tag === 'salt/auth' || event.tag.startsWith('salt/key')) refresh()
+    // A pending minion re-authenticates every few seconds: one refresh per burst, not one per event.
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const unsubscribe = hub.subscribe((event) => {
+      if ((event.tag === 'salt/auth' || event.tag.startsWith('salt/key')) && timer === undefined) {
+        timer = setTimeout(() => {
+          timer = undefined
+          refresh()
+        }, BADGE_REFRESH_MS)
+      }
     })
+    return () => {
+      unsubscribe()
+      clearTimeout(timer)
+    }
   }, [session, hub])
   return pending
 }

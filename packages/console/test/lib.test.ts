@@ -4,6 +4,7 @@ import { brineCommand, shellQuote } from '../app/lib/command.js'
 import { globToRegExp, minionMatches, parseMinionFilter } from '../app/lib/glob.js'
 import { JobRows } from '../app/lib/job-rows.js'
 import { renderNested } from '../app/lib/nested.js'
+import { lastJobs, targetNames } from '../app/lib/targets.js'
 import { consoleAssets } from '@brine/console'
 
 describe('renderNested (Salt nested outputter layout)', () => {
@@ -76,6 +77,22 @@ describe('JobRows (one row per expected minion)', () => {
     for (let index = 0; index < 1000; index += 2) rows.applyReturn({ id: `m${String(index).padStart(4, '0')}`, return: true })
     expect(rows.counts.returned).toBe(500)
     expect(rows.page(200, 200).map((row) => row.id)[0]).toBe('m0200')
+  })
+})
+
+describe('last job per minion (jobs.list_jobs targets)', () => {
+  it('counts glob and list targets, newest jid first, and leaves other target types alone', () => {
+    expect(targetNames({ Target: 'web*', 'Target-type': 'glob' }, 'web1')).toBe(true)
+    expect(targetNames({ Target: ['db1', 'web2'], 'Target-type': 'list' }, 'web2')).toBe(true)
+    expect(targetNames({ Target: 'db1,web2', 'Target-type': 'list' }, 'web1')).toBe(false)
+    expect(targetNames({ Target: 'G@role:web', 'Target-type': 'compound' }, 'web1')).toBe(false)
+    const jobs = {
+      '20261126100000000001': { Target: '*', 'Target-type': 'glob' },
+      '20261126100000000003': { Target: ['db1'], 'Target-type': 'list' },
+      '20261126100000000002': { Target: 'web*', 'Target-type': 'glob' },
+    }
+    expect(Object.fromEntries(lastJobs(jobs, ['web1', 'db1', 'mail1']))).toEqual({ db1: '20261126100000000003', web1: '20261126100000000002', mail1: '20261126100000000001' })
+    expect(lastJobs(jobs, ['mail1'], 2).size).toBe(0)
   })
 })
 

@@ -26,18 +26,29 @@ export function EventsPage({ hub }: { hub: EventHub }) {
   const [missed, setMissed] = useState(0)
   const pausedRef = useRef(paused)
   pausedRef.current = paused
-  useEffect(
-    () =>
-      hub.subscribe((event) => {
-        if (pausedRef.current) {
-          setMissed((value) => value + 1)
-          return
-        }
-        const seen: Seen = { ...event, n: ++counter.current, at: stampOf(event) }
-        setEvents((list) => [seen, ...list].slice(0, KEEP))
-      }),
-    [hub],
-  )
+  useEffect(() => {
+    // A burst (1,000 returns) lands in one render per frame, not one per event.
+    let batch: Seen[] = []
+    let frame: number | undefined
+    const unsubscribe = hub.subscribe((event) => {
+      if (pausedRef.current) {
+        setMissed((value) => value + 1)
+        return
+      }
+      batch.push({ ...event, n: ++counter.current, at: stampOf(event) })
+      if (frame !== undefined) return
+      frame = requestAnimationFrame(() => {
+        frame = undefined
+        const arrived = batch.reverse()
+        batch = []
+        setEvents((list) => [...arrived, ...list].slice(0, KEEP))
+      })
+    })
+    return () => {
+      unsubscribe()
+      if (frame !== undefined) cancelAnimationFrame(frame)
+    }
+  }, [hub])
   const pattern = useMemo(() => {
     const text = filter.trim()
     if (text === '') return undefined

@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks'
 import { run, wheel, type Session } from '../api.js'
-import { globToRegExp, minionMatches, parseMinionFilter } from '../lib/glob.js'
+import { minionMatches, parseMinionFilter } from '../lib/glob.js'
+import { lastJobs, targetNames } from '../lib/targets.js'
 import { renderNested } from '../lib/nested.js'
 import { isMap, Output, Problem, usePager } from '../ui.js'
 
@@ -8,23 +9,26 @@ interface MinionRow {
   id: string
   up: boolean | undefined
   grains: Record<string, unknown>
+  lastJob: string | undefined
 }
 
 const GRAINS = ['os', 'osrelease', 'kernel', 'ipv4']
 
 /** Accepted keys, manage.status and a few grains, each fetched on its own so one refusal hides only its column. */
 async function loadMinions(session: Session, setError: (error: unknown) => void): Promise<MinionRow[]> {
-  const [keys, status, grains] = await Promise.allSettled([
+  const [keys, status, grains, jobs] = await Promise.allSettled([
     wheel(session, 'key.list_all'),
     run(session, { client: 'runner', fun: 'manage.status' }),
     run(session, { client: 'local', tgt: '*', fun: 'grains.item', arg: GRAINS }),
+    run(session, { client: 'runner', fun: 'jobs.list_jobs' }),
   ])
   const failed = [keys, status, grains].find((result) => result.status === 'rejected')
   if (failed !== undefined) setError((failed as PromiseRejectedResult).reason)
   const byId = grains.status === 'fulfilled' && isMap(grains.value) ? grains.value : {}
   const accepted = keys.status === 'fulfilled' && isMap(keys.value) && Array.isArray(keys.value['minions']) ? (keys.value['minions'] as string[]) : Object.keys(byId)
   const up = status.status === 'fulfilled' && isMap(status.value) ? new Set(status.value['up'] as string[]) : undefined
-  return [...accepted].sort().map((id) => ({ id, up: up === undefined ? undefined : up.has(id), grains: isMap(byId[id]) ? byId[id] : {} }))
+  const last = jobs.status === 'fulfilled' && isMap(jobs.value) ? lastJobs(jobs.value as Record<string, Record<string, unknown>>, accepted) : new Map<string, string>()
+  return [...accepted].sort().map((id) => ({ id, up: up === undefined ? undefined : up.has(id), grains: isMap(byId[id]) ? byId[id] : {}, lastJob: last.get(id) }))
 }
 
 export function MinionsPage({ session }: { session: Session }) {
@@ -58,6 +62,7 @@ export function MinionsPage({ session }: { session: Session }) {
             <th>OS</th>
             <th>Kernel</th>
             <th>IPv4</th>
+            <th>Last job</th>
           </tr>
         </thead>
         <tbody>
@@ -70,6 +75,7 @@ export function MinionsPage({ session }: { session: Session }) {
               <td class="os">{[row.grains['os'], row.grains['osrelease']].filter((part) => part !== undefined && part !== '').join(' ')}</td>
               <td>{String(row.grains['kernel'] ?? '')}</td>
               <td>{Array.isArray(row.grains['ipv4']) ? (row.grains['ipv4'] as string[]).filter((ip) => ip !== '127.0.0.1').join(', ') : ''}</td>
+              <td class="last-job">{row.lastJob === undefined ? '' : <a href={`#/jobs/${row.lastJob}`}>{row.lastJob}</a>}</td>
             </tr>
           ))}
         </tbody>
@@ -77,16 +83,6 @@ export function MinionsPage({ session }: { session: Session }) {
       {pager}
     </section>
   )
-}
-
-/** Whether a listed job's target (a glob or a list; other types are not resolved here) names minion `id`. */
-function targetNames(job: Record<string, unknown>, id: string): boolean {
-  const target = job['Target']
-  if (Array.isArray(target)) return target.includes(id)
-  if (typeof target !== 'string') return false
-  const type = job['Target-type'] ?? 'glob'
-  if (type === 'list') return target.split(',').includes(id)
-  return type === 'glob' && globToRegExp(target).test(id)
 }
 
 /** One minion: all its grains, and the jobs that named it in their target. */

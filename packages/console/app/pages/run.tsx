@@ -1,6 +1,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
-import { run, type EventHub, type Session } from '../api.js'
+import { run, wheel, type EventHub, type Session } from '../api.js'
 import { parseArgs, splitWords } from '../lib/args.js'
+import { globToRegExp } from '../lib/glob.js'
 import { brineCommand, TARGET_TYPES, type RunRequest, type TargetType } from '../lib/command.js'
 import { JobRows, type ReturnData } from '../lib/job-rows.js'
 import { renderNested } from '../lib/nested.js'
@@ -9,24 +10,47 @@ import { isMap, Output, Problem, usePager } from '../ui.js'
 /** How long the page waits for returns before it asks the job cache and calls the rest missing, ms. */
 const WAIT_MS = 30_000
 
+/**
+ * One minion to ask for function names and docs: for a glob, the first accepted key it matches (so a
+ * 1,000-minion target costs one small call); otherwise the target itself.
+ */
+async function oneMinionOf(session: Session, request: RunRequest): Promise<{ tgt: string | string[]; tgt_type: string }> {
+  if (request.tgtType === 'glob') {
+    try {
+      const keys = await wheel(session, 'key.list_all')
+      const accepted = isMap(keys) && Array.isArray(keys['minions']) ? (keys['minions'] as string[]) : []
+      const pattern = globToRegExp(request.tgt)
+      const first = accepted.find((id) => pattern.test(id))
+      if (first !== undefined) return { tgt: [first], tgt_type: 'list' }
+    } catch {
+      // No right to list keys: ask the target as typed.
+    }
+  }
+  return { tgt: request.tgt, tgt_type: request.tgtType }
+}
+
 /** Function names for completion and the doc of the chosen one, asked of one minion the target matches. */
 function useFunctionHelp(session: Session, request: RunRequest): { names: string[]; doc: string; load: () => void } {
   const [names, setNames] = useState<string[]>([])
   const [doc, setDoc] = useState('')
+  const [asked, setAsked] = useState<{ tgt: string | string[]; tgt_type: string } | undefined>(undefined)
   const load = (): void => {
     if (names.length > 0) return
-    run(session, { client: 'local', tgt: request.tgt, tgt_type: request.tgtType, fun: 'sys.list_functions' }).then((answer) => {
+    void oneMinionOf(session, request).then((target) => {
+      setAsked(target)
+      return run(session, { client: 'local', ...target, fun: 'sys.list_functions' })
+    }).then((answer) => {
       const first = isMap(answer) ? Object.values(answer).find(Array.isArray) : undefined
       if (first !== undefined) setNames((first as string[]).slice().sort())
     }, () => undefined)
   }
   useEffect(() => {
-    if (!names.includes(request.fun)) return setDoc('')
-    run(session, { client: 'local', tgt: request.tgt, tgt_type: request.tgtType, fun: 'sys.doc', arg: [request.fun] }).then((answer) => {
+    if (!names.includes(request.fun) || asked === undefined) return setDoc('')
+    run(session, { client: 'local', ...asked, fun: 'sys.doc', arg: [request.fun] }).then((answer) => {
       const first = isMap(answer) ? Object.values(answer).find(isMap) : undefined
       setDoc(first === undefined ? '' : String(first[request.fun] ?? ''))
     }, () => setDoc(''))
-  }, [request.fun, names])
+  }, [request.fun, names, asked])
   return { names, doc, load }
 }
 
