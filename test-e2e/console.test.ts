@@ -198,6 +198,30 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     await page.locator('table.returns tr[data-minion=new1][data-state=returned]').waitFor()
   })
 
+  it('marks a failing command failed with its retcode, runs in batches, returns only the jid when async, and shows raw JSON', async () => {
+    await runJob('web1', 'cmd.run', "'exit 3'")
+    const failed = page.locator('table.returns tr[data-minion=web1][data-state=failed]')
+    await failed.waitFor()
+    expect(await failed.locator('td.state').innerText()).toBe('failed (retcode 3)')
+
+    await page.locator('input[name=batch]').fill('2')
+    await runJob('*', 'test.ping')
+    expect(await page.getByTestId('brine-command').innerText()).toBe("brine -b 2 '*' test.ping")
+    await expect.poll(() => page.locator('table.returns tr[data-state=returned]').count(), { timeout: WAIT_MS }).toBe(4)
+    expect(await page.locator('tr[data-minion=db1] pre.output').innerText()).toBe('True')
+    await page.getByLabel('raw JSON').check()
+    expect(await page.locator('tr[data-minion=db1] pre.output').innerText()).toBe('true')
+    await page.getByLabel('raw JSON').uncheck()
+    await page.locator('input[name=batch]').fill('')
+
+    await page.locator('input[name=async]').check()
+    await runJob('web2', 'test.ping')
+    expect(await page.getByTestId('brine-command').innerText()).toBe('brine --async web2 test.ping')
+    expect(await page.locator('p.started a').innerText()).toMatch(/^\d{20}$/)
+    expect(await page.locator('table.returns').count()).toBe(0)
+    await page.locator('input[name=async]').uncheck()
+  })
+
   it('names the rule when a restricted user is refused cmd.run, and sends an expired or revoked session back to login', async () => {
     await logOut()
     await logIn('alice')

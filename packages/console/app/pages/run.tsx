@@ -78,6 +78,7 @@ export function RunPage({ session, hub }: { session: Session; hub: EventHub }) {
     setError(undefined)
     setStarted(undefined)
     setBatch(undefined)
+    live.clear()
     const { arg, kwarg } = parseArgs(request.args)
     const chunk = { tgt: request.tgt, tgt_type: request.tgtType, fun: request.fun, arg, kwarg }
     try {
@@ -163,7 +164,7 @@ const EARLY_LIMIT = 20_000
  * Watches the event stream for one job's returns from before it is sent, so none is missed: returns are
  * held until the jid is known, then fed into the rows; the page re-renders at most once a frame.
  */
-function useLiveReturns(session: Session, hub: EventHub): { watch: () => (jid: string, minions: string[]) => Running; job: Running | undefined; version: number } {
+function useLiveReturns(session: Session, hub: EventHub): { watch: () => (jid: string, minions: string[]) => Running; clear: () => void; job: Running | undefined; version: number } {
   const [job, setJob] = useState<Running | undefined>(undefined)
   const [version, setVersion] = useState(0)
   const stop = useRef<() => void>(() => {})
@@ -207,7 +208,12 @@ function useLiveReturns(session: Session, hub: EventHub): { watch: () => (jid: s
       return current
     }
   }
-  return { watch, job, version }
+  const clear = (): void => {
+    stop.current()
+    stop.current = () => {}
+    setJob(undefined)
+  }
+  return { watch, clear, job, version }
 }
 
 function JobView({ job, raw, setRaw }: { job: Running; raw: boolean; setRaw: (raw: boolean) => void; version: number }) {
