@@ -21,6 +21,37 @@ async function loadKeys(session: Session): Promise<Keys> {
   return { lists: isMap(lists) ? (lists as Record<string, string[]>) : {}, fingers: isMap(fingers) ? (fingers as Record<string, Record<string, string>>) : {} }
 }
 
+/** One key state's table: id, fingerprint, and the actions that state allows. */
+function KeyGroup({ keys, group, label, actions, ask }: { keys: Keys; group: string; label: string; actions: readonly Action[]; ask: (action: Action, id: string) => void }) {
+  const ids = keys.lists[group] ?? []
+  return (
+    <div class="key-group" data-group={group}>
+      <h2>
+        {label} ({ids.length})
+      </h2>
+      <table class="keys">
+        <tbody>
+          {ids.map((id) => (
+            <tr key={id} data-key={id}>
+              <td class="id">{id}</td>
+              <td class="finger">
+                <code>{keys.fingers[group]?.[id] ?? ''}</code>
+              </td>
+              <td>
+                {actions.map((action) => (
+                  <button type="button" data-action={action} onClick={() => ask(action, id)}>
+                    {action}
+                  </button>
+                ))}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  )
+}
+
 /** salt-key in a page: every state with fingerprints; accept, reject and delete after a confirmation. */
 export function KeysPage({ session }: { session: Session }) {
   const [keys, setKeys] = useState<Keys | undefined>(undefined)
@@ -69,33 +100,7 @@ export function KeysPage({ session }: { session: Session }) {
         </div>
       )}
       {keys === undefined && error === undefined && <p>loading…</p>}
-      {keys !== undefined &&
-        GROUPS.map(([group, label, actions]) => (
-          <div class="key-group" data-group={group}>
-            <h2>
-              {label} ({(keys.lists[group] ?? []).length})
-            </h2>
-            <table class="keys">
-              <tbody>
-                {(keys.lists[group] ?? []).map((id) => (
-                  <tr key={id} data-key={id}>
-                    <td class="id">{id}</td>
-                    <td class="finger">
-                      <code>{keys.fingers[group]?.[id] ?? ''}</code>
-                    </td>
-                    <td>
-                      {actions.map((action) => (
-                        <button type="button" data-action={action} onClick={() => setAsking({ action, id })}>
-                          {action}
-                        </button>
-                      ))}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        ))}
+      {keys !== undefined && GROUPS.map(([group, label, actions]) => <KeyGroup keys={keys} group={group} label={label} actions={actions} ask={(action, id) => setAsking({ action, id })} />)}
     </section>
   )
 }

@@ -59,6 +59,43 @@ interface Running {
   rows: JobRows
 }
 
+/** The job's fields: target and its type, function (with completion), arguments, batch size, async. */
+function RunForm({ request, setRequest, help, onSubmit }: { request: RunRequest; setRequest: (request: RunRequest) => void; help: ReturnType<typeof useFunctionHelp>; onSubmit: (event: Event) => void }) {
+  const field = <K extends keyof RunRequest>(key: K) => (event: Event) => {
+    const target = event.target as HTMLInputElement
+    setRequest({ ...request, [key]: target.type === 'checkbox' ? target.checked : target.value })
+  }
+  return (
+    <form class="run" onSubmit={onSubmit}>
+      <label>
+        Target <input name="tgt" value={request.tgt} onInput={field('tgt')} required />
+      </label>
+      <label>
+        Target type
+        <select name="tgt_type" value={request.tgtType} onChange={(event) => setRequest({ ...request, tgtType: (event.target as HTMLSelectElement).value as TargetType })}>
+          {TARGET_TYPES.map((type) => (
+            <option value={type}>{type}</option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Function <input name="fun" list="functions" value={request.fun} onFocus={help.load} onInput={field('fun')} required />
+        <datalist id="functions">{help.names.map((name) => <option value={name} />)}</datalist>
+      </label>
+      <label class="wide">
+        Arguments (words; key=value for keyword arguments) <input name="args" value={request.args} onInput={field('args')} />
+      </label>
+      <label>
+        Batch size <input name="batch" placeholder="e.g. 10 or 25%" value={request.batch} onInput={field('batch')} />
+      </label>
+      <label class="check">
+        <input type="checkbox" name="async" checked={request.async} onChange={field('async')} /> async (return the jid only)
+      </label>
+      <button type="submit">Run</button>
+    </form>
+  )
+}
+
 export function RunPage({ session, hub }: { session: Session; hub: EventHub }) {
   const [request, setRequest] = useState<RunRequest>({ tgt: '*', tgtType: 'glob', fun: 'test.ping', args: '', async: false, batch: '' })
   const [error, setError] = useState<unknown>(undefined)
@@ -69,10 +106,6 @@ export function RunPage({ session, hub }: { session: Session; hub: EventHub }) {
   const job = batch ?? live.job
   const help = useFunctionHelp(session, request)
   const command = useMemo(() => brineCommand(request, splitWords), [request])
-  const field = <K extends keyof RunRequest>(key: K) => (event: Event) => {
-    const target = event.target as HTMLInputElement
-    setRequest({ ...request, [key]: target.type === 'checkbox' ? target.checked : target.value })
-  }
   const submit = async (event: Event): Promise<void> => {
     event.preventDefault()
     setError(undefined)
@@ -101,33 +134,7 @@ export function RunPage({ session, hub }: { session: Session; hub: EventHub }) {
   return (
     <section>
       <h1>Run</h1>
-      <form class="run" onSubmit={submit}>
-        <label>
-          Target <input name="tgt" value={request.tgt} onInput={field('tgt')} required />
-        </label>
-        <label>
-          Target type
-          <select name="tgt_type" value={request.tgtType} onChange={(event) => setRequest({ ...request, tgtType: (event.target as HTMLSelectElement).value as TargetType })}>
-            {TARGET_TYPES.map((type) => (
-              <option value={type}>{type}</option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Function <input name="fun" list="functions" value={request.fun} onFocus={help.load} onInput={field('fun')} required />
-          <datalist id="functions">{help.names.map((name) => <option value={name} />)}</datalist>
-        </label>
-        <label class="wide">
-          Arguments (words; key=value for keyword arguments) <input name="args" value={request.args} onInput={field('args')} />
-        </label>
-        <label>
-          Batch size <input name="batch" placeholder="e.g. 10 or 25%" value={request.batch} onInput={field('batch')} />
-        </label>
-        <label class="check">
-          <input type="checkbox" name="async" checked={request.async} onChange={field('async')} /> async (return the jid only)
-        </label>
-        <button type="submit">Run</button>
-      </form>
+      <RunForm request={request} setRequest={setRequest} help={help} onSubmit={submit} />
       <p class="command">
         <code data-testid="brine-command">{command}</code>{' '}
         <button type="button" onClick={() => void navigator.clipboard?.writeText(command)}>
