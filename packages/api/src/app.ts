@@ -1,9 +1,11 @@
+import { existsSync, statSync } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import fastifyStatic, { type SetHeadersResponse } from '@fastify/static'
 import { consoleAssets } from '@brine/console'
 import { silentLogger, type Logger } from '@brine/transport'
 import type { ApiSettings } from './config.js'
+import { ApiStartError } from './errors.js'
 
 /**
  * The console's Content-Security-Policy: its own origin only (scripts, styles, the API and its event
@@ -43,12 +45,22 @@ const browserHeaders = (res: SetHeadersResponse, cacheControl: string, csp: bool
   }
 }
 
+/** A configured `app` file or `static` folder must be there when the API starts, not 404 on first use. */
+function requirePath(key: string, path: string, kind: 'file' | 'directory'): void {
+  const found = existsSync(path) ? statSync(path) : undefined
+  if (found === undefined || (kind === 'file' ? !found.isFile() : !found.isDirectory())) {
+    throw new ApiStartError(`rest_cherrypy.${key}: ${path} is not a ${kind}`, { key: `rest_cherrypy.${key}`, path })
+  }
+}
+
 /**
  * Serves the web app as salt-api serves SaltGUI: at `app_path` the bundled console (default), or the HTML
  * file `app` names (every path below `app_path` answers with it, for the app's own routes), or nothing
  * with `app: false`; and the `static` folder at `static_path`.
  */
 export async function registerApp(app: FastifyInstance, settings: ApiSettings, logger: Logger = silentLogger): Promise<void> {
+  if (settings.app.kind === 'file') requirePath('app', settings.app.file, 'file')
+  if (settings.staticDir !== undefined) requirePath('static', settings.staticDir, 'directory')
   let decorated = false
   const appSettings = settings.app
   if (appSettings.kind === 'console') {

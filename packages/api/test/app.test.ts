@@ -95,6 +95,11 @@ describe('app: false, and SaltGUI-style app and static', () => {
   })
   afterAll(async () => rm(dir, { recursive: true, force: true }))
 
+  it('refuses to start when the app file or the static folder is not there, naming the key', async () => {
+    await expect(app({ app: join(dir, 'missing.html') })).rejects.toThrow(/^rest_cherrypy\.app: .*missing\.html is not a file$/)
+    await expect(app({ static: join(dir, 'index.html') })).rejects.toThrow(/^rest_cherrypy\.static: .*index\.html is not a directory$/)
+  })
+
   it('serves no app with app: false', async () => {
     const server = await app({ app: false })
     expect((await server.inject({ method: 'GET', url: '/app/' })).statusCode).toBe(404)
