@@ -46,6 +46,8 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
   let context: BrowserContext
   let page: Page
   let base: string
+  /** Script errors and CSP violations the page reported. */
+  const problems: string[] = []
   /** The first transport's run writes the screenshots the docs show. */
   const shoot = async (name: string): Promise<void> => {
     if (transport === TRANSPORTS[0]) await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`) })
@@ -109,6 +111,10 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     context = await browser(join(dir, 'chromium-profile'))
     page = await context.newPage()
     page.setDefaultTimeout(WAIT_MS)
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`))
+    page.on('console', (message) => {
+      if (/Content Security Policy|Refused to (load|execute|apply|connect)/i.test(message.text())) problems.push(`console: ${message.text()}`)
+    })
   })
 
   afterAll(async () => {
@@ -249,5 +255,9 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     await page.getByRole('button', { name: 'Log in' }).waitFor()
     expect(await page.getByRole('status').innerText()).toBe('Your session expired; please log in again.')
     await shoot('expired')
+  })
+
+  it('ran every page without a script error or a Content-Security-Policy violation', () => {
+    expect(problems).toEqual([])
   })
 })
