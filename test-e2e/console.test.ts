@@ -180,6 +180,18 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     await expect.poll(async () => (await tags.allInnerTexts()).sort(), { timeout: WAIT_MS }).toEqual([`salt/job/${jid}/new`, ...['db1', 'web1', 'web2'].map((id) => `salt/job/${jid}/ret/${id}`)].sort())
     await page.getByLabel('tag filter').fill('salt/job/*')
     await shoot('events')
+
+    // Paused, the list stands still and counts what it did not show; resumed, it moves again.
+    const shown = await tags.count()
+    await page.getByRole('button', { name: 'Pause' }).click()
+    const quiet = await fleet.run('brine', ['web1', 'test.ping', '--out', 'json', '--static'])
+    expect(quiet.code, quiet.stderr).toBe(0)
+    await expect.poll(() => page.locator('section .count').innerText(), { timeout: WAIT_MS }).toMatch(/paused, [1-9]\d* not shown$/)
+    expect(await tags.count()).toBe(shown)
+    await page.getByRole('button', { name: 'Resume' }).click()
+    const loud = await fleet.run('brine', ['web2', 'test.ping', '--out', 'json', '--static'])
+    expect(loud.code, loud.stderr).toBe(0)
+    await expect.poll(() => tags.count(), { timeout: WAIT_MS }).toBeGreaterThan(shown)
   })
 
   it("accepts a new minion's pending key from Keys (badge, confirmation), and the minion then answers", async () => {
