@@ -78,6 +78,8 @@ export interface MasterServiceSettings {
   version: string
   /** How long a minion may use a session before authenticating again (`publish_session`), ms; 0: no limit. */
   sessionTtlMs?: number
+  /** Salt's `unique_jid`: new jids end in `_<pid>`. */
+  uniqueJid?: boolean
   /** Salt's `order_masters`: publish even when no direct minion matches, and wait for syndics' announcements. */
   orderMasters?: boolean
   /** Config `syndic_wait` in ms: how long a client (and the runners) wait past `timeout` for syndics to announce. */
@@ -168,7 +170,7 @@ export class MasterService {
     // A syndic's key is accepted here, but it is not a minion: it is never expected to return.
     const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))
     // Nodegroups are the master's: minions receive the compound expression they stand for (as Salt's client sends it).
-    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job), jid: job.jid ?? generateJid() }
+    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job), jid: job.jid ?? this.#newJid() }
     const minions = await this.#o.publisher.expected({ tgt: resolved.tgt, tgt_type: resolved.tgt_type }, known)
     const syndics = this.#o.settings.orderMasters === true ? await this.#syndicsFor(resolved) : undefined
     // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
@@ -213,7 +215,7 @@ export class MasterService {
     const kwargValue = call.kwarg ?? {}
     if (!Array.isArray(argValue)) throw new MalformedRequestError('runner load', "field 'arg' must be a list")
     if (!isMap(kwargValue)) throw new MalformedRequestError('runner load', "field 'kwarg' must be a mapping")
-    const jid = generateJid()
+    const jid = this.#newJid()
     // Salt's fun_args: the positional arguments, then the keyword ones as one dict.
     const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
     const runFun = `runner.${name}`
@@ -257,7 +259,7 @@ export class MasterService {
     if (typeof fun !== 'string') throw new MalformedRequestError('wheel load', "field 'fun' must be a string")
     if (!Object.hasOwn(WHEEL_FUNCTIONS, fun)) throw new UnknownWheelFunctionError(fun, Object.keys(WHEEL_FUNCTIONS))
     this.#check(caller, 'wheel', { kind: 'wheel', fun })
-    const jid = generateJid()
+    const jid = this.#newJid()
     const user = caller.user
     const wheelFun = `wheel.${fun}`
     const run = async (): Promise<WheelReply> => {
@@ -549,6 +551,10 @@ export class MasterService {
       for (const listener of this.#keyListeners) listener(change)
     }
     if (rotate) this.#o.session.rotate(reason)
+  }
+
+  #newJid(): string {
+    return generateJid(undefined, { unique: this.#o.settings.uniqueJid === true })
   }
 
   #runnerContext(user: string): RunnerContext {

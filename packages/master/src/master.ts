@@ -279,6 +279,7 @@ export class Master {
         version: masterVersion(),
         sessionTtlMs: timeouts.publishSessionMs,
         orderMasters: opts.order_masters === true,
+        uniqueJid: opts.unique_jid === true,
         syndicWaitMs: timeouts.syndicWaitMs,
         sharedJobCache: opts.master_job_cache === 'postgres',
       },

@@ -1,15 +1,10 @@
-import { parseJid, storedReturnsOf, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { jidToTime, parseJid, storedReturnsOf, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { MalformedRequestError } from '../errors.js'
 import { flag, param, requiredString, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'] as const
 
-/** Salt's `jid_to_time`: "2026, Nov 22 17:09:03.123456" (UTC, as Brine's jids are). */
-export function jidToTime(jid: string): string {
-  const { date, microsecond } = parseJid(jid)
-  const pad = (value: number): string => String(value).padStart(2, '0')
-  return `${date.getUTCFullYear()}, ${MONTHS[date.getUTCMonth()]} ${pad(date.getUTCDate())} ${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}.${String(microsecond).padStart(6, '0')}`
-}
+export { jidToTime }
 
 /**
  * A `start_time`/`end_time` argument: Salt's "2026, Nov 22 17:09[:03[.123456]]", a jid, or ISO 8601.
@@ -132,13 +127,8 @@ async function active(args: RunnerArgs, context: RunnerContext): Promise<unknown
       if (typeof jid !== 'string') continue
       let entry = out[jid]
       if (entry === undefined) {
-        let described: Record<string, unknown>
-        try {
-          described = formatJob(jid, item)
-        } catch {
-          continue // not a jid we can date
-        }
-        entry = { ...described, Running: [], Returned: [] }
+        if (jidToTime(jid) === '') continue // not a jid we can date
+        entry = { ...formatJob(jid, item), Running: [], Returned: [] }
         out[jid] = entry
       }
       entry.Running.push({ [id]: item['pid'] ?? null })
