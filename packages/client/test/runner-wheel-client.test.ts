@@ -28,7 +28,7 @@ describe.each(['zeromq', 'tcp'])('RunnerClient and WheelClient against a real ma
     expect(formatPublicKeys(publicKeysOf(parseSecretKeys(priv, 'priv')))).toBe(pub)
     expect(await master.store.acceptedKeys('db9')).toEqual(parsePublicKeys(pub, 'pub'))
     expect(await wheel.cmd('key.gen_accept', { id_: 'db9' })).toEqual({})
-    expect(await wheel.cmd('key.list_all')).toEqual({ minions: ['db9'], minions_pre: [], minions_rejected: [], minions_denied: [] })
+    expect(await wheel.cmd('key.list_all')).toEqual({ minions: ['db9'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
     expect(Object.keys(((await wheel.cmd('key.finger', { match: 'db*' })) as { minions: object }).minions)).toEqual(['db9'])
     expect(await wheel.cmd('key.delete', { match: 'db9' })).toEqual({ minions: ['db9'] })
     const error = await wheel.cmd('key.nope').catch((caught: unknown) => caught)
@@ -53,7 +53,7 @@ describe.each(['zeromq', 'tcp'])('RunnerClient and WheelClient against a real ma
     expect(failed.return).toMatch(/^Exception occurred in runner jobs.print_job/)
     const unknown = await runner.cmd('nope.nothing').catch((caught: unknown) => caught)
     expect(unknown).toBeInstanceOf(RunnerError)
-    expect((unknown as Error).message).toMatch(/unknown runner "nope.nothing" \(available: jobs.active, /)
+    expect((unknown as Error).message).toMatch(/unknown runner "nope.nothing" \(available: .*jobs.active, /)
     // LocalClient goes through the same clear-request plumbing.
     const local = new LocalClient({ opts: master.opts })
     cleanups.push(() => local.close())

@@ -28,7 +28,7 @@ import type { GrainsCache } from './grains-cache.js'
 import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
-import { runWheel, WHEEL_FUNCTIONS } from './wheel.js'
+import { runWheel, WHEEL_FUNCTIONS, type WheelContext } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
 import { Announcements, type SyndicRegistry } from './syndics.js'
 
@@ -120,6 +120,10 @@ export interface MasterServiceOptions {
   syndics: SyndicRegistry
   /** The file server, for the fileserver runners and the file_roots wheel. */
   files?: FileServer
+  /** The master's pki_dir: wheel key.list_all lists its own key files there as `local`. */
+  pkiDir?: string
+  /** The master's resolved config, what wheel config.values answers. */
+  configValues?: Readonly<Record<string, unknown>>
   logger?: Logger
 }
 
@@ -148,6 +152,8 @@ export class MasterService {
   readonly #logger: Logger
   readonly #keyListeners = new Set<KeyChangeListener>()
   readonly #announcements = new Announcements()
+  /** Minions connected to this master: authenticated (or returned) since it started, key not removed since. */
+  readonly #connected = new Set<string>()
   /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
   readonly #fired = new LruMap<string, true>(200_000)
 
@@ -225,7 +231,7 @@ export class MasterService {
       let value: unknown
       let success = true
       try {
-        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user))
+        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user, jid))
       } catch (error) {
         success = false
         const problem = error as Error
@@ -266,7 +272,7 @@ export class MasterService {
       this.#o.bus.fire(tags.wheelNew(jid), { fun: wheelFun, jid, user })
       let outcome: Awaited<ReturnType<typeof runWheel>>
       try {
-        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub, ...(this.#o.files === undefined ? {} : { files: this.#o.files }) })
+        outcome = await runWheel(load, this.#wheelContext())
       } catch (error) {
         this.#o.bus.fire(tags.wheelReturn(jid), { fun: wheelFun, jid, user, return: `${(error as Error).name}: ${(error as Error).message}`, success: false })
         throw error
@@ -343,6 +349,7 @@ export class MasterService {
     const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome
     if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
+    if (outcome.reply.ret === true && key !== '') this.#connected.add(key)
     if (outcome.rotateSession && outcome.reply.ret) {
       // The reply carries the pre-rotation key; answer again under the new one.
       return ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply
@@ -360,6 +367,7 @@ export class MasterService {
     const checking = this.#o.issued.check(ret.jid, id)
     if (checking !== undefined) await checking
     const stored = await this.#saveReturn(ret)
+    this.#connected.add(id)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored
   }
@@ -543,7 +551,10 @@ export class MasterService {
     for (const change of changes) {
       this.#o.bus.fire(tags.key, { act: change.act, id: change.id, result: true })
       if (change.to === 'accepted') this.#o.issued.accepted(change.id, this.#now())
-      else if (change.from === 'accepted') this.#o.issued.removed(change.id)
+      else if (change.from === 'accepted') {
+        this.#o.issued.removed(change.id)
+        this.#connected.delete(change.id)
+      }
       if (change.act === 'delete') {
         this.#o.grains.delete(change.id)
         this.#o.syndics.forget(change.id)
@@ -557,7 +568,23 @@ export class MasterService {
     return generateJid(undefined, { unique: this.#o.settings.uniqueJid === true })
   }
 
-  #runnerContext(user: string): RunnerContext {
+  #wheelContext(): WheelContext {
+    return {
+      store: this.#o.store,
+      masterPub: this.#o.masterPub,
+      connected: () => this.connectedMinions(),
+      ...(this.#o.pkiDir === undefined ? {} : { pkiDir: this.#o.pkiDir }),
+      ...(this.#o.configValues === undefined ? {} : { configValues: this.#o.configValues }),
+      ...(this.#o.files === undefined ? {} : { files: this.#o.files }),
+    }
+  }
+
+  /** The connected minions (see {@link RunnerContext.connected}), sorted. */
+  connectedMinions(): string[] {
+    return [...this.#connected].sort()
+  }
+
+  #runnerContext(user: string, jid: string): RunnerContext {
     const caller = masterCaller(user)
     const logger = this.#logger.child('runner')
     return {
@@ -567,6 +594,13 @@ export class MasterService {
       gather: (tgt, fun, arg, options) =>
         gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 }, tgt, fun, arg, options),
       wheel: async (load) => (await this.wheel(caller, load)).return,
+      grains: this.#o.grains,
+      select: async (tgt, tgtType) => {
+        const known = (await this.#o.publisher.known()).filter((minion) => !this.#o.syndics.isSyndic(minion.id))
+        return this.#o.publisher.expected(this.#o.publisher.resolveNodegroups({ tgt, tgt_type: tgtType }), known)
+      },
+      connected: () => this.connectedMinions(),
+      progress: (data) => this.#o.bus.fire(tags.runProgress(jid), { ...data }),
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
       version: this.#o.settings.version,

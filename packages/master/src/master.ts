@@ -287,6 +287,8 @@ export class Master {
       now,
       syndics,
       files,
+      pkiDir: opts.pki_dir,
+      configValues: opts,
       logger: this.#logger,
     })
     this.#service = service

@@ -1,3 +1,4 @@
+import { readdir } from 'node:fs/promises'
 import { fingerprint, formatPublicKeys, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
 import type { FileServer } from './file-server/file-server.js'
@@ -14,6 +15,44 @@ export interface WheelContext {
   masterPub: PublicKeys
   /** The file server, for file_roots.list_roots. */
   files?: FileServer
+  /** The minions connected to this master, sorted (minions.connected). */
+  connected?: () => string[]
+  /** The master's pki_dir: key.list_all lists its key files as `local`. */
+  pkiDir?: string
+  /** The master's resolved config (config.values). */
+  configValues?: Readonly<Record<string, unknown>>
+}
+
+/**
+ * Salt's `local` entry: the key files in the master's pki_dir, sorted. Salt lists `.pem` and `.pub`;
+ * Brine's secret file is `.key` (its `.pem`), so `.key` is listed too.
+ */
+async function localKeys(pkiDir: string | undefined): Promise<string[]> {
+  if (pkiDir === undefined) return []
+  const files: string[] = []
+  for (const entry of await readdir(pkiDir, { withFileTypes: true }).catch(() => [])) {
+    if (entry.isFile() && /\.(?:pub|pem|key)$/.test(entry.name)) files.push(entry.name)
+  }
+  return files.sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase()))
+}
+
+/** Salt's key.list: the state `match` names by its prefix (acc, pre/un, rej, den; all adds `local`); `{}` for anything else. */
+async function listStatus(load: Record<string, unknown>, context: WheelContext): Promise<Record<string, string[]>> {
+  const match = load['match']
+  if (typeof match !== 'string') throw new MalformedRequestError('wheel key.list load', "field 'match' must be a key state: accepted, unaccepted, rejected, denied or all")
+  const listing = await context.store.list()
+  if (match.startsWith('acc')) return { minions: listing.minions }
+  if (match.startsWith('pre') || match.startsWith('un')) return { minions_pre: listing.minions_pre }
+  if (match.startsWith('rej')) return { minions_rejected: listing.minions_rejected }
+  if (match.startsWith('den')) return { minions_denied: listing.minions_denied }
+  if (match.startsWith('all')) return { ...listing, local: await localKeys(context.pkiDir) }
+  return {}
+}
+
+/** A fresh key pair as Salt's key.gen answers it, `{priv, pub}`; nothing is stored. */
+function freshKeys(): { pub: string; priv: string } {
+  const keys = generateKeys()
+  return { priv: formatSecretKeys(keys), pub: formatPublicKeys(publicKeysOf(keys)) }
 }
 
 type WheelFunction = (load: Record<string, unknown>, context: WheelContext) => Promise<WheelOutcome>
@@ -44,7 +83,12 @@ const unchanged = (value: unknown): WheelOutcome => ({ return: value, changes: [
 
 /** The `key.*` wheel functions `brine-key` uses, returning what Salt's `salt.wheel.key` returns. */
 export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
-  'key.list_all': async (_load, { store }) => unchanged(await store.list()),
+  'key.list_all': async (_load, context) => unchanged(await listStatus({ match: 'all' }, context)),
+  'key.list': async (load, context) => unchanged(await listStatus(load, context)),
+  // Salt's key.gen: a key pair returned, not stored (id_ and keysize are accepted; Brine's keys have one size).
+  'key.gen': async () => unchanged(freshKeys()),
+  'minions.connected': async (_load, { connected }) => unchanged(connected?.() ?? []),
+  'config.values': async (_load, { configValues }) => unchanged(configValues ?? {}),
   'key.accept': async (load, { store }) =>
     moved(await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.accept_all': async (load, { store }) =>
