@@ -139,6 +139,14 @@ export type KeyChangeListener = (change: KeyChange) => void
 /** Refusals logged one by one per syndic batch; the rest are counted in one line. */
 const LOGGED_REFUSALS = 5
 
+/** Salt's `missing`: the ids a list target names that are not accepted minions (`a,b` or a list, empty names dropped). */
+function listedMissing(target: { tgt: unknown; tgt_type?: unknown }, known: readonly { id: string }[]): string[] {
+  if (target.tgt_type !== 'list') return []
+  const listed = Array.isArray(target.tgt) ? target.tgt.map(String) : String(target.tgt).split(',')
+  const accepted = new Set(known.map((minion) => minion.id))
+  return [...new Set(listed.filter((id) => id !== '' && !accepted.has(id)))]
+}
+
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /**
@@ -183,7 +191,7 @@ export class MasterService {
     const targets = aclTargets(caller)
     const allowed = new Map(await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)))
     this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [])
-    return this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics)
+    return this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics, listedMissing(resolved, known))
   }
 
   /** The syndics attached now (registered and accepted), each with the minions it announced before that `target` may select. */

@@ -252,6 +252,19 @@ describe.each(TRANSPORTS)("Salt's wheel functions over %s", (transport) => {
   })
 })
 
+describe.each(TRANSPORTS)('list targets over %s', (transport) => {
+  it("names the listed ids that are not accepted minions in the reply and the new-job event (Salt's missing)", async () => {
+    const { publish, events } = await setup(transport, ['web1'])
+    const job = await publish({ tgt: 'web1,ghost,,ghost', tgt_type: 'list', fun: 'test.ping' })
+    expect(job).toEqual({ jid: job.jid, minions: ['web1'], missing: ['ghost'] })
+    expect((await events.next(`salt/job/${job.jid}/new`)).data).toMatchObject({ minions: ['web1'], missing: ['ghost'] })
+    const listed = await publish({ tgt: ['web1'], tgt_type: 'list', fun: 'test.ping' })
+    expect(listed).toEqual({ jid: listed.jid, minions: ['web1'] })
+    // Nothing accepted: nothing published, as Salt's "No minions matched".
+    expect((await publish({ tgt: 'ghost', tgt_type: 'list', fun: 'test.ping' })).minions).toEqual([])
+  })
+})
+
 describe('events keep Salt shapes', () => {
   it('salt/job/<jid>/new carries minions; a return event has exactly the return load keys', async () => {
     const { publish, minions, events } = await setup('tcp', ['web1'])
