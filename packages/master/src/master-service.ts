@@ -589,7 +589,8 @@ export class MasterService {
 
   /** The connected minions (see {@link RunnerContext.connected}), sorted. */
   connectedMinions(): string[] {
-    return [...this.#connected].sort()
+    // A syndic authenticates as a minion does, but it is not one.
+    return [...this.#connected].filter((id) => !this.#o.syndics.isSyndic(id)).sort()
   }
 
   #runnerContext(user: string, jid: string): RunnerContext {
