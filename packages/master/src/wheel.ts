@@ -1,7 +1,10 @@
 import { readdir } from 'node:fs/promises'
-import { fingerprint, formatPublicKeys, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
+import { fingerprint, formatPublicKeys, matchIds, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
 import type { FileServer } from './file-server/file-server.js'
+
+/** The master's public key file, as Salt's `local` entries name it. */
+const MASTER_PUB_FILE = 'master.pub'
 
 /** What a wheel call returned (Salt's shape, sent as `{return}`) and what it changed. */
 export interface WheelOutcome {
@@ -99,11 +102,14 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     moved(await store.rejectAll({ includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.delete': async (load, { store }) => moved(await store.delete(match(load, 'key.delete')), 'from'),
   'key.delete_all': async (_load, { store }) => moved(await store.deleteAll(), 'from'),
-  'key.finger': async (load, { store }) => {
+  'key.finger': async (load, { store, masterPub }) => {
     const out: Record<string, Record<string, string>> = {}
-    for (const { id, state, fingerprint: finger } of await store.finger(match(load, 'key.finger'))) {
+    const patterns = match(load, 'key.finger')
+    for (const { id, state, fingerprint: finger } of await store.finger(patterns)) {
       ;(out[KEY_STATE_DIRS[state]] ??= {})[id] = finger
     }
+    // Salt's finger matches the master's own key files too, listed under `local` (the public one only here).
+    if (matchIds([MASTER_PUB_FILE], patterns).length > 0) out['local'] = { [MASTER_PUB_FILE]: fingerprint(masterPub) }
     return unchanged(out)
   },
   'key.gen_accept': async (load, { store }) => {
@@ -128,7 +134,7 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     }
     return unchanged(out)
   },
-  'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
+  'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { [MASTER_PUB_FILE]: fingerprint(masterPub) } }),
   // Salt's file_roots.list_roots: per environment, one {root: {path: 'f'}} entry per root, its files as a tree.
   'file_roots.list_roots': async (_load, { files }) => {
     if (files === undefined) throw new MalformedRequestError('wheel file_roots.list_roots', 'this master has no file server')

@@ -228,6 +228,9 @@ describe.each(TRANSPORTS)("Salt's wheel functions over %s", (transport) => {
     expect(Object.keys(generated).sort()).toEqual(['priv', 'pub'])
     expect(generated.pub).not.toBe(generated.priv)
     expect(((await wheel('key.list_all')) as { minions_pre: string[] }).minions_pre).toEqual([])
+    const masterFinger = ((await wheel('key.finger_master')) as { local: { 'master.pub': string } }).local['master.pub']
+    expect(await wheel('key.finger', { match: '*' })).toEqual({ minions: { web1: expect.any(String) }, local: { 'master.pub': masterFinger } })
+    expect(Object.keys((await wheel('key.finger', { match: 'web1' })) as object)).toEqual(['minions'])
     expect(await wheel('minions.connected')).toEqual(['web1'])
     await wheel('key.delete', { match: 'web1' })
     expect(await wheel('minions.connected')).toEqual([])
