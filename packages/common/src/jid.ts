@@ -129,12 +129,14 @@ const SALT_MONTHS = ['', 'Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug',
 /** Python's `int(text)` accepts this: surrounding blanks, a sign, digits with single `_` between them. */
 const PYTHON_INT = /^\s*[+-]?\p{Nd}+(?:_\p{Nd}+)*\s*$/u
 
-/** Salt's length rule: 20 characters, or more with `_` as the 21st and something after it. */
-const saltJidShape = (text: string): boolean => text.length === 20 || (text.length > 21 && text[20] === '_')
+/** Salt's length rule, in code points as Python counts: 20, or more with `_` as the 21st and something after it. */
+const saltJidShape = (points: readonly string[]): boolean => points.length === 20 || (points.length > 21 && points[20] === '_')
 
 /** Salt's `is_jid`: a string of Salt's jid length whose first 20 characters Python's `int()` reads. */
 export function isSaltJid(value: unknown): value is string {
-  return typeof value === 'string' && saltJidShape(value) && PYTHON_INT.test(value.slice(0, 20))
+  if (typeof value !== 'string') return false
+  const points = Array.from(value)
+  return saltJidShape(points) && PYTHON_INT.test(points.slice(0, 20).join(''))
 }
 
 /**
@@ -144,7 +146,7 @@ export function isSaltJid(value: unknown): value is string {
  */
 export function jidToTime(value: unknown): string {
   const text = String(value)
-  if (!saltJidShape(text) || !/^\d{20}/.test(text)) return ''
+  if (!saltJidShape(Array.from(text)) || !/^\d{20}/.test(text)) return ''
   const month = SALT_MONTHS[Number(text.slice(4, 6))]
   if (month === undefined) return ''
   const [year, day, hour, minute, second, micro] = [text.slice(0, 4), text.slice(6, 8), text.slice(8, 10), text.slice(10, 12), text.slice(12, 14), text.slice(14, 20)]

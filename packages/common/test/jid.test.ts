@@ -104,6 +104,9 @@ describe("Salt's jid helpers (salt.utils.jid)", () => {
     expect(isSaltJid('2013_219110700123489')).toBe(true)
     expect(isSaltJid('2013__19110700123489')).toBe(false)
     expect(isSaltJid('2013121911070012348a')).toBe(false)
+    // Python counts code points and int() reads any decimal digit: 20 mathematical (astral) digits are a jid.
+    expect(isSaltJid('𝟐'.repeat(20))).toBe(true)
+    expect(isSaltJid('٢'.repeat(20))).toBe(true)
     // What Salt accepts and the master's protocol check refuses: not a real time.
     expect(isSaltJid('20139999999999999999')).toBe(true)
     expect(isJid('20139999999999999999')).toBe(false)
