@@ -10,7 +10,7 @@ const startFleet = useFleets()
 const json = (text: string): unknown => JSON.parse(text) as unknown
 
 describe.each(TRANSPORTS)("Salt's runners and a newcomer's mistakes through the built CLIs over %s", (transport) => {
-  it('brine-run test.arg, jobs.exit_success, manage.present, cache.grains; brine -L web1,ghost; an unresolvable master name', async () => {
+  it('brine-run test.arg, jobs.exit_success, manage.present, cache.grains; brine-key -F; brine -L web1,ghost; an unresolvable master name', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport, grains: { role: 'web' } }, { id: 'db1', transport }] })
 
     const arg = await fleet.run('brine-run', ['test.arg', 'a', 'b=1', '__pub_x=2', '--out', 'json'])
@@ -24,6 +24,11 @@ describe.each(TRANSPORTS)("Salt's runners and a newcomer's mistakes through the 
     expect(json((await fleet.run('brine-run', ['jobs.exit_success', jid!, '--out', 'json'])).stdout)).toEqual({ web1: true })
     expect(json((await fleet.run('brine-run', ['manage.present', '--out', 'json'])).stdout)).toEqual(['db1', 'web1'])
     expect(json((await fleet.run('brine-run', ['cache.grains', 'web*', '--out', 'json'])).stdout)).toEqual({ web1: expect.objectContaining({ role: 'web', id: 'web1' }) })
+
+    // salt-key -F lists the master's own key under Local Keys.
+    const fingers = json((await fleet.run('brine-key', ['-F', '--out', 'json'])).stdout) as Record<string, Record<string, string>>
+    expect(Object.keys(fingers['minions'] ?? {}).sort()).toEqual(['db1', 'web1'])
+    expect(Object.keys(fingers['local'] ?? {})).toEqual(['master.pub'])
 
     // Salt reports a listed id that is not an accepted minion as not returning, and exits 1.
     const listed = await fleet.run('brine', ['-L', 'web1,ghost', 'test.ping'])
