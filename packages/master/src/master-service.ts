@@ -609,6 +609,7 @@ export class MasterService {
         return this.#o.publisher.expected(this.#o.publisher.resolveNodegroups({ tgt, tgt_type: tgtType }), known)
       },
       connected: () => this.connectedMinions(),
+      configValues: this.#o.configValues ?? {},
       progress: (data) => this.#o.bus.fire(tags.runProgress(jid), { ...data }),
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,

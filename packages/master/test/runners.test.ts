@@ -169,6 +169,8 @@ describe.each(TRANSPORTS)("Salt's test, jobs, manage and cache runners over %s",
     expect((await runner('test.metasyntactic', [], { locality: 'uk' })).return).toEqual(['wibble', 'wobble', 'wubble', 'flob'])
     expect((await runner('test.metasyntactic', ['fr'])).return).toBeNull()
     expect((await runner('test.sleep', [0.01])).return).toBe(true)
+    expect((await runner('test.stdout_print')).return).toBe('bar')
+    expect((await runner('test.get_opts')).return).toMatchObject({ transport, unique_jid: false })
     const bad = await runner('test.sleep', ['soon'])
     expect(bad).toMatchObject({ success: false, return: expect.stringMatching(/MalformedRequestError: .*'s_time' must be a number of seconds/) })
     const stream = await runner('test.stream')

@@ -30,6 +30,8 @@ export interface RunnerContext {
    * what stands for Salt's `connected_ids`.
    */
   connected(): string[]
+  /** The master's resolved config (test.get_opts). */
+  configValues: Readonly<Record<string, unknown>>
   /** Fires `salt/run/<jid>/progress` for this run (Salt's `__jid_event__.fire_event(data, 'progress')`). */
   progress(data: Record<string, unknown>): void
   /** Runs a wheel function through the same path `brine-key` uses (events, session rotation). */

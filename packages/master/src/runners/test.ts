@@ -30,6 +30,9 @@ export const TEST_RUNNERS: Record<string, RunnerFunction> = {
     await sleep(seconds(param(args, 0, 's_time') ?? 10) * 1000)
     return true
   },
+  // Salt prints 'foo' on salt-run's stdout; Brine's runners run inside the master, so only the return shows.
+  'test.stdout_print': async () => 'bar',
+  'test.get_opts': async (_args, context) => context.configValues,
   // Salt's stream fires 99 progress events, 0.1 s apart; Brine fires them as fast as the bus takes them.
   'test.stream': async (_args, context) => {
     for (let percent = 1; percent < 100; percent++) context.progress({ message: `Runner is ${percent}% done` })
