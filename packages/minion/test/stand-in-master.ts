@@ -214,6 +214,17 @@ export async function brokerFor(transportName: string): Promise<BrokerOptions | 
   return { servers: [(await (natsServer ??= NatsServerProcess.start())).url] }
 }
 
+/**
+ * Kills the file's nats-server and starts it again on the same address: on NATS a link's connections are the
+ * broker's, so this, not a master's restart, is what makes its clients reconnect.
+ */
+export async function restartNatsServer(): Promise<void> {
+  const server = await natsServer
+  if (server === undefined) throw new Error('no nats-server was started in this file')
+  await server.stop()
+  await server.restart()
+}
+
 /** Stops the file's nats-server, if one was started (a test file's afterAll). */
 export async function stopNatsServer(): Promise<void> {
   const server = natsServer
