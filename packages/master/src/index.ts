@@ -52,6 +52,7 @@ export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-p
 export { IssuedJobs, type IssuedJob, type IssuedJobsOptions, type PublishedJob } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
+export { DEFAULT_MODULE_SYNC_LIMITS, ModuleSyncSource, type ModuleSyncLimits, type SyncedModuleEntry } from './module-sync.js'
 export {
   RUNNERS,
   findRunner,

@@ -26,6 +26,7 @@ import { GrainsCache } from './grains-cache.js'
 import { IssuedJobs } from './issued-jobs.js'
 import { JobPublisher } from './job-publisher.js'
 import { MasterService } from './master-service.js'
+import { ModuleSyncSource } from './module-sync.js'
 import { SyndicRegistry } from './syndics.js'
 import { MasterWireAdapter } from './wire-adapter.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
@@ -290,6 +291,7 @@ export class Master {
       masterBoxSecret: keys.box.secretKey,
       replayGuard: this.#replayGuard,
       publishPortOf: (transport) => this.#publishPortOf(transport),
+      moduleSync: new ModuleSyncSource(opts.file_roots),
       logger: this.#logger,
     })
     for (const { name, publish, request } of this.#endpoints) {

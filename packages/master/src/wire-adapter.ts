@@ -11,6 +11,7 @@ import {
 import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { MasterService } from './master-service.js'
+import type { ModuleSyncSource } from './module-sync.js'
 import type { RequestPool } from './worker-pool.js'
 
 export interface MasterWireAdapterOptions {
@@ -25,6 +26,8 @@ export interface MasterWireAdapterOptions {
   replayGuard: ReplayGuard
   /** The publish port of a transport this master serves, told to a minion authenticating over it. */
   publishPortOf?: (transport: string) => number | undefined
+  /** Lists and sends `_modules/` of file_roots for `_modules_sync` (none: the command answers an empty list). */
+  moduleSync?: ModuleSyncSource
   logger?: Logger
 }
 
@@ -58,12 +61,14 @@ export class MasterWireAdapter {
   readonly #refusalLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
+  readonly #moduleSync: ModuleSyncSource | undefined
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
     this.#logger = options.logger ?? silentLogger
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
+    this.#moduleSync = options.moduleSync
     const { store, crypto } = options
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -180,6 +185,8 @@ export class MasterWireAdapter {
       case '_syndic_event':
         this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
         return
+      case '_modules_sync':
+        return (await this.#moduleSync?.answer(load)) ?? { modules: [], skipped: [] }
       default:
         throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
     }

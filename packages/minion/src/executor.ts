@@ -58,7 +58,8 @@ function quote(text: string): string {
 }
 
 function missingFunction(registry: ModuleRegistry, fun: string): unknown {
-  const missing = `'${fun}' is not available.`
+  const failed = registry.loadError(fun.slice(0, Math.max(0, fun.indexOf('.'))))
+  const missing = failed === undefined ? `'${fun}' is not available.` : `'${fun}' is not available: its module failed to load: ${failed}`
   // Salt answers a near miss with the docs of what does exist under that prefix.
   const near = registry.names().filter((name) => name.startsWith(fun))
   if (near.length === 0) return missing
@@ -81,6 +82,7 @@ class RunningJobContext implements JobContext {
   readonly opts: ModuleContext['opts']
   readonly logger: ModuleContext['logger']
   readonly jobs: ModuleContext['jobs']
+  readonly master: ModuleContext['master']
   retcode = 0
   readonly #signalOf: () => AbortSignal
 
@@ -96,6 +98,7 @@ class RunningJobContext implements JobContext {
     this.opts = context.opts
     this.logger = context.logger
     this.jobs = context.jobs
+    this.master = context.master
     this.#signalOf = signalOf
   }
 

@@ -526,12 +526,13 @@ export class MasterLink implements ReturnRoute {
    * Seals `load` to the master and waits for its sealed acknowledgement (NotAcknowledgedError
    * otherwise; TimeoutError, ClosedError from the transport). Waits for the first auth if there
    * was none yet (ClosedError if the link closes first). Default: `auth_timeout` per try, one try.
+   * Resolves to the master's sealed answer (`{ok: true, …}` with whatever the command adds).
    */
-  async send(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<void> {
+  async send(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<Record<string, unknown>> {
     // close() closes the request client too, so a send in flight ends with ClosedError whichever signal it was given.
     if (this.#auth.current === undefined) await this.#auth.ready()
     const signal = options.signal ?? this.#controller.signal
-    await sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
+    return await sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
   }
 
   /** The master's clock as this link last heard it, moved on by the time since (closed or not); see {@link ReturnRoute.masterNow}. */

@@ -26,6 +26,7 @@ import { MasterLink } from './master-link.js'
 import { AllMastersPolicy, FailoverPolicy, type MasterPolicy } from './master-policy.js'
 import type { Clock } from './master-time.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
+import { reloadCustomModules } from './modules/loader.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
 import type { Grains, ModuleDefinition, ModuleRegistry } from './modules/types.js'
@@ -138,7 +139,8 @@ export class Minion {
     })
     this.authenticated.catch(() => {}) // nobody has to listen
     const signal = this.#controller.signal
-    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal }, options.modules)
+    const master = { request: (load: { readonly cmd: string }, requestOptions?: { signal?: AbortSignal; timeoutMs?: number }) => this.#request(load, requestOptions) }
+    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master }, options.modules)
     this.#runner = new JobRunner({
       id: this.id,
       grains: this.grains,
@@ -196,6 +198,8 @@ export class Minion {
     const selected = policyFor(opts, mastersOf(opts), logger)
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger })
     replaceGrains(this.grains, await collectGrains(this.id, opts))
+    // Custom modules synced before, and module_dirs: a module that fails is logged and recorded, not fatal.
+    await reloadCustomModules(this.registry, opts, logger)
     const transport = await loadTransport(opts.transport)
     if (this.#controller.signal.aborted) throw new ClosedError('minion', this.id)
     const several = selected.masters.length > 1
@@ -297,6 +301,13 @@ export class Minion {
     await send({ cmd: '_grains', id: this.id, grains: this.grains })
     // A failover minion announces itself when it chooses a master (#announce), not on every link's first auth.
     if (first && this.#policy?.type !== 'failover') await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
+  }
+
+  /** A sealed request to the first master in use (a module's: saltutil.sync_modules), waiting for its auth. */
+  async #request(load: { readonly cmd: string }, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Record<string, unknown>> {
+    const link = this.links[0]
+    if (link === undefined) throw new ClosedError('minion', this.id)
+    return await link.send(load, { tries: 1, signal: options.signal ?? this.#controller.signal, ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }) })
   }
 
   #track(task: Promise<unknown>): void {

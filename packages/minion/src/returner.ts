@@ -26,7 +26,12 @@ export const RESEAL_REFRESH_MS = 1000
  * checks the sealed acknowledgement. The transport's tries re-send these very bytes, which the master
  * applies once.
  */
-export async function sendSealed(client: RequestClient, session: MasterSession, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
+export async function sendSealed(
+  client: RequestClient,
+  session: MasterSession,
+  load: { readonly cmd: string },
+  options: SealedSendOptions,
+): Promise<Record<string, unknown>> {
   const reply: WireValue = await client.send(session.box.seal(load, session.time.now()), options)
   let inner: WireValue
   try {
@@ -40,6 +45,8 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
     const why = error !== undefined ? JSON.stringify(error).slice(0, 300) : 'no ok: true'
     throw new NotAcknowledgedError(load.cmd, why, typeof error?.name === 'string' ? { refusal: error.name } : {})
   }
+  // What a command answers beyond the acknowledgement (a `_modules_sync` listing) rides along with `ok`.
+  return ack as Record<string, unknown>
 }
 
 /**
@@ -48,14 +55,19 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
  * timestamp and nonce, after re-reading the master's clock with one `_auth` if the anchor is older than a
  * second, and sent once more.
  */
-export async function sendSealedFresh(client: RequestClient, auth: MinionAuth, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
+export async function sendSealedFresh(
+  client: RequestClient,
+  auth: MinionAuth,
+  load: { readonly cmd: string },
+  options: SealedSendOptions,
+): Promise<Record<string, unknown>> {
   const session = auth.current ?? (await auth.ready())
   try {
-    await sendSealed(client, session, load, options)
+    return await sendSealed(client, session, load, options)
   } catch (error) {
     if (!(error instanceof NotAcknowledgedError) || error.refusal !== SEALED_REFUSALS.stale) throw error
     const refreshed = (await auth.refresh(RESEAL_REFRESH_MS)) ?? auth.current ?? session
-    await sendSealed(client, refreshed, load, options)
+    return await sendSealed(client, refreshed, load, options)
   }
 }
 

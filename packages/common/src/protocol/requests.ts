@@ -12,8 +12,11 @@
 export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner', 'mk_token', 'get_token', 'rm_token', 'fire_event'] as const
 export type ClearCommand = (typeof CLEAR_COMMANDS)[number]
 
-/** Commands a sealed request may carry: a minion's, and a syndic's (which authenticates as a minion does). */
-export const SEALED_COMMANDS = ['_return', '_minion_event', '_grains', '_syndic_return', '_syndic_event'] as const
+/**
+ * Commands a sealed request may carry: a minion's, and a syndic's (which authenticates as a minion does).
+ * `_modules_sync` lists (and sends) the custom execution modules under `_modules/` of `file_roots`.
+ */
+export const SEALED_COMMANDS = ['_return', '_minion_event', '_grains', '_syndic_return', '_syndic_event', '_modules_sync'] as const
 export type SealedCommand = (typeof SEALED_COMMANDS)[number]
 
 /** A request in the clear. */

@@ -1,6 +1,7 @@
 export type {
   Grains,
   JobContext,
+  MasterChannel,
   MinionOpts,
   ModuleContext,
   ModuleDefinition,
@@ -28,3 +29,6 @@ export { testModule } from './test.js'
 export { saltutilModule } from './saltutil.js'
 export { sysModule } from './sys.js'
 export { brineVersion } from './version.js'
+export { customModuleDirs, defineModule, definitionOf, extensionModulesDir, findModuleFiles, reloadCustomModules } from './loader.js'
+export type { CustomFunction, CustomModule, LoadReport } from './loader.js'
+export { syncModules, type SyncReport } from './sync.js'

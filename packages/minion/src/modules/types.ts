@@ -7,6 +7,12 @@ export type Grains = Record<string, unknown>
 /** The minion's config (Salt's key names: `id`, `cachedir`, `grains`, …). */
 export type MinionOpts = Record<string, unknown>
 
+/** The minion's authenticated channel to a master it uses, for what a module asks of it (module sync). */
+export interface MasterChannel {
+  /** Sends a sealed load; resolves to the master's sealed answer (`{ok: true, …}`). */
+  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Record<string, unknown>>
+}
+
 /** What every module function can reach: Salt's `__opts__`, `__grains__` and friends. */
 export interface ModuleContext {
   readonly id: string
@@ -17,6 +23,8 @@ export interface ModuleContext {
   readonly jobs: RunningJobs
   /** Aborted when the whole minion shuts down; every job's signal follows it. */
   readonly signal?: AbortSignal
+  /** The master, when the minion has one (absent in a standalone registry). */
+  readonly master?: MasterChannel
 }
 
 /** The per-job view a function receives: the module context plus Salt's `__context__` pieces. */
@@ -79,4 +87,11 @@ export interface ModuleRegistry {
   modules(): string[]
   /** Adds a module's functions (replacing any of the same name), as a custom module would. */
   register(module: string, definition: ModuleDefinition): void
+  /**
+   * Replaces the custom modules loaded from disk: the built-ins (and modules given at start) again,
+   * then `modules` over them function by function; `failed` records the modules that did not load.
+   */
+  setCustom(modules: Readonly<Record<string, ModuleDefinition>>, failed?: Readonly<Record<string, string>>): void
+  /** Why module `module` failed to load at the last (re)load, if it did. */
+  loadError(module: string): string | undefined
 }
