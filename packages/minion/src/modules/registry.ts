@@ -1,18 +1,35 @@
 import { InvalidModuleNameError } from '../errors.js'
 import type { ModuleContext, ModuleDefinition, ModuleFunction, ModuleRegistry } from './types.js'
 import { cmdModule } from './cmd.js'
+import { diskModule } from './disk.js'
+import { environModule } from './environ.js'
+import { fileModule } from './file.js'
 import { grainsModule } from './grains.js'
+import { networkModule } from './network.js'
+import { pkgModule } from './pkg.js'
 import { saltutilModule } from './saltutil.js'
+import { serviceModule } from './service.js'
+import { statusModule } from './status.js'
 import { sysModule } from './sys.js'
 import { testModule } from './test.js'
+import { groupModule, userModule } from './user.js'
 
 /** The execution modules every minion has, by module name. */
 export const BUILTIN_MODULES: Readonly<Record<string, ModuleDefinition>> = {
   cmd: cmdModule,
+  disk: diskModule,
+  environ: environModule,
+  file: fileModule,
   grains: grainsModule,
+  group: groupModule,
+  network: networkModule,
+  pkg: pkgModule,
   saltutil: saltutilModule,
+  service: serviceModule,
+  status: statusModule,
   sys: sysModule,
   test: testModule,
+  user: userModule,
 }
 
 /**
