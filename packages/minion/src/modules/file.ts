@@ -87,13 +87,15 @@ function replaceMatches(text: string, regex: RegExp, replacer: (match: RegExpMat
 
 /** Salt's show_changes diff: `diff -u` of the old and new text, without the file headers' dates. */
 async function unifiedDiff(ctx: JobContext, path: string, before: string, after: string): Promise<string> {
-  const tmp = `${path}.brine-diff-${process.pid}`
-  await writeFile(tmp, after, { mode: 0o600 })
+  const stem = `${path}.brine-diff-${process.pid}`
+  await writeFile(`${stem}.old`, before, { mode: 0o600 })
+  await writeFile(`${stem}.new`, after, { mode: 0o600 })
   try {
-    const result = await execArgv(ctx, ['diff', '-u', '--label', path, '--label', path, path, tmp])
+    const result = await execArgv(ctx, ['diff', '-u', '--label', path, '--label', path, `${stem}.old`, `${stem}.new`])
     return result.stdout.split('\n').map((line) => (line.startsWith('--- ') ? '---' : line.startsWith('+++ ') ? '+++' : line)).join('\n') + '\n'
   } finally {
-    await rm(tmp, { force: true })
+    await rm(`${stem}.old`, { force: true })
+    await rm(`${stem}.new`, { force: true })
   }
 }
 
@@ -183,42 +185,49 @@ async function idOf(ctx: JobContext, database: 'passwd' | 'group', value: unknow
 async function replace(ctx: JobContext, args: unknown[]): Promise<unknown> {
   const [pathArg, pattern, repl, count, flags, , appendIfNotFound, prependIfNotFound, notFoundContent, backup, dryRun, searchOnly, showChanges, ignoreIfMissing] = args
   const path = requirePath(pathArg, 'path')
+  const regex = compile(pattern, flags)
+  const limit = toInteger(count, 'count', 0)
+  const [append, prepend, dry, searching, show] = [
+    toBool(appendIfNotFound, 'append_if_not_found'),
+    toBool(prependIfNotFound, 'prepend_if_not_found'),
+    toBool(dryRun, 'dry_run'),
+    toBool(searchOnly, 'search_only'),
+    toBool(showChanges, 'show_changes'),
+  ]
   const info = await exists(path)
   if (info === undefined || !info.isFile()) {
     if (toBool(ignoreIfMissing, 'ignore_if_missing')) return false
     throw new CommandExecutionError(`File not found: ${path}`, { path })
   }
-  const regex = compile(pattern, flags)
-  const limit = toInteger(count, 'count', 0)
   const before = await readFile(path, 'utf8')
   const replaced = replaceMatches(before, regex, pythonReplacer(typeof repl === 'string' ? repl : String(repl)), limit)
   const seen = replaced.count
   let after = replaced.text
-  if (searchOnly === true) return seen > 0
-  if (seen === 0 && (appendIfNotFound === true || prependIfNotFound === true)) {
+  if (searching) return seen > 0
+  if (seen === 0 && (append || prepend)) {
     const content = typeof notFoundContent === 'string' ? notFoundContent : typeof repl === 'string' ? repl : String(repl)
     if (!before.includes(content)) {
-      after = appendIfNotFound === true ? `${before}${before === '' || before.endsWith('\n') ? '' : '\n'}${content}\n` : `${content}\n${before}`
+      after = append ? `${before}${before === '' || before.endsWith('\n') ? '' : '\n'}${content}\n` : `${content}\n${before}`
     }
   }
   const changed = after !== before
-  if (changed && dryRun !== true) {
-    if (typeof backup === 'string' && backup !== '' && backup !== 'False') await writeFile(`${path}${backup}`, before, { mode: info.mode & 0o7777 })
+  if (changed && !dry) {
+    if (typeof backup === 'string' && backup !== '') await writeFile(`${path}${backup}`, before, { mode: info.mode & 0o7777 })
     await writeFile(path, after)
   }
-  if (showChanges === false) return changed
+  if (!show) return changed
   return changed ? await unifiedDiff(ctx, path, before, after) : ''
 }
 
 async function search(args: unknown[]): Promise<boolean> {
   const [pathArg, pattern, flags, , ignoreIfMissing, multiline] = args
   const path = requirePath(pathArg, 'path')
+  const extra = toBool(multiline, 'multiline') ? 16 : 0
+  const regex = compile(pattern, typeof flags === 'number' ? flags | extra : flags)
   if ((await exists(path))?.isFile() !== true) {
     if (toBool(ignoreIfMissing, 'ignore_if_missing')) return false
     throw new CommandExecutionError(`File not found: ${path}`, { path })
   }
-  const extra = toBool(multiline, 'multiline') ? 16 : 0
-  const regex = compile(pattern, typeof flags === 'number' ? flags | extra : flags)
   return regex.test(await readFile(path, 'utf8'))
 }
 
