@@ -84,23 +84,23 @@ export class ModuleSyncSource {
     const modules: SyncedModuleEntry[] = []
     const skipped: string[] = []
     let total = 0
-    for (const [name, path] of found) {
+    for (const [name, path] of [...found].sort(([a], [b]) => (a < b ? -1 : 1))) {
       const data = await readFile(path)
+      const hash = createHash('sha256').update(data).digest('hex')
+      // A module left out is still listed (without text), so a minion keeps the copy it has instead of deleting it.
+      const entry: SyncedModuleEntry = { name, hash, size: data.length }
+      modules.push(entry)
+      if (have.get(name) === hash) continue
       if (data.length > this.#limits.maxFileBytes) {
         skipped.push(`${name}: ${data.length} bytes, more than ${this.#limits.maxFileBytes}`)
         continue
       }
-      const hash = createHash('sha256').update(data).digest('hex')
-      const entry: SyncedModuleEntry = { name, hash, size: data.length }
-      if (have.get(name) !== hash) {
-        total += data.length
-        if (total > this.#limits.maxTotalBytes) {
-          skipped.push(`${name}: the answer would pass ${this.#limits.maxTotalBytes} bytes; sync again for the rest`)
-          continue
-        }
-        entry.data = new Uint8Array(data)
+      if (total + data.length > this.#limits.maxTotalBytes) {
+        skipped.push(`${name}: the answer would pass ${this.#limits.maxTotalBytes} bytes; sync again for the rest`)
+        continue
       }
-      modules.push(entry)
+      total += data.length
+      entry.data = new Uint8Array(data)
     }
     return { modules, skipped }
   }
