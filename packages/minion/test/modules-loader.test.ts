@@ -31,7 +31,7 @@ function setup(served: Map<string, string>, opts: Record<string, unknown>) {
   const master: MasterChannel = {
     request: async (load) => {
       requests.push(load as Record<string, unknown>)
-      const have = (load as { have: Record<string, string> }).have
+      const have = (load as unknown as { have: Record<string, string> }).have
       const modules = [...served].map(([name, text]) => {
         const data = new TextEncoder().encode(text)
         const hash = createHash('sha256').update(data).digest('hex')

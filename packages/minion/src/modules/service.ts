@@ -83,13 +83,11 @@ export const debianProvider: ServiceProvider = {
     }
     return names.sort()
   },
+  // The services whose status says running: `service --status-all` would also demand status print something.
   getRunning: async (ctx) => {
-    const result = await execArgv(ctx, ['service', '--status-all'])
-    const running = `${result.stdout}\n${result.stderr}`.split('\n').flatMap((line) => {
-      const match = /^\s*\[\s*\+\s*\]\s+(\S+)/.exec(line)
-      return match === null ? [] : [match[1] as string]
-    })
-    return running.sort()
+    const running: string[] = []
+    for (const name of await debianProvider.getAll(ctx)) if (await ok(ctx, ['service', name, 'status'])) running.push(name)
+    return running
   },
 }
 
