@@ -4,7 +4,7 @@
  * the read-only modules. Everything the test adds is removed again, whether the test passes or not.
  */
 import { execFile } from 'node:child_process'
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -119,8 +119,10 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
   it('user and group add, change, inspect and delete an account the test owns', async () => {
     const user = `brine-e2e-${transport}`.slice(0, 30)
     const group = `brine-g-${transport}`
-    cleanups.push(() => exec('userdel', ['-r', user]))
     cleanups.push(() => exec('groupdel', [group]))
+    cleanups.push(() => rm(`/home/${user}-moved`, { recursive: true, force: true }))
+    cleanups.push(() => rm(`/home/${user}`, { recursive: true, force: true }))
+    cleanups.push(() => exec('userdel', ['-r', user]))
     const fleet = await startFleet({ minions: [{ id, transport }] })
 
     expect(await call(fleet, id, 'user.info', user)).toEqual({})
@@ -128,7 +130,8 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     expect(await call(fleet, id, 'user.info', user)).toMatchObject({ name: user, shell: '/bin/sh', home: `/home/${user}`, fullname: 'Brine Test' })
     expect(await call(fleet, id, 'user.list_users')).toContain(user)
     expect(await call(fleet, id, 'user.chshell', user, '/bin/bash')).toBe(true)
-    expect(await call(fleet, id, 'user.chhome', user, `/home/${user}-moved`)).toBe(true)
+    expect(await call(fleet, id, 'user.chhome', user, `/home/${user}-moved`, 'persist=True')).toBe(true)
+    expect((await stat(`/home/${user}-moved`)).isDirectory()).toBe(true)
     expect(await call(fleet, id, 'group.add', group)).toBe(true)
     expect(await call(fleet, id, 'group.adduser', group, user)).toBe(true)
     expect(await call(fleet, id, 'group.info', group)).toMatchObject({ name: group, members: [user] })
@@ -137,6 +140,7 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     expect(await call(fleet, id, 'user.delete', user, 'remove=True')).toBe(true)
     expect(await call(fleet, id, 'group.delete', group)).toBe(true)
     expect(await call(fleet, id, 'user.info', user)).toEqual({})
+    await expect(stat(`/home/${user}-moved`)).rejects.toMatchObject({ code: 'ENOENT' })
     expect(await call(fleet, id, 'user.chshell', user, '/bin/sh')).toBe(`ERROR: User '${user}' does not exist`)
   })
 
