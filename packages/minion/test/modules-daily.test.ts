@@ -42,6 +42,7 @@ describe('argument checks: each bad argument is refused by name before anything 
     await refused('pkg.install', ['-y'], 'name')
     await refused('pkg.install', ['sources=[{"x": "relative.deb"}]'], 'sources')
     await refused('pkg.install', ['pkgs={"a": 1}'], 'pkgs')
+    await refused('pkg.install', ['curl', 'downloadonly=True'], "pkg.install option 'downloadonly' is not supported")
     await refused('user.add', ['-o'], 'name')
     await refused('user.add', ['brinex', 'uid=abc'], 'uid')
     await refused('user.add', ['brinex', 'shell=bash'], 'shell')

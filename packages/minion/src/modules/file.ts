@@ -13,7 +13,7 @@ import { CommandExecutionError, InvocationError } from '../errors.js'
 import { DEFAULT_MAX_OUTPUT_BYTES } from './cmd.js'
 import { findFiles } from './file-find.js'
 import type { JobContext, ModuleDefinition } from './types.js'
-import { badArgument, execArgv, isSet, optionalString, requirePath, requireString, toBool, toInteger, toMode } from './validate.js'
+import { badArgument, execArgv, isSet, requirePath, requireString, toBool, toInteger, toMode } from './validate.js'
 
 const HASH_TYPES = ['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512'] as const
 

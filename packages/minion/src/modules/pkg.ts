@@ -12,7 +12,7 @@ import { isPlainObject } from './args.js'
 import type { CommandResult } from './cmd.js'
 import { aptProvider } from './pkg-apt.js'
 import { dnfProvider } from './pkg-dnf.js'
-import type { JobContext, ModuleDefinition } from './types.js'
+import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 import { badArgument, execArgv, isSet, requireString, requireUnitName, toBool } from './validate.js'
 
 /** Installed packages: name → version. */
@@ -136,6 +136,31 @@ function removalTargets(name: unknown, pkgs: unknown): string[] {
 const asList = (list: PackageList, versionsAsList: boolean): Record<string, string | string[]> =>
   versionsAsList ? Object.fromEntries(Object.entries(list).map(([name, version]) => [name, [version]])) : list
 
+/** pkg.install: `name`, `pkgs` or `sources` (resolved to local files by `resolveSource`). */
+function installSpec(resolveSource: PackageSourceResolver): ModuleFunctionSpec {
+  return {
+    doc: "Install the named package, the packages in ``pkgs`` (names or {name: version}), or the package files in ``sources`` ([{name: source}]: absolute paths, file:// or salt:// URLs). Returns a dict of what changed: {name: {old, new}}.\n\nCLI Example:\n\n    brine '*' pkg.install curl\n    brine '*' pkg.install pkgs='[\"foo\", {\"bar\": \"1.2.3-4\"}]'\n    brine '*' pkg.install sources='[{\"brine-test\": \"/tmp/brine-test_1.0_all.deb\"}]'",
+    args: ['name', 'refresh', 'fromrepo', 'skip_verify', 'debconf', 'pkgs', 'sources', 'reinstall', 'downloadonly', 'version'],
+    defaults: { name: null, refresh: false, fromrepo: null, skip_verify: false, debconf: null, pkgs: null, sources: null, reinstall: false, downloadonly: false, version: null },
+    kwargs: true,
+    run: async ([name, refresh, fromrepo, skipVerify, debconf, pkgs, sources, reinstall, downloadonly, version], _kwargs, ctx) => {
+      // Accepted by name as Salt's, but not built: a value that asks for them is refused, not ignored.
+      const unsupported = { fromrepo, skip_verify: skipVerify, debconf, downloadonly }
+      for (const [option, value] of Object.entries(unsupported)) {
+        if (isSet(value) && value !== false) throw new InvocationError(`pkg.install option '${option}' is not supported by Brine`, { argument: option })
+      }
+      let targets: InstallTarget[]
+      if (isSet(sources)) targets = await sourceTargets(ctx, sources, resolveSource)
+      else if (isSet(pkgs)) targets = pkgsTargets(pkgs)
+      else if (isSet(name)) targets = [{ name: requireUnitName(name, 'name'), ...(isSet(version) ? { version: versionOf(version, 'version') } : {}) }]
+      else throw new InvocationError('name, pkgs or sources is required', { argument: 'name' })
+      const provider = await chooseProvider(ctx)
+      const options = { refresh: toBool(refresh, 'refresh'), reinstall: toBool(reinstall, 'reinstall') }
+      return await withChanges(ctx, provider, 'installing', () => provider.install(ctx, targets, options))
+    },
+  }
+}
+
 /** Builds the pkg module; the resolver is the seam for where `sources=` files come from. */
 export function createPkgModule(resolveSource: PackageSourceResolver = defaultSourceResolver): ModuleDefinition {
   return {
@@ -167,22 +192,7 @@ export function createPkgModule(resolveSource: PackageSourceResolver = defaultSo
         return names.length === 1 ? (latest[names[0] as string] ?? '') : latest
       },
     },
-    install: {
-      doc: "Install the named package, the packages in ``pkgs`` (names or {name: version}), or the package files in ``sources`` ([{name: source}]: absolute paths, file:// or salt:// URLs). Returns a dict of what changed: {name: {old, new}}.\n\nCLI Example:\n\n    brine '*' pkg.install curl\n    brine '*' pkg.install pkgs='[\"foo\", {\"bar\": \"1.2.3-4\"}]'\n    brine '*' pkg.install sources='[{\"brine-test\": \"/tmp/brine-test_1.0_all.deb\"}]'",
-      args: ['name', 'refresh', 'fromrepo', 'skip_verify', 'debconf', 'pkgs', 'sources', 'reinstall', 'downloadonly', 'version'],
-      defaults: { name: null, refresh: false, fromrepo: null, skip_verify: false, debconf: null, pkgs: null, sources: null, reinstall: false, downloadonly: false, version: null },
-      kwargs: true,
-      run: async ([name, refresh, , , , pkgs, sources, reinstall, , version], _kwargs, ctx) => {
-        let targets: InstallTarget[]
-        if (isSet(sources)) targets = await sourceTargets(ctx, sources, resolveSource)
-        else if (isSet(pkgs)) targets = pkgsTargets(pkgs)
-        else if (isSet(name)) targets = [{ name: requireUnitName(name, 'name'), ...(isSet(version) ? { version: versionOf(version, 'version') } : {}) }]
-        else throw new InvocationError('name, pkgs or sources is required', { argument: 'name' })
-        const provider = await chooseProvider(ctx)
-        const options = { refresh: toBool(refresh, 'refresh'), reinstall: toBool(reinstall, 'reinstall') }
-        return await withChanges(ctx, provider, 'installing', () => provider.install(ctx, targets, options))
-      },
-    },
+    install: installSpec(resolveSource),
     remove: {
       doc: "Remove the named package(s), keeping their configuration files. Returns {name: {old, new}} of what changed.\n\nCLI Example:\n\n    brine '*' pkg.remove <package name>\n    brine '*' pkg.remove pkgs='[\"foo\", \"bar\"]'",
       args: ['name', 'pkgs'],
