@@ -1,6 +1,6 @@
 import { Option } from 'commander'
 import { generateJid, loadConfig, parseInput, parseOverride } from '@brine/common'
-import { collectGrains, createModuleRegistry, executeJob, RunningJobs } from '@brine/minion'
+import { collectGrains, createModuleRegistry, executeJob, reloadCustomModules, RunningJobs } from '@brine/minion'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
@@ -44,6 +44,8 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     const onAbort = (): void => controller.abort(io.signal?.reason)
     io.signal?.addEventListener('abort', onAbort, { once: true })
     const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal })
+    // As salt-call does: the modules synced before and those of module_dirs are there too.
+    await reloadCustomModules(registry, opts, logger)
     const result = await executeJob(registry, { jid: generateJid(), fun, arg: parseInput(args, { noParse: noParseNames(o.parse) }), user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
       io.signal?.removeEventListener('abort', onAbort),
     )
