@@ -114,6 +114,18 @@ describe('file module on the real filesystem', () => {
   })
 })
 
+describe('sys lists the daily modules with their docstrings', () => {
+  it('list_functions and doc', async () => {
+    expect((await run('sys.list_functions', ['pkg'])).return).toEqual([
+      'pkg.install', 'pkg.latest_version', 'pkg.list_pkgs', 'pkg.list_upgrades', 'pkg.purge', 'pkg.refresh_db', 'pkg.remove', 'pkg.upgrade', 'pkg.version',
+    ])
+    const docs = (await run('sys.doc', ['service.start', 'file.replace', 'network.connect'])).return as Record<string, string>
+    expect(docs['service.start']).toContain("brine '*' service.start <service name>")
+    expect(docs['file.replace']).toContain('Python ``re`` syntax')
+    expect(docs['network.connect']).toContain('{result, comment}')
+  })
+})
+
 describe('read-only modules on the real host', () => {
   it('environ get/setval/unset in the minion process', async () => {
     expect((await run('environ.setval', ['BRINE_TEST_VAR', 'on'])).return).toBe('on')
