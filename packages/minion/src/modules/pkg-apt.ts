@@ -41,7 +41,7 @@ async function policy(ctx: JobContext, names: string[]): Promise<Record<string, 
 }
 
 /** `apt-get update` output: Get → True, Hit → None, Ign/Err → False, per repository URL (Salt's refresh_db). */
-function parseUpdate(stdout: string): Record<string, boolean | null> {
+export function parseUpdate(stdout: string): Record<string, boolean | null> {
   const repos: Record<string, boolean | null> = {}
   for (const line of stdout.split('\n')) {
     const match = /^(Get|Hit|Ign|Err):?\d*\s+(\S+\s+\S+)/.exec(line)
@@ -49,6 +49,16 @@ function parseUpdate(stdout: string): Record<string, boolean | null> {
     repos[match[2] as string] = match[1] === 'Get' ? true : match[1] === 'Hit' ? null : false
   }
   return repos
+}
+
+/** `apt-get --just-print dist-upgrade`: `Inst name [old] (new …)` lines → name → new version. */
+export function parseJustPrint(stdout: string): Record<string, string> {
+  const upgrades: Record<string, string> = {}
+  for (const line of stdout.split('\n')) {
+    const match = /^Inst (\S+) (?:\[[^\]]*\] )?\((\S+)/.exec(line)
+    if (match !== null) upgrades[match[1] as string] = match[2] as string
+  }
+  return upgrades
 }
 
 export const aptProvider: PackageProvider = {
@@ -73,13 +83,7 @@ export const aptProvider: PackageProvider = {
   refresh: async (ctx) => parseUpdate((await apt(ctx, ['apt-get', '-q', 'update'])).stdout),
   listUpgrades: async (ctx, refresh) => {
     if (refresh) await apt(ctx, ['apt-get', '-q', 'update'])
-    const result = await apt(ctx, ['apt-get', '--just-print', 'dist-upgrade'])
-    const upgrades: Record<string, string> = {}
-    for (const line of result.stdout.split('\n')) {
-      const match = /^Inst (\S+) (?:\[[^\]]*\] )?\((\S+)/.exec(line)
-      if (match !== null) upgrades[match[1] as string] = match[2] as string
-    }
-    return upgrades
+    return parseJustPrint((await apt(ctx, ['apt-get', '--just-print', 'dist-upgrade'])).stdout)
   },
   upgrade: async (ctx, refresh) => {
     if (refresh) await apt(ctx, ['apt-get', '-q', 'update'])

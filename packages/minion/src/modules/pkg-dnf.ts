@@ -18,7 +18,7 @@ async function list(ctx: JobContext): Promise<PackageList> {
 }
 
 /** `dnf check-update` lines (`name.arch  version  repo`) → name → version; exit 100 means there are some. */
-function parseCheckUpdate(stdout: string): Record<string, string> {
+export function parseCheckUpdate(stdout: string): Record<string, string> {
   const upgrades: Record<string, string> = {}
   for (const line of stdout.split('\n')) {
     const match = /^(\S+)\.\S+\s+(\S+)\s+\S+$/.exec(line.trim())

@@ -25,7 +25,7 @@ export interface ServiceProvider {
 const ok = async (ctx: JobContext, argv: string[]): Promise<boolean> => (await execArgv(ctx, argv, { timeout: 120 })).retcode === 0
 
 /** Unit names without the `.service` suffix Salt strips, sorted and unique. */
-function unitNames(stdout: string): string[] {
+export function unitNames(stdout: string): string[] {
   const names = new Set<string>()
   for (const line of stdout.split('\n')) {
     const unit = line.trim().replace(/^●\s*/, '').split(/\s+/)[0]
