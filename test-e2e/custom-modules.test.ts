@@ -61,5 +61,12 @@ describe.each(TRANSPORTS)('custom modules from the master over %s', (transport) 
 
     // The same minion processes throughout: loaded without a restart.
     expect(ids.map((id) => fleet.minions.get(id)?.pid)).toEqual(pids)
+
+    // A restarted minion loads what it synced before from extension_modules, without asking the master.
+    await fleet.minions.get('mod2')?.stop()
+    const mark = fleet.startEventCount
+    await fleet.startMinion({ id: 'mod2', transport })
+    await fleet.waitForMinionStart('mod2', mark)
+    expect(json((await fleet.run('brine', ['mod2', 'hello.world', '--out', 'json', '--static', '-t', '60'])).stdout)).toEqual({ mod2: 'hello world from mod2' })
   })
 })
