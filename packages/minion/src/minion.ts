@@ -29,7 +29,7 @@ import { collectGrains, replaceGrains } from './modules/grains.js'
 import { reloadCustomModules } from './modules/loader.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
-import type { Grains, ModuleDefinition, ModuleRegistry } from './modules/types.js'
+import type { Grains, MasterChannel, ModuleDefinition, ModuleRegistry } from './modules/types.js'
 import { ReturnSpool, spoolDir } from './spool.js'
 
 export interface MinionOptions {
@@ -139,7 +139,7 @@ export class Minion {
     })
     this.authenticated.catch(() => {}) // nobody has to listen
     const signal = this.#controller.signal
-    const master = { request: (load: { readonly cmd: string }, requestOptions?: { signal?: AbortSignal; timeoutMs?: number }) => this.#request(load, requestOptions) }
+    const master: MasterChannel = { request: (load, requestOptions) => this.#request(load, requestOptions) }
     this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master }, options.modules)
     this.#runner = new JobRunner({
       id: this.id,
@@ -303,11 +303,13 @@ export class Minion {
     if (first && this.#policy?.type !== 'failover') await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
   }
 
-  /** A sealed request to the first master in use (a module's: saltutil.sync_modules), waiting for its auth. */
-  async #request(load: { readonly cmd: string }, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Record<string, unknown>> {
-    const link = this.links[0]
-    if (link === undefined) throw new ClosedError('minion', this.id)
-    return await link.send(load, { tries: 1, signal: options.signal ?? this.#controller.signal, ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }) })
+  /** A module's request to the master: through the first link that is authenticated (else the first link, which waits for its auth). */
+  #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number; tries?: number } = {}): Promise<Record<string, unknown>> {
+    const links = this.links
+    const link = links.find((candidate) => candidate.session !== undefined) ?? links[0]
+    if (link === undefined) return Promise.reject(new ClosedError('minion (no master link)', this.id))
+    const { signal, timeout, tries } = options
+    return link.request({ ...load, id: this.id }, { ...(signal === undefined ? {} : { signal }), ...(timeout === undefined ? {} : { timeout }), ...(tries === undefined ? {} : { tries }) })
   }
 
   #track(task: Promise<unknown>): void {

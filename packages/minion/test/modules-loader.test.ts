@@ -1,9 +1,11 @@
-import { createHash } from 'node:crypto'
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { silentLogger } from '@brine/transport'
+import { FileRoots, FileServer } from '@brine/master'
+import type { FileCommand } from '@brine/common'
+import { serializeError, silentLogger } from '@brine/transport'
+import { NotAcknowledgedError } from '../src/errors.js'
 import { executeJob } from '../src/executor.js'
 import { defineModule, definitionOf, reloadCustomModules } from '../src/modules/loader.js'
 import { createModuleRegistry } from '../src/modules/registry.js'
@@ -11,8 +13,9 @@ import { RunningJobs } from '../src/modules/running-jobs.js'
 import type { MasterChannel } from '../src/modules/types.js'
 import { nextJid } from './modules-fixture.js'
 
-const root = mkdtempSync(join(tmpdir(), 'brine-loader-'))
-afterAll(() => rmSync(root, { recursive: true, force: true }))
+const scratch = mkdtempSync(join(tmpdir(), 'brine-loader-'))
+afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+const root = scratch
 
 const HELLO = `export default {
   doc: 'Says hello.',
@@ -25,55 +28,85 @@ const PLAIN = `export function add(a, b) { return Number(a) + Number(b) }\nadd.d
 const BROKEN = `export function oops( {\n`
 const SHADOW = `export function ping() { return 'custom pong' }\n`
 
-/** A registry whose master answers `_modules_sync` from `served` (name → text) as the master's ModuleSyncSource does. */
+/**
+ * A registry whose master is the master's own file server in-process, serving `root` as base (its
+ * `_modules/` holds what `served` names), behind a channel that refuses as the wire does. Each request is
+ * recorded, so a test sees what crossed.
+ */
 function setup(served: Map<string, string>, opts: Record<string, unknown>) {
+  const root = mkdtempSync(join(scratch, 'srv-'))
+  const write = (): void => {
+    rmSync(join(root, '_modules'), { recursive: true, force: true })
+    mkdirSync(join(root, '_modules'), { recursive: true })
+    for (const [file, text] of served) writeFileSync(join(root, '_modules', file), text)
+  }
+  const server = new FileServer({ roots: new FileRoots({ roots: { base: [root] } }), bufferSize: 65536, hashType: 'sha256', recv: false, recvMaxBytes: 0, cachedir: join(root, '..', `${basename(root)}-master`) })
   const requests: Record<string, unknown>[] = []
   const master: MasterChannel = {
     request: async (load) => {
+      write()
       requests.push(load as Record<string, unknown>)
-      const have = (load as unknown as { have: Record<string, string> }).have
-      const modules = [...served].map(([name, text]) => {
-        const data = new TextEncoder().encode(text)
-        const hash = createHash('sha256').update(data).digest('hex')
-        return have[name] === hash ? { name, hash, size: data.length } : { name, hash, size: data.length, data }
-      })
-      return { ok: true, modules, skipped: [] }
+      try {
+        return { ok: true, ...(await server.handle('minion-1', load.cmd as FileCommand, { ...load, id: 'minion-1' })) }
+      } catch (error) {
+        const serialized = serializeError(error)
+        throw new NotAcknowledgedError(load.cmd, JSON.stringify(serialized), { refusal: serialized.name, error: serialized })
+      }
     },
   }
   const registry = createModuleRegistry({ id: 'minion-1', grains: {}, opts, logger: silentLogger, jobs: new RunningJobs(), master })
   const run = (fun: string, arg: unknown[] = []) => executeJob(registry, { jid: nextJid(), fun, arg })
-  return { registry, run, requests }
+  return { registry, run, requests, server }
 }
 
 describe('custom modules', () => {
-  it('sync_modules fetches, loads without a restart, resyncs only changes, reports a broken module by name while the rest run', async () => {
-    const served = new Map([['hello', HELLO]])
-    const { run, requests } = setup(served, { cachedir: join(root, 'cache') })
+  it('sync_modules lists salt://_modules/, fetches hash first, loads without a restart, resyncs only changes, reports a broken module by name while the rest run', async () => {
+    const served = new Map([['hello.js', HELLO], ['README.md', 'not a module']])
+    const { run, requests, server } = setup(served, { cachedir: join(root, 'cache') })
     expect((await run('hello.world')).return).toBe("'hello.world' is not available.")
 
     const first = await run('saltutil.sync_modules')
     expect(first).toMatchObject({ return: ['modules.hello'], retcode: 0 })
+    expect(requests.map((load) => load.cmd)).toEqual(['_file_list', '_file_hash', '_serve_file', '_serve_file'])
+    expect(requests[0]).toMatchObject({ saltenv: 'base', prefix: '_modules/' })
     expect((await run('hello.world')).return).toBe('hello world from minion-1')
     expect((await run('hello.world', ['name=brine'])).return).toBe('hello brine from minion-1')
     expect((await run('sys.doc', ['hello'])).return).toEqual({ 'hello.world': expect.stringContaining('Return a greeting.') })
 
-    // Unchanged: nothing travels, nothing is reported.
+    // Unchanged: the hash is asked, no byte travels, nothing is reported.
+    const served1 = server.stats().bytes_served
+    requests.length = 0
     expect((await run('saltutil.sync_modules')).return).toEqual([])
-    expect(requests[1]?.have).toEqual({ hello: createHash('sha256').update(HELLO).digest('hex') })
+    expect(requests.map((load) => load.cmd)).toEqual(['_file_list', '_file_hash'])
+    expect(server.stats().bytes_served).toBe(served1)
 
-    served.set('broken', BROKEN)
+    served.set('broken.mjs', BROKEN)
     const second = await run('saltutil.sync_modules')
     expect(second.retcode).toBe(1)
     expect(second.return).toEqual({ synced: ['modules.broken'], failed: { broken: expect.stringMatching(/syntax/i) } })
     expect((await run('hello.world')).return).toBe('hello world from minion-1')
     expect((await run('broken.oops')).return).toEqual(expect.stringContaining("'broken.oops' is not available: its module failed to load: "))
 
+    // Changed on the master: fetched again and reloaded.
+    served.set('hello.js', HELLO.replace("'hello '", "'hi '"))
+    expect((await run('saltutil.sync_modules')).return).toEqual({ synced: ['modules.hello'], failed: { broken: expect.stringMatching(/syntax/i) } })
+    expect((await run('hello.world')).return).toBe('hi world from minion-1')
+
     // Gone from the master: removed here, its functions gone.
-    served.delete('broken')
-    served.delete('hello')
+    served.delete('broken.mjs')
+    served.delete('hello.js')
     expect((await run('saltutil.sync_all')).return).toMatchObject({ modules: ['modules.broken', 'modules.hello'], states: [] })
     expect((await run('hello.world')).return).toBe("'hello.world' is not available.")
     expect(readdirSync(join(root, 'cache', 'extmods', 'modules')).filter((file) => file.endsWith('.js'))).toEqual([])
+  })
+
+  it('an environment the master does not have is refused by name, and the modules held stay', async () => {
+    const { run } = setup(new Map([['hello.js', HELLO]]), { cachedir: join(root, 'cache-env') })
+    expect((await run('saltutil.sync_modules')).return).toEqual(['modules.hello'])
+    const refused = await run('saltutil.sync_modules', ['saltenv=dev'])
+    expect(refused).toMatchObject({ retcode: 1, success: false })
+    expect(refused.return).toMatch(/^ERROR: FileServerPathError: .*no such environment/)
+    expect((await run('hello.world')).return).toBe('hello world from minion-1')
   })
 
   it('module_dirs: plain exported functions, __virtualname__, and a custom function replacing a built-in until it goes', async () => {

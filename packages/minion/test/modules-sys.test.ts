@@ -18,7 +18,7 @@ describe('sys module', () => {
 
   it('list_modules, with globs', async () => {
     expect((await run('sys.list_modules')).return).toEqual([
-      'cmd', 'disk', 'environ', 'file', 'grains', 'group', 'network', 'pkg', 'saltutil', 'service', 'status', 'sys', 'sysctl', 'test', 'user',
+      'cmd', 'cp', 'disk', 'environ', 'file', 'grains', 'group', 'network', 'pkg', 'saltutil', 'service', 'status', 'sys', 'sysctl', 'test', 'user',
     ])
     expect((await run('sys.list_modules', ['s*'])).return).toEqual(['saltutil', 'service', 'status', 'sys', 'sysctl'])
   })

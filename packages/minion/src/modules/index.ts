@@ -25,6 +25,8 @@ export {
 export { collectGrains, coreGrains, grainsFilePath, grainsModule, parseOsRelease, readPersistedGrains, replaceGrains } from './grains.js'
 export { cmdModule, createCmdModule, DEFAULT_MAX_OUTPUT_BYTES, runCommand, shlexSplit } from './cmd.js'
 export type { CmdModuleOptions, CommandResult, RunCommandOptions } from './cmd.js'
+export { scriptFunctions } from './cmd-script.js'
+export { cpModule, fileClientFor } from './cp.js'
 export { testModule } from './test.js'
 export { saltutilModule } from './saltutil.js'
 export { sysModule } from './sys.js'

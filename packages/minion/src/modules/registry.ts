@@ -1,6 +1,8 @@
 import { InvalidModuleNameError } from '../errors.js'
 import type { ModuleContext, ModuleDefinition, ModuleFunction, ModuleRegistry } from './types.js'
 import { cmdModule } from './cmd.js'
+import { scriptFunctions } from './cmd-script.js'
+import { cpModule } from './cp.js'
 import { diskModule } from './disk.js'
 import { environModule } from './environ.js'
 import { fileModule } from './file.js'
@@ -16,7 +18,8 @@ import { groupModule, userModule } from './user.js'
 
 /** The execution modules every minion has, by module name. */
 export const BUILTIN_MODULES: Readonly<Record<string, ModuleDefinition>> = {
-  cmd: cmdModule,
+  cmd: { ...cmdModule, ...scriptFunctions({}) },
+  cp: cpModule,
   disk: diskModule,
   environ: environModule,
   file: fileModule,

@@ -7,10 +7,14 @@ export type Grains = Record<string, unknown>
 /** The minion's config (Salt's key names: `id`, `cachedir`, `grains`, …). */
 export type MinionOpts = Record<string, unknown>
 
-/** The minion's authenticated channel to a master it uses, for what a module asks of it (module sync). */
+/**
+ * The authenticated request channel to a master, as modules use it (the file server's commands): sends a
+ * sealed load and resolves with the master's sealed answer; a refusal rejects with NotAcknowledgedError
+ * carrying the master's error. `id` is added to the load by the channel.
+ */
 export interface MasterChannel {
-  /** Sends a sealed load; resolves to the master's sealed answer (`{ok: true, …}`). */
-  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Record<string, unknown>>
+  /** `timeout` ms per try (default the link's auth_timeout); `tries` for a request that may be sent twice (a read). */
+  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeout?: number; tries?: number }): Promise<Record<string, unknown>>
 }
 
 /** What every module function can reach: Salt's `__opts__`, `__grains__` and friends. */
@@ -23,7 +27,7 @@ export interface ModuleContext {
   readonly jobs: RunningJobs
   /** Aborted when the whole minion shuts down; every job's signal follows it. */
   readonly signal?: AbortSignal
-  /** The master, when the minion has one (absent in a standalone registry). */
+  /** The master's request channel (absent where no master is, e.g. a module tested alone). */
   readonly master?: MasterChannel
 }
 
