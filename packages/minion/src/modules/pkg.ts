@@ -8,8 +8,10 @@ import { stat } from 'node:fs/promises'
 import { isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CommandExecutionError, InvocationError } from '../errors.js'
+import { asCommandError } from '../file-client.js'
 import { isPlainObject } from './args.js'
 import type { CommandResult } from './cmd.js'
+import { cacheFileFor } from './cp.js'
 import { aptProvider } from './pkg-apt.js'
 import { dnfProvider } from './pkg-dnf.js'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
@@ -38,17 +40,21 @@ export interface PackageProvider {
 
 /**
  * Turns one `sources=` value into a local file path: an absolute path or `file://` URL as it is;
- * `salt://` through `cp.cache_file` when the minion has it (the master's file server).
+ * `salt://` (with its `?saltenv=`) cached from the master's file server as `cp.cache_file` caches it.
  */
 export type PackageSourceResolver = (ctx: JobContext, source: string) => Promise<string>
 
 export const defaultSourceResolver: PackageSourceResolver = async (ctx, source) => {
   let path = source
   if (source.startsWith('salt://')) {
-    const cache = ctx.registry.get('cp.cache_file')
-    if (cache === undefined) throw new CommandExecutionError(`cannot fetch ${source}: this minion has no cp.cache_file (the master's file server)`, { source })
-    const cached = await cache.run([source], {}, ctx)
-    if (typeof cached !== 'string' || cached === '') throw new CommandExecutionError(`Unable to cache ${source} from the master`, { source })
+    let cached: string | false
+    try {
+      cached = await cacheFileFor(ctx, source, null)
+    } catch (error) {
+      // A refusal (a path out of the roots, no master) names the file server's error, as cp's functions do.
+      throw asCommandError(error)
+    }
+    if (cached === false) throw new CommandExecutionError(`Unable to cache ${source} from the master: no such file in its file_roots`, { source })
     path = cached
   } else if (source.startsWith('file://')) {
     path = fileURLToPath(source)
