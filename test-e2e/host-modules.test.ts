@@ -70,23 +70,37 @@ async function call(fleet: Fleet, id: string, ...args: string[]): Promise<unknow
 describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (transport) => {
   const id = `host-${transport}`
 
-  it('pkg installs a package built with dpkg-deb from a local path, shows its version, removes it, and leaves the machine as it was', async () => {
+  it('pkg installs a package built with dpkg-deb from salt:// (the master\'s file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was', async () => {
     expect(await installed()).toBe(false)
     const dir = await mkdtemp(join(tmpdir(), 'brine-pkg-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))
     cleanups.push(async () => (await installed()) && (await exec('dpkg', ['--purge', PACKAGE])))
     const deb = await buildDeb(dir)
-    const fleet = await startFleet({ minions: [{ id, transport }] })
+    // The .deb sits at the top of the master's file_roots: salt://brine-test_1.0_all.deb.
+    const fleet = await startFleet({ minions: [{ id, transport }], masterConfig: { file_roots: { base: [dir] } } })
+    const salt = `salt://${PACKAGE}_1.0_all.deb`
 
     expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${deb}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${salt}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
     expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('1.0')
     expect(await readFile('/usr/share/brine-test/hello.txt', 'utf8')).toBe('installed by Brine\n')
+    // cp.cache_file brought it into the minion's cache (hash checked), which pkg.install read.
+    const cached = await call(fleet, id, 'cp.is_cached', salt)
+    expect(cached).toEqual(expect.stringMatching(new RegExp(`/files/base/${PACKAGE}_1\\.0_all\\.deb$`)))
     expect(await call(fleet, id, 'pkg.list_pkgs')).toMatchObject({ [PACKAGE]: '1.0' })
     expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
     expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
+
+    // The same from a local path.
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${deb}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
+    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('1.0')
+    expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
+
+    // Sources that cannot be had are refused by name, and nothing is installed.
     expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${join(dir, 'absent.deb')}"}]`)).toBe(`ERROR: package source ${join(dir, 'absent.deb')} is not a file`)
-    await exec('dpkg', ['--purge', PACKAGE])
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://absent.deb"}]`)).toBe('ERROR: Unable to cache salt://absent.deb from the master: no such file in its file_roots')
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://../etc/passwd"}]`)).toEqual(expect.stringMatching(/^ERROR: FileServerPathError: /))
+    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
     expect(await installed()).toBe(false)
   })
 
