@@ -60,6 +60,24 @@ describe('brine-call --local', () => {
     }
   })
 
+  it('saltutil.sync_modules syncs _modules/ of its own file_roots, as salt-call --local does, and a later call loads them', async () => {
+    const other = await mkdtemp(join(tmpdir(), 'brine-call-sync-'))
+    try {
+      await mkdir(join(other, 'srv', '_modules'), { recursive: true })
+      await writeFile(join(other, 'srv', '_modules', 'greet.js'), 'export function hi(name) { return `hi ${name}` }\n')
+      await writeFile(join(other, 'minion'), `id: local4\ncachedir: ${join(other, 'cache')}\nfile_roots: {base: [${join(other, 'srv')}]}\n`)
+      const sync = memoryIO()
+      expect(await runCall(['-c', other, '--local', '--out', 'json', 'saltutil.sync_modules'], sync)).toBe(0)
+      expect(JSON.parse(sync.out())).toEqual({ local: ['modules.greet'] })
+      const io = memoryIO()
+      expect(await runCall(['-c', other, '--local', '--out', 'json', 'greet.hi', 'there'], io)).toBe(0)
+      expect(JSON.parse(io.out())).toEqual({ local: 'hi there' })
+      expect(await readFile(join(other, 'cache', 'extmods', 'modules', 'greet.js'), 'utf8')).toContain('hi ${name}')
+    } finally {
+      await rm(other, { recursive: true, force: true })
+    }
+  })
+
   it('refuses to run without --local (not supported yet)', async () => {
     const io = memoryIO()
     expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(64)
