@@ -17,8 +17,10 @@ describe('sys module', () => {
   })
 
   it('list_modules, with globs', async () => {
-    expect((await run('sys.list_modules')).return).toEqual(['cmd', 'cp', 'grains', 'saltutil', 'sys', 'sysctl', 'test'])
-    expect((await run('sys.list_modules', ['s*'])).return).toEqual(['saltutil', 'sys', 'sysctl'])
+    expect((await run('sys.list_modules')).return).toEqual([
+      'cmd', 'cp', 'disk', 'environ', 'file', 'grains', 'group', 'network', 'pkg', 'saltutil', 'service', 'status', 'sys', 'sysctl', 'test', 'user',
+    ])
+    expect((await run('sys.list_modules', ['s*'])).return).toEqual(['saltutil', 'service', 'status', 'sys', 'sysctl'])
   })
 
   it('doc returns {fun: docstring}', async () => {
