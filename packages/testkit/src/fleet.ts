@@ -88,6 +88,11 @@ export interface FleetOptions {
   /** Serve on the same port numbers as this fleet (on another `interface`): several upper masters of one syndic share Salt's `syndic_master_port`. */
   portsFrom?: Fleet
   /**
+   * Use this fleet's nats-server, on ports of its own: two masters on one NATS cluster, told apart by their ports
+   * (a broker has no hosts to tell them apart by, as `interface` does on the socket transports).
+   */
+  natsFrom?: Fleet
+  /**
    * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
    * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
    */
@@ -255,13 +260,13 @@ export class Fleet {
 
   /**
    * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the one of
-   * the fleet it shares ports with (`portsFrom`), or of the masters above it (a syndic node).
+   * the fleet it shares ports (`portsFrom`) or its broker (`natsFrom`) with, or of the masters above it (a syndic node).
    */
   private async startBroker(): Promise<void> {
     const syndic = this.options.syndic
     if (!this.transports.includes('nats') && syndic?.transport !== 'nats') return
     // A syndic node shares its upper masters' broker: one cluster, told apart by ports.
-    const shared = this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
+    const shared = this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
     if (shared !== undefined) {
       this.natsServer = shared
       return
