@@ -64,6 +64,8 @@ async function settle(): Promise<void> {
 class FakeLink implements PolicyLink {
   readonly master: string
   readonly status: MasterLinkStatus = { connected: false, authenticated: false, closed: false }
+  /** Set by a test whose link asks its master, as a broker's link must. */
+  alive?: (timeoutMs: number) => Promise<boolean>
   readonly #events = new LifecycleEvents<MasterLinkEvent>(64)
 
   constructor(
