@@ -307,6 +307,8 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
       return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a list of strings')
     case 'boolean-or-map':
       return typeof value === 'boolean' || isPlainObject(value) ? value : fail('true, false or a mapping')
+    case 'map-list':
+      return Array.isArray(value) && value.every((item) => isPlainObject(item)) ? value : fail('a list of mappings')
     case 'master-finger':
       if (typeof value === 'string') return value
       if (Array.isArray(value)) return value.every((item) => typeof item === 'string') ? value : fail('a fingerprint, a list of fingerprints or a mapping of master to fingerprint')
@@ -552,6 +554,7 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'map':
     case 'transport-opts':
     case 'boolean-or-map':
+    case 'map-list':
       return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
     case 'output-indent':
       return { key, value: raw === 'null' || raw === '~' ? null : /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw }

@@ -7,8 +7,10 @@ import {
   validateReturnLoad,
   validateSyndicEventLoad,
   validateSyndicReturnLoad,
+  type PublishLoad,
 } from '@brine/common'
 import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { viaOfRequest, type Caller } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { MasterService } from './master-service.js'
 import type { RequestPool } from './worker-pool.js'
@@ -31,7 +33,7 @@ export interface MasterWireAdapterOptions {
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /** The credentials and envelope keys of a clear load: never handed on to a wheel function (Salt pops them too). */
-const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous'])
+const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous', 'origin'])
 
 function withoutCredentials(load: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(load).filter(([name]) => !NOT_ARGUMENTS.has(name)))
@@ -98,17 +100,17 @@ export class MasterWireAdapter {
         return service.auth(load, publishPort === undefined ? {} : { publishPort })
       }
       case 'publish': {
-        const caller = await service.authorize(load)
-        const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
+        const caller = await this.#caller(load, context)
+        const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, origin: _origin, ...job } = validatePublishLoad(load) as PublishLoad & { origin?: unknown }
         return (await service.publish(caller, job)) as unknown as WireValue
       }
       case 'wheel': {
-        const caller = await service.authorize(load)
+        const caller = await this.#caller(load, context)
         const call = withoutCredentials(load)
         return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
       }
       case 'runner': {
-        const caller = await service.authorize(load)
+        const caller = await this.#caller(load, context)
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
@@ -127,6 +129,12 @@ export class MasterWireAdapter {
         this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
         throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
     }
+  }
+
+  /** The one authorize step, and where the request came from (for the audit log). */
+  async #caller(load: Record<string, unknown>, context: RequestContext): Promise<Caller> {
+    const caller = await this.#service.authorize(load)
+    return { ...caller, via: viaOfRequest(load['origin'], context.transport, context.peer) }
   }
 
   async #box(request: Record<string, unknown>): Promise<WireValue> {
