@@ -7,6 +7,7 @@ export type {
   ModuleFunction,
   ModuleFunctionSpec,
   ModuleRegistry,
+  ScheduleControl,
 } from './types.js'
 export { BUILTIN_MODULES, createModuleRegistry } from './registry.js'
 export { RunningJobs } from './running-jobs.js'
@@ -25,6 +26,8 @@ export { collectGrains, coreGrains, grainsFilePath, grainsModule, parseOsRelease
 export { cmdModule, createCmdModule, DEFAULT_MAX_OUTPUT_BYTES, runCommand, shlexSplit } from './cmd.js'
 export type { CmdModuleOptions, CommandResult, RunCommandOptions } from './cmd.js'
 export { testModule } from './test.js'
+export { eventModule, minionEventTag } from './event.js'
+export { scheduleModule } from './schedule.js'
 export { saltutilModule } from './saltutil.js'
 export { sysModule } from './sys.js'
 export { brineVersion } from './version.js'

@@ -1,16 +1,20 @@
 import { InvalidModuleNameError } from '../errors.js'
 import type { ModuleContext, ModuleDefinition, ModuleFunction, ModuleRegistry } from './types.js'
 import { cmdModule } from './cmd.js'
+import { eventModule } from './event.js'
 import { grainsModule } from './grains.js'
 import { saltutilModule } from './saltutil.js'
+import { scheduleModule } from './schedule.js'
 import { sysModule } from './sys.js'
 import { testModule } from './test.js'
 
 /** The execution modules every minion has, by module name. */
 export const BUILTIN_MODULES: Readonly<Record<string, ModuleDefinition>> = {
   cmd: cmdModule,
+  event: eventModule,
   grains: grainsModule,
   saltutil: saltutilModule,
+  schedule: scheduleModule,
   sys: sysModule,
   test: testModule,
 }
