@@ -81,6 +81,8 @@ class RunningJobContext implements JobContext {
   readonly opts: ModuleContext['opts']
   readonly logger: ModuleContext['logger']
   readonly jobs: ModuleContext['jobs']
+  readonly fireMaster: ModuleContext['fireMaster']
+  readonly schedule: ModuleContext['schedule']
   retcode = 0
   readonly #signalOf: () => AbortSignal
 
@@ -96,6 +98,8 @@ class RunningJobContext implements JobContext {
     this.opts = context.opts
     this.logger = context.logger
     this.jobs = context.jobs
+    this.fireMaster = context.fireMaster
+    this.schedule = context.schedule
     this.#signalOf = signalOf
   }
 
