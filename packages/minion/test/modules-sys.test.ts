@@ -17,8 +17,8 @@ describe('sys module', () => {
   })
 
   it('list_modules, with globs', async () => {
-    expect((await run('sys.list_modules')).return).toEqual(['cmd', 'grains', 'saltutil', 'sys', 'sysctl', 'test'])
-    expect((await run('sys.list_modules', ['s*'])).return).toEqual(['saltutil', 'sys', 'sysctl'])
+    expect((await run('sys.list_modules')).return).toEqual(['cmd', 'event', 'grains', 'saltutil', 'schedule', 'sys', 'sysctl', 'test'])
+    expect((await run('sys.list_modules', ['s*'])).return).toEqual(['saltutil', 'schedule', 'sys', 'sysctl'])
   })
 
   it('doc returns {fun: docstring}', async () => {
