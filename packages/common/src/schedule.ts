@@ -30,7 +30,7 @@ export interface ScheduleEntry {
 }
 
 /** The entry keys Salt's schedule knows that Brine keeps when it persists and lists an entry. */
-export const SCHEDULE_KEYS = ['function', 'args', 'kwargs', 'seconds', 'minutes', 'hours', 'days', 'cron', 'splay', 'maxrunning', 'return_job', 'enabled', 'run_on_start'] as const
+export const SCHEDULE_KEYS = ['function', 'args', 'kwargs', 'job_args', 'job_kwargs', 'seconds', 'minutes', 'hours', 'days', 'cron', 'splay', 'maxrunning', 'return_job', 'enabled', 'run_on_start'] as const
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -82,8 +82,9 @@ export function parseScheduleEntry(name: string, raw: unknown): ScheduleEntry {
   if (intervalMs === undefined && cron === undefined) throw new ScheduleError(name, 'needs seconds, minutes, hours, days or cron')
   if (intervalMs !== undefined && cron !== undefined) throw new ScheduleError(name, 'takes an interval or cron, not both')
   if (intervalMs !== undefined && intervalMs < 1000) throw new ScheduleError(name, 'the interval must be at least 1 second')
-  const args = raw['args'] ?? []
-  const kwargs = raw['kwargs'] ?? {}
+  // Salt reads `job_args` / `job_kwargs` (schedule.add's names) as well as `args` / `kwargs`.
+  const args = raw['args'] ?? raw['job_args'] ?? []
+  const kwargs = raw['kwargs'] ?? raw['job_kwargs'] ?? {}
   if (!Array.isArray(args)) throw new ScheduleError(name, 'args must be a list')
   if (!isMap(kwargs)) throw new ScheduleError(name, 'kwargs must be a mapping')
   const maxrunning = raw['maxrunning'] ?? 1
