@@ -202,7 +202,7 @@ export const CONFIG_SCHEMA = {
   minion_event_max_bytes: { kind: 'integer', roles: MASTER, default: 65536, unit: 'bytes', min: 1024, max: 67108864 },
   minion_event_rate: { kind: 'number', roles: MASTER, default: 10, min: 0.01, max: 1_000_000 },
   minion_event_burst: { kind: 'integer', roles: MASTER, default: 50, min: 1, max: 1_000_000 },
-  // '' : `audit` beside log_file (or under /var/log/brine when log_file is not a path).
+  // '': the daemons use `audit` beside log_file (loadConfig sets it); a Master embedded as a library, <cachedir>/audit.
   audit_log: { kind: 'string', roles: MASTER, default: '' },
 
   // Keys and security.

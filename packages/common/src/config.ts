@@ -1,5 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises'
-import { join, resolve, sep } from 'node:path'
+import { dirname, join, resolve, sep } from 'node:path'
 import { LineCounter, isMap, isScalar, parse as parseYaml, parseDocument } from 'yaml'
 import { iterTransportOpts, parseLogLevel, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
 import type { Logger } from '@brine/transport'
@@ -154,9 +154,18 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   }
   prependRootDir(opts)
   checkResolvedPaths(opts, origins, report)
+  // A daemon's audit log defaults to `audit` beside its log file (a library's Master, without it, keeps it under cachedir).
+  if (role === 'master' && opts['audit_log'] === '') opts['audit_log'] = defaultAuditLog(opts)
 
   for (const warning of warnings) logger.warning(warning.message)
   return { opts: opts as ConfigFor<R>, warnings, files, sources: origins }
+}
+
+/** `audit` beside `log_file`, or under `<root_dir>/var/log/brine` when the log goes to syslog or nowhere. */
+export function defaultAuditLog(opts: Record<string, unknown>): string {
+  const logFile = opts['log_file']
+  if (typeof logFile === 'string' && logFile !== '' && !logFile.includes('://')) return join(dirname(logFile), 'audit')
+  return join(typeof opts['root_dir'] === 'string' ? opts['root_dir'] : '/', 'var/log/brine/audit')
 }
 
 /**

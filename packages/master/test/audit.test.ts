@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rename, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { BusEvent } from '@brine/common'
+import { defaultAuditLog, type BusEvent } from '@brine/common'
 import { AuditLog, auditLogPath } from '../src/audit/audit-log.js'
 import { maskSecrets, MASK } from '../src/audit/mask.js'
 import { EventBus } from '../src/event-bus.js'
@@ -44,10 +44,11 @@ describe('the audit log', () => {
     expect(await audit.query({ user: 'alice' })).toEqual([])
   })
 
-  it("defaults to `audit` beside the log file", () => {
-    expect(auditLogPath({ log_file: '/var/log/brine/master' })).toBe('/var/log/brine/audit')
-    expect(auditLogPath({ audit_log: '/srv/audit.jsonl', log_file: '/x/master' })).toBe('/srv/audit.jsonl')
-    expect(auditLogPath({ log_file: 'udp://syslog:514', root_dir: '/r' })).toBe('/r/var/log/brine/audit')
+  it("defaults to `audit` beside the daemon's log file, and under cachedir for a Master without a loaded config", () => {
+    expect(defaultAuditLog({ log_file: '/var/log/brine/master' })).toBe('/var/log/brine/audit')
+    expect(defaultAuditLog({ log_file: 'udp://syslog:514', root_dir: '/r' })).toBe('/r/var/log/brine/audit')
+    expect(auditLogPath({ audit_log: '/srv/audit.jsonl', cachedir: '/c' })).toBe('/srv/audit.jsonl')
+    expect(auditLogPath({ audit_log: '', cachedir: '/c' })).toBe('/c/audit')
   })
 })
 

@@ -48,11 +48,12 @@ export interface AuditQuery {
   limit?: number
 }
 
-/** The default `audit_log`: `audit` beside `log_file`, else under /var/log/brine. */
-export function auditLogPath(opts: { audit_log?: unknown; log_file?: unknown; root_dir?: unknown }): string {
-  if (typeof opts.audit_log === 'string' && opts.audit_log !== '') return opts.audit_log
-  const logFile = typeof opts.log_file === 'string' && opts.log_file !== '' && !opts.log_file.includes('://') ? opts.log_file : undefined
-  return logFile === undefined ? join(typeof opts.root_dir === 'string' ? opts.root_dir : '/', 'var/log/brine/audit') : join(dirname(logFile), 'audit')
+/**
+ * Where the audit log goes: `audit_log`; unset (a Master embedded as a library, its config not loaded from files),
+ * `<cachedir>/audit`. Daemons load their config with loadConfig, which sets it to `audit` beside `log_file`.
+ */
+export function auditLogPath(opts: { audit_log?: unknown; cachedir: string }): string {
+  return typeof opts.audit_log === 'string' && opts.audit_log !== '' ? opts.audit_log : join(opts.cachedir, 'audit')
 }
 
 /**
