@@ -182,6 +182,9 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     expect(created!.data).toMatchObject({ tgt: 'late1', arg: ['hello late1'], user: 'reactor' })
     const [ret] = await bus.waitFor((event) => event.tag === `salt/job/${String(created!.data['jid'])}/ret/late1`, "late1's return")
     expect(ret!.data['return']).toBe('hello late1')
+    await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
+    const { lines } = await auditLines(fleet)
+    expect(lines.filter((line) => line.jid === created!.data['jid'])).toEqual([expect.objectContaining({ cmd: 'publish', fun: 'test.echo', result: 'accepted', via: expect.objectContaining({ tag: 'salt/minion/late1/start' }) })])
   })
 
   it("a reaction to a function the reactor user may not run is refused, audited, and fired as a reactor error", async () => {

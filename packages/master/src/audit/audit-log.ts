@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { appendFile, readFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { silentLogger, type Logger } from '@brine/transport'
@@ -73,6 +73,8 @@ export class AuditLog {
     this.#bus = options.bus
     this.#logger = options.logger ?? silentLogger
     mkdirSync(dirname(path), { recursive: true, mode: 0o750 })
+    // Created now, while a daemon may still be root, so the user it switches to can be given the file.
+    closeSync(openSync(path, 'a', 0o600))
   }
 
   /** Records `call` made by `caller`. */
