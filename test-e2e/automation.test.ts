@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -116,11 +117,12 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
   let dir: string
   let bus: BusLog
   let hook: (path: string, body: unknown) => Promise<number>
+  let api: ReturnType<typeof httpClient>
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'brine-reactor-'))
     for (const [name, text] of Object.entries(REACTIONS)) await writeFile(join(dir, `${name}.sls`), text)
-    await writeFile(join(dir, 'htpasswd'), '')
+    await writeFile(join(dir, 'htpasswd'), `ops:{SHA}${createHash('sha1').update('ops-pw').digest('base64')}\n`)
     const port = await freeLoopbackPort()
     // One fleet for the whole block (the tests build on it), stopped after it.
     fleet = await Fleet.start({
@@ -136,12 +138,13 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
         reactor_user: 'reactor',
         reactor_loop_limit: 3,
         // The reactor's user may run cmd.run, test.* and the event.send runner: nothing else.
-        external_auth: { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', reactor: ['cmd.run', 'test.*', { '@runner': ['event\\.send'] }] } },
+        external_auth: { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', reactor: ['cmd.run', 'test.*', { '@runner': ['event\\.send'] }], ops: ['test.*'] } },
+        netapi_enable_clients: ['local'],
         minion_event_max_bytes: 2048,
         rest_cherrypy: { port, host: '127.0.0.1', disable_ssl: true, webhook_disable_auth: true },
       },
     })
-    const api = httpClient((await fleet.startApi()).url)
+    api = httpClient((await fleet.startApi()).url)
     hook = async (path, body) => (await api.call(`/hook/${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })).status
     bus = new BusLog(fleet.sockDir)
     await bus.connect()
@@ -211,6 +214,19 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
     const { lines } = await auditLines(fleet)
     expect(lines.filter((line) => line.fun === 'event.send' && line.user === 'reactor' && line.result === 'accepted')).toHaveLength(3)
+  })
+
+  it("a call through the REST API is audited with its eauth user and the HTTP caller's address", async () => {
+    const send = (path: string, body: unknown, headers: Record<string, string> = {}) => api.call(path, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } })
+    const login = await send('/login', { username: 'ops', password: 'ops-pw', eauth: 'file' })
+    const token = String((login.json as { return: Array<{ token: string }> }).return[0]!.token)
+    const ran = await send('/', [{ client: 'local', tgt: 'web1', fun: 'test.ping' }], { 'x-auth-token': token })
+    expect(ran.json).toEqual({ return: [{ web1: true }] })
+    const refused = await send('/', [{ client: 'local', tgt: 'web1', fun: 'cmd.run', arg: ['id'] }], { 'x-auth-token': token })
+    expect(refused.status).toBe(403)
+    const audited = json((await fleet.run('brine-run', ['jobs.audit', 'user=ops', '--out', 'json'])).stdout) as unknown as AuditLine[]
+    expect(audited.map((line) => [line.fun, line.result])).toEqual([['test.ping', 'accepted'], ['cmd.run', 'refused']])
+    for (const line of audited) expect(line).toMatchObject({ cmd: 'publish', auth: 'token', eauth: 'file', via: { client: 'api', address: '127.0.0.1' } })
   })
 
   it('event.send and event.fire_master reach the bus under salt/minion/<id>/, which a minion cannot leave; an oversized event is refused', async () => {
