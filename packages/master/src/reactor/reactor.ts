@@ -135,8 +135,9 @@ export class Reactor {
       void this.#depth.run(next.depth, () => this.#react(next)).finally(() => {
         this.#running--
         this.#drain()
-        if (this.#running === 0 && this.#queue.length === 0) for (const resolve of this.#idle) resolve()
-        if (this.#running === 0 && this.#queue.length === 0) this.#idle.clear()
+        if (this.#running > 0 || this.#queue.length > 0) return
+        for (const resolve of this.#idle) resolve()
+        this.#idle.clear()
       })
     }
   }
