@@ -6,6 +6,9 @@ import type { Caller } from '../authorize.js'
 import type { EventBus } from '../event-bus.js'
 import { maskSecrets } from './mask.js'
 
+/** Records waiting for the disk at most; past it they are dropped and counted in the log (the bus still carries them). */
+const MAX_PENDING_LINES = 100_000
+
 /** The bus tag of an audit record: `brine/audit/<publish|runner|wheel>` (not one of Salt's tags). */
 export const auditTag = (cmd: string): string => `brine/audit/${cmd}`
 
@@ -66,7 +69,10 @@ export class AuditLog {
   readonly path: string
   readonly #bus: EventBus | undefined
   readonly #logger: Logger
-  #writing: Promise<void> = Promise.resolve()
+  /** Lines not written yet: a burst of calls is written in one append, never one open per line queued behind another. */
+  #pending: string[] = []
+  #writing: Promise<void> | undefined
+  #dropped = 0
 
   constructor(path: string, options: { bus?: EventBus; logger?: Logger } = {}) {
     this.path = path
@@ -89,15 +95,33 @@ export class AuditLog {
       ...(call.arg === undefined ? {} : { arg: maskSecrets(call.arg) }),
       ...(call.kwarg === undefined ? {} : { kwarg: maskSecrets(call.kwarg) }),
     }
-    const line = `${JSON.stringify(record)}\n`
-    this.#writing = this.#writing.then(() => appendFile(this.path, line, { mode: 0o600 })).catch((error: unknown) => this.#logger.error(`audit_log ${this.path}: could not write a record`, error))
+    if (this.#pending.length < MAX_PENDING_LINES) this.#pending.push(`${JSON.stringify(record)}\n`)
+    else if (this.#dropped++ % 1000 === 0) this.#logger.error(`audit_log ${this.path}: ${MAX_PENDING_LINES} records wait for the disk; ${this.#dropped} dropped so far`)
+    if (this.#writing === undefined) {
+      this.#writing = this.#flush().finally(() => {
+        this.#writing = undefined
+      })
+    }
     this.#bus?.fire(auditTag(call.cmd), { ...record })
     return record
   }
 
+  /** Writes what waits, in one append per round, until nothing does. A failed write is logged; those lines are lost. */
+  async #flush(): Promise<void> {
+    while (this.#pending.length > 0) {
+      const lines = this.#pending
+      this.#pending = []
+      try {
+        await appendFile(this.path, lines.join(''), { mode: 0o600 })
+      } catch (error) {
+        this.#logger.error(`audit_log ${this.path}: could not write ${lines.length} record(s)`, error)
+      }
+    }
+  }
+
   /** Resolves once every record so far is written. */
-  settle(): Promise<void> {
-    return this.#writing
+  async settle(): Promise<void> {
+    while (this.#writing !== undefined) await this.#writing
   }
 
   /** The records that match `query`, oldest first, at most `limit` of the newest. */
