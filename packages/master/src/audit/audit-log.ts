@@ -97,13 +97,18 @@ export class AuditLog {
     }
     if (this.#pending.length < MAX_PENDING_LINES) this.#pending.push(`${JSON.stringify(record)}\n`)
     else if (this.#dropped++ % 1000 === 0) this.#logger.error(`audit_log ${this.path}: ${MAX_PENDING_LINES} records wait for the disk; ${this.#dropped} dropped so far`)
-    if (this.#writing === undefined) {
-      this.#writing = this.#flush().finally(() => {
-        this.#writing = undefined
-      })
-    }
+    this.#kick()
     this.#bus?.fire(auditTag(call.cmd), { ...record })
     return record
+  }
+
+  /** Starts writing unless a write runs; a line queued while the last one was ending starts the next. */
+  #kick(): void {
+    if (this.#writing !== undefined || this.#pending.length === 0) return
+    this.#writing = this.#flush().finally(() => {
+      this.#writing = undefined
+      this.#kick()
+    })
   }
 
   /** Writes what waits, in one append per round, until nothing does. A failed write is logged; those lines are lost. */
