@@ -1,13 +1,24 @@
 import { defineConfig, type Options } from 'tsup'
 
-const common: Options = { format: ['esm'], sourcemap: true, target: 'node20' }
+const common: Options = { format: ['esm'], sourcemap: true, target: 'node22' }
+
+/**
+ * Declarations come from TypeScript's own compiler, not tsup's `dts`: TypeScript 7 (the native compiler) has no
+ * JavaScript API, which tsup's declaration bundler needs. One `.d.ts` per source file, beside the bundle.
+ */
+const emitDeclarations = 'tsc -p tsconfig.json --noEmit false --emitDeclarationOnly --declaration --rootDir src --outDir dist'
 
 /**
  * Every package's build: ESM + .d.ts from `src/index.ts` (plus `extraEntries`, e.g. a worker script started by
  * path), and, for packages with command-line programs, one shebang'd file per bin under `dist/bin/`.
  */
 export function packageConfig(options: { extraEntries?: string[]; bins?: Record<string, string> } = {}) {
-  const library: Options = { ...common, entry: ['src/index.ts', ...(options.extraEntries ?? [])], dts: true, clean: true }
+  const library: Options = {
+    ...common,
+    entry: ['src/index.ts', ...(options.extraEntries ?? [])],
+    clean: true,
+    onSuccess: emitDeclarations,
+  }
   if (options.bins === undefined) return defineConfig(library)
   const bins: Options = {
     ...common,

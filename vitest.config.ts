@@ -13,6 +13,7 @@ export default defineConfig({
     alias: [{ find: /^@brine\/([a-z-]+)$/, replacement: `${root}packages/$1/src/index.ts` }],
   },
   test: {
+    globalSetup: [`${root}scripts/vitest-runtime.ts`],
     retry: 0,
     testTimeout: 60_000,
     hookTimeout: 60_000,

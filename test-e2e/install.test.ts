@@ -104,10 +104,11 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     for (const role of ['master', 'minion', 'syndic']) {
       const unit = await readFile(join(REPO_ROOT, `packaging/systemd/brine-${role}.service`), 'utf8')
       const execStart = /^ExecStart=(.*)$/m.exec(unit)?.[1]
-      expect(execStart).toBe(`brine-${role} -c /etc/brine`)
+      // The units name the .deb's /usr/bin; after npm install -g the same command is the prefix's.
+      expect(execStart).toBe(`/usr/bin/brine-${role} -c /etc/brine`)
       expect(unit).toMatch(/^Restart=on-failure$/m)
       expect(unit).toMatch(/^ExecReload=\/bin\/kill -HUP \$MAINPID$/m)
-      const [command, ...args] = execStart!.replace('/etc/brine', configDir).split(' ')
+      const [command, ...args] = execStart!.replace('/etc/brine', configDir).replace('/usr/bin/', '').split(' ')
       const checked = await run(command!, [...args, '--check-config'], { ms: COMMAND_MS, env, cwd: scratch })
       // The syndic reads the master's config file, as Salt's salt-syndic does.
       const file = role === 'syndic' ? 'master' : role

@@ -206,6 +206,8 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     const mark = top.startEventCount
     await link.start()
     await deadline(link.authenticated, EVENTS_MS, 'the rogue syndic accepted by the top')
+    // A syndic the operator accepted as one, then compromised: it may lie about its own subtree only.
+    await top.acceptSyndic('rogue')
     await link.send({ cmd: '_syndic_event', id: 'rogue', events: [{ tag: tags.syndicStart('rogue'), data: { id: 'rogue' } }] })
     await top.waitForSyndicStart('rogue', mark)
 
@@ -223,6 +225,62 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     await top.master.waitForOutput(/refused a return from syndic rogue for minion "direct1" of job \d+: "direct1" is a minion of this master/, EVENTS_MS)
     returns.stop()
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, ghost1: 1 })
+  })
+
+  it('a minion whose key is not accepted as a syndic cannot speak for minions: refused, logged, nothing stored; brine-key -L shows the real syndic', async () => {
+    const { top } = await startTree(transport)
+    const dir = await mkdtemp(join(tmpdir(), 'fake-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const ports = top.ports.get(transport)!
+    const link = new MasterLink({
+      id: 'plain',
+      keys: generateKeys(),
+      transport: await loadTransport(transport),
+      host: top.host,
+      port: ports.ret,
+      publishPort: ports.publish,
+      pkiDir: join(dir, 'pki'),
+      authTimeoutMs: 5000,
+      acceptanceWaitMs: 200,
+      acceptanceWaitMaxMs: 0,
+      spoolDir: join(dir, 'spool'),
+      returnRetryDelayMs: () => 1000,
+      returnRetryTries: 1,
+    })
+    cleanups.push(() => link.close())
+    const publishes = link.publishes()[Symbol.asyncIterator]()
+    await link.start()
+    await deadline(link.authenticated, EVENTS_MS, 'the plain minion accepted by the top (auto_accept)')
+    const jid = jidOf((await top.run('brine', ['*', 'test.ping', '--async'])).stdout)
+    let job: Readonly<JobLoad> | undefined
+    while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the plain minion`)).value?.job
+    // It answers for a minion behind syndic1, and for one that does not exist.
+    const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
+    const refusal = await link.send({ cmd: '_syndic_return', id: 'plain', jobs: [{ jid, fun: 'test.ping', minions: ['s1-web', 'ghost'], pending: [], returns: { 's1-web': forged, ghost: forged } }] }).then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    expect(refusal).toMatchObject({ name: 'NotAcknowledgedError', refusal: 'SyndicNotAcceptedError' })
+    await top.master.waitForOutput(/_syndic_return refused: "plain" is not accepted as a syndic on this master \(brine-key --accept-syndic plain\)/, EVENTS_MS)
+    // The real returns come up through syndic1; the forged ones never.
+    const returns = record(top, '^salt/job/')
+    const lookup = async () => json((await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])).stdout) as Record<string, unknown>
+    let stored = await lookup()
+    if (stored['s1-web'] === undefined) {
+      await returns.until((events) => returnCounts(events, jid)['s1-web'] === 1, `the real return of s1-web for ${jid}`)
+      stored = await lookup()
+    }
+    returns.stop()
+    expect(stored['s1-web']).toBe(true)
+    expect(stored['ghost']).toBeUndefined()
+    // Later jobs wait for the real syndics only: 'plain' is an ordinary minion of the top.
+    const listing = json((await top.run('brine-key', ['-L', '--out', 'json'])).stdout) as Record<string, string[]>
+    expect(listing['syndics']).toEqual(['syndic1', 'syndic2'])
+    expect(listing['minions']).toEqual(expect.arrayContaining(['plain', 'syndic1', 'syndic2', 'direct1']))
+    const syndics = json((await top.run('brine-run', ['syndics.list', '--out', 'json'])).stdout) as Record<string, { syndic_key: boolean; minions: string[] }>
+    expect(Object.keys(syndics).sort()).toEqual(['syndic1', 'syndic2'])
+    expect(syndics['syndic1']).toMatchObject({ syndic_key: true })
+    expect(syndics['syndic1']!.minions).not.toContain('ghost')
   })
 
   it('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {

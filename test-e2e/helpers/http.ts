@@ -16,6 +16,8 @@ export interface HttpOptions {
   body?: string | Buffer
   /** Bound on the whole exchange, ms. */
   ms?: number
+  /** The local address to connect from (`127.0.0.2`: another client address on the loopback network). */
+  localAddress?: string
 }
 
 /**
@@ -31,7 +33,7 @@ export function httpClient(base: string, ca?: Buffer) {
       const headers: Record<string, string> = { ...options.headers }
       if (options.body !== undefined) headers['content-length'] = String(Buffer.byteLength(options.body))
       const req = send(
-        { host: url.hostname, port: url.port, path, method: options.method ?? 'GET', headers, ...(ca === undefined ? {} : { ca }) },
+        { host: url.hostname, port: url.port, path, method: options.method ?? 'GET', headers, ...(ca === undefined ? {} : { ca }), ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }) },
         (res) => {
           const chunks: Buffer[] = []
           res.on('data', (chunk: Buffer) => chunks.push(chunk))

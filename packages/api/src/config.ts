@@ -1,4 +1,5 @@
-import { ConfigError, secondsToMs, type MasterConfig } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, secondsToMs, serverLimitsFromConfig, type LoginLimits, type MasterConfig } from '@brine/common'
+import type { DecodeLimits } from '@brine/transport'
 
 /** The REST API's settings: Salt's `rest_cherrypy` keys, checked, with Salt's defaults. */
 export interface ApiSettings {
@@ -29,6 +30,10 @@ export interface ApiSettings {
   eventsTokenRecheckMs: number
   /** The clients `POST /` and friends may use (the master's `netapi_enable_clients`). */
   enabledClients: string[]
+  /** Failed logins per user name and per client address (the master's `eauth_rate_limit_*`); more get 429. */
+  loginLimits: LoginLimits
+  /** Entries and depth a request body may have (the master's `max_frame_entries`, `max_frame_depth`); more get 413 or 400. */
+  bodyLimits: DecodeLimits
 }
 
 /** The clients Brine's API implements (Salt 3006's NetapiClient, without ssh and local_subset). */
@@ -99,6 +104,8 @@ export function apiSettings(opts: MasterConfig): { settings: ApiSettings; warnin
     eventsMaxStreams: integer('events_max_streams', 1024, 1, 1_000_000),
     eventsTokenRecheckMs: secondsToMs(block['events_token_recheck'] ?? 5, 'rest_cherrypy.events_token_recheck'),
     enabledClients: [],
+    loginLimits: eauthLimitsFromConfig(opts),
+    bodyLimits: (({ maxFrameEntries, maxFrameDepth }) => ({ maxEntries: maxFrameEntries, maxDepth: maxFrameDepth }))(serverLimitsFromConfig(opts)),
   }
   const crt = text('ssl_crt')
   const key = text('ssl_key')

@@ -8,9 +8,12 @@ import { BrineError } from '@brine/transport'
 export class ApiError extends BrineError {
   override name = 'ApiError'
   readonly status: number
-  constructor(status: number, message: string, options?: ErrorOptions) {
+  /** Seconds, sent as `Retry-After` (429: a login limit's window). */
+  readonly retryAfter: number | undefined
+  constructor(status: number, message: string, options?: ErrorOptions & { retryAfter?: number }) {
     super(message, { status }, options)
     this.status = status
+    this.retryAfter = options?.retryAfter
   }
 }
 

@@ -16,6 +16,13 @@ import { ApiError } from './errors.js'
 /** The remote error names that mean "who are you?" (401) and "you may not" (403). */
 const UNAUTHENTICATED = new Set(['EauthAuthenticationError', 'TokenAuthenticationError', 'EauthError'])
 const REFUSED = new Set(['PermissionDeniedError'])
+/** The context the master's error carried: the client wraps a RemoteError (its `cause`) in an error of its own. */
+function remoteContext(error: unknown): Record<string, unknown> {
+  const own = (error as { context?: Record<string, unknown> } | undefined)?.context ?? {}
+  const cause = (error as { cause?: { context?: Record<string, unknown> } } | undefined)?.cause?.context ?? {}
+  return { ...cause, ...own }
+}
+
 const BAD_REQUEST = new Set(['MalformedRequestError', 'PayloadError', 'UnknownRunnerError', 'UnknownWheelFunctionError', 'TargetError', 'JidError', 'InvalidMinionIdError', 'MatchTypeError'])
 
 /**
@@ -87,6 +94,16 @@ export class MasterLink {
     // The message after the transport's "tcp://… answered with Name: " prefix is what the master said.
     const said = message.replace(/^.*? answered with [A-Za-z]+: /, '').replace(/^the master refused [a-z_]+: [A-Za-z]+: /, '')
     if (UNAUTHENTICATED.has(remoteName)) return new ApiError(401, said, { cause: error })
+    const name = (error as Error)?.name
+    if (name === 'LoginRateLimitedError' || name === 'LoginBusyError' || remoteName === 'LoginRateLimitedError' || remoteName === 'LoginBusyError') {
+      const retryAfter = Number(remoteContext(error)['retryAfter'])
+      return new ApiError(429, said, { cause: error, retryAfter: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 1 })
+    }
+    // A request over the master's entry or depth bound: too large (entries) or malformed (depth), never a server fault.
+    if (name === 'FrameLimitError' || remoteName === 'FrameLimitError') {
+      const key = String(remoteContext(error)['key'] ?? '')
+      return new ApiError(key === 'max_frame_entries' ? 413 : 400, message, { cause: error })
+    }
     if (REFUSED.has(remoteName)) return new ApiError(403, said, { cause: error })
     if (BAD_REQUEST.has(remoteName)) return new ApiError(400, said, { cause: error })
     // A batch size the client cannot use (`batch: 0`, `'x%'`) is the caller's mistake.

@@ -5,9 +5,9 @@ import cookie from '@fastify/cookie'
 import cors from '@fastify/cors'
 import formbody from '@fastify/formbody'
 import { pack } from 'tar-stream'
-import { tags, type MasterConfig } from '@brine/common'
+import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConfig } from '@brine/common'
 import { yamlifyArg } from '@brine/minion'
-import { silentLogger, type Logger } from '@brine/transport'
+import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { ClientCredentials, EauthToken } from '@brine/client'
 import type { ApiSettings } from './config.js'
 import { ApiError, ApiStartError } from './errors.js'
@@ -137,10 +137,13 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     strictPreflight: false,
   })
 
+  // Peer-caused warnings: 10 lines a minute each, then a count of the rest.
+  const blockedLog = new LogLimiter()
+  const throttle = new LoginThrottle(settings.loginLimits)
   app.addHook('onRequest', async (request) => {
     counters.requests++
     if (settings.authorizedIps.length > 0 && !settings.authorizedIps.includes(plainIp(request.ip))) {
-      logger.warning(`blocked request from ${request.ip} (not in rest_cherrypy.authorized_ips)`)
+      blockedLog.warning(logger, `blocked request from ${request.ip} (not in rest_cherrypy.authorized_ips)`, 'blocked requests')
       throw new ApiError(403, 'Bad IP')
     }
     // The event stream and the key tarball answer in their own formats (salt-api turns hypermedia_out off there).
@@ -150,7 +153,10 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
   })
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
-    if (error instanceof ApiError) return fail(request, reply, error.status, error.message)
+    if (error instanceof ApiError) {
+      if (error.retryAfter !== undefined) reply.header('Retry-After', String(error.retryAfter))
+      return fail(request, reply, error.status, error.message)
+    }
     switch (error.code) {
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return fail(request, reply, 406, `Content type not supported: ${String(request.headers['content-type'])} (use application/json, application/x-yaml, application/x-www-form-urlencoded or text/plain)`)
@@ -164,6 +170,17 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
     if (status === 500) logger.error(`${request.method} ${request.url}: ${error.stack ?? error.message}`)
     return fail(request, reply, status, status === 500 ? (settings.debug ? (error.stack ?? error.message) : 'An unexpected error occurred') : error.message)
+  })
+  // A body over the master's entry or depth bound is refused here, as the master would refuse it, before anything
+  // walks it recursively (a 5,000-deep argument would otherwise overflow the stack: a 500).
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined || request.body === null || typeof request.body !== 'object') return
+    try {
+      checkValueShape(request.body, settings.bodyLimits, 'the request body')
+    } catch (error) {
+      if (error instanceof FrameLimitError) throw new ApiError(error.key === 'max_frame_entries' ? 413 : 400, error.message)
+      throw error
+    }
   })
   app.setNotFoundHandler((request, reply) => fail(request, reply, 404, `The path '${request.url.split('?')[0]}' was not found.`))
 
@@ -205,11 +222,28 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const expire = Number(chunk['token_expire'])
     return { eauth, username, password, ...(chunk['token_expire'] !== undefined && Number.isFinite(expire) ? { token_expire: expire } : {}) }
   }
-  const login = async (chunk: Record<string, unknown>): Promise<EauthToken> => {
+  /**
+   * A login from HTTP client `ip`: refused with 429 once its user name or address failed too often (the master's
+   * `eauth_rate_limit_*`, counted here per HTTP client; the master is told the address, as it counts too).
+   */
+  const login = async (chunk: Record<string, unknown>, ip: string): Promise<EauthToken> => {
     if (!link.masterRunning) throw new ApiError(503, 'the master is not available (its event bus is not reachable)')
+    const credentials = credentialsOf(chunk)
+    const address = plainIp(ip)
+    let attempt
     try {
-      return await link.mkToken(credentialsOf(chunk))
+      attempt = throttle.begin(credentials.username, address)
     } catch (error) {
+      if (error instanceof LoginRateLimitedError) throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(error.retryAfterMs / 1000)) })
+      throw error
+    }
+    try {
+      const made = await link.mkToken({ ...credentials, client_address: address })
+      attempt.succeeded()
+      return made
+    } catch (error) {
+      // Only a refused password counts: a master that is down or busy says nothing about the caller.
+      if (!(error instanceof ApiError && error.status === 401)) attempt.succeeded()
       if (error instanceof ApiError && error.status === 401) throw new ApiError(401, 'Could not authenticate using provided credentials')
       throw error
     }
@@ -228,7 +262,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
   })
 
   app.post('/login', async (request, reply) => {
-    const made = await login(firstChunk(request.body))
+    const made = await login(firstChunk(request.body), request.ip)
     reply.header('X-Auth-Token', made.token)
     if (settings.enableSessions) {
       reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: options.tls !== undefined, expires: new Date(made.expire * 1000) })
@@ -251,7 +285,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const out: unknown[] = []
     for (const chunk of body) {
       if (!isMap(chunk)) throw new ApiError(400, 'Require "username", "password", and "eauth" params')
-      const made = await login(chunk)
+      const made = await login(chunk, request.ip)
       out.push({ start: made.start, token: made.token, expire: made.expire, name: made.name, eauth: made.eauth })
     }
     return respond(request, reply, 200, out)
@@ -328,6 +362,9 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
   const hook = async (request: FastifyRequest<{ Params: { '*'?: string } }>, reply: FastifyReply) => {
     if (!settings.webhookDisableAuth) await liveToken(requireToken(request))
     const path = (request.params['*'] ?? '').replace(/^\/+|\/+$/g, '')
+    // The path becomes the event's tag: a newline or tab in it would forge lines for every reader of the bus.
+    const problem = tagProblem(tags.netapiHook(path))
+    if (problem !== undefined) throw new ApiError(400, `the hook path ${JSON.stringify(path.slice(0, 120))} cannot be an event tag: it ${problem}`)
     // Salt's `body` is the raw text of a JSON, YAML or plain body, and '' for a form (its fields are in `post`).
     const form = String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')
     const raw = typeof request.body === 'string' ? request.body : request.body === undefined || form ? '' : JSON.stringify(request.body)

@@ -40,6 +40,33 @@ describe('the app without a master', () => {
     return createApiApp({ link, settings, streams })
   }
 
+  it("maps the master's login refusals to 429 with the retry time and its FrameLimitError to 413/400, never 500", async () => {
+    const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock' } as unknown as MasterConfig
+    const link = new MasterLink(opts)
+    // As the client raises them: its own error around the master's RemoteError (context on the cause).
+    const wrapped = (name: string, context: Record<string, unknown>): Error =>
+      Object.assign(new Error(`the master refused mk_token: ${name}: refused`), { name: 'EauthError', context: { remoteName: name }, cause: { context: { ...context, remoteName: name } } })
+    const limited = link.httpError(wrapped('LoginRateLimitedError', { key: 'eauth_rate_limit_user', retryAfter: 42 }), 'mk_token')
+    expect(limited).toMatchObject({ status: 429, retryAfter: 42 })
+    expect(link.httpError(wrapped('LoginBusyError', { key: 'eauth_hash_backlog', retryAfter: 1 }), 'mk_token')).toMatchObject({ status: 429, retryAfter: 1 })
+    const frame = (key: string): Error => Object.assign(new Error(`tcp://127.0.0.1:4506 refused the request: over ${key}`), { name: 'FrameLimitError', context: { key, limit: 1, size: 9 } })
+    expect(link.httpError(frame('max_frame_entries'), 'publish')).toMatchObject({ status: 413 })
+    expect(link.httpError(frame('max_frame_depth'), 'publish')).toMatchObject({ status: 400 })
+    await link.close()
+  })
+
+  it('answers a body over the entry or depth bound with 413 or 400 naming the key, and a hook path that cannot be a tag with 400', async () => {
+    const server = await app({ webhook_disable_auth: true })
+    const deep = `[{"client": "local", "tgt": "*", "fun": "test.arg", "arg": [${'['.repeat(5000)}1${']'.repeat(5000)}]}]`
+    const tooDeep = await server.inject({ method: 'POST', url: '/run', payload: deep, headers: { 'content-type': 'application/json' } })
+    expect(tooDeep.statusCode).toBe(400)
+    expect(tooDeep.json()).toEqual({ status: 400, return: 'the request body nests containers more than 64 deep, over max_frame_depth (64)' })
+    const hook = await server.inject({ method: 'POST', url: '/hook/a%0Ab%09c', payload: {} })
+    expect(hook.statusCode).toBe(400)
+    expect(hook.json()).toEqual({ status: 400, return: expect.stringContaining('U+000A') })
+    await server.close()
+  })
+
   it('refuses callers outside authorized_ips with 403 and a JSON body', async () => {
     const server = await app({ authorized_ips: ['10.9.9.9'] })
     const response = await server.inject({ method: 'GET', url: '/' })

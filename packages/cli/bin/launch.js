@@ -4,9 +4,11 @@
 // says how to build it instead of failing with a module-not-found stack.
 import { existsSync } from 'node:fs'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { refuseUnsupportedNode } from './node-version.js'
 
-/** Imports `dist/bin/<name>.js`, which runs the command. */
+/** Imports `dist/bin/<name>.js`, which runs the command, once this Node is one Brine supports. */
 export async function launch(name) {
+  refuseUnsupportedNode(name)
   const target = fileURLToPath(new URL(`../dist/bin/${name}.js`, import.meta.url))
   if (!existsSync(target)) {
     const root = fileURLToPath(new URL('../../..', import.meta.url))

@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs'
 import { createLogger, parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander'
 import { collectVersions, formatVersionsReport } from '@brine/common'
@@ -88,7 +89,7 @@ export function createProgram(name: string, io: CommandIO): Command {
 export function parseArgv(program: Command, argv: readonly string[]): number | undefined {
   try {
     program.parse([...argv], { from: 'user' })
-    return undefined
+    return checkGivenConfigDir(program)
   } catch (error) {
     if (error instanceof CommanderError) {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return EXIT_OK
@@ -96,6 +97,25 @@ export function parseArgv(program: Command, argv: readonly string[]): number | u
     }
     throw error
   }
+}
+
+/**
+ * A `-c` given on the command line must be a directory: starting on defaults (and writing keys under
+ * /etc/brine) because of a typo would hide the mistake. The default directory may be absent, as in Salt.
+ */
+function checkGivenConfigDir(program: Command): number | undefined {
+  if (program.getOptionValueSource('configDir') !== 'cli') return undefined
+  const dir = String(program.opts<{ configDir: string }>().configDir)
+  let problem: string | undefined
+  try {
+    if (!statSync(dir).isDirectory()) problem = `config directory '${dir}' (-c) is not a directory`
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    problem = code === 'ENOENT' || code === 'ENOTDIR' ? `config directory '${dir}' (-c) does not exist` : `config directory '${dir}' (-c) cannot be read: ${(error as Error).message}`
+  }
+  if (problem === undefined) return undefined
+  program.configureOutput().writeErr?.(`Usage: ${program.name()} ${program.usage()}\n\n${program.name()}: error: ${problem}\n`)
+  return EXIT_USAGE
 }
 
 /** Option parser for a non-negative number of seconds; the error names the flag through commander. */

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { readFileSync, statSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
@@ -53,5 +53,38 @@ describe.each(commands)('%s --versions-report', (_name, command) => {
     expect(io.out()).toMatch(/\n +libzmq: 4\.\d+\.\d+\n/)
     expect(io.out()).toContain('System Versions:\n')
     expect(io.err()).toBe('')
+  })
+})
+
+describe('the Node a bin runs on', () => {
+  it('accepts Node 24 and later and 22.12 and later 22.x, refuses the rest (package.json engines)', async () => {
+    const { isSupportedNode, SUPPORTED_NODE } = (await import(`${cliDir}bin/node-version.js`)) as {
+      isSupportedNode: (version: string) => boolean
+      SUPPORTED_NODE: string
+    }
+    expect(['24.0.0', '24.21.0', '26.12.1', '22.12.0', '22.23.3'].map(isSupportedNode)).toEqual([true, true, true, true, true])
+    expect(['20.20.2', '22.11.0', '23.11.0', '18.20.8'].map(isSupportedNode)).toEqual([false, false, false, false])
+    expect(manifest).toMatchObject({ engines: { node: '^22.12.0 || >=24.0.0' } })
+    expect(SUPPORTED_NODE).toMatch(/Node 24 LTS.*22\.12/)
+  })
+
+  it("runs on the project's Node 22 and refuses the machine's older Node with a sentence naming the versions", async () => {
+    const { isSupportedNode } = (await import(`${cliDir}bin/node-version.js`)) as { isSupportedNode: (version: string) => boolean }
+    const node22 = execFileSync('bash', [`${repoRoot}scripts/runtime.sh`, '22'], { encoding: 'utf8' }).trim()
+    const onNode22 = execFileSync(`${node22}/node`, [`${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8' })
+    expect(onNode22.trim()).toMatch(/^\d+\.\d+\.\d+$/)
+    // The machines this project is tested on keep Node 20 as their system Node (DEVELOPERS: a fresh machine has
+    // only Node 20 and npm); a run there proves the refusal on a real old Node.
+    const systemNode = '/usr/bin/node'
+    const systemVersion = execFileSync(systemNode, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim()
+    const run = spawnSync(systemNode, [`${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8' })
+    if (isSupportedNode(systemVersion)) {
+      expect(run.status).toBe(0)
+    } else {
+      expect(run.status).toBe(1)
+      expect(run.stderr).toBe(
+        `brine: Node ${systemVersion} is not supported; Brine needs Node 24 LTS (Brine is built and shipped on it) or Node 22.12 and later 22.x\n`,
+      )
+    }
   })
 })

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -50,5 +50,22 @@ describe('brine-call --local', () => {
     const io = memoryIO()
     expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(64)
     expect(io.err()).toMatch(/without --local is not supported yet; use --local/)
+  })
+
+  it("reads salt:// from the minion's own file_roots (Salt's file_client: local), confined as on a master", async () => {
+    const roots = await mkdtemp(join(tmpdir(), 'brine-call-roots-'))
+    try {
+      await writeFile(join(roots, 'motd'), 'hello from the roots')
+      const dest = join(roots, 'copied')
+      const io = memoryIO()
+      expect(await runCall(['-c', dir, '--local', '--out', 'json', '--set', `file_roots={base: [${roots}]}`, 'cp.get_file', 'salt://motd', dest], io)).toBe(0)
+      expect(JSON.parse(io.out())).toEqual({ local: dest })
+      expect(await readFile(dest, 'utf8')).toBe('hello from the roots')
+      const escape = memoryIO()
+      expect(await runCall(['-c', dir, '--local', '--out', 'json', '--set', `file_roots={base: [${roots}]}`, 'cp.get_file', 'salt://../etc/passwd', dest], escape)).toBe(1)
+      expect((JSON.parse(escape.out()) as { local: string }).local).toMatch(/^ERROR: FileServerPathError: .*'\.\.' leads out of the file roots/)
+    } finally {
+      await rm(roots, { recursive: true, force: true })
+    }
   })
 })

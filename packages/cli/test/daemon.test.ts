@@ -1,18 +1,22 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { MasterConfig, MinionConfig } from '@brine/common'
+import type { MasterConfig, MinionConfig, SyndicConfig } from '@brine/common'
 import { deadline, deferred } from '@brine/transport-compliance'
-import { runMaster, runMinion, type Daemon } from '../src/commands/daemon.js'
+import { runApi } from '../src/commands/api.js'
+import { runMaster, runMinion, runSyndic, type Daemon } from '../src/commands/daemon.js'
 import { heapGrowthFlag, MASTER_HEAP_GROWING_PERCENT } from '../src/daemon-process.js'
 import { memoryIO } from './helpers.js'
 
 let dir = ''
+/** A config directory with no config file in it: the daemon runs on defaults and the flags given. */
+const emptyConfigDir = (): string => join(dir, 'empty')
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'brine-daemon-'))
+  await mkdir(emptyConfigDir())
 })
 afterAll(() => rm(dir, { recursive: true, force: true }))
 
@@ -81,8 +85,39 @@ describe('brine-master and brine-minion', () => {
     expect(await runMinion(['-c', dir, '--root-dir', dir], io, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
     expect(io.err()).toMatch(/^brine-minion: .*minion:2: master_port must be a port number/)
     const badFlag = memoryIO()
-    expect(await runMinion(['-c', join(dir, 'none'), '--root-dir', dir, '--transport', 'zmq'], badFlag, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
+    expect(await runMinion(['-c', emptyConfigDir(), '--root-dir', dir, '--transport', 'zmq'], badFlag, { load: fakeDaemon<MinionConfig>().load })).toBe(1)
     expect(badFlag.err()).toMatch(/unknown transport 'zmq'.*did you mean 'zeromq'/)
+  })
+
+  it('exits 64 naming a -c directory that does not exist or is a file, instead of starting on defaults', async () => {
+    for (const [given, problem] of [
+      [join(dir, 'typo'), 'does not exist'],
+      [join(dir, 'minion'), 'is not a directory'],
+    ] as const) {
+      await writeFile(join(dir, 'minion'), 'id: web1\n')
+      const io = memoryIO()
+      expect(await runMinion(['-c', given, '--root-dir', dir], io, { load: fakeDaemon<MinionConfig>().load })).toBe(64)
+      expect(io.err()).toMatch(new RegExp(`\\nbrine-minion: error: config directory '${given}' \\(-c\\) ${problem}\\n$`))
+    }
+  })
+
+  it('brine-master, brine-minion, brine-syndic and brine-api exit 1 naming a config file that is a symlink to nothing or a directory', async () => {
+    const root = await mkdtemp(join(dir, 'unreadable-'))
+    await symlink(join(root, 'gone'), join(root, 'master'))
+    await mkdir(join(root, 'minion'))
+    const runs: Array<[string, (io: ReturnType<typeof memoryIO>) => Promise<number>, string]> = [
+      ['brine-master', (io) => runMaster(['-c', root], io, { load: fakeDaemon<MasterConfig>().load }), 'master'],
+      ['brine-syndic', (io) => runSyndic(['-c', root], io, { load: fakeDaemon<SyndicConfig>().load }), 'master'],
+      ['brine-api', (io) => runApi(['-c', root], io), 'master'],
+      ['brine-minion', (io) => runMinion(['-c', root], io, { load: fakeDaemon<MinionConfig>().load }), 'minion'],
+    ]
+    for (const [bin, run, file] of runs) {
+      const io = memoryIO()
+      expect(await run(io)).toBe(1)
+      const why = file === 'master' ? `config file is a symbolic link to ${JSON.stringify(join(root, 'gone'))}, which does not exist` : 'cannot read config file: it is a directory, not a file'
+      expect(io.err()).toContain(`${join(root, file)}: ${why}`)
+      expect(io.err()).toMatch(new RegExp(`^${bin}: `))
+    }
   })
 
   it('brine-minion exits 1 naming the id rule for an id the master would refuse, instead of retrying forever', async () => {
@@ -92,7 +127,7 @@ describe('brine-master and brine-minion', () => {
     ]) {
       const io = memoryIO()
       // The real Minion (the default loader): it refuses the id before it touches a key or a socket.
-      expect(await runMinion(['-c', join(dir, 'none'), '--root-dir', dir, '--id', id!], io)).toBe(1)
+      expect(await runMinion(['-c', emptyConfigDir(), '--root-dir', dir, '--id', id!], io)).toBe(1)
       expect(io.err()).toContain(`brine-minion: cannot start: invalid minion id`)
       expect(io.err()).toContain(reason)
     }
@@ -101,7 +136,7 @@ describe('brine-master and brine-minion', () => {
   it('exits 1 when the daemon cannot start, and refuses -d', async () => {
     const { load } = fakeDaemon<MinionConfig>({ failStart: 'address 0.0.0.0:4506 is already in use' })
     const io = memoryIO()
-    expect(await runMinion(['-c', join(dir, 'none'), '--root-dir', dir, '--id', 'web1'], io, { load })).toBe(1)
+    expect(await runMinion(['-c', emptyConfigDir(), '--root-dir', dir, '--id', 'web1'], io, { load })).toBe(1)
     expect(io.err()).toBe('brine-minion: cannot start: address 0.0.0.0:4506 is already in use\n')
     const daemonize = memoryIO()
     expect(await runMaster(['-d'], daemonize, { load: fakeDaemon<MasterConfig>().load })).toBe(64)

@@ -20,6 +20,7 @@ function fakeWheel(listing: Record<string, string[]> = LISTING): KeyWheel & { lo
       client.loads.push(load)
       if (fun === 'key.list_all') return listing
       if (fun === 'key.accept') return { minions: load.match }
+      if (fun === 'key.accept_syndic') return { syndics: load.match }
       if (fun === 'key.reject') return { minions_rejected: load.match }
       if (fun === 'key.delete') return { minions_pre: load.match }
       if (fun === 'key.finger') return { minions: { web1: 'aa:bb' }, minions_pre: { db1: 'cc:dd' } }
@@ -130,6 +131,28 @@ describe('brine-key accept, reject and delete', () => {
   })
 })
 
+describe('brine-key and syndic keys', () => {
+  const withSyndic = { ...LISTING, minions: ['syn1', 'web1'], syndics: ['syn1'] }
+
+  it('--accept-syndic shows the pending and accepted keys it marks, asks, then marks exactly those', async () => {
+    const run = await key(['--accept-syndic', 'db1,web1', '-y'])
+    expect(run.code).toBe(0)
+    expect(run.out).toBe('The following keys are going to be accepted as syndics:\nAccepted Keys:\nweb1\nUnaccepted Keys:\ndb1\nKey for syndic db1 accepted.\nKey for syndic web1 accepted.\n')
+    expect(run.loads[1]).toEqual({ cmd: 'wheel', fun: 'key.accept_syndic', match: ['db1', 'web1'] })
+    // Denied and rejected keys are not candidates; without a terminal it refuses to go on unasked.
+    expect((await key(['--accept-syndic', 'evil', '-y'])).out).toBe("The key glob 'evil' does not match any unaccepted or accepted keys.\n")
+    expect(await key(['--accept-syndic', 'db1'])).toMatchObject({ code: 64 })
+    expect((await key(['--accept-syndic', 'db1'], { tty: true, answers: ['n'] })).loads.map((load) => load['fun'])).toEqual(['key.list_all'])
+  })
+
+  it('-L lists syndic keys after the four states, and -l syn lists them alone', async () => {
+    expect((await key(['-L'], { listing: withSyndic })).out).toBe('Accepted Keys:\nsyn1\nweb1\nDenied Keys:\nevil\nUnaccepted Keys:\ndb1\ndb2\nweb9\nRejected Keys:\nSyndic Keys:\nsyn1\n')
+    expect((await key(['-l', 'syn'], { listing: withSyndic })).out).toBe('Syndic Keys:\nsyn1\n')
+    // Without syndics, the listing is exactly salt-key's.
+    expect((await key(['-L', '--out', 'json'])).out).not.toContain('syndics')
+  })
+})
+
 describe('brine-key and awkward ids', () => {
   const listing = { minions_pre: ['x[1]', 'wеb1'], minions: ['x1', 'web1'], minions_rejected: [], minions_denied: [] }
 
@@ -166,6 +189,23 @@ describe('brine-key --gen-keys', () => {
     const bad = await key(['--gen-keys', '../escape', '--gen-keys-dir', dir])
     expect(bad.code).toBe(1)
     expect(bad.err).toMatch(/key name/)
+  })
+})
+
+describe('brine-key --keysize', () => {
+  it("refuses Salt's out-of-range sizes with Salt's sentences, and says an in-range size is not used", async () => {
+    for (const [size, sentence] of [
+      ['1024', 'The minimum value for keysize is 2048'],
+      ['32769', 'The maximum value for keysize is 32768'],
+    ]) {
+      const io = memoryIO()
+      expect(parseKeyArgs(['--gen-keys', 'minibar', '--gen-keys-dir', dir, '--keysize', size!], io)).toBe(64)
+      expect(io.err()).toBe(`Usage: brine-key [options]\n\nbrine-key: error: ${sentence}\n`)
+    }
+    const used = await key(['--gen-keys', 'sized', '--gen-keys-dir', dir, '--keysize', '4096'])
+    expect(used.code).toBe(0)
+    expect(used.err).toBe("brine-key: note: --keysize is not used: Brine's keys are X25519 and Ed25519, of one size each\n")
+    expect(used.out).toMatch(/^return:\n    [0-9a-f:]+\n$/)
   })
 })
 

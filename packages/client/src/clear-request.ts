@@ -1,5 +1,6 @@
 import { RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
-import { clearRequest, loadConfig, loadTransport, type MasterConfig } from '@brine/common'
+import { accessSync, constants, statSync } from 'node:fs'
+import { clearRequest, loadConfig, loadTransport, localRequestPath, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { MasterRequestError } from './errors.js'
 
@@ -60,8 +61,25 @@ export interface ClearRequestOptions {
 export type MasterRequestErrorClass = new (message: string, context?: ErrorContext, options?: ErrorOptions) => MasterRequestError
 
 /**
+ * The master's local request channel (a unix socket under its sock_dir) when this process may open
+ * it — on the master's host, as its user — else undefined: the client then uses `ret_port`. A socket
+ * a killed master left behind is replaced when the master starts again.
+ */
+export function localChannel(opts: MasterConfig): string | undefined {
+  const path = localRequestPath(opts.sock_dir, opts.transport)
+  try {
+    if (!statSync(path).isSocket()) return undefined
+    accessSync(path, constants.R_OK | constants.W_OK)
+    return path
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * The plumbing LocalClient, RunnerClient and WheelClient share: read the master's config and root
- * key, open one request client to its `ret_port`, and send `{enc: 'clear', load: {...load, key}}`,
+ * key, open one request client to the master — through its local channel when there is one (no
+ * remote peer can fill it), else to its `ret_port` — and send `{enc: 'clear', load: {...load, key}}`,
  * turning a refusal into a typed error that names the command.
  */
 export class ClearRequester {
@@ -90,7 +108,9 @@ export class ClearRequester {
     const transport = await loadTransport(opts.transport)
     const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
-    const requests = transport.createRequestClient({ host, port, logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
+    const path = localChannel(opts)
+    if (path !== undefined) this.logger.debug(`reaching the master through its local channel ${path}`)
+    const requests = transport.createRequestClient({ host, port, ...(path === undefined ? {} : { path }), logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
     await requests.start()
     return { opts, key, requests }
   }

@@ -15,6 +15,12 @@ export interface EauthLogin {
   password: string
   /** Honoured when the master's `token_expire_user_override` allows this user. */
   token_expire?: number
+  /**
+   * Brine: the address the login came from when a program logs users in for others (the REST API): the
+   * master's per-address login limit (`eauth_rate_limit_address`) keys on it instead of the program's own
+   * address. Believed only with the root key, which this client sends unless given other credentials.
+   */
+  client_address?: string
 }
 
 /** A refused login, or an answer that is not a token. */

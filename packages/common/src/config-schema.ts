@@ -152,6 +152,9 @@ export const CONFIG_SCHEMA = {
   max_frame_depth: { kind: 'integer', roles: MASTER, default: 64, min: 1, max: 10_000 },
   max_pending_bytes: { kind: 'integer', roles: MASTER, default: 268435456, unit: 'bytes', min: MIN_FRAME_BYTES, max: Number.MAX_SAFE_INTEGER },
   peer_idle_timeout: { kind: 'number', roles: MASTER, default: 30, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  // Deadlines a trickle cannot stretch: the greeting (first frame; ZMTP handshake) from connect, a frame from its first byte.
+  handshake_timeout: { kind: 'number', roles: MASTER, default: 30, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  frame_timeout: { kind: 'number', roles: MASTER, default: 300, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   max_connections: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   max_connections_per_address: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   ipv6: { kind: 'boolean', roles: ALL, default: false },
@@ -171,6 +174,15 @@ export const CONFIG_SCHEMA = {
   job_cache: { kind: 'boolean', roles: MASTER, default: true },
   nodegroups: { kind: 'map', roles: ALL, default: () => ({}) },
   file_roots: { kind: 'map', roles: ALL, default: () => ({ base: ['/srv/brine'] }) },
+  // The file server (docs/file-server.md). Chunks of file_buffer_size bytes cross the sealed channel; pushed files
+  // (cp.push) are taken only with file_recv, each at most file_recv_max_size MiB (Salt's units, converted in units.ts).
+  file_buffer_size: { kind: 'integer', roles: ALL, default: 262144, unit: 'bytes', min: 4096, max: 16_777_216 },
+  file_ignore_regex: { kind: 'list', roles: MASTER, default: () => [] },
+  file_ignore_glob: { kind: 'list', roles: MASTER, default: () => [] },
+  file_recv: { kind: 'boolean', roles: MASTER, default: false },
+  file_recv_max_size: { kind: 'number', roles: MASTER, default: 100, unit: 'MiB', min: 0, max: 1_048_576 },
+  hash_type: { kind: 'string', roles: ALL, default: 'sha256', values: ['md5', 'sha1', 'sha224', 'sha256', 'sha384', 'sha512'] },
+  saltenv: { kind: 'nullable-string', roles: MINION, default: null },
 
   // External auth and the REST API (Salt's external_auth, token and netapi keys).
   external_auth: { kind: 'map', roles: MASTER, default: () => ({}) },
@@ -182,6 +194,14 @@ export const CONFIG_SCHEMA = {
   token_dir: { kind: 'string', roles: MASTER, path: true, default: ({ role }: DefaultContext) => `/var/cache/brine/${role}/tokens` },
   /** Where `brine -T` saves the token it made (Salt's ~/.salt_token). */
   token_file: { kind: 'string', roles: MASTER, default: '~/.brine_token' },
+  // Brine's (Salt has none): failed logins (eauth credentials, mk_token, the REST API's /login) one user name and one
+  // client address may have per window before further ones are refused (429 at the API); 0 for no limit. Password
+  // hashes are checked on eauth_hash_threads worker threads (0: the main thread), at most eauth_hash_backlog waiting.
+  eauth_rate_limit_user: { kind: 'integer', roles: MASTER, default: 10, min: 0, max: 1_000_000 },
+  eauth_rate_limit_address: { kind: 'integer', roles: MASTER, default: 30, min: 0, max: 1_000_000 },
+  eauth_rate_limit_window: { kind: 'number', roles: MASTER, default: 60, unit: 'seconds', min: 0.001, max: MAX_TIMER_SECONDS },
+  eauth_hash_threads: { kind: 'integer', roles: MASTER, default: 1, min: 0, max: MAX_WORKER_THREADS },
+  eauth_hash_backlog: { kind: 'integer', roles: MASTER, default: 64, min: 0, max: 1_000_000 },
   /** Salt's permissive_acl: `*`'s entries apply to every user, not only to users no entry names. */
   permissive_acl: { kind: 'boolean', roles: MASTER, default: false },
   /** The clients the REST API may use (Salt 3006: none until listed). */
@@ -208,6 +228,8 @@ export const CONFIG_SCHEMA = {
   // Keys and security.
   auto_accept: { kind: 'boolean', roles: MASTER, default: false },
   open_mode: { kind: 'boolean', roles: MASTER, default: false },
+  // Keys minions_pre may hold; a new id's _auth beyond it is refused (docs/security.md).
+  max_pending_keys: { kind: 'integer', roles: MASTER, default: 5000, min: 1, max: 10_000_000 },
   publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   // Replay protection (docs/protocol.md, "Freshness"): a published job is valid publish_ttl seconds; a sealed
   // minion request within ±request_window of the master's clock, each applied once, the memory of them bounded.
@@ -260,6 +282,8 @@ export const CONFIG_SCHEMA = {
   syndic_finger: { kind: 'string', roles: MASTER, default: '' },
   syndic_failover: { kind: 'string', roles: MASTER, default: 'random', values: ['random', 'ordered'] },
   syndic_wait: { kind: 'number', roles: MASTER, default: 5, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
+  // Distinct minions one syndic may announce in one batch, and in all (the upper master's bound; docs/security.md).
+  syndic_max_minions: { kind: 'integer', roles: MASTER, default: 10000, min: 1, max: 10_000_000 },
   syndic_event_forward_timeout: { kind: 'number', roles: MASTER, default: 0.5, unit: 'seconds', min: 0.01, max: MAX_TIMER_SECONDS },
   // Jids whose load (Salt's __load__) the syndic remembers having sent up, so each load goes up once.
   syndic_jid_forward_cache_hwm: { kind: 'integer', roles: MASTER, default: 100, min: 1, max: 1_000_000 },

@@ -1,4 +1,4 @@
-import { readdir, readFile } from 'node:fs/promises'
+import { readdir, readFile, readlink } from 'node:fs/promises'
 import { dirname, join, resolve, sep } from 'node:path'
 import { LineCounter, isMap, isScalar, parse as parseYaml, parseDocument } from 'yaml'
 import { iterTransportOpts, parseLogLevel, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
@@ -600,12 +600,23 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
+/**
+ * A config file's text, or undefined when nothing is there. Something there that cannot be read (a
+ * symlink to nothing, a directory, a file this user may not read) is a ConfigError naming the path:
+ * starting on defaults instead would hide the operator's mistake.
+ */
 async function readOptional(file: string): Promise<string | undefined> {
   try {
     return await readFile(file, 'utf8')
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw new ConfigError(`${file}: cannot read config file: ${(error as Error).message}`, { file }, { cause: error })
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') {
+      const target = await readlink(file).catch(() => undefined)
+      if (target === undefined) return undefined
+      throw new ConfigError(`${file}: config file is a symbolic link to ${JSON.stringify(target)}, which does not exist`, { file }, { cause: error })
+    }
+    const why = code === 'EISDIR' ? 'it is a directory, not a file' : code === 'EACCES' ? 'permission denied' : (error as Error).message
+    throw new ConfigError(`${file}: cannot read config file: ${why}`, { file }, { cause: error })
   }
 }
 

@@ -15,3 +15,12 @@ export const MAX_UNIX_SOCKET_PATH = 107
 export function eventBusPath(sockDir: string): string {
   return join(sockDir, EVENT_BUS_SOCKET)
 }
+
+/**
+ * The master's local request channel for `transport` under sock_dir: the same request handler as
+ * `ret_port`, on a unix socket only the master's user can open, so no remote peer can fill it. The
+ * local client (CLI, LocalClient, runner and wheel clients) uses it when it exists.
+ */
+export function localRequestPath(sockDir: string, transport: string): string {
+  return join(sockDir, `ret_${transport}.ipc`)
+}

@@ -1,5 +1,6 @@
 import type { BackoffOptions } from '@brine/transport'
 import { ConfigError } from './errors.js'
+import type { LoginLimits } from './login-throttle.js'
 
 /**
  * The one place config units become API units. Salt's config keys are in seconds (keep_jobs in
@@ -148,6 +149,8 @@ export interface ServerLimitsConfig {
   max_pending_bytes?: number
   max_frame_bytes?: number
   peer_idle_timeout?: number
+  handshake_timeout?: number
+  frame_timeout?: number
   max_connections?: number
   max_connections_per_address?: number
 }
@@ -159,6 +162,10 @@ export interface ServerLimits {
   maxPendingBytes: number
   /** ms; 0 for none. */
   idleTimeout: number
+  /** ms from connect to a completed greeting; 0 for none. */
+  handshakeTimeout: number
+  /** ms from a frame's first byte to its last; 0 for none. */
+  frameTimeout: number
   /** Absent: the transport derives it from the open-file limit. */
   maxConnections?: number
   maxConnectionsPerAddress?: number
@@ -171,9 +178,17 @@ function positiveCount(value: unknown, key: string, allowZero: boolean): number 
   return value
 }
 
+/** A server deadline in seconds → ms (0 for none), within setTimeout's range. */
+function deadlineMs(seconds: number, key: string): number {
+  const ms = secondsToMs(seconds, key)
+  if (ms > 2 ** 31 - 1) throw new ConfigError(`${key} must be at most ${Math.floor((2 ** 31 - 1) / 1000)} seconds, got ${seconds}`, { key })
+  return ms
+}
+
 /**
  * A master server's bounds before work from config: `max_frame_entries`, `max_frame_depth`,
- * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout` (seconds → ms; 0 for none),
+ * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout`, `handshake_timeout` and
+ * `frame_timeout` (seconds → ms; 0 for none),
  * `max_connections` and `max_connections_per_address` (0: derived from the open-file limit).
  * A ConfigError names a key whose value cannot work.
  */
@@ -182,13 +197,16 @@ export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
   const maxPendingBytes = Math.max(positiveCount(opts.max_pending_bytes ?? 268435456, 'max_pending_bytes', false), opts.max_frame_bytes ?? 67108864)
   const maxConnections = positiveCount(opts.max_connections ?? 0, 'max_connections', true)
   const maxConnectionsPerAddress = positiveCount(opts.max_connections_per_address ?? 0, 'max_connections_per_address', true)
-  const idleTimeout = secondsToMs(opts.peer_idle_timeout ?? 30, 'peer_idle_timeout')
-  if (idleTimeout > 2 ** 31 - 1) throw new ConfigError(`peer_idle_timeout must be at most ${Math.floor((2 ** 31 - 1) / 1000)} seconds, got ${opts.peer_idle_timeout}`, { key: 'peer_idle_timeout' })
+  const idleTimeout = deadlineMs(opts.peer_idle_timeout ?? 30, 'peer_idle_timeout')
+  const handshakeTimeout = deadlineMs(opts.handshake_timeout ?? 30, 'handshake_timeout')
+  const frameTimeout = deadlineMs(opts.frame_timeout ?? 300, 'frame_timeout')
   return {
     maxFrameEntries: positiveCount(opts.max_frame_entries ?? 262144, 'max_frame_entries', false),
     maxFrameDepth: positiveCount(opts.max_frame_depth ?? 64, 'max_frame_depth', false),
     maxPendingBytes,
     idleTimeout,
+    handshakeTimeout,
+    frameTimeout,
     ...(maxConnections === 0 ? {} : { maxConnections }),
     ...(maxConnectionsPerAddress === 0 ? {} : { maxConnectionsPerAddress }),
   }
@@ -209,4 +227,62 @@ export function scheduleIntervalMs(entry: Record<string, unknown>, job: string):
     total = (total ?? 0) + secondsToMs(value, `schedule ${job}: ${key}`) * seconds
   }
   return total
+}
+
+/** The file server's sizes from config, in bytes. */
+export interface FileServerLimits {
+  /** `file_buffer_size`: bytes per chunk on the wire. */
+  bufferSize: number
+  /** `file_recv_max_size` (Salt's MiB): the largest file cp.push may send. */
+  recvMaxBytes: number
+}
+
+/** Room a chunk leaves in its frame for the sealed envelope and the rest of the load. */
+const CHUNK_FRAME_RESERVE = 16_384
+
+/**
+ * `file_buffer_size` (bytes) and `file_recv_max_size` (MiB → bytes), with Salt's defaults. A chunk never
+ * outgrows this daemon's `max_frame_bytes`: the buffer is cut to fit one frame with its envelope.
+ */
+export function fileServerLimitsFromConfig(opts: { file_buffer_size?: number; file_recv_max_size?: number; max_frame_bytes?: number }): FileServerLimits {
+  const configured = opts.file_buffer_size ?? 262144
+  if (!Number.isSafeInteger(configured) || configured < 1) throw new ConfigError(`file_buffer_size must be a positive integer of bytes, got ${String(configured)}`, { key: 'file_buffer_size' })
+  const frame = opts.max_frame_bytes ?? 67108864
+  const bufferSize = Math.max(1, Math.min(configured, frame - CHUNK_FRAME_RESERVE))
+  const recvMaxBytes = Math.floor(nonNegative(opts.file_recv_max_size ?? 100, 'file_recv_max_size', 'MiB') * 1024 * 1024)
+  return { bufferSize, recvMaxBytes }
+}
+
+/** The keys behind the login limits and the password-hashing threads, in config units. */
+export interface EauthLimitsConfig {
+  eauth_rate_limit_user?: number
+  eauth_rate_limit_address?: number
+  eauth_rate_limit_window?: number
+  eauth_hash_threads?: number
+  eauth_hash_backlog?: number
+}
+
+/** The login limits (LoginThrottle) and the hashing pool's size and backlog, in the API's units. */
+export interface EauthLimits extends LoginLimits {
+  /** Threads checking password hashes; 0 checks them on the main thread. */
+  hashThreads: number
+  /** Logins waiting for a hashing thread, at most; beyond it a login is refused as busy. */
+  hashBacklog: number
+}
+
+/**
+ * `eauth_rate_limit_user` and `eauth_rate_limit_address` (failed logins per window; 0 for none),
+ * `eauth_rate_limit_window` (seconds → ms), `eauth_hash_threads`, `eauth_hash_backlog`. A ConfigError
+ * names a key whose value cannot work.
+ */
+export function eauthLimitsFromConfig(opts: EauthLimitsConfig): EauthLimits {
+  const windowMs = secondsToMs(opts.eauth_rate_limit_window ?? 60, 'eauth_rate_limit_window')
+  if (windowMs <= 0) throw new ConfigError(`eauth_rate_limit_window must be more than 0 seconds, got ${opts.eauth_rate_limit_window}`, { key: 'eauth_rate_limit_window' })
+  return {
+    perUser: positiveCount(opts.eauth_rate_limit_user ?? 10, 'eauth_rate_limit_user', true),
+    perAddress: positiveCount(opts.eauth_rate_limit_address ?? 30, 'eauth_rate_limit_address', true),
+    windowMs,
+    hashThreads: positiveCount(opts.eauth_hash_threads ?? 1, 'eauth_hash_threads', true),
+    hashBacklog: positiveCount(opts.eauth_hash_backlog ?? 64, 'eauth_hash_backlog', true),
+  }
 }

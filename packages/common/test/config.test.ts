@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -387,6 +387,37 @@ describe('errors', () => {
   it('refuses a top level that is not a mapping', async () => {
     const file = await write('master', '- timeout\n')
     expect((await loadError('master')).message).toBe(`${file}:1: a config file must be a mapping of key: value`)
+  })
+})
+
+describe('config files that cannot be read', () => {
+  // brine-api reads the master's file, so the master's case covers it too.
+  it.each(['master', 'minion', 'syndic'] as const)('%s: a symlink to nothing, a directory, a symlink loop: a ConfigError naming the path', async (role) => {
+    const name = role === 'syndic' ? 'master' : role
+    const file = join(dir, name)
+    await symlink(join(dir, 'gone'), file)
+    const dangling = await loadError(role)
+    expect(dangling.message).toBe(`${file}: config file is a symbolic link to ${JSON.stringify(join(dir, 'gone'))}, which does not exist`)
+    expect(dangling.file).toBe(file)
+    await rm(file)
+    await mkdir(file)
+    expect((await loadError(role)).message).toBe(`${file}: cannot read config file: it is a directory, not a file`)
+    await rm(file, { recursive: true })
+    await symlink(file, file)
+    const loop = await loadError(role)
+    expect(loop.message).toMatch(new RegExp(`^${file}: cannot read config file: ELOOP`))
+    // An included file is checked the same way.
+    await rm(file)
+    const include = join(dir, `${name}.d`, '50-x.conf')
+    await mkdir(join(dir, `${name}.d`))
+    await symlink(join(dir, 'nowhere'), include)
+    expect((await loadError(role)).file).toBe(include)
+  })
+
+  it('reports it once among every other problem under --check-config', async () => {
+    await symlink(join(dir, 'gone'), join(dir, 'master'))
+    const { errors } = await checkConfig('master', { configDir: dir })
+    expect(errors.map((error) => error.file)).toEqual([join(dir, 'master')])
   })
 })
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { backoffDelay } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
-import { backoffFromConfig, endpointLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
+import { backoffFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
 
 describe('secondsToMs', () => {
   it.each([
@@ -82,10 +82,20 @@ describe('backoffFromConfig', () => {
 
 describe('serverLimitsFromConfig', () => {
   it('gives the master servers their bounds before work, seconds turned into ms, 0 connections left to the open-file limit', () => {
-    expect(serverLimitsFromConfig({})).toEqual({ maxFrameEntries: 262_144, maxFrameDepth: 64, maxPendingBytes: 268_435_456, idleTimeout: 30_000 })
+    expect(serverLimitsFromConfig({})).toEqual({ maxFrameEntries: 262_144, maxFrameDepth: 64, maxPendingBytes: 268_435_456, idleTimeout: 30_000, handshakeTimeout: 30_000, frameTimeout: 300_000 })
     expect(
-      serverLimitsFromConfig({ max_frame_entries: 10, max_frame_depth: 3, max_pending_bytes: 2048, max_frame_bytes: 1024, peer_idle_timeout: 0.5, max_connections: 900, max_connections_per_address: 50 }),
-    ).toEqual({ maxFrameEntries: 10, maxFrameDepth: 3, maxPendingBytes: 2048, idleTimeout: 500, maxConnections: 900, maxConnectionsPerAddress: 50 })
+      serverLimitsFromConfig({
+        max_frame_entries: 10,
+        max_frame_depth: 3,
+        max_pending_bytes: 2048,
+        max_frame_bytes: 1024,
+        peer_idle_timeout: 0.5,
+        handshake_timeout: 2,
+        frame_timeout: 0,
+        max_connections: 900,
+        max_connections_per_address: 50,
+      }),
+    ).toEqual({ maxFrameEntries: 10, maxFrameDepth: 3, maxPendingBytes: 2048, idleTimeout: 500, handshakeTimeout: 2000, frameTimeout: 0, maxConnections: 900, maxConnectionsPerAddress: 50 })
   })
 
   it('raises max_pending_bytes to max_frame_bytes, so a frame of the largest size can always complete', () => {
@@ -98,5 +108,17 @@ describe('serverLimitsFromConfig', () => {
     expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(/max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: -1 })).toThrow(/peer_idle_timeout must be a non-negative number of seconds/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: 10_000_000 })).toThrow(/peer_idle_timeout must be at most 2147483 seconds/)
+    expect(() => serverLimitsFromConfig({ handshake_timeout: -1 })).toThrow(/handshake_timeout must be a non-negative number of seconds/)
+    expect(() => serverLimitsFromConfig({ frame_timeout: 10_000_000 })).toThrow(/frame_timeout must be at most 2147483 seconds/)
+  })
+})
+
+describe('fileServerLimitsFromConfig', () => {
+  it("takes Salt's defaults, file_recv_max_size in MiB, and cuts a chunk to fit max_frame_bytes", () => {
+    expect(fileServerLimitsFromConfig({})).toEqual({ bufferSize: 262144, recvMaxBytes: 100 * 1024 * 1024 })
+    expect(fileServerLimitsFromConfig({ file_buffer_size: 4096, file_recv_max_size: 0.5 })).toEqual({ bufferSize: 4096, recvMaxBytes: 524288 })
+    expect(fileServerLimitsFromConfig({ file_buffer_size: 1_048_576, max_frame_bytes: 65_536 }).bufferSize).toBe(65_536 - 16_384)
+    expect(() => fileServerLimitsFromConfig({ file_recv_max_size: -1 })).toThrow(ConfigError)
+    expect(() => fileServerLimitsFromConfig({ file_buffer_size: 0 })).toThrow(/file_buffer_size/)
   })
 })

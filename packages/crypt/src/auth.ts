@@ -5,7 +5,7 @@ import { DecryptError, MalformedMessageError, MasterKeyMismatchError, ReplayErro
 import { fingerprint, formatPublicKeys, normalizeFingerprint, publicKeysEqual, type KeyPair, type PublicKeys } from './keys.js'
 import { MASTER_PIN_FILE, masterPinPath, pinMasterKeys, readPinnedMasterKeys } from './master-pin.js'
 import { minionIdProblem } from './minion-id.js'
-import type { KeyChange, PkiStore } from './pki-store.js'
+import type { KeyChange, PkiStore, SubmitResult } from './pki-store.js'
 import { SESSION_KEY_BYTES, type SessionKey, type SessionKeys } from './session.js'
 import { boxSharedKey } from './box.js'
 import type { CryptCache } from './crypt-cache.js'
@@ -31,7 +31,7 @@ export interface AuthRequest {
   sig: Uint8Array
 }
 
-export type AuthRefusalReason = 'pending' | 'rejected' | 'denied' | 'bad signature' | 'invalid id' | 'malformed' | 'stale timestamp'
+export type AuthRefusalReason = 'pending' | 'rejected' | 'denied' | 'bad signature' | 'invalid id' | 'malformed' | 'stale timestamp' | 'pending limit'
 
 export interface AuthRefusal {
   ret: false
@@ -171,11 +171,18 @@ export async function handleAuth(
     return { reply: refuse('stale timestamp', `_auth timestamp is more than ${options.maxClockSkewMs} ms from the master's clock`, now), ...none }
   }
 
-  const submitted = await store.submit(
-    r.id,
-    { box: r.pub.box, sign: r.pub.sign },
-    { autoAccept: options.autoAccept ?? false, openMode: options.openMode ?? false, signedAt: r.timestamp },
-  )
+  let submitted: SubmitResult
+  try {
+    submitted = await store.submit(
+      r.id,
+      { box: r.pub.box, sign: r.pub.sign },
+      { autoAccept: options.autoAccept ?? false, openMode: options.openMode ?? false, signedAt: r.timestamp },
+    )
+  } catch (error) {
+    // By name: from a worker thread the store's error arrives rebuilt as a plain Error carrying it.
+    if ((error as Error)?.name !== 'PendingKeyLimitError') throw error
+    return { reply: refuse('pending limit', (error as Error).message, now), ...none }
+  }
   const base = { changes: submitted.changes, rotateSession: submitted.rotateSession }
   const event = (act: AuthEvent['act'], result: boolean): AuthEvent => ({ act, id: r.id, result, pub: pubText })
   switch (submitted.state) {

@@ -1,6 +1,6 @@
 import { diffieHellman } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, LruMap, type WireValue } from '@brine/transport'
+import { decode, encode, LruMap, type DecodeLimits, type WireValue } from '@brine/transport'
 import { isBytes, randomNonce } from './bytes.js'
 import { CryptCache } from './crypt-cache.js'
 import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'
@@ -82,6 +82,12 @@ export interface OpenOptions {
   /** Refuse messages sealed more than this many ms ago (or as far in the future); default: no limit. */
   maxAgeMs?: number
   now?: number
+  /**
+   * Entry and depth bounds on the opened content (the request port's `max_frame_entries` and
+   * `max_frame_depth`): a sealed frame under the size limit must not carry more than a clear one may.
+   * Over them, FrameLimitError naming the bound; default: no bound (what the master itself sent).
+   */
+  limits?: DecodeLimits
 }
 
 export interface OpenedMessage {
@@ -138,9 +144,12 @@ export class PeerBox {
     const plain = nacl.box.open.after(sealed.box, sealed.nonce, this.#shared)
     if (plain === null) throw new DecryptError(what, "was not sealed with the sender's key")
     let inner: unknown
+    // The [role, id, timestamp, load] wrapper is one level more than the load a clear request carries.
+    const limits = options.limits === undefined ? undefined : { maxEntries: options.limits.maxEntries, maxDepth: options.limits.maxDepth + 1 }
     try {
-      inner = decode(plain)
+      inner = decode(plain, `minion ${quote(this.id)}`, limits)
     } catch (error) {
+      if ((error as Error).name === 'FrameLimitError') throw error
       throw new MalformedMessageError(what, 'content is not msgpack', { cause: error })
     }
     if (!Array.isArray(inner) || inner.length !== 4) throw new MalformedMessageError(what, 'content is not [role, id, timestamp, load]')

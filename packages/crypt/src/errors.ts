@@ -192,3 +192,21 @@ export class StaleRequestError extends CryptError {
     this.reason = reason
   }
 }
+
+/**
+ * A new key would take `minions_pre` past `max_pending_keys`: the `_auth` is refused and nothing is
+ * written, so a client inventing ids cannot fill the disk, the master's memory or `brine-key -L`.
+ */
+export class PendingKeyLimitError extends CryptError {
+  override name = 'PendingKeyLimitError'
+  readonly id: string
+  readonly limit: number
+  constructor(id: string, limit: number) {
+    super(`key of minion ${quote(id)} not recorded: ${limit} keys are pending already (max_pending_keys); accept, reject or delete some (brine-key -L)`, {
+      id: id.slice(0, QUOTE_LIMIT),
+      limit,
+    })
+    this.id = id
+    this.limit = limit
+  }
+}

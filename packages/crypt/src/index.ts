@@ -23,6 +23,7 @@ export {
   MinionNotAcceptedError,
   RootKeyError,
   StaleRequestError,
+  PendingKeyLimitError,
   type StaleRequestReason,
 } from './errors.js'
 export {

@@ -1,9 +1,9 @@
 import { statSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { silentLogger, type Logger } from '@brine/transport'
+import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import { isBytes } from './bytes.js'
-import { MalformedMessageError } from './errors.js'
+import { MalformedMessageError, PendingKeyLimitError } from './errors.js'
 import { isNotFound, writeFileAtomic } from './fs-atomic.js'
 import { matchIds } from './glob.js'
 import { ensurePkiDir, fingerprint, formatPublicKeys, KEY_FILE_MODE, parsePublicKeys, PKI_DIR_MODE, publicKeysEqual, readKeyText, type PublicKeys } from './keys.js'
@@ -102,7 +102,18 @@ export interface PkiStoreOptions {
   recheckMs?: number
   /** Clock for the recheck window and the time a deletion is recorded at (ms since the epoch; tests inject one). */
   now?: () => number
+  /**
+   * Keys `minions_pre` may hold (`max_pending_keys`, default {@link DEFAULT_MAX_PENDING_KEYS}): a new id's
+   * attempt beyond it throws PendingKeyLimitError and writes nothing. Keys already pending, accepted ones
+   * and `auto_accept`/`open_mode` acceptances are not held back.
+   */
+  maxPending?: number
 }
+
+/** `max_pending_keys`: a fleet bringing up thousands of minions at once fits; an id-inventing client is stopped. */
+export const DEFAULT_MAX_PENDING_KEYS = 5000
+/** How long a count of `minions_pre` is trusted before the directory is read again (brine-key changes it from outside). */
+const PENDING_RECOUNT_MS = 1000
 
 /** A second: the file check is a stat per sealed request otherwise, the master's largest cost per return. */
 export const DEFAULT_KEY_RECHECK_MS = 1000
@@ -117,6 +128,12 @@ const STAGING_DIR = '.pki-tmp'
  * it is not auto-accepted. Removed once the id is accepted again.
  */
 const DELETED_DIR = '.pki-deleted'
+/**
+ * `<id>` here marks an accepted key as a syndic's (docs/security.md): it holds that key's fingerprint, so
+ * the mark follows the key, not the id: a key replaced under the id (open_mode, --include-denied) is no
+ * syndic until an operator says so again. Only a syndic may send `_syndic_return` and `_syndic_event`.
+ */
+export const SYNDICS_DIR = 'syndics'
 
 interface CachedKeys {
   keys: PublicKeys
@@ -136,25 +153,64 @@ interface CachedKeys {
 export class PkiStore {
   readonly pkiDir: string
   readonly #logger: Logger
+  /** A peer can send `_auth` with someone else's id as often as it likes: 10 lines a minute, then a count. */
+  readonly #takeoverLog = new LogLimiter()
   readonly #accepted = new Map<string, CachedKeys>()
   readonly #recheckMs: number
   /** Bumped by every change to an accepted key made through this store. */
   #acceptedGeneration = 0
   readonly #now: () => number
   #queue: Promise<unknown> = Promise.resolve()
+  readonly #maxPending: number
+  /** `minions_pre`'s size when last read, plus what this store wrote since; undefined after any other change. */
+  #pending: { count: number; at: number } | undefined
+  /** A client inventing ids is a peer's doing: one line per minute, then a count of the rest. */
+  readonly #pendingLimitLog = new LogLimiter({ burst: 1 })
+  #pendingRefused = 0
 
   private constructor(pkiDir: string, logger: Logger, options: PkiStoreOptions) {
     this.pkiDir = pkiDir
     this.#logger = logger
     this.#recheckMs = options.recheckMs ?? DEFAULT_KEY_RECHECK_MS
     this.#now = options.now ?? Date.now
+    this.#maxPending = options.maxPending ?? DEFAULT_MAX_PENDING_KEYS
+  }
+
+  /** `_auth` attempts of new ids refused at `max_pending_keys`, since this store was opened. */
+  get pendingRefused(): number {
+    return this.#pendingRefused
+  }
+
+  /** Throws PendingKeyLimitError (counted, logged once per interval) when `minions_pre` is full. */
+  async #admitPending(id: string): Promise<void> {
+    const now = this.#now()
+    if (this.#pending === undefined || now - this.#pending.at >= PENDING_RECOUNT_MS) {
+      this.#pending = { count: (await this.#countState('pending')), at: now }
+    }
+    if (this.#pending.count < this.#maxPending) {
+      this.#pending.count++
+      return
+    }
+    this.#pendingRefused++
+    const error = new PendingKeyLimitError(id, this.#maxPending)
+    this.#pendingLimitLog.warning(this.#logger, `${error.message} (${this.#pendingRefused} refused since start)`, 'refusals at max_pending_keys')
+    throw error
+  }
+
+  async #countState(state: KeyState): Promise<number> {
+    try {
+      return (await readdir(join(this.pkiDir, KEY_STATE_DIRS[state]))).length
+    } catch (error) {
+      if (isNotFound(error)) return 0
+      throw error
+    }
   }
 
   /** Opens (creating 0700 directories as needed) the store under `pkiDir`. */
   static async open(pkiDir: string, options: PkiStoreOptions = {}): Promise<PkiStore> {
     const logger = options.logger ?? silentLogger
     await ensurePkiDir(pkiDir, logger)
-    for (const dir of [...Object.values(KEY_STATE_DIRS), STAGING_DIR, DELETED_DIR]) {
+    for (const dir of [...Object.values(KEY_STATE_DIRS), SYNDICS_DIR, STAGING_DIR, DELETED_DIR]) {
       await mkdir(join(pkiDir, dir), { recursive: true, mode: PKI_DIR_MODE })
     }
     return new PkiStore(pkiDir, logger, options)
@@ -229,7 +285,10 @@ export class PkiStore {
   }
 
   async #remove(state: KeyState, id: string): Promise<boolean> {
-    if (state === 'accepted') this.#forgetAccepted(id)
+    if (state === 'accepted') {
+      this.#forgetAccepted(id)
+      await this.#unmarkSyndic(id)
+    }
     try {
       await unlink(this.#path(state, id))
       return true
@@ -241,6 +300,7 @@ export class PkiStore {
 
   async #move(from: KeyState, to: KeyState, id: string): Promise<void> {
     if (from === 'accepted' || to === 'accepted') this.#forgetAccepted(id)
+    if (from === 'accepted') await this.#unmarkSyndic(id)
     await rename(this.#path(from, id), this.#path(to, id))
     if (to === 'accepted') await this.#clearDeleted(id)
   }
@@ -261,8 +321,12 @@ export class PkiStore {
     return run
   }
 
-  async #listState(state: KeyState): Promise<string[]> {
-    const dir = join(this.pkiDir, KEY_STATE_DIRS[state])
+  #listState(state: KeyState): Promise<string[]> {
+    return this.#listDir(KEY_STATE_DIRS[state])
+  }
+
+  async #listDir(name: string): Promise<string[]> {
+    const dir = join(this.pkiDir, name)
     let names: string[]
     try {
       names = await readdir(dir)
@@ -372,7 +436,7 @@ export class PkiStore {
       }
       if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
       const deny = async (): Promise<SubmitResult> => {
-        this.#logger.error(`authentication attempt from minion ${JSON.stringify(id)} with a key that does not match the one on file; key stored in minions_denied`)
+        this.#takeoverLog.log(this.#logger, 'error', `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`, 'key-mismatch errors')
         await this.#write('denied', id, keys)
         return done('denied', [{ id, act: 'deny', to: 'denied' }], false, true)
       }
@@ -389,6 +453,7 @@ export class PkiStore {
         await this.#write('accepted', id, keys)
         return done('accepted', [{ id, act: 'accept', to: 'accepted' }])
       }
+      await this.#admitPending(id)
       await this.#write('pending', id, keys)
       return done('pending', [{ id, act: 'pend', to: 'pending' }])
     })
@@ -397,6 +462,7 @@ export class PkiStore {
   /** Moves every key in `sources` whose id matches `match` (globs or ids) to `target`. */
   #transition(match: string | readonly string[], sources: readonly KeyState[], target: KeyState, act: KeyAct): Promise<KeyOperationResult> {
     return this.#exclusive(async () => {
+      this.#pending = undefined
       const changes: KeyChange[] = []
       let rotateSession = false
       const known = await this.#allIds()
@@ -440,6 +506,7 @@ export class PkiStore {
    */
   delete(match: string | readonly string[]): Promise<KeyOperationResult> {
     return this.#exclusive(async () => {
+      this.#pending = undefined
       const changes: KeyChange[] = []
       let rotateSession = false
       const known = await this.#allIds()
@@ -454,6 +521,67 @@ export class PkiStore {
       }
       return { changes, rotateSession }
     })
+  }
+
+  /**
+   * `brine-key --accept-syndic`: accepts the matching pending keys and marks them, and the matching
+   * accepted ones, as syndics' keys. Returns the key changes (pending → accepted) and the ids marked.
+   */
+  acceptSyndic(match: string | readonly string[]): Promise<KeyOperationResult & { syndics: string[] }> {
+    return this.#exclusive(async () => {
+      this.#pending = undefined
+      const changes: KeyChange[] = []
+      const syndics: string[] = []
+      const known = await this.#allIds()
+      for (const from of ['pending', 'accepted'] as const) {
+        for (const id of matchIds(await this.#listState(from), match, known)) {
+          if (from === 'pending') {
+            if (this.#exists('accepted', id)) continue // a pending key beside an accepted one is a second key: not this
+            await this.#move('pending', 'accepted', id)
+            changes.push({ id, act: 'accept', from, to: 'accepted' })
+          }
+          const keys = await this.#read('accepted', id)
+          if (keys === undefined) continue
+          await writeFileAtomic(this.#syndicPath(id), `${fingerprint(keys)}\n`, { mode: KEY_FILE_MODE, tempDir: join(this.pkiDir, STAGING_DIR) })
+          syndics.push(id)
+        }
+      }
+      return { changes, rotateSession: false, syndics: [...new Set(syndics)].sort() }
+    })
+  }
+
+  /** True when `id`'s accepted key is the one an operator marked as a syndic's. */
+  async isSyndic(id: string): Promise<boolean> {
+    let marked: string
+    try {
+      marked = (await readFile(this.#syndicPath(id), 'utf8')).trim()
+    } catch (error) {
+      if (isNotFound(error)) return false
+      throw error
+    }
+    const keys = await this.acceptedKeys(id)
+    return keys !== undefined && fingerprint(keys) === marked
+  }
+
+  /** The ids whose accepted key is marked as a syndic's, sorted. */
+  async syndics(): Promise<string[]> {
+    const marked = await this.#listDir(SYNDICS_DIR)
+    const out: string[] = []
+    for (const id of marked) if (await this.isSyndic(id)) out.push(id)
+    return out
+  }
+
+  #syndicPath(id: string): string {
+    validateMinionId(id)
+    return join(this.pkiDir, SYNDICS_DIR, id)
+  }
+
+  async #unmarkSyndic(id: string): Promise<void> {
+    try {
+      await unlink(this.#syndicPath(id))
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+    }
   }
 
   /** `salt-key -A`: accepts every pending key. */

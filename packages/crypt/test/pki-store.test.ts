@@ -253,3 +253,38 @@ describe('PkiStore', () => {
     expect(await readdir(join(store.pkiDir, '.pki-tmp'))).toEqual([])
   })
 })
+
+describe('PkiStore syndic keys', () => {
+  it("marks pending and accepted keys as syndics'; the mark follows the key, not the id", async () => {
+    const { store, keys } = await storeWith(['syn1', 'syn2', 'web1'])
+    await store.accept('syn2')
+    const marked = await store.acceptSyndic(['syn1', 'syn2'])
+    expect(marked).toEqual({ syndics: ['syn1', 'syn2'], changes: [{ id: 'syn1', act: 'accept', from: 'pending', to: 'accepted' }], rotateSession: false })
+    expect(await readFile(join(store.pkiDir, 'syndics', 'syn1'), 'utf8')).toBe(`${fingerprint(keys.get('syn1')!)}\n`)
+    expect([await store.isSyndic('syn1'), await store.isSyndic('syn2'), await store.isSyndic('web1')]).toEqual([true, true, false])
+    expect(await store.syndics()).toEqual(['syn1', 'syn2'])
+    // Rejected or deleted, the key is no syndic's; accepted again, it is not one until marked again.
+    await store.reject('syn1', { includeAccepted: true })
+    await store.accept('syn1', { includeRejected: true })
+    expect(await store.isSyndic('syn1')).toBe(false)
+    await store.delete('syn2')
+    expect(await store.syndics()).toEqual([])
+    await expect(readdir(join(store.pkiDir, 'syndics'))).resolves.toEqual([])
+    // A mark left behind for another key (a key replaced by hand) does not make the new key a syndic's.
+    await store.acceptSyndic('syn1')
+    const replaced = newPub()
+    await store.submit('syn1', replaced, { openMode: true })
+    expect(await store.isSyndic('syn1')).toBe(false)
+  })
+
+  it('refuses a new id past maxPending without writing it, counting each refusal', async () => {
+    const store = await PkiStore.open(await tempDir(), { maxPending: 2 })
+    await store.submit('a', newPub())
+    await store.submit('b', newPub())
+    await expect(store.submit('c', newPub())).rejects.toMatchObject({ name: 'PendingKeyLimitError', limit: 2 })
+    expect(store.pendingRefused).toBe(1)
+    expect((await store.list()).minions_pre).toEqual(['a', 'b'])
+    // auto_accept is not held back.
+    expect(await store.submit('d', newPub(), { autoAccept: true })).toMatchObject({ state: 'accepted' })
+  })
+})

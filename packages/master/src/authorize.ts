@@ -90,12 +90,18 @@ export class Authorizer {
     this.#externalAuth = options.externalAuth
   }
 
+  /** True for the master's root key: a local program the master trusts (the REST API vouching for its callers' addresses). */
+  holdsRootKey(key: unknown): boolean {
+    return typeof key === 'string' && constantTimeEqual(key, this.#rootKey)
+  }
+
   /** The master's external auth (tokens, backends), when configured. */
   get externalAuth(): ExternalAuth | undefined {
     return this.#externalAuth
   }
 
-  async authorize(request: Credentials): Promise<Caller> {
+  /** `from`: the client's address, for the per-address login limit (eauth credentials only). */
+  async authorize(request: Credentials, from?: string): Promise<Caller> {
     const command = typeof request.cmd === 'string' ? request.cmd : '(no cmd)'
     const claimed = typeof request.user === 'string' ? request.user : 'root'
     if (request.key !== undefined) {
@@ -108,7 +114,7 @@ export class Authorizer {
         const user = typeof request.username === 'string' ? request.username : claimed
         throw new PermissionDeniedError(command, 'external auth (token or eauth) is not configured on this master (external_auth)', { user })
       }
-      const identity = request.token !== undefined ? await external.identityOfToken(request.token) : await external.authenticate(request)
+      const identity = request.token !== undefined ? await external.identityOfToken(request.token) : await external.authenticate(request, from)
       return { user: identity.name, auth: request.token !== undefined ? 'token' : 'eauth', eauth: identity.eauth, permissions: identity.perms }
     }
     throw new PermissionDeniedError(command, 'the root key is missing or wrong (no credentials: key, token or eauth)', { user: claimed })

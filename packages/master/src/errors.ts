@@ -143,3 +143,32 @@ export class ReactionError extends BrineError {
     this.file = file
   }
 }
+
+/**
+ * `_syndic_return` or `_syndic_event` from a key an operator has not accepted as a syndic's
+ * (`brine-key --accept-syndic ID`): only a syndic may speak for minions behind it.
+ */
+export class SyndicNotAcceptedError extends BrineError {
+  override name = 'SyndicNotAcceptedError'
+  readonly id: string
+  readonly command: string
+  constructor(id: string, command: string) {
+    super(`${command} refused: ${JSON.stringify(id.slice(0, 80))} is not accepted as a syndic on this master (brine-key --accept-syndic ${id.slice(0, 80)})`, { id: id.slice(0, 80), command })
+    this.id = id
+    this.command = command
+  }
+}
+
+/** A syndic's batch naming more distinct minions than `syndic_max_minions`: refused whole, nothing stored. */
+export class SyndicLimitError extends BrineError {
+  override name = 'SyndicLimitError'
+  readonly id: string
+  readonly limit: number
+  readonly size: number
+  constructor(id: string, size: number, limit: number) {
+    super(`batch from syndic ${JSON.stringify(id.slice(0, 80))} names ${size} distinct minions, over syndic_max_minions (${limit}); refused`, { id: id.slice(0, 80), size, limit, key: 'syndic_max_minions' })
+    this.id = id
+    this.limit = limit
+    this.size = size
+  }
+}

@@ -13,7 +13,8 @@
  * clock jump never empties it). Under `order_masters` it heads a tree of
  * syndics: it publishes to them even when no minion of its own matches, accepts a syndic's
  * `_syndic_return` only for the minions that syndic announced for a job it issued, and fires each
- * return's event exactly once.
+ * return's event exactly once. Its file server serves `file_roots` to minions in `file_buffer_size`
+ * chunks over the sealed channel, paths confined to the roots, and takes `cp.push` under `file_recv`.
  */
 export { Master, type MasterOptions, type TransportEndpoints } from './master.js'
 export { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm, type EventBusOptions, type EventListener } from './event-bus.js'
@@ -52,6 +53,8 @@ export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-p
 export { IssuedJobs, type IssuedJob, type IssuedJobsOptions, type PublishedJob } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
+export { FileServer, FileRecvRefusedError, fileServerFromConfig, type FileServerOptions, type FileServerStats } from './file-server/file-server.js'
+export { FileRoots, MAX_LISTED_ENTRIES, type FileRootsOptions, type FoundFile } from './file-server/roots.js'
 export {
   RUNNERS,
   findRunner,
@@ -79,7 +82,8 @@ export { reactorCaller } from './reactor/caller.js'
 export { MasterSchedule } from './master-schedule.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
 export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
-export { RequestCrypto, type WorkerTask } from './request-worker.js'
+export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
+export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'
 export {
   PermissionDeniedError,
   MalformedRequestError,
@@ -94,5 +98,7 @@ export {
   ReturnRefusedError,
   MinionEventRefusedError,
   ReactionError,
+  SyndicNotAcceptedError,
+  SyndicLimitError,
   type ReturnRefusalReason,
 } from './errors.js'

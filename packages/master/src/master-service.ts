@@ -14,7 +14,7 @@ import {
   type SyndicReturnLoad,
 } from '@brine/common'
 import { isValidMinionId } from '@brine/crypt'
-import { LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { LogLimiter, LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
@@ -22,8 +22,9 @@ import { UnstorableValueError } from '@brine/returners'
 import type { AuditCall, AuditLog } from './audit/audit-log.js'
 import type { MinionEventGate } from './minion-event-gate.js'
 import { callerTagProblem, minionTagProblem } from './tag-rules.js'
-import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
+import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
+import type { FileServer } from './file-server/file-server.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
 import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
@@ -83,6 +84,8 @@ export interface MasterServiceSettings {
   orderMasters?: boolean
   /** Config `syndic_wait` in ms: how long a client (and the runners) wait past `timeout` for syndics to announce. */
   syndicWaitMs?: number
+  /** Config `syndic_max_minions`: distinct minions one syndic may name in one batch, and answer for in all (default 10,000). */
+  syndicMaxMinions?: number
   /**
    * The job cache is shared with other masters (PostgreSQL): a syndic's return may already be stored by
    * the lower master, so whether this master has fired its event is remembered here instead.
@@ -121,6 +124,8 @@ export interface MasterServiceOptions {
   audit?: AuditLog
   /** The size and rate bounds on the events minions send; none: unbounded (tests). */
   minionEventGate?: MinionEventGate
+  /** The file server, for the fileserver runners and the file_roots wheel. */
+  files?: FileServer
   logger?: Logger
 }
 
@@ -136,6 +141,9 @@ export type KeyChangeListener = (change: KeyChange) => void
 /** Refusals logged one by one per syndic batch; the rest are counted in one line. */
 const LOGGED_REFUSALS = 5
 
+/** `syndic_max_minions`' default, as in the config schema. */
+export const DEFAULT_SYNDIC_MAX_MINIONS = 10_000
+
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /**
@@ -147,10 +155,16 @@ const isMap = (value: unknown): value is Record<string, unknown> => typeof value
 export class MasterService {
   readonly #o: MasterServiceOptions
   readonly #logger: Logger
+  /** Refused calls are a caller's doing: 10 lines a minute, then a count of the rest. */
+  readonly #refusalLog = new LogLimiter()
   readonly #keyListeners = new Set<KeyChangeListener>()
   readonly #announcements = new Announcements()
   /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
   readonly #fired = new LruMap<string, true>(200_000)
+  /** Syndic commands from keys that are not syndics' are a peer's doing: 10 lines a minute, then a count. */
+  readonly #notSyndicLog = new LogLimiter()
+  /** Batches over `syndic_max_minions` are logged the same way, counted apart. */
+  readonly #oversizeLog = new LogLimiter()
 
   constructor(options: MasterServiceOptions) {
     this.#o = options
@@ -158,8 +172,13 @@ export class MasterService {
   }
 
   /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
-  authorize(request: Credentials): Promise<Caller> {
-    return this.#o.authorizer.authorize(request)
+  /** True for the master's root key (see {@link Authorizer.holdsRootKey}). */
+  holdsRootKey(key: unknown): boolean {
+    return this.#o.authorizer.holdsRootKey(key)
+  }
+
+  authorize(request: Credentials, from?: string): Promise<Caller> {
+    return this.#o.authorizer.authorize(request, from)
   }
 
   /**
@@ -187,7 +206,7 @@ export class MasterService {
   /** The syndics attached now (registered and accepted), each with the minions it announced before that `target` may select. */
   async #syndicsFor(target: JobRequest): Promise<Record<string, string[]>> {
     const attached: string[] = []
-    for (const id of this.#o.syndics.ids()) if ((await this.#o.store.acceptedKeys(id)) !== undefined) attached.push(id)
+    for (const id of this.#o.syndics.ids()) if (await this.#o.store.isSyndic(id)) attached.push(id)
     return this.#o.syndics.candidates({ tgt: target.tgt, tgt_type: target.tgt_type }, attached, this.#o.publisher.nodegroups)
   }
 
@@ -275,7 +294,7 @@ export class MasterService {
       this.#o.bus.fire(tags.wheelNew(jid), { fun: wheelFun, jid, user })
       let outcome: Awaited<ReturnType<typeof runWheel>>
       try {
-        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub })
+        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub, ...(this.#o.files === undefined ? {} : { files: this.#o.files }) })
       } catch (error) {
         this.#o.bus.fire(tags.wheelReturn(jid), { fun: wheelFun, jid, user, return: `${(error as Error).name}: ${(error as Error).message}`, success: false })
         throw error
@@ -292,8 +311,8 @@ export class MasterService {
    * the `token_expire` the load asks for when `token_expire_user_override` allows it). Answers Salt's
    * token data and `perms`, the ACL the master enforces for the token.
    */
-  async mkToken(load: Record<string, unknown>): Promise<MadeToken> {
-    return this.#external('mk_token').mkToken(load)
+  async mkToken(load: Record<string, unknown>, from?: string): Promise<MadeToken> {
+    return this.#external('mk_token').mkToken(load, from)
   }
 
   /** Salt's `get_token`: the live token's data (and `perms`), or `{}` when it is unknown, expired or revoked. */
@@ -400,10 +419,14 @@ export class MasterService {
    * master's own minions or syndics, and selected by the job's target as far as ids tell), then their
    * returns, each stored and fired as `salt/job/<jid>/ret/<minion>` exactly once. A return for a minion
    * the syndic did not announce for that job, or for a job this master did not publish, is refused and
-   * logged. Returns the refusals (the syndic logs them and does not send them again).
+   * logged. Returns the refusals (the syndic logs them and does not send them again). Only from a key
+   * accepted as a syndic's (SyndicNotAcceptedError), and a batch naming more than `syndic_max_minions`
+   * distinct minions is refused whole (SyndicLimitError); each announced minion is pinned to this syndic.
    */
   async syndicReturn(id: string, load: SyndicReturnLoad): Promise<SyndicRefusal[]> {
     if (load.id !== id) throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    await this.requireSyndic(id, '_syndic_return')
+    this.#checkBatchSize(id, load)
     if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
     const refused: SyndicRefusal[] = []
     for (const entry of load.jobs) refused.push(...(await this.#syndicJob(id, entry)))
@@ -413,6 +436,36 @@ export class MasterService {
     }
     if (refused.length > LOGGED_REFUSALS) this.#logger.warning(`refused ${refused.length - LOGGED_REFUSALS} more announcement(s) or return(s) from syndic ${id} in the same batch`)
     return refused
+  }
+
+  /**
+   * Throws SyndicNotAcceptedError (logged, rate-limited) unless `id`'s accepted key is marked as a syndic's:
+   * only a syndic an operator accepted as one may announce minions and forward their returns and events.
+   */
+  async requireSyndic(id: string, command: string): Promise<void> {
+    if (await this.#o.store.isSyndic(id)) return
+    const error = new SyndicNotAcceptedError(id, command)
+    this.#notSyndicLog.warning(this.#logger, error.message, 'syndic commands from keys that are not syndics')
+    throw error
+  }
+
+  #maxMinions(): number {
+    return this.#o.settings.syndicMaxMinions ?? DEFAULT_SYNDIC_MAX_MINIONS
+  }
+
+  /** A batch naming more distinct minions than `syndic_max_minions` is refused whole (SyndicLimitError). */
+  #checkBatchSize(id: string, load: SyndicReturnLoad): void {
+    const max = this.#maxMinions()
+    const named = new Set<string>()
+    for (const entry of load.jobs) {
+      for (const minion of entry.minions ?? []) named.add(minion)
+      for (const minion of Object.keys(entry.returns ?? {})) named.add(minion)
+      if (named.size > max) break
+    }
+    if (named.size <= max) return
+    const error = new SyndicLimitError(id, named.size, max)
+    this.#oversizeLog.warning(this.#logger, error.message, 'oversized syndic batches')
+    throw error
   }
 
   async #syndicJob(syndic: string, entry: SyndicJobEntry): Promise<SyndicRefusal[]> {
@@ -438,8 +491,10 @@ export class MasterService {
     }
     const claimed = [...new Set(entry.minions ?? [])].filter((minion) => !this.#announcements.announcedBy(jid, minion, syndic))
     const allowed = await this.#allowedAnnouncements(syndic, job, claimed, refuse)
-    const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, allowed, entry.pending)
-    if (fresh.length > 0) this.#o.syndics.addMinions(syndic, fresh)
+    // Pinned (and counted) right before it is announced, with nothing awaited between: no other batch can slip in.
+    const pinned = this.#o.syndics.claim(syndic, allowed, this.#maxMinions())
+    for (const refusal of pinned.refused) refuse([refusal.id], refusal.reason)
+    const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, pinned.claimed, entry.pending)
     if (fresh.length > 0 || changed) {
       // Salt's announcement: the lower master's new-job event, forwarded as syndic/<id>/salt/job/<jid>/new.
       this.#o.bus.fire(tags.syndicJobNew(syndic, jid), { jid, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', fun: job.fun ?? entry.fun, minions: fresh, missing: [], syndic_pending: [...pending] })
@@ -515,7 +570,8 @@ export class MasterService {
    * is, anything else as `syndic/<id>/<tag>`: once, never prefixed again at every level. Job events are
    * refused: a syndic's jobs travel in `_syndic_return`, where they are checked.
    */
-  syndicEvents(id: string, events: readonly EventLoad[]): void {
+  async syndicEvents(id: string, events: readonly EventLoad[]): Promise<void> {
+    await this.requireSyndic(id, '_syndic_event')
     let skipped = 0
     for (const event of events) {
       if (event.tag === tags.syndicStart(id)) {
@@ -564,7 +620,7 @@ export class MasterService {
   /** Checks `caller` may do `action`; a refusal is logged, audited (as `audited`, when given) and thrown. */
   #check(caller: Caller, command: string, action: Action, minionsOf: (target: string) => readonly string[] = () => [], audited?: AuditCall): void {
     if (permits(caller, action, minionsOf)) return
-    this.#logger.warning(`refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`)
+    this.#refusalLog.warning(this.#logger, `refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`, 'ACL refusals')
     const reason = refusal(caller, action)
     if (audited !== undefined) this.#o.audit?.record(caller, { ...audited, result: 'refused', reason: `no external_auth entry permits it: ${reason}`, ...(action.kind === 'publish' ? { minions: [...action.minions] } : {}) })
     throw new PermissionDeniedError(command, reason, { user: caller.user, fun: action.fun })
@@ -597,6 +653,7 @@ export class MasterService {
       jobs: this.#o.jobs,
       store: this.#o.store,
       bus: this.#o.bus,
+      syndics: this.#o.syndics,
       gather: (tgt, fun, arg, options) =>
         gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 }, tgt, fun, arg, options),
       wheel: async (load) => (await this.wheel(caller, load)).return,
@@ -604,6 +661,7 @@ export class MasterService {
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
       version: this.#o.settings.version,
       ...(this.#o.audit === undefined ? {} : { audit: this.#o.audit }),
+      ...(this.#o.files === undefined ? {} : { files: this.#o.files }),
       logger,
     }
   }

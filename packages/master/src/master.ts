@@ -14,15 +14,17 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { ConfigError, endpointLimitsFromConfig, jidToDate, loadTransport, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
-import { iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer } from '@brine/transport'
+import { defaultMaxConnections, iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
 import { AuditLog, auditLogPath } from './audit/audit-log.js'
 import { Authorizer } from './authorize.js'
 import { ExternalAuth } from './eauth/external-auth.js'
+import { PasswordHashPool, type PasswordHashStats } from './eauth/hash-pool.js'
 import { MasterStateError } from './errors.js'
 import { EventBus, eventBusHwm } from './event-bus.js'
 import { FanoutPublishServer } from './fanout-publisher.js'
+import { fileServerFromConfig, type FileServer } from './file-server/file-server.js'
 import { GrainsCache } from './grains-cache.js'
 import { IssuedJobs } from './issued-jobs.js'
 import { JobPublisher } from './job-publisher.js'
@@ -33,6 +35,7 @@ import { reactorCaller } from './reactor/caller.js'
 import { Reactor, reactorRules } from './reactor/reactor.js'
 import { SyndicRegistry } from './syndics.js'
 import { MasterWireAdapter } from './wire-adapter.js'
+import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { masterVersion } from './version.js'
 
@@ -49,6 +52,11 @@ export interface MasterOptions {
    * the sealed-request window, the time in auth replies, future jids, pruning) reads it. Tests inject one.
    */
   now?: () => number
+  /**
+   * The built `request-worker.js` the worker threads run (default: the one beside this module). Tests running
+   * from TypeScript sources point it at the package's dist/ to get real threads.
+   */
+  workerScript?: URL
 }
 
 /** A count config key that must be a positive integer (a bound of 0 would refuse everything). */
@@ -72,6 +80,11 @@ export interface TransportEndpoints {
   name: string
   publish: PublishServer
   request: RequestServer
+  /**
+   * The same request handler on a unix socket under sock_dir (`ret_<transport>.ipc`, owner-only), for
+   * the local client: no remote peer can fill it. Absent when sock_dir makes the path too long.
+   */
+  local?: RequestServer
 }
 
 /**
@@ -95,7 +108,10 @@ export class Master {
   #pruneTimer: NodeJS.Timeout | undefined
   #service: MasterService | undefined
   #externalAuth: ExternalAuth | undefined
+  #hashes: PasswordHashPool | undefined
+  readonly #workerScript: URL
   #replayGuard: ReplayGuard | undefined
+  #files: FileServer | undefined
   readonly #now: () => number
   /** The newest jid a skew warning was logged for, so each clock problem is said once. */
   #skewWarned: string | undefined
@@ -111,6 +127,7 @@ export class Master {
     this.#logger = options.logger ?? silentLogger
     this.#jobs = options.jobs
     this.#now = options.now ?? Date.now
+    this.#workerScript = options.workerScript ?? new URL('./request-worker.js', import.meta.url)
     this.bus = new EventBus({ sockDir: opts.sock_dir, hwm: eventBusHwm(opts.pub_hwm), logger: this.#logger.child('event-bus') })
   }
 
@@ -165,6 +182,12 @@ export class Master {
     return this.#audit
   }
 
+  /** The file server: file_roots, what it served and received (after start). */
+  get files(): FileServer {
+    if (this.#files === undefined) throw new MasterStateError(`master.files is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    return this.#files
+  }
+
   /** What the sealed-request replay guard holds and has refused (after start). */
   replayStats(): ReplayGuardStats {
     if (this.#replayGuard === undefined) throw new MasterStateError(`master.replayStats() is available once start() has resolved; the master is ${this.#state}`, this.#state)
@@ -208,22 +231,31 @@ export class Master {
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'master', { logger: this.#logger })
     this.#keys = keys
     const now = this.#now
-    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now })
+    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now, maxPending: opts.max_pending_keys })
     this.#store = store
     this.#session = new SessionKeys()
     const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
     this.#rootKey = rootKey
     // external_auth: a backend Brine does not implement, or bad file-backend settings, stop the start here.
-    const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'))
+    const eauthLimits = eauthLimitsFromConfig(opts)
+    const submit = store.submit.bind(store)
+    // Threads of their own: a login storm queues behind its own bound, never behind (or ahead of) job crypto.
+    // None without external_auth: nothing would ever be hashed.
+    const hashThreads = Object.keys(opts.external_auth ?? {}).length > 0 ? eauthLimits.hashThreads : 0
+    this.#hashes = new PasswordHashPool({ pool: this.#threads(hashThreads, keys, submit, 'eauth_hash_threads'), concurrency: Math.max(1, hashThreads), backlog: eauthLimits.hashBacklog })
+    const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'), this.#hashes)
     this.#externalAuth = externalAuth
     if (externalAuth.configured) this.#logger.info(`external auth: ${Object.keys(opts.external_auth).join(', ')}; tokens in ${String(opts.token_dir)}`)
+    // file_roots and the ignore patterns are checked here: a bad one stops the start.
+    const files = fileServerFromConfig(opts, fileServerLimitsFromConfig(opts), this.#logger.child('fileserver'))
+    this.#files = files
     const grains = new GrainsCache(opts.cachedir, this.#logger)
     await grains.load()
     const syndics = new SyndicRegistry(opts.cachedir, this.#logger.child('syndics'))
     await syndics.load()
     this.#syndics = syndics
     await this.bus.start()
-    const pool = this.#createPool(keys, store)
+    const pool = this.#threads(opts.worker_threads, keys, submit, 'worker_threads')
     this.#pool = pool
 
     const limits = endpointLimitsFromConfig(opts)
@@ -234,8 +266,10 @@ export class Master {
       // Bounds before work: what an unauthenticated peer may cost (entries, depth, connections, incomplete frames, idling).
       const bounds = serverLimitsFromConfig(topts)
       const publish = transport.createPublishServer({ host: topts.interface, port: topts.publish_port, ...endpointLimitsFromConfig(topts), ...bounds, logger })
-      const request = transport.createRequestServer({ host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), ...bounds, logger })
-      this.#endpoints.push({ name, publish, request })
+      const options: RequestServerOptions = { host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), ...bounds, logger }
+      const request = transport.createRequestServer(options)
+      const local = this.#localRequestServer(transport, name, options)
+      this.#endpoints.push({ name, publish, request, ...(local === undefined ? {} : { local }) })
       publishServers.push(publish)
     }
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
@@ -289,11 +323,13 @@ export class Master {
         sessionTtlMs: timeouts.publishSessionMs,
         orderMasters: opts.order_masters === true,
         syndicWaitMs: timeouts.syndicWaitMs,
+        syndicMaxMinions: opts.syndic_max_minions,
         sharedJobCache: opts.master_job_cache === 'postgres',
       },
       issued,
       now,
       syndics,
+      files,
       logger: this.#logger,
     })
     this.#service = service
@@ -311,13 +347,17 @@ export class Master {
       masterBoxSecret: keys.box.secretKey,
       replayGuard: this.#replayGuard,
       publishPortOf: (transport) => this.#publishPortOf(transport),
+      files,
+      decodeLimits: { maxEntries: opts.max_frame_entries, maxDepth: opts.max_frame_depth },
       logger: this.#logger,
     })
-    for (const { name, publish, request } of this.#endpoints) {
+    for (const { name, publish, request, local } of this.#endpoints) {
       request.handle(adapter.handle)
+      local?.handle(adapter.handle)
       await publish.start()
       await request.start()
-      this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}`)
+      await local?.start()
+      this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}${local === undefined ? '' : `, local ${local.address}`}`)
     }
     if (timeouts.publishSessionMs > 0) {
       this.#timer = setInterval(() => this.rotateSession('publish_session'), Math.min(timeouts.publishSessionMs, MAX_TIMER_MS))
@@ -348,6 +388,21 @@ export class Master {
       this.#schedule.scheduler.setEnabled(scheduled.enabled)
       this.#schedule.start()
     }
+  }
+
+  /**
+   * The operator's channel for `name`: the request server's options on a unix socket under sock_dir.
+   * Its connections are counted apart from the network's, so its caps are the whole open-file
+   * allowance, all from the one local "address"; every other bound (frames, deadlines) is the network's.
+   */
+  #localRequestServer(transport: Transport, name: string, options: RequestServerOptions): RequestServer | undefined {
+    const path = localRequestPath(this.opts.sock_dir, name)
+    if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH) {
+      this.#logger.warning(`no local request channel for ${name}: ${path} is longer than unix sockets allow (${MAX_UNIX_SOCKET_PATH} bytes); local clients use ret_port`)
+      return undefined
+    }
+    const maxConnections = defaultMaxConnections()
+    return transport.createRequestServer({ ...options, path, maxConnections, maxConnectionsPerAddress: maxConnections })
   }
 
   /** The publish port `transport` is bound to (the real one when configured as 0), once started. */
@@ -408,18 +463,24 @@ export class Master {
     }
   }
 
-  #createPool(keys: KeyPair, store: PkiStore): RequestPool {
-    const submit = store.submit.bind(store)
-    const size = this.opts.worker_threads
+  /** What the password-hashing threads have done: checks, how many off the main thread, refusals (after start). */
+  get passwordHashes(): PasswordHashStats {
+    const hashes = this.#hashes
+    if (hashes === undefined) throw new MasterStateError('passwordHashes is available once the master has started', this.#state)
+    return hashes.stats()
+  }
+
+  /** `size` worker threads running request-worker.js (`key` names the config key), or the main thread for 0. */
+  #threads(size: number, keys: KeyPair, submit: SubmitKey, key: string): RequestPool {
     if (size <= 0) return new InlinePool(keys, submit)
-    const script = new URL('./request-worker.js', import.meta.url)
+    const script = this.#workerScript
     if (!existsSync(fileURLToPath(script))) {
       // Running from TypeScript sources (tests): there is no built worker script to start.
-      this.#logger.warning(`worker_threads: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); handling requests on the main thread`)
+      this.#logger.warning(`${key}: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); working on the main thread`)
       return new InlinePool(keys, submit)
     }
-    this.#logger.info(`request handling: ${size} worker threads`)
-    return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child('workers') })
+    this.#logger.info(`${key}: ${size} worker threads`)
+    return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers') })
   }
 
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
@@ -437,8 +498,9 @@ export class Master {
     this.#schedule?.stop()
     this.#reactor?.stop()
     const results = await Promise.allSettled([
-      ...this.#endpoints.flatMap(({ publish, request }) => [request.close(), publish.close()]),
+      ...this.#endpoints.flatMap(({ publish, request, local }) => [request.close(), publish.close(), local?.close() ?? Promise.resolve()]),
       this.#pool?.close() ?? Promise.resolve(),
+      this.#hashes?.close() ?? Promise.resolve(),
       this.bus.close(),
       this.#syndics?.flush() ?? Promise.resolve(),
     ])

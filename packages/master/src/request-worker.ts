@@ -1,4 +1,5 @@
-import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads'
+import { isMainThread, parentPort, threadId, workerData, type MessagePort } from 'node:worker_threads'
+import bcrypt from 'bcryptjs'
 import {
   boxSharedKey,
   CryptCache,
@@ -26,6 +27,13 @@ export type WorkerTask =
   | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean; now: number; publishPort: number; sessionTtlMs: number }
   | { op: 'box-shared-key'; boxKey: Uint8Array }
   | { op: 'seal-publish'; load: WireValue; session: SessionKey }
+  | { op: 'bcrypt-compare'; password: string; hash: string }
+
+/** What a `bcrypt-compare` task answers: the verdict, and the thread that spent the CPU on it. */
+export interface HashVerdict {
+  match: boolean
+  threadId: number
+}
 
 /** Records an auth attempt in the key store, which lives on the main thread. */
 export type SubmitKey = (id: string, keys: PublicKeys, options: SubmitOptions) => Promise<SubmitResult>
@@ -51,6 +59,10 @@ export class RequestCrypto {
         return boxSharedKey(task.boxKey, this.#keys.box.secretKey, this.#cache)
       case 'seal-publish':
         return sealPublish(task.load, task.session, this.#keys.sign.secretKey, this.#cache)
+      case 'bcrypt-compare':
+        // Synchronous: the thread is the unit of concurrency (PasswordHashPool bounds it), and bcryptjs's async
+        // compare would only interleave hashes on one thread.
+        return { match: bcrypt.compareSync(task.password, task.hash), threadId } satisfies HashVerdict as unknown as WireValue
     }
   }
 

@@ -19,6 +19,11 @@ export class SyndicRegistry {
   readonly dir: string
   readonly #logger: Logger
   readonly #minions = new Map<string, Set<string>>()
+  /**
+   * Each minion a syndic has answered for → that syndic: the pin. Another syndic claiming it is refused
+   * until an operator moves it ({@link move}), so a compromised syndic can lie only about its own subtree.
+   */
+  readonly #owners = new Map<string, string>()
   readonly #dirty = new Set<string>()
   #timer: NodeJS.Timeout | undefined
   #writing: Promise<void> = Promise.resolve()
@@ -41,11 +46,75 @@ export class SyndicRegistry {
         const text = await readFile(join(this.dir, id), 'utf8')
         const value = text.trim() === '' ? {} : (JSON.parse(text) as { minions?: unknown })
         const minions = Array.isArray(value.minions) ? value.minions.filter((m): m is string => typeof m === 'string' && isValidMinionId(m)) : []
-        this.#minions.set(id, new Set(minions))
+        this.#minions.set(id, new Set(minions.filter((minion) => this.#pinOnLoad(minion, id))))
       } catch (error) {
         this.#logger.warning(`syndic registry: cannot read ${join(this.dir, id)}: ${(error as Error).message}; skipped`)
       }
     }
+  }
+
+  /** Pins `minion` to `syndic` as the files are read; a minion two files name stays with the first (logged). */
+  #pinOnLoad(minion: string, syndic: string): boolean {
+    const owner = this.#owners.get(minion)
+    if (owner === undefined) {
+      this.#owners.set(minion, syndic)
+      return true
+    }
+    this.#logger.warning(`syndic registry: minion ${minion} is listed for syndics ${owner} and ${syndic}; kept with ${owner} (brine-run syndics.move moves it)`)
+    this.#schedule(syndic)
+    return false
+  }
+
+  /** The syndic `minion` is pinned to, if any. */
+  ownerOf(minion: string): string | undefined {
+    return this.#owners.get(minion)
+  }
+
+  /**
+   * Claims `minions` for `syndic`: each one already its own, or not yet any syndic's while it holds fewer than
+   * `max` (`syndic_max_minions`), is pinned to it; the rest are refused with the reason. Synchronous, so no
+   * two syndics can claim one minion between a check and the pin.
+   */
+  claim(syndic: string, minions: readonly string[], max: number): { claimed: string[]; refused: Array<{ id: string; reason: string }> } {
+    this.register(syndic)
+    const known = this.#minions.get(syndic)!
+    const claimed: string[] = []
+    const refused: Array<{ id: string; reason: string }> = []
+    for (const minion of minions) {
+      const owner = this.#owners.get(minion)
+      if (owner === syndic) claimed.push(minion)
+      else if (owner !== undefined) refused.push({ id: minion, reason: `minion ${JSON.stringify(minion)} is pinned to syndic ${owner}, not ${syndic} (an operator moves it: brine-run syndics.move)` })
+      else if (known.size >= max) refused.push({ id: minion, reason: `syndic ${syndic} already answers for ${known.size} minions (syndic_max_minions ${max})` })
+      else {
+        known.add(minion)
+        this.#owners.set(minion, syndic)
+        claimed.push(minion)
+      }
+    }
+    if (claimed.length > 0) this.#schedule(syndic)
+    return { claimed, refused }
+  }
+
+  /**
+   * The operator's move: pins each of `minions` to syndic `to` (registering it), wherever it was pinned
+   * before. Returns, per minion, the syndic it was pinned to (undefined: none).
+   */
+  move(minions: readonly string[], to: string): Record<string, string | null> {
+    this.register(to)
+    const moved: Record<string, string | null> = {}
+    for (const minion of minions) {
+      const from = this.#owners.get(minion)
+      moved[minion] = from ?? null
+      if (from === to) continue
+      if (from !== undefined) {
+        this.#minions.get(from)?.delete(minion)
+        this.#schedule(from)
+      }
+      this.#minions.get(to)!.add(minion)
+      this.#owners.set(minion, to)
+    }
+    this.#schedule(to)
+    return moved
   }
 
   isSyndic(id: string): boolean {
@@ -70,22 +139,12 @@ export class SyndicRegistry {
     return true
   }
 
-  /** Adds minions syndic `id` announced (registering it too). */
-  addMinions(id: string, minions: Iterable<string>): void {
-    this.register(id)
-    const known = this.#minions.get(id)!
-    let added = false
-    for (const minion of minions) {
-      if (known.has(minion)) continue
-      known.add(minion)
-      added = true
-    }
-    if (added) this.#schedule(id)
-  }
-
-  /** Forgets syndic `id` (its key was deleted). */
+  /** Forgets syndic `id` (its key was deleted), and the pins of its minions. */
   forget(id: string): void {
-    if (!this.#minions.delete(id)) return
+    const minions = this.#minions.get(id)
+    if (minions === undefined) return
+    for (const minion of minions) if (this.#owners.get(minion) === id) this.#owners.delete(minion)
+    this.#minions.delete(id)
     this.#dirty.delete(id)
     this.#writing = this.#writing.then(() => unlink(join(this.dir, id)).catch(() => {}))
   }

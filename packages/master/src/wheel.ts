@@ -1,5 +1,6 @@
 import { fingerprint, formatPublicKeys, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
+import type { FileServer } from './file-server/file-server.js'
 
 /** What a wheel call returned (Salt's shape, sent as `{return}`) and what it changed. */
 export interface WheelOutcome {
@@ -11,6 +12,8 @@ export interface WheelOutcome {
 export interface WheelContext {
   store: PkiStore
   masterPub: PublicKeys
+  /** The file server, for file_roots.list_roots. */
+  files?: FileServer
 }
 
 type WheelFunction = (load: Record<string, unknown>, context: WheelContext) => Promise<WheelOutcome>
@@ -41,7 +44,16 @@ const unchanged = (value: unknown): WheelOutcome => ({ return: value, changes: [
 
 /** The `key.*` wheel functions `brine-key` uses, returning what Salt's `salt.wheel.key` returns. */
 export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
-  'key.list_all': async (_load, { store }) => unchanged(await store.list()),
+  // Salt's four states, and `syndics` (the accepted keys marked as syndics') once there is one.
+  'key.list_all': async (_load, { store }) => {
+    const syndics = await store.syndics()
+    return unchanged(syndics.length === 0 ? await store.list() : { ...(await store.list()), syndics })
+  },
+  // brine-key --accept-syndic: accepts matching pending keys, and marks them and matching accepted ones as syndics'.
+  'key.accept_syndic': async (load, { store }) => {
+    const result = await store.acceptSyndic(match(load, 'key.accept_syndic'))
+    return { return: { syndics: result.syndics }, changes: result.changes, rotateSession: result.rotateSession }
+  },
   'key.accept': async (load, { store }) =>
     moved(await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.accept_all': async (load, { store }) =>
@@ -82,6 +94,27 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     return unchanged(out)
   },
   'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
+  // Salt's file_roots.list_roots: per environment, one {root: {path: 'f'}} entry per root, its files as a tree.
+  'file_roots.list_roots': async (_load, { files }) => {
+    if (files === undefined) throw new MalformedRequestError('wheel file_roots.list_roots', 'this master has no file server')
+    const out: Record<string, Record<string, unknown>[]> = {}
+    for (const [env, roots] of Object.entries(files.roots.roots())) {
+      out[env] = await Promise.all(roots.map(async (root) => ({ [root]: treeOf(await files.roots.list(env, 'files', '', root)) })))
+    }
+    return unchanged(out)
+  },
+}
+
+/** `a/b/c` paths as Salt's nested tree: directories are mappings, files are 'f'. */
+function treeOf(paths: readonly string[]): Record<string, unknown> {
+  const tree: Record<string, unknown> = {}
+  for (const path of paths) {
+    const parts = path.split('/')
+    let node = tree
+    for (const part of parts.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>
+    node[parts[parts.length - 1] as string] = 'f'
+  }
+  return tree
 }
 
 export async function runWheel(load: Record<string, unknown>, context: WheelContext): Promise<WheelOutcome> {

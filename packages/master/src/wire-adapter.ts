@@ -1,6 +1,8 @@
 import { minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiStore } from '@brine/crypt'
 import {
   CLEAR_COMMANDS,
+  FILE_COMMANDS,
+  type FileCommand,
   SEALED_COMMANDS,
   validateMinionEventLoad,
   validatePublishLoad,
@@ -9,9 +11,10 @@ import {
   validateSyndicReturnLoad,
   type PublishLoad,
 } from '@brine/common'
-import { LogLimiter, serializeError, silentLogger, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { viaOfRequest, type Caller } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import type { FileServer } from './file-server/file-server.js'
 import type { MasterService } from './master-service.js'
 import type { RequestPool } from './worker-pool.js'
 
@@ -25,10 +28,16 @@ export interface MasterWireAdapterOptions {
   masterBoxSecret: Uint8Array
   /** Applies each sealed request once inside its time window (request_window and the nonce bounds). */
   replayGuard: ReplayGuard
+  /** Entry and depth bounds on a sealed request's opened content (`max_frame_entries`, `max_frame_depth`). */
+  decodeLimits?: DecodeLimits
   /** The publish port of a transport this master serves, told to a minion authenticating over it. */
   publishPortOf?: (transport: string) => number | undefined
+  /** Answers the sealed file commands (`_serve_file`, `_file_recv`, …); without it they are refused. */
+  files?: FileServer
   logger?: Logger
 }
+
+const isFileCommand = (cmd: unknown): cmd is FileCommand => (FILE_COMMANDS as readonly unknown[]).includes(cmd)
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -45,7 +54,8 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
- * `_minion_event` and `_grains`, and a syndic's `_syndic_return` and `_syndic_event`, the sender proven by
+ * `_minion_event`, `_grains` and the file server's commands (FileServer), and a syndic's `_syndic_return` and
+ * `_syndic_event` (only from a key accepted as a syndic's, docs/security.md), the sender proven by
  * its box, each applied once inside its time window by the {@link ReplayGuard} (a replay is answered
  * "already handled", a request outside the window refused with StaleRequestError): every sealed command,
  * present and future, passes that guard before it is dispatched. Whatever a peer sends, the worst outcome
@@ -58,14 +68,20 @@ export class MasterWireAdapter {
   readonly #boxes: MinionBoxes
   /** Refused clear commands are a peer's doing: 10 lines a minute, then a count of the rest. */
   readonly #refusalLog = new LogLimiter()
+  /** Refused sealed requests, the same: a minion (or whoever holds its key) decides how many it sends. */
+  readonly #sealedLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
+  readonly #files: FileServer | undefined
+  readonly #openOptions: { limits?: DecodeLimits }
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
+    this.#openOptions = options.decodeLimits === undefined ? {} : { limits: options.decodeLimits }
     this.#logger = options.logger ?? silentLogger
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
+    this.#files = options.files
     const { store, crypto } = options
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -83,7 +99,7 @@ export class MasterWireAdapter {
       case 'clear':
         return this.#clear(request['load'], context)
       case 'box':
-        return this.#box(request)
+        return this.#box(request, context)
       default:
         throw new MalformedRequestError('request', `enc must be 'clear' or 'box', got ${JSON.stringify(String(request['enc'])).slice(0, 40)}`)
     }
@@ -97,7 +113,9 @@ export class MasterWireAdapter {
     switch (cmd) {
       case '_auth': {
         const publishPort = this.#publishPortOf(context.transport)
-        return service.auth(load, publishPort === undefined ? {} : { publishPort })
+        const reply = await service.auth(load, publishPort === undefined ? {} : { publishPort })
+        if ((reply as { ret?: unknown } | null)?.ret === true) context.authenticated?.()
+        return reply
       }
       case 'publish': {
         const caller = await this.#caller(load, context)
@@ -114,14 +132,18 @@ export class MasterWireAdapter {
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
-      case 'mk_token':
-        return (await service.mkToken(load)) as unknown as WireValue
+      case 'mk_token': {
+        const token = await service.mkToken(load, this.#loginAddress(load, context))
+        context.authenticated?.()
+        return token as unknown as WireValue
+      }
       case 'get_token':
         return (await service.getToken(load['token'])) as WireValue
       case 'rm_token':
         return { removed: await service.rmToken(load['token']) }
       case 'fire_event': {
-        const caller = await service.authorize(load)
+        const caller = await service.authorize(load, context.address)
+        context.authenticated?.()
         service.fireEvent(caller, load['tag'], load['data'])
         return { fired: true }
       }
@@ -131,20 +153,44 @@ export class MasterWireAdapter {
     }
   }
 
-  /** The one authorize step, and where the request came from (for the audit log). */
+  /**
+   * Where a login came from, for the per-address limit: the peer's address, or the `client_address` a root-key
+   * holder (the REST API, logging in its HTTP callers) vouches for, so one API is not one address to the limit.
+   */
+  #loginAddress(load: Record<string, unknown>, context: RequestContext): string | undefined {
+    const claimed = load['client_address']
+    if (typeof claimed === 'string' && claimed !== '' && claimed.length <= 100 && this.#service.holdsRootKey(load['key'])) return claimed
+    return context.address
+  }
+
+  /**
+   * The one authorize step (the peer's address counts toward the login limits), and where the request came from
+   * (for the audit log). A caller that passed it has proved itself, so its connection is never evicted at a cap.
+   */
   async #caller(load: Record<string, unknown>, context: RequestContext): Promise<Caller> {
-    const caller = await this.#service.authorize(load)
+    const caller = await this.#service.authorize(load, context.address)
+    context.authenticated?.()
     return { ...caller, via: viaOfRequest(load['origin'], context.transport, context.peer) }
   }
 
-  async #box(request: Record<string, unknown>): Promise<WireValue> {
+  async #box(request: Record<string, unknown>, context: RequestContext): Promise<WireValue> {
     const id = request['id']
     // A known box's id passed this check when the box was made.
     if (typeof id !== 'string' || !this.#boxes.knows(id)) {
       const problem = minionIdProblem(id)
       if (problem !== undefined) throw new MalformedRequestError('sealed request', `id ${problem}`)
     }
-    const opened = await this.#boxes.open(request)
+    let opened: Awaited<ReturnType<MinionBoxes['open']>>
+    try {
+      opened = await this.#boxes.open(request, this.#openOptions)
+    } catch (error) {
+      // Over max_frame_entries/max_frame_depth once unsealed: an answer the sender can read, naming the bound.
+      if ((error as Error)?.name !== 'FrameLimitError' || typeof id !== 'string') throw error
+      this.#refusalLog.warning(this.#logger, `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`, 'sealed requests over the decode bounds')
+      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) })) as unknown as WireValue
+    }
+    // Sealed by an accepted minion's key: its connection is never evicted to make room at a cap.
+    context.authenticated?.()
     let reply: Record<string, unknown>
     try {
       let extra: Record<string, unknown> | undefined
@@ -156,8 +202,9 @@ export class MasterWireAdapter {
       reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true, ...extra }
     } catch (error) {
       // A stale request is routine (a minion's clock anchor aged, or a recording replayed): it re-seals; not worth a warning each.
-      const log = error instanceof StaleRequestError ? this.#logger.debug.bind(this.#logger) : this.#logger.warning.bind(this.#logger)
-      log(`sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`)
+      const line = `sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`
+      if (error instanceof StaleRequestError) this.#logger.debug(line)
+      else this.#sealedLog.warning(this.#logger, line, 'refused sealed requests')
       reply = { ok: false, error: serializeError(error) }
     }
     // Sealed with the key that sealed the request: only its holder can read the answer.
@@ -168,7 +215,12 @@ export class MasterWireAdapter {
   async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
-    switch (load['cmd']) {
+    const cmd = load['cmd']
+    if (isFileCommand(cmd)) {
+      if (this.#files === undefined) throw new PermissionDeniedError(cmd, 'this master serves no files')
+      return this.#files.handle(id, cmd, load)
+    }
+    switch (cmd) {
       case '_return':
         await this.#service.minionReturn(id, validateReturnLoad(load))
         return
@@ -182,11 +234,14 @@ export class MasterWireAdapter {
         return
       }
       case '_syndic_return': {
+        // Before the load is looked at: a key that is not a syndic's costs no validation of what it claims.
+        await this.#service.requireSyndic(id, '_syndic_return')
         const refused = await this.#service.syndicReturn(id, validateSyndicReturnLoad(load))
         return refused.length === 0 ? undefined : { refused }
       }
       case '_syndic_event':
-        this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
+        await this.#service.requireSyndic(id, '_syndic_event')
+        await this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
         return
       default:
         throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)

@@ -175,7 +175,7 @@ export async function clearClient(transportName: string, address: MasterAddress)
  * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
  * the cache `master_job_cache` names.
  */
-export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger; jobs?: MemoryJobStore } = {}): Promise<{ master: Master; events: EventLog }> {
+export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger; jobs?: MemoryJobStore; workerScript?: URL } = {}): Promise<{ master: Master; events: EventLog }> {
   const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore(), ...options })
   cleanups.push(() => master.stop())
   const events = new EventLog(master)

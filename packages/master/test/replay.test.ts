@@ -319,6 +319,20 @@ describe.each(TRANSPORTS)('return acceptance over %s', (transport) => {
     expect((reply['error'] as { message: string }).message).toContain('cannot store return.return as JSON: NaN is not a finite number')
   })
 
+  it('answers a sealed return over max_frame_entries once unsealed with a sealed FrameLimitError, which the minion drops instead of spooling it forever', async () => {
+    const clock = new TestClock()
+    const started = await start(transport, clock, { max_frame_entries: 2000 })
+    const { recorder } = await startMinion(transport, started, 'web1', clock)
+    // 1,500 arguments fit the publish; the return carries them twice (its value and fun_args): over 2,000 entries.
+    const arg = Array.from({ length: 1500 }, (_, index) => index)
+    const { jid } = await started.publish({ tgt: 'web1', fun: 'test.arg', arg })
+    const refused = await recorder.waitFor('return-refused', (event) => event.jid === jid, 'the return refused for good', WAIT_MS)
+    expect(refused).toMatchObject({ jid, reason: expect.stringContaining('FrameLimitError') as string })
+    expect(returnsOf(started, jid, 'web1')).toEqual([])
+    // The minion goes on: its next, ordinary return is stored.
+    await runJob(started, 'web1')
+  })
+
   it("keeps the return of a minion whose grains the master had stale, and refuses one accepted only after the publish", async () => {
     const clock = new TestClock()
     const started = await start(transport, clock, { auto_accept: false })

@@ -121,7 +121,7 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     )
     expect(unknown).toBeInstanceOf(RemoteError)
     expect((unknown as RemoteError).remoteName).toBe('UnknownRunnerError')
-    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: event.send, jobs.active, jobs.audit, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.down/)
+    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: event.send, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.audit, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.down/)
   })
 
   it('manage.up/down/status/versions ping the accepted minions; down removekeys deletes and rotates; jobs.active', async () => {

@@ -14,11 +14,17 @@ afterEach(runCleanups)
 const ret = (value: unknown) => ({ return: value, retcode: 0, success: true, fun_args: [] })
 const job = { tgt: 'below*', tgt_type: 'glob' as const, fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' }
 
+/** The operator's `brine-key --accept-syndic ID -y`, through the same wheel call. */
+async function acceptSyndic(master: Master, id: string): Promise<void> {
+  expect((await master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: id })).return).toEqual({ syndics: [id] })
+}
+
 /** Syndic `syn1` (a FakeMinion) authenticated to `master` and announced with its start event. */
 async function attachSyndic(transport: (typeof TRANSPORTS)[number], dir: string, master: Master, events: EventLog): Promise<FakeMinion> {
   const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
   const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
   expect(await syndic.auth()).toEqual({ ok: true })
+  await acceptSyndic(master, 'syn1')
   expect(await syndic.sealed({ cmd: '_syndic_event', id: 'syn1', events: [{ tag: tags.syndicStart('syn1'), data: { id: 'syn1' } }] })).toEqual({ ok: true })
   await events.next(tags.syndicStart('syn1'))
   return syndic
@@ -34,6 +40,7 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
     await subscribers(2)
     expect(await web1!.auth()).toEqual({ ok: true })
     expect(await syndic!.auth()).toEqual({ ok: true })
+    await acceptSyndic(master, 'syn1')
     expect(await syndic!.sealed({ cmd: '_syndic_event', id: 'syn1', events: [{ tag: tags.syndicStart('syn1'), data: { id: 'syn1' } }] })).toEqual({ ok: true })
     await events.next(tags.syndicStart('syn1'))
 
@@ -156,9 +163,7 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
   it('refuses announcements and returns for a jid dated beyond clock_skew, before looking it up', async () => {
     const dir = await tempDir()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true, clock_skew: 60 })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
-    const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
-    expect(await syndic.auth()).toEqual({ ok: true })
+    const syndic = await attachSyndic(transport, dir, master, events)
     const future = createJidGenerator()(new Date(Date.now() + 3_600_000))
     const reply = await syndic.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: future, minions: ['below1'], returns: { below1: ret(true) } }] })
     expect(reply['refused']).toEqual([

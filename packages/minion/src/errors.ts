@@ -18,10 +18,13 @@ export class NotAcknowledgedError extends BrineError {
   override name = 'NotAcknowledgedError'
   readonly cmd: string
   readonly refusal: string | undefined
-  constructor(cmd: string, reason: string, options?: ErrorOptions & { refusal?: string }) {
+  /** The master's error as it sent it (`{name, message, context}`), when it sent one. */
+  readonly remote: { name?: unknown; message?: unknown; context?: unknown } | undefined
+  constructor(cmd: string, reason: string, options?: ErrorOptions & { refusal?: string; error?: { name?: unknown; message?: unknown; context?: unknown } }) {
     super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason, refusal: options?.refusal }, options)
     this.cmd = cmd
     this.refusal = options?.refusal
+    this.remote = options?.error
   }
 }
 

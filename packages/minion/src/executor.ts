@@ -81,6 +81,7 @@ class RunningJobContext implements JobContext {
   readonly opts: ModuleContext['opts']
   readonly logger: ModuleContext['logger']
   readonly jobs: ModuleContext['jobs']
+  readonly master: ModuleContext['master']
   readonly fireMaster: ModuleContext['fireMaster']
   readonly schedule: ModuleContext['schedule']
   retcode = 0
@@ -98,6 +99,7 @@ class RunningJobContext implements JobContext {
     this.opts = context.opts
     this.logger = context.logger
     this.jobs = context.jobs
+    this.master = context.master
     this.fireMaster = context.fireMaster
     this.schedule = context.schedule
     this.#signalOf = signalOf

@@ -2,14 +2,17 @@
  * @packageDocumentation
  * `@brine/minion` is the Brine minion: it authenticates to its masters, subscribes to their
  * publishes (on the port each master's auth reply names), matches targets, runs Salt's execution
- * modules (test, cmd, grains, saltutil, sys) and returns their results in Salt's shapes, spooling
+ * modules (test, cmd, cp, grains, saltutil, sys) and returns their results in Salt's shapes, spooling
  * returns while a master is away. Its side of one master is a `MasterLink` (clients, auth with a
  * pinned key, the master's clock, sealed sender, spool, opened and fresh publishes), usable on its
- * own: a syndic holds one to hear its upper master.
+ * own: a syndic holds one to hear its upper master. Its `FileClient` fetches `salt://` files from the
+ * master's file server into the cache, skipping what the cache already holds.
  */
 export * from './modules/index.js'
 export * from './executor.js'
 export * from './errors.js'
+export { FileClient, fromMasterRefusal, hashLocalFile } from './file-client.js'
+export type { FetchOutcome, FileClientOptions, ServerHash } from './file-client.js'
 export { authIdOf, Minion, minionStartEvents } from './minion.js'
 export type { MinionOptions } from './minion.js'
 export { MasterLink } from './master-link.js'

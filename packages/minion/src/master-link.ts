@@ -534,6 +534,19 @@ export class MasterLink implements ReturnRoute {
     await sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
   }
 
+  /**
+   * {@link send} for a request that asks something (the file server's): resolves with the master's sealed
+   * answer, its data beside `ok`. An answer marked `duplicate` (the master had applied these very bytes
+   * already, after a transport retry) carries no data, so the request is sealed afresh and sent once more.
+   */
+  async request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<Record<string, unknown>> {
+    if (this.#auth.current === undefined) await this.#auth.ready()
+    const signal = options.signal ?? this.#controller.signal
+    const send = (): Promise<Record<string, unknown>> => sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
+    const answer = await send()
+    return answer['duplicate'] === true ? send() : answer
+  }
+
   /** The master's clock as this link last heard it, moved on by the time since (closed or not); see {@link ReturnRoute.masterNow}. */
   masterNow(): number {
     const session = this.#auth.current

@@ -31,7 +31,7 @@ import type { Clock } from './master-time.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
-import type { Grains, ModuleDefinition, ModuleRegistry } from './modules/types.js'
+import type { Grains, MasterChannel, ModuleDefinition, ModuleRegistry } from './modules/types.js'
 import { executeJob } from './executor.js'
 import { MinionSchedule, scheduleFile } from './schedule.js'
 import { ReturnSpool, spoolDir } from './spool.js'
@@ -152,7 +152,8 @@ export class Minion {
       },
       logger: this.#logger.child('schedule') })
     const fireMaster = (events: { tag: string; data: Record<string, unknown> }[]): Promise<void> => this.#fireMaster(events)
-    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, fireMaster, schedule: this.schedule }, options.modules)
+    const master: MasterChannel = { request: (load, requestOptions) => this.#request(load, requestOptions) }
+    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master, fireMaster, schedule: this.schedule }, options.modules)
     this.#runner = new JobRunner({
       id: this.id,
       grains: this.grains,
@@ -345,6 +346,15 @@ export class Minion {
     const ret: ReturnLoad = { cmd: '_return', id: this.id, jid, fun: entry.function, fun_args: funArgs, return: result.return, retcode: result.retcode, success: result.success, schedule: entry.name }
     if (result.out !== undefined) ret.out = result.out
     await Promise.all(this.#linksInUse().map((link) => link.deliver(ret)))
+  }
+
+  /** A module's request to the master: through the first link that is authenticated (else the first link, which waits for its auth). */
+  #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number; tries?: number } = {}): Promise<Record<string, unknown>> {
+    const links = this.links
+    const link = links.find((candidate) => candidate.session !== undefined) ?? links[0]
+    if (link === undefined) return Promise.reject(new ClosedError('minion (no master link)', this.id))
+    const { signal, timeout, tries } = options
+    return link.request({ ...load, id: this.id }, { ...(signal === undefined ? {} : { signal }), ...(timeout === undefined ? {} : { timeout }), ...(tries === undefined ? {} : { tries }) })
   }
 
   #track(task: Promise<unknown>): void {

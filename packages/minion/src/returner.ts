@@ -23,10 +23,10 @@ export const RESEAL_REFRESH_MS = 1000
 
 /**
  * Seals `load` to the master (stamped with the master's time as this minion knows it), sends it, and
- * checks the sealed acknowledgement. The transport's tries re-send these very bytes, which the master
- * applies once.
+ * checks the sealed acknowledgement, which it returns (a file server answer carries its data there). The
+ * transport's tries re-send these very bytes, which the master applies once.
  */
-export async function sendSealed(client: RequestClient, session: MasterSession, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
+export async function sendSealed(client: RequestClient, session: MasterSession, load: { readonly cmd: string }, options: SealedSendOptions): Promise<Record<string, unknown>> {
   const reply: WireValue = await client.send(session.box.seal(load, session.time.now()), options)
   let inner: WireValue
   try {
@@ -38,8 +38,9 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
   if (typeof ack !== 'object' || ack === null || ack.ok !== true) {
     const error = typeof ack === 'object' && ack !== null ? (ack.error as { name?: unknown; message?: unknown } | undefined) : undefined
     const why = error !== undefined ? JSON.stringify(error).slice(0, 300) : 'no ok: true'
-    throw new NotAcknowledgedError(load.cmd, why, typeof error?.name === 'string' ? { refusal: error.name } : {})
+    throw new NotAcknowledgedError(load.cmd, why, typeof error?.name === 'string' ? { refusal: error.name, error } : {})
   }
+  return ack as Record<string, unknown>
 }
 
 /**
@@ -48,19 +49,20 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
  * timestamp and nonce, after re-reading the master's clock with one `_auth` if the anchor is older than a
  * second, and sent once more.
  */
-export async function sendSealedFresh(client: RequestClient, auth: MinionAuth, load: { readonly cmd: string }, options: SealedSendOptions): Promise<void> {
+export async function sendSealedFresh(client: RequestClient, auth: MinionAuth, load: { readonly cmd: string }, options: SealedSendOptions): Promise<Record<string, unknown>> {
   const session = auth.current ?? (await auth.ready())
   try {
-    await sendSealed(client, session, load, options)
+    return await sendSealed(client, session, load, options)
   } catch (error) {
     if (!(error instanceof NotAcknowledgedError) || error.refusal !== SEALED_REFUSALS.stale) throw error
     const refreshed = (await auth.refresh(RESEAL_REFRESH_MS)) ?? auth.current ?? session
-    await sendSealed(client, refreshed, load, options)
+    return await sendSealed(client, refreshed, load, options)
   }
 }
 
-/** True for the master's refusal that no retry can change (a return for a job this minion was not sent). */
-export const isFinalRefusal = (error: unknown): error is NotAcknowledgedError => error instanceof NotAcknowledgedError && error.refusal === SEALED_REFUSALS.refused
+/** True for the master's refusal that no retry can change (a return for a job this minion was not sent, or one over its decode bounds). */
+export const isFinalRefusal = (error: unknown): error is NotAcknowledgedError =>
+  error instanceof NotAcknowledgedError && (error.refusal === SEALED_REFUSALS.refused || error.refusal === SEALED_REFUSALS.overBound)
 
 export interface ReturnerOptions {
   client: RequestClient

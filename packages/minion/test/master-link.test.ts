@@ -124,6 +124,17 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     expect(linked.status).toEqual({ connected: true, authenticated: true, gen: to.session.current().gen, closed: false })
   })
 
+  it("request() resolves with the data of the master's sealed answer; an answer marked duplicate (no data) is asked again", async () => {
+    const to = await master({ autoAccept: true })
+    let asked = 0
+    to.answer = (load) => (load['cmd'] !== '_file_envs' ? {} : ++asked === 1 ? { duplicate: true } : { envs: ['base', 'dev'] })
+    const { link: linked } = await link(to)
+    expect(await linked.request({ cmd: '_file_envs', id: ID })).toEqual({ ok: true, envs: ['base', 'dev'] })
+    const requests = to.loads('_file_envs')
+    expect(requests).toHaveLength(2)
+    expect(asked).toBe(2)
+  })
+
   it('runs its first afterAuth (the start event) only once its publish link has connected, as Salt fires minion_start', async () => {
     const to = await master({ autoAccept: true })
     const transport = await loadTransport(transportName)

@@ -2,8 +2,13 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { createLogger } from '@brine/transport'
+import { executeJob } from '../src/executor.js'
 import { createCmdModule, shlexSplit } from '../src/modules/cmd.js'
-import { deadline, makeFixture, processExists } from './modules-fixture.js'
+import { createModuleRegistry } from '../src/modules/registry.js'
+import { RunningJobs } from '../src/modules/running-jobs.js'
+import type { JobContext } from '../src/modules/types.js'
+import { deadline, makeFixture, nextJid, processExists } from './modules-fixture.js'
 
 const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'brine-cmd-')))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
@@ -66,6 +71,35 @@ describe('cmd module', () => {
     const missing = await run('cmd.run', ['/nonexistent/binary', 'python_shell=False'])
     expect(missing.return).toMatch(/^ERROR: Unable to run command '\/nonexistent\/binary', reason: .*ENOENT/)
     expect(shlexSplit(`a "b \\"c\\"" 'd e' f\\ g`)).toEqual(['a', 'b "c"', 'd e', 'f g'])
+  })
+
+  it("an unset python_shell is true for a job, false for another module's call (Salt's _python_shell_default)", async () => {
+    const caller = {
+      home: {
+        doc: 'calls cmd.run as another module would',
+        args: ['python_shell'],
+        defaults: { python_shell: null },
+        run: async ([pythonShell]: unknown[], _kwargs: Record<string, unknown>, ctx: JobContext) =>
+          ctx.registry.get('cmd.run')!.run(['echo $HOME', null, null, null, null, null, pythonShell], {}, ctx),
+      },
+    }
+    const { run: call } = makeFixture({}, { caller })
+    expect((await call('caller.home')).return).toBe('$HOME')
+    expect((await call('caller.home', [true])).return).not.toBe('$HOME')
+    expect((await call('cmd.run', ['echo $((2+3))'])).return).toBe('5')
+  })
+
+  it('output_loglevel logs the command and its output at that level; quiet logs nothing', async () => {
+    const lines: string[] = []
+    const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: {}, logger: createLogger({ level: 'trace', write: (line) => lines.push(line) }), jobs: new RunningJobs() })
+    const call = (arg: unknown[]) => executeJob(registry, { jid: nextJid(), fun: 'cmd.run', arg })
+    await call(['echo logged-output', 'output_loglevel=info'])
+    expect(lines.some((line) => /\binfo\b/i.test(line) && line.includes("Executing command 'echo logged-output'"))).toBe(true)
+    expect(lines.some((line) => line.includes('output: logged-output'))).toBe(true)
+    lines.length = 0
+    await call(['echo hidden', 'output_loglevel=quiet'])
+    expect(lines.filter((line) => line.includes('hidden'))).toEqual([])
+    expect((await call(['true', 'output_loglevel=loud'])).return).toMatch(/^ERROR executing 'cmd.run': output_loglevel must be a log level/)
   })
 
   it('feeds stdin, turning a literal \\n into a newline like Salt', async () => {

@@ -44,6 +44,8 @@ export class StandInMaster {
   /** The session lifetime its auth replies name, ms (0: none). */
   sessionTtlMs = 0
   subscribes = 0
+  /** What a sealed request's acknowledgement carries besides `ok: true` (default nothing), by load. */
+  answer: (load: Record<string, unknown>) => Record<string, unknown> = () => ({})
   #publisher!: PublishServer
   #requests: RequestServer | undefined
   readonly #changes = new Changes()
@@ -146,7 +148,7 @@ export class StandInMaster {
     const opened = await this.boxes.open(request)
     this.received.push({ id: opened.id, load: opened.load as Record<string, unknown> })
     this.#notify()
-    return this.boxes.seal(opened.id, { ok: true })
+    return this.boxes.seal(opened.id, { ok: true, ...this.answer(opened.load as Record<string, unknown>) })
   }
 
   /** (Re)binds the request server on the same port. */

@@ -277,6 +277,12 @@ export class UpperForwarder {
   /** The upper master answered and refused the whole batch: sending it again would not help. Logged, not kept. */
   #refused(error: unknown, jobs: readonly SyndicJobEntry[]): boolean {
     if (!(error instanceof NotAcknowledgedError)) return false
+    // Not yet accepted as a syndic up there: the operator's `brine-key --accept-syndic` is the fix, and
+    // the batch is kept (spooled) until then rather than lost. Said once per batch as it is spooled.
+    if (error.refusal === 'SyndicNotAcceptedError') {
+      this.#logger.warning(`${this.master} does not accept this syndic's key as a syndic's: on that master, run brine-key --accept-syndic ${this.#o.id}; batches are spooled until then`)
+      return false
+    }
     this.#logger.error(`${this.master} refused a batch of ${countReturns(jobs)} return(s) for job(s) ${jobs.map((job) => job.jid).slice(0, 5).join(', ')}: ${error.message}; not sent again`)
     this.#settled(jobs)
     return true

@@ -13,6 +13,7 @@ import {
   backoffFromConfig,
   BUS_DROPPED_TAG,
   endpointLimitsFromConfig,
+  tagProblem,
   checkSyndicMasters,
   loadTransport,
   mastersOf,
@@ -33,7 +34,7 @@ import {
 } from '@brine/common'
 import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
-import { AllMastersPolicy, authIdOf, encodedBytes, failoverOrder, LifecycleEvents, MasterLink, minionStartEvents, RETURN_FRAME_RESERVE_BYTES, sleep, type MasterLinkEvent } from '@brine/minion'
+import { AllMastersPolicy, authIdOf, encodedBytes, failoverOrder, LifecycleEvents, MasterLink, minionStartEvents, NotAcknowledgedError, RETURN_FRAME_RESERVE_BYTES, sleep, type MasterLinkEvent } from '@brine/minion'
 import { ClosedError, createLogger, InvalidOperationError, LruMap, type Logger, type Transport } from '@brine/transport'
 import { BatchSpool } from './batch-spool.js'
 import { LowerMasterError } from './errors.js'
@@ -286,7 +287,7 @@ export class Syndic {
       logger,
       signal: this.#controller.signal,
       afterAuth: async (authenticated, first) => {
-        if (first) await this.#sendStart(authenticated)
+        if (first) await this.#sendStart(authenticated, retryDelayMs)
         await forwarder?.drain()
       },
       onEvent: (event) => this.#events.emit(event),
@@ -309,16 +310,38 @@ export class Syndic {
     return { link, forwarder }
   }
 
-  /** Salt's `salt/syndic/<id>/start`, once per upper master. */
-  async #sendStart(link: MasterLink): Promise<void> {
+  /**
+   * Salt's `salt/syndic/<id>/start`, once per upper master. An upper master that has not accepted this key
+   * as a syndic's yet is asked again every `retryDelayMs`, in the background, until it does (the operator's
+   * `brine-key --accept-syndic`): the start event is what tells the upper master this syndic is attached.
+   */
+  async #sendStart(link: MasterLink, retryDelayMs: () => number): Promise<void> {
     const [start] = minionStartEvents(this.id)
     const text = String(start?.data['data'] ?? '').replace(/^Minion /, 'Syndic ')
     const tag = tags.syndicStart(this.id)
+    const send = () => link.send({ cmd: '_syndic_event', id: this.id, events: [{ tag, data: { data: text, id: this.id, tag } }] }, { tries: 1 })
+    const notSyndic = (error: unknown): boolean => error instanceof NotAcknowledgedError && error.refusal === 'SyndicNotAcceptedError'
     try {
-      await link.send({ cmd: '_syndic_event', id: this.id, events: [{ tag, data: { data: text, id: this.id, tag } }] }, { tries: 1 })
+      await send()
+      return
     } catch (error) {
-      if (!this.#controller.signal.aborted) this.#logger.warning(`could not send ${tag} to ${link.master}: ${(error as Error).message}`)
+      if (this.#controller.signal.aborted) return
+      if (!notSyndic(error)) return this.#logger.warning(`could not send ${tag} to ${link.master}: ${(error as Error).message}`)
+      this.#logger.warning(`${link.master} has not accepted this syndic's key as a syndic's; on that master run: brine-key --accept-syndic ${this.id}`)
     }
+    this.#track(
+      (async () => {
+        while (await sleep(retryDelayMs(), this.#controller.signal)) {
+          try {
+            await send()
+            this.#logger.info(`${link.master} accepts this syndic: ${tag} sent`)
+            return
+          } catch (error) {
+            if (!notSyndic(error)) return this.#logger.warning(`could not send ${tag} to ${link.master}: ${(error as Error).message}`)
+          }
+        }
+      })(),
+    )
   }
 
   #track(task: Promise<unknown>): void {
@@ -499,13 +522,21 @@ export class Syndic {
 
   /**
    * The next events to forward: at most {@link RAW_EVENTS_PER_SEND}, within one frame of `max_frame_bytes`.
-   * An event too big for a frame on its own is dropped here (forwarding is best effort, as in Salt), logged.
+   * An event too big for a frame on its own, or whose tag the master above would refuse, is dropped here
+   * (forwarding is best effort, as in Salt), logged.
    */
   #takeEvents(): EventLoad[] {
     const budget = Math.max(1024, endpointLimitsFromConfig(this.opts).maxFrameBytes - RETURN_FRAME_RESERVE_BYTES)
     const events: EventLoad[] = []
     let bytes = 0
     while (events.length < RAW_EVENTS_PER_SEND && this.#rawEvents.length > 0) {
+      // The master above refuses a batch holding a tag that is not printable text: leave such an event here.
+      const problem = tagProblem(this.#rawEvents[0]!.tag)
+      if (problem !== undefined) {
+        const [event] = this.#rawEvents.splice(0, 1)
+        this.#logger.warning(`event ${JSON.stringify(event!.tag.slice(0, 120))} of this master not forwarded: its tag ${problem}`)
+        continue
+      }
       const size = encodedBytes(this.#rawEvents[0])
       if (size > budget) {
         const [event] = this.#rawEvents.splice(0, 1)

@@ -112,11 +112,19 @@ function syndicOpts(lower: MasterConfig, top: MasterConfig, dir: string): Syndic
   } as unknown as SyndicConfig
 }
 
-async function startSyndic(opts: SyndicConfig, top: Bus, mark = 0): Promise<Syndic> {
+/**
+ * Starts the syndic and, once the top has accepted its key (auto_accept), marks it a syndic's there as the
+ * operator's `brine-key --accept-syndic syn1` does: only then does the syndic's start event (asked again
+ * until it is taken) reach the top's bus.
+ */
+async function startSyndic(opts: SyndicConfig, top: { master: Master; bus: Bus }, mark = 0): Promise<Syndic> {
   const syndic = new Syndic(opts)
   cleanups.push(() => syndic.stop())
   await syndic.start()
-  await top.until((event) => top.events.indexOf(event) >= mark && event.tag === tags.syndicStart('syn1'), 'salt/syndic/syn1/start at the top')
+  const after = (event: BusEvent): boolean => top.bus.events.indexOf(event) >= mark
+  await top.bus.until((event) => after(event) && event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept', 'the top to accept syn1')
+  expect((await top.master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: 'syn1' })).return).toEqual({ syndics: ['syn1'] })
+  await top.bus.until((event) => after(event) && event.tag === tags.syndicStart('syn1'), 'salt/syndic/syn1/start at the top')
   return syndic
 }
 
@@ -138,7 +146,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
   it('passes a job from the top down with the same jid and brings announcements and returns back up, each return once', async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport)
     await startMinion(dir, 'm2', lowerOpts, lower.bus)
-    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['up']))
     expect(reply).toMatchObject({ minions: [], syndics: { syn1: [] } })
@@ -158,9 +166,30 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     expect(top.bus.count(tags.jobReturn(reply.jid, 'm1')) + top.bus.count(tags.jobReturn(reply.jid, 'm2'))).toBe(2)
   })
 
+  it("keeps its returns while the top has not accepted it as a syndic, and delivers them once the operator does", async () => {
+    const { dir, topOpts, lowerOpts, top } = await startNode(transport)
+    const syndic = new Syndic(syndicOpts(lowerOpts, topOpts, dir))
+    cleanups.push(() => syndic.stop())
+    await syndic.start()
+    await top.bus.until((event) => event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept', 'the top to accept syn1 as a minion')
+
+    // Not a syndic's key yet: to the top it is an ordinary minion (expected to return), and no syndic is waited for.
+    const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['kept']))
+    expect(reply).toMatchObject({ minions: ['syn1'], syndics: {} })
+    await syndicEvent(syndic, (event) => event.type === 'batch-spooled' && event.returns === 1, "m1's return spooled, refused by the top")
+    expect(top.bus.count(tags.jobReturn(reply.jid, 'm1'))).toBe(0)
+    expect(top.bus.count(tags.syndicStart('syn1'))).toBe(0)
+
+    await top.master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: 'syn1' })
+    await top.bus.until((event) => event.tag === tags.syndicStart('syn1'), 'salt/syndic/syn1/start, asked again')
+    expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's spooled return at the top")).data).toMatchObject({ return: 'kept' })
+    await syndicEvent(syndic, (event) => event.type === 'batch-forwarded' && event.fromSpool, 'the spooled batch acknowledged')
+    expect(top.bus.count(tags.jobReturn(reply.jid, 'm1'))).toBe(1)
+  })
+
   it('spools the returns while the top master is down and delivers them once it is back, stored once', async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport)
-    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.sleep', [1]))
     await top.bus.until((event) => event.tag === tags.syndicJobNew('syn1', reply.jid), 'the announcement')
@@ -180,7 +209,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
   it('a syndic that restarts reads back from its master the returns stored while it was away', async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport)
     const opts = syndicOpts(lowerOpts, topOpts, dir)
-    const first = await startSyndic(opts, top.bus)
+    const first = await startSyndic(opts, top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.sleep', [1]))
     await top.bus.until((event) => event.tag === tags.syndicJobNew('syn1', reply.jid), 'the announcement')
@@ -190,7 +219,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     expect(top.bus.count(tags.jobReturn(reply.jid, 'm1'))).toBe(0)
 
     const mark = top.bus.events.length
-    const second = await startSyndic(opts, top.bus, mark)
+    const second = await startSyndic(opts, top, mark)
     const reconciled = await syndicEvent(second, (event) => event.type === 'reconciled', 'the open job read back')
     expect(reconciled).toMatchObject({ jobs: 1, returns: 1 })
     expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's return at the top")).data).toMatchObject({ return: true })
@@ -200,7 +229,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
 
   it('keeps passing jobs down after its own master restarted with a new root key', async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport)
-    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
     const oldKey = lower.master.rootKey
     await lower.master.stop()
     const again = await startMaster(lowerOpts)
@@ -212,7 +241,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
 
   it("does not pass down a job whose master_id is its own master's", async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, { top: { master_id: 'loop' }, lower: { master_id: 'loop' } })
-    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
     const reply = await top.master.service.publish(rootCaller(), topJob('test.ping'))
     expect(await syndicEvent(syndic, (event) => event.type === 'relay-skipped', 'the job skipped')).toMatchObject({ jid: reply.jid, reason: "master_id loop is this master's" })
     expect(lower.bus.count(`salt/job/${reply.jid}/new`)).toBe(0)
@@ -223,7 +252,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, { lower: { publish_ttl: 60 }, lowerNow: () => Date.now() - 120_000 })
     const { syndic_master_publish_port: _told, ...opts } = syndicOpts(lowerOpts, topOpts, dir) as SyndicConfig & { syndic_master_publish_port?: number }
     expect(opts.syndic_master_publish_port).toBeUndefined()
-    await startSyndic(opts as SyndicConfig, top.bus)
+    await startSyndic(opts as SyndicConfig, top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['skewed']))
     const below = await lower.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's return at the lower master")
@@ -234,7 +263,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
 
   it("refuses to pass down a job whose jid is beyond its master's clock_skew, and tells the top it has no minion for it", async () => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, { lower: { clock_skew: 60 }, lowerNow: () => Date.now() - 120_000 })
-    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.ping'))
     const failed = await syndicEvent(syndic, (event) => event.type === 'relay-failed' && event.jid === reply.jid, 'the relay refused')
@@ -246,7 +275,7 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
   it("with its master's clock two minutes ahead of the top's and publish_ttl 60: the job is stamped again in that clock, so its minions run it", async () => {
     // Had the top's expiry (its now + 60 s) travelled down, it would have passed a minute ago in this clock.
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, { top: { publish_ttl: 60 }, lower: { publish_ttl: 60 }, lowerNow: () => Date.now() + 120_000 })
-    await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top.bus)
+    await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['fresh']))
     expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's return at the top")).data).toMatchObject({ return: 'fresh' })

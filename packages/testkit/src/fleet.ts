@@ -99,6 +99,12 @@ export interface FleetSyndic {
   config?: Record<string, unknown>
   /** Wait for `salt/syndic/<id>/start` on every upper master (default: when the upper master auto-accepts). */
   waitForStart?: boolean
+  /**
+   * Once each upper master has accepted the syndic's key, mark it a syndic's there as an operator does
+   * (`brine-key --accept-syndic ID -y`); only then does the upper master take its returns and events
+   * (default: when the upper masters auto-accept).
+   */
+  acceptAsSyndic?: boolean
 }
 
 /** A process running many minions at once (the bench's brine-swarm). */
@@ -183,7 +189,14 @@ export class Fleet {
         const uppers = upperFleets(options.syndic)
         const marks = uppers.map((upper) => upper.startEventCount)
         await fleet.launchSyndic()
-        if (options.syndic.waitForStart ?? uppers.every((upper) => upper.options.autoAccept ?? true)) {
+        const autoAccepted = uppers.every((upper) => upper.options.autoAccept ?? true)
+        if (options.syndic.acceptAsSyndic ?? autoAccepted) {
+          await Promise.all(uppers.map(async (upper, index) => {
+            await upper.waitForAuth(options.syndic!.id, 'accept', marks[index])
+            await upper.acceptSyndic(options.syndic!.id)
+          }))
+        }
+        if (options.syndic.waitForStart ?? autoAccepted) {
           await Promise.all(uppers.map((upper, index) => upper.waitForSyndicStart(options.syndic!.id, marks[index])))
         }
       }
@@ -364,6 +377,14 @@ export class Fleet {
   waitForSyndicStart(id: string, from = 0): Promise<void> {
     const tag = this.options.bus.tags.syndicStart(id)
     return this.waitForEvent((event) => event.tag === tag, `syndic ${id} to fire ${tag}`, id, from)
+  }
+
+  /** The operator's `brine-key --accept-syndic ID -y` on this fleet's master: `id`'s key becomes a syndic's (docs/security.md). */
+  async acceptSyndic(id: string): Promise<void> {
+    const result = await this.run('brine-key', ['--accept-syndic', id, '-y'])
+    if (result.code !== 0 || !result.stdout.includes(`Key for syndic ${id} accepted.`)) {
+      throw new HarnessSetupError(`brine-key --accept-syndic ${id} failed (exit ${String(result.code)}):\n${result.stdout}${result.stderr}`, { id })
+    }
   }
 
   /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */

@@ -10,6 +10,7 @@ import { afterEach, describe } from 'vitest'
 import { createHarness } from './harness/index.js'
 import type { ComplianceSetup } from './setup.js'
 import { closeTests } from './suites/close.js'
+import { doorTests } from './suites/doors.js'
 import { hardeningTests } from './suites/hardening.js'
 import { limitTests } from './suites/limits.js'
 import { malformedInputTests } from './suites/malformed-input.js'
@@ -37,5 +38,6 @@ export function describeTransportCompliance(setup: ComplianceSetup): void {
     malformedInputTests(harness)
     closeTests(harness)
     hardeningTests(harness)
+    doorTests(harness)
   })
 }

@@ -1,5 +1,5 @@
 import { BoundedQueue, BrineError, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
-import { ReconnectingLink } from './reconnecting-link.js'
+import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
  * Minion side of the TCP publish link: connects to the publish port in the background, says hello
@@ -14,7 +14,7 @@ export class TcpPublishClient extends EndpointBase implements PublishClient {
   private id: string | null
 
   constructor(options: PublishClientOptions) {
-    super('tcp', 'publish client', `tcp://${options.host}:${options.port}`, options.logger)
+    super('tcp', 'publish client', tcpAddress(options), options.logger)
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.limits = decodeLimitsOf(options, 'client')
     const hwm = options.hwm ?? DEFAULT_HWM
@@ -22,7 +22,7 @@ export class TcpPublishClient extends EndpointBase implements PublishClient {
     this.id = options.id ?? null
     this.link = new ReconnectingLink(
       this.core,
-      { host: options.host, port: options.port, maxFrameBytes: this.maxFrameBytes, hwm, reconnect: options.reconnect },
+      { host: options.host, port: options.port, ...(options.path === undefined ? {} : { path: options.path }), maxFrameBytes: this.maxFrameBytes, hwm, reconnect: options.reconnect },
       {
         onConnect: () => this.sendHello(),
         onFrame: (body, connection) => this.receive(body, connection.peer),

@@ -17,6 +17,7 @@ import {
   type PublishServerOptions,
   type WireValue,
 } from '@brine/transport'
+import { tcpAddress } from './reconnecting-link.js'
 
 interface Subscriber {
   /** Set by the hello frame; null for a subscriber without an id (broadcasts only). */
@@ -40,7 +41,7 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
   private readonly byId = new Map<string, Set<Connection>>()
 
   constructor(options: PublishServerOptions) {
-    super('tcp', 'publish server', `tcp://${options.host}:${options.port}`, options.logger)
+    super('tcp', 'publish server', tcpAddress(options), options.logger)
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.hwm = options.hwm ?? DEFAULT_HWM
     this.limits = decodeLimitsOf(options, 'server')

@@ -4,6 +4,8 @@ import { backoffDelay, FramedConnection as Connection, type BackoffOptions, type
 export interface LinkOptions {
   host: string
   port: number
+  /** A unix socket to connect to instead of host:port. */
+  path?: string
   maxFrameBytes: number
   hwm: number
   reconnect?: BackoffOptions
@@ -13,6 +15,11 @@ export interface LinkHandlers {
   /** A connection was established (first time or again); write any hello or queued work here. */
   onConnect(connection: Connection): void
   onFrame(body: Buffer, connection: Connection): void
+}
+
+/** An endpoint's address: `tcp://host:port`, or `ipc://path` for a unix socket. */
+export function tcpAddress(options: { host: string; port: number; path?: string }): string {
+  return options.path === undefined ? `tcp://${options.host}:${options.port}` : `ipc://${options.path}`
 }
 
 /**
@@ -37,7 +44,7 @@ export class ReconnectingLink {
     private readonly options: LinkOptions,
     private readonly handlers: LinkHandlers,
   ) {
-    this.peer = `${options.host.includes(':') ? `[${options.host}]` : options.host}:${options.port}`
+    this.peer = options.path ?? `${options.host.includes(':') ? `[${options.host}]` : options.host}:${options.port}`
   }
 
   get isConnected(): boolean {
@@ -51,7 +58,8 @@ export class ReconnectingLink {
   private open(): void {
     this.timer = undefined
     if (this.stopped) return
-    const socket = connect({ host: this.options.host, port: this.options.port })
+    const { host, port, path } = this.options
+    const socket = path === undefined ? connect({ host, port }) : connect({ path })
     let established = false
     const connection = new Connection(
       socket,

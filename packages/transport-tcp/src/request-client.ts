@@ -1,5 +1,5 @@
 import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, EndpointBase, RequestTable, decodeLimitsOf, frame, type FramedConnection as Connection, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
-import { ReconnectingLink } from './reconnecting-link.js'
+import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
  * Minion / client side of the request link: one connection, kept up in the background, carrying
@@ -14,7 +14,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
   readonly #waiting = new Set<PendingRequest>()
 
   constructor(options: RequestClientOptions) {
-    super('tcp', 'request client', `tcp://${options.host}:${options.port}`, options.logger)
+    super('tcp', 'request client', tcpAddress(options), options.logger)
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     const hwm = options.hwm ?? DEFAULT_HWM
     this.#table = new RequestTable(
@@ -24,7 +24,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
     )
     this.#link = new ReconnectingLink(
       this.core,
-      { host: options.host, port: options.port, maxFrameBytes, hwm, reconnect: options.reconnect },
+      { host: options.host, port: options.port, ...(options.path === undefined ? {} : { path: options.path }), maxFrameBytes, hwm, reconnect: options.reconnect },
       {
         onConnect: (connection) => this.#flushWaiting(connection),
         onFrame: (body, connection) => this.#table.receive(body, connection.peer),

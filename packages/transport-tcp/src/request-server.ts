@@ -4,6 +4,7 @@ import {
   EndpointBase,
   Listener,
   RequestServing,
+  hostOf,
   decodeLimitsOf,
   frame,
   type FramedConnection as Connection,
@@ -12,6 +13,7 @@ import {
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
+import { tcpAddress } from './reconnecting-link.js'
 
 /**
  * Master side of the request link: binds the ret port and hands every frame to the shared
@@ -25,17 +27,23 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
   readonly #serving: RequestServing<Connection>
 
   constructor(options: RequestServerOptions) {
-    super('tcp', 'request server', `tcp://${options.host}:${options.port}`, options.logger)
+    super('tcp', 'request server', tcpAddress(options), options.logger)
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<Connection>(
       this.core,
-      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
+      {
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'server'),
+        concurrency: options.concurrency,
+        backlog: options.backlog,
+        authenticated: (connection) => this.#listener.authenticated(connection),
+      },
       (connection, reply) => this.#reply(connection, reply),
     )
     this.#listener = new Listener(
       this.core,
-      { ...options, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM },
-      { onFrame: (body, connection) => this.#serving.receive(body, connection, connection.peer) },
+      { ...options, maxFrameBytes, hwm: options.hwm ?? DEFAULT_HWM, authenticates: true },
+      { onFrame: (body, connection) => this.#serving.receive(body, connection, connection.peer, hostOf(connection.peer)) },
     )
   }
 

@@ -4,7 +4,9 @@ import { connectRawSocket, type RawConnection, type RawTarget } from '@brine/tra
 
 /**
  * Test helper (the compliance suite's `injectRaw` for TCP): opens a plain socket to `target`,
- * writes each body as one length-prefixed frame, ends the socket and resolves once it has closed.
+ * writes each body as one length-prefixed frame, ends the socket and resolves once it has closed
+ * (reading and discarding what the server answers: a refused request is answered, and an unread
+ * reply would keep the socket from ever seeing its end).
  * It rejects only when the connection could not be made.
  */
 export function sendRawFrames(target: { host: string; port: number }, frames: Uint8Array[]): Promise<void> {
@@ -12,6 +14,7 @@ export function sendRawFrames(target: { host: string; port: number }, frames: Ui
     const socket = connect({ host: target.host, port: target.port })
     let connected = false
     let failure: Error | undefined
+    socket.resume()
     socket.once('connect', () => {
       connected = true
       for (const body of frames) socket.write(frame(body))

@@ -38,7 +38,7 @@ describe('tcp request/reply', () => {
     await events.next('listening', 'listening event', (event) => event.address === server.address)
     const client = await startClient(server)
     expect(await deadline(client.send({ fun: 'test.ping' }), 5000, 'round trip')).toEqual({ echo: { fun: 'test.ping' } })
-    expect(contexts).toEqual([{ peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), transport: 'tcp' }])
+    expect(contexts).toEqual([{ peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), transport: 'tcp', address: '127.0.0.1', authenticated: expect.any(Function) }])
     await events.next('peer-connect', 'server peer-connect')
     expect(server.stats().peers).toBe(1)
     expect(client.stats()).toMatchObject({ peers: 1, inFlight: 0 })

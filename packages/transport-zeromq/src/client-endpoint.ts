@@ -1,6 +1,6 @@
-import { DEFAULT_BACKOFF, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, type ClientOptions } from '@brine/transport'
+import { DEFAULT_BACKOFF, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, type ClientOptions } from '@brine/transport'
 import type { Dealer, Subscriber } from 'zeromq'
-import { ClientLink, closeSocket, formatEndpoint, isIPv6, receiveEach } from './socket-util.js'
+import { ClientLink, closeSocket, endpointOf, isIPv6, receiveEach } from './socket-util.js'
 
 type ClientSocket = Dealer | Subscriber
 
@@ -19,7 +19,7 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
   #loop: Promise<void> | undefined
 
   protected constructor(role: string, options: ClientOptions) {
-    super('zeromq', role, formatEndpoint(options.host, options.port), options.logger)
+    super('zeromq', role, endpointOf(options), options.logger)
     this.#options = options
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.hwm = options.hwm ?? DEFAULT_HWM
@@ -42,6 +42,8 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
   protected open(): Promise<void> {
     const socket = this.createSocket()
     if (isIPv6(this.#options.host)) socket.ipv6 = true
+    // A server that accepts but never completes the ZMTP handshake is dropped and retried (ZMQ_HANDSHAKE_IVL).
+    socket.handshakeInterval = this.#options.handshakeTimeout ?? DEFAULT_HANDSHAKE_TIMEOUT_MS
     this.socket = socket
     this.prepare(socket)
     this.link.connect(socket)

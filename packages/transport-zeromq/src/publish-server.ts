@@ -15,7 +15,7 @@ import {
   type PublishServerOptions,
   type WireValue,
 } from '@brine/transport'
-import { BROADCAST_TOPIC, formatEndpoint, topicForId } from './socket-util.js'
+import { BROADCAST_TOPIC, endpointOf, formatEndpoint, topicForId } from './socket-util.js'
 import { frameHeader } from './zmtp.js'
 import { ZmtpSession } from './zmtp-session.js'
 
@@ -51,7 +51,7 @@ export class ZeroMQPublishServer extends EndpointBase implements PublishServer {
   readonly #topicFrames = new LruMap<string, Buffer>(TOPIC_FRAMES)
 
   constructor(options: PublishServerOptions) {
-    super('zeromq', 'publish server', formatEndpoint(options.host, options.port), options.logger)
+    super('zeromq', 'publish server', endpointOf(options), options.logger)
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#hwm = options.hwm ?? DEFAULT_HWM
     // A subscriber only ever sends subscriptions: anything larger than one can be ends its connection.

@@ -4,6 +4,7 @@ import {
   EndpointBase,
   Listener,
   RequestServing,
+  hostOf,
   decodeLimitsOf,
   type FramedConnection,
   type LiveStats,
@@ -11,7 +12,7 @@ import {
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
-import { formatEndpoint } from './socket-util.js'
+import { endpointOf, formatEndpoint } from './socket-util.js'
 import { frameHeader } from './zmtp.js'
 import { ZmtpSession } from './zmtp-session.js'
 
@@ -30,11 +31,17 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
   readonly #sessions = new Map<FramedConnection, ZmtpSession>()
 
   constructor(options: RequestServerOptions) {
-    super('zeromq', 'request server', formatEndpoint(options.host, options.port), options.logger)
+    super('zeromq', 'request server', endpointOf(options), options.logger)
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<ZmtpSession>(
       this.core,
-      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
+      {
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'server'),
+        concurrency: options.concurrency,
+        backlog: options.backlog,
+        authenticated: (session) => this.#listener.authenticated(session.connection),
+      },
       (session, reply) => this.#reply(session, reply),
     )
     this.#listener = new Listener(
@@ -44,6 +51,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         maxFrameBytes,
         hwm: options.hwm ?? DEFAULT_HWM,
         formatAddress: formatEndpoint,
+        authenticates: true,
         // libzmq peers wake two threads per segment received: a turn's replies go out together.
         coalesce: true,
         reader: (connection) => {
@@ -86,7 +94,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
       this.core.frameDropped(session.routingId, `expected one frame per request, got ${parts.length}`, size)
       return
     }
-    this.#serving.receive(body, session, session.routingId)
+    this.#serving.receive(body, session, session.routingId, hostOf(session.connection.peer))
   }
 
   #reply(session: ZmtpSession, reply: Buffer): void {

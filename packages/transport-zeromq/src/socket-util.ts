@@ -18,6 +18,11 @@ export function formatEndpoint(host: string, port: number | '*'): string {
   return `tcp://${isIPv6(host) ? `[${host}]` : host}:${port}`
 }
 
+/** An endpoint's libzmq address: `ipc://path` for a unix socket, else `tcp://host:port`. */
+export function endpointOf(options: { host: string; port: number; path?: string }): string {
+  return options.path === undefined ? formatEndpoint(options.host, options.port) : `ipc://${options.path}`
+}
+
 export function isIPv6(host: string): boolean {
   return host.includes(':')
 }

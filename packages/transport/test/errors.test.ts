@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { BrineError, ClosedError, errorFromJSON, RemoteError, serializeError, TimeoutError, TransportError } from '@brine/transport'
+import { BrineError, checkValueShape, ClosedError, errorFromJSON, FrameLimitError, RemoteError, serializeError, TimeoutError, TransportError } from '@brine/transport'
 
 describe('errors', () => {
   it('carry literal names, context and a readable message', () => {
@@ -24,8 +24,24 @@ describe('errors', () => {
     const json = serializeError(new TypeError('fun must be a string'))
     const back = errorFromJSON(json, 'tcp://127.0.0.1:4506')
     expect(back).toBeInstanceOf(RemoteError)
-    expect(back.remoteName).toBe('TypeError')
+    expect((back as RemoteError).remoteName).toBe('TypeError')
     expect(back.message).toBe('tcp://127.0.0.1:4506 answered with TypeError: fun must be a string')
     expect(serializeError('thrown string')).toEqual({ name: 'Error', message: 'thrown string' })
+  })
+
+  it('a FrameLimitError comes back as itself, naming the bound', () => {
+    const json = new FrameLimitError('max_frame_depth', 'nests containers more than 64 deep', 64, 9000, '127.0.0.1:5000').toJSON()
+    const back = errorFromJSON(json, 'tcp://127.0.0.1:4506')
+    expect(back).toBeInstanceOf(FrameLimitError)
+    expect(back).toMatchObject({ key: 'max_frame_depth', limit: 64, size: 9000 })
+    expect(back.message).toBe(`tcp://127.0.0.1:4506 refused the request: ${json.message}`)
+  })
+
+  it('checkValueShape refuses a value over the depth or entry bound without recursing', () => {
+    let deep: unknown = 1
+    for (let level = 0; level < 100_000; level++) deep = [deep]
+    expect(() => checkValueShape(deep, { maxEntries: 1000, maxDepth: 64 }, 'the body')).toThrow('the body nests containers more than 64 deep, over max_frame_depth (64)')
+    expect(() => checkValueShape({ a: Array.from({ length: 1001 }, () => 0) }, { maxEntries: 1000, maxDepth: 64 })).toThrow(/over max_frame_entries \(1000\)/)
+    expect(() => checkValueShape({ a: [[1, 2], { b: 'x' }] }, { maxEntries: 1000, maxDepth: 3 })).not.toThrow()
   })
 })

@@ -1,13 +1,35 @@
 import { Option } from 'commander'
-import { generateJid, loadConfig, parseInput, parseOverride } from '@brine/common'
-import { collectGrains, createModuleRegistry, executeJob, RunningJobs } from '@brine/minion'
+import { FILE_COMMANDS, fileServerLimitsFromConfig, generateJid, loadConfig, parseInput, parseOverride, type FileCommand, type MinionConfig } from '@brine/common'
+import { fileServerFromConfig } from '@brine/master'
+import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, RunningJobs, type MasterChannel } from '@brine/minion'
+import { serializeError } from '@brine/transport'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
 
 /**
+ * Salt's `file_client: local`: `salt://` is read from this machine's own `file_roots`, through the same file
+ * server the master runs (confinement included), and refused as the master would refuse it.
+ */
+function localFileChannel(opts: MinionConfig): MasterChannel {
+  const files = fileServerFromConfig(opts, fileServerLimitsFromConfig(opts))
+  return {
+    request: async (load) => {
+      try {
+        if (!(FILE_COMMANDS as readonly string[]).includes(load.cmd)) throw new Error(`${load.cmd} needs a master (brine-call runs --local)`)
+        return { ok: true, ...(await files.handle(opts.id, load.cmd as FileCommand, load)) }
+      } catch (error) {
+        const serialized = serializeError(error)
+        throw new NotAcknowledgedError(load.cmd, serialized.message, { refusal: serialized.name, error: serialized })
+      }
+    },
+  }
+}
+
+/**
  * `brine-call --local <function> [arguments...]`: runs an execution module in this process, with
  * the minion's config and grains, prints `local:` and the return, and exits with the job's retcode.
+ * `salt://` files come from the minion's own `file_roots` (Salt's `file_client: local`).
  * Without --local (asking the master for pillar and file server) it is not supported yet: exit 2.
  */
 export async function runCall(argv: readonly string[], io: CommandIO): Promise<number> {
@@ -43,7 +65,8 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     const controller = new AbortController()
     const onAbort = (): void => controller.abort(io.signal?.reason)
     io.signal?.addEventListener('abort', onAbort, { once: true })
-    const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal })
+    const master = localFileChannel(opts)
+    const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal, master })
     const result = await executeJob(registry, { jid: generateJid(), fun, arg: parseInput(args, { noParse: noParseNames(o.parse) }), user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
       io.signal?.removeEventListener('abort', onAbort),
     )

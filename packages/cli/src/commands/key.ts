@@ -20,21 +20,23 @@ export interface KeyDeps {
 /** The key states in the order Salt's Key.list_keys returns them (what `--out json` shows unsorted). */
 export const KEY_DIRS = ['minions', 'minions_pre', 'minions_rejected', 'minions_denied'] as const
 export type KeyDir = (typeof KEY_DIRS)[number]
-export type KeyListing = Partial<Record<KeyDir, string[]>>
+/** Salt's four states, and `syndics`: the accepted keys marked as syndics' (shown once there is one). */
+export type KeyListing = Partial<Record<KeyDir | 'syndics', string[]>>
 
 /** `-l` takes any word starting with one of these, as salt-key does (`acc`, `accepted`, `un`, `unaccepted`, …). */
-const LIST_PREFIXES: ReadonlyArray<[prefix: string, dir: KeyDir | 'all']> = [
+const LIST_PREFIXES: ReadonlyArray<[prefix: string, dir: KeyDir | 'syndics' | 'all']> = [
   ['acc', 'minions'],
   ['pre', 'minions_pre'],
   ['un', 'minions_pre'],
   ['rej', 'minions_rejected'],
   ['den', 'minions_denied'],
+  ['syn', 'syndics'],
   ['all', 'all'],
 ]
 
 type Action =
-  | { kind: 'list'; dir: KeyDir | 'all' }
-  | { kind: 'accept' | 'reject' | 'delete' | 'finger' | 'print'; match: string }
+  | { kind: 'list'; dir: KeyDir | 'syndics' | 'all' }
+  | { kind: 'accept' | 'reject' | 'delete' | 'finger' | 'print' | 'accept_syndic'; match: string }
   | { kind: 'gen_keys'; name: string; dir: string }
 
 export interface KeyArgs {
@@ -52,9 +54,10 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
   const program = addCommonOptions(createProgram('brine-key', io), { shortLogLevel: false })
     .description("Manage minion keys on the running master (Salt's `salt-key`).")
     .option('-L, --list-all', 'list every key')
-    .option('-l, --list <state>', 'list the keys in one state: pre|un|unaccepted, acc|accepted, rej|rejected, den|denied, all')
+    .option('-l, --list <state>', 'list the keys in one state: pre|un|unaccepted, acc|accepted, rej|rejected, den|denied, syn|syndics, all')
     .option('-a, --accept <glob>', 'accept the pending keys matching the glob (several: a,b)')
     .option('-A, --accept-all', 'accept every pending key')
+    .option('--accept-syndic <glob>', "accept the matching pending keys, and mark them and matching accepted ones, as syndics' keys (docs/security.md)")
     .option('-r, --reject <glob>', 'reject the pending keys matching the glob')
     .option('-R, --reject-all', 'reject every pending key')
     .option('-d, --delete <glob>', 'delete the keys matching the glob, in any state')
@@ -65,6 +68,7 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     .option('-P, --print-all', 'print every public key')
     .option('--gen-keys <name>', 'generate a key pair <name>.key and <name>.pub (in --gen-keys-dir) and print its fingerprint')
     .option('--gen-keys-dir <dir>', 'where --gen-keys writes', '.')
+    .option('--keysize <bits>', "Salt's RSA key size (2048-32768); accepted and not used: Brine's keys are X25519 and Ed25519", integer)
     .option('-y, --yes', 'answer yes to every question')
     .option('--include-rejected', 'accept also rejected keys')
     .option('--include-accepted', 'reject also accepted keys')
@@ -78,6 +82,9 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
   const actions: Action[] = []
+  const keysizeProblem = checkKeysize(o.keysize)
+  if (keysizeProblem !== undefined) return usageError(io, 'brine-key', keysizeProblem, program.usage())
+  if (typeof o.keysize === 'number') io.stderr.write("brine-key: note: --keysize is not used: Brine's keys are X25519 and Ed25519, of one size each\n")
   if (typeof o.genKeys === 'string') actions.push({ kind: 'gen_keys', name: o.genKeys, dir: String(o.genKeysDir) })
   if (o.listAll === true) actions.push({ kind: 'list', dir: 'all' })
   if (typeof o.list === 'string') {
@@ -88,6 +95,7 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
   }
   for (const [kind, one, all] of [
     ['accept', 'accept', 'acceptAll'],
+    ['accept_syndic', 'acceptSyndic', 'acceptSyndic'],
     ['reject', 'reject', 'rejectAll'],
     ['delete', 'delete', 'deleteAll'],
     ['finger', 'finger', 'fingerAll'],
@@ -96,7 +104,7 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     if (typeof o[one] === 'string') actions.push({ kind, match: o[one] as string })
     if (o[all] === true) actions.push({ kind, match: '*' })
   }
-  if (actions.length > 1) return usageError(io, 'brine-key', 'give one action at a time (-L, -l, -a, -A, -r, -R, -d, -D, -f, -F, -p, -P or --gen-keys)', program.usage())
+  if (actions.length > 1) return usageError(io, 'brine-key', 'give one action at a time (-L, -l, -a, -A, --accept-syndic, -r, -R, -d, -D, -f, -F, -p, -P or --gen-keys)', program.usage())
   const output: OutputFlags = {}
   if (typeof o.out === 'string') output.out = o.out
   if (typeof o.outIndent === 'number') output.outIndent = o.outIndent
@@ -123,8 +131,10 @@ const PAST: Record<'accept' | 'reject' | 'delete', string> = { accept: 'accepted
 const sortedIgnoreCase = (ids: readonly string[]): string[] => [...ids].sort(comparePython).sort((a, b) => comparePython(a.toLowerCase(), b.toLowerCase()))
 
 /** The master's listing in Salt's state order, each list sorted as Salt's Key.list_keys sorts it. */
-function normalizeListing(listing: KeyListing): Record<KeyDir, string[]> {
-  return Object.fromEntries(KEY_DIRS.map((dir) => [dir, sortedIgnoreCase(listing[dir] ?? [])])) as Record<KeyDir, string[]>
+function normalizeListing(listing: KeyListing): Record<KeyDir, string[]> & { syndics?: string[] } {
+  const out: Record<KeyDir, string[]> & { syndics?: string[] } = Object.fromEntries(KEY_DIRS.map((dir) => [dir, sortedIgnoreCase(listing[dir] ?? [])])) as Record<KeyDir, string[]>
+  if (listing.syndics !== undefined && listing.syndics.length > 0) out.syndics = sortedIgnoreCase(listing.syndics)
+  return out
 }
 
 /**
@@ -184,7 +194,7 @@ export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDe
   try {
     if (action.kind === 'list') {
       const listing = normalizeListing((await wheel('key.list_all')) as KeyListing)
-      const shown = action.dir === 'all' ? listing : { [action.dir]: listing[action.dir] }
+      const shown = action.dir === 'all' ? listing : { [action.dir]: listing[action.dir] ?? [] }
       print(shown)
       warnMixedScripts(shown, io)
       return EXIT_OK
@@ -193,12 +203,21 @@ export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDe
       print(await wheel(`key.${action.kind}`, { match: action.match.split(',') }))
       return EXIT_OK
     }
+    if (action.kind === 'accept_syndic') return await acceptSyndic(action.match, args, io, output, wheel)
     return await changeKeys(action.kind, action.match, args, io, output, wheel)
   } catch (error) {
     return fail(io, 'brine-key', describeClientError(error))
   } finally {
     await client.close()
   }
+}
+
+/** Salt's range for `--keysize` (salt-key's process_keysize), kept so a script written for salt-key fails the same way. */
+function checkKeysize(keysize: unknown): string | undefined {
+  if (typeof keysize !== 'number') return undefined
+  if (keysize < 2048) return 'The minimum value for keysize is 2048'
+  if (keysize > 32768) return 'The maximum value for keysize is 32768'
+  return undefined
 }
 
 /** `--gen-keys NAME`: a key pair written locally (no master), printed as Salt prints it: `return:` and the fingerprint. */
@@ -211,6 +230,28 @@ async function genKeys(action: { name: string; dir: string }, io: CommandIO, pri
   } catch (error) {
     return fail(io, 'brine-key', (error as Error).message)
   }
+}
+
+/** `--accept-syndic GLOB`: the matching pending and accepted keys, confirmed as salt-key confirms an accept, marked as syndics'. */
+async function acceptSyndic(match: string, args: KeyArgs, io: CommandIO, output: OutputSettings, wheel: (fun: string, extra?: Record<string, unknown>) => Promise<unknown>): Promise<number> {
+  const matched = nameMatch(normalizeListing((await wheel('key.list_all')) as KeyListing), match)
+  const selected: KeyListing = {}
+  for (const dir of ['minions_pre', 'minions'] as const) if (matched[dir] !== undefined) selected[dir] = matched[dir]
+  if (Object.keys(selected).length === 0) {
+    io.stdout.write(`The key glob '${match}' does not match any unaccepted or accepted keys.\n`)
+    return EXIT_OK
+  }
+  io.stdout.write('The following keys are going to be accepted as syndics:\n')
+  io.stdout.write(renderOutput(output.out ?? 'key', selected, output))
+  warnMixedScripts(selected, io)
+  if (!args.yes) {
+    if (io.prompt === undefined) return usageError(io, 'brine-key', 'refusing to accept syndic keys without a terminal to confirm on; use -y')
+    const answer = (await io.prompt('Proceed? [n/Y] ')).trim().toLowerCase()
+    if (!(answer === '' || answer.startsWith('y'))) return EXIT_OK
+  }
+  const result = (await wheel('key.accept_syndic', { match: Object.values(selected).flat() })) as { syndics?: string[] }
+  for (const id of sortedIgnoreCase(result?.syndics ?? [])) io.stdout.write(`Key for syndic ${id} accepted.\n`)
+  return EXIT_OK
 }
 
 async function changeKeys(

@@ -12,6 +12,8 @@ const TITLES: Record<string, [title: string, titleColor: 'LIGHT_GREEN' | 'LIGHT_
   minions_pre: ['Unaccepted Keys:', 'LIGHT_RED', 'RED'],
   minions_rejected: ['Rejected Keys:', 'LIGHT_BLUE', 'BLUE'],
   local: ['Local Keys:', 'LIGHT_MAGENTA', 'MAGENTA'],
+  // Brine's own: accepted keys an operator marked as syndics' (brine-key --accept-syndic).
+  syndics: ['Syndic Keys:', 'LIGHT_GREEN', 'GREEN'],
 }
 
 /** True when every state in `data` is one the key outputter knows (else Salt falls back to nested). */

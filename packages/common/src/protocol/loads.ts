@@ -1,5 +1,6 @@
-import { PayloadError } from '../errors.js'
+import { PayloadError, truncateForMessage } from '../errors.js'
 import { isJid } from '../jid.js'
+import { tagProblem } from './tags.js'
 
 /** Salt's target types (`tgt_type`, formerly `expr_form`). */
 export const TARGET_TYPES = ['glob', 'pcre', 'list', 'grain', 'grain_pcre', 'ipcidr', 'compound', 'nodegroup'] as const
@@ -163,7 +164,8 @@ function validate<T>(load: string, value: unknown, checks: Record<string, Check>
     if (given === undefined && check === present) throw new PayloadError(load, field, 'is required')
     const problem = check(given)
     if (problem !== undefined) {
-      throw new PayloadError(load, field, `${problem} (${given === undefined ? 'missing' : `got ${JSON.stringify(given)}`})`)
+      // What the peer sent, shown short: a field can be megabytes (an over-long tag, a huge list).
+      throw new PayloadError(load, field, `${problem} (${given === undefined ? 'missing' : `got ${truncateForMessage(JSON.stringify(given) ?? String(given))}`})`)
     }
   }
   return value as T
@@ -235,5 +237,5 @@ export function validateMinionEventLoad(value: unknown): MinionEventLoad {
 }
 
 export function validateEventLoad(value: unknown): EventLoad {
-  return validate<EventLoad>('event', value, { tag: nonEmptyString, data: record })
+  return validate<EventLoad>('event', value, { tag: tagProblem, data: record })
 }

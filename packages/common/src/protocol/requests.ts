@@ -12,8 +12,21 @@
 export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner', 'mk_token', 'get_token', 'rm_token', 'fire_event'] as const
 export type ClearCommand = (typeof CLEAR_COMMANDS)[number]
 
-/** Commands a sealed request may carry: a minion's, and a syndic's (which authenticates as a minion does). */
-export const SEALED_COMMANDS = ['_return', '_minion_event', '_grains', '_syndic_return', '_syndic_event'] as const
+/** Commands a sealed request may carry: a minion's (its file server requests too), and a syndic's (which authenticates as a minion does). */
+export const SEALED_COMMANDS = [
+  '_return',
+  '_minion_event',
+  '_grains',
+  '_syndic_return',
+  '_syndic_event',
+  // The file server's (protocol/files.ts): reading file_roots, and cp.push.
+  '_serve_file',
+  '_file_hash',
+  '_file_list',
+  '_dir_list',
+  '_file_envs',
+  '_file_recv',
+] as const
 export type SealedCommand = (typeof SEALED_COMMANDS)[number]
 
 /** A request in the clear. */
@@ -39,4 +52,6 @@ export const SEALED_REFUSALS = {
   stale: 'StaleRequestError',
   /** Never accepted, however often sent (a return for a job this minion was not sent, a jid never issued): drop it. */
   refused: 'ReturnRefusedError',
+  /** Over the master's max_frame_entries or max_frame_depth once unsealed: no retry of the same load fits; drop it. */
+  overBound: 'FrameLimitError',
 } as const

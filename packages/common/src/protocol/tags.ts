@@ -23,6 +23,26 @@ export const SYNDIC_TAG_PREFIX = 'syndic/'
 /** What a reader of one job's returns on a master with syndics listens to: job events and syndic announcements. */
 export const JOB_EVENT_PREFIXES: readonly string[] = [JOB_TAG_PREFIX, SYNDIC_TAG_PREFIX]
 
+/** The longest event tag a peer may have written on the bus (Salt has no bound; 1024 is `fire_event`'s). */
+export const MAX_TAG_LENGTH = 1024
+
+/** C0 and C1 control characters and DEL: a newline or tab in a tag forges lines in `event.listen` and logs. */
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/
+
+/**
+ * Why `tag` cannot be an event tag a peer influences (a minion's or syndic's event, a webhook path), or
+ * undefined when it can: a non-empty string of at most {@link MAX_TAG_LENGTH} characters, printable (no
+ * control character, no line or paragraph separator).
+ */
+export function tagProblem(tag: unknown): string | undefined {
+  if (typeof tag !== 'string' || tag === '') return 'must be a non-empty string'
+  if (tag.length > MAX_TAG_LENGTH) return `is ${tag.length} characters long, over ${MAX_TAG_LENGTH}`
+  const control = CONTROL_CHARACTER.exec(tag)
+  if (control !== null) return `holds the control character U+${control[0].charCodeAt(0).toString(16).padStart(4, '0').toUpperCase()} at ${control.index} (tags are printable text)`
+  return undefined
+}
+
 export const tags = {
   /** `salt/job/<jid>/new`: the master published a job (data carries `minions`). */
   jobNew: (jid: string): string => `salt/job/${jid}/new`,

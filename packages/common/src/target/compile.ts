@@ -34,6 +34,11 @@ export interface MatchOptions {
   /** Where regular expressions run, bounded in time (default: the process's shared guard, {@link TARGET_LIMITS}.regexTimeoutMs). */
   guard?: RegexGuard
   signal?: AbortSignal
+  /**
+   * What a term needing grains the minion's info lacks answers: 'maybe' (default, carried through `not`, `and`
+   * and `or`), or 'match', Salt's greedy set arithmetic, where such a term matches and `not` then excludes.
+   */
+  missingGrains?: 'maybe' | 'match'
 }
 
 /** A compiled target: parse once, match many minions. */
@@ -127,7 +132,7 @@ export function compileTarget(target: Target, nodegroups: Nodegroups = {}): Comp
     match: (minion, options) => {
       const view = { ...minion, grains: minion.grains ?? {} }
       // Glob, list, grain and ipcidr targets answer at once: no promise chain for the common case.
-      if (!state.usesRegex) return Promise.resolve(evaluate(root, view, NO_REGEX) === true)
+      if (!state.usesRegex) return Promise.resolve(evaluate(root, view, NO_REGEX, 'maybe') === true)
       return evaluateAll(root, state, [view], options).then(([result]) => result === true)
     },
     evaluate: (minions, options) => evaluateAll(root, state, minions, options),
@@ -146,11 +151,11 @@ export function matchMinion(target: Target, minion: MinionInfo, nodegroups?: Nod
   }
 }
 
-export interface ExpectedMinionsOptions extends MatchOptions {
+export interface ExpectedMinionsOptions extends Omit<MatchOptions, 'missingGrains'> {
   /**
-   * Include minions whose answer depends on grains the master has not cached (default true, as
-   * Salt's `greedy` check_minions does): they get the publish and decide for themselves, so
-   * leaving them out would report them as "did not return" while they may well answer.
+   * Salt's `greedy` check_minions (default true): a term needing grains the master has not cached matches, as in
+   * Salt's set arithmetic, so `G@os:Debian` expects such a minion and `not G@os:Debian` does not (the minion still
+   * decides for itself, and its return is accepted). Not greedy: only minions the cached grains match.
    */
   greedy?: boolean
 }
@@ -167,9 +172,9 @@ export async function expectedMinions(
   nodegroups?: Nodegroups,
   options: ExpectedMinionsOptions = {},
 ): Promise<string[]> {
-  const greedy = options.greedy ?? true
-  const results = await compileTarget(target, nodegroups).evaluate(known, options)
-  return known.filter((_, index) => results[index] === true || (results[index] === 'maybe' && greedy)).map((minion) => minion.id)
+  const missingGrains = (options.greedy ?? true) ? 'match' : 'maybe'
+  const results = await compileTarget(target, nodegroups).evaluate(known, { ...options, missingGrains })
+  return known.filter((_, index) => results[index] === true).map((minion) => minion.id)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -187,7 +192,8 @@ const NO_REGEX: RegexOracle = {
  * (bounded in time), and the second pass evaluates with those answers.
  */
 async function evaluateAll(root: Node, state: CompileState, minions: readonly MinionInfo[], options: MatchOptions = {}): Promise<TargetMatch[]> {
-  if (!state.usesRegex) return minions.map((minion) => evaluate(root, minion, NO_REGEX))
+  const unknown: TargetMatch = options.missingGrains === 'match' ? true : 'maybe'
+  if (!state.usesRegex) return minions.map((minion) => evaluate(root, minion, NO_REGEX, unknown))
   const guard = options.guard ?? sharedRegexGuard()
   const wanted = new Map<TranslatedRegex, Set<string>>()
   const recorder: RegexOracle = {
@@ -201,7 +207,7 @@ async function evaluateAll(root: Node, state: CompileState, minions: readonly Mi
       return false
     },
   }
-  const first = minions.map((minion) => evaluate(root, minion, recorder))
+  const first = minions.map((minion) => evaluate(root, minion, recorder, unknown))
   // Every answer was remembered (a swarm's minions matching a repeated target): no round trip.
   if (wanted.size === 0) return first
   const answers = new Map<TranslatedRegex, Map<string, boolean>>()
@@ -220,7 +226,7 @@ async function evaluateAll(root: Node, state: CompileState, minions: readonly Mi
   const oracle: RegexOracle = {
     test: (regex, text) => answers.get(regex)?.get(text) ?? guard.peek(guarded(regex), text) === true,
   }
-  return minions.map((minion) => evaluate(root, minion, oracle))
+  return minions.map((minion) => evaluate(root, minion, oracle, unknown))
 }
 
 const guardedRegexes = new WeakMap<TranslatedRegex, GuardedRegex>()
@@ -232,20 +238,20 @@ function guarded(regex: TranslatedRegex): GuardedRegex {
   return value
 }
 
-function evaluate(node: Node, minion: MinionInfo, regex: RegexOracle): TargetMatch {
+function evaluate(node: Node, minion: MinionInfo, regex: RegexOracle, unknown: TargetMatch): TargetMatch {
   switch (node.kind) {
     case 'term':
-      if (node.needsGrains && minion.grains === undefined) return 'maybe'
+      if (node.needsGrains && minion.grains === undefined) return unknown
       return node.test(minion, regex)
     case 'not': {
-      const value = evaluate(node.operand, minion, regex)
+      const value = evaluate(node.operand, minion, regex, unknown)
       return value === 'maybe' ? 'maybe' : !value
     }
     case 'and': {
       // Every operand is evaluated, as Salt evaluates every term, so a bad regex fails every time.
       let result: TargetMatch = true
       for (const operand of node.operands) {
-        const value = evaluate(operand, minion, regex)
+        const value = evaluate(operand, minion, regex, unknown)
         if (value === false) result = false
         else if (value === 'maybe' && result === true) result = 'maybe'
       }
@@ -254,7 +260,7 @@ function evaluate(node: Node, minion: MinionInfo, regex: RegexOracle): TargetMat
     case 'or': {
       let result: TargetMatch = false
       for (const operand of node.operands) {
-        const value = evaluate(operand, minion, regex)
+        const value = evaluate(operand, minion, regex, unknown)
         if (value === true) result = true
         else if (value === 'maybe' && result === false) result = 'maybe'
       }
@@ -409,6 +415,9 @@ function parseCompound(tokens: string[], nodegroups: Nodegroups, state: CompileS
   const parseNot = (): Node => {
     if (peek() !== 'not') return parsePrimary()
     position++
+    // Salt inserts 'and' before a 'not' that follows anything but and/or/(, so `not not x` is its `not and not x`,
+    // which matches nothing; here it is said.
+    if (peek() === 'not') fail("'not' follows 'not' (Salt reads 'not not' as 'not and not', which matches nothing)")
     enter()
     const operand = parseNot()
     depth--

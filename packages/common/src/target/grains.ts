@@ -112,6 +112,8 @@ export function compileIpcidr(pattern: string, fail: (problem: string) => never)
   } else {
     const prefix = /^\d+$/.test(prefixText) ? Number(prefixText) : Number.NaN
     if (!(prefix >= 0 && prefix <= (family === 4 ? 32 : 128))) return fail(`'${pattern}' has an invalid prefix length '/${prefixText}'`)
+    // Python's ip_network (strict, as Salt calls it) refuses an address with host bits set: Salt matches nothing.
+    if (hasHostBits(address, family === 4 ? 4 : 6, prefix)) return fail(`'${pattern}' has host bits set (the network is not an address of its own)`)
     blockList.addSubnet(address, prefix, type)
   }
   return (minion) => {
@@ -119,6 +121,36 @@ export function compileIpcidr(pattern: string, fail: (problem: string) => never)
     if (!Array.isArray(addresses)) return false
     return addresses.some((item) => typeof item === 'string' && isIP(item) === family && blockList.check(item, type))
   }
+}
+
+/** Whether `address` has any bit set past the first `prefix` bits. */
+function hasHostBits(address: string, family: 4 | 6, prefix: number): boolean {
+  const width = family === 4 ? 32 : 128
+  const value = family === 4 ? ipv4Value(address) : ipv6Value(address)
+  const hostMask = (1n << BigInt(width - prefix)) - 1n
+  return (value & hostMask) !== 0n
+}
+
+function ipv4Value(address: string): bigint {
+  return address.split('.').reduce((value, octet) => (value << 8n) | BigInt(Number(octet)), 0n)
+}
+
+/** An IPv6 address (already checked by isIP) as a 128-bit number: `::` expanded, an IPv4 tail as two groups. */
+function ipv6Value(address: string): bigint {
+  const plain = address.split('%')[0] ?? ''
+  const lastColon = plain.lastIndexOf(':')
+  const tail = plain.slice(lastColon + 1)
+  const text = tail.includes('.') ? `${plain.slice(0, lastColon + 1)}${ipv4Groups(tail)}` : plain
+  const [head = '', rest] = text.split('::')
+  const headGroups = head === '' ? [] : head.split(':')
+  const restGroups = rest === undefined || rest === '' ? [] : rest.split(':')
+  const groups = rest === undefined ? headGroups : [...headGroups, ...Array<string>(8 - headGroups.length - restGroups.length).fill('0'), ...restGroups]
+  return groups.reduce((value, group) => (value << 16n) | BigInt(Number.parseInt(group, 16)), 0n)
+}
+
+function ipv4Groups(address: string): string {
+  const value = Number(ipv4Value(address))
+  return `${Math.floor(value / 65536).toString(16)}:${(value % 65536).toString(16)}`
 }
 
 export function isRecord(value: unknown): value is Record<string, unknown> {

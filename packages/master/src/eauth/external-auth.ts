@@ -1,9 +1,10 @@
-import { ConfigError, timeoutsFromConfig, type MasterConfig } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { ConfigError, eauthLimitsFromConfig, LoginThrottle, timeoutsFromConfig, type LoginLimits, type MasterConfig } from '@brine/common'
+import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { AclEntry } from '../acl.js'
 import { EauthAuthenticationError, TokenAuthenticationError } from '../errors.js'
 import { fillAuthList } from './auth-list.js'
 import { FileAuthBackend, fileBackendSettings } from './file-backend.js'
+import { inlineHasher, type PasswordHasher } from './hash-pool.js'
 import { TokenStore, type TokenData } from './token-store.js'
 
 /** An eauth backend: checks a user's password (Salt's `<backend>.auth`) and names its groups. */
@@ -36,6 +37,10 @@ export interface ExternalAuthOptions {
   /** `token_expire_user_override`: true, or {backend: [users]} allowed to ask for their own lifetime. */
   expireOverride: boolean | Readonly<Record<string, unknown>>
   permissiveAcl: boolean
+  /** Failed logins per user name and per client address before further ones are refused (default: none). */
+  limits?: LoginLimits
+  /** The rate limit of failed-login warnings (default: 10 a minute, then a count of the rest). */
+  failureLog?: LogLimiter
   logger?: Logger
 }
 
@@ -44,16 +49,23 @@ const isMap = (value: unknown): value is Record<string, unknown> => typeof value
 /**
  * Salt's external auth on the master (salt/auth LoadAuth): checks eauth credentials with their backend,
  * issues and checks tokens, and builds a user's ACL (`fill_auth_list`). Failed logins take as long as the
- * slowest failure seen so far (± 25 %), as Salt's `time_auth` does, so timing tells nothing.
+ * slowest failure seen so far (± 25 %), as Salt's `time_auth` does, so timing tells nothing; beyond
+ * `eauth_rate_limit_user` / `eauth_rate_limit_address` failures in a window a login is refused with
+ * LoginRateLimitedError before any password is checked, and the failure warnings are rate-limited.
  */
 export class ExternalAuth {
   readonly #o: ExternalAuthOptions
   readonly #logger: Logger
+  readonly #throttle: LoginThrottle | undefined
+  /** A failed login is a peer's doing: 10 warnings a minute, then a count of the rest. */
+  readonly #failureLog: LogLimiter
   #maxFailMs = 0
 
   constructor(options: ExternalAuthOptions) {
     this.#o = options
     this.#logger = options.logger ?? silentLogger
+    this.#throttle = options.limits === undefined ? undefined : new LoginThrottle(options.limits)
+    this.#failureLog = options.failureLog ?? new LogLimiter()
   }
 
   /**
@@ -61,7 +73,7 @@ export class ExternalAuth {
    * from the master's config. A backend Brine does not implement (pam, ldap, …), or a file backend whose
    * settings are wrong, is a ConfigError naming the key.
    */
-  static async fromConfig(opts: MasterConfig, logger: Logger = silentLogger): Promise<ExternalAuth> {
+  static async fromConfig(opts: MasterConfig, logger: Logger = silentLogger, hasher: PasswordHasher = inlineHasher): Promise<ExternalAuth> {
     const config = (opts.external_auth ?? {}) as Record<string, unknown>
     const backends = new Map<string, AuthBackend>()
     for (const [name, block] of Object.entries(config)) {
@@ -69,7 +81,7 @@ export class ExternalAuth {
       if (!(SUPPORTED_EAUTH_BACKENDS as readonly string[]).includes(name)) {
         throw new ConfigError(`external_auth.${name}: the '${name}' eauth backend is not supported by Brine (supported: ${SUPPORTED_EAUTH_BACKENDS.join(', ')})`, { key: `external_auth.${name}` })
       }
-      backends.set(name, new FileAuthBackend(await fileBackendSettings(block, logger), logger.child('eauth-file')))
+      backends.set(name, new FileAuthBackend(await fileBackendSettings(block, logger), logger.child('eauth-file'), hasher))
     }
     const override = opts.token_expire_user_override
     return new ExternalAuth({
@@ -79,6 +91,7 @@ export class ExternalAuth {
       tokenExpireMs: timeoutsFromConfig(opts).tokenExpireMs,
       expireOverride: typeof override === 'boolean' || isMap(override) ? override : false,
       permissiveAcl: opts.permissive_acl === true,
+      limits: eauthLimitsFromConfig(opts),
       logger,
     })
   }
@@ -98,28 +111,35 @@ export class ExternalAuth {
     return block === undefined ? [] : fillAuthList(block, name, groups, this.#o.permissiveAcl)
   }
 
-  /** Checks eauth credentials; the identity, or an EauthAuthenticationError after the padded failure time. */
-  async authenticate(load: { eauth?: unknown; username?: unknown; password?: unknown }): Promise<EauthIdentity> {
+  /**
+   * Checks eauth credentials from client address `from` (when known); the identity, an EauthAuthenticationError
+   * after the padded failure time, or a LoginRateLimitedError (LoginBusyError) at once when the user or the
+   * address failed too often (every hashing thread is taken).
+   */
+  async authenticate(load: { eauth?: unknown; username?: unknown; password?: unknown }, from?: string): Promise<EauthIdentity> {
     const started = Date.now()
     const eauth = typeof load.eauth === 'string' ? load.eauth : ''
     const username = typeof load.username === 'string' ? load.username : ''
     const password = typeof load.password === 'string' ? load.password : ''
     const backend = this.#o.backends.get(eauth)
+    const attempt = this.#throttle?.begin(username, from)
     let ok = false
     if (backend !== undefined && username !== '') ok = await backend.authenticate(username, password)
     if (ok) {
+      attempt?.succeeded()
       const groups = (await backend?.groups?.(username)) ?? []
       return { name: username, eauth, groups, perms: this.authList(eauth, username, groups) }
     }
     await this.#padFailure(started)
     const reason = backend === undefined ? `the eauth backend ${JSON.stringify(eauth.slice(0, 40))} is not configured (external_auth: ${[...this.#o.backends.keys()].join(', ') || 'none'})` : ''
-    this.#logger.warning(`Authentication failure of type "eauth" occurred for user ${JSON.stringify(username.slice(0, 80))} (${eauth.slice(0, 40) || 'no backend'})`)
+    const source = from === undefined ? '' : ` from ${from}`
+    this.#failureLog.warning(this.#logger, `Authentication failure of type "eauth" occurred for user ${JSON.stringify(username.slice(0, 80))}${source} (${eauth.slice(0, 40) || 'no backend'})`, 'failed-login warnings')
     throw new EauthAuthenticationError(eauth, username, reason)
   }
 
   /** Salt's `mk_token`: authenticates, then stores a token living `token_expire` (or the user's `token_expire`, when allowed). */
-  async mkToken(load: { eauth?: unknown; username?: unknown; password?: unknown; token_expire?: unknown }): Promise<MadeToken> {
-    const identity = await this.authenticate(load)
+  async mkToken(load: { eauth?: unknown; username?: unknown; password?: unknown; token_expire?: unknown }, from?: string): Promise<MadeToken> {
+    const identity = await this.authenticate(load, from)
     let lifetimeMs = this.#o.tokenExpireMs
     const asked = Number(load.token_expire)
     if (load.token_expire !== undefined && Number.isFinite(asked) && asked > 0 && this.#mayOverride(identity.eauth, identity.name)) lifetimeMs = asked * 1000

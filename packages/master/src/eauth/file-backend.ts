@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto'
 import { access, readFile } from 'node:fs/promises'
 import md5crypt from 'apache-md5'
-import bcrypt from 'bcryptjs'
 import { constantTimeEqual } from '@brine/crypt'
-import { ConfigError } from '@brine/common'
+import { ConfigError, LoginBusyError } from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
+import { inlineHasher, type PasswordHasher } from './hash-pool.js'
 
 /** Salt's `file` backend settings: the `^`-prefixed keys of `external_auth: file:`. */
 export interface FileBackendSettings {
@@ -86,9 +86,10 @@ const digest = (algorithm: string, text: string, encoding: 'hex' | 'base64' = 'h
  * Checks `password` against one htpasswd entry: bcrypt (`$2y$`, `$2a$`, `$2b$`, through bcryptjs),
  * Apache MD5 (`$apr1$`) and MD5-crypt (`$1$`, through apache-md5), and `{SHA}` (base64 SHA-1). Other
  * schemes (DES and SHA-2 crypt, plaintext) are refused: `undefined` says which entry could not be checked.
+ * bcrypt, the costly one, runs on `hasher` (the master's hashing threads).
  */
-export async function verifyHtpasswd(password: string, hash: string): Promise<boolean | undefined> {
-  if (/^\$2[abxy]\$/.test(hash)) return bcrypt.compare(password, `$2b$${hash.slice(4)}`)
+export async function verifyHtpasswd(password: string, hash: string, hasher: PasswordHasher = inlineHasher): Promise<boolean | undefined> {
+  if (/^\$2[abxy]\$/.test(hash)) return hasher.compareBcrypt(password, `$2b$${hash.slice(4)}`)
   if (hash.startsWith('$apr1$') || hash.startsWith('$1$')) return constantTimeEqual(md5crypt(password, hash), hash)
   if (hash.startsWith('{SHA}')) return constantTimeEqual(`{SHA}${digest('sha1', password, 'base64')}`, hash)
   return undefined
@@ -103,13 +104,15 @@ export class FileAuthBackend {
   readonly name = 'file'
   readonly #settings: FileBackendSettings
   readonly #logger: Logger
+  readonly #hasher: PasswordHasher
 
-  constructor(settings: FileBackendSettings, logger: Logger = silentLogger) {
+  constructor(settings: FileBackendSettings, logger: Logger = silentLogger, hasher: PasswordHasher = inlineHasher) {
     this.#settings = settings
     this.#logger = logger
+    this.#hasher = hasher
   }
 
-  /** True when `username` and `password` match an entry of the file; never throws. */
+  /** True when `username` and `password` match an entry of the file; throws only LoginBusyError (no hashing thread free). */
   async authenticate(username: string, password: string): Promise<boolean> {
     const s = this.#settings
     let text: string
@@ -125,6 +128,7 @@ export class FileAuthBackend {
       if (s.filetype === 'htdigest') return this.#htdigest(lines, username, password)
       return await this.#htpasswd(lines, username, password)
     } catch (error) {
+      if (error instanceof LoginBusyError) throw error
       this.#logger.error(`eauth file: checking ${JSON.stringify(username)} against ${s.filename} failed: ${(error as Error).message}`)
       return false
     }
@@ -153,14 +157,14 @@ export class FileAuthBackend {
       const colon = line.indexOf(':')
       if (colon < 0 || line.slice(0, colon) !== username) continue
       const hash = line.slice(colon + 1).trim()
-      const verdict = await verifyHtpasswd(password, hash)
+      const verdict = await verifyHtpasswd(password, hash, this.#hasher)
       if (verdict === undefined) {
         this.#logger.warning(`eauth file: ${this.#settings.filename}: the entry of ${JSON.stringify(username)} uses a hash scheme Brine does not check (use bcrypt, $apr1$ or {SHA}: htpasswd -B)`)
         return false
       }
       return verdict
     }
-    await bcrypt.compare(password, DUMMY_BCRYPT)
+    await this.#hasher.compareBcrypt(password, DUMMY_BCRYPT)
     return false
   }
 

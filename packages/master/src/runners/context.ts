@@ -4,7 +4,9 @@ import type { Logger } from '@brine/transport'
 import { MalformedRequestError } from '../errors.js'
 import type { AuditLog } from '../audit/audit-log.js'
 import type { EventBus } from '../event-bus.js'
+import type { FileServer } from '../file-server/file-server.js'
 import type { GatheredJob } from '../gather.js'
+import type { SyndicRegistry } from '../syndics.js'
 
 export type { GatheredJob } from '../gather.js'
 
@@ -13,6 +15,8 @@ export interface RunnerContext {
   jobs: JobCache
   store: PkiStore
   bus: EventBus
+  /** The syndics attached to this master and the minions pinned to each. */
+  syndics: SyndicRegistry
   /**
    * Publishes `fun` to `tgt` through the master's own publish path (no network round trip) and
    * gathers the returns with the one return collector: `timeout` ms, then `saltutil.find_job` rounds
@@ -29,6 +33,8 @@ export interface RunnerContext {
   version: string
   /** The audit log, when the master keeps one (jobs.audit reads it). */
   audit?: AuditLog
+  /** The file server (the fileserver runners); absent on a master built without one. */
+  files?: FileServer
   logger: Logger
 }
 

@@ -11,6 +11,7 @@ import { promisify } from 'node:util'
 import { isPlainObject } from './args.js'
 import { abortReason, CommandExecutionError, InvocationError } from '../errors.js'
 import { toInt } from './test.js'
+import { parseLogLevel, type LogLevel } from '@brine/transport'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 
 const execFileAsync = promisify(execFile)
@@ -125,13 +126,14 @@ export function shlexSplit(text: string): string[] {
   return words
 }
 
-interface RunasIdentity {
+export interface RunasIdentity {
   uid: number
   gid: number
   home: string
 }
 
-async function lookupUser(user: string): Promise<RunasIdentity> {
+/** A user's uid, gid and home (`id`, `getent`); CommandExecutionError when there is no such user. */
+export async function lookupUser(user: string): Promise<RunasIdentity> {
   try {
     const [uid, gid] = await Promise.all([
       execFileAsync('id', ['-u', user], { timeout: 10_000 }),
@@ -373,6 +375,15 @@ function readRunOptions(params: Params, overrides: Partial<RunCommandOptions>): 
   return options
 }
 
+/**
+ * Salt's `_python_shell_default`: an unset python_shell is true for a call that came in a publish (its
+ * kwargs carry `__pub_jid`), and false for one made by another module, which gets argv splitting unless
+ * it asks for the shell (Salt's `cmd_safe` default).
+ */
+export function pythonShellDefault(value: unknown, kwargs: Readonly<Record<string, unknown>>): unknown {
+  return isSet(value) ? value : isSet(kwargs['__pub_jid'])
+}
+
 /** success_retcodes: exit codes that count as success (retcode reported as 0). */
 function successRetcodes(value: unknown): number[] {
   if (!isSet(value)) return []
@@ -380,14 +391,41 @@ function successRetcodes(value: unknown): number[] {
   return list.map((code) => toInt(code, 'success_retcodes'))
 }
 
-/** Runs the command for one of the cmd.* functions and applies Salt's retcode bookkeeping. */
-async function runFor(
+/** Salt's output_loglevel as one of our levels; `quiet` (nothing logged) is undefined. */
+function outputLevel(value: unknown): Exclude<LogLevel, 'quiet'> | undefined {
+  if (value === null || value === undefined) return 'debug'
+  let level: LogLevel
+  try {
+    level = parseLogLevel(String(value))
+  } catch {
+    throw new InvocationError(`output_loglevel must be a log level (quiet, error, warning, info, debug, trace), got ${JSON.stringify(String(value).slice(0, 40))}`)
+  }
+  return level === 'quiet' ? undefined : level
+}
+
+/** Logs the command and, after it, its output at output_loglevel, as cmdmod._run does (nothing when quiet). */
+function logCommand(ctx: JobContext, level: Exclude<LogLevel, 'quiet'> | undefined, options: RunCommandOptions, result?: CommandResult): void {
+  if (level === undefined) return
+  const display = typeof options.cmd === 'string' ? options.cmd : options.cmd.join(' ')
+  if (result === undefined) ctx.logger[level](`Executing command '${display}'${options.runas === undefined ? '' : ` as user '${options.runas}'`} in directory '${options.cwd ?? '~'}'`)
+  else if (result.stdout !== '' || result.stderr !== '') ctx.logger[level](`output: ${result.stdout}${result.stderr === '' ? '' : `\nstderr: ${result.stderr}`}`)
+}
+
+/**
+ * Runs a cmd.* command from Salt's named parameters (those of cmd.run; cmd.script passes its own through
+ * here) and applies Salt's retcode bookkeeping.
+ */
+export async function runFor(
   ctx: JobContext,
-  params: Params,
+  params: Partial<Params>,
   overrides: Partial<RunCommandOptions>,
   moduleOptions: CmdModuleOptions,
 ): Promise<CommandResult> {
-  const result = await runCommand(ctx, readRunOptions(params, overrides), moduleOptions)
+  const options = readRunOptions(params as Params, overrides)
+  const level = outputLevel(params.output_loglevel)
+  logCommand(ctx, level, options)
+  const result = await runCommand(ctx, options, moduleOptions)
+  logCommand(ctx, params.hide_output === true ? undefined : level, options, result)
   if (result.retcode !== 0 && successRetcodes(params.success_retcodes).includes(result.retcode)) result.retcode = 0
   // cmdmod._run sets __context__['retcode'] so the job's retcode follows the command's.
   ctx.retcode = params.ignore_retcode === true ? 0 : result.retcode
@@ -413,7 +451,8 @@ runas
 shell
     Shell used when python_shell is true (default /bin/sh).
 python_shell
-    Run through the shell (default true); false splits the command like shlex and execs it.
+    Run through the shell; false splits the command like shlex and execs it. Unset: true for a
+    job from the master (brine '*' cmd.run ...), false when another module calls cmd.run.
 env
     Dict of environment variables, merged over the minion's unless clean_env is true.
 timeout
@@ -421,6 +460,8 @@ timeout
     '<cmd> : Timed out after <timeout> seconds' with retcode 1.
 rstrip
     Strip trailing whitespace from the output (default true).
+output_loglevel
+    Level the command and its output are logged at on the minion (default debug; quiet: not logged).
 ignore_retcode
     Do not let a non-zero exit status become the job's retcode.
 success_retcodes
@@ -439,8 +480,9 @@ function runSpec(
     args: [...RUN_ARGS, ...extraArgs],
     defaults: { ...RUN_DEFAULTS, ...extraDefaults },
     kwargs: true,
-    run: async (args, _kwargs, ctx) => {
+    run: async (args, kwargs, ctx) => {
       const params = toParams(args)
+      params.python_shell = pythonShellDefault(params.python_shell, kwargs)
       const extra = Object.fromEntries(extraArgs.map((name, index) => [name, args[RUN_ARGS.length + index]]))
       const resolvedOverrides = { ...overrides }
       if (extra.redirect_stderr === true) resolvedOverrides.redirectStderr = true

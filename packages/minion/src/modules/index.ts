@@ -1,6 +1,7 @@
 export type {
   Grains,
   JobContext,
+  MasterChannel,
   MinionOpts,
   ModuleContext,
   ModuleDefinition,
@@ -25,6 +26,8 @@ export {
 export { collectGrains, coreGrains, grainsFilePath, grainsModule, parseOsRelease, readPersistedGrains, replaceGrains } from './grains.js'
 export { cmdModule, createCmdModule, DEFAULT_MAX_OUTPUT_BYTES, runCommand, shlexSplit } from './cmd.js'
 export type { CmdModuleOptions, CommandResult, RunCommandOptions } from './cmd.js'
+export { scriptFunctions } from './cmd-script.js'
+export { cpModule, fileClientFor } from './cp.js'
 export { testModule } from './test.js'
 export { eventModule, minionEventTag } from './event.js'
 export { scheduleModule } from './schedule.js'

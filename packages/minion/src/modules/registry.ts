@@ -1,6 +1,8 @@
 import { InvalidModuleNameError } from '../errors.js'
 import type { ModuleContext, ModuleDefinition, ModuleFunction, ModuleRegistry } from './types.js'
 import { cmdModule } from './cmd.js'
+import { scriptFunctions } from './cmd-script.js'
+import { cpModule } from './cp.js'
 import { eventModule } from './event.js'
 import { grainsModule } from './grains.js'
 import { saltutilModule } from './saltutil.js'
@@ -10,7 +12,8 @@ import { testModule } from './test.js'
 
 /** The execution modules every minion has, by module name. */
 export const BUILTIN_MODULES: Readonly<Record<string, ModuleDefinition>> = {
-  cmd: cmdModule,
+  cmd: { ...cmdModule, ...scriptFunctions({}) },
+  cp: cpModule,
   event: eventModule,
   grains: grainsModule,
   saltutil: saltutilModule,

@@ -7,6 +7,16 @@ export type Grains = Record<string, unknown>
 /** The minion's config (Salt's key names: `id`, `cachedir`, `grains`, …). */
 export type MinionOpts = Record<string, unknown>
 
+/**
+ * The authenticated request channel to a master, as modules use it (the file server's commands): sends a
+ * sealed load and resolves with the master's sealed answer; a refusal rejects with NotAcknowledgedError
+ * carrying the master's error. `id` is added to the load by the channel.
+ */
+export interface MasterChannel {
+  /** `timeout` ms per try (default the link's auth_timeout); `tries` for a request that may be sent twice (a read). */
+  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeout?: number; tries?: number }): Promise<Record<string, unknown>>
+}
+
 /** What every module function can reach: Salt's `__opts__`, `__grains__` and friends. */
 export interface ModuleContext {
   readonly id: string
@@ -17,6 +27,8 @@ export interface ModuleContext {
   readonly jobs: RunningJobs
   /** Aborted when the whole minion shuts down; every job's signal follows it. */
   readonly signal?: AbortSignal
+  /** The master's request channel (absent where no master is, e.g. a module tested alone). */
+  readonly master?: MasterChannel
   /** Sends events to the master(s) in use (event.send, event.fire_master); absent when the minion has no master link. */
   readonly fireMaster?: (events: { tag: string; data: Record<string, unknown> }[]) => Promise<void>
   /** The minion's schedule (the schedule.* functions); absent outside a minion daemon. */

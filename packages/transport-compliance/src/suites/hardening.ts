@@ -13,6 +13,7 @@ import { deadline } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import type { RawConnection } from '../setup.js'
 import { complianceCase as test } from './case.js'
+import { authenticatedPeer, loginServer } from './doors.js'
 
 const MiB = 1024 * 1024
 
@@ -212,7 +213,7 @@ export function hardeningTests(harness: Harness): void {
     test('hardening: connections per address and in total are capped, refused as they arrive and logged at a bounded rate', async () => {
       const lines: string[] = []
       const logger = createLogger({ level: 'warning', write: (line) => lines.push(line) })
-      const server = await harness.requestServer(async () => 'in', { maxConnections: 6, maxConnectionsPerAddress: 3, logger })
+      const server = await loginServer(harness, { maxConnections: 6, maxConnectionsPerAddress: 3, logger })
       const open: RawConnection[] = []
       const attempt = (localAddress: string): RawConnection => {
         const raw = harness.setup.connectRaw({ host: HOST, port: server.port, localAddress }, { handshake: false })
@@ -221,8 +222,9 @@ export function hardeningTests(harness: Harness): void {
         return raw
       }
       try {
-        // 30 from 127.0.0.2: three are let in, 27 closed as they arrive.
-        for (let i = 0; i < 30; i++) attempt('127.0.0.2')
+        // 30 from 127.0.0.2: three are let in and authenticate (one that had not would be evicted for a newcomer), 27 closed as they arrive.
+        for (let i = 0; i < 3; i++) open.push(await authenticatedPeer(harness, server, '127.0.0.2'))
+        for (let i = 0; i < 27; i++) attempt('127.0.0.2')
         await server.recorder.until(() => server.endpoint.stats().peersRefused === 27, '27 connections from 127.0.0.2 to be refused')
         const refusals = server.recorder.events.filter(isEvent('peer-refuse'))
         for (const refusal of refusals) {
@@ -234,9 +236,10 @@ export function hardeningTests(harness: Harness): void {
         expect(lines.filter((line) => line.includes('refused connection from 127.0.0.2')).length).toBe(10)
         // Another address still gets in: a real client from 127.0.0.1.
         const { endpoint: client } = await harness.requestClient(server.port)
-        expect(await client.send('hello', { timeout: WAIT_MS })).toBe('in')
+        expect(await client.send('login', { timeout: WAIT_MS })).toBe('in')
         // Two more from 127.0.0.3 fill max_connections (3 + 1 + 2); the next is refused for the total.
-        for (let i = 0; i < 3; i++) attempt('127.0.0.3')
+        for (let i = 0; i < 2; i++) open.push(await authenticatedPeer(harness, server, '127.0.0.3'))
+        attempt('127.0.0.3')
         await server.recorder.until(() => server.endpoint.stats().peersRefused === 28, 'one connection from 127.0.0.3 to be refused')
         expect(server.recorder.events.filter(isEvent('peer-refuse')).at(-1)).toMatchObject({ reason: '6 connections open (max_connections 6)' })
         expect(server.endpoint.stats().peers).toBe(6)
@@ -246,14 +249,14 @@ export function hardeningTests(harness: Harness): void {
       }
     })
 
-    test('hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop, the link kept', async () => {
+    test('hardening: a request of more entries than max_frame_entries sent by a client is refused with a frame-drop and a FrameLimitError answer, the link kept', async () => {
       const server = await harness.requestServer(async (request: WireValue) => (Array.isArray(request) ? request.length : request), { maxFrameEntries: 1000 })
       const { endpoint: client } = await harness.requestClient(server.port)
       const mark = server.recorder.mark()
       const refused = client.send(Array.from({ length: 1001 }, () => ({})), { timeout: 1000 }).catch((error: unknown) => error)
       const drop = await server.recorder.waitFor(isEvent('frame-drop'), 'the over-limit request to be dropped', { from: mark })
       expect(drop.type === 'frame-drop' && drop.reason).toMatch(/holds more than 1000 entries .*max_frame_entries \(1000\)/)
-      expect((await refused) as Error).toMatchObject({ name: 'TimeoutError' })
+      expect((await refused) as Error).toMatchObject({ name: 'FrameLimitError', key: 'max_frame_entries', limit: 1000 })
       // The envelope `[0, id, body]` counts three entries: 997 maps make exactly 1000, the bound itself.
       expect(await client.send(Array.from({ length: 997 }, () => ({})), { timeout: WAIT_MS })).toBe(997)
     })

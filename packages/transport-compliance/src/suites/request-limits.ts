@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { ClosedError, InFlightLimitError, RemoteError, TimeoutError, type WireValue } from '@brine/transport'
+import { ClosedError, FrameLimitError, InFlightLimitError, RemoteError, TimeoutError, type WireValue } from '@brine/transport'
 import { deadline } from '@brine/testkit'
 import { WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
@@ -84,6 +84,29 @@ export function requestLimitTests(harness: Harness): void {
       expect(drop.type === 'frame-drop' && drop.size).toBeGreaterThan(4000)
       expect(client.endpoint.stats().framesDropped).toBe(1)
       expect(await client.endpoint.send('next', { timeout: WAIT_MS })).toBe('small')
+    })
+
+    test('request limits: a request over the depth or entry bound is answered with a FrameLimitError naming the bound, and the server keeps serving', async () => {
+      let handled = 0
+      const server = await harness.requestServer(async () => {
+        handled++
+        return 'ok'
+      })
+      const { endpoint: client } = await harness.requestClient(server.port)
+      // A 1,000-deep argument (over max_frame_depth, 64) and a 1,000,000-integer list (over max_frame_entries, 262,144).
+      let deep: WireValue = 'bottom'
+      for (let level = 0; level < 1000; level++) deep = [deep]
+      const tooDeep = await client.send({ arg: [deep] }, { timeout: WAIT_MS }).catch((error: unknown) => error)
+      expect(tooDeep).toBeInstanceOf(FrameLimitError)
+      expect(tooDeep).toMatchObject({ key: 'max_frame_depth', limit: 64 })
+      expect((tooDeep as Error).message).toMatch(/refused the request: .*over max_frame_depth \(64\)/)
+      const tooMany = await client.send({ arg: [Array.from({ length: 1_000_000 }, (_, n) => n)] }, { timeout: WAIT_MS }).catch((error: unknown) => error)
+      expect(tooMany).toBeInstanceOf(FrameLimitError)
+      expect(tooMany).toMatchObject({ key: 'max_frame_entries', limit: 262_144 })
+      expect(handled).toBe(0)
+      expect(server.endpoint.stats().framesDropped).toBe(2)
+      expect(await client.send({ arg: [[[1]]] }, { timeout: WAIT_MS })).toBe('ok')
+      expect(handled).toBe(1)
     })
   })
 }

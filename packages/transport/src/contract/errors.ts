@@ -204,8 +204,17 @@ export class DuplicateTransportError extends BrineError {
   }
 }
 
-/** Rebuilds a handler's error that crossed the wire; the caller sees a {@link RemoteError}. */
-export function errorFromJSON(json: SerializedError, address: string): RemoteError {
+/**
+ * Rebuilds a handler's error that crossed the wire: a server's refusal of the request's shape comes
+ * back as the FrameLimitError it was (naming the bound), anything else as a {@link RemoteError}.
+ */
+export function errorFromJSON(json: SerializedError, address: string): TransportError {
+  const context = json.context ?? {}
+  if (json.name === 'FrameLimitError' && typeof context['key'] === 'string' && typeof context['limit'] === 'number' && typeof context['size'] === 'number') {
+    const error = new FrameLimitError(context['key'], '', context['limit'], context['size'])
+    error.message = `${address} refused the request: ${json.message}`
+    return error
+  }
   return new RemoteError(json, address)
 }
 

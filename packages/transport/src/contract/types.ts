@@ -27,7 +27,9 @@ export type TransportEvent =
   | { type: 'peer-refuse'; peer: string; reason: string }
   /**
    * A server closed a connection for what the peer did: no whole frame within `peer_idle_timeout`
-   * (silent, stalled or trickling), its incomplete frame given up to keep `max_pending_bytes`,
+   * (silent, stalled or trickling), no greeting within `handshake_timeout` or no whole frame within
+   * `frame_timeout` of its first byte (whatever it trickles), evicted ungreeted to make room for a
+   * new connection at a connection cap, its incomplete frame given up to keep `max_pending_bytes`,
    * or subscriptions it may not make. A `peer-disconnect` follows.
    */
   | { type: 'peer-drop'; peer: string; reason: string }
@@ -110,6 +112,12 @@ export interface EndpointOptions {
   host: string
   /** Port to bind or connect to; a server may pass 0 to take a free port (see `address`). */
   port: number
+  /**
+   * A unix socket to bind or connect to instead of host:port (the master's local channel under
+   * `sock_dir`). A server replaces a stale socket file, makes it owner-only (0600), and counts its
+   * connections apart from the process's network caps, so no remote peer can fill it.
+   */
+  path?: string
   /** Largest frame body accepted or sent, in bytes (default 64 MiB, DESIGN's max_frame_bytes). */
   maxFrameBytes?: number
   /** Messages queued per peer before new ones are dropped (default 1000, Salt's pub_hwm). */
@@ -151,11 +159,30 @@ export interface ServerOptions extends EndpointOptions {
    * A connection between frames may stay idle for ever.
    */
   idleTimeout?: number
+  /**
+   * ms from connect within which a peer must complete its greeting — its first whole frame (ZeroMQ:
+   * the ZMTP greeting and handshake) — whatever it trickles meanwhile (`handshake_timeout`; default
+   * 30,000, libzmq's ZMQ_HANDSHAKE_IVL; 0 for none). Until then it is the first evicted at a
+   * connection cap.
+   */
+  handshakeTimeout?: number
+  /**
+   * ms from a frame's first byte within which it must complete, whatever arrives meanwhile
+   * (`frame_timeout`; default 300,000; 0 for none): a slowloris cannot keep a connection by
+   * trickling just enough to look alive.
+   */
+  frameTimeout?: number
 }
 
 export interface ClientOptions extends EndpointOptions {
   /** Reconnect backoff (Salt's recon_default / recon_max / recon_randomize, in ms). */
   reconnect?: BackoffOptions
+  /**
+   * ms a client waits for the server's half of the greeting before it drops the connection and
+   * reconnects (ZeroMQ: libzmq's ZMQ_HANDSHAKE_IVL; default 30,000). TCP has no greeting from the
+   * server: there a request's own timeout stands.
+   */
+  handshakeTimeout?: number
 }
 
 export type PublishServerOptions = ServerOptions
@@ -211,6 +238,15 @@ export interface RequestContext {
   readonly peer: string
   /** The transport's name, `zeromq` or `tcp`. */
   readonly transport: string
+  /**
+   * The handler calls it once it has verified who sent this request (a load sealed by an accepted key, the
+   * root key, an eauth login): the connection it came on is then never evicted to make room at a
+   * connection cap. Until then an idle connection that has greeted may be, after every one that has not.
+   * Transports without per-peer connections leave it out.
+   */
+  readonly authenticated?: () => void
+  /** The peer's network address without its port (`10.0.0.7`, `::1`), when the transport knows it: what per-address limits key on. */
+  readonly address?: string
 }
 
 export type RequestHandler = (request: WireValue, context: RequestContext) => Promise<WireValue>
@@ -275,3 +311,7 @@ export const MAX_SUBSCRIPTIONS_PER_PEER = 8
 export const DEFAULT_MAX_PENDING_BYTES = 256 * 1024 * 1024
 /** `peer_idle_timeout`, ms. */
 export const DEFAULT_PEER_IDLE_TIMEOUT_MS = 30_000
+/** `handshake_timeout`, ms: libzmq's default ZMQ_HANDSHAKE_IVL. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 30_000
+/** `frame_timeout`, ms: the largest frame (64 MiB) must arrive at 220 KB/s on average. */
+export const DEFAULT_FRAME_TIMEOUT_MS = 300_000

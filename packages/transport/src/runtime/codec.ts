@@ -72,6 +72,21 @@ export function encodeEnvelope(envelope: Envelope, limit?: number, peer?: string
 }
 
 /**
+ * The id of a request envelope `[0, id, …]` read from its first bytes alone, or undefined when the
+ * frame does not start like one: how a server answers a request whose body it refused to decode.
+ */
+export function requestIdOf(body: Uint8Array): number | undefined {
+  if (body.length < 3 || body[0] !== 0x93 || body[1] !== EnvelopeKind.Request) return undefined
+  const type = body[2]!
+  if (type <= 0x7f) return type
+  const width = type === 0xcc ? 1 : type === 0xcd ? 2 : type === 0xce ? 4 : 0
+  if (width === 0 || body.length < 3 + width) return undefined
+  let id = 0
+  for (let index = 0; index < width; index++) id = id * 256 + body[3 + index]!
+  return id
+}
+
+/**
  * Decodes and checks an envelope's shape; anything else is a MalformedFrameError (FrameLimitError
  * when `limits` are given and the frame is over them).
  */

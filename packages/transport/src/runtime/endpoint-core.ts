@@ -1,6 +1,6 @@
 import { BoundedQueue } from './bounded-queue.js'
 import { decodeEnvelope, type Envelope } from './codec.js'
-import { BrineError, ClosedError, FrameTooLargeError } from '../contract/errors.js'
+import { BrineError, ClosedError, FrameLimitError, FrameTooLargeError } from '../contract/errors.js'
 import type { DecodeLimits } from './frame-shape.js'
 import { LogLimiter } from './log-limiter.js'
 import type { Logger } from '../contract/logger.js'
@@ -78,8 +78,9 @@ export class EndpointCore {
   /**
    * A request/reply envelope from one received frame; undefined, with a `frame-drop` counted and
    * emitted, when the frame is over `maxFrameBytes`, over `limits` (entries, depth) or not an envelope.
+   * `onLimit` hears a frame refused for its entries or depth (a server answers it).
    */
-  envelopeOf(body: Buffer, peer: string, maxFrameBytes: number, limits?: DecodeLimits): Envelope | undefined {
+  envelopeOf(body: Buffer, peer: string, maxFrameBytes: number, limits?: DecodeLimits, onLimit?: (error: FrameLimitError) => void): Envelope | undefined {
     if (body.length > maxFrameBytes) {
       this.frameDropped(peer, new FrameTooLargeError(body.length, maxFrameBytes, peer).message, body.length)
       return undefined
@@ -88,6 +89,7 @@ export class EndpointCore {
       return decodeEnvelope(body, peer, limits)
     } catch (error) {
       this.frameDropped(peer, BrineError.isInstance(error) ? error.message : String(error), body.length)
+      if (error instanceof FrameLimitError) onLimit?.(error)
       return undefined
     }
   }

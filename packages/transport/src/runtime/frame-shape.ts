@@ -190,3 +190,28 @@ function checkExt(extType: number, peer: string | undefined): void {
     throw new MalformedFrameError(`msgpack extension type ${(extType << 24) >> 24} is not part of Brine's wire (only the timestamp, -1, and undefined, 0)`, peer)
   }
 }
+
+/**
+ * The same bounds as {@link checkFrameShape}, on a value not yet encoded (a REST body, say): throws
+ * FrameLimitError naming `max_frame_entries` or `max_frame_depth` at the first container over them.
+ * Iterative, so a value nested deeper than the call stack is refused instead of overflowing it; `size`
+ * in the error is 0 (there are no bytes yet).
+ */
+export function checkValueShape(value: unknown, limits: DecodeLimits, what = 'value'): void {
+  const over = (key: string, found: string, limit: number): FrameLimitError => {
+    const error = new FrameLimitError(key, found, limit, 0)
+    error.message = `${what} ${found}, over ${key} (${limit})`
+    return error
+  }
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }]
+  let entries = 0
+  while (pending.length > 0) {
+    const { value: next, depth } = pending.pop()!
+    if (typeof next !== 'object' || next === null || ArrayBuffer.isView(next) || next instanceof Date) continue
+    const children = Array.isArray(next) ? (next as unknown[]) : Object.values(next as Record<string, unknown>)
+    entries += children.length
+    if (entries > limits.maxEntries) throw over('max_frame_entries', `holds more than ${limits.maxEntries} entries`, limits.maxEntries)
+    if (depth > limits.maxDepth) throw over('max_frame_depth', `nests containers more than ${limits.maxDepth} deep`, limits.maxDepth)
+    for (const child of children) pending.push({ value: child, depth: depth + 1 })
+  }
+}

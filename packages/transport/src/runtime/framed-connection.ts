@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net'
-import type { PendingHolder } from './admission.js'
+import type { AdmittedPeer, PendingHolder } from './admission.js'
 import { BoundedQueue } from './bounded-queue.js'
 import type { FrameTooLargeError } from '../contract/errors.js'
 import { FrameReader, type StreamReader } from './frame-reader.js'
@@ -19,6 +19,8 @@ export interface FramedConnectionHandlers {
 export interface PendingBudget {
   hold(holder: PendingHolder, bytes: number): void
   release(holder: PendingHolder): void
+  /** The connection completed its first frame (its greeting). */
+  greeted?(connection: FramedConnection): void
 }
 
 export interface FramedConnectionOptions {
@@ -62,6 +64,13 @@ const sizeOf = (data: Outgoing): number => {
   return size
 }
 
+/** The host of a `host:port` (or `[v6]:port`) peer name, as {@link peerOf} writes it. */
+export function hostOf(peer: string): string {
+  const colon = peer.lastIndexOf(':')
+  const host = colon < 0 ? peer : peer.slice(0, colon)
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host
+}
+
 /** `host:port` of a socket's remote end, with IPv6 hosts in brackets. */
 export function peerOf(socket: Socket): string {
   const host = socket.remoteAddress ?? 'unknown'
@@ -77,7 +86,7 @@ export function peerOf(socket: Socket): string {
  * grow our memory. A server's connection also tracks its progress (for the idle timeout) and
  * reports the bytes of its incomplete frame to the process's budget.
  */
-export class FramedConnection implements PendingHolder {
+export class FramedConnection implements PendingHolder, AdmittedPeer {
   readonly peer: string
   private readonly reader: StreamReader
   private readonly outgoing: BoundedQueue<Outgoing>
@@ -96,6 +105,10 @@ export class FramedConnection implements PendingHolder {
   framesReceived = 0
   /** Bytes received so far. */
   bytesReceived = 0
+  /** When the connection was opened (ms). */
+  readonly openedAt = Date.now()
+  /** When the frame in progress (ZMTP: the handshake, or a message) received its first byte (ms); undefined between frames. */
+  frameStartedAt: number | undefined
   /** When the connection last made progress: opened, completed a frame, or took PROGRESS_BYTES more of one (ms). */
   lastProgress = Date.now()
   /** When bytes of the frame in progress began to be held (ms); meaningful while `pendingBytes` > 0. */
@@ -159,6 +172,9 @@ export class FramedConnection implements PendingHolder {
       this.lastProgress = Date.now()
     }
     this.reader.push(chunk)
+    // A frame begun in this chunk (after any it completed) is timed from now.
+    if (!this.reader.inFrame) this.frameStartedAt = undefined
+    else this.frameStartedAt ??= Date.now()
     if (this.budget !== undefined && !this.isClosed) {
       const pending = this.reader.pendingBytes
       if (pending !== this.held) {
@@ -173,6 +189,8 @@ export class FramedConnection implements PendingHolder {
 
   /** The reader completed a frame (or a ZMTP message, or the handshake): the connection made progress. */
   frameDone(): void {
+    if (this.framesReceived === 0) this.budget?.greeted?.(this)
+    this.frameStartedAt = undefined
     this.framesReceived++
     this.progressBytes = 0
     this.lastProgress = Date.now()

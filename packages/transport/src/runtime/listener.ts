@@ -1,15 +1,23 @@
+import { chmod, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
 import { AddressInUseError, TransportError } from '../contract/errors.js'
-import { DEFAULT_MAX_PENDING_BYTES, DEFAULT_PEER_IDLE_TIMEOUT_MS, type ServerOptions } from '../contract/types.js'
-import { admission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress } from './admission.js'
+import { DEFAULT_FRAME_TIMEOUT_MS, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PENDING_BYTES, DEFAULT_PEER_IDLE_TIMEOUT_MS, type ServerOptions } from '../contract/types.js'
+import { Admission, admission as networkAdmission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress } from './admission.js'
 import type { EndpointCore } from './endpoint-core.js'
 import type { StreamReader } from './frame-reader.js'
 import { LogLimiter } from './log-limiter.js'
 import { FramedConnection, PROGRESS_BYTES, type PendingBudget } from './framed-connection.js'
 
-export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout'> {
+export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout' | 'handshakeTimeout' | 'frameTimeout'> {
   host: string
   port: number
+  /** Bind this unix socket instead of host:port (owner-only, its own admission apart from the network's). */
+  path?: string
+  /**
+   * A request server's: its peers can authenticate ({@link Listener.authenticated}), and one that has
+   * greeted but not yet may be evicted at a cap once idle. Others' peers, once greeted, never are.
+   */
+  authenticates?: boolean
   /** Largest incoming frame; larger ones are skipped as they stream past. */
   maxFrameBytes: number
   /** Outgoing frames queued per connection. */
@@ -41,6 +49,8 @@ export interface ResolvedServerLimits {
   maxConnectionsPerAddress: number
   maxPendingBytes: number
   idleTimeout: number
+  handshakeTimeout: number
+  frameTimeout: number
 }
 
 function positiveInteger(value: number, name: string): number {
@@ -56,9 +66,15 @@ export function resolveServerLimits(options: ListenerOptions): ResolvedServerLim
   if (maxPendingBytes < options.maxFrameBytes) {
     throw new RangeError(`maxPendingBytes (${maxPendingBytes}) must be at least maxFrameBytes (${options.maxFrameBytes}), or no frame of the largest size could ever complete`)
   }
-  const idleTimeout = options.idleTimeout ?? DEFAULT_PEER_IDLE_TIMEOUT_MS
-  if (!(idleTimeout >= 0 && idleTimeout <= 2 ** 31 - 1)) throw new RangeError(`idleTimeout must be 0 (none) or a positive number of ms up to ${2 ** 31 - 1}, got ${idleTimeout}`)
-  return { maxConnections, maxConnectionsPerAddress, maxPendingBytes, idleTimeout }
+  const idleTimeout = timeoutOf(options.idleTimeout ?? DEFAULT_PEER_IDLE_TIMEOUT_MS, 'idleTimeout')
+  const handshakeTimeout = timeoutOf(options.handshakeTimeout ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, 'handshakeTimeout')
+  const frameTimeout = timeoutOf(options.frameTimeout ?? DEFAULT_FRAME_TIMEOUT_MS, 'frameTimeout')
+  return { maxConnections, maxConnectionsPerAddress, maxPendingBytes, idleTimeout, handshakeTimeout, frameTimeout }
+}
+
+function timeoutOf(value: number, name: string): number {
+  if (!(value >= 0 && value <= 2 ** 31 - 1)) throw new RangeError(`${name} must be 0 (none) or a positive number of ms up to ${2 ** 31 - 1}, got ${value}`)
+  return value
 }
 
 /** How often the idle check runs, at most: a connection is dropped between 1 and 1.5 timeouts after its last progress. */
@@ -66,16 +82,19 @@ const MAX_SWEEP_MS = 5000
 
 /**
  * A server's bound socket and its accepted connections, shared by every server role of both
- * transports: binds host:port (port 0 takes a free one, and the endpoint's address then names it),
- * emits `listening`, `peer-connect` and `peer-disconnect`, and on close destroys every connection
+ * transports: binds host:port (port 0 takes a free one, and the endpoint's address then names it)
+ * or a unix socket `path` (owner-only, `ipc://path`, with an admission of its own), emits `listening`, `peer-connect` and `peer-disconnect`, and on close destroys every connection
  * and releases the port so it can be bound again at once.
  *
  * Before any work for a peer it has not authenticated, it applies the process's admission: a
  * connection over `maxConnections` (all servers of the process) or `maxConnectionsPerAddress` is
- * closed as it arrives (`peer-refuse`, a rate-limited warning); the bytes of every incomplete frame
+ * closed as it arrives (`peer-refuse`, a rate-limited warning) unless the oldest connection that has
+ * not completed its greeting can be evicted to make room (`peer-drop`); the bytes of every incomplete frame
  * count against `maxPendingBytes` over all servers, the slowest-arriving frame given up beyond it;
  * and a connection that owes a frame — none completed yet, or one in progress — and makes no
- * progress for `idleTimeout` ms is dropped (`peer-drop`). A connection between frames may idle.
+ * progress for `idleTimeout` ms is dropped (`peer-drop`), as is one that has not completed its
+ * greeting within `handshakeTimeout` ms, or a frame within `frameTimeout` ms of its first byte,
+ * whatever it trickles. A connection between frames may idle.
  */
 export class Listener {
   readonly connections = new Set<FramedConnection>()
@@ -84,7 +103,8 @@ export class Listener {
   private binding: Promise<void> | undefined
   private sweeper: NodeJS.Timeout | undefined
   private readonly budget: PendingBudget
-  private readonly addresses = new Map<FramedConnection, string>()
+  /** The process's network admission, or this unix socket's own (no remote peer counts against it). */
+  private readonly admission: Admission
 
   constructor(
     private readonly core: EndpointCore,
@@ -93,7 +113,13 @@ export class Listener {
   ) {
     this.limits = resolveServerLimits(options)
     const limit = this.limits.maxPendingBytes
-    this.budget = { hold: (holder, bytes) => admission.hold(holder, bytes, limit), release: (holder) => admission.release(holder) }
+    const admission = options.path === undefined ? networkAdmission : new Admission()
+    this.admission = admission
+    this.budget = {
+      hold: (holder, bytes) => admission.hold(holder, bytes, limit),
+      release: (holder) => admission.release(holder),
+      greeted: (connection) => admission.greeted(connection),
+    }
   }
 
   /** Frames waiting for their sockets to drain, over every connection. */
@@ -106,7 +132,10 @@ export class Listener {
   async start(): Promise<void> {
     const server = createServer((socket) => this.accept(socket))
     this.server = server
-    const where = `${this.options.host}:${this.options.port}`
+    const path = this.options.path
+    const where = path ?? `${this.options.host}:${this.options.port}`
+    // A socket file left by a process that was killed would make listen() fail with EADDRINUSE.
+    if (path !== undefined) await rm(path, { force: true })
     const binding = new Promise<void>((resolve, reject) => {
       const onError = (error: NodeJS.ErrnoException): void => {
         reject(
@@ -116,7 +145,7 @@ export class Listener {
         )
       }
       server.once('error', onError)
-      server.listen({ host: this.options.host, port: this.options.port }, () => {
+      server.listen(path === undefined ? { host: this.options.host, port: this.options.port } : { path }, () => {
         server.off('error', onError)
         resolve()
       })
@@ -135,9 +164,17 @@ export class Listener {
     // close() ran while we were binding; it waits for the bind, then releases the port.
     if (this.core.isClosed) throw this.core.closedError()
     const bound = server.address()
-    if (bound !== null && typeof bound === 'object') this.core.address = (this.options.formatAddress ?? ((host, port) => `tcp://${host}:${port}`))(this.options.host, bound.port)
-    if (this.limits.idleTimeout > 0) {
-      const every = Math.max(10, Math.min(MAX_SWEEP_MS, Math.floor(this.limits.idleTimeout / 2)))
+    if (path !== undefined) {
+      // Only the daemon's user (and root) may connect: the same users who can read the root key.
+      await chmod(path, 0o600)
+      this.core.address = `ipc://${path}`
+    } else if (bound !== null && typeof bound === 'object') {
+      this.core.address = (this.options.formatAddress ?? ((host, port) => `tcp://${host}:${port}`))(this.options.host, bound.port)
+    }
+    const { idleTimeout, handshakeTimeout, frameTimeout } = this.limits
+    const shortest = Math.min(...[idleTimeout, handshakeTimeout, frameTimeout].filter((ms) => ms > 0))
+    if (Number.isFinite(shortest)) {
+      const every = Math.max(10, Math.min(MAX_SWEEP_MS, Math.floor(shortest / 2)))
       // Checked after this turn's I/O (setImmediate), so a peer whose bytes are waiting to be read is not judged idle.
       this.sweeper = setInterval(() => setImmediate(() => this.sweep()), every)
       this.sweeper.unref()
@@ -150,8 +187,9 @@ export class Listener {
       socket.destroy()
       return
     }
-    const address = normalizeAddress(socket.remoteAddress)
-    const refused = admission.admit(address, this.limits.maxConnections, this.limits.maxConnectionsPerAddress)
+    // A unix socket's peers have no address: each is the one local "address" (and so named in logs).
+    const address = this.options.path === undefined ? normalizeAddress(socket.remoteAddress) : 'local'
+    const refused = this.admission.admit(address, this.limits.maxConnections, this.limits.maxConnectionsPerAddress)
     if (refused !== undefined) {
       // Closed before anything is read or allocated for it; the peer sees a reset.
       socket.on('error', () => {})
@@ -168,6 +206,7 @@ export class Listener {
         ...(this.options.reader === undefined ? {} : { reader: this.options.reader }),
         coalesce: this.options.coalesce === true,
         budget: this.budget,
+        ...(this.options.path === undefined ? {} : { peer: 'local' }),
       },
       {
         onFrame: (body, conn) => this.handlers.onFrame?.(body, conn),
@@ -175,34 +214,56 @@ export class Listener {
         onDrop: (conn, reason) => this.core.peerDropped(conn.peer, reason),
         onClose: (conn, reason) => {
           this.connections.delete(conn)
-          const from = this.addresses.get(conn)
-          this.addresses.delete(conn)
-          if (from !== undefined) admission.leave(from)
+          this.admission.leave(conn)
           this.core.emit({ type: 'peer-disconnect', peer: conn.peer, ...(reason === undefined ? {} : { reason }) })
           this.handlers.onDisconnect?.(conn)
         },
       },
     )
     this.connections.add(connection)
-    this.addresses.set(connection, address)
+    this.admission.track(connection, address, this.options.authenticates === true)
     this.core.emit({ type: 'peer-connect', peer: connection.peer })
     this.handlers.onConnect?.(connection)
   }
 
-  /** Drops every connection that owes a frame and has made no progress for the idle timeout. */
+  /**
+   * Drops every connection past a deadline: no greeting within the handshake timeout, a frame
+   * begun longer ago than the frame timeout (whatever it trickles), or owing a frame with no
+   * progress for the idle timeout.
+   */
   private sweep(): void {
-    const timeout = this.limits.idleTimeout
     const now = Date.now()
     for (const connection of this.connections) {
-      if (!connection.isOpen || now - connection.lastProgress <= timeout) continue
-      if (connection.bytesReceived === 0) {
-        connection.drop(`sent nothing for ${timeout} ms (peer_idle_timeout)`)
-      } else if (connection.framesReceived === 0) {
-        connection.drop(`did not complete its first frame within ${timeout} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`)
-      } else if (connection.inFrame) {
-        connection.drop(`its frame in progress grew by less than ${PROGRESS_BYTES} bytes in ${timeout} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`)
-      }
+      if (!connection.isOpen) continue
+      const overdue = this.overdue(connection, now)
+      if (overdue !== undefined) connection.drop(overdue)
     }
+  }
+
+  /** Why `connection` is past a deadline, if it is. */
+  private overdue(connection: FramedConnection, now: number): string | undefined {
+    const { idleTimeout: idle, handshakeTimeout: handshake, frameTimeout: frame } = this.limits
+    if (handshake > 0 && connection.framesReceived === 0 && now - connection.openedAt > handshake) {
+      return `did not complete its greeting within ${handshake} ms (handshake_timeout; ${connection.bytesReceived} bytes received)`
+    }
+    const started = connection.frameStartedAt
+    if (frame > 0 && started !== undefined && connection.inFrame && now - started > frame) {
+      return `did not complete its frame within ${frame} ms of its first byte (frame_timeout; ${connection.pendingBytes} bytes of it held)`
+    }
+    if (idle === 0 || now - connection.lastProgress <= idle) return undefined
+    if (connection.bytesReceived === 0) return `sent nothing for ${idle} ms (peer_idle_timeout)`
+    if (connection.framesReceived === 0) {
+      return `did not complete its first frame within ${idle} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`
+    }
+    if (connection.inFrame) {
+      return `its frame in progress grew by less than ${PROGRESS_BYTES} bytes in ${idle} ms (peer_idle_timeout; ${connection.pendingBytes} bytes of it held)`
+    }
+    return undefined
+  }
+
+  /** The connection's peer proved who it is (a request's handler said so): it is never evicted. */
+  authenticated(connection: FramedConnection): void {
+    this.admission.authenticated(connection)
   }
 
   /** Stops accepting, destroys every connection, and resolves once the port is released. */

@@ -1,11 +1,11 @@
-import { InvalidOperationError, ServerBusyError, serializeError, type SerializedError } from '../contract/errors.js'
+import { InvalidOperationError, ServerBusyError, serializeError, type FrameLimitError, type SerializedError } from '../contract/errors.js'
 import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler, type WireValue } from '../contract/types.js'
 import { BoundedQueue } from './bounded-queue.js'
-import { EnvelopeKind, encodeEnvelope } from './codec.js'
+import { EnvelopeKind, encodeEnvelope, requestIdOf } from './codec.js'
 import type { EndpointCore } from './endpoint-core.js'
 import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
-export interface RequestServingOptions {
+export interface RequestServingOptions<P = unknown> {
   maxFrameBytes: number
   /** Entries and depth a request may have, checked on its bytes before decoding (default: a server's, `decodeLimitsOf({}, 'server')`). */
   limits?: DecodeLimits
@@ -13,6 +13,8 @@ export interface RequestServingOptions {
   concurrency?: number
   /** Requests waiting for a handler slot, at most (default {@link DEFAULT_REQUEST_BACKLOG}); 0 for none. */
   backlog?: number
+  /** What `context.authenticated()` does for the peer a request came from (the Listener's, for its connection). */
+  authenticated?: (peer: P) => void
 }
 
 /**
@@ -26,6 +28,7 @@ interface Waiting<P> {
   request: WireValue
   peer: P
   peerName: string
+  address: string | undefined
 }
 
 /**
@@ -37,6 +40,9 @@ interface Waiting<P> {
  * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
  * frame — over max_frame_bytes, over the entry or depth bound (refused on its bytes, before any
  * decoding), not msgpack, not a request envelope — is dropped with a `frame-drop` event and counted.
+ * A request refused for its entries or depth is still answered, with the FrameLimitError naming the
+ * bound, when its id can be read from its first bytes: every refusal is an answer, and the caller
+ * does not wait out its timeout for one (the answer costs no more than the refusal did).
  */
 export class RequestServing<P> {
   readonly concurrency: number
@@ -47,17 +53,19 @@ export class RequestServing<P> {
   readonly #limits: DecodeLimits
   readonly #waiting: BoundedQueue<Waiting<P>> | undefined
   #handler: RequestHandler | undefined
+  readonly #authenticated: ((peer: P) => void) | undefined
   #running = 0
   /** The refusal reply's body, made on the first refusal (the address is final by then). */
   #busy: SerializedError | undefined
 
-  constructor(core: EndpointCore, options: RequestServingOptions, send: ReplySender<P>) {
+  constructor(core: EndpointCore, options: RequestServingOptions<P>, send: ReplySender<P>) {
     const concurrency = options.concurrency ?? DEFAULT_REQUEST_CONCURRENCY
     const backlog = options.backlog ?? DEFAULT_REQUEST_BACKLOG
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
     if (!Number.isInteger(backlog) || backlog < 0) throw new RangeError(`backlog must be a non-negative integer, got ${backlog}`)
     this.#core = core
     this.#send = send
+    this.#authenticated = options.authenticated
     this.#maxFrameBytes = options.maxFrameBytes
     this.#limits = options.limits ?? decodeLimitsOf({}, 'server')
     this.concurrency = concurrency
@@ -89,25 +97,33 @@ export class RequestServing<P> {
     if (this.#handler === undefined) throw new InvalidOperationError(`${core.what} ${core.address}: call handle() before start()`)
   }
 
-  /** One frame from `peer` (named `peerName` in events and the handler's context). */
-  receive(body: Buffer, peer: P, peerName: string): void {
+  /** One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known). */
+  receive(body: Buffer, peer: P, peerName: string, address?: string): void {
     const core = this.#core
-    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits)
+    const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits, (error) => this.#answerLimit(body, error, peer, peerName))
     if (envelope === undefined) return
     if (envelope.kind !== EnvelopeKind.Request) {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
       return
     }
-    if (this.#running < this.concurrency) void this.#serve(envelope.id, envelope.body, peer, peerName)
-    else if (this.#waiting?.push({ id: envelope.id, request: envelope.body, peer, peerName }) !== true) this.#refuse(envelope.id, peer, peerName)
+    const waiting: Waiting<P> = { id: envelope.id, request: envelope.body, peer, peerName, address }
+    if (this.#running < this.concurrency) void this.#serve(waiting)
+    else if (this.#waiting?.push(waiting) !== true) this.#refuse(envelope.id, peer, peerName)
   }
 
-  async #serve(id: number, request: WireValue, peer: P, peerName: string): Promise<void> {
+  async #serve({ id, request, peer, peerName, address }: Waiting<P>): Promise<void> {
     const core = this.#core
     this.#running++
     let reply: Buffer
     try {
-      const result = await this.#handler!(request, { peer: peerName, transport: core.transport })
+      const authenticated = this.#authenticated
+      const context = {
+        peer: peerName,
+        transport: core.transport,
+        ...(address === undefined ? {} : { address }),
+        ...(authenticated === undefined ? {} : { authenticated: () => authenticated(peer) }),
+      }
+      const result = await this.#handler!(request, context)
       reply = this.#encodeReply(id, result, peerName)
     } catch (error) {
       core.emit({ type: 'handler-error', peer: peerName, error: error instanceof Error ? error.message : String(error) })
@@ -117,7 +133,7 @@ export class RequestServing<P> {
     if (core.isClosed) return
     this.#send(peer, reply, peerName)
     const next = this.#waiting?.shift()
-    if (next !== undefined) void this.#serve(next.id, next.request, next.peer, next.peerName)
+    if (next !== undefined) void this.#serve(next)
   }
 
   /** Encodes a reply; one too large or not encodable becomes an error reply saying why. */
@@ -138,6 +154,12 @@ export class RequestServing<P> {
       // The error itself would not encode (odd context values, a huge message): the caller must still hear that it failed.
       return encodeEnvelope({ kind: EnvelopeKind.ErrorReply, id, body: { name: error.name, message: 'the request failed; its error could not be encoded' } })
     }
+  }
+
+  #answerLimit(body: Buffer, error: FrameLimitError, peer: P, peerName: string): void {
+    const id = requestIdOf(body)
+    if (id === undefined || this.#core.isClosed) return
+    this.#send(peer, this.#encodeError(id, error.toJSON(), peerName), peerName)
   }
 
   #refuse(id: number, peer: P, peerName: string): void {

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// Builds brine_<version>_<arch>.deb: /opt/brine holds the project's own Node runtime (scripts/runtime.sh, the
+// pinned Node 24) and the installed @brine packages with their production dependencies (the tarballs
+// scripts/pack.mjs makes, installed offline: zeromq's prebuilt addon included, nothing compiled); /usr/bin holds
+// one small wrapper per command that runs it on that runtime, so the machine's own Node (if any) plays no part.
+// Units go to /lib/systemd/system, the config files to /etc/brine (conffiles), logrotate's snippet to
+// /etc/logrotate.d; packaging/deb/ has the maintainer scripts. Needs dpkg-deb; reaches only the npm registry
+// (through scripts/runtime.sh, once).
+//
+//   node scripts/package-deb.mjs <destination directory>      (npm run package:deb -- <dir>)
+//
+// Prints the .deb's path on stdout. The build must be current (`npm run build`).
+import { execFileSync } from 'node:child_process'
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const DEB_ARCH = { x64: 'amd64', arm64: 'arm64' }
+
+const run = (command, args, options = {}) =>
+  execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], ...options }).trim()
+
+/** /opt/brine: the runtime, and the packages installed from their tarballs as `npm install -g` lays them out. */
+function stageOpt(stage, work) {
+  const opt = join(stage, 'opt/brine')
+  const tarballs = run(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'tarballs')]).split('\n')
+  run('npm', ['install', '--global', '--prefix', opt, '--offline', '--cache', join(work, 'cache'), '--no-audit', '--no-fund', '--loglevel', 'error', ...tarballs])
+  // npm's links in opt/bin would run the commands on whatever `node` the PATH has; the wrappers below replace them.
+  rmSync(join(opt, 'bin'), { recursive: true, force: true })
+  mkdirSync(join(opt, 'bin'))
+  const runtime = run('bash', [join(root, 'scripts/runtime.sh'), '24'])
+  copyFileSync(join(runtime, 'node'), join(opt, 'bin/node'))
+  chmodSync(join(opt, 'bin/node'), 0o755)
+  copyFileSync(join(runtime, '../LICENSE'), join(opt, 'NODE-LICENSE'))
+  return run(join(opt, 'bin/node'), ['-p', 'process.versions.node'])
+}
+
+/** /usr/bin/<command> for each bin of @brine/cli: exec the launcher on /opt/brine's Node. */
+function stageWrappers(stage) {
+  const cli = JSON.parse(readFileSync(join(root, 'packages/cli/package.json'), 'utf8'))
+  mkdirSync(join(stage, 'usr/bin'), { recursive: true })
+  for (const [name, path] of Object.entries(cli.bin)) {
+    const launcher = join('/opt/brine/lib/node_modules/@brine/cli', path)
+    writeFileSync(join(stage, 'usr/bin', name), `#!/bin/sh\nexec /opt/brine/bin/node ${launcher} "$@"\n`, { mode: 0o755 })
+  }
+  return Object.keys(cli.bin)
+}
+
+/** Units, config files (conffiles), logrotate, and DEBIAN/. */
+function stageSystem(stage, version, arch) {
+  const units = join(stage, 'lib/systemd/system')
+  mkdirSync(units, { recursive: true })
+  for (const unit of readdirSync(join(root, 'packaging/systemd'))) copyFileSync(join(root, 'packaging/systemd', unit), join(units, unit))
+  const conffiles = ['/etc/brine/master', '/etc/brine/minion', '/etc/logrotate.d/brine']
+  mkdirSync(join(stage, 'etc/brine'), { recursive: true })
+  mkdirSync(join(stage, 'etc/logrotate.d'), { recursive: true })
+  copyFileSync(join(root, 'packaging/deb/master'), join(stage, 'etc/brine/master'))
+  copyFileSync(join(root, 'packaging/deb/minion'), join(stage, 'etc/brine/minion'))
+  copyFileSync(join(root, 'packaging/logrotate/brine'), join(stage, 'etc/logrotate.d/brine'))
+  const debian = join(stage, 'DEBIAN')
+  mkdirSync(debian)
+  for (const script of ['postinst', 'prerm', 'postrm']) {
+    copyFileSync(join(root, 'packaging/deb', script), join(debian, script))
+    chmodSync(join(debian, script), 0o755)
+  }
+  writeFileSync(join(debian, 'conffiles'), `${conffiles.join('\n')}\n`)
+  const sizeKiB = run('du', ['-sk', '--exclude=DEBIAN', stage]).split('\t')[0]
+  const control = readFileSync(join(root, 'packaging/deb/control'), 'utf8')
+    .replace('@VERSION@', version)
+    .replace('@ARCH@', arch)
+    .replace('@SIZE@', sizeKiB)
+  writeFileSync(join(debian, 'control'), control)
+}
+
+function main() {
+  const destination = process.argv[2]
+  if (destination === undefined) {
+    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory>\n')
+    process.exit(2)
+  }
+  const arch = DEB_ARCH[process.arch]
+  if (arch === undefined) throw new Error(`no Debian architecture for ${process.arch}; supported: ${Object.keys(DEB_ARCH).join(', ')}`)
+  const version = JSON.parse(readFileSync(join(root, 'packages/cli/package.json'), 'utf8')).version
+  const work = mkdtempSync(join(tmpdir(), 'brine-deb-'))
+  try {
+    const stage = join(work, 'root')
+    stageOpt(stage, work)
+    stageWrappers(stage)
+    stageSystem(stage, version, arch)
+    const dest = resolve(destination)
+    mkdirSync(dest, { recursive: true })
+    const deb = join(dest, `brine_${version}_${arch}.deb`)
+    run('dpkg-deb', ['--root-owner-group', '-Zgzip', '--build', stage, deb])
+    process.stdout.write(`${deb}\n`)
+  } finally {
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main()

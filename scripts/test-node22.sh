@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the unit and compliance tests of every package (the bench's smoke test aside: the bench is a Node 24 tool)
+# and the e2e job-flow tests again on the project's Node 22 (scripts/runtime.sh 22), the other supported runtime.
+# The daemons those tests start run on the same Node (they are spawned with the test process's own node).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bin="$(bash scripts/runtime.sh 22)"
+projects=()
+for dir in packages/*/; do
+  name="$(basename "$dir")"
+  [ "$name" = bench ] || projects+=(--project "$name")
+done
+export PATH="$bin:$PATH"
+echo "test-node22: $(node --version) at $(command -v node)" >&2
+node node_modules/vitest/vitest.mjs run "${projects[@]}"
+node node_modules/vitest/vitest.mjs run --project e2e test-e2e/job-flow.test.ts
