@@ -1,3 +1,4 @@
+import { tagProblem } from '@brine/common'
 import { MalformedRequestError, PermissionDeniedError } from '../errors.js'
 import { callerTagProblem } from '../tag-rules.js'
 import { param, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
@@ -26,6 +27,10 @@ async function audit(args: RunnerArgs, context: RunnerContext): Promise<unknown>
 async function send(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   const tag = param(args, 0, 'tag')
   const data = param(args, 1, 'data') ?? {}
+  // A tag that is no tag at all (control characters, over-long) is a malformed call; a well-formed tag of the
+  // master's or its minions' own is one the caller may not fire.
+  const shape = tagProblem(tag)
+  if (shape !== undefined) throw new MalformedRequestError('runner event.send arguments', `'tag' ${shape}`)
   const problem = callerTagProblem(tag)
   if (problem !== undefined) throw new PermissionDeniedError('event.send', problem)
   if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new MalformedRequestError('runner event.send arguments', "'data' must be a mapping")

@@ -3,7 +3,7 @@
  * fire only under its own `salt/minion/<id>/` on the master's bus (the master refuses anything else), so a tag
  * given outside it is put under it: `deploy/done` from web1 arrives as `salt/minion/web1/deploy/done`.
  */
-import { isMinionOwnTag, tags } from '@brine/common'
+import { isMinionOwnTag, tagProblem, tags } from '@brine/common'
 import { cleanKwargs } from './args.js'
 import { InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
@@ -26,7 +26,12 @@ function checkData(data: unknown): Record<string, unknown> {
 
 async function fire(ctx: JobContext, tag: string, data: Record<string, unknown>): Promise<boolean> {
   if (ctx.fireMaster === undefined) throw new InvocationError('this minion has no master to send events to')
-  await ctx.fireMaster([{ tag: minionEventTag(ctx.id, tag), data: { ...data, id: ctx.id } }])
+  // The master holds every event to tagProblem and refuses the whole batch; saying so here names the tag's fault
+  // to the caller at once, before anything is sent.
+  const full = minionEventTag(ctx.id, tag)
+  const problem = tagProblem(full)
+  if (problem !== undefined) throw new InvocationError(`tag ${problem}`)
+  await ctx.fireMaster([{ tag: full, data: { ...data, id: ctx.id } }])
   return true
 }
 
