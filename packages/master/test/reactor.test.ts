@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { ConfigError, type BusEvent } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
+import { createLogger } from '@brine/transport'
 import type { Caller } from '../src/authorize.js'
 import { ReactionError } from '../src/errors.js'
 import { EventBus } from '../src/event-bus.js'
@@ -111,6 +112,39 @@ describe('the reactor on a bus', () => {
     expect(calls).toEqual(['event.send', 'event.send', 'event.send'])
     expect(seen.filter((fired) => fired.tag === 'loop/start')).toHaveLength(4)
     expect(seen.find((fired) => fired.tag === REACTOR_REFUSED_TAG)?.data['reason']).toMatch(/reactor_loop_limit \(3\)/)
+  })
+
+  it('refuses reactions past reactor_worker_hwm, one event each, logging a bounded number of lines and a count of the rest', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-reactor-'))
+    await writeFile(join(dir, 'ping.sls'), 'p:\n  local.test.ping:\n    - tgt: web1\n')
+    const bus = new EventBus({ sockDir: join(dir, 'sock') })
+    const lines: string[] = []
+    let release = (): void => {}
+    const blocked = new Promise<void>((resolve) => (release = resolve))
+    const service: ReactorService = {
+      // The first reaction holds the only worker, so the next ones wait and the rest find the queue full.
+      publish: async () => (await blocked, { jid: '1', minions: [] }),
+      runnerAsync: () => ({ jid: '1', tag: 't' }),
+      wheelAsync: () => ({ jid: '1', tag: 't' }),
+    }
+    const reactor = new Reactor({
+      bus, service, rules: [{ glob: 'hook/*', files: [join(dir, 'ping.sls')] }], caller, loopLimit: 3, workers: 1, hwm: 2,
+      logger: createLogger({ level: 'warning', write: (line) => lines.push(line) }),
+      logLimits: { burst: 3, windowMs: 60_000, now: () => 0 },
+    })
+    reactor.start()
+    cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close(), async () => reactor.stop())
+    const refused: BusEvent[] = []
+    bus.subscribe((fired) => void (fired.tag === REACTOR_REFUSED_TAG && refused.push(fired)))
+    for (let i = 0; i < 20; i++) bus.fire(`hook/${i}`, {})
+    // One runs, two wait: seventeen refused, each an event, three of them a log line.
+    expect(refused).toHaveLength(17)
+    expect(refused[0]?.data['reason']).toMatch(/reactor_worker_hwm \(2\)/)
+    expect(lines.filter((line) => line.includes('reactor: refused to react'))).toHaveLength(3)
+    release()
+    await deadline(reactor.idle(), 10_000, 'the waiting reactions')
+    reactor.stop()
+    expect(lines.filter((line) => line.includes('14 reactor refusals suppressed'))).toHaveLength(1)
   })
 
   it('turns a failed reaction into an error event and goes on reacting', async () => {

@@ -2,7 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { readFile } from 'node:fs/promises'
 import { isAbsolute } from 'node:path'
 import { ConfigError, globToRegExp, type BusEvent } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { LogLimiter, silentLogger, type Logger, type LogLimiterOptions } from '@brine/transport'
 import type { Caller } from '../authorize.js'
 import type { EventBus } from '../event-bus.js'
 import type { AsyncReply, MasterService } from '../master-service.js'
@@ -36,6 +36,8 @@ export interface ReactorOptions {
   /** Reactions waiting at most (`reactor_worker_hwm`). */
   hwm: number
   logger?: Logger
+  /** The rate of the reactor's warnings (default: 10 a minute of each kind); tests set a clock. */
+  logLimits?: LogLimiterOptions
 }
 
 interface Pending {
@@ -77,10 +79,16 @@ export class Reactor {
   #running = 0
   #unsubscribe: (() => void) | undefined
   readonly #idle = new Set<() => void>()
+  // Webhooks and minions' events drive the reactor, so its refusals and failures are lines a peer can cause:
+  // 10 a minute of each kind, then a count (the brine/reactor/* events stay one per refusal or failure).
+  readonly #refusedLog: LogLimiter
+  readonly #failedLog: LogLimiter
 
   constructor(options: ReactorOptions) {
     this.#o = options
     this.#logger = options.logger ?? silentLogger
+    this.#refusedLog = new LogLimiter(options.logLimits)
+    this.#failedLog = new LogLimiter(options.logLimits)
     this.#matchers = options.rules.map((rule) => ({ test: (tag: string) => globToRegExp(rule.glob).test(tag), files: rule.files }))
   }
 
@@ -94,6 +102,9 @@ export class Reactor {
     this.#unsubscribe?.()
     this.#unsubscribe = undefined
     this.#queue.length = 0
+    // Say now how many lines were held back, rather than at a window's end after the master stopped.
+    this.#refusedLog.flush()
+    this.#failedLog.flush()
   }
 
   /** Resolves when no reaction runs or waits (tests). */
@@ -123,7 +134,7 @@ export class Reactor {
   }
 
   #refuse(event: BusEvent, files: readonly string[], reason: string): void {
-    this.#logger.warning(`reactor: refused to react to ${JSON.stringify(event.tag.slice(0, 120))} with ${files.join(', ')}: ${reason}`)
+    this.#refusedLog.warning(this.#logger, `reactor: refused to react to ${JSON.stringify(event.tag.slice(0, 120))} with ${files.join(', ')}: ${reason}`, 'reactor refusals')
     this.#depth.exit(() => this.#o.bus.fire(REACTOR_REFUSED_TAG, { tag: event.tag, files: [...files], reason }))
   }
 
@@ -149,7 +160,7 @@ export class Reactor {
       for (const call of calls) await this.#call(call, event, file)
     } catch (error) {
       const problem = error as Error
-      this.#logger.warning(`reactor: reaction ${file} to ${JSON.stringify(event.tag.slice(0, 120))} failed: ${problem.name}: ${problem.message}`)
+      this.#failedLog.warning(this.#logger, `reactor: reaction ${file} to ${JSON.stringify(event.tag.slice(0, 120))} failed: ${problem.name}: ${problem.message}`, 'failed reactions')
       this.#depth.exit(() => this.#o.bus.fire(REACTOR_ERROR_TAG, { tag: event.tag, file, error: { name: problem.name, message: problem.message } }))
     }
   }
