@@ -26,6 +26,9 @@ const LAYERS = [
   ['crypt'],
   ['returners'],
   ['master', 'minion', 'client'],
+  // The web console's package imports nothing of Brine's (its app speaks HTTP); it sits just below the API,
+  // which serves its built assets.
+  ['console'],
   ['syndic', 'api'],
   ['cli', 'bench'],
 ]

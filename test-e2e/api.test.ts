@@ -138,7 +138,7 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       await events.next((record) => record.tag === `salt/run/${runJid}/ret`, WAIT_MS, 'the runner_async return')
 
       const keys = await api.call('/keys', { headers: { 'x-auth-token': tokens['admin']! } })
-      expect(keys.json).toEqual({ return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [] } })
+      expect(keys.json).toEqual({ return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] } })
       const finger = await api.call('/keys/web1', { headers: { 'x-auth-token': tokens['admin']! } })
       expect(finger.json).toEqual({ return: { minions: { web1: expect.stringMatching(/^[0-9a-f]{2}(:[0-9a-f]{2})+$/) } } })
       const grains = await api.call('/minions/web1', { headers: { 'x-auth-token': tokens['admin']!, accept: 'application/x-yaml' } })

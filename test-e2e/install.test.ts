@@ -2,6 +2,7 @@ import { mkdtemp, readFile, rm, writeFile, readdir, realpath } from 'node:fs/pro
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { DaemonProcess, freeLoopbackPort } from '@brine/testkit'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 
@@ -93,6 +94,29 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
       expect(await fleet.minions.get('web1')!.stop('SIGTERM')).toEqual({ code: 0, signal: null })
       expect(await fleet.master.stop('SIGTERM')).toEqual({ code: 0, signal: null })
     })
+  })
+
+  it('serves the web console bundled in the installed @brine/console from the installed brine-api', async () => {
+    const configDir = join(scratch, 'etc-brine-api')
+    await rm(configDir, { recursive: true, force: true })
+    await run('mkdir', ['-p', configDir], { ms: COMMAND_MS })
+    const port = await freeLoopbackPort()
+    await writeFile(join(configDir, 'master'), `interface: 127.0.0.1\nsock_dir: ${join(scratch, 'api-sock')}\nrest_cherrypy:\n  port: ${port}\n  host: 127.0.0.1\n  disable_ssl: true\n`)
+    // No master: the API starts anyway (its requests answer 503 until one is up), and the console is static.
+    const api = DaemonProcess.spawn('installed brine-api', join(prefix, 'bin', 'brine-api'), ['-c', configDir, '-l', 'info'], { env, cwd: scratch })
+    try {
+      const [, url] = await api.waitForOutput(/brine-api listening on (\S+)/, COMMAND_MS)
+      const index = await fetch(`${url}/app/`, { signal: AbortSignal.timeout(COMMAND_MS) })
+      expect(index.status).toBe(200)
+      expect(index.headers.get('content-security-policy')).toContain("default-src 'none'")
+      const script = /src="\.\/(assets\/index-[\w-]+\.js)"/.exec(await index.text())?.[1]
+      expect(script).toBeDefined()
+      const asset = await fetch(`${url}/app/${script}`, { signal: AbortSignal.timeout(COMMAND_MS) })
+      expect(asset.status).toBe(200)
+      expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable')
+    } finally {
+      await api.stop()
+    }
   })
 
   it("starts each systemd unit's ExecStart from the installed commands (checked with --check-config)", async () => {

@@ -34,6 +34,14 @@ export interface ApiSettings {
   loginLimits: LoginLimits
   /** Entries and depth a request body may have (the master's `max_frame_entries`, `max_frame_depth`); more get 413 or 400. */
   bodyLimits: DecodeLimits
+  /** The web app at {@link ApiSettings.appPath}: the bundled console, an HTML file (Salt's `app`, e.g. SaltGUI's index.html), or off (`app: false`). */
+  app: { kind: 'console' } | { kind: 'file'; file: string } | { kind: 'off' }
+  /** The URL prefix of the app (Salt's `app_path`, default /app). */
+  appPath: string
+  /** A directory of static assets (Salt's `static`), served at {@link ApiSettings.staticPath}. */
+  staticDir?: string
+  /** The URL prefix of `static` (Salt's `static_path`, default /static). */
+  staticPath: string
 }
 
 /** The clients Brine's API implements (Salt 3006's NetapiClient, without ssh and local_subset). */
@@ -60,7 +68,29 @@ const KNOWN = new Set([
   'events_buffer_bytes',
   'events_max_streams',
   'events_token_recheck',
+  'app',
+  'app_path',
+  'static',
+  'static_path',
 ])
+
+/** The API's own endpoints, which `app_path` and `static_path` may not shadow. */
+const RESERVED_PATHS = ['/login', '/logout', '/token', '/run', '/minions', '/jobs', '/keys', '/hook', '/stats', '/events', '/ws']
+
+/** `app`: unset or true → the bundled console; false → no app; a string → that HTML file (SaltGUI's way). */
+function appSetting(value: unknown, fail: (key: string, problem: string) => never): ApiSettings['app'] {
+  if (value === undefined || value === null || value === true) return { kind: 'console' }
+  if (value === false) return { kind: 'off' }
+  if (typeof value === 'string' && value !== '') return { kind: 'file', file: value }
+  return fail('app', `must be false, true (the bundled console) or the path of an HTML file, got ${JSON.stringify(value)}`)
+}
+
+/** `app_path`, `static_path`: one absolute URL prefix, kept without a trailing slash, never the API's own root. */
+function urlPrefix(key: string, value: string, fail: (key: string, problem: string) => never): string {
+  const trimmed = value.replace(/\/+$/, '')
+  if (!/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/.test(trimmed)) fail(key, `must be a URL path such as /app (letters, digits, . _ ~ -), got ${JSON.stringify(value)}`)
+  return trimmed
+}
 
 /**
  * Reads `rest_cherrypy` (and `netapi_enable_clients`) from the master's config. `port` is required;
@@ -106,7 +136,17 @@ export function apiSettings(opts: MasterConfig): { settings: ApiSettings; warnin
     enabledClients: [],
     loginLimits: eauthLimitsFromConfig(opts),
     bodyLimits: (({ maxFrameEntries, maxFrameDepth }) => ({ maxEntries: maxFrameEntries, maxDepth: maxFrameDepth }))(serverLimitsFromConfig(opts)),
+    app: appSetting(block['app'], fail),
+    appPath: urlPrefix('app_path', text('app_path') ?? '/app', fail),
+    staticPath: urlPrefix('static_path', text('static_path') ?? '/static', fail),
   }
+  for (const [key, prefix] of [['app_path', settings.appPath], ['static_path', settings.staticPath]] as const) {
+    const first = `/${prefix.split('/')[1] ?? ''}`
+    if (RESERVED_PATHS.includes(first) || first === settings.webhookUrl.replace(/\/+$/, '')) fail(key, `must not take the API's own path ${first}, got ${JSON.stringify(prefix)}`)
+  }
+  const staticDir = text('static')
+  if (staticDir !== undefined) settings.staticDir = staticDir
+  if (settings.app.kind !== 'off' && settings.staticDir !== undefined && settings.appPath === settings.staticPath) fail('static_path', `must differ from app_path (both are ${settings.appPath})`)
   const crt = text('ssl_crt')
   const key = text('ssl_key')
   if (crt !== undefined) settings.sslCrt = crt

@@ -9,6 +9,7 @@ import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConf
 import { yamlifyArg } from '@brine/minion'
 import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { ClientCredentials, EauthToken } from '@brine/client'
+import { isAppRequest, registerApp } from './app.js'
 import type { ApiSettings } from './config.js'
 import { ApiError, ApiStartError } from './errors.js'
 import { runChunk, type Chunk } from './lowstate.js'
@@ -148,7 +149,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
     // The event stream and the key tarball answer in their own formats (salt-api turns hypermedia_out off there).
     const path = request.url.split('?')[0]
-    if (path === '/events' || (path === '/keys' && request.method === 'POST')) return
+    if (path === '/events' || (path === '/keys' && request.method === 'POST') || isAppRequest(settings, path ?? '')) return
     if (chooseResponseType(request.headers.accept) === undefined) throw new ApiError(406, `Could not find an acceptable format for Accept: ${request.headers.accept}; use application/json or application/x-yaml`)
   })
 
@@ -248,6 +249,8 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       throw error
     }
   }
+
+  await registerApp(app, settings, logger)
 
   app.get('/', async (request, reply) => respond(request, reply, 200, { return: 'Welcome', clients: settings.enabledClients }))
 

@@ -28,8 +28,8 @@ describe('rest_cherrypy settings', () => {
   })
 
   it('keep the enabled clients Brine has and warn about the others and about unknown keys', () => {
-    const { settings, warnings } = apiSettings(master({ rest_cherrypy: { port: 1, disable_ssl: true, static: '/srv' }, netapi_enable_clients: ['local', 'ssh', 'wheel_async'] }))
+    const { settings, warnings } = apiSettings(master({ rest_cherrypy: { port: 1, disable_ssl: true, expire_responses: false }, netapi_enable_clients: ['local', 'ssh', 'wheel_async'] }))
     expect(settings.enabledClients).toEqual(['local', 'wheel_async'])
-    expect(warnings).toEqual(['rest_cherrypy.static: unknown setting; ignored', "netapi_enable_clients: 'ssh' is not a client Brine's API has (local, local_async, local_batch, runner, runner_async, wheel, wheel_async); ignored"])
+    expect(warnings).toEqual(['rest_cherrypy.expire_responses: unknown setting; ignored', "netapi_enable_clients: 'ssh' is not a client Brine's API has (local, local_async, local_batch, runner, runner_async, wheel, wheel_async); ignored"])
   })
 })

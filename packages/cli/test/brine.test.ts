@@ -9,7 +9,7 @@ import { memoryIO } from './helpers.js'
 const JID = '20260101000000000001'
 
 /** A LocalClient stand-in: answers the publish with `minions` and yields `returns`. */
-function fakeClient(minions: string[], returns: CliReturn[]): JobClient & { calls: unknown[][]; closed: boolean } {
+function fakeClient(minions: string[], returns: CliReturn[], missing: string[] = []): JobClient & { calls: unknown[][]; closed: boolean } {
   const client = {
     calls: [] as unknown[][],
     closed: false,
@@ -18,6 +18,7 @@ function fakeClient(minions: string[], returns: CliReturn[]): JobClient & { call
       return {
         jid: minions.length === 0 ? '' : JID,
         minions,
+        missing,
         async *returns() {
           yield* returns
         },
@@ -132,6 +133,22 @@ describe('brine runs and exit codes', () => {
     const hidden = memoryIO()
     expect(await runBrine(['--hide-timeout', '*', 'test.ping'], hidden, { createClient: () => fakeClient(['web1', 'ghost'], returns) })).toBe(0)
     expect(hidden.out()).toBe('web1:\n    True\n')
+  })
+
+  it("reports a listed id that is not an accepted minion as not returning and exits 1 (Salt's missing)", async () => {
+    const io = memoryIO()
+    expect(await runBrine(['-L', 'web1,ghost', 'test.ping'], io, { createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']) })).toBe(1)
+    expect(io.out()).toBe('web1:\n    True\nghost:\n    Minion did not return. [No response]\n')
+    expect(io.err()).toBe('ERROR: Minions returned with non-zero exit code\n')
+    // One that returned after all (through a syndic) is not reported.
+    const found = memoryIO()
+    expect(await runBrine(['-L', 'web1,far1', 'test.ping'], found, { createClient: () => fakeClient(['web1'], [ok('web1', true), ok('far1', true)], ['far1']) })).toBe(0)
+    expect(found.out()).toBe('web1:\n    True\nfar1:\n    True\n')
+    const hidden = memoryIO()
+    expect(await runBrine(['--hide-timeout', '-L', 'web1,ghost', 'test.ping'], hidden, { createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']) })).toBe(0)
+    const statics = memoryIO()
+    expect(await runBrine(['--static', '--out', 'json', '-L', 'web1,ghost', 'test.ping'], statics, { createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']) })).toBe(1)
+    expect(JSON.parse(statics.out())).toEqual({ web1: true, ghost: 'Minion did not return. [No response]' })
   })
 
   it('--static --out json prints one document; --show-jid prints the jid first', async () => {

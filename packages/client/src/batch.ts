@@ -42,6 +42,8 @@ export interface BatchJob {
   readonly minions: readonly string[]
   /** With `order_masters`: the syndics that may announce more minions (the publish reply's `syndics`). */
   readonly syndics?: Readonly<Record<string, readonly string[]>>
+  /** A list target's ids that are not accepted minions (the publish reply's `missing`). */
+  readonly missing?: readonly string[]
   returns(options?: WaitOptions): AsyncIterable<CliReturn>
   close(): Promise<void>
 }

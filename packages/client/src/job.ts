@@ -56,17 +56,20 @@ export class Job implements AsyncDisposable {
    * answered for before that the target may select; undefined on a master without syndics.
    */
   readonly syndics: Readonly<Record<string, readonly string[]>> | undefined
+  /** A list target's ids that are not accepted minions (Salt's `missing`): they cannot return. */
+  readonly missing: readonly string[]
   readonly #host: JobHost
   /** A reader opened before the publish, for the first returns() to use (no cache catch-up needed). */
   #early: JobEventReader | undefined
   readonly #readers = new Set<JobEventReader>()
   #closed = false
 
-  constructor(host: JobHost, jid: string, minions: readonly string[], early?: JobEventReader, syndics?: Readonly<Record<string, readonly string[]>>) {
+  constructor(host: JobHost, jid: string, minions: readonly string[], early?: JobEventReader, syndics?: Readonly<Record<string, readonly string[]>>, missing: readonly string[] = []) {
     this.#host = host
     this.jid = jid
     this.minions = [...minions]
     this.syndics = syndics
+    this.missing = [...missing]
     this.#early = early
   }
 

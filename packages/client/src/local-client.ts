@@ -166,7 +166,7 @@ export class LocalClient implements AsyncDisposable {
     }
     const expectsReturns = reply.minions.length > 0 || Object.keys(reply.syndics ?? {}).length > 0
     if (!expectsReturns) early?.stop()
-    return new Job(this.#host, reply.jid, reply.minions, expectsReturns ? early : undefined, reply.syndics)
+    return new Job(this.#host, reply.jid, reply.minions, expectsReturns ? early : undefined, reply.syndics, reply.missing)
   }
 
   async #publish(tgt: Tgt, fun: string, arg: readonly unknown[], options: RunJobOptions): Promise<PublishReply> {
@@ -357,5 +357,7 @@ function checkPublishReply(reply: unknown): PublishReply {
   if (typeof syndics === 'object' && syndics !== null && !Array.isArray(syndics)) {
     checked.syndics = Object.fromEntries(Object.entries(syndics as Record<string, unknown>).map(([id, minions]) => [id, Array.isArray(minions) ? minions.map(String) : []]))
   }
+  const missing = (value as { missing?: unknown }).missing
+  if (Array.isArray(missing) && missing.length > 0) checked.missing = missing.map(String)
   return checked
 }

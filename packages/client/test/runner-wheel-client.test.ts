@@ -28,7 +28,7 @@ describe.each(['zeromq', 'tcp'])('RunnerClient and WheelClient against a real ma
     expect(formatPublicKeys(publicKeysOf(parseSecretKeys(priv, 'priv')))).toBe(pub)
     expect(await master.store.acceptedKeys('db9')).toEqual(parsePublicKeys(pub, 'pub'))
     expect(await wheel.cmd('key.gen_accept', { id_: 'db9' })).toEqual({})
-    expect(await wheel.cmd('key.list_all')).toEqual({ minions: ['db9'], minions_pre: [], minions_rejected: [], minions_denied: [] })
+    expect(await wheel.cmd('key.list_all')).toEqual({ minions: ['db9'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
     expect(Object.keys(((await wheel.cmd('key.finger', { match: 'db*' })) as { minions: object }).minions)).toEqual(['db9'])
     expect(await wheel.cmd('key.delete', { match: 'db9' })).toEqual({ minions: ['db9'] })
     const error = await wheel.cmd('key.nope').catch((caught: unknown) => caught)

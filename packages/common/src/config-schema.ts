@@ -292,6 +292,8 @@ export const CONFIG_SCHEMA = {
   syndic_log_file: { kind: 'path', roles: MASTER, path: true, default: '/var/log/brine/syndic' },
   syndic_pidfile: { kind: 'path', roles: MASTER, path: true, default: '/var/run/brine-syndic.pid' },
   order_masters: { kind: 'boolean', roles: MASTER, default: false },
+  // Salt's unique_jid: new jids end in `_<pid>` (masters sharing one job cache never mint the same jid).
+  unique_jid: { kind: 'boolean', roles: MASTER, default: false },
   master_id: { kind: 'nullable-string', roles: MASTER, default: null },
 
   // Paths (root_dir is prepended to each `path: true` key).

@@ -10,9 +10,19 @@ import { JidError } from './errors.js'
 const JID_PATTERN = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{6})(?:_.+)?$/
 
 export interface JidGenerator {
-  /** A new jid for `now` (default: the current time, with microseconds), strictly greater than the last. */
-  (now?: Date): string
+  /**
+   * A new jid for `now` (default: the current time, with microseconds), strictly greater than the last.
+   * `unique` (Salt's `unique_jid`) appends `_<pid>`, so masters sharing a job cache never collide.
+   */
+  (now?: Date, options?: JidOptions): string
 }
+
+export interface JidOptions {
+  /** Salt's `unique_jid`: append `_<pid>` to the jid. */
+  unique?: boolean
+}
+
+const suffixed = (jid: string, options: JidOptions | undefined): string => (options?.unique === true ? `${jid}_${process.pid}` : jid)
 
 /**
  * A monotonic generator: if the clock would give the same (or an earlier) microsecond as the
@@ -24,17 +34,17 @@ export interface JidGenerator {
 export function createJidGenerator(shared?: SharedArrayBuffer): JidGenerator {
   const cell = shared === undefined ? undefined : new BigInt64Array(shared, 0, 1)
   let last = 0
-  return (now?: Date): string => {
+  return (now?: Date, options?: JidOptions): string => {
     const micros = now === undefined ? Math.floor((performance.timeOrigin + performance.now()) * 1000) : now.getTime() * 1000
     if (cell === undefined) {
       last = micros > last ? micros : last + 1
-      return formatMicros(last)
+      return suffixed(formatMicros(last), options)
     }
     const candidate = BigInt(micros)
     for (;;) {
       const previous = Atomics.load(cell, 0)
       const next = candidate > previous ? candidate : previous + 1n
-      if (Atomics.compareExchange(cell, 0, previous, next) === previous) return formatMicros(Number(next))
+      if (Atomics.compareExchange(cell, 0, previous, next) === previous) return suffixed(formatMicros(Number(next)), options)
     }
   }
 }
@@ -47,8 +57,8 @@ export function createJidState(): SharedArrayBuffer {
 const defaultGenerator = createJidGenerator()
 
 /** A new jid from this process's monotonic generator. */
-export function generateJid(now?: Date): string {
-  return defaultGenerator(now)
+export function generateJid(now?: Date, options?: JidOptions): string {
+  return defaultGenerator(now, options)
 }
 
 function formatMicros(micros: number): string {
@@ -105,4 +115,40 @@ export function isJid(value: unknown): value is string {
 /** The jid's time as a Date (millisecond precision, UTC). */
 export function jidToDate(jid: string): Date {
   return parseJid(jid).date
+}
+
+/*
+ * Salt's own helpers (salt.utils.jid), for Node programs that handle jids from Salt or from Brine. They
+ * are looser than {@link isJid}: Salt checks the length and that the first 20 characters parse as a
+ * Python int, not that they name a real time. The master keeps {@link isJid} where a jid crosses the
+ * wire, because a jid there opens a job-cache entry and is compared with the master's clock.
+ */
+
+const SALT_MONTHS = ['', 'Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'] as const
+
+/** Python's `int(text)` accepts this: surrounding blanks, a sign, digits with single `_` between them. */
+const PYTHON_INT = /^\s*[+-]?\p{Nd}+(?:_\p{Nd}+)*\s*$/u
+
+/** Salt's length rule, in code points as Python counts: 20, or more with `_` as the 21st and something after it. */
+const saltJidShape = (points: readonly string[]): boolean => points.length === 20 || (points.length > 21 && points[20] === '_')
+
+/** Salt's `is_jid`: a string of Salt's jid length whose first 20 characters Python's `int()` reads. */
+export function isSaltJid(value: unknown): value is string {
+  if (typeof value !== 'string') return false
+  const points = Array.from(value)
+  return saltJidShape(points) && PYTHON_INT.test(points.slice(0, 20).join(''))
+}
+
+/**
+ * Salt's `jid_to_time`: "2013, Dec 19 11:07:00.123489" from the jid's digits (a number is read as its
+ * decimal text, as Salt's `str(jid)` does), and `''` for anything that is not shaped like a jid —
+ * where Salt would raise on a month outside 00–12, this answers `''` too.
+ */
+export function jidToTime(value: unknown): string {
+  const text = String(value)
+  if (!saltJidShape(Array.from(text)) || !/^\d{20}/.test(text)) return ''
+  const month = SALT_MONTHS[Number(text.slice(4, 6))]
+  if (month === undefined) return ''
+  const [year, day, hour, minute, second, micro] = [text.slice(0, 4), text.slice(6, 8), text.slice(8, 10), text.slice(10, 12), text.slice(12, 14), text.slice(14, 20)]
+  return `${year}, ${month} ${day} ${hour}:${minute}:${second}.${micro}`
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { JidError } from '../src/errors.js'
-import { createJidGenerator, createJidState, generateJid, isJid, jidToDate, parseJid } from '../src/jid.js'
+import { createJidGenerator, createJidState, generateJid, isJid, isSaltJid, jidToDate, jidToTime, parseJid } from '../src/jid.js'
 
 describe('jid', () => {
   it('formats a date as YYYYMMDDhhmmssffffff in UTC', () => {
@@ -71,5 +71,54 @@ describe('jid', () => {
     expect(() => parseJid('20230229030405678912')).toThrow(JidError)
     expect(() => parseJid('20230229030405678912')).toThrow("invalid jid '20230229030405678912': not a valid date and time")
     expect(() => parseJid('abc')).toThrow("invalid jid 'abc': expected 20 digits, YYYYMMDDhhmmssffffff")
+  })
+})
+
+// Salt's own cases (tests/pytests/unit/utils/test_jid.py), then the corners of its rules.
+describe("Salt's jid helpers (salt.utils.jid)", () => {
+  it('jid_to_time reads a jid (also given as a number) and answers an empty string for anything else', () => {
+    expect(jidToTime(20131219110700123489n)).toBe('2013, Dec 19 11:07:00.123489')
+    expect(jidToTime('20131219110700123489')).toBe('2013, Dec 19 11:07:00.123489')
+    expect(jidToTime(2012)).toBe('')
+    expect(jidToTime('20131219110700123489_4242')).toBe('2013, Dec 19 11:07:00.123489')
+    // Salt reads the digits as they are: no calendar check, month 00 has an empty name, a 13th month is not a jid.
+    expect(jidToTime('20130231250000000000')).toBe('2013, Feb 31 25:00:00.000000')
+    expect(jidToTime('20130019110700123489')).toBe('2013,  19 11:07:00.123489')
+    expect(jidToTime('20131319110700123489')).toBe('')
+    expect(jidToTime('2013121911070012348_')).toBe('')
+    expect(jidToTime('20131219110700123489_')).toBe('')
+    expect(jidToTime(undefined)).toBe('')
+  })
+
+  it('is_jid accepts and refuses what Salt does', () => {
+    expect(isSaltJid('20131219110700123489')).toBe(true)
+    expect(isSaltJid(20131219110700123489n)).toBe(false)
+    expect(isSaltJid(20131219110700123489)).toBe(false)
+    expect(isSaltJid('2013121911070012348911111')).toBe(false)
+    expect(isSaltJid('20131219110700123489_1234')).toBe(true)
+    expect(isSaltJid('20131219110700123489_')).toBe(false)
+    expect(isSaltJid('20131219110700123489x1')).toBe(false)
+    // Python's int() takes a sign, blanks around and single underscores between digits; not a letter.
+    expect(isSaltJid('-0131219110700123489')).toBe(true)
+    expect(isSaltJid(' 0131219110700123489')).toBe(true)
+    expect(isSaltJid('2013_219110700123489')).toBe(true)
+    expect(isSaltJid('2013__19110700123489')).toBe(false)
+    expect(isSaltJid('2013121911070012348a')).toBe(false)
+    // Python counts code points and int() reads any decimal digit: 20 mathematical (astral) digits are a jid.
+    expect(isSaltJid('𝟐'.repeat(20))).toBe(true)
+    expect(isSaltJid('٢'.repeat(20))).toBe(true)
+    // What Salt accepts and the master's protocol check refuses: not a real time.
+    expect(isSaltJid('20139999999999999999')).toBe(true)
+    expect(isJid('20139999999999999999')).toBe(false)
+  })
+
+  it('unique_jid appends _<pid>, and the jids still increase', () => {
+    const generate = createJidGenerator()
+    const at = new Date(Date.UTC(2002, 11, 25, 12, 0, 0, 0))
+    expect(generate(at)).toBe('20021225120000000000')
+    expect(generate(at, { unique: true })).toBe(`20021225120000000001_${process.pid}`)
+    expect(generate(at, { unique: true })).toBe(`20021225120000000002_${process.pid}`)
+    expect(isJid(generate(at, { unique: true }))).toBe(true)
+    expect(generateJid(undefined, { unique: true })).toMatch(new RegExp(`^\\d{20}_${process.pid}$`))
   })
 })

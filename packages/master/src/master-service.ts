@@ -30,7 +30,7 @@ import type { GrainsCache } from './grains-cache.js'
 import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
-import { runWheel, WHEEL_FUNCTIONS } from './wheel.js'
+import { runWheel, WHEEL_FUNCTIONS, type WheelContext } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
 import { Announcements, type SyndicRegistry } from './syndics.js'
 
@@ -80,6 +80,8 @@ export interface MasterServiceSettings {
   version: string
   /** How long a minion may use a session before authenticating again (`publish_session`), ms; 0: no limit. */
   sessionTtlMs?: number
+  /** Salt's `unique_jid`: new jids end in `_<pid>`. */
+  uniqueJid?: boolean
   /** Salt's `order_masters`: publish even when no direct minion matches, and wait for syndics' announcements. */
   orderMasters?: boolean
   /** Config `syndic_wait` in ms: how long a client (and the runners) wait past `timeout` for syndics to announce. */
@@ -126,6 +128,10 @@ export interface MasterServiceOptions {
   minionEventGate?: MinionEventGate
   /** The file server, for the fileserver runners and the file_roots wheel. */
   files?: FileServer
+  /** The master's pki_dir: wheel key.list_all lists its own key files there as `local`. */
+  pkiDir?: string
+  /** The master's resolved config, what wheel config.values answers. */
+  configValues?: Readonly<Record<string, unknown>>
   logger?: Logger
 }
 
@@ -144,6 +150,14 @@ const LOGGED_REFUSALS = 5
 /** `syndic_max_minions`' default, as in the config schema. */
 export const DEFAULT_SYNDIC_MAX_MINIONS = 10_000
 
+/** Salt's `missing`: the ids a list target names that are not accepted minions (`a,b` or a list, empty names dropped). */
+function listedMissing(target: { tgt: unknown; tgt_type?: unknown }, known: readonly { id: string }[]): string[] {
+  if (target.tgt_type !== 'list') return []
+  const listed = Array.isArray(target.tgt) ? target.tgt.map(String) : String(target.tgt).split(',')
+  const accepted = new Set(known.map((minion) => minion.id))
+  return [...new Set(listed.filter((id) => id !== '' && !accepted.has(id)))]
+}
+
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /**
@@ -159,6 +173,8 @@ export class MasterService {
   readonly #refusalLog = new LogLimiter()
   readonly #keyListeners = new Set<KeyChangeListener>()
   readonly #announcements = new Announcements()
+  /** Minions connected to this master: authenticated (or returned) since it started, key not removed since. */
+  readonly #connected = new Set<string>()
   /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
   readonly #fired = new LruMap<string, true>(200_000)
   /** Syndic commands from keys that are not syndics' are a peer's doing: 10 lines a minute, then a count. */
@@ -190,7 +206,7 @@ export class MasterService {
     // A syndic's key is accepted here, but it is not a minion: it is never expected to return.
     const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))
     // Nodegroups are the master's: minions receive the compound expression they stand for (as Salt's client sends it).
-    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job), jid: job.jid ?? generateJid() }
+    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job), jid: job.jid ?? this.#newJid() }
     const minions = await this.#o.publisher.expected({ tgt: resolved.tgt, tgt_type: resolved.tgt_type }, known)
     const syndics = this.#o.settings.orderMasters === true ? await this.#syndicsFor(resolved) : undefined
     // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
@@ -198,7 +214,7 @@ export class MasterService {
     const allowed = new Map(await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)))
     const audited: AuditCall = { cmd: 'publish', fun: job.fun, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', arg: job.arg, kwarg: job.kwarg, result: 'accepted' }
     this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [], audited)
-    const reply = await this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics)
+    const reply = await this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics, listedMissing(resolved, known))
     this.#o.audit?.record(caller, { ...audited, jid: reply.jid, minions: reply.minions })
     return reply
   }
@@ -239,7 +255,7 @@ export class MasterService {
     this.#check(caller, 'runner', { kind: 'runner', fun: name }, undefined, audited)
     if (!Array.isArray(argValue)) throw new MalformedRequestError('runner load', "field 'arg' must be a list")
     if (!isMap(kwargValue)) throw new MalformedRequestError('runner load', "field 'kwarg' must be a mapping")
-    const jid = generateJid()
+    const jid = this.#newJid()
     this.#o.audit?.record(caller, { ...audited, jid })
     // Salt's fun_args: the positional arguments, then the keyword ones as one dict.
     const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
@@ -250,7 +266,7 @@ export class MasterService {
       let value: unknown
       let success = true
       try {
-        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user, caller))
+        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user, jid, caller))
       } catch (error) {
         success = false
         const problem = error as Error
@@ -286,7 +302,7 @@ export class MasterService {
     const { fun: _fun, ...wheelArgs } = load
     const audited: AuditCall = { cmd: 'wheel', fun, kwarg: wheelArgs, result: 'accepted' }
     this.#check(caller, 'wheel', { kind: 'wheel', fun }, undefined, audited)
-    const jid = generateJid()
+    const jid = this.#newJid()
     this.#o.audit?.record(caller, { ...audited, jid })
     const user = caller.user
     const wheelFun = `wheel.${fun}`
@@ -294,7 +310,7 @@ export class MasterService {
       this.#o.bus.fire(tags.wheelNew(jid), { fun: wheelFun, jid, user })
       let outcome: Awaited<ReturnType<typeof runWheel>>
       try {
-        outcome = await runWheel(load, { store: this.#o.store, masterPub: this.#o.masterPub, ...(this.#o.files === undefined ? {} : { files: this.#o.files }) })
+        outcome = await runWheel(load, this.#wheelContext())
       } catch (error) {
         this.#o.bus.fire(tags.wheelReturn(jid), { fun: wheelFun, jid, user, return: `${(error as Error).name}: ${(error as Error).message}`, success: false })
         throw error
@@ -371,6 +387,7 @@ export class MasterService {
     const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome
     if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
+    if (outcome.reply.ret === true && key !== '') this.#connected.add(key)
     if (outcome.rotateSession && outcome.reply.ret) {
       // The reply carries the pre-rotation key; answer again under the new one.
       return ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply
@@ -389,6 +406,7 @@ export class MasterService {
     const checking = this.#o.issued.check(ret.jid, id)
     if (checking !== undefined) await checking
     const stored = await this.#saveReturn(ret)
+    this.#connected.add(id)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored
   }
@@ -635,7 +653,10 @@ export class MasterService {
     for (const change of changes) {
       this.#o.bus.fire(tags.key, { act: change.act, id: change.id, result: true })
       if (change.to === 'accepted') this.#o.issued.accepted(change.id, this.#now())
-      else if (change.from === 'accepted') this.#o.issued.removed(change.id)
+      else if (change.from === 'accepted') {
+        this.#o.issued.removed(change.id)
+        this.#connected.delete(change.id)
+      }
       if (change.act === 'delete') {
         this.#o.grains.delete(change.id)
         this.#o.syndics.forget(change.id)
@@ -645,7 +666,28 @@ export class MasterService {
     if (rotate) this.#o.session.rotate(reason)
   }
 
-  #runnerContext(user: string, outer: Caller): RunnerContext {
+  #newJid(): string {
+    return generateJid(undefined, { unique: this.#o.settings.uniqueJid === true })
+  }
+
+  #wheelContext(): WheelContext {
+    return {
+      store: this.#o.store,
+      masterPub: this.#o.masterPub,
+      connected: () => this.connectedMinions(),
+      ...(this.#o.pkiDir === undefined ? {} : { pkiDir: this.#o.pkiDir }),
+      ...(this.#o.configValues === undefined ? {} : { configValues: this.#o.configValues }),
+      ...(this.#o.files === undefined ? {} : { files: this.#o.files }),
+    }
+  }
+
+  /** The connected minions (see {@link RunnerContext.connected}), sorted. */
+  connectedMinions(): string[] {
+    // A syndic authenticates as a minion does, but it is not one.
+    return [...this.#connected].filter((id) => !this.#o.syndics.isSyndic(id)).sort()
+  }
+
+  #runnerContext(user: string, jid: string, outer: Caller): RunnerContext {
     // A runner's own publishes and wheel calls are the master's, audited as coming from that runner's caller.
     const caller: Caller = { ...masterCaller(user), via: { client: 'runner', caller: outer.user, ...(outer.via === undefined ? {} : { from: outer.via.client }) } }
     const logger = this.#logger.child('runner')
@@ -657,6 +699,14 @@ export class MasterService {
       gather: (tgt, fun, arg, options) =>
         gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 }, tgt, fun, arg, options),
       wheel: async (load) => (await this.wheel(caller, load)).return,
+      grains: this.#o.grains,
+      select: async (tgt, tgtType) => {
+        const known = (await this.#o.publisher.known()).filter((minion) => !this.#o.syndics.isSyndic(minion.id))
+        return this.#o.publisher.expected(this.#o.publisher.resolveNodegroups({ tgt, tgt_type: tgtType }), known)
+      },
+      connected: () => this.connectedMinions(),
+      configValues: this.#o.configValues ?? {},
+      progress: (data) => this.#o.bus.fire(tags.runProgress(jid), { ...data }),
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
       version: this.#o.settings.version,

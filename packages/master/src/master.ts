@@ -322,6 +322,7 @@ export class Master {
         version: masterVersion(),
         sessionTtlMs: timeouts.publishSessionMs,
         orderMasters: opts.order_masters === true,
+        uniqueJid: opts.unique_jid === true,
         syndicWaitMs: timeouts.syndicWaitMs,
         syndicMaxMinions: opts.syndic_max_minions,
         sharedJobCache: opts.master_job_cache === 'postgres',
@@ -330,6 +331,8 @@ export class Master {
       now,
       syndics,
       files,
+      pkiDir: opts.pki_dir,
+      configValues: opts,
       logger: this.#logger,
     })
     this.#service = service

@@ -1,6 +1,10 @@
-import { fingerprint, formatPublicKeys, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
+import { readdir } from 'node:fs/promises'
+import { fingerprint, formatPublicKeys, matchIds, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
 import type { FileServer } from './file-server/file-server.js'
+
+/** The master's public key file, as Salt's `local` entries name it. */
+const MASTER_PUB_FILE = 'master.pub'
 
 /** What a wheel call returned (Salt's shape, sent as `{return}`) and what it changed. */
 export interface WheelOutcome {
@@ -14,6 +18,44 @@ export interface WheelContext {
   masterPub: PublicKeys
   /** The file server, for file_roots.list_roots. */
   files?: FileServer
+  /** The minions connected to this master, sorted (minions.connected). */
+  connected?: () => string[]
+  /** The master's pki_dir: key.list_all lists its key files as `local`. */
+  pkiDir?: string
+  /** The master's resolved config (config.values). */
+  configValues?: Readonly<Record<string, unknown>>
+}
+
+/**
+ * Salt's `local` entry: the key files in the master's pki_dir, sorted. Salt lists `.pem` and `.pub`;
+ * Brine's secret file is `.key` (its `.pem`), so `.key` is listed too.
+ */
+async function localKeys(pkiDir: string | undefined): Promise<string[]> {
+  if (pkiDir === undefined) return []
+  const files: string[] = []
+  for (const entry of await readdir(pkiDir, { withFileTypes: true }).catch(() => [])) {
+    if (entry.isFile() && /\.(?:pub|pem|key)$/.test(entry.name)) files.push(entry.name)
+  }
+  return files.sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase()))
+}
+
+/** Salt's key.list: the state `match` names by its prefix (acc, pre/un, rej, den; all adds `local`); `{}` for anything else. */
+async function listStatus(load: Record<string, unknown>, context: WheelContext): Promise<Record<string, string[]>> {
+  const match = load['match']
+  if (typeof match !== 'string') throw new MalformedRequestError('wheel key.list load', "field 'match' must be a key state: accepted, unaccepted, rejected, denied or all")
+  const listing = await context.store.list()
+  if (match.startsWith('acc')) return { minions: listing.minions }
+  if (match.startsWith('pre') || match.startsWith('un')) return { minions_pre: listing.minions_pre }
+  if (match.startsWith('rej')) return { minions_rejected: listing.minions_rejected }
+  if (match.startsWith('den')) return { minions_denied: listing.minions_denied }
+  if (match.startsWith('all')) return { ...listing, local: await localKeys(context.pkiDir) }
+  return {}
+}
+
+/** A fresh key pair as Salt's key.gen answers it, `{priv, pub}`; nothing is stored. */
+function freshKeys(): { pub: string; priv: string } {
+  const keys = generateKeys()
+  return { priv: formatSecretKeys(keys), pub: formatPublicKeys(publicKeysOf(keys)) }
 }
 
 type WheelFunction = (load: Record<string, unknown>, context: WheelContext) => Promise<WheelOutcome>
@@ -44,16 +86,23 @@ const unchanged = (value: unknown): WheelOutcome => ({ return: value, changes: [
 
 /** The `key.*` wheel functions `brine-key` uses, returning what Salt's `salt.wheel.key` returns. */
 export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
-  // Salt's four states, and `syndics` (the accepted keys marked as syndics') once there is one.
-  'key.list_all': async (_load, { store }) => {
-    const syndics = await store.syndics()
-    return unchanged(syndics.length === 0 ? await store.list() : { ...(await store.list()), syndics })
+  // Salt's four states and `local` (the master's own key), and `syndics` (the accepted keys marked as syndics')
+  // once there is one.
+  'key.list_all': async (_load, context) => {
+    const listing = await listStatus({ match: 'all' }, context)
+    const syndics = await context.store.syndics()
+    return unchanged(syndics.length === 0 ? listing : { ...listing, syndics })
   },
   // brine-key --accept-syndic: accepts matching pending keys, and marks them and matching accepted ones as syndics'.
   'key.accept_syndic': async (load, { store }) => {
     const result = await store.acceptSyndic(match(load, 'key.accept_syndic'))
     return { return: { syndics: result.syndics }, changes: result.changes, rotateSession: result.rotateSession }
   },
+  'key.list': async (load, context) => unchanged(await listStatus(load, context)),
+  // Salt's key.gen: a key pair returned, not stored (id_ and keysize are accepted; Brine's keys have one size).
+  'key.gen': async () => unchanged(freshKeys()),
+  'minions.connected': async (_load, { connected }) => unchanged(connected?.() ?? []),
+  'config.values': async (_load, { configValues }) => unchanged(configValues ?? {}),
   'key.accept': async (load, { store }) =>
     moved(await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.accept_all': async (load, { store }) =>
@@ -64,11 +113,14 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     moved(await store.rejectAll({ includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.delete': async (load, { store }) => moved(await store.delete(match(load, 'key.delete')), 'from'),
   'key.delete_all': async (_load, { store }) => moved(await store.deleteAll(), 'from'),
-  'key.finger': async (load, { store }) => {
+  'key.finger': async (load, { store, masterPub }) => {
     const out: Record<string, Record<string, string>> = {}
-    for (const { id, state, fingerprint: finger } of await store.finger(match(load, 'key.finger'))) {
+    const patterns = match(load, 'key.finger')
+    for (const { id, state, fingerprint: finger } of await store.finger(patterns)) {
       ;(out[KEY_STATE_DIRS[state]] ??= {})[id] = finger
     }
+    // Salt's finger matches the master's own key files too, listed under `local` (the public one only here).
+    if (matchIds([MASTER_PUB_FILE], patterns).length > 0) out['local'] = { [MASTER_PUB_FILE]: fingerprint(masterPub) }
     return unchanged(out)
   },
   'key.gen_accept': async (load, { store }) => {
@@ -93,7 +145,7 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
     }
     return unchanged(out)
   },
-  'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { 'master.pub': fingerprint(masterPub) } }),
+  'key.finger_master': async (_load, { masterPub }) => unchanged({ local: { [MASTER_PUB_FILE]: fingerprint(masterPub) } }),
   // Salt's file_roots.list_roots: per environment, one {root: {path: 'f'}} entry per root, its files as a tree.
   'file_roots.list_roots': async (_load, { files }) => {
     if (files === undefined) throw new MalformedRequestError('wheel file_roots.list_roots', 'this master has no file server')

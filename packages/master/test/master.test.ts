@@ -63,7 +63,7 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     await subscribers(1)
     expect(await pending.auth()).toEqual({ ok: false, reason: 'pending' })
     expect(events.tagged('salt/auth').at(-1)?.data).toMatchObject({ act: 'pend', id: 'web1', result: true })
-    expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [] })
+    expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
     expect(await wheel({ fun: 'key.accept', match: 'web*' })).toEqual({ minions: ['web1'] })
     expect(events.tagged('salt/key').at(-1)?.data).toMatchObject({ act: 'accept', id: 'web1', result: true })
     expect(await wheel({ fun: 'key.print', match: 'web*' })).toEqual({ minions: { web1: expect.stringMatching(/^-----BEGIN BRINE PUBLIC KEYS-----\nbox: \S+\nsign: \S+\n-----END BRINE PUBLIC KEYS-----\n$/) } })
@@ -210,7 +210,7 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect((await refusal(client.send('garbage'))).remoteName).toBe('MalformedRequestError')
     expect((await refusal(wheel({ fun: 'key.nope' }))).remoteName).toBe('UnknownWheelFunctionError')
     // Still serving.
-    expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: [], minions_rejected: [], minions_denied: [] })
+    expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
   })
 
   it('answers every refused clear command but logs them at a bounded rate', async () => {

@@ -250,7 +250,7 @@ describe.each(TRANSPORTS)('replayed sealed requests over %s', (transport) => {
 
     const replayed = (await started.client.send({ enc: 'clear', load: recorded })) as { ret: boolean; reason?: string }
     expect(replayed).toMatchObject({ ret: false, reason: 'pending' })
-    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [] })
+    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
     expect(await started.master.store.acceptedKeys('web1')).toBeUndefined()
     // However often: still pending, and nothing it sealed opens.
     for (let replay = 0; replay < 5; replay++) expect(await started.client.send({ enc: 'clear', load: recorded })).toMatchObject({ ret: false, reason: 'pending' })
@@ -258,7 +258,7 @@ describe.each(TRANSPORTS)('replayed sealed requests over %s', (transport) => {
 
     // The minion, signing now (after the deletion, in the master's clock it heard), is a new key under auto_accept: accepted.
     expect(await web1!.auth(clock.wall())).toEqual({ ok: true })
-    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: ['web1'], minions_rejected: [], minions_denied: [] })
+    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: ['web1'], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
   })
 })
 

@@ -121,7 +121,7 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     )
     expect(unknown).toBeInstanceOf(RemoteError)
     expect((unknown as RemoteError).remoteName).toBe('UnknownRunnerError')
-    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: event.send, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.audit, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.down/)
+    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: cache.grains, event.send, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.audit, jobs.exit_success, jobs.last_run, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.alived, manage.allowed, manage.down/)
   })
 
   it('manage.up/down/status/versions ping the accepted minions; down removekeys deletes and rotates; jobs.active', async () => {
@@ -158,6 +158,115 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     expect((await master.store.list()).minions.sort()).toEqual(['web1', 'web2'])
     expect(events.tagged('salt/key').at(-1)?.data).toMatchObject({ act: 'delete', id: 'db1', result: true })
     expect(master.session.gen).not.toBe(gen)
+  })
+})
+
+describe.each(TRANSPORTS)("Salt's test, jobs, manage and cache runners over %s", (transport) => {
+  it('test.arg/raw_arg/metasyntactic/sleep/stream answer as Salt; stream fires salt/run/<jid>/progress', async () => {
+    const { runner, events } = await setup(transport, [])
+    expect((await runner('test.arg', [1, 'two'], { three: 3, __pub_user: 'x' })).return).toEqual({ args: [1, 'two'], kwargs: { three: 3 } })
+    expect((await runner('test.raw_arg', [1], { __pub_user: 'x' })).return).toEqual({ args: [1], kwargs: { __pub_user: 'x' } })
+    expect((await runner('test.metasyntactic', [], { locality: 'uk' })).return).toEqual(['wibble', 'wobble', 'wubble', 'flob'])
+    expect((await runner('test.metasyntactic', ['fr'])).return).toBeNull()
+    expect((await runner('test.sleep', [0.01])).return).toBe(true)
+    expect((await runner('test.stdout_print')).return).toBe('bar')
+    expect((await runner('test.get_opts')).return).toMatchObject({ transport, unique_jid: false })
+    const bad = await runner('test.sleep', ['soon'])
+    expect(bad).toMatchObject({ success: false, return: expect.stringMatching(/MalformedRequestError: .*'s_time' must be a number of seconds/) })
+    const stream = await runner('test.stream')
+    expect(stream.return).toBe(true)
+    const progress = events.tagged(`salt/run/${stream.jid}/progress`)
+    expect(progress.length).toBe(99)
+    expect(progress[0]!.data).toMatchObject({ message: 'Runner is 1% done' })
+    expect(progress[98]!.data).toMatchObject({ message: 'Runner is 99% done' })
+  })
+
+  it('jobs.exit_success, jobs.last_run; manage.present/not_present/list_state/alived; cache.grains', async () => {
+    const { runner, publish, minions, master } = await setup(transport, ['web1', 'web2', 'db1'])
+    const [web1, web2] = minions as [FakeMinion, FakeMinion, FakeMinion]
+    const job = await publish({ tgt: '*', fun: 'test.echo', arg: ['x'] })
+    await web1.nthPublish(1)
+    await web2.nthPublish(1)
+    expect(await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.echo', fun_args: ['x'], return: 'x', retcode: 0, success: true })).toEqual({ ok: true })
+    expect(await web2.sealed({ cmd: '_return', id: 'web2', jid: job.jid, fun: 'test.echo', fun_args: ['x'], return: '', retcode: 0, success: true })).toEqual({ ok: true })
+    expect((await runner('jobs.exit_success', [job.jid])).return).toEqual({ web1: true, web2: false, db1: false })
+    expect((await runner('jobs.exit_success', ['20200101000000000000'])).return).toEqual({})
+    const other = await publish({ tgt: 'db1', fun: 'test.ping' })
+    expect(Object.keys((await runner('jobs.last_run')).return as object)).toEqual([other.jid])
+    expect(Object.keys((await runner('jobs.last_run', [], { function: 'test.echo' })).return as object)).toEqual([job.jid])
+    // Brine's publishes carry no metadata: a metadata filter finds nothing; one that is not a mapping is refused with false, as in Salt.
+    expect((await runner('jobs.last_run', [], { metadata: { ticket: 7 } })).return).toBe(false)
+    expect((await runner('jobs.last_run', [], { metadata: 'ticket' })).return).toBe(false)
+    expect((await runner('jobs.last_run', [], { target: 'nobody*' })).return).toBe(false)
+
+    // Every minion authenticated in setup: all are connected. A deleted key is no longer.
+    expect((await runner('manage.present')).return).toEqual(['db1', 'web1', 'web2'])
+    expect((await runner('manage.list_state', [], { subset: ['web1', 'ghost'] })).return).toEqual(['web1'])
+    expect((await runner('manage.not_present')).return).toEqual([])
+    const timeout = { timeout: 0.3, gather_job_timeout: 0.3 }
+    respond(web1, { 'test.ping': true })
+    expect((await runner('manage.alived', [], timeout)).return).toEqual(['web1'])
+    expect((await runner('manage.not_alived', [], { ...timeout, subset: 'web2,db1' })).return).toEqual(['db1', 'web2'])
+
+    expect(await web1.sealed({ cmd: '_grains', id: 'web1', grains: { os: 'Debian', id: 'web1' } })).toEqual({ ok: true })
+    expect((await runner('cache.grains', ['*'])).return).toEqual({ web1: { os: 'Debian', id: 'web1' } })
+    expect((await runner('cache.grains', ['db*'])).return).toEqual({})
+    expect((await runner('cache.grains')).success).toBe(false)
+  })
+})
+
+describe.each(TRANSPORTS)("Salt's wheel functions over %s", (transport) => {
+  it('key.list, key.list_all with the local keys, key.gen, minions.connected, config.values', async () => {
+    const { client, master, minions } = await setup(transport, ['web1'])
+    const wheel = async (fun: string, extra: Record<string, unknown> = {}) =>
+      ((await client.send({ enc: 'clear', load: { cmd: 'wheel', key: master.rootKey, fun, ...extra } })) as { return: unknown }).return
+    expect(await wheel('key.list', { match: 'acc' })).toEqual({ minions: ['web1'] })
+    expect(await wheel('key.list', { match: 'unaccepted' })).toEqual({ minions_pre: [] })
+    expect(await wheel('key.list', { match: 'nonsense' })).toEqual({})
+    const all = { minions: ['web1'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] }
+    expect(await wheel('key.list_all')).toEqual(all)
+    expect(await wheel('key.list', { match: 'all' })).toEqual(all)
+    const generated = (await wheel('key.gen', { id_: 'spare' })) as { pub: string; priv: string }
+    expect(Object.keys(generated).sort()).toEqual(['priv', 'pub'])
+    expect(generated.pub).not.toBe(generated.priv)
+    expect(((await wheel('key.list_all')) as { minions_pre: string[] }).minions_pre).toEqual([])
+    const masterFinger = ((await wheel('key.finger_master')) as { local: { 'master.pub': string } }).local['master.pub']
+    expect(await wheel('key.finger', { match: '*' })).toEqual({ minions: { web1: expect.any(String) }, local: { 'master.pub': masterFinger } })
+    expect(Object.keys((await wheel('key.finger', { match: 'web1' })) as object)).toEqual(['minions'])
+    expect(await wheel('minions.connected')).toEqual(['web1'])
+    await wheel('key.delete', { match: 'web1' })
+    expect(await wheel('minions.connected')).toEqual([])
+    expect(minions).toHaveLength(1)
+    expect(await wheel('config.values')).toMatchObject({ transport, ret_port: master.opts.ret_port, unique_jid: false })
+  })
+
+  it('unique_jid: True gives jids ending in _<pid>, and returns to them are stored', async () => {
+    const dir = await tempDir()
+    const { master } = await startMaster(dir, { transport, auto_accept: true, unique_jid: true })
+    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const subscribers = watchSubscribers(master.endpoints[0]!.publish)
+    const minion = await FakeMinion.start(transport, 'web1', address, join(dir, 'm-web1'))
+    await subscribers(1)
+    expect(await minion.auth()).toEqual({ ok: true })
+    const client = await clearClient(transport, address)
+    const job = (await client.send({ enc: 'clear', load: { cmd: 'publish', key: master.rootKey, tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' } })) as { jid: string }
+    expect(job.jid).toMatch(new RegExp(`^\\d{20}_${process.pid}$`))
+    expect(minion.open(await minion.nthPublish(1))['jid']).toBe(job.jid)
+    expect(await minion.returnJob(job.jid)).toEqual({ ok: true })
+    expect((await master.jobs.getJob(job.jid))?.returns['web1']?.return).toBe(true)
+  })
+})
+
+describe.each(TRANSPORTS)('list targets over %s', (transport) => {
+  it("names the listed ids that are not accepted minions in the reply and the new-job event (Salt's missing)", async () => {
+    const { publish, events } = await setup(transport, ['web1'])
+    const job = await publish({ tgt: 'web1,ghost,,ghost', tgt_type: 'list', fun: 'test.ping' })
+    expect(job).toEqual({ jid: job.jid, minions: ['web1'], missing: ['ghost'] })
+    expect((await events.next(`salt/job/${job.jid}/new`)).data).toMatchObject({ minions: ['web1'], missing: ['ghost'] })
+    const listed = await publish({ tgt: ['web1'], tgt_type: 'list', fun: 'test.ping' })
+    expect(listed).toEqual({ jid: listed.jid, minions: ['web1'] })
+    // Nothing accepted: nothing published, as Salt's "No minions matched".
+    expect((await publish({ tgt: 'ghost', tgt_type: 'list', fun: 'test.ping' })).minions).toEqual([])
   })
 })
 

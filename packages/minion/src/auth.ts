@@ -20,6 +20,7 @@ import { clearRequest } from '@brine/common'
 import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
 import { sleep, type MasterLinkEvent } from './lifecycle.js'
 import { MasterTime, systemClock, type Clock } from './master-time.js'
+import { MasterUnresolvedError } from './errors.js'
 
 /** What a successful `_auth` gives the minion. */
 export interface MasterSession {
@@ -63,6 +64,8 @@ export interface MinionAuthOptions {
   onAuthenticated: (session: MasterSession, first: boolean) => void
   /** This host's clocks (default the system's; tests inject one). */
   clock?: Clock
+  /** Checks the master's name resolves before each attempt (a MasterUnresolvedError says it does not). */
+  resolve?: () => Promise<unknown>
 }
 
 /** The shortest wait between attempts, so a zero acceptance_wait_time cannot make the loop spin. */
@@ -166,6 +169,7 @@ export class MinionAuth {
     // deletion is auto-accepted again, so this minion's own is told apart from a recording replayed.
     const request = buildAuthRequest(o.id, o.keys, this.#heard?.now() ?? this.#clock.wall(), o.cache)
     try {
+      await o.resolve?.()
       const reply = await o.client.send(clearRequest(request), { timeout: o.authTimeoutMs, tries: 1, signal: o.signal })
       const result = await acceptAuthReply(reply, request, o.keys, {
         pkiDir: o.pkiDir,
@@ -204,6 +208,8 @@ export class MinionAuth {
       if (error instanceof MasterKeyMismatchError) {
         delay = this.#slow(wait)
         o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${delay / 1000} seconds`)
+      } else if (error instanceof MasterUnresolvedError) {
+        o.logger.error(`Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${delay / 1000} seconds`)
       } else if (error instanceof TimeoutError) {
         o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${delay / 1000} seconds`)
       } else {

@@ -28,6 +28,16 @@ export class NotAcknowledgedError extends BrineError {
   }
 }
 
+/** The `master:` name does not resolve to an address: the resolver's own error is the cause and in the message. */
+export class MasterUnresolvedError extends BrineError {
+  override name = 'MasterUnresolvedError'
+  readonly host: string
+  constructor(host: string, reason: string, options?: ErrorOptions) {
+    super(`the master's name '${host}' does not resolve: ${reason}`, { host, reason }, options)
+    this.host = host
+  }
+}
+
 /** A spool file that cannot be read back as a return; it is set aside, not retried. */
 export class SpoolFileError extends BrineError {
   override name = 'SpoolFileError'

@@ -30,6 +30,7 @@ import { MinionAuth, type MasterSession } from './auth.js'
 import { LifecycleEvents, RateLimitedLog, settleWithin, type MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
 import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
+import { resolveMaster } from './resolve-master.js'
 import { ReturnSpool } from './spool.js'
 
 /** Where a job came from, and how its return goes back there. */
@@ -206,6 +207,7 @@ export class MasterLink implements ReturnRoute {
       signal,
       emit,
       clock: this.#clock,
+      resolve: () => resolveMaster(options.host, signal),
       onAuthenticated: (session, first) => {
         this.#subscribeAt(session)
         if (first) this.#resolveAuthenticated()
@@ -327,6 +329,12 @@ export class MasterLink implements ReturnRoute {
   }
 
   async #start(): Promise<void> {
+    // Before the transport connects (debug shows what the name resolved to); a name that does not resolve is
+    // reported by the first auth attempt, which checks again, at error level, instead of as a timeout.
+    await resolveMaster(this.#o.host).then(
+      (addresses) => this.#logger.debug(`master ${this.master}: '${this.#o.host}' resolves to ${addresses.join(', ') || '(lookup still running)'}`),
+      (error: unknown) => this.#logger.debug(`master ${this.master}: ${(error as Error).message}`),
+    )
     await this.#request.start()
     await this.#publish?.start()
     this.#logger.info(

@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { loadTransport, type JobLoad, type ReturnLoad } from '@brine/common'
 import { CryptCache, generateKeys, loadOrCreateKeys, masterPinFile, sealPublish } from '@brine/crypt'
 import { freeLoopbackPort } from '@brine/testkit'
-import { ClosedError, InvalidOperationError, silentLogger } from '@brine/transport'
+import { ClosedError, createLogger, InvalidOperationError, silentLogger } from '@brine/transport'
 import type { MasterLinkEvent } from '../src/lifecycle.js'
 import { MasterLink, type LinkPublish, type MasterLinkOptions } from '../src/master-link.js'
 import { deadline } from './modules-fixture.js'
@@ -97,6 +97,21 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     await created.start()
     return { link: created, recorder }
   }
+
+  it("says at the first attempt that a master name does not resolve, with the resolver's error, instead of timing out", async () => {
+    const to = await master({ autoAccept: true })
+    const lines: string[] = []
+    const logger = createLogger({ level: 'debug', write: (line: string) => lines.push(line) })
+    // .invalid never resolves (RFC 6761).
+    const { recorder } = await link(to, { host: 'ghost.invalid', authTimeoutMs: 60_000, logger })
+    const failed = await recorder.waitFor('auth-failed')
+    expect(failed.error).toBe('MasterUnresolvedError')
+    expect(failed.message).toMatch(/^the master's name 'ghost.invalid' does not resolve: getaddrinfo (ENOTFOUND|EAI_AGAIN) ghost.invalid/)
+    expect(recorder.of('auth-failed')[0]).toBe(failed)
+    expect(lines.some((line) => /ERROR.*ghost\.invalid' does not resolve: getaddrinfo/.test(line))).toBe(true)
+    expect(lines.some((line) => /DEBUG.*ghost\.invalid' does not resolve/.test(line))).toBe(true)
+    expect(lines.some((line) => /timed out/.test(line))).toBe(false)
+  })
 
   it('waits while pending, then authenticates, pins the master in its own file, runs afterAuth, and says so in its status', async () => {
     const to = await master({ autoAccept: false })

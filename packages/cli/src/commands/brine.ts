@@ -223,18 +223,23 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
     const waitOptions: WaitOptions = {}
     if (args.timeout !== undefined) waitOptions.timeout = args.timeout
     if (io.signal !== undefined) waitOptions.signal = io.signal
+    const returned = new Set<string>()
+    const noReturn = (id: string): void => {
+      if (args.hideTimeout) return
+      failed = true
+      if (args.static) collected[id] = NO_RESPONSE
+      else {
+        const text = output.out === undefined || output.out === 'nested' ? renderOutput('no_return', { [id]: NO_RESPONSE }, display) : renderOutput(output.out, { [id]: NO_RESPONSE }, display)
+        live.write(text, ++shown)
+      }
+    }
     try {
       for await (const item of job.returns(waitOptions)) {
         if (item.status === 'missing') {
-          if (args.hideTimeout) continue
-          failed = true
-          if (args.static) collected[item.id] = NO_RESPONSE
-          else {
-            const text = output.out === undefined || output.out === 'nested' ? renderOutput('no_return', { [item.id]: NO_RESPONSE }, display) : renderOutput(output.out, { [item.id]: NO_RESPONSE }, display)
-            live.write(text, ++shown)
-          }
+          noReturn(item.id)
           continue
         }
+        returned.add(item.id)
         received++
         if (item.retcode !== 0 || item.success === false) failed = true
         if (args.static) {
@@ -245,6 +250,9 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
         const text = renderOutput(output.out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
         live.write(text, ++shown)
       }
+      // Salt reports a listed id that is not an accepted minion as not returning (unless it returned after all,
+      // through a syndic): it fails the command as a silent minion does.
+      for (const id of job.missing ?? []) if (!returned.has(id)) noReturn(id)
     } finally {
       live.stop()
       await job.close()

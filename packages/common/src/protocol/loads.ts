@@ -68,6 +68,8 @@ export interface PublishReply {
    * syndic never announces).
    */
   syndics?: Record<string, string[]>
+  /** A list target's ids that are not accepted minions (Salt's `missing`); absent when there are none. */
+  missing?: string[]
 }
 
 /** What the master publishes to minions for a job (encrypted and signed on the wire). */

@@ -53,6 +53,7 @@ export const tags = {
   /** `salt/run/<jid>/new` and `salt/run/<jid>/ret`: a runner started and finished. */
   runNew: (jid: string): string => `salt/run/${jid}/new`,
   runReturn: (jid: string): string => `salt/run/${jid}/ret`,
+  runProgress: (jid: string): string => `salt/run/${jid}/progress`,
   /** `salt/run/<jid>`: the tag runner_async answers with (Salt's `{tag, jid}`). */
   run: (jid: string): string => `salt/run/${jid}`,
   /** `salt/wheel/<jid>/new` and `salt/wheel/<jid>/ret`: a wheel function started and finished. */

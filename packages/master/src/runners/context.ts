@@ -6,6 +6,7 @@ import type { AuditLog } from '../audit/audit-log.js'
 import type { EventBus } from '../event-bus.js'
 import type { FileServer } from '../file-server/file-server.js'
 import type { GatheredJob } from '../gather.js'
+import type { GrainsCache } from '../grains-cache.js'
 import type { SyndicRegistry } from '../syndics.js'
 
 export type { GatheredJob } from '../gather.js'
@@ -23,6 +24,20 @@ export interface RunnerContext {
    * of `gatherJobTimeout` ms while a minion still runs it, then the job cache.
    */
   gather(tgt: Tgt, fun: string, arg: readonly unknown[], options: { tgtType?: TargetType; timeout: number; gatherJobTimeout: number }): Promise<GatheredJob>
+  /** The grains each minion last reported (cache.grains). */
+  grains: GrainsCache
+  /** The accepted minions `tgt` selects, as a publish would resolve it (no publish is sent). */
+  select(tgt: Tgt, tgtType: TargetType): Promise<string[]>
+  /**
+   * The accepted minions connected to this master: each authenticated with it (or returned to it) since
+   * it started, and its key was not deleted or rejected since. Brine has no presence events; this is
+   * what stands for Salt's `connected_ids`.
+   */
+  connected(): string[]
+  /** The master's resolved config (test.get_opts). */
+  configValues: Readonly<Record<string, unknown>>
+  /** Fires `salt/run/<jid>/progress` for this run (Salt's `__jid_event__.fire_event(data, 'progress')`). */
+  progress(data: Record<string, unknown>): void
   /** Runs a wheel function through the same path `brine-key` uses (events, session rotation). */
   wheel(load: Record<string, unknown>): Promise<unknown>
   /** Config `timeout` in ms, the default wait of runners that publish. */

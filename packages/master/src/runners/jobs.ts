@@ -1,15 +1,10 @@
-import { parseJid, storedReturnsOf, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { jidToTime, parseJid, storedReturnsOf, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { MalformedRequestError } from '../errors.js'
 import { flag, param, requiredString, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'] as const
 
-/** Salt's `jid_to_time`: "2026, Nov 22 17:09:03.123456" (UTC, as Brine's jids are). */
-export function jidToTime(jid: string): string {
-  const { date, microsecond } = parseJid(jid)
-  const pad = (value: number): string => String(value).padStart(2, '0')
-  return `${date.getUTCFullYear()}, ${MONTHS[date.getUTCMonth()]} ${pad(date.getUTCDate())} ${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}.${String(microsecond).padStart(6, '0')}`
-}
+export { jidToTime }
 
 /**
  * A `start_time`/`end_time` argument: Salt's "2026, Nov 22 17:09[:03[.123456]]", a jid, or ISO 8601.
@@ -118,6 +113,53 @@ async function listJob(args: RunnerArgs, context: RunnerContext): Promise<unknow
 }
 
 /**
+ * jobs.exit_success: `{id: bool}` for each expected or returning minion: true when its return is truthy
+ * (Salt's rule: the return itself, not retcode), false when it returned nothing truthy or never returned.
+ */
+async function exitSuccess(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const jid = requiredString(args, 0, 'jid', 'jobs.exit_success')
+  const job = await context.jobs.getJob(jid)
+  if (job === undefined) return {}
+  const out: Record<string, boolean> = {}
+  for (const id of job.minions) out[id] = false
+  for (const [id, ret] of Object.entries(job.returns)) out[id] = pythonTruthy(ret.return)
+  return out
+}
+
+/** Python's truth value of a decoded return: empty strings, lists, mappings, 0, false and None are false. */
+function pythonTruthy(value: unknown): boolean {
+  if (value === null || value === undefined || value === false || value === 0 || value === '') return false
+  if (Array.isArray(value)) return value.length > 0
+  if (typeof value === 'object') return Object.keys(value).length > 0
+  return true
+}
+
+/**
+ * jobs.last_run: print_job of the newest job list_jobs finds with the same filters (`function`, `target`,
+ * `metadata`), false when none matches.
+ */
+async function lastRun(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
+  const metadata = param(args, 2, 'metadata')
+  if (metadata !== undefined && metadata !== null && (typeof metadata !== 'object' || Array.isArray(metadata))) return false
+  const kwarg: Record<string, unknown> = {}
+  const fun = param(args, 3, 'function')
+  const target = param(args, 4, 'target')
+  if (fun !== undefined && fun !== null) kwarg['search_function'] = fun
+  if (target !== undefined && target !== null) kwarg['search_target'] = target
+  const jobs = Object.entries((await listJobs({ arg: [], kwarg }, context)) as Record<string, Record<string, unknown>>)
+  const matching = jobs.filter(([, job]) => metadataMatches(job['Metadata'], metadata as Record<string, unknown> | undefined | null))
+  const last = matching.map(([jid]) => jid).sort().at(-1)
+  return last === undefined ? false : printJob({ arg: [last], kwarg: {} }, context)
+}
+
+/** Salt's search_metadata: every key given is in the job's metadata with an equal value. */
+function metadataMatches(jobMetadata: unknown, wanted: Record<string, unknown> | undefined | null): boolean {
+  if (wanted === undefined || wanted === null) return true
+  if (typeof jobMetadata !== 'object' || jobMetadata === null) return false
+  return Object.entries(wanted).every(([key, value]) => JSON.stringify((jobMetadata as Record<string, unknown>)[key]) === JSON.stringify(value))
+}
+
+/**
  * jobs.active: asks every minion `saltutil.running` (waiting `timeout`) and reports each job still
  * running somewhere: `{jid: {...formatJob, Running: [{id: pid}], Returned: [ids]}}`.
  */
@@ -132,13 +174,8 @@ async function active(args: RunnerArgs, context: RunnerContext): Promise<unknown
       if (typeof jid !== 'string') continue
       let entry = out[jid]
       if (entry === undefined) {
-        let described: Record<string, unknown>
-        try {
-          described = formatJob(jid, item)
-        } catch {
-          continue // not a jid we can date
-        }
-        entry = { ...described, Running: [], Returned: [] }
+        if (jidToTime(jid) === '') continue // not a jid we can date
+        entry = { ...formatJob(jid, item), Running: [], Returned: [] }
         out[jid] = entry
       }
       entry.Running.push({ [id]: item['pid'] ?? null })
@@ -157,4 +194,6 @@ export const JOBS_RUNNERS: Record<string, RunnerFunction> = {
   'jobs.list_job': listJob,
   'jobs.print_job': printJob,
   'jobs.active': active,
+  'jobs.exit_success': exitSuccess,
+  'jobs.last_run': lastRun,
 }

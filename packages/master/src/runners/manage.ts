@@ -24,6 +24,43 @@ const down: RunnerFunction = async (args, context) => {
   return silent
 }
 
+/** `subset`: a list of ids (or `a,b`), else every minion. */
+function subsetOf(args: RunnerArgs): Set<string> | undefined {
+  const value = param(args, 0, 'subset')
+  if (value === undefined || value === null || value === '') return undefined
+  return new Set(Array.isArray(value) ? value.map(String) : String(value).split(','))
+}
+
+/**
+ * manage.list_state (and present, joined, allowed, reaped): the accepted minions connected to this
+ * master, sorted, without sending anything. `show_ip` is accepted and has no effect: Brine's transports
+ * do not tell the master a minion's address.
+ */
+const listState: RunnerFunction = async (args, context) => {
+  const subset = subsetOf(args)
+  return context.connected().filter((id) => subset === undefined || subset.has(id))
+}
+
+/** manage.list_not_state (not_present, not_joined, …): accepted minions that are not connected. */
+const listNotState: RunnerFunction = async (args, context) => {
+  const subset = subsetOf(args)
+  const connected = new Set(context.connected())
+  const { minions } = await context.store.list()
+  return minions.filter((id) => !connected.has(id) && (subset === undefined || subset.has(id)))
+}
+
+/**
+ * manage.alived: Brine's "alive" is answering — the accepted minions that answer test.ping now (Salt's
+ * presence detection has no Brine equivalent); not_alived lists those that do not.
+ */
+const alived =
+  (answering: boolean): RunnerFunction =>
+  async (args, context) => {
+    const subset = subsetOf(args)
+    const { up: answered, down: silent } = await ping({ arg: [], kwarg: { ...args.kwarg, tgt: '*', tgt_type: 'glob' } }, context, answering ? 'manage.alived' : 'manage.not_alived')
+    return (answering ? answered : silent).filter((id) => subset === undefined || subset.has(id))
+  }
+
 /** Compares dotted versions numerically (1.10.0 > 1.9.0); -1, 0 or 1. */
 export function compareVersions(a: string, b: string): number {
   const parts = (version: string): number[] => version.split(/[.+-]/).slice(0, 3).map((part) => Number.parseInt(part, 10) || 0)
@@ -63,4 +100,16 @@ export const MANAGE_RUNNERS: Record<string, RunnerFunction> = {
   'manage.up': up,
   'manage.down': down,
   'manage.versions': versions,
+  'manage.list_state': listState,
+  'manage.present': listState,
+  'manage.joined': listState,
+  'manage.allowed': listState,
+  'manage.reaped': listState,
+  'manage.list_not_state': listNotState,
+  'manage.not_present': listNotState,
+  'manage.not_joined': listNotState,
+  'manage.not_allowed': listNotState,
+  'manage.not_reaped': listNotState,
+  'manage.alived': alived(true),
+  'manage.not_alived': alived(false),
 }
