@@ -6,7 +6,7 @@ const startFleet = useFleets()
 describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transport) => {
   it("reports a stopped minion as not returning (after find_job), and exits non-zero like Salt", async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }], masterConfig: { gather_job_timeout: 1 } })
-    expect(fleet.master.stderr).toContain('request handling: 2 worker threads')
+    expect(fleet.master.stderr).toContain('worker_threads: 2 worker threads')
     const stopped = await fleet.minions.get('db1')!.stop('SIGTERM')
     expect(stopped.code).toBe(0)
     const result = await fleet.run('brine', ['*', 'test.ping', '-t', '1', '-v'])
