@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -41,6 +41,38 @@ describe('brine-call --local', () => {
       const yaml = memoryIO()
       expect(await runCall(['-c', other, '--local', 'test.arg', 'on', 'mode=0755'], yaml)).toBe(0)
       expect(yaml.out()).toBe('local:\n  args:\n  - true\n  kwargs:\n    mode: 755\n')
+    } finally {
+      await rm(other, { recursive: true, force: true })
+    }
+  })
+
+  it('loads custom modules from module_dirs, as salt-call does', async () => {
+    const other = await mkdtemp(join(tmpdir(), 'brine-call-mods-'))
+    try {
+      await mkdir(join(other, 'mods', '_modules'), { recursive: true })
+      await writeFile(join(other, 'mods', '_modules', 'greet.mjs'), "export function hi(name) { return `hi ${name}` }\n")
+      await writeFile(join(other, 'minion'), `id: local3\ncachedir: ${join(other, 'cache')}\nmodule_dirs: [${join(other, 'mods')}]\n`)
+      const io = memoryIO()
+      expect(await runCall(['-c', other, '--local', '--out', 'json', 'greet.hi', 'there'], io)).toBe(0)
+      expect(JSON.parse(io.out())).toEqual({ local: 'hi there' })
+    } finally {
+      await rm(other, { recursive: true, force: true })
+    }
+  })
+
+  it('saltutil.sync_modules syncs _modules/ of its own file_roots, as salt-call --local does, and a later call loads them', async () => {
+    const other = await mkdtemp(join(tmpdir(), 'brine-call-sync-'))
+    try {
+      await mkdir(join(other, 'srv', '_modules'), { recursive: true })
+      await writeFile(join(other, 'srv', '_modules', 'greet.js'), 'export function hi(name) { return `hi ${name}` }\n')
+      await writeFile(join(other, 'minion'), `id: local4\ncachedir: ${join(other, 'cache')}\nfile_roots: {base: [${join(other, 'srv')}]}\n`)
+      const sync = memoryIO()
+      expect(await runCall(['-c', other, '--local', '--out', 'json', 'saltutil.sync_modules'], sync)).toBe(0)
+      expect(JSON.parse(sync.out())).toEqual({ local: ['modules.greet'] })
+      const io = memoryIO()
+      expect(await runCall(['-c', other, '--local', '--out', 'json', 'greet.hi', 'there'], io)).toBe(0)
+      expect(JSON.parse(io.out())).toEqual({ local: 'hi there' })
+      expect(await readFile(join(other, 'cache', 'extmods', 'modules', 'greet.js'), 'utf8')).toContain('hi ${name}')
     } finally {
       await rm(other, { recursive: true, force: true })
     }

@@ -255,6 +255,10 @@ export const CONFIG_SCHEMA = {
   master_failback_interval: { kind: 'number', roles: MINION_ONLY, default: 0, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   random_master: { kind: 'boolean', roles: MINION_ONLY, default: false },
   grains: { kind: 'map', roles: MINION, default: () => ({}) },
+  // Custom execution modules: synced ones live under extension_modules (absent: <cachedir>/extmods, as Salt
+  // derives it), and module_dirs adds local directories searched before it (the first holding a name wins).
+  extension_modules: { kind: 'path', roles: MINION_ONLY, path: true, default: undefined, absentFor: MINION_ONLY },
+  module_dirs: { kind: 'list', roles: MINION_ONLY, default: () => [] },
   multiprocessing: { kind: 'boolean', roles: MINION_ONLY, default: true },
 
   // Minion retries and reconnects.

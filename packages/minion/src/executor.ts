@@ -58,7 +58,8 @@ function quote(text: string): string {
 }
 
 function missingFunction(registry: ModuleRegistry, fun: string): unknown {
-  const missing = `'${fun}' is not available.`
+  const failed = registry.loadError(fun.slice(0, Math.max(0, fun.indexOf('.'))))
+  const missing = failed === undefined ? `'${fun}' is not available.` : `'${fun}' is not available: its module failed to load: ${failed}`
   // Salt answers a near miss with the docs of what does exist under that prefix.
   const near = registry.names().filter((name) => name.startsWith(fun))
   if (near.length === 0) return missing

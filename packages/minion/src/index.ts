@@ -2,11 +2,13 @@
  * @packageDocumentation
  * `@brine/minion` is the Brine minion: it authenticates to its masters, subscribes to their
  * publishes (on the port each master's auth reply names), matches targets, runs Salt's execution
- * modules (test, cmd, cp, grains, saltutil, sys) and returns their results in Salt's shapes, spooling
- * returns while a master is away. Its side of one master is a `MasterLink` (clients, auth with a
- * pinned key, the master's clock, sealed sender, spool, opened and fresh publishes), usable on its
- * own: a syndic holds one to hear its upper master. Its `FileClient` fetches `salt://` files from the
- * master's file server into the cache, skipping what the cache already holds.
+ * modules (test, cmd, cp, grains, saltutil, sys, file, service, pkg, user, group, disk, status,
+ * network, environ, and custom ones synced from the master's `_modules/` or read from `module_dirs`)
+ * and returns their results in Salt's shapes, spooling returns while a master is away. Its side of
+ * one master is a `MasterLink` (clients, auth with a pinned key, the master's clock, sealed sender,
+ * spool, opened and fresh publishes), usable on its own: a syndic holds one to hear its upper master.
+ * Its `FileClient` fetches `salt://` files from the master's file server into the cache, skipping
+ * what the cache already holds.
  */
 export * from './modules/index.js'
 export * from './executor.js'

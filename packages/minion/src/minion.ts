@@ -29,6 +29,7 @@ import { MasterLink } from './master-link.js'
 import { AllMastersPolicy, FailoverPolicy, type MasterPolicy } from './master-policy.js'
 import type { Clock } from './master-time.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
+import { reloadCustomModules } from './modules/loader.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
 import type { Grains, MasterChannel, ModuleDefinition, ModuleRegistry } from './modules/types.js'
@@ -212,6 +213,8 @@ export class Minion {
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger })
     await this.schedule.load()
     replaceGrains(this.grains, await collectGrains(this.id, opts))
+    // Custom modules synced before, and module_dirs: a module that fails is logged and recorded, not fatal.
+    await reloadCustomModules(this.registry, opts, logger)
     const transport = await loadTransport(opts.transport)
     if (this.#controller.signal.aborted) throw new ClosedError('minion', this.id)
     const several = selected.masters.length > 1

@@ -10,6 +10,7 @@ import { isSaltUrl, type FileCommand } from '@brine/common'
 import { serializeError, silentLogger } from '@brine/transport'
 import { executeJob } from '../src/executor.js'
 import { NotAcknowledgedError } from '../src/errors.js'
+import { defaultSourceResolver } from '../src/modules/pkg.js'
 import { createModuleRegistry } from '../src/modules/registry.js'
 import { RunningJobs } from '../src/modules/running-jobs.js'
 import type { MasterChannel } from '../src/modules/types.js'
@@ -168,5 +169,30 @@ describe('cp module against the file server', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve))
     }
+  })
+})
+
+describe('pkg.install sources= from salt://', () => {
+  /** The resolver pkg.install runs on each source, called as a module function so it gets a job's context. */
+  function resolver() {
+    const cachedir = mkdtempSync(join(scratch, 'minion-'))
+    const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: { cachedir, file_buffer_size: 65536 }, logger: silentLogger, jobs: new RunningJobs(), master: fileServer(false).channel })
+    registry.register('probe', { resolve: { doc: 'resolve one source', args: ['source'], run: async ([source], _kwargs, ctx) => defaultSourceResolver(ctx, String(source)) } })
+    return { cachedir, resolve: (source: string) => executeJob(registry, { jid: nextJid(), fun: 'probe.resolve', arg: [source] }) }
+  }
+
+  it('a salt:// source is cached through cp.cache_file (hash checked) and read from the cache', async () => {
+    const { cachedir, resolve } = resolver()
+    const result = await resolve('salt://big.bin')
+    expect(result).toMatchObject({ return: join(cachedir, 'files', 'base', 'big.bin'), retcode: 0 })
+    expect(sha256(readFileSync(join(cachedir, 'files', 'base', 'big.bin')))).toBe(sha256(big))
+  })
+
+  it('a missing file or a path out of the roots is refused by name, and nothing is cached', async () => {
+    const { cachedir, resolve } = resolver()
+    expect((await resolve('salt://absent.deb')).return).toBe('ERROR: Unable to cache salt://absent.deb from the master: no such file in its file_roots')
+    expect((await resolve('salt://escape.txt')).return).toMatch(/^ERROR: FileServerPathError: file server path .* refused: /)
+    expect((await resolve('salt://../outside.txt')).return).toMatch(/^ERROR: FileServerPathError: /)
+    expect(existsSync(join(cachedir, 'files'))).toBe(false)
   })
 })

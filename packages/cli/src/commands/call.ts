@@ -1,7 +1,7 @@
 import { Option } from 'commander'
 import { FILE_COMMANDS, fileServerLimitsFromConfig, generateJid, loadConfig, parseInput, parseOverride, type FileCommand, type MinionConfig } from '@brine/common'
 import { fileServerFromConfig } from '@brine/master'
-import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, RunningJobs, type MasterChannel } from '@brine/minion'
+import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
 import { serializeError } from '@brine/transport'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine.js'
@@ -67,6 +67,8 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     io.signal?.addEventListener('abort', onAbort, { once: true })
     const master = localFileChannel(opts)
     const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal, master })
+    // As salt-call does: the modules synced before and those of module_dirs are there too.
+    await reloadCustomModules(registry, opts, logger)
     const result = await executeJob(registry, { jid: generateJid(), fun, arg: parseInput(args, { noParse: noParseNames(o.parse) }), user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
       io.signal?.removeEventListener('abort', onAbort),
     )

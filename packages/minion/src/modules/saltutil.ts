@@ -3,7 +3,9 @@ import { constants as osConstants } from 'node:os'
 import { fnmatch } from './args.js'
 import { InvocationError } from '../errors.js'
 import { collectGrains, replaceGrains } from './grains.js'
+import { reloadCustomModules } from './loader.js'
 import type { RunningJobInfo } from './running-jobs.js'
+import { syncModules } from './sync.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 
 /** saltutil.running: every job but the one asking, as Salt's proc files list them. */
@@ -35,7 +37,56 @@ async function syncGrains(ctx: JobContext): Promise<string[]> {
   return []
 }
 
+const SYNC_ARGS = ['saltenv', 'refresh', 'extmod_whitelist', 'extmod_blacklist']
+const SYNC_DEFAULTS = { saltenv: null, refresh: true, extmod_whitelist: null, extmod_blacklist: null }
+
+function saltenvOf(value: unknown): string {
+  if (value === null || value === undefined) return 'base'
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(value)) throw new InvocationError(`saltenv must be an environment name, got ${JSON.stringify(value)}`)
+  return value
+}
+
+/**
+ * Salt's list of what changed; when a module failed to load, `{synced, failed}` instead (Salt only
+ * logs it) and the job's retcode is 1, so the failure reaches whoever ran the sync.
+ */
+async function syncReport(ctx: JobContext, saltenv: unknown): Promise<unknown> {
+  const report = await syncModules(ctx, saltenvOf(saltenv))
+  for (const skipped of report.skipped) ctx.logger.warning(`module not synced: ${skipped}`)
+  if (Object.keys(report.failed).length === 0) return report.changed
+  ctx.retcode = 1
+  return { synced: report.changed, failed: report.failed }
+}
+
+/** The kinds sync_all reports, as Salt 3006 lists them; Brine syncs modules only. */
+const SYNC_ALL_KINDS = ['clouds', 'beacons', 'modules', 'states', 'sdb', 'grains', 'renderers', 'returners', 'output', 'utils', 'log_handlers', 'executors', 'proxymodules', 'engines', 'thorium', 'serializers', 'matchers', 'pillar', 'tops', 'wrapper']
+
 export const saltutilModule: ModuleDefinition = {
+  sync_modules: {
+    doc: "Sync execution modules from the master's ``_modules/`` (under ``file_roots`` of ``saltenv``, default base) into ``extension_modules`` and load them at once, without a restart. Returns the list of modules changed (``modules.<name>``); if a module fails to load, ``{synced, failed}`` naming each failed module with its error (retcode 1).\n\nCLI Example:\n\n    brine '*' saltutil.sync_modules\n    brine '*' saltutil.sync_modules saltenv=dev",
+    args: SYNC_ARGS,
+    defaults: SYNC_DEFAULTS,
+    run: async ([saltenv], _kwargs, ctx) => syncReport(ctx, saltenv),
+  },
+  sync_all: {
+    doc: "Sync everything the minion can sync from the master; in Brine that is execution modules (the other kinds are listed empty). Returns Salt's dict of kind → changed list.\n\nCLI Example:\n\n    brine '*' saltutil.sync_all",
+    args: SYNC_ARGS,
+    defaults: SYNC_DEFAULTS,
+    run: async ([saltenv], _kwargs, ctx) => {
+      const modules = await syncReport(ctx, saltenv)
+      return Object.fromEntries(SYNC_ALL_KINDS.map((kind) => [kind, kind === 'modules' ? modules : []]))
+    },
+  },
+  refresh_modules: {
+    doc: "Reload the custom execution modules from ``extension_modules`` and ``module_dirs`` without syncing. Returns True; if a module fails to load, ``{failed}`` naming it with its error (retcode 1).\n\nCLI Example:\n\n    brine '*' saltutil.refresh_modules",
+    kwargs: true,
+    run: async (_args, _kwargs, ctx) => {
+      const report = await reloadCustomModules(ctx.registry, ctx.opts, ctx.logger)
+      if (Object.keys(report.failed).length === 0) return true
+      ctx.retcode = 1
+      return { failed: report.failed }
+    },
+  },
   running: {
     doc: "Return the data on all running salt processes on the minion\n\nCLI Example:\n\n    brine '*' saltutil.running",
     run: async (_args, _kwargs, ctx) => running(ctx),

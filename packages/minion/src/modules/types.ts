@@ -107,4 +107,11 @@ export interface ModuleRegistry {
   modules(): string[]
   /** Adds a module's functions (replacing any of the same name), as a custom module would. */
   register(module: string, definition: ModuleDefinition): void
+  /**
+   * Replaces the custom modules loaded from disk: the built-ins (and modules given at start) again,
+   * then `modules` over them function by function; `failed` records the modules that did not load.
+   */
+  setCustom(modules: Readonly<Record<string, ModuleDefinition>>, failed?: Readonly<Record<string, string>>): void
+  /** Why module `module` failed to load at the last (re)load, if it did. */
+  loadError(module: string): string | undefined
 }
