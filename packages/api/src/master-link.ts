@@ -43,7 +43,7 @@ export class MasterLink {
   constructor(opts: MasterConfig, logger: Logger = silentLogger) {
     this.opts = opts
     this.#logger = logger
-    const options = { opts, logger }
+    const options = { opts, logger, origin: { client: 'api' as const } }
     this.local = new LocalClient(options)
     this.runner = new RunnerClient(options)
     this.wheel = new WheelClient(options)

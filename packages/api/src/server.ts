@@ -204,7 +204,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     if (data === undefined) throw new ApiError(401, 'Authentication failure of type "token" occurred: the token is unknown, expired or revoked.')
     return data
   }
-  const exec = async (chunks: unknown, token: string | undefined, client?: string): Promise<unknown[]> => {
+  const exec = async (chunks: unknown, token: string | undefined, address: string, client?: string): Promise<unknown[]> => {
     if (!Array.isArray(chunks)) throw new ApiError(400, 'Lowstates must be a list')
     const out: unknown[] = []
     for (const chunk of chunks) {
@@ -213,7 +213,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       if (token !== undefined) low['token'] = token
       if (client !== undefined) low['client'] = client
       if (low['arg'] !== undefined && !Array.isArray(low['arg'])) low['arg'] = [low['arg']]
-      out.push(await runChunk(low, link, settings))
+      out.push(await runChunk(low, link, settings, { client: 'api', address }))
     }
     return out
   }
@@ -256,7 +256,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
 
   app.post('/', async (request, reply) => {
     const token = requireToken(request)
-    return respond(request, reply, 200, { return: await exec(lowstate(request.body), token) })
+    return respond(request, reply, 200, { return: await exec(lowstate(request.body), token, request.ip) })
   })
 
   app.get('/login', async (request, reply) => {
@@ -294,19 +294,19 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     return respond(request, reply, 200, out)
   })
 
-  app.post('/run', async (request, reply) => respond(request, reply, 200, { return: await exec(lowstate(request.body), undefined) }))
+  app.post('/run', async (request, reply) => respond(request, reply, 200, { return: await exec(lowstate(request.body), undefined, request.ip) }))
 
   const minions = async (request: FastifyRequest<{ Params: { mid?: string } }>, reply: FastifyReply) => {
     const token = requireToken(request)
     const mid = request.params.mid
-    return respond(request, reply, 200, { return: await exec([{ client: 'local', tgt: mid === undefined || mid === '' ? '*' : mid, fun: 'grains.items' }], token) })
+    return respond(request, reply, 200, { return: await exec([{ client: 'local', tgt: mid === undefined || mid === '' ? '*' : mid, fun: 'grains.items' }], token, request.ip) })
   }
   app.get('/minions', minions)
   app.get('/minions/:mid', minions)
 
   app.post('/minions', async (request, reply) => {
     const token = requireToken(request)
-    const jobs = (await exec(lowstate(request.body), token, 'local_async')) as Array<Record<string, unknown>>
+    const jobs = (await exec(lowstate(request.body), token, request.ip, 'local_async')) as Array<Record<string, unknown>>
     return respond(request, reply, 202, { return: jobs, _links: { jobs: jobs.filter((job) => isMap(job) && typeof job['jid'] === 'string').map((job) => ({ href: `/jobs/${String(job['jid'])}` })) } })
   })
 
@@ -314,10 +314,10 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const token = requireToken(request)
     const jid = request.params.jid
     if (jid === undefined || jid === '') {
-      const [list] = await exec([{ client: 'runner', fun: 'jobs.list_jobs' }], token)
+      const [list] = await exec([{ client: 'runner', fun: 'jobs.list_jobs' }], token, request.ip)
       return respond(request, reply, 200, { return: [list] })
     }
-    const [info] = (await exec([{ client: 'runner', fun: 'jobs.list_job', jid }], token)) as Array<Record<string, unknown>>
+    const [info] = (await exec([{ client: 'runner', fun: 'jobs.list_job', jid }], token, request.ip)) as Array<Record<string, unknown>>
     const returns: Record<string, unknown> = {}
     const result = isMap(info) ? info['Result'] : undefined
     if (isMap(result)) for (const [id, entry] of Object.entries(result)) returns[id] = isMap(entry) ? entry['return'] : entry
@@ -330,7 +330,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const token = requireToken(request)
     const mid = request.params.mid
     const chunk = mid === undefined || mid === '' ? { client: 'wheel', fun: 'key.list_all' } : { client: 'wheel', fun: 'key.finger', match: mid }
-    const [result] = (await exec([chunk], token)) as Array<{ data?: { return?: unknown } }>
+    const [result] = (await exec([chunk], token, request.ip)) as Array<{ data?: { return?: unknown } }>
     return respond(request, reply, 200, { return: result?.data?.return ?? {} })
   }
   app.get('/keys', keys)
@@ -345,7 +345,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
     const token = sessionToken(request)
     if (token !== undefined && chunk['eauth'] === undefined && chunk['token'] === undefined) chunk['token'] = token
-    const [result] = (await exec([chunk], undefined)) as Array<{ data?: { return?: { pub?: string; priv?: string } } }>
+    const [result] = (await exec([chunk], undefined, request.ip)) as Array<{ data?: { return?: { pub?: string; priv?: string } } }>
     const generated = result?.data?.return
     if (!isMap(generated) || typeof generated['pub'] !== 'string' || typeof generated['priv'] !== 'string') {
       throw new ApiError(409, `minion ${JSON.stringify(chunk['id_'])} already has an accepted key (send force=true to replace it)`)
