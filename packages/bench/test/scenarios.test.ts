@@ -52,11 +52,14 @@ describe('brine-bench --scenario console, quick', () => {
     // The first row is rendered no later than the last.
     expect(result.firstReturnRenderedMs).toBeGreaterThanOrEqual(0)
     expect(result.allReturnedRenderedMs).toBeGreaterThanOrEqual(result.firstReturnRenderedMs)
+    expect(result.firstReturnCountedMs).toBeGreaterThanOrEqual(0)
+    expect(result.firstReturnCountedMs).toBeLessThanOrEqual(result.allReturnedRenderedMs)
     expect(result.minionsPageRows).toBe(5)
     expect(result.jsHeapUsedBytes).toBeGreaterThan(0)
     expect(result.jsHeapPeakUsedBytes).toBeGreaterThanOrEqual(result.jsHeapUsedBytes)
     expect(result.browserRssBytes).toBeGreaterThan(0)
     expect(result.browserTreeRssBytes).toBeGreaterThanOrEqual(result.browserRssBytes)
+    expect(result.browserTreePssBytes).toBeGreaterThan(0)
     // The master, the swarm, brine-api and Chromium's processes: every one gone.
     expect(result.pids.length).toBeGreaterThanOrEqual(4)
     expect(result.leftoverPids).toEqual([])
