@@ -53,6 +53,7 @@ describe('brine-bench --scenario console, quick', () => {
     expect(result.firstReturnRenderedMs).toBeGreaterThanOrEqual(0)
     expect(result.allReturnedRenderedMs).toBeGreaterThanOrEqual(result.firstReturnRenderedMs)
     expect(result.firstReturnCountedMs).toBeGreaterThanOrEqual(0)
+    expect(result.publishAnsweredMs).toBeGreaterThan(0)
     expect(result.firstReturnCountedMs).toBeLessThanOrEqual(result.allReturnedRenderedMs)
     expect(result.minionsPageRows).toBe(5)
     expect(result.jsHeapUsedBytes).toBeGreaterThan(0)
