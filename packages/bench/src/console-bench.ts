@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { BrowserContext, Page } from 'playwright-core'
@@ -38,6 +38,8 @@ export interface ConsoleResult {
   finishedAt: string
   command: string[]
   machine: BenchResult['machine']
+  /** The machine's load average (1, 5, 15 min) as the scenario began: other work on a shared machine shows here. */
+  loadAverage: number[]
   settings: ConsoleSettings
   chromiumVersion: string
   /** From the click on Run (the page's own clock, performance.now()): the first returned row in the DOM, and the counts line reading all N returned. */
@@ -199,6 +201,7 @@ export async function runConsoleScenario(settings: ConsoleSettings, hooks: { log
     finishedAt: startedAt,
     command: [],
     machine: machineInfo(),
+    loadAverage: loadavg().map((value) => Math.round(value * 100) / 100),
     settings,
     chromiumVersion: '',
     firstReturnRenderedMs: 0,
@@ -395,7 +398,7 @@ export function consoleMarkdown(result: ConsoleResult): string {
   return [
     `# Brine bench: the console, test.ping on ${n} swarm minions, ${result.startedAt}`,
     '',
-    `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}; ${result.chromiumVersion} (headless, playwright-core)`,
+    `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}; load average ${result.loadAverage.join(' / ')} (1 / 5 / 15 min) at the start; ${result.chromiumVersion} (headless, playwright-core)`,
     '',
     `A master, ${n} ${result.settings.transport} swarm minions and brine-api; Chromium logs into the console at /app, runs \`test.ping\` on \`*\` from the Run page. Times are the page's own clock from the click on Run (a MutationObserver sees the rows change).`,
     '',

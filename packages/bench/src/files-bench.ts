@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
@@ -58,6 +58,8 @@ export interface FilesResult {
   finishedAt: string
   command: string[]
   machine: BenchResult['machine']
+  /** The machine's load average (1, 5, 15 min) as the scenario began: other work on a shared machine shows here. */
+  loadAverage: number[]
   settings: FilesSettings
   sha256: string
   /** The master's RSS with the minions connected, before the first run. */
@@ -114,6 +116,7 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
     finishedAt: startedAt,
     command: [],
     machine: machineInfo(),
+    loadAverage: loadavg().map((value) => Math.round(value * 100) / 100),
     settings,
     sha256,
     masterIdleRssBytes: 0,
@@ -231,7 +234,7 @@ export function filesMarkdown(result: FilesResult): string {
   return [
     `# Brine bench: cp.get_file to ${result.settings.minions} swarm minions, ${result.startedAt}`,
     '',
-    `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}`,
+    `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}; load average ${result.loadAverage.join(' / ')} (1 / 5 / 15 min) at the start`,
     '',
     `Each of ${result.settings.minions} ${result.settings.transport} swarm minions runs \`cp.get_file ${BENCH_FILE_URL} <dest>/<id>/1mb.bin makedirs=True\` (${mib(result.settings.fileBytes)} MiB, sha256 ${result.sha256.slice(0, 16)}…), all published at once; every copy is hashed on disk. The second run repeats it with every dest already holding the file.`,
     '',
