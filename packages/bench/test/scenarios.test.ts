@@ -56,6 +56,7 @@ describe('brine-bench --scenario console, quick', () => {
     expect(result.publishAnsweredMs).toBeGreaterThan(0)
     expect(result.firstReturnCountedMs).toBeLessThanOrEqual(result.allReturnedRenderedMs)
     expect(result.minionsPageRows).toBe(5)
+    expect(result.minionsPageLoadMs).toBeGreaterThan(0)
     expect(result.jsHeapUsedBytes).toBeGreaterThan(0)
     expect(result.jsHeapPeakUsedBytes).toBeGreaterThanOrEqual(result.jsHeapUsedBytes)
     expect(result.browserRssBytes).toBeGreaterThan(0)
