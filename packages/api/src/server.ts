@@ -4,7 +4,9 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import cookie from '@fastify/cookie'
 import cors from '@fastify/cors'
 import formbody from '@fastify/formbody'
+import websocket from '@fastify/websocket'
 import { pack } from 'tar-stream'
+import type { WebSocket } from 'ws'
 import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConfig } from '@brine/common'
 import { yamlifyArg } from '@brine/minion'
 import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
@@ -16,6 +18,7 @@ import { runChunk, type Chunk } from './lowstate.js'
 import { MasterLink } from './master-link.js'
 import { chooseResponseType, parseYamlBody, serialize, type ResponseType } from './negotiate.js'
 import { EventStreams } from './sse.js'
+import { websocketSink } from './ws.js'
 
 /** The session cookie's name (salt-api's CherryPy sessions use `session_id`). */
 export const SESSION_COOKIE = 'session_id'
@@ -144,6 +147,8 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
   })
   await app.register(formbody, { parser: parseForm })
+  // A /ws client only ever sends `websocket client ready`: anything bigger is refused by ws (1009) before it is held.
+  await app.register(websocket, { options: { maxPayload: 4096 } })
   await app.register(cookie)
   await app.register(cors, {
     // salt-api's cors_tool: the caller's origin, credentials allowed, GET and POST, its three headers.
@@ -169,7 +174,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
     // The event stream and the key tarball answer in their own formats (salt-api turns hypermedia_out off there).
     const path = request.url.split('?')[0]
-    if (path === '/events' || (path === '/keys' && request.method === 'POST') || isAppRequest(settings, path ?? '')) return
+    if (path === '/events' || path === '/ws' || path?.startsWith('/ws/') === true || (path === '/keys' && request.method === 'POST') || isAppRequest(settings, path ?? '')) return
     if (chooseResponseType(request.headers.accept) === undefined) throw new ApiError(406, `Could not find an acceptable format for Accept: ${request.headers.accept}; use application/json or application/x-yaml`)
   })
 
@@ -459,6 +464,32 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       reply.raw.end(JSON.stringify({ status, return: (error as Error).message }))
     }
   })
+
+  // salt-api's websocket event stream: the token in the path (salt-api's /ws/<token>, for browsers that cannot
+  // send a header), else X-Auth-Token or the session cookie; checked before the upgrade, so a refusal is a 401.
+  // The reader is one of EventStreams' own: the same bound, expiry, revocation and events_max_streams as /events.
+  const wsTokens = new WeakMap<FastifyRequest, { token: string; expire: number }>()
+  type WsRoute = { Params: { token?: string }; Querystring: Record<string, string | undefined> }
+  const wsAuth = async (request: FastifyRequest<WsRoute>): Promise<void> => {
+    const token = request.params.token ?? sessionToken(request)
+    if (token === undefined || !isHex(token)) throw new ApiError(401, 'No valid token given (/ws/<token>, X-Auth-Token or the session cookie)')
+    const data = await liveToken(token)
+    streams.checkRoom()
+    wsTokens.set(request, { token, expire: data.expire })
+  }
+  const wsOpen = (socket: WebSocket, request: FastifyRequest<WsRoute>): void => {
+    const auth = wsTokens.get(request)
+    if (auth === undefined) return socket.close(1008, 'not authenticated')
+    // salt-api formats when the parameter is there at all (`/ws?format_events`), whatever its value.
+    const formatEvents = Object.hasOwn(request.query, 'format_events')
+    try {
+      streams.attach(websocketSink(socket, formatEvents), auth.token, auth.expire)
+    } catch (error) {
+      socket.close(1013, (error as Error).message.slice(0, 120))
+    }
+  }
+  app.get<WsRoute>('/ws', { websocket: true, preValidation: wsAuth }, wsOpen)
+  app.get<WsRoute>('/ws/:token', { websocket: true, preValidation: wsAuth }, wsOpen)
 
   return app
 }
