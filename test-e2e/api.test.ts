@@ -1,8 +1,9 @@
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { createHmac } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import bcrypt from 'bcryptjs'
 import { extract } from 'tar-stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -12,6 +13,7 @@ import { wsOpen, WsReader } from './helpers/ws.js'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
 
 const WAIT_MS = 30_000
+const execFileAsync = promisify(execFile)
 const PASSWORDS = { admin: 'admin-pw', alice: 'wonder', shortlived: 'tick' }
 
 afterAll(() => killAllProcesses())
@@ -211,6 +213,38 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     const wrong = await fleet.run('brine', ['-a', 'file', '--username', 'alice', '--password', 'nope', 'web1', 'test.ping'])
     expect(wrong.code).toBe(1)
     expect(wrong.stderr).toContain('Authentication failure of type "eauth" occurred for user alice')
+  })
+
+  it("drives Debian's salt-pepper: its CLI runs what alice may and prints 'Authentication denied' for what she may not; its library raises PepperException", async () => {
+    // scripts/ensure-pepper.sh (npm run services) installs it for Debian's python3 (/usr/bin/python3, salt-pepper's own
+    // interpreter); the API's self-signed CA is trusted through SSL_CERT_FILE.
+    const env = { ...process.env, SSL_CERT_FILE: join(dir, 'crt.pem'), HOME: dir, PEPPERRC: join(dir, 'no-pepperrc') }
+    const pepper = (args: string[]) => execFileAsync('/usr/bin/salt-pepper', ['--saltapi-url', apiUrl, '--username', 'alice', '--password', PASSWORDS.alice, '--eauth', 'file', ...args], { env, timeout: WAIT_MS }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }),
+    )
+    const allowed = await pepper(['web1', 'test.ping'])
+    expect(allowed.code, allowed.stderr).toBe(0)
+    expect(JSON.parse(allowed.stdout)).toEqual({ return: [{ web1: true }] })
+    const refused = await pepper(['db1', 'test.ping'])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr.trim()).toBe('Pepper error: Authentication denied')
+    expect(refused.stderr).not.toContain('Uncaught Pepper error')
+
+    const library = [
+      'import sys',
+      'from pepper import Pepper, PepperException',
+      'api = Pepper(sys.argv[1])',
+      "api.login('alice', sys.argv[2], 'file')",
+      "print('allowed', api.local('web2', 'test.ping')['return'])",
+      'try:',
+      "    api.local('db1', 'test.ping')",
+      "    print('not refused')",
+      'except PepperException as error:',
+      "    print('PepperException', error)",
+    ].join('\n')
+    const { stdout } = await execFileAsync('/usr/bin/python3', ['-c', library, apiUrl, PASSWORDS.alice], { env, timeout: WAIT_MS })
+    expect(stdout.trim().split('\n')).toEqual(["allowed [{'web2': True}]", 'PepperException Authentication denied'])
   })
 
   it('streams events: a stream opened before a job sees its new event and one return per minion; logout ends it; so does expiry', async () => {
