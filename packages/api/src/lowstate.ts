@@ -85,7 +85,7 @@ const truthy = (value: unknown): boolean => value === true || (typeof value === 
 /**
  * Salt's NetapiClient.run for one chunk: checks the master is up (503), the client exists (400) and is
  * in `netapi_enable_clients` (400), that credentials are there (401), then calls the client and answers
- * salt-api's shape for it. The master checks the credentials and the ACL (401 / 403).
+ * salt-api's shape for it. The master checks the credentials and the ACL (both 401, as salt-api answers them).
  */
 export async function runChunk(chunk: Chunk, link: MasterLink, settings: ApiSettings, origin: RequestOrigin = { client: 'api' }): Promise<unknown> {
   if (!link.masterRunning) throw new ApiError(503, 'the master is not available (its event bus is not reachable)')
