@@ -1,15 +1,19 @@
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
+import { createHmac } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import bcrypt from 'bcryptjs'
 import { extract } from 'tar-stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Fleet, freeLoopbackPort, killAllProcesses, rssBytes } from '@brine/testkit'
+import { deadline, Fleet, freeLoopbackPort, killAllProcesses, rssBytes } from '@brine/testkit'
 import { httpClient, SseReader, type HttpResponse } from './helpers/http.js'
+import { wsOpen, WsReader } from './helpers/ws.js'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
 
 const WAIT_MS = 30_000
+const execFileAsync = promisify(execFile)
 const PASSWORDS = { admin: 'admin-pw', alice: 'wonder', shortlived: 'tick' }
 
 afterAll(() => killAllProcesses())
@@ -31,6 +35,8 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
   let dir: string
   let api: ReturnType<typeof httpClient>
   let apiPid: number
+  let ca: Buffer
+  let apiUrl: string
   const tokens: Record<string, string> = {}
 
   const login = async (username: keyof typeof PASSWORDS, extra: Record<string, unknown> = {}): Promise<HttpResponse> =>
@@ -67,6 +73,8 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     expect(started.url).toBe(`https://127.0.0.1:${port}`)
     apiPid = started.process.pid
     api = httpClient(started.url, made.ca)
+    ca = made.ca
+    apiUrl = started.url
     for (const user of ['admin', 'alice'] as const) {
       const response = await login(user)
       expect(response.status).toBe(200)
@@ -155,6 +163,10 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       const tarball = await api.call('/keys', { method: 'POST', body: `mid=new1&username=admin&password=${PASSWORDS.admin}&eauth=file`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
       expect(tarball.status).toBe(200)
       expect(tarball.headers['content-type']).toBe('application/x-tar')
+      // As salt-api's Keys.POST: the eauth trio in the body; a session token alone is not enough.
+      const withToken = await api.call('/keys', { method: 'POST', body: 'mid=new2', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']! } })
+      expect(withToken.status).toBe(401)
+      expect(withToken.json).toEqual(errorBody(401, /"username", "password" and "eauth"/))
       const files = await untar(tarball.raw)
       expect(Object.keys(files).sort()).toEqual(['minion.key', 'minion.pub'])
       expect(files['minion.pub']).toContain('PUBLIC')
@@ -171,18 +183,23 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
   it('applies the ACL: alice may test.* on web* only, her @runner and @wheel entries, and the same rules hold through brine -a file', async () => {
     const token = tokens['alice']!
     expect((await run(token, [{ client: 'local', tgt: 'web*', fun: 'test.ping' }])).json).toEqual({ return: [{ web1: true, web2: true }] })
+    // salt-api answers a refusal with 401 (so pepper says "Authentication denied"); the body keeps the rule.
     const cmd = await run(token, [{ client: 'local', tgt: 'web1', fun: 'cmd.run', arg: ['id'] }])
-    expect(cmd.status).toBe(403)
-    expect(cmd.json).toEqual(errorBody(403, /user "alice" may not run "cmd\.run" on web1/))
+    expect(cmd.status).toBe(401)
+    expect(cmd.headers['x-brine-refused']).toBe('acl')
+    expect(cmd.json).toEqual(errorBody(401, /user "alice" may not run "cmd\.run" on web1/))
     const db = await run(token, [{ client: 'local', tgt: 'db1', fun: 'test.ping' }])
-    expect(db.status).toBe(403)
-    expect(db.json).toEqual(errorBody(403, /user "alice" may not run "test\.ping" on db1/))
+    expect(db.status).toBe(401)
+    expect(db.json).toEqual(errorBody(401, /user "alice" may not run "test\.ping" on db1/))
     expect((await run(token, [{ client: 'runner', fun: 'jobs.list_jobs' }])).status).toBe(200)
     const manage = await run(token, [{ client: 'runner', fun: 'manage.status' }])
-    expect(manage.json).toEqual(errorBody(403, /user "alice" may not run runner "manage\.status"/))
+    expect(manage.json).toEqual(errorBody(401, /user "alice" may not run runner "manage\.status"/))
     expect((await run(token, [{ client: 'wheel', fun: 'key.list_all' }])).status).toBe(200)
     const deleting = await run(token, [{ client: 'wheel', fun: 'key.delete', match: 'db1' }])
-    expect(deleting.json).toEqual(errorBody(403, /user "alice" may not run wheel "key\.delete"/))
+    expect(deleting.json).toEqual(errorBody(401, /user "alice" may not run wheel "key\.delete"/))
+    // A bad password is a 401 without the mark: only a refusal by the rules carries it.
+    const badPassword = await login('alice', { password: 'nope' })
+    expect(badPassword.headers['x-brine-refused']).toBeUndefined()
     // /run: credentials inside the chunk, no session.
     const viaRun = await api.call('/run', { method: 'POST', ...json([{ client: 'local', tgt: 'web2', fun: 'test.ping', username: 'alice', password: PASSWORDS.alice, eauth: 'file' }]) })
     expect(viaRun.json).toEqual({ return: [{ web2: true }] })
@@ -196,6 +213,38 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     const wrong = await fleet.run('brine', ['-a', 'file', '--username', 'alice', '--password', 'nope', 'web1', 'test.ping'])
     expect(wrong.code).toBe(1)
     expect(wrong.stderr).toContain('Authentication failure of type "eauth" occurred for user alice')
+  })
+
+  it("drives Debian's salt-pepper: its CLI runs what alice may and prints 'Authentication denied' for what she may not; its library raises PepperException", async () => {
+    // scripts/ensure-pepper.sh (npm run services) installs it for Debian's python3 (/usr/bin/python3, salt-pepper's own
+    // interpreter); the API's self-signed CA is trusted through SSL_CERT_FILE.
+    const env = { ...process.env, SSL_CERT_FILE: join(dir, 'crt.pem'), HOME: dir, PEPPERRC: join(dir, 'no-pepperrc') }
+    const pepper = (args: string[]) => execFileAsync('/usr/bin/salt-pepper', ['--saltapi-url', apiUrl, '--username', 'alice', '--password', PASSWORDS.alice, '--eauth', 'file', ...args], { env, timeout: WAIT_MS }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }),
+    )
+    const allowed = await pepper(['web1', 'test.ping'])
+    expect(allowed.code, allowed.stderr).toBe(0)
+    expect(JSON.parse(allowed.stdout)).toEqual({ return: [{ web1: true }] })
+    const refused = await pepper(['db1', 'test.ping'])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr.trim()).toBe('Pepper error: Authentication denied')
+    expect(refused.stderr).not.toContain('Uncaught Pepper error')
+
+    const library = [
+      'import sys',
+      'from pepper import Pepper, PepperException',
+      'api = Pepper(sys.argv[1])',
+      "api.login('alice', sys.argv[2], 'file')",
+      "print('allowed', api.local('web2', 'test.ping')['return'])",
+      'try:',
+      "    api.local('db1', 'test.ping')",
+      "    print('not refused')",
+      'except PepperException as error:',
+      "    print('PepperException', error)",
+    ].join('\n')
+    const { stdout } = await execFileAsync('/usr/bin/python3', ['-c', library, apiUrl, PASSWORDS.alice], { env, timeout: WAIT_MS })
+    expect(stdout.trim().split('\n')).toEqual(["allowed [{'web2': True}]", 'PepperException Authentication denied'])
   })
 
   it('streams events: a stream opened before a job sees its new event and one return per minion; logout ends it; so does expiry', async () => {
@@ -284,10 +333,79 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     const hook = await api.call('/hook/ci/build/ok', { method: 'POST', body: 'branch=main&commit=abc', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']!, 'x-custom': 'yes' } })
     expect(hook.json).toEqual({ success: true })
     const event = await stream.next((record) => record.tag === 'salt/netapi/hook/ci/build/ok', WAIT_MS, 'the hook event')
-    expect(JSON.parse(event.data!).data).toMatchObject({ post: { branch: 'main', commit: 'abc' }, headers: { 'X-Custom': 'yes', 'Content-Type': 'application/x-www-form-urlencoded' } })
+    expect(JSON.parse(event.data!).data).toMatchObject({ body: '', post: { branch: 'main', commit: 'abc' }, headers: { 'X-Custom': 'yes', 'Content-Type': 'application/x-www-form-urlencoded', 'Remote-Addr': '127.0.0.1' } })
+    // A JSON body arrives byte for byte, so a reactor's HMAC over data.body verifies; a forged Remote-Addr is overwritten.
+    const signed = '{ "sig" : "abc",\n  "n": 1 }'
+    const secret = 'hook-secret'
+    const mac = createHmac('sha256', secret).update(signed).digest('hex')
+    const raw = await api.call('/hook/ci/signed', { method: 'POST', body: signed, headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']!, 'x-signature': mac, 'remote-addr': '10.6.6.6' } })
+    expect(raw.json).toEqual({ success: true })
+    const rawEvent = JSON.parse((await stream.next((record) => record.tag === 'salt/netapi/hook/ci/signed', WAIT_MS, 'the signed hook event')).data!).data
+    expect(rawEvent.body).toBe(signed)
+    expect(createHmac('sha256', secret).update(rawEvent.body).digest('hex')).toBe(rawEvent.headers['X-Signature'])
+    expect(rawEvent.post).toEqual({ sig: 'abc', n: 1 })
+    expect(rawEvent.headers['Remote-Addr']).toBe('127.0.0.1')
     stream.close()
     const noToken = await api.call('/hook/x', { method: 'POST', ...json({}) })
     expect(noToken.status).toBe(401)
+  })
+
+  it("streams a job's events over /ws/<token> (salt-api's websocket), formats them with format_events, closes at expiry, and drops a stalled reader", async () => {
+    const wsUrl = (path: string): string => `${apiUrl.replace(/^http/, 'ws')}${path}`
+    const admin = tokens['admin']!
+    // Refused before the upgrade, as salt-api's 401.
+    const refused = await wsOpen(wsUrl(`/ws/${'ab'.repeat(32)}`), ca)
+    expect(refused).toMatchObject({ status: 401 })
+
+    const socket = await wsOpen(wsUrl(`/ws/${admin}`), ca)
+    if (!(socket instanceof WsReader)) throw new Error(`the websocket did not open: ${JSON.stringify(socket)}`)
+    const formatted = await wsOpen(wsUrl('/ws?format_events'), ca, { 'x-auth-token': admin })
+    if (!(formatted instanceof WsReader)) throw new Error(`the format_events websocket did not open: ${JSON.stringify(formatted)}`)
+    socket.ready()
+    formatted.ready()
+    // Ready is a message on the socket: a job fired at once could pass it; wait until a hook event shows it arrived.
+    await deadline(
+      (async () => {
+        for (let round = 0; socket.messages.length === 0; round++) {
+          await api.call(`/hook/ws/ready/${round}`, { method: 'POST', ...json({}), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
+          await new Promise((resolve) => setTimeout(resolve, 100))
+        }
+      })(),
+      WAIT_MS,
+      'the first event on the websocket',
+    )
+    const started = await run(admin, [{ client: 'local_async', tgt: 'web*', fun: 'test.ping' }])
+    const { jid } = (started.json as { return: Array<{ jid: string }> }).return[0]!
+    const frame = (tag: string) => (text: string) => text.startsWith(`data: {"tag":"${tag}"`)
+    const created = await socket.next(frame(`salt/job/${jid}/new`), WAIT_MS, `salt/job/${jid}/new on /ws`)
+    expect(created.endsWith('\n\n')).toBe(true)
+    expect(JSON.parse(created.slice('data: '.length))).toMatchObject({ tag: `salt/job/${jid}/new`, data: { jid, minions: ['web1', 'web2'] } })
+    for (const id of ['web1', 'web2']) {
+      const ret = await socket.next(frame(`salt/job/${jid}/ret/${id}`), WAIT_MS, `${id}'s return on /ws`)
+      expect(JSON.parse(ret.slice('data: '.length))).toMatchObject({ data: { id, jid, return: true } })
+    }
+    // format_events: salt-api's view of the jobs, whole after each event, complete once both minions succeeded.
+    const complete = await formatted.next((text) => (JSON.parse(text) as { jobs?: Record<string, { state?: string }> }).jobs?.[jid]?.state === 'complete', WAIT_MS, 'the formatted job, complete')
+    expect(JSON.parse(complete).jobs[jid]).toMatchObject({ jid, fun: 'test.ping', tgt: 'web*', tgt_type: 'glob', minions: { web1: { return: true, success: true }, web2: { return: true, success: true } } })
+    formatted.close()
+
+    // A token that expires closes its socket (1008), as it ends an /events stream.
+    const short = ((await login('shortlived', { token_expire: 2 })).json as { return: Array<{ token: string }> }).return[0]!.token
+    const expiring = await wsOpen(wsUrl(`/ws/${short}`), ca)
+    if (!(expiring instanceof WsReader)) throw new Error(`the expiring websocket did not open: ${JSON.stringify(expiring)}`)
+    expect(await deadline(expiring.closed, WAIT_MS, 'the close at expiry')).toEqual({ code: 1008, reason: 'token expired' })
+
+    // A reader that stops reading is dropped once it is events_buffer_bytes (64 KiB) behind, past what the sockets hold.
+    type Stats = { 'Brine API': { Events: { streams: number; overflowed: number; queuedBytes: number } } }
+    const stats = async () => ((await api.call('/stats', { headers: { 'x-auth-token': admin } })).json as Stats)['Brine API'].Events
+    const before = (await stats()).overflowed
+    socket.pause()
+    for (let index = 0; index < 300 && (await stats()).overflowed === before; index += 6) {
+      await Promise.all(Array.from({ length: 6 }, (_, offset) => api.call(`/hook/ws/bulk/${index + offset}`, { method: 'POST', ...json({ blob: 'x'.repeat(512 * 1024) }), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })))
+    }
+    expect((await stats()).overflowed).toBe(before + 1)
+    socket.resume()
+    expect((await deadline(socket.closed, WAIT_MS, 'the dropped socket to close')).code).toBe(1006)
   })
 
   it("answers bad bodies, content types, sizes and credentials with salt-api's codes and JSON bodies; CORS preflight needs no token", async () => {
@@ -297,6 +415,10 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       ['a token that is not hex', run('not-hex', []), 401, 'Invalid token'],
       ['a token the master does not know', run('ab'.repeat(32), [{ client: 'local', tgt: '*', fun: 'test.ping' }]), 401, /unknown, expired or revoked/],
       ['a bad password', login('alice', { password: 'nope' }), 401, 'Could not authenticate using provided credentials'],
+      ['a login body without eauth', api.call('/login', { method: 'POST', ...json({ username: 'alice', password: PASSWORDS.alice }) }), 401, 'Could not authenticate using provided credentials'],
+      ['a login body that is a list of strings', api.call('/login', { method: 'POST', ...json(['alice']) }), 401, 'Could not authenticate using provided credentials'],
+      ['a token body without eauth (salt-api: 400)', api.call('/token', { method: 'POST', ...json({ username: 'alice', password: PASSWORDS.alice }) }), 400, 'Require "username", "password", and "eauth" params'],
+      ['a GET on a POST-only route', api.call('/run', { headers: { 'x-auth-token': admin } }), 405, "The path '/run' does not serve GET (it serves POST)."],
       ['not a list', run(admin, 'x'), 400, 'Lowstates must be a list'],
       ['invalid JSON', api.call('/', { method: 'POST', body: '[{"client": ', headers: { 'content-type': 'application/json', 'x-auth-token': admin } }), 400, 'Invalid JSON document'],
       ['an unknown client', run(admin, [{ client: 'ssh', tgt: '*', fun: 'test.ping' }]), 400, "Invalid client specified: 'ssh'"],
@@ -310,7 +432,8 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     for (const [what, pending, status, message] of cases) {
       const response = await pending
       expect(response.status, what).toBe(status)
-      expect(response.headers['content-type'], what).toMatch(/^application\/json/)
+      // Exactly, as salt-api's own tests compare it.
+      expect(response.headers['content-type'], what).toBe('application/json')
       expect(response.json, what).toEqual(errorBody(status, message))
     }
     const yaml = await api.call('/', { method: 'POST', body: 'x', headers: { 'content-type': 'application/json', accept: 'application/x-yaml', 'x-auth-token': admin } })
@@ -323,7 +446,7 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     expect(yamlBody.json).toEqual({ return: [{ web2: true }] })
 
     const preflight = await api.call('/', { method: 'OPTIONS', headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-auth-token' } })
-    expect(preflight.status).toBeLessThan(300)
+    expect(preflight.status).toBe(200)
     expect(preflight.headers).toMatchObject({
       'access-control-allow-origin': 'https://dash.example',
       'access-control-allow-credentials': 'true',

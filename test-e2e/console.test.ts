@@ -247,7 +247,7 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     const refusal = page.locator('.problem.refused')
     await refusal.waitFor()
     const text = await refusal.innerText()
-    expect(text).toContain("Refused by the master's ACL (external_auth, 403)")
+    expect(text).toContain("Refused by the master's ACL (external_auth, 401)")
     expect(text).toContain('user "alice" may not run "cmd.run" on web1')
     expect(text).toContain('Rules of alice (file): [{"*":["test.*"]},{"@runner":["jobs\\\\..*"]}]')
     await shoot('refused')

@@ -1,4 +1,4 @@
-import type { ClientCredentials } from '@brine/client'
+import type { ClientCredentials, RequestOrigin } from '@brine/client'
 import { TARGET_TYPES, type TargetType, type Tgt } from '@brine/common'
 import { API_CLIENTS, type ApiSettings } from './config.js'
 import { ApiError } from './errors.js'
@@ -6,6 +6,12 @@ import type { MasterLink } from './master-link.js'
 
 /** One lowstate chunk: Salt's `{client, fun, tgt, arg, kwarg, …}` with its credentials. */
 export type Chunk = Record<string, unknown>
+
+/** Who calls (their credentials) and from where (the HTTP caller's address), passed with every client call. */
+interface Who {
+  credentials: ClientCredentials
+  origin: RequestOrigin
+}
 
 /** Keys of a chunk that are not arguments of the function it calls. */
 const RESERVED = new Set(['client', 'fun', 'tgt', 'tgt_type', 'expr_form', 'arg', 'kwarg', 'timeout', 'ret', 'full_return', 'token', 'eauth', 'username', 'password', 'batch', 'batch_wait'])
@@ -79,38 +85,39 @@ const truthy = (value: unknown): boolean => value === true || (typeof value === 
 /**
  * Salt's NetapiClient.run for one chunk: checks the master is up (503), the client exists (400) and is
  * in `netapi_enable_clients` (400), that credentials are there (401), then calls the client and answers
- * salt-api's shape for it. The master checks the credentials and the ACL (401 / 403).
+ * salt-api's shape for it. The master checks the credentials and the ACL (both 401, as salt-api answers them).
  */
-export async function runChunk(chunk: Chunk, link: MasterLink, settings: ApiSettings): Promise<unknown> {
+export async function runChunk(chunk: Chunk, link: MasterLink, settings: ApiSettings, origin: RequestOrigin = { client: 'api' }): Promise<unknown> {
   if (!link.masterRunning) throw new ApiError(503, 'the master is not available (its event bus is not reachable)')
   const client = chunk['client']
   if (typeof client !== 'string' || !(API_CLIENTS as readonly string[]).includes(client)) throw new ApiError(400, `Invalid client specified: '${String(client)}'`)
   if (!settings.enabledClients.includes(client)) throw new ApiError(400, `Client disabled: '${client}'. Add to 'netapi_enable_clients' master config option to enable.`)
-  const credentials = chunkCredentials(chunk)
+  // The caller's credentials, and where the call came from (the master's audit log records it).
+  const who: Who = { credentials: chunkCredentials(chunk), origin }
   switch (client) {
     case 'local':
-      return link.call(() => local(chunk, link, credentials), 'local')
+      return link.call(() => local(chunk, link, who), 'local')
     case 'local_async':
-      return link.call(() => localAsync(chunk, link, credentials), 'local_async')
+      return link.call(() => localAsync(chunk, link, who), 'local_async')
     case 'local_batch':
-      return link.call(() => localBatch(chunk, link, credentials), 'local_batch')
+      return link.call(() => localBatch(chunk, link, who), 'local_batch')
     case 'runner': {
       const fun = requiredString(chunk, 'fun')
-      const result = await link.call(() => link.runner.cmdFull(fun, argList(chunk), extraKwargs(chunk), { credentials }), 'runner')
+      const result = await link.call(() => link.runner.cmdFull(fun, argList(chunk), extraKwargs(chunk), who), 'runner')
       return truthy(chunk['full_return']) ? { fun: `runner.${fun}`, jid: result.jid, return: result.return, success: result.success } : result.return
     }
     case 'runner_async': {
       const fun = requiredString(chunk, 'fun')
-      return link.call(() => link.runner.cmdAsync(fun, argList(chunk), extraKwargs(chunk), { credentials }), 'runner_async')
+      return link.call(() => link.runner.cmdAsync(fun, argList(chunk), extraKwargs(chunk), who), 'runner_async')
     }
     case 'wheel': {
       const fun = requiredString(chunk, 'fun')
-      const result = await link.call(() => link.wheel.cmdFull(fun, extraKwargs(chunk), { credentials }), 'wheel')
+      const result = await link.call(() => link.wheel.cmdFull(fun, extraKwargs(chunk), who), 'wheel')
       return { tag: result.tag, data: { fun: `wheel.${fun}`, jid: result.jid, tag: result.tag, user: result.user, _stamp: new Date().toISOString(), return: result.return, success: result.success } }
     }
     case 'wheel_async': {
       const fun = requiredString(chunk, 'fun')
-      return link.call(() => link.wheel.cmdAsync(fun, extraKwargs(chunk), { credentials }), 'wheel_async')
+      return link.call(() => link.wheel.cmdAsync(fun, extraKwargs(chunk), who), 'wheel_async')
     }
     default:
       throw new ApiError(400, `Invalid client specified: '${client}'`)
@@ -118,12 +125,12 @@ export async function runChunk(chunk: Chunk, link: MasterLink, settings: ApiSett
 }
 
 /** Salt's LocalClient.cmd: `{id: return}` (`{id: {ret, retcode, jid}}` with full_return), False for a minion that did not return, {} when nothing matched. */
-async function local(chunk: Chunk, link: MasterLink, credentials: ClientCredentials): Promise<Record<string, unknown>> {
+async function local(chunk: Chunk, link: MasterLink, who: Who): Promise<Record<string, unknown>> {
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
   const full = truthy(chunk['full_return'])
-  const options = { tgtType, kwarg: kwargMap(chunk), credentials, listen: true, ...(timeout === undefined ? {} : { timeout }), ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}) }
+  const options = { tgtType, kwarg: kwargMap(chunk), ...who, listen: true, ...(timeout === undefined ? {} : { timeout }), ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}) }
   await using job = await link.local.runJob(tgt, fun, argList(chunk), options)
   const out: Record<string, unknown> = {}
   if (job.minions.length === 0) return out
@@ -139,7 +146,7 @@ async function local(chunk: Chunk, link: MasterLink, credentials: ClientCredenti
  * Salt's cmd_batch through salt-api: every return as `{id: return}` in the order they came, one list for
  * the chunk; `batch` (a count or a percentage, default 10%), `batch_wait` (seconds) and `failhard` as the CLI's.
  */
-async function localBatch(chunk: Chunk, link: MasterLink, credentials: ClientCredentials): Promise<Array<Record<string, unknown>>> {
+async function localBatch(chunk: Chunk, link: MasterLink, who: Who): Promise<Array<Record<string, unknown>>> {
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
@@ -150,7 +157,7 @@ async function localBatch(chunk: Chunk, link: MasterLink, credentials: ClientCre
   const options = {
     tgtType,
     kwarg: kwargMap(chunk),
-    credentials,
+    ...who,
     batch,
     failhard: truthy(chunk['failhard']),
     ...(timeout === undefined ? {} : { timeout }),
@@ -167,10 +174,10 @@ async function localBatch(chunk: Chunk, link: MasterLink, credentials: ClientCre
 }
 
 /** Salt's run_job: `{jid, minions}`, or {} when no minion matched. */
-async function localAsync(chunk: Chunk, link: MasterLink, credentials: ClientCredentials): Promise<Record<string, unknown>> {
+async function localAsync(chunk: Chunk, link: MasterLink, who: Who): Promise<Record<string, unknown>> {
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
-  await using job = await link.local.runJob(tgt, fun, argList(chunk), { tgtType, kwarg: kwargMap(chunk), credentials, ...(timeout === undefined ? {} : { timeout }) })
+  await using job = await link.local.runJob(tgt, fun, argList(chunk), { tgtType, kwarg: kwargMap(chunk), ...who, ...(timeout === undefined ? {} : { timeout }) })
   return job.minions.length === 0 ? {} : { jid: job.jid, minions: [...job.minions] }
 }

@@ -13,7 +13,7 @@ import { eventBusPath, type MasterConfig } from '@brine/common'
 import { ClosedError, RemoteError, TimeoutError, silentLogger, type Logger } from '@brine/transport'
 import { ApiError } from './errors.js'
 
-/** The remote error names that mean "who are you?" (401) and "you may not" (403). */
+/** The remote error names that mean "who are you?" and "you may not" (both 401, as salt-api's hypermedia_handler answers). */
 const UNAUTHENTICATED = new Set(['EauthAuthenticationError', 'TokenAuthenticationError', 'EauthError'])
 const REFUSED = new Set(['PermissionDeniedError'])
 /** The context the master's error carried: the client wraps a RemoteError (its `cause`) in an error of its own. */
@@ -43,7 +43,7 @@ export class MasterLink {
   constructor(opts: MasterConfig, logger: Logger = silentLogger) {
     this.opts = opts
     this.#logger = logger
-    const options = { opts, logger }
+    const options = { opts, logger, origin: { client: 'api' as const } }
     this.local = new LocalClient(options)
     this.runner = new RunnerClient(options)
     this.wheel = new WheelClient(options)
@@ -77,7 +77,7 @@ export class MasterLink {
 
   /**
    * Runs `work` against the master and turns its failures into HTTP errors: refused credentials 401,
-   * ACL refusals 403, bad calls 400, a master that is down 503, a request that timed out 504.
+   * ACL refusals 401 too (salt-api's; marked `refused`), bad calls 400, a master that is down 503, a request that timed out 504.
    */
   async call<T>(work: () => Promise<T>, what: string): Promise<T> {
     try {
@@ -104,7 +104,8 @@ export class MasterLink {
       const key = String(remoteContext(error)['key'] ?? '')
       return new ApiError(key === 'max_frame_entries' ? 413 : 400, message, { cause: error })
     }
-    if (REFUSED.has(remoteName)) return new ApiError(403, said, { cause: error })
+    // salt-api turns Salt's AuthorizationError into 401, so pepper says "Authentication denied"; the body keeps the rule.
+    if (REFUSED.has(remoteName)) return new ApiError(401, said, { cause: error, refused: true })
     if (BAD_REQUEST.has(remoteName)) return new ApiError(400, said, { cause: error })
     // A batch size the client cannot use (`batch: 0`, `'x%'`) is the caller's mistake.
     if ((error as Error)?.name === 'BatchSizeError') return new ApiError(400, message, { cause: error })

@@ -4,18 +4,21 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import cookie from '@fastify/cookie'
 import cors from '@fastify/cors'
 import formbody from '@fastify/formbody'
+import websocket from '@fastify/websocket'
 import { pack } from 'tar-stream'
+import type { WebSocket } from 'ws'
 import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConfig } from '@brine/common'
 import { yamlifyArg } from '@brine/minion'
 import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { ClientCredentials, EauthToken } from '@brine/client'
 import { isAppRequest, registerApp } from './app.js'
 import type { ApiSettings } from './config.js'
-import { ApiError, ApiStartError } from './errors.js'
+import { ApiError, ApiStartError, REFUSED_HEADER } from './errors.js'
 import { runChunk, type Chunk } from './lowstate.js'
 import { MasterLink } from './master-link.js'
 import { chooseResponseType, parseYamlBody, serialize, type ResponseType } from './negotiate.js'
 import { EventStreams } from './sse.js'
+import { websocketSink } from './ws.js'
 
 /** The session cookie's name (salt-api's CherryPy sessions use `session_id`). */
 export const SESSION_COOKIE = 'session_id'
@@ -94,15 +97,31 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
 
   const respond = (request: FastifyRequest, reply: FastifyReply, status: number, body: unknown): FastifyReply => {
     const type: ResponseType = chooseResponseType(request.headers.accept) ?? 'application/json'
-    return reply.code(status).type(type).send(serialize(body, type))
+    // A Buffer, because fastify appends `; charset=utf-8` to a JSON type it serialises itself, and salt-api's
+    // own tests compare the header with exactly `application/json`.
+    return reply.code(status).type(type).send(Buffer.from(serialize(body, type)))
   }
   const fail = (request: FastifyRequest, reply: FastifyReply, status: number, message: string): FastifyReply => {
     counters.errors++
     return respond(request, reply, status, { status, return: message })
   }
 
+  // The text of each JSON, YAML or plain body as it arrived: a webhook's `data.body` (salt-api's raw_body) must be
+  // byte for byte what the sender signed, not a re-serialisation of the parsed value.
+  const rawBodies = new WeakMap<FastifyRequest, string>()
+  // Every route's method and URL pattern, so a known path asked with another method answers 405 (CherryPy's
+  // MethodDispatcher) rather than 404.
+  const routes: Array<{ method: string; pattern: RegExp }> = []
+  app.addHook('onRoute', (route) => {
+    // The CORS plugin's OPTIONS route on every path says nothing about which paths exist.
+    if (route.url === '*' || route.url === '/*') return
+    const pattern = new RegExp(`^${route.url.split('/').map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}$`)
+    for (const method of [route.method].flat()) routes.push({ method, pattern })
+  })
+
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    rawBodies.set(request, body as string)
     if ((body as string).trim() === '') return done(null, undefined)
     try {
       done(null, JSON.parse(body as string))
@@ -110,7 +129,8 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       done(new ApiError(400, 'Invalid JSON document'), undefined)
     }
   })
-  app.addContentTypeParser(['application/x-yaml', 'text/yaml', 'application/yaml'], { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser(['application/x-yaml', 'text/yaml', 'application/yaml'], { parseAs: 'string' }, (request, body, done) => {
+    rawBodies.set(request, body as string)
     try {
       done(null, parseYamlBody(body as string))
     } catch {
@@ -118,7 +138,8 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
   })
   // salt-api: "Some large services still send JSON with a text/plain Content-Type".
-  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
+    rawBodies.set(request, body as string)
     try {
       done(null, JSON.parse(body as string))
     } catch {
@@ -126,6 +147,8 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
   })
   await app.register(formbody, { parser: parseForm })
+  // A /ws client only ever sends `websocket client ready`: anything bigger is refused by ws (1009) before it is held.
+  await app.register(websocket, { options: { maxPayload: 4096 } })
   await app.register(cookie)
   await app.register(cors, {
     // salt-api's cors_tool: the caller's origin, credentials allowed, GET and POST, its three headers.
@@ -136,6 +159,8 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     exposedHeaders: 'GET, POST',
     maxAge: 1400,
     strictPreflight: false,
+    // salt-api's cors_tool answers a preflight with 200 (the plugin's default is 204).
+    optionsSuccessStatus: 200,
   })
 
   // Peer-caused warnings: 10 lines a minute each, then a count of the rest.
@@ -149,13 +174,16 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
     // The event stream and the key tarball answer in their own formats (salt-api turns hypermedia_out off there).
     const path = request.url.split('?')[0]
-    if (path === '/events' || (path === '/keys' && request.method === 'POST') || isAppRequest(settings, path ?? '')) return
+    if (path === '/events' || path === '/ws' || path?.startsWith('/ws/') === true || (path === '/keys' && request.method === 'POST') || isAppRequest(settings, path ?? '')) return
     if (chooseResponseType(request.headers.accept) === undefined) throw new ApiError(406, `Could not find an acceptable format for Accept: ${request.headers.accept}; use application/json or application/x-yaml`)
   })
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
     if (error instanceof ApiError) {
       if (error.retryAfter !== undefined) reply.header('Retry-After', String(error.retryAfter))
+      // salt-api answers an ACL refusal with the same 401 as bad credentials; this header lets a client that
+      // cares (the console) tell "you may not" from "who are you?" without changing the salt-shaped body.
+      if (error.refused) reply.header(REFUSED_HEADER, 'acl')
       return fail(request, reply, error.status, error.message)
     }
     switch (error.code) {
@@ -183,7 +211,16 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       throw error
     }
   })
-  app.setNotFoundHandler((request, reply) => fail(request, reply, 404, `The path '${request.url.split('?')[0]}' was not found.`))
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? ''
+    const allowed = [...new Set(routes.filter((route) => route.pattern.test(path)).map((route) => route.method))]
+    // A route that serves this method and still found nothing (a static file that is not there) is a 404.
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
+      reply.header('Allow', allowed.join(', '))
+      return fail(request, reply, 405, `The path '${path}' does not serve ${request.method} (it serves ${allowed.join(', ')}).`)
+    }
+    return fail(request, reply, 404, `The path '${path}' was not found.`)
+  })
 
   /** The session's token: `X-Auth-Token`, else the session cookie (salt-api's salt_token tool). */
   const sessionToken = (request: FastifyRequest): string | undefined => {
@@ -204,7 +241,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     if (data === undefined) throw new ApiError(401, 'Authentication failure of type "token" occurred: the token is unknown, expired or revoked.')
     return data
   }
-  const exec = async (chunks: unknown, token: string | undefined, client?: string): Promise<unknown[]> => {
+  const exec = async (chunks: unknown, token: string | undefined, address: string, client?: string): Promise<unknown[]> => {
     if (!Array.isArray(chunks)) throw new ApiError(400, 'Lowstates must be a list')
     const out: unknown[] = []
     for (const chunk of chunks) {
@@ -213,13 +250,14 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       if (token !== undefined) low['token'] = token
       if (client !== undefined) low['client'] = client
       if (low['arg'] !== undefined && !Array.isArray(low['arg'])) low['arg'] = [low['arg']]
-      out.push(await runChunk(low, link, settings))
+      out.push(await runChunk(low, link, settings, { client: 'api', address }))
     }
     return out
   }
-  const credentialsOf = (chunk: Record<string, unknown>): { eauth: string; username: string; password: string; token_expire?: number } => {
+  /** A login's credentials; missing ones are `missing` (400 for /token as salt-api's Token; 401 for /login, whose mk_token finds none). */
+  const credentialsOf = (chunk: Record<string, unknown>, missing: ApiError): { eauth: string; username: string; password: string; token_expire?: number } => {
     const { eauth, username, password } = chunk
-    if (typeof eauth !== 'string' || typeof username !== 'string' || typeof password !== 'string') throw new ApiError(400, 'Require "username", "password", and "eauth" params')
+    if (typeof eauth !== 'string' || typeof username !== 'string' || typeof password !== 'string') throw missing
     const expire = Number(chunk['token_expire'])
     return { eauth, username, password, ...(chunk['token_expire'] !== undefined && Number.isFinite(expire) ? { token_expire: expire } : {}) }
   }
@@ -227,9 +265,9 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
    * A login from HTTP client `ip`: refused with 429 once its user name or address failed too often (the master's
    * `eauth_rate_limit_*`, counted here per HTTP client; the master is told the address, as it counts too).
    */
-  const login = async (chunk: Record<string, unknown>, ip: string): Promise<EauthToken> => {
+  const login = async (chunk: Record<string, unknown>, ip: string, missing: ApiError): Promise<EauthToken> => {
     if (!link.masterRunning) throw new ApiError(503, 'the master is not available (its event bus is not reachable)')
-    const credentials = credentialsOf(chunk)
+    const credentials = credentialsOf(chunk, missing)
     const address = plainIp(ip)
     let attempt
     try {
@@ -256,7 +294,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
 
   app.post('/', async (request, reply) => {
     const token = requireToken(request)
-    return respond(request, reply, 200, { return: await exec(lowstate(request.body), token) })
+    return respond(request, reply, 200, { return: await exec(lowstate(request.body), token, request.ip) })
   })
 
   app.get('/login', async (request, reply) => {
@@ -265,7 +303,15 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
   })
 
   app.post('/login', async (request, reply) => {
-    const made = await login(firstChunk(request.body), request.ip)
+    // salt-api's Login answers 401 for any body that yields no token, a malformed one included.
+    const refused = new ApiError(401, 'Could not authenticate using provided credentials')
+    let chunk: Record<string, unknown>
+    try {
+      chunk = firstChunk(request.body)
+    } catch {
+      throw refused
+    }
+    const made = await login(chunk, request.ip, refused)
     reply.header('X-Auth-Token', made.token)
     if (settings.enableSessions) {
       reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: options.tls !== undefined, expires: new Date(made.expire * 1000) })
@@ -288,25 +334,25 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const out: unknown[] = []
     for (const chunk of body) {
       if (!isMap(chunk)) throw new ApiError(400, 'Require "username", "password", and "eauth" params')
-      const made = await login(chunk, request.ip)
+      const made = await login(chunk, request.ip, new ApiError(400, 'Require "username", "password", and "eauth" params'))
       out.push({ start: made.start, token: made.token, expire: made.expire, name: made.name, eauth: made.eauth })
     }
     return respond(request, reply, 200, out)
   })
 
-  app.post('/run', async (request, reply) => respond(request, reply, 200, { return: await exec(lowstate(request.body), undefined) }))
+  app.post('/run', async (request, reply) => respond(request, reply, 200, { return: await exec(lowstate(request.body), undefined, request.ip) }))
 
   const minions = async (request: FastifyRequest<{ Params: { mid?: string } }>, reply: FastifyReply) => {
     const token = requireToken(request)
     const mid = request.params.mid
-    return respond(request, reply, 200, { return: await exec([{ client: 'local', tgt: mid === undefined || mid === '' ? '*' : mid, fun: 'grains.items' }], token) })
+    return respond(request, reply, 200, { return: await exec([{ client: 'local', tgt: mid === undefined || mid === '' ? '*' : mid, fun: 'grains.items' }], token, request.ip) })
   }
   app.get('/minions', minions)
   app.get('/minions/:mid', minions)
 
   app.post('/minions', async (request, reply) => {
     const token = requireToken(request)
-    const jobs = (await exec(lowstate(request.body), token, 'local_async')) as Array<Record<string, unknown>>
+    const jobs = (await exec(lowstate(request.body), token, request.ip, 'local_async')) as Array<Record<string, unknown>>
     return respond(request, reply, 202, { return: jobs, _links: { jobs: jobs.filter((job) => isMap(job) && typeof job['jid'] === 'string').map((job) => ({ href: `/jobs/${String(job['jid'])}` })) } })
   })
 
@@ -314,10 +360,10 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const token = requireToken(request)
     const jid = request.params.jid
     if (jid === undefined || jid === '') {
-      const [list] = await exec([{ client: 'runner', fun: 'jobs.list_jobs' }], token)
+      const [list] = await exec([{ client: 'runner', fun: 'jobs.list_jobs' }], token, request.ip)
       return respond(request, reply, 200, { return: [list] })
     }
-    const [info] = (await exec([{ client: 'runner', fun: 'jobs.list_job', jid }], token)) as Array<Record<string, unknown>>
+    const [info] = (await exec([{ client: 'runner', fun: 'jobs.list_job', jid }], token, request.ip)) as Array<Record<string, unknown>>
     const returns: Record<string, unknown> = {}
     const result = isMap(info) ? info['Result'] : undefined
     if (isMap(result)) for (const [id, entry] of Object.entries(result)) returns[id] = isMap(entry) ? entry['return'] : entry
@@ -330,7 +376,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const token = requireToken(request)
     const mid = request.params.mid
     const chunk = mid === undefined || mid === '' ? { client: 'wheel', fun: 'key.list_all' } : { client: 'wheel', fun: 'key.finger', match: mid }
-    const [result] = (await exec([chunk], token)) as Array<{ data?: { return?: unknown } }>
+    const [result] = (await exec([chunk], token, request.ip)) as Array<{ data?: { return?: unknown } }>
     return respond(request, reply, 200, { return: result?.data?.return ?? {} })
   }
   app.get('/keys', keys)
@@ -343,9 +389,12 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       chunk['id_'] = chunk['mid']
       delete chunk['mid']
     }
-    const token = sessionToken(request)
-    if (token !== undefined && chunk['eauth'] === undefined && chunk['token'] === undefined) chunk['token'] = token
-    const [result] = (await exec([chunk], undefined)) as Array<{ data?: { return?: { pub?: string; priv?: string } } }>
+    // As salt-api's Keys.POST (sessions off): the eauth trio in the body, never a session token.
+    if (typeof chunk['username'] !== 'string' || typeof chunk['password'] !== 'string' || typeof chunk['eauth'] !== 'string') {
+      throw new ApiError(401, 'POST /keys needs "username", "password" and "eauth" in the body (as salt-api; a session token is not used here)')
+    }
+    delete chunk['token']
+    const [result] = (await exec([chunk], undefined, request.ip)) as Array<{ data?: { return?: { pub?: string; priv?: string } } }>
     const generated = result?.data?.return
     if (!isMap(generated) || typeof generated['pub'] !== 'string' || typeof generated['priv'] !== 'string') {
       throw new ApiError(409, `minion ${JSON.stringify(chunk['id_'])} already has an accepted key (send force=true to replace it)`)
@@ -368,14 +417,16 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     // The path becomes the event's tag: a newline or tab in it would forge lines for every reader of the bus.
     const problem = tagProblem(tags.netapiHook(path))
     if (problem !== undefined) throw new ApiError(400, `the hook path ${JSON.stringify(path.slice(0, 120))} cannot be an event tag: it ${problem}`)
-    // Salt's `body` is the raw text of a JSON, YAML or plain body, and '' for a form (its fields are in `post`).
-    const form = String(request.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')
-    const raw = typeof request.body === 'string' ? request.body : request.body === undefined || form ? '' : JSON.stringify(request.body)
+    // Salt's `body` is the raw text of a JSON, YAML or plain body as sent, and '' for a form (its fields are in `post`).
+    const raw = rawBodies.get(request) ?? ''
     const headers: Record<string, string> = {}
     for (const [name, value] of Object.entries(request.headers)) {
       if (name === 'x-auth-token' || name === 'cookie') continue
       headers[name.replace(/(^|-)([a-z])/g, (_match, dash: string, letter: string) => `${dash}${letter.toUpperCase()}`)] = Array.isArray(value) ? value.join(', ') : String(value)
     }
+    // CherryPy adds the peer's address as a request header, and reactors read it there; set last, so a sender's
+    // own `Remote-Addr` header cannot stand in for its address.
+    headers['Remote-Addr'] = plainIp(request.ip)
     await link.call(() => link.eauth.fireEvent(tags.netapiHook(path), { body: raw, post: request.body ?? {}, headers }), 'hook')
     return respond(request, reply, 200, { success: true })
   }
@@ -413,6 +464,32 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
       reply.raw.end(JSON.stringify({ status, return: (error as Error).message }))
     }
   })
+
+  // salt-api's websocket event stream: the token in the path (salt-api's /ws/<token>, for browsers that cannot
+  // send a header), else X-Auth-Token or the session cookie; checked before the upgrade, so a refusal is a 401.
+  // The reader is one of EventStreams' own: the same bound, expiry, revocation and events_max_streams as /events.
+  const wsTokens = new WeakMap<FastifyRequest, { token: string; expire: number }>()
+  type WsRoute = { Params: { token?: string }; Querystring: Record<string, string | undefined> }
+  const wsAuth = async (request: FastifyRequest<WsRoute>): Promise<void> => {
+    const token = request.params.token ?? sessionToken(request)
+    if (token === undefined || !isHex(token)) throw new ApiError(401, 'No valid token given (/ws/<token>, X-Auth-Token or the session cookie)')
+    const data = await liveToken(token)
+    streams.checkRoom()
+    wsTokens.set(request, { token, expire: data.expire })
+  }
+  const wsOpen = (socket: WebSocket, request: FastifyRequest<WsRoute>): void => {
+    const auth = wsTokens.get(request)
+    if (auth === undefined) return socket.close(1008, 'not authenticated')
+    // salt-api formats when the parameter is there at all (`/ws?format_events`), whatever its value.
+    const formatEvents = Object.hasOwn(request.query, 'format_events')
+    try {
+      streams.attach(websocketSink(socket, formatEvents), auth.token, auth.expire)
+    } catch (error) {
+      socket.close(1013, (error as Error).message.slice(0, 120))
+    }
+  }
+  app.get<WsRoute>('/ws', { websocket: true, preValidation: wsAuth }, wsOpen)
+  app.get<WsRoute>('/ws/:token', { websocket: true, preValidation: wsAuth }, wsOpen)
 
   return app
 }

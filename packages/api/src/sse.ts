@@ -27,6 +27,8 @@ export interface EventStreamStats {
   events: number
   delivered: number
   dropped: number
+  /** Readers dropped for falling past their bound (websocket readers; an SSE reader loses events instead). */
+  overflowed: number
   /** Bytes held right now for readers that are behind (at most `streams` × `bufferBytes`). */
   queuedBytes: number
 }
@@ -43,9 +45,52 @@ export function sseRecord(event: BusEvent): Buffer {
   return Buffer.from(`tag: ${tag}\ndata: ${json}\n\n`)
 }
 
-/** One `/events` reader: its socket, the bytes waiting for it, and what it lost. */
+/**
+ * Where one reader's records go: an SSE response or a websocket. The sink encodes (SSE records, salt-api's
+ * websocket frames, or `format_events` summaries) and says what a reader that fell behind is told.
+ */
+export interface EventSink {
+  /** The records for `event`, none to skip it; `cache` holds encodings shared by every sink of a kind for this event. */
+  encode(event: BusEvent, cache: Map<string, Buffer>): Buffer[]
+  /** Writes one record; false when the peer is behind (then {@link EventSink.onDrain} says when to go on). */
+  write(record: Buffer): boolean
+  onDrain(listener: () => void): void
+  onClose(listener: () => void): void
+  /**
+   * Past its bound a reader loses events (`drop-events`: SSE, told by a comment when it catches up) or is itself
+   * dropped (`drop-reader`: a websocket has no comment line, and a `format_events` reader's view of its jobs
+   * would go wrong silently).
+   */
+  readonly overflow: 'drop-events' | 'drop-reader'
+  /** What a `drop-events` reader that lost `count` events is told when it catches up. */
+  dropNotice(count: number, bufferBytes: number): Buffer | undefined
+  /** Ends the reader: `reason` says why; `abrupt` when it is being dropped and nothing more can reach it. */
+  end(reason: string | undefined, abrupt: boolean): void
+}
+
+/** The SSE sink of one `/events` response. */
+export function sseSink(raw: ServerResponse): EventSink {
+  return {
+    encode: (event, cache) => {
+      let record = cache.get('sse')
+      if (record === undefined) cache.set('sse', (record = sseRecord(event)))
+      return [record]
+    },
+    write: (record) => raw.write(record),
+    onDrain: (listener) => raw.on('drain', listener),
+    onClose: (listener) => raw.on('close', listener),
+    overflow: 'drop-events',
+    // An SSE comment: readers ignore it, people and tests see what was lost.
+    dropNotice: (count, bufferBytes) => Buffer.from(`: dropped ${count} events (this reader fell ${bufferBytes} bytes behind; rest_cherrypy.events_buffer_bytes)\n\n`),
+    end: (reason) => {
+      if (!raw.writableEnded) raw.end(reason === undefined ? undefined : `: ${reason}\n\n`)
+    },
+  }
+}
+
+/** One event reader (`/events` or `/ws`): its sink, the bytes waiting for it, and what it lost. */
 class Stream {
-  readonly #raw: ServerResponse
+  readonly #sink: EventSink
   readonly #hub: EventStreams
   readonly #queue: Buffer[] = []
   #queued = 0
@@ -58,15 +103,15 @@ class Stream {
   #ended = false
 
   constructor(
-    raw: ServerResponse,
+    sink: EventSink,
     hub: EventStreams,
     readonly token: string,
     expireAt: number,
   ) {
-    this.#raw = raw
+    this.#sink = sink
     this.#hub = hub
-    raw.on('drain', () => this.#flush())
-    raw.on('close', () => this.end())
+    sink.onDrain(() => this.#flush())
+    sink.onClose(() => this.end())
     this.#timer = setTimeout(() => this.end('token expired'), Math.min(Math.max(0, expireAt - Date.now()), MAX_TIMER_MS))
     this.#timer.unref()
   }
@@ -75,49 +120,56 @@ class Stream {
     return this.#queued
   }
 
-  /** Writes `record` now, or queues it while the socket drains, or drops it past the stream's bound. */
-  send(record: Buffer, limit: number): void {
+  /** Writes `event`'s records now, or queues them while the sink drains, or drops them past the stream's bound. */
+  send(event: BusEvent, cache: Map<string, Buffer>, limit: number): void {
     if (this.#ended) return
-    if (this.#draining) {
-      if (this.#queued + record.length > limit) {
-        this.dropped++
-        this.#unreported++
-        this.#hub.noteDrop()
-        return
+    for (const record of this.#sink.encode(event, cache)) {
+      if (this.#ended) return
+      if (this.#draining) {
+        if (this.#queued + record.length > limit) {
+          this.dropped++
+          this.#unreported++
+          this.#hub.noteDrop()
+          if (this.#sink.overflow === 'drop-reader') {
+            this.#hub.noteOverflow()
+            this.end(`this reader fell more than ${limit} bytes behind (rest_cherrypy.events_buffer_bytes); dropped`, true)
+          }
+          return
+        }
+        this.#queue.push(record)
+        this.#queued += record.length
+        continue
       }
-      this.#queue.push(record)
-      this.#queued += record.length
-      return
+      this.delivered++
+      if (!this.#sink.write(record)) this.#draining = true
     }
-    this.delivered++
-    if (!this.#raw.write(record)) this.#draining = true
   }
 
   #flush(): void {
+    if (this.#ended) return
     this.#draining = false
     while (this.#queue.length > 0 && !this.#draining) {
       const record = this.#queue.shift() as Buffer
       this.#queued -= record.length
       this.delivered++
-      if (!this.#raw.write(record)) this.#draining = true
+      if (!this.#sink.write(record)) this.#draining = true
     }
     if (!this.#draining && this.#unreported > 0) {
-      // An SSE comment: readers ignore it, people and tests see what was lost.
-      const notice = `: dropped ${this.#unreported} events (this reader fell ${this.#hub.bufferBytes} bytes behind; rest_cherrypy.events_buffer_bytes)\n\n`
+      const notice = this.#sink.dropNotice(this.#unreported, this.#hub.bufferBytes)
       this.#unreported = 0
-      if (!this.#raw.write(notice)) this.#draining = true
+      if (notice !== undefined && !this.#sink.write(notice)) this.#draining = true
     }
   }
 
-  /** Ends the stream (with `reason` as a final comment); idempotent. */
-  end(reason?: string): void {
+  /** Ends the stream (telling the reader `reason`); idempotent. */
+  end(reason?: string, abrupt = false): void {
     if (this.#ended) return
     this.#ended = true
     clearTimeout(this.#timer)
     this.#queue.length = 0
     this.#queued = 0
     this.#hub.forget(this)
-    if (!this.#raw.writableEnded) this.#raw.end(reason === undefined ? undefined : `: ${reason}\n\n`)
+    this.#sink.end(reason, abrupt)
   }
 }
 
@@ -136,6 +188,7 @@ export class EventStreams {
   #events = 0
   #delivered = 0
   #dropped = 0
+  #overflowed = 0
   #reading: Promise<void> | undefined
 
   constructor(options: EventStreamsOptions) {
@@ -176,16 +229,28 @@ export class EventStreams {
   #fanout(event: BusEvent): void {
     this.#events++
     if (this.#streams.size === 0) return
-    const record = sseRecord(event)
-    for (const stream of this.#streams) stream.send(record, this.#o.bufferBytes)
+    // One encoding per kind of sink for this event, however many readers share it.
+    const cache = new Map<string, Buffer>()
+    for (const stream of this.#streams) stream.send(event, cache, this.#o.bufferBytes)
   }
 
   /** Opens a stream on `raw` for a live token (`expire`: epoch seconds); 503 past `maxStreams`. */
   open(raw: ServerResponse, token: string, expire: number, headers: Record<string, string>): void {
-    if (this.#streams.size >= this.#o.maxStreams) throw new ApiError(503, `too many event streams open (${this.#streams.size}; rest_cherrypy.events_max_streams is ${this.#o.maxStreams})`)
+    this.checkRoom()
     raw.writeHead(200, { 'Content-Type': 'text/event-stream;charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', ...headers })
     raw.write('retry: 400\n')
-    this.#streams.add(new Stream(raw, this, token, expire * 1000))
+    this.attach(sseSink(raw), token, expire)
+  }
+
+  /** Throws the 503 a reader gets past `maxStreams`. */
+  checkRoom(): void {
+    if (this.#streams.size >= this.#o.maxStreams) throw new ApiError(503, `too many event streams open (${this.#streams.size}; rest_cherrypy.events_max_streams is ${this.#o.maxStreams})`)
+  }
+
+  /** Adds a reader on any sink (the websocket's) for a live token (`expire`: epoch seconds): the same bound, expiry and revocation as `/events`. */
+  attach(sink: EventSink, token: string, expire: number): void {
+    this.checkRoom()
+    this.#streams.add(new Stream(sink, this, token, expire * 1000))
   }
 
   /** Ends every stream of `token` (logout). */
@@ -212,6 +277,11 @@ export class EventStreams {
     this.#dropped++
   }
 
+  /** Called by a stream dropped for falling past its bound (a websocket reader). */
+  noteOverflow(): void {
+    this.#overflowed++
+  }
+
   /** Called by a stream that ended. */
   forget(stream: Stream): void {
     if (!this.#streams.delete(stream)) return
@@ -225,7 +295,7 @@ export class EventStreams {
       delivered += stream.delivered
       queuedBytes += stream.queuedBytes
     }
-    return { streams: this.#streams.size, events: this.#events, delivered, dropped: this.#dropped, queuedBytes }
+    return { streams: this.#streams.size, events: this.#events, delivered, dropped: this.#dropped, overflowed: this.#overflowed, queuedBytes }
   }
 
   async close(): Promise<void> {

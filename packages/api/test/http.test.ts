@@ -67,6 +67,38 @@ describe('the app without a master', () => {
     await server.close()
   })
 
+  it("answers as salt-api: exactly application/json, 405 with Allow for a method the path does not serve, 200 to a CORS preflight, 401 for POST /keys without the eauth trio", async () => {
+    const server = await app({})
+    const welcome = await server.inject({ method: 'GET', url: '/' })
+    expect(welcome.headers['content-type']).toBe('application/json')
+    const yaml = await server.inject({ method: 'GET', url: '/', headers: { accept: 'application/x-yaml' } })
+    expect(yaml.headers['content-type']).toBe('application/x-yaml')
+    for (const [method, url, allow] of [['GET', '/run', 'POST'], ['GET', '/logout', 'POST'], ['GET', '/token', 'POST'], ['GET', '/hook/a/b', 'POST'], ['POST', '/stats', 'GET, HEAD'], ['DELETE', '/', 'GET, HEAD, POST']] as const) {
+      const response = await server.inject({ method, url })
+      expect(response.statusCode, `${method} ${url}`).toBe(405)
+      expect(response.headers['content-type']).toBe('application/json')
+      expect(response.headers['allow'], `${method} ${url}`).toBe(allow)
+      expect(response.json()).toEqual({ status: 405, return: expect.stringContaining(`does not serve ${method}`) })
+    }
+    expect((await server.inject({ method: 'GET', url: '/nope' })).statusCode).toBe(404)
+    const preflight = await server.inject({ method: 'OPTIONS', url: '/login', headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST' } })
+    expect(preflight.statusCode).toBe(200)
+    expect(preflight.headers['access-control-allow-origin']).toBe('https://dash.example')
+    const keys = await server.inject({ method: 'POST', url: '/keys', headers: { 'x-auth-token': 'ab'.repeat(32) }, payload: { mid: 'web9' } })
+    expect(keys.statusCode).toBe(401)
+    expect(keys.json()).toEqual({ status: 401, return: expect.stringContaining('"username", "password" and "eauth"') })
+    await server.close()
+  })
+
+  it('answers an ACL refusal with 401 as salt-api does, keeping the rule and marking it refused', async () => {
+    const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock' } as unknown as MasterConfig
+    const link = new MasterLink(opts)
+    const refusal = Object.assign(new Error('tcp://127.0.0.1:4506 answered with PermissionDeniedError: user "alice" may not run "cmd.run" on web1'), { context: { remoteName: 'PermissionDeniedError' } })
+    expect(link.httpError(refusal, 'publish')).toMatchObject({ status: 401, refused: true, message: 'user "alice" may not run "cmd.run" on web1' })
+    expect(link.httpError(Object.assign(new Error('x answered with EauthAuthenticationError: bad'), { context: { remoteName: 'EauthAuthenticationError' } }), 'publish')).toMatchObject({ status: 401, refused: false })
+    await link.close()
+  })
+
   it('refuses callers outside authorized_ips with 403 and a JSON body', async () => {
     const server = await app({ authorized_ips: ['10.9.9.9'] })
     const response = await server.inject({ method: 'GET', url: '/' })

@@ -349,7 +349,7 @@ async function untilAllAnswer(
  * connection cap, meant for a real fleet's many addresses) would refuse the 2,188th of 2,500 swarm minions
  * under one master; the total cap, from the open-file limit, still holds.
  */
-const LOOPBACK_FLEET = { max_connections_per_address: 10_000_000 }
+export const LOOPBACK_FLEET = { max_connections_per_address: 10_000_000 }
 
 const zeroCounts = (): ReturnCounts => ({ expected: 0, stored: 0, lost: 0, eventsSeen: 0, eventsMissed: 0, duplicates: 0 })
 

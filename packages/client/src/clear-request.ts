@@ -10,8 +10,22 @@ import { MasterRequestError } from './errors.js'
  */
 export type ClientCredentials = { token: string } | { eauth: string; username: string; password: string }
 
+/**
+ * Where a request comes from, as the master's audit log records it: the client (`cli`, `api`, `syndic`,
+ * `library`) and, for the REST API, its HTTP caller's address. What a client claims; the master adds what it saw.
+ */
+export interface RequestOrigin {
+  client: 'cli' | 'api' | 'syndic' | 'library'
+  address?: string
+}
+
+/** The commands whose load carries the origin (the ones the master audits). */
+const AUDITED_COMMANDS = new Set(['publish', 'runner', 'wheel'])
+
 /** How a client finds and talks to the local master. */
 export interface MasterClientOptions {
+  /** Where this client's requests come from, for the master's audit log (default: `library`). */
+  origin?: RequestOrigin
   /**
    * Authenticate as this eauth user instead of with the root key (which is then not read at all, so a
    * user who cannot read it may still publish within their ACL: `brine -a`).
@@ -40,6 +54,8 @@ export interface ClearRequestOptions {
   signal?: AbortSignal
   /** This request's credentials instead of the client's (its root key or `credentials`). */
   credentials?: ClientCredentials
+  /** Where this request comes from, instead of the client's `origin`. */
+  origin?: RequestOrigin
 }
 
 export type MasterRequestErrorClass = new (message: string, context?: ErrorContext, options?: ErrorOptions) => MasterRequestError
@@ -105,11 +121,13 @@ export class ClearRequester {
   /** Sends one clear load with the root key (or the credentials given) and returns the master's reply. */
   async request(load: Record<string, unknown>, options: ClearRequestOptions = {}, ErrorClass: MasterRequestErrorClass = MasterRequestError): Promise<unknown> {
     const { key, requests } = await this.connect()
-    const { credentials: given, ...sendOptions } = options
+    const { credentials: given, origin: givenOrigin, ...sendOptions } = options
     const credentials = given ?? this.options.credentials ?? { key }
+    const origin = givenOrigin ?? this.options.origin ?? { client: 'library' }
+    const withOrigin = AUDITED_COMMANDS.has(String(load['cmd'])) ? { ...load, origin } : load
     let reply: unknown
     try {
-      reply = await requests.send(clearRequest({ ...load, ...credentials }), sendOptions)
+      reply = await requests.send(clearRequest({ ...withOrigin, ...credentials }), sendOptions)
     } catch (error) {
       if (error instanceof RemoteError) throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
       throw error

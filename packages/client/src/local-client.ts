@@ -12,7 +12,7 @@ import {
   type Tgt,
 } from '@brine/common'
 import { runBatch, type BatchEvent, type BatchOptions } from './batch.js'
-import { ClearRequester, type ClearRequestOptions, type ClientCredentials, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type ClearRequestOptions, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { MasterRequestError, PublishError } from './errors.js'
 import { Job, type CliReturn, type JobEventReader, type JobHost, type WaitOptions } from './job.js'
 import { MasterEvent } from './master-event.js'
@@ -33,6 +33,8 @@ export interface RunJobOptions {
   signal?: AbortSignal
   /** Publish as this eauth user (their ACL applies) instead of with the client's own credentials. */
   credentials?: ClientCredentials
+  /** Where this publish comes from (the master's audit log), instead of the client's `origin`. */
+  origin?: RequestOrigin
 }
 
 /** One minion's return in Salt's `cmd_iter` shape. */
@@ -186,6 +188,7 @@ export class LocalClient implements AsyncDisposable {
     const requestOptions: ClearRequestOptions = {}
     if (options.signal !== undefined) requestOptions.signal = options.signal
     if (options.credentials !== undefined) requestOptions.credentials = options.credentials
+    if (options.origin !== undefined) requestOptions.origin = options.origin
     return checkPublishReply(await this.request(load as unknown as Record<string, unknown>, requestOptions))
   }
 

@@ -1,5 +1,5 @@
 import { timeoutsFromConfig } from '@brine/common'
-import { ClearRequester, type ClientCredentials, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { RunnerError } from './errors.js'
 import { currentUser } from './local-client.js'
 
@@ -15,6 +15,8 @@ export interface RunnerCallOptions {
   signal?: AbortSignal
   /** Run as this eauth user (their ACL applies) instead of with the client's own credentials. */
   credentials?: ClientCredentials
+  /** Where this call comes from (the master's audit log), instead of the client's `origin`. */
+  origin?: RequestOrigin
 }
 
 /** What an asynchronous runner or wheel call answers: Salt's `{tag, jid}`; the return comes on the bus. */
@@ -62,9 +64,10 @@ export class RunnerClient implements AsyncDisposable {
     const waitMs = seconds('timeout', timeouts.timeoutMs) + seconds('gather_job_timeout', timeouts.gatherJobTimeoutMs)
     const requestTimeout = Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)
     const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser() }
-    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal; credentials?: ClientCredentials } = { timeout: requestTimeout, tries: 1 }
+    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal; credentials?: ClientCredentials; origin?: RequestOrigin } = { timeout: requestTimeout, tries: 1 }
     if (options.signal !== undefined) sendOptions.signal = options.signal
     if (options.credentials !== undefined) sendOptions.credentials = options.credentials
+    if (options.origin !== undefined) sendOptions.origin = options.origin
     const reply = (await this.#requester.request(load, sendOptions, RunnerError)) as Partial<RunnerResult> | null
     if (typeof reply !== 'object' || reply === null || typeof reply.jid !== 'string' || !('return' in reply)) {
       throw new RunnerError(`the master answered runner ${fun} with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, return}`, { fun })

@@ -1,4 +1,4 @@
-import { ClearRequester, type ClientCredentials, type MasterClientOptions } from './clear-request.js'
+import { ClearRequester, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { WheelError } from './errors.js'
 import { checkAsyncReply, type AsyncResult } from './runner-client.js'
 
@@ -15,6 +15,8 @@ export interface WheelCallOptions {
   signal?: AbortSignal
   /** Run as this eauth user (their ACL applies) instead of with the client's own credentials. */
   credentials?: ClientCredentials
+  /** Where this call comes from (the master's audit log), instead of the client's `origin`. */
+  origin?: RequestOrigin
 }
 
 /**

@@ -26,6 +26,7 @@ export type ValueKind =
   | 'string-or-list'
   | 'list'
   | 'boolean-or-map'
+  | 'map-list'
   | 'master-finger'
   | 'transport'
   | 'nullable-transport'
@@ -46,6 +47,7 @@ export interface KindTypes {
   'string-or-list': string | string[]
   list: string[]
   'boolean-or-map': boolean | Record<string, unknown>
+  'map-list': Record<string, unknown>[]
   'master-finger': MasterFinger
   transport: TransportName
   'nullable-transport': TransportName | null
@@ -219,6 +221,22 @@ export const CONFIG_SCHEMA = {
   netapi_enable_clients: { kind: 'list', roles: MASTER, default: () => [] },
   /** The REST API's settings (Salt's rest_cherrypy block; `port` is required to start brine-api). */
   rest_cherrypy: { kind: 'map', roles: MASTER, default: () => ({ host: '0.0.0.0' }) },
+
+  // Automation (docs/automation.md, docs/audit.md): the reactor's tag globs → reaction files, the user its calls
+  // run as, how deep a chain of reactions may go; schedules (minion: functions; master: runners); the audit log.
+  reactor: { kind: 'map-list', roles: MASTER, default: () => [] },
+  reactor_user: { kind: 'string', roles: MASTER, default: 'root' },
+  reactor_loop_limit: { kind: 'integer', roles: MASTER, default: 5, min: 1, max: 1000 },
+  // Salt's reactor_worker_threads / reactor_worker_hwm: reactions run at once, and waiting (beyond it: refused, logged).
+  reactor_worker_threads: { kind: 'integer', roles: MASTER, default: 10, min: 1, max: 1000 },
+  reactor_worker_hwm: { kind: 'integer', roles: MASTER, default: 10000, min: 1, max: 10_000_000 },
+  schedule: { kind: 'map', roles: ALL, default: () => ({}) },
+  // Events a minion sends (event.send, event.fire_master): bytes per event, and a rate per minion (events/s, burst).
+  minion_event_max_bytes: { kind: 'integer', roles: MASTER, default: 65536, unit: 'bytes', min: 1024, max: 67108864 },
+  minion_event_rate: { kind: 'number', roles: MASTER, default: 10, min: 0.01, max: 1_000_000 },
+  minion_event_burst: { kind: 'integer', roles: MASTER, default: 50, min: 1, max: 1_000_000 },
+  // '': the daemons use `audit` beside log_file (loadConfig sets it); a Master embedded as a library, <cachedir>/audit.
+  audit_log: { kind: 'string', roles: MASTER, default: '' },
 
   // Keys and security.
   auto_accept: { kind: 'boolean', roles: MASTER, default: false },

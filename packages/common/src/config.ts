@@ -1,5 +1,5 @@
 import { readdir, readFile, readlink } from 'node:fs/promises'
-import { join, resolve, sep } from 'node:path'
+import { dirname, join, resolve, sep } from 'node:path'
 import { LineCounter, isMap, isScalar, parse as parseYaml, parseDocument } from 'yaml'
 import { iterTransportOpts, parseLogLevel, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
 import type { Logger } from '@brine/transport'
@@ -154,9 +154,18 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   }
   prependRootDir(opts)
   checkResolvedPaths(opts, origins, report)
+  // A daemon's audit log defaults to `audit` beside its log file (a library's Master, without it, keeps it under cachedir).
+  if (role === 'master' && opts['audit_log'] === '') opts['audit_log'] = defaultAuditLog(opts)
 
   for (const warning of warnings) logger.warning(warning.message)
   return { opts: opts as ConfigFor<R>, warnings, files, sources: origins }
+}
+
+/** `audit` beside `log_file`, or under `<root_dir>/var/log/brine` when the log goes to syslog or nowhere. */
+export function defaultAuditLog(opts: Record<string, unknown>): string {
+  const logFile = opts['log_file']
+  if (typeof logFile === 'string' && logFile !== '' && !logFile.includes('://')) return join(dirname(logFile), 'audit')
+  return join(typeof opts['root_dir'] === 'string' ? opts['root_dir'] : '/', 'var/log/brine/audit')
 }
 
 /**
@@ -307,6 +316,8 @@ export function coerceValue(key: string, spec: KeySpec, value: unknown, where: C
       return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a list of strings')
     case 'boolean-or-map':
       return typeof value === 'boolean' || isPlainObject(value) ? value : fail('true, false or a mapping')
+    case 'map-list':
+      return Array.isArray(value) && value.every((item) => isPlainObject(item)) ? value : fail('a list of mappings')
     case 'master-finger':
       if (typeof value === 'string') return value
       if (Array.isArray(value)) return value.every((item) => typeof item === 'string') ? value : fail('a fingerprint, a list of fingerprints or a mapping of master to fingerprint')
@@ -552,6 +563,7 @@ export function parseOverride(text: string): { key: string; value: unknown } {
     case 'map':
     case 'transport-opts':
     case 'boolean-or-map':
+    case 'map-list':
       return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
     case 'output-indent':
       return { key, value: raw === 'null' || raw === '~' ? null : /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw }

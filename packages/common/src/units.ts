@@ -244,6 +244,23 @@ export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
   }
 }
 
+/** The interval keys of a schedule entry, in Salt's units, and how many seconds one of each is. */
+const SCHEDULE_UNITS = { seconds: 1, minutes: 60, hours: 3600, days: 86400 } as const
+
+/**
+ * A schedule entry's interval (Salt adds `seconds`, `minutes`, `hours` and `days` together) in ms; undefined when
+ * none is set. Each value is a non-negative number (ConfigError naming the key otherwise).
+ */
+export function scheduleIntervalMs(entry: Record<string, unknown>, job: string): number | undefined {
+  let total: number | undefined
+  for (const [key, seconds] of Object.entries(SCHEDULE_UNITS)) {
+    const value = entry[key]
+    if (value === undefined || value === null) continue
+    total = (total ?? 0) + secondsToMs(value, `schedule ${job}: ${key}`) * seconds
+  }
+  return total
+}
+
 /** The file server's sizes from config, in bytes. */
 export interface FileServerLimits {
   /** `file_buffer_size`: bytes per chunk on the wire. */

@@ -19,6 +19,8 @@ export class ApiFailure extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The master's ACL refused the call: a 401 as salt-api answers it, marked by brine-api's X-Brine-Refused header. */
+    readonly refused = false,
   ) {
     super(message)
   }
@@ -66,8 +68,10 @@ async function request(path: string, init: RequestInit, token?: string): Promise
   }
   if (response.ok) return body
   const message = typeof body === 'object' && body !== null && 'return' in body ? String((body as { return: unknown }).return) : `${response.status} ${response.statusText}`
-  if (response.status === 401 && token !== undefined) onExpired(`Your session ended: ${message}`)
-  throw new ApiFailure(response.status, message)
+  // An ACL refusal is a 401 too (salt-api's code); only a 401 that is not one means the session ended.
+  const refused = response.status === 401 && response.headers.get('X-Brine-Refused') !== null
+  if (response.status === 401 && !refused && token !== undefined) onExpired(`Your session ended: ${message}`)
+  throw new ApiFailure(response.status, message, refused)
 }
 
 export async function login(username: string, password: string, eauth: string, tokenExpire?: number): Promise<Session> {

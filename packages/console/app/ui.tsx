@@ -14,10 +14,10 @@ export interface PageProps {
 export function Problem({ error, session }: { error: unknown; session?: Session }) {
   if (error === undefined || error === null) return null
   const failure = error instanceof ApiFailure ? error : new ApiFailure(0, String((error as Error)?.message ?? error))
-  if (failure.status === 403) {
+  if (failure.refused) {
     return (
       <div class="problem refused" role="alert">
-        <strong>Refused by the master's ACL (external_auth, 403)</strong>
+        <strong>Refused by the master's ACL (external_auth, 401)</strong>
         <p class="reason">{failure.message}</p>
         {session !== undefined && (
           <p class="rules">

@@ -13,9 +13,10 @@ export interface Caller {
   readonly user: string
   /**
    * How the caller proved who they are: `key`, the master's root key; `master`, the master itself (a
-   * runner publishing for its caller). `token` and `eauth` are for external auth (Salt's `external_auth`).
+   * runner publishing for its caller). `token` and `eauth` are for external auth (Salt's `external_auth`);
+   * `reactor` and `schedule`, the master's reactor (as `reactor_user`) and its schedule.
    */
-  readonly auth: 'key' | 'master' | 'token' | 'eauth'
+  readonly auth: 'key' | 'master' | 'token' | 'eauth' | 'reactor' | 'schedule'
   /** The eauth backend (`file`, `pam`, …) when `auth` is `token` or `eauth`. */
   readonly eauth?: string
   /**
@@ -23,6 +24,25 @@ export interface Caller {
    * user's, `*`'s and their groups' entries under `external_auth`.
    */
   readonly permissions: Permissions
+  /** Where the call came from, for the audit log: `client` (cli, api, syndic, reactor, schedule, runner) and what is known of its address. */
+  readonly via?: CallerVia
+}
+
+/** Where a call came from. `address` is what the client claims (an API's HTTP client); `peer` what the wire saw. */
+export interface CallerVia {
+  readonly client: string
+  readonly [detail: string]: string | undefined
+}
+
+/** The clients a request may say it came from (its `origin` field); anything else is recorded as `unknown`. */
+const ORIGIN_CLIENTS = new Set(['cli', 'api', 'syndic', 'library'])
+
+/** `via` for a clear request: the client and address its `origin` field claims, and the peer the transport saw. */
+export function viaOfRequest(origin: unknown, transport: string, peer: string): CallerVia {
+  const claimed = typeof origin === 'object' && origin !== null ? (origin as Record<string, unknown>) : {}
+  const client = typeof claimed['client'] === 'string' && ORIGIN_CLIENTS.has(claimed['client']) ? claimed['client'] : 'unknown'
+  const address = typeof claimed['address'] === 'string' ? claimed['address'].slice(0, 100) : undefined
+  return { client, transport, peer, ...(address === undefined ? {} : { address }) }
 }
 
 export type Permissions = 'all' | readonly AclEntry[]

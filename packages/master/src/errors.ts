@@ -97,8 +97,8 @@ export class TokenAuthenticationError extends BrineError {
   }
 }
 
-/** Why a return was refused: its jid is dated in the future, was never issued, or its job was not sent to that minion. */
-export type ReturnRefusalReason = 'future jid' | 'unknown jid' | 'not sent to this minion' | 'unstorable'
+/** Why a return was refused: its jid is dated in the future, was never issued, its job was not sent to that minion, or (a schedule's) it is another job's. */
+export type ReturnRefusalReason = 'future jid' | 'unknown jid' | 'not sent to this minion' | 'unstorable' | 'jid of another job'
 
 /**
  * A minion's return the master will never store, however often it is sent: for a jid dated beyond
@@ -119,6 +119,28 @@ export class ReturnRefusedError extends BrineError {
     this.jid = jid
     this.id = id
     this.reason = reason
+  }
+}
+
+/** Events a minion sent that the master will not fire: one larger than `minion_event_max_bytes`, or beyond its rate. */
+export class MinionEventRefusedError extends BrineError {
+  override name = 'MinionEventRefusedError'
+  readonly id: string
+  readonly reason: 'too large' | 'rate'
+  constructor(id: string, reason: 'too large' | 'rate', detail: string) {
+    super(`events of minion ${JSON.stringify(id.slice(0, 80))} refused (${reason}): ${detail}`, { id: id.slice(0, 80), reason })
+    this.id = id
+    this.reason = reason
+  }
+}
+
+/** A reactor setting or reaction file that cannot be used: bad YAML, an unknown call form, a substitution that names nothing. */
+export class ReactionError extends BrineError {
+  override name = 'ReactionError'
+  readonly file: string
+  constructor(file: string, problem: string, options?: ErrorOptions) {
+    super(`reaction ${file}: ${problem}`, { file, problem }, options)
+    this.file = file
   }
 }
 

@@ -36,7 +36,7 @@ export {
   type SyndicRefusal,
 } from './master-service.js'
 export { Announcements, SyndicRegistry } from './syndics.js'
-export { Authorizer, masterCaller, rootCaller, type AuthorizerOptions, type Caller, type Credentials, type Permissions } from './authorize.js'
+export { Authorizer, masterCaller, rootCaller, viaOfRequest, type AuthorizerOptions, type Caller, type CallerVia, type Credentials, type Permissions } from './authorize.js'
 export {
   ExternalAuth,
   SUPPORTED_EAUTH_BACKENDS,
@@ -71,6 +71,15 @@ export {
   type RunnerFunction,
 } from './runners/index.js'
 export { masterVersion } from './version.js'
+export { AuditLog, auditLogPath, auditTag, type AuditCall, type AuditQuery, type AuditRecord } from './audit/audit-log.js'
+export { maskSecrets, MASK } from './audit/mask.js'
+export { MinionEventGate, type MinionEventGateOptions } from './minion-event-gate.js'
+export { callerTagProblem, minionTagProblem } from './tag-rules.js'
+export { Reactor, reactorRules, REACTOR_ERROR_TAG, REACTOR_REFUSED_TAG, type ReactorOptions, type ReactorRule, type ReactorService } from './reactor/reactor.js'
+export { reactionCalls, type ReactionCall } from './reactor/reaction.js'
+export { renderReaction, type ReactionEvent } from './reactor/template.js'
+export { reactorCaller } from './reactor/caller.js'
+export { MasterSchedule } from './master-schedule.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
 export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
@@ -87,6 +96,8 @@ export {
   EauthAuthenticationError,
   TokenAuthenticationError,
   ReturnRefusedError,
+  MinionEventRefusedError,
+  ReactionError,
   SyndicNotAcceptedError,
   SyndicLimitError,
   type ReturnRefusalReason,

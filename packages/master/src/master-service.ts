@@ -2,10 +2,8 @@ import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@
 import {
   expectedMinions,
   generateJid,
-  isMinionOwnTag,
   JOB_TAG_PREFIX,
   parseSyndicTag,
-  tagProblem,
   tags,
   type EventLoad,
   type Grains,
@@ -21,6 +19,9 @@ import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
 import { UnstorableValueError } from '@brine/returners'
+import type { AuditCall, AuditLog } from './audit/audit-log.js'
+import type { MinionEventGate } from './minion-event-gate.js'
+import { callerTagProblem, minionTagProblem } from './tag-rules.js'
 import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import type { FileServer } from './file-server/file-server.js'
@@ -121,6 +122,10 @@ export interface MasterServiceOptions {
   now?: () => number
   /** The syndics attached to this master and the minions they announced. */
   syndics: SyndicRegistry
+  /** Where every publish, runner and wheel call is recorded (accepted or refused); none: not recorded. */
+  audit?: AuditLog
+  /** The size and rate bounds on the events minions send; none: unbounded (tests). */
+  minionEventGate?: MinionEventGate
   /** The file server, for the fileserver runners and the file_roots wheel. */
   files?: FileServer
   /** The master's pki_dir: wheel key.list_all lists its own key files there as `local`. */
@@ -207,8 +212,11 @@ export class MasterService {
     // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
     const targets = aclTargets(caller)
     const allowed = new Map(await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)))
-    this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [])
-    return this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics, listedMissing(resolved, known))
+    const audited: AuditCall = { cmd: 'publish', fun: job.fun, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', arg: job.arg, kwarg: job.kwarg, result: 'accepted' }
+    this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [], audited)
+    const reply = await this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics, listedMissing(resolved, known))
+    this.#o.audit?.record(caller, { ...audited, jid: reply.jid, minions: reply.minions })
+    return reply
   }
 
   /** The syndics attached now (registered and accepted), each with the minions it announced before that `target` may select. */
@@ -241,12 +249,14 @@ export class MasterService {
   #prepareRunner(caller: Caller, call: RunnerCall): { jid: string; run: () => Promise<RunnerReply> } {
     const runner = findRunner(call.fun)
     const name = call.fun as string
-    this.#check(caller, 'runner', { kind: 'runner', fun: name })
     const argValue = call.arg ?? []
     const kwargValue = call.kwarg ?? {}
+    const audited: AuditCall = { cmd: 'runner', fun: name, arg: argValue, kwarg: kwargValue, result: 'accepted' }
+    this.#check(caller, 'runner', { kind: 'runner', fun: name }, undefined, audited)
     if (!Array.isArray(argValue)) throw new MalformedRequestError('runner load', "field 'arg' must be a list")
     if (!isMap(kwargValue)) throw new MalformedRequestError('runner load', "field 'kwarg' must be a mapping")
     const jid = this.#newJid()
+    this.#o.audit?.record(caller, { ...audited, jid })
     // Salt's fun_args: the positional arguments, then the keyword ones as one dict.
     const funArgs: unknown[] = [...argValue, ...(Object.keys(kwargValue).length > 0 ? [kwargValue] : [])]
     const runFun = `runner.${name}`
@@ -256,7 +266,7 @@ export class MasterService {
       let value: unknown
       let success = true
       try {
-        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user, jid))
+        value = await runner({ arg: argValue, kwarg: kwargValue }, this.#runnerContext(user, jid, caller))
       } catch (error) {
         success = false
         const problem = error as Error
@@ -289,8 +299,11 @@ export class MasterService {
     const fun = load['fun']
     if (typeof fun !== 'string') throw new MalformedRequestError('wheel load', "field 'fun' must be a string")
     if (!Object.hasOwn(WHEEL_FUNCTIONS, fun)) throw new UnknownWheelFunctionError(fun, Object.keys(WHEEL_FUNCTIONS))
-    this.#check(caller, 'wheel', { kind: 'wheel', fun })
+    const { fun: _fun, ...wheelArgs } = load
+    const audited: AuditCall = { cmd: 'wheel', fun, kwarg: wheelArgs, result: 'accepted' }
+    this.#check(caller, 'wheel', { kind: 'wheel', fun }, undefined, audited)
     const jid = this.#newJid()
+    this.#o.audit?.record(caller, { ...audited, jid })
     const user = caller.user
     const wheelFun = `wheel.${fun}`
     const run = async (): Promise<WheelReply> => {
@@ -343,9 +356,8 @@ export class MasterService {
    */
   fireEvent(caller: Caller, tag: unknown, data: unknown): void {
     if (caller.auth !== 'key') throw new PermissionDeniedError('fire_event', `only the root key may fire events, not user ${JSON.stringify(caller.user)} (${caller.auth})`, { user: caller.user })
-    const problem = tagProblem(tag)
-    if (problem !== undefined || typeof tag !== 'string') throw new MalformedRequestError('fire_event load', `field 'tag' ${problem ?? 'must be a string'}`)
-    if (tag.startsWith('salt/job/') || tag.startsWith('salt/minion/') || tag === tags.minionStartLegacy) throw new MalformedRequestError('fire_event load', `tag ${JSON.stringify(tag.slice(0, 120))} is reserved for the master and its minions`)
+    const problem = callerTagProblem(tag)
+    if (problem !== undefined || typeof tag !== 'string') throw new MalformedRequestError('fire_event load', `field 'tag': ${problem ?? 'must be a string'}`)
     if (!isMap(data)) throw new MalformedRequestError('fire_event load', "field 'data' must be a mapping")
     this.#o.bus.fire(tag, data)
   }
@@ -390,11 +402,33 @@ export class MasterService {
    */
   async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    if (ret.schedule !== undefined) return this.#scheduleReturn(id, ret)
     const checking = this.#o.issued.check(ret.jid, id)
     if (checking !== undefined) await checking
     const stored = await this.#saveReturn(ret)
     this.#connected.add(id)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
+    return stored
+  }
+
+  /**
+   * A minion schedule's return (Salt's `return_job`): a job of its own jid that only this minion ran. Its jid must
+   * not be dated beyond `clock_skew` ahead, nor belong to a job of other minions; the job is recorded (target: the
+   * minion, user `Schedule`, as Salt's scheduled jobs show), `salt/job/<jid>/new` and the return are fired.
+   */
+  async #scheduleReturn(id: string, ret: ReturnLoad): Promise<boolean> {
+    const another = (): ReturnRefusedError => new ReturnRefusedError(ret.jid, id, 'jid of another job', `jid ${ret.jid} belongs to another job; a schedule's return needs a jid of its own`)
+    const known = await this.#o.jobs.getJob(ret.jid)
+    if (known === undefined) {
+      if ((await this.#o.issued.find(ret.jid, (detail) => new ReturnRefusedError(ret.jid, id, 'future jid', detail))) !== undefined) throw another()
+      const load = { jid: ret.jid, fun: ret.fun, arg: ret.fun_args, tgt: id, tgt_type: 'list', user: 'Schedule', schedule: ret.schedule }
+      await this.#o.jobs.saveJob(ret.jid, load, [id])
+      this.#o.bus.fire(tags.jobNew(ret.jid), { ...load, minions: [id], missing: [] })
+    } else if (known.load['schedule'] !== ret.schedule || known.minions.length !== 1 || known.minions[0] !== id) {
+      throw another()
+    }
+    const stored = await this.#saveReturn(ret)
+    if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), { ...returnEventData(ret), schedule: ret.schedule })
     return stored
   }
 
@@ -576,10 +610,12 @@ export class MasterService {
 
   /** Fires minion `id`'s events on the bus; only `minion_start` and tags under `salt/minion/<id>/`. */
   minionEvents(id: string, events: readonly EventLoad[]): void {
-    const foreign = events.find((event) => !isMinionOwnTag(id, event.tag))
-    if (foreign !== undefined) {
-      throw new PermissionDeniedError('_minion_event', `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${tags.minionPrefix(id)}, not ${JSON.stringify(foreign.tag.slice(0, 120))}`)
+    for (const event of events) {
+      const problem = minionTagProblem(id, event.tag)
+      if (problem !== undefined) throw new PermissionDeniedError('_minion_event', problem)
     }
+    // Size and rate: every event of the batch passes, or none is fired.
+    this.#o.minionEventGate?.admit(id, events)
     for (const event of events) this.#o.bus.fire(event.tag, { ...event.data })
   }
 
@@ -599,10 +635,13 @@ export class MasterService {
     return this.#o.publisher.settle()
   }
 
-  #check(caller: Caller, command: string, action: Action, minionsOf: (target: string) => readonly string[] = () => []): void {
+  /** Checks `caller` may do `action`; a refusal is logged, audited (as `audited`, when given) and thrown. */
+  #check(caller: Caller, command: string, action: Action, minionsOf: (target: string) => readonly string[] = () => [], audited?: AuditCall): void {
     if (permits(caller, action, minionsOf)) return
     this.#refusalLog.warning(this.#logger, `refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`, 'ACL refusals')
-    throw new PermissionDeniedError(command, refusal(caller, action), { user: caller.user, fun: action.fun })
+    const reason = refusal(caller, action)
+    if (audited !== undefined) this.#o.audit?.record(caller, { ...audited, result: 'refused', reason: `no external_auth entry permits it: ${reason}`, ...(action.kind === 'publish' ? { minions: [...action.minions] } : {}) })
+    throw new PermissionDeniedError(command, reason, { user: caller.user, fun: action.fun })
   }
 
   #now(): number {
@@ -648,8 +687,9 @@ export class MasterService {
     return [...this.#connected].filter((id) => !this.#o.syndics.isSyndic(id)).sort()
   }
 
-  #runnerContext(user: string, jid: string): RunnerContext {
-    const caller = masterCaller(user)
+  #runnerContext(user: string, jid: string, outer: Caller): RunnerContext {
+    // A runner's own publishes and wheel calls are the master's, audited as coming from that runner's caller.
+    const caller: Caller = { ...masterCaller(user), via: { client: 'runner', caller: outer.user, ...(outer.via === undefined ? {} : { from: outer.via.client }) } }
     const logger = this.#logger.child('runner')
     return {
       jobs: this.#o.jobs,
@@ -670,6 +710,7 @@ export class MasterService {
       timeoutMs: this.#o.settings.timeoutMs,
       gatherJobTimeoutMs: this.#o.settings.gatherJobTimeoutMs,
       version: this.#o.settings.version,
+      ...(this.#o.audit === undefined ? {} : { audit: this.#o.audit }),
       ...(this.#o.files === undefined ? {} : { files: this.#o.files }),
       logger,
     }

@@ -17,6 +17,7 @@ import {
 import { ConfigError, eauthLimitsFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
 import { defaultMaxConnections, iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
+import { AuditLog, auditLogPath } from './audit/audit-log.js'
 import { Authorizer } from './authorize.js'
 import { ExternalAuth } from './eauth/external-auth.js'
 import { PasswordHashPool, type PasswordHashStats } from './eauth/hash-pool.js'
@@ -27,7 +28,11 @@ import { fileServerFromConfig, type FileServer } from './file-server/file-server
 import { GrainsCache } from './grains-cache.js'
 import { IssuedJobs } from './issued-jobs.js'
 import { JobPublisher } from './job-publisher.js'
+import { MasterSchedule } from './master-schedule.js'
 import { MasterService } from './master-service.js'
+import { MinionEventGate } from './minion-event-gate.js'
+import { reactorCaller } from './reactor/caller.js'
+import { Reactor, reactorRules } from './reactor/reactor.js'
 import { SyndicRegistry } from './syndics.js'
 import { MasterWireAdapter } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
@@ -111,6 +116,9 @@ export class Master {
   /** The newest jid a skew warning was logged for, so each clock problem is said once. */
   #skewWarned: string | undefined
   #syndics: SyndicRegistry | undefined
+  #audit: AuditLog | undefined
+  #reactor: Reactor | undefined
+  #schedule: MasterSchedule | undefined
   #state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new'
   #stopped: Promise<void> | undefined
 
@@ -166,6 +174,12 @@ export class Master {
   get service(): MasterService {
     if (this.#service === undefined) throw new MasterStateError(`master.service is available once start() has resolved; the master is ${this.#state}`, this.#state)
     return this.#service
+  }
+
+  /** The audit log (after start): every publish, runner and wheel call, accepted or refused. */
+  get audit(): AuditLog {
+    if (this.#audit === undefined) throw new MasterStateError(`master.audit is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    return this.#audit
   }
 
   /** The file server: file_roots, what it served and received (after start). */
@@ -284,7 +298,13 @@ export class Master {
       ...(this.#now === Date.now ? {} : { now }),
       logger: this.#logger,
     })
+    // Automation settings are read before anything is served, so a bad reactor or schedule stops the start.
+    const rules = reactorRules(opts.reactor)
+    const scheduled = MasterSchedule.entriesOf(opts.schedule)
+    this.#audit = new AuditLog(auditLogPath(opts), { bus: this.bus, logger: this.#logger.child('audit') })
     const service = new MasterService({
+      audit: this.#audit,
+      minionEventGate: new MinionEventGate({ maxBytes: opts.minion_event_max_bytes, ratePerSecond: opts.minion_event_rate, burst: opts.minion_event_burst }),
       authorizer: new Authorizer({ rootKey, externalAuth }),
       publisher,
       store,
@@ -316,6 +336,7 @@ export class Master {
       logger: this.#logger,
     })
     this.#service = service
+    this.#startAutomation(service, rules, scheduled, externalAuth)
     this.#replayGuard = new ReplayGuard({
       windowMs: timeouts.requestWindowMs,
       perMinion: positiveInteger(opts.request_nonces_per_minion, 'request_nonces_per_minion'),
@@ -353,6 +374,22 @@ export class Master {
       maintain()
       this.#pruneTimer = setInterval(maintain, PRUNE_INTERVAL_MS)
       this.#pruneTimer.unref()
+    }
+  }
+
+  /** The reactor (when `reactor:` has rules) and the master's schedule (when `schedule:` has entries). */
+  #startAutomation(service: MasterService, rules: ReturnType<typeof reactorRules>, scheduled: ReturnType<typeof MasterSchedule.entriesOf>, externalAuth: ExternalAuth): void {
+    const opts = this.opts
+    if (rules.length > 0) {
+      const logger = this.#logger.child('reactor')
+      const caller = reactorCaller(opts.reactor_user, externalAuth, Object.keys(opts.external_auth), logger)
+      this.#reactor = new Reactor({ bus: this.bus, service, rules, caller, loopLimit: opts.reactor_loop_limit, workers: opts.reactor_worker_threads, hwm: opts.reactor_worker_hwm, logger })
+      this.#reactor.start()
+    }
+    if (scheduled.entries.length > 0) {
+      this.#schedule = new MasterSchedule(service, scheduled.entries, this.#logger.child('schedule'))
+      this.#schedule.scheduler.setEnabled(scheduled.enabled)
+      this.#schedule.start()
     }
   }
 
@@ -465,6 +502,8 @@ export class Master {
     if (this.#pruneTimer !== undefined) clearInterval(this.#pruneTimer)
     this.#timer = undefined
     this.#pruneTimer = undefined
+    this.#schedule?.stop()
+    this.#reactor?.stop()
     const results = await Promise.allSettled([
       ...this.#endpoints.flatMap(({ publish, request, local }) => [request.close(), publish.close(), local?.close() ?? Promise.resolve()]),
       this.#pool?.close() ?? Promise.resolve(),
@@ -473,7 +512,7 @@ export class Master {
       this.#syndics?.flush() ?? Promise.resolve(),
     ])
     // The job cache goes last: requests still being handled above may be writing returns and job records to it.
-    results.push(...(await Promise.allSettled([(this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close())])))
+    results.push(...(await Promise.allSettled([(this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close()), this.#audit?.settle() ?? Promise.resolve()])))
     this.#state = 'stopped'
     for (const result of results) {
       if (result.status === 'rejected') this.#logger.warning(`master stop: ${String(result.reason)}`)

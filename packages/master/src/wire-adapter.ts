@@ -9,8 +9,10 @@ import {
   validateReturnLoad,
   validateSyndicEventLoad,
   validateSyndicReturnLoad,
+  type PublishLoad,
 } from '@brine/common'
 import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { viaOfRequest, type Caller } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { FileServer } from './file-server/file-server.js'
 import type { MasterService } from './master-service.js'
@@ -40,7 +42,7 @@ const isFileCommand = (cmd: unknown): cmd is FileCommand => (FILE_COMMANDS as re
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /** The credentials and envelope keys of a clear load: never handed on to a wheel function (Salt pops them too). */
-const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous'])
+const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous', 'origin'])
 
 function withoutCredentials(load: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(load).filter(([name]) => !NOT_ARGUMENTS.has(name)))
@@ -116,20 +118,17 @@ export class MasterWireAdapter {
         return reply
       }
       case 'publish': {
-        const caller = await service.authorize(load, context.address)
-        context.authenticated?.()
-        const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, ...job } = validatePublishLoad(load)
+        const caller = await this.#caller(load, context)
+        const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, origin: _origin, ...job } = validatePublishLoad(load) as PublishLoad & { origin?: unknown }
         return (await service.publish(caller, job)) as unknown as WireValue
       }
       case 'wheel': {
-        const caller = await service.authorize(load, context.address)
-        context.authenticated?.()
+        const caller = await this.#caller(load, context)
         const call = withoutCredentials(load)
         return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
       }
       case 'runner': {
-        const caller = await service.authorize(load, context.address)
-        context.authenticated?.()
+        const caller = await this.#caller(load, context)
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
       }
@@ -162,6 +161,16 @@ export class MasterWireAdapter {
     const claimed = load['client_address']
     if (typeof claimed === 'string' && claimed !== '' && claimed.length <= 100 && this.#service.holdsRootKey(load['key'])) return claimed
     return context.address
+  }
+
+  /**
+   * The one authorize step (the peer's address counts toward the login limits), and where the request came from
+   * (for the audit log). A caller that passed it has proved itself, so its connection is never evicted at a cap.
+   */
+  async #caller(load: Record<string, unknown>, context: RequestContext): Promise<Caller> {
+    const caller = await this.#service.authorize(load, context.address)
+    context.authenticated?.()
+    return { ...caller, via: viaOfRequest(load['origin'], context.transport, context.peer) }
   }
 
   async #box(request: Record<string, unknown>, context: RequestContext): Promise<WireValue> {

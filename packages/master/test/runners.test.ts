@@ -121,7 +121,7 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     )
     expect(unknown).toBeInstanceOf(RemoteError)
     expect((unknown as RemoteError).remoteName).toBe('UnknownRunnerError')
-    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: cache.grains, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.exit_success, jobs.last_run, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.alived, manage.allowed, manage.down/)
+    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: cache.grains, event.send, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.audit, jobs.exit_success, jobs.last_run, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.alived, manage.allowed, manage.down/)
   })
 
   it('manage.up/down/status/versions ping the accepted minions; down removekeys deletes and rotates; jobs.active', async () => {

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { MAX_TAG_LENGTH, tagProblem } from '@brine/common'
-import { rootCaller } from '../src/index.js'
+import { callerTagProblem, minionTagProblem, rootCaller } from '../src/index.js'
 import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
 
 afterEach(runCleanups)
@@ -21,6 +21,19 @@ describe('tagProblem', () => {
     expect(tagProblem(LONG)).toBe(`is ${LONG.length} characters long, over ${MAX_TAG_LENGTH}`)
     expect(tagProblem('')).toBe('must be a non-empty string')
     expect(tagProblem(7)).toBe('must be a non-empty string')
+  })
+
+  it("is the first rule of what a master's caller may fire; job and minion tags are the master's own on top of it", () => {
+    expect(callerTagProblem('salt/netapi/hook/deploy')).toBeUndefined()
+    expect(callerTagProblem('custom/a\nb')).toBe(`tag ${tagProblem('custom/a\nb')}`)
+    expect(callerTagProblem(LONG)).toBe(`tag ${tagProblem(LONG)}`)
+    expect(callerTagProblem(7)).toBe('tag must be a non-empty string')
+    for (const reserved of ['salt/job/20260101000000000001/ret/web1', 'salt/minion/web1/start', 'minion_start']) {
+      expect(callerTagProblem(reserved)).toMatch(/is reserved for the master and its minions$/)
+    }
+    expect(minionTagProblem('web1', 'salt/minion/web1/deploy')).toBeUndefined()
+    expect(minionTagProblem('web1', 'minion_start')).toBeUndefined()
+    expect(minionTagProblem('web1', 'salt/minion/web2/deploy')).toMatch(/may only fire minion_start or tags under salt\/minion\/web1\//)
   })
 })
 
@@ -47,6 +60,16 @@ describe.each(TRANSPORTS)('tags a peer sends over %s', (transport) => {
     const client = await clearClient(transport, address)
     const fired = await client.send({ enc: 'clear', load: { cmd: 'fire_event', tag: 'salt/netapi/hook/a\nb', data: {}, key: master.rootKey } }).catch((error: unknown) => error)
     expect(fired).toMatchObject({ remoteName: 'MalformedRequestError', message: expect.stringContaining('U+000A') })
+
+    // The event.send runner (what reactions and the master's schedule fire with) composes the same rule with the
+    // master's own: a tag that is no tag is malformed, a well-formed job or minion tag is refused as reserved.
+    const runner = async (tag: string): Promise<Record<string, unknown>> =>
+      (await client.send({ enc: 'clear', load: { cmd: 'runner', fun: 'event.send', arg: [tag, {}], key: master.rootKey } })) as Record<string, unknown>
+    expect(await runner('custom/a\nb')).toMatchObject({ success: false, return: expect.stringMatching(/^Exception occurred in runner event\.send: MalformedRequestError: .*U\+000A/) })
+    expect(await runner(LONG)).toMatchObject({ success: false, return: expect.stringMatching(/MalformedRequestError: .*over 1024/) })
+    expect(await runner('salt/minion/web1/start')).toMatchObject({ success: false, return: expect.stringMatching(/PermissionDeniedError: .*reserved for the master and its minions/) })
+    expect(await runner('custom/fine')).toMatchObject({ success: true, return: true })
+    await events.next('custom/fine')
 
     // A printable event from the same minion goes through, and nothing before it was written.
     expect(await web1!.sealed({ cmd: '_minion_event', id: 'web1', events: [{ tag: 'salt/minion/web1/fine', data: {} }] })).toEqual({ ok: true })

@@ -83,6 +83,8 @@ class RunningJobContext implements JobContext {
   readonly logger: ModuleContext['logger']
   readonly jobs: ModuleContext['jobs']
   readonly master: ModuleContext['master']
+  readonly fireMaster: ModuleContext['fireMaster']
+  readonly schedule: ModuleContext['schedule']
   retcode = 0
   readonly #signalOf: () => AbortSignal
 
@@ -99,6 +101,8 @@ class RunningJobContext implements JobContext {
     this.logger = context.logger
     this.jobs = context.jobs
     this.master = context.master
+    this.fireMaster = context.fireMaster
+    this.schedule = context.schedule
     this.#signalOf = signalOf
   }
 

@@ -34,3 +34,5 @@ export { JobRunner, KEPT_RETURN_BYTES, KEPT_RETURNS_TOTAL_BYTES, mutableCopy } f
 export type { JobRunnerOptions } from './job-runner.js'
 export { encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES, truncationMarker } from './truncate-return.js'
 export type { FittedReturn } from './truncate-return.js'
+export { MinionSchedule, scheduleFile } from './schedule.js'
+export type { MinionScheduleOptions } from './schedule.js'

@@ -10,6 +10,7 @@ import {
   checkMinionMasters,
   ConfigError,
   endpointLimitsFromConfig,
+  generateJid,
   loadTransport,
   masterAddressOf,
   masterFingerFor,
@@ -18,6 +19,8 @@ import {
   tags,
   timeoutsFromConfig,
   type MinionConfig,
+  type ReturnLoad,
+  type ScheduleEntry,
 } from '@brine/common'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
 import { ClosedError, createLogger, InvalidOperationError, type Logger, type Transport } from '@brine/transport'
@@ -31,6 +34,8 @@ import { reloadCustomModules } from './modules/loader.js'
 import { createModuleRegistry } from './modules/registry.js'
 import { RunningJobs } from './modules/running-jobs.js'
 import type { Grains, MasterChannel, ModuleDefinition, ModuleRegistry } from './modules/types.js'
+import { executeJob } from './executor.js'
+import { MinionSchedule, scheduleFile } from './schedule.js'
 import { ReturnSpool, spoolDir } from './spool.js'
 
 export interface MinionOptions {
@@ -108,6 +113,8 @@ export class Minion {
   /** The running-job table behind saltutil.running / find_job / kill_job. */
   readonly jobs = new RunningJobs()
   readonly registry: ModuleRegistry
+  /** The schedule (`schedule:` and schedule.*), its entries run here and returned to the masters in use. */
+  readonly schedule: MinionSchedule
   /** Resolves after the first successful `_auth` with any master; rejects with ClosedError if stop() comes first. */
   readonly authenticated: Promise<void>
   readonly #logger: Logger
@@ -140,8 +147,15 @@ export class Minion {
     })
     this.authenticated.catch(() => {}) // nobody has to listen
     const signal = this.#controller.signal
+    this.schedule = new MinionSchedule({ config: opts.schedule, file: scheduleFile(opts.cachedir), run: (entry) => {
+        const run = this.#runScheduled(entry)
+        this.#track(run)
+        return run
+      },
+      logger: this.#logger.child('schedule') })
+    const fireMaster = (events: { tag: string; data: Record<string, unknown> }[]): Promise<void> => this.#fireMaster(events)
     const master: MasterChannel = { request: (load, requestOptions) => this.#request(load, requestOptions) }
-    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master }, options.modules)
+    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master, fireMaster, schedule: this.schedule }, options.modules)
     this.#runner = new JobRunner({
       id: this.id,
       grains: this.grains,
@@ -199,6 +213,7 @@ export class Minion {
     const logger = this.#logger
     const selected = policyFor(opts, mastersOf(opts), logger)
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger })
+    await this.schedule.load()
     replaceGrains(this.grains, await collectGrains(this.id, opts))
     // Custom modules synced before, and module_dirs: a module that fails is logged and recorded, not fatal.
     await reloadCustomModules(this.registry, opts, logger)
@@ -217,6 +232,7 @@ export class Minion {
         if (event.type === 'master-selected') this.#announce(event.master)
       },
     })
+    this.schedule.start()
     logger.info(`minion ${this.id}: transport ${transport.name}, master${several ? 's' : ''} ${selected.policy.links.map((link) => link.master).join(', ')}`)
   }
 
@@ -306,6 +322,38 @@ export class Minion {
     if (first && this.#policy?.type !== 'failover') await send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) })
   }
 
+  /** The links whose master is in use now (all with `str`; the chosen one with failover). */
+  #linksInUse(): MasterLink[] {
+    const policy = this.#policy
+    return policy === undefined ? [] : policy.links.filter((link) => policy.serves(link))
+  }
+
+  /** Sends events (event.send, event.fire_master) to every master in use; rejects with the first master's refusal. */
+  async #fireMaster(events: { tag: string; data: Record<string, unknown> }[]): Promise<void> {
+    const links = this.#linksInUse()
+    if (links.length === 0) throw new ClosedError('minion', `${this.id}: no master is connected`)
+    const signal = this.#controller.signal
+    const sent = await Promise.allSettled(links.map((link) => link.send({ cmd: '_minion_event', id: this.id, events }, { tries: 1, signal })))
+    const failed = sent.find((result) => result.status === 'rejected')
+    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason
+  }
+
+  /**
+   * One run of a schedule entry: the function runs like a published job (it shows in saltutil.running) under a jid
+   * of its own, and with `return_job` its return goes to every master in use (Salt's `schedule` return).
+   */
+  async #runScheduled(entry: ScheduleEntry): Promise<void> {
+    const jid = generateJid()
+    this.#logger.info(`schedule ${entry.name}: running ${entry.function} with jid ${jid}`)
+    const kwarg = { ...entry.kwargs }
+    const result = await executeJob(this.registry, { jid, fun: entry.function, arg: [...entry.args], kwarg, user: 'Schedule' }, { signal: this.#controller.signal })
+    if (result.killed === true || !entry.returnJob) return
+    const funArgs = [...entry.args, ...(Object.keys(kwarg).length > 0 ? [{ ...kwarg, __kwarg__: true }] : [])]
+    const ret: ReturnLoad = { cmd: '_return', id: this.id, jid, fun: entry.function, fun_args: funArgs, return: result.return, retcode: result.retcode, success: result.success, schedule: entry.name }
+    if (result.out !== undefined) ret.out = result.out
+    await Promise.all(this.#linksInUse().map((link) => link.deliver(ret)))
+  }
+
   /** A module's request to the master: through the first link that is authenticated (else the first link, which waits for its auth). */
   #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number; tries?: number } = {}): Promise<Record<string, unknown>> {
     const links = this.links
@@ -348,6 +396,7 @@ export class Minion {
   }
 
   async #stop(): Promise<void> {
+    await this.schedule.stop()
     this.#controller.abort(new ClosedError('minion', this.id))
     this.#rejectAuthenticated(new ClosedError('minion', this.id))
     await this.#starting?.catch(() => {})

@@ -388,6 +388,8 @@ export class Syndic {
       ret: job.ret,
       user: job.user,
       to,
+      // For the lower master's audit log: this publish was passed down by a syndic.
+      origin: { client: 'syndic', address: link.master },
     }
     if (job.master_id !== undefined) load['master_id'] = job.master_id
     const meta = { fun: job.fun, load: { ...job } as Record<string, unknown>, ...(job.master_id === undefined ? {} : { master_id: job.master_id }) }

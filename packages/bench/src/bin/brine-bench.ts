@@ -18,6 +18,8 @@ import {
 } from '../bench.js'
 import { killAllProcesses, type Fleet } from '@brine/testkit'
 import { markdownReport, svgChart } from '../report.js'
+import { FILES_SETTINGS, filesMarkdown, runFilesScenario } from '../files-bench.js'
+import { CONSOLE_SETTINGS, consoleMarkdown, runConsoleScenario } from '../console-bench.js'
 
 const USAGE = `usage: brine-bench [options]
 
@@ -38,6 +40,14 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --out-dir <dir>         where results go (default ./bench-results)
   -l, --log-level <lvl>   daemons' log level (default warning)
   --cpu-prof <dir>        profile the master, minions and swarms (node --cpu-prof) into <dir>
+  --scenario <name>       one scenario instead of the matrix, written to <out-dir>/<timestamp>-<name>.{json,md}:
+                            files    cp.get_file of a 1 MiB salt:// file to --minions swarm minions at once
+                                     (default 100), twice: files/s, MiB/s, every copy hash-checked, master RSS,
+                                     the second run's cache hits
+                            console  brine-api + --minions swarm minions (default 1000); Chromium runs test.ping
+                                     on * from the console's Run page: time to the first and to every return
+                                     rendered, the page's JS heap, the browser's RSS
+  --minions <n>           minions of a --scenario (its transport: the first of --transports, default tcp)
   -h, --help
 `
 
@@ -56,6 +66,8 @@ const { values } = parseArgs({
     'out-dir': { type: 'string', default: 'bench-results' },
     'log-level': { type: 'string', short: 'l', default: 'warning' },
     'cpu-prof': { type: 'string' },
+    scenario: { type: 'string' },
+    minions: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -73,6 +85,48 @@ const positive = (text: string | undefined, flag: string): number | undefined =>
   const value = Number(text)
   if (!Number.isInteger(value) || value <= 0) fail(`${flag} wants a positive integer, not '${text}'`)
   return value
+}
+
+if (values.scenario !== undefined) await runScenario(values.scenario)
+
+/** `--scenario files|console`: one fleet, one report (`<stamp>-<name>.json` and `.md`); exits. */
+async function runScenario(name: string): Promise<never> {
+  if (name !== 'files' && name !== 'console') fail(`unknown scenario '${name}' (files or console)`)
+  const named = (values.transports ?? 'tcp').split(',')[0]!.trim()
+  if (named !== 'zeromq' && named !== 'tcp') fail(`a scenario runs on zeromq or tcp, not '${named}'`)
+  const transport = named as 'zeromq' | 'tcp'
+  const minions = positive(values.minions, '--minions')
+  const live = new Set<Fleet>()
+  const onSignal = (signal: NodeJS.Signals): void => {
+    process.stderr.write(`\nbrine-bench: ${signal}: stopping every process it started\n`)
+    const pids = [...live].flatMap((fleet) => fleet.spawnedPids)
+    killAllProcesses()
+    void waitGone(pids, 5000).then((alive) => {
+      for (const fleet of live) rmSync(fleet.root, { recursive: true, force: true })
+      process.stderr.write(alive.length > 0 ? `brine-bench: still alive: ${alive.join(', ')}\n` : `brine-bench: stopped pids ${pids.join(',')}; none left\n`)
+      process.exit(130)
+    })
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  const hooks = {
+    logLevel: values['log-level'],
+    onFleet: (fleet: Fleet, isLive: boolean) => (isLive ? live.add(fleet) : live.delete(fleet)),
+    onPhase: (phase: string) => process.stderr.write(`brine-bench: ${name}: ${phase}\n`),
+  }
+  const result =
+    name === 'files'
+      ? await runFilesScenario({ ...FILES_SETTINGS, transport, minions: minions ?? FILES_SETTINGS.minions }, hooks)
+      : await runConsoleScenario({ ...CONSOLE_SETTINGS, transport, minions: minions ?? CONSOLE_SETTINGS.minions }, hooks)
+  result.command = ['brine-bench', ...process.argv.slice(2)]
+  const markdown = result.scenario === 'files' ? filesMarkdown(result) : consoleMarkdown(result)
+  const outDir = resolve(values['out-dir'])
+  await mkdir(outDir, { recursive: true })
+  const base = join(outDir, `${result.startedAt.replace(/:/g, '-').replace(/\.\d+Z$/, 'Z')}-${name}`)
+  await writeFile(`${base}.json`, `${JSON.stringify(result, null, 2)}\n`)
+  await writeFile(`${base}.md`, markdown)
+  process.stdout.write(`${markdown}\nWrote ${base}.json and .md\n`)
+  process.exit(result.error !== undefined || result.leftoverPids.length > 0 ? 1 : 0)
 }
 
 const quick = values.quick

@@ -39,7 +39,7 @@ export interface JobClient {
 
 /** A LocalClient as `brine` uses it: each job's reader opened before its publish (no job-cache lookup on the way). */
 function localJobClient(options: { logger: Logger; opts: MasterConfig; credentials?: ClientCredentials }): JobClient {
-  const client = new LocalClient(options)
+  const client = new LocalClient({ ...options, origin: { client: 'cli' } })
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
     cmdAsync: (tgt, fun, arg, jobOptions) => client.cmdAsync(tgt, fun, arg, jobOptions),

@@ -259,6 +259,8 @@ function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig | SyndicConf
     chownPath(file.path, runAs)
   }
   if (pidfile !== undefined) chownPath(pidfile, runAs)
+  // The master's audit log, created at start beside the log file: its user goes on appending to it.
+  if (typeof opts['audit_log'] === 'string' && opts['audit_log'] !== '') chownPath(opts['audit_log'], runAs)
   switchUser(runAs)
   logger.info(`running as user ${runAs.name} (uid ${runAs.uid}, gid ${runAs.gid})`)
 }

@@ -188,7 +188,7 @@ export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDe
   }
   const { action } = args
   if (action.kind === 'gen_keys') return genKeys(action, io, print)
-  const client = deps.createClient?.({ configDir: args.configDir, logger, opts }) ?? new WheelClient({ opts, logger })
+  const client = deps.createClient?.({ configDir: args.configDir, logger, opts }) ?? new WheelClient({ opts, logger, origin: { client: 'cli' } })
   // The same wheel path WheelClient users get (salt-key does the same through salt.wheel).
   const wheel = (fun: string, extra: Record<string, unknown> = {}): Promise<unknown> => client.cmd(fun, extra)
   try {

@@ -113,7 +113,7 @@ export async function runRun(argv: readonly string[], io: CommandIO, deps: RunDe
   const logger = cliLogger(args.logLevel, io, 'brine-run')
   if (args.fun === 'event.listen') return listen(args, io, logger, deps)
   const color = args.color ?? io.stdout.isTTY === true
-  const runner = deps.createRunner?.({ configDir: args.configDir, logger }) ?? new RunnerClient({ configDir: args.configDir, logger })
+  const runner = deps.createRunner?.({ configDir: args.configDir, logger }) ?? new RunnerClient({ configDir: args.configDir, logger, origin: { client: 'cli' } })
   try {
     const kwarg = { ...args.kwarg }
     if (args.timeout !== undefined && kwarg['timeout'] === undefined) kwarg['timeout'] = args.timeout

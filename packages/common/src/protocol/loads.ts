@@ -109,6 +109,8 @@ export interface ReturnLoad {
   success: boolean
   out?: string
   master_id?: string
+  /** A schedule's return (Salt's `schedule` field): the job was not published; the minion made its jid. */
+  schedule?: string
 }
 
 /**
@@ -226,6 +228,7 @@ export function validateReturnLoad(value: unknown): ReturnLoad {
     success: boolean,
     out: optional(string),
     master_id: optional(string),
+    schedule: optional(nonEmptyString),
   })
 }
 

@@ -2,6 +2,7 @@ import type { PkiStore } from '@brine/crypt'
 import type { JobCache, TargetType, Tgt } from '@brine/common'
 import type { Logger } from '@brine/transport'
 import { MalformedRequestError } from '../errors.js'
+import type { AuditLog } from '../audit/audit-log.js'
 import type { EventBus } from '../event-bus.js'
 import type { FileServer } from '../file-server/file-server.js'
 import type { GatheredJob } from '../gather.js'
@@ -45,6 +46,8 @@ export interface RunnerContext {
   gatherJobTimeoutMs: number
   /** The master's Brine version (manage.versions). */
   version: string
+  /** The audit log, when the master keeps one (jobs.audit reads it). */
+  audit?: AuditLog
   /** The file server (the fileserver runners); absent on a master built without one. */
   files?: FileServer
   logger: Logger

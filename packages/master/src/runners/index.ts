@@ -4,6 +4,7 @@ import { CACHE_RUNNERS } from './cache.js'
 import { FILESERVER_RUNNERS } from './fileserver.js'
 import { JOBS_RUNNERS } from './jobs.js'
 import { MANAGE_RUNNERS } from './manage.js'
+import { AUTOMATION_RUNNERS } from './automation.js'
 import { TEST_RUNNERS } from './test.js'
 import { SYNDICS_RUNNERS } from './syndics.js'
 
@@ -20,6 +21,7 @@ export const RUNNERS: Readonly<Record<string, RunnerFunction>> = {
   ...SYNDICS_RUNNERS,
   ...TEST_RUNNERS,
   ...CACHE_RUNNERS,
+  ...AUTOMATION_RUNNERS,
 }
 
 /** Looks `fun` up; an unknown name is an UnknownRunnerError listing what exists. */

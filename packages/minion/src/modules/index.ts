@@ -8,6 +8,7 @@ export type {
   ModuleFunction,
   ModuleFunctionSpec,
   ModuleRegistry,
+  ScheduleControl,
 } from './types.js'
 export { BUILTIN_MODULES, createModuleRegistry } from './registry.js'
 export { RunningJobs } from './running-jobs.js'
@@ -28,6 +29,8 @@ export type { CmdModuleOptions, CommandResult, RunCommandOptions } from './cmd.j
 export { scriptFunctions } from './cmd-script.js'
 export { cpModule, fileClientFor } from './cp.js'
 export { testModule } from './test.js'
+export { eventModule, minionEventTag } from './event.js'
+export { scheduleModule } from './schedule.js'
 export { saltutilModule } from './saltutil.js'
 export { sysModule } from './sys.js'
 export { brineVersion } from './version.js'

@@ -5,11 +5,13 @@ import { scriptFunctions } from './cmd-script.js'
 import { cpModule } from './cp.js'
 import { diskModule } from './disk.js'
 import { environModule } from './environ.js'
+import { eventModule } from './event.js'
 import { fileModule } from './file.js'
 import { grainsModule } from './grains.js'
 import { networkModule } from './network.js'
 import { pkgModule } from './pkg.js'
 import { saltutilModule } from './saltutil.js'
+import { scheduleModule } from './schedule.js'
 import { serviceModule } from './service.js'
 import { statusModule } from './status.js'
 import { sysModule } from './sys.js'
@@ -22,12 +24,14 @@ export const BUILTIN_MODULES: Readonly<Record<string, ModuleDefinition>> = {
   cp: cpModule,
   disk: diskModule,
   environ: environModule,
+  event: eventModule,
   file: fileModule,
   grains: grainsModule,
   group: groupModule,
   network: networkModule,
   pkg: pkgModule,
   saltutil: saltutilModule,
+  schedule: scheduleModule,
   service: serviceModule,
   status: statusModule,
   sys: sysModule,

@@ -29,6 +29,22 @@ export interface ModuleContext {
   readonly signal?: AbortSignal
   /** The master's request channel (absent where no master is, e.g. a module tested alone). */
   readonly master?: MasterChannel
+  /** Sends events to the master(s) in use (event.send, event.fire_master); absent when the minion has no master link. */
+  readonly fireMaster?: (events: { tag: string; data: Record<string, unknown> }[]) => Promise<void>
+  /** The minion's schedule (the schedule.* functions); absent outside a minion daemon. */
+  readonly schedule?: ScheduleControl
+}
+
+/** What the schedule.* functions may do with the minion's schedule. */
+export interface ScheduleControl {
+  readonly enabled: boolean
+  add(name: string, raw: Record<string, unknown>, persist: boolean): Promise<void>
+  delete(name: string, persist: boolean): Promise<boolean>
+  setJobEnabled(name: string, enabled: boolean, persist: boolean): Promise<boolean>
+  setEnabled(enabled: boolean, persist: boolean): Promise<void>
+  runNow(name: string): boolean
+  get(name: string): { readonly enabled: boolean } | undefined
+  list(): Record<string, unknown>
 }
 
 /** The per-job view a function receives: the module context plus Salt's `__context__` pieces. */
