@@ -99,8 +99,8 @@ export class Reassembler {
     if (data.length === 0 || data[0] !== CHUNK_MARK) {
       const interrupted = this.#partials.get(peer)
       if (interrupted !== undefined) this.#discard(interrupted, `its chunked message of ${interrupted.total} bytes was interrupted by another message`)
-      // The broker's max_payload may be larger than this endpoint's max_frame_bytes.
       this.#greet(peer)
+      // The broker's max_payload may be larger than this endpoint's max_frame_bytes.
       if (data.length > this.options.maxFrameBytes) this.core.frameDropped(peer, new FrameTooLargeError(data.length, this.options.maxFrameBytes, peer).message, data.length)
       else this.deliver(data, peer)
       return
@@ -166,6 +166,8 @@ export class Reassembler {
 
   /** A whole message arrived from `peer`: it has greeted (remembered within a bound). */
   #greet(peer: string): void {
+    // Only a server's reassembler has the deadlines that ask whether a peer greeted; a client's remembers nobody.
+    if (!((this.options.handshakeTimeout ?? 0) > 0 || (this.options.frameTimeout ?? 0) > 0)) return
     if (this.#greeted.has(peer)) return
     if (this.#greeted.size >= GREETED_LIMIT) this.#greeted.delete(this.#greeted.values().next().value as string)
     this.#greeted.add(peer)
