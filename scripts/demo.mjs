@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The README demo: a master serving both transports and three minions (two on ZeroMQ, one on TCP) as
-// real processes on loopback in a temporary root; real jobs through the real CLI, printed as a user sees
-// them. Everything it starts is stopped by pid, on success, failure or Ctrl-C.
+// The README demo: a master serving three transports and four minions (two on ZeroMQ, one on TCP, one on
+// NATS through a nats-server of its own) as real processes on loopback in a temporary root; real jobs
+// through the real CLI, printed as a user sees them. Everything it starts is stopped by pid, on success,
+// failure or Ctrl-C. NATS needs the nats-server binary: `npm run nats` installs it.
 import { MasterEvent } from '@brine/client'
 import { tags } from '@brine/common'
 import { Fleet, killAllProcesses } from '@brine/testkit'
@@ -10,6 +11,7 @@ const minions = [
   { id: 'web1', transport: 'zeromq', grains: { role: 'web' } },
   { id: 'web2', transport: 'tcp', grains: { role: 'web' } },
   { id: 'db1', transport: 'zeromq', grains: { role: 'db' } },
+  { id: 'cache1', transport: 'nats', grains: { role: 'cache' } },
 ]
 
 for (const signal of ['SIGINT', 'SIGTERM']) {
@@ -20,12 +22,13 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 }
 
 const say = (text) => process.stdout.write(`${text}\n`)
-say('Starting a master (zeromq + tcp) and 3 minions on 127.0.0.1 ...')
+say('Starting a nats-server, a master (zeromq + tcp + nats) and 4 minions on 127.0.0.1 ...')
 const bus = { open: (options) => new MasterEvent(options), tags }
-const fleet = await Fleet.start({ bus, minions, transports: ['zeromq', 'tcp'] })
+const fleet = await Fleet.start({ bus, minions, transports: ['zeromq', 'tcp', 'nats'] })
 let failed = false
 try {
   for (const [transport, ports] of fleet.ports) say(`  master ${transport}: publish_port ${ports.publish}, ret_port ${ports.ret}`)
+  say(`  nats-server: ${fleet.natsServer.url}`)
   say(`  minions: ${minions.map((m) => `${m.id} (${m.transport}, role ${m.grains.role})`).join(', ')}`)
   const commands = [
     ['brine', ['*', 'test.ping']],

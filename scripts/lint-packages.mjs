@@ -21,7 +21,7 @@ const LAYERS = [
   // The test kit sits just above the contract and depends on nothing else of Brine's, so the compliance suite
   // (and through it every package's tests) can use it without a cycle.
   ['testkit'],
-  ['transport-compliance', 'transport-zeromq', 'transport-tcp'],
+  ['transport-compliance', 'transport-zeromq', 'transport-tcp', 'transport-nats'],
   ['common'],
   ['crypt'],
   ['returners'],
@@ -33,7 +33,7 @@ const LAYERS = [
   ['cli', 'bench'],
 ]
 /** Exceptions DESIGN.md names: common is the composition root that registers the built-in transports. */
-const ALLOWED = new Set(['common->transport-zeromq', 'common->transport-tcp'])
+const ALLOWED = new Set(['common->transport-zeromq', 'common->transport-tcp', 'common->transport-nats'])
 const DAEMONS = new Set(['master', 'minion', 'syndic', 'client', 'returners', 'api', 'cli', 'bench'])
 const REQUIRED = ['README.md', 'package.json', 'tsconfig.json', 'tsup.config.ts', 'src/index.ts']
 /** The packages whose src/ may import the test kit: the bench runs on its Fleet, the compliance suite is test code. */

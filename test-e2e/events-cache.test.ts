@@ -45,7 +45,7 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   it('a return delivered twice is stored once and fires one event', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
     const ports = fleet.ports.get(transport)!
-    const fake = await FakeMinion.start(transport, 'retry-minion', { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret }, `${fleet.root}/fake-pki`)
+    const fake = await FakeMinion.start(transport, 'retry-minion', { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret, broker: fleet.broker }, `${fleet.root}/fake-pki`)
     expect((await fake.auth()).ok).toBe(true)
     const events = new MasterEvent({ sockDir: fleet.sockDir })
     await events.connect()

@@ -62,11 +62,27 @@ describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
   })
 })
 
-describe('one master serving both transports', () => {
+describe('one master serving several transports', () => {
   it('reaches a ZeroMQ minion and a TCP minion with one job', async () => {
     const fleet = await startFleet({ minions: [{ id: 'zmq-minion', transport: 'zeromq' }, { id: 'tcp-minion', transport: 'tcp' }] })
     const ping = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
     expect(json(ping.stdout)).toEqual({ 'zmq-minion': true, 'tcp-minion': true })
     expect(ping.code).toBe(0)
+  })
+
+  it('reaches a ZeroMQ, a TCP and a NATS minion with one job, and a targeted job only the one named', async () => {
+    const fleet = await startFleet({
+      minions: [
+        { id: 'zmq-minion', transport: 'zeromq' },
+        { id: 'tcp-minion', transport: 'tcp' },
+        { id: 'nats-minion', transport: 'nats' },
+      ],
+    })
+    expect(fleet.transports).toEqual(['zeromq', 'tcp', 'nats'])
+    const ping = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
+    expect(json(ping.stdout)).toEqual({ 'zmq-minion': true, 'tcp-minion': true, 'nats-minion': true })
+    expect(ping.code).toBe(0)
+    const one = await fleet.run('brine', ['-L', 'nats-minion,tcp-minion', 'test.echo', 'hi', '--out', 'json', '--static'])
+    expect(json(one.stdout)).toEqual({ 'nats-minion': 'hi', 'tcp-minion': 'hi' })
   })
 })

@@ -3,8 +3,9 @@
  * masters reach it; one killed mid-run, the other's jobs still work, the killed one gets its return
  * when it is back; a jid published by both runs once and answers both) and `master_type: failover`
  * (the first master killed: the second takes over; the first back: its return delivered, then
- * `master_failback` returns to it). The second master binds 127.0.0.2 on the first one's ports:
- * all of 127.0.0.0/8 is loopback on Linux, and a minion's masters share `master_port`.
+ * `master_failback` returns to it). On the socket transports the second master binds 127.0.0.2 on the first
+ * one's ports: all of 127.0.0.0/8 is loopback on Linux. On NATS both masters are on one nats-server with ports of
+ * their own, and the minion names each as `host:port` (issue 28, topology 3).
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -22,11 +23,13 @@ type TransportName = (typeof TRANSPORTS)[number]
 const WAIT_MS = 30_000
 const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
-/** Two masters on one pair of ports: the first on 127.0.0.1 (whose fleet runs the minion, logging at info), the second on 127.0.0.2. */
+/** Two masters: the first on 127.0.0.1 (whose fleet runs the minion, logging at info), the second on 127.0.0.2 on the same ports (on NATS: the same nats-server, its own ports). */
 async function twoMasters(transport: TransportName): Promise<[Fleet, Fleet]> {
   // A short gather_job_timeout keeps "did not return" rounds short.
   const one = await startFleet({ minions: [], transports: [transport], logLevel: 'info', masterConfig: { gather_job_timeout: 1 } })
   const ports = one.ports.get(transport)!
+  // On NATS both masters are on the first one's nats-server, each on ports of its own: the ports are their names there.
+  if (transport === 'nats') return [one, await startFleet({ minions: [], transports: [transport], natsFrom: one, masterConfig: { gather_job_timeout: 1 } })]
   const two = await startFleet({
     minions: [],
     transports: [transport],
@@ -44,10 +47,34 @@ async function ping(fleet: Fleet, id: string): Promise<Record<string, unknown>> 
   return json(result.stdout)
 }
 
+/**
+ * The minion's `master` entries for the two masters, and the `host:port` its link to each is named by. On the
+ * socket transports they share ports on two hosts; on a broker a master is named by its prefix and ports, not a
+ * host (two masters on one port would be one queue group), so the entries name each one's port (`host:port`).
+ */
+function mastersFor(transport: TransportName, one: Fleet, two: Fleet): { master: [string, string]; names: [string, string] } {
+  const first = one.ports.get(transport)!.ret
+  if (transport === 'nats') {
+    const second = two.ports.get(transport)!.ret
+    return { master: [`127.0.0.1:${first}`, `127.0.0.1:${second}`], names: [`127.0.0.1:${first}`, `127.0.0.1:${second}`] }
+  }
+  // The second fleet serves the first one's ports (its masterConfig), whatever its own port table says.
+  return { master: ['127.0.0.1', '127.0.0.2'], names: [`127.0.0.1:${first}`, `127.0.0.2:${first}`] }
+}
+
+/**
+ * The minion's config for two masters: the fleet writes the first master's publish_port, which would win over
+ * what each auth reply names; on NATS the masters' publish ports differ, so it is left out there.
+ */
+function twoMasterConfig(transport: TransportName, master: [string, string], rest: Record<string, unknown>): Record<string, unknown> {
+  return { master, ...(transport === 'nats' ? { publish_port: undefined } : {}), ...rest }
+}
+
 describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
   it('master_type str: jobs from either master; one killed mid-run, the other still works and the killed one gets its return once when back; a jid published by both runs once', async () => {
     const [one, two] = await twoMasters(transport)
-    const minion = await one.startMinion({ id: 'mm', transport, config: { master: ['127.0.0.1', '127.0.0.2'], master_type: 'str', ...QUICK } })
+    const { master } = mastersFor(transport, one, two)
+    const minion = await one.startMinion({ id: 'mm', transport, config: twoMasterConfig(transport, master, { master_type: 'str', ...QUICK }) })
     await Promise.all([one.waitForMinionStart('mm'), two.waitForMinionStart('mm')])
     expect(await ping(one, 'mm')).toEqual({ mm: true })
     expect(await ping(two, 'mm')).toEqual({ mm: true })
@@ -81,8 +108,9 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
     expect(json(lookup.stdout)).toEqual({ mm: 'slept' })
     expect(minion.stderr.match(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`, 'g'))).toHaveLength(1)
     expect(await readFile(slowFile, 'utf8')).toBe('ran\n')
-    // Its publishes reach the minion again once the minion's publish link is back (it says so).
-    await minion.waitForOutput(new RegExp(`publishes from \\S*127\\.0\\.0\\.1:${one.ports.get(transport)!.publish}: connected again`), WAIT_MS)
+    // Its publishes reach the minion again once the minion's publish link is back (it says so). On NATS that link
+    // is the broker's and never went away: the ping below is the whole check there.
+    if (transport !== 'nats') await minion.waitForOutput(new RegExp(`publishes from \\S*127\\.0\\.0\\.1:${one.ports.get(transport)!.publish}: connected again`), WAIT_MS)
     expect(await ping(one, 'mm')).toEqual({ mm: true })
     // The second master never saw that job's return.
     const elsewhere = await two.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
@@ -91,10 +119,11 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
 
   it('master_type failover: the first master killed, the second takes over; the first back, its return is delivered and master_failback returns to it', async () => {
     const [one, two] = await twoMasters(transport)
+    const { master, names } = mastersFor(transport, one, two)
     const minion = await one.startMinion({
       id: 'fo',
       transport,
-      config: { master: ['127.0.0.1', '127.0.0.2'], master_type: 'failover', master_alive_interval: 1, master_failback: true, master_failback_interval: 1, ...QUICK },
+      config: twoMasterConfig(transport, master, { master_type: 'failover', master_alive_interval: 1, master_failback: true, master_failback_interval: 1, ...QUICK }),
     })
     await one.waitForMinionStart('fo')
     expect(await ping(one, 'fo')).toEqual({ fo: true })
@@ -111,22 +140,21 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
 
     // The alive check notices; the minion tunes in to the second master and announces itself there.
     await two.waitForMinionStart('fo', secondMark)
-    const ports = one.ports.get(transport)!
-    expect(minion.stderr).toContain(`using the master 127.0.0.2:${ports.ret} (127.0.0.2) instead of 127.0.0.1:${ports.ret}; the one before is gone`)
+    expect(minion.stderr).toContain(`using the master ${names[1]} (${master[1]}) instead of ${names[0]}; the one before is gone`)
     expect(await ping(two, 'fo')).toEqual({ fo: true })
     await minion.waitForOutput(new RegExp(`return of job ${slow} \\(cmd.run\\) not acknowledged .*; spooled to `), WAIT_MS)
 
     // The first master is back: the link kept for it delivers the return, then failback uses it again.
     await one.launchMaster()
     await minion.waitForOutput(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`), WAIT_MS)
-    await minion.waitForOutput(new RegExp(`using the master 127\\.0\\.0\\.1:${ports.ret} \\(127\\.0\\.0\\.1\\) instead of 127\\.0\\.0\\.2:${ports.ret}; failing back to the first master`), WAIT_MS)
+    await minion.waitForOutput(new RegExp(`using the master ${escape(names[0])} \\(${escape(master[0])}\\) instead of ${escape(names[1])}; failing back to the first master`), WAIT_MS)
     const lookup = await one.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
     expect(json(lookup.stdout)).toEqual({ fo: 'slept' })
     expect(await readFile(slowFile, 'utf8')).toBe('ran\n')
     expect(await ping(one, 'fo')).toEqual({ fo: true })
 
     // The second master's link is closed once nothing is owed to it: its jobs no longer reach the minion.
-    await minion.waitForOutput(new RegExp(`closed the link to ${escape(`127.0.0.2:${ports.ret}`)}`), WAIT_MS)
+    await minion.waitForOutput(new RegExp(`closed the link to ${escape(names[1])}`), WAIT_MS)
     const gone = await two.run('brine', ['fo', 'test.ping', '-t', '1', '--out', 'json', '--static'])
     expect(gone.code).toBe(1)
     expect(json(gone.stdout)).not.toHaveProperty('fo', true)

@@ -19,10 +19,10 @@ import { jidOf, json } from './helpers/output.js'
 const startFleet = useFleets(runCleanups)
 
 describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
-  it('a minion with only master and master_port finds the publish port in the auth reply, on a master serving both transports', async () => {
+  it('a minion with only master and master_port finds the publish port in the auth reply, on a master serving every transport', async () => {
     // publish_port left out of the minion's config (undefined is not written): it must come from the master.
     const fleet = await startFleet({
-      transports: ['zeromq', 'tcp'],
+      transports: ['zeromq', 'tcp', 'nats'],
       minions: [
         { id: 'web1', transport, config: { publish_port: undefined } },
         { id: 'db1', transport, config: { publish_port: undefined } },
@@ -39,7 +39,7 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
   it('a built master answers 100 replays of a recorded _minion_event with one event, and refuses a return for a job not sent', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
     const ports = fleet.ports.get(transport)!
-    const fake = await FakeMinion.start(transport, 'spy', { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret }, join(fleet.root, 'spy-pki'))
+    const fake = await FakeMinion.start(transport, 'spy', { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret, broker: fleet.broker }, join(fleet.root, 'spy-pki'))
     expect(await fake.auth()).toEqual({ ok: true })
     const bus = new MasterEvent({ sockDir: fleet.sockDir })
     await bus.connect()

@@ -3,7 +3,7 @@ import { MasterEvent } from '@brine/client'
 import { tags } from '@brine/common'
 import { Fleet, killAllProcesses, type FleetOptions, type TransportName } from '@brine/testkit'
 
-export const TRANSPORTS: TransportName[] = ['zeromq', 'tcp']
+export const TRANSPORTS: TransportName[] = ['zeromq', 'tcp', 'nats']
 
 /** How e2e fleets read the master's bus: through the client's MasterEvent. */
 export const bus: FleetOptions['bus'] = { open: (busOptions) => new MasterEvent(busOptions), tags }

@@ -134,7 +134,7 @@ export function markdownReport(result: BenchResult): string {
   return lines.join('\n')
 }
 
-const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', both: '#2ca02c' }
+const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', nats: '#9467bd', both: '#2ca02c' }
 const escape = (text: string): string => text.replace(/&/g, '&amp;').replace(/</g, '&lt;')
 
 /**
@@ -142,7 +142,7 @@ const escape = (text: string): string => text.replace(/&/g, '&amp;').replace(/</
  * returns/s, one group per N, one bar per transport. Hand-built SVG, no chart library.
  */
 export function svgChart(result: BenchResult): string {
-  const transports = (['zeromq', 'tcp', 'both'] as const).filter((t) => result.cases.some((c) => c.transport === t))
+  const transports = (['zeromq', 'tcp', 'nats', 'both'] as const).filter((t) => result.cases.some((c) => c.transport === t))
   const sizes = [...new Set(result.cases.map((c) => c.n))].sort((a, b) => a - b)
   const panelW = 420
   const panelH = 300

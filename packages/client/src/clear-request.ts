@@ -1,6 +1,6 @@
 import { RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
 import { accessSync, constants, statSync } from 'node:fs'
-import { clearRequest, loadConfig, loadTransport, localRequestPath, type MasterConfig } from '@brine/common'
+import { brokerFromConfig, clearRequest, loadConfig, loadTransport, localRequestPath, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { MasterRequestError } from './errors.js'
 
@@ -108,9 +108,12 @@ export class ClearRequester {
     const transport = await loadTransport(opts.transport)
     const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
-    const path = localChannel(opts)
+    // On NATS the client reaches the master through the broker the master's config names (transport_opts first).
+    const broker = brokerFromConfig({ ...opts, ...(opts.transport_opts[opts.transport] ?? {}) })
+    // A broker transport has no local channel (the master opens none for it, and its endpoints refuse a path).
+    const path = transport.peerSockets === false ? undefined : localChannel(opts)
     if (path !== undefined) this.logger.debug(`reaching the master through its local channel ${path}`)
-    const requests = transport.createRequestClient({ host, port, ...(path === undefined ? {} : { path }), logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
+    const requests = transport.createRequestClient({ host, port, broker, ...(path === undefined ? {} : { path }), logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
     await requests.start()
     return { opts, key, requests }
   }

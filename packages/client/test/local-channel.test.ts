@@ -1,15 +1,16 @@
 import { stat } from 'node:fs/promises'
 import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { deadline } from '@brine/testkit'
 // Tests only: a real master in-process (worker_threads: 0) and fake minions.
-import { cleanups, clearClient, FakeMinion, runCleanups, startMaster, tempDir, WAIT_MS, watchSubscribers } from '../../master/test/helpers.js'
+import { cleanups, clearClient, FakeMinion, natsFor, runCleanups, startMaster, stopNatsServer, tempDir, WAIT_MS, watchSubscribers } from '../../master/test/helpers.js'
 import { localChannel } from '../src/clear-request.js'
 import { LocalClient } from '../src/local-client.js'
 import { RunnerClient } from '../src/runner-client.js'
 
 afterEach(runCleanups)
+afterAll(stopNatsServer)
 
 /** Connections that never send a byte, as a flood would open them; `closed()` counts those the master closed. */
 function idleSockets(port: number, count: number): { sockets: Socket[]; connected: Promise<void>; closed: () => number } {
@@ -112,5 +113,30 @@ describe.each(['zeromq', 'tcp'])('the operator’s local channel over %s', (tran
     expect(await runner.cmd('jobs.list_jobs')).toEqual({})
     expect(master.endpoints[0]!.local?.stats().peers).toBe(0)
     expect(master.endpoints[0]!.request.stats().peers).toBe(1)
+  })
+})
+
+describe('no local channel over nats', () => {
+  it('a NATS master opens no unix socket (its servers are the broker’s clients: a second one would be the same queue group), and the local client is answered through the broker', async () => {
+    const dir = await tempDir()
+    const nats = await natsFor('nats')
+    const { master } = await startMaster(dir, { transport: 'nats', auto_accept: true, ...nats.config })
+    expect(master.endpoints[0]!.local).toBeUndefined()
+    await expect(stat(join(master.opts.sock_dir, 'ret_nats.ipc'))).rejects.toMatchObject({ code: 'ENOENT' })
+    expect(localChannel(master.opts)).toBeUndefined()
+    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port, broker: nats.broker! }
+    const web1 = await FakeMinion.start('nats', 'web1', address, join(dir, 'm-web1'))
+    expect(await web1.auth()).toEqual({ ok: true })
+    const client = new LocalClient({ opts: master.opts })
+    const runner = new RunnerClient({ opts: master.opts })
+    cleanups.push(() => client.close(), () => runner.close())
+    const job = await client.runJob('*', 'test.ping', [], { listen: true, timeout: WAIT_MS })
+    expect(job.minions).toEqual(['web1'])
+    await web1.nthPublish(1)
+    expect(await web1.returnJob(job.jid, true)).toEqual({ ok: true })
+    const returns = []
+    for await (const item of job.returns({ timeout: WAIT_MS })) returns.push(item.id)
+    expect(returns).toEqual(['web1'])
+    expect(await runner.cmd('jobs.list_jobs')).toHaveProperty(job.jid)
   })
 })

@@ -6,7 +6,7 @@ export type Role = 'master' | 'minion' | 'syndic'
 export const ROLES: readonly Role[] = ['master', 'minion', 'syndic']
 
 /** The transports a config may name, exactly as Salt spells them. */
-export const BUILTIN_TRANSPORTS = ['tcp', 'zeromq'] as const
+export const BUILTIN_TRANSPORTS = ['tcp', 'zeromq', 'nats'] as const
 export type TransportName = (typeof BUILTIN_TRANSPORTS)[number]
 
 /**
@@ -158,6 +158,19 @@ export const CONFIG_SCHEMA = {
   max_connections: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   max_connections_per_address: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   ipv6: { kind: 'boolean', roles: ALL, default: false },
+  // NATS (`transport: nats`): the servers every daemon connects to (it fails over among them), the subject prefix
+  // that keeps fleets sharing a cluster apart, credentials (user/password, token, an nkey seed or a .creds file)
+  // and TLS. publish_port and ret_port stay: on NATS they name the service in every subject.
+  nats_servers: { kind: 'list', roles: ALL, default: () => ['nats://127.0.0.1:4222'] },
+  nats_subject_prefix: { kind: 'string', roles: ALL, default: 'brine' },
+  nats_user: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_password: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_token: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_nkey_seed_file: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_creds_file: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_tls_ca: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_tls_cert: { kind: 'nullable-string', roles: ALL, default: null },
+  nats_tls_key: { kind: 'nullable-string', roles: ALL, default: null },
 
   // Master workers and jobs.
   // 0 handles requests on the main thread (tests, small masters).

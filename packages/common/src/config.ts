@@ -415,15 +415,15 @@ async function checkTransportOpts(
   return out
 }
 
-/** Two transports served by one master cannot share a port: the second bind would fail at start-up. */
+/** Two socket transports served by one master cannot share a port: the second bind would fail at start-up. */
 function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, ConfigSource>, report: (error: unknown) => void): void {
   const transportOpts = (opts.transport_opts ?? {}) as Record<string, Record<string, unknown>>
   for (const portKey of ['publish_port', 'ret_port'] as const) {
     const seen = new Map<number, { name: string; keyName: string }>()
     for (const [name, merged] of iterTransportOpts(opts as { transport: string; transport_opts?: typeof transportOpts; [key: string]: unknown })) {
       const port = merged[portKey]
-      // Port 0 means "any free port", so two zeros do not collide.
-      if (typeof port !== 'number' || port === 0) continue
+      // Port 0 means "any free port", so two zeros do not collide; NATS binds nothing (its ports name subjects).
+      if (typeof port !== 'number' || port === 0 || name === 'nats') continue
       const entry = transportOpts[name]
       const keyName =
         entry === undefined ? portKey : Object.hasOwn(entry, portKey) ? `transport_opts.${name}.${portKey}` : `${portKey} inherited by transport_opts.${name}`

@@ -34,9 +34,25 @@ function listMasters(opts: MinionMastersConfig, sourceOf: SourceOf, key: Masters
   const bad = masters.findIndex((host) => typeof host !== 'string' || host.trim() === '')
   if (bad >= 0) return problem(`${key} must name each master by a non-empty host, entry ${bad + 1} is ${JSON.stringify(masters[bad]) ?? 'missing'}`, key, where)
   const hosts = masters as string[]
+  const badPort = hosts.find((host) => masterAddressOf(host, 0) === undefined)
+  if (badPort !== undefined) return problem(`${key} entry '${badPort}' names a port that is not a number from 1 to 65535 (host:port, [IPv6]:port)`, key, where)
   const twice = hosts.find((host, index) => hosts.indexOf(host) !== index)
   if (twice !== undefined) return problem(`${key} lists '${twice}' twice; each master may appear once`, key, where)
   return hosts
+}
+
+/**
+ * One entry of `master` as a host and a port, as Salt's `parse_host_port` reads it: `host:port`, `[v6]:port`
+ * or `[v6]` (brackets dropped), or a bare host (an IPv6 address without brackets is a host) on `defaultPort`
+ * (`master_port`). Undefined when the port given is not a number from 1 to 65535. Masters of one minion may so
+ * differ in port: on a broker (NATS) the port is what tells two masters on one cluster apart.
+ */
+export function masterAddressOf(entry: string, defaultPort: number): { host: string; port: number } | undefined {
+  const bracketed = /^\[([^\]]+)\](?::(.*))?$/.exec(entry)
+  const [host, port] = bracketed !== null ? [bracketed[1]!, bracketed[2]] : entry.split(':').length === 2 ? (entry.split(':') as [string, string]) : [entry, undefined]
+  if (port === undefined) return { host, port: defaultPort }
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535 || host === '') return undefined
+  return { host, port: Number(port) }
 }
 
 /**

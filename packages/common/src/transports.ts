@@ -7,7 +7,7 @@ export const ZEROMQ_UNAVAILABLE_HINT =
   '(npm install --foreground-scripts zeromq) or set `transport: tcp`'
 
 /**
- * The composition root for the built-in transports: registers `zeromq` and `tcp` with lazy
+ * The composition root for the built-in transports: registers `zeromq`, `tcp` and `nats` with lazy
  * `import()` loaders, so a broken native addon only hurts users who chose ZeroMQ. Idempotent:
  * names already registered (by an earlier call or by a test) are left as they are.
  */
@@ -16,6 +16,12 @@ export function registerBuiltinTransports(): void {
   if (!registered.has('zeromq')) {
     registerTransport('zeromq', () => import('@brine/transport-zeromq').then((module) => module.zeromqTransport() as Transport), {
       hint: ZEROMQ_UNAVAILABLE_HINT,
+    })
+  }
+  if (!registered.has('nats')) {
+    // Each endpoint brings its own servers, prefix and credentials (`broker`, from nats_* config keys).
+    registerTransport('nats', () => import('@brine/transport-nats').then((module) => module.natsTransport() as Transport), {
+      hint: 'check the installation of @brine/transport-nats (and its @nats-io/transport-node dependency)',
     })
   }
   if (!registered.has('tcp')) {

@@ -1,4 +1,4 @@
-import type { BackoffOptions } from '@brine/transport'
+import type { BackoffOptions, BrokerOptions } from '@brine/transport'
 import { ConfigError } from './errors.js'
 import type { LoginLimits } from './login-throttle.js'
 
@@ -137,9 +137,41 @@ function milliseconds(value: unknown, key: string): number {
   return Math.round(nonNegative(value, key, 'milliseconds'))
 }
 
-/** The endpoint options every transport endpoint takes from config (pub_hwm, max_frame_bytes). */
-export function endpointLimitsFromConfig(opts: { pub_hwm?: number; max_frame_bytes?: number }): { hwm: number; maxFrameBytes: number } {
-  return { hwm: opts.pub_hwm ?? 1000, maxFrameBytes: opts.max_frame_bytes ?? 67108864 }
+/** The `nats_*` keys, as the config spells them. */
+export interface BrokerConfig {
+  nats_servers?: readonly string[]
+  nats_subject_prefix?: string
+  nats_user?: string | null
+  nats_password?: string | null
+  nats_token?: string | null
+  nats_nkey_seed_file?: string | null
+  nats_creds_file?: string | null
+  nats_tls_ca?: string | null
+  nats_tls_cert?: string | null
+  nats_tls_key?: string | null
+}
+
+/** The `nats_*` keys as the BrokerOptions a broker transport connects with (the socket transports ignore them). */
+export function brokerFromConfig(opts: BrokerConfig): BrokerOptions {
+  const set = <K extends keyof BrokerOptions>(key: K, value: BrokerOptions[K] | null | undefined): Partial<BrokerOptions> =>
+    value === null || value === undefined ? {} : ({ [key]: value } as Partial<BrokerOptions>)
+  return {
+    ...set('servers', opts.nats_servers),
+    ...set('subjectPrefix', opts.nats_subject_prefix),
+    ...set('user', opts.nats_user),
+    ...set('password', opts.nats_password),
+    ...set('token', opts.nats_token),
+    ...set('nkeySeedFile', opts.nats_nkey_seed_file),
+    ...set('credsFile', opts.nats_creds_file),
+    ...set('tlsCa', opts.nats_tls_ca),
+    ...set('tlsCert', opts.nats_tls_cert),
+    ...set('tlsKey', opts.nats_tls_key),
+  }
+}
+
+/** The endpoint options every transport endpoint takes from config (pub_hwm, max_frame_bytes, and the broker's nats_* keys). */
+export function endpointLimitsFromConfig(opts: { pub_hwm?: number; max_frame_bytes?: number } & BrokerConfig): { hwm: number; maxFrameBytes: number; broker: BrokerOptions } {
+  return { hwm: opts.pub_hwm ?? 1000, maxFrameBytes: opts.max_frame_bytes ?? 67108864, broker: brokerFromConfig(opts) }
 }
 
 /** The keys behind a master's bounds before work, in config units. */

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createLogger } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
 import { checkConfig, loadConfig, parseOverride, parseOverrides } from '../src/config.js'
+import { brokerFromConfig, endpointLimitsFromConfig } from '../src/units.js'
 
 let dir: string
 
@@ -483,14 +484,14 @@ describe('transport', () => {
   ])('refuses %s with a did-you-mean %s', async (value, suggestion) => {
     const file = await write('master', `transport: ${value}\n`)
     const error = await loadError('master')
-    expect(error.message).toBe(`unknown transport '${value}' at ${file}:1 (available: tcp, zeromq); did you mean '${suggestion}'?`)
+    expect(error.message).toBe(`unknown transport '${value}' at ${file}:1 (available: tcp, zeromq, nats); did you mean '${suggestion}'?`)
     expect(error.key).toBe('transport')
     expect((error.cause as Error).name).toBe('UnknownTransportError')
   })
 
   it('gives no suggestion for something far off', async () => {
     const file = await write('master', 'transport: carrier-pigeon\n')
-    expect((await loadError('master')).message).toBe(`unknown transport 'carrier-pigeon' at ${file}:1 (available: tcp, zeromq)`)
+    expect((await loadError('master')).message).toBe(`unknown transport 'carrier-pigeon' at ${file}:1 (available: tcp, zeromq, nats)`)
   })
 
   it('checks transport_opts names and their keys with the nested line', async () => {
@@ -499,7 +500,7 @@ describe('transport', () => {
       `${file}:4: transport_opts.tcp.ret_port must be a port number (an integer from 0 to 65535), got string 'nope'`,
     )
     const bad = await write('master', 'transport_opts:\n  zmq: {}\n')
-    expect((await loadError('master')).message).toBe(`unknown transport 'zmq' at ${bad}:2 (available: tcp, zeromq); did you mean 'zeromq'?`)
+    expect((await loadError('master')).message).toBe(`unknown transport 'zmq' at ${bad}:2 (available: tcp, zeromq, nats); did you mean 'zeromq'?`)
   })
 
   it('accepts two transports on distinct ports', async () => {
@@ -523,6 +524,47 @@ describe('transport', () => {
     expect((await loadError('master')).message).toBe(
       `${file}:6: transports 'zeromq' and 'tcp' both use ret_port 5000 (transport_opts.zeromq.ret_port and transport_opts.tcp.ret_port); give each transport its own port`,
     )
+  })
+})
+
+describe('nats', () => {
+  it('serves zeromq, tcp and nats at once; nats shares the ports (they name its subjects) and takes its own keys', async () => {
+    await write('master', [
+      'transport: zeromq',
+      'transport_opts:',
+      '  zeromq: {}',
+      '  tcp:',
+      '    publish_port: 4605',
+      '    ret_port: 4606',
+      '  nats:',
+      '    nats_subject_prefix: site-a',
+      'nats_servers: [nats://10.0.0.1:4222, nats://10.0.0.2:4222]',
+      'nats_user: brine',
+      'nats_password: s3cret',
+      'nats_tls_ca: /etc/brine/nats-ca.pem',
+      '',
+    ].join('\n'))
+    const { opts } = await loadConfig('master', { configDir: dir })
+    expect(opts.transport_opts.nats).toEqual({ nats_subject_prefix: 'site-a' })
+    expect(brokerFromConfig({ ...opts, ...opts.transport_opts.nats })).toEqual({
+      servers: ['nats://10.0.0.1:4222', 'nats://10.0.0.2:4222'],
+      subjectPrefix: 'site-a',
+      user: 'brine',
+      password: 's3cret',
+      tlsCa: '/etc/brine/nats-ca.pem',
+    })
+  })
+
+  it('defaults to one local server under the prefix brine, and takes transport: nats on a minion', async () => {
+    await write('minion', 'transport: nats\nnats_token: t0ken\n')
+    const { opts } = await loadConfig('minion', { configDir: dir })
+    expect(opts.transport).toBe('nats')
+    expect(endpointLimitsFromConfig(opts).broker).toEqual({ servers: ['nats://127.0.0.1:4222'], subjectPrefix: 'brine', token: 't0ken' })
+  })
+
+  it('refuses nats_servers that is not a list of strings, naming the line', async () => {
+    const file = await write('master', 'nats_servers: {a: 1}\n')
+    expect((await loadError('master')).message).toBe(`${file}:1: nats_servers must be a list of strings, got a mapping`)
   })
 })
 

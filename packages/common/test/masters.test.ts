@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ConfigError } from '../src/errors.js'
-import { checkMinionMasters, masterFingerFor, mastersOf } from '../src/masters.js'
+import { checkMinionMasters, masterAddressOf, masterFingerFor, mastersOf } from '../src/masters.js'
 
 describe('mastersOf', () => {
   it('lists one master or several, in order', () => {
@@ -14,9 +14,27 @@ describe('mastersOf', () => {
     [[7], 'master must name each master by a non-empty host, entry 1 is 7'],
     [undefined, 'master must name each master by a non-empty host, entry 1 is missing'],
     [['m1', 'm2', 'm1'], "master lists 'm1' twice; each master may appear once"],
+    [['m1:4506', 'm1:99999'], "master entry 'm1:99999' names a port that is not a number from 1 to 65535 (host:port, [IPv6]:port)"],
+    ['m1:port', "master entry 'm1:port' names a port that is not a number from 1 to 65535 (host:port, [IPv6]:port)"],
   ])('refuses %j without a file to name', (master, message) => {
     expect(() => mastersOf({ master })).toThrow(ConfigError)
     expect(() => mastersOf({ master })).toThrow(message)
+  })
+})
+
+describe('masterAddressOf', () => {
+  it("reads host:port, [v6]:port and [v6] as Salt's parse_host_port does; a bare host (or bare IPv6) takes master_port", () => {
+    expect(masterAddressOf('salt', 4506)).toEqual({ host: 'salt', port: 4506 })
+    expect(masterAddressOf('10.0.0.1:4606', 4506)).toEqual({ host: '10.0.0.1', port: 4606 })
+    expect(masterAddressOf('[::1]:4606', 4506)).toEqual({ host: '::1', port: 4606 })
+    expect(masterAddressOf('[::1]', 4506)).toEqual({ host: '::1', port: 4506 })
+    expect(masterAddressOf('fe80::1', 4506)).toEqual({ host: 'fe80::1', port: 4506 })
+    expect(masterAddressOf('salt:0', 4506)).toBeUndefined()
+    expect(masterAddressOf(':4506', 4506)).toBeUndefined()
+  })
+
+  it('lets one minion list two masters on one host that differ by port', () => {
+    expect(mastersOf({ master: ['127.0.0.1:4506', '127.0.0.1:4606'] })).toEqual(['127.0.0.1:4506', '127.0.0.1:4606'])
   })
 })
 

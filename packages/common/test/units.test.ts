@@ -76,7 +76,7 @@ describe('backoffFromConfig', () => {
   })
 
   it('takes endpoint limits from pub_hwm and max_frame_bytes', () => {
-    expect(endpointLimitsFromConfig({ pub_hwm: 10, max_frame_bytes: 1024 })).toEqual({ hwm: 10, maxFrameBytes: 1024 })
+    expect(endpointLimitsFromConfig({ pub_hwm: 10, max_frame_bytes: 1024 })).toEqual({ hwm: 10, maxFrameBytes: 1024, broker: {} })
   })
 })
 

@@ -66,7 +66,7 @@ export class FanoutPublishServer implements PublishServer {
   }
 
   stats(): EndpointStats {
-    const total: EndpointStats = { queued: 0, dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, inFlight: 0, peers: 0, subscriptions: 0, peersRefused: 0, peersDropped: 0 }
+    const total: EndpointStats = { queued: 0, dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, inFlight: 0, peers: 0, subscriptions: 0, peersRefused: 0, peersDropped: 0, slowConsumers: 0 }
     for (const server of this.servers) {
       const stats = server.stats()
       for (const key of Object.keys(total) as Array<keyof EndpointStats>) total[key] += stats[key]

@@ -397,8 +397,12 @@ export class Master {
    * The operator's channel for `name`: the request server's options on a unix socket under sock_dir.
    * Its connections are counted apart from the network's, so its caps are the whole open-file
    * allowance, all from the one local "address"; every other bound (frames, deadlines) is the network's.
+   * None for a transport without per-peer sockets (NATS).
    */
   #localRequestServer(transport: Transport, name: string, options: RequestServerOptions): RequestServer | undefined {
+    // A broker transport's servers own no sockets: a second server there would join the same queue group on the
+    // same subject (no door of its own), so its local clients reach the master through the broker.
+    if (transport.peerSockets === false) return undefined
     const path = localRequestPath(this.opts.sock_dir, name)
     if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH) {
       this.#logger.warning(`no local request channel for ${name}: ${path} is longer than unix sockets allow (${MAX_UNIX_SOCKET_PATH} bytes); local clients use ret_port`)

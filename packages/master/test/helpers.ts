@@ -12,8 +12,8 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
-import type { Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
-import { freeLoopbackPort } from '@brine/testkit'
+import type { BrokerOptions, Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
+import { NatsServerProcess, freeLoopbackPort } from '@brine/testkit'
 import { deadline } from '@brine/transport-compliance'
 import { Master, MemoryJobStore } from '../src/index.js'
 
@@ -92,6 +92,8 @@ export interface MasterAddress {
   host: string
   publishPort: number
   retPort: number
+  /** The broker a NATS master is on (a NATS fleet's `fleet.broker`). */
+  broker?: BrokerOptions
 }
 
 /** A minion made of crypt and a transport: enough to drive the master's protocol by hand. */
@@ -111,8 +113,9 @@ export class FakeMinion {
 
   static async start(transportName: string, id: string, address: MasterAddress, pkiDir: string): Promise<FakeMinion> {
     const transport = await loadTransport(transportName)
-    const request = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000 })
-    const publish = transport.createPublishClient({ host: address.host, port: address.publishPort, id })
+    const broker = address.broker === undefined ? {} : { broker: address.broker }
+    const request = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000, ...broker })
+    const publish = transport.createPublishClient({ host: address.host, port: address.publishPort, id, ...broker })
     const minion = new FakeMinion(id, pkiDir, request, publish)
     cleanups.push(() => request.close(), () => publish.close())
     await request.start()
@@ -164,10 +167,28 @@ export class FakeMinion {
 /** A clear request client, as the local client sends. */
 export async function clearClient(transportName: string, address: MasterAddress): Promise<RequestClient> {
   const transport = await loadTransport(transportName)
-  const client = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000 })
+  const client = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000, ...(address.broker === undefined ? {} : { broker: address.broker }) })
   cleanups.push(() => client.close())
   await client.start()
   return client
+}
+
+let natsServer: Promise<NatsServerProcess> | undefined
+
+/**
+ * The nats-server of this test file's NATS cases, started on first use (a test file's afterAll calls
+ * {@link stopNatsServer}). The master keys for it and the broker options for hand-made clients.
+ */
+export async function natsFor(transport: string): Promise<{ config: Record<string, unknown>; broker?: BrokerOptions }> {
+  if (transport !== 'nats') return { config: {} }
+  const server = await (natsServer ??= NatsServerProcess.start())
+  return { config: { nats_servers: [server.url] }, broker: { servers: [server.url] } }
+}
+
+export async function stopNatsServer(): Promise<void> {
+  const server = natsServer
+  natsServer = undefined
+  await (await server)?.close()
 }
 
 /**

@@ -1,15 +1,16 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { PeerBox, readRootKey, rootKeyPath, StaleSessionKeyError } from '@brine/crypt'
 import { createLogger, RemoteError, type Logger, type RequestClient } from '@brine/transport'
 import { freeLoopbackPort } from '@brine/testkit'
 import type { Master } from '../src/index.js'
-import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog, type MasterAddress } from './helpers.js'
+import { clearClient, FakeMinion, natsFor, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers, type EventLog, type MasterAddress } from './helpers.js'
 
 afterEach(runCleanups)
+afterAll(stopNatsServer)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 interface Setup {
   master: Master
@@ -26,8 +27,9 @@ interface Setup {
 
 async function setup(transport: string, overrides: Record<string, unknown> = {}, logger?: Logger): Promise<Setup> {
   const dir = await tempDir()
-  const { master, events } = await startMaster(dir, { transport, ...overrides }, logger === undefined ? {} : { logger })
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const nats = await natsFor(transport)
+  const { master, events } = await startMaster(dir, { transport, ...nats.config, ...overrides }, logger === undefined ? {} : { logger })
+  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port, ...(nats.broker === undefined ? {} : { broker: nats.broker }) }
   const client = await clearClient(transport, address)
   const subscribers = watchSubscribers(master.endpoints[0]!.publish)
   const key = await readRootKey(rootKeyPath(master.opts.cachedir))

@@ -531,6 +531,25 @@ export class MasterLink implements ReturnRoute {
   }
 
   /**
+   * Whether the master answers now. On the socket transports a connected link is a live master (the connection
+   * is the master's own, and goes when it does). On a broker (`peerSockets: false`) the connection is the
+   * broker's and outlives a dead master, so the master is asked: an empty `_minion_event`, sealed, which it must
+   * acknowledge within `timeoutMs` (false when not connected, or on a broker not authenticated: nothing to ask with).
+   */
+  async alive(timeoutMs: number): Promise<boolean> {
+    const { connected, authenticated } = this.status
+    if (!connected) return false
+    if (this.#o.transport.peerSockets !== false) return true
+    if (!authenticated) return false
+    try {
+      await this.send({ cmd: '_minion_event', id: this.#o.id, events: [] }, { timeout: timeoutMs, tries: 1 })
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /**
    * Seals `load` to the master and waits for its sealed acknowledgement (NotAcknowledgedError
    * otherwise; TimeoutError, ClosedError from the transport). Waits for the first auth if there
    * was none yet (ClosedError if the link closes first). Default: `auth_timeout` per try, one try.

@@ -21,6 +21,11 @@ export interface PolicyLink {
   close(): Promise<void>
   /** Recent history, then live events. */
   events(): AsyncIterable<MasterLinkEvent>
+  /**
+   * Whether the master answers now (see {@link MasterLink.alive}); absent, a connected, authenticated link is
+   * taken as a live master.
+   */
+  alive?(timeoutMs: number): Promise<boolean>
 }
 
 /** Time as a policy sees it: the system's in the daemon, a hand-driven one in tests. */
@@ -297,6 +302,12 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
     return undefined
   }
 
+  /** A link's master is up: asked where the link cannot tell by its connection (a broker's), else connected. */
+  async #alive(link: L): Promise<boolean> {
+    if (link.alive !== undefined) return link.alive(this.#o.answerTimeoutMs)
+    return link.status.connected
+  }
+
   /**
    * Whether a master tried answers: a new link waits for the outcome of its first `_auth` (accepted;
    * timed out or refused; key pending), at most `answerTimeoutMs`. A link kept open answers if it is
@@ -304,7 +315,7 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
    */
   async #answer(link: L, fresh: boolean): Promise<Answer> {
     if (link.status.closed) return { up: false, reason: 'the link is closed' }
-    if (!fresh) return link.status.connected && link.status.authenticated ? { up: true } : { up: false, reason: 'not connected' }
+    if (!fresh) return link.status.authenticated && (await this.#alive(link)) ? { up: true } : { up: false, reason: link.status.connected ? 'no answer' : 'not connected' }
     const waiting = new AbortController()
     const stop = (): void => waiting.abort()
     this.#controller.signal.addEventListener('abort', stop, { once: true })
@@ -362,8 +373,10 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
       const now = clock.now()
       if (now >= nextAlive) {
         nextAlive = now + o.aliveIntervalMs
-        if (!active.status.connected) {
-          this.#logger.warning(`master ${active.master} is not connected at the master_alive_interval check; failing over to the next master`)
+        if (!(await this.#alive(active))) {
+          if (signal.aborted) return undefined
+          const why = active.status.connected ? 'does not answer' : 'is not connected'
+          this.#logger.warning(`master ${active.master} ${why} at the master_alive_interval check; failing over to the next master`)
           this.#context?.emit({ type: 'master-dead', master: active.master })
           const host = this.#hosts.get(active)
           // Salt's eval_master(failed=True): the others in their current order, the dead one last.

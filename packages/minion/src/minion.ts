@@ -12,6 +12,7 @@ import {
   endpointLimitsFromConfig,
   generateJid,
   loadTransport,
+  masterAddressOf,
   masterFingerFor,
   mastersOf,
   returnRetryDelayMs,
@@ -174,7 +175,8 @@ export class Minion {
 
   /** The first master this minion talks to, `host:port` of its ret port. */
   get master(): string {
-    return `${mastersOf(this.opts)[0] as string}:${this.opts.master_port}`
+    const first = masterAddressOf(mastersOf(this.opts)[0] as string, this.opts.master_port)!
+    return `${first.host}:${first.port}`
   }
 
   /** The links to the masters in use now (empty before start() and after stop()). */
@@ -240,10 +242,11 @@ export class Minion {
    * `master_finger` (one for all, or this entry's); a single master keeps Salt's `minion_master.pub`
    * and the spool directory itself.
    */
-  #link(host: string, index: number, keys: KeyPair, transport: Transport, several: boolean): MasterLink {
+  #link(entry: string, index: number, keys: KeyPair, transport: Transport, several: boolean): MasterLink {
     const opts = this.opts
     const timeouts = timeoutsFromConfig(opts)
-    const port = opts.master_port
+    // `host:port` as Salt reads it, else master_port: on NATS the port is what tells masters on one cluster apart.
+    const { host, port } = masterAddressOf(entry, opts.master_port)!
     const masterFinger = masterFingerFor(opts.master_finger, mastersOf(opts), index)
     const spool = several ? join(spoolDir(opts.cachedir), masterAddressStem(host, port)) : spoolDir(opts.cachedir)
     const link = new MasterLink({

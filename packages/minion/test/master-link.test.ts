@@ -1,6 +1,7 @@
 /**
  * A MasterLink on its own (as a syndic will hold one), against stand-in masters over real sockets
- * on both transports: auth and its pin file, the stream of opened job loads, returns to the link
+ * on every transport (NATS: one nats-server for the file; where a case restarts what the link is connected
+ * to, that is the broker there): auth and its pin file, the stream of opened job loads, returns to the link
  * a job came from, re-authentication on a rotated session key and on a reconnected request link,
  * and close().
  */
@@ -8,7 +9,7 @@ import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { loadTransport, type JobLoad, type ReturnLoad } from '@brine/common'
 import { CryptCache, generateKeys, loadOrCreateKeys, masterPinFile, sealPublish } from '@brine/crypt'
 import { freeLoopbackPort } from '@brine/testkit'
@@ -17,7 +18,9 @@ import type { MasterLinkEvent } from '../src/lifecycle.js'
 import { MasterLink, type LinkPublish, type MasterLinkOptions } from '../src/master-link.js'
 import { deadline } from './modules-fixture.js'
 import { Recorder } from './recorder.js'
-import { job, StandInMaster } from './stand-in-master.js'
+import { job, restartNatsServer, StandInMaster, stopNatsServer } from './stand-in-master.js'
+
+afterAll(stopNatsServer)
 
 const ID = 'syndic-or-minion'
 
@@ -49,7 +52,7 @@ async function take(stream: AsyncIterator<LinkPublish>, count: number, what: str
   return taken
 }
 
-describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
+describe.each(['zeromq', 'tcp', 'nats'])('MasterLink over %s', (transportName) => {
   let dir: string
   const masters: StandInMaster[] = []
   const links: MasterLink[] = []
@@ -70,6 +73,18 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     return started
   }
 
+  /**
+   * The master's request server restarts, so the link's request client must reconnect. On NATS that client's
+   * connection is the broker's, which a master restart leaves alone (the link never notices one, and needs not:
+   * the broker queues nothing for it), so there the broker itself is killed and started again, with both sides'
+   * clients reconnecting to it.
+   */
+  async function restartRequests(to: StandInMaster): Promise<void> {
+    await to.stopRequests()
+    if (transportName === 'nats') await restartNatsServer()
+    await to.startRequests()
+  }
+
   /** A started link to `to`, with its own pin file; its events recorded. */
   async function link(to: StandInMaster, extra: Partial<MasterLinkOptions> = {}): Promise<{ link: MasterLink; recorder: Recorder<MasterLinkEvent> }> {
     const { keys } = await loadOrCreateKeys(join(dir, 'link-pki'), 'minion')
@@ -80,7 +95,7 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
       host: to.host,
       port: to.retPort,
       publishPort: to.publishPort,
-      client: { reconnect: { initial: 50, max: 300 } },
+      client: { reconnect: { initial: 50, max: 300 }, ...(to.broker === undefined ? {} : { broker: to.broker }) },
       pkiDir: join(dir, 'link-pki'),
       pinFile: masterPinFile(to.host, to.retPort),
       authTimeoutMs: 1000,
@@ -167,7 +182,7 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     })
     await deadline(linked.authenticated, 8000, 'the first authentication')
     expect(ran).toEqual([])
-    const publisher = transport.createPublishServer({ host: to.host, port: laterPort })
+    const publisher = transport.createPublishServer({ host: to.host, port: laterPort, ...(to.broker === undefined ? {} : { broker: to.broker }) })
     await publisher.start()
     try {
       await deadline(firstRun, 8000, 'afterAuth once the publish link connected')
@@ -206,13 +221,15 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
 
   it('returns each job to the link it came from', async () => {
     const one = await master({ autoAccept: true, name: 'one' })
-    const two = await master({ autoAccept: true, name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
+    // On NATS two masters on one port pair would be one queue group: the second is told apart by ports of its own.
+    const shared = transportName === 'nats' ? {} : { retPort: one.retPort, publishPort: one.publishPort }
+    const two = await master({ autoAccept: true, name: 'two', host: '127.0.0.2', ...shared })
     const first = await link(one)
     const second = await link(two)
     await deadline(Promise.all([first.link.authenticated, second.link.authenticated]), 8000, 'both authentications')
     await Promise.all([one.waitSubscribed(), two.waitSubscribed()])
     expect(existsSync(join(dir, 'link-pki', masterPinFile('127.0.0.1', one.retPort)))).toBe(true)
-    expect(existsSync(join(dir, 'link-pki', masterPinFile('127.0.0.2', one.retPort)))).toBe(true)
+    expect(existsSync(join(dir, 'link-pki', masterPinFile('127.0.0.2', two.retPort)))).toBe(true)
 
     const fromOne = job('test.ping')
     const fromTwo = job('test.ping')
@@ -254,8 +271,7 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     const { link: linked, recorder } = await link(to)
     await deadline(linked.authenticated, 8000, 'authentication')
     await recorder.waitFor('master-connect')
-    await to.stopRequests()
-    await to.startRequests()
+    await restartRequests(to)
     // A request after the restart makes the reconnect certain on either transport.
     await deadline(linked.send({ cmd: '_minion_event', id: ID, events: [] }, { timeout: 1000, tries: 5 }), 8000, 'a send after the restart')
     await recorder.waitFor('authenticated', (event) => event !== recorder.of('authenticated')[0], 'a second authentication')
@@ -276,8 +292,7 @@ describe.each(['zeromq', 'tcp'])('MasterLink over %s', (transportName) => {
     // The master restarts with another publish_port: the re-authentication names it, and the stream goes on from there.
     const subscribed = to.subscribes
     await to.movePublisher(await freeLoopbackPort())
-    await to.stopRequests()
-    await to.startRequests()
+    await restartRequests(to)
     await deadline(linked.send({ cmd: '_minion_event', id: ID, events: [] }, { timeout: 1000, tries: 5 }), 8000, 'a send after the restart')
     await recorder.waitFor('authenticated', (event) => event !== recorder.of('authenticated')[0], 'a second authentication')
     await to.waitSubscribed(subscribed + 1)

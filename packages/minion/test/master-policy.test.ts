@@ -64,6 +64,8 @@ async function settle(): Promise<void> {
 class FakeLink implements PolicyLink {
   readonly master: string
   readonly status: MasterLinkStatus = { connected: false, authenticated: false, closed: false }
+  /** Set by a test whose link asks its master, as a broker's link must. */
+  alive?: (timeoutMs: number) => Promise<boolean>
   readonly #events = new LifecycleEvents<MasterLinkEvent>(64)
 
   constructor(
@@ -250,6 +252,36 @@ describe('FailoverPolicy', () => {
     expect(w.of('master-released')).toEqual([{ master: 'b:4506' }, { master: 'a:4506' }])
     expect(a.status.closed).toBe(true)
     expect(policy.links).toEqual([w.link('c')])
+    await policy.close()
+  })
+
+  it('on a link that asks its master (a broker’s, still connected when the master is gone), fails over when the master does not answer, asking with answerTimeoutMs', async () => {
+    const w = world(['a', 'b'], { a: 'up', b: 'up' })
+    const asked: Array<[string, number]> = []
+    const answers = new Map<string, boolean>([['a', true], ['b', true]])
+    const open = w.context.open
+    w.context.open = (host) => {
+      const link = open(host)
+      link.alive = async (timeoutMs) => {
+        asked.push([host, timeoutMs])
+        return answers.get(host)!
+      }
+      return link
+    }
+    const policy = await started(w, failover(w))
+    const a = w.link('a')
+    await w.clock.advance(TIMES.aliveIntervalMs)
+    await settle()
+    expect(policy.active).toBe(a)
+    expect(asked).toEqual([['a', TIMES.answerTimeoutMs]])
+    // The master stops answering; its link stays connected, as a broker's does (kept: returns are owed to it).
+    w.owed.add('a')
+    answers.set('a', false)
+    await w.clock.advance(TIMES.aliveIntervalMs)
+    await settle()
+    expect(a.status.connected).toBe(true)
+    expect(w.of('master-dead')).toEqual([{ master: 'a:4506' }])
+    expect(policy.active).toBe(w.link('b'))
     await policy.close()
   })
 

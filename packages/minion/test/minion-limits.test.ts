@@ -6,7 +6,7 @@
  * send and the spool and be lost).
  */
 import { readdir } from 'node:fs/promises'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidMinionIdError } from '@brine/crypt'
 import { silentLogger } from '@brine/transport'
 import type { MinionEvent } from '../src/lifecycle.js'
@@ -14,11 +14,13 @@ import { Minion } from '../src/minion.js'
 import { spoolDir } from '../src/spool.js'
 import { deadline } from './modules-fixture.js'
 import { Recorder } from './recorder.js'
-import { job, StandInMaster, testMinionConfig, useStandInFixture } from './stand-in-master.js'
+import { job, StandInMaster, stopNatsServer, testMinionConfig, useStandInFixture } from './stand-in-master.js'
 
 const LIMIT = 1024 * 1024
 
-describe.each(['zeromq', 'tcp'])('a minion at the edges over %s', (transportName) => {
+afterAll(stopNatsServer)
+
+describe.each(['zeromq', 'tcp', 'nats'])('a minion at the edges over %s', (transportName) => {
   const fixture = useStandInFixture('brine-minion-edge-')
 
   async function accepted(id: string, extra: Record<string, unknown> = {}): Promise<{ master: StandInMaster; minion: Minion; recorder: Recorder<MinionEvent> }> {

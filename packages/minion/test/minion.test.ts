@@ -7,21 +7,23 @@ import { existsSync, statSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { generateKeys, sealPublish } from '@brine/crypt'
 import { decode, silentLogger } from '@brine/transport'
 import { Minion } from '../src/minion.js'
 import type { MinionEvent } from '../src/lifecycle.js'
 import { deadline } from './modules-fixture.js'
 import { Recorder as EventRecorder } from './recorder.js'
-import { job, StandInMaster, testMinionConfig } from './stand-in-master.js'
+import { job, StandInMaster, stopNatsServer, testMinionConfig } from './stand-in-master.js'
 
 const ID = 'minion-a'
 
 /** A minion's lifecycle events, recorded. */
 class Recorder extends EventRecorder<MinionEvent> {}
 
-describe.each(['zeromq', 'tcp'])('minion daemon over %s', (transportName) => {
+afterAll(stopNatsServer)
+
+describe.each(['zeromq', 'tcp', 'nats'])('minion daemon over %s', (transportName) => {
   let dir: string
   let master: StandInMaster | undefined
   let minion: Minion | undefined

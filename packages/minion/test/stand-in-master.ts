@@ -9,8 +9,8 @@ import { join } from 'node:path'
 import { afterEach, beforeEach } from 'vitest'
 import { loadConfig, loadTransport, type MinionConfig } from '@brine/common'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
-import type { PublishServer, RequestServer, Transport, WireValue } from '@brine/transport'
-import { freeLoopbackPort } from '@brine/testkit'
+import type { BrokerOptions, PublishServer, RequestServer, Transport, WireValue } from '@brine/transport'
+import { freeLoopbackPort, NatsServerProcess } from '@brine/testkit'
 import { deadline } from './modules-fixture.js'
 import type { Minion } from '../src/minion.js'
 import { Changes } from './changes.js'
@@ -50,6 +50,9 @@ export class StandInMaster {
   #requests: RequestServer | undefined
   readonly #changes = new Changes()
 
+  /** The broker a NATS stand-in is on. */
+  broker: BrokerOptions | undefined
+
   private constructor(transport: Transport, keys: KeyPair, store: PkiStore, host: string, retPort: number, publishPort: number, autoAccept: boolean) {
     this.transport = transport
     this.host = host
@@ -83,15 +86,20 @@ export class StandInMaster {
       options.publishPort ?? (await freeLoopbackPort()),
       options.autoAccept,
     )
+    master.broker = await brokerFor(transportName)
     await master.#startPublisher()
     await master.startRequests()
     return master
   }
 
   async #startPublisher(): Promise<void> {
-    this.#publisher = this.transport.createPublishServer({ host: this.host, port: this.publishPort })
+    this.#publisher = this.transport.createPublishServer({ host: this.host, port: this.publishPort, ...this.#broker() })
     await this.#publisher.start()
     void this.#watchSubscribes(this.#publisher)
+  }
+
+  #broker(): { broker?: BrokerOptions } {
+    return this.broker === undefined ? {} : { broker: this.broker }
   }
 
   /** Moves the publish server to `port` (a master restarted with another publish_port). */
@@ -153,7 +161,7 @@ export class StandInMaster {
 
   /** (Re)binds the request server on the same port. */
   async startRequests(): Promise<void> {
-    const server = this.transport.createRequestServer({ host: this.host, port: this.retPort })
+    const server = this.transport.createRequestServer({ host: this.host, port: this.retPort, ...this.#broker() })
     server.handle((request) => this.#handle(request))
     await server.start()
     this.#requests = server
@@ -198,6 +206,32 @@ export function job(fun: string, arg: unknown[] = [], target: { tgt?: string | s
   return { jid: nextJid(), fun, arg, tgt: target.tgt ?? '*', tgt_type: target.tgt_type ?? 'glob', ret: '', user: 'root' }
 }
 
+let natsServer: Promise<NatsServerProcess> | undefined
+
+/** The broker of this test file's NATS cases (one nats-server, started on first use); nothing for the socket transports. */
+export async function brokerFor(transportName: string): Promise<BrokerOptions | undefined> {
+  if (transportName !== 'nats') return undefined
+  return { servers: [(await (natsServer ??= NatsServerProcess.start())).url] }
+}
+
+/**
+ * Kills the file's nats-server and starts it again on the same address: on NATS a link's connections are the
+ * broker's, so this, not a master's restart, is what makes its clients reconnect.
+ */
+export async function restartNatsServer(): Promise<void> {
+  const server = await natsServer
+  if (server === undefined) throw new Error('no nats-server was started in this file')
+  await server.stop()
+  await server.restart()
+}
+
+/** Stops the file's nats-server, if one was started (a test file's afterAll). */
+export async function stopNatsServer(): Promise<void> {
+  const server = natsServer
+  natsServer = undefined
+  await (await server)?.close()
+}
+
 /**
  * A minion's config for the tests: `id` against `master` with quick timers (auth, acceptance
  * wait, return retries, reconnect), its keys in `<dir>/<name>-pki` and its cache in
@@ -217,6 +251,7 @@ export async function testMinionConfig(
     overrides: {
       id,
       transport: transportName,
+      ...(transportName === 'nats' ? { nats_servers: (await brokerFor(transportName))!.servers } : {}),
       master: master.host,
       master_port: master.retPort,
       ...(master.publishPort === undefined ? {} : { publish_port: master.publishPort }),

@@ -16,6 +16,7 @@ import {
   tagProblem,
   checkSyndicMasters,
   loadTransport,
+  masterAddressOf,
   mastersOf,
   parseJobReturnTag,
   parseSyndicAnnouncement,
@@ -253,10 +254,11 @@ export class Syndic {
   }
 
   /** The link to one upper master and the forwarder of what goes up to it. */
-  #upper(host: string, keys: KeyPair, transport: Transport, several: boolean, cache: CryptCache, dir: string): Upper {
+  #upper(entry: string, keys: KeyPair, transport: Transport, several: boolean, cache: CryptCache, dir: string): Upper {
     const opts = this.opts
     const timeouts = timeoutsFromConfig(opts)
-    const port = opts.syndic_master_port
+    // `host:port` as a minion's master entries are read, else syndic_master_port.
+    const { host, port } = masterAddressOf(entry, opts.syndic_master_port)!
     const stem = masterAddressStem(host, port)
     const retryDelayMs = (): number => returnRetryDelayMs(opts)
     const logger = several ? this.#logger.child(`master ${host}:${port}`) : this.#logger

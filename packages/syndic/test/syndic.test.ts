@@ -1,15 +1,17 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { defaultsFor, tags, type BusEvent, type MasterConfig, type MinionConfig, type SyndicConfig } from '@brine/common'
 import { Master, rootCaller, type MasterOptions } from '@brine/master'
 import { Minion } from '@brine/minion'
 import { deadline } from '@brine/testkit'
-import { masterConfig } from '../../master/test/helpers.js'
+import { masterConfig, natsFor, stopNatsServer } from '../../master/test/helpers.js'
 import { Syndic, type SyndicEvent } from '../src/index.js'
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
+
+afterAll(stopNatsServer)
 const WAIT_MS = 20_000
 
 const cleanups: Array<() => Promise<unknown>> = []
@@ -54,7 +56,8 @@ class Bus {
   }
 }
 
-const masterOpts = (dir: string, transport: string, extra: Record<string, unknown> = {}): Promise<MasterConfig> => masterConfig(dir, { transport, auto_accept: true, ...extra })
+const masterOpts = async (dir: string, transport: string, extra: Record<string, unknown> = {}): Promise<MasterConfig> =>
+  masterConfig(dir, { transport, auto_accept: true, ...(await natsFor(transport)).config, ...extra })
 
 async function startMaster(opts: MasterConfig, options: MasterOptions = {}): Promise<{ master: Master; bus: Bus }> {
   const master = new Master(opts, options)
@@ -72,6 +75,7 @@ async function startMinion(dir: string, id: string, master: MasterConfig, bus: B
     master_port: master.ret_port,
     publish_port: master.publish_port,
     transport: master.transport,
+    nats_servers: master.nats_servers,
     pki_dir: join(dir, id, 'pki'),
     cachedir: join(dir, id, 'cache'),
     sock_dir: join(dir, id, 's'),

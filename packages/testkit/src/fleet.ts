@@ -7,9 +7,11 @@ import { stringify } from 'yaml'
 import { deadline } from './deadline.js'
 import { HarnessSetupError, ProcessWaitError } from './errors.js'
 import { freeLoopbackPort } from './ports.js'
+import type { BrokerOptions } from '@brine/transport'
+import { NatsServerProcess } from './nats-server.js'
 import { DaemonProcess, runProcess, type RunResult } from './processes.js'
 
-export type TransportName = 'zeromq' | 'tcp'
+export type TransportName = 'zeromq' | 'tcp' | 'nats'
 
 /** One event of the master's bus, as the fleet reads it. */
 export interface FleetEvent {
@@ -78,8 +80,18 @@ export interface FleetOptions {
   masterPrefix?: readonly string[]
   /** The loopback address the master binds and its minions use (default 127.0.0.1; any 127.x.y.z works on Linux). */
   interface?: string
+  /**
+   * Servers in the fleet's own NATS cluster (default 1), routed to each other on loopback; the master and
+   * minions use the first unless a minion's config names others (`nats_servers`).
+   */
+  natsCluster?: number
   /** Serve on the same port numbers as this fleet (on another `interface`): several upper masters of one syndic share Salt's `syndic_master_port`. */
   portsFrom?: Fleet
+  /**
+   * Use this fleet's nats-server, on ports of its own: two masters on one NATS cluster, told apart by their ports
+   * (a broker has no hosts to tell them apart by, as `interface` does on the socket transports).
+   */
+  natsFrom?: Fleet
   /**
    * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
    * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
@@ -160,6 +172,11 @@ export class Fleet {
   readonly spawnedPids: number[] = []
   readonly ports = new Map<TransportName, { publish: number; ret: number }>()
   readonly transports: TransportName[]
+  /** The nats-server of a fleet that serves NATS (its own, or shared through `portsFrom`). */
+  natsServer: NatsServerProcess | undefined
+  /** Every server of the fleet's own NATS cluster (`natsCluster`), the master's first. */
+  natsServers: NatsServerProcess[] = []
+  private ownsNatsServer = false
   /** Bound on every start-up wait, ms. */
   readonly readyTimeoutMs: number
   private events: FleetEventReader | undefined
@@ -171,7 +188,7 @@ export class Fleet {
     readonly options: FleetOptions,
   ) {
     const used = new Set(options.minions.map((minion) => minion.transport))
-    this.transports = options.transports ?? (['zeromq', 'tcp'] as const).filter((name) => used.has(name))
+    this.transports = options.transports ?? (['zeromq', 'tcp', 'nats'] as const).filter((name) => used.has(name))
     if (this.transports.length === 0) this.transports.push('zeromq')
     this.readyTimeoutMs = options.readyTimeoutMs ?? 30_000
   }
@@ -241,7 +258,43 @@ export class Fleet {
     return this.options.interface ?? '127.0.0.1'
   }
 
+  /**
+   * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the one of
+   * the fleet it shares ports (`portsFrom`) or its broker (`natsFrom`) with, or of the masters above it (a syndic node).
+   */
+  private async startBroker(): Promise<void> {
+    const syndic = this.options.syndic
+    if (!this.transports.includes('nats') && syndic?.transport !== 'nats') return
+    // A syndic node shares its upper masters' broker: one cluster, told apart by ports.
+    const shared = this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
+    if (shared !== undefined) {
+      this.natsServer = shared
+      return
+    }
+    const count = this.options.natsCluster ?? 1
+    if (count === 1) {
+      this.natsServers = [await NatsServerProcess.start({ name: `nats for ${this.root}` })]
+    } else {
+      const clusterPorts = await Promise.all(Array.from({ length: count }, () => freeLoopbackPort()))
+      const routes = clusterPorts.map((port) => `nats-route://127.0.0.1:${port}`)
+      this.natsServers = await Promise.all(clusterPorts.map((clusterPort, index) => NatsServerProcess.start({ name: `nats-${index} for ${this.root}`, clusterPort, routes })))
+    }
+    this.natsServer = this.natsServers[0]
+    this.ownsNatsServer = true
+  }
+
+  /** The transport options that point an endpoint a test makes by hand at the fleet's nats-server. */
+  get broker(): BrokerOptions {
+    return this.natsServer === undefined ? {} : { servers: [this.natsServer.url] }
+  }
+
+  /** The keys that point a daemon at the fleet's nats-server (none when the fleet has no NATS). */
+  get natsConfig(): Record<string, unknown> {
+    return this.natsServer === undefined ? {} : { nats_servers: [this.natsServer.url] }
+  }
+
   private async startMaster(): Promise<void> {
+    await this.startBroker()
     for (const transport of this.transports) {
       const shared = this.options.portsFrom?.ports.get(transport)
       this.ports.set(transport, shared ?? { publish: await freeLoopbackPort(), ret: await freeLoopbackPort() })
@@ -256,6 +309,7 @@ export class Fleet {
       ret_port: portsOf(first!).ret,
       auto_accept: this.options.autoAccept ?? true,
       worker_threads: 2,
+      ...this.natsConfig,
       ...this.options.masterConfig,
     }
     if (others.length > 0) {
@@ -361,6 +415,7 @@ export class Fleet {
       transport: minion.transport,
       acceptance_wait_time: 0.2,
       grains: minion.grains ?? {},
+      ...this.natsConfig,
       ...minion.config,
     }
     await writeFile(join(dir, 'minion'), stringify(config))
@@ -473,6 +528,7 @@ export class Fleet {
     await this.syndic?.stop()
     await Promise.all([...this.minions.values(), ...this.swarms.map((swarm) => swarm.process)].map((minion) => minion.stop()))
     if (this.master !== undefined) await this.master.stop()
+    if (this.ownsNatsServer) await Promise.all(this.natsServers.map((server) => server.close()))
     if (!options.keepRoot) await rm(this.root, { recursive: true, force: true })
   }
 }

@@ -19,7 +19,7 @@ import { reconnectTests } from './suites/reconnect.js'
 import { requestLimitTests } from './suites/request-limits.js'
 import { requestReplyTests } from './suites/request-reply.js'
 
-export type { ComplianceCase, ComplianceSetup, RawConnection, RawTarget } from './setup.js'
+export type { BrokerCompliance, ComplianceCase, ComplianceSetup, RawConnection, RawTarget } from './setup.js'
 /** Re-exported from `@brine/testkit` for the tests that import them from here. */
 export { deadline, deferred, DeadlineError } from '@brine/testkit'
 export { Recorder } from './harness/recorder.js'

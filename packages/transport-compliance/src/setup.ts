@@ -15,8 +15,32 @@ export interface ComplianceSetup {
    * (default true) does what the transport needs before frames (ZeroMQ: the ZMTP greeting and READY
    * as a Dealer for `request`, a Subscriber for `publish`; TCP: nothing); without it the connection
    * stays silent. `localAddress` picks the address it comes from (127.0.0.2 and so on, on loopback).
+   * On a broker the "connection" is a message in progress to the server: `handshake: false` declares
+   * one and sends none of it, frames are chunks, and a subscription is a hello naming the id.
    */
   connectRaw: (target: RawTarget, options?: { role?: 'request' | 'publish'; handshake?: boolean }) => RawConnection
+  /**
+   * Only for a broker transport (NATS), where servers bind no port: masters and minions are all
+   * clients of the broker, and a server never holds a peer's connection. The few cases about sockets
+   * the server owns run their broker equivalents through these instead (each case says which).
+   */
+  broker?: BrokerCompliance
+}
+
+/** What a broker transport gives the suite so the socket-bound cases test what they mean on a broker. */
+export interface BrokerCompliance {
+  /** Stops the broker (as a crash): "the server goes away" for the clients. */
+  stopBroker(): Promise<void>
+  /** Starts it again on the same address. */
+  startBroker(): Promise<void>
+  /** A transport whose broker is down, and its URL: what "the address is in use" becomes (the server cannot start). */
+  unreachable(): { transport: Transport; url: string }
+  /**
+   * The connection caps, which on a broker are the broker's (nats-server's `max_connections`): the
+   * transport's own test that a connection past the cap is refused with an error naming the URL and
+   * that the servers, one connection each whatever the fleet's size, keep serving.
+   */
+  connectionCaps(): Promise<void>
 }
 
 export interface RawTarget {

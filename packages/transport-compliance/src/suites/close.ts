@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { AddressInUseError, ClosedError, InvalidOperationError, type WireValue } from '@brine/transport'
+import { AddressInUseError, ClosedError, InvalidOperationError, TransportError, type WireValue } from '@brine/transport'
 import { canBind, deadline, deferred } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
@@ -60,9 +60,31 @@ export function closeTests(harness: Harness): void {
       await publisher.endpoint.close()
       expect(await canBind(server.port)).toBe(true)
       expect(await canBind(publisher.port)).toBe(true)
+      // On a broker nothing was bound; what "bound again" means there: a new server on the same port serves at once.
+      if (harness.setup.broker !== undefined) {
+        const transport = await harness.transport()
+        const again = transport.createRequestServer({ host: HOST, port: server.port })
+        again.handle(async () => 'again')
+        await harness.adopt(again)
+        const { endpoint: client } = await harness.requestClient(server.port)
+        expect(await client.send('who', { timeout: WAIT_MS })).toBe('again')
+      }
     })
 
     test('close: binding a port in use raises AddressInUseError naming it', async () => {
+      const broker = harness.setup.broker
+      if (broker !== undefined) {
+        // On a broker a second server on a port joins the first's queue group (that is how masters share a fleet);
+        // a server that cannot start is one whose broker is unreachable, and the error names the broker's URL.
+        const { transport, url } = broker.unreachable()
+        const server = transport.createRequestServer({ host: HOST, port: 0 })
+        server.handle(async () => 'never')
+        const error = await server.start().catch((e: unknown) => e)
+        await server.close()
+        expect(error).toBeInstanceOf(TransportError)
+        expect((error as Error).message).toContain(url.replace(/^[a-z]+:\/\//, ''))
+        return
+      }
       const first = await harness.requestServer(async () => 'ok')
       const transport = await harness.transport()
       const second = transport.createRequestServer({ host: HOST, port: first.port })

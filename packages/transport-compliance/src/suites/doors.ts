@@ -58,6 +58,56 @@ export async function authenticatedPeer(harness: Harness, server: Awaited<Return
 }
 
 /**
+ * The eviction cases' broker equivalent. On a broker, connections are the broker's to admit (nats-server's
+ * max_connections: the hardening case's broker equivalent checks that cap); a server holds none of its peers,
+ * so there is nothing for it to evict. What eviction protects still holds, and is checked: with the server's
+ * caps at `cap`, twice as many peers that never greeted and two that greeted but never authenticated take no
+ * slot of it; a real client is answered, nobody is refused, and the authenticated peer is never dropped.
+ */
+async function brokerPeersHoldNoSlot(harness: Harness, cap: number): Promise<void> {
+  const server = await loginServer(harness, { maxConnections: cap, maxConnectionsPerAddress: cap })
+  const spoke = await authenticatedPeer(harness, server, '127.0.0.2')
+  const crowd: RawConnection[] = []
+  try {
+    for (let i = 0; i < 2 * cap; i++) crowd.push(harness.setup.connectRaw({ host: HOST, port: server.port, localAddress: '127.0.0.2' }, { handshake: false }))
+    await deadline(Promise.all(crowd.map((raw) => raw.ready)), WAIT_MS, 'the silent peers to connect')
+    for (let i = 0; i < 2; i++) crowd.push(await greetedPeer(harness, server, '127.0.0.2'))
+    const { endpoint: client } = await harness.requestClient(server.port)
+    expect(await client.send('login', { timeout: WAIT_MS })).toBe('in')
+    const stats = server.endpoint.stats()
+    expect(stats.peersRefused).toBe(0)
+    expect(stats.peersDropped).toBe(0)
+    expect(spoke.isClosed).toBe(false)
+    expect(await client.send('still in', { timeout: WAIT_MS })).toBe('in')
+  } finally {
+    for (const raw of [spoke, ...crowd]) raw.close()
+  }
+}
+
+/**
+ * The unix socket case's broker equivalent: a broker transport's servers are clients of the broker and own no
+ * socket to put on a path, so the transport says so (`peerSockets: false`, whereupon the master opens no local
+ * channel for it) and refuses a `path` at once, naming it, instead of serving the network's subject twice.
+ */
+async function brokerRefusesAPath(harness: Harness): Promise<void> {
+  const transport = await harness.transport()
+  expect(transport.peerSockets).toBe(false)
+  const dir = await mkdtemp(join(tmpdir(), 'brine-door-'))
+  const path = join(dir, 'ret.ipc')
+  try {
+    expect(() => transport.createRequestServer({ host: HOST, port: 0, path })).toThrow(path)
+    expect(() => transport.createRequestClient({ host: HOST, port: 0, path })).toThrow(path)
+    await expect(stat(path)).rejects.toMatchObject({ code: 'ENOENT' })
+    // The network server is unaffected: it answers as before.
+    const server = await harness.requestServer(async (request) => ({ network: request }))
+    const { endpoint: client } = await harness.requestClient(server.port)
+    expect(await client.send('operator', { timeout: WAIT_MS })).toEqual({ network: 'operator' })
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+/**
  * The doors of a server (issue 27, finding 4): deadlines a peer cannot stretch by trickling, eviction
  * of peers that never greeted when a connection cap is reached, and the unix socket channel that no
  * remote peer can fill.
@@ -82,9 +132,13 @@ export function doorTests(harness: Harness): void {
       const drops = server.recorder.events
       expect(dropReason(drops, silent)).toMatch(/did not complete its greeting within 300 ms \(handshake_timeout; 0 bytes received\)/)
       expect(dropReason(drops, trickler)).toMatch(/did not complete its greeting within 300 ms \(handshake_timeout; [1-9]\d* bytes received\)/)
-      await deadline(Promise.all([silent.closed, trickler.closed]), WAIT_MS, 'both raw peers to be disconnected')
+      // A broker's peer is the broker's client, not the server's: the server gives up its message, it cannot hang up on it.
+      if (harness.setup.broker === undefined) await deadline(Promise.all([silent.closed, trickler.closed]), WAIT_MS, 'both raw peers to be disconnected')
       expect(await client.send('second', { timeout: WAIT_MS })).toBe('second')
       expect(client.stats().reconnects).toBe(0)
+      // On a broker a subscriber is a connection of the broker's: the publish server hears of it only by its hello,
+      // so there is no greeting of a subscriber for it to wait for; the request side above is the whole case there.
+      if (harness.setup.broker !== undefined) return
       // A publish server alike: a connection that never says its hello (ZeroMQ: its handshake) is dropped.
       const publisher = await harness.publishServer({ idleTimeout: 0, frameTimeout: 0, handshakeTimeout: 300 })
       const mute = harness.setup.connectRaw({ host: HOST, port: publisher.port }, { role: 'publish', handshake: false })
@@ -107,12 +161,16 @@ export function doorTests(harness: Harness): void {
         clearInterval(trickle)
       }
       expect(dropReason(server.recorder.events, slowloris)).toMatch(/did not complete its frame within 300 ms of its first byte \(frame_timeout; \d+ bytes of it held\)/)
-      await deadline(slowloris.closed, WAIT_MS, 'the trickling peer to be disconnected')
+      if (harness.setup.broker === undefined) await deadline(slowloris.closed, WAIT_MS, 'the trickling peer to be disconnected')
       expect(await client.send('second', { timeout: WAIT_MS })).toBe('second')
       expect(client.stats().reconnects).toBe(0)
     })
 
     test('doors: at a connection cap the oldest peers that never greeted are evicted for a newcomer; greeted peers stay', async () => {
+      if (harness.setup.broker !== undefined) {
+        await brokerPeersHoldNoSlot(harness, 4)
+        return
+      }
       const server = await loginServer(harness, { maxConnections: 4, maxConnectionsPerAddress: 4 })
       const spoke = await authenticatedPeer(harness, server, '127.0.0.2')
       const silent: RawConnection[] = []
@@ -146,6 +204,10 @@ export function doorTests(harness: Harness): void {
     })
 
     test('doors: with none ungreeted, the longest idle peer that greeted but never authenticated is evicted; an authenticated one never is', async () => {
+      if (harness.setup.broker !== undefined) {
+        await brokerPeersHoldNoSlot(harness, 3)
+        return
+      }
       const server = await loginServer(harness, { maxConnections: 3, maxConnectionsPerAddress: 3 })
       const { endpoint: trusted } = await harness.requestClient(server.port)
       expect(await trusted.send('login', { timeout: WAIT_MS })).toBe('in')
@@ -167,6 +229,11 @@ export function doorTests(harness: Harness): void {
     })
 
     test('doors: a request server on a unix socket path answers over it, owner-only, while the network caps are full', async () => {
+      if (harness.setup.broker !== undefined) {
+        await brokerRefusesAPath(harness)
+        return
+      }
+      expect((await harness.transport()).peerSockets).not.toBe(false)
       const network = await loginServer(harness, { maxConnections: 2, maxConnectionsPerAddress: 2 })
       const peers = [await authenticatedPeer(harness, network, '127.0.0.2'), await authenticatedPeer(harness, network, '127.0.0.2')]
       const dir = await mkdtemp(join(tmpdir(), 'brine-door-'))

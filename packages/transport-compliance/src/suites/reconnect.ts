@@ -21,9 +21,13 @@ export function reconnectTests(harness: Harness): void {
       const clientMark = client.recorder.mark()
       const subscriberMark = subscriber.recorder.mark()
       await deadline(Promise.all([before.endpoint.close(), publisherBefore.endpoint.close()]), WAIT_MS, 'the servers to stop')
+      // On a broker the clients' connection is to the broker, not to the servers: the broker restarts too.
+      const broker = harness.setup.broker
+      if (broker !== undefined) await deadline(broker.stopBroker(), WAIT_MS, 'the broker to stop')
       await client.recorder.waitFor((e) => e.type === 'peer-disconnect', 'the request client to see the server go', { from: clientMark })
       await subscriber.recorder.waitFor((e) => e.type === 'peer-disconnect', 'the subscriber to see the server go', { from: subscriberMark })
 
+      if (broker !== undefined) await deadline(broker.startBroker(), WAIT_MS, 'the broker to start again')
       const transport = await harness.transport()
       const after = transport.createRequestServer({ host: HOST, port: before.port })
       after.handle(async () => 'second server')

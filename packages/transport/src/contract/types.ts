@@ -65,6 +65,12 @@ export interface EndpointStats {
   peersRefused: number
   /** Servers: connections closed for what the peer did (`peer-drop`), in total. */
   peersDropped: number
+  /**
+   * Times this endpoint fell behind what a broker delivered to it, in total: the broker reported it a
+   * slow consumer, or its receive queue reached `hwm` (NATS; 0 on the socket transports, where a full
+   * queue is counted in `dropped` alone).
+   */
+  slowConsumers: number
 }
 
 /** The lifecycle every role shares. */
@@ -129,7 +135,32 @@ export interface EndpointOptions {
   maxFrameEntries?: number
   /** How deep one received message may nest arrays and maps (servers: default 64, `max_frame_depth`; clients: 256). */
   maxFrameDepth?: number
+  /** Where a broker transport (NATS) connects and how it authenticates; the socket transports ignore it. */
+  broker?: BrokerOptions
   logger?: Logger
+}
+
+/**
+ * A broker transport's connection (NATS: `nats_servers`, `nats_subject_prefix`, credentials, TLS).
+ * `host`/`port` still name the service on the broker: the port is part of every subject, so two
+ * masters on one broker are told apart by port or by prefix.
+ */
+export interface BrokerOptions {
+  /** Server URLs to fail over among (`nats://host:4222`, `tls://…`). */
+  servers?: readonly string[]
+  /** First subject token(s), so several fleets share one broker (`nats_subject_prefix`). */
+  subjectPrefix?: string
+  user?: string
+  password?: string
+  token?: string
+  /** A file holding an nkey seed (`SU…`). */
+  nkeySeedFile?: string
+  /** A `.creds` file (JWT and seed). */
+  credsFile?: string
+  /** PEM files: the CA to verify the server, the client's certificate and key. */
+  tlsCa?: string
+  tlsCert?: string
+  tlsKey?: string
 }
 
 /**
@@ -277,8 +308,15 @@ export interface RequestClient extends Endpoint {
 
 /** A transport: four synchronous factories, no I/O until start(). */
 export interface Transport {
-  /** The config string that selects it: `zeromq` or `tcp`. */
+  /** The config string that selects it: `zeromq`, `tcp` or `nats`. */
   readonly name: string
+  /**
+   * Whether its servers own a socket per peer (absent: they do, as ZeroMQ's and TCP's). A broker transport
+   * (NATS) says false: its servers are clients of the broker, so there is no socket of theirs to put on a
+   * unix path. Such a transport refuses `EndpointOptions.path`, and the master opens no local request
+   * channel for it (two servers there would be one queue group on the same subject, not two doors).
+   */
+  readonly peerSockets?: boolean
   createPublishServer(options: PublishServerOptions): PublishServer
   createPublishClient(options: PublishClientOptions): PublishClient
   createRequestServer(options: RequestServerOptions): RequestServer

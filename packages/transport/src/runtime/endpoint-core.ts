@@ -16,7 +16,7 @@ export const EVENT_BUFFER = 1024
  * the closed promise and rate-limited drop logging. Transports compose it rather than re-writing it.
  */
 export class EndpointCore {
-  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight' | 'subscriptions'> = { dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, peersRefused: 0, peersDropped: 0 }
+  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight' | 'subscriptions'> = { dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, peersRefused: 0, peersDropped: 0, slowConsumers: 0 }
   readonly closed: Promise<void>
   isClosed = false
   private readonly eventQueue = new BoundedQueue<TransportEvent>(EVENT_BUFFER, 'drop-oldest')
