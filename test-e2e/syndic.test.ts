@@ -305,9 +305,13 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     expect(syndics['syndic1']).toMatchObject({ syndic_key: true })
     expect(syndics['syndic1']!.minions).not.toContain('ghost')
   })
+})
 
-  // Not yet over NATS: two upper masters on one port pair are one queue group on a broker (see multimaster.test.ts).
-  it.runIf(transport !== 'nats')('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {
+// Over the socket transports only, for now: on a broker two upper masters of one prefix and port pair are one queue
+// group (multimaster.test.ts runs two masters on one nats-server on ports of their own; the syndic's upper link has
+// no such option yet). Issue 28 names it.
+describe.each(TRANSPORTS.filter((name) => name !== 'nats'))('multi-syndic over %s', (transport) => {
+  it('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {
     const a = await startFleet({ minions: [], transports: [transport], masterConfig: { order_masters: true, master_id: 'A' } })
     const b = await startFleet({ minions: [], transports: [transport], interface: '127.0.0.2', portsFrom: a, masterConfig: { order_masters: true, master_id: 'B' } })
     const lower = await startFleet({ minions: [{ id: 'm1', transport }, { id: 'm2', transport }], syndic: { id: 'syn', upper: [a, b], transport } })
