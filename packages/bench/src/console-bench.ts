@@ -1,3 +1,4 @@
+import { mebibytes } from './report.js'
 import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -401,7 +402,7 @@ export async function runConsoleScenario(settings: ConsoleSettings, hooks: { log
 /** The console scenario's report as Markdown. */
 export function consoleMarkdown(result: ConsoleResult): string {
   const m = result.machine
-  const mib = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(1)
+  const mib = mebibytes
   const n = result.settings.minions
   return [
     `# Brine bench: the console, test.ping on ${n} swarm minions, ${result.startedAt}`,

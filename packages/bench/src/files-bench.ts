@@ -1,3 +1,4 @@
+import { mebibytes } from './report.js'
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
@@ -228,7 +229,7 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
 /** The file-server scenario's report as Markdown. */
 export function filesMarkdown(result: FilesResult): string {
   const m = result.machine
-  const mib = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(1)
+  const mib = mebibytes
   const row = (name: string, run: FilesRun): string =>
     `| ${name} | ${run.jobs} | ${run.returned} | ${run.intact} | ${run.lostOrCorrupt} | ${run.durationMs.toFixed(0)} | ${run.filesPerSec} | ${run.mibPerSec} | ${run.served.files_served} / ${mib(run.served.bytes_served)} MiB | ${mib(run.masterPeakRssBytes)} | ${mib(run.masterAfterRssBytes)} |`
   return [

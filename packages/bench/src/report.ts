@@ -1,7 +1,9 @@
 import type { BenchResult, BenchTransport, CaseResult } from './bench.js'
 
 const MiB = 1024 * 1024
-const mib = (bytes: number | null): string => (bytes === null || bytes === 0 ? '–' : (bytes / MiB).toFixed(1))
+/** Bytes as MiB with one decimal, the unit every report prints. */
+export const mebibytes = (bytes: number): string => (bytes / MiB).toFixed(1)
+const mib = (bytes: number | null): string => (bytes === null || bytes === 0 ? '–' : mebibytes(bytes))
 const ms = (value: number): string => (value >= 100 ? value.toFixed(0) : value.toFixed(1))
 const int = (value: number): string => Math.round(value).toLocaleString('en-US')
 
