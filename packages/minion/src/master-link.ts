@@ -329,12 +329,15 @@ export class MasterLink implements ReturnRoute {
   }
 
   async #start(): Promise<void> {
-    // Before the transport connects (debug shows what the name resolved to); a name that does not resolve is
-    // reported by the first auth attempt, which checks again, at error level, instead of as a timeout.
-    await resolveMaster(this.#o.host).then(
-      (addresses) => this.#logger.debug(`master ${this.master}: '${this.#o.host}' resolves to ${addresses.join(', ') || '(lookup still running)'}`),
-      (error: unknown) => this.#logger.debug(`master ${this.master}: ${(error as Error).message}`),
-    )
+    // At debug, what the name resolves to before the transport connects. At every level the first auth attempt
+    // looks it up itself and reports a name that does not resolve at error level, instead of as a timeout, so
+    // this lookup (bounded, but a slow resolver's seconds at start) runs only when its line would be shown.
+    if (this.#logger.isEnabled('debug')) {
+      await resolveMaster(this.#o.host).then(
+        (addresses) => this.#logger.debug(`master ${this.master}: '${this.#o.host}' resolves to ${addresses.join(', ') || '(lookup still running)'}`),
+        (error: unknown) => this.#logger.debug(`master ${this.master}: ${(error as Error).message}`),
+      )
+    }
     await this.#request.start()
     await this.#publish?.start()
     this.#logger.info(
