@@ -61,6 +61,31 @@ function record(fleet: Fleet, match: string): { events: BusEvent[]; until: (done
   return { events, until, stop: () => controller.abort() }
 }
 
+/** A minion link made by hand, with keys of its own, to the top's ports: a peer that then misbehaves. Closed after the test. */
+async function handMadeLink(top: Fleet, transport: TransportName, id: string): Promise<MasterLink> {
+  const dir = await mkdtemp(join(tmpdir(), `${id}-`))
+  cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  const ports = top.ports.get(transport)!
+  const link = new MasterLink({
+    id,
+    keys: generateKeys(),
+    transport: await loadTransport(transport),
+    client: { broker: top.broker },
+    host: top.host,
+    port: ports.ret,
+    publishPort: ports.publish,
+    pkiDir: join(dir, 'pki'),
+    authTimeoutMs: 5000,
+    acceptanceWaitMs: 200,
+    acceptanceWaitMaxMs: 0,
+    spoolDir: join(dir, 'spool'),
+    returnRetryDelayMs: () => 1000,
+    returnRetryTries: 1,
+  })
+  cleanups.push(() => link.close())
+  return link
+}
+
 /** The tree of the issue: a top master (order_masters) with one minion of its own, and two syndic nodes with two minions each. */
 async function startTree(
   transport: TransportName,
@@ -122,26 +147,7 @@ describe.each(TRANSPORTS)('a tree of masters over %s', (transport) => {
 
   it('a minion whose key is not accepted as a syndic cannot speak for minions: refused, logged, nothing stored; brine-key -L shows the real syndic', async () => {
     const { top } = await tree()
-    const dir = await mkdtemp(join(tmpdir(), 'fake-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const ports = top.ports.get(transport)!
-    const link = new MasterLink({
-      id: 'plain',
-      keys: generateKeys(),
-      transport: await loadTransport(transport),
-      client: { broker: top.broker },
-      host: top.host,
-      port: ports.ret,
-      publishPort: ports.publish,
-      pkiDir: join(dir, 'pki'),
-      authTimeoutMs: 5000,
-      acceptanceWaitMs: 200,
-      acceptanceWaitMaxMs: 0,
-      spoolDir: join(dir, 'spool'),
-      returnRetryDelayMs: () => 1000,
-      returnRetryTries: 1,
-    })
-    cleanups.push(() => link.close())
+    const link = await handMadeLink(top, transport, 'plain')
     const publishes = link.publishes()[Symbol.asyncIterator]()
     await link.start()
     await deadline(link.authenticated, EVENTS_MS, 'the plain minion accepted by the top (auto_accept)')
@@ -266,26 +272,7 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   it('a syndic that sends a return for a minion it did not announce, or for a minion of the master itself, is refused and logged', async () => {
     const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
     // A syndic made by hand: a real link with its own keys, which then misbehaves.
-    const dir = await mkdtemp(join(tmpdir(), 'rogue-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const ports = top.ports.get(transport)!
-    const link = new MasterLink({
-      id: 'rogue',
-      keys: generateKeys(),
-      transport: await loadTransport(transport),
-      client: { broker: top.broker },
-      host: top.host,
-      port: ports.ret,
-      publishPort: ports.publish,
-      pkiDir: join(dir, 'pki'),
-      authTimeoutMs: 5000,
-      acceptanceWaitMs: 200,
-      acceptanceWaitMaxMs: 0,
-      spoolDir: join(dir, 'spool'),
-      returnRetryDelayMs: () => 1000,
-      returnRetryTries: 1,
-    })
-    cleanups.push(() => link.close())
+    const link = await handMadeLink(top, transport, 'rogue')
     const publishes = link.publishes()[Symbol.asyncIterator]()
     const mark = top.startEventCount
     await link.start()
