@@ -18,7 +18,7 @@ import { LogLimiter, LruMap, silentLogger, type Logger, type WireValue } from '@
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
-import { UnstorableValueError } from '@brine/returners'
+import { checkReturners, UnstorableValueError } from '@brine/returners'
 import type { AuditCall, AuditLog } from './audit/audit-log.js'
 import type { MinionEventGate } from './minion-event-gate.js'
 import { callerTagProblem, minionTagProblem } from './tag-rules.js'
@@ -202,6 +202,8 @@ export class MasterService {
    * published under the caller's user name (Salt records the authenticated user, not what the load claims).
    */
   async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
+    // A returner the minions do not have is refused here, not left to each minion to log (Salt's way).
+    checkReturners(job.ret)
     const syndicRegistry = this.#o.syndics
     // A syndic's key is accepted here, but it is not a minion: it is never expected to return.
     const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))

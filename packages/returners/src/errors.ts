@@ -39,3 +39,16 @@ export class FutureJidError extends JobCacheError {
     this.jid = jid
   }
 }
+
+/** A job names a returner (`brine --return`, Salt's `ret`) that Brine does not have; the publish is refused. */
+export class UnknownReturnerError extends BrineError {
+  override name = 'UnknownReturnerError'
+  readonly returner: string
+  readonly available: readonly string[]
+
+  constructor(returner: string, available: readonly string[]) {
+    super(`unknown returner '${returner.slice(0, 80)}' (available: ${available.join(', ')})`, { returner: returner.slice(0, 80), available: available.join(', ') })
+    this.returner = returner
+    this.available = available
+  }
+}

@@ -6,7 +6,7 @@ import { parseKwarg, yamlifyArg } from '@brine/minion'
 import { jsonOutput } from '../output/json.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, fail, integer, nonNegativeSeconds, parseArgv, type CommandIO } from '../io.js'
-import { describeClientError } from './brine.js'
+import { describeClientError } from './client-error.js'
 
 /** What `brine-run` needs of a RunnerClient (tests pass a stand-in). */
 export interface RunnerLike {
