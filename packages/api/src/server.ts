@@ -7,7 +7,7 @@ import formbody from '@fastify/formbody'
 import websocket from '@fastify/websocket'
 import { pack } from 'tar-stream'
 import type { WebSocket } from 'ws'
-import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConfig } from '@brine/common'
+import { LoginRateLimitedError, LoginThrottle, parseListJob, tagProblem, tags, type MasterConfig } from '@brine/common'
 import { yamlifyArg } from '@brine/minion'
 import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { ClientCredentials, EauthToken } from '@brine/client'
@@ -365,8 +365,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
     const [info] = (await exec([{ client: 'runner', fun: 'jobs.list_job', jid }], token, request.ip)) as Array<Record<string, unknown>>
     const returns: Record<string, unknown> = {}
-    const result = isMap(info) ? info['Result'] : undefined
-    if (isMap(result)) for (const [id, entry] of Object.entries(result)) returns[id] = isMap(entry) ? entry['return'] : entry
+    for (const [id, entry] of Object.entries(parseListJob(info).returns)) returns[id] = entry.return
     return respond(request, reply, 200, { info: [info], return: [returns] })
   }
   app.get('/jobs', jobs)

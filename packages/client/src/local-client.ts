@@ -2,6 +2,7 @@ import { userInfo } from 'node:os'
 import type { Logger, RequestClient } from '@brine/transport'
 import {
   jobEventJid,
+  parsePublishReply,
   storedReturnsOfListJob,
   timeoutsFromConfig,
   type JobSource,
@@ -348,16 +349,7 @@ export function unwrapLookup(value: unknown): { returns: Record<string, unknown>
 
 
 function checkPublishReply(reply: unknown): PublishReply {
-  const value = reply as Partial<PublishReply> | null
-  if (typeof value !== 'object' || value === null || typeof value.jid !== 'string' || !Array.isArray(value.minions)) {
-    throw new PublishError(`the master answered the publish with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
-  }
-  const checked: PublishReply = { jid: value.jid, minions: value.minions.map(String) }
-  const syndics = (value as { syndics?: unknown }).syndics
-  if (typeof syndics === 'object' && syndics !== null && !Array.isArray(syndics)) {
-    checked.syndics = Object.fromEntries(Object.entries(syndics as Record<string, unknown>).map(([id, minions]) => [id, Array.isArray(minions) ? minions.map(String) : []]))
-  }
-  const missing = (value as { missing?: unknown }).missing
-  if (Array.isArray(missing) && missing.length > 0) checked.missing = missing.map(String)
+  const checked = parsePublishReply(reply)
+  if (checked === undefined) throw new PublishError(`the master answered the publish with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
   return checked
 }
