@@ -34,7 +34,6 @@ import {
   type PublishReply,
   type SyndicAnnouncementParts,
   type SyndicConfig,
-  type SyndicMinionReturn,
 } from '@brine/common'
 import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
