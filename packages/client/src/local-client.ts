@@ -3,6 +3,7 @@ import type { Logger, RequestClient } from '@brine/transport'
 import {
   jobEventJid,
   parsePublishReply,
+  secondsFromMs,
   storedReturnsOfListJob,
   timeoutsFromConfig,
   type JobSource,
@@ -183,7 +184,7 @@ export class LocalClient implements AsyncDisposable {
       ret: options.ret ?? '',
       user: currentUser(),
       // The publish load carries Salt's seconds.
-      timeout: timeout / 1000,
+      timeout: secondsFromMs(timeout),
     }
     if (options.jid !== undefined) load.jid = options.jid
     const requestOptions: ClearRequestOptions = {}
