@@ -5,6 +5,7 @@ import {
   parsePublishReply,
   secondsFromMs,
   storedReturnsOfListJob,
+  unwrapOutputter,
   timeoutsFromConfig,
   type JobSource,
   type MasterConfig,
@@ -339,13 +340,9 @@ function toMinionReturn(item: Extract<CliReturn, { status: 'returned' }>): Minio
  * `{outputter, data}` when the first return named an outputter (Salt's shape).
  */
 export function unwrapLookup(value: unknown): { returns: Record<string, unknown>; out?: string } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { returns: {} }
-  const record = value as Record<string, unknown>
-  const data = record['data']
-  if (Object.keys(record).length === 2 && typeof record['outputter'] === 'string' && typeof data === 'object' && data !== null && !Array.isArray(data)) {
-    return { returns: data as Record<string, unknown>, out: record['outputter'] }
-  }
-  return { returns: record }
+  const { outputter, data } = unwrapOutputter(value)
+  if (outputter !== undefined && typeof data === 'object' && data !== null && !Array.isArray(data)) return { returns: data as Record<string, unknown>, out: outputter }
+  return { returns: typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {} }
 }
 
 

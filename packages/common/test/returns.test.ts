@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { parseListJob, parsePublishReply, returnEventData, returnOfEvent, syndicReturnOf, type ReturnLoad } from '../src/protocol/index.js'
+import { parseListJob, parsePublishReply, returnEventData, returnOfEvent, syndicReturnOf, unwrapOutputter, type ReturnLoad } from '../src/protocol/index.js'
 
 const JID = '20260101000000000001'
 const load: ReturnLoad = { cmd: '_return', id: 'web1', jid: JID, fun: 'test.echo', fun_args: ['hi'], return: 'hi', retcode: 2, success: false, out: 'txt' }
@@ -50,5 +50,14 @@ describe('parsePublishReply', () => {
 
   it('is undefined for anything that is not {jid, minions}', () => {
     for (const bad of [null, 'x', [], { jid: 1, minions: [] }, { jid: JID }, { jid: JID, minions: 'a' }]) expect(parsePublishReply(bad)).toBeUndefined()
+  })
+})
+
+describe('unwrapOutputter', () => {
+  it('splits a runner’s {outputter, data} answer, and leaves any other value as the data', () => {
+    expect(unwrapOutputter({ outputter: 'txt', data: { web1: 'hi' } })).toEqual({ outputter: 'txt', data: { web1: 'hi' } })
+    expect(unwrapOutputter({ outputter: 'txt', data: 'x', more: 1 })).toEqual({ data: { outputter: 'txt', data: 'x', more: 1 } })
+    expect(unwrapOutputter({ outputter: 3, data: 'x' })).toEqual({ data: { outputter: 3, data: 'x' } })
+    expect(unwrapOutputter([1])).toEqual({ data: [1] })
   })
 })

@@ -125,3 +125,12 @@ export function parsePublishReply(reply: unknown): PublishReply | undefined {
 
 /** `jobs.list_job`'s answer → the stored returns (see {@link parseListJob}). */
 export const storedReturnsOfListJob = (value: unknown): StoredReturns => parseListJob(value).returns
+
+/**
+ * A runner's `{outputter, data}` answer (`jobs.lookup_jid` when a minion named an outputter, Salt's
+ * shape) → its parts; any other value is the data itself.
+ */
+export function unwrapOutputter(value: unknown): { outputter?: string; data: unknown } {
+  if (isRecord(value) && Object.keys(value).length === 2 && typeof value['outputter'] === 'string' && 'data' in value) return { outputter: value['outputter'], data: value['data'] }
+  return { data: value }
+}
