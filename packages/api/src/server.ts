@@ -7,7 +7,7 @@ import formbody from '@fastify/formbody'
 import websocket from '@fastify/websocket'
 import { pack } from 'tar-stream'
 import type { WebSocket } from 'ws'
-import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConfig } from '@brine/common'
+import { LoginRateLimitedError, LoginThrottle, parseListJob, tagProblem, tags, msFromSeconds, secondsFromMs, type MasterConfig } from '@brine/common'
 import { yamlifyArg } from '@brine/minion'
 import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { ClientCredentials, EauthToken } from '@brine/client'
@@ -273,7 +273,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     try {
       attempt = throttle.begin(credentials.username, address)
     } catch (error) {
-      if (error instanceof LoginRateLimitedError) throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(error.retryAfterMs / 1000)) })
+      if (error instanceof LoginRateLimitedError) throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(secondsFromMs(error.retryAfterMs))) })
       throw error
     }
     try {
@@ -314,7 +314,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const made = await login(chunk, request.ip, refused)
     reply.header('X-Auth-Token', made.token)
     if (settings.enableSessions) {
-      reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: options.tls !== undefined, expires: new Date(made.expire * 1000) })
+      reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: options.tls !== undefined, expires: new Date(msFromSeconds(made.expire)) })
     }
     return respond(request, reply, 200, { return: [{ token: made.token, expire: made.expire, start: made.start, user: made.name, eauth: made.eauth, perms: made.perms ?? {} }] })
   })
@@ -365,8 +365,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     }
     const [info] = (await exec([{ client: 'runner', fun: 'jobs.list_job', jid }], token, request.ip)) as Array<Record<string, unknown>>
     const returns: Record<string, unknown> = {}
-    const result = isMap(info) ? info['Result'] : undefined
-    if (isMap(result)) for (const [id, entry] of Object.entries(result)) returns[id] = isMap(entry) ? entry['return'] : entry
+    for (const [id, entry] of Object.entries(parseListJob(info).returns)) returns[id] = entry.return
     return respond(request, reply, 200, { info: [info], return: [returns] })
   }
   app.get('/jobs', jobs)
@@ -439,7 +438,7 @@ export async function createApiApp(options: ApiAppOptions): Promise<FastifyInsta
     const memory = process.memoryUsage()
     return respond(request, reply, 200, {
       'Brine API': {
-        'Uptime (s)': (Date.now() - counters.started) / 1000,
+        'Uptime (s)': secondsFromMs(Date.now() - counters.started),
         Requests: counters.requests,
         Errors: counters.errors,
         'Master running': link.masterRunning,

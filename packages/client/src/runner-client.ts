@@ -1,4 +1,4 @@
-import { timeoutsFromConfig } from '@brine/common'
+import { timeoutsFromConfig, msFromSeconds } from '@brine/common'
 import { ClearRequester, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { RunnerError } from './errors.js'
 import { currentUser } from './local-client.js'
@@ -59,7 +59,7 @@ export class RunnerClient implements AsyncDisposable {
     const timeouts = timeoutsFromConfig(opts)
     const seconds = (name: string, fallbackMs: number): number => {
       const value = kwarg[name] === undefined ? undefined : Number(kwarg[name])
-      return value !== undefined && Number.isFinite(value) && value >= 0 ? value * 1000 : fallbackMs
+      return value !== undefined && Number.isFinite(value) && value >= 0 ? msFromSeconds(value) : fallbackMs
     }
     const waitMs = seconds('timeout', timeouts.timeoutMs) + seconds('gather_job_timeout', timeouts.gatherJobTimeoutMs)
     const requestTimeout = Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)

@@ -3,7 +3,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { Option, type Command } from 'commander'
 import { EauthClient, type ClientCredentials } from '@brine/client'
-import type { MasterConfig } from '@brine/common'
+import { msFromSeconds, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import type { Logger } from '@brine/transport'
 import { UsageError } from '../errors.js'
@@ -77,7 +77,7 @@ export async function resolveCredentials(args: EauthArgs, opts: MasterConfig, io
     const made = await eauth.mkToken(login)
     await writeFile(tokenFile, `${made.token}\n`, { mode: 0o600 })
     await chmod(tokenFile, 0o600)
-    logger.info(`token for ${made.name} saved to ${tokenFile} (valid until ${new Date(made.expire * 1000).toISOString()})`)
+    logger.info(`token for ${made.name} saved to ${tokenFile} (valid until ${new Date(msFromSeconds(made.expire)).toISOString()})`)
     return { credentials: { token: made.token } }
   } finally {
     await eauth.close()

@@ -1,6 +1,6 @@
 import { Option } from 'commander'
 import type { Logger } from '@brine/transport'
-import { loadConfig, type BusEvent } from '@brine/common'
+import { loadConfig, unwrapOutputter, type BusEvent } from '@brine/common'
 import { MasterEvent, RunnerClient, type MatchType, type RunnerResult } from '@brine/client'
 import { parseKwarg, yamlifyArg } from '@brine/minion'
 import { jsonOutput } from '../output/json.js'
@@ -89,16 +89,6 @@ export function parseRunArgs(argv: readonly string[], io: CommandIO): RunArgs | 
   if (options.forceColor === true) args.color = true
   else if (options.color === false) args.color = false
   return args
-}
-
-/** A runner's `{outputter, data}` answer (jobs.lookup_jid with a minion's `out` hint) → its parts. */
-function unwrapOutputter(value: unknown): { outputter?: string; data: unknown } {
-  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
-    const keys = Object.keys(value)
-    const record = value as Record<string, unknown>
-    if (keys.length === 2 && typeof record['outputter'] === 'string' && 'data' in record) return { outputter: record['outputter'], data: record['data'] }
-  }
-  return { data: value }
 }
 
 /**
