@@ -23,7 +23,6 @@ export { GrainsCache } from './grains-cache.js'
 export { FanoutPublishServer } from './fanout-publisher.js'
 export {
   MasterService,
-  returnEventData,
   type AuthContext,
   type KeyChangeListener,
   type MasterServiceOptions,
@@ -33,8 +32,10 @@ export {
   type RunnerReply,
   type WheelReply,
   type SessionControl,
-  type SyndicRefusal,
 } from './master-service.js'
+export { returnEventData } from './job-returns.js'
+export { SyndicIntake, type SyndicIntakeOptions, type SyndicRefusal } from './syndic-intake.js'
+export { TokenCommands } from './eauth/token-commands.js'
 export { Announcements, SyndicRegistry } from './syndics.js'
 export { Authorizer, masterCaller, rootCaller, viaOfRequest, type AuthorizerOptions, type Caller, type CallerVia, type Credentials, type Permissions } from './authorize.js'
 export {
@@ -48,8 +49,8 @@ export {
 export { FileAuthBackend, fileBackendSettings, verifyHtpasswd, type FileBackendSettings } from './eauth/file-backend.js'
 export { TokenStore, isTokenName, type TokenData } from './eauth/token-store.js'
 export { exprMatch, fillAuthList } from './eauth/auth-list.js'
-export { permits, type AclEntry, type Action } from './acl.js'
-export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'
+export { permits, type AclEntry, type Action, type Grantee } from './acl.js'
+export { JobPublisher, type JobPublisherOptions, type JobRequest, type NamedJob } from './job-publisher.js'
 export { IssuedJobs, type IssuedJob, type IssuedJobsOptions, type PublishedJob } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
