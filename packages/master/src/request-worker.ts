@@ -40,7 +40,7 @@ export type SubmitKey = (id: string, keys: PublicKeys, options: SubmitOptions) =
 
 export class RequestCrypto {
   readonly #keys: KeyPair
-  /** The master key objects (0.5 ms each to import), agreed keys and the nonce pool, kept for this thread. */
+  /** The imported master key objects, agreed keys and the nonce pool, kept for this thread: importing a key again for every task would cost more than the task. */
   readonly #cache = new CryptCache()
 
   constructor(masterKeys: KeyPair) {
