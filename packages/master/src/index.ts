@@ -82,7 +82,7 @@ export { renderReaction, type ReactionEvent } from './reactor/template.js'
 export { reactorCaller } from './reactor/caller.js'
 export { MasterSchedule } from './master-schedule.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
-export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
+export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions, type ThreadPoolStats } from './worker-pool.js'
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
 export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'
 export {

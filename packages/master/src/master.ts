@@ -576,6 +576,20 @@ export class Master {
     return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers') })
   }
 
+  /**
+   * What the worker threads did, said once at stop: the operator's evidence that `worker_threads` carried the
+   * crypto rather than the main thread (each count is of tasks a worker thread reported it ran itself).
+   */
+  #logPoolWork(): void {
+    const pool = this.#pool
+    if (!(pool instanceof ThreadPool)) return
+    const { size, offThread, threads } = pool.stats()
+    const kinds = Object.entries(offThread).sort(([a], [b]) => a.localeCompare(b))
+    const total = kinds.reduce((sum, [, count]) => sum + count, 0)
+    const detail = kinds.length === 0 ? '' : ` (${kinds.map(([op, count]) => `${op} ${count}`).join(', ')})`
+    this.#logger.info(`worker_threads: ${total} task(s) ran on ${threads} of ${size} worker threads${detail}`)
+  }
+
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
   stop(): Promise<void> {
     this.#stopped ??= this.#stop()
@@ -590,6 +604,7 @@ export class Master {
     this.#pruneTimer = undefined
     this.#schedule?.stop()
     this.#reactor?.stop()
+    this.#logPoolWork()
     const results = await Promise.allSettled([
       ...this.#endpoints.flatMap(({ publish, request, local }) => [request.close(), publish.close(), local?.close() ?? Promise.resolve()]),
       this.#pool?.close() ?? Promise.resolve(),
