@@ -61,7 +61,8 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
 
 /**
  * The master's request port, shared by every transport's RequestServer: decodes a request, authorizes
- * it, dispatches it to the {@link MasterService} and encodes the reply. Clear requests carry the
+ * it, dispatches it through one table per channel (command → handler) to the {@link MasterService}, the
+ * {@link SyndicIntake} or the {@link TokenCommands}, and encodes the reply. Clear requests carry the
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
