@@ -1,5 +1,3 @@
-import type { Caller } from './authorize.js'
-
 /**
  * One entry of Salt's `external_auth` ACL: a function regex for every minion (`'test.*'`), a target
  * with its function regexes (`{'web*': ['test.*', 'cmd.run']}`, the target a compound expression),
@@ -7,6 +5,18 @@ import type { Caller } from './authorize.js'
  * `{'@runner': ['jobs.*']}`.
  */
 export type AclEntry = string | Readonly<Record<string, readonly string[]>>
+
+/**
+ * What a caller may do: `all` (root key, the master), or Salt's ACL entries — the sum of the
+ * user's, `*`'s and their groups' entries under `external_auth`.
+ */
+export type Permissions = 'all' | readonly AclEntry[]
+
+/** Whom the check is about: a user and their permissions (authorize.ts's Caller is one). */
+export interface Grantee {
+  readonly user: string
+  readonly permissions: Permissions
+}
 
 /** What a caller asks to do, as the permission check sees it. */
 export type Action =
@@ -35,45 +45,44 @@ const anyMatches = (regexes: readonly string[], fun: string): boolean => Array.i
  * and wheel functions are reached only through `@` entries, never by a plain function glob.
  * Argument matching (Salt's `{fun: {args, kwargs}}` entries) is not supported: such an entry permits nothing.
  */
-export function permits(caller: Caller, action: Action, minionsOf: (target: string) => readonly string[]): boolean {
+export function permits(caller: Grantee, action: Action, minionsOf: (target: string) => readonly string[]): boolean {
   if (caller.permissions === 'all') return true
-  const entries = caller.permissions
-  if (action.kind === 'publish') {
-    if (PUBLISH_WHITELIST.has(action.fun)) return true
-    for (const entry of entries) {
-      if (typeof entry === 'string') {
-        if (!entry.startsWith('@') && matches(entry, action.fun)) return true
-        continue
-      }
-      const keys = Object.keys(entry)
-      if (keys.length !== 1 || keys[0]!.startsWith('@')) continue
-      const target = keys[0]!
-      const allowed = new Set(minionsOf(target))
-      if (allowed.size === 0) continue
-      if (action.minions.every((id) => allowed.has(id)) && anyMatches(entry[target]!, action.fun)) return true
-    }
-    return false
-  }
-  const form = action.kind
+  if (action.kind === 'publish') return PUBLISH_WHITELIST.has(action.fun) || caller.permissions.some((entry) => permitsPublish(entry, action, minionsOf))
   const [module, name] = action.fun.split('.', 2)
   if (module === undefined || name === undefined || module === '' || name === '') return false
-  for (const entry of entries) {
-    if (typeof entry === 'string') {
-      if (entry === `@${form}` || entry === `@${form}s` || entry === `@${module}`) return true
-      continue
-    }
-    const keys = Object.keys(entry)
-    if (keys.length !== 1 || !keys[0]!.startsWith('@')) continue
-    const key = keys[0]!
-    // {'@jobs': ['list_.*']} matches the function name within the module; {'@runner': ['jobs.*']} the whole name.
-    if (key === `@${module}` && anyMatches(entry[key]!, name)) return true
-    if ((key === `@${form}` || key === `@${form}s`) && anyMatches(entry[key]!, action.fun)) return true
-  }
-  return false
+  const call = { form: action.kind, fun: action.fun, module, name }
+  return caller.permissions.some((entry) => permitsCall(entry, call))
+}
+
+/** One entry against a publish: a plain function regex (every minion), or `{target: [regexes]}` covering every minion reached. */
+function permitsPublish(entry: AclEntry, action: Extract<Action, { kind: 'publish' }>, minionsOf: (target: string) => readonly string[]): boolean {
+  if (typeof entry === 'string') return !entry.startsWith('@') && matches(entry, action.fun)
+  const target = soleKey(entry)
+  if (target === undefined || target.startsWith('@')) return false
+  const allowed = new Set(minionsOf(target))
+  if (allowed.size === 0) return false
+  return action.minions.every((id) => allowed.has(id)) && anyMatches(entry[target]!, action.fun)
+}
+
+/** One entry against a runner or wheel call: only `@` entries reach them, never a plain function glob. */
+function permitsCall(entry: AclEntry, call: { form: 'runner' | 'wheel'; fun: string; module: string; name: string }): boolean {
+  const forms = [`@${call.form}`, `@${call.form}s`]
+  if (typeof entry === 'string') return forms.includes(entry) || entry === `@${call.module}`
+  const key = soleKey(entry)
+  if (key === undefined || !key.startsWith('@')) return false
+  // {'@jobs': ['list_.*']} matches the function name within the module; {'@runner': ['jobs.*']} the whole name.
+  if (key === `@${call.module}` && anyMatches(entry[key]!, call.name)) return true
+  return forms.includes(key) && anyMatches(entry[key]!, call.fun)
+}
+
+/** The key of a one-key entry (`{target: [...]}`); an entry with several keys permits nothing. */
+function soleKey(entry: Readonly<Record<string, readonly string[]>>): string | undefined {
+  const keys = Object.keys(entry)
+  return keys.length === 1 ? keys[0] : undefined
 }
 
 /** The targets of `caller`'s publish entries (`{target: [functions]}`), whose minions {@link permits} needs resolved. */
-export function aclTargets(caller: Caller): string[] {
+export function aclTargets(caller: Grantee): string[] {
   if (caller.permissions === 'all') return []
   const targets = new Set<string>()
   for (const entry of caller.permissions) {
@@ -85,7 +94,7 @@ export function aclTargets(caller: Caller): string[] {
 }
 
 /** The refusal text for `action`: who may not do what (a PermissionDeniedError's reason). */
-export function refusal(caller: Caller, action: Action): string {
+export function refusal(caller: Grantee, action: Action): string {
   if (action.kind === 'publish') return `user ${JSON.stringify(caller.user)} may not run ${JSON.stringify(action.fun)} on ${action.minions.length === 0 ? 'this target' : action.minions.slice(0, 10).join(', ')}${action.minions.length > 10 ? ', …' : ''}`
   return `user ${JSON.stringify(caller.user)} may not run ${action.kind} ${JSON.stringify(action.fun)}`
 }

@@ -1,5 +1,5 @@
 import { constantTimeEqual } from '@brine/crypt'
-import type { AclEntry } from './acl.js'
+import type { Permissions } from './acl.js'
 import type { ExternalAuth } from './eauth/external-auth.js'
 import { PermissionDeniedError } from './errors.js'
 
@@ -19,10 +19,7 @@ export interface Caller {
   readonly auth: 'key' | 'master' | 'token' | 'eauth' | 'reactor' | 'schedule'
   /** The eauth backend (`file`, `pam`, …) when `auth` is `token` or `eauth`. */
   readonly eauth?: string
-  /**
-   * What the caller may do: `all` (root key, the master), or Salt's ACL entries — the sum of the
-   * user's, `*`'s and their groups' entries under `external_auth`.
-   */
+  /** What the caller may do (see {@link Permissions}). */
   readonly permissions: Permissions
   /** Where the call came from, for the audit log: `client` (cli, api, syndic, reactor, schedule, runner) and what is known of its address. */
   readonly via?: CallerVia
@@ -45,7 +42,7 @@ export function viaOfRequest(origin: unknown, transport: string, peer: string): 
   return { client, transport, peer, ...(address === undefined ? {} : { address }) }
 }
 
-export type Permissions = 'all' | readonly AclEntry[]
+export type { Permissions } from './acl.js'
 
 /** The credential fields a clear load may carry (Salt's names). */
 export interface Credentials {

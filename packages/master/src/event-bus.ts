@@ -51,7 +51,8 @@ export type EventListener = (event: BusEvent) => void
  * its own queue bounded by count (`hwm`) and bytes (`hwmBytes`), so a stalled reader loses events
  * (counted) instead of growing the master; the next event that reaches it says how many (`dropped`
  * beside `tag` and `data`), so a reader that must not miss returns can read them back from the job cache.
- * In-process listeners (the job tracker, the syndic) see the same events synchronously.
+ * In-process listeners ({@link subscribe}: the reactor) see every event synchronously and unqueued: they
+ * run inside the master, so no socket reader's stall can make them miss one.
  */
 export class EventBus {
   readonly path: string

@@ -32,8 +32,9 @@ export {
   type RunnerReply,
   type WheelReply,
   type SessionControl,
-  type SyndicRefusal,
 } from './master-service.js'
+export { SyndicIntake, type SyndicIntakeOptions, type SyndicRefusal } from './syndic-intake.js'
+export { TokenCommands } from './eauth/token-commands.js'
 export { Announcements, SyndicRegistry } from './syndics.js'
 export { Authorizer, masterCaller, rootCaller, viaOfRequest, type AuthorizerOptions, type Caller, type CallerVia, type Credentials, type Permissions } from './authorize.js'
 export {
@@ -47,8 +48,8 @@ export {
 export { FileAuthBackend, fileBackendSettings, verifyHtpasswd, type FileBackendSettings } from './eauth/file-backend.js'
 export { TokenStore, isTokenName, type TokenData } from './eauth/token-store.js'
 export { exprMatch, fillAuthList } from './eauth/auth-list.js'
-export { permits, type AclEntry, type Action } from './acl.js'
-export { JobPublisher, type JobPublisherOptions, type JobRequest } from './job-publisher.js'
+export { permits, type AclEntry, type Action, type Grantee } from './acl.js'
+export { JobPublisher, type JobPublisherOptions, type JobRequest, type NamedJob } from './job-publisher.js'
 export { IssuedJobs, type IssuedJob, type IssuedJobsOptions, type PublishedJob } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
 export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
@@ -80,7 +81,7 @@ export { renderReaction, type ReactionEvent } from './reactor/template.js'
 export { reactorCaller } from './reactor/caller.js'
 export { MasterSchedule } from './master-schedule.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
-export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions } from './worker-pool.js'
+export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions, type ThreadPoolStats } from './worker-pool.js'
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
 export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'
 export {

@@ -3,7 +3,7 @@ import { ReturnRefusedError } from './errors.js'
 
 /**
  * Which jobs this master issued and which minions each could reach, so that it stores a return only
- * from a minion its job was sent to (issue 15). "Sent to" is what the publish could reach:
+ * from a minion its job was sent to: one minion must not plant returns for jobs it never got. "Sent to" is what the publish could reach:
  *
  * - a list target: the minions listed (and accepted), the only ones the publish went to;
  * - any other target: every minion accepted when it was published, since each matches the target
@@ -21,7 +21,7 @@ export interface IssuedJobsOptions {
   /** The master's clock, ms since the epoch. */
   now: () => number
   clockSkewMs: number
-  /** Minion ids kept in memory across the recent jobs (default 1,000,000: about 8 MiB of references). */
+  /** Minion ids kept in memory across the recent jobs (default 1,000,000): the bound is on ids, not jobs, since one broadcast can name a whole fleet. */
   maxMinions?: number
   /** Jobs kept in memory (default 100,000). */
   maxJobs?: number

@@ -2,7 +2,6 @@ import type { PkiStore } from '@brine/crypt'
 import {
   expectedMinions,
   resolveNodegroups,
-  generateJid,
   tags,
   type JobCache,
   type MinionInfo,
@@ -20,6 +19,9 @@ import type { IssuedJobs } from './issued-jobs.js'
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
 export type JobRequest = Omit<PublishLoad, 'cmd' | 'key' | 'token' | 'eauth' | 'username' | 'password'>
 
+/** A job with its jid: the caller's, or the one {@link MasterService} allocated (the master's one jid allocator). */
+export type NamedJob = JobRequest & { jid: string }
+
 export interface JobPublisherOptions {
   /** Accepted minions (targets resolve against them). */
   store: PkiStore
@@ -35,7 +37,7 @@ export interface JobPublisherOptions {
   issued: IssuedJobs
   /** How long a published job stays valid for minions (`publish_ttl`), ms. */
   publishTtlMs: number
-  /** The master's clock, ms since the epoch (default Date.now; new jids follow it when given). */
+  /** The master's clock, ms since the epoch (default Date.now): the issue time and expiry a publish carries. */
   now?: () => number
   logger?: Logger
 }
@@ -82,17 +84,16 @@ export class JobPublisher {
   }
 
   /**
-   * Publishes `job` to `minions` (what {@link expected} resolved) under `job.jid` or a new jid, and says
-   * which. When no minion is expected (and no syndic may announce any) nothing is stored, fired or
+   * Publishes `job` to `minions` (what {@link expected} resolved) under `job.jid`. When no minion is expected (and no syndic may announce any) nothing is stored, fired or
    * published: the reply carries the jid and no minions. `syndics` (with `order_masters`): the syndics
    * that may announce minions for it, with their candidates; the job is published to them too, even when
    * no direct minion matches, and the reply names them.
    */
-  async publish(job: JobRequest, minions: readonly string[], syndics?: Readonly<Record<string, string[]>>, missing: readonly string[] = []): Promise<PublishReply> {
+  async publish(job: NamedJob, minions: readonly string[], syndics?: Readonly<Record<string, string[]>>, missing: readonly string[] = []): Promise<PublishReply> {
     const now = this.#o.now?.() ?? Date.now()
+    const { jid } = job
     // A jid the caller chose (a syndic passing its upper master's) may not open a day far in the future.
-    if (job.jid !== undefined) this.#o.issued.checkNotFuture(job.jid, (detail) => new MalformedRequestError('publish load', `jid ${job.jid} is ${detail}`))
-    const jid = job.jid ?? (this.#o.now === undefined ? generateJid() : generateJid(new Date(now)))
+    this.#o.issued.checkNotFuture(jid, (detail) => new MalformedRequestError('publish load', `jid ${jid} is ${detail}`))
     const syndicIds = syndics === undefined ? [] : Object.keys(syndics)
     if (minions.length === 0 && syndicIds.length === 0) return syndics === undefined ? { jid, minions: [] } : { jid, minions: [], syndics: {} }
     const load: Record<string, unknown> = {

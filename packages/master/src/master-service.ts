@@ -1,39 +1,24 @@
 import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@brine/crypt'
-import {
-  expectedMinions,
-  generateJid,
-  JOB_TAG_PREFIX,
-  parseSyndicTag,
-  returnEventData,
-  tags,
-  type EventLoad,
-  type Grains,
-  type JobCache,
-  type PublishReply,
-  type ReturnLoad,
-  type SyndicJobEntry,
-  type SyndicReturnLoad,
-} from '@brine/common'
-import { isValidMinionId } from '@brine/crypt'
-import { LogLimiter, LruMap, silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { generateJid, tags, type EventLoad, type Grains, type JobCache, type PublishReply, type ReturnLoad, returnEventData } from '@brine/common'
+import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
-import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
-import { checkReturners, UnstorableValueError } from '@brine/returners'
+import { checkReturners } from '@brine/returners'
 import type { AuditCall, AuditLog } from './audit/audit-log.js'
 import type { MinionEventGate } from './minion-event-gate.js'
 import { callerTagProblem, minionTagProblem } from './tag-rules.js'
-import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
+import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, UnknownWheelFunctionError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import type { FileServer } from './file-server/file-server.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
-import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
+import type { IssuedJobs } from './issued-jobs.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
 import { runWheel, WHEEL_FUNCTIONS, type WheelContext } from './wheel.js'
 import type { RequestPool } from './worker-pool.js'
-import { Announcements, type SyndicRegistry } from './syndics.js'
+import type { SyndicRegistry } from './syndics.js'
+import { saveReturn } from './job-returns.js'
 
 /** A runner call: Salt's `fun`, positional `arg` and keyword `kwarg`. */
 export interface RunnerCall {
@@ -87,13 +72,6 @@ export interface MasterServiceSettings {
   orderMasters?: boolean
   /** Config `syndic_wait` in ms: how long a client (and the runners) wait past `timeout` for syndics to announce. */
   syndicWaitMs?: number
-  /** Config `syndic_max_minions`: distinct minions one syndic may name in one batch, and answer for in all (default 10,000). */
-  syndicMaxMinions?: number
-  /**
-   * The job cache is shared with other masters (PostgreSQL): a syndic's return may already be stored by
-   * the lower master, so whether this master has fired its event is remembered here instead.
-   */
-  sharedJobCache?: boolean
 }
 
 /** Where an `_auth` request arrived, for what the reply tells the minion. */
@@ -136,20 +114,7 @@ export interface MasterServiceOptions {
   logger?: Logger
 }
 
-/** A syndic's announcement or return this master refused, and why (sent back in the sealed reply). */
-export interface SyndicRefusal {
-  jid: string
-  id: string
-  reason: string
-}
-
 export type KeyChangeListener = (change: KeyChange) => void
-
-/** Refusals logged one by one per syndic batch; the rest are counted in one line. */
-const LOGGED_REFUSALS = 5
-
-/** `syndic_max_minions`' default, as in the config schema. */
-export const DEFAULT_SYNDIC_MAX_MINIONS = 10_000
 
 /** Salt's `missing`: the ids a list target names that are not accepted minions (`a,b` or a list, empty names dropped). */
 function listedMissing(target: { tgt: unknown; tgt_type?: unknown }, known: readonly { id: string }[]): string[] {
@@ -162,10 +127,12 @@ function listedMissing(target: { tgt: unknown; tgt_type?: unknown }, known: read
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /**
- * The master's operations, typed, behind one {@link authorize} step: what the wire adapter calls
- * for each request, and what the REST API and the syndic call in-process. `publish`, `runner` and
- * `wheel` take the {@link Caller} authorize made and check it against the call; the minion commands
- * (`minionReturn`, `minionEvents`, `minionGrains`) take the minion id the sealed channel proved.
+ * The master's operations, typed, behind one {@link authorize} step: what the wire adapter calls for
+ * each request, and what the master's own reactor, schedule and runners call in-process (the REST API
+ * and the syndic reach it over the wire, as any client does). `publish`, `runner` and `wheel` take the
+ * {@link Caller} authorize made and check it against the call; the minion commands (`auth`,
+ * `minionReturn`, `minionEvents`, `minionGrains`) take the minion id the sealed channel proved. A
+ * syndic's batches go to the SyndicIntake, eauth tokens to TokenCommands.
  */
 export class MasterService {
   readonly #o: MasterServiceOptions
@@ -173,27 +140,20 @@ export class MasterService {
   /** Refused calls are a caller's doing: 10 lines a minute, then a count of the rest. */
   readonly #refusalLog = new LogLimiter()
   readonly #keyListeners = new Set<KeyChangeListener>()
-  readonly #announcements = new Announcements()
   /** Minions connected to this master: authenticated (or returned) since it started, key not removed since. */
   readonly #connected = new Set<string>()
-  /** With a shared job cache: the (jid, minion) returns whose event this master fired. */
-  readonly #fired = new LruMap<string, true>(200_000)
-  /** Syndic commands from keys that are not syndics' are a peer's doing: 10 lines a minute, then a count. */
-  readonly #notSyndicLog = new LogLimiter()
-  /** Batches over `syndic_max_minions` are logged the same way, counted apart. */
-  readonly #oversizeLog = new LogLimiter()
 
   constructor(options: MasterServiceOptions) {
     this.#o = options
     this.#logger = options.logger ?? silentLogger
   }
 
-  /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
   /** True for the master's root key (see {@link Authorizer.holdsRootKey}). */
   holdsRootKey(key: unknown): boolean {
     return this.#o.authorizer.holdsRootKey(key)
   }
 
+  /** The one authorize step: the credentials a request carries (`key`, `token`, or `eauth` + `username` + `password`) → its caller. */
   authorize(request: Credentials, from?: string): Promise<Caller> {
     return this.#o.authorizer.authorize(request, from)
   }
@@ -326,34 +286,6 @@ export class MasterService {
   }
 
   /**
-   * Salt's `mk_token`: checks eauth credentials and stores a token for that user (`token_expire`, or
-   * the `token_expire` the load asks for when `token_expire_user_override` allows it). Answers Salt's
-   * token data and `perms`, the ACL the master enforces for the token.
-   */
-  async mkToken(load: Record<string, unknown>, from?: string): Promise<MadeToken> {
-    return this.#external('mk_token').mkToken(load, from)
-  }
-
-  /** Salt's `get_token`: the live token's data (and `perms`), or `{}` when it is unknown, expired or revoked. */
-  async getToken(token: unknown): Promise<Record<string, unknown>> {
-    try {
-      const identity = await this.#external('get_token').identityOfToken(token)
-      return { ...identity.token, perms: identity.perms }
-    } catch (error) {
-      if (error instanceof TokenAuthenticationError) return {}
-      throw error
-    }
-  }
-
-  /** Revokes `token` (the caller proves itself by holding it); true when it was live. */
-  async rmToken(token: unknown): Promise<boolean> {
-    const external = this.#external('rm_token')
-    const live = (await external.tokens.get(token)) !== undefined
-    await external.tokens.remove(token)
-    return live
-  }
-
-  /**
    * Fires `tag` with `data` on the master's bus for a root-key caller (the REST API's webhooks fire
    * `salt/netapi/hook/…` this way, as Salt's fire into the master's event socket). Minion tags are refused.
    */
@@ -363,12 +295,6 @@ export class MasterService {
     if (problem !== undefined || typeof tag !== 'string') throw new MalformedRequestError('fire_event load', `field 'tag': ${problem ?? 'must be a string'}`)
     if (!isMap(data)) throw new MalformedRequestError('fire_event load', "field 'data' must be a mapping")
     this.#o.bus.fire(tag, data)
-  }
-
-  #external(command: string): ExternalAuth {
-    const external = this.#o.authorizer.externalAuth
-    if (external === undefined || !external.configured) throw new PermissionDeniedError(command, 'external auth is not configured on this master (external_auth)')
-    return external
   }
 
   /**
@@ -408,7 +334,7 @@ export class MasterService {
     if (ret.schedule !== undefined) return this.#scheduleReturn(id, ret)
     const checking = this.#o.issued.check(ret.jid, id)
     if (checking !== undefined) await checking
-    const stored = await this.#saveReturn(ret)
+    const stored = await saveReturn(this.#o.jobs, ret)
     this.#connected.add(id)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     return stored
@@ -430,185 +356,9 @@ export class MasterService {
     } else if (known.load['schedule'] !== ret.schedule || known.minions.length !== 1 || known.minions[0] !== id) {
       throw another()
     }
-    const stored = await this.#saveReturn(ret)
+    const stored = await saveReturn(this.#o.jobs, ret)
     if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), { ...returnEventData(ret), schedule: ret.schedule })
     return stored
-  }
-
-  /**
-   * A syndic's batch (Salt's `_syndic_return`): per job, the minions it announces (checked: not this
-   * master's own minions or syndics, and selected by the job's target as far as ids tell), then their
-   * returns, each stored and fired as `salt/job/<jid>/ret/<minion>` exactly once. A return for a minion
-   * the syndic did not announce for that job, or for a job this master did not publish, is refused and
-   * logged. Returns the refusals (the syndic logs them and does not send them again). Only from a key
-   * accepted as a syndic's (SyndicNotAcceptedError), and a batch naming more than `syndic_max_minions`
-   * distinct minions is refused whole (SyndicLimitError); each announced minion is pinned to this syndic.
-   */
-  async syndicReturn(id: string, load: SyndicReturnLoad): Promise<SyndicRefusal[]> {
-    if (load.id !== id) throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
-    await this.requireSyndic(id, '_syndic_return')
-    this.#checkBatchSize(id, load)
-    if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
-    const refused: SyndicRefusal[] = []
-    for (const entry of load.jobs) refused.push(...(await this.#syndicJob(id, entry)))
-    // One line per refusal, at most a few per batch: a misbehaving syndic cannot flood the log.
-    for (const refusal of refused.slice(0, LOGGED_REFUSALS)) {
-      this.#logger.warning(`refused a return from syndic ${id} for minion ${JSON.stringify(refusal.id.slice(0, 80))} of job ${refusal.jid}: ${refusal.reason}`)
-    }
-    if (refused.length > LOGGED_REFUSALS) this.#logger.warning(`refused ${refused.length - LOGGED_REFUSALS} more announcement(s) or return(s) from syndic ${id} in the same batch`)
-    return refused
-  }
-
-  /**
-   * Throws SyndicNotAcceptedError (logged, rate-limited) unless `id`'s accepted key is marked as a syndic's:
-   * only a syndic an operator accepted as one may announce minions and forward their returns and events.
-   */
-  async requireSyndic(id: string, command: string): Promise<void> {
-    if (await this.#o.store.isSyndic(id)) return
-    const error = new SyndicNotAcceptedError(id, command)
-    this.#notSyndicLog.warning(this.#logger, error.message, 'syndic commands from keys that are not syndics')
-    throw error
-  }
-
-  #maxMinions(): number {
-    return this.#o.settings.syndicMaxMinions ?? DEFAULT_SYNDIC_MAX_MINIONS
-  }
-
-  /** A batch naming more distinct minions than `syndic_max_minions` is refused whole (SyndicLimitError). */
-  #checkBatchSize(id: string, load: SyndicReturnLoad): void {
-    const max = this.#maxMinions()
-    const named = new Set<string>()
-    for (const entry of load.jobs) {
-      for (const minion of entry.minions ?? []) named.add(minion)
-      for (const minion of Object.keys(entry.returns ?? {})) named.add(minion)
-      if (named.size > max) break
-    }
-    if (named.size <= max) return
-    const error = new SyndicLimitError(id, named.size, max)
-    this.#oversizeLog.warning(this.#logger, error.message, 'oversized syndic batches')
-    throw error
-  }
-
-  async #syndicJob(syndic: string, entry: SyndicJobEntry): Promise<SyndicRefusal[]> {
-    const { jid } = entry
-    const refused: SyndicRefusal[] = []
-    const refuse = (ids: Iterable<string>, reason: string): void => {
-      for (const id of ids) refused.push({ jid, id, reason })
-    }
-    const all = (): string[] => [...(entry.minions ?? []), ...Object.keys(entry.returns ?? {})]
-    // The jobs this master issued (IssuedJobs, as for its own minions' returns): in memory, else its job cache; never a future jid.
-    let job: PublishedJob | undefined
-    let future: string | undefined
-    try {
-      job = (await this.#o.issued.find(jid, (detail) => new ReturnRefusedError(jid, syndic, 'future jid', (future = detail))))?.job
-    } catch (error) {
-      if (future === undefined) throw error
-      refuse(all(), `job ${jid} is ${future}`)
-      return refused
-    }
-    if (job === undefined) {
-      refuse(all(), `job ${jid} was not published by this master`)
-      return refused
-    }
-    const claimed = [...new Set(entry.minions ?? [])].filter((minion) => !this.#announcements.announcedBy(jid, minion, syndic))
-    const allowed = await this.#allowedAnnouncements(syndic, job, claimed, refuse)
-    // Pinned (and counted) right before it is announced, with nothing awaited between: no other batch can slip in.
-    const pinned = this.#o.syndics.claim(syndic, allowed, this.#maxMinions())
-    for (const refusal of pinned.refused) refuse([refusal.id], refusal.reason)
-    const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, pinned.claimed, entry.pending)
-    if (fresh.length > 0 || changed) {
-      // Salt's announcement: the lower master's new-job event, forwarded as syndic/<id>/salt/job/<jid>/new.
-      this.#o.bus.fire(tags.syndicJobNew(syndic, jid), { jid, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', fun: job.fun ?? entry.fun, minions: fresh, missing: [], syndic_pending: [...pending] })
-    }
-    const fun = job.fun ?? entry.fun ?? (typeof entry.load?.['fun'] === 'string' ? entry.load['fun'] : 'unknown')
-    const saves: Promise<void>[] = []
-    for (const [minion, ret] of Object.entries(entry.returns ?? {})) {
-      if (!this.#announcements.announcedBy(jid, minion, syndic)) {
-        refuse([minion], `syndic ${syndic} did not announce minion ${JSON.stringify(minion.slice(0, 80))} for job ${jid}`)
-        continue
-      }
-      const load: ReturnLoad = { cmd: '_return', id: minion, jid, fun, fun_args: ret.fun_args, return: ret.return, retcode: ret.retcode, success: ret.success }
-      if (ret.out !== undefined) load.out = ret.out
-      if (entry.master_id !== undefined) load.master_id = entry.master_id
-      saves.push(
-        this.#storeSyndicReturn(load).catch((error: unknown) => {
-          // That one return is refused; the rest of the batch is stored.
-          if (!(error instanceof ReturnRefusedError)) throw error
-          refuse([minion], error.message)
-        }),
-      )
-    }
-    await Promise.all(saves)
-    return refused
-  }
-
-  /** The claimed minions a syndic may announce for `job`; the rest are refused with the reason. */
-  async #allowedAnnouncements(syndic: string, job: PublishedJob, claimed: readonly string[], refuse: (ids: Iterable<string>, reason: string) => void): Promise<string[]> {
-    const candidates: string[] = []
-    for (const minion of claimed) {
-      if (!isValidMinionId(minion)) refuse([minion], 'not a valid minion id')
-      else if (minion === syndic || this.#o.syndics.isSyndic(minion)) refuse([minion], `${JSON.stringify(minion)} is a syndic of this master, not a minion behind ${syndic}`)
-      else if ((await this.#o.store.acceptedKeys(minion)) !== undefined) refuse([minion], `${JSON.stringify(minion)} is a minion of this master; syndic ${syndic} cannot answer for it`)
-      else candidates.push(minion)
-    }
-    if (candidates.length === 0) return candidates
-    // Ids are checked against the target; grains are the lower master's to judge (greedy here).
-    const selected = new Set(await expectedMinions(job, candidates.map((id) => ({ id })), this.#o.publisher.nodegroups))
-    refuse(
-      candidates.filter((minion) => !selected.has(minion)),
-      `not selected by the target of job ${JSON.stringify(typeof job.tgt === 'string' ? job.tgt.slice(0, 80) : job.tgt.slice(0, 8))} (${job.tgt_type ?? 'glob'})`,
-    )
-    return candidates.filter((minion) => selected.has(minion))
-  }
-
-  /**
-   * Stores `ret` in the job cache; false for a duplicate. A return no retry can store (a NaN in PostgreSQL's
-   * jsonb) is a ReturnRefusedError, so its sender drops it instead of spooling it forever.
-   */
-  #saveReturn(ret: ReturnLoad): Promise<boolean> {
-    return this.#o.jobs.saveReturn(ret.jid, ret.id, ret).catch((error: unknown) => {
-      if (error instanceof UnstorableValueError) throw new ReturnRefusedError(ret.jid, ret.id, 'unstorable', error.message)
-      throw error
-    })
-  }
-
-  /** Stores a return a syndic delivered and fires its event the first time this master sees it. */
-  async #storeSyndicReturn(ret: ReturnLoad): Promise<void> {
-    const stored = await this.#saveReturn(ret)
-    let fire = stored
-    if (this.#o.settings.sharedJobCache === true) {
-      // Another master (the syndic's own) may have stored it first in the shared cache.
-      const key = `${ret.jid}\0${ret.id}`
-      fire = !this.#fired.has(key)
-      this.#fired.set(key, true)
-    }
-    if (fire) this.#o.bus.fire(tags.jobReturn(ret.jid, ret.id), returnEventData(ret))
-  }
-
-  /**
-   * A syndic's other events (Salt's syndic event forwarding): `salt/syndic/<id>/start` as it is (and the
-   * syndic is registered), an event that already came up from a lower syndic (`syndic/<lower>/…`) as it
-   * is, anything else as `syndic/<id>/<tag>`: once, never prefixed again at every level. Job events are
-   * refused: a syndic's jobs travel in `_syndic_return`, where they are checked.
-   */
-  async syndicEvents(id: string, events: readonly EventLoad[]): Promise<void> {
-    await this.requireSyndic(id, '_syndic_event')
-    let skipped = 0
-    for (const event of events) {
-      if (event.tag === tags.syndicStart(id)) {
-        if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
-        this.#o.bus.fire(event.tag, { ...event.data })
-        continue
-      }
-      const nested = parseSyndicTag(event.tag)
-      const inner = nested === undefined ? event.tag : nested.tag
-      if (inner.startsWith(JOB_TAG_PREFIX)) {
-        skipped++
-        continue
-      }
-      this.#o.bus.fire(nested === undefined ? tags.syndicEvent(id, event.tag) : event.tag, { ...event.data })
-    }
-    if (skipped > 0) this.#logger.debug(`syndic ${id}: ${skipped} forwarded event(s) skipped (job events travel in _syndic_return)`)
   }
 
   /** Fires minion `id`'s events on the bus; only `minion_start` and tags under `salt/minion/<id>/`. */
@@ -669,6 +419,7 @@ export class MasterService {
     if (rotate) this.#o.session.rotate(reason)
   }
 
+  /** The master's one jid allocator: every job, runner and wheel call it starts is named here (Salt's format, `unique_jid`'s suffix). */
   #newJid(): string {
     return generateJid(undefined, { unique: this.#o.settings.uniqueJid === true })
   }

@@ -33,7 +33,9 @@ import { MasterService } from './master-service.js'
 import { MinionEventGate } from './minion-event-gate.js'
 import { reactorCaller } from './reactor/caller.js'
 import { Reactor, reactorRules } from './reactor/reactor.js'
+import { SyndicIntake } from './syndic-intake.js'
 import { SyndicRegistry } from './syndics.js'
+import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
@@ -75,6 +77,23 @@ function formatHours(ms: number): string {
 const MAX_TIMER_MS = 2 ** 31 - 1
 /** How often jobs older than keep_jobs are pruned (Salt's maintenance loop checks every loop_interval). */
 const PRUNE_INTERVAL_MS = msFromSeconds(10 * 60)
+
+type Timeouts = ReturnType<typeof timeoutsFromConfig>
+
+/** What the master service is built from, made by the start-up steps before it. */
+interface ServiceParts {
+  keys: KeyPair
+  store: PkiStore
+  externalAuth: ExternalAuth
+  files: FileServer
+  grains: GrainsCache
+  syndics: SyndicRegistry
+  jobs: JobCache
+  issued: IssuedJobs
+  publisher: JobPublisher
+  pool: RequestPool
+  timeouts: Timeouts
+}
 
 export interface TransportEndpoints {
   name: string
@@ -225,42 +244,92 @@ export class Master {
     }
   }
 
+  /** The start-up steps, in order: each one that reads config checks it, so a bad setting stops the start before anything is served. */
   async #start(): Promise<void> {
+    const timeouts = timeoutsFromConfig(this.opts)
+    const { keys, store } = await this.#openKeys()
+    const externalAuth = await this.#openExternalAuth(keys, store)
+    // file_roots and the ignore patterns are checked here: a bad one stops the start.
+    const files = fileServerFromConfig(this.opts, fileServerLimitsFromConfig(this.opts), this.#logger.child('fileserver'))
+    this.#files = files
+    const { grains, syndics } = await this.#loadCaches()
+    await this.bus.start()
+    const pool = this.#threads(this.opts.worker_threads, keys, store.submit.bind(store), 'worker_threads')
+    this.#pool = pool
+    const publishServers = await this.#createEndpoints()
+    // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
+    // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
+    this.#jobs ??= await openJobCache(this.opts, { logger: this.#logger, now: this.#now })
+    const jobs = this.#jobs
+    const fanout = new FanoutPublishServer(publishServers)
+    this.#publisher = fanout
+    const issued = this.#issuedJobs(jobs, timeouts.clockSkewMs)
+    const publisher = this.#jobPublisher({ store, grains, jobs, issued, pool, fanout, publishTtlMs: timeouts.publishTtlMs })
+    // Automation settings are read before anything is served, so a bad reactor or schedule stops the start.
+    const rules = reactorRules(this.opts.reactor)
+    const scheduled = MasterSchedule.entriesOf(this.opts.schedule)
+    this.#audit = new AuditLog(auditLogPath(this.opts), { bus: this.bus, logger: this.#logger.child('audit') })
+    const service = this.#createService({ keys, store, externalAuth, files, grains, syndics, jobs, issued, publisher, pool, timeouts })
+    this.#service = service
+    this.#startAutomation(service, rules, scheduled, externalAuth)
+    const intake = new SyndicIntake({
+      store,
+      jobs,
+      bus: this.bus,
+      issued,
+      syndics,
+      nodegroups: publisher.nodegroups,
+      maxMinions: this.opts.syndic_max_minions,
+      sharedJobCache: this.opts.master_job_cache === 'postgres',
+      logger: this.#logger,
+    })
+    const adapter = this.#wireAdapter({ service, intake, tokens: new TokenCommands(externalAuth), keys, store, pool, files, requestWindowMs: timeouts.requestWindowMs })
+    await this.#serve(adapter)
+    this.#startTimers(timeouts, externalAuth)
+  }
+
+  /** The master's own key pair, the minions' key store, the session key and the root key the local client reads. */
+  async #openKeys(): Promise<{ keys: KeyPair; store: PkiStore }> {
     const opts = this.opts
-    const timeouts = timeoutsFromConfig(opts)
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'master', { logger: this.#logger })
     this.#keys = keys
-    const now = this.#now
-    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now, maxPending: opts.max_pending_keys })
+    const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now: this.#now, maxPending: opts.max_pending_keys })
     this.#store = store
     this.#session = new SessionKeys()
-    const rootKey = await createRootKey(rootKeyPath(opts.cachedir))
-    this.#rootKey = rootKey
-    // external_auth: a backend Brine does not implement, or bad file-backend settings, stop the start here.
+    this.#rootKey = await createRootKey(rootKeyPath(opts.cachedir))
+    return { keys, store }
+  }
+
+  /** `external_auth` and the threads that hash its passwords; a backend Brine does not implement, or bad file-backend settings, stop the start. */
+  async #openExternalAuth(keys: KeyPair, store: PkiStore): Promise<ExternalAuth> {
+    const opts = this.opts
     const eauthLimits = eauthLimitsFromConfig(opts)
-    const submit = store.submit.bind(store)
     // Threads of their own: a login storm queues behind its own bound, never behind (or ahead of) job crypto.
     // None without external_auth: nothing would ever be hashed.
     const hashThreads = Object.keys(opts.external_auth ?? {}).length > 0 ? eauthLimits.hashThreads : 0
-    this.#hashes = new PasswordHashPool({ pool: this.#threads(hashThreads, keys, submit, 'eauth_hash_threads'), concurrency: Math.max(1, hashThreads), backlog: eauthLimits.hashBacklog })
+    const pool = this.#threads(hashThreads, keys, store.submit.bind(store), 'eauth_hash_threads')
+    this.#hashes = new PasswordHashPool({ pool, concurrency: Math.max(1, hashThreads), backlog: eauthLimits.hashBacklog })
     const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'), this.#hashes)
     this.#externalAuth = externalAuth
     if (externalAuth.configured) this.#logger.info(`external auth: ${Object.keys(opts.external_auth).join(', ')}; tokens in ${String(opts.token_dir)}`)
-    // file_roots and the ignore patterns are checked here: a bad one stops the start.
-    const files = fileServerFromConfig(opts, fileServerLimitsFromConfig(opts), this.#logger.child('fileserver'))
-    this.#files = files
-    const grains = new GrainsCache(opts.cachedir, this.#logger)
+    return externalAuth
+  }
+
+  /** The minions' grains and the syndics attached before a restart, read back from cachedir. */
+  async #loadCaches(): Promise<{ grains: GrainsCache; syndics: SyndicRegistry }> {
+    const grains = new GrainsCache(this.opts.cachedir, this.#logger)
     await grains.load()
-    const syndics = new SyndicRegistry(opts.cachedir, this.#logger.child('syndics'))
+    const syndics = new SyndicRegistry(this.opts.cachedir, this.#logger.child('syndics'))
     await syndics.load()
     this.#syndics = syndics
-    await this.bus.start()
-    const pool = this.#threads(opts.worker_threads, keys, submit, 'worker_threads')
-    this.#pool = pool
+    return { grains, syndics }
+  }
 
-    const limits = endpointLimitsFromConfig(opts)
+  /** One publish server and one request server (and a local one beside it) per transport `iterTransportOpts` yields; returns the publish servers. */
+  async #createEndpoints(): Promise<PublishServer[]> {
+    const limits = endpointLimitsFromConfig(this.opts)
     const publishServers: PublishServer[] = []
-    for (const [name, topts] of iterTransportOpts(opts)) {
+    for (const [name, topts] of iterTransportOpts(this.opts)) {
       const transport = await loadTransport(name)
       const logger = this.#logger.child(name)
       // Bounds before work: what an unauthenticated peer may cost (entries, depth, connections, incomplete frames, idling).
@@ -272,48 +341,54 @@ export class Master {
       this.#endpoints.push({ name, publish, request, ...(local === undefined ? {} : { local }) })
       publishServers.push(publish)
     }
-    // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
-    // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
-    this.#jobs ??= await openJobCache(opts, { logger: this.#logger, now })
-    const jobs = this.#jobs
-    const fanout = new FanoutPublishServer(publishServers)
-    this.#publisher = fanout
-    const issued = new IssuedJobs({ jobs, now, clockSkewMs: timeouts.clockSkewMs })
+    return publishServers
+  }
+
+  /** The jobs published and whom each could reach, seeded with the newest jid the job cache holds. */
+  #issuedJobs(jobs: JobCache, clockSkewMs: number): IssuedJobs {
+    const issued = new IssuedJobs({ jobs, now: this.#now, clockSkewMs })
     // Its own jids from before a restart count as issued even if a clock set back left them ahead of it (the index may still be building).
     void jobs.newestJid().then(
       (newest) => newest !== undefined && issued.seed(newest),
       (error: unknown) => this.#logger.warning(`job cache: could not read the newest jid: ${(error as Error).message}`),
     )
-    const publisher = new JobPublisher({
-      store,
-      grains,
-      jobs,
+    return issued
+  }
+
+  /** The publish path: jobs sealed in the worker pool, fanned out over every transport's publish server. */
+  #jobPublisher(parts: { store: PkiStore; grains: GrainsCache; jobs: JobCache; issued: IssuedJobs; pool: RequestPool; fanout: FanoutPublishServer; publishTtlMs: number }): JobPublisher {
+    const { pool } = parts
+    return new JobPublisher({
+      store: parts.store,
+      grains: parts.grains,
+      jobs: parts.jobs,
       bus: this.bus,
-      publisher: fanout,
+      publisher: parts.fanout,
       seal: async (jid, load) => pool.run(jid, { op: 'seal-publish', load, session: this.session }),
-      nodegroups: opts.nodegroups as Nodegroups,
-      ...(typeof opts.master_id === 'string' ? { masterId: opts.master_id } : {}),
-      issued,
-      publishTtlMs: timeouts.publishTtlMs,
-      ...(this.#now === Date.now ? {} : { now }),
+      nodegroups: this.opts.nodegroups as Nodegroups,
+      ...(typeof this.opts.master_id === 'string' ? { masterId: this.opts.master_id } : {}),
+      issued: parts.issued,
+      publishTtlMs: parts.publishTtlMs,
+      now: this.#now,
       logger: this.#logger,
     })
-    // Automation settings are read before anything is served, so a bad reactor or schedule stops the start.
-    const rules = reactorRules(opts.reactor)
-    const scheduled = MasterSchedule.entriesOf(opts.schedule)
-    this.#audit = new AuditLog(auditLogPath(opts), { bus: this.bus, logger: this.#logger.child('audit') })
-    const service = new MasterService({
-      audit: this.#audit,
+  }
+
+  #createService(parts: ServiceParts): MasterService {
+    const opts = this.opts
+    const { timeouts } = parts
+    return new MasterService({
+      audit: this.audit,
       minionEventGate: new MinionEventGate({ maxBytes: opts.minion_event_max_bytes, ratePerSecond: opts.minion_event_rate, burst: opts.minion_event_burst }),
-      authorizer: new Authorizer({ rootKey, externalAuth }),
-      publisher,
-      store,
-      jobs,
+      authorizer: new Authorizer({ rootKey: this.rootKey, externalAuth: parts.externalAuth }),
+      publisher: parts.publisher,
+      store: parts.store,
+      jobs: parts.jobs,
       bus: this.bus,
-      grains,
-      crypto: pool,
+      grains: parts.grains,
+      crypto: parts.pool,
       session: { current: () => this.session, rotate: (reason) => this.rotateSession(reason) },
-      masterPub: publicKeysOf(keys),
+      masterPub: publicKeysOf(parts.keys),
       settings: {
         autoAccept: opts.auto_accept,
         openMode: opts.open_mode,
@@ -324,36 +399,43 @@ export class Master {
         orderMasters: opts.order_masters === true,
         uniqueJid: opts.unique_jid === true,
         syndicWaitMs: timeouts.syndicWaitMs,
-        syndicMaxMinions: opts.syndic_max_minions,
-        sharedJobCache: opts.master_job_cache === 'postgres',
       },
-      issued,
-      now,
-      syndics,
-      files,
+      issued: parts.issued,
+      now: this.#now,
+      syndics: parts.syndics,
+      files: parts.files,
       pkiDir: opts.pki_dir,
       configValues: opts,
       logger: this.#logger,
     })
-    this.#service = service
-    this.#startAutomation(service, rules, scheduled, externalAuth)
+  }
+
+  /** The request port's adapter, with the replay guard its sealed requests pass. */
+  #wireAdapter(parts: { service: MasterService; intake: SyndicIntake; tokens: TokenCommands; keys: KeyPair; store: PkiStore; pool: RequestPool; files: FileServer; requestWindowMs: number }): MasterWireAdapter {
+    const opts = this.opts
     this.#replayGuard = new ReplayGuard({
-      windowMs: timeouts.requestWindowMs,
+      windowMs: parts.requestWindowMs,
       perMinion: positiveInteger(opts.request_nonces_per_minion, 'request_nonces_per_minion'),
       total: positiveInteger(opts.request_nonces_total, 'request_nonces_total'),
-      now,
+      now: this.#now,
     })
-    const adapter = new MasterWireAdapter({
-      service,
-      store,
-      crypto: pool,
-      masterBoxSecret: keys.box.secretKey,
+    return new MasterWireAdapter({
+      service: parts.service,
+      syndics: parts.intake,
+      tokens: parts.tokens,
+      store: parts.store,
+      crypto: parts.pool,
+      masterBoxSecret: parts.keys.box.secretKey,
       replayGuard: this.#replayGuard,
       publishPortOf: (transport) => this.#publishPortOf(transport),
-      files,
+      files: parts.files,
       decodeLimits: { maxEntries: opts.max_frame_entries, maxDepth: opts.max_frame_depth },
       logger: this.#logger,
     })
+  }
+
+  /** Hands every request server the adapter and starts the servers, one line per transport. */
+  async #serve(adapter: MasterWireAdapter): Promise<void> {
     for (const { name, publish, request, local } of this.#endpoints) {
       request.handle(adapter.handle)
       local?.handle(adapter.handle)
@@ -362,6 +444,10 @@ export class Master {
       await local?.start()
       this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}${local === undefined ? '' : `, local ${local.address}`}`)
     }
+  }
+
+  /** Session rotation every `publish_session`, and the maintenance round (keep_jobs, expired tokens). */
+  #startTimers(timeouts: Timeouts, externalAuth: ExternalAuth): void {
     if (timeouts.publishSessionMs > 0) {
       this.#timer = setInterval(() => this.rotateSession('publish_session'), Math.min(timeouts.publishSessionMs, MAX_TIMER_MS))
       this.#timer.unref()
@@ -490,6 +576,20 @@ export class Master {
     return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers') })
   }
 
+  /**
+   * What the worker threads did, said once at stop: the operator's evidence that `worker_threads` carried the
+   * crypto rather than the main thread (each count is of tasks a worker thread reported it ran itself).
+   */
+  #logPoolWork(): void {
+    const pool = this.#pool
+    if (!(pool instanceof ThreadPool)) return
+    const { size, offThread, threads } = pool.stats()
+    const kinds = Object.entries(offThread).sort(([a], [b]) => a.localeCompare(b))
+    const total = kinds.reduce((sum, [, count]) => sum + count, 0)
+    const detail = kinds.length === 0 ? '' : ` (${kinds.map(([op, count]) => `${op} ${count}`).join(', ')})`
+    this.#logger.info(`worker_threads: ${total} task(s) ran on ${threads} of ${size} worker threads${detail}`)
+  }
+
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
   stop(): Promise<void> {
     this.#stopped ??= this.#stop()
@@ -504,6 +604,7 @@ export class Master {
     this.#pruneTimer = undefined
     this.#schedule?.stop()
     this.#reactor?.stop()
+    this.#logPoolWork()
     const results = await Promise.allSettled([
       ...this.#endpoints.flatMap(({ publish, request, local }) => [request.close(), publish.close(), local?.close() ?? Promise.resolve()]),
       this.#pool?.close() ?? Promise.resolve(),

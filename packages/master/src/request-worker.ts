@@ -40,7 +40,7 @@ export type SubmitKey = (id: string, keys: PublicKeys, options: SubmitOptions) =
 
 export class RequestCrypto {
   readonly #keys: KeyPair
-  /** The master key objects (0.5 ms each to import), agreed keys and the nonce pool, kept for this thread. */
+  /** The imported master key objects, agreed keys and the nonce pool, kept for this thread: importing a key again for every task would cost more than the task. */
   readonly #cache = new CryptCache()
 
   constructor(masterKeys: KeyPair) {
@@ -86,7 +86,7 @@ export type ToWorker =
 
 /** Worker → main thread. */
 export type FromWorker =
-  | { type: 'done'; taskId: number; value?: WireValue; error?: SerializedError }
+  | { type: 'done'; taskId: number; value?: WireValue; error?: SerializedError; threadId: number }
   | { type: 'submit'; callId: number; id: string; keys: PublicKeys; options: SubmitOptions }
 
 export interface RequestWorkerData {
@@ -114,8 +114,8 @@ export function runRequestWorker(port: MessagePort, data: RequestWorkerData): vo
       return
     }
     crypto.run(message.task, submit).then(
-      (value) => port.postMessage({ type: 'done', taskId: message.taskId, value } satisfies FromWorker),
-      (error: unknown) => port.postMessage({ type: 'done', taskId: message.taskId, error: serializeError(error) } satisfies FromWorker),
+      (value) => port.postMessage({ type: 'done', taskId: message.taskId, value, threadId } satisfies FromWorker),
+      (error: unknown) => port.postMessage({ type: 'done', taskId: message.taskId, error: serializeError(error), threadId } satisfies FromWorker),
     )
   })
 }

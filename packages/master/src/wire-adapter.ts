@@ -2,8 +2,9 @@ import { minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiS
 import {
   CLEAR_COMMANDS,
   FILE_COMMANDS,
-  type FileCommand,
   SEALED_COMMANDS,
+  type ClearCommand,
+  type SealedCommand,
   validateMinionEventLoad,
   validatePublishLoad,
   validateReturnLoad,
@@ -14,12 +15,18 @@ import {
 import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type RequestContext, type WireValue } from '@brine/transport'
 import { viaOfRequest, type Caller } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import type { TokenCommands } from './eauth/token-commands.js'
 import type { FileServer } from './file-server/file-server.js'
 import type { MasterService } from './master-service.js'
+import type { SyndicIntake } from './syndic-intake.js'
 import type { RequestPool } from './worker-pool.js'
 
 export interface MasterWireAdapterOptions {
   service: MasterService
+  /** Takes a syndic's `_syndic_return` and `_syndic_event`. */
+  syndics: SyndicIntake
+  /** Answers `mk_token`, `get_token` and `rm_token`. */
+  tokens: TokenCommands
   /** Accepted minions' box keys, for the sealed channel. */
   store: PkiStore
   /** Computes each minion's shared key off the main thread. */
@@ -37,7 +44,11 @@ export interface MasterWireAdapterOptions {
   logger?: Logger
 }
 
-const isFileCommand = (cmd: unknown): cmd is FileCommand => (FILE_COMMANDS as readonly unknown[]).includes(cmd)
+/** A clear command's handler: the load (a map whose `cmd` named it) and where it came from → the reply. */
+type ClearHandler = (load: Record<string, unknown>, context: RequestContext) => Promise<WireValue>
+
+/** A sealed command's handler: the minion the box proved and its opened load → what is added to `{ok: true}`. */
+type SealedHandler = (id: string, load: Record<string, unknown>) => Promise<Record<string, unknown> | undefined>
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -50,7 +61,8 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
 
 /**
  * The master's request port, shared by every transport's RequestServer: decodes a request, authorizes
- * it, dispatches it to the {@link MasterService} and encodes the reply. Clear requests carry the
+ * it, dispatches it through one table per channel (command → handler) to the {@link MasterService}, the
+ * {@link SyndicIntake} or the {@link TokenCommands}, and encodes the reply. Clear requests carry the
  * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
@@ -63,6 +75,8 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  */
 export class MasterWireAdapter {
   readonly #service: MasterService
+  readonly #syndics: SyndicIntake
+  readonly #tokens: TokenCommands
   readonly #logger: Logger
   /** Each minion's box; the shared key is computed in the pool, opening and sealing happen here. */
   readonly #boxes: MinionBoxes
@@ -74,14 +88,23 @@ export class MasterWireAdapter {
   readonly #publishPortOf: (transport: string) => number | undefined
   readonly #files: FileServer | undefined
   readonly #openOptions: { limits?: DecodeLimits }
+  /** Each allowed clear command (CLEAR_COMMANDS) → its handler; anything else is refused. */
+  readonly #clearHandlers: ReadonlyMap<string, ClearHandler>
+  /** Each allowed sealed command (SEALED_COMMANDS) → its handler; anything else is refused. */
+  readonly #sealedHandlers: ReadonlyMap<unknown, SealedHandler>
 
   constructor(options: MasterWireAdapterOptions) {
     this.#service = options.service
+    this.#syndics = options.syndics
+    this.#tokens = options.tokens
     this.#openOptions = options.decodeLimits === undefined ? {} : { limits: options.decodeLimits }
     this.#logger = options.logger ?? silentLogger
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
     this.#files = options.files
+    // A Map, not an object's keys: a peer's `cmd` of `constructor` or `__proto__` must find nothing.
+    this.#clearHandlers = new Map(Object.entries(this.#clearTable()))
+    this.#sealedHandlers = new Map(Object.entries(this.#sealedTable()))
     const { store, crypto } = options
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -109,47 +132,51 @@ export class MasterWireAdapter {
     if (!isMap(load)) throw new MalformedRequestError('clear request', 'load is not a map')
     const cmd = load['cmd']
     if (typeof cmd !== 'string') throw new MalformedRequestError('clear request', 'load.cmd is not a string')
+    const handler = this.#clearHandlers.get(cmd)
+    if (handler !== undefined) return handler(load, context)
+    this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
+    throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
+  }
+
+  /** The clear commands: `_auth` answers any peer; the others pass the one authorize step first (tokens prove themselves). */
+  #clearTable(): Record<ClearCommand, ClearHandler> {
     const service = this.#service
-    switch (cmd) {
-      case '_auth': {
+    const tokens = this.#tokens
+    return {
+      _auth: async (load, context) => {
         const publishPort = this.#publishPortOf(context.transport)
         const reply = await service.auth(load, publishPort === undefined ? {} : { publishPort })
         if ((reply as { ret?: unknown } | null)?.ret === true) context.authenticated?.()
         return reply
-      }
-      case 'publish': {
+      },
+      publish: async (load, context) => {
         const caller = await this.#caller(load, context)
         const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, origin: _origin, ...job } = validatePublishLoad(load) as PublishLoad & { origin?: unknown }
         return (await service.publish(caller, job)) as unknown as WireValue
-      }
-      case 'wheel': {
+      },
+      wheel: async (load, context) => {
         const caller = await this.#caller(load, context)
         const call = withoutCredentials(load)
         return (load['asynchronous'] === true ? service.wheelAsync(caller, call) : await service.wheel(caller, call)) as unknown as WireValue
-      }
-      case 'runner': {
+      },
+      runner: async (load, context) => {
         const caller = await this.#caller(load, context)
         const call = { fun: load['fun'], arg: load['arg'], kwarg: load['kwarg'] }
         return (load['asynchronous'] === true ? service.runnerAsync(caller, call) : await service.runner(caller, call)) as unknown as WireValue
-      }
-      case 'mk_token': {
-        const token = await service.mkToken(load, this.#loginAddress(load, context))
+      },
+      mk_token: async (load, context) => {
+        const token = await tokens.mkToken(load, this.#loginAddress(load, context))
         context.authenticated?.()
         return token as unknown as WireValue
-      }
-      case 'get_token':
-        return (await service.getToken(load['token'])) as WireValue
-      case 'rm_token':
-        return { removed: await service.rmToken(load['token']) }
-      case 'fire_event': {
+      },
+      get_token: async (load) => (await tokens.getToken(load['token'])) as WireValue,
+      rm_token: async (load) => ({ removed: await tokens.rmToken(load['token']) }),
+      fire_event: async (load, context) => {
         const caller = await service.authorize(load, context.address)
         context.authenticated?.()
         service.fireEvent(caller, load['tag'], load['data'])
         return { fired: true }
-      }
-      default:
-        this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
-        throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
+      },
     }
   }
 
@@ -215,36 +242,51 @@ export class MasterWireAdapter {
   async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
-    const cmd = load['cmd']
-    if (isFileCommand(cmd)) {
-      if (this.#files === undefined) throw new PermissionDeniedError(cmd, 'this master serves no files')
-      return this.#files.handle(id, cmd, load)
-    }
-    switch (cmd) {
-      case '_return':
-        await this.#service.minionReturn(id, validateReturnLoad(load))
-        return
-      case '_minion_event':
-        this.#service.minionEvents(id, validateMinionEventLoad(load).events)
-        return
-      case '_grains': {
+    const handler = this.#sealedHandlers.get(load['cmd'])
+    if (handler === undefined) throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
+    return handler(id, load)
+  }
+
+  /** The sealed commands: a minion's, the file server's, and a syndic's (only from a key accepted as a syndic's). */
+  #sealedTable(): Record<SealedCommand, SealedHandler> {
+    const service = this.#service
+    const syndics = this.#syndics
+    const fileHandlers = Object.fromEntries(
+      FILE_COMMANDS.map((cmd): [string, SealedHandler] => [
+        cmd,
+        async (id, load) => {
+          if (this.#files === undefined) throw new PermissionDeniedError(cmd, 'this master serves no files')
+          return this.#files.handle(id, cmd, load)
+        },
+      ]),
+    ) as Record<(typeof FILE_COMMANDS)[number], SealedHandler>
+    return {
+      ...fileHandlers,
+      _return: async (id, load) => {
+        await service.minionReturn(id, validateReturnLoad(load))
+        return undefined
+      },
+      _minion_event: async (id, load) => {
+        service.minionEvents(id, validateMinionEventLoad(load).events)
+        return undefined
+      },
+      _grains: async (id, load) => {
         const grains = load['grains']
         if (!isMap(grains)) throw new MalformedRequestError('_grains load', "field 'grains' must be a mapping")
-        await this.#service.minionGrains(id, grains)
-        return
-      }
-      case '_syndic_return': {
+        await service.minionGrains(id, grains)
+        return undefined
+      },
+      _syndic_return: async (id, load) => {
         // Before the load is looked at: a key that is not a syndic's costs no validation of what it claims.
-        await this.#service.requireSyndic(id, '_syndic_return')
-        const refused = await this.#service.syndicReturn(id, validateSyndicReturnLoad(load))
+        await syndics.requireSyndic(id, '_syndic_return')
+        const refused = await syndics.syndicReturn(id, validateSyndicReturnLoad(load))
         return refused.length === 0 ? undefined : { refused }
-      }
-      case '_syndic_event':
-        await this.#service.requireSyndic(id, '_syndic_event')
-        await this.#service.syndicEvents(id, validateSyndicEventLoad(load).events)
-        return
-      default:
-        throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
+      },
+      _syndic_event: async (id, load) => {
+        await syndics.requireSyndic(id, '_syndic_event')
+        await syndics.syndicEvents(id, validateSyndicEventLoad(load).events)
+        return undefined
+      },
     }
   }
 }

@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads'
+import { threadId, Worker } from 'node:worker_threads'
 import type { KeyPair } from '@brine/crypt'
 import { silentLogger, type Logger, type WireValue } from '@brine/transport'
 import { RebuiltWorkerError, WorkerPoolError } from './errors.js'
@@ -42,7 +42,14 @@ export class InlinePool implements RequestPool {
 
 interface Slot {
   worker: Worker
-  pending: Map<number, { resolve: (value: WireValue) => void; reject: (error: Error) => void }>
+  pending: Map<number, { op: WorkerTask['op']; resolve: (value: WireValue) => void; reject: (error: Error) => void }>
+}
+
+/** What a thread pool's workers have done: tasks per kind that a worker thread (not this one) reports it ran, and how many threads ran them. */
+export interface ThreadPoolStats {
+  size: number
+  offThread: Partial<Record<WorkerTask['op'], number>>
+  threads: number
 }
 
 export interface ThreadPoolOptions {
@@ -66,6 +73,9 @@ export class ThreadPool implements RequestPool {
   readonly #slots: Slot[] = []
   #nextTask = 0
   #closing = false
+  readonly #offThread: Partial<Record<WorkerTask['op'], number>> = {}
+  /** The thread ids that reported tasks done: proof the work left this thread, whichever worker slot ran it. */
+  readonly #threads = new Set<number>()
 
   constructor(options: ThreadPoolOptions) {
     if (!Number.isInteger(options.size) || options.size < 1) throw new RangeError(`worker pool size must be a positive integer, got ${options.size}`)
@@ -101,6 +111,10 @@ export class ThreadPool implements RequestPool {
     if (message.type === 'done') {
       const task = slot.pending.get(message.taskId)
       slot.pending.delete(message.taskId)
+      if (task !== undefined && message.threadId !== threadId) {
+        this.#offThread[task.op] = (this.#offThread[task.op] ?? 0) + 1
+        this.#threads.add(message.threadId)
+      }
       if (message.error !== undefined) task?.reject(new RebuiltWorkerError(message.error))
       else task?.resolve(message.value)
       return
@@ -118,13 +132,18 @@ export class ThreadPool implements RequestPool {
     if (this.#closing) return Promise.reject(new WorkerPoolError('request worker pool is closed'))
     return new Promise((resolve, reject) => {
       const taskId = this.#nextTask++
-      slot.pending.set(taskId, { resolve, reject })
+      slot.pending.set(taskId, { op: task.op, resolve, reject })
       slot.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker)
     })
   }
 
   run(key: string, task: WorkerTask): Promise<WireValue> {
     return this.#post(this.#slots[hashKey(key) % this.size]!, task)
+  }
+
+  /** The tasks the worker threads ran, by kind, and how many distinct threads ran them. */
+  stats(): ThreadPoolStats {
+    return { size: this.size, offThread: { ...this.#offThread }, threads: this.#threads.size }
   }
 
   async close(): Promise<void> {

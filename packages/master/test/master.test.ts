@@ -215,6 +215,27 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
   })
 
+  it("refuses, in the clear and sealed, a command named like an object's own members (the dispatch tables find only their commands)", async () => {
+    const { client, accepted, wheel } = await setup(transport)
+    const [web1] = await accepted('web1')
+    const clearReasons = [
+      ['constructor', 'not a clear command'],
+      ['__proto__', 'not allowed in the clear'],
+      ['toString', 'not a clear command'],
+      ['hasOwnProperty', 'not a clear command'],
+      ['valueOf', 'not a clear command'],
+    ]
+    for (const [cmd, reason] of clearReasons as Array<[string, string]>) {
+      const clear = await refusal(client.send({ enc: 'clear', load: { cmd } }))
+      expect(clear.remoteName, cmd).toBe('PermissionDeniedError')
+      expect(clear.message, cmd).toContain(reason)
+      expect(await web1!.sealed({ cmd, id: 'web1' }), cmd).toMatchObject({ ok: false, error: { name: 'PermissionDeniedError', message: expect.stringContaining('not a sealed command') } })
+    }
+    // Still serving both channels.
+    expect(await wheel({ fun: 'key.list_all' })).toMatchObject({ minions: ['web1'] })
+    expect(await web1!.sealed({ cmd: '_grains', id: 'web1', grains: { os: 'Debian' } })).toEqual({ ok: true })
+  })
+
   it('answers every refused clear command but logs them at a bounded rate', async () => {
     const lines: string[] = []
     const { client } = await setup(transport, {}, createLogger({ level: 'warning', write: (line) => lines.push(line) }))

@@ -32,6 +32,20 @@ describe('request pools', () => {
     })
   }
 
+  it('threads: counts each kind of task a worker thread reports it ran, and the threads that ran them', async () => {
+    const master = generateKeys()
+    const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit })
+    pools.push(pool)
+    expect(pool.stats()).toEqual({ size: 2, offThread: {}, threads: 0 })
+    const session = new SessionKeys().current()
+    await pool.run('web1', { op: 'box-shared-key', boxKey: generateKeys().box.publicKey })
+    await Promise.all(['a', 'b', 'c'].map((key) => pool.run(key, { op: 'seal-publish', load: { fun: 'test.ping' }, session })))
+    const stats = pool.stats()
+    expect(stats.offThread).toEqual({ 'box-shared-key': 1, 'seal-publish': 3 })
+    expect(stats.threads).toBeGreaterThanOrEqual(1)
+    expect(stats.threads).toBeLessThanOrEqual(2)
+  })
+
   it('threads: a failing task rejects with the worker error, and the pool keeps serving', async () => {
     const master = generateKeys()
     const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit })

@@ -75,8 +75,8 @@ export async function fileBackendSettings(block: Readonly<Record<string, unknown
 
 /**
  * A bcrypt hash (cost 10, of random bytes nobody kept) every unknown user is checked against, so a
- * missing user costs what a wrong password does. A literal: hashing one at load cost every process
- * that imports the master ~90 ms of its start.
+ * missing user costs what a wrong password does. A literal, not hashed at load: a bcrypt hash is slow on
+ * purpose, and every process that imports the master (the CLI's too) would pay for it at start.
  */
 const DUMMY_BCRYPT = '$2b$10$jaR/yBVKR5PJ.Mqd8RWXVeEy/1CHLBFpx2fa5q7Z5qruGIbFlGGdO'
 
