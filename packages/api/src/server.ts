@@ -7,15 +7,14 @@ import formbody from '@fastify/formbody'
 import websocket from '@fastify/websocket'
 import { pack } from 'tar-stream'
 import type { WebSocket } from 'ws'
-import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, type MasterConfig } from '@brine/common'
-import { yamlifyArg } from '@brine/minion'
+import { LoginRateLimitedError, LoginThrottle, tagProblem, tags, yamlifyArg, type MasterConfig } from '@brine/common'
 import { checkValueShape, FrameLimitError, LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { ClientCredentials, EauthToken } from '@brine/client'
 import { isAppRequest, registerApp } from './app.js'
 import type { ApiSettings } from './config.js'
 import { ApiError, ApiStartError, REFUSED_HEADER } from './errors.js'
 import { runChunk, type Chunk } from './lowstate.js'
-import { MasterLink } from './master-link.js'
+import { ApiMasterClient } from './api-master-client.js'
 import { chooseResponseType, parseYamlBody, serialize, type ResponseType } from './negotiate.js'
 import { EventStreams } from './sse.js'
 import { websocketSink } from './ws.js'
@@ -64,7 +63,7 @@ function firstChunk(body: unknown): Record<string, unknown> {
 const plainIp = (ip: string): string => (ip.startsWith('::ffff:') ? ip.slice(7) : ip)
 
 export interface ApiAppOptions {
-  link: MasterLink
+  link: ApiMasterClient
   settings: ApiSettings
   streams: EventStreams
   logger?: Logger
@@ -517,7 +516,7 @@ export class ApiServer {
   readonly opts: MasterConfig
   readonly settings: ApiSettings
   readonly #logger: Logger
-  #link: MasterLink | undefined
+  #link: ApiMasterClient | undefined
   #streams: EventStreams | undefined
   #app: FastifyInstance | undefined
 
@@ -555,7 +554,7 @@ export class ApiServer {
       }
       tls = { cert: await read('ssl_crt', settings.sslCrt), key: await read('ssl_key', settings.sslKey) }
     }
-    const link = new MasterLink(this.opts, this.#logger.child('master'))
+    const link = new ApiMasterClient(this.opts, this.#logger.child('master'))
     this.#link = link
     try {
       await link.connect()

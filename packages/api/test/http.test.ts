@@ -3,7 +3,7 @@ import { defaultsFor, type MasterConfig } from '@brine/common'
 import { apiSettings } from '../src/config.js'
 import { chooseResponseType, serialize } from '../src/negotiate.js'
 import { createApiApp, parseForm } from '../src/server.js'
-import { MasterLink } from '../src/master-link.js'
+import { ApiMasterClient } from '../src/api-master-client.js'
 import { EventStreams, sseRecord } from '../src/sse.js'
 
 describe('request bodies and content negotiation', () => {
@@ -35,14 +35,14 @@ describe('the app without a master', () => {
   async function app(rest: Record<string, unknown>, enabled: string[] = ['local']) {
     const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock', netapi_enable_clients: enabled, rest_cherrypy: { port: 0, disable_ssl: true, ...rest } } as unknown as MasterConfig
     const { settings } = apiSettings(opts)
-    const link = new MasterLink(opts)
+    const link = new ApiMasterClient(opts)
     const streams = new EventStreams({ events: link.events, bufferBytes: 1024, maxStreams: 1, recheckMs: 1000, tokenLive: async () => true })
     return createApiApp({ link, settings, streams })
   }
 
   it("maps the master's login refusals to 429 with the retry time and its FrameLimitError to 413/400, never 500", async () => {
     const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock' } as unknown as MasterConfig
-    const link = new MasterLink(opts)
+    const link = new ApiMasterClient(opts)
     // As the client raises them: its own error around the master's RemoteError (context on the cause).
     const wrapped = (name: string, context: Record<string, unknown>): Error =>
       Object.assign(new Error(`the master refused mk_token: ${name}: refused`), { name: 'EauthError', context: { remoteName: name }, cause: { context: { ...context, remoteName: name } } })
@@ -92,7 +92,7 @@ describe('the app without a master', () => {
 
   it('answers an ACL refusal with 401 as salt-api does, keeping the rule and marking it refused', async () => {
     const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock' } as unknown as MasterConfig
-    const link = new MasterLink(opts)
+    const link = new ApiMasterClient(opts)
     const refusal = Object.assign(new Error('tcp://127.0.0.1:4506 answered with PermissionDeniedError: user "alice" may not run "cmd.run" on web1'), { context: { remoteName: 'PermissionDeniedError' } })
     expect(link.httpError(refusal, 'publish')).toMatchObject({ status: 401, refused: true, message: 'user "alice" may not run "cmd.run" on web1' })
     expect(link.httpError(Object.assign(new Error('x answered with EauthAuthenticationError: bad'), { context: { remoteName: 'EauthAuthenticationError' } }), 'publish')).toMatchObject({ status: 401, refused: false })

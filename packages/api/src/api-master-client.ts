@@ -31,7 +31,7 @@ const BAD_REQUEST = new Set(['MalformedRequestError', 'PayloadError', 'UnknownRu
  * the HTTP caller's eauth credentials, so the master's one authorize step and ACL decide; the root key
  * (the API runs as the master's user, as salt-api does) serves only webhooks and the job-cache catch-up.
  */
-export class MasterLink {
+export class ApiMasterClient {
   readonly local: LocalClient
   readonly runner: RunnerClient
   readonly wheel: WheelClient
