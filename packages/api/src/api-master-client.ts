@@ -10,20 +10,9 @@ import {
   type EauthToken,
 } from '@brine/client'
 import { eventBusPath, type MasterConfig } from '@brine/common'
-import { ClosedError, RemoteError, TimeoutError, silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/transport'
 import { ApiError } from './errors.js'
-
-/** The remote error names that mean "who are you?" and "you may not" (both 401, as salt-api's hypermedia_handler answers). */
-const UNAUTHENTICATED = new Set(['EauthAuthenticationError', 'TokenAuthenticationError', 'EauthError'])
-const REFUSED = new Set(['PermissionDeniedError'])
-/** The context the master's error carried: the client wraps a RemoteError (its `cause`) in an error of its own. */
-function remoteContext(error: unknown): Record<string, unknown> {
-  const own = (error as { context?: Record<string, unknown> } | undefined)?.context ?? {}
-  const cause = (error as { cause?: { context?: Record<string, unknown> } } | undefined)?.cause?.context ?? {}
-  return { ...cause, ...own }
-}
-
-const BAD_REQUEST = new Set(['MalformedRequestError', 'PayloadError', 'UnknownRunnerError', 'UnknownWheelFunctionError', 'TargetError', 'JidError', 'InvalidMinionIdError', 'MatchTypeError'])
+import { httpErrorOf } from './http-errors.js'
 
 /**
  * The API's side of the master: one request client and one bus connection shared by every HTTP request,
@@ -87,35 +76,11 @@ export class ApiMasterClient {
     }
   }
 
+  /** The HTTP answer to `error` (see {@link httpErrorOf}); a 500, logged, for anything it does not map. */
   httpError(error: unknown, what: string): ApiError {
-    if (error instanceof ApiError) return error
-    const remoteName = String((error as { context?: { remoteName?: unknown } })?.context?.remoteName ?? (error instanceof RemoteError ? error.remoteName : ''))
+    const mapped = httpErrorOf(error, what, this.masterRunning)
+    if (mapped !== undefined) return mapped
     const message = (error as Error)?.message ?? String(error)
-    // The message after the transport's "tcp://… answered with Name: " prefix is what the master said.
-    const said = message.replace(/^.*? answered with [A-Za-z]+: /, '').replace(/^the master refused [a-z_]+: [A-Za-z]+: /, '')
-    if (UNAUTHENTICATED.has(remoteName)) return new ApiError(401, said, { cause: error })
-    const name = (error as Error)?.name
-    if (name === 'LoginRateLimitedError' || name === 'LoginBusyError' || remoteName === 'LoginRateLimitedError' || remoteName === 'LoginBusyError') {
-      const retryAfter = Number(remoteContext(error)['retryAfter'])
-      return new ApiError(429, said, { cause: error, retryAfter: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 1 })
-    }
-    // A request over the master's entry or depth bound: too large (entries) or malformed (depth), never a server fault.
-    if (name === 'FrameLimitError' || remoteName === 'FrameLimitError') {
-      const key = String(remoteContext(error)['key'] ?? '')
-      return new ApiError(key === 'max_frame_entries' ? 413 : 400, message, { cause: error })
-    }
-    // salt-api turns Salt's AuthorizationError into 401, so pepper says "Authentication denied"; the body keeps the rule.
-    if (REFUSED.has(remoteName)) return new ApiError(401, said, { cause: error, refused: true })
-    if (BAD_REQUEST.has(remoteName)) return new ApiError(400, said, { cause: error })
-    // A batch size the client cannot use (`batch: 0`, `'x%'`) is the caller's mistake.
-    if ((error as Error)?.name === 'BatchSizeError') return new ApiError(400, message, { cause: error })
-    if (error instanceof TimeoutError || (error as Error)?.name === 'TimeoutError') {
-      if (!this.masterRunning) return new ApiError(503, `the master is not available (${what}: ${message})`, { cause: error })
-      return new ApiError(504, `${what} timed out: ${message}`, { cause: error })
-    }
-    if (error instanceof ClosedError || (error as Error)?.name === 'EventBusUnavailableError' || (error as Error)?.name === 'RootKeyError') {
-      return new ApiError(503, `the master is not available (${what}: ${message})`, { cause: error })
-    }
     this.#logger.error(`${what} failed: ${message}`)
     return new ApiError(500, `${what} failed: ${message}`, { cause: error })
   }
