@@ -7,9 +7,6 @@ const packages = readdirSync(new URL('./packages', import.meta.url)).filter((nam
   existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)),
 )
 
-/** e2e files that change the machine itself (packages through dpkg). */
-const HOST_CHANGING = ['test-e2e/deb.test.ts', 'test-e2e/host-modules.test.ts']
-
 export default defineConfig({
   resolve: {
     // Unit and compliance tests run against each package's source, so they need no build.
@@ -27,10 +24,8 @@ export default defineConfig({
         extends: true as const,
         test: { name, include: [`packages/${name}/test/**/*.test.ts`] },
       })),
-      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'], exclude: HOST_CHANGING } },
-      // These install and remove Debian packages with the machine's dpkg, whose lock admits one at a time: they run
-      // one after the other, after every other project.
-      { extends: true, test: { name: 'e2e-host', include: HOST_CHANGING, fileParallelism: false, sequence: { groupOrder: 1 } } },
+      // The two files that install Debian packages (deb, host-modules) take turns through helpers/host-lock.ts.
+      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'] } },
     ],
   },
 })

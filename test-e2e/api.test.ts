@@ -8,7 +8,7 @@ import bcrypt from 'bcryptjs'
 import { extract } from 'tar-stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { deadline, Fleet, freeLoopbackPort, killAllProcesses, rssBytes } from '@brine/testkit'
-import { httpClient, SseReader, type HttpResponse } from './helpers/http.js'
+import { htpasswdEauth, httpClient, selfSignedCertificate, SseReader, type HttpResponse } from './helpers/http.js'
 import { wsOpen, WsReader } from './helpers/ws.js'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
 
@@ -24,8 +24,7 @@ async function secrets(): Promise<{ dir: string; ca: Buffer }> {
   const apr1 = execFileSync('openssl', ['passwd', '-apr1', PASSWORDS.alice], { encoding: 'utf8' }).trim()
   const sha = `{SHA}${execFileSync('openssl', ['dgst', '-sha1', '-binary'], { input: PASSWORDS.shortlived }).toString('base64')}`
   await writeFile(join(dir, 'htpasswd'), `admin:${bcrypt.hashSync(PASSWORDS.admin, 8).replace(/^\$2b\$/, '$2y$')}\nalice:${apr1}\nshortlived:${sha}\n`)
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' })
-  return { dir, ca: await readFile(join(dir, 'crt.pem')) }
+  return { dir, ca: await selfSignedCertificate(dir) }
 }
 
 const json = (value: unknown): { body: string; headers: Record<string, string> } => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } })
@@ -55,15 +54,11 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       masterConfig: {
         timeout: 5,
         gather_job_timeout: 2,
-        external_auth: {
-          file: {
-            '^filename': join(dir, 'htpasswd'),
-            '^filetype': 'htpasswd',
-            admin: ['.*', '@runner', '@wheel'],
-            alice: [{ 'web*': ['test.*'] }, { '@runner': ['jobs\\..*'] }, { '@wheel': ['key\\.list_all'] }],
-            shortlived: ['test.*'],
-          },
-        },
+        external_auth: htpasswdEauth(dir, {
+          admin: ['.*', '@runner', '@wheel'],
+          alice: [{ 'web*': ['test.*'] }, { '@runner': ['jobs\\..*'] }, { '@wheel': ['key\\.list_all'] }],
+          shortlived: ['test.*'],
+        }),
         token_expire_user_override: { file: ['shortlived'] },
         netapi_enable_clients: ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel'],
         rest_cherrypy: { port, host: '127.0.0.1', ssl_crt: join(dir, 'crt.pem'), ssl_key: join(dir, 'key.pem'), events_buffer_bytes: 65_536, events_token_recheck: 0.5 },

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -8,6 +7,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Fleet, freeLoopbackPort, killAllProcesses } from '@brine/testkit'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
+import { htpasswdEauth, selfSignedCertificate } from './helpers/http.js'
 
 /** Debian's chromium, installed by scripts/ensure-chromium.sh; never a downloaded browser. */
 const CHROMIUM = process.env['BRINE_CHROMIUM'] ?? '/usr/bin/chromium'
@@ -20,7 +20,7 @@ afterAll(() => killAllProcesses())
 async function secrets(dir: string): Promise<void> {
   const hash = (password: string): string => bcrypt.hashSync(password, 8).replace(/^\$2b\$/, '$2y$')
   await writeFile(join(dir, 'htpasswd'), Object.entries(PASSWORDS).map(([user, password]) => `${user}:${hash(password)}\n`).join(''))
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' })
+  await selfSignedCertificate(dir)
 }
 
 /** Fails loudly, before any daemon starts, when the browser is missing: naming the script that installs it. */
@@ -88,15 +88,11 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
       masterConfig: {
         timeout: 5,
         gather_job_timeout: 2,
-        external_auth: {
-          file: {
-            '^filename': join(dir, 'htpasswd'),
-            '^filetype': 'htpasswd',
-            admin: ['.*', '@runner', '@wheel'],
-            alice: [{ '*': ['test.*'] }, { '@runner': ['jobs\\..*'] }],
-            shortlived: ['test.*'],
-          },
-        },
+        external_auth: htpasswdEauth(dir, {
+          admin: ['.*', '@runner', '@wheel'],
+          alice: [{ '*': ['test.*'] }, { '@runner': ['jobs\\..*'] }],
+          shortlived: ['test.*'],
+        }),
         token_expire_user_override: { file: ['shortlived'] },
         netapi_enable_clients: ['local', 'local_async', 'local_batch', 'runner', 'wheel'],
         rest_cherrypy: { port, host: '127.0.0.1', ssl_crt: join(dir, 'crt.pem'), ssl_key: join(dir, 'key.pem') },

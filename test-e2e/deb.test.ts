@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { holdHostLock } from './helpers/host-lock.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 
 // The .deb an operator installs: built by `npm run package:deb`, installed with the machine's own dpkg (these tests
@@ -14,6 +15,10 @@ const COMMAND_MS = 60_000
 const BINS = ['brine', 'brine-api', 'brine-call', 'brine-key', 'brine-master', 'brine-minion', 'brine-run', 'brine-syndic']
 const UNITS = ['brine-api', 'brine-master', 'brine-minion', 'brine-syndic'].map((name) => `/lib/systemd/system/${name}.service`)
 
+/** How long this file waits for the other file that installs packages (host-modules) to finish with dpkg. */
+const HOST_LOCK_MS = 1_500_000
+
+let releaseHostLock = (): void => {}
 let scratch = ''
 let deb = ''
 let packageFiles: string[] = []
@@ -28,6 +33,7 @@ async function purgeIfInstalled(): Promise<void> {
 
 beforeAll(async () => {
   expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
+  releaseHostLock = await holdHostLock(HOST_LOCK_MS)
   scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
   const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch], { ms: BUILD_MS })
   expect(built.code, built.stderr).toBe(0)
@@ -37,12 +43,13 @@ beforeAll(async () => {
   expect(installed.code, installed.stderr).toBe(0)
   const listed = await run('dpkg', ['-L', 'brine'], { ms: COMMAND_MS })
   packageFiles = listed.stdout.trim().split('\n')
-}, BUILD_MS + 2 * DPKG_MS)
+}, HOST_LOCK_MS + BUILD_MS + 2 * DPKG_MS)
 
 afterAll(async () => {
   killAll()
   await purgeIfInstalled()
   if (scratch !== '') await rm(scratch, { recursive: true, force: true })
+  releaseHostLock()
 }, DPKG_MS)
 
 const startFleet = useFleets()

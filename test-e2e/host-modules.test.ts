@@ -8,10 +8,20 @@ import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/pr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { Fleet } from '@brine/testkit'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { holdHostLock } from './helpers/host-lock.js'
 import { json } from './helpers/output.js'
+
+/** How long this file waits for the other file that installs packages (the .deb's) to finish with dpkg. */
+const HOST_LOCK_MS = 1_500_000
+// Registered first, so that its afterAll runs after every cleanup below has removed what this file installed.
+let releaseHostLock = (): void => {}
+beforeAll(async () => {
+  releaseHostLock = await holdHostLock(HOST_LOCK_MS)
+}, HOST_LOCK_MS)
+afterAll(() => releaseHostLock())
 
 const exec = promisify(execFile)
 const cleanups: (() => Promise<unknown>)[] = []

@@ -10,12 +10,24 @@ const startFleet = useFleets()
 const json = (text: string): unknown => JSON.parse(text) as unknown
 
 describe.each(TRANSPORTS)("Salt's runners and a newcomer's mistakes through the built CLIs over %s", (transport) => {
-  it('brine-run test.arg, jobs.exit_success, manage.present, cache.grains; brine-key -F; brine -L web1,ghost; an unresolvable master name', async () => {
+  it('brine-run test.arg, test.stream with its progress, jobs.exit_success, manage.present, cache.grains; brine-key -F; brine -L web1,ghost; an unresolvable master name', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport, grains: { role: 'web' } }, { id: 'db1', transport }] })
 
     const arg = await fleet.run('brine-run', ['test.arg', 'a', 'b=1', '__pub_x=2', '--out', 'json'])
     expect(json(arg.stdout)).toEqual({ args: ['a'], kwargs: { b: 1 } })
     expect(arg.code).toBe(0)
+
+    // salt-run prints each progress event as it fires ({suffix, event} through the outputter), then the return.
+    const stream = await fleet.run('brine-run', ['test.stream'])
+    expect(stream.code).toBe(0)
+    const percents = [...stream.stdout.matchAll(/^event:\n {4}-{10}\n {4}_stamp:\n {8}\S+\n {4}message:\n {8}Runner is (\d+)% done\nsuffix:\n {4}progress\n/gm)].map((match) => Number(match[1]))
+    expect(percents).toEqual(Array.from({ length: 99 }, (_, index) => index + 1))
+    expect(stream.stdout.endsWith('Runner is 99% done\nsuffix:\n    progress\nTrue\n')).toBe(true)
+    const streamJson = await fleet.run('brine-run', ['test.stream', '--out', 'json', '--out-indent', '-1'])
+    const lines = streamJson.stdout.trimEnd().split('\n').map(json)
+    expect(lines).toHaveLength(100)
+    expect(lines[0]).toEqual({ suffix: 'progress', event: { message: 'Runner is 1% done', _stamp: expect.any(String) } })
+    expect(lines[99]).toBe(true)
 
     const ping = await fleet.run('brine', ['web1', 'test.ping', '--show-jid'])
     expect(ping.code).toBe(0)

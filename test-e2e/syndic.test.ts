@@ -6,7 +6,7 @@ import { loadTransport, parseJobReturnTag, tags, type BusEvent, type JobLoad } f
 import { generateKeys } from '@brine/crypt'
 import { MasterLink } from '@brine/minion'
 import { deadline, type Fleet, type FleetMinion, type TransportName } from '@brine/testkit'
-import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 
 /** Bound on waiting for events that the tree produces within a job's timeout. */
@@ -61,10 +61,40 @@ function record(fleet: Fleet, match: string): { events: BusEvent[]; until: (done
   return { events, until, stop: () => controller.abort() }
 }
 
+/** A minion link made by hand, with keys of its own, to the top's ports: a peer that then misbehaves. Closed after the test. */
+async function handMadeLink(top: Fleet, transport: TransportName, id: string): Promise<MasterLink> {
+  const dir = await mkdtemp(join(tmpdir(), `${id}-`))
+  cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  const ports = top.ports.get(transport)!
+  const link = new MasterLink({
+    id,
+    keys: generateKeys(),
+    transport: await loadTransport(transport),
+    client: { broker: top.broker },
+    host: top.host,
+    port: ports.ret,
+    publishPort: ports.publish,
+    pkiDir: join(dir, 'pki'),
+    authTimeoutMs: 5000,
+    acceptanceWaitMs: 200,
+    acceptanceWaitMaxMs: 0,
+    spoolDir: join(dir, 'spool'),
+    returnRetryDelayMs: () => 1000,
+    returnRetryTries: 1,
+  })
+  cleanups.push(() => link.close())
+  return link
+}
+
 /** The tree of the issue: a top master (order_masters) with one minion of its own, and two syndic nodes with two minions each. */
-async function startTree(transport: TransportName, topConfig: Record<string, unknown> = {}, nodeConfig: Record<string, unknown> = {}): Promise<{ top: Fleet; nodes: Fleet[] }> {
-  const top = await startFleet({ minions: [{ id: 'direct1', transport, grains: { role: 'web' } }], masterConfig: { order_masters: true, ...topConfig } })
-  const node = (name: string, minions: FleetMinion[]) => startFleet({ minions, masterConfig: nodeConfig, syndic: { id: name, upper: top, transport } })
+async function startTree(
+  transport: TransportName,
+  topConfig: Record<string, unknown> = {},
+  nodeConfig: Record<string, unknown> = {},
+  start: typeof startFleet = startFleet,
+): Promise<{ top: Fleet; nodes: Fleet[] }> {
+  const top = await start({ minions: [{ id: 'direct1', transport, grains: { role: 'web' } }], masterConfig: { order_masters: true, ...topConfig } })
+  const node = (name: string, minions: FleetMinion[]) => start({ minions, masterConfig: nodeConfig, syndic: { id: name, upper: top, transport } })
   const nodes = await Promise.all([
     node('syndic1', [
       { id: 's1-web', transport, grains: { role: 'web' } },
@@ -79,8 +109,13 @@ async function startTree(transport: TransportName, topConfig: Record<string, unk
 }
 
 describe.each(TRANSPORTS)('a tree of masters over %s', (transport) => {
+  // One tree for this describe's tests: none stops a daemon; the last one adds a plain minion to the top.
+  const startShared = useSharedFleets()
+  let shared: ReturnType<typeof startTree> | undefined
+  const tree = (): ReturnType<typeof startTree> => (shared ??= startTree(transport, {}, {}, startShared))
+
   it('test.ping, cmd.run, a grain target and a compound target on the top reach exactly the right minions; --async then jobs.lookup_jid shows all', async () => {
-    const { top } = await startTree(transport)
+    const { top } = await tree()
     const all = { direct1: true, 's1-web': true, 's1-db': true, 's2-web': true, 's2-db': true }
 
     const ping = await top.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
@@ -108,6 +143,44 @@ describe.each(TRANSPORTS)('a tree of masters over %s', (transport) => {
     returns.stop()
     const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid!, '--out', 'json'])
     expect(json(lookup.stdout)).toEqual(expected)
+  })
+
+  it('a minion whose key is not accepted as a syndic cannot speak for minions: refused, logged, nothing stored; brine-key -L shows the real syndic', async () => {
+    const { top } = await tree()
+    const link = await handMadeLink(top, transport, 'plain')
+    const publishes = link.publishes()[Symbol.asyncIterator]()
+    await link.start()
+    await deadline(link.authenticated, EVENTS_MS, 'the plain minion accepted by the top (auto_accept)')
+    const jid = jidOf((await top.run('brine', ['*', 'test.ping', '--async'])).stdout)
+    let job: Readonly<JobLoad> | undefined
+    while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the plain minion`)).value?.job
+    // It answers for a minion behind syndic1, and for one that does not exist.
+    const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
+    const refusal = await link.send({ cmd: '_syndic_return', id: 'plain', jobs: [{ jid, fun: 'test.ping', minions: ['s1-web', 'ghost'], pending: [], returns: { 's1-web': forged, ghost: forged } }] }).then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    expect(refusal).toMatchObject({ name: 'NotAcknowledgedError', refusal: 'SyndicNotAcceptedError' })
+    await top.master.waitForOutput(/_syndic_return refused: "plain" is not accepted as a syndic on this master \(brine-key --accept-syndic plain\)/, EVENTS_MS)
+    // The real returns come up through syndic1; the forged ones never.
+    const returns = record(top, '^salt/job/')
+    const lookup = async () => json((await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])).stdout) as Record<string, unknown>
+    let stored = await lookup()
+    if (stored['s1-web'] === undefined) {
+      await returns.until((events) => returnCounts(events, jid)['s1-web'] === 1, `the real return of s1-web for ${jid}`)
+      stored = await lookup()
+    }
+    returns.stop()
+    expect(stored['s1-web']).toBe(true)
+    expect(stored['ghost']).toBeUndefined()
+    // Later jobs wait for the real syndics only: 'plain' is an ordinary minion of the top.
+    const listing = json((await top.run('brine-key', ['-L', '--out', 'json'])).stdout) as Record<string, string[]>
+    expect(listing['syndics']).toEqual(['syndic1', 'syndic2'])
+    expect(listing['minions']).toEqual(expect.arrayContaining(['plain', 'syndic1', 'syndic2', 'direct1']))
+    const syndics = json((await top.run('brine-run', ['syndics.list', '--out', 'json'])).stdout) as Record<string, { syndic_key: boolean; minions: string[] }>
+    expect(Object.keys(syndics).sort()).toEqual(['syndic1', 'syndic2'])
+    expect(syndics['syndic1']).toMatchObject({ syndic_key: true })
+    expect(syndics['syndic1']!.minions).not.toContain('ghost')
   })
 })
 
@@ -175,8 +248,10 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     expect(json(lookup.stdout)).toEqual({ direct1: 'slept', 's1-a': 'slept', 's1-b': 'slept' })
   })
 
-  it('kill a syndic: its minions are reported "Minion did not return" with -v, the rest return, the exit code says so, and the syndic itself is not reported', async () => {
+  it('kill a syndic: manage.status, manage.up and manage.down include the minions behind syndics, never the syndics; with -v its minions are reported "Minion did not return", the rest return, the exit code says so, and the syndic itself is not reported', async () => {
     const { top, nodes } = await startTree(transport, { syndic_wait: 1, gather_job_timeout: 2 })
+    const status = await top.run('brine-run', ['manage.status', '--out', 'json'])
+    expect(json(status.stdout)).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
     // The top learns which minions are behind each syndic from their announcements.
     const first = await top.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
     expect(Object.keys(json(first.stdout)).sort()).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
@@ -188,13 +263,6 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     expect(ping.stdout.match(/Minion did not return/g)).toHaveLength(2)
     expect(ping.stdout).not.toContain('syndic')
     expect(ping.code).toBe(1)
-  })
-
-  it('manage.status, manage.up and manage.down on the top include the minions behind syndics, never the syndics themselves', async () => {
-    const { top, nodes } = await startTree(transport, { syndic_wait: 1, gather_job_timeout: 2 })
-    const status = await top.run('brine-run', ['manage.status', '--out', 'json'])
-    expect(json(status.stdout)).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
-    await nodes[1]!.syndic!.stop('SIGKILL')
     const down = await top.run('brine-run', ['manage.down', '-t', '1', '--out', 'json'])
     expect(JSON.parse(down.stdout)).toEqual(['s2-db', 's2-web'])
     const up = await top.run('brine-run', ['manage.up', '-t', '1', '--out', 'json'])
@@ -204,26 +272,7 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   it('a syndic that sends a return for a minion it did not announce, or for a minion of the master itself, is refused and logged', async () => {
     const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
     // A syndic made by hand: a real link with its own keys, which then misbehaves.
-    const dir = await mkdtemp(join(tmpdir(), 'rogue-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const ports = top.ports.get(transport)!
-    const link = new MasterLink({
-      id: 'rogue',
-      keys: generateKeys(),
-      transport: await loadTransport(transport),
-      client: { broker: top.broker },
-      host: top.host,
-      port: ports.ret,
-      publishPort: ports.publish,
-      pkiDir: join(dir, 'pki'),
-      authTimeoutMs: 5000,
-      acceptanceWaitMs: 200,
-      acceptanceWaitMaxMs: 0,
-      spoolDir: join(dir, 'spool'),
-      returnRetryDelayMs: () => 1000,
-      returnRetryTries: 1,
-    })
-    cleanups.push(() => link.close())
+    const link = await handMadeLink(top, transport, 'rogue')
     const publishes = link.publishes()[Symbol.asyncIterator]()
     const mark = top.startEventCount
     await link.start()
@@ -247,63 +296,6 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     await top.master.waitForOutput(/refused a return from syndic rogue for minion "direct1" of job \d+: "direct1" is a minion of this master/, EVENTS_MS)
     returns.stop()
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, ghost1: 1 })
-  })
-
-  it('a minion whose key is not accepted as a syndic cannot speak for minions: refused, logged, nothing stored; brine-key -L shows the real syndic', async () => {
-    const { top } = await startTree(transport)
-    const dir = await mkdtemp(join(tmpdir(), 'fake-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const ports = top.ports.get(transport)!
-    const link = new MasterLink({
-      id: 'plain',
-      keys: generateKeys(),
-      transport: await loadTransport(transport),
-      client: { broker: top.broker },
-      host: top.host,
-      port: ports.ret,
-      publishPort: ports.publish,
-      pkiDir: join(dir, 'pki'),
-      authTimeoutMs: 5000,
-      acceptanceWaitMs: 200,
-      acceptanceWaitMaxMs: 0,
-      spoolDir: join(dir, 'spool'),
-      returnRetryDelayMs: () => 1000,
-      returnRetryTries: 1,
-    })
-    cleanups.push(() => link.close())
-    const publishes = link.publishes()[Symbol.asyncIterator]()
-    await link.start()
-    await deadline(link.authenticated, EVENTS_MS, 'the plain minion accepted by the top (auto_accept)')
-    const jid = jidOf((await top.run('brine', ['*', 'test.ping', '--async'])).stdout)
-    let job: Readonly<JobLoad> | undefined
-    while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the plain minion`)).value?.job
-    // It answers for a minion behind syndic1, and for one that does not exist.
-    const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
-    const refusal = await link.send({ cmd: '_syndic_return', id: 'plain', jobs: [{ jid, fun: 'test.ping', minions: ['s1-web', 'ghost'], pending: [], returns: { 's1-web': forged, ghost: forged } }] }).then(
-      () => undefined,
-      (error: unknown) => error,
-    )
-    expect(refusal).toMatchObject({ name: 'NotAcknowledgedError', refusal: 'SyndicNotAcceptedError' })
-    await top.master.waitForOutput(/_syndic_return refused: "plain" is not accepted as a syndic on this master \(brine-key --accept-syndic plain\)/, EVENTS_MS)
-    // The real returns come up through syndic1; the forged ones never.
-    const returns = record(top, '^salt/job/')
-    const lookup = async () => json((await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])).stdout) as Record<string, unknown>
-    let stored = await lookup()
-    if (stored['s1-web'] === undefined) {
-      await returns.until((events) => returnCounts(events, jid)['s1-web'] === 1, `the real return of s1-web for ${jid}`)
-      stored = await lookup()
-    }
-    returns.stop()
-    expect(stored['s1-web']).toBe(true)
-    expect(stored['ghost']).toBeUndefined()
-    // Later jobs wait for the real syndics only: 'plain' is an ordinary minion of the top.
-    const listing = json((await top.run('brine-key', ['-L', '--out', 'json'])).stdout) as Record<string, string[]>
-    expect(listing['syndics']).toEqual(['syndic1', 'syndic2'])
-    expect(listing['minions']).toEqual(expect.arrayContaining(['plain', 'syndic1', 'syndic2', 'direct1']))
-    const syndics = json((await top.run('brine-run', ['syndics.list', '--out', 'json'])).stdout) as Record<string, { syndic_key: boolean; minions: string[] }>
-    expect(Object.keys(syndics).sort()).toEqual(['syndic1', 'syndic2'])
-    expect(syndics['syndic1']).toMatchObject({ syndic_key: true })
-    expect(syndics['syndic1']!.minions).not.toContain('ghost')
   })
 })
 

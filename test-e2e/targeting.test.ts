@@ -15,6 +15,8 @@ const nodegroups = {
   // Salt's YAML list form: operators and parentheses are items of their own.
   listed: ['(', 'web*', 'or', 'G@role:db', ')', 'and', 'not', 'L@web2'],
   nested: 'N@webs and not N@pair',
+  // A bare word with a regex character is E@ (Salt's _nodegroup_regex): re.match, so a prefix is enough.
+  prefixed: 'db-[a]',
   loop: 'N@webs or N@loop',
 }
 
@@ -34,6 +36,7 @@ describe.each(TRANSPORTS)('targeting through the built CLI over %s', (transport)
     expect(json((await brine('-N', 'pair')).stdout)).toEqual({ web2: true, [LONG]: true })
     expect(json((await brine('-N', 'listed')).stdout)).toEqual({ web1: true, [LONG]: true })
     expect(json((await brine('-N', 'nested')).stdout)).toEqual({ web1: true })
+    expect(json((await brine('-N', 'prefixed')).stdout)).toEqual({ [LONG]: true })
     expect(json((await brine('-C', 'N@pair and G@role:web')).stdout)).toEqual({ web2: true })
 
     const cycle = await brine('-N', 'loop')

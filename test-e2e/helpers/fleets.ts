@@ -26,3 +26,19 @@ export function useFleets(beforeStop: () => Promise<void> = async () => {}): (op
     return fleet
   }
 }
+
+/**
+ * For a describe whose tests share fleets they do not disturb: call it inside the describe; the fleets started
+ * through it are stopped after the describe's last test instead of after each test.
+ */
+export function useSharedFleets(): (options: Omit<FleetOptions, 'bus'>) => Promise<Fleet> {
+  const fleets: Fleet[] = []
+  afterAll(async () => {
+    for (const fleet of fleets.splice(0)) await fleet.stop()
+  })
+  return async (options) => {
+    const fleet = await Fleet.start({ ...options, bus })
+    fleets.push(fleet)
+    return fleet
+  }
+}

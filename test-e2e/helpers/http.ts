@@ -1,5 +1,20 @@
+import { execFileSync } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
+import { join } from 'node:path'
+
+/** A self-signed certificate for 127.0.0.1 and localhost made by openssl: `dir`/key.pem and `dir`/crt.pem; resolves with the certificate. */
+export async function selfSignedCertificate(dir: string): Promise<Buffer> {
+  const subject = ['-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost']
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', ...subject], { stdio: 'ignore' })
+  return readFile(join(dir, 'crt.pem'))
+}
+
+/** The master's `external_auth` block for the htpasswd file at `dir`/htpasswd, with each user's ACL. */
+export function htpasswdEauth(dir: string, acls: Record<string, unknown>): Record<string, unknown> {
+  return { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', ...acls } }
+}
 
 /** A response as the tests read it: status, headers, the raw body, and the body parsed when it is JSON. */
 export interface HttpResponse {

@@ -1,5 +1,5 @@
 import type { ClientCredentials, RequestOrigin } from '@brine/client'
-import { TARGET_TYPES, type TargetType, type Tgt } from '@brine/common'
+import { TARGET_TYPES, msFromSeconds, type TargetType, type Tgt } from '@brine/common'
 import { API_CLIENTS, type ApiSettings } from './config.js'
 import { ApiError } from './errors.js'
 import type { ApiMasterClient } from './api-master-client.js'
@@ -77,7 +77,7 @@ function timeoutMs(chunk: Chunk): number | undefined {
   if (value === undefined || value === null || value === '') return undefined
   const seconds = Number(value)
   if (!Number.isFinite(seconds) || seconds < 0) throw new ApiError(400, `'timeout' must be a number of seconds, got ${JSON.stringify(value)}`)
-  return seconds * 1000
+  return msFromSeconds(seconds)
 }
 
 const truthy = (value: unknown): boolean => value === true || (typeof value === 'string' && ['true', 'yes', '1'].includes(value.toLowerCase()))
@@ -161,7 +161,7 @@ async function localBatch(chunk: Chunk, link: ApiMasterClient, who: Who): Promis
     batch,
     failhard: truthy(chunk['failhard']),
     ...(timeout === undefined ? {} : { timeout }),
-    ...(batchWait === undefined ? {} : { batchWait: batchWait * 1000 }),
+    ...(batchWait === undefined ? {} : { batchWait: msFromSeconds(batchWait) }),
     ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}),
   }
   const out: Array<Record<string, unknown>> = []

@@ -3,6 +3,7 @@ import type { BusEvent } from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
 import type { MasterEvent } from '@brine/client'
 import { ApiError } from './errors.js'
+import { msFromSeconds } from '@brine/common'
 
 /** Longest delay setTimeout takes. */
 const MAX_TIMER_MS = 2 ** 31 - 1
@@ -250,7 +251,7 @@ export class EventStreams {
   /** Adds a reader on any sink (the websocket's) for a live token (`expire`: epoch seconds): the same bound, expiry and revocation as `/events`. */
   attach(sink: EventSink, token: string, expire: number): void {
     this.checkRoom()
-    this.#streams.add(new Stream(sink, this, token, expire * 1000))
+    this.#streams.add(new Stream(sink, this, token, msFromSeconds(expire)))
   }
 
   /** Ends every stream of `token` (logout). */

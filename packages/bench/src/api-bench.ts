@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freeLoopbackPort, type DaemonProcess, type Fleet } from '@brine/testkit'
+import { secondsFromMs } from '@brine/common'
 
 /** What the REST API phase measures (issue 12's bench figures). */
 export interface ApiFigures {
@@ -82,7 +83,7 @@ export class ApiProbe {
       const response = await fetch(`${this.#url}/`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-auth-token': this.#token },
-        body: JSON.stringify([{ client: 'local', tgt: '*', fun: 'test.ping', timeout: timeoutMs / 1000 }]),
+        body: JSON.stringify([{ client: 'local', tgt: '*', fun: 'test.ping', timeout: secondsFromMs(timeoutMs) }]),
         signal: AbortSignal.timeout(timeoutMs + 10_000),
       })
       const body = (await response.json()) as { return?: Array<Record<string, unknown>> }
@@ -156,6 +157,6 @@ export class ApiProbe {
     const stats = (await (await fetch(`${this.#url}/stats`, { headers: { 'x-auth-token': this.#token } })).json()) as { 'Brine API'?: { Events?: { dropped?: number } } }
     const events = counts.reduce((sum, value) => sum + value, 0)
     const round = (v: number): number => Math.round(v)
-    return { readers, durationMs: round(durationMs), events, eventsPerSec: round((events * 1000) / durationMs), perReaderEventsPerSec: round((events * 1000) / durationMs / Math.max(1, readers)), dropped: stats['Brine API']?.Events?.dropped ?? 0 }
+    return { readers, durationMs: round(durationMs), events, eventsPerSec: round(events / secondsFromMs(durationMs)), perReaderEventsPerSec: round(events / secondsFromMs(durationMs) / Math.max(1, readers)), dropped: stats['Brine API']?.Events?.dropped ?? 0 }
   }
 }

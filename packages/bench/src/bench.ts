@@ -1,7 +1,7 @@
 import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
-import { JOB_TAG_PREFIX, parseJobReturnTag } from '@brine/common'
+import { JOB_TAG_PREFIX, parseJobReturnTag, secondsFromMs } from '@brine/common'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -441,8 +441,8 @@ async function measureJobs(
     jobs: throughputJids.length,
     window: settings.window,
     durationMs: round(durationMs),
-    jobsPerSec: round((throughputJids.length * 1000) / durationMs),
-    returnsPerSec: round((counts.stored * 1000) / durationMs),
+    jobsPerSec: round(throughputJids.length / secondsFromMs(durationMs)),
+    returnsPerSec: round(counts.stored / secondsFromMs(durationMs)),
     jobMs: stats(jobMs),
   }
 }
@@ -487,7 +487,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       nodeArgs: hooks.nodeArgs,
       readyTimeoutMs: settings.connectTimeoutMs,
       // The bench measures the transport, not find_job rounds: give slow large-N returns time.
-      masterConfig: { ...LOOPBACK_FLEET, timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10, ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)) },
+      masterConfig: { ...LOOPBACK_FLEET, timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)), gather_job_timeout: 10, ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)) },
     })
     hooks.onFleet?.(fleet, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
@@ -580,7 +580,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       ...counts,
       jobs: settings.overloadJobs,
       durationMs: round(burstMs),
-      returnsPerSec: round((counts.stored * 1000) / burstMs),
+      returnsPerSec: round(counts.stored / secondsFromMs(burstMs)),
       masterPeakRssBytes: peak,
       masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
       busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
@@ -642,7 +642,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
   try {
     phase('connect')
     const launched = performance.now()
-    top = await Fleet.start({ ...common, minions: [], masterConfig: { ...LOOPBACK_FLEET, order_masters: true, timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10 } })
+    top = await Fleet.start({ ...common, minions: [], masterConfig: { ...LOOPBACK_FLEET, order_masters: true, timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)), gather_job_timeout: 10 } })
     fleets.push(top)
     hooks.onFleet?.(top, true)
     result.connect.masterReadyMs = round(performance.now() - launched)

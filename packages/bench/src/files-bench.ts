@@ -8,6 +8,7 @@ import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/cli
 import { Fleet, rssBytes, type TransportName } from '@brine/testkit'
 import { LOOPBACK_FLEET, ReturnCounter, machineInfo, waitGone, type BenchResult } from './bench.js'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
+import { secondsFromMs } from '@brine/common'
 
 /** The file every minion copies: `salt://bench/1mb.bin` under the master's file_roots. */
 export const BENCH_FILE_URL = 'salt://bench/1mb.bin'
@@ -140,7 +141,7 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
       transports: [settings.transport],
       logLevel: hooks.logLevel ?? 'warning',
       readyTimeoutMs: settings.timeoutMs,
-      masterConfig: { ...LOOPBACK_FLEET, file_roots: { base: [roots] }, timeout: Math.ceil(settings.timeoutMs / 1000), gather_job_timeout: 10 },
+      masterConfig: { ...LOOPBACK_FLEET, file_roots: { base: [roots] }, timeout: Math.ceil(secondsFromMs(settings.timeoutMs)), gather_job_timeout: 10 },
     })
     hooks.onFleet?.(fleet, true)
     const from = fleet.startEventCount
@@ -188,8 +189,8 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
         intact,
         lostOrCorrupt: jobs - intact,
         durationMs: round(durationMs),
-        filesPerSec: round((intact * 1000) / durationMs),
-        mibPerSec: round((((intact * settings.fileBytes) / (1024 * 1024)) * 1000) / durationMs),
+        filesPerSec: round(intact / secondsFromMs(durationMs)),
+        mibPerSec: round((intact * settings.fileBytes) / (1024 * 1024) / secondsFromMs(durationMs)),
         served: {
           hashes: after.hashes - before.hashes,
           files_served: after.files_served - before.files_served,

@@ -8,7 +8,8 @@
  * command has `--versions-report`.
  */
 export { runBrine, parseBrineArgs, describeClientError, type BrineArgs, type BrineDeps, type CliJob, type JobClient } from './commands/brine.js'
-export { addBatchOptions, planBatch, readBatchFlags, runBatchMode, type BatchFlags, type BatchPlan, type BatchView } from './commands/brine-batch.js'
+export { planBatch, runBatchMode, type BatchPlan, type BatchView } from './commands/brine-batch.js'
+export { addBatchOptions, readBatchFlags, type BatchFlags } from './commands/batch-flags.js'
 export { LiveLine } from './live-line.js'
 export { runKey, parseKeyArgs, KEY_DIRS, type KeyArgs, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
 export { runDaemon, runMaster, runMinion, runSyndic, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps, type LoadedDaemonConfig } from './commands/daemon.js'

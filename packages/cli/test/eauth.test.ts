@@ -5,6 +5,8 @@ import { stringify } from 'yaml'
 // Tests only: a real master in-process.
 import { Master } from '../../master/src/index.js'
 import { cleanups, masterConfig, runCleanups, tempDir } from '../../master/test/helpers.js'
+import { loadConfig } from '@brine/common'
+import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { parseBrineArgs } from '../src/commands/brine.js'
 import { resolveCredentials } from '../src/commands/eauth.js'
 import { cliLogger } from '../src/io.js'
@@ -37,15 +39,18 @@ describe("brine's eauth flags", () => {
     await writeFile(join(configDir, 'master'), stringify({ ...opts, root_dir: '/' }))
     const io = memoryIO()
     const logger = cliLogger('quiet', io, 'brine')
-    await expect(resolveCredentials({ eauth: 'file', makeToken: false }, configDir, io, logger)).rejects.toThrow('-a file needs --username and --password when stdin is not a terminal')
-    expect(await resolveCredentials({ eauth: 'file', makeToken: false, username: 'alice', password: 'wonder' }, configDir, io, logger)).toEqual({ eauth: 'file', username: 'alice', password: 'wonder' })
-    // No -a: the root key is readable, so it is used (undefined).
-    expect(await resolveCredentials({ makeToken: false }, configDir, io, logger)).toBeUndefined()
-    const made = await resolveCredentials({ eauth: 'file', makeToken: true, username: 'alice', password: 'wonder' }, configDir, io, logger)
-    expect(made).toEqual({ token: (await readFile(tokenFile, 'utf8')).trim() })
+    // The config as brine reads it, once, and hands to resolveCredentials.
+    const loaded = async (): Promise<Parameters<typeof resolveCredentials>[1]> => (await loadConfig('master', { configDir, logger })).opts
+    const config = await loaded()
+    await expect(resolveCredentials({ eauth: 'file', makeToken: false }, config, io, logger)).rejects.toThrow('-a file needs --username and --password when stdin is not a terminal')
+    expect(await resolveCredentials({ eauth: 'file', makeToken: false, username: 'alice', password: 'wonder' }, config, io, logger)).toEqual({ credentials: { eauth: 'file', username: 'alice', password: 'wonder' } })
+    // No -a: the root key is readable, so it is used, as read here (the client does not read it again).
+    expect(await resolveCredentials({ makeToken: false }, config, io, logger)).toEqual({ rootKey: await readRootKey(rootKeyPath(config.cachedir)) })
+    const made = await resolveCredentials({ eauth: 'file', makeToken: true, username: 'alice', password: 'wonder' }, config, io, logger)
+    expect(made).toEqual({ credentials: { token: (await readFile(tokenFile, 'utf8')).trim() } })
     expect((await stat(tokenFile)).mode & 0o777).toBe(0o600)
     // A root key this user cannot use (here: another cachedir without one) falls back to the saved token.
     await writeFile(join(configDir, 'master'), stringify({ ...opts, root_dir: '/', cachedir: join(dir, 'elsewhere') }))
-    expect(await resolveCredentials({ makeToken: false }, configDir, io, logger)).toEqual(made)
+    expect(await resolveCredentials({ makeToken: false }, await loaded(), io, logger)).toEqual(made)
   })
 })

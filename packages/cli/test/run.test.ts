@@ -113,6 +113,13 @@ describe('brine-run', () => {
     expect(lines.map((line) => line.tag)).toEqual([expect.stringMatching(/^salt\/run\/\d{20}\/new$/), expect.stringMatching(/^salt\/run\/\d{20}\/ret$/)])
     expect(lines[1]!.data).toMatchObject({ fun: 'runner.manage.status', return: { up: [], down: ['web1'] }, success: true })
 
+    // salt-run's progress: each event as {suffix, event} through the outputter, in order, then the return.
+    const stream = memoryIO()
+    expect(await runRun(['-c', configDir, 'test.stream', '--out', 'json', '--out-indent', '-1'], stream)).toBe(0)
+    const streamed = stream.out().trimEnd().split('\n').map((line) => JSON.parse(line) as { suffix?: string; event?: { message?: string } } | boolean)
+    expect(streamed.slice(0, 99)).toEqual(Array.from({ length: 99 }, (_, index) => ({ suffix: 'progress', event: { message: `Runner is ${index + 1}% done`, _stamp: expect.any(String) } })))
+    expect(streamed.slice(99)).toEqual([true])
+
     // Pretty form: `<tag>\t<json>`; Ctrl-C (the signal) ends it with exit 0.
     const controller = new AbortController()
     const pretty = watchedIO(/listening for events/)
@@ -129,6 +136,26 @@ describe('brine-run', () => {
     controller.abort()
     expect(await deadline(prettyRun, 10_000, 'event.listen to stop on the signal')).toBe(0)
     expect(pretty.io.out()).toMatch(/^salt\/key\t\{"act": "delete", "id": "web1", "result": true, "_stamp": "[^"]+"\}\nsalt\/key\t\{"act": "accept", "id": "web2", /)
+  })
+
+  it('runs a runner without progress lines when the bus cannot be reached', async () => {
+    const runner = fakeRunner({ return: true })
+    let followed = 0
+    const io = memoryIO()
+    const withFollow: RunnerLike = {
+      ...runner,
+      cmdFull: runner.cmdFull.bind(runner),
+      async cmdFollowed() {
+        followed++
+        return { jid: '20260101000000000001', return: false, success: true }
+      },
+    }
+    const unreachable = async (): Promise<never> => {
+      throw new Error('no bus here')
+    }
+    expect(await runRun(['test.stream'], io, { createRunner: () => withFollow, createEvents: unreachable })).toBe(0)
+    expect([followed, runner.calls]).toEqual([0, [['test.stream', [], {}]]])
+    expect(io.out()).toBe('True\n')
   })
 
   it('says clearly when the event bus cannot be reached (exit 1)', async () => {

@@ -148,41 +148,48 @@ class Inbox {
   }
 }
 
-/**
- * Salt's batch mode (`salt/cli/batch.py`), over the one return collector: pings the target and keeps
- * the minions that answer (the others are reported and get no job); then keeps at most `batch` of them
- * running at once, each batch published as a new job (a new jid, a list target) as soon as slots are
- * free, a slot freeing when its minion returns (or, after `timeout` and find_job, is found missing) and
- * `batchWait` ms later. It never hangs on an offline minion: every wait is the collector's bounded one.
- * With `failhard` it stops at the first failure; the jobs already sent keep running on their minions.
- */
-export async function* runBatch(host: BatchHost, tgt: Tgt, fun: string, arg: readonly unknown[], options: BatchOptions = {}): AsyncGenerator<BatchEvent> {
-  const size = parseBatchSize(options.batch ?? '10%')
-  const { signal } = options
-  const aborted = (): boolean => signal?.aborted === true
-  const batchWait = options.batchWait ?? 0
-  const wait: WaitOptions = {}
-  if (options.timeout !== undefined) wait.timeout = options.timeout
-  if (options.gatherJobTimeout !== undefined) wait.gatherJobTimeout = options.gatherJobTimeout
-  const publishOptions = (tgtType: TargetType): BatchJobOptions => {
+/** How the run publishes its jobs and waits for their returns, from the batch options. */
+class BatchPublisher {
+  readonly wait: WaitOptions = {}
+  readonly #host: BatchHost
+  readonly #options: BatchOptions
+
+  constructor(host: BatchHost, options: BatchOptions) {
+    this.#host = host
+    this.#options = options
+    if (options.timeout !== undefined) this.wait.timeout = options.timeout
+    if (options.gatherJobTimeout !== undefined) this.wait.gatherJobTimeout = options.gatherJobTimeout
+  }
+
+  /** The ping's publish options: the target's type. */
+  pingOptions(tgtType: TargetType): BatchJobOptions {
     const out: BatchJobOptions = { tgtType }
-    if (options.timeout !== undefined) out.timeout = options.timeout
-    if (signal !== undefined) out.signal = signal
+    if (this.#options.timeout !== undefined) out.timeout = this.#options.timeout
+    if (this.#options.signal !== undefined) out.signal = this.#options.signal
     return out
   }
+
+  /** Each batch's publish options: a list target, with the job's kwarg and returners. */
+  batchOptions(): BatchJobOptions {
+    const out = this.pingOptions('list')
+    if (this.#options.kwarg !== undefined) out.kwarg = this.#options.kwarg
+    if (this.#options.ret !== undefined) out.ret = this.#options.ret
+    return out
+  }
+
   /** Publishes, or undefined when the run was aborted meanwhile. */
-  const publish = async (target: Tgt, name: string, args: readonly unknown[], jobOptions: BatchJobOptions): Promise<BatchJob | undefined> => {
+  async publish(target: Tgt, fun: string, args: readonly unknown[], jobOptions: BatchJobOptions): Promise<BatchJob | undefined> {
     try {
-      return await host.runJob(target, name, args, jobOptions)
+      return await this.#host.runJob(target, fun, args, jobOptions)
     } catch (error) {
-      if (aborted()) return undefined
+      if (this.#options.signal?.aborted === true) return undefined
       throw error
     }
   }
+}
 
-  // The ping pre-pass: who answers gets the job.
-  const ping = options.ping ?? (await publish(tgt, 'test.ping', [], publishOptions(options.tgtType ?? 'glob')))
-  if (ping === undefined) return
+/** The ping pre-pass's outcome: who answered (sorted) and who did not. */
+async function pingOutcome(ping: BatchJob, wait: WaitOptions, signal: AbortSignal | undefined): Promise<{ up: string[]; down: string[] }> {
   const up = new Set<string>()
   const down: string[] = []
   try {
@@ -193,109 +200,177 @@ export async function* runBatch(host: BatchHost, tgt: Tgt, fun: string, arg: rea
   } finally {
     await ping.close()
   }
-  if (aborted()) return
-  const ready = [...up].sort()
-  const count = batchSizeFor(size, ready.length)
-  yield { type: 'ping', jid: ping.jid, minions: [...ping.minions], up: ready, down: down.sort(), size: count }
-  if (ready.length === 0) return
+  return { up: [...up].sort(), down: down.sort() }
+}
 
-  const jobOptions = publishOptions('list')
-  if (options.kwarg !== undefined) jobOptions.kwarg = options.kwarg
-  if (options.ret !== undefined) jobOptions.ret = options.ret
-  const inbox = new Inbox()
+/**
+ * Salt's batch mode (`salt/cli/batch.py`), over the one return collector: pings the target and keeps
+ * the minions that answer (the others are reported and get no job); then keeps at most `batch` of them
+ * running at once, each batch published as a new job (a new jid, a list target) as soon as slots are
+ * free, a slot freeing when its minion returns (or, after `timeout` and find_job, is found missing) and
+ * `batchWait` ms later. It never hangs on an offline minion: every wait is the collector's bounded one.
+ * With `failhard` it stops at the first failure; the jobs already sent keep running on their minions.
+ */
+export async function* runBatch(host: BatchHost, tgt: Tgt, fun: string, arg: readonly unknown[], options: BatchOptions = {}): AsyncGenerator<BatchEvent> {
+  const size = parseBatchSize(options.batch ?? '10%')
+  const publisher = new BatchPublisher(host, options)
+  // The ping pre-pass: who answers gets the job.
+  const ping = options.ping ?? (await publisher.publish(tgt, 'test.ping', [], publisher.pingOptions(options.tgtType ?? 'glob')))
+  if (ping === undefined) return
+  const { up, down } = await pingOutcome(ping, publisher.wait, options.signal)
+  if (options.signal?.aborted === true) return
+  const count = batchSizeFor(size, up.length)
+  yield { type: 'ping', jid: ping.jid, minions: [...ping.minions], up, down, size: count }
+  if (up.length === 0) return
+  yield* new BatchRun(publisher, { fun, arg, ready: up, count, options }).run()
+}
+
+type Step = 'go on' | 'stop'
+
+/** The batches after the ping: slots, jobs in flight, their returns, and failhard. */
+class BatchRun {
+  readonly #publisher: BatchPublisher
+  readonly #fun: string
+  readonly #arg: readonly unknown[]
+  /** The minions that answered the ping, in the order they are sent their job. */
+  readonly #ready: readonly string[]
+  /** Minions at a time. */
+  readonly #count: number
+  readonly #options: BatchOptions
+  readonly #jobOptions: BatchJobOptions
+  readonly #inbox = new Inbox()
   /** Jobs whose returns are being read, each with the switch that ends its reading. */
-  const jobs = new Map<string, { job: BatchJob; stop: AbortController }>()
+  readonly #jobs = new Map<string, { job: BatchJob; stop: AbortController }>()
   /** Minions running their batch's job: id → jid. */
-  const running = new Map<string, string>()
+  readonly #running = new Map<string, string>()
   /** When each slot held back by `batchWait` frees, ascending. */
-  const cooling: number[] = []
-  let next = 0
-  let done = 0
-  const progress = (): BatchProgress => ({ done, running: running.size, waiting: ready.length - next })
-  const finish = (id: string): void => {
-    running.delete(id)
-    done++
-    if (batchWait > 0) cooling.push(Date.now() + batchWait)
+  readonly #cooling: number[] = []
+  /** How many of `ready` were sent their job. */
+  #next = 0
+  #done = 0
+
+  constructor(publisher: BatchPublisher, run: { fun: string; arg: readonly unknown[]; ready: readonly string[]; count: number; options: BatchOptions }) {
+    this.#publisher = publisher
+    this.#fun = run.fun
+    this.#arg = run.arg
+    this.#ready = run.ready
+    this.#count = run.count
+    this.#options = run.options
+    this.#jobOptions = publisher.batchOptions()
   }
-  const read = (job: BatchJob, stop: AbortController): void => {
+
+  async *run(): AsyncGenerator<BatchEvent> {
+    const { signal } = this.#options
+    const stopAll = (): void => this.#stopAll()
+    signal?.addEventListener('abort', stopAll, { once: true })
+    try {
+      for (;;) {
+        const slots = this.#freeSlots()
+        const step = slots > 0 && this.#next < this.#ready.length ? yield* this.#publishBatch(slots) : yield* this.#awaitArrival()
+        if (step === 'stop') return
+      }
+    } finally {
+      signal?.removeEventListener('abort', stopAll)
+      this.#stopAll()
+      await Promise.all([...this.#jobs.values()].map(({ job }) => job.close()))
+    }
+  }
+
+  #freeSlots(): number {
+    const now = Date.now()
+    while (this.#cooling.length > 0 && this.#cooling[0]! <= now) this.#cooling.shift()
+    return this.#count - this.#running.size - this.#cooling.length
+  }
+
+  /** The next batch into the free slots, published and read. */
+  async *#publishBatch(slots: number): AsyncGenerator<BatchEvent, Step> {
+    const ids = this.#ready.slice(this.#next, this.#next + slots)
+    this.#next += ids.length
+    const job = await this.#publisher.publish(ids, this.#fun, this.#arg, this.#jobOptions)
+    if (job === undefined) return 'stop'
+    const stop = new AbortController()
+    this.#jobs.set(job.jid, { job, stop })
+    for (const id of ids) this.#running.set(id, job.jid)
+    yield { type: 'batch', jid: job.jid, minions: ids, progress: this.#progress() }
+    this.#read(job, stop)
+    // A minion the master no longer expects (its key went away since the ping) gets no job.
+    const expected = new Set(job.minions)
+    return yield* this.#reportMissing(ids.filter((id) => !expected.has(id)), job.jid)
+  }
+
+  /** A return, a reader's end, or the next slot `batchWait` releases while minions still wait for one. */
+  async *#awaitArrival(): AsyncGenerator<BatchEvent, Step> {
+    if (this.#running.size === 0 && this.#next >= this.#ready.length) return 'stop'
+    const until = this.#next < this.#ready.length && this.#cooling.length > 0 ? this.#cooling[0] : undefined
+    const arrival = await this.#inbox.next(until, this.#options.signal)
+    if (arrival === 'aborted') return 'stop'
+    if (arrival === 'timeout') return 'go on'
+    if (arrival.kind === 'end') return yield* this.#readerEnded(arrival.jid, arrival.error)
+    const { item } = arrival
+    if (this.#running.get(item.id) !== arrival.jid) {
+      // A return from a minion this batch did not name (a syndic's): shown, but it holds no slot.
+      if (item.status === 'returned') yield { type: 'return', item, progress: this.#progress() }
+      return 'go on'
+    }
+    this.#finish(item.id)
+    yield { type: 'return', item, progress: this.#progress() }
+    if (this.#options.failhard === true && failedReturn(item)) {
+      yield this.#stopped(item.id, item.jid)
+      return 'stop'
+    }
+    return 'go on'
+  }
+
+  async *#readerEnded(jid: string, error: unknown): AsyncGenerator<BatchEvent, Step> {
+    const entry = this.#jobs.get(jid)
+    this.#jobs.delete(jid)
+    await entry?.job.close()
+    if (error !== undefined && this.#options.signal?.aborted !== true) throw error
+    // The collector accounts for every minion; should a reader end early all the same, its minions are missing, not waited for.
+    const left = [...this.#running].filter(([, running]) => running === jid).map(([id]) => id)
+    return yield* this.#reportMissing(left, jid)
+  }
+
+  /** Reports `ids` of job `jid` as not returning; 'stop' when `failhard` ends the run on them. */
+  *#reportMissing(ids: readonly string[], jid: string): Generator<BatchEvent, Step> {
+    for (const id of ids) {
+      this.#finish(id)
+      yield { type: 'return', item: { id, status: 'missing', jid }, progress: this.#progress() }
+      if (this.#options.failhard === true) {
+        yield this.#stopped(id, jid)
+        return 'stop'
+      }
+    }
+    return 'go on'
+  }
+
+  #read(job: BatchJob, stop: AbortController): void {
     void (async () => {
       try {
-        for await (const item of job.returns({ ...wait, signal: stop.signal })) inbox.push({ kind: 'item', jid: job.jid, item })
-        inbox.push({ kind: 'end', jid: job.jid })
+        for await (const item of job.returns({ ...this.#publisher.wait, signal: stop.signal })) this.#inbox.push({ kind: 'item', jid: job.jid, item })
+        this.#inbox.push({ kind: 'end', jid: job.jid })
       } catch (error) {
-        inbox.push({ kind: 'end', jid: job.jid, error })
+        this.#inbox.push({ kind: 'end', jid: job.jid, error })
       }
     })()
   }
-  const stopped = (id: string, jid: string): BatchEvent => ({ type: 'failhard', id, jid, running: [...running.keys()].sort(), unsent: ready.slice(next) })
-  /** Reports `ids` of job `jid` as not returning; true when `failhard` ends the run on them. */
-  function* reportMissing(ids: readonly string[], jid: string): Generator<BatchEvent, boolean> {
-    for (const id of ids) {
-      finish(id)
-      yield { type: 'return', item: { id, status: 'missing', jid }, progress: progress() }
-      if (options.failhard === true) {
-        yield stopped(id, jid)
-        return true
-      }
-    }
-    return false
+
+  #finish(id: string): void {
+    this.#running.delete(id)
+    this.#done++
+    const batchWait = this.#options.batchWait ?? 0
+    if (batchWait > 0) this.#cooling.push(Date.now() + batchWait)
   }
-  const stopAll = (): void => {
-    for (const { stop } of jobs.values()) stop.abort()
+
+  #progress(): BatchProgress {
+    return { done: this.#done, running: this.#running.size, waiting: this.#ready.length - this.#next }
   }
-  signal?.addEventListener('abort', stopAll, { once: true })
-  try {
-    for (;;) {
-      const now = Date.now()
-      while (cooling.length > 0 && cooling[0]! <= now) cooling.shift()
-      const slots = count - running.size - cooling.length
-      if (slots > 0 && next < ready.length) {
-        const ids = ready.slice(next, next + slots)
-        next += ids.length
-        const job = await publish(ids, fun, arg, jobOptions)
-        if (job === undefined) return
-        const stop = new AbortController()
-        jobs.set(job.jid, { job, stop })
-        for (const id of ids) running.set(id, job.jid)
-        yield { type: 'batch', jid: job.jid, minions: ids, progress: progress() }
-        read(job, stop)
-        // A minion the master no longer expects (its key went away since the ping) gets no job.
-        const expected = new Set(job.minions)
-        if (yield* reportMissing(ids.filter((id) => !expected.has(id)), job.jid)) return
-        continue
-      }
-      if (running.size === 0 && next >= ready.length) return
-      // Wake for a return, or for the next slot `batchWait` releases while minions still wait for one.
-      const until = next < ready.length && cooling.length > 0 ? cooling[0] : undefined
-      const arrival = await inbox.next(until, signal)
-      if (arrival === 'aborted') return
-      if (arrival === 'timeout') continue
-      if (arrival.kind === 'end') {
-        const entry = jobs.get(arrival.jid)
-        jobs.delete(arrival.jid)
-        await entry?.job.close()
-        if (arrival.error !== undefined && !aborted()) throw arrival.error
-        // The collector accounts for every minion; should a reader end early all the same, its minions are missing, not waited for.
-        const left = [...running].filter(([, jid]) => jid === arrival.jid).map(([id]) => id)
-        if (yield* reportMissing(left, arrival.jid)) return
-        continue
-      }
-      const { item } = arrival
-      if (running.get(item.id) !== arrival.jid) {
-        // A return from a minion this batch did not name (a syndic's): shown, but it holds no slot.
-        if (item.status === 'returned') yield { type: 'return', item, progress: progress() }
-        continue
-      }
-      finish(item.id)
-      yield { type: 'return', item, progress: progress() }
-      if (options.failhard === true && failedReturn(item)) {
-        yield stopped(item.id, item.jid)
-        return
-      }
-    }
-  } finally {
-    signal?.removeEventListener('abort', stopAll)
-    stopAll()
-    await Promise.all([...jobs.values()].map(({ job }) => job.close()))
+
+  #stopped(id: string, jid: string): BatchEvent {
+    return { type: 'failhard', id, jid, running: [...this.#running.keys()].sort(), unsent: this.#ready.slice(this.#next) }
+  }
+
+  #stopAll(): void {
+    for (const { stop } of this.#jobs.values()) stop.abort()
   }
 }

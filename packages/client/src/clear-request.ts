@@ -35,6 +35,8 @@ export interface MasterClientOptions {
   configDir?: string
   /** An already loaded master config (skips reading `configDir`). */
   opts?: MasterConfig
+  /** The master's root key, already read (skips reading `<cachedir>/.root_key`); ignored with `credentials`. */
+  rootKey?: string
   logger?: Logger
   /** How long one request to the master may take, ms (default 15000). */
   requestTimeout?: number
@@ -105,7 +107,7 @@ export class ClearRequester {
   async #open(): Promise<ClearConnection> {
     const opts = this.options.opts ?? (await loadConfig('master', { configDir: this.options.configDir, logger: this.logger })).opts
     // RootKeyError already says "run as the master's user" when the file cannot be read.
-    const key = this.options.credentials === undefined ? await readRootKey(rootKeyPath(opts.cachedir)) : undefined
+    const key = this.options.credentials === undefined ? (this.options.rootKey ?? (await readRootKey(rootKeyPath(opts.cachedir)))) : undefined
     const transport = await loadTransport(opts.transport)
     const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)

@@ -2,7 +2,10 @@ import { userInfo } from 'node:os'
 import type { Logger, RequestClient } from '@brine/transport'
 import {
   jobEventJid,
+  parsePublishReply,
+  secondsFromMs,
   storedReturnsOfListJob,
+  unwrapOutputter,
   timeoutsFromConfig,
   type JobSource,
   type MasterConfig,
@@ -182,7 +185,7 @@ export class LocalClient implements AsyncDisposable {
       ret: options.ret ?? '',
       user: currentUser(),
       // The publish load carries Salt's seconds.
-      timeout: timeout / 1000,
+      timeout: secondsFromMs(timeout),
     }
     if (options.jid !== undefined) load.jid = options.jid
     const requestOptions: ClearRequestOptions = {}
@@ -337,27 +340,14 @@ function toMinionReturn(item: Extract<CliReturn, { status: 'returned' }>): Minio
  * `{outputter, data}` when the first return named an outputter (Salt's shape).
  */
 export function unwrapLookup(value: unknown): { returns: Record<string, unknown>; out?: string } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { returns: {} }
-  const record = value as Record<string, unknown>
-  const data = record['data']
-  if (Object.keys(record).length === 2 && typeof record['outputter'] === 'string' && typeof data === 'object' && data !== null && !Array.isArray(data)) {
-    return { returns: data as Record<string, unknown>, out: record['outputter'] }
-  }
-  return { returns: record }
+  const { outputter, data } = unwrapOutputter(value)
+  if (outputter !== undefined && typeof data === 'object' && data !== null && !Array.isArray(data)) return { returns: data as Record<string, unknown>, out: outputter }
+  return { returns: typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {} }
 }
 
 
 function checkPublishReply(reply: unknown): PublishReply {
-  const value = reply as Partial<PublishReply> | null
-  if (typeof value !== 'object' || value === null || typeof value.jid !== 'string' || !Array.isArray(value.minions)) {
-    throw new PublishError(`the master answered the publish with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
-  }
-  const checked: PublishReply = { jid: value.jid, minions: value.minions.map(String) }
-  const syndics = (value as { syndics?: unknown }).syndics
-  if (typeof syndics === 'object' && syndics !== null && !Array.isArray(syndics)) {
-    checked.syndics = Object.fromEntries(Object.entries(syndics as Record<string, unknown>).map(([id, minions]) => [id, Array.isArray(minions) ? minions.map(String) : []]))
-  }
-  const missing = (value as { missing?: unknown }).missing
-  if (Array.isArray(missing) && missing.length > 0) checked.missing = missing.map(String)
+  const checked = parsePublishReply(reply)
+  if (checked === undefined) throw new PublishError(`the master answered the publish with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
   return checked
 }

@@ -1,6 +1,7 @@
-import { timeoutsFromConfig } from '@brine/common'
+import { BUS_DROPPED_TAG, msFromSeconds, tags, timeoutsFromConfig, type BusEvent } from '@brine/common'
 import { ClearRequester, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { RunnerError } from './errors.js'
+import type { IterOptions } from './master-event.js'
 import { currentUser } from './local-client.js'
 
 /** What a runner call answered: its jid, Salt's return, and whether the runner succeeded. */
@@ -23,6 +24,16 @@ export interface RunnerCallOptions {
 export interface AsyncResult {
   tag: string
   jid: string
+}
+
+/** What {@link RunnerClient.cmdFollowed} reads the run's events from: the master's bus (a MasterEvent). */
+export interface RunEventSource {
+  iter(options: IterOptions): AsyncIterable<BusEvent>
+}
+
+export interface FollowedCallOptions extends RunnerCallOptions {
+  /** Each `salt/run/<jid>/progress` event's data, as it fires. */
+  onProgress: (data: Record<string, unknown>) => void
 }
 
 /** Extra time the request may take beyond the runner's own wait for minions, ms. */
@@ -52,27 +63,61 @@ export class RunnerClient implements AsyncDisposable {
 
   /** Runs `fun` and returns `{jid, return, success}`. */
   async cmdFull(fun: string, arg: readonly unknown[] = [], kwarg: Record<string, unknown> = {}, options: RunnerCallOptions = {}): Promise<RunnerResult> {
-    const { opts } = await this.#requester.connect()
-    // The runner may wait `timeout` seconds for minions, then a find_job round of `gather_job_timeout` (kwargs,
-    // else config): the request must outlive that, and must not be retried (a second manage.down removekeys=True
-    // is a second run).
-    const timeouts = timeoutsFromConfig(opts)
-    const seconds = (name: string, fallbackMs: number): number => {
-      const value = kwarg[name] === undefined ? undefined : Number(kwarg[name])
-      return value !== undefined && Number.isFinite(value) && value >= 0 ? value * 1000 : fallbackMs
+    // The request must not be retried (a second manage.down removekeys=True is a second run).
+    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal; credentials?: ClientCredentials; origin?: RequestOrigin } = {
+      timeout: await this.#waitMs(kwarg),
+      tries: 1,
     }
-    const waitMs = seconds('timeout', timeouts.timeoutMs) + seconds('gather_job_timeout', timeouts.gatherJobTimeoutMs)
-    const requestTimeout = Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)
-    const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser() }
-    const sendOptions: { timeout: number; tries: number; signal?: AbortSignal; credentials?: ClientCredentials; origin?: RequestOrigin } = { timeout: requestTimeout, tries: 1 }
     if (options.signal !== undefined) sendOptions.signal = options.signal
     if (options.credentials !== undefined) sendOptions.credentials = options.credentials
     if (options.origin !== undefined) sendOptions.origin = options.origin
+    const load = { cmd: 'runner', fun, arg: [...arg], kwarg, user: currentUser() }
     const reply = (await this.#requester.request(load, sendOptions, RunnerError)) as Partial<RunnerResult> | null
     if (typeof reply !== 'object' || reply === null || typeof reply.jid !== 'string' || !('return' in reply)) {
       throw new RunnerError(`the master answered runner ${fun} with ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, return}`, { fun })
     }
     return { jid: reply.jid, return: reply.return, success: reply.success !== false }
+  }
+
+  /**
+   * Runs `fun` as Salt's `salt-run` does: its `salt/run/<jid>/progress` events reach `onProgress` as
+   * they fire, then it resolves with the run's return (`salt/run/<jid>/ret`). `events` must be this
+   * master's bus, connected; the wait for the return is bounded as {@link cmdFull}'s request is.
+   */
+  async cmdFollowed(fun: string, arg: readonly unknown[], kwarg: Record<string, unknown>, events: RunEventSource, options: FollowedCallOptions): Promise<RunnerResult> {
+    const waitMs = await this.#waitMs(kwarg)
+    const controller = new AbortController()
+    const signals = options.signal === undefined ? [controller.signal] : [controller.signal, options.signal]
+    // Subscribed before the call, so no event of the run can fire before this reader exists; told when the
+    // master had to drop events for it, since the return may be among them.
+    const runs = events.iter({ match: `^salt/run/|^${BUS_DROPPED_TAG}$`, matchType: 'regex', signal: AbortSignal.any(signals) })
+    const callOptions: RunnerCallOptions = { ...options }
+    const timer = setTimeout(() => controller.abort(), waitMs)
+    try {
+      const { jid } = await this.cmdAsync(fun, arg, kwarg, callOptions)
+      for await (const { tag, data } of runs) {
+        if (tag === tags.runProgress(jid)) options.onProgress(data)
+        else if (tag === tags.runReturn(jid)) return { jid, return: data['return'], success: data['success'] !== false }
+        else if (tag === BUS_DROPPED_TAG) throw new RunnerError(`the master's event bus dropped ${String(data['count'])} events for this reader while runner ${fun} (jid ${jid}) ran; its return may be among them`, { fun })
+      }
+      options.signal?.throwIfAborted()
+      throw new RunnerError(`runner ${fun} (jid ${jid}) did not return within ${waitMs} ms`, { fun })
+    } finally {
+      clearTimeout(timer)
+      controller.abort()
+    }
+  }
+
+  /** How long a call may wait: the runner's own wait for minions (`timeout`, then a find_job round), and a margin. */
+  async #waitMs(kwarg: Record<string, unknown>): Promise<number> {
+    const { opts } = await this.#requester.connect()
+    const timeouts = timeoutsFromConfig(opts)
+    const seconds = (name: string, fallbackMs: number): number => {
+      const value = kwarg[name] === undefined ? undefined : Number(kwarg[name])
+      return value !== undefined && Number.isFinite(value) && value >= 0 ? msFromSeconds(value) : fallbackMs
+    }
+    const waitMs = seconds('timeout', timeouts.timeoutMs) + seconds('gather_job_timeout', timeouts.gatherJobTimeoutMs)
+    return Math.max(this.#requester.options.requestTimeout ?? REQUEST_MARGIN_MS, waitMs + REQUEST_MARGIN_MS)
   }
 
   /**

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { loadConfig, loadTransport, type PublishLoad } from '@brine/common'
+import { loadConfig, loadTransport, type MasterConfig, type PublishLoad } from '@brine/common'
 import { createRootKey, rootKeyPath, RootKeyError } from '@brine/crypt'
 import { deadline } from '@brine/transport-compliance'
 import type { RequestServer } from '@brine/transport'
@@ -25,6 +25,8 @@ type Runner = (load: { fun: string; arg: unknown[] }) => unknown
 
 interface StandIn {
   client: LocalClient
+  opts: MasterConfig
+  key: string
   publishes: Publish[]
   runs: Array<{ fun: string; arg: unknown[] }>
   bus: EventBus
@@ -72,7 +74,7 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
   })
   const client = new LocalClient({ opts })
   cleanups.push(() => client.close())
-  return { client, publishes, runs, bus }
+  return { client, opts, key, publishes, runs, bus }
 }
 
 async function collect(iterable: AsyncIterable<CliReturn>): Promise<CliReturn[]> {
@@ -94,6 +96,18 @@ describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
     expect(result).toEqual({ web1: true, db1: true })
     expect(publishes[0]).toMatchObject({ cmd: 'publish', tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: { a: 1 }, ret: '', timeout: 30 })
     expect(typeof publishes[0]?.user).toBe('string')
+  })
+
+  it('publishes with the root key it was given, without reading one from cachedir', async () => {
+    const { opts, key, publishes } = await standIn(transportName, () => ({ jid: nextJid(), minions: [] }))
+    const elsewhere = await mkdtemp(join(tmpdir(), 'brine-lc-nokey-'))
+    cleanups.push(() => rm(elsewhere, { recursive: true, force: true }))
+    // A cachedir with no .root_key: reading it would fail with RootKeyError.
+    const client = new LocalClient({ opts: { ...opts, cachedir: elsewhere }, rootKey: key })
+    cleanups.push(() => client.close())
+    expect(await deadline(client.cmdAsync('*', 'test.ping'), 10_000, 'the publish to be answered')).toBe('')
+    expect(publishes).toHaveLength(1)
+    expect(publishes[0]?.key).toBe(key)
   })
 
   it('cmdIter yields Salt-shaped returns; cmdAsync gives the jid, or "" when nothing matched', async () => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { generateJid } from '@brine/common'
+import { BUS_DROPPED_TAG, generateJid, type BusEvent } from '@brine/common'
 import { parsePublicKeys, parseSecretKeys, publicKeysOf, formatPublicKeys } from '@brine/crypt'
 // Tests only: a real master in-process (worker_threads: 0) and the master tests' config helpers.
 import { Master } from '../../master/src/index.js'
@@ -8,6 +8,7 @@ import { RunnerError, WheelError } from '../src/errors.js'
 import { RunnerClient } from '../src/runner-client.js'
 import { WheelClient } from '../src/wheel-client.js'
 import { LocalClient } from '../src/local-client.js'
+import { MasterEvent } from '../src/master-event.js'
 
 afterEach(runCleanups)
 
@@ -58,5 +59,31 @@ describe.each(['zeromq', 'tcp'])('RunnerClient and WheelClient against a real ma
     const local = new LocalClient({ opts: master.opts })
     cleanups.push(() => local.close())
     expect(await local.cmdAsync('*', 'test.ping')).toBe('')
+  })
+
+  it("runner, followed as salt-run does: progress events in order before the return; a failure's text; a refusal; dropped events said", async () => {
+    const master = await realMaster(transport)
+    const runner = new RunnerClient({ opts: master.opts })
+    cleanups.push(() => runner.close())
+    const events = new MasterEvent({ sockDir: master.opts.sock_dir })
+    cleanups.push(() => events.close())
+    await events.connect()
+    const seen: unknown[] = []
+    const onProgress = (data: Record<string, unknown>): void => void seen.push(data['message'])
+    const streamed = await runner.cmdFollowed('test.stream', [], {}, events, { onProgress })
+    expect(streamed).toEqual({ jid: expect.stringMatching(/^\d{20}$/), return: true, success: true })
+    expect(seen).toEqual(Array.from({ length: 99 }, (_, index) => `Runner is ${index + 1}% done`))
+    const failed = await runner.cmdFollowed('jobs.print_job', [], {}, events, { onProgress })
+    expect(failed.success).toBe(false)
+    expect(failed.return).toMatch(/^Exception occurred in runner jobs.print_job/)
+    await expect(runner.cmdFollowed('nope.nothing', [], {}, events, { onProgress })).rejects.toThrow(RunnerError)
+    // A bus that had to drop events for this reader may have dropped the return: said, not waited out.
+    const dropping = {
+      async *iter(): AsyncIterable<BusEvent> {
+        yield { tag: BUS_DROPPED_TAG, data: { count: 3 } }
+      },
+    }
+    await expect(runner.cmdFollowed('test.sleep', [0], {}, dropping, { onProgress })).rejects.toThrow(/dropped 3 events for this reader while runner test\.sleep \(jid \d{20}\) ran/)
+    expect(seen).toHaveLength(99)
   })
 })

@@ -1,5 +1,6 @@
 import { hostname, userInfo } from 'node:os'
 import type { LogLevel } from '@brine/transport'
+import { secondsFromMs } from './units.js'
 
 /** The daemons that read a config file; each reads `<configDir>/<role>`. */
 export type Role = 'master' | 'minion' | 'syndic'
@@ -87,7 +88,7 @@ export interface KeySpec {
  * The longest wait a Node timer can hold, in seconds (2^31 − 1 ms, about 24.8 days): a longer
  * `setTimeout` fires at once, so a time key beyond it would turn a wait into a busy loop.
  */
-export const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000)
+export const MAX_TIMER_SECONDS = Math.floor(secondsFromMs(2 ** 31 - 1))
 /** The same bound for keys Salt keeps in milliseconds (recon_default, recon_max). */
 export const MAX_TIMER_MS = 2 ** 31 - 1
 /** Bounds of max_frame_bytes: a frame must hold an `_auth` or a publish, and stay one allocation. */

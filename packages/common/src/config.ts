@@ -1,7 +1,7 @@
 import { readdir, readFile, readlink } from 'node:fs/promises'
 import { dirname, join, resolve, sep } from 'node:path'
-import { LineCounter, isMap, isScalar, parse as parseYaml, parseDocument } from 'yaml'
-import { iterTransportOpts, parseLogLevel, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
+import { LineCounter, isMap, isScalar, parseDocument } from 'yaml'
+import { iterTransportOpts, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
 import type { Logger } from '@brine/transport'
 import {
   BUILTIN_TRANSPORTS,
@@ -10,14 +10,15 @@ import {
   defaultsFor,
   keySpec,
   type ConfigFor,
-  type KeySpec,
   type Role,
   type TransportName,
 } from './config-schema.js'
+import { COMMAND_LINE, coerceValue, describeValue, isPlainObject } from './config-values.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
 import { checkMinionMasters, checkSyndicMasters } from './masters.js'
 import { SALT_YAML_OPTIONS } from './salt-yaml.js'
-import { registerBuiltinTransports } from './transports.js'
+
+export { coerceValue, MAX_PATH_BYTES, parseOverride, parseOverrides } from './config-values.js'
 
 export interface LoadConfigOptions {
   /** Directory holding `<role>` and `<role>.d/*.conf` (Salt's `-c`, default `/etc/brine`). */
@@ -60,7 +61,6 @@ const PATH_SEPARATOR = '\u0000'
 
 /** Salt reads its config files with the same loader as everything else (salt-yaml.ts): YAML 1.1 as PyYAML, plus Salt's changes. */
 const YAML_OPTIONS = SALT_YAML_OPTIONS
-const COMMAND_LINE = 'command line'
 
 interface ParsedFile {
   values: Record<string, unknown>
@@ -78,9 +78,9 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   const configDir = options.configDir ?? '/etc/brine'
   const logger = options.logger ?? silentLogger
   const problems = options.problems
-  /** Throws `error`, or records it when collecting every problem. */
   /** Keys whose value was left out because it was in error. */
   const dropped = new Set<string>()
+  /** Throws `error`, or records it when collecting every problem. */
   const report = (error: unknown): void => {
     if (problems === undefined || !(error instanceof ConfigError)) throw error
     problems.push(error)
@@ -90,7 +90,6 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
   const merged: Record<string, unknown> = {}
   /** Where each top-level key was last set, for cross-key errors. */
   const origins = new Map<string, ConfigSource>()
-  const files: string[] = []
   const apply = async (values: Record<string, unknown>, source: (path: readonly string[]) => ConfigSource): Promise<void> => {
     const checked = await checkValues(role, values, source, warnings, report)
     for (const [key, value] of Object.entries(checked)) {
@@ -106,23 +105,7 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
     }
   }
 
-  // Salt's syndic reads the master's config file (its keys sit beside the master's).
-  const file = role === 'syndic' ? 'master' : role
-  const mainFile = join(configDir, file)
-  const includeDir = join(configDir, `${file}.d`)
-  const includes = (await listDir(includeDir).catch((error: unknown) => (report(error), [] as string[]))).filter((name) => name.endsWith('.conf')).sort()
-  for (const file of [mainFile, ...includes.map((name) => join(includeDir, name))]) {
-    const text = await readOptional(file).catch((error: unknown) => report(error))
-    if (text === undefined) continue
-    files.push(file)
-    const parsed = parseConfigFile(text, file)
-    // A file that is not valid YAML is reported (every syntax error) and its values are not applied.
-    if (parsed.errors.length > 0) {
-      for (const error of parsed.errors) report(error)
-      continue
-    }
-    await apply(parsed.values, (path) => ({ file, line: parsed.lines.get(path.join(PATH_SEPARATOR)) }))
-  }
+  const files = await readConfigFiles(role, configDir, apply, report)
   if (options.overrides !== undefined) await apply(options.overrides, () => ({ file: COMMAND_LINE }))
 
   const opts: Record<string, unknown> = defaultsFor(role, configDir)
@@ -135,23 +118,9 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
     const cached = (await readOptional(join(configDir, 'minion_id')))?.trim()
     if (cached) opts.id = cached
   }
-  // A port left out for being invalid falls back to its default, which could only report a clash that is not there.
-  const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
-  if (role === 'master' && !portDropped) checkDistinctPorts(opts, origins, report)
-  // A key left out for being invalid has its default back, which could only report a clash that is not there.
-  if (role === 'minion' && !['master', 'master_type', 'master_finger'].some((key) => dropped.has(key))) {
-    for (const error of checkMinionMasters(opts, (key) => origins.get(key))) report(error)
-  }
-  if (role === 'syndic') {
-    if (!dropped.has('syndic_master')) for (const error of checkSyndicMasters(opts, (key) => origins.get(key))) report(error)
-    // The master's file names the master's log file and pidfile; the syndic has its own (Salt's syndic_log_file, syndic_pidfile).
-    for (const [key, own] of [['log_file', 'syndic_log_file'], ['pidfile', 'syndic_pidfile']] as const) {
-      opts[key] = opts[own]
-      const origin = origins.get(own)
-      if (origin === undefined) origins.delete(key)
-      else origins.set(key, origin)
-    }
-  }
+  checkAcrossKeys(role, opts, origins, dropped, report)
+  // The master's file names the master's log file and pidfile; the syndic has its own (Salt's syndic_log_file, syndic_pidfile).
+  if (role === 'syndic') useSyndicOwnFiles(opts, origins)
   prependRootDir(opts)
   checkResolvedPaths(opts, origins, report)
   // A daemon's audit log defaults to `audit` beside its log file (a library's Master, without it, keeps it under cachedir).
@@ -159,6 +128,58 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
 
   for (const warning of warnings) logger.warning(warning.message)
   return { opts: opts as ConfigFor<R>, warnings, files, sources: origins }
+}
+
+type ApplyValues = (values: Record<string, unknown>, source: (path: readonly string[]) => ConfigSource) => Promise<void>
+
+/**
+ * `<configDir>/<role>` then `<configDir>/<role>.d/*.conf` in sorted order, each applied; the files read.
+ * A file that is not valid YAML is reported (every syntax error) and its values are not applied.
+ */
+async function readConfigFiles(role: Role, configDir: string, apply: ApplyValues, report: (error: unknown) => void): Promise<string[]> {
+  // Salt's syndic reads the master's config file (its keys sit beside the master's).
+  const base = role === 'syndic' ? 'master' : role
+  const includeDir = join(configDir, `${base}.d`)
+  const includes = (await listDir(includeDir).catch((error: unknown) => (report(error), [] as string[]))).filter((name) => name.endsWith('.conf')).sort()
+  const files: string[] = []
+  for (const file of [join(configDir, base), ...includes.map((name) => join(includeDir, name))]) {
+    const text = await readOptional(file).catch((error: unknown) => report(error))
+    if (text === undefined) continue
+    files.push(file)
+    const parsed = parseConfigFile(text, file)
+    if (parsed.errors.length > 0) {
+      for (const error of parsed.errors) report(error)
+      continue
+    }
+    await apply(parsed.values, (path) => ({ file, line: parsed.lines.get(path.join(PATH_SEPARATOR)) }))
+  }
+  return files
+}
+
+/**
+ * Checks that span keys: distinct ports per transport (master), the minion's masters, the syndic's masters. A key
+ * left out for being invalid has its default back, which could only report a clash that is not there: its checks are skipped.
+ */
+function checkAcrossKeys(role: Role, opts: Record<string, unknown>, origins: Map<string, ConfigSource>, dropped: ReadonlySet<string>, report: (error: unknown) => void): void {
+  const originOf = (key: string): ConfigSource | undefined => origins.get(key)
+  if (role === 'master') {
+    const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
+    if (!portDropped) checkDistinctPorts(opts, origins, report)
+  } else if (role === 'minion') {
+    if (!['master', 'master_type', 'master_finger'].some((key) => dropped.has(key))) for (const error of checkMinionMasters(opts, originOf)) report(error)
+  } else if (!dropped.has('syndic_master')) {
+    for (const error of checkSyndicMasters(opts, originOf)) report(error)
+  }
+}
+
+/** The syndic's `log_file` and `pidfile` are its `syndic_log_file` and `syndic_pidfile`, with their origins. */
+function useSyndicOwnFiles(opts: Record<string, unknown>, origins: Map<string, ConfigSource>): void {
+  for (const [key, own] of [['log_file', 'syndic_log_file'], ['pidfile', 'syndic_pidfile']] as const) {
+    opts[key] = opts[own]
+    const origin = origins.get(own)
+    if (origin === undefined) origins.delete(key)
+    else origins.set(key, origin)
+  }
 }
 
 /** `audit` beside `log_file`, or under `<root_dir>/var/log/brine` when the log goes to syslog or nowhere. */
@@ -267,85 +288,6 @@ function unknownKeyWarning(key: string, where: ConfigSource, notForRole: Role | 
   return { key, file: where.file, line: where.line, message: `${formatSource(where)}: ${what}; ignored` }
 }
 
-/** Checks (and where harmless, coerces) one value against its spec; throws ConfigError naming key, file and line. */
-export function coerceValue(key: string, spec: KeySpec, value: unknown, where: ConfigSource): unknown {
-  const fail = (expected: string): never => {
-    throw new ConfigError(`${formatSource(where)}: ${key} must be ${expected}, got ${describeValue(value)}`, {
-      key,
-      file: where.file,
-      line: where.line,
-    })
-  }
-  const unit = spec.unit === undefined ? '' : ` (${spec.unit})`
-  switch (spec.kind) {
-    case 'string':
-    case 'nullable-string': {
-      if (value === null && spec.kind === 'nullable-string') return null
-      // Salt str()s scalars, so `id: 1234` is the id "1234".
-      const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value
-      if (typeof text !== 'string') return fail(spec.kind === 'string' ? 'a string' : 'a string or null')
-      if (spec.values !== undefined && !spec.values.includes(text)) return fail(`one of ${spec.values.join(', ')}`)
-      return text
-    }
-    case 'integer':
-    case 'number':
-    case 'port': {
-      const what = spec.kind === 'number' ? 'a number' : 'an integer'
-      const min = spec.min ?? (spec.kind === 'port' ? 0 : undefined)
-      const max = spec.max ?? (spec.kind === 'port' ? 65535 : undefined)
-      const range = min === undefined || max === undefined ? '' : ` from ${min} to ${max}`
-      const typed = typeof value === 'number' && (spec.kind === 'number' ? Number.isFinite(value) : Number.isInteger(value))
-      if (spec.kind === 'port') {
-        return typed && value >= (min ?? 0) && value <= (max ?? 65535) ? value : fail(`a port number (an integer${range})`)
-      }
-      // A value of the wrong type says what type; one out of range also says the range.
-      if (!typed) return fail(`${what}${unit}`)
-      if ((min !== undefined && value < min) || (max !== undefined && value > max)) return fail(`${what}${range}${unit}`)
-      return value
-    }
-    case 'path':
-      return checkPathValue(key, value, where, fail)
-    case 'boolean':
-      return typeof value === 'boolean' ? value : fail('true or false')
-    case 'map':
-      return isPlainObject(value) ? value : fail('a mapping')
-    case 'string-or-list':
-      if (typeof value === 'string') return value
-      return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a string or a list of strings')
-    case 'list':
-      return Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : fail('a list of strings')
-    case 'boolean-or-map':
-      return typeof value === 'boolean' || isPlainObject(value) ? value : fail('true, false or a mapping')
-    case 'map-list':
-      return Array.isArray(value) && value.every((item) => isPlainObject(item)) ? value : fail('a list of mappings')
-    case 'master-finger':
-      if (typeof value === 'string') return value
-      if (Array.isArray(value)) return value.every((item) => typeof item === 'string') ? value : fail('a fingerprint, a list of fingerprints or a mapping of master to fingerprint')
-      if (isPlainObject(value) && Object.values(value).every((item) => typeof item === 'string')) return value
-      return fail('a fingerprint, a list of fingerprints or a mapping of master to fingerprint')
-    case 'log-level':
-    case 'nullable-log-level':
-      if (value === null && spec.kind === 'nullable-log-level') return null
-      if (typeof value !== 'string') return fail(spec.kind === 'log-level' ? 'a log level' : 'a log level or null')
-      try {
-        return parseLogLevel(value)
-      } catch {
-        return fail('one of quiet, error, warning, info, debug, trace')
-      }
-    case 'transport':
-    case 'nullable-transport':
-      if (value === null && spec.kind === 'nullable-transport') return null
-      return typeof value === 'string' && (BUILTIN_TRANSPORTS as readonly string[]).includes(value)
-        ? value
-        : fail(`one of ${BUILTIN_TRANSPORTS.join(', ')}`)
-    case 'transport-opts':
-      return isPlainObject(value) ? value : fail('a mapping of transport name to options')
-    case 'output-indent':
-      // Salt's json outputter takes an int, `pretty`, null (one line) or a string used as the indent.
-      return value === null || typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)) ? value : fail('an integer, pretty or null')
-  }
-}
-
 /**
  * Accepts exactly `zeromq` or `tcp`. A near miss (`zmq`, `ZeroMQ`) fails with the registry's
  * "did you mean", worded as UnknownTransportError words it, with the file and line as its source.
@@ -444,23 +386,11 @@ function checkDistinctPorts(opts: Record<string, unknown>, origins: Map<string, 
   }
 }
 
-/** Longest path accepted (Linux PATH_MAX is 4096 bytes with its NUL). */
-export const MAX_PATH_BYTES = 4095
 /**
  * Virtual filesystems that cannot hold Brine's keys, caches, sockets, logs or pidfile: a root_dir
  * under /proc made a daemon spin at 100% CPU forever.
  */
 export const VIRTUAL_FILESYSTEMS: readonly string[] = ['/proc', '/sys']
-
-/** A path key's value: a string (never a number: `root_dir: 5` is not `./5`), without NUL, at most MAX_PATH_BYTES. */
-function checkPathValue(key: string, value: unknown, where: ConfigSource, fail: (expected: string) => never): string {
-  if (typeof value !== 'string') return fail('a path (a string)')
-  if (value.includes('\u0000')) return fail('a path without NUL bytes')
-  if (Buffer.byteLength(value) > MAX_PATH_BYTES) {
-    throw new ConfigError(`${formatSource(where)}: ${key} is ${Buffer.byteLength(value)} bytes long; a path may be at most ${MAX_PATH_BYTES}`, { key, file: where.file, line: where.line })
-  }
-  return value
-}
 
 /** The virtual filesystem `path` lies in, if any. */
 export function virtualFilesystemOf(path: string): string | undefined {
@@ -506,98 +436,6 @@ export function prependRootDir(opts: Record<string, unknown>): void {
     if (path === rootDir || path.startsWith(rootDir + sep)) continue
     opts[key] = join(rootDir, path)
   }
-}
-
-/**
- * Parses a command-line `key=value` into a typed override, coercing with the schema's type:
- * `timeout=30` → 30, `auto_accept=yes` → true, `grains={role: web}` → a mapping (YAML flow).
- * A key the schema does not know keeps its YAML-parsed value (loadConfig will warn about it).
- */
-export function parseOverride(text: string): { key: string; value: unknown } {
-  const at = text.indexOf('=')
-  const where: ConfigSource = { file: COMMAND_LINE }
-  if (at <= 0) {
-    throw new ConfigError(`${COMMAND_LINE}: override '${text}' must look like key=value`, { file: COMMAND_LINE })
-  }
-  const key = text.slice(0, at).trim()
-  const raw = text.slice(at + 1)
-  const spec = keySpec(key)
-  const fail = (expected: string): never => {
-    throw new ConfigError(`${COMMAND_LINE}: ${key} must be ${expected}, got '${raw}'`, { key, file: COMMAND_LINE })
-  }
-  if (spec === undefined) return { key, value: parseYamlValue(raw, key) }
-  const unit = spec.unit === undefined ? '' : ` (${spec.unit})`
-  switch (spec.kind) {
-    case 'string':
-    case 'path':
-    case 'transport':
-    case 'log-level':
-      return { key, value: spec.kind === 'string' || spec.kind === 'path' ? coerceValue(key, spec, raw, where) : raw }
-    case 'nullable-log-level':
-      return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
-    case 'nullable-string':
-    case 'nullable-transport':
-      return { key, value: raw === '' || raw === 'null' || raw === '~' ? null : raw }
-    case 'integer':
-    case 'port': {
-      if (!/^-?\d+$/.test(raw.trim())) return fail(spec.kind === 'port' ? 'a port number (an integer from 0 to 65535)' : `an integer${unit}`)
-      return { key, value: coerceValue(key, spec, Number(raw), where) }
-    }
-    case 'number': {
-      const value = raw.trim() === '' ? Number.NaN : Number(raw)
-      return Number.isFinite(value) ? { key, value: coerceValue(key, spec, value, where) } : fail(`a number${unit}`)
-    }
-    case 'boolean': {
-      const lower = raw.trim().toLowerCase()
-      if (['true', 'yes', 'on', '1'].includes(lower)) return { key, value: true }
-      if (['false', 'no', 'off', '0'].includes(lower)) return { key, value: false }
-      return fail('true or false (true/false, yes/no, on/off, 1/0)')
-    }
-    case 'string-or-list':
-      return { key, value: raw.trimStart().startsWith('[') ? coerceValue(key, spec, parseYamlValue(raw, key), where) : raw }
-    case 'list':
-      // `netapi_enable_clients=local,runner` or YAML `[local, runner]`.
-      return { key, value: coerceValue(key, spec, raw.trimStart().startsWith('[') ? parseYamlValue(raw, key) : raw.split(',').map((item) => item.trim()).filter((item) => item !== ''), where) }
-    case 'master-finger':
-      return { key, value: /^\s*[[{]/.test(raw) ? coerceValue(key, spec, parseYamlValue(raw, key), where) : raw }
-    case 'map':
-    case 'transport-opts':
-    case 'boolean-or-map':
-    case 'map-list':
-      return { key, value: coerceValue(key, spec, parseYamlValue(raw, key), where) }
-    case 'output-indent':
-      return { key, value: raw === 'null' || raw === '~' ? null : /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw }
-  }
-}
-
-/** Parses several `key=value` overrides into the object loadConfig takes. */
-export function parseOverrides(texts: readonly string[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const text of texts) {
-    const { key, value } = parseOverride(text)
-    out[key] = value
-  }
-  return out
-}
-
-function parseYamlValue(raw: string, key: string): unknown {
-  try {
-    return parseYaml(raw, YAML_OPTIONS) as unknown
-  } catch (error) {
-    throw new ConfigError(`${COMMAND_LINE}: ${key}: cannot parse '${raw}' as YAML`, { key, file: COMMAND_LINE }, { cause: error })
-  }
-}
-
-function describeValue(value: unknown): string {
-  if (value === null || value === undefined) return 'null'
-  if (Array.isArray(value)) return 'a list'
-  if (typeof value === 'object') return 'a mapping'
-  if (typeof value === 'string') return `string '${value}'`
-  return `${typeof value} ${String(value)}`
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 /**

@@ -2,7 +2,11 @@ import { silentLogger, type Logger } from '@brine/transport'
 import type { BusEvent } from './event-bus.js'
 import type { JobRecord } from './job-cache.js'
 import type { PublishReply } from './protocol/loads.js'
+import { returnOfEvent, type StoredReturn, type StoredReturns } from './protocol/returns.js'
 import { parseJobReturnTag, parseSyndicAnnouncement } from './protocol/tags.js'
+
+export type { StoredReturn, StoredReturns } from './protocol/returns.js'
+export { storedReturnsOfListJob } from './protocol/returns.js'
 
 /**
  * What {@link collectReturns} yields: one minion's return (Salt's `get_cli_returns` item), or a minion
@@ -15,17 +19,6 @@ export type CollectedReturn =
 
 /** A minion's return as the collector yields it. */
 export type ReceivedReturn = Extract<CollectedReturn, { status: 'returned' }>
-
-/** One return as the job cache keeps it: Salt's `get_jid` shape (`jobs.list_job`'s `Result` entries). */
-export interface StoredReturn {
-  return: unknown
-  retcode?: number
-  success?: boolean
-  out?: string
-}
-
-/** The returns the job cache holds for one jid, by minion id. */
-export type StoredReturns = Readonly<Record<string, StoredReturn>>
 
 /**
  * What the collector asks of whoever runs the job: the local client over the wire, the master in-process.
@@ -78,6 +71,64 @@ export interface CollectReturnsOptions {
 type Next = BusEvent | 'timeout' | 'end' | 'aborted'
 
 /**
+ * The bus reader under deadlines: the next event before a given time, or why there is none. One timer per
+ * deadline, not one per event: a phase's events all wait for the same `until`.
+ */
+class DeadlineReader {
+  readonly #iterator: AsyncIterator<BusEvent>
+  readonly #signal: AbortSignal | undefined
+  readonly #aborted: Promise<'aborted'>
+  #stopAbortWait: () => void = () => {}
+  #pending: Promise<IteratorResult<BusEvent>> | undefined
+  #timer: NodeJS.Timeout | undefined
+  #timerUntil = Number.NaN
+  #expired: Promise<'timeout'> = Promise.resolve('timeout')
+
+  constructor(events: AsyncIterable<BusEvent>, signal: AbortSignal | undefined) {
+    this.#iterator = events[Symbol.asyncIterator]()
+    this.#signal = signal
+    this.#aborted = new Promise<'aborted'>((resolve) => {
+      if (signal === undefined) return
+      if (signal.aborted) return resolve('aborted')
+      const onAbort = (): void => resolve('aborted')
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.#stopAbortWait = () => signal.removeEventListener('abort', onAbort)
+    })
+  }
+
+  get aborted(): boolean {
+    return this.#signal?.aborted === true
+  }
+
+  /** The next job event before `until` (epoch ms). */
+  async next(until: number): Promise<Next> {
+    if (this.aborted) return 'aborted'
+    const remaining = until - Date.now()
+    if (remaining <= 0) return 'timeout'
+    this.#pending ??= this.#iterator.next()
+    const result = await Promise.race([this.#pending, this.#expiry(until, remaining), this.#aborted])
+    if (result === 'timeout' || result === 'aborted') return result
+    this.#pending = undefined
+    return result.done === true ? 'end' : result.value
+  }
+
+  #expiry(until: number, remaining: number): Promise<'timeout'> {
+    if (until !== this.#timerUntil) {
+      clearTimeout(this.#timer)
+      this.#timerUntil = until
+      this.#expired = new Promise<'timeout'>((resolve) => (this.#timer = setTimeout(resolve, remaining, 'timeout')))
+    }
+    return this.#expired
+  }
+
+  async close(): Promise<void> {
+    clearTimeout(this.#timer)
+    this.#stopAbortWait()
+    await this.#iterator.return?.()
+  }
+}
+
+/**
  * The one return collector (DESIGN §4 step 5), for the local client, the master's runners and batch
  * mode: yields the returns of `jid` as they arrive; at `timeout` asks the missing minions
  * `saltutil.find_job` and, for each round in which one of them still runs the job, waits
@@ -85,84 +136,182 @@ type Next = BusEvent | 'timeout' | 'end' | 'aborted'
  * reader that fell behind), keeping their retcode and success; and reports the rest `missing`.
  */
 export async function* collectReturns(options: CollectReturnsOptions): AsyncGenerator<CollectedReturn> {
-  const { jid, source, signal, gatherJobTimeout } = options
-  const logger = options.logger ?? silentLogger
-  const iterator = options.events[Symbol.asyncIterator]()
+  const collector = new ReturnCollector(options)
+  try {
+    yield* collector.run()
+  } finally {
+    await collector.close()
+  }
+}
+
+/**
+ * One job's collection in explicit phases: wait for returns (and syndics' announcements) until the deadline;
+ * ask the missing minions find_job and wait for that round's answers, extending the deadline while one still
+ * runs the job; finish with the job cache and the `missing` markers.
+ */
+class ReturnCollector {
+  readonly #o: CollectReturnsOptions
+  readonly #jid: string
+  readonly #logger: Logger
+  readonly #reader: DeadlineReader
   /** Expected minions not yet returned: kept as returns arrive, so a return costs O(1), not O(N). */
-  const outstanding = new Set(options.minions)
-  const returned = new Set<string>()
+  readonly #outstanding: Set<string>
+  readonly #returned = new Set<string>()
   /** Syndics that have not announced their whole subtree yet, with the candidates reported missing if they never do. */
-  const unsettled = new Map<string, readonly string[]>(Object.entries(options.syndics ?? {}))
-  const start = Date.now()
+  readonly #unsettled: Map<string, readonly string[]>
   /** The latest a syndic may announce: `timeout` + `syndic_wait` from the start (Salt's wait for syndics). */
-  const syndicDeadline = start + options.timeout + (options.syndicWait ?? 0)
-  /** find_job answers of the round in progress: jid → (id → still running). */
-  const findJobs = new Map<string, Map<string, boolean>>()
-  let pending: Promise<IteratorResult<BusEvent>> | undefined
-  let stopAbortWait: () => void = () => {}
-  const abortedPromise = new Promise<'aborted'>((resolve) => {
-    if (signal === undefined) return
-    if (signal.aborted) return resolve('aborted')
-    const onAbort = (): void => resolve('aborted')
-    signal.addEventListener('abort', onAbort, { once: true })
-    stopAbortWait = () => signal.removeEventListener('abort', onAbort)
-  })
-  const aborted = (): boolean => signal?.aborted === true
+  readonly #syndicDeadline: number
+  /** find_job answers of the rounds asked: jid → (id → still running). */
+  readonly #findJobs = new Map<string, Map<string, boolean>>()
+  /** Until when returns are awaited before the next find_job round. */
+  #deadline: number
 
-  /** One timer per deadline, not one per event: a phase's events all wait for the same `until`. */
-  let timer: NodeJS.Timeout | undefined
-  let timerUntil = Number.NaN
-  let expired: Promise<'timeout'> = Promise.resolve('timeout')
-  const expiry = (until: number, remaining: number): Promise<'timeout'> => {
-    if (until !== timerUntil) {
-      clearTimeout(timer)
-      timerUntil = until
-      expired = new Promise<'timeout'>((resolve) => (timer = setTimeout(resolve, remaining, 'timeout')))
+  constructor(options: CollectReturnsOptions) {
+    this.#o = options
+    this.#jid = options.jid
+    this.#logger = options.logger ?? silentLogger
+    this.#reader = new DeadlineReader(options.events, options.signal)
+    this.#outstanding = new Set(options.minions)
+    this.#unsettled = new Map(Object.entries(options.syndics ?? {}))
+    const start = Date.now()
+    this.#deadline = start + options.timeout
+    this.#syndicDeadline = start + options.timeout + (options.syndicWait ?? 0)
+  }
+
+  async *run(): AsyncGenerator<CollectedReturn> {
+    this.#focus()
+    if (this.#o.catchUp === true && !this.#reader.aborted) yield* await this.#fromCache(undefined)
+    for (;;) {
+      if (!(yield* this.#awaitReturns()) || this.#reader.aborted) break
+      this.#settleSyndics()
+      if (this.#outstanding.size === 0) break
+      const round = await this.#askFindJob()
+      if (round === undefined || !(yield* this.#awaitRound(round))) break
+      if (!this.#extendForRunning(round)) break
     }
-    return expired
+    yield* this.#finish()
   }
 
-  /** The next job event before `until` (epoch ms). */
-  const next = async (until: number): Promise<Next> => {
-    if (aborted()) return 'aborted'
-    const remaining = until - Date.now()
-    if (remaining <= 0) return 'timeout'
-    pending ??= iterator.next()
-    const result = await Promise.race([pending, expiry(until, remaining), abortedPromise])
-    if (result === 'timeout' || result === 'aborted') return result
-    pending = undefined
-    return result.done === true ? 'end' : result.value
+  close(): Promise<void> {
+    return this.#reader.close()
   }
-  const focus = (): void => options.focus?.(new Set([jid, ...findJobs.keys()]))
 
-  const take = (id: string, item: ReceivedReturn): CollectedReturn | undefined => {
-    if (returned.has(id)) return undefined
-    returned.add(id)
-    outstanding.delete(id)
+  /** Phase 1: returns until everyone answered (and every syndic announced) or the deadline passed; false when the stream ended or was aborted. */
+  async *#awaitReturns(): AsyncGenerator<CollectedReturn, boolean> {
+    while (this.#outstanding.size > 0 || this.#unsettled.size > 0) {
+      // Past the deadline while a syndic may still announce.
+      const until = this.#unsettled.size > 0 ? Math.max(this.#deadline, this.#syndicDeadline) : this.#deadline
+      const event = await this.#reader.next(until)
+      if (event === 'end' || event === 'aborted') return false
+      if (event === 'timeout') return true
+      const item = this.#handle(event)
+      if (item !== undefined) yield item
+    }
+    return true
+  }
+
+  /** A syndic that never announced (dead, or cut off): the minions it answered for before are asked and reported. */
+  #settleSyndics(): void {
+    for (const [syndic, candidates] of this.#unsettled) {
+      if (candidates.length > 0) this.#logger.debug(`syndic ${syndic} did not announce its minions for ${this.#jid}; expecting ${candidates.join(', ')}`)
+      for (const id of candidates) if (!this.#returned.has(id)) this.#outstanding.add(id)
+    }
+    this.#unsettled.clear()
+  }
+
+  /** Phase 2: asks the missing minions whether they still run the job; the round's minions, undefined when none can answer. */
+  async #askFindJob(): Promise<Map<string, boolean> | undefined> {
+    const { signal, gatherJobTimeout } = this.#o
+    try {
+      const asked = [...this.#outstanding]
+      this.#o.focus?.(undefined)
+      const reply = await this.#o.source.findJob(this.#jid, asked, signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
+      // Behind syndics the top master cannot tell who will be reached: every asked minion may answer.
+      const reached = reply.syndics !== undefined && Object.keys(reply.syndics).length > 0 ? asked : reply.minions
+      if (reached.length === 0) return undefined
+      const round = new Map(reached.map((id) => [id, false]))
+      this.#findJobs.set(reply.jid, round)
+      this.#focus()
+      return round
+    } catch (error) {
+      if (!this.#reader.aborted) this.#logger.warning(`find_job for ${this.#jid} failed: ${(error as Error).message}`)
+      return undefined
+    }
+  }
+
+  /** The round's answers (and returns) until every asked minion answered or `gatherJobTimeout` passed; false when the stream ended or was aborted. */
+  async *#awaitRound(round: Map<string, boolean>): AsyncGenerator<CollectedReturn, boolean> {
+    /** Asked minions that have neither answered find_job nor returned (a count, not a scan per event). */
+    const unanswered = new Set(round.keys())
+    const roundDeadline = Date.now() + this.#o.gatherJobTimeout
+    while (this.#outstanding.size > 0) {
+      const event = await this.#reader.next(roundDeadline)
+      if (event === 'end' || event === 'aborted') return false
+      if (event === 'timeout') return true
+      const item = this.#handle(event)
+      if (item !== undefined) {
+        unanswered.delete(item.id)
+        yield item
+      }
+      const parsed = parseJobReturnTag(event.tag)
+      if (parsed !== undefined && this.#findJobs.get(parsed.jid) === round) unanswered.delete(parsed.id)
+      if (unanswered.size === 0) return true
+    }
+    return true
+  }
+
+  /** After a round: true (and a later deadline) while an asked minion still runs the job and has not returned. */
+  #extendForRunning(round: Map<string, boolean>): boolean {
+    if (this.#reader.aborted || this.#outstanding.size === 0) return false
+    const stillRunning = [...round].filter(([id, running]) => running && !this.#returned.has(id))
+    if (stillRunning.length === 0) return false
+    const { gatherJobTimeout } = this.#o
+    this.#logger.debug(`job ${this.#jid} still running on ${stillRunning.map(([id]) => id).join(', ')}; waiting ${gatherJobTimeout} ms more`)
+    this.#deadline = Date.now() + gatherJobTimeout
+    return true
+  }
+
+  /** Phase 3: the job cache for returns the bus dropped, then the rest reported missing. */
+  async *#finish(): AsyncGenerator<CollectedReturn> {
+    if (this.#reader.aborted) return
+    // The bus drops events for a reader that falls behind (bounded memory by design), so a minion may
+    // have returned without our seeing it: the job cache has the last word, asked once.
+    if (this.#outstanding.size > 0) yield* await this.#fromCache(this.#outstanding)
+    if (this.#reader.aborted) return
+    for (const id of [...this.#outstanding]) yield { id, status: 'missing', jid: this.#jid }
+  }
+
+  #focus(): void {
+    this.#o.focus?.(new Set([this.#jid, ...this.#findJobs.keys()]))
+  }
+
+  #take(item: ReceivedReturn): CollectedReturn | undefined {
+    if (this.#returned.has(item.id)) return undefined
+    this.#returned.add(item.id)
+    this.#outstanding.delete(item.id)
     return item
   }
 
   /** A syndic's announcement for our job: its minions join the expected ones; an empty `pending` settles it. */
-  const announced = (event: BusEvent): void => {
+  #announced(event: BusEvent): void {
     const announcement = parseSyndicAnnouncement(event)
-    if (announcement === undefined || announcement.jid !== jid) return
-    for (const id of announcement.minions) if (!returned.has(id)) outstanding.add(id)
-    if (announcement.pending.length === 0) unsettled.delete(announcement.syndic)
-    else if (!unsettled.has(announcement.syndic)) unsettled.set(announcement.syndic, [])
+    if (announcement === undefined || announcement.jid !== this.#jid) return
+    for (const id of announcement.minions) if (!this.#returned.has(id)) this.#outstanding.add(id)
+    if (announcement.pending.length === 0) this.#unsettled.delete(announcement.syndic)
+    else if (!this.#unsettled.has(announcement.syndic)) this.#unsettled.set(announcement.syndic, [])
   }
 
   /** One event: a return of our job comes back to be yielded; a find_job answer is noted; an announcement widens the wait. */
-  const handle = (event: BusEvent): CollectedReturn | undefined => {
+  #handle(event: BusEvent): CollectedReturn | undefined {
     const parsed = parseJobReturnTag(event.tag)
     if (parsed === undefined) {
-      if (unsettled.size > 0 || options.syndics !== undefined) announced(event)
+      if (this.#unsettled.size > 0 || this.#o.syndics !== undefined) this.#announced(event)
       return undefined
     }
-    const data = event.data
-    if (parsed.jid === jid) return take(parsed.id, returnOf(jid, parsed.id, data))
-    const round = findJobs.get(parsed.jid)
+    if (parsed.jid === this.#jid) return this.#take(receivedReturn(this.#jid, parsed.id, event.data))
+    const round = this.#findJobs.get(parsed.jid)
     if (round !== undefined && round.has(parsed.id)) {
-      const ret = data['return']
+      const ret = event.data['return']
       // Salt: a non-empty dict means the job is still in the minion's running-job table.
       round.set(parsed.id, typeof ret === 'object' && ret !== null && Object.keys(ret).length > 0)
     }
@@ -170,131 +319,33 @@ export async function* collectReturns(options: CollectReturnsOptions): AsyncGene
   }
 
   /** Returns the cache holds for `ids` (all of them when undefined) that were not yielded yet. */
-  const fromCache = async (ids: ReadonlySet<string> | undefined): Promise<CollectedReturn[]> => {
+  async #fromCache(ids: ReadonlySet<string> | undefined): Promise<CollectedReturn[]> {
+    const { signal } = this.#o
     let stored: StoredReturns
     try {
-      stored = await source.storedReturns(jid, signal === undefined ? {} : { signal })
+      stored = await this.#o.source.storedReturns(this.#jid, signal === undefined ? {} : { signal })
     } catch (error) {
-      logger.debug(`job cache lookup for ${jid} failed: ${(error as Error).message}`)
+      this.#logger.debug(`job cache lookup for ${this.#jid} failed: ${(error as Error).message}`)
       return []
     }
     const items: CollectedReturn[] = []
     for (const id of ids ?? Object.keys(stored)) {
       const entry = Object.hasOwn(stored, id) ? stored[id] : undefined
       if (entry === undefined || typeof entry !== 'object' || entry === null) continue
-      const item = take(id, storedItem(jid, id, entry))
+      const item = this.#take({ ...receivedReturn(this.#jid, id, entry as unknown as Record<string, unknown>), fromCache: true })
       if (item !== undefined) items.push(item)
     }
     return items
   }
-
-  try {
-    focus()
-    if (options.catchUp === true && !aborted()) yield* await fromCache(undefined)
-    let deadline = start + options.timeout
-    /** Until when phase 1 waits: the deadline, or later while a syndic may still announce. */
-    const phaseOneUntil = (): number => (unsettled.size > 0 ? Math.max(deadline, syndicDeadline) : deadline)
-    waiting: for (;;) {
-      // Phase 1: returns until everyone answered (and every syndic announced) or the deadline passed.
-      while (outstanding.size > 0 || unsettled.size > 0) {
-        const event = await next(phaseOneUntil())
-        if (event === 'end' || event === 'aborted') break waiting
-        if (event === 'timeout') break
-        const item = handle(event)
-        if (item !== undefined) yield item
-      }
-      if (aborted()) break
-      // A syndic that never announced (dead, or cut off): the minions it answered for before are asked and reported.
-      for (const [syndic, candidates] of unsettled) {
-        if (candidates.length > 0) logger.debug(`syndic ${syndic} did not announce its minions for ${jid}; expecting ${candidates.join(', ')}`)
-        for (const id of candidates) if (!returned.has(id)) outstanding.add(id)
-      }
-      unsettled.clear()
-      if (outstanding.size === 0) break
-      // Phase 2: ask the missing minions whether they are still running the job.
-      let round: Map<string, boolean>
-      try {
-        const asked = [...outstanding]
-        options.focus?.(undefined)
-        const reply = await source.findJob(jid, asked, signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
-        // Behind syndics the top master cannot tell who will be reached: every asked minion may answer.
-        const reached = reply.syndics !== undefined && Object.keys(reply.syndics).length > 0 ? asked : reply.minions
-        if (reached.length === 0) break
-        round = new Map(reached.map((id) => [id, false]))
-        findJobs.set(reply.jid, round)
-        focus()
-      } catch (error) {
-        if (!aborted()) logger.warning(`find_job for ${jid} failed: ${(error as Error).message}`)
-        break
-      }
-      /** Asked minions that have neither answered find_job nor returned (a count, not a scan per event). */
-      const unanswered = new Set(round.keys())
-      const roundDeadline = Date.now() + gatherJobTimeout
-      while (outstanding.size > 0) {
-        const event = await next(roundDeadline)
-        if (event === 'end' || event === 'aborted') break waiting
-        if (event === 'timeout') break
-        const item = handle(event)
-        if (item !== undefined) {
-          unanswered.delete(item.id)
-          yield item
-        }
-        const parsed = parseJobReturnTag(event.tag)
-        if (parsed !== undefined && findJobs.get(parsed.jid) === round) unanswered.delete(parsed.id)
-        if (unanswered.size === 0) break
-      }
-      if (aborted() || outstanding.size === 0) break
-      const stillRunning = [...round].filter(([id, running]) => running && !returned.has(id))
-      if (stillRunning.length === 0) break
-      logger.debug(`job ${jid} still running on ${stillRunning.map(([id]) => id).join(', ')}; waiting ${gatherJobTimeout} ms more`)
-      deadline = Date.now() + gatherJobTimeout
-    }
-    if (!aborted() && outstanding.size > 0) {
-      // The bus drops events for a reader that falls behind (bounded memory by design), so a minion may
-      // have returned without our seeing it: the job cache has the last word, asked once.
-      yield* await fromCache(outstanding)
-    }
-    if (!aborted()) for (const id of [...outstanding]) yield { id, status: 'missing', jid }
-  } finally {
-    clearTimeout(timer)
-    stopAbortWait()
-    await iterator.return?.()
-  }
 }
 
-/** A return event's data → the collector's item (retcode 0 and no success when the event lacks them). */
-function returnOf(jid: string, id: string, data: Record<string, unknown>): ReceivedReturn {
-  const item: ReceivedReturn = {
-    id,
-    status: 'returned',
-    ret: data['return'],
-    retcode: typeof data['retcode'] === 'number' ? data['retcode'] : 0,
-    jid,
-  }
-  if (typeof data['success'] === 'boolean') item.success = data['success']
-  if (typeof data['out'] === 'string') item.out = data['out']
+/** A return event's data (or a stored entry) → the collector's item, through the one event → return conversion. */
+function receivedReturn(jid: string, id: string, data: Readonly<Record<string, unknown>>): ReceivedReturn {
+  const ret = returnOfEvent(data)
+  const item: ReceivedReturn = { id, status: 'returned', ret: ret.return, retcode: ret.retcode, jid }
+  if (ret.success !== undefined) item.success = ret.success
+  if (ret.out !== undefined) item.out = ret.out
   return item
-}
-
-function storedItem(jid: string, id: string, entry: StoredReturn): ReceivedReturn {
-  const item: ReceivedReturn = returnOf(jid, id, entry as unknown as Record<string, unknown>)
-  item.fromCache = true
-  return item
-}
-
-/**
- * `jobs.list_job`'s answer (Salt's `{jid, Function, …, Result: {id: {return, retcode, success, out?}}}`)
- * → the stored returns; `{}` for an unknown jid or any other shape.
- */
-export function storedReturnsOfListJob(value: unknown): StoredReturns {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return {}
-  const result = (value as Record<string, unknown>)['Result']
-  if (typeof result !== 'object' || result === null || Array.isArray(result)) return {}
-  const out: Record<string, StoredReturn> = {}
-  for (const [id, entry] of Object.entries(result as Record<string, unknown>)) {
-    if (typeof entry === 'object' && entry !== null && !Array.isArray(entry) && 'return' in entry) out[id] = entry as StoredReturn
-  }
-  return out
 }
 
 /**

@@ -8,9 +8,22 @@ import type { LoginLimits } from './login-throttle.js'
  * Converting anywhere else is a bug waiting for a factor of 1000.
  */
 
+/** Milliseconds in a second: the factor between Salt's seconds and the API's milliseconds, written once. */
+const MS_PER_SECOND = 1000
+
+/** Seconds (a number already checked: a wire field, a module argument, an epoch time) → milliseconds. */
+export function msFromSeconds(seconds: number): number {
+  return seconds * MS_PER_SECOND
+}
+
+/** Milliseconds → seconds (Salt's epoch times, a reply's `timeout`, a duration shown to a user). */
+export function secondsFromMs(ms: number): number {
+  return ms / MS_PER_SECOND
+}
+
 /** Seconds from config → milliseconds for the API, rounded to a whole millisecond. */
 export function secondsToMs(value: unknown, key: string): number {
-  return Math.round(nonNegative(value, key, 'seconds') * 1000)
+  return Math.round(msFromSeconds(nonNegative(value, key, 'seconds')))
 }
 
 /** Hours from config (keep_jobs) → milliseconds. */
@@ -213,7 +226,7 @@ function positiveCount(value: unknown, key: string, allowZero: boolean): number 
 /** A server deadline in seconds → ms (0 for none), within setTimeout's range. */
 function deadlineMs(seconds: number, key: string): number {
   const ms = secondsToMs(seconds, key)
-  if (ms > 2 ** 31 - 1) throw new ConfigError(`${key} must be at most ${Math.floor((2 ** 31 - 1) / 1000)} seconds, got ${seconds}`, { key })
+  if (ms > 2 ** 31 - 1) throw new ConfigError(`${key} must be at most ${Math.floor(secondsFromMs(2 ** 31 - 1))} seconds, got ${seconds}`, { key })
   return ms
 }
 

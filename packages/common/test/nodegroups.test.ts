@@ -98,3 +98,66 @@ describe('resolveNodegroups: what the master publishes', () => {
     expect(() => resolveNodegroups({ tgt: 'big', tgt_type: 'nodegroup' }, long)).toThrow(/with its nodegroups expanded it is \d+ characters long; the limit is 65536/)
   })
 })
+
+describe("nodegroups as Salt 3006's nodegroup_comp expands them", () => {
+  // salt/utils/minions.py nodegroup_comp and _nodegroup_regex, with the cases of Salt's own
+  // test_nodegroup_comp (group1…group7) and the regex-character groups _nodegroup_regex handles.
+  const saltGroups: Nodegroups = {
+    group1: 'L@host1,host2,host3',
+    group2: ['G@foo:bar', 'or', 'web1*'],
+    group3: ['N@group1', 'or', 'N@group2'],
+    group4: ['host4', 'host5', 'host6'],
+    group5: 'N@group4',
+    group6: 'N@group3',
+    group7: ['host1'],
+    bracket: 'db[12]',
+    optional: ['web?'],
+    dotted: 'a.b',
+    mixed: ['db[12]', 'a.b'],
+    starred: 'web*',
+    nestedRegex: 'N@bracket or N@dotted',
+  }
+  // Salt's return, and what Brine publishes: the same words, each group in parentheses of its own where
+  // Salt leaves a top-level group's own words bare (a single word's parentheses change nothing).
+  const cases: [string, string[], string][] = [
+    ['group1', ['L@host1,host2,host3'], '( L@host1,host2,host3 )'],
+    ['group2', ['G@foo:bar', 'or', 'web1*'], '( G@foo:bar or web1* )'],
+    ['group3', ['(', '(', 'L@host1,host2,host3', ')', 'or', '(', 'G@foo:bar', 'or', 'web1*', ')', ')'], '( ( L@host1,host2,host3 ) or ( G@foo:bar or web1* ) )'],
+    ['group4', ['L@host4,host5,host6'], '( L@host4,host5,host6 )'],
+    ['group5', ['(', 'L@host4,host5,host6', ')'], '( ( L@host4,host5,host6 ) )'],
+    ['group6', ['(', '(', '(', 'L@host1,host2,host3', ')', 'or', '(', 'G@foo:bar', 'or', 'web1*', ')', ')', ')'], '( ( ( L@host1,host2,host3 ) or ( G@foo:bar or web1* ) ) )'],
+    ['group7', ['L@host1'], '( L@host1 )'],
+    ['bracket', ['E@db[12]'], '( E@db[12] )'],
+    ['optional', ['E@web?'], '( E@web? )'],
+    ['dotted', ['L@a.b'], '( L@a.b )'],
+    ['mixed', ['E@db[12],a.b'], '( E@db[12],a.b )'],
+    ['starred', ['web*'], '( web* )'],
+    ['nestedRegex', ['(', 'E@db[12]', 'or', 'L@a.b', ')'], '( ( E@db[12] ) or ( L@a.b ) )'],
+  ]
+  const fleet: MinionInfo[] = ['host1', 'host2', 'host4', 'host7', 'web1', 'web12', 'we', 'wex', 'db1', 'db2', 'db10', 'db3', 'a.b', 'axb', 'db1,a.b'].map(
+    (id) => ({ id, grains: { foo: id === 'host7' ? 'bar' : 'baz' } }),
+  )
+
+  it.each(cases)('%s: Salt %j, Brine publishes %j and both select the same minions', async (name, salt, published) => {
+    const resolved = resolveNodegroups({ tgt: name, tgt_type: 'nodegroup' }, saltGroups)
+    expect(resolved).toEqual({ tgt: published, tgt_type: 'compound' })
+    const bySalt = await expectedMinions({ tgt: salt.join(' '), tgt_type: 'compound' }, fleet, {})
+    expect(await expectedMinions(resolved, fleet, {})).toEqual(bySalt)
+  })
+
+  it.each<[string, string[]]>([
+    // E@ is Python's re.match: anchored at the start only, so db10 is in and web? takes "we" and "wex" too.
+    ['bracket', ['db1', 'db2', 'db10', 'db1,a.b']],
+    ['optional', ['web1', 'web12', 'we', 'wex']],
+    // No regex character: a list, so '.' is a dot and axb is out.
+    ['dotted', ['a.b']],
+    // Several bare words with one regex character among them: one regex with the comma in it, as in Salt.
+    ['mixed', ['db1,a.b']],
+    ['nestedRegex', ['db1', 'db2', 'db10', 'a.b', 'db1,a.b']],
+    ['group3', ['host1', 'host2', 'host7', 'web1', 'web12']],
+    ['group5', ['host4']],
+  ])('%s selects %j', async (name, ids) => {
+    const selected = await expectedMinions({ tgt: name, tgt_type: 'nodegroup' }, fleet, saltGroups)
+    expect([...selected].sort()).toEqual([...ids].sort())
+  })
+})

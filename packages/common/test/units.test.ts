@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest'
 import { backoffDelay } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
-import { backoffFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, hoursToMs, returnRetryDelayMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
+import { backoffFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, hoursToMs, msFromSeconds, returnRetryDelayMs, secondsFromMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
+
+describe('msFromSeconds and secondsFromMs', () => {
+  it('convert by the one factor, keeping fractions, and undo each other', () => {
+    expect(msFromSeconds(1.5)).toBe(1500)
+    expect(secondsFromMs(250)).toBe(0.25)
+    expect(secondsFromMs(msFromSeconds(86_400))).toBe(86_400)
+  })
+})
 
 describe('secondsToMs', () => {
   it.each([

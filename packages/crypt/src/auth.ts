@@ -249,32 +249,11 @@ export interface OpenAuthReplyOptions {
  */
 export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: KeyPair, options: OpenAuthReplyOptions = {}): AuthResult {
   if (typeof reply !== 'object' || reply === null) throw new MalformedMessageError('auth reply', 'not a map')
-  const r = reply as Partial<Record<keyof AuthAcceptance | 'reason' | 'message', unknown>>
-  if (r.ret === false) {
-    // Refusals are unsigned text from the network: keep them short and printable before they reach a log.
-    const printable = (value: unknown, fallback: string): string =>
-      typeof value === 'string' ? value.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?').slice(0, 200) : fallback
-    const reason = printable(r.reason, 'refused')
-    const message = printable(r.message, `master refused authentication: ${reason}`)
-    return typeof r.time === 'number' && Number.isFinite(r.time) ? { ok: false, reason, message, masterTime: r.time } : { ok: false, reason, message }
-  }
+  const r = reply as ReplyFields
+  if (r.ret === false) return authRefusal(r)
   if (r.ret !== true) throw new MalformedMessageError('auth reply', 'ret is neither true nor false')
-  const masterPub = r.master_pub as { box?: unknown; sign?: unknown } | undefined
-  if (typeof masterPub !== 'object' || masterPub === null || !isBytes(masterPub.box, 32) || !isBytes(masterPub.sign, 32)) {
-    throw new MalformedMessageError('auth reply', 'master_pub.box and master_pub.sign must be 32 bytes each')
-  }
-  if (typeof r.id !== 'string') throw new MalformedMessageError('auth reply', 'id is not a string')
-  if (!isBytes(r.token, AUTH_TOKEN_BYTES)) throw new MalformedMessageError('auth reply', `token is not ${AUTH_TOKEN_BYTES} bytes`)
-  if (typeof r.gen !== 'number' || !Number.isSafeInteger(r.gen)) throw new MalformedMessageError('auth reply', 'gen is not an integer')
-  if (!isBytes(r.nonce, nacl.box.nonceLength)) throw new MalformedMessageError('auth reply', `nonce is not ${nacl.box.nonceLength} bytes`)
-  if (!isBytes(r.session)) throw new MalformedMessageError('auth reply', 'session is not bytes')
-  if (typeof r.time !== 'number' || !Number.isFinite(r.time)) throw new MalformedMessageError('auth reply', 'time is not a number')
-  if (typeof r.publish_port !== 'number' || !Number.isInteger(r.publish_port) || r.publish_port < 0 || r.publish_port > 65535) {
-    throw new MalformedMessageError('auth reply', 'publish_port is not a port number')
-  }
-  if (typeof r.session_ttl !== 'number' || !Number.isFinite(r.session_ttl) || r.session_ttl < 0) throw new MalformedMessageError('auth reply', 'session_ttl is not a non-negative number')
-  if (!isBytes(r.sig, SIGNATURE_BYTES)) throw new MalformedMessageError('auth reply', `sig is not ${SIGNATURE_BYTES} bytes`)
-  const keys: PublicKeys = { box: masterPub.box, sign: masterPub.sign }
+  const { acceptance, sig } = acceptanceOf(r)
+  const keys = acceptance.master_pub
   const finger = fingerprint(keys)
 
   // Trust decisions first: an unknown master is refused before anything it sent is used.
@@ -284,24 +263,60 @@ export function openAuthReply(reply: unknown, request: AuthRequest, minionKeys: 
   if (options.pinned !== undefined && !publicKeysEqual(options.pinned, keys)) {
     throw new MasterKeyMismatchError('pinned', fingerprint(options.pinned), finger, options.pinFile)
   }
-  const acceptance = { id: r.id, token: r.token, gen: r.gen, nonce: r.nonce, session: r.session, master_pub: keys, time: r.time, publish_port: r.publish_port, session_ttl: r.session_ttl }
-  if (!verifyDetached(r.sig, replyTranscript(acceptance, minionKeys.box.publicKey), keys.sign, options.cache)) {
+  if (!verifyDetached(sig, replyTranscript(acceptance, minionKeys.box.publicKey), keys.sign, options.cache)) {
     throw new SignatureError('auth reply', "signature does not verify with the master's key")
   }
-  if (r.id !== request.id) throw new ReplayError('auth reply', `answers minion ${JSON.stringify(r.id)}, not ${JSON.stringify(request.id)}`)
-  if (Buffer.compare(r.token, request.token) !== 0) throw new ReplayError('auth reply', 'token does not match the request')
-  const key = nacl.box.open.after(r.session, r.nonce, boxSharedKey(keys.box, minionKeys.box.secretKey, options.cache))
+  if (acceptance.id !== request.id) throw new ReplayError('auth reply', `answers minion ${JSON.stringify(acceptance.id)}, not ${JSON.stringify(request.id)}`)
+  if (Buffer.compare(acceptance.token, request.token) !== 0) throw new ReplayError('auth reply', 'token does not match the request')
+  const key = nacl.box.open.after(acceptance.session, acceptance.nonce, boxSharedKey(keys.box, minionKeys.box.secretKey, options.cache))
   if (key === null || key.length !== SESSION_KEY_BYTES) throw new DecryptError('auth reply session key', "does not open with this minion's key")
   return {
     ok: true,
-    session: { key, gen: r.gen },
+    session: { key, gen: acceptance.gen },
     masterPub: keys,
     masterFinger: finger,
     firstContact: options.pinned === undefined,
-    masterTime: r.time,
-    publishPort: r.publish_port === 0 ? undefined : r.publish_port,
-    sessionTtlMs: r.session_ttl,
+    masterTime: acceptance.time,
+    publishPort: acceptance.publish_port === 0 ? undefined : acceptance.publish_port,
+    sessionTtlMs: acceptance.session_ttl,
   }
+}
+
+/** An auth reply's fields as they came off the wire, nothing checked yet. */
+type ReplyFields = Partial<Record<keyof AuthAcceptance | 'reason' | 'message', unknown>>
+
+/** A refusal (`ret: false`): unsigned text from the network, kept short and printable before it reaches a log. */
+function authRefusal(r: ReplyFields): AuthResult {
+  const printable = (value: unknown, fallback: string): string =>
+    typeof value === 'string' ? value.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?').slice(0, 200) : fallback
+  const reason = printable(r.reason, 'refused')
+  const message = printable(r.message, `master refused authentication: ${reason}`)
+  return typeof r.time === 'number' && Number.isFinite(r.time) ? { ok: false, reason, message, masterTime: r.time } : { ok: false, reason, message }
+}
+
+/** An acceptance's fields, each checked for its type and size (MalformedMessageError naming the first that is not). */
+function acceptanceOf(r: ReplyFields): { acceptance: Omit<AuthAcceptance, 'ret' | 'sig'>; sig: Uint8Array } {
+  const malformed = (problem: string): never => {
+    throw new MalformedMessageError('auth reply', problem)
+  }
+  const masterPub = r.master_pub as { box?: unknown; sign?: unknown } | undefined
+  if (typeof masterPub !== 'object' || masterPub === null || !isBytes(masterPub.box, 32) || !isBytes(masterPub.sign, 32)) {
+    return malformed('master_pub.box and master_pub.sign must be 32 bytes each')
+  }
+  if (typeof r.id !== 'string') malformed('id is not a string')
+  if (!isBytes(r.token, AUTH_TOKEN_BYTES)) malformed(`token is not ${AUTH_TOKEN_BYTES} bytes`)
+  if (typeof r.gen !== 'number' || !Number.isSafeInteger(r.gen)) malformed('gen is not an integer')
+  if (!isBytes(r.nonce, nacl.box.nonceLength)) malformed(`nonce is not ${nacl.box.nonceLength} bytes`)
+  if (!isBytes(r.session)) malformed('session is not bytes')
+  if (typeof r.time !== 'number' || !Number.isFinite(r.time)) malformed('time is not a number')
+  const port = r.publish_port
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) malformed('publish_port is not a port number')
+  if (typeof r.session_ttl !== 'number' || !Number.isFinite(r.session_ttl) || r.session_ttl < 0) malformed('session_ttl is not a non-negative number')
+  if (!isBytes(r.sig, SIGNATURE_BYTES)) malformed(`sig is not ${SIGNATURE_BYTES} bytes`)
+  const checked = r as Required<Pick<AuthAcceptance, 'id' | 'token' | 'gen' | 'nonce' | 'session' | 'time' | 'publish_port' | 'session_ttl' | 'sig'>>
+  const keys: PublicKeys = { box: masterPub.box, sign: masterPub.sign }
+  const { id, token, gen, nonce, session, time, publish_port, session_ttl, sig } = checked
+  return { acceptance: { id, token, gen, nonce, session, master_pub: keys, time, publish_port, session_ttl }, sig }
 }
 
 export interface AcceptAuthReplyOptions {

@@ -23,7 +23,6 @@ export { GrainsCache } from './grains-cache.js'
 export { FanoutPublishServer } from './fanout-publisher.js'
 export {
   MasterService,
-  returnEventData,
   type AuthContext,
   type KeyChangeListener,
   type MasterServiceOptions,
@@ -102,3 +101,5 @@ export {
   SyndicLimitError,
   type ReturnRefusalReason,
 } from './errors.js'
+// The return event's shape lives with the protocol; re-exported for the master's existing users.
+export { returnEventData } from '@brine/common'

@@ -4,6 +4,7 @@ import {
   generateJid,
   JOB_TAG_PREFIX,
   parseSyndicTag,
+  returnEventData,
   tags,
   type EventLoad,
   type Grains,
@@ -18,7 +19,7 @@ import { LogLimiter, LruMap, silentLogger, type Logger, type WireValue } from '@
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import type { ExternalAuth, MadeToken } from './eauth/external-auth.js'
-import { UnstorableValueError } from '@brine/returners'
+import { checkReturners, UnstorableValueError } from '@brine/returners'
 import type { AuditCall, AuditLog } from './audit/audit-log.js'
 import type { MinionEventGate } from './minion-event-gate.js'
 import { callerTagProblem, minionTagProblem } from './tag-rules.js'
@@ -202,6 +203,8 @@ export class MasterService {
    * published under the caller's user name (Salt records the authenticated user, not what the load claims).
    */
   async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
+    // A returner the minions do not have is refused here, not left to each minion to log (Salt's way).
+    checkReturners(job.ret)
     const syndicRegistry = this.#o.syndics
     // A syndic's key is accepted here, but it is not a minion: it is never expected to return.
     const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))
@@ -715,27 +718,4 @@ export class MasterService {
       logger,
     }
   }
-}
-
-/**
- * Salt's `salt/job/<jid>/ret/<id>` data: exactly the return load's fields (cmd, id, jid, fun,
- * fun_args, return, retcode, success, and out/master_id when set); anything else a minion added is
- * left out, so programs written against Salt's events see the same keys.
- */
-export function returnEventData(ret: ReturnLoad): Record<string, unknown> {
-  const data: Record<string, unknown> = {
-    cmd: '_return',
-    id: ret.id,
-    jid: ret.jid,
-    fun: ret.fun,
-    fun_args: ret.fun_args,
-    return: ret.return,
-    retcode: ret.retcode,
-    success: ret.success,
-  }
-  if (ret.out !== undefined) data['out'] = ret.out
-  if (ret.master_id !== undefined) data['master_id'] = ret.master_id
-  // Stamped here, so the bus fires this fresh object as it is instead of copying it to add the stamp.
-  data['_stamp'] = new Date().toISOString()
-  return data
 }

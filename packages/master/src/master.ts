@@ -14,7 +14,7 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { ConfigError, eauthLimitsFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, msFromSeconds, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
 import { openJobCache } from '@brine/returners'
 import { defaultMaxConnections, iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
 import { AuditLog, auditLogPath } from './audit/audit-log.js'
@@ -74,7 +74,7 @@ function formatHours(ms: number): string {
 /** Longest delay setInterval accepts (2^31-1 ms); a longer publish_session is clamped to it. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 /** How often jobs older than keep_jobs are pruned (Salt's maintenance loop checks every loop_interval). */
-const PRUNE_INTERVAL_MS = 10 * 60 * 1000
+const PRUNE_INTERVAL_MS = msFromSeconds(10 * 60)
 
 export interface TransportEndpoints {
   name: string

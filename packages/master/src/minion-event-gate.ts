@@ -1,6 +1,7 @@
 import type { EventLoad } from '@brine/common'
 import { encode } from '@brine/transport'
 import { MinionEventRefusedError } from './errors.js'
+import { secondsFromMs } from '@brine/common'
 
 export interface MinionEventGateOptions {
   /** Largest encoded event (tag and data), bytes (`minion_event_max_bytes`). */
@@ -40,7 +41,7 @@ export class MinionEventGate {
     }
     const now = (this.#o.now ?? Date.now)()
     const bucket = this.#buckets.get(id) ?? { tokens: this.#o.burst, at: now }
-    bucket.tokens = Math.min(this.#o.burst, bucket.tokens + ((now - bucket.at) / 1000) * this.#o.ratePerSecond)
+    bucket.tokens = Math.min(this.#o.burst, bucket.tokens + secondsFromMs(now - bucket.at) * this.#o.ratePerSecond)
     bucket.at = now
     this.#buckets.delete(id)
     this.#buckets.set(id, bucket)

@@ -16,7 +16,7 @@ import {
   type PublicKeys,
   type SessionKey,
 } from '@brine/crypt'
-import { clearRequest } from '@brine/common'
+import { clearRequest, secondsFromMs } from '@brine/common'
 import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
 import { sleep, type MasterLinkEvent } from './lifecycle.js'
 import { MasterTime, systemClock, type Clock } from './master-time.js'
@@ -188,7 +188,7 @@ export class MinionAuth {
       if (result.reason === 'pending') {
         o.logger.info(
           `The Brine master at ${address} has cached the public key for this node (${result.message}); ` +
-            `this minion will wait for ${delay / 1000} seconds before attempting to re-authenticate`,
+            `this minion will wait for ${secondsFromMs(delay)} seconds before attempting to re-authenticate`,
         )
         o.emit({ type: 'auth-pending', master: o.master, message: result.message, waitMs: delay })
       } else {
@@ -197,7 +197,7 @@ export class MinionAuth {
         o.logger.error(
           `The Brine master at ${address} refused this minion (${result.reason}: ${result.message}). ` +
             `If the key was rejected, delete it on the master (brine-key -d ${o.id}) so it can be submitted again; ` +
-            `asking again in ${delay / 1000} seconds`,
+            `asking again in ${secondsFromMs(delay)} seconds`,
         )
         o.emit({ type: 'auth-rejected', master: o.master, reason: result.reason, message: result.message, waitMs: delay })
       }
@@ -207,13 +207,13 @@ export class MinionAuth {
       const name = error instanceof Error ? error.name : 'Error'
       if (error instanceof MasterKeyMismatchError) {
         delay = this.#slow(wait)
-        o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${delay / 1000} seconds`)
+        o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${secondsFromMs(delay)} seconds`)
       } else if (error instanceof MasterUnresolvedError) {
-        o.logger.error(`Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${delay / 1000} seconds`)
+        o.logger.error(`Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${secondsFromMs(delay)} seconds`)
       } else if (error instanceof TimeoutError) {
-        o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${delay / 1000} seconds`)
+        o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${secondsFromMs(delay)} seconds`)
       } else {
-        o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${delay / 1000} seconds`)
+        o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${secondsFromMs(delay)} seconds`)
       }
       o.emit({ type: 'auth-failed', master: o.master, error: name, message, waitMs: delay })
     }

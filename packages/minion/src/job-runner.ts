@@ -31,6 +31,8 @@ export interface JobRunnerOptions {
    * process can afford.
    */
   severalMasters?: boolean
+  /** Where a job's return also goes when the job names returners (`ret`, Salt's `--return`), after its masters have it. */
+  returners?: { send(job: Readonly<JobLoad>, ret: ReturnLoad): Promise<void> }
 }
 
 /**
@@ -310,6 +312,8 @@ export class JobRunner {
     if (o.severalMasters === true) this.#keep(taken, ret)
     // A master that publishes the jid from here on is answered in #join; these asked while it ran.
     await Promise.all([...taken.requesters.values()].map((requester) => this.#deliver(requester, ret)))
+    // As Salt's minion does: the masters first, then the returners the job named.
+    if (job.ret !== '') await o.returners?.send(job, ret)
   }
 
   #deliver(requester: Requester, ret: ReturnLoad): Promise<void> {

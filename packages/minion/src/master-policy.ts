@@ -11,6 +11,7 @@
 import { silentLogger, type Logger } from '@brine/transport'
 import { sleep, type MasterLinkEvent, type MinionEvent } from './lifecycle.js'
 import type { MasterLink, MasterLinkStatus } from './master-link.js'
+import { secondsFromMs } from '@brine/common'
 
 /** What a policy needs of a link ({@link MasterLink} is one). */
 export interface PolicyLink {
@@ -265,7 +266,7 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
         await this.#releaseIfIdle(link.link)
       }
       if (signal.aborted) return undefined
-      this.#logger.error(`no master answered (${candidates.join(', ')}, round ${round}); trying them again in ${this.#o.retryWaitMs / 1000} seconds`)
+      this.#logger.error(`no master answered (${candidates.join(', ')}, round ${round}); trying them again in ${secondsFromMs(this.#o.retryWaitMs)} seconds`)
       await this.#releaseRetired()
       if (!(await this.#clock.sleep(this.#o.retryWaitMs, signal))) return undefined
     }

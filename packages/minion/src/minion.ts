@@ -24,6 +24,7 @@ import {
 } from '@brine/common'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
 import { ClosedError, createLogger, InvalidOperationError, type Logger, type Transport } from '@brine/transport'
+import type { MinionReturners } from '@brine/returners'
 import { JobRunner } from './job-runner.js'
 import { LifecycleEvents, type MinionEvent } from './lifecycle.js'
 import { MasterLink } from './master-link.js'
@@ -123,6 +124,8 @@ export class Minion {
   readonly #cache: CryptCache
   readonly #clock: Clock | undefined
   readonly #runner: JobRunner
+  /** Loaded at the first job that names a returner: most minions never see one, and @brine/returners brings a PostgreSQL driver. */
+  #returners: Promise<MinionReturners> | undefined
   readonly #tasks = new Set<Promise<unknown>>()
   #resolveAuthenticated!: () => void
   #rejectAuthenticated!: (error: Error) => void
@@ -165,6 +168,7 @@ export class Minion {
       emit: (event) => this.#events.emit(event),
       signal,
       severalMasters: mastersOf(opts).length > 1,
+      returners: { send: async (job, ret) => (await this.#openReturners()).send(job, ret) },
     })
   }
 
@@ -386,6 +390,11 @@ export class Minion {
     }
   }
 
+  #openReturners(): Promise<MinionReturners> {
+    this.#returners ??= import('@brine/returners').then(({ MinionReturners }) => new MinionReturners({ cachedir: this.opts.cachedir, logger: this.#logger.child('returners') }))
+    return this.#returners
+  }
+
   /**
    * Stops the daemon: aborts auth waits and running jobs (a killed job does not return), spools
    * returns that were still in flight, closes every link and clears timers. Idempotent.
@@ -401,6 +410,7 @@ export class Minion {
     this.#rejectAuthenticated(new ClosedError('minion', this.id))
     await this.#starting?.catch(() => {})
     await this.#runner.drain()
+    await (await this.#returners?.catch(() => undefined))?.close()
     await this.#policy?.close()
     await Promise.allSettled([...this.#tasks])
     this.#logger.info(`minion ${this.id} stopped`)

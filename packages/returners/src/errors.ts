@@ -40,4 +40,17 @@ export class FutureJidError extends JobCacheError {
   }
 }
 
-registerErrors({ JobCacheError, UnstorableValueError, FutureJidError })
+/** A job names a returner (`brine --return`, Salt's `ret`) that Brine does not have; the publish is refused. */
+export class UnknownReturnerError extends BrineError {
+  override name = 'UnknownReturnerError'
+  readonly returner: string
+  readonly available: readonly string[]
+
+  constructor(returner: string, available: readonly string[]) {
+    super(`unknown returner '${returner.slice(0, 80)}' (available: ${available.join(', ')})`, { returner: returner.slice(0, 80), available: available.join(', ') })
+    this.returner = returner
+    this.available = available
+  }
+}
+
+registerErrors({ JobCacheError, UnstorableValueError, FutureJidError, UnknownReturnerError })

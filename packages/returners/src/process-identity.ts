@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs'
+import { msFromSeconds } from '@brine/common'
 
 /**
  * Who holds a lock file: a pid is not enough, since the kernel reuses pids (after a crash and a
@@ -104,6 +105,6 @@ export function lockOwnerGone(owner: LockOwner, lockFile: string): string | unde
   const written = statSync(lockFile, { throwIfNoEntry: false })?.mtimeMs
   if (btime === undefined || written === undefined) return undefined
   // btime is whole seconds, rounded down: the computed start is never later than the real one, so a real owner is never judged gone.
-  const startedMs = (btime + Number(start) / USER_HZ) * 1000
+  const startedMs = msFromSeconds(btime + Number(start) / USER_HZ)
   return startedMs > written ? `pid ${owner.pid}, which now belongs to a process started after the lock was written` : undefined
 }

@@ -19,8 +19,11 @@ import {
   masterAddressOf,
   mastersOf,
   parseJobReturnTag,
+  parseListJob,
+  parsePublishReply,
   parseSyndicAnnouncement,
   returnRetryDelayMs,
+  syndicReturnOf,
   tags,
   timeoutsFromConfig,
   JOB_TAG_PREFIX,
@@ -31,7 +34,6 @@ import {
   type PublishReply,
   type SyndicAnnouncementParts,
   type SyndicConfig,
-  type SyndicMinionReturn,
 } from '@brine/common'
 import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
@@ -445,13 +447,7 @@ export class Syndic {
     if (route === undefined) return // not a job from above: it stays here
     const upper = this.#uppers.get(route)
     if (upper === undefined) return
-    const ret: SyndicMinionReturn = {
-      return: data['return'],
-      retcode: typeof data['retcode'] === 'number' ? data['retcode'] : 0,
-      success: typeof data['success'] === 'boolean' ? data['success'] : true,
-      fun_args: Array.isArray(data['fun_args']) ? data['fun_args'] : [],
-    }
-    if (typeof data['out'] === 'string') ret.out = data['out']
+    const ret = syndicReturnOf(data)
     // The job's last expected return goes up at once; the others wait for the batch (syndic_event_forward_timeout).
     const last = this.#jobs?.see(jid, minion) === true
     upper.forwarder.addReturn(
@@ -598,26 +594,18 @@ export class Syndic {
       return?: unknown
       success?: unknown
     }
-    const listed = reply?.return as { Function?: unknown; Arguments?: unknown; Minions?: unknown; Result?: unknown } | undefined
-    if (reply?.success === false || typeof listed !== 'object' || listed === null) return 0
+    if (reply?.success === false || typeof reply?.return !== 'object' || reply.return === null) return 0
+    const listed = parseListJob(reply.return)
     if (!job.known) {
       job.known = true
       this.#routes.set(job.jid, job.master)
     }
-    const fun = typeof listed.Function === 'string' ? listed.Function : undefined
-    const funArgs = Array.isArray(listed.Arguments) ? listed.Arguments : []
-    const result = typeof listed.Result === 'object' && listed.Result !== null ? (listed.Result as Record<string, Record<string, unknown>>) : {}
+    const fun = listed.fun
     let count = 0
-    for (const [minion, stored] of Object.entries(result)) {
+    for (const [minion, stored] of Object.entries(listed.returns)) {
       // Only this master's minions (and those lower syndics announced): a shared job cache holds the whole tree's.
-      if (!job.expected.has(minion) || job.settled.has(minion) || typeof stored !== 'object' || stored === null) continue
-      const ret: SyndicMinionReturn = {
-        return: stored['return'],
-        retcode: typeof stored['retcode'] === 'number' ? stored['retcode'] : 0,
-        success: typeof stored['success'] === 'boolean' ? stored['success'] : true,
-        fun_args: funArgs,
-      }
-      if (typeof stored['out'] === 'string') ret.out = stored['out']
+      if (!job.expected.has(minion) || job.settled.has(minion)) continue
+      const ret = syndicReturnOf(stored as unknown as Record<string, unknown>, listed.funArgs)
       upper.forwarder.addReturn(job.jid, minion, ret, fun === undefined ? {} : { fun })
       count++
     }
@@ -658,11 +646,8 @@ export class Syndic {
 
 /** The lower master's publish reply, checked. */
 function checkReply(reply: unknown): PublishReply {
-  const value = reply as Partial<PublishReply> | null
-  if (typeof value !== 'object' || value === null || typeof value.jid !== 'string' || !Array.isArray(value.minions)) {
-    throw new LowerMasterError('publish', `it answered ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
-  }
-  const syndics = typeof value.syndics === 'object' && value.syndics !== null ? value.syndics : undefined
-  return { jid: value.jid, minions: value.minions.map(String), ...(syndics === undefined ? {} : { syndics }) }
+  const checked = parsePublishReply(reply)
+  if (checked === undefined) throw new LowerMasterError('publish', `it answered ${JSON.stringify(reply)?.slice(0, 200)}, not {jid, minions}`)
+  return checked
 }
 

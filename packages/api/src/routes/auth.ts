@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { EauthToken } from '@brine/client'
-import { LoginRateLimitedError, LoginThrottle } from '@brine/common'
+import { LoginRateLimitedError, LoginThrottle, msFromSeconds, secondsFromMs } from '@brine/common'
 import { ApiError } from '../errors.js'
 import { firstChunk, isMap, lowstate, plainIp, requireToken, respond, SESSION_COOKIE, type ApiContext } from './context.js'
 
@@ -34,7 +34,7 @@ class ApiLogins {
     try {
       attempt = this.#throttle.begin(credentials.username, address)
     } catch (error) {
-      if (error instanceof LoginRateLimitedError) throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(error.retryAfterMs / 1000)) })
+      if (error instanceof LoginRateLimitedError) throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(secondsFromMs(error.retryAfterMs))) })
       throw error
     }
     try {
@@ -72,7 +72,7 @@ export async function authRoutes(app: FastifyInstance, context: ApiContext): Pro
     const made = await logins.login(chunk, request.ip, refused)
     reply.header('X-Auth-Token', made.token)
     if (settings.enableSessions) {
-      reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: context.tls, expires: new Date(made.expire * 1000) })
+      reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: context.tls, expires: new Date(msFromSeconds(made.expire)) })
     }
     return respond(request, reply, 200, { return: [{ token: made.token, expire: made.expire, start: made.start, user: made.name, eauth: made.eauth, perms: made.perms ?? {} }] })
   })

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { parseListJob } from '@brine/common'
 import { exec, isMap, lowstate, requireToken, respond, type ApiContext } from './context.js'
 
 /** salt-api's Minions and Jobs: grains of the targeted minions, publishes without waiting (202), the job cache. */
@@ -26,8 +27,7 @@ export async function minionsJobsRoutes(app: FastifyInstance, context: ApiContex
     }
     const [info] = (await exec(context, [{ client: 'runner', fun: 'jobs.list_job', jid }], token, request.ip)) as Array<Record<string, unknown>>
     const returns: Record<string, unknown> = {}
-    const result = isMap(info) ? info['Result'] : undefined
-    if (isMap(result)) for (const [id, entry] of Object.entries(result)) returns[id] = isMap(entry) ? entry['return'] : entry
+    for (const [id, entry] of Object.entries(parseListJob(info).returns)) returns[id] = entry.return
     return respond(request, reply, 200, { info: [info], return: [returns] })
   }
   app.get('/jobs', jobs)

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { secondsFromMs } from '@brine/common'
 import { liveToken, requireToken, respond, type ApiContext } from './context.js'
 
 /** salt-api's Stats: uptime, request and error counts, the master's state, the event streams and memory. */
@@ -9,7 +10,7 @@ export async function statsRoutes(app: FastifyInstance, context: ApiContext): Pr
     const memory = process.memoryUsage()
     return respond(request, reply, 200, {
       'Brine API': {
-        'Uptime (s)': (Date.now() - counters.started) / 1000,
+        'Uptime (s)': secondsFromMs(Date.now() - counters.started),
         Requests: counters.requests,
         Errors: counters.errors,
         'Master running': link.masterRunning,

@@ -4,7 +4,7 @@ import { fileServerFromConfig } from '@brine/master'
 import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
 import { serializeError } from '@brine/transport'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
-import { noParseNames } from './brine.js'
+import { noParseNames } from './brine-args.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
 
 /**

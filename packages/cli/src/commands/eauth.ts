@@ -3,7 +3,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { Option, type Command } from 'commander'
 import { EauthClient, type ClientCredentials } from '@brine/client'
-import { loadConfig } from '@brine/common'
+import { msFromSeconds, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import type { Logger } from '@brine/transport'
 import { UsageError } from '../errors.js'
@@ -42,19 +42,21 @@ export function eauthArgs(options: Record<string, unknown>): EauthArgs {
 /** `~/x` → the home directory's x. */
 const expandHome = (path: string): string => (path === '~' ? homedir() : path.startsWith('~/') ? join(homedir(), path.slice(2)) : path)
 
+/** What a command authenticates with: eauth credentials, or the root key (read once, here, and handed to the client). */
+export type ResolvedCredentials = { credentials: ClientCredentials } | { rootKey: string }
+
 /**
  * The credentials a command sends, as Salt's CLI picks them: with `-a`, the backend, user and password
  * (asked for on a terminal when not given), or with `-T` a token made from them and saved to
  * `token_file` (mode 0600); without `-a`, the root key when it can be read, else the token in
- * `token_file` when there is one (Salt's client_config reads it). `undefined` means the root key.
+ * `token_file` when there is one (Salt's client_config reads it). `opts` is the master config the
+ * command already loaded.
  */
-export async function resolveCredentials(args: EauthArgs, configDir: string, io: CommandIO, logger: Logger): Promise<ClientCredentials | undefined> {
-  const { opts } = await loadConfig('master', { configDir, logger })
+export async function resolveCredentials(args: EauthArgs, opts: MasterConfig, io: CommandIO, logger: Logger): Promise<ResolvedCredentials> {
   const tokenFile = expandHome(String(opts.token_file ?? '~/.brine_token'))
   if (args.eauth === undefined) {
     try {
-      await readRootKey(rootKeyPath(opts.cachedir))
-      return undefined
+      return { rootKey: await readRootKey(rootKeyPath(opts.cachedir)) }
     } catch (error) {
       const token = await readFile(tokenFile, 'utf8').then(
         (text) => text.trim(),
@@ -62,21 +64,21 @@ export async function resolveCredentials(args: EauthArgs, configDir: string, io:
       )
       if (token === '') throw error
       logger.debug(`the root key cannot be read (${(error as Error).message}); using the token in ${tokenFile}`)
-      return { token }
+      return { credentials: { token } }
     }
   }
   const username = args.username ?? (io.prompt === undefined ? undefined : await io.prompt('username: '))
   const password = args.password ?? (io.promptSecret === undefined ? undefined : await io.promptSecret('password: '))
   if (username === undefined || password === undefined) throw new UsageError(`-a ${args.eauth} needs --username and --password when stdin is not a terminal`)
   const login = { eauth: args.eauth, username, password }
-  if (!args.makeToken) return login
+  if (!args.makeToken) return { credentials: login }
   const eauth = new EauthClient({ opts, logger, credentials: login })
   try {
     const made = await eauth.mkToken(login)
     await writeFile(tokenFile, `${made.token}\n`, { mode: 0o600 })
     await chmod(tokenFile, 0o600)
-    logger.info(`token for ${made.name} saved to ${tokenFile} (valid until ${new Date(made.expire * 1000).toISOString()})`)
-    return { token: made.token }
+    logger.info(`token for ${made.name} saved to ${tokenFile} (valid until ${new Date(msFromSeconds(made.expire)).toISOString()})`)
+    return { credentials: { token: made.token } }
   } finally {
     await eauth.close()
   }

@@ -5,7 +5,7 @@ import { escapeNonAscii, fingerprint, loadOrCreateKeys, matchIds, mixedScripts, 
 import { WheelClient } from '@brine/client'
 import { comparePython, outputSettings, OUTPUTTERS, renderOutput, type OutputFlags, type OutputSettings } from '../output/index.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_OK, fail, integer, parseArgv, usageError, type CommandIO } from '../io.js'
-import { describeClientError } from './brine.js'
+import { describeClientError } from './client-error.js'
 
 /** What `brine-key` needs of @brine/client's WheelClient (tests pass a stand-in). */
 export interface KeyWheel {
@@ -254,6 +254,25 @@ async function acceptSyndic(match: string, args: KeyArgs, io: CommandIO, output:
   return EXIT_OK
 }
 
+/** salt-key's _filter_ret: delete takes every state; accept and reject the pending keys plus what --include-* adds. */
+function statesChanged(kind: 'accept' | 'reject' | 'delete', args: KeyArgs): KeyDir[] {
+  if (kind === 'delete') return [...KEY_DIRS]
+  const from: KeyDir[] = ['minions_pre']
+  if (args.includeAccepted) from.push('minions')
+  if (args.includeRejected) from.push('minions_rejected')
+  if (args.includeDenied) from.push('minions_denied')
+  return from
+}
+
+/** The states an accept or reject looked in, as salt-key names them when nothing matched: "unaccepted, accepted or rejected". */
+function statesNamed(args: KeyArgs): string {
+  const states = ['unaccepted']
+  if (args.includeAccepted) states.push('accepted')
+  if (args.includeRejected) states.push('rejected')
+  if (args.includeDenied) states.push('denied')
+  return states.length === 1 ? states[0]! : `${states.slice(0, -1).join(', ')} or ${states.at(-1)}`
+}
+
 async function changeKeys(
   kind: 'accept' | 'reject' | 'delete',
   match: string,
@@ -263,17 +282,10 @@ async function changeKeys(
   wheel: (fun: string, extra?: Record<string, unknown>) => Promise<unknown>,
 ): Promise<number> {
   const matched = nameMatch(normalizeListing((await wheel('key.list_all')) as KeyListing), match)
-  // salt-key's _filter_ret: delete takes every state; accept and reject the pending keys plus what --include-* adds.
-  const from: KeyDir[] =
-    kind === 'delete'
-      ? [...KEY_DIRS]
-      : ['minions_pre', ...(args.includeAccepted ? (['minions'] as const) : []), ...(args.includeRejected ? (['minions_rejected'] as const) : []), ...(args.includeDenied ? (['minions_denied'] as const) : [])]
   const selected: KeyListing = {}
-  for (const dir of from) if (matched[dir] !== undefined) selected[dir] = matched[dir]
+  for (const dir of statesChanged(kind, args)) if (matched[dir] !== undefined) selected[dir] = matched[dir]
   if (Object.keys(selected).length === 0) {
-    const states = ['unaccepted', ...(args.includeAccepted ? ['accepted'] : []), ...(args.includeRejected ? ['rejected'] : []), ...(args.includeDenied ? ['denied'] : [])]
-    const which = states.length === 1 ? states[0] : `${states.slice(0, -1).join(', ')} or ${states.at(-1)}`
-    io.stdout.write(`The key glob '${match}' does not match any ${which} keys.\n`)
+    io.stdout.write(`The key glob '${match}' does not match any ${statesNamed(args)} keys.\n`)
     return EXIT_OK
   }
   io.stdout.write(`The following keys are going to be ${PAST[kind]}:\n`)

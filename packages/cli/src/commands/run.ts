@@ -1,16 +1,18 @@
 import { Option } from 'commander'
 import type { Logger } from '@brine/transport'
-import { loadConfig, type BusEvent } from '@brine/common'
-import { MasterEvent, RunnerClient, type MatchType, type RunnerResult } from '@brine/client'
+import { loadConfig, unwrapOutputter, type BusEvent } from '@brine/common'
+import { MasterEvent, RunnerClient, type FollowedCallOptions, type MatchType, type RunEventSource, type RunnerResult } from '@brine/client'
 import { parseKwarg, yamlifyArg } from '@brine/minion'
 import { jsonOutput } from '../output/json.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, fail, integer, nonNegativeSeconds, parseArgv, type CommandIO } from '../io.js'
-import { describeClientError } from './brine.js'
+import { describeClientError } from './client-error.js'
 
 /** What `brine-run` needs of a RunnerClient (tests pass a stand-in). */
 export interface RunnerLike {
   cmdFull(fun: string, arg?: readonly unknown[], kwarg?: Record<string, unknown>, options?: { signal?: AbortSignal }): Promise<RunnerResult>
+  /** The same run, its progress events handed over as they fire (RunnerClient.cmdFollowed). */
+  cmdFollowed?(fun: string, arg: readonly unknown[], kwarg: Record<string, unknown>, events: RunEventSource, options: FollowedCallOptions): Promise<RunnerResult>
   close(): Promise<void>
 }
 
@@ -91,16 +93,6 @@ export function parseRunArgs(argv: readonly string[], io: CommandIO): RunArgs | 
   return args
 }
 
-/** A runner's `{outputter, data}` answer (jobs.lookup_jid with a minion's `out` hint) → its parts. */
-function unwrapOutputter(value: unknown): { outputter?: string; data: unknown } {
-  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
-    const keys = Object.keys(value)
-    const record = value as Record<string, unknown>
-    if (keys.length === 2 && typeof record['outputter'] === 'string' && 'data' in record) return { outputter: record['outputter'], data: record['data'] }
-  }
-  return { data: value }
-}
-
 /**
  * `brine-run <runner> [args] [key=value...]`: prints the runner's return with the outputter
  * (nested by default). Exit codes: 0 success, 1 the runner failed or the master could not be
@@ -115,10 +107,7 @@ export async function runRun(argv: readonly string[], io: CommandIO, deps: RunDe
   const color = args.color ?? io.stdout.isTTY === true
   const runner = deps.createRunner?.({ configDir: args.configDir, logger }) ?? new RunnerClient({ configDir: args.configDir, logger, origin: { client: 'cli' } })
   try {
-    const kwarg = { ...args.kwarg }
-    if (args.timeout !== undefined && kwarg['timeout'] === undefined) kwarg['timeout'] = args.timeout
-    const options = io.signal === undefined ? {} : { signal: io.signal }
-    const result = await runner.cmdFull(args.fun, args.arg, kwarg, options)
+    const result = await callRunner(runner, args, io, logger, deps)
     const { outputter, data } = unwrapOutputter(result.return)
     io.stdout.write(renderOutput(args.out ?? outputter ?? 'nested', data, { color, indent: args.outIndent }))
     return result.success ? EXIT_OK : EXIT_GENERIC
@@ -126,6 +115,44 @@ export async function runRun(argv: readonly string[], io: CommandIO, deps: RunDe
     return fail(io, 'brine-run', describeClientError(error))
   } finally {
     await runner.close()
+  }
+}
+
+/**
+ * Runs the runner as salt-run does: followed on the master's bus, each progress event printed as it
+ * fires (`{suffix: progress, event: data}` through the outputter, Salt's print_async_event), then the
+ * return. Without a bus to follow (not on the master's machine) the runner runs without progress lines.
+ */
+async function callRunner(runner: RunnerLike, args: RunArgs, io: CommandIO, logger: Logger, deps: RunDeps): Promise<RunnerResult> {
+  const kwarg = { ...args.kwarg }
+  if (args.timeout !== undefined && kwarg['timeout'] === undefined) kwarg['timeout'] = args.timeout
+  const options = io.signal === undefined ? {} : { signal: io.signal }
+  const events = runner.cmdFollowed === undefined ? undefined : await openBus(args, logger, deps)
+  if (events === undefined || runner.cmdFollowed === undefined) return runner.cmdFull(args.fun, args.arg, kwarg, options)
+  const color = args.color ?? io.stdout.isTTY === true
+  const onProgress = (data: Record<string, unknown>): void => {
+    io.stdout.write(renderOutput(args.out ?? 'nested', { suffix: 'progress', event: data }, { color, indent: args.outIndent }))
+  }
+  try {
+    return await runner.cmdFollowed(args.fun, args.arg, kwarg, events, { ...options, onProgress })
+  } finally {
+    await events.close()
+  }
+}
+
+/** The master's event bus, connected; undefined (logged at debug) when it cannot be reached. */
+async function openBus(args: RunArgs, logger: Logger, deps: RunDeps): Promise<EventSource | undefined> {
+  let events: EventSource | undefined
+  try {
+    events =
+      (await deps.createEvents?.({ configDir: args.configDir, logger })) ??
+      new MasterEvent({ sockDir: (await loadConfig('master', { configDir: args.configDir, logger })).opts.sock_dir, logger })
+    await events.connect()
+    return events
+  } catch (error) {
+    logger.debug(`progress events will not show: ${(error as Error).message}`)
+    await events?.close()
+    return undefined
   }
 }
 

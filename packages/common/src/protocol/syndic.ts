@@ -9,6 +9,7 @@
 import { PayloadError } from '../errors.js'
 import { isJid } from '../jid.js'
 import { validateEventLoad, type EventLoad } from './loads.js'
+import { returnOfEvent } from './returns.js'
 
 /** One minion's return inside a `_syndic_return` (Salt's `{return, retcode, success}`, plus `fun_args`). */
 export interface SyndicMinionReturn {
@@ -106,4 +107,16 @@ export function validateSyndicEventLoad(value: unknown): SyndicEventLoad {
   if (!Array.isArray(value['events'])) throw new PayloadError('_syndic_event', 'events', 'must be a list')
   value['events'].forEach(validateEventLoad)
   return value as unknown as SyndicEventLoad
+}
+
+/**
+ * A return event's data (or a stored `Result` entry) → its `_syndic_return` entry, through the one
+ * event → return conversion. The wire needs a boolean `success`: one the source did not state is not a
+ * failure (only `success: false` is). `funArgs` stands in for a source without `fun_args` (a stored entry).
+ */
+export function syndicReturnOf(data: Readonly<Record<string, unknown>>, funArgs?: unknown[]): SyndicMinionReturn {
+  const ret = returnOfEvent(data)
+  const entry: SyndicMinionReturn = { return: ret.return, retcode: ret.retcode, success: ret.success ?? true, fun_args: funArgs ?? ret.fun_args }
+  if (ret.out !== undefined) entry.out = ret.out
+  return entry
 }

@@ -19,17 +19,27 @@ export function isNodegroupWord(word: string): boolean {
   return word.length >= 3 && word.startsWith('N@')
 }
 
-/** A minion id as Salt's nodegroup_comp sees one: no engine prefix, no glob or regex characters. */
-function isPlainName(word: string): boolean {
-  return !hasEnginePrefix(word) && !/[*?[\]{}()\\]/.test(word)
+/** Characters that make salt.utils.minions' _nodegroup_regex read a nodegroup of bare words as one regular expression. */
+const REGEX_CHARACTERS = /[([{\\?}\])]/
+
+/**
+ * Salt's _nodegroup_regex: words with no operator, no `*` and no engine prefix are one target of
+ * their own — `E@` with the words joined by commas when any has a regex character (so, as in Salt,
+ * several such words make one regex that only an id with those commas matches), else `L@`.
+ * Anything else is left to the compound parser (undefined).
+ */
+function bareWordsTarget(words: readonly string[]): string | undefined {
+  if (words.some((word) => OPERATORS.has(word) || word.includes('*') || hasEnginePrefix(word))) return undefined
+  const engine = words.some((word) => REGEX_CHARACTERS.test(word)) ? 'E@' : 'L@'
+  return `${engine}${words.join(',')}`
 }
 
 /**
  * A nodegroup's own words (before nested `N@` are expanded), as salt.utils.minions.nodegroup_comp
  * reads them: a string is split on whitespace; a list is taken item by item, its operators
- * (`and`, `or`, `not`, `(`, `)`) being items of their own. Words with no operator that are all plain
- * names are a list target (`L@a,b,c`), as in Salt. Beyond Salt: a list of target expressions with
- * no operator matches any of them (Salt builds an expression that matches nothing).
+ * (`and`, `or`, `not`, `(`, `)`) being items of their own. Bare words become one `L@`/`E@` target
+ * as in Salt ({@link bareWordsTarget}). Beyond Salt: a list of other target expressions with no
+ * operator matches any of them (Salt builds an expression that matches nothing).
  */
 function definitionWords(name: string, expansion: Expansion): string[] {
   const { shown, tgtType } = expansion
@@ -42,8 +52,9 @@ function definitionWords(name: string, expansion: Expansion): string[] {
   const items = isList ? (definition as unknown[]).map(String) : [definition as string]
   if (items.every((item) => item.trim() === '')) throw new TargetError(shown, tgtType, `nodegroup '${name}' is empty`)
   const words = tokenize(items, shown, tgtType)
+  const bare = bareWordsTarget(words)
+  if (bare !== undefined) return [bare]
   if (words.some((word) => OPERATORS.has(word))) return words
-  if (words.every(isPlainName)) return [`L@${words.join(',')}`]
   if (isList) return words.flatMap((word, index) => (index === 0 ? [word] : ['or', word]))
   return words
 }

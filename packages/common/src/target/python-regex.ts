@@ -65,6 +65,23 @@ function category(letter: string, ascii: boolean): string {
   }
 }
 
+/** `base` with the inline flag letters `add` turned on (`u` turns `a` off; `L` is refused before) and `remove` turned off. */
+function withFlags(base: Flags, add: string, remove: string): Flags {
+  const next: Flags = { ...base }
+  for (const letter of add) {
+    if (letter === 'u') next.a = false
+    else if (letter !== 'L') next[letter as keyof Flags] = true
+  }
+  for (const letter of remove) next[letter as keyof Flags] = false
+  return next
+}
+
+/** `\b` (or `\B` when not `at`): Python's word boundary, Unicode or ASCII words. */
+function wordBoundary(at: boolean, ascii: boolean): string {
+  const word = ascii ? ASCII_WORD : UNICODE_WORD
+  return at ? `(?:(?<=${word})(?!${word})|(?<!${word})(?=${word}))` : `(?:(?<=${word})(?=${word})|(?<!${word})(?!${word}))`
+}
+
 /** One character for a `v`-flag source, in or out of a set: letters, digits and `_` as they are, the rest escaped. */
 function escapeChar(codePoint: number): string {
   if ((codePoint >= 0x30 && codePoint <= 0x39) || (codePoint >= 0x41 && codePoint <= 0x5a) || (codePoint >= 0x61 && codePoint <= 0x7a) || codePoint === 0x5f) {
@@ -311,6 +328,25 @@ class Translator {
 
   /** `(?imsx)` (global) or `(?imsx-imsx:…)` (scoped). */
   #inlineFlags(start: number): void {
+    const { add, remove, end } = this.#readInlineFlags(start)
+    const next = withFlags(this.#flags, add, remove)
+    if (end === ')') {
+      if (remove !== '') this.#fail('missing :', start)
+      // Global flags apply to the whole expression (Python 3.10, which Salt 3006 ships, allows them anywhere).
+      Object.assign(this.globalFlags, withFlags(this.globalFlags, add, ''))
+      this.#flags = next
+      return
+    }
+    if (next.i !== this.#flags.i) {
+      this.#fail(`scoped case flags (?${add}${remove === '' ? '' : `-${remove}`}:…) are not supported; put (?i) at the start to ignore case in the whole expression`, start)
+    }
+    this.#open.push({ kind: 'group', start, saved: this.#flags })
+    this.#flags = next
+    this.#emit('(?:', 'none')
+  }
+
+  /** The letters of `(?add-remove` and what closes them (`)` or `:`), refusing what Python refuses for a str pattern. */
+  #readInlineFlags(start: number): { add: string; remove: string; end: ')' | ':' } {
     const pattern = this.#pattern
     let add = ''
     let remove = ''
@@ -322,34 +358,13 @@ class Translator {
     }
     const end = pattern[this.#pos]
     if (end !== ')' && end !== ':') {
-      this.#fail(end !== undefined && ASCII_LETTER.test(end) ? 'unknown flag' : 'missing -, : or )')
+      return this.#fail(end !== undefined && ASCII_LETTER.test(end) ? 'unknown flag' : 'missing -, : or )')
     }
     this.#pos++
     if (add.includes('L') || remove.includes('L')) this.#fail("bad inline flags: cannot use 'L' flag with a str pattern", start)
     if (add.includes('a') && add.includes('u')) this.#fail("bad inline flags: flags 'a', 'u' and 'L' are incompatible", start)
     if (/[au]/.test(remove)) this.#fail("bad inline flags: cannot turn off flags 'a', 'u' and 'L'", start)
-    const next: Flags = { ...this.#flags }
-    for (const letter of add) {
-      if (letter === 'u') next.a = false
-      else if (letter !== 'L') next[letter as keyof Flags] = true
-    }
-    for (const letter of remove) next[letter as keyof Flags] = false
-    if (end === ')') {
-      if (remove !== '') this.#fail('missing :', start)
-      // Global flags apply to the whole expression (Python 3.10, which Salt 3006 ships, allows them anywhere).
-      for (const letter of add) {
-        if (letter === 'u') this.globalFlags.a = false
-        else if (letter !== 'L') this.globalFlags[letter as keyof Flags] = true
-      }
-      this.#flags = next
-      return
-    }
-    if (next.i !== this.#flags.i) {
-      this.#fail(`scoped case flags (?${add}${remove === '' ? '' : `-${remove}`}:…) are not supported; put (?i) at the start to ignore case in the whole expression`, start)
-    }
-    this.#open.push({ kind: 'group', start, saved: this.#flags })
-    this.#flags = next
-    this.#emit('(?:', 'none')
+    return { add, remove, end }
   }
 
   #closeGroup(): void {
@@ -375,11 +390,8 @@ class Translator {
       case 'Z':
         return this.#emit('$', 'anchor')
       case 'b':
-      case 'B': {
-        const word = ascii ? ASCII_WORD : UNICODE_WORD
-        const boundary = char === 'b' ? `(?:(?<=${word})(?!${word})|(?<!${word})(?=${word}))` : `(?:(?<=${word})(?=${word})|(?<!${word})(?!${word}))`
-        return this.#emit(boundary, 'anchor')
-      }
+      case 'B':
+        return this.#emit(wordBoundary(char === 'b', ascii), 'anchor')
       case 'd':
       case 'D':
       case 's':
@@ -395,26 +407,29 @@ class Translator {
       default:
         break
     }
-    if (DIGIT.test(char)) {
-      // An octal escape (three octal digits) or a group reference (one or two digits), as Python decides.
-      let digits = char
-      if (DIGIT.test(pattern[this.#pos] ?? '')) {
-        digits += pattern[this.#pos++]
-        if (OCTAL.test(digits[0] as string) && OCTAL.test(digits[1] as string) && OCTAL.test(pattern[this.#pos] ?? '')) {
-          digits += pattern[this.#pos++]
-          const value = parseInt(digits, 8)
-          if (value > 0o377) this.#fail(`octal escape value \\${digits} outside of range 0-0o377`, start)
-          return this.#emit(escapeChar(value), 'atom')
-        }
-      }
-      const group = Number(digits)
-      if (group > this.#groups) this.#fail(`invalid group reference ${group}`, start + 1)
-      if (!this.#closed.has(group)) this.#fail('cannot refer to an open group', start)
-      // In parentheses, so a digit that follows stays a digit.
-      return this.#emit(`(?:\\${group})`, 'atom')
-    }
+    if (DIGIT.test(char)) return this.#digitEscape(char, start)
     const codePoint = this.#characterEscape(char, start)
     this.#emit(escapeChar(codePoint), 'atom')
+  }
+
+  /** `\1`–`\99` a group reference, or three octal digits a character, as Python decides. */
+  #digitEscape(first: string, start: number): void {
+    const pattern = this.#pattern
+    let digits = first
+    if (DIGIT.test(pattern[this.#pos] ?? '')) {
+      digits += pattern[this.#pos++]
+      if (OCTAL.test(digits[0] as string) && OCTAL.test(digits[1] as string) && OCTAL.test(pattern[this.#pos] ?? '')) {
+        digits += pattern[this.#pos++]
+        const value = parseInt(digits, 8)
+        if (value > 0o377) this.#fail(`octal escape value \\${digits} outside of range 0-0o377`, start)
+        return this.#emit(escapeChar(value), 'atom')
+      }
+    }
+    const group = Number(digits)
+    if (group > this.#groups) this.#fail(`invalid group reference ${group}`, start + 1)
+    if (!this.#closed.has(group)) this.#fail('cannot refer to an open group', start)
+    // In parentheses, so a digit that follows stays a digit.
+    return this.#emit(`(?:\\${group})`, 'atom')
   }
 
   /** Escapes that stand for one character, in or out of a set: `\n`, `\x41`, `\u00e9`, `\U0001f600`, `\.`. */

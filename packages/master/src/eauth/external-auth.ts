@@ -1,4 +1,4 @@
-import { ConfigError, eauthLimitsFromConfig, LoginThrottle, timeoutsFromConfig, type LoginLimits, type MasterConfig } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, LoginThrottle, timeoutsFromConfig, msFromSeconds, secondsFromMs, type LoginLimits, type MasterConfig } from '@brine/common'
 import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { AclEntry } from '../acl.js'
 import { EauthAuthenticationError, TokenAuthenticationError } from '../errors.js'
@@ -142,9 +142,9 @@ export class ExternalAuth {
     const identity = await this.authenticate(load, from)
     let lifetimeMs = this.#o.tokenExpireMs
     const asked = Number(load.token_expire)
-    if (load.token_expire !== undefined && Number.isFinite(asked) && asked > 0 && this.#mayOverride(identity.eauth, identity.name)) lifetimeMs = asked * 1000
-    const start = Date.now() / 1000
-    const record = await this.#o.tokens.create({ start, expire: start + lifetimeMs / 1000, name: identity.name, eauth: identity.eauth, ...(identity.groups.length > 0 ? { groups: identity.groups } : {}) })
+    if (load.token_expire !== undefined && Number.isFinite(asked) && asked > 0 && this.#mayOverride(identity.eauth, identity.name)) lifetimeMs = msFromSeconds(asked)
+    const start = secondsFromMs(Date.now())
+    const record = await this.#o.tokens.create({ start, expire: start + secondsFromMs(lifetimeMs), name: identity.name, eauth: identity.eauth, ...(identity.groups.length > 0 ? { groups: identity.groups } : {}) })
     return { ...record, perms: identity.perms }
   }
 

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { createFileExclusive, isNotFound, KEY_FILE_MODE, PKI_DIR_MODE } from '@brine/crypt'
 import type { TokenData } from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
+import { msFromSeconds } from '@brine/common'
 
 export type { TokenData }
 
@@ -48,7 +49,7 @@ export class TokenStore {
       await this.remove(token)
       return undefined
     }
-    if (typeof record !== 'object' || record === null || typeof record.expire !== 'number' || record.expire * 1000 <= now || typeof record.name !== 'string') {
+    if (typeof record !== 'object' || record === null || typeof record.expire !== 'number' || msFromSeconds(record.expire) <= now || typeof record.name !== 'string') {
       await this.remove(token)
       return undefined
     }

@@ -8,6 +8,7 @@ import type { FileServer } from '../file-server/file-server.js'
 import type { GatheredJob } from '../gather.js'
 import type { GrainsCache } from '../grains-cache.js'
 import type { SyndicRegistry } from '../syndics.js'
+import { msFromSeconds } from '@brine/common'
 
 export type { GatheredJob } from '../gather.js'
 
@@ -89,7 +90,7 @@ function secondsKwarg(args: RunnerArgs, name: string, fallback: number, fun: str
   if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0) {
     throw new MalformedRequestError(`runner ${fun} arguments`, `'${name}' must be a non-negative number of seconds, got ${JSON.stringify(value)}`)
   }
-  return Math.round(seconds * 1000)
+  return Math.round(msFromSeconds(seconds))
 }
 
 /** Kwarg `timeout` (Salt's seconds) in ms, else the config's. */

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { MalformedRequestError } from '../errors.js'
 import { param, type RunnerFunction } from './context.js'
+import { msFromSeconds } from '@brine/common'
 
 /** The longest test.sleep Node's timers can wait (2^31 - 1 ms), in seconds. */
 const MAX_SLEEP_SECONDS = 2_147_483
@@ -27,7 +28,7 @@ export const TEST_RUNNERS: Record<string, RunnerFunction> = {
   'test.raw_arg': async ({ arg, kwarg }) => ({ args: arg, kwargs: kwarg }),
   'test.metasyntactic': async (args) => METASYNTACTIC[String(param(args, 0, 'locality') ?? 'us')] ?? null,
   'test.sleep': async (args) => {
-    await sleep(seconds(param(args, 0, 's_time') ?? 10) * 1000)
+    await sleep(msFromSeconds(seconds(param(args, 0, 's_time') ?? 10)))
     return true
   },
   // Salt prints 'foo' on salt-run's stdout; Brine's runners run inside the master, so only the return shows.

@@ -13,6 +13,7 @@ import { abortReason, CommandExecutionError, InvocationError } from '../errors.j
 import { toInt } from './test.js'
 import { parseLogLevel, type LogLevel } from '@brine/transport'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
+import { msFromSeconds } from '@brine/common'
 
 const execFileAsync = promisify(execFile)
 
@@ -298,7 +299,7 @@ export async function runCommand(
       timer = setTimeout(() => {
         timedOut = true
         killGroup()
-      }, options.timeout * 1000)
+      }, msFromSeconds(options.timeout))
     }
     child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
     child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk))

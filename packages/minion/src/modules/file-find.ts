@@ -5,7 +5,7 @@
 import type { Dirent, Stats } from 'node:fs'
 import { lstat, readdir } from 'node:fs/promises'
 import { basename, join } from 'node:path'
-import { translatePythonRegex } from '@brine/common'
+import { translatePythonRegex, secondsFromMs } from '@brine/common'
 import { InvocationError } from '../errors.js'
 import { cleanKwargs, fnmatch } from './args.js'
 import type { JobContext } from './types.js'
@@ -89,7 +89,7 @@ async function buildTests(ctx: JobContext, options: Record<string, unknown>): Pr
   if (options.mtime !== undefined) {
     const compare = comparison(options.mtime, 'mtime', TIME_UNITS, 'd')
     const now = Date.now()
-    tests.push((_path, stats) => compare((now - stats.mtimeMs) / 1000))
+    tests.push((_path, stats) => compare(secondsFromMs(now - stats.mtimeMs)))
   }
   if (options.user !== undefined) tests.push(await ownerTest(ctx, options.user, 'user'))
   if (options.group !== undefined) tests.push(await ownerTest(ctx, options.group, 'group'))

@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs'
 import { chmod, chown, cp, lstat, mkdir, readFile, readlink, realpath, rename, rm, stat, symlink, utimes, writeFile, open } from 'node:fs/promises'
 import type { Stats } from 'node:fs'
 import { dirname } from 'node:path'
-import { translatePythonRegex } from '@brine/common'
+import { translatePythonRegex, secondsFromMs } from '@brine/common'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import { DEFAULT_MAX_OUTPUT_BYTES } from './cmd.js'
 import { findFiles } from './file-find.js'
@@ -159,9 +159,9 @@ async function stats(ctx: JobContext, path: string, hashType: unknown, follow: b
     gid: info.gid,
     user: await nameOf(ctx, 'passwd', info.uid),
     group: await nameOf(ctx, 'group', info.gid),
-    atime: info.atimeMs / 1000,
-    mtime: info.mtimeMs / 1000,
-    ctime: info.ctimeMs / 1000,
+    atime: secondsFromMs(info.atimeMs),
+    mtime: secondsFromMs(info.mtimeMs),
+    ctime: secondsFromMs(info.ctimeMs),
     size: info.size,
     mode: modeString(info.mode),
     type: typeOf(info),
@@ -302,7 +302,7 @@ const FILE_FUNCTIONS = {
     defaults: { atime: null, mtime: null },
     run: async ([nameArg, atime, mtime]) => {
       const path = requirePath(nameArg, 'name')
-      const now = Date.now() / 1000
+      const now = secondsFromMs(Date.now())
       const a = isSet(atime) ? toInteger(atime, 'atime', 0) : now
       const m = isSet(mtime) ? toInteger(mtime, 'mtime', 0) : now
       try {
@@ -393,7 +393,7 @@ const FILE_FUNCTIONS = {
       const path = requirePath(pathArg, 'path')
       const info = await lstat(path).catch(() => undefined)
       if (info === undefined) throw new CommandExecutionError(`Path not found: ${path}`, { path })
-      return { st_atime: info.atimeMs / 1000, st_ctime: info.ctimeMs / 1000, st_gid: info.gid, st_mode: info.mode, st_mtime: info.mtimeMs / 1000, st_nlink: info.nlink, st_size: info.size, st_uid: info.uid }
+      return { st_atime: secondsFromMs(info.atimeMs), st_ctime: secondsFromMs(info.ctimeMs), st_gid: info.gid, st_mode: info.mode, st_mtime: secondsFromMs(info.mtimeMs), st_nlink: info.nlink, st_size: info.size, st_uid: info.uid }
     },
   },
   file_exists: {

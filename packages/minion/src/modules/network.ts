@@ -11,6 +11,7 @@ import { networkInterfaces } from 'node:os'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { badArgument, execArgv, isSet, optionalString, requireString, toBool, toInteger, toSeconds } from './validate.js'
+import { msFromSeconds } from '@brine/common'
 
 const readText = async (path: string): Promise<string | undefined> => await readFile(path, 'utf8').catch(() => undefined)
 
@@ -115,7 +116,7 @@ async function connect(host: unknown, portArg: unknown, kwargs: Record<string, u
   const port = toInteger(portArg, 'port', 1, 65535)
   const proto = String(kwargs.proto ?? 'tcp').toLowerCase()
   if (proto !== 'tcp' && proto !== 'udp') throw badArgument('proto', "'tcp' or 'udp'", kwargs.proto)
-  const timeoutMs = Math.round(toSeconds(kwargs.timeout ?? 5, 'timeout', 300) * 1000)
+  const timeoutMs = Math.round(msFromSeconds(toSeconds(kwargs.timeout ?? 5, 'timeout', 300)))
   const family = kwargs.family === 'ipv4' ? 4 : kwargs.family === 'ipv6' ? 6 : 0
   let address: string
   try {

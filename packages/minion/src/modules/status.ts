@@ -1,7 +1,7 @@
 /** Salt's `status` module (salt/modules/status.py), the Linux part: uptime, load, memory, CPU, disks, network counters from /proc. */
 import { readFile, statfs } from 'node:fs/promises'
 import { loadavg } from 'node:os'
-import { translatePythonRegex } from '@brine/common'
+import { translatePythonRegex, msFromSeconds, secondsFromMs } from '@brine/common'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { execArgv, requireString } from './validate.js'
@@ -17,13 +17,13 @@ async function proc(file: string): Promise<string> {
 /** Salt's uptime dict: seconds, since_iso, since_t, days, time (H:MM), users. */
 async function uptime(ctx: JobContext): Promise<Record<string, unknown>> {
   const seconds = Math.trunc(Number((await proc('/proc/uptime')).split(/\s+/)[0]))
-  const since = new Date(Date.now() - seconds * 1000)
+  const since = new Date(Date.now() - msFromSeconds(seconds))
   const who = await execArgv(ctx, ['who'], { timeout: 10 }).catch(() => undefined)
   const remainder = seconds % 86400
   return {
     seconds,
     since_iso: since.toISOString().replace('Z', ''),
-    since_t: Math.trunc(since.getTime() / 1000),
+    since_t: Math.trunc(secondsFromMs(since.getTime())),
     days: Math.trunc(seconds / 86400),
     time: `${Math.trunc(remainder / 3600)}:${String(Math.trunc((remainder % 3600) / 60)).padStart(2, '0')}`,
     users: who?.retcode === 0 ? who.stdout.split('\n').filter(Boolean).length : 0,

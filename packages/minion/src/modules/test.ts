@@ -4,6 +4,7 @@ import { cleanKwargs } from './args.js'
 import { abortReason, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { brineVersion } from './version.js'
+import { msFromSeconds, secondsFromMs } from '@brine/common'
 
 /** Python's int() of a CLI value: integers and integer strings only. */
 export function toInt(value: unknown, name: string): number {
@@ -49,7 +50,7 @@ export const testModule: ModuleDefinition = {
     args: ['length'],
     run: async ([length], _kwargs, ctx) => {
       const seconds = toInt(length, 'length')
-      if (seconds > 0) await abortableDelay(seconds * 1000, ctx)
+      if (seconds > 0) await abortableDelay(msFromSeconds(seconds), ctx)
       return true
     },
   },
@@ -66,7 +67,7 @@ export const testModule: ModuleDefinition = {
       const start = performance.now()
       let [a, b] = [0, 1]
       for (let index = 0; index < n; index++) [a, b] = [b, a + b]
-      return [a, (performance.now() - start) / 1000]
+      return [a, secondsFromMs(performance.now() - start)]
     },
   },
   collatz: {
@@ -81,7 +82,7 @@ export const testModule: ModuleDefinition = {
         steps.push(n)
         n = n % 2 === 0 ? n / 2 : n * 3 + 1
       }
-      return [steps, (performance.now() - began) / 1000]
+      return [steps, secondsFromMs(performance.now() - began)]
     },
   },
   exception: {

@@ -99,27 +99,7 @@ export function createHarness(setup: ComplianceSetup): Harness {
       const { stalled = false, ...clientOptions } = options
       const client = (await getTransport()).createPublishClient({ host: HOST, port, ...clientOptions })
       if (id !== undefined) client.subscribe(id)
-      const tracked = track(client)
-      const received: WireValue[] = []
-      let consuming = false
-      const subscriber: Subscriber = {
-        ...tracked,
-        received,
-        consume() {
-          if (consuming) return
-          consuming = true
-          void (async () => {
-            for await (const load of client) {
-              received.push(load)
-              tracked.recorder.poke()
-            }
-          })()
-        },
-        async waitForLoads(count, what) {
-          await tracked.recorder.until(() => received.length >= count, what, WAIT_MS)
-          return received
-        },
-      }
+      const subscriber = subscriberOf(track(client))
       if (!stalled) subscriber.consume()
       await deadline(client.start(), WAIT_MS, `${setup.name} publish client to start`)
       return subscriber
@@ -146,11 +126,40 @@ export function createHarness(setup: ComplianceSetup): Harness {
       const ports = serverPorts
       endpoints = []
       serverPorts = []
-      await deadline(Promise.all(closing.map((endpoint) => endpoint.close())), WAIT_MS, `${setup.name} endpoints to close`)
-      for (const port of ports) {
-        if (!(await canBind(port))) throw new Error(`port ${port} was still bound after its ${setup.name} server closed`)
-      }
+      await closeAndCheckPorts(setup.name, closing, ports)
     },
   }
   return harness
+}
+
+/** A tracked publish client that keeps what it receives, reading once `consume()` is called. */
+function subscriberOf(tracked: Tracked<PublishClient>): Subscriber {
+  const received: WireValue[] = []
+  let consuming = false
+  return {
+    ...tracked,
+    received,
+    consume() {
+      if (consuming) return
+      consuming = true
+      void (async () => {
+        for await (const load of tracked.endpoint) {
+          received.push(load)
+          tracked.recorder.poke()
+        }
+      })()
+    },
+    async waitForLoads(count, what) {
+      await tracked.recorder.until(() => received.length >= count, what, WAIT_MS)
+      return received
+    },
+  }
+}
+
+/** Closes `endpoints` (already newest first) and fails if a server port is still bound after. */
+async function closeAndCheckPorts(name: string, endpoints: Endpoint[], ports: number[]): Promise<void> {
+  await deadline(Promise.all(endpoints.map((endpoint) => endpoint.close())), WAIT_MS, `${name} endpoints to close`)
+  for (const port of ports) {
+    if (!(await canBind(port))) throw new Error(`port ${port} was still bound after its ${name} server closed`)
+  }
 }

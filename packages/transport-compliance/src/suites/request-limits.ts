@@ -10,103 +10,112 @@ const outcome = (sending: Promise<WireValue>): Promise<Outcome> => sending.then(
 
 export function requestLimitTests(harness: Harness): void {
   describe('request limits', () => {
-    test('request limits: beyond `hwm` requests in flight the client refuses with InFlightLimitError naming `limit`', async () => {
-      let calls = 0
-      const server = await harness.requestServer(() => {
-        calls++
-        server.recorder.poke()
-        return new Promise<WireValue>(() => {})
-      })
-      const { endpoint: client } = await harness.requestClient(server.port, { hwm: 2 })
-      const held = [outcome(client.send(1, { timeout: WAIT_MS })), outcome(client.send(2, { timeout: WAIT_MS }))]
-      const error = await client.send(3, { timeout: WAIT_MS }).catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(InFlightLimitError)
-      expect((error as InFlightLimitError).context).toEqual({ address: client.address, limit: 2 })
-      expect((error as Error).message).toBe(`2 requests already in flight to ${client.address} (hwm 2); request refused`)
-      expect(client.stats()).toMatchObject({ inFlight: 2, refused: 1 })
-      await server.recorder.until(() => calls === 2, 'the two requests in flight to reach the handler')
-      await client.close()
-      for (const result of await Promise.all(held)) expect((result as { error: unknown }).error).toBeInstanceOf(ClosedError)
-      expect(calls).toBe(2)
-    })
+    inFlightAndBacklogCases(harness)
+    replyAndRequestBoundCases(harness)
+  })
+}
 
-    test('request limits: beyond `concurrency` handler calls requests wait in a bounded backlog, and beyond that get a ServerBusyError reply', async () => {
-      const release: Array<() => void> = []
-      const server = await harness.requestServer(
-        (request) =>
-          new Promise<WireValue>((resolve) => {
-            release.push(() => resolve({ served: request }))
-            server.recorder.poke()
-          }),
-        { concurrency: 2, backlog: 3 },
-      )
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const sends = Array.from({ length: 8 }, (_, n) => outcome(client.send(n, { timeout: WAIT_MS })))
-      // Two run, three wait, and the three after them are answered at once with the server's refusal.
-      const refused = await deadline(Promise.all(sends.slice(5)), WAIT_MS, 'the three requests beyond the backlog to be refused')
-      for (const result of refused) {
-        const error = (result as { error: unknown }).error
-        expect(error).toBeInstanceOf(RemoteError)
-        expect(error).toMatchObject({ remoteName: 'ServerBusyError', context: { limit: 2, backlog: 3 } })
-        expect((error as Error).message).toContain('2 handler calls running (concurrency limit 2) and 3 waiting (backlog limit 3); request refused')
-      }
-      await server.recorder.until(() => release.length === 2, 'the first two requests to reach the handler')
-      expect(server.endpoint.stats()).toMatchObject({ inFlight: 2, refused: 3 })
-      expect(server.endpoint.stats().queued).toBeGreaterThanOrEqual(3)
-      // Each call that finishes lets the oldest waiting request in.
-      for (let served = 0; served < 5; served++) {
-        await server.recorder.until(() => release.length > served, `request ${served} to reach the handler`)
-        release[served]!()
-      }
-      const answers = await deadline(Promise.all(sends.slice(0, 5)), WAIT_MS, 'the five admitted requests to be answered')
-      expect(answers).toEqual([0, 1, 2, 3, 4].map((n) => ({ reply: { served: n } })))
-      expect(release).toHaveLength(5)
-      expect(server.endpoint.stats()).toMatchObject({ inFlight: 0, refused: 3 })
+/** Requests beyond a client's hwm or a server's concurrency and backlog are refused with errors naming the bound. */
+function inFlightAndBacklogCases(harness: Harness): void {
+  test('request limits: beyond `hwm` requests in flight the client refuses with InFlightLimitError naming `limit`', async () => {
+    let calls = 0
+    const server = await harness.requestServer(() => {
+      calls++
+      server.recorder.poke()
+      return new Promise<WireValue>(() => {})
     })
+    const { endpoint: client } = await harness.requestClient(server.port, { hwm: 2 })
+    const held = [outcome(client.send(1, { timeout: WAIT_MS })), outcome(client.send(2, { timeout: WAIT_MS }))]
+    const error = await client.send(3, { timeout: WAIT_MS }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(InFlightLimitError)
+    expect((error as InFlightLimitError).context).toEqual({ address: client.address, limit: 2 })
+    expect((error as Error).message).toBe(`2 requests already in flight to ${client.address} (hwm 2); request refused`)
+    expect(client.stats()).toMatchObject({ inFlight: 2, refused: 1 })
+    await server.recorder.until(() => calls === 2, 'the two requests in flight to reach the handler')
+    await client.close()
+    for (const result of await Promise.all(held)) expect((result as { error: unknown }).error).toBeInstanceOf(ClosedError)
+    expect(calls).toBe(2)
+  })
 
-    test('request limits: a reply over max_frame_bytes becomes an error reply naming the limit', async () => {
-      const server = await harness.requestServer(async (request) => (request === 'big' ? 'x'.repeat(4096) : 'small'), { maxFrameBytes: 1024 })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const error = await client.send('big', { timeout: WAIT_MS }).catch((e: unknown) => e)
+  test('request limits: beyond `concurrency` handler calls requests wait in a bounded backlog, and beyond that get a ServerBusyError reply', async () => {
+    const release: Array<() => void> = []
+    const server = await harness.requestServer(
+      (request) =>
+        new Promise<WireValue>((resolve) => {
+          release.push(() => resolve({ served: request }))
+          server.recorder.poke()
+        }),
+      { concurrency: 2, backlog: 3 },
+    )
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const sends = Array.from({ length: 8 }, (_, n) => outcome(client.send(n, { timeout: WAIT_MS })))
+    // Two run, three wait, and the three after them are answered at once with the server's refusal.
+    const refused = await deadline(Promise.all(sends.slice(5)), WAIT_MS, 'the three requests beyond the backlog to be refused')
+    for (const result of refused) {
+      const error = (result as { error: unknown }).error
       expect(error).toBeInstanceOf(RemoteError)
-      expect(error).toMatchObject({ remoteName: 'FrameTooLargeError', context: { limit: 1024 } })
-      expect(await client.send('next', { timeout: WAIT_MS })).toBe('small')
-    })
+      expect(error).toMatchObject({ remoteName: 'ServerBusyError', context: { limit: 2, backlog: 3 } })
+      expect((error as Error).message).toContain('2 handler calls running (concurrency limit 2) and 3 waiting (backlog limit 3); request refused')
+    }
+    await server.recorder.until(() => release.length === 2, 'the first two requests to reach the handler')
+    expect(server.endpoint.stats()).toMatchObject({ inFlight: 2, refused: 3 })
+    expect(server.endpoint.stats().queued).toBeGreaterThanOrEqual(3)
+    // Each call that finishes lets the oldest waiting request in.
+    for (let served = 0; served < 5; served++) {
+      await server.recorder.until(() => release.length > served, `request ${served} to reach the handler`)
+      release[served]!()
+    }
+    const answers = await deadline(Promise.all(sends.slice(0, 5)), WAIT_MS, 'the five admitted requests to be answered')
+    expect(answers).toEqual([0, 1, 2, 3, 4].map((n) => ({ reply: { served: n } })))
+    expect(release).toHaveLength(5)
+    expect(server.endpoint.stats()).toMatchObject({ inFlight: 0, refused: 3 })
+  })
+}
 
-    test('request limits: an over-limit reply is dropped by the client, which times the request out and keeps the link', async () => {
-      const server = await harness.requestServer(async (request) => (request === 'big' ? 'z'.repeat(4000) : 'small'))
-      const client = await harness.requestClient(server.port, { maxFrameBytes: 1024 })
-      const mark = client.recorder.mark()
-      const error = await client.endpoint.send('big', { timeout: 500 }).catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(TimeoutError)
-      const drop = await client.recorder.waitFor((e) => e.type === 'frame-drop', 'the client to drop the over-limit reply', { from: mark })
-      expect(drop.type === 'frame-drop' && drop.reason).toMatch(/exceeds max_frame_bytes \(1024\)/)
-      expect(drop.type === 'frame-drop' && drop.size).toBeGreaterThan(4000)
-      expect(client.endpoint.stats().framesDropped).toBe(1)
-      expect(await client.endpoint.send('next', { timeout: WAIT_MS })).toBe('small')
-    })
+/** Replies over max_frame_bytes and requests over the depth or entry bounds answered or dropped, the link kept. */
+function replyAndRequestBoundCases(harness: Harness): void {
+  test('request limits: a reply over max_frame_bytes becomes an error reply naming the limit', async () => {
+    const server = await harness.requestServer(async (request) => (request === 'big' ? 'x'.repeat(4096) : 'small'), { maxFrameBytes: 1024 })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const error = await client.send('big', { timeout: WAIT_MS }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(RemoteError)
+    expect(error).toMatchObject({ remoteName: 'FrameTooLargeError', context: { limit: 1024 } })
+    expect(await client.send('next', { timeout: WAIT_MS })).toBe('small')
+  })
 
-    test('request limits: a request over the depth or entry bound is answered with a FrameLimitError naming the bound, and the server keeps serving', async () => {
-      let handled = 0
-      const server = await harness.requestServer(async () => {
-        handled++
-        return 'ok'
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      // A 1,000-deep argument (over max_frame_depth, 64) and a 1,000,000-integer list (over max_frame_entries, 262,144).
-      let deep: WireValue = 'bottom'
-      for (let level = 0; level < 1000; level++) deep = [deep]
-      const tooDeep = await client.send({ arg: [deep] }, { timeout: WAIT_MS }).catch((error: unknown) => error)
-      expect(tooDeep).toBeInstanceOf(FrameLimitError)
-      expect(tooDeep).toMatchObject({ key: 'max_frame_depth', limit: 64 })
-      expect((tooDeep as Error).message).toMatch(/refused the request: .*over max_frame_depth \(64\)/)
-      const tooMany = await client.send({ arg: [Array.from({ length: 1_000_000 }, (_, n) => n)] }, { timeout: WAIT_MS }).catch((error: unknown) => error)
-      expect(tooMany).toBeInstanceOf(FrameLimitError)
-      expect(tooMany).toMatchObject({ key: 'max_frame_entries', limit: 262_144 })
-      expect(handled).toBe(0)
-      expect(server.endpoint.stats().framesDropped).toBe(2)
-      expect(await client.send({ arg: [[[1]]] }, { timeout: WAIT_MS })).toBe('ok')
-      expect(handled).toBe(1)
+  test('request limits: an over-limit reply is dropped by the client, which times the request out and keeps the link', async () => {
+    const server = await harness.requestServer(async (request) => (request === 'big' ? 'z'.repeat(4000) : 'small'))
+    const client = await harness.requestClient(server.port, { maxFrameBytes: 1024 })
+    const mark = client.recorder.mark()
+    const error = await client.endpoint.send('big', { timeout: 500 }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(TimeoutError)
+    const drop = await client.recorder.waitFor((e) => e.type === 'frame-drop', 'the client to drop the over-limit reply', { from: mark })
+    expect(drop.type === 'frame-drop' && drop.reason).toMatch(/exceeds max_frame_bytes \(1024\)/)
+    expect(drop.type === 'frame-drop' && drop.size).toBeGreaterThan(4000)
+    expect(client.endpoint.stats().framesDropped).toBe(1)
+    expect(await client.endpoint.send('next', { timeout: WAIT_MS })).toBe('small')
+  })
+
+  test('request limits: a request over the depth or entry bound is answered with a FrameLimitError naming the bound, and the server keeps serving', async () => {
+    let handled = 0
+    const server = await harness.requestServer(async () => {
+      handled++
+      return 'ok'
     })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    // A 1,000-deep argument (over max_frame_depth, 64) and a 1,000,000-integer list (over max_frame_entries, 262,144).
+    let deep: WireValue = 'bottom'
+    for (let level = 0; level < 1000; level++) deep = [deep]
+    const tooDeep = await client.send({ arg: [deep] }, { timeout: WAIT_MS }).catch((error: unknown) => error)
+    expect(tooDeep).toBeInstanceOf(FrameLimitError)
+    expect(tooDeep).toMatchObject({ key: 'max_frame_depth', limit: 64 })
+    expect((tooDeep as Error).message).toMatch(/refused the request: .*over max_frame_depth \(64\)/)
+    const tooMany = await client.send({ arg: [Array.from({ length: 1_000_000 }, (_, n) => n)] }, { timeout: WAIT_MS }).catch((error: unknown) => error)
+    expect(tooMany).toBeInstanceOf(FrameLimitError)
+    expect(tooMany).toMatchObject({ key: 'max_frame_entries', limit: 262_144 })
+    expect(handled).toBe(0)
+    expect(server.endpoint.stats().framesDropped).toBe(2)
+    expect(await client.send({ arg: [[[1]]] }, { timeout: WAIT_MS })).toBe('ok')
+    expect(handled).toBe(1)
   })
 }

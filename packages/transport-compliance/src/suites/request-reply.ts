@@ -6,132 +6,12 @@ import { complianceCase as test } from './case.js'
 
 export function requestReplyTests(harness: Harness): void {
   describe('request-reply', () => {
-    test('request-reply: a request gets its reply', async () => {
-      const server = await harness.requestServer(async (request) => ({ echo: request }))
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const load = { cmd: '_return', id: 'web1', jid: '20261122170903123456', return: { a: [1, 'two', null] } }
-      expect(await client.send(load, { timeout: WAIT_MS })).toEqual({ echo: load })
-      expect(client.stats().inFlight).toBe(0)
-    })
-
-    test('request-reply: 200 concurrent requests answered out of order each reach their caller', async () => {
-      const held: Array<{ value: number; release: (reply: WireValue) => void }> = []
-      const allHeld = deferred()
-      const server = await harness.requestServer(async (request) => {
-        const value = (request as { n: number }).n
-        const reply = deferred<WireValue>()
-        held.push({ value, release: reply.resolve })
-        if (held.length === 200) allHeld.resolve()
-        return reply.promise
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const replies = Array.from({ length: 200 }, (_, n) => client.send({ n }, { timeout: WAIT_MS }))
-      await deadline(allHeld.promise, WAIT_MS, 'all 200 requests to reach the handler')
-      expect(server.endpoint.stats().inFlight).toBe(200)
-      expect(client.stats().inFlight).toBe(200)
-      // Answer newest first, so replies leave in the reverse of the order they were asked.
-      for (const { value, release } of [...held].reverse()) release({ doubled: value * 2 })
-      const answers = await deadline(Promise.all(replies), WAIT_MS, '200 replies')
-      expect(answers).toEqual(Array.from({ length: 200 }, (_, n) => ({ doubled: n * 2 })))
-      expect(client.stats().inFlight).toBe(0)
-    })
-
-    test('request-reply: the handler sees the request context', async () => {
-      const contexts: RequestContext[] = []
-      const server = await harness.requestServer(async (_request, context) => {
-        contexts.push(context)
-        return 'ok'
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      await client.send('hello', { timeout: WAIT_MS })
-      expect(contexts).toHaveLength(1)
-      expect(contexts[0]!.transport).toBe(harness.setup.name)
-      expect(contexts[0]!.peer).toMatch(/\S/)
-    })
+    roundTripCases(harness)
   })
 
   describe('timeouts', () => {
-    test('timeouts: TimeoutError after exactly `tries` attempts, carrying address, timeout and tries', async () => {
-      let calls = 0
-      const never = deferred<WireValue>()
-      const server = await harness.requestServer(async () => {
-        calls++
-        server.recorder.poke()
-        return never.promise
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const error = await client.send({ fun: 'test.sleep' }, { timeout: 250, tries: 3 }).catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(TimeoutError)
-      expect(error).toMatchObject({ address: client.address, timeout: 250, tries: 3 })
-      expect((error as Error).message).toBe(`request to ${client.address} timed out after 250 ms (3 tries)`)
-      await server.recorder.until(() => calls >= 3, 'the third attempt to reach the handler')
-      expect(calls).toBe(3)
-      expect(client.stats().inFlight).toBe(0)
-      never.resolve('too late')
-    })
-
-    test('timeouts: a late reply to an earlier try completes the request', async () => {
-      const first = deferred<WireValue>()
-      let calls = 0
-      const server = await harness.requestServer(async () => {
-        calls++
-        if (calls === 1) return first.promise
-        first.resolve('answer to the first try') // the retry arrived: now let the first try answer
-        return new Promise<WireValue>(() => {})
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      expect(await client.send('question', { timeout: 300, tries: 2 })).toBe('answer to the first try')
-    })
-
-    test('timeouts: an aborted signal rejects the request', async () => {
-      const reached = deferred()
-      const server = await harness.requestServer(async (request) => {
-        if (request === 'quick') return 'answered'
-        reached.resolve()
-        return new Promise<WireValue>(() => {})
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const controller = new AbortController()
-      const pending = client.send('wait', { timeout: WAIT_MS, signal: controller.signal })
-      await deadline(reached.promise, WAIT_MS, 'the request to reach the handler')
-      controller.abort(new Error('caller gave up'))
-      await expect(pending).rejects.toThrow('caller gave up')
-      expect(client.stats().inFlight).toBe(0)
-      // Another request on the same client is untouched, and a signal already aborted rejects at once.
-      expect(await client.send('quick', { timeout: WAIT_MS })).toBe('answered')
-      await expect(client.send('late', { signal: controller.signal })).rejects.toThrow('caller gave up')
-      expect(client.stats().inFlight).toBe(0)
-    })
-
-    test('timeouts: tries and timeout are checked alike, a RangeError naming the bad value, before anything is sent', async () => {
-      let calls = 0
-      const server = await harness.requestServer(async () => {
-        calls++
-        return 'ok'
-      })
-      const { endpoint: client } = await harness.requestClient(server.port)
-      const bad: Array<[SendOptions, string]> = [
-        [{ tries: 0 }, 'tries must be a positive integer, got 0'],
-        [{ tries: 2.5 }, 'tries must be a positive integer, got 2.5'],
-        [{ tries: -1 }, 'tries must be a positive integer, got -1'],
-        [{ timeout: 0 }, 'got 0'],
-        [{ timeout: -100 }, 'got -100'],
-        [{ timeout: Number.NaN }, 'got NaN'],
-        [{ timeout: 2 ** 31 }, `got ${2 ** 31}`],
-      ]
-      for (const [options, message] of bad) {
-        const error = await client.send('x', options).catch((e: unknown) => e)
-        expect(error).toBeInstanceOf(RangeError)
-        expect((error as Error).message.endsWith(message)).toBe(true)
-      }
-      expect(client.stats().inFlight).toBe(0)
-      expect(await client.send('valid', { tries: 1, timeout: WAIT_MS })).toBe('ok')
-      expect(calls).toBe(1)
-      // The same checks guard a client's defaults.
-      const transport = await harness.transport()
-      expect(() => transport.createRequestClient({ host: HOST, port: server.port, tries: 0 })).toThrow(new RangeError('tries must be a positive integer, got 0'))
-      expect(() => transport.createRequestClient({ host: HOST, port: server.port, timeout: -1 })).toThrow(RangeError)
-    })
+    timeoutRetryCases(harness)
+    timeoutOptionCases(harness)
   })
 
   describe('handler failure', () => {
@@ -150,5 +30,139 @@ export function requestReplyTests(harness: Harness): void {
       expect(await client.send({ fail: false }, { timeout: WAIT_MS })).toBe('fine')
       expect(server.endpoint.stats().inFlight).toBe(0)
     })
+  })
+}
+
+/** Requests reach their replies, concurrently and with their context. */
+function roundTripCases(harness: Harness): void {
+  test('request-reply: a request gets its reply', async () => {
+    const server = await harness.requestServer(async (request) => ({ echo: request }))
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const load = { cmd: '_return', id: 'web1', jid: '20261122170903123456', return: { a: [1, 'two', null] } }
+    expect(await client.send(load, { timeout: WAIT_MS })).toEqual({ echo: load })
+    expect(client.stats().inFlight).toBe(0)
+  })
+
+  test('request-reply: 200 concurrent requests answered out of order each reach their caller', async () => {
+    const held: Array<{ value: number; release: (reply: WireValue) => void }> = []
+    const allHeld = deferred()
+    const server = await harness.requestServer(async (request) => {
+      const value = (request as { n: number }).n
+      const reply = deferred<WireValue>()
+      held.push({ value, release: reply.resolve })
+      if (held.length === 200) allHeld.resolve()
+      return reply.promise
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const replies = Array.from({ length: 200 }, (_, n) => client.send({ n }, { timeout: WAIT_MS }))
+    await deadline(allHeld.promise, WAIT_MS, 'all 200 requests to reach the handler')
+    expect(server.endpoint.stats().inFlight).toBe(200)
+    expect(client.stats().inFlight).toBe(200)
+    // Answer newest first, so replies leave in the reverse of the order they were asked.
+    for (const { value, release } of [...held].reverse()) release({ doubled: value * 2 })
+    const answers = await deadline(Promise.all(replies), WAIT_MS, '200 replies')
+    expect(answers).toEqual(Array.from({ length: 200 }, (_, n) => ({ doubled: n * 2 })))
+    expect(client.stats().inFlight).toBe(0)
+  })
+
+  test('request-reply: the handler sees the request context', async () => {
+    const contexts: RequestContext[] = []
+    const server = await harness.requestServer(async (_request, context) => {
+      contexts.push(context)
+      return 'ok'
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    await client.send('hello', { timeout: WAIT_MS })
+    expect(contexts).toHaveLength(1)
+    expect(contexts[0]!.transport).toBe(harness.setup.name)
+    expect(contexts[0]!.peer).toMatch(/\S/)
+  })
+}
+
+/** Timeouts after exactly `tries` attempts, and a late reply to an earlier try. */
+function timeoutRetryCases(harness: Harness): void {
+  test('timeouts: TimeoutError after exactly `tries` attempts, carrying address, timeout and tries', async () => {
+    let calls = 0
+    const never = deferred<WireValue>()
+    const server = await harness.requestServer(async () => {
+      calls++
+      server.recorder.poke()
+      return never.promise
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const error = await client.send({ fun: 'test.sleep' }, { timeout: 250, tries: 3 }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(TimeoutError)
+    expect(error).toMatchObject({ address: client.address, timeout: 250, tries: 3 })
+    expect((error as Error).message).toBe(`request to ${client.address} timed out after 250 ms (3 tries)`)
+    await server.recorder.until(() => calls >= 3, 'the third attempt to reach the handler')
+    expect(calls).toBe(3)
+    expect(client.stats().inFlight).toBe(0)
+    never.resolve('too late')
+  })
+
+  test('timeouts: a late reply to an earlier try completes the request', async () => {
+    const first = deferred<WireValue>()
+    let calls = 0
+    const server = await harness.requestServer(async () => {
+      calls++
+      if (calls === 1) return first.promise
+      first.resolve('answer to the first try') // the retry arrived: now let the first try answer
+      return new Promise<WireValue>(() => {})
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    expect(await client.send('question', { timeout: 300, tries: 2 })).toBe('answer to the first try')
+  })
+}
+
+/** An aborted signal, and bad tries or timeout values refused before anything is sent. */
+function timeoutOptionCases(harness: Harness): void {
+  test('timeouts: an aborted signal rejects the request', async () => {
+    const reached = deferred()
+    const server = await harness.requestServer(async (request) => {
+      if (request === 'quick') return 'answered'
+      reached.resolve()
+      return new Promise<WireValue>(() => {})
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const controller = new AbortController()
+    const pending = client.send('wait', { timeout: WAIT_MS, signal: controller.signal })
+    await deadline(reached.promise, WAIT_MS, 'the request to reach the handler')
+    controller.abort(new Error('caller gave up'))
+    await expect(pending).rejects.toThrow('caller gave up')
+    expect(client.stats().inFlight).toBe(0)
+    // Another request on the same client is untouched, and a signal already aborted rejects at once.
+    expect(await client.send('quick', { timeout: WAIT_MS })).toBe('answered')
+    await expect(client.send('late', { signal: controller.signal })).rejects.toThrow('caller gave up')
+    expect(client.stats().inFlight).toBe(0)
+  })
+
+  test('timeouts: tries and timeout are checked alike, a RangeError naming the bad value, before anything is sent', async () => {
+    let calls = 0
+    const server = await harness.requestServer(async () => {
+      calls++
+      return 'ok'
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const bad: Array<[SendOptions, string]> = [
+      [{ tries: 0 }, 'tries must be a positive integer, got 0'],
+      [{ tries: 2.5 }, 'tries must be a positive integer, got 2.5'],
+      [{ tries: -1 }, 'tries must be a positive integer, got -1'],
+      [{ timeout: 0 }, 'got 0'],
+      [{ timeout: -100 }, 'got -100'],
+      [{ timeout: Number.NaN }, 'got NaN'],
+      [{ timeout: 2 ** 31 }, `got ${2 ** 31}`],
+    ]
+    for (const [options, message] of bad) {
+      const error = await client.send('x', options).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(RangeError)
+      expect((error as Error).message.endsWith(message)).toBe(true)
+    }
+    expect(client.stats().inFlight).toBe(0)
+    expect(await client.send('valid', { tries: 1, timeout: WAIT_MS })).toBe('ok')
+    expect(calls).toBe(1)
+    // The same checks guard a client's defaults.
+    const transport = await harness.transport()
+    expect(() => transport.createRequestClient({ host: HOST, port: server.port, tries: 0 })).toThrow(new RangeError('tries must be a positive integer, got 0'))
+    expect(() => transport.createRequestClient({ host: HOST, port: server.port, timeout: -1 })).toThrow(RangeError)
   })
 }

@@ -56,10 +56,9 @@ const UNDEFINED_EXT = 0x00
 export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: string): void {
   const end = bytes.length
   const stack: number[] = []
-  let pos = 0
+  const cursor: Cursor = { pos: 0, items: 0, pairs: false }
   let entries = 0
   let remaining = 1
-  const malformed = (reason: string): MalformedFrameError => new MalformedFrameError(reason, peer)
   for (;;) {
     if (remaining === 0) {
       const outer = stack.pop()
@@ -67,102 +66,12 @@ export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: 
       remaining = outer
       continue
     }
-    if (pos >= end) throw malformed('not a msgpack value (cut short)')
-    const type = bytes[pos++]!
+    if (cursor.pos >= end) throw cutShort(peer)
+    const type = bytes[cursor.pos++]!
     remaining--
-    let items: number
-    let pairs = false
-    if (type <= 0x7f || type >= 0xe0) continue
-    if (type <= 0x8f) {
-      items = type & 0x0f
-      pairs = true
-    } else if (type <= 0x9f) {
-      items = type & 0x0f
-    } else if (type <= 0xbf) {
-      pos += type & 0x1f
-      continue
-    } else {
-      switch (type) {
-        case 0xc0:
-        case 0xc2:
-        case 0xc3:
-          continue
-        case 0xc1:
-          throw malformed('0xc1 is not a msgpack type')
-        case 0xc4: // bin 8
-        case 0xd9: // str 8
-          if (pos + 1 > end) throw malformed('not a msgpack value (cut short)')
-          pos += 1 + bytes[pos]!
-          continue
-        case 0xc5:
-        case 0xda:
-          if (pos + 2 > end) throw malformed('not a msgpack value (cut short)')
-          pos += 2 + ((bytes[pos]! << 8) | bytes[pos + 1]!)
-          continue
-        case 0xc6:
-        case 0xdb:
-          if (pos + 4 > end) throw malformed('not a msgpack value (cut short)')
-          pos += 4 + readUint32(bytes, pos)
-          continue
-        case 0xc7:
-        case 0xc8:
-        case 0xc9: {
-          // ext 8/16/32: length, type, data.
-          const width = type === 0xc7 ? 1 : type === 0xc8 ? 2 : 4
-          if (pos + width + 1 > end) throw malformed('not a msgpack value (cut short)')
-          const length = width === 1 ? bytes[pos]! : width === 2 ? (bytes[pos]! << 8) | bytes[pos + 1]! : readUint32(bytes, pos)
-          checkExt(bytes[pos + width]!, peer)
-          pos += width + 1 + length
-          continue
-        }
-        case 0xca:
-          pos += 4
-          continue
-        case 0xcb:
-          pos += 8
-          continue
-        case 0xcc:
-        case 0xd0:
-          pos += 1
-          continue
-        case 0xcd:
-        case 0xd1:
-          pos += 2
-          continue
-        case 0xce:
-        case 0xd2:
-          pos += 4
-          continue
-        case 0xcf:
-        case 0xd3:
-          pos += 8
-          continue
-        case 0xd4:
-        case 0xd5:
-        case 0xd6:
-        case 0xd7:
-        case 0xd8:
-          // fixext 1/2/4/8/16: type, then 2^(type − 0xd4) bytes.
-          if (pos + 1 > end) throw malformed('not a msgpack value (cut short)')
-          checkExt(bytes[pos]!, peer)
-          pos += 1 + (1 << (type - 0xd4))
-          continue
-        case 0xdc:
-        case 0xde:
-          if (pos + 2 > end) throw malformed('not a msgpack value (cut short)')
-          items = (bytes[pos]! << 8) | bytes[pos + 1]!
-          pos += 2
-          pairs = type === 0xde
-          break
-        default:
-          // 0xdd array 32, 0xdf map 32.
-          if (pos + 4 > end) throw malformed('not a msgpack value (cut short)')
-          items = readUint32(bytes, pos)
-          pos += 4
-          pairs = type === 0xdf
-      }
-    }
+    if (!readHeader(bytes, type, cursor, peer)) continue
     // A container: its entries count before anything inside it is read.
+    const { items, pairs, pos } = cursor
     entries += items
     if (entries > limits.maxEntries) {
       throw new FrameLimitError('max_frame_entries', `holds more than ${limits.maxEntries} entries (a container of ${items} at byte ${pos})`, limits.maxEntries, bytes.length, peer)
@@ -172,16 +81,95 @@ export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: 
     }
     const children = pairs ? items * 2 : items
     // Each item takes at least one byte: a header claiming more than remain is a lie, refused at once.
-    if (children > end - pos) throw malformed(`a container claims ${items} ${pairs ? 'pairs' : 'items'} but only ${end - pos} bytes follow`)
+    if (children > end - pos) throw new MalformedFrameError(`a container claims ${items} ${pairs ? 'pairs' : 'items'} but only ${end - pos} bytes follow`, peer)
     if (children === 0) continue
     stack.push(remaining)
     remaining = children
   }
-  if (pos > end) throw malformed('not a msgpack value (cut short)')
-  if (pos < end) throw malformed(`expected one msgpack value, found ${end - pos} bytes after it`)
+  if (cursor.pos > end) throw cutShort(peer)
+  if (cursor.pos < end) throw new MalformedFrameError(`expected one msgpack value, found ${end - cursor.pos} bytes after it`, peer)
 }
 
-function readUint32(bytes: Uint8Array, pos: number): number {
+/** Where the walk is, and the size of the container whose header it read last. */
+interface Cursor {
+  pos: number
+  items: number
+  pairs: boolean
+}
+
+/** Bytes after the type byte of a fixed-size scalar: float 32/64, uint 8–64, int 8–64. */
+const SCALAR_WIDTH: Readonly<Record<number, number>> = { 0xca: 4, 0xcb: 8, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8, 0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8 }
+/** Bytes of the length before the body of a bin 8/16/32 or str 8/16/32. */
+const LENGTH_WIDTH: Readonly<Record<number, number>> = { 0xc4: 1, 0xc5: 2, 0xc6: 4, 0xd9: 1, 0xda: 2, 0xdb: 4 }
+/** Bytes of the length of an ext 8/16/32 (then its type byte, then its data). */
+const EXT_LENGTH_WIDTH: Readonly<Record<number, number>> = { 0xc7: 1, 0xc8: 2, 0xc9: 4 }
+
+function cutShort(peer: string | undefined): MalformedFrameError {
+  return new MalformedFrameError('not a msgpack value (cut short)', peer)
+}
+
+/**
+ * One item whose type byte was just read: moves the cursor past a scalar, string, binary or extension
+ * and answers false, or past a container's header, leaving its size in the cursor, and answers true.
+ */
+function readHeader(bytes: Uint8Array, type: number, cursor: Cursor, peer: string | undefined): boolean {
+  if (type <= 0x7f || type >= 0xe0) return false
+  if (type <= 0x9f) {
+    // fixmap, fixarray
+    cursor.items = type & 0x0f
+    cursor.pairs = type <= 0x8f
+    return true
+  }
+  if (type <= 0xbf) {
+    cursor.pos += type & 0x1f
+    return false
+  }
+  const scalar = SCALAR_WIDTH[type]
+  if (scalar !== undefined) {
+    cursor.pos += scalar
+    return false
+  }
+  const lengthWidth = LENGTH_WIDTH[type]
+  if (lengthWidth !== undefined) {
+    if (cursor.pos + lengthWidth > bytes.length) throw cutShort(peer)
+    cursor.pos += lengthWidth + readUint(bytes, cursor.pos, lengthWidth)
+    return false
+  }
+  return readTypedHeader(bytes, type, cursor, peer)
+}
+
+/** The rest of 0xc0–0xdf: nil, booleans, 0xc1, extensions and the 16/32-bit arrays and maps. */
+function readTypedHeader(bytes: Uint8Array, type: number, cursor: Cursor, peer: string | undefined): boolean {
+  const { pos } = cursor
+  const extWidth = EXT_LENGTH_WIDTH[type]
+  if (extWidth !== undefined) {
+    if (pos + extWidth + 1 > bytes.length) throw cutShort(peer)
+    checkExt(bytes[pos + extWidth]!, peer)
+    cursor.pos += extWidth + 1 + readUint(bytes, pos, extWidth)
+    return false
+  }
+  if (type >= 0xd4 && type <= 0xd8) {
+    // fixext 1/2/4/8/16: type, then 2^(type − 0xd4) bytes.
+    if (pos + 1 > bytes.length) throw cutShort(peer)
+    checkExt(bytes[pos]!, peer)
+    cursor.pos += 1 + (1 << (type - 0xd4))
+    return false
+  }
+  if (type === 0xc0 || type === 0xc2 || type === 0xc3) return false
+  if (type === 0xc1) throw new MalformedFrameError('0xc1 is not a msgpack type', peer)
+  // 0xdc array 16, 0xdd array 32, 0xde map 16, 0xdf map 32.
+  const width = type === 0xdc || type === 0xde ? 2 : 4
+  if (pos + width > bytes.length) throw cutShort(peer)
+  cursor.items = readUint(bytes, pos, width)
+  cursor.pairs = type === 0xde || type === 0xdf
+  cursor.pos += width
+  return true
+}
+
+/** A big-endian unsigned integer of 1, 2 or 4 bytes. */
+function readUint(bytes: Uint8Array, pos: number, width: number): number {
+  if (width === 1) return bytes[pos]!
+  if (width === 2) return (bytes[pos]! << 8) | bytes[pos + 1]!
   return bytes[pos]! * 0x1000000 + ((bytes[pos + 1]! << 16) | (bytes[pos + 2]! << 8) | bytes[pos + 3]!)
 }
 

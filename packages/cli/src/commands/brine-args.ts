@@ -1,0 +1,115 @@
+import { Option } from 'commander'
+import { parseInput, secondsToMs, type TargetType, type Tgt } from '@brine/common'
+import { addBatchOptions, readBatchFlags, type BatchFlags } from './batch-flags.js'
+import { addEauthOptions, eauthArgs, type EauthArgs } from './eauth.js'
+import { isOutputter, OUTPUTTERS, type OutputterName } from '../output/index.js'
+import { addCommonOptions, createProgram, usageError, integer, nonNegativeSeconds, parseArgv, type CommandIO } from '../io.js'
+
+/** Salt's target flags and the tgt_type each selects. */
+const TARGET_FLAGS: ReadonlyArray<[flag: string, key: string, type: TargetType, help: string]> = [
+  ['-E, --pcre', 'pcre', 'pcre', 'the target is a regular expression on minion ids'],
+  ['-G, --grain', 'grain', 'grain', "the target is a grain match, 'key:glob'"],
+  ['-P, --grain-pcre', 'grainPcre', 'grain_pcre', "the target is a grain match, 'key:regex'"],
+  ['-L, --list', 'list', 'list', 'the target is a comma-separated list of minion ids'],
+  ['-C, --compound', 'compound', 'compound', 'the target is a compound expression'],
+  ['-N, --nodegroup', 'nodegroup', 'nodegroup', 'the target is a nodegroup name from the master config'],
+  ['-S, --ipcidr', 'ipcidr', 'ipcidr', 'the target is an IP address or CIDR subnet'],
+]
+
+export interface BrineArgs {
+  configDir: string
+  logLevel: string
+  tgt: Tgt
+  tgtType: TargetType
+  fun: string
+  /** The words after the function, typed as Salt's CLI types them (parse_input): keyword arguments ride in a `__kwarg__` dict. */
+  arg: unknown[]
+  /** ms, when -t was given. */
+  timeout?: number
+  out?: OutputterName
+  outIndent?: number
+  static: boolean
+  async: boolean
+  showJid: boolean
+  verbose: boolean
+  hideTimeout: boolean
+  ret?: string
+  color?: boolean
+  batch: BatchFlags
+  /** `-a/--auth`, `-T/--make-token`, `--username`, `--password`. */
+  auth: EauthArgs
+}
+
+/** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
+export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArgs | number {
+  const program = addCommonOptions(createProgram('brine', io))
+    .description("Run a function on the minions matched by a target (Salt's `salt`).")
+    .argument('<target>', 'which minions (a glob on ids unless a target flag says otherwise)')
+    .argument('<function>', 'the execution module function, e.g. test.ping')
+    .argument('[arguments...]', "its arguments, typed as Salt types them (1, 2.5, True, None, '[1, 2]', '{a: 1}'); key=value ones are keyword arguments")
+    .option('-t, --timeout <seconds>', 'seconds to wait for returns before asking the minions (find_job)', nonNegativeSeconds)
+  for (const [flag, , , help] of TARGET_FLAGS) program.option(flag, help)
+  program
+    .addOption(new Option('--out <outputter>', 'how to print the returns').choices(OUTPUTTERS))
+    .option('--out-indent <n>', 'indent for json and yaml output (negative: one line)', integer)
+    .option('--static', 'print one document with every return at the end')
+    .option('--async', 'publish and print the job id without waiting')
+    .option('--show-jid', 'print the job id first')
+    .option('-v, --verbose', 'print the job id banner and every minion that did not return')
+    .option('--hide-timeout', 'do not report minions that did not return')
+    .option('--return <returners>', 'returners that also receive the returns')
+    .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
+    .option('--no-color', 'never colour the output')
+    .option('--force-color', 'colour the output even when it is not a terminal')
+  addBatchOptions(program)
+  addEauthOptions(program)
+  const code = parseArgv(program, argv)
+  if (code !== undefined) return code
+  const options = program.opts<Record<string, unknown>>()
+  const [target, fun, rest] = program.processedArgs as [string, string, string[]]
+  const chosen = TARGET_FLAGS.filter(([, key]) => options[key] === true)
+  if (chosen.length > 1) {
+    return usageError(io, 'brine', `give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}`, program.usage())
+  }
+  const tgtType: TargetType = chosen[0]?.[2] ?? 'glob'
+  // Salt splits a list target on commas before publishing.
+  const tgt: Tgt = tgtType === 'list' ? target.split(',').map((id) => id.trim()).filter((id) => id !== '') : target
+  if (fun === '' || !/^[A-Za-z_][\w.]*$/.test(fun)) {
+    return usageError(io, 'brine', `'${fun}' is not a function name (module.function, e.g. test.ping)`, program.usage())
+  }
+  const batch = readBatchFlags(options, io)
+  if (typeof batch === 'number') return batch
+  let auth: EauthArgs
+  try {
+    auth = eauthArgs(options)
+  } catch (error) {
+    return usageError(io, 'brine', (error as Error).message, program.usage())
+  }
+  const args: BrineArgs = {
+    auth,
+    configDir: options.configDir as string,
+    logLevel: options.logLevel as string,
+    tgt,
+    tgtType,
+    fun,
+    arg: parseInput(rest, { noParse: noParseNames(options.parse) }),
+    static: options.static === true,
+    async: options.async === true,
+    showJid: options.showJid === true,
+    verbose: options.verbose === true,
+    hideTimeout: options.hideTimeout === true,
+    batch,
+  }
+  if (options.timeout !== undefined) args.timeout = secondsToMs(options.timeout, '--timeout')
+  if (typeof options.out === 'string' && isOutputter(options.out)) args.out = options.out
+  if (typeof options.outIndent === 'number') args.outIndent = options.outIndent
+  if (typeof options.return === 'string') args.ret = options.return
+  if (options.forceColor === true) args.color = true
+  else if (options.color === false) args.color = false
+  return args
+}
+
+/** Salt's `--no-parse a,b`; commander stores a `--no-*` option with a value under the positive name. */
+export function noParseNames(value: unknown): string[] {
+  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : []
+}
