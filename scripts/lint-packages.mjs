@@ -150,10 +150,13 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
   for (const file of sourceFiles(join(root, 'packages', name, 'src'))) {
     const text = readFileSync(file, 'utf8')
     // An error class, and the literal name it sets when the name follows the class line.
+    // Registered where it is defined, so an error of its class that crosses the wire comes back as that class.
+    const registered = new Set([...text.matchAll(/^registerErrors\(\{([^}]*)\}\)/gm)].flatMap((call) => call[1].split(',').map((key) => key.trim())))
     for (const match of text.matchAll(/^export class (\w+Error) extends \w+(?: \{\n\s+override name(?::\s*string)?\s*=\s*'(\w+)')?/gm)) {
       const where = relative(root, file)
       if (!errorsDoc.includes(`\`${match[1]}\``)) problems.push(`${where}: ${match[1]} is not listed in docs/errors.md`)
       if (match[2] !== undefined && match[2] !== match[1]) problems.push(`${where}: ${match[1]} sets name '${match[2]}'`)
+      if (!registered.has(match[1])) problems.push(`${where}: ${match[1]} is not in its file's registerErrors({ … }) (see @brine/transport's errorFromWire)`)
     }
   }
 }
@@ -162,4 +165,4 @@ if (problems.length > 0) {
   process.stderr.write(`lint-packages: ${problems.length} problem(s)\n${problems.map((p) => `  ${p}`).join('\n')}\n`)
   process.exit(1)
 }
-process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md\n')
+process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md and registered\n')

@@ -92,6 +92,67 @@ function urlPrefix(key: string, value: string, fail: (key: string, problem: stri
   return trimmed
 }
 
+type Fail = (key: string, problem: string) => never
+
+/** Readers of the block's values by type, each failing with the key and what it must be. */
+function blockReaders(block: Record<string, unknown>, fail: Fail) {
+  return {
+    integer: (key: string, fallback: number | undefined, min: number, max: number): number => {
+      const value = block[key] ?? fallback
+      if (value === undefined) return fail(key, `is required (an integer from ${min} to ${max})`)
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) return fail(key, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
+      return value
+    },
+    flag: (key: string, fallback: boolean): boolean => {
+      const value = block[key] ?? fallback
+      return typeof value === 'boolean' ? value : fail(key, `must be true or false, got ${JSON.stringify(value)}`)
+    },
+    text: (key: string): string | undefined => {
+      const value = block[key]
+      if (value === undefined || value === null) return undefined
+      return typeof value === 'string' && value !== '' ? value : fail(key, `must be a non-empty string, got ${JSON.stringify(value)}`)
+    },
+  }
+}
+
+/** `app_path` and `static_path` take none of the API's own paths. */
+function checkPrefixes(settings: ApiSettings, fail: Fail): void {
+  for (const [key, prefix] of [['app_path', settings.appPath], ['static_path', settings.staticPath]] as const) {
+    const first = `/${prefix.split('/')[1] ?? ''}`
+    if (RESERVED_PATHS.includes(first) || first === settings.webhookUrl.replace(/\/+$/, '')) fail(key, `must not take the API's own path ${first}, got ${JSON.stringify(prefix)}`)
+  }
+}
+
+/** `ssl_crt` and `ssl_key`: both required unless `disable_ssl`. */
+function readTls(settings: ApiSettings, text: (key: string) => string | undefined, fail: Fail): void {
+  const crt = text('ssl_crt')
+  const key = text('ssl_key')
+  if (crt !== undefined) settings.sslCrt = crt
+  if (key !== undefined) settings.sslKey = key
+  if (!settings.disableSsl && (crt === undefined || key === undefined)) {
+    fail(crt === undefined ? 'ssl_crt' : 'ssl_key', 'is required unless disable_ssl is true (a certificate and its key, e.g. made with openssl req -x509)')
+  }
+}
+
+/** `authorized_ips`: a list of addresses, or unset (everyone). */
+function readAuthorizedIps(block: Record<string, unknown>, fail: Fail): string[] {
+  const ips = block['authorized_ips']
+  if (ips === undefined || ips === null) return []
+  if (!Array.isArray(ips) || !ips.every((ip) => typeof ip === 'string')) fail('authorized_ips', 'must be a list of IP addresses')
+  return ips as string[]
+}
+
+/** The master's `netapi_enable_clients`, keeping the clients the API has; a name it does not have is a warning. */
+function readEnabledClients(opts: MasterConfig, warnings: string[]): string[] {
+  const enabled = (opts.netapi_enable_clients ?? []) as unknown
+  if (!Array.isArray(enabled) || !enabled.every((name) => typeof name === 'string')) throw new ConfigError('netapi_enable_clients must be a list of client names', { key: 'netapi_enable_clients' })
+  const known = (name: string): boolean => (API_CLIENTS as readonly string[]).includes(name)
+  for (const name of enabled as string[]) {
+    if (!known(name)) warnings.push(`netapi_enable_clients: '${name}' is not a client Brine's API has (${API_CLIENTS.join(', ')}); ignored`)
+  }
+  return (enabled as string[]).filter(known)
+}
+
 /**
  * Reads `rest_cherrypy` (and `netapi_enable_clients`) from the master's config. `port` is required;
  * `ssl_crt` and `ssl_key` too unless `disable_ssl: true`. A wrong value is a ConfigError naming
@@ -100,25 +161,11 @@ function urlPrefix(key: string, value: string, fail: (key: string, problem: stri
 export function apiSettings(opts: MasterConfig): { settings: ApiSettings; warnings: string[] } {
   const block = (opts.rest_cherrypy ?? {}) as Record<string, unknown>
   const warnings: string[] = []
-  const fail = (key: string, problem: string): never => {
+  const fail: Fail = (key, problem) => {
     throw new ConfigError(`rest_cherrypy.${key} ${problem}`, { key: `rest_cherrypy.${key}` })
   }
   for (const key of Object.keys(block)) if (!KNOWN.has(key)) warnings.push(`rest_cherrypy.${key}: unknown setting; ignored`)
-  const integer = (key: string, fallback: number | undefined, min: number, max: number): number => {
-    const value = block[key] ?? fallback
-    if (value === undefined) return fail(key, `is required (an integer from ${min} to ${max})`)
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) return fail(key, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
-    return value
-  }
-  const flag = (key: string, fallback: boolean): boolean => {
-    const value = block[key] ?? fallback
-    return typeof value === 'boolean' ? value : fail(key, `must be true or false, got ${JSON.stringify(value)}`)
-  }
-  const text = (key: string): string | undefined => {
-    const value = block[key]
-    if (value === undefined || value === null) return undefined
-    return typeof value === 'string' && value !== '' ? value : fail(key, `must be a non-empty string, got ${JSON.stringify(value)}`)
-  }
+  const { integer, flag, text } = blockReaders(block, fail)
   const settings: ApiSettings = {
     port: integer('port', undefined, 0, 65535),
     host: text('host') ?? '0.0.0.0',
@@ -140,31 +187,13 @@ export function apiSettings(opts: MasterConfig): { settings: ApiSettings; warnin
     appPath: urlPrefix('app_path', text('app_path') ?? '/app', fail),
     staticPath: urlPrefix('static_path', text('static_path') ?? '/static', fail),
   }
-  for (const [key, prefix] of [['app_path', settings.appPath], ['static_path', settings.staticPath]] as const) {
-    const first = `/${prefix.split('/')[1] ?? ''}`
-    if (RESERVED_PATHS.includes(first) || first === settings.webhookUrl.replace(/\/+$/, '')) fail(key, `must not take the API's own path ${first}, got ${JSON.stringify(prefix)}`)
-  }
+  checkPrefixes(settings, fail)
   const staticDir = text('static')
   if (staticDir !== undefined) settings.staticDir = staticDir
   if (settings.app.kind !== 'off' && settings.staticDir !== undefined && settings.appPath === settings.staticPath) fail('static_path', `must differ from app_path (both are ${settings.appPath})`)
-  const crt = text('ssl_crt')
-  const key = text('ssl_key')
-  if (crt !== undefined) settings.sslCrt = crt
-  if (key !== undefined) settings.sslKey = key
-  if (!settings.disableSsl && (crt === undefined || key === undefined)) {
-    fail(crt === undefined ? 'ssl_crt' : 'ssl_key', 'is required unless disable_ssl is true (a certificate and its key, e.g. made with openssl req -x509)')
-  }
+  readTls(settings, text, fail)
   if (!settings.webhookUrl.startsWith('/')) fail('webhook_url', `must start with '/', got ${JSON.stringify(settings.webhookUrl)}`)
-  const ips = block['authorized_ips']
-  if (ips !== undefined && ips !== null) {
-    if (!Array.isArray(ips) || !ips.every((ip) => typeof ip === 'string')) fail('authorized_ips', 'must be a list of IP addresses')
-    settings.authorizedIps = ips as string[]
-  }
-  const enabled = (opts.netapi_enable_clients ?? []) as unknown
-  if (!Array.isArray(enabled) || !enabled.every((name) => typeof name === 'string')) throw new ConfigError('netapi_enable_clients must be a list of client names', { key: 'netapi_enable_clients' })
-  for (const name of enabled as string[]) {
-    if (!(API_CLIENTS as readonly string[]).includes(name)) warnings.push(`netapi_enable_clients: '${name}' is not a client Brine's API has (${API_CLIENTS.join(', ')}); ignored`)
-  }
-  settings.enabledClients = (enabled as string[]).filter((name) => (API_CLIENTS as readonly string[]).includes(name))
+  settings.authorizedIps = readAuthorizedIps(block, fail)
+  settings.enabledClients = readEnabledClients(opts, warnings)
   return { settings, warnings }
 }

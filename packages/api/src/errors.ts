@@ -1,4 +1,4 @@
-import { BrineError } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/transport'
 
 /** The response header that marks a 401 as an ACL refusal (salt-api gives both the same status). */
 export const REFUSED_HEADER = 'X-Brine-Refused'
@@ -28,3 +28,5 @@ export class ApiError extends BrineError {
 export class ApiStartError extends BrineError {
   override name = 'ApiStartError'
 }
+
+registerErrors({ ApiError, ApiStartError })

@@ -11,7 +11,7 @@
  */
 export { apiSettings, API_CLIENTS, type ApiSettings, type ApiClientName } from './config.js'
 export { ApiServer, createApiApp, parseForm, SESSION_COOKIE, type ApiAppOptions, type ApiServerOptions } from './server.js'
-export { MasterLink } from './master-link.js'
+export { ApiMasterClient } from './api-master-client.js'
 export { runChunk, chunkCredentials, type Chunk } from './lowstate.js'
 export { EventStreams, sseRecord, sseSink, type EventSink, type EventStreamsOptions, type EventStreamStats } from './sse.js'
 export { EventFormatter, FORMAT_EVENTS_MAX_JOBS, websocketSink, WS_READY, wsRecord } from './ws.js'

@@ -2,7 +2,7 @@ import type { ClientCredentials, RequestOrigin } from '@brine/client'
 import { TARGET_TYPES, msFromSeconds, type TargetType, type Tgt } from '@brine/common'
 import { API_CLIENTS, type ApiSettings } from './config.js'
 import { ApiError } from './errors.js'
-import type { MasterLink } from './master-link.js'
+import type { ApiMasterClient } from './api-master-client.js'
 
 /** One lowstate chunk: Salt's `{client, fun, tgt, arg, kwarg, …}` with its credentials. */
 export type Chunk = Record<string, unknown>
@@ -87,7 +87,7 @@ const truthy = (value: unknown): boolean => value === true || (typeof value === 
  * in `netapi_enable_clients` (400), that credentials are there (401), then calls the client and answers
  * salt-api's shape for it. The master checks the credentials and the ACL (both 401, as salt-api answers them).
  */
-export async function runChunk(chunk: Chunk, link: MasterLink, settings: ApiSettings, origin: RequestOrigin = { client: 'api' }): Promise<unknown> {
+export async function runChunk(chunk: Chunk, link: ApiMasterClient, settings: ApiSettings, origin: RequestOrigin = { client: 'api' }): Promise<unknown> {
   if (!link.masterRunning) throw new ApiError(503, 'the master is not available (its event bus is not reachable)')
   const client = chunk['client']
   if (typeof client !== 'string' || !(API_CLIENTS as readonly string[]).includes(client)) throw new ApiError(400, `Invalid client specified: '${String(client)}'`)
@@ -125,7 +125,7 @@ export async function runChunk(chunk: Chunk, link: MasterLink, settings: ApiSett
 }
 
 /** Salt's LocalClient.cmd: `{id: return}` (`{id: {ret, retcode, jid}}` with full_return), False for a minion that did not return, {} when nothing matched. */
-async function local(chunk: Chunk, link: MasterLink, who: Who): Promise<Record<string, unknown>> {
+async function local(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Record<string, unknown>> {
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
@@ -146,7 +146,7 @@ async function local(chunk: Chunk, link: MasterLink, who: Who): Promise<Record<s
  * Salt's cmd_batch through salt-api: every return as `{id: return}` in the order they came, one list for
  * the chunk; `batch` (a count or a percentage, default 10%), `batch_wait` (seconds) and `failhard` as the CLI's.
  */
-async function localBatch(chunk: Chunk, link: MasterLink, who: Who): Promise<Array<Record<string, unknown>>> {
+async function localBatch(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Array<Record<string, unknown>>> {
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
@@ -174,7 +174,7 @@ async function localBatch(chunk: Chunk, link: MasterLink, who: Who): Promise<Arr
 }
 
 /** Salt's run_job: `{jid, minions}`, or {} when no minion matched. */
-async function localAsync(chunk: Chunk, link: MasterLink, who: Who): Promise<Record<string, unknown>> {
+async function localAsync(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Record<string, unknown>> {
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)

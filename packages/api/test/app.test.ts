@@ -7,7 +7,7 @@ import { consoleAssets } from '@brine/console'
 import { apiSettings } from '../src/config.js'
 import { CONSOLE_CSP } from '../src/app.js'
 import { createApiApp } from '../src/server.js'
-import { MasterLink } from '../src/master-link.js'
+import { ApiMasterClient } from '../src/api-master-client.js'
 import { EventStreams } from '../src/sse.js'
 
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8'
@@ -18,7 +18,7 @@ const optsWith = (rest: Record<string, unknown>): MasterConfig =>
 async function app(rest: Record<string, unknown>) {
   const opts = optsWith(rest)
   const { settings } = apiSettings(opts)
-  const link = new MasterLink(opts)
+  const link = new ApiMasterClient(opts)
   const streams = new EventStreams({ events: link.events, bufferBytes: 1024, maxStreams: 1, recheckMs: 1000, tokenLive: async () => true })
   return createApiApp({ link, settings, streams })
 }

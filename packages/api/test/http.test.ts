@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest'
+import { EauthError, PublishError } from '@brine/client'
 import { defaultsFor, type MasterConfig } from '@brine/common'
+import { errorFromJSON, FrameLimitError, RemoteError, type ErrorContext } from '@brine/transport'
 import { apiSettings } from '../src/config.js'
 import { chooseResponseType, serialize } from '../src/negotiate.js'
 import { createApiApp, parseForm } from '../src/server.js'
-import { MasterLink } from '../src/master-link.js'
+import { ApiMasterClient } from '../src/api-master-client.js'
 import { EventStreams, sseRecord } from '../src/sse.js'
 
 describe('request bodies and content negotiation', () => {
@@ -35,21 +37,24 @@ describe('the app without a master', () => {
   async function app(rest: Record<string, unknown>, enabled: string[] = ['local']) {
     const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock', netapi_enable_clients: enabled, rest_cherrypy: { port: 0, disable_ssl: true, ...rest } } as unknown as MasterConfig
     const { settings } = apiSettings(opts)
-    const link = new MasterLink(opts)
+    const link = new ApiMasterClient(opts)
     const streams = new EventStreams({ events: link.events, bufferBytes: 1024, maxStreams: 1, recheckMs: 1000, tokenLive: async () => true })
     return createApiApp({ link, settings, streams })
   }
 
   it("maps the master's login refusals to 429 with the retry time and its FrameLimitError to 413/400, never 500", async () => {
     const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock' } as unknown as MasterConfig
-    const link = new MasterLink(opts)
+    const link = new ApiMasterClient(opts)
     // As the client raises them: its own error around the master's RemoteError (context on the cause).
-    const wrapped = (name: string, context: Record<string, unknown>): Error =>
-      Object.assign(new Error(`the master refused mk_token: ${name}: refused`), { name: 'EauthError', context: { remoteName: name }, cause: { context: { ...context, remoteName: name } } })
+    const wrapped = (name: string, context: ErrorContext): Error => {
+      const remote = new RemoteError({ name, message: 'refused', context }, 'tcp://127.0.0.1:4506')
+      return new EauthError(`the master refused mk_token: ${remote.message}`, { remoteName: name }, { cause: remote })
+    }
     const limited = link.httpError(wrapped('LoginRateLimitedError', { key: 'eauth_rate_limit_user', retryAfter: 42 }), 'mk_token')
     expect(limited).toMatchObject({ status: 429, retryAfter: 42 })
     expect(link.httpError(wrapped('LoginBusyError', { key: 'eauth_hash_backlog', retryAfter: 1 }), 'mk_token')).toMatchObject({ status: 429, retryAfter: 1 })
-    const frame = (key: string): Error => Object.assign(new Error(`tcp://127.0.0.1:4506 refused the request: over ${key}`), { name: 'FrameLimitError', context: { key, limit: 1, size: 9 } })
+    // As the transport raises it: the master's FrameLimitError, naming the bound.
+    const frame = (key: string): Error => errorFromJSON(new FrameLimitError(key, `over ${key}`, 1, 9).toJSON(), 'tcp://127.0.0.1:4506')
     expect(link.httpError(frame('max_frame_entries'), 'publish')).toMatchObject({ status: 413 })
     expect(link.httpError(frame('max_frame_depth'), 'publish')).toMatchObject({ status: 400 })
     await link.close()
@@ -92,10 +97,11 @@ describe('the app without a master', () => {
 
   it('answers an ACL refusal with 401 as salt-api does, keeping the rule and marking it refused', async () => {
     const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock' } as unknown as MasterConfig
-    const link = new MasterLink(opts)
-    const refusal = Object.assign(new Error('tcp://127.0.0.1:4506 answered with PermissionDeniedError: user "alice" may not run "cmd.run" on web1'), { context: { remoteName: 'PermissionDeniedError' } })
+    const link = new ApiMasterClient(opts)
+    const remote = new RemoteError({ name: 'PermissionDeniedError', message: 'user "alice" may not run "cmd.run" on web1' }, 'tcp://127.0.0.1:4506')
+    const refusal = new PublishError(`the master refused publish: ${remote.message}`, { remoteName: 'PermissionDeniedError' }, { cause: remote })
     expect(link.httpError(refusal, 'publish')).toMatchObject({ status: 401, refused: true, message: 'user "alice" may not run "cmd.run" on web1' })
-    expect(link.httpError(Object.assign(new Error('x answered with EauthAuthenticationError: bad'), { context: { remoteName: 'EauthAuthenticationError' } }), 'publish')).toMatchObject({ status: 401, refused: false })
+    expect(link.httpError(new RemoteError({ name: 'EauthAuthenticationError', message: 'bad' }, 'x'), 'publish')).toMatchObject({ status: 401, refused: false })
     await link.close()
   })
 

@@ -1,4 +1,4 @@
-import { BrineError } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/transport'
 
 /** A daemon package that does not export the class the bin runs (a broken or mismatched install). */
 export class DaemonLoadError extends BrineError {
@@ -45,3 +45,5 @@ export class UserSwitchError extends BrineError {
 export class UsageError extends BrineError {
   override name = 'UsageError'
 }
+
+registerErrors({ DaemonLoadError, PidfileError, UserSwitchError, UsageError })

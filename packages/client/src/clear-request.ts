@@ -82,7 +82,8 @@ export function localChannel(opts: MasterConfig): string | undefined {
  * The plumbing LocalClient, RunnerClient and WheelClient share: read the master's config and root
  * key, open one request client to the master — through its local channel when there is one (no
  * remote peer can fill it), else to its `ret_port` — and send `{enc: 'clear', load: {...load, key}}`,
- * turning a refusal into a typed error that names the command.
+ * turning a refusal into a typed error that names the command; its `cause` is the master's error as a
+ * RemoteError, whose `remote` is that error as its own class (`remoteCause(error) instanceof PermissionDeniedError`).
  */
 export class ClearRequester {
   readonly logger: Logger
@@ -134,9 +135,10 @@ export class ClearRequester {
       if (error instanceof RemoteError) throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
       throw error
     }
-    const problem = (reply as { error?: { name?: string; message?: string } } | null)?.error
+    const problem = (reply as { error?: { name?: string; message?: string; context?: ErrorContext } } | null)?.error
     if (problem !== undefined && problem !== null) {
-      throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${problem.name ?? 'Error'}: ${problem.message ?? String(problem)}`, { remoteName: problem.name })
+      const remote = new RemoteError({ name: problem.name ?? 'Error', message: problem.message ?? String(problem), context: problem.context ?? {} }, 'the master')
+      throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${problem.name ?? 'Error'}: ${problem.message ?? String(problem)}`, { remoteName: problem.name }, { cause: remote })
     }
     return reply
   }

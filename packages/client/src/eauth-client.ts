@@ -1,6 +1,7 @@
 import type { TokenData } from '@brine/common'
 import { ClearRequester, type MasterClientOptions } from './clear-request.js'
 import { MasterRequestError } from './errors.js'
+import { registerErrors } from '@brine/transport'
 
 /** Salt's token data, as `mk_token` and `get_token` answer it (`start`, `expire`: epoch seconds), with the ACL the master enforces. */
 export interface EauthToken extends TokenData {
@@ -81,3 +82,5 @@ export class EauthClient implements AsyncDisposable {
     return this.close()
   }
 }
+
+registerErrors({ EauthError })

@@ -1,4 +1,4 @@
-import { BrineError } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/transport'
 
 /** The master refused a clear request (`publish`, `wheel`, `runner`) or its reply was an error. */
 export class MasterRequestError extends BrineError {
@@ -63,3 +63,5 @@ export class JobClosedError extends BrineError {
     this.jid = jid
   }
 }
+
+registerErrors({ MasterRequestError, PublishError, RunnerError, WheelError, EventBusUnavailableError, MatchTypeError, BatchSizeError, JobClosedError })

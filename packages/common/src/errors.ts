@@ -1,4 +1,4 @@
-import { BrineError } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/transport'
 
 /** Where a config value came from: a file and line, or `command line`. */
 export interface ConfigSource {
@@ -172,3 +172,5 @@ export class ScheduleError extends BrineError {
     this.job = job
   }
 }
+
+registerErrors({ ConfigError, TargetError, RegexSyntaxError, RegexTimeoutError, RegexMatchError, JidError, PayloadError, YamlLoadError, LogFileError, ScheduleError })

@@ -1,4 +1,4 @@
-import { BrineError, LruMap } from '@brine/transport'
+import { BrineError, LruMap, registerErrors } from '@brine/transport'
 
 /**
  * A login refused because its user name or its client address failed too often in the current
@@ -120,3 +120,5 @@ export class LoginBusyError extends BrineError {
     super(`login refused: ${running} password checks running and ${waiting} waiting (eauth_hash_backlog ${waiting}); try again in 1 s`, { key: 'eauth_hash_backlog', running, waiting, retryAfter: 1 })
   }
 }
+
+registerErrors({ LoginRateLimitedError, LoginBusyError })

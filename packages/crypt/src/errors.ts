@@ -1,4 +1,4 @@
-import { BrineError, type ErrorContext } from '@brine/transport'
+import { BrineError, registerErrors, type ErrorContext } from '@brine/transport'
 
 /**
  * Typed errors of `@brine/crypt`. Names are string literals (bundlers rename classes); context
@@ -210,3 +210,5 @@ export class PendingKeyLimitError extends CryptError {
     this.limit = limit
   }
 }
+
+registerErrors({ CryptError, KeyFileError, InsecureKeyFileError, InvalidMinionIdError, SignatureError, DecryptError, StaleSessionKeyError, MasterKeyMismatchError, MalformedMessageError, ReplayError, MinionNotAcceptedError, RootKeyError, StaleRequestError, PendingKeyLimitError })

@@ -7,7 +7,7 @@
  * (`CommandExecutionError`, `SaltInvocationError` as `InvocationError`, Python's `TypeError` as
  * `ArgumentError`), which the executor turns into Salt's return texts.
  */
-import { BrineError, type ErrorContext } from '@brine/transport'
+import { BrineError, registerErrors, type ErrorContext } from '@brine/transport'
 
 /**
  * The master answered a sealed request with something other than its sealed `{ok: true}`. `refusal` is the
@@ -107,3 +107,5 @@ export function abortReason(signal: AbortSignal, jid: string): Error {
   if (reason instanceof Error) return reason
   return new JobKilledError(jid, typeof reason === 'string' ? reason : 'aborted')
 }
+
+registerErrors({ NotAcknowledgedError, MasterUnresolvedError, SpoolFileError, InvalidModuleNameError, CommandExecutionError, InvocationError, ArgumentError, JobKilledError })

@@ -1,4 +1,4 @@
-import { BrineError, type ErrorContext } from '@brine/transport'
+import { BrineError, registerErrors, type ErrorContext } from '@brine/transport'
 
 /** A job cache that cannot do what was asked: a file it cannot read or write, a query that failed. */
 export class JobCacheError extends BrineError {
@@ -52,3 +52,5 @@ export class UnknownReturnerError extends BrineError {
     this.available = available
   }
 }
+
+registerErrors({ JobCacheError, UnstorableValueError, FutureJidError, UnknownReturnerError })

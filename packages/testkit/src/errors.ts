@@ -1,4 +1,4 @@
-import { BrineError } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/transport'
 
 /** A bounded wait in a test, the demo or the bench ran out; names what was awaited and the limit. */
 export class DeadlineError extends BrineError {
@@ -33,3 +33,5 @@ export class ProcessWaitError extends BrineError {
 export class HarnessSetupError extends BrineError {
   override name = 'HarnessSetupError'
 }
+
+registerErrors({ DeadlineError, NoFreePortError, ProcessWaitError, HarnessSetupError })

@@ -1,4 +1,4 @@
-import { BrineError, TransportError } from '@brine/transport'
+import { BrineError, TransportError, registerErrors } from '@brine/transport'
 
 /**
  * No NATS server of `nats_servers` took the connection: each was down, unreachable, refused the
@@ -26,3 +26,5 @@ export class NatsOptionsError extends BrineError {
     this.key = key
   }
 }
+
+registerErrors({ NatsConnectError, NatsOptionsError })

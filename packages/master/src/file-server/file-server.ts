@@ -9,7 +9,7 @@ import { createReadStream } from 'node:fs'
 import { mkdir, open, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { DEFAULT_SALTENV, type FileCommand } from '@brine/common'
-import { BrineError, LruMap, silentLogger, type Logger } from '@brine/transport'
+import { BrineError, LruMap, silentLogger, registerErrors, type Logger } from '@brine/transport'
 import { MalformedRequestError } from '../errors.js'
 import { FileRoots, type FoundFile } from './roots.js'
 
@@ -193,3 +193,5 @@ export function fileServerFromConfig(
     ...(logger === undefined ? {} : { logger }),
   })
 }
+
+registerErrors({ FileRecvRefusedError })

@@ -2,7 +2,8 @@
  * Brine's error hierarchy. Every error has a `name` set from a string literal (bundlers may rename
  * classes, so `constructor.name` is never trusted), typed context fields, an optional `cause`, a
  * cross-copy marker for `isInstance` checks, and `toJSON()` so it can cross worker threads and the
- * wire as `{name, message, context}` and be rebuilt with {@link errorFromJSON}.
+ * wire as `{name, message, context}` and be rebuilt as its own class with {@link errorFromWire}
+ * (each error module registers its classes with {@link registerErrors}).
  */
 
 const BRINE_ERROR = Symbol.for('brine.error')
@@ -153,13 +154,19 @@ export class ServerBusyError extends TransportError {
   }
 }
 
-/** A request handler on the far side threw; carries its error's name and message. */
+/**
+ * A request handler on the far side threw; carries its error's name and message, and `remote`: that error
+ * rebuilt as its own class (see {@link errorFromWire}), also this error's `cause`.
+ */
 export class RemoteError extends TransportError {
   override name = 'RemoteError'
   readonly remoteName: string
+  readonly remote: BrineError
   constructor(remote: SerializedError, address: string) {
-    super(`${address} answered with ${remote.name}: ${remote.message}`, { ...remote.context, remoteName: remote.name, address })
+    const rebuilt = errorFromWire(remote)
+    super(`${address} answered with ${remote.name}: ${remote.message}`, { ...remote.context, remoteName: remote.name, address }, { cause: rebuilt })
     this.remoteName = remote.name
+    this.remote = rebuilt
   }
 }
 
@@ -218,9 +225,90 @@ export function errorFromJSON(json: SerializedError, address: string): Transport
   return new RemoteError(json, address)
 }
 
+/** A class of Brine error, whatever its constructor takes. */
+export type BrineErrorClass = abstract new (...args: never[]) => BrineError
+
+// On globalThis, as the marker is: a second copy of this module (a bundle beside the sources) shares one registry.
+const REGISTRY = Symbol.for('brine.error.registry')
+const registry: Map<string, BrineErrorClass> = ((globalThis as Record<symbol, unknown>)[REGISTRY] as Map<string, BrineErrorClass> | undefined) ??
+  ((globalThis as Record<symbol, unknown>)[REGISTRY] = new Map<string, BrineErrorClass>())
+
+/**
+ * Registers error classes under their names, so an error of theirs that crossed the wire or a worker
+ * thread comes back as that class ({@link errorFromWire}). Each error module registers its classes,
+ * keyed by class name, which is also the `name` each sets (the lint checks both). A name already
+ * registered keeps its first class: the second is the same class from another copy of its module.
+ */
+export function registerErrors(classes: Record<string, BrineErrorClass>): void {
+  for (const [name, errorClass] of Object.entries(classes)) if (!registry.has(name)) registry.set(name, errorClass)
+}
+
+/** The class registered under `name`, if any. */
+export function registeredError(name: string): BrineErrorClass | undefined {
+  return registry.get(name)
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * Rebuilds an error from its wire form `{name, message, context}`: an instance of the class registered
+ * under `name` (a plain {@link BrineError} keeping the name when none is), so `instanceof` tells what it
+ * was. The constructor is not run (its arguments are not on the wire): the message and context are the
+ * sender's, and each context entry that names no member of the class becomes a field of the same name,
+ * as the classes keep their typed fields (`address`, `limit`, `key`, …).
+ */
+export function errorFromWire(json: SerializedError, options?: ErrorOptions): BrineError {
+  const name = typeof json?.name === 'string' && json.name !== '' ? json.name : 'Error'
+  const errorClass = registry.get(name) ?? BrineError
+  const error = Object.create(errorClass.prototype as object) as BrineError
+  Error.captureStackTrace(error, errorFromWire)
+  const context: ErrorContext = isRecord(json?.context) ? { ...(json.context as ErrorContext) } : {}
+  const hidden = { writable: true, configurable: true, enumerable: false }
+  Object.defineProperty(error, 'message', { ...hidden, value: typeof json?.message === 'string' ? json.message : String(json?.message) })
+  if (options?.cause !== undefined) Object.defineProperty(error, 'cause', { ...hidden, value: options.cause })
+  Object.defineProperty(error, BRINE_ERROR, { value: true, enumerable: false })
+  Object.defineProperty(error, 'name', { value: name, writable: true, configurable: true, enumerable: true })
+  Object.defineProperty(error, 'context', { value: context, writable: false, configurable: true, enumerable: true })
+  for (const [key, value] of Object.entries(context)) {
+    if (!(key in error)) Object.defineProperty(error, key, { value, writable: false, configurable: true, enumerable: true })
+  }
+  return error
+}
+
+/**
+ * The far side's own error behind `error`: along its `cause` chain, the typed error a {@link RemoteError}
+ * carries, or undefined when nothing in the chain came back from the wire.
+ */
+export function remoteCause(error: unknown): BrineError | undefined {
+  const seen = new Set<unknown>()
+  for (let current = error; isRecord(current) && !seen.has(current); current = current['cause']) {
+    seen.add(current)
+    if (current instanceof RemoteError) return current.remote
+  }
+  return undefined
+}
+
 /** Turns anything thrown into the JSON form sent back to a requester. */
 export function serializeError(error: unknown): SerializedError {
   if (BrineError.isInstance(error)) return error.toJSON()
   if (error instanceof Error) return { name: error.name || 'Error', message: error.message }
   return { name: 'Error', message: String(error) }
 }
+
+registerErrors({
+  BrineError,
+  TransportError,
+  TimeoutError,
+  ClosedError,
+  FrameTooLargeError,
+  MalformedFrameError,
+  FrameLimitError,
+  AddressInUseError,
+  InFlightLimitError,
+  ServerBusyError,
+  RemoteError,
+  InvalidOperationError,
+  UnknownTransportError,
+  TransportUnavailableError,
+  DuplicateTransportError,
+})
