@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
 import { Fleet, pidAlive, rssBytes, type TransportName } from '@brine/testkit'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
+import { makeRoomForMinions, natsServerRss } from './nats-broker.js'
 
-/** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
+/** A transport of the matrix: one of the three, or `both` (one master serving half the minions on zeromq, half on tcp). */
 export type BenchTransport = TransportName | 'both'
 export type MinionMode = 'procs' | 'swarm'
 
@@ -112,6 +113,8 @@ export interface CaseResult extends BenchCase {
     /** Each swarm process's RSS (swarm mode), and that divided by its minion count. */
     swarmProcessBytes: number[] | null
     swarmBytesPerMinion: number | null
+    /** The NATS cases' nats-server (the bench's own): its RSS idle, with the N minions connected, and after the load phases. */
+    natsServer: { idleBytes: number; withMinionsBytes: number; afterLoadBytes: number } | null
   }
   /** `rounds`: the test.ping rounds it took (times from the relaunch), which is what the figure is made of. */
   restart: { masterReadyMs: number; allAnsweringMs: number; rounds: PingRound[] }
@@ -181,8 +184,8 @@ export const QUICK_SETTINGS: BenchSettings = {
 
 export const FULL_SETTINGS: BenchSettings = { ...QUICK_SETTINGS, latencyCalls: 50, throughputJobs: 200, overloadJobs: 200, jobTimeoutMs: 30_000, connectTimeoutMs: 120_000, apiCalls: 50, cliCalls: 10 }
 
-/** The matrix: quick = zeromq/tcp/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
-export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'both']): BenchCase[] {
+/** The matrix: quick = zeromq/tcp/nats/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
+export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'nats', 'both']): BenchCase[] {
   const sizes: { n: number; mode: MinionMode }[] = quick
     ? [
         { n: 1, mode: 'procs' },
@@ -360,7 +363,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
     connect: { masterReadyMs: 0, allAcceptedMs: 0, allAnsweringMs: 0 },
     latency: { ...zeroCounts(), calls: 0, ms: stats([]) },
     throughput: { ...zeroCounts(), jobs: 0, window: 0, durationMs: 0, jobsPerSec: 0, returnsPerSec: 0, jobMs: stats([]) },
-    memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null },
+    memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null, natsServer: null },
     restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
     pids: [],
@@ -374,6 +377,12 @@ export function splitMinions(transport: BenchTransport, n: number): Partial<Reco
 }
 
 const round = (ms: number): number => Math.round(ms * 100) / 100
+
+/** The short name in minion ids (`zmq-0`, `tcp-s1-42`, `nats-3`). */
+export const ID_PREFIX: Record<TransportName, string> = { zeromq: 'zmq', tcp: 'tcp', nats: 'nats' }
+
+/** Every pid a fleet started: its daemons and swarms, and its own nats-servers. */
+const fleetPids = (fleet: Fleet): number[] => [...fleet.spawnedPids, ...fleet.natsServers.map((server) => server.pid).filter((pid) => pid > 0)]
 
 /** What runs between the phases of {@link measureJobs}. */
 interface MeasureSteps {
@@ -492,11 +501,15 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     hooks.onFleet?.(fleet, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
+    if (fleet.natsServer !== undefined) {
+      result.memory.natsServer = { idleBytes: natsServerRss(fleet), withMinionsBytes: 0, afterLoadBytes: 0 }
+      await makeRoomForMinions(fleet, split.nats ?? 0)
+    }
     const from = fleet.startEventCount
     const ids: string[] = []
-    for (const transport of ['zeromq', 'tcp'] as const) {
+    for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
       const count = split[transport] ?? 0
-      const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+      const short = ID_PREFIX[transport]
       if (benchCase.mode === 'procs') {
         for (let index = 0; index < count; index++) {
           const id = `${short}-${index}`
@@ -516,6 +529,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     const deadline = launched + settings.connectTimeoutMs
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.withMinionsBytes = natsServerRss(fleet)
     const firstMinion = [...fleet.minions.values()][0]
     if (firstMinion !== undefined) result.memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
     if (fleet.swarms.length > 0) {
@@ -548,6 +562,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       },
     })
     result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 
     phase('restart')
     await client.close()
@@ -595,7 +610,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     if (fleet !== undefined) {
       const warnings = collectWarnings([fleet.master, ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)].map((daemon) => daemon.stderr))
       if (warnings.length > 0) result.warnings = warnings
-      result.pids = [...fleet.spawnedPids]
+      result.pids = fleetPids(fleet)
       await fleet.stop()
       hooks.onFleet?.(fleet, false)
       if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
@@ -618,7 +633,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
   const k = benchCase.syndics ?? 0
   const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
   if (benchCase.transport === 'both') {
-    result.error = 'a syndic tree runs on one transport (zeromq or tcp), not both'
+    result.error = 'a syndic tree runs on one transport (zeromq, tcp or nats), not both'
     return result
   }
   const transport = benchCase.transport
@@ -647,7 +662,12 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     hooks.onFleet?.(top, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(top.master.pid)
-    const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+    if (top.natsServer !== undefined) {
+      result.memory.natsServer = { idleBytes: natsServerRss(top), withMinionsBytes: 0, afterLoadBytes: 0 }
+      // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
+      await makeRoomForMinions(top, n + 2 * k)
+    }
+    const short = ID_PREFIX[transport]
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
     const nodes = await Promise.all(
       shares.map(async (share, index) => {
@@ -676,6 +696,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.withMinionsBytes = natsServerRss(top)
     result.tree = {
       syndics: k,
       masters: [
@@ -696,6 +717,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.
     await measureJobs(client, counter, n, settings, stored, result, phase, 15_000)
     result.memory.masterAfterLoadBytes = rssBytes(top.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.afterLoadBytes = natsServerRss(top)
     phase('restart')
     phase('overload')
   } catch (error) {
@@ -706,7 +728,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
     const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
     if (warnings.length > 0) result.warnings = warnings
-    result.pids = fleets.flatMap((fleet) => fleet.spawnedPids)
+    result.pids = fleets.flatMap(fleetPids)
     // The syndic nodes first, then the top (its syndics would otherwise spool what they could not send).
     for (const fleet of [...fleets].reverse()) {
       await fleet.stop()

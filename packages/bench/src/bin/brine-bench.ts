@@ -26,14 +26,15 @@ const USAGE = `usage: brine-bench [options]
 Starts a real master and N minions per transport on loopback, measures connect, latency,
 throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json,md,svg}.
 
-  --quick                 reduced matrix for CI: zeromq, tcp, both × N ∈ {1, 10}, fewer calls
-  --transports <list>     zeromq,tcp,both (default all three)
+  --quick                 reduced matrix for CI: zeromq, tcp, nats, both × N ∈ {1, 10}, fewer calls
+  --transports <list>     zeromq,tcp,nats,both (default all four); nats runs on a nats-server of the
+                          bench's own, on a free loopback port, stopped by pid with its case
   --n <list>              minion counts (default 1,10,50,1000; quick 1,10)
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
   --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
-                          each; jobs go to the top (zeromq or tcp; phases connect, latency, throughput)
+                          each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
   --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
   --burst <n>             overload burst jobs (default 200; quick 50)
@@ -136,8 +137,8 @@ settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughput
 settings.overloadJobs = positive(values.burst, '--burst') ?? settings.overloadJobs
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
 const procsMax = positive(values.procs, '--procs') ?? 50
-const transports = (values.transports ?? 'zeromq,tcp,both').split(',').map((name) => name.trim())
-for (const name of transports) if (!['zeromq', 'tcp', 'both'].includes(name)) fail(`unknown transport '${name}' (zeromq, tcp or both)`)
+const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())
+for (const name of transports) if (!['zeromq', 'tcp', 'nats', 'both'].includes(name)) fail(`unknown transport '${name}' (zeromq, tcp, nats or both)`)
 let cases: BenchCase[] = benchMatrix(quick, transports as BenchTransport[])
 if (values.n !== undefined) {
   const sizes = values.n.split(',').map((text) => positive(text.trim(), '--n')!)
@@ -148,7 +149,7 @@ if (values.n !== undefined) {
 if (values.swarm) cases = cases.map((benchCase) => ({ ...benchCase, mode: 'swarm' }))
 const syndics = positive(values.syndics, '--syndics')
 if (syndics !== undefined) {
-  if (transports.includes('both')) fail('--syndics runs a tree on one transport: give --transports zeromq, tcp or zeromq,tcp')
+  if (transports.includes('both')) fail('--syndics runs a tree on one transport: give --transports zeromq, tcp, nats or a list of them')
   cases = cases.map((benchCase) => ({ ...benchCase, syndics }))
 }
 
