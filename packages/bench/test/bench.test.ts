@@ -194,12 +194,12 @@ describe('brine-bench interrupted', () => {
   }, 90_000)
 })
 
-describe('startSwarm', () => {
+describe.each(['tcp', 'nats'] as const)('startSwarm over %s', (transport) => {
   it('runs real minions in one process, each with its own id and keys, and stops them all', async () => {
     requireBuilt()
-    const fleet = await Fleet.start({ bus: fleetBus, minions: [], transports: ['tcp'] })
+    const fleet = await Fleet.start({ bus: fleetBus, minions: [], transports: [transport] })
     try {
-      const swarm = await startSwarm(fleet, { count: 4, transport: 'tcp', prefix: 'sw-' })
+      const swarm = await startSwarm(fleet, { count: 4, transport, prefix: 'sw-' })
       expect(swarm.ids).toEqual(['sw-0', 'sw-1', 'sw-2', 'sw-3'])
       await Promise.all(swarm.ids.map((id) => fleet.waitForMinionStart(id)))
       const client = new LocalClient({ configDir: fleet.masterConfigDir })
