@@ -93,6 +93,11 @@ export interface FleetOptions {
    */
   natsFrom?: Fleet
   /**
+   * A nats-server of the caller's own for the master (e.g. the hub of a leaf-node topology): the fleet uses it
+   * and neither starts nor stops it; minions use it too unless their config names others (`nats_servers`).
+   */
+  natsServer?: NatsServerProcess
+  /**
    * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
    * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
    */
@@ -259,14 +264,16 @@ export class Fleet {
   }
 
   /**
-   * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the one of
-   * the fleet it shares ports (`portsFrom`) or its broker (`natsFrom`) with, or of the masters above it (a syndic node).
+   * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the caller's
+   * (`natsServer`), or the one of the fleet it shares ports (`portsFrom`) or its broker (`natsFrom`) with, or of
+   * the masters above it (a syndic node).
    */
   private async startBroker(): Promise<void> {
     const syndic = this.options.syndic
     if (!this.transports.includes('nats') && syndic?.transport !== 'nats') return
     // A syndic node shares its upper masters' broker: one cluster, told apart by ports.
-    const shared = this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
+    const shared =
+      this.options.natsServer ?? this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
     if (shared !== undefined) {
       this.natsServer = shared
       return
