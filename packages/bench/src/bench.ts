@@ -475,6 +475,8 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   let probe: ApiProbe | undefined
   const withApi = benchCase.mode === 'procs' && settings.apiSizes.includes(n)
   const apiDir = withApi ? await mkdtemp(join(tmpdir(), 'brine-bench-api-')) : undefined
+  // Tens of thousands of swarm minions take longer to start and authenticate than the bound made for 1,000.
+  const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 20)
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
   /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
   const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
@@ -494,7 +496,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       transports,
       logLevel: hooks.logLevel ?? 'warning',
       nodeArgs: hooks.nodeArgs,
-      readyTimeoutMs: settings.connectTimeoutMs,
+      readyTimeoutMs: connectTimeoutMs,
       // The bench measures the transport, not find_job rounds: give slow large-N returns time.
       masterConfig: { ...LOOPBACK_FLEET, timeout: Math.ceil(settings.jobTimeoutMs / 1000), gather_job_timeout: 10, ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)) },
     })
@@ -526,7 +528,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
     client = newClient()
-    const deadline = launched + settings.connectTimeoutMs
+    const deadline = launched + connectTimeoutMs
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
     if (result.memory.natsServer !== null) result.memory.natsServer.withMinionsBytes = natsServerRss(fleet)
@@ -572,7 +574,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.restart.masterReadyMs = round(performance.now() - relaunched)
     // The restarted master wrote a new root key: a new client reads it.
     client = newClient()
-    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
 
     phase('overload')
     const masterPid = fleet.master.pid

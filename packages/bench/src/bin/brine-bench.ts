@@ -37,7 +37,7 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
                           each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
   --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
-  --burst <n>             overload burst jobs (default 200; quick 50)
+  --burst <n>             overload burst jobs (default 200; quick 50; 0 leaves the overload phase out)
   --out-dir <dir>         where results go (default ./bench-results)
   -l, --log-level <lvl>   daemons' log level (default warning)
   --cpu-prof <dir>        profile the master, minions and swarms (node --cpu-prof) into <dir>
@@ -134,7 +134,8 @@ const quick = values.quick
 const settings = { ...(quick ? QUICK_SETTINGS : FULL_SETTINGS) }
 settings.latencyCalls = positive(values.calls, '--calls') ?? settings.latencyCalls
 settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughputJobs
-settings.overloadJobs = positive(values.burst, '--burst') ?? settings.overloadJobs
+// --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
+settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
 const procsMax = positive(values.procs, '--procs') ?? 50
 const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())
