@@ -384,6 +384,39 @@ export const ID_PREFIX: Record<TransportName, string> = { zeromq: 'zmq', tcp: 't
 /** Every pid a fleet started: its daemons and swarms, and its own nats-servers. */
 const fleetPids = (fleet: Fleet): number[] => [...fleet.spawnedPids, ...fleet.natsServers.map((server) => server.pid).filter((pid) => pid > 0)]
 
+/**
+ * Starts `count` minions of `transport` on `fleet`: one process each (ids `<prefix><index>`), or brine-swarm
+ * processes of `swarmSize` (ids `<prefix>s<part>-<index>`). Their ids, once every process has started.
+ */
+async function startMinions(fleet: Fleet, options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string }): Promise<string[]> {
+  const { transport, count, prefix } = options
+  const ids: string[] = []
+  if (options.mode === 'procs') {
+    for (let index = 0; index < count; index++) {
+      ids.push(`${prefix}${index}`)
+      await fleet.startMinion({ id: `${prefix}${index}`, transport })
+    }
+    return ids
+  }
+  for (let first = 0, part = 0; first < count; first += options.swarmSize, part++) {
+    ids.push(...(await startSwarm(fleet, { count: Math.min(options.swarmSize, count - first), transport, prefix: `${prefix}s${part}-` })).ids)
+  }
+  return ids
+}
+
+/** The memory figures with every minion connected: the master, the nats-server, one minion process or each swarm process. */
+function measureConnected(fleet: Fleet, memory: CaseResult['memory']): void {
+  memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+  if (memory.natsServer !== null) memory.natsServer.withMinionsBytes = natsServerRss(fleet)
+  const firstMinion = [...fleet.minions.values()][0]
+  if (firstMinion !== undefined) memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
+  if (fleet.swarms.length > 0) {
+    memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
+    const total = memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
+    memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
+  }
+}
+
 /** What runs between the phases of {@link measureJobs}. */
 interface MeasureSteps {
   /**
@@ -476,7 +509,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   const withApi = benchCase.mode === 'procs' && settings.apiSizes.includes(n)
   const apiDir = withApi ? await mkdtemp(join(tmpdir(), 'brine-bench-api-')) : undefined
   // Tens of thousands of swarm minions take longer to start and authenticate than the bound made for 1,000.
-  const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 20)
+  const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
   /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
   const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
@@ -510,35 +543,14 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     const from = fleet.startEventCount
     const ids: string[] = []
     for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
-      const count = split[transport] ?? 0
-      const short = ID_PREFIX[transport]
-      if (benchCase.mode === 'procs') {
-        for (let index = 0; index < count; index++) {
-          const id = `${short}-${index}`
-          ids.push(id)
-          await fleet.startMinion({ id, transport })
-        }
-      } else {
-        for (let first = 0, part = 0; first < count; first += settings.swarmSize, part++) {
-          const swarm = await startSwarm(fleet, { count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}-s${part}-` })
-          ids.push(...swarm.ids)
-        }
-      }
+      ids.push(...(await startMinions(fleet, { transport, count: split[transport] ?? 0, mode: benchCase.mode, swarmSize: settings.swarmSize, prefix: `${ID_PREFIX[transport]}-` })))
     }
     await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
     client = newClient()
     const deadline = launched + connectTimeoutMs
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
-    result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
-    if (result.memory.natsServer !== null) result.memory.natsServer.withMinionsBytes = natsServerRss(fleet)
-    const firstMinion = [...fleet.minions.values()][0]
-    if (firstMinion !== undefined) result.memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
-    if (fleet.swarms.length > 0) {
-      result.memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
-      const total = result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
-      result.memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
-    }
+    measureConnected(fleet, result.memory)
     // Its own connection to the bus, so no other reader in this process can slow it down.
     counterBus = new MasterEvent({ sockDir: fleet.sockDir, reconnect: { initial: 50, max: 500 } })
     await counterBus.connect()
@@ -677,18 +689,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
         fleets.push(node)
         hooks.onFleet?.(node, true)
         const from = node.startEventCount
-        const ids: string[] = []
-        if (benchCase.mode === 'procs') {
-          for (let minion = 0; minion < share; minion++) {
-            const id = `${short}-k${index + 1}-${minion}`
-            ids.push(id)
-            await node.startMinion({ id, transport })
-          }
-        } else {
-          for (let first = 0, part = 0; first < share; first += settings.swarmSize, part++) {
-            ids.push(...(await startSwarm(node, { count: Math.min(settings.swarmSize, share - first), transport, prefix: `${short}-k${index + 1}-s${part}-` })).ids)
-          }
-        }
+        const ids = await startMinions(node, { transport, count: share, mode: benchCase.mode, swarmSize: settings.swarmSize, prefix: `${short}-k${index + 1}-` })
         await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
         return node
       }),

@@ -66,22 +66,7 @@ export function markdownReport(result: BenchResult): string {
       `| ${c.transport} | ${int(c.n)} | ${c.mode} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAnsweringMs)} | ${ms(l.median)} / ${ms(l.p95)} / ${ms(l.max)} | ${t.jobsPerSec.toFixed(1)} | ${int(t.returnsPerSec)} | ${ms(t.jobMs.median)} / ${ms(t.jobMs.p95)} | ${c.latency.lost + t.lost} | ${c.latency.eventsMissed + t.eventsMissed} | ${c.latency.duplicates + t.duplicates} |`,
     )
   }
-  lines.push(
-    '',
-    '## Memory, restart and overload',
-    '',
-    '| transport | N | master MiB idle / with N / after load | nats-server MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  )
-  for (const c of result.cases) {
-    const mem = c.memory
-    // Results written before the NATS transport have no nats-server figures.
-    const broker = mem.natsServer ?? null
-    const natsServer = broker === null ? '–' : `${mib(broker.idleBytes)} / ${mib(broker.withMinionsBytes)} / ${mib(broker.afterLoadBytes)}`
-    lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${natsServer} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
-    )
-  }
+  lines.push(...memoryTable(result))
   const restarted = result.cases.filter((c) => c.restart.rounds.length > 0)
   if (restarted.length > 0) {
     lines.push(
@@ -145,6 +130,27 @@ export function markdownReport(result: BenchResult): string {
   }
   lines.push(`\nLeft-over processes after the run: ${result.leftoverPids.length === 0 ? 'none' : result.leftoverPids.join(', ')}.\n`)
   return lines.join('\n')
+}
+
+/** The memory, restart and overload table: one row per case. */
+function memoryTable(result: BenchResult): string[] {
+  const lines = [
+    '',
+    '## Memory, restart and overload',
+    '',
+    '| transport | N | master MiB idle / with N / after load | nats-server MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ]
+  for (const c of result.cases) {
+    const mem = c.memory
+    // Results written before the NATS transport have no nats-server figures.
+    const broker = mem.natsServer ?? null
+    const natsServer = broker === null ? '–' : `${mib(broker.idleBytes)} / ${mib(broker.withMinionsBytes)} / ${mib(broker.afterLoadBytes)}`
+    lines.push(
+      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${natsServer} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
+    )
+  }
+  return lines
 }
 
 const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', nats: '#9467bd', both: '#2ca02c' }
