@@ -36,6 +36,11 @@ export interface BenchSettings {
   overloadJobs: number
   /** Minion instances per brine-swarm process. */
   swarmSize: number
+  /**
+   * nats-servers of a NATS case (default 1): more make a cluster routed on loopback, the master on the first and the
+   * minions spread over all, so no server holds more connections than its open-file limit allows.
+   */
+  natsServers?: number
   /** Bound on each wait for returns, ms. */
   jobTimeoutMs: number
   /** Bound on connecting (launch → all answering), and on answering again after a restart, ms. */
@@ -113,7 +118,7 @@ export interface CaseResult extends BenchCase {
     /** Each swarm process's RSS (swarm mode), and that divided by its minion count. */
     swarmProcessBytes: number[] | null
     swarmBytesPerMinion: number | null
-    /** The NATS cases' nats-server (the bench's own): its RSS idle, with the N minions connected, and after the load phases. */
+    /** The NATS cases' nats-server (the bench's own; a cluster's summed): its RSS idle, with the N minions connected, and after the load phases. */
     natsServer: { idleBytes: number; withMinionsBytes: number; afterLoadBytes: number } | null
   }
   /** `rounds`: the test.ping rounds it took (times from the relaunch), which is what the figure is made of. */
@@ -394,14 +399,21 @@ async function startMinions(fleet: Fleet, options: { transport: TransportName; c
   if (options.mode === 'procs') {
     for (let index = 0; index < count; index++) {
       ids.push(`${prefix}${index}`)
-      await fleet.startMinion({ id: `${prefix}${index}`, transport })
+      await fleet.startMinion({ id: `${prefix}${index}`, transport, config: natsServerOf(fleet, transport, index) })
     }
     return ids
   }
   for (let first = 0, part = 0; first < count; first += options.swarmSize, part++) {
-    ids.push(...(await startSwarm(fleet, { count: Math.min(options.swarmSize, count - first), transport, prefix: `${prefix}s${part}-` })).ids)
+    const config = natsServerOf(fleet, transport, part)
+    ids.push(...(await startSwarm(fleet, { count: Math.min(options.swarmSize, count - first), transport, prefix: `${prefix}s${part}-`, config })).ids)
   }
   return ids
+}
+
+/** A NATS minion (or swarm) `index`'s server when the fleet runs a cluster of its own: round robin over its servers. */
+function natsServerOf(fleet: Fleet, transport: TransportName, index: number): Record<string, unknown> | undefined {
+  if (transport !== 'nats' || fleet.natsServers.length < 2) return undefined
+  return { nats_servers: [fleet.natsServers[index % fleet.natsServers.length]!.url] }
 }
 
 /** The memory figures with every minion connected: the master, the nats-server, one minion process or each swarm process. */
@@ -524,6 +536,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     phase('connect')
     const launched = performance.now()
     fleet = await Fleet.start({
+      ...((settings.natsServers ?? 1) > 1 ? { natsCluster: settings.natsServers } : {}),
       bus: fleetBus,
       minions: [],
       transports,
@@ -538,7 +551,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
     if (fleet.natsServer !== undefined) {
       result.memory.natsServer = { idleBytes: natsServerRss(fleet), withMinionsBytes: 0, afterLoadBytes: 0 }
-      await makeRoomForMinions(fleet, split.nats ?? 0)
+      await makeRoomForMinions(fleet, split.nats ?? 0, benchCase.mode === 'swarm' ? settings.swarmSize : 1)
     }
     const from = fleet.startEventCount
     const ids: string[] = []
@@ -679,7 +692,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     if (top.natsServer !== undefined) {
       result.memory.natsServer = { idleBytes: natsServerRss(top), withMinionsBytes: 0, afterLoadBytes: 0 }
       // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
-      await makeRoomForMinions(top, n + 2 * k)
+      await makeRoomForMinions(top, n + 2 * k, 1)
     }
     const short = ID_PREFIX[transport]
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))

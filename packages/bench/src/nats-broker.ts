@@ -31,17 +31,27 @@ export async function raiseOpenFiles(pid: number, wanted: number): Promise<void>
   } catch (error) {
     throw new HarnessSetupError(
       `nats-server (pid ${pid}) may open ${current ?? 'an unknown number of'} files and needs ${wanted} for the swarm's connections; ` +
-        `prlimit --pid ${pid} --nofile=${wanted}:${wanted} failed (${(error as Error).message.trim()}): run the bench as a user allowed to raise it, or with a higher ulimit -n`,
+        `prlimit --pid ${pid} --nofile=${wanted}:${wanted} failed (${(error as Error).message.trim()}): run the bench as a user allowed to raise it, ` +
+        'with a higher ulimit -n, or spread the minions over a cluster (--nats-servers <k>)',
       { pid, limit: current ?? -1, wanted },
     )
   }
 }
 
-/** Room in the fleet's nats-servers for `minions` NATS minions, the master and the bench's clients. */
-export async function makeRoomForMinions(fleet: Fleet, minions: number): Promise<void> {
-  const wanted = minions * NATS_CONNECTIONS_PER_MINION + 1024
+/**
+ * Room in the fleet's nats-servers for `minions` NATS minions (in groups of `group`, one group per server in
+ * turn, as the bench spreads swarms over a cluster), the master and the bench's clients.
+ */
+export async function makeRoomForMinions(fleet: Fleet, minions: number, group: number): Promise<void> {
+  const servers = Math.max(1, fleet.natsServers.length)
+  const groups = Math.ceil(minions / Math.max(1, group))
+  const perServer = Math.ceil(groups / servers) * group
+  const wanted = Math.min(minions, perServer) * NATS_CONNECTIONS_PER_MINION + 1024
   for (const server of fleet.natsServers) await raiseOpenFiles(server.pid, wanted)
 }
 
-/** The RSS of the fleet's (first) nats-server; 0 when it has none. */
-export const natsServerRss = (fleet: Fleet): number => (fleet.natsServer === undefined ? 0 : rssBytes(fleet.natsServer.pid))
+/** The RSS of the fleet's nats-servers (its cluster's, summed, or the one it uses); 0 when it has none. */
+export function natsServerRss(fleet: Fleet): number {
+  const servers = fleet.natsServers.length > 0 ? fleet.natsServers : fleet.natsServer === undefined ? [] : [fleet.natsServer]
+  return servers.reduce((sum, server) => sum + rssBytes(server.pid), 0)
+}

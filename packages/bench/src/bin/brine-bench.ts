@@ -33,6 +33,9 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
+  --nats-servers <k>      a NATS case runs on a cluster of k nats-servers routed on loopback (default 1): the
+                          master on the first, swarms spread over all; each NATS minion holds two connections,
+                          so k > 1 keeps every server within its open-file limit past ~10,000 minions
   --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
                           each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
@@ -60,6 +63,7 @@ const { values } = parseArgs({
     procs: { type: 'string', default: '50' },
     swarm: { type: 'boolean', default: false },
     'swarm-size': { type: 'string' },
+    'nats-servers': { type: 'string' },
     syndics: { type: 'string' },
     calls: { type: 'string' },
     jobs: { type: 'string' },
@@ -137,6 +141,7 @@ settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughput
 // --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
 settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
+settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
 const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())
 for (const name of transports) if (!['zeromq', 'tcp', 'nats', 'both'].includes(name)) fail(`unknown transport '${name}' (zeromq, tcp, nats or both)`)
