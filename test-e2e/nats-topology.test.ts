@@ -1,6 +1,7 @@
 /**
  * Topologies only a broker gives, as real processes: a master and minions on a 3-server NATS cluster, one
- * server killed while a job runs below it.
+ * server killed while a job runs below it; a master at a hub and minions at a site server joined to it as a
+ * leaf node.
  */
 import { readdirSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -8,9 +9,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { parseJobReturnTag, type BusEvent } from '@brine/common'
-import { deadline } from '@brine/testkit'
+import { NatsServerProcess, deadline, freeLoopbackPort, type Fleet } from '@brine/testkit'
 import { useFleets } from './helpers/fleets.js'
 import { json } from './helpers/output.js'
+import { RawNatsSubscriber } from './helpers/raw-nats.js'
 
 const startFleet = useFleets()
 const WAIT_MS = 60_000
@@ -59,6 +61,49 @@ describe('a 3-server NATS cluster', () => {
       expect(counts).toEqual({ b1: 1, b2: 1, c1: 1 })
     } finally {
       await rm(marks, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('a NATS leaf node', () => {
+  it('master at the hub, minions at the site: jobs and returns cross the leaf link, and a targeted publish travels only on its minion\'s subject', async () => {
+    const leafPort = await freeLoopbackPort()
+    const hub = await NatsServerProcess.start({ name: 'hub', leafPort })
+    const site = await NatsServerProcess.start({ name: 'site', leafRemotes: [`nats-leaf://127.0.0.1:${leafPort}`] })
+    let fleet: Fleet | undefined
+    let stranger: RawNatsSubscriber | undefined
+    try {
+      fleet = await startFleet({ natsServer: hub, transports: ['nats'], minions: [] })
+      const ids = ['site1', 'site2']
+      const mark = fleet.startEventCount
+      for (const id of ids) await fleet.startMinion({ id, transport: 'nats', config: { nats_servers: [site.url], ...QUICK } })
+      await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, mark)))
+      const ping = async (args: string[]): Promise<unknown> => {
+        const result = await fleet!.run('brine', [...args, 'test.ping', '--out', 'json', '--static', '-t', '30'], { ms: WAIT_MS * 2 })
+        expect(result.code, result.stdout + result.stderr).toBe(0)
+        return json(result.stdout)
+      }
+      expect(await ping(['*'])).toEqual({ site1: true, site2: true })
+
+      // A stranger at the site listening to every publish subject of the fleet (it cannot open them, but sees where they go).
+      const publishes = `brine.${fleet.ports.get('nats')!.publish}.pub`
+      stranger = await RawNatsSubscriber.subscribe(site.port, `${publishes}.>`)
+      // Its interest reaches the hub over the leaf link in its own time: broadcasts until one reaches it.
+      for (let attempt = 1; stranger.subjects.length === 0; attempt++) {
+        if (attempt > 10) throw new Error(`${attempt - 1} broadcasts answered by both minions, none seen by a subscriber at the site`)
+        expect(await ping(['*'])).toEqual({ site1: true, site2: true })
+      }
+      expect(new Set(stranger.subjects)).toEqual(new Set([`${publishes}.all`]))
+      stranger.subjects.length = 0
+
+      expect(await ping(['-L', 'site1'])).toEqual({ site1: true })
+      await poll(() => stranger!.subjects.length > 0, 'the targeted publish to reach the site')
+      expect(new Set(stranger.subjects)).toEqual(new Set([`${publishes}.m.site1`]))
+    } finally {
+      stranger?.close()
+      await fleet?.stop()
+      await site.close()
+      await hub.close()
     }
   })
 })

@@ -299,13 +299,13 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   })
 })
 
-// Over the socket transports only, for now: on a broker two upper masters of one prefix and port pair are one queue
-// group (multimaster.test.ts runs two masters on one nats-server on ports of their own; the syndic's upper link has
-// no such option yet). Issue 28 names it.
-describe.each(TRANSPORTS.filter((name) => name !== 'nats'))('multi-syndic over %s', (transport) => {
+describe.each(TRANSPORTS)('multi-syndic over %s', (transport) => {
   it('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {
     const a = await startFleet({ minions: [], transports: [transport], masterConfig: { order_masters: true, master_id: 'A' } })
-    const b = await startFleet({ minions: [], transports: [transport], interface: '127.0.0.2', portsFrom: a, masterConfig: { order_masters: true, master_id: 'B' } })
+    // On the socket transports B binds A's ports on another loopback address; on a broker two masters on one port
+    // pair would be one queue group, so B is on A's nats-server with ports of its own (syndic_master names host:port).
+    const apart = transport === 'nats' ? { natsFrom: a } : { interface: '127.0.0.2', portsFrom: a }
+    const b = await startFleet({ minions: [], transports: [transport], ...apart, masterConfig: { order_masters: true, master_id: 'B' } })
     const lower = await startFleet({ minions: [{ id: 'm1', transport }, { id: 'm2', transport }], syndic: { id: 'syn', upper: [a, b], transport } })
     const below = record(lower, '^salt/job/')
     const atA = record(a, '^salt/job/')

@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
 import { Fleet, pidAlive, rssBytes, type TransportName } from '@brine/testkit'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
+import { makeRoomForMinions, natsServerRss } from './nats-broker.js'
 
-/** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
+/** A transport of the matrix: one of the three, or `both` (one master serving half the minions on zeromq, half on tcp). */
 export type BenchTransport = TransportName | 'both'
 export type MinionMode = 'procs' | 'swarm'
 
@@ -35,6 +36,11 @@ export interface BenchSettings {
   overloadJobs: number
   /** Minion instances per brine-swarm process. */
   swarmSize: number
+  /**
+   * nats-servers of a NATS case (default 1): more make a cluster routed on loopback, the master on the first and the
+   * minions spread over all, so no server holds more connections than its open-file limit allows.
+   */
+  natsServers?: number
   /** Bound on each wait for returns, ms. */
   jobTimeoutMs: number
   /** Bound on connecting (launch → all answering), and on answering again after a restart, ms. */
@@ -112,6 +118,8 @@ export interface CaseResult extends BenchCase {
     /** Each swarm process's RSS (swarm mode), and that divided by its minion count. */
     swarmProcessBytes: number[] | null
     swarmBytesPerMinion: number | null
+    /** The NATS cases' nats-server (the bench's own; a cluster's summed): its RSS idle, with the N minions connected, and after the load phases. */
+    natsServer: { idleBytes: number; withMinionsBytes: number; afterLoadBytes: number } | null
   }
   /** `rounds`: the test.ping rounds it took (times from the relaunch), which is what the figure is made of. */
   restart: { masterReadyMs: number; allAnsweringMs: number; rounds: PingRound[] }
@@ -181,8 +189,8 @@ export const QUICK_SETTINGS: BenchSettings = {
 
 export const FULL_SETTINGS: BenchSettings = { ...QUICK_SETTINGS, latencyCalls: 50, throughputJobs: 200, overloadJobs: 200, jobTimeoutMs: 30_000, connectTimeoutMs: 120_000, apiCalls: 50, cliCalls: 10 }
 
-/** The matrix: quick = zeromq/tcp/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
-export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'both']): BenchCase[] {
+/** The matrix: quick = zeromq/tcp/nats/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
+export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'nats', 'both']): BenchCase[] {
   const sizes: { n: number; mode: MinionMode }[] = quick
     ? [
         { n: 1, mode: 'procs' },
@@ -360,7 +368,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
     connect: { masterReadyMs: 0, allAcceptedMs: 0, allAnsweringMs: 0 },
     latency: { ...zeroCounts(), calls: 0, ms: stats([]) },
     throughput: { ...zeroCounts(), jobs: 0, window: 0, durationMs: 0, jobsPerSec: 0, returnsPerSec: 0, jobMs: stats([]) },
-    memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null },
+    memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null, natsServer: null },
     restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
     pids: [],
@@ -374,6 +382,52 @@ export function splitMinions(transport: BenchTransport, n: number): Partial<Reco
 }
 
 const round = (ms: number): number => Math.round(ms * 100) / 100
+
+/** The short name in minion ids (`zmq-0`, `tcp-s1-42`, `nats-3`). */
+export const ID_PREFIX: Record<TransportName, string> = { zeromq: 'zmq', tcp: 'tcp', nats: 'nats' }
+
+/** Every pid a fleet started: its daemons and swarms, and its own nats-servers. */
+const fleetPids = (fleet: Fleet): number[] => [...fleet.spawnedPids, ...fleet.natsServers.map((server) => server.pid).filter((pid) => pid > 0)]
+
+/**
+ * Starts `count` minions of `transport` on `fleet`: one process each (ids `<prefix><index>`), or brine-swarm
+ * processes of `swarmSize` (ids `<prefix>s<part>-<index>`). Their ids, once every process has started.
+ */
+async function startMinions(fleet: Fleet, options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string }): Promise<string[]> {
+  const { transport, count, prefix } = options
+  const ids: string[] = []
+  if (options.mode === 'procs') {
+    for (let index = 0; index < count; index++) {
+      ids.push(`${prefix}${index}`)
+      await fleet.startMinion({ id: `${prefix}${index}`, transport, config: natsServerOf(fleet, transport, index) })
+    }
+    return ids
+  }
+  for (let first = 0, part = 0; first < count; first += options.swarmSize, part++) {
+    const config = natsServerOf(fleet, transport, part)
+    ids.push(...(await startSwarm(fleet, { count: Math.min(options.swarmSize, count - first), transport, prefix: `${prefix}s${part}-`, config })).ids)
+  }
+  return ids
+}
+
+/** A NATS minion (or swarm) `index`'s server when the fleet runs a cluster of its own: round robin over its servers. */
+function natsServerOf(fleet: Fleet, transport: TransportName, index: number): Record<string, unknown> | undefined {
+  if (transport !== 'nats' || fleet.natsServers.length < 2) return undefined
+  return { nats_servers: [fleet.natsServers[index % fleet.natsServers.length]!.url] }
+}
+
+/** The memory figures with every minion connected: the master, the nats-server, one minion process or each swarm process. */
+function measureConnected(fleet: Fleet, memory: CaseResult['memory']): void {
+  memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+  if (memory.natsServer !== null) memory.natsServer.withMinionsBytes = natsServerRss(fleet)
+  const firstMinion = [...fleet.minions.values()][0]
+  if (firstMinion !== undefined) memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
+  if (fleet.swarms.length > 0) {
+    memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
+    const total = memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
+    memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
+  }
+}
 
 /** What runs between the phases of {@link measureJobs}. */
 interface MeasureSteps {
@@ -466,6 +520,8 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   let probe: ApiProbe | undefined
   const withApi = benchCase.mode === 'procs' && settings.apiSizes.includes(n)
   const apiDir = withApi ? await mkdtemp(join(tmpdir(), 'brine-bench-api-')) : undefined
+  // Tens of thousands of swarm minions take longer to start and authenticate than the bound made for 1,000.
+  const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
   /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
   const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
@@ -480,49 +536,34 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     phase('connect')
     const launched = performance.now()
     fleet = await Fleet.start({
+      ...((settings.natsServers ?? 1) > 1 ? { natsCluster: settings.natsServers } : {}),
       bus: fleetBus,
       minions: [],
       transports,
       logLevel: hooks.logLevel ?? 'warning',
       nodeArgs: hooks.nodeArgs,
-      readyTimeoutMs: settings.connectTimeoutMs,
+      readyTimeoutMs: connectTimeoutMs,
       // The bench measures the transport, not find_job rounds: give slow large-N returns time.
       masterConfig: { ...LOOPBACK_FLEET, timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)), gather_job_timeout: 10, ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)) },
     })
     hooks.onFleet?.(fleet, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
+    if (fleet.natsServer !== undefined) {
+      result.memory.natsServer = { idleBytes: natsServerRss(fleet), withMinionsBytes: 0, afterLoadBytes: 0 }
+      await makeRoomForMinions(fleet, split.nats ?? 0, benchCase.mode === 'swarm' ? settings.swarmSize : 1)
+    }
     const from = fleet.startEventCount
     const ids: string[] = []
-    for (const transport of ['zeromq', 'tcp'] as const) {
-      const count = split[transport] ?? 0
-      const short = transport === 'zeromq' ? 'zmq' : 'tcp'
-      if (benchCase.mode === 'procs') {
-        for (let index = 0; index < count; index++) {
-          const id = `${short}-${index}`
-          ids.push(id)
-          await fleet.startMinion({ id, transport })
-        }
-      } else {
-        for (let first = 0, part = 0; first < count; first += settings.swarmSize, part++) {
-          const swarm = await startSwarm(fleet, { count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}-s${part}-` })
-          ids.push(...swarm.ids)
-        }
-      }
+    for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
+      ids.push(...(await startMinions(fleet, { transport, count: split[transport] ?? 0, mode: benchCase.mode, swarmSize: settings.swarmSize, prefix: `${ID_PREFIX[transport]}-` })))
     }
     await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
     client = newClient()
-    const deadline = launched + settings.connectTimeoutMs
+    const deadline = launched + connectTimeoutMs
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
-    result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
-    const firstMinion = [...fleet.minions.values()][0]
-    if (firstMinion !== undefined) result.memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
-    if (fleet.swarms.length > 0) {
-      result.memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
-      const total = result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
-      result.memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
-    }
+    measureConnected(fleet, result.memory)
     // Its own connection to the bus, so no other reader in this process can slow it down.
     counterBus = new MasterEvent({ sockDir: fleet.sockDir, reconnect: { initial: 50, max: 500 } })
     await counterBus.connect()
@@ -548,6 +589,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       },
     })
     result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 
     phase('restart')
     await client.close()
@@ -557,7 +599,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.restart.masterReadyMs = round(performance.now() - relaunched)
     // The restarted master wrote a new root key: a new client reads it.
     client = newClient()
-    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
 
     phase('overload')
     const masterPid = fleet.master.pid
@@ -595,7 +637,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     if (fleet !== undefined) {
       const warnings = collectWarnings([fleet.master, ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)].map((daemon) => daemon.stderr))
       if (warnings.length > 0) result.warnings = warnings
-      result.pids = [...fleet.spawnedPids]
+      result.pids = fleetPids(fleet)
       await fleet.stop()
       hooks.onFleet?.(fleet, false)
       if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
@@ -618,7 +660,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
   const k = benchCase.syndics ?? 0
   const phase = (name: Phase): void => hooks.onPhase?.(benchCase, name)
   if (benchCase.transport === 'both') {
-    result.error = 'a syndic tree runs on one transport (zeromq or tcp), not both'
+    result.error = 'a syndic tree runs on one transport (zeromq, tcp or nats), not both'
     return result
   }
   const transport = benchCase.transport
@@ -647,7 +689,12 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     hooks.onFleet?.(top, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(top.master.pid)
-    const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+    if (top.natsServer !== undefined) {
+      result.memory.natsServer = { idleBytes: natsServerRss(top), withMinionsBytes: 0, afterLoadBytes: 0 }
+      // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
+      await makeRoomForMinions(top, n + 2 * k, 1)
+    }
+    const short = ID_PREFIX[transport]
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
     const nodes = await Promise.all(
       shares.map(async (share, index) => {
@@ -655,18 +702,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
         fleets.push(node)
         hooks.onFleet?.(node, true)
         const from = node.startEventCount
-        const ids: string[] = []
-        if (benchCase.mode === 'procs') {
-          for (let minion = 0; minion < share; minion++) {
-            const id = `${short}-k${index + 1}-${minion}`
-            ids.push(id)
-            await node.startMinion({ id, transport })
-          }
-        } else {
-          for (let first = 0, part = 0; first < share; first += settings.swarmSize, part++) {
-            ids.push(...(await startSwarm(node, { count: Math.min(settings.swarmSize, share - first), transport, prefix: `${short}-k${index + 1}-s${part}-` })).ids)
-          }
-        }
+        const ids = await startMinions(node, { transport, count: share, mode: benchCase.mode, swarmSize: settings.swarmSize, prefix: `${short}-k${index + 1}-` })
         await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
         return node
       }),
@@ -676,6 +712,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.withMinionsBytes = natsServerRss(top)
     result.tree = {
       syndics: k,
       masters: [
@@ -696,6 +733,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.
     await measureJobs(client, counter, n, settings, stored, result, phase, 15_000)
     result.memory.masterAfterLoadBytes = rssBytes(top.master.pid)
+    if (result.memory.natsServer !== null) result.memory.natsServer.afterLoadBytes = natsServerRss(top)
     phase('restart')
     phase('overload')
   } catch (error) {
@@ -706,7 +744,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
     const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
     if (warnings.length > 0) result.warnings = warnings
-    result.pids = fleets.flatMap((fleet) => fleet.spawnedPids)
+    result.pids = fleets.flatMap(fleetPids)
     // The syndic nodes first, then the top (its syndics would otherwise spool what they could not send).
     for (const fleet of [...fleets].reverse()) {
       await fleet.stop()

@@ -33,6 +33,14 @@ export function targetChecks(result: BenchResult): { what: string; target: strin
   const tree = result.cases.filter((c) => c.tree !== undefined && c.error === undefined && c.n >= 10_000)
   add('tree of 4 syndics, N=10,000: test.ping median', '≤ 2 s', tree, (c) => c.latency.ms.median, 2000, (v) => `${ms(v)} ms`)
   add('tree, N=10,000: all answering after launch', 'yes', tree, (c) => (c.connect.allAnsweringMs > 0 ? 1 : 0), 1, (v) => (v === 1 ? 'yes' : 'no'), true)
+  // The NATS targets (issue 28): within 1.5× of TCP's ping median at N=1 and N=1,000, and 20,000 swarm minions.
+  for (const size of [1, 1000]) {
+    const median = (transport: string): number | undefined => at(size).find((c) => c.transport === transport)?.latency.ms.median
+    const [nats, tcp] = [median('nats'), median('tcp')]
+    if (nats === undefined || tcp === undefined || tcp <= 0) continue
+    checks.push({ what: `NATS test.ping median against TCP's, N=${int(size)}`, target: '≤ 1.5×', measured: `${(nats / tcp).toFixed(2)}× (${ms(nats)} / ${ms(tcp)} ms)`, met: nats / tcp <= 1.5 })
+  }
+  add('NATS, N=20,000 swarm: test.ping median', '≤ 3 s', at(20_000, 'swarm').filter((c) => c.transport === 'nats'), (c) => c.latency.ms.median, 3000, (v) => `${ms(v)} ms`)
   const ok = result.cases.filter((c) => c.error === undefined)
   add('lost returns, every phase', '0', ok, (c) => c.latency.lost + c.throughput.lost + c.overload.lost, 0, int)
   add('duplicate returns, every phase', '0', ok, (c) => c.latency.duplicates + c.throughput.duplicates + c.overload.duplicates, 0, int)
@@ -59,19 +67,7 @@ export function markdownReport(result: BenchResult): string {
       `| ${c.transport} | ${int(c.n)} | ${c.mode} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAnsweringMs)} | ${ms(l.median)} / ${ms(l.p95)} / ${ms(l.max)} | ${t.jobsPerSec.toFixed(1)} | ${int(t.returnsPerSec)} | ${ms(t.jobMs.median)} / ${ms(t.jobMs.p95)} | ${c.latency.lost + t.lost} | ${c.latency.eventsMissed + t.eventsMissed} | ${c.latency.duplicates + t.duplicates} |`,
     )
   }
-  lines.push(
-    '',
-    '## Memory, restart and overload',
-    '',
-    '| transport | N | master MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-  )
-  for (const c of result.cases) {
-    const mem = c.memory
-    lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
-    )
-  }
+  lines.push(...memoryTable(result))
   const restarted = result.cases.filter((c) => c.restart.rounds.length > 0)
   if (restarted.length > 0) {
     lines.push(
@@ -135,6 +131,27 @@ export function markdownReport(result: BenchResult): string {
   }
   lines.push(`\nLeft-over processes after the run: ${result.leftoverPids.length === 0 ? 'none' : result.leftoverPids.join(', ')}.\n`)
   return lines.join('\n')
+}
+
+/** The memory, restart and overload table: one row per case. */
+function memoryTable(result: BenchResult): string[] {
+  const lines = [
+    '',
+    '## Memory, restart and overload',
+    '',
+    '| transport | N | master MiB idle / with N / after load | nats-server MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ]
+  for (const c of result.cases) {
+    const mem = c.memory
+    // Results written before the NATS transport have no nats-server figures.
+    const broker = mem.natsServer ?? null
+    const natsServer = broker === null ? '–' : `${mib(broker.idleBytes)} / ${mib(broker.withMinionsBytes)} / ${mib(broker.afterLoadBytes)}`
+    lines.push(
+      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${natsServer} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
+    )
+  }
+  return lines
 }
 
 const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', nats: '#9467bd', both: '#2ca02c' }

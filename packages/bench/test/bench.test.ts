@@ -20,9 +20,9 @@ describe('stats and matrix', () => {
     expect(stats([])).toEqual({ count: 0, min: 0, median: 0, p95: 0, max: 0 })
   })
 
-  it('runs both transports at N ∈ {1, 10} when quick, and 1,000 swarm minions in the full matrix', () => {
-    expect(benchMatrix(true).map((c) => `${c.transport}:${c.n}:${c.mode}`)).toEqual(['zeromq:1:procs', 'zeromq:10:procs', 'tcp:1:procs', 'tcp:10:procs', 'both:10:procs'])
-    expect(benchMatrix(false).filter((c) => c.mode === 'swarm').map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1000', 'tcp:1000', 'both:1000'])
+  it('runs the three transports and both at N ∈ {1, 10} when quick, and 1,000 swarm minions in the full matrix', () => {
+    expect(benchMatrix(true).map((c) => `${c.transport}:${c.n}:${c.mode}`)).toEqual(['zeromq:1:procs', 'zeromq:10:procs', 'tcp:1:procs', 'tcp:10:procs', 'nats:1:procs', 'nats:10:procs', 'both:10:procs'])
+    expect(benchMatrix(false).filter((c) => c.mode === 'swarm').map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1000', 'tcp:1000', 'nats:1000', 'both:1000'])
   })
 })
 
@@ -46,8 +46,8 @@ describe('brine-bench --quick', () => {
     code = await new Promise<number | null>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGINT') // the bench stops its fleets on SIGINT
-        reject(new Error(`brine-bench --quick did not finish within 150 s:\n${stderr}`))
-      }, 150_000)
+        reject(new Error(`brine-bench --quick did not finish within 300 s:\n${stderr}`))
+      }, 300_000)
       child.once('exit', (exitCode) => {
         clearTimeout(timer)
         resolve(exitCode)
@@ -57,7 +57,7 @@ describe('brine-bench --quick', () => {
     const json = files.find((file) => file.endsWith('.json'))
     if (json === undefined) throw new Error(`no result file in ${outDir} (${files.join(', ')}):\n${stderr}`)
     result = JSON.parse(await readFile(join(outDir, json), 'utf8')) as BenchResult
-  }, 170_000)
+  }, 320_000)
 
   afterAll(async () => {
     if (outDir !== undefined) await rm(outDir, { recursive: true, force: true })
@@ -78,7 +78,7 @@ describe('brine-bench --quick', () => {
     expect(result.command).toEqual(['brine-bench', '--quick', '--out-dir', outDir])
     expect(result.machine.cpus).toBeGreaterThan(0)
     expect(typeof result.machine.node).toBe('string')
-    expect(result.cases.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'zeromq:10', 'tcp:1', 'tcp:10', 'both:10'])
+    expect(result.cases.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'zeromq:10', 'tcp:1', 'tcp:10', 'nats:1', 'nats:10', 'both:10'])
     expect(result.cases.find((c) => c.transport === 'both')?.split).toEqual({ zeromq: 5, tcp: 5 })
   })
 
@@ -117,12 +117,19 @@ describe('brine-bench --quick', () => {
       expect(c.memory.masterIdleBytes).toBeGreaterThan(0)
       expect(c.memory.minionProcessIdleBytes).toBeGreaterThan(0)
       expect(c.overload.masterPeakRssBytes).toBeGreaterThan(0)
+      // The NATS cases' own nats-server, measured beside the master; the socket transports have none.
+      if (c.transport === 'nats') {
+        expect(c.memory.natsServer, where).not.toBeNull()
+        for (const bytes of Object.values(c.memory.natsServer!)) expect(bytes, where).toBeGreaterThan(0)
+      } else {
+        expect(c.memory.natsServer, where).toBeNull()
+      }
     }
   })
 
   it('measures brine-api at N = 1: POST / and brine pings, and job events delivered to 10 event-stream readers', () => {
     const measured = result.cases.filter((c) => c.api !== undefined)
-    expect(measured.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'tcp:1'])
+    expect(measured.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'tcp:1', 'nats:1'])
     for (const c of measured) {
       const api = c.api!
       expect(api.postMs.count).toBe(result.settings.apiCalls)
@@ -138,14 +145,15 @@ describe('brine-bench --quick', () => {
   it('leaves no process behind: every pid it reports is gone', () => {
     expect(result.leftoverPids).toEqual([])
     const pids = result.cases.flatMap((c) => c.pids)
-    // A master, N minions and the restarted master per case, and brine-api where the API was measured.
-    expect(pids.length).toBe(result.cases.reduce((sum, c) => sum + c.n + 2 + (c.api === undefined ? 0 : 1), 0))
+    // A master, N minions and the restarted master per case, brine-api where the API was measured, and a NATS case's nats-server.
+    expect(pids.length).toBe(result.cases.reduce((sum, c) => sum + c.n + 2 + (c.api === undefined ? 0 : 1) + (c.transport === 'nats' ? 1 : 0), 0))
     expect(pids.filter(pidAlive)).toEqual([])
   })
 
   it('renders the same result as Markdown and SVG in process', () => {
     expect(markdownReport(result)).toContain('## Targets')
     expect(markdownReport(result)).toContain('## Restart, round by round')
+    expect(markdownReport(result)).toContain('| nats | 10 | procs |')
     expect(svgChart(result)).toContain('test.ping median latency')
   })
 })
@@ -186,12 +194,12 @@ describe('brine-bench interrupted', () => {
   }, 90_000)
 })
 
-describe('startSwarm', () => {
+describe.each(['tcp', 'nats'] as const)('startSwarm over %s', (transport) => {
   it('runs real minions in one process, each with its own id and keys, and stops them all', async () => {
     requireBuilt()
-    const fleet = await Fleet.start({ bus: fleetBus, minions: [], transports: ['tcp'] })
+    const fleet = await Fleet.start({ bus: fleetBus, minions: [], transports: [transport] })
     try {
-      const swarm = await startSwarm(fleet, { count: 4, transport: 'tcp', prefix: 'sw-' })
+      const swarm = await startSwarm(fleet, { count: 4, transport, prefix: 'sw-' })
       expect(swarm.ids).toEqual(['sw-0', 'sw-1', 'sw-2', 'sw-3'])
       await Promise.all(swarm.ids.map((id) => fleet.waitForMinionStart(id)))
       const client = new LocalClient({ configDir: fleet.masterConfigDir })

@@ -1,11 +1,13 @@
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import type { Tgt } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
-import { runCleanups, type FakeMinion } from '../../master/test/helpers.js'
+import { type FakeMinion, runCleanups, stopNatsServer } from '../../master/test/helpers.js'
 import { batchSizeFor, parseBatchSize, runBatch, type BatchEvent, type BatchHost, type BatchJob, type BatchJobOptions, type BatchOptions } from '../src/batch.js'
 import { BatchSizeError } from '../src/errors.js'
 import type { CliReturn, WaitOptions } from '../src/job.js'
 import { setup } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 afterEach(() => {
@@ -317,7 +319,7 @@ async function respond(minion: FakeMinion, funs: Record<string, { ret: unknown; 
   }
 }
 
-describe.each(['zeromq', 'tcp'])('LocalClient.cmdBatch against a real master over %s', (transport) => {
+describe.each(['zeromq', 'tcp', 'nats'])('LocalClient.cmdBatch against a real master over %s', (transport) => {
   it('pings, skips the silent minion, runs one minion at a time as list targets under new jids, and failhard stops the run', async () => {
     const { events, client, minions } = await setup(transport, ['a', 'b', 'c', 'silent'])
     const [a, b, c] = minions as [FakeMinion, FakeMinion, FakeMinion]

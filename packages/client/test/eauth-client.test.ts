@@ -1,17 +1,19 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { deadline } from '@brine/transport-compliance'
 // Tests only: a real master in-process and fake minions.
 import { Master } from '../../master/src/index.js'
-import { cleanups, EventLog, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers } from '../../master/test/helpers.js'
+import { addressOf, cleanups, EventLog, FakeMinion, masterConfig, runCleanups, stopNatsServer, tempDir, watchSubscribers } from '../../master/test/helpers.js'
 import { EauthClient, LocalClient, RunnerClient, WheelClient } from '../src/index.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
 const WAIT_MS = 10_000
 
-describe.each(['zeromq', 'tcp'])('eauth credentials against a real master over %s', (transport) => {
+describe.each(['zeromq', 'tcp', 'nats'])('eauth credentials against a real master over %s', (transport) => {
   it('mkToken, then LocalClient, RunnerClient and WheelClient as that user without the root key; rmToken revokes', async () => {
     const dir = await tempDir()
     await writeFile(join(dir, 'users'), 'alice:wonder\n')
@@ -26,7 +28,7 @@ describe.each(['zeromq', 'tcp'])('eauth credentials against a real master over %
     const events = new EventLog(master)
     await master.start()
     const subscribers = watchSubscribers(master.endpoints[0]!.publish)
-    const address = { host: '127.0.0.1', publishPort: opts.publish_port, retPort: opts.ret_port }
+    const address = addressOf(master)
     const minions = await Promise.all(['web1', 'db1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
     const web1 = minions[0]
     await subscribers(2)

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { expect } from 'vitest'
 // Tests only: a real master in-process (worker_threads: 0, its default local_cache job cache) and fake minions.
 import { Master } from '../../master/src/index.js'
-import { cleanups, EventLog, FakeMinion, masterConfig, tempDir, watchSubscribers } from '../../master/test/helpers.js'
+import { addressOf, cleanups, EventLog, FakeMinion, masterConfig, tempDir, watchSubscribers } from '../../master/test/helpers.js'
 import { LocalClient } from '../src/local-client.js'
 
 /** A real master over `transport` with fake minions `ids`, subscribed and accepted, and a LocalClient to it. */
@@ -12,7 +12,7 @@ export async function setup(transport: string, ids: string[]): Promise<{ master:
   cleanups.push(() => master.stop())
   const events = new EventLog(master)
   await master.start()
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const subscribers = watchSubscribers(master.endpoints[0]!.publish)
   const minions = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
   await subscribers(ids.length)

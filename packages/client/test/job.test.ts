@@ -1,14 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { deadline } from '@brine/transport-compliance'
-import { FakeMinion, runCleanups } from '../../master/test/helpers.js'
+import { FakeMinion, runCleanups, stopNatsServer } from '../../master/test/helpers.js'
 import { JobClosedError } from '../src/errors.js'
 import { setup } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
 const WAIT_MS = 10_000
 
-describe.each(['zeromq', 'tcp'])('Job against a real master over %s', (transport) => {
+describe.each(['zeromq', 'tcp', 'nats'])('Job against a real master over %s', (transport) => {
   it('holds no bus reader until collected; a late returns() catches up from the job cache, keeping retcode and success', async () => {
     const { events, client, minions } = await setup(transport, ['web1', 'db1'])
     const [web1, db1] = minions as [FakeMinion, FakeMinion]

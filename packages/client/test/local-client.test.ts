@@ -1,17 +1,20 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { loadConfig, loadTransport, type MasterConfig, type PublishLoad } from '@brine/common'
 import { createRootKey, rootKeyPath, RootKeyError } from '@brine/crypt'
 import { deadline } from '@brine/transport-compliance'
 import type { RequestServer } from '@brine/transport'
+import { freeLoopbackPort } from '@brine/testkit'
 // Tests only: the real bus, so the client reads what a master would write.
 import { EventBus } from '../../master/src/event-bus.js'
+import { natsFor, stopNatsServer } from '../../master/test/helpers.js'
 import type { CliReturn } from '../src/job.js'
 import { LocalClient } from '../src/local-client.js'
 
 const cleanups: Array<() => Promise<unknown>> = []
+afterAll(stopNatsServer)
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
@@ -50,7 +53,13 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
   await bus.start()
   cleanups.push(() => bus.close())
   const transport = await loadTransport(transportName)
-  const server: RequestServer = transport.createRequestServer({ host: '127.0.0.1', port: 0 })
+  // On a broker the port names the service's subjects and binds nothing: a free one keeps files' stand-ins apart.
+  const nats = await natsFor(transportName)
+  const server: RequestServer = transport.createRequestServer({
+    host: '127.0.0.1',
+    port: nats.broker === undefined ? 0 : await freeLoopbackPort(),
+    ...(nats.broker === undefined ? {} : { broker: nats.broker }),
+  })
   const publishes: Publish[] = []
   const runs: Array<{ fun: string; arg: unknown[] }> = []
   server.handle(async (request) => {
@@ -70,7 +79,7 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
   const port = Number(server.address.split(':').pop())
   const { opts } = await loadConfig('master', {
     configDir: join(dir, 'etc'),
-    overrides: { transport: transportName, interface: '127.0.0.1', ret_port: port, cachedir, sock_dir: sockDir, timeout: 5, gather_job_timeout: 10 },
+    overrides: { transport: transportName, interface: '127.0.0.1', ret_port: port, cachedir, sock_dir: sockDir, timeout: 5, gather_job_timeout: 10, ...nats.config },
   })
   const client = new LocalClient({ opts })
   cleanups.push(() => client.close())
@@ -83,7 +92,7 @@ async function collect(iterable: AsyncIterable<CliReturn>): Promise<CliReturn[]>
   return out
 }
 
-describe.each(['zeromq', 'tcp'])('LocalClient over %s', (transportName) => {
+describe.each(['zeromq', 'tcp', 'nats'])('LocalClient over %s', (transportName) => {
   it('publishes with the root key and gathers returns from the bus', async () => {
     const { client, publishes } = await standIn(transportName, (load, bus) => {
       const jid = nextJid()

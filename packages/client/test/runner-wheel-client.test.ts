@@ -1,14 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { BUS_DROPPED_TAG, generateJid, type BusEvent } from '@brine/common'
 import { parsePublicKeys, parseSecretKeys, publicKeysOf, formatPublicKeys } from '@brine/crypt'
 // Tests only: a real master in-process (worker_threads: 0) and the master tests' config helpers.
 import { Master } from '../../master/src/index.js'
-import { masterConfig, runCleanups, cleanups, tempDir } from '../../master/test/helpers.js'
+import { cleanups, masterConfig, runCleanups, stopNatsServer, tempDir } from '../../master/test/helpers.js'
 import { RunnerError, WheelError } from '../src/errors.js'
 import { RunnerClient } from '../src/runner-client.js'
 import { WheelClient } from '../src/wheel-client.js'
 import { LocalClient } from '../src/local-client.js'
 import { MasterEvent } from '../src/master-event.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
@@ -19,7 +21,7 @@ async function realMaster(transport: string): Promise<Master> {
   return master
 }
 
-describe.each(['zeromq', 'tcp'])('RunnerClient and WheelClient against a real master over %s', (transport) => {
+describe.each(['zeromq', 'tcp', 'nats'])('RunnerClient and WheelClient against a real master over %s', (transport) => {
   it('wheel: gen_accept pre-seeds a minion key; list, finger, delete; unknown functions are refused', async () => {
     const master = await realMaster(transport)
     const wheel = new WheelClient({ opts: master.opts })

@@ -1,18 +1,20 @@
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { generateJid, type ReturnLoad } from '@brine/common'
 import { ReturnRefusedError, type Caller } from '../src/index.js'
-import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
+import { addressOf, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 describe.each(TRANSPORTS)("a schedule's returns and the audit over %s", (transport) => {
   it("stores a schedule's return as a job of its own, refuses another job's jid and a future one, and audits every call", async () => {
     const dir = await tempDir()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const subscribers = watchSubscribers(master.endpoints[0]!.publish)
     const minions = await Promise.all(['web1', 'db1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
     await subscribers(2)

@@ -4,15 +4,17 @@ import { mkdir, readdir, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import bcrypt from 'bcryptjs'
 import md5crypt from 'apache-md5'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { ConfigError, defaultsFor, type MasterConfig } from '@brine/common'
 import { RemoteError } from '@brine/transport'
 import { ExternalAuth, exprMatch, fileBackendSettings, FileAuthBackend, fillAuthList, Master, MemoryJobStore, TokenStore, verifyHtpasswd } from '../src/index.js'
-import { clearClient, FakeMinion, masterConfig, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
+import { addressOf, clearClient, FakeMinion, masterConfig, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 const sha1 = (text: string): string => createHash('sha1').update(text).digest('base64')
 
 describe('htpasswd hashes', () => {
@@ -170,7 +172,7 @@ async function eauthMaster(transport: string, extra: Record<string, unknown> = {
     },
     ...extra,
   })
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const client = await clearClient(transport, address)
   const send = (load: Record<string, unknown>): Promise<unknown> =>
     client.send({ enc: 'clear', load }).catch((error: unknown) => {

@@ -34,8 +34,11 @@ export async function tempDir(): Promise<string> {
 }
 
 export async function masterConfig(dir: string, overrides: Record<string, unknown>): Promise<MasterConfig> {
+  // A NATS master of a test names no broker of its own: it goes on the file's nats-server.
+  const nats = typeof overrides['transport'] === 'string' && overrides['nats_servers'] === undefined ? (await natsFor(overrides['transport'])).config : {}
   return {
     ...defaultsFor('master'),
+    ...nats,
     interface: '127.0.0.1',
     publish_port: await freeLoopbackPort(),
     ret_port: await freeLoopbackPort(),
@@ -94,6 +97,13 @@ export interface MasterAddress {
   retPort: number
   /** The broker a NATS master is on (a NATS fleet's `fleet.broker`). */
   broker?: BrokerOptions
+}
+
+/** Where hand-made clients reach `master`: its ports on loopback, and on NATS the broker it is on. */
+export function addressOf(master: Master): MasterAddress {
+  const { opts } = master
+  const servers = opts.transport === 'nats' ? (opts as { nats_servers?: string[] }).nats_servers : undefined
+  return { host: '127.0.0.1', publishPort: opts.publish_port, retPort: opts.ret_port, ...(servers === undefined ? {} : { broker: { servers } }) }
 }
 
 /** A minion made of crypt and a transport: enough to drive the master's protocol by hand. */

@@ -3,16 +3,18 @@ import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import bcrypt from 'bcryptjs'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { LoginThrottle } from '@brine/common'
 import { createLogger, LogLimiter, RemoteError } from '@brine/transport'
 import { ExternalAuth, FileAuthBackend, fileBackendSettings, TokenStore } from '../src/index.js'
 import { deadline } from '@brine/transport-compliance'
-import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, WAIT_MS, watchSubscribers } from './helpers.js'
+import { addressOf, clearClient, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, WAIT_MS, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 // The threads run the built worker script, as the master does (`npm test` builds before vitest).
 const workerScript = new URL('../dist/request-worker.js', import.meta.url)
 
@@ -25,7 +27,7 @@ async function loginMaster(transport: string, extra: Record<string, unknown>) {
     { transport, auto_accept: true, token_dir: join(dir, 'tokens'), external_auth: { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', alice: ['.*'], bob: ['.*'] } }, ...extra },
     { workerScript },
   )
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const client = await clearClient(transport, address)
   /** The reply, or `{refused: <error name>, message, context}`. */
   const send = (load: Record<string, unknown>, timeout = WAIT_MS): Promise<unknown> =>

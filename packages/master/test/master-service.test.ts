@@ -1,12 +1,14 @@
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { RemoteError } from '@brine/transport'
 import { Authorizer, masterCaller, permits, PermissionDeniedError, rootCaller, type Caller } from '../src/index.js'
-import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
+import { addressOf, clearClient, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 /** A caller with ACL entries, as external auth will make them (the API issue); built by hand here. */
 const user = (name: string, permissions: Caller['permissions']): Caller => ({ user: name, auth: 'eauth', eauth: 'file', permissions })
@@ -82,7 +84,7 @@ describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
   it('checks every publish, runner and wheel against the caller; a refusal names the command, the user and the function', async () => {
     const dir = await tempDir()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const subscribers = watchSubscribers(master.endpoints[0]!.publish)
     const minions = await Promise.all(['web1', 'db1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
     await subscribers(2)
@@ -115,7 +117,7 @@ describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
 
   it('refuses a wire request without credentials for every command behind authorize', async () => {
     const { master } = await startMaster(await tempDir(), { transport })
-    const client = await clearClient(transport, { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port })
+    const client = await clearClient(transport, addressOf(master))
     const loads = [
       { cmd: 'publish', tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' },
       { cmd: 'wheel', fun: 'key.list_all' },

@@ -5,17 +5,19 @@
  */
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { buildAuthRequest } from '@brine/crypt'
-import { FakeMinion, runCleanups, startMaster, tempDir } from './helpers.js'
+import { addressOf, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-describe.each(['zeromq', 'tcp'])('minion ids at _auth over %s', (transport) => {
+describe.each(['zeromq', 'tcp', 'nats'])('minion ids at _auth over %s', (transport) => {
   it('accepts an id of exactly 237 bytes and refuses 238–255 bytes, look-alikes and decomposed ids with the reason, writing nothing', async () => {
     const dir = await tempDir()
     const { master } = await startMaster(dir, { transport, auto_accept: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
 
     const longest = 'm'.repeat(237)
     const ok = await FakeMinion.start(transport, longest, address, join(dir, 'ok-pki'))

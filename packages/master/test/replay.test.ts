@@ -12,7 +12,7 @@
  */
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { buildAuthRequest, readRootKey, rootKeyPath } from '@brine/crypt'
 import { createJidGenerator, loadTransport, tags } from '@brine/common'
 import { Minion, type Clock, type MinionEvent } from '@brine/minion'
@@ -22,11 +22,13 @@ import { Recorder } from '../../minion/test/recorder.js'
 import { testMinionConfig } from '../../minion/test/stand-in-master.js'
 import { UnstorableValueError } from '@brine/returners'
 import { Master, MemoryJobStore } from '../src/index.js'
-import { cleanups, clearClient, EventLog, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers, WAIT_MS, type MasterAddress } from './helpers.js'
+import { addressOf, cleanups, clearClient, EventLog, FakeMinion, type MasterAddress, masterConfig, runCleanups, stopNatsServer, tempDir, WAIT_MS, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 const DAY_MS = 86_400_000
 
 /** One clock for the master and the minions of a test: real time plus a shift the test moves. */
@@ -56,7 +58,7 @@ async function start(transport: string, clock: TestClock, overrides: Record<stri
   cleanups.push(() => master.stop())
   const events = new EventLog(master)
   await master.start()
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const client = await clearClient(transport, address)
   const key = await readRootKey(rootKeyPath(master.opts.cachedir))
   const publish = async (load: Record<string, unknown>) =>
@@ -67,7 +69,8 @@ async function start(transport: string, clock: TestClock, overrides: Record<stri
 
 /** A real minion, configured with only `master` and `master_port`: it learns the publish port from the auth reply. */
 async function startMinion(transport: string, started: Started, id: string, clock: TestClock): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
-  const opts = await testMinionConfig(transport, started.dir, { host: started.address.host, retPort: started.address.retPort }, id)
+  const broker = started.address.broker === undefined ? {} : { extra: { nats_servers: started.address.broker.servers } }
+  const opts = await testMinionConfig(transport, started.dir, { host: started.address.host, retPort: started.address.retPort }, id, broker)
   expect(opts.publish_port).toBeUndefined()
   const minion = new Minion(opts, { logger: silentLogger, clock })
   cleanups.push(() => minion.stop())
@@ -80,7 +83,7 @@ async function startMinion(transport: string, started: Started, id: string, cloc
 
 /** A subscriber on the publish port anyone can open: the attacker's recorder of publishes. */
 async function eavesdrop(transport: string, address: MasterAddress, id: string): Promise<{ envelopes: WireValue[]; next: (count: number) => Promise<WireValue> }> {
-  const client = (await loadTransport(transport)).createPublishClient({ host: address.host, port: address.publishPort, id })
+  const client = (await loadTransport(transport)).createPublishClient({ host: address.host, port: address.publishPort, id, ...(address.broker === undefined ? {} : { broker: address.broker }) })
   cleanups.push(() => client.close())
   await client.start()
   const envelopes: WireValue[] = []
@@ -147,7 +150,11 @@ describe.each(TRANSPORTS)('replayed publishes over %s', (transport) => {
 
     // The master goes away; the attacker takes its publish port and waits for the minion to come back to it.
     await started.master.stop()
-    const rogue: PublishServer = (await loadTransport(transport)).createPublishServer({ host: '127.0.0.1', port: started.address.publishPort })
+    const rogue: PublishServer = (await loadTransport(transport)).createPublishServer({
+      host: '127.0.0.1',
+      port: started.address.publishPort,
+      ...(started.address.broker === undefined ? {} : { broker: started.address.broker }),
+    })
     cleanups.push(() => rogue.close())
     const subscribed = watchSubscribers(rogue)
     await rogue.start()
@@ -308,7 +315,7 @@ describe.each(TRANSPORTS)('return acceptance over %s', (transport) => {
     const master = new Master(config, { now: clock.wall, jobs })
     cleanups.push(() => master.stop())
     await master.start()
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const client = await clearClient(transport, address)
     const key = await readRootKey(rootKeyPath(master.opts.cachedir))
     const web1 = await FakeMinion.start(transport, 'web1', address, join(dir, 'm-web1'))

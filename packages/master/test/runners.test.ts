@@ -1,14 +1,16 @@
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { RemoteError, type RequestClient } from '@brine/transport'
 import { masterVersion, type Master } from '../src/index.js'
 import { jidToTime, parseTimeArgument } from '../src/runners/jobs.js'
 import { compareVersions } from '../src/runners/manage.js'
-import { clearClient, cleanups, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog } from './helpers.js'
+import { addressOf, cleanups, clearClient, type EventLog, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 /** Answers each publish whose fun is in `answers` (others are ignored: a minion that stays silent). */
 function respond(minion: FakeMinion, answers: Record<string, unknown>): void {
@@ -43,7 +45,7 @@ interface Setup {
 async function setup(transport: string, ids: string[]): Promise<Setup> {
   const dir = await tempDir()
   const { master, events } = await startMaster(dir, { transport, auto_accept: true })
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const subscribers = watchSubscribers(master.endpoints[0]!.publish)
   const minions = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
   await subscribers(ids.length)
@@ -243,7 +245,7 @@ describe.each(TRANSPORTS)("Salt's wheel functions over %s", (transport) => {
   it('unique_jid: True gives jids ending in _<pid>, and returns to them are stored', async () => {
     const dir = await tempDir()
     const { master } = await startMaster(dir, { transport, auto_accept: true, unique_jid: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const subscribers = watchSubscribers(master.endpoints[0]!.publish)
     const minion = await FakeMinion.start(transport, 'web1', address, join(dir, 'm-web1'))
     await subscribers(1)

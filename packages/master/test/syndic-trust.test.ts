@@ -1,9 +1,11 @@
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { tags } from '@brine/common'
 import { rootCaller, type Master } from '../src/index.js'
-import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog } from './helpers.js'
+import { addressOf, type EventLog, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 /**
  * Issue 27, finding 1: only keys an operator accepted as syndics' may speak for minions, each minion is
@@ -11,7 +13,7 @@ import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type E
  * plays the attack a peer on the loopback network played, and asserts the refusal and what was stored.
  */
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 afterEach(runCleanups)
 
@@ -26,7 +28,7 @@ async function acceptSyndic(master: Master, id: string): Promise<void> {
 async function topWith(transport: string, ids: readonly string[], overrides: Record<string, unknown> = {}): Promise<{ master: Master; events: EventLog; peers: Record<string, FakeMinion> }> {
   const dir = await tempDir()
   const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true, ...overrides })
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const subscribers = watchSubscribers(master.endpoints[0]!.publish)
   const started = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
   await subscribers(ids.length)
@@ -179,7 +181,7 @@ describe.each(TRANSPORTS)('max_pending_keys over %s', (transport) => {
   it('refuses a new id once minions_pre holds the bound; pending and accepted minions still authenticate', async () => {
     const dir = await tempDir()
     const { master } = await startMaster(dir, { transport, max_pending_keys: 3 })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const start = (id: string) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))
     const wheel = async (fun: string, extra: Record<string, unknown> = {}) => (await master.service.wheel(rootCaller(), { fun, ...extra })).return
 

@@ -1,13 +1,15 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { createJidGenerator, tags } from '@brine/common'
 import type { ReturnLoad } from '@brine/common'
 import { UnstorableValueError } from '@brine/returners'
 import { MemoryJobStore, rootCaller, type Master } from '../src/index.js'
-import { FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers, type EventLog } from './helpers.js'
+import { addressOf, type EventLog, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+afterAll(stopNatsServer)
+
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 afterEach(runCleanups)
 
@@ -21,7 +23,7 @@ async function acceptSyndic(master: Master, id: string): Promise<void> {
 
 /** Syndic `syn1` (a FakeMinion) authenticated to `master` and announced with its start event. */
 async function attachSyndic(transport: (typeof TRANSPORTS)[number], dir: string, master: Master, events: EventLog): Promise<FakeMinion> {
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+  const address = addressOf(master)
   const syndic = await FakeMinion.start(transport, 'syn1', address, join(dir, 'm-syn1'))
   expect(await syndic.auth()).toEqual({ ok: true })
   await acceptSyndic(master, 'syn1')
@@ -34,7 +36,7 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
   it('publishes to its syndic when no minion of its own matches, never expects the syndic itself, and names the syndic with the minions it announced before', async () => {
     const dir = await tempDir()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const subscribers = watchSubscribers(master.endpoints[0]!.publish)
     const [web1, syndic] = await Promise.all(['web1', 'syn1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
     await subscribers(2)

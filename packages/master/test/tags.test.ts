@@ -1,12 +1,14 @@
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { MAX_TAG_LENGTH, tagProblem } from '@brine/common'
 import { callerTagProblem, minionTagProblem, rootCaller } from '../src/index.js'
-import { clearClient, FakeMinion, runCleanups, startMaster, tempDir, watchSubscribers } from './helpers.js'
+import { addressOf, clearClient, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+
+afterAll(stopNatsServer)
 
 afterEach(runCleanups)
 
-const TRANSPORTS = ['zeromq', 'tcp'] as const
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 const FORGED = 'salt/minion/web1/a\nb\tc'
 const LONG = `salt/minion/web1/${'x'.repeat(MAX_TAG_LENGTH)}`
 
@@ -41,7 +43,7 @@ describe.each(TRANSPORTS)('tags a peer sends over %s', (transport) => {
   it('a minion event or a syndic event whose tag holds a newline or a tab, or is over-long, gets a typed error reply and never reaches the bus', async () => {
     const dir = await tempDir()
     const { master, events } = await startMaster(dir, { transport, auto_accept: true })
-    const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }
+    const address = addressOf(master)
     const subscribers = watchSubscribers(master.endpoints[0]!.publish)
     const [web1, syndic] = await Promise.all(['web1', 'syndic1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
     await subscribers(2)

@@ -1,5 +1,5 @@
 /**
- * The minion over its links, on both transports: `master: [a, b]` with `master_type: str` (a
+ * The minion over its links, on every transport: `master: [a, b]` with `master_type: str` (a
  * link, a pin file and a spool per master; a jid published by both runs once and returns to each;
  * a return goes to the master whose publish it answers), `master_type: failover` (one master at a
  * time, the alive check, returns owed to a dead master delivered when it is back, failback, a
@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { ConfigError } from '@brine/common'
 import { CryptCache, fingerprint, masterPinFile, publicKeysOf } from '@brine/crypt'
 import { silentLogger } from '@brine/transport'
@@ -19,7 +19,9 @@ import { Minion, type MinionOptions } from '../src/minion.js'
 import type { ModuleDefinition } from '../src/modules/types.js'
 import { deadline } from './modules-fixture.js'
 import { Recorder } from './recorder.js'
-import { job, StandInMaster, testMinionConfig } from './stand-in-master.js'
+import { job, StandInMaster, stopNatsServer, testMinionConfig } from './stand-in-master.js'
+
+afterAll(stopNatsServer)
 
 /** A module that changes the list, the dict and the keyword argument it is given, as Python code may. */
 const mutate: ModuleDefinition = {
@@ -37,7 +39,10 @@ const mutate: ModuleDefinition = {
   },
 }
 
-describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
+/** The master a test minion's config names: its host and ports (a publish port left out is learnt from the auth reply). */
+type MinionTo = { host: string; retPort: number; publishPort?: number }
+
+describe.each(['zeromq', 'tcp', 'nats'])('minion links over %s', (transportName) => {
   let dir: string
   const masters: StandInMaster[] = []
   const minions: Minion[] = []
@@ -58,7 +63,24 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
     return master
   }
 
-  async function startMinion(id: string, to: StandInMaster, extra: Record<string, unknown> = {}, options: MinionOptions = {}): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
+  /**
+   * Two masters apart. On the socket transports the second binds the first one's ports on 127.0.0.2 (all of 127/8
+   * is loopback); on a broker two masters on one port pair would be one queue group, so the second takes ports of
+   * its own on the first one's broker and each `master` entry names its port (`host:port`), as Salt reads it.
+   */
+  async function twoMasters(): Promise<{ one: StandInMaster; two: StandInMaster; entries: [string, string]; at: [{ host: string; port: number }, { host: string; port: number }]; minionTo: MinionTo }> {
+    const one = await startMaster({ name: 'one' })
+    if (transportName === 'nats') {
+      const two = await startMaster({ name: 'two' })
+      // Their publish ports differ too: the minion's config names none, and each link subscribes where its master's auth reply says.
+      const minionTo = { host: one.host, retPort: one.retPort }
+      return { one, two, entries: [`127.0.0.1:${one.retPort}`, `127.0.0.1:${two.retPort}`], at: [{ host: '127.0.0.1', port: one.retPort }, { host: '127.0.0.1', port: two.retPort }], minionTo }
+    }
+    const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
+    return { one, two, entries: ['127.0.0.1', '127.0.0.2'], at: [{ host: '127.0.0.1', port: one.retPort }, { host: '127.0.0.2', port: one.retPort }], minionTo: one }
+  }
+
+  async function startMinion(id: string, to: MinionTo, extra: Record<string, unknown> = {}, options: MinionOptions = {}): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
     const opts = await testMinionConfig(transportName, dir, to, id, { extra })
     const minion = new Minion(opts, { logger: silentLogger, ...options })
     minions.push(minion)
@@ -68,10 +90,9 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
   }
 
   it('master_type str: one link per master, each with its own pin and spool; a jid published by both runs once and returns to each', async () => {
-    const one = await startMaster({ name: 'one' })
-    const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
-    const { minion, recorder } = await startMinion('multi', one, { master: ['127.0.0.1', '127.0.0.2'], master_type: 'str' })
-    const names = [`127.0.0.1:${one.retPort}`, `127.0.0.2:${one.retPort}`]
+    const { one, two, entries, at, minionTo } = await twoMasters()
+    const { minion, recorder } = await startMinion('multi', minionTo, { master: entries, master_type: 'str' })
+    const names = at.map(({ host, port }) => `${host}:${port}`)
     expect(minion.links.map((link) => link.master)).toEqual(names)
     for (const name of names) await recorder.waitFor('authenticated', (event) => event.master === name, `authenticated with ${name}`)
     await Promise.all([one.waitSubscribed(), two.waitSubscribed()])
@@ -81,8 +102,8 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
       expect(await master.waitForLoad('_minion_event')).toMatchObject({ id: 'multi' })
     }
     const pki = join(dir, 'multi-pki')
-    expect(existsSync(join(pki, masterPinFile('127.0.0.1', one.retPort)))).toBe(true)
-    expect(existsSync(join(pki, masterPinFile('127.0.0.2', one.retPort)))).toBe(true)
+    expect(existsSync(join(pki, masterPinFile(at[0].host, at[0].port)))).toBe(true)
+    expect(existsSync(join(pki, masterPinFile(at[1].host, at[1].port)))).toBe(true)
     expect(existsSync(join(pki, 'minion_master.pub'))).toBe(false)
 
     // The same jid from both masters: it runs once, and each master that published it gets its return.
@@ -113,15 +134,14 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
     await two.publish(away)
     const spooled = await recorder.waitFor('spooled', (event) => event.jid === away.jid, 'the return spooled for the second master')
     expect(spooled.master).toBe(names[1])
-    expect(spooled.file).toBe(join(dir, 'multi-cache', 'minion', 'spool', `127.0.0.2-${one.retPort}`, `${away.jid as string}.msgpack`))
+    expect(spooled.file).toBe(join(dir, 'multi-cache', 'minion', 'spool', `${at[1].host}-${at[1].port}`, `${away.jid as string}.msgpack`))
   })
 
   it('master_type failover: one master at a time; a dead one is left at the alive check, its returns spooled and delivered when it is back, and master_failback returns to it', async () => {
-    const one = await startMaster({ name: 'one' })
-    const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
-    const names = [`127.0.0.1:${one.retPort}`, `127.0.0.2:${one.retPort}`]
-    const { minion, recorder } = await startMinion('fo', one, {
-      master: ['127.0.0.1', '127.0.0.2'],
+    const { one, two, entries, at, minionTo } = await twoMasters()
+    const names = at.map(({ host, port }) => `${host}:${port}`)
+    const { minion, recorder } = await startMinion('fo', minionTo, {
+      master: entries,
       master_type: 'failover',
       master_alive_interval: 0.2,
       master_failback: true,
@@ -177,21 +197,20 @@ describe.each(['zeromq', 'tcp'])('minion links over %s', (transportName) => {
   })
 
   it('master_finger per master: a master whose key does not match its own fingerprint is passed over', async () => {
-    const one = await startMaster({ name: 'one' })
-    const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
-    const names = [`127.0.0.1:${one.retPort}`, `127.0.0.2:${one.retPort}`]
-    const { recorder } = await startMinion('fingers', one, {
-      master: ['127.0.0.1', '127.0.0.2'],
+    const { one, two, entries, at, minionTo } = await twoMasters()
+    const names = at.map(({ host, port }) => `${host}:${port}`)
+    const { recorder } = await startMinion('fingers', minionTo, {
+      master: entries,
       master_type: 'failover',
       // The first master's entry is the second master's fingerprint: wrong for the first.
-      master_finger: { '127.0.0.1': fingerprint(publicKeysOf(two.keys)), '127.0.0.2': fingerprint(publicKeysOf(two.keys)) },
+      master_finger: { [entries[0]]: fingerprint(publicKeysOf(two.keys)), [entries[1]]: fingerprint(publicKeysOf(two.keys)) },
     })
     const unavailable = await recorder.waitFor('master-unavailable')
     expect(unavailable.master).toBe(names[0])
     expect(unavailable.reason).toMatch(/^MasterKeyMismatchError: /)
     expect(await recorder.waitFor('master-selected')).toEqual({ type: 'master-selected', master: names[1], reason: 'start' })
-    expect(existsSync(join(dir, 'fingers-pki', masterPinFile('127.0.0.1', one.retPort)))).toBe(false)
-    expect(existsSync(join(dir, 'fingers-pki', masterPinFile('127.0.0.2', one.retPort)))).toBe(true)
+    expect(existsSync(join(dir, 'fingers-pki', masterPinFile(at[0].host, at[0].port)))).toBe(false)
+    expect(existsSync(join(dir, 'fingers-pki', masterPinFile(at[1].host, at[1].port)))).toBe(true)
   })
 
   it('refuses failover over a single master given as a string, and a master_finger list that does not fit', async () => {

@@ -251,7 +251,8 @@ export async function testMinionConfig(
     overrides: {
       id,
       transport: transportName,
-      ...(transportName === 'nats' ? { nats_servers: (await brokerFor(transportName))!.servers } : {}),
+      // A NATS minion goes on this file's nats-server unless the caller names the broker its master is on.
+      ...(transportName === 'nats' && options.extra?.['nats_servers'] === undefined ? { nats_servers: (await brokerFor(transportName))!.servers } : {}),
       master: master.host,
       master_port: master.retPort,
       ...(master.publishPort === undefined ? {} : { publish_port: master.publishPort }),

@@ -93,6 +93,11 @@ export interface FleetOptions {
    */
   natsFrom?: Fleet
   /**
+   * A nats-server of the caller's own for the master (e.g. the hub of a leaf-node topology): the fleet uses it
+   * and neither starts nor stops it; minions use it too unless their config names others (`nats_servers`).
+   */
+  natsServer?: NatsServerProcess
+  /**
    * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
    * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
    */
@@ -259,14 +264,16 @@ export class Fleet {
   }
 
   /**
-   * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the one of
-   * the fleet it shares ports (`portsFrom`) or its broker (`natsFrom`) with, or of the masters above it (a syndic node).
+   * The nats-server a NATS fleet runs on: its own, started here on a free loopback port, or the caller's
+   * (`natsServer`), or the one of the fleet it shares ports (`portsFrom`) or its broker (`natsFrom`) with, or of
+   * the masters above it (a syndic node).
    */
   private async startBroker(): Promise<void> {
     const syndic = this.options.syndic
     if (!this.transports.includes('nats') && syndic?.transport !== 'nats') return
     // A syndic node shares its upper masters' broker: one cluster, told apart by ports.
-    const shared = this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
+    const shared =
+      this.options.natsServer ?? this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
     if (shared !== undefined) {
       this.natsServer = shared
       return
@@ -322,8 +329,9 @@ export class Fleet {
   }
 
   /**
-   * Salt's syndic keys, which live in the master's config file: every upper master serves the syndic's
-   * transport on the same ports (Salt's `syndic_master_port` is one port for all), each on its own host.
+   * Salt's syndic keys, which live in the master's config file: upper masters that serve the syndic's transport
+   * on the same ports, each on its own host, share `syndic_master_port`; upper masters on ports of their own
+   * (on one NATS broker) are named `host:port`.
    * The upper masters' publish port is left out: the syndic learns it from their auth replies.
    */
   #syndicConfig(syndic: FleetSyndic): Record<string, unknown> {
@@ -333,11 +341,11 @@ export class Fleet {
       if (ports === undefined) throw new HarnessSetupError(`the upper fleet's master does not serve ${syndic.transport}`, { transport: syndic.transport })
       return ports.ret
     })
-    if (rets.some((port) => port !== rets[0])) {
-      throw new HarnessSetupError('the upper fleets of a multi-syndic must serve the same ports (FleetOptions.portsFrom) on distinct interfaces', { ports: rets.join(', ') })
-    }
+    // Upper masters on one broker (`natsFrom`) are told apart by their ports, not hosts: each entry names its own (`host:port`).
+    const samePort = rets.every((port) => port === rets[0])
+    const entries = uppers.map((upper, index) => (samePort ? upper.host : `${upper.host}:${rets[index]!}`))
     return {
-      syndic_master: uppers.length === 1 ? uppers[0]!.host : uppers.map((upper) => upper.host),
+      syndic_master: entries.length === 1 ? entries[0] : entries,
       syndic_master_port: rets[0],
       syndic_transport: syndic.transport,
     }

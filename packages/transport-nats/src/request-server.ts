@@ -56,7 +56,8 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
         handshakeTimeout: options.handshakeTimeout ?? DEFAULT_HANDSHAKE_TIMEOUT_MS,
         frameTimeout: options.frameTimeout ?? DEFAULT_FRAME_TIMEOUT_MS,
       },
-      (body, peer) => this.#serving.receive(body, peer, peer),
+      // A broker hides the client's network address; its inbox (one per request client) is what per-address limits key on.
+      (body, peer) => this.#serving.receive(body, peer, peer, peer),
     )
     this.#link = new NatsLink(this.core, service.broker, `brine request server ${service.address}`, undefined, { onConnect: () => {} })
   }

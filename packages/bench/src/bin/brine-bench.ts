@@ -26,17 +26,21 @@ const USAGE = `usage: brine-bench [options]
 Starts a real master and N minions per transport on loopback, measures connect, latency,
 throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json,md,svg}.
 
-  --quick                 reduced matrix for CI: zeromq, tcp, both × N ∈ {1, 10}, fewer calls
-  --transports <list>     zeromq,tcp,both (default all three)
+  --quick                 reduced matrix for CI: zeromq, tcp, nats, both × N ∈ {1, 10}, fewer calls
+  --transports <list>     zeromq,tcp,nats,both (default all four); nats runs on a nats-server of the
+                          bench's own, on a free loopback port, stopped by pid with its case
   --n <list>              minion counts (default 1,10,50,1000; quick 1,10)
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
+  --nats-servers <k>      a NATS case runs on a cluster of k nats-servers routed on loopback (default 1): the
+                          master on the first, swarms spread over all; each NATS minion holds two connections,
+                          so k > 1 keeps every server within its open-file limit past ~10,000 minions
   --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
-                          each; jobs go to the top (zeromq or tcp; phases connect, latency, throughput)
+                          each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
   --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
-  --burst <n>             overload burst jobs (default 200; quick 50)
+  --burst <n>             overload burst jobs (default 200; quick 50; 0 leaves the overload phase out)
   --out-dir <dir>         where results go (default ./bench-results)
   -l, --log-level <lvl>   daemons' log level (default warning)
   --cpu-prof <dir>        profile the master, minions and swarms (node --cpu-prof) into <dir>
@@ -59,6 +63,7 @@ const { values } = parseArgs({
     procs: { type: 'string', default: '50' },
     swarm: { type: 'boolean', default: false },
     'swarm-size': { type: 'string' },
+    'nats-servers': { type: 'string' },
     syndics: { type: 'string' },
     calls: { type: 'string' },
     jobs: { type: 'string' },
@@ -133,11 +138,13 @@ const quick = values.quick
 const settings = { ...(quick ? QUICK_SETTINGS : FULL_SETTINGS) }
 settings.latencyCalls = positive(values.calls, '--calls') ?? settings.latencyCalls
 settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughputJobs
-settings.overloadJobs = positive(values.burst, '--burst') ?? settings.overloadJobs
+// --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
+settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
+settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
-const transports = (values.transports ?? 'zeromq,tcp,both').split(',').map((name) => name.trim())
-for (const name of transports) if (!['zeromq', 'tcp', 'both'].includes(name)) fail(`unknown transport '${name}' (zeromq, tcp or both)`)
+const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())
+for (const name of transports) if (!['zeromq', 'tcp', 'nats', 'both'].includes(name)) fail(`unknown transport '${name}' (zeromq, tcp, nats or both)`)
 let cases: BenchCase[] = benchMatrix(quick, transports as BenchTransport[])
 if (values.n !== undefined) {
   const sizes = values.n.split(',').map((text) => positive(text.trim(), '--n')!)
@@ -148,7 +155,7 @@ if (values.n !== undefined) {
 if (values.swarm) cases = cases.map((benchCase) => ({ ...benchCase, mode: 'swarm' }))
 const syndics = positive(values.syndics, '--syndics')
 if (syndics !== undefined) {
-  if (transports.includes('both')) fail('--syndics runs a tree on one transport: give --transports zeromq, tcp or zeromq,tcp')
+  if (transports.includes('both')) fail('--syndics runs a tree on one transport: give --transports zeromq, tcp, nats or a list of them')
   cases = cases.map((benchCase) => ({ ...benchCase, syndics }))
 }
 
