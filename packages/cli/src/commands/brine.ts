@@ -179,7 +179,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   let credentials: ClientCredentials | undefined
   try {
     // A stand-in client (tests) needs no credentials unless -a asked for them.
-    if (args.auth.eauth !== undefined || deps.createClient === undefined) credentials = await resolveCredentials(args.auth, args.configDir, io, logger)
+    if (args.auth.eauth !== undefined || deps.createClient === undefined) credentials = await resolveCredentials(args.auth, args.configDir, io, logger, opts)
   } catch (error) {
     return fail(io, 'brine', describeClientError(error), (error as Error).name === 'UsageError' ? EXIT_USAGE : EXIT_GENERIC)
   }

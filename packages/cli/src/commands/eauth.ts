@@ -3,7 +3,7 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { Option, type Command } from 'commander'
 import { EauthClient, type ClientCredentials } from '@brine/client'
-import { loadConfig } from '@brine/common'
+import { loadConfig, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import type { Logger } from '@brine/transport'
 import { UsageError } from '../errors.js'
@@ -47,9 +47,10 @@ const expandHome = (path: string): string => (path === '~' ? homedir() : path.st
  * (asked for on a terminal when not given), or with `-T` a token made from them and saved to
  * `token_file` (mode 0600); without `-a`, the root key when it can be read, else the token in
  * `token_file` when there is one (Salt's client_config reads it). `undefined` means the root key.
+ * `loaded` is the master config when the caller has read it already (the config is then read once per run).
  */
-export async function resolveCredentials(args: EauthArgs, configDir: string, io: CommandIO, logger: Logger): Promise<ClientCredentials | undefined> {
-  const { opts } = await loadConfig('master', { configDir, logger })
+export async function resolveCredentials(args: EauthArgs, configDir: string, io: CommandIO, logger: Logger, loaded?: MasterConfig): Promise<ClientCredentials | undefined> {
+  const opts = loaded ?? (await loadConfig('master', { configDir, logger })).opts
   const tokenFile = expandHome(String(opts.token_file ?? '~/.brine_token'))
   if (args.eauth === undefined) {
     try {
