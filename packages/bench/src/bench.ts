@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
-import { Fleet, pidAlive, rssBytes, type TransportName } from '@brine/testkit'
+import { cpuTimeMs, Fleet, pidAlive, rssBytes, type SwarmProcess, type TransportName } from '@brine/testkit'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
 
 /** A transport of the matrix: one of the two, or `both` (one master serving half the minions on each). */
@@ -124,6 +124,12 @@ export interface CaseResult extends BenchCase {
     /** Events the master's event bus dropped for slow subscribers, as it logged them (every 1,000th): a lower bound. */
     busDroppedEvents: number
   }
+  /**
+   * The scale curve: how the master's costs grow with N. `masterCpuMsPerReturn` is its CPU time (every thread)
+   * over the throughput phase divided by the returns it stored; `masterBytesPerMinion` is its RSS with the N
+   * minions connected less its idle RSS, divided by N. null when not measured.
+   */
+  scale: { masterCpuMsPerReturn: number | null; masterBytesPerMinion: number | null }
   /** A tree case (`syndics` > 0): each master's RSS with the N minions connected, the top first. */
   tree?: { syndics: number; masters: { name: string; rssBytes: number; minions: number }[] }
   /** Every process the case started, each verified gone after the stop. */
@@ -363,6 +369,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
     memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null },
     restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
+    scale: { masterCpuMsPerReturn: null, masterBytesPerMinion: null },
     pids: [],
   }
 }
@@ -382,6 +389,8 @@ interface MeasureSteps {
    * nothing of it (the API process, its bus reader, the SSE streams) runs during the throughput phase.
    */
   afterThroughput?: () => Promise<void>
+  /** The master's CPU time so far, ms: read around the throughput phase for the scale curve's CPU per return. */
+  masterCpuMs?: () => number
 }
 
 /** `jobs` test.pings to every minion, `window` of them in flight: their jids, each one's time and the whole duration. */
@@ -432,8 +441,10 @@ async function measureJobs(
   result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
 
   phase('throughput')
+  const cpuBefore = steps.masterCpuMs?.()
   const { jids: throughputJids, jobMs, durationMs } = await pingWindow(client, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
   await counter.waitFor(throughputJids, n, quietMs, settings.jobTimeoutMs)
+  const cpuAfter = steps.masterCpuMs?.()
   await steps.afterThroughput?.()
   const counts = counter.counts(throughputJids, n, await stored(throughputJids))
   result.throughput = {
@@ -445,6 +456,155 @@ async function measureJobs(
     returnsPerSec: round((counts.stored * 1000) / durationMs),
     jobMs: stats(jobMs),
   }
+  if (cpuBefore !== undefined && cpuAfter !== undefined && counts.stored > 0) result.scale.masterCpuMsPerReturn = round((cpuAfter - cpuBefore) / counts.stored)
+}
+
+/** The job cache's count of `jids`' returns, through a runner client of the master in `configDir()` (its root key changes on restart). */
+function storedIn(configDir: () => string, settings: BenchSettings): (jids: readonly string[]) => Promise<Map<string, number>> {
+  return async (jids) => {
+    const runner = new RunnerClient({ configDir: configDir(), requestTimeout: settings.jobTimeoutMs })
+    try {
+      return await storedReturns(runner, jids)
+    } finally {
+      await runner.close()
+    }
+  }
+}
+
+/** Starts a case's minions under `fleet` (one process each, or swarms), `count` per transport, ids `<short><infix><index>`; their ids. */
+async function startCaseMinions(fleet: Fleet, mode: MinionMode, counts: Partial<Record<TransportName, number>>, settings: BenchSettings, infix = '-'): Promise<string[]> {
+  const ids: string[] = []
+  for (const transport of ['zeromq', 'tcp'] as const) {
+    const count = counts[transport] ?? 0
+    const short = transport === 'zeromq' ? 'zmq' : 'tcp'
+    if (mode === 'procs') {
+      for (let index = 0; index < count; index++) {
+        const id = `${short}${infix}${index}`
+        ids.push(id)
+        await fleet.startMinion({ id, transport })
+      }
+    } else {
+      for (let first = 0, part = 0; first < count; first += settings.swarmSize, part++) {
+        const swarm = await startSwarm(fleet, { count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}${infix}s${part}-` })
+        ids.push(...swarm.ids)
+      }
+    }
+  }
+  return ids
+}
+
+/** The swarm processes' RSS, and per minion, into `result.memory`. */
+function recordSwarmMemory(result: CaseResult, swarms: readonly SwarmProcess[], minions: number): void {
+  if (swarms.length === 0) return
+  result.memory.swarmProcessBytes = swarms.map((swarm) => rssBytes(swarm.process.pid))
+  result.memory.swarmBytesPerMinion = Math.round(result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0) / minions)
+}
+
+/** The scale curve's memory figure: what the master grew by with the N minions connected, per minion. */
+function recordMasterBytesPerMinion(result: CaseResult, n: number): void {
+  result.scale.masterBytesPerMinion = Math.round(Math.max(0, result.memory.masterWithMinionsBytes - result.memory.masterIdleBytes) / Math.max(1, n))
+}
+
+/** The REST API's phase: `POST /` and `brine` process pings, then the throughput load again with SSE readers attached. */
+async function measureApi(fleet: Fleet, client: LocalClient, counter: ReturnCounter, n: number, settings: BenchSettings, result: CaseResult): Promise<void> {
+  const probe = new ApiProbe(fleet)
+  try {
+    await probe.start()
+    await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
+    const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
+    const cliMs = await probe.cliLatency(settings.cliCalls, n)
+    await probe.openReaders(settings.sseReaders)
+    const { jids } = await pingWindow(client, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
+    const sse = await probe.closeReaders()
+    await counter.waitFor(jids, n, 2000, settings.jobTimeoutMs)
+    result.api = { postMs, cliMs, sse, apiRssBytes: rssBytes(probe.pid) }
+  } finally {
+    // Gone before the restart and overload phases, which are measured without it.
+    await probe.stop()
+  }
+}
+
+/** The restart phase: the master stopped and launched again, then test.ping rounds until all N answer; the new client. */
+async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: number, settings: BenchSettings, result: CaseResult): Promise<LocalClient> {
+  await fleet.master.stop('SIGTERM')
+  const relaunched = performance.now()
+  await fleet.launchMaster()
+  result.restart.masterReadyMs = round(performance.now() - relaunched)
+  // The restarted master wrote a new root key: a new client reads it.
+  const client = newClient()
+  result.restart.allAnsweringMs = round((await untilAllAnswer(() => client, n, relaunched + settings.connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+  return client
+}
+
+/** The overload phase: `overloadJobs` publishes at once, no window; returns counted, the master's peak RSS sampled. */
+async function measureOverload(
+  fleet: Fleet,
+  client: LocalClient,
+  counter: ReturnCounter,
+  n: number,
+  settings: BenchSettings,
+  stored: (jids: readonly string[]) => Promise<Map<string, number>>,
+  result: CaseResult,
+): Promise<void> {
+  const masterPid = fleet.master.pid
+  let peak = rssBytes(masterPid)
+  const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
+  const burstStart = performance.now()
+  const burst = await Promise.allSettled(Array.from({ length: settings.overloadJobs }, () => client.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })))
+  const burstJids = burst.flatMap((outcome) => (outcome.status === 'fulfilled' && outcome.value !== '' ? [outcome.value] : []))
+  // An overloaded master may take a long while to answer the first return, and minions retry
+  // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
+  const expectedReturns = settings.overloadJobs * n
+  await counter.waitFor(burstJids, n, settings.overloadQuietMs, Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2)))
+  const lastReturn = counter.lastReturnAt
+  clearInterval(sampler)
+  peak = Math.max(peak, rssBytes(masterPid))
+  // A publish the master refused counts as all of its returns lost.
+  const counts = counter.counts(burstJids, n, await stored(burstJids), settings.overloadJobs * n)
+  const burstMs = Math.max(1, lastReturn - burstStart)
+  result.overload = {
+    ...counts,
+    jobs: settings.overloadJobs,
+    durationMs: round(burstMs),
+    returnsPerSec: round((counts.stored * 1000) / burstMs),
+    masterPeakRssBytes: peak,
+    masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
+    busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
+  }
+  const refused = burst.find((outcome) => outcome.status === 'rejected')
+  if (refused !== undefined) result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
+}
+
+/**
+ * Stops `fleets` (in that order) after noting their daemons' warnings and pids into `result`, then checks each
+ * pid is gone.
+ */
+async function stopFleets(fleets: readonly Fleet[], result: CaseResult, hooks: BenchHooks): Promise<void> {
+  const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
+  const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
+  if (warnings.length > 0) result.warnings = warnings
+  result.pids = fleets.flatMap((fleet) => fleet.spawnedPids)
+  for (const fleet of fleets) {
+    await fleet.stop()
+    hooks.onFleet?.(fleet, false)
+  }
+  const alive = await waitGone(result.pids, 10_000)
+  if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
+}
+
+/** What one case reads its master through, closed in its `finally`. */
+interface CaseReaders {
+  client?: LocalClient
+  counter?: ReturnCounter
+  counterBus?: MasterEvent
+}
+
+/** Opens the case's own connection to the bus (so no other reader in this process can slow it) and its return counter. */
+async function openCounter(readers: CaseReaders, sockDir: string): Promise<ReturnCounter> {
+  readers.counterBus = new MasterEvent({ sockDir, reconnect: { initial: 50, max: 500 } })
+  await readers.counterBus.connect()
+  readers.counter = new ReturnCounter(readers.counterBus)
+  return readers.counter
 }
 
 /**
@@ -460,22 +620,11 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   result.split = split
   const transports = (Object.keys(split) as TransportName[]).filter((name) => (split[name] ?? 0) > 0 || benchCase.transport === 'both')
   let fleet: Fleet | undefined
-  let client: LocalClient | undefined
-  let counter: ReturnCounter | undefined
-  let counterBus: MasterEvent | undefined
-  let probe: ApiProbe | undefined
+  const readers: CaseReaders = {}
   const withApi = benchCase.mode === 'procs' && settings.apiSizes.includes(n)
   const apiDir = withApi ? await mkdtemp(join(tmpdir(), 'brine-bench-api-')) : undefined
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
-  /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
-  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
-    const runner = new RunnerClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
-    try {
-      return await storedReturns(runner, jids)
-    } finally {
-      await runner.close()
-    }
-  }
+  const stored = storedIn(() => fleet!.masterConfigDir, settings)
   try {
     phase('connect')
     const launched = performance.now()
@@ -493,117 +642,63 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
     const from = fleet.startEventCount
-    const ids: string[] = []
-    for (const transport of ['zeromq', 'tcp'] as const) {
-      const count = split[transport] ?? 0
-      const short = transport === 'zeromq' ? 'zmq' : 'tcp'
-      if (benchCase.mode === 'procs') {
-        for (let index = 0; index < count; index++) {
-          const id = `${short}-${index}`
-          ids.push(id)
-          await fleet.startMinion({ id, transport })
-        }
-      } else {
-        for (let first = 0, part = 0; first < count; first += settings.swarmSize, part++) {
-          const swarm = await startSwarm(fleet, { count: Math.min(settings.swarmSize, count - first), transport, prefix: `${short}-s${part}-` })
-          ids.push(...swarm.ids)
-        }
-      }
-    }
+    const ids = await startCaseMinions(fleet, benchCase.mode, split, settings)
     await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
-    client = newClient()
-    const deadline = launched + settings.connectTimeoutMs
-    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
+    const client = (readers.client = newClient())
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + settings.connectTimeoutMs)) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+    recordMasterBytesPerMinion(result, n)
     const firstMinion = [...fleet.minions.values()][0]
     if (firstMinion !== undefined) result.memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
-    if (fleet.swarms.length > 0) {
-      result.memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
-      const total = result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
-      result.memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
-    }
-    // Its own connection to the bus, so no other reader in this process can slow it down.
-    counterBus = new MasterEvent({ sockDir: fleet.sockDir, reconnect: { initial: 50, max: 500 } })
-    await counterBus.connect()
-    counter = new ReturnCounter(counterBus)
-
+    recordSwarmMemory(result, fleet.swarms, fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
+    const counter = await openCounter(readers, fleet.sockDir)
+    const masterPid = fleet.master.pid
     await measureJobs(client, counter, n, settings, stored, result, phase, 2000, {
+      masterCpuMs: () => cpuTimeMs(masterPid),
       afterThroughput: async () => {
         if (!withApi) return
         phase('api')
-        probe = new ApiProbe(fleet!)
-        await probe.start()
-        await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
-        const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
-        const cliMs = await probe.cliLatency(settings.cliCalls, n)
-        // The SSE readers' figure: the throughput phase's load again, with the readers attached.
-        await probe.openReaders(settings.sseReaders)
-        const { jids } = await pingWindow(client!, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
-        const sse = await probe.closeReaders()
-        await counter!.waitFor(jids, n, 2000, settings.jobTimeoutMs)
-        result.api = { postMs, cliMs, sse, apiRssBytes: rssBytes(probe.pid) }
-        // Gone before the restart and overload phases, which are measured without it.
-        await probe.stop()
+        await measureApi(fleet!, client, counter, n, settings, result)
       },
     })
     result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
 
     phase('restart')
     await client.close()
-    await fleet.master.stop('SIGTERM')
-    const relaunched = performance.now()
-    await fleet.launchMaster()
-    result.restart.masterReadyMs = round(performance.now() - relaunched)
-    // The restarted master wrote a new root key: a new client reads it.
-    client = newClient()
-    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + settings.connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+    readers.client = await measureRestart(fleet, newClient, n, settings, result)
 
     phase('overload')
-    const masterPid = fleet.master.pid
-    let peak = rssBytes(masterPid)
-    const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
-    const burstStart = performance.now()
-    const burst = await Promise.allSettled(Array.from({ length: settings.overloadJobs }, () => client!.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })))
-    const burstJids = burst.flatMap((outcome) => (outcome.status === 'fulfilled' && outcome.value !== '' ? [outcome.value] : []))
-    // An overloaded master may take a long while to answer the first return, and minions retry
-    // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
-    const expectedReturns = settings.overloadJobs * n
-    await counter.waitFor(burstJids, n, settings.overloadQuietMs, Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2)))
-    const lastReturn = counter.lastReturnAt
-    clearInterval(sampler)
-    peak = Math.max(peak, rssBytes(masterPid))
-    // A publish the master refused counts as all of its returns lost.
-    const counts = counter.counts(burstJids, n, await stored(burstJids), settings.overloadJobs * n)
-    const burstMs = Math.max(1, lastReturn - burstStart)
-    result.overload = {
-      ...counts,
-      jobs: settings.overloadJobs,
-      durationMs: round(burstMs),
-      returnsPerSec: round((counts.stored * 1000) / burstMs),
-      masterPeakRssBytes: peak,
-      masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
-      busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
-    }
-    const refused = burst.find((outcome) => outcome.status === 'rejected')
-    if (refused !== undefined) result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
+    await measureOverload(fleet, readers.client, counter, n, settings, stored, result)
   } catch (error) {
     result.error = (error as Error).message.slice(0, 2000)
   } finally {
     phase('stop')
-    await closeReaders(counter, counterBus, client)
-    if (fleet !== undefined) {
-      const warnings = collectWarnings([fleet.master, ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)].map((daemon) => daemon.stderr))
-      if (warnings.length > 0) result.warnings = warnings
-      result.pids = [...fleet.spawnedPids]
-      await fleet.stop()
-      hooks.onFleet?.(fleet, false)
-      if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
-      const alive = await waitGone(result.pids, 10_000)
-      if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
-    }
+    await closeReaders(readers.counter, readers.counterBus, readers.client)
+    if (fleet !== undefined) await stopFleets([fleet], result, hooks)
+    if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
   }
   return result
+}
+
+/** Starts one syndic node of a tree under `top`: its master, its brine-syndic and `share` minions, all of them started. */
+async function startSyndicNode(top: Fleet, index: number, share: number, benchCase: BenchCase & { transport: TransportName }, settings: BenchSettings, common: SyndicNodeCommon, fleets: Fleet[], hooks: BenchHooks): Promise<Fleet> {
+  const node = await Fleet.start({ ...common, minions: [], masterConfig: LOOPBACK_FLEET, syndic: { id: `syndic${index + 1}`, upper: top, transport: benchCase.transport } })
+  fleets.push(node)
+  hooks.onFleet?.(node, true)
+  const from = node.startEventCount
+  const ids = await startCaseMinions(node, benchCase.mode, { [benchCase.transport]: share }, settings, `-k${index + 1}-`)
+  await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
+  return node
+}
+
+/** The fleet options every master of a tree shares. */
+interface SyndicNodeCommon {
+  bus: typeof fleetBus
+  transports: TransportName[]
+  logLevel: string
+  nodeArgs: string[] | undefined
+  readyTimeoutMs: number
 }
 
 /**
@@ -625,20 +720,11 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
   result.split = { [transport]: n }
   const fleets: Fleet[] = []
   let top: Fleet | undefined
-  let client: LocalClient | undefined
-  let counter: ReturnCounter | undefined
-  let counterBus: MasterEvent | undefined
-  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
-    const runner = new RunnerClient({ configDir: top!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
-    try {
-      return await storedReturns(runner, jids)
-    } finally {
-      await runner.close()
-    }
-  }
+  const readers: CaseReaders = {}
+  const stored = storedIn(() => top!.masterConfigDir, settings)
   // Thousands of minions authenticating with several masters on two cores take longer than one master's 1,000.
   const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
-  const common = { bus: fleetBus, transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: connectTimeoutMs }
+  const common: SyndicNodeCommon = { bus: fleetBus, transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: connectTimeoutMs }
   try {
     phase('connect')
     const launched = performance.now()
@@ -647,35 +733,14 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     hooks.onFleet?.(top, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(top.master.pid)
-    const short = transport === 'zeromq' ? 'zmq' : 'tcp'
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
-    const nodes = await Promise.all(
-      shares.map(async (share, index) => {
-        const node = await Fleet.start({ ...common, minions: [], masterConfig: LOOPBACK_FLEET, syndic: { id: `syndic${index + 1}`, upper: top!, transport } })
-        fleets.push(node)
-        hooks.onFleet?.(node, true)
-        const from = node.startEventCount
-        const ids: string[] = []
-        if (benchCase.mode === 'procs') {
-          for (let minion = 0; minion < share; minion++) {
-            const id = `${short}-k${index + 1}-${minion}`
-            ids.push(id)
-            await node.startMinion({ id, transport })
-          }
-        } else {
-          for (let first = 0, part = 0; first < share; first += settings.swarmSize, part++) {
-            ids.push(...(await startSwarm(node, { count: Math.min(settings.swarmSize, share - first), transport, prefix: `${short}-k${index + 1}-s${part}-` })).ids)
-          }
-        }
-        await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
-        return node
-      }),
-    )
+    const nodes = await Promise.all(shares.map((share, index) => startSyndicNode(top!, index, share, { ...benchCase, transport }, settings, common, fleets, hooks)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
-    client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    const client = (readers.client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs }))
     // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
-    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
     result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
+    recordMasterBytesPerMinion(result, n)
     result.tree = {
       syndics: k,
       masters: [
@@ -683,18 +748,12 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
         ...nodes.map((node, index) => ({ name: `syndic${index + 1}`, rssBytes: rssBytes(node.master.pid), minions: shares[index]! })),
       ],
     }
-    const swarms = nodes.flatMap((node) => node.swarms)
-    if (swarms.length > 0) {
-      result.memory.swarmProcessBytes = swarms.map((swarm) => rssBytes(swarm.process.pid))
-      result.memory.swarmBytesPerMinion = Math.round(result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0) / n)
-    }
-    counterBus = new MasterEvent({ sockDir: top.sockDir, reconnect: { initial: 50, max: 500 } })
-    await counterBus.connect()
-    counter = new ReturnCounter(counterBus)
-
+    recordSwarmMemory(result, nodes.flatMap((node) => node.swarms), n)
+    const counter = await openCounter(readers, top.sockDir)
     // A return a saturated lower master did not acknowledge is spooled by its minion and sent again after
     // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.
-    await measureJobs(client, counter, n, settings, stored, result, phase, 15_000)
+    const topPid = top.master.pid
+    await measureJobs(client, counter, n, settings, stored, result, phase, 15_000, { masterCpuMs: () => cpuTimeMs(topPid) })
     result.memory.masterAfterLoadBytes = rssBytes(top.master.pid)
     phase('restart')
     phase('overload')
@@ -702,18 +761,9 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     result.error = (error as Error).message.slice(0, 2000)
   } finally {
     phase('stop')
-    await closeReaders(counter, counterBus, client)
-    const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
-    const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
-    if (warnings.length > 0) result.warnings = warnings
-    result.pids = fleets.flatMap((fleet) => fleet.spawnedPids)
+    await closeReaders(readers.counter, readers.counterBus, readers.client)
     // The syndic nodes first, then the top (its syndics would otherwise spool what they could not send).
-    for (const fleet of [...fleets].reverse()) {
-      await fleet.stop()
-      hooks.onFleet?.(fleet, false)
-    }
-    const alive = await waitGone(result.pids, 10_000)
-    if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
+    await stopFleets([...fleets].reverse(), result, hooks)
   }
   return result
 }

@@ -23,7 +23,7 @@ import type { AuditCall, AuditLog } from './audit/audit-log.js'
 import type { MinionEventGate } from './minion-event-gate.js'
 import { callerTagProblem, minionTagProblem } from './tag-rules.js'
 import { MalformedRequestError, PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError, TokenAuthenticationError, UnknownWheelFunctionError } from './errors.js'
-import type { EventBus } from './event-bus.js'
+import { eventStamp, type EventBus } from './event-bus.js'
 import type { FileServer } from './file-server/file-server.js'
 import { gather } from './gather.js'
 import type { GrainsCache } from './grains-cache.js'
@@ -736,6 +736,6 @@ export function returnEventData(ret: ReturnLoad): Record<string, unknown> {
   if (ret.out !== undefined) data['out'] = ret.out
   if (ret.master_id !== undefined) data['master_id'] = ret.master_id
   // Stamped here, so the bus fires this fresh object as it is instead of copying it to add the stamp.
-  data['_stamp'] = new Date().toISOString()
+  data['_stamp'] = eventStamp()
   return data
 }
