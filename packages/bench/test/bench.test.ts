@@ -117,6 +117,10 @@ describe('brine-bench --quick', () => {
       expect(c.memory.masterIdleBytes).toBeGreaterThan(0)
       expect(c.memory.minionProcessIdleBytes).toBeGreaterThan(0)
       expect(c.overload.masterPeakRssBytes).toBeGreaterThan(0)
+      // The scale curve: CPU per return is a share of the throughput phase's master CPU (10 ms ticks, so it may read 0 at small N).
+      expect(c.scale.masterCpuMsPerReturn, where).toBeGreaterThanOrEqual(0)
+      expect(c.scale.masterCpuMsPerReturn, where).toBeLessThan(1000)
+      expect(c.scale.masterBytesPerMinion, where).toBe(Math.round(Math.max(0, c.memory.masterWithMinionsBytes - c.memory.masterIdleBytes) / c.n))
     }
   })
 
@@ -146,6 +150,8 @@ describe('brine-bench --quick', () => {
   it('renders the same result as Markdown and SVG in process', () => {
     expect(markdownReport(result)).toContain('## Targets')
     expect(markdownReport(result)).toContain('## Restart, round by round')
+    expect(markdownReport(result)).toContain('## Scale curve')
+    expect(markdownReport(result)).toMatch(/\| tcp \| 10 \| procs \| \d+\.\d{3} \| \d+\.\d \|/)
     expect(svgChart(result)).toContain('test.ping median latency')
   })
 })

@@ -126,3 +126,23 @@ describe("Node's compile cache for the commands", () => {
     }
   })
 })
+
+describe('the built bundles a minion and the brine command load', () => {
+  it('are ASCII, so V8 holds each module source as a one-byte string (a single other character doubles it)', () => {
+    const packages = ['transport', 'transport-tcp', 'transport-zeromq', 'transport-nats', 'crypt', 'common', 'minion', 'client', 'cli']
+    const offenders: string[] = []
+    for (const name of packages) {
+      const dist = `${repoRoot}packages/${name}/dist/`
+      const files = readdirSync(dist, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.js'))
+      expect(files.length, name).toBeGreaterThan(0)
+      for (const file of files) {
+        const lines = readFileSync(`${dist}${file}`, 'utf8').split('\n')
+        lines.forEach((line, index) => {
+          // eslint-disable-next-line no-control-regex
+          if (/[^\x00-\x7f]/.test(line)) offenders.push(`packages/${name}/dist/${file}:${index + 1}: ${line.trim().slice(0, 100)}`)
+        })
+      }
+    }
+    expect(offenders).toEqual([])
+  })
+})

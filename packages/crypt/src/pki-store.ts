@@ -528,7 +528,7 @@ export class PkiStore {
 
   /**
    * `brine-key --accept-syndic`: accepts the matching pending keys and marks them, and the matching
-   * accepted ones, as syndics' keys. Returns the key changes (pending → accepted) and the ids marked.
+   * accepted ones, as syndics' keys. Returns the key changes (pending to accepted) and the ids marked.
    */
   acceptSyndic(match: string | readonly string[]): Promise<KeyOperationResult & { syndics: string[] }> {
     return this.#exclusive(async () => {

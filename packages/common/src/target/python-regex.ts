@@ -309,7 +309,7 @@ class Translator {
     return name
   }
 
-  /** `(?imsx)` (global) or `(?imsx-imsx:…)` (scoped). */
+  /** `(?imsx)` (global) or `(?imsx-imsx:...)` (scoped). */
   #inlineFlags(start: number): void {
     const pattern = this.#pattern
     let add = ''
@@ -439,7 +439,7 @@ class Translator {
     return codePoint
   }
 
-  /** A set `[…]`: `]` first is literal, ranges between single characters only, classes nest (the `v` flag). */
+  /** A set `[...]`: `]` first is literal, ranges between single characters only, classes nest (the `v` flag). */
   #set(): void {
     const pattern = this.#pattern
     const start = this.#pos
