@@ -187,17 +187,10 @@ function pageProbeScript(total: number): string {
   })()`
 }
 
-/**
- * The console scenario (issue 31): a master, `minions` swarm minions and brine-api; Chromium (playwright-core)
- * logs into the console, runs test.ping on `*` from the Run page, and the page's own clock times, from the
- * click, the first returned row in the DOM and the counts line reading all N returned. Then every row is
- * checked page by page, the Minions page is clicked (it must answer), and the page's JS heap, its DOM and
- * the browser's RSS are read.
- */
-export async function runConsoleScenario(settings: ConsoleSettings, hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {}): Promise<ConsoleResult> {
+/** A result with no figures yet. */
+function emptyConsoleResult(settings: ConsoleSettings): ConsoleResult {
   const startedAt = new Date().toISOString()
-  const n = settings.minions
-  const result: ConsoleResult = {
+  return {
     version: 1,
     scenario: 'console',
     startedAt,
@@ -231,6 +224,171 @@ export async function runConsoleScenario(settings: ConsoleSettings, hooks: { log
     pids: [],
     leftoverPids: [],
   }
+}
+
+/** Starts the swarm minions of `fleet` and waits until every one has answered a test.ping once (bounded rounds). */
+async function startConsoleMinions(fleet: Fleet, settings: ConsoleSettings): Promise<void> {
+  const n = settings.minions
+  const from = fleet.startEventCount
+  const short = settings.transport === 'zeromq' ? 'zmq' : 'tcp'
+  const ids: string[] = []
+  for (let first = 0, part = 0; first < n; first += settings.swarmSize, part++) {
+    ids.push(...(await startSwarm(fleet, { count: Math.min(settings.swarmSize, n - first), transport: settings.transport, prefix: `${short}-c${part}-` })).ids)
+  }
+  await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
+  const client = new LocalClient({ configDir: fleet.masterConfigDir, requestTimeout: settings.timeoutMs })
+  try {
+    const deadline = performance.now() + settings.timeoutMs
+    for (;;) {
+      const answered = Object.keys(await client.cmd('*', 'test.ping', [], { timeout: 10_000 })).length
+      if (answered >= n) break
+      if (performance.now() > deadline) throw new Error(`only ${answered} of ${n} minions answered test.ping before the browser's run`)
+    }
+  } finally {
+    await client.close()
+  }
+}
+
+/** Headless Chromium with a profile under `work`. */
+async function launchChromium(settings: ConsoleSettings, work: string): Promise<BrowserContext> {
+  const { chromium } = await import('playwright-core')
+  return chromium.launchPersistentContext(join(work, 'chromium-profile'), {
+    executablePath: settings.chromium,
+    headless: true,
+    viewport: { width: 1280, height: 760 },
+    timeout: settings.timeoutMs,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  })
+}
+
+/** Logs into the console, waits for the Minions page it opens on, and fills the Run page's form with test.ping on `*`. */
+async function logInAndFillRun(page: Page, url: string, settings: ConsoleSettings, result: ConsoleResult): Promise<void> {
+  await page.goto(`${url}/app/`)
+  await page.locator('input[name=username]').fill(USER)
+  await page.locator('input[name=password]').fill(PASSWORD)
+  await page.locator('input[name=eauth]').fill('file')
+  const loggingIn = performance.now()
+  await page.getByRole('button', { name: 'Log in' }).click()
+  await page.getByRole('button', { name: 'Log out' }).waitFor()
+  // The console opens on Minions, which runs manage.status and grains.item on every minion: its rows show
+  // when both are done. Waiting for them keeps those 2 x N returns out of the measured job.
+  await page.locator('table.minions tbody tr').first().waitFor({ timeout: settings.timeoutMs })
+  result.minionsPageLoadMs = Math.round(performance.now() - loggingIn)
+  await page.locator('header a[data-page=run]').click()
+  await page.locator('input[name=tgt]').fill('*')
+  await page.locator('input[name=fun]').fill('test.ping')
+  await page.locator('input[name=args]').fill('')
+}
+
+/**
+ * Clicks Run and waits for all N returned; the page's own clock times the click, the first row, all N and
+ * its long tasks, and CDP's metrics give its heap (sampled for the peak meanwhile) and DOM at the end.
+ */
+async function runAndTime(context: BrowserContext, page: Page, settings: ConsoleSettings, result: ConsoleResult): Promise<void> {
+  await page.evaluate(pageProbeScript(settings.minions))
+  const cdp = await context.newCDPSession(page)
+  await cdp.send('Performance.enable')
+  const metrics = async (): Promise<Record<string, number>> => Object.fromEntries(((await cdp.send('Performance.getMetrics')).metrics as Array<{ name: string; value: number }>).map((metric) => [metric.name, metric.value]))
+  let peakHeap = 0
+  let sampling = true
+  const sampler = (async () => {
+    while (sampling) {
+      peakHeap = Math.max(peakHeap, (await metrics().catch(() => ({}) as Record<string, number>))['JSHeapUsedSize'] ?? 0)
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+  })()
+  const published = page.waitForResponse((response) => response.request().method() === 'POST' && (response.request().postData() ?? '').includes('local_async'), { timeout: settings.timeoutMs })
+  await page.getByRole('button', { name: 'Run', exact: true }).click()
+  try {
+    // A function, not a string: the console's CSP (no 'unsafe-eval') refuses a string predicate.
+    await page.waitForFunction(() => (globalThis as unknown as { __brineBench: PageProbe }).__brineBench.allAt !== undefined, undefined, { timeout: settings.timeoutMs, polling: 500 })
+  } finally {
+    sampling = false
+    await sampler
+  }
+  const probe = (await page.evaluate('window.__brineBench')) as PageProbe
+  // The publish's answer on the page's clock: the request's start (epoch ms) + its response end, less the click.
+  const timing = (await published).request().timing()
+  const timeOrigin = (await page.evaluate('performance.timeOrigin')) as number
+  result.publishAnsweredMs = Math.round(timing.startTime + timing.responseEnd - (timeOrigin + (probe.clickAt ?? 0)))
+  const end = await metrics()
+  result.firstReturnRenderedMs = Math.round((probe.firstAt ?? 0) - (probe.clickAt ?? 0))
+  result.allReturnedRenderedMs = Math.round((probe.allAt ?? 0) - (probe.clickAt ?? 0))
+  result.firstReturnCountedMs = Math.round((probe.countedAt ?? 0) - (probe.clickAt ?? 0))
+  result.longTasks = { count: probe.longTasks.length, maxMs: Math.round(Math.max(0, ...probe.longTasks)), totalMs: Math.round(probe.longTasks.reduce((sum, ms) => sum + ms, 0)) }
+  result.jsHeapUsedBytes = end['JSHeapUsedSize'] ?? 0
+  result.jsHeapTotalBytes = end['JSHeapTotalSize'] ?? 0
+  result.jsHeapPeakUsedBytes = Math.max(peakHeap, result.jsHeapUsedBytes)
+  result.domNodes = end['Nodes'] ?? 0
+}
+
+/** Chromium's memory now; its processes. */
+function readBrowserMemory(result: ConsoleResult): number[] {
+  const processes = chromiumProcesses()
+  result.browserRssBytes = processes.browser === undefined ? 0 : rssBytes(processes.browser)
+  result.browserTreeRssBytes = processes.all.reduce((sum, pid) => sum + rssBytes(pid), 0)
+  result.browserTreePssBytes = processes.all.reduce((sum, pid) => sum + pssBytes(pid), 0)
+  result.browserProcesses = processes.all.length
+  return processes.all
+}
+
+/** Every row, page by page: each must be `returned`, one per minion. */
+async function checkRows(page: Page, settings: ConsoleSettings, result: ConsoleResult): Promise<void> {
+  const seen = new Set<string>()
+  for (let pageIndex = 0; pageIndex < Math.ceil(settings.minions / 200) + 1; pageIndex++) {
+    const rows = await page.locator('table.returns tr[data-state=returned]').evaluateAll((elements) => elements.map((element) => element.getAttribute('data-minion') ?? ''))
+    for (const id of rows) seen.add(id)
+    result.rowsReturned += rows.length
+    const next = page.locator('nav.pager button', { hasText: 'Next' })
+    if ((await next.count()) === 0 || (await next.isDisabled())) break
+    const firstBefore = rows[0]
+    await next.click()
+    await page.waitForFunction((before) => (globalThis as unknown as PageGlobals).document.querySelector('table.returns tr')?.getAttribute('data-minion') !== before, firstBefore ?? '', { timeout: settings.timeoutMs })
+  }
+  result.distinctIds = seen.size
+}
+
+/** Responsive: a click on another page answers. */
+async function clickMinionsPage(page: Page, settings: ConsoleSettings, result: ConsoleResult): Promise<void> {
+  const clicked = performance.now()
+  await page.locator('header a[data-page=minions]').click()
+  await page.locator('table.minions tbody tr').first().waitFor({ timeout: settings.timeoutMs })
+  result.minionsPageClickMs = Math.round(performance.now() - clicked)
+  result.minionsPageRows = await page.locator('table.minions tbody tr').count()
+}
+
+/** Closes the browser and stops the fleet, then kills by pid any of the browser's processes still running, and records what is left. */
+async function stopConsoleRun(context: BrowserContext | undefined, fleet: Fleet | undefined, browserPids: number[], result: ConsoleResult, hooks: { onFleet?: (fleet: Fleet, live: boolean) => void }): Promise<void> {
+  let pids = browserPids
+  if (context !== undefined) {
+    pids = [...new Set([...pids, ...chromiumProcesses().all])]
+    await context.close().catch(() => {})
+  }
+  if (fleet !== undefined) {
+    result.pids = [...fleet.spawnedPids]
+    await fleet.stop()
+    hooks.onFleet?.(fleet, false)
+  }
+  for (const pid of await waitGone(pids, 5000)) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // Already gone.
+    }
+  }
+  result.pids.push(...pids)
+  result.leftoverPids = await waitGone(result.pids, 10_000)
+}
+
+/**
+ * The console scenario (issue 31): a master, `minions` swarm minions and brine-api; Chromium (playwright-core)
+ * logs into the console, runs test.ping on `*` from the Run page, and the page's own clock times, from the
+ * click, the first returned row in the DOM and the counts line reading all N returned. Then every row is
+ * checked page by page, the Minions page is clicked (it must answer), and the page's JS heap, its DOM and
+ * the browser's RSS are read.
+ */
+export async function runConsoleScenario(settings: ConsoleSettings, hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {}): Promise<ConsoleResult> {
+  const result = emptyConsoleResult(settings)
   if (!existsSync(settings.chromium)) {
     result.error = `Chromium is not installed at ${settings.chromium}: run \`bash scripts/ensure-chromium.sh\` first`
     return result
@@ -251,148 +409,31 @@ export async function runConsoleScenario(settings: ConsoleSettings, hooks: { log
       masterConfig: { ...LOOPBACK_FLEET, ...(await apiMasterConfig(work)), timeout: 30, gather_job_timeout: 10 },
     })
     hooks.onFleet?.(fleet, true)
-    const from = fleet.startEventCount
-    const short = settings.transport === 'zeromq' ? 'zmq' : 'tcp'
-    const ids: string[] = []
-    for (let first = 0, part = 0; first < n; first += settings.swarmSize, part++) {
-      ids.push(...(await startSwarm(fleet, { count: Math.min(settings.swarmSize, n - first), transport: settings.transport, prefix: `${short}-c${part}-` })).ids)
-    }
-    await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
-    // Every minion answers once before the browser's run (bounded rounds).
-    const client = new LocalClient({ configDir: fleet.masterConfigDir, requestTimeout: settings.timeoutMs })
-    try {
-      const deadline = performance.now() + settings.timeoutMs
-      for (;;) {
-        const answered = Object.keys(await client.cmd('*', 'test.ping', [], { timeout: 10_000 })).length
-        if (answered >= n) break
-        if (performance.now() > deadline) throw new Error(`only ${answered} of ${n} minions answered test.ping before the browser's run`)
-      }
-    } finally {
-      await client.close()
-    }
+    await startConsoleMinions(fleet, settings)
     const { url, process: api } = await fleet.startApi()
 
     hooks.onPhase?.('browser')
-    const { chromium } = await import('playwright-core')
-    context = await chromium.launchPersistentContext(join(work, 'chromium-profile'), {
-      executablePath: settings.chromium,
-      headless: true,
-      viewport: { width: 1280, height: 760 },
-      timeout: settings.timeoutMs,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    })
+    context = await launchChromium(settings, work)
     browserPids = chromiumProcesses().all
     const page: Page = context.pages()[0] ?? (await context.newPage())
     page.setDefaultTimeout(settings.timeoutMs)
-        await page.goto(`${url}/app/`)
-    await page.locator('input[name=username]').fill(USER)
-    await page.locator('input[name=password]').fill(PASSWORD)
-    await page.locator('input[name=eauth]').fill('file')
-    const loggingIn = performance.now()
-    await page.getByRole('button', { name: 'Log in' }).click()
-    await page.getByRole('button', { name: 'Log out' }).waitFor()
-    // The console opens on Minions, which runs manage.status and grains.item on every minion: its rows show
-    // when both are done. Waiting for them keeps those 2 × N returns out of the measured job.
-    await page.locator('table.minions tbody tr').first().waitFor({ timeout: settings.timeoutMs })
-    result.minionsPageLoadMs = Math.round(performance.now() - loggingIn)
-    await page.locator('header a[data-page=run]').click()
-    await page.locator('input[name=tgt]').fill('*')
-    await page.locator('input[name=fun]').fill('test.ping')
-    await page.locator('input[name=args]').fill('')
-
-    // The page times itself: the click (captured before the app sees it), the first returned row, all N.
-    await page.evaluate(pageProbeScript(n))
-
-    const cdp = await context.newCDPSession(page)
-    await cdp.send('Performance.enable')
-    const metrics = async (): Promise<Record<string, number>> => Object.fromEntries(((await cdp.send('Performance.getMetrics')).metrics as Array<{ name: string; value: number }>).map((metric) => [metric.name, metric.value]))
-    let peakHeap = 0
-    let sampling = true
-    const sampler = (async () => {
-      while (sampling) {
-        peakHeap = Math.max(peakHeap, (await metrics().catch(() => ({}) as Record<string, number>))['JSHeapUsedSize'] ?? 0)
-        await new Promise((resolve) => setTimeout(resolve, 250))
-      }
-    })()
+    await logInAndFillRun(page, url, settings, result)
 
     hooks.onPhase?.('run test.ping')
-    const published = page.waitForResponse((response) => response.request().method() === 'POST' && (response.request().postData() ?? '').includes('local_async'), { timeout: settings.timeoutMs })
-    await page.getByRole('button', { name: 'Run', exact: true }).click()
-    try {
-      // A function, not a string: the console's CSP (no 'unsafe-eval') refuses a string predicate.
-      await page.waitForFunction(() => (globalThis as unknown as { __brineBench: PageProbe }).__brineBench.allAt !== undefined, undefined, { timeout: settings.timeoutMs, polling: 500 })
-    } finally {
-      sampling = false
-      await sampler
-    }
-    const probe = (await page.evaluate('window.__brineBench')) as PageProbe
-    // The publish's answer on the page's clock: the request's start (epoch ms) + its response end, less the click.
-    const timing = (await published).request().timing()
-    const timeOrigin = (await page.evaluate('performance.timeOrigin')) as number
-    result.publishAnsweredMs = Math.round(timing.startTime + timing.responseEnd - (timeOrigin + (probe.clickAt ?? 0)))
-    const end = await metrics()
-    result.firstReturnRenderedMs = Math.round((probe.firstAt ?? 0) - (probe.clickAt ?? 0))
-    result.allReturnedRenderedMs = Math.round((probe.allAt ?? 0) - (probe.clickAt ?? 0))
-    result.firstReturnCountedMs = Math.round((probe.countedAt ?? 0) - (probe.clickAt ?? 0))
-    result.longTasks = { count: probe.longTasks.length, maxMs: Math.round(Math.max(0, ...probe.longTasks)), totalMs: Math.round(probe.longTasks.reduce((sum, ms) => sum + ms, 0)) }
-    result.jsHeapUsedBytes = end['JSHeapUsedSize'] ?? 0
-    result.jsHeapTotalBytes = end['JSHeapTotalSize'] ?? 0
-    result.jsHeapPeakUsedBytes = Math.max(peakHeap, result.jsHeapUsedBytes)
-    result.domNodes = end['Nodes'] ?? 0
-    const processes = chromiumProcesses()
-    result.browserRssBytes = processes.browser === undefined ? 0 : rssBytes(processes.browser)
-    result.browserTreeRssBytes = processes.all.reduce((sum, pid) => sum + rssBytes(pid), 0)
-    result.browserTreePssBytes = processes.all.reduce((sum, pid) => sum + pssBytes(pid), 0)
-    result.browserProcesses = processes.all.length
-    browserPids = [...new Set([...browserPids, ...processes.all])]
+    await runAndTime(context, page, settings, result)
+    browserPids = [...new Set([...browserPids, ...readBrowserMemory(result)])]
     result.countsText = (await page.getByTestId('counts').innerText()).replace(/\s*raw JSON\s*$/, '').trim()
 
-    // Every row, page by page: each must be `returned`, one per minion.
     hooks.onPhase?.('check rows')
-    const seen = new Set<string>()
-    for (let pageIndex = 0; pageIndex < Math.ceil(n / 200) + 1; pageIndex++) {
-      const rows = await page.locator('table.returns tr[data-state=returned]').evaluateAll((elements) => elements.map((element) => element.getAttribute('data-minion') ?? ''))
-      for (const id of rows) seen.add(id)
-      result.rowsReturned += rows.length
-      const next = page.locator('nav.pager button', { hasText: 'Next' })
-      if ((await next.count()) === 0 || (await next.isDisabled())) break
-      const firstBefore = rows[0]
-      await next.click()
-      await page.waitForFunction((before) => (globalThis as unknown as PageGlobals).document.querySelector('table.returns tr')?.getAttribute('data-minion') !== before, firstBefore ?? '', { timeout: settings.timeoutMs })
-    }
-    result.distinctIds = seen.size
-
-    // Responsive: a click on another page answers.
-    const clicked = performance.now()
-    await page.locator('header a[data-page=minions]').click()
-    await page.locator('table.minions tbody tr').first().waitFor({ timeout: settings.timeoutMs })
-    result.minionsPageClickMs = Math.round(performance.now() - clicked)
-    result.minionsPageRows = await page.locator('table.minions tbody tr').count()
+    await checkRows(page, settings, result)
+    await clickMinionsPage(page, settings, result)
     result.apiRssBytes = rssBytes(api.pid)
     result.masterRssBytes = rssBytes(fleet.master.pid)
   } catch (error) {
     result.error = (error as Error).message.slice(0, 2000)
   } finally {
     hooks.onPhase?.('stop')
-    if (context !== undefined) {
-      browserPids = [...new Set([...browserPids, ...chromiumProcesses().all])]
-      await context.close().catch(() => {})
-    }
-    if (fleet !== undefined) {
-      result.pids = [...fleet.spawnedPids]
-      await fleet.stop()
-      hooks.onFleet?.(fleet, false)
-    }
-    // The browser's processes are ours too: any still running after its close is killed by pid.
-    for (const pid of await waitGone(browserPids, 5000)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Already gone.
-      }
-    }
-    result.pids.push(...browserPids)
-    result.leftoverPids = await waitGone(result.pids, 10_000)
+    await stopConsoleRun(context, fleet, browserPids, result, hooks)
     await rm(work, { recursive: true, force: true })
     result.finishedAt = new Date().toISOString()
   }

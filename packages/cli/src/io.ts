@@ -77,7 +77,7 @@ export function createProgram(name: string, io: CommandIO): Command {
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
-      // optparse's layout, as Salt's parsers print it: the usage line first, then `<bin>: error: …`.
+      // optparse's layout, as Salt's parsers print it: the usage line first, then `<bin>: error: ...`.
       outputError: (text, write) => write(text.startsWith('error:') ? `Usage: ${name} ${program.usage()}\n\n${name}: ${text}` : text),
     })
     .showSuggestionAfterError(true)

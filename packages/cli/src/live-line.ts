@@ -1,5 +1,11 @@
-import { SingleBar } from 'cli-progress'
+import { createRequire } from 'node:module'
+import type { SingleBar } from 'cli-progress'
 import type { CommandIO } from './io.js'
+
+// cli-progress is loaded on the first draw: a run whose stderr is not a terminal (a script, `--static`) never pays for it.
+const load = createRequire(import.meta.url)
+let singleBar: typeof SingleBar | undefined
+const SingleBarClass = (): typeof SingleBar => (singleBar ??= (load('cli-progress') as typeof import('cli-progress')).SingleBar)
 
 /**
  * A live status line on a terminal's stderr (cli-progress), kept out of the way of stdout: `write`
@@ -61,7 +67,7 @@ export class LiveLine {
   }
 
   #draw(): void {
-    this.#bar = new SingleBar({ format: this.#format, stream: this.#io.stderr as NodeJS.WritableStream, clearOnComplete: true, hideCursor: null })
+    this.#bar = new (SingleBarClass())({ format: this.#format, stream: this.#io.stderr as NodeJS.WritableStream, clearOnComplete: true, hideCursor: null })
     this.#bar.start(this.#total, this.#value, this.#payload)
   }
 }

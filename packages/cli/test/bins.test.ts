@@ -1,5 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process'
-import { readFileSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { runBrine } from '../src/commands/brine.js'
@@ -9,6 +11,7 @@ import { runKey } from '../src/commands/key.js'
 import { runApi } from '../src/commands/api.js'
 import { runRun } from '../src/commands/run.js'
 import { BRINE_VERSION, type CommandIO } from '../src/io.js'
+import { compileCacheDir } from '../src/compile-cache.js'
 import { memoryIO } from './helpers.js'
 
 const cliDir = fileURLToPath(new URL('..', import.meta.url))
@@ -86,5 +89,60 @@ describe('the Node a bin runs on', () => {
         `brine: Node ${systemVersion} is not supported; Brine needs Node 24 LTS (Brine is built and shipped on it) or Node 22.12 and later 22.x\n`,
       )
     }
+  })
+})
+
+describe("Node's compile cache for the commands", () => {
+  it("lives under the user's cache ($XDG_CACHE_HOME, else ~/.cache), or where NODE_COMPILE_CACHE says", () => {
+    const home = (): string => '/home/ann'
+    expect(compileCacheDir({}, home)).toBe('/home/ann/.cache/brine/compile-cache')
+    expect(compileCacheDir({ XDG_CACHE_HOME: '/var/cache/ann' }, home)).toBe('/var/cache/ann/brine/compile-cache')
+    // The XDG spec ignores a relative path.
+    expect(compileCacheDir({ XDG_CACHE_HOME: 'cache' }, home)).toBe('/home/ann/.cache/brine/compile-cache')
+    expect(compileCacheDir({ NODE_COMPILE_CACHE: '/tmp/cc', XDG_CACHE_HOME: '/var/cache/ann' }, home)).toBe('/tmp/cc')
+    expect(compileCacheDir({}, () => '')).toBeUndefined()
+    expect(compileCacheDir({}, () => { throw new Error('no home') })).toBeUndefined()
+  })
+
+  it('is filled by a run of a built command and reused by the next; NODE_DISABLE_COMPILE_CACHE turns it off', () => {
+    const root = mkdtempSync(join(tmpdir(), 'brine-cc-'))
+    try {
+      const env = { ...process.env, XDG_CACHE_HOME: root, NODE_COMPILE_CACHE: '' }
+      const off = spawnSync(process.execPath, [`${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8', env: { ...env, NODE_DISABLE_COMPILE_CACHE: '1' } })
+      expect(off.status).toBe(0)
+      expect(readdirSync(root)).toEqual([])
+      const first = spawnSync(process.execPath, [`${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8', env })
+      expect(first.status).toBe(0)
+      const cacheDir = join(root, 'brine', 'compile-cache')
+      // Node keeps one directory per Node version and V8 flags, holding one entry per module compiled.
+      const entries = readdirSync(cacheDir).flatMap((version) => readdirSync(join(cacheDir, version)))
+      expect(entries.length).toBeGreaterThan(3)
+      const second = spawnSync(process.execPath, [`${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8', env: { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } })
+      expect(second.status).toBe(0)
+      expect(second.stdout.trim()).toBe(first.stdout.trim())
+      expect(second.stderr).toMatch(/code cache for ESM \S*\/packages\/cli\/dist\/\S* was accepted/)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('the built bundles a minion and the brine command load', () => {
+  it('are ASCII, so V8 holds each module source as a one-byte string (a single other character doubles it)', () => {
+    const packages = ['transport', 'transport-tcp', 'transport-zeromq', 'transport-nats', 'crypt', 'common', 'minion', 'client', 'cli']
+    const offenders: string[] = []
+    for (const name of packages) {
+      const dist = `${repoRoot}packages/${name}/dist/`
+      const files = readdirSync(dist, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.js'))
+      expect(files.length, name).toBeGreaterThan(0)
+      for (const file of files) {
+        const lines = readFileSync(`${dist}${file}`, 'utf8').split('\n')
+        lines.forEach((line, index) => {
+          // eslint-disable-next-line no-control-regex
+          if (/[^\x00-\x7f]/.test(line)) offenders.push(`packages/${name}/dist/${file}:${index + 1}: ${line.trim().slice(0, 100)}`)
+        })
+      }
+    }
+    expect(offenders).toEqual([])
   })
 })

@@ -223,7 +223,7 @@ export const CONFIG_SCHEMA = {
   /** The REST API's settings (Salt's rest_cherrypy block; `port` is required to start brine-api). */
   rest_cherrypy: { kind: 'map', roles: MASTER, default: () => ({ host: '0.0.0.0' }) },
 
-  // Automation (docs/automation.md, docs/audit.md): the reactor's tag globs → reaction files, the user its calls
+  // Automation (docs/automation.md, docs/audit.md): the reactor's tag globs to reaction files, the user its calls
   // run as, how deep a chain of reactions may go; schedules (minion: functions; master: runners); the audit log.
   reactor: { kind: 'map-list', roles: MASTER, default: () => [] },
   reactor_user: { kind: 'string', roles: MASTER, default: 'root' },
@@ -246,7 +246,7 @@ export const CONFIG_SCHEMA = {
   max_pending_keys: { kind: 'integer', roles: MASTER, default: 5000, min: 1, max: 10_000_000 },
   publish_session: { kind: 'number', roles: MASTER, default: 86400, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   // Replay protection (docs/protocol.md, "Freshness"): a published job is valid publish_ttl seconds; a sealed
-  // minion request within ±request_window of the master's clock, each applied once, the memory of them bounded.
+  // minion request within +/- request_window of the master's clock, each applied once, the memory of them bounded.
   publish_ttl: { kind: 'number', roles: MASTER, default: 60, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   request_window: { kind: 'number', roles: MASTER, default: 300, unit: 'seconds', min: 1, max: MAX_TIMER_SECONDS },
   request_nonces_per_minion: { kind: 'integer', roles: MASTER, default: 20000, min: 1, max: MAX_REQUEST_NONCES_PER_MINION },

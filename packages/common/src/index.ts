@@ -21,7 +21,7 @@ export * from './target/index.js'
 export * from './regex-guard.js'
 export * from './logging.js'
 export * from './transports.js'
-// event-bus.ts (bus socket name and event shape) was added by another engineer for @brine/master and @brine/client.
+// The bus socket's name, the event's shape and its stamp, shared by @brine/master and @brine/client.
 export * from './event-bus.js'
 export * from './job-cache.js'
 export * from './return-collector.js'

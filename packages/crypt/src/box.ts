@@ -110,6 +110,9 @@ export class PeerBox {
   readonly peerPublicKey: Uint8Array
   readonly #shared: Uint8Array
   readonly #cache: CryptCache | undefined
+  /** How messages and errors name the peer and what was opened. */
+  readonly #peerName: string
+  readonly #what: string
 
   constructor(options: PeerBoxOptions | SharedPeerBoxOptions) {
     validateMinionId(options.id)
@@ -118,6 +121,9 @@ export class PeerBox {
     this.role = options.role
     this.peerPublicKey = options.peerPublicKey
     this.#cache = options.cache
+    // Made once per box, not per message: the master opens every request of a minion with its one box.
+    this.#peerName = `minion ${quote(this.id)}`
+    this.#what = `sealed message from ${this.role === 'master' ? this.#peerName : 'the master'}`
     if ('sharedKey' in options) {
       if (!isBytes(options.sharedKey, nacl.box.sharedKeyLength)) throw new RangeError('box shared key must be 32 bytes')
       this.#shared = options.sharedKey
@@ -140,14 +146,14 @@ export class PeerBox {
   openDetailed(message: unknown, options: OpenOptions = {}): OpenedMessage {
     const sealed = checkSealed(message)
     if (sealed.id !== this.id) throw new DecryptError(`message for minion ${quote(sealed.id)}`, `this box belongs to ${quote(this.id)}`)
-    const what = `sealed message from ${this.role === 'master' ? `minion ${quote(this.id)}` : 'the master'}`
+    const what = this.#what
     const plain = nacl.box.open.after(sealed.box, sealed.nonce, this.#shared)
     if (plain === null) throw new DecryptError(what, "was not sealed with the sender's key")
     let inner: unknown
     // The [role, id, timestamp, load] wrapper is one level more than the load a clear request carries.
     const limits = options.limits === undefined ? undefined : { maxEntries: options.limits.maxEntries, maxDepth: options.limits.maxDepth + 1 }
     try {
-      inner = decode(plain, `minion ${quote(this.id)}`, limits)
+      inner = decode(plain, this.#peerName, limits)
     } catch (error) {
       if ((error as Error).name === 'FrameLimitError') throw error
       throw new MalformedMessageError(what, 'content is not msgpack', { cause: error })

@@ -137,6 +137,8 @@ export const SYNDICS_DIR = 'syndics'
 
 interface CachedKeys {
   keys: PublicKeys
+  /** The key file's path, made from the id once it was validated. */
+  file: string
   ino: bigint
   mtimeNs: bigint
   size: bigint
@@ -377,10 +379,11 @@ export class PkiStore {
    * another process running `brine-key -d` on the files is seen within `recheckMs`.
    */
   async acceptedKeys(id: string): Promise<PublicKeys | undefined> {
-    const file = this.#path('accepted', id)
     const cached = this.#accepted.get(id)
     const now = this.#now()
     if (cached !== undefined && now - cached.checkedAt < this.#recheckMs) return cached.keys
+    // Only a validated id is ever cached, so a cached one is not validated again.
+    const file = cached?.file ?? this.#path('accepted', id)
     // One check per window: lookups that arrive while this one reads the file use the copy meanwhile.
     if (cached !== undefined) cached.checkedAt = now
     // A mutation while this lookup is in flight must not be overwritten by what the lookup read before it.
@@ -395,7 +398,7 @@ export class PkiStore {
     if (cached !== undefined && cached.ino === info.ino && cached.mtimeNs === info.mtimeNs && cached.size === info.size) return cached.keys
     const keys = await this.#read('accepted', id)
     if (keys === undefined || generation !== this.#acceptedGeneration) this.#accepted.delete(id)
-    else this.#accepted.set(id, { keys, ino: info.ino, mtimeNs: info.mtimeNs, size: info.size, checkedAt: now })
+    else this.#accepted.set(id, { keys, file, ino: info.ino, mtimeNs: info.mtimeNs, size: info.size, checkedAt: now })
     return keys
   }
 
@@ -525,7 +528,7 @@ export class PkiStore {
 
   /**
    * `brine-key --accept-syndic`: accepts the matching pending keys and marks them, and the matching
-   * accepted ones, as syndics' keys. Returns the key changes (pending → accepted) and the ids marked.
+   * accepted ones, as syndics' keys. Returns the key changes (pending to accepted) and the ids marked.
    */
   acceptSyndic(match: string | readonly string[]): Promise<KeyOperationResult & { syndics: string[] }> {
     return this.#exclusive(async () => {

@@ -8,7 +8,7 @@ import {
   silentLogger,
   type Logger,
 } from '@brine/transport'
-import { eventBusPath, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
+import { eventBusPath, eventStamp, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
 import { EventBusError } from './errors.js'
 
 export interface EventBusOptions {
@@ -130,7 +130,7 @@ export class EventBus {
    * with one (a return's event data, made fresh for each event) is fired as it is.
    */
   fire(tag: string, data: Record<string, unknown>): BusEvent {
-    const event: BusEvent = { tag, data: typeof data['_stamp'] === 'string' ? data : { ...data, _stamp: new Date().toISOString() } }
+    const event: BusEvent = { tag, data: typeof data['_stamp'] === 'string' ? data : { ...data, _stamp: eventStamp() } }
     this.fired++
     for (const listener of this.listeners) {
       try {

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createLogger, decode, FrameReader, type Logger } from '@brine/transport'
 import { defaultsFor, type MasterConfig } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
+import { eventStamp } from '@brine/common'
 import { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm } from '../src/event-bus.js'
 import { Master } from '../src/master.js'
 
@@ -199,5 +200,17 @@ describe('EventBus', () => {
     expect(eventBusHwm(0)).toBe(DEFAULT_EVENT_BUS_HWM)
     const master = new Master({ ...defaultsFor('master'), sock_dir: '/tmp/brine-unused', pub_hwm: 40_000 } as MasterConfig)
     expect(master.bus.hwm).toBe(400_000)
+  })
+})
+
+describe('eventStamp', () => {
+  it("is the millisecond's ISO 8601 time, the same text within one millisecond and a new one at the next", () => {
+    const at = Date.UTC(2026, 10, 26, 18, 0, 0, 123)
+    expect(eventStamp(at)).toBe('2026-11-26T18:00:00.123Z')
+    expect(eventStamp(at)).toBe(eventStamp(at))
+    expect(eventStamp(at + 1)).toBe('2026-11-26T18:00:00.124Z')
+    expect(eventStamp(at)).toBe('2026-11-26T18:00:00.123Z')
+    const now = eventStamp()
+    expect(Math.abs(Date.parse(now) - Date.now())).toBeLessThan(60_000)
   })
 })

@@ -103,7 +103,7 @@ export class FileClient {
     return join(this.#o.cachedir, 'files', saltenv, cacheRelative(path, saltenv))
   }
 
-  /** `url` (salt://…[?saltenv=]) and the environment it reads: the URL's, else `saltenv`, else base. */
+  /** `url` (salt://...[?saltenv=]) and the environment it reads: the URL's, else `saltenv`, else base. */
   static resolve(url: string, saltenv: string | null | undefined): { path: string; saltenv: string } {
     const parsed = parseSaltUrl(url)
     return { path: parsed.path, saltenv: parsed.saltenv ?? saltenv ?? DEFAULT_SALTENV }

@@ -56,6 +56,23 @@ export function rssBytes(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): numbe
   }
 }
 
+/** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ, 100 on Linux). */
+const USER_HZ = 100
+
+/**
+ * CPU time `pid` has used so far, user + system, every thread (a master's request workers included), from
+ * /proc/<pid>/stat, in ms (10 ms resolution); 0 if gone.
+ */
+export function cpuTimeMs(pid: number): number {
+  try {
+    // Fields after the command name (which may hold spaces): state is the 1st, utime the 12th, stime the 13th.
+    const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').split(' ')
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ
+  } catch {
+    return 0
+  }
+}
+
 /** Starts `command` in its own process group (so it and its children can be stopped together), tracked. */
 export function spawnGroup(command: string, args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): ChildProcess {
   const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
-import { DaemonProcess, ProcessWaitError, killAllProcesses, pidAlive, runProcess } from '../src/index.js'
+import { DaemonProcess, ProcessWaitError, cpuTimeMs, killAllProcesses, pidAlive, runProcess } from '../src/index.js'
 
 afterAll(() => killAllProcesses())
 
@@ -63,5 +63,27 @@ describe('runProcess', () => {
     // SIGKILL to the group lands at once; its exit follows by a moment, so wait for it, bounded.
     for (let tries = 0; pidAlive(pid) && tries < 500; tries++) await new Promise((resolve) => setTimeout(resolve, 10))
     expect(pidAlive(pid)).toBe(false)
+  })
+})
+
+describe('cpuTimeMs', () => {
+  it("counts a process's CPU time as it spins and gives 0 for a pid that is gone", async () => {
+    const spinner = node("process.stderr.write('spinning\\n'); const end = Date.now() + 60000; while (Date.now() < end) {}")
+    try {
+      await new Promise((resolve) => spinner.stderr!.once('data', resolve))
+      const before = cpuTimeMs(spinner.pid!)
+      // Spin until the process has used 200 ms more CPU (bounded: a loaded machine gives it less than its share).
+      let after = before
+      for (let tries = 0; after - before < 200 && tries < 600; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        after = cpuTimeMs(spinner.pid!)
+      }
+      expect(after - before).toBeGreaterThanOrEqual(200)
+    } finally {
+      spinner.kill('SIGKILL')
+    }
+    await new Promise((resolve) => spinner.once('exit', resolve))
+    for (let tries = 0; pidAlive(spinner.pid!) && tries < 500; tries++) await new Promise((resolve) => setTimeout(resolve, 10))
+    expect(cpuTimeMs(spinner.pid!)).toBe(0)
   })
 })

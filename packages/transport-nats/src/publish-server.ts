@@ -35,7 +35,7 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
   readonly #maxFrameBytes: number
   readonly #limits: DecodeLimits
   readonly #link: NatsLink
-  /** Subscriber (its client nuid) → the id it announced, or null for broadcasts only. */
+  /** Subscriber (its client nuid) to the id it announced, or null for broadcasts only. */
   readonly #subscribers = new Map<string, string | null>()
   /** Subscribers in #subscribers with an id. */
   #ids = 0

@@ -1,4 +1,7 @@
-import { runBin } from '../bin-runner.js'
-import { runKey } from '../commands/key.js'
+import { enableCompileCache } from '../compile-cache.js'
 
+// The command's modules are imported once the compile cache is on, so they are loaded from it.
+enableCompileCache()
+const { runBin } = await import('../bin-runner.js')
+const { runKey } = await import('../commands/key.js')
 await runBin(runKey)

@@ -1,4 +1,7 @@
-import { runBin } from '../bin-runner.js'
-import { runMaster } from '../commands/daemon.js'
+import { enableCompileCache } from '../compile-cache.js'
 
+// The command's modules are imported once the compile cache is on, so they are loaded from it.
+enableCompileCache()
+const { runBin } = await import('../bin-runner.js')
+const { runMaster } = await import('../commands/daemon.js')
 await runBin(runMaster)

@@ -1,4 +1,5 @@
 import { setFlagsFromString } from 'node:v8'
+import { enableCompileCache } from '../compile-cache.js'
 
 // An idle minion's largest avoidable cost is V8's young generation: module loading at start-up makes
 // it grow its semi-spaces from 1 MiB to 4+ MiB and keep them (~6 MiB RSS, measured). A minion
@@ -6,6 +7,7 @@ import { setFlagsFromString } from 'node:v8'
 // the dynamic imports below); `node --max-semi-space-size` cannot be used because the bin is also
 // started as `node dist/bin/brine-minion.js`, which ignores the shebang.
 setFlagsFromString('--semi-space-growth-factor=1')
+enableCompileCache()
 
 const { runBin } = await import('../bin-runner.js')
 const { runMinion } = await import('../commands/daemon.js')

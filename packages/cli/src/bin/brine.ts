@@ -1,4 +1,7 @@
-import { runBin } from '../bin-runner.js'
-import { runBrine } from '../commands/brine.js'
+import { enableCompileCache } from '../compile-cache.js'
 
+// The command's modules are imported once the compile cache is on, so they are loaded from it.
+enableCompileCache()
+const { runBin } = await import('../bin-runner.js')
+const { runBrine } = await import('../commands/brine.js')
 await runBin(runBrine)

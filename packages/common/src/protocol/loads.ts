@@ -157,11 +157,15 @@ const optional =
 /** Any value at all, null included, but the field must be there (a return may be null or false). */
 const present: Check = () => undefined
 
+/** A load's fields and their checks, listed once at load time (a master checks every return against the same list). */
+type FieldChecks = ReadonlyArray<readonly [field: string, check: Check]>
+const fieldChecks = (checks: Record<string, Check>): FieldChecks => Object.entries(checks)
+
 /** Runs each field's check; the first failure becomes a PayloadError naming the load, field and value. */
-function validate<T>(load: string, value: unknown, checks: Record<string, Check>): T {
+function validate<T>(load: string, value: unknown, checks: FieldChecks): T {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PayloadError(load, '(load)', 'must be a mapping')
   const fields = value as Record<string, unknown>
-  for (const [field, check] of Object.entries(checks)) {
+  for (const [field, check] of checks) {
     const given = fields[field]
     if (given === undefined && check === present) throw new PayloadError(load, field, 'is required')
     const problem = check(given)
@@ -173,71 +177,80 @@ function validate<T>(load: string, value: unknown, checks: Record<string, Check>
   return value as T
 }
 
+const PUBLISH_CHECKS = fieldChecks({
+  cmd: literal('publish'),
+  tgt,
+  tgt_type: tgtType,
+  fun: nonEmptyString,
+  arg: array,
+  kwarg: record,
+  jid: optional(jid),
+  ret: string,
+  user: string,
+  key: optional(string),
+  token: optional(string),
+  eauth: optional(string),
+  username: optional(string),
+  password: optional(string),
+  timeout: optional(number),
+  to: optional(number),
+  master_id: optional(string),
+  minions: optional(array),
+})
+
 /** Checks a publish request; throws PayloadError naming the first bad field. */
 export function validatePublishLoad(value: unknown): PublishLoad {
-  return validate<PublishLoad>('publish', value, {
-    cmd: literal('publish'),
-    tgt,
-    tgt_type: tgtType,
-    fun: nonEmptyString,
-    arg: array,
-    kwarg: record,
-    jid: optional(jid),
-    ret: string,
-    user: string,
-    key: optional(string),
-    token: optional(string),
-    eauth: optional(string),
-    username: optional(string),
-    password: optional(string),
-    timeout: optional(number),
-    to: optional(number),
-    master_id: optional(string),
-    minions: optional(array),
-  })
+  return validate<PublishLoad>('publish', value, PUBLISH_CHECKS)
 }
+
+const JOB_CHECKS = fieldChecks({
+  tgt,
+  tgt_type: tgtType,
+  fun: nonEmptyString,
+  arg: array,
+  kwarg: optional(record),
+  jid,
+  ret: string,
+  user: string,
+  to: optional(number),
+  master_id: optional(string),
+  issued: number,
+  expire: number,
+})
 
 /** Checks a job as a minion receives it. */
 export function validateJobLoad(value: unknown): JobLoad {
-  return validate<JobLoad>('job', value, {
-    tgt,
-    tgt_type: tgtType,
-    fun: nonEmptyString,
-    arg: array,
-    kwarg: optional(record),
-    jid,
-    ret: string,
-    user: string,
-    to: optional(number),
-    master_id: optional(string),
-    issued: number,
-    expire: number,
-  })
+  return validate<JobLoad>('job', value, JOB_CHECKS)
 }
+
+const RETURN_CHECKS = fieldChecks({
+  cmd: literal('_return'),
+  id: nonEmptyString,
+  jid,
+  fun: nonEmptyString,
+  fun_args: array,
+  return: present,
+  retcode: integer,
+  success: boolean,
+  out: optional(string),
+  master_id: optional(string),
+  schedule: optional(nonEmptyString),
+})
 
 /** Checks a minion's return; throws PayloadError naming the first bad field. */
 export function validateReturnLoad(value: unknown): ReturnLoad {
-  return validate<ReturnLoad>('_return', value, {
-    cmd: literal('_return'),
-    id: nonEmptyString,
-    jid,
-    fun: nonEmptyString,
-    fun_args: array,
-    return: present,
-    retcode: integer,
-    success: boolean,
-    out: optional(string),
-    master_id: optional(string),
-    schedule: optional(nonEmptyString),
-  })
+  return validate<ReturnLoad>('_return', value, RETURN_CHECKS)
 }
 
+const MINION_EVENT_CHECKS = fieldChecks({ cmd: literal('_minion_event'), id: nonEmptyString, events: array })
+const EVENT_CHECKS = fieldChecks({ tag: tagProblem, data: record })
+
 export function validateMinionEventLoad(value: unknown): MinionEventLoad {
-  const load = validate<MinionEventLoad>('_minion_event', value, { cmd: literal('_minion_event'), id: nonEmptyString, events: array })
+  const load = validate<MinionEventLoad>('_minion_event', value, MINION_EVENT_CHECKS)
   load.events.forEach(validateEventLoad)
   return load
 }
 
 export function validateEventLoad(value: unknown): EventLoad {
-  return validate<EventLoad>('event', value, { tag: tagProblem, data: record })
+  return validate<EventLoad>('event', value, EVENT_CHECKS)
 }

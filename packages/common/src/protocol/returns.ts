@@ -3,6 +3,7 @@
  * event with its two conversions, the `jobs.list_job` reply every reader parses, and the check of the
  * master's publish reply.
  */
+import { eventStamp } from '../event-bus.js'
 import type { PublishReply, ReturnLoad } from './loads.js'
 
 /**
@@ -54,7 +55,7 @@ export function returnEventData(ret: ReturnLoad): ReturnEvent {
   if (ret.out !== undefined) data.out = ret.out
   if (ret.master_id !== undefined) data.master_id = ret.master_id
   // Stamped here, so the bus fires this fresh object as it is instead of copying it to add the stamp.
-  data._stamp = new Date().toISOString()
+  data._stamp = eventStamp()
   return data
 }
 

@@ -326,7 +326,7 @@ class Translator {
     return name
   }
 
-  /** `(?imsx)` (global) or `(?imsx-imsx:…)` (scoped). */
+  /** `(?imsx)` (global) or `(?imsx-imsx:...)` (scoped). */
   #inlineFlags(start: number): void {
     const { add, remove, end } = this.#readInlineFlags(start)
     const next = withFlags(this.#flags, add, remove)
@@ -454,7 +454,7 @@ class Translator {
     return codePoint
   }
 
-  /** A set `[…]`: `]` first is literal, ranges between single characters only, classes nest (the `v` flag). */
+  /** A set `[...]`: `]` first is literal, ranges between single characters only, classes nest (the `v` flag). */
   #set(): void {
     const pattern = this.#pattern
     const start = this.#pos

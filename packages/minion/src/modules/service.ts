@@ -28,7 +28,7 @@ const ok = async (ctx: JobContext, argv: string[]): Promise<boolean> => (await e
 export function unitNames(stdout: string): string[] {
   const names = new Set<string>()
   for (const line of stdout.split('\n')) {
-    const unit = line.trim().replace(/^●\s*/, '').split(/\s+/)[0]
+    const unit = line.trim().replace(/^\u25cf\s*/, '').split(/\s+/)[0]
     if (unit !== undefined && unit.endsWith('.service')) names.add(unit.slice(0, -'.service'.length))
   }
   return [...names].sort()

@@ -37,7 +37,7 @@ export class ByteQueue {
     this.skipping += n - now
   }
 
-  /** The first n bytes, without consuming them (n ≤ length). */
+  /** The first n bytes, without consuming them (n <= length). */
   peek(n: number): Buffer {
     const first = this.chunks[0]!
     if (first.length >= n) return first.subarray(0, n)
@@ -50,7 +50,7 @@ export class ByteQueue {
     return out
   }
 
-  /** Removes and returns the first n bytes (n ≤ length), copying only when they span chunks. */
+  /** Removes and returns the first n bytes (n <= length), copying only when they span chunks. */
   take(n: number): Buffer {
     if (n === 0) return Buffer.alloc(0)
     const first = this.chunks[0]!
@@ -71,7 +71,7 @@ export class ByteQueue {
     return out
   }
 
-  /** Drops the first n bytes (n ≤ length). */
+  /** Drops the first n bytes (n <= length). */
   consume(n: number): void {
     let left = n
     while (left > 0) {
