@@ -9,9 +9,9 @@
  */
 import type { JobLoad, ReturnLoad } from '@brine/common'
 import { CryptCache, type KeyPair } from '@brine/crypt'
-import { ClosedError, InvalidOperationError, silentLogger, type ClientOptions, type Logger, type RequestClient, type Transport } from '@brine/transport'
+import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type ClientOptions, type Logger, type RequestClient, type Transport } from '@brine/transport'
 import { MinionAuth, type MasterSession } from './auth.js'
-import { LifecycleEvents, settleWithin, type MasterLinkEvent } from './lifecycle.js'
+import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
 import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
 import { PublishOpener } from './publish-opener.js'

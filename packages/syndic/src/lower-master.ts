@@ -5,8 +5,7 @@
  */
 import type { MasterConfig, SyndicConfig } from '@brine/common'
 import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
-import { sleep } from '@brine/minion'
-import { ClosedError, type Logger } from '@brine/transport'
+import { ClosedError, sleep, type Logger } from '@brine/transport'
 
 /** How long one request to its own master may take (a publish passed down, a job read back), ms. */
 const LOWER_REQUEST_MS = 30_000

@@ -6,8 +6,8 @@
 import { join } from 'node:path'
 import { backoffFromConfig, endpointLimitsFromConfig, masterAddressOf, returnRetryDelayMs, tags, timeoutsFromConfig, type SyndicConfig } from '@brine/common'
 import { masterAddressStem, masterPinFile, type CryptCache, type KeyPair } from '@brine/crypt'
-import { MasterLink, minionStartEvents, NotAcknowledgedError, sleep, type MasterLinkEvent } from '@brine/minion'
-import type { Logger, Transport } from '@brine/transport'
+import { MasterLink, minionStartEvents, NotAcknowledgedError, type MasterLinkEvent } from '@brine/minion'
+import { sleep, type Logger, type Transport } from '@brine/transport'
 import { BatchSpool } from './batch-spool.js'
 import { UpperForwarder, type ForwarderEvent } from './forwarder.js'
 
