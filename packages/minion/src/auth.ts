@@ -17,8 +17,8 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { clearRequest, secondsFromMs } from '@brine/common'
-import { ClosedError, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
-import { sleep, type MasterLinkEvent } from './lifecycle.js'
+import { ClosedError, sleep, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
+import type { MasterLinkEvent } from './lifecycle.js'
 import { MasterTime, systemClock, type Clock } from './master-time.js'
 import { MasterUnresolvedError } from './errors.js'
 

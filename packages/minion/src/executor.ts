@@ -5,8 +5,8 @@
  */
 import { bindArguments, isPlainObject, loadArgsAndKwargs } from './modules/args.js'
 import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './errors.js'
-import { settleWithin } from './lifecycle.js'
 import type { JobContext, ModuleContext, ModuleRegistry } from './modules/types.js'
+import { settleWithin } from '@brine/transport'
 
 /** Salt's EX_GENERIC: the retcode of a job whose function is missing, failed or was killed. */
 export const EX_GENERIC = 1

@@ -22,7 +22,6 @@ export type { LinkPublish, MasterLinkOptions, MasterLinkStatus, ReturnRoute } fr
 export { AllMastersPolicy, FailoverPolicy, failoverOrder, systemPolicyClock } from './master-policy.js'
 export type { FailoverOptions, MasterPolicy, MasterPolicyContext, PolicyClock, PolicyLink } from './master-policy.js'
 export type { MasterLinkEvent, MinionEvent, MinionEventType } from './lifecycle.js'
-export { LifecycleEvents, sleep, settleWithin } from './lifecycle.js'
 export { MinionAuth } from './auth.js'
 export type { MasterSession, MinionAuthOptions } from './auth.js'
 export { Returner, sendSealed, sendSealedFresh, isFinalRefusal } from './returner.js'

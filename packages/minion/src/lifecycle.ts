@@ -1,8 +1,7 @@
 /**
  * Lifecycle events of a master link and of the minion daemon: what a test, the CLI, a supervisor
- * or a multi-master policy can wait for instead of sleeping or scraping logs. Each call to
- * {@link LifecycleEvents.events} replays the recent history (bounded) and then follows live
- * events until the emitter closes.
+ * or a multi-master policy can wait for instead of sleeping or scraping logs, each stream kept by
+ * a `LifecycleEvents` of `@brine/transport`.
  */
 
 /** What one master link reports; every event names its master (`host:port` of its ret port). */
@@ -51,103 +50,6 @@ export type MinionEvent =
   | { type: 'stopped' }
 
 export type MinionEventType = MinionEvent['type']
-
-/** How many past events a new {@link LifecycleEvents.events} iterator replays, by default. */
-const HISTORY = 1000
-
-export class LifecycleEvents<E = MinionEvent> {
-  readonly #history: E[] = []
-  readonly #historyLimit: number
-  readonly #listeners = new Set<() => void>()
-  /** Index of #history[0] in the whole sequence, so iterators survive trimming. */
-  #base = 0
-  #closed = false
-
-  /** `history`: how many past events a new iterator replays (and how far a slow one may lag). */
-  constructor(history: number = HISTORY) {
-    this.#historyLimit = Math.max(1, history)
-  }
-
-  emit(event: E): void {
-    if (this.#closed) return
-    this.#history.push(event)
-    if (this.#history.length > this.#historyLimit) {
-      this.#history.shift()
-      this.#base++
-    }
-    for (const listener of this.#listeners) listener()
-  }
-
-  /** Ends every iterator after what was already emitted. */
-  close(): void {
-    this.#closed = true
-    for (const listener of this.#listeners) listener()
-  }
-
-  /** Recent history, then live events; ends once closed. Any number of consumers. */
-  events(): AsyncIterable<E> {
-    return {
-      [Symbol.asyncIterator]: () => {
-        let next = this.#base
-        let wake: (() => void) | undefined
-        const listener = (): void => {
-          wake?.()
-          wake = undefined
-        }
-        this.#listeners.add(listener)
-        const done = (): IteratorResult<E> => {
-          this.#listeners.delete(listener)
-          return { done: true, value: undefined }
-        }
-        return {
-          next: async (): Promise<IteratorResult<E>> => {
-            for (;;) {
-              if (next < this.#base) next = this.#base // fell behind the bounded history
-              if (next - this.#base < this.#history.length) {
-                const event = this.#history[next - this.#base] as E
-                next++
-                return { done: false, value: event }
-              }
-              if (this.#closed) return done()
-              await new Promise<void>((resolve) => (wake = resolve))
-            }
-          },
-          return: async (): Promise<IteratorResult<E>> => done(),
-        }
-      },
-    }
-  }
-}
-
-/** Waits `ms`, or less when `signal` aborts; resolves false when aborted. Never rejects. */
-export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false)
-  return new Promise((resolve) => {
-    const onAbort = (): void => {
-      clearTimeout(timer)
-      resolve(false)
-    }
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve(true)
-    }, ms)
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
-}
-
-/** Waits until `promise` settles or `ms` pass, whichever is first; true when it settled. Never rejects. */
-export async function settleWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const settled = await Promise.race([
-    promise.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
-  ])
-  clearTimeout(timer)
-  return settled
-}
 
 /**
  * Logs the first few occurrences of a kind of problem, then one summary line per interval, so a

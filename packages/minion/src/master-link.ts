@@ -1,35 +1,21 @@
 /**
- * One master, as a minion (or a syndic, hearing its upper master) sees it: the request and publish
- * clients, `_auth` with the master's key pinned in a file of its own, the sealed sender, the
- * return spool, re-authentication (on a publish under a newer session key, on a reconnected
- * request link), and the stream of opened, validated, fresh job loads. The publish port is the one
- * the master names in its auth reply unless `publishPort` overrides it. Nothing here knows about
- * grains or execution modules: what to send after each auth is the owner's `afterAuth`.
- *
- * Freshness (docs/protocol.md): every job load carries its issue time and expiry in the master's
- * clock, which the link knows from its last `_auth`. A publish that has expired, is issued beyond
- * `clock_skew` in the future, or arrives when the session has outlived its lifetime is checked once
- * more against the master's clock through one bounded `_auth`, and dropped if it still fails: a
- * recorded publish replayed later — after any number of other jobs, or once the master is gone —
- * runs nothing.
+ * One master, as a minion (or a syndic, hearing its upper master) sees it: the façade over the request
+ * client, `_auth` with the master's key pinned in a file of its own ({@link MinionAuth}), the sealed
+ * sender and the return spool ({@link Returner}), re-authentication on a reconnected request link, the
+ * publish client ({@link PublishSubscription}: on the port the master names in its auth reply unless
+ * `publishPort` overrides it) and the opening of what it carries ({@link PublishOpener}: verified,
+ * validated, fresh job loads). Nothing here knows about grains or execution modules: what to send after
+ * each auth is the owner's `afterAuth`.
  */
-import { validateJobLoad, type JobLoad, type ReturnLoad } from '@brine/common'
-import { CryptCache, isPublishEnvelope, openPublish, StaleSessionKeyError, type KeyPair, type PublishEnvelope } from '@brine/crypt'
-import {
-  ClosedError,
-  InvalidOperationError,
-  silentLogger,
-  type ClientOptions,
-  type Logger,
-  type PublishClient,
-  type RequestClient,
-  type Transport,
-  type WireValue,
-} from '@brine/transport'
+import type { JobLoad, ReturnLoad } from '@brine/common'
+import { CryptCache, type KeyPair } from '@brine/crypt'
+import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type ClientOptions, type Logger, type RequestClient, type Transport } from '@brine/transport'
 import { MinionAuth, type MasterSession } from './auth.js'
-import { LifecycleEvents, RateLimitedLog, settleWithin, type MasterLinkEvent } from './lifecycle.js'
+import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
 import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
+import { PublishOpener } from './publish-opener.js'
+import { PublishSubscription } from './publish-subscription.js'
 import { resolveMaster } from './resolve-master.js'
 import { ReturnSpool } from './spool.js'
 
@@ -116,23 +102,12 @@ export interface MasterLinkStatus {
   closed: boolean
 }
 
-/** Generations found stale right after a fresh auth (replays of old publishes, not a rotation) are not re-authenticated for again for this long. */
-const STALE_HOLD_MS = 10_000
-const STALE_MEMORY = 16
 /** How long close() waits for returns in flight to be acknowledged or spooled before closing the clients anyway. */
 const CLOSE_DRAIN_MS = 10_000
 /** Events a late {@link MasterLink.events} reader still gets. */
 const EVENT_HISTORY = 64
-/** A publish that looks stale makes the link ask the master's clock again, at most once per this. */
-const REFRESH_AFTER_MS = 10_000
-/** The publish port when neither config nor the master says (Salt's default). */
-const DEFAULT_PUBLISH_PORT = 4505
 /** How long the first auth's messages (the start event) wait for the publish link to connect. */
 const PUBLISH_CONNECT_WAIT_MS = 2000
-const DEFAULT_CLOCK_SKEW_MS = 300_000
-
-/** Why a publish is not run as it is: it needs a fresher look at the master's clock, or it is refused. */
-type Staleness = 'session expired' | 'expired' | 'issued in the future'
 
 export class MasterLink implements ReturnRoute {
   /** `host:port` of the master's ret port: the name every event and log line uses. */
@@ -144,26 +119,14 @@ export class MasterLink implements ReturnRoute {
   readonly #controller = new AbortController()
   readonly #events = new LifecycleEvents<MasterLinkEvent>(EVENT_HISTORY)
   readonly #request: RequestClient
-  /** The publish client; created once its port is known (the override, else the first auth reply's). */
-  #publish: PublishClient | undefined
-  #publishPort: number | undefined
-  /** Resolves with the first publish client (undefined if the link closes first). */
-  readonly #publishReady: Promise<PublishClient | undefined>
-  #resolvePublishReady!: (client: PublishClient | undefined) => void
-  /** Resolves when the current publish client first connects (or the link closes). */
-  #publishConnected: Promise<void> = Promise.resolve()
-  readonly #clientOptions: Omit<ClientOptions, 'port' | 'logger'>
-  readonly #clock: Clock
+  readonly #subscription: PublishSubscription
+  readonly #opener: PublishOpener
   readonly #auth: MinionAuth
   readonly #returner: Returner
-  readonly #cache: CryptCache
-  readonly #dropLog = new RateLimitedLog()
-  readonly #staleGens = new Map<number, number>()
   readonly #tasks = new Set<Promise<unknown>>()
   #resolveAuthenticated!: () => void
   #rejectAuthenticated!: (error: Error) => void
   #connected = false
-  #publishesTaken = false
   #starting: Promise<void> | undefined
   #closing: Promise<void> | undefined
 
@@ -171,48 +134,37 @@ export class MasterLink implements ReturnRoute {
     this.#o = options
     this.master = `${options.host}:${options.port}`
     this.#logger = options.logger ?? silentLogger
-    this.#cache = options.cache ?? new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
+    const cache = options.cache ?? new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
     this.authenticated = new Promise<void>((resolve, reject) => {
       this.#resolveAuthenticated = resolve
       this.#rejectAuthenticated = reject
     })
     this.authenticated.catch(() => {}) // nobody has to listen
-    const parent = options.signal
-    if (parent !== undefined) {
-      if (parent.aborted) this.#controller.abort(parent.reason)
-      else parent.addEventListener('abort', () => this.#controller.abort(parent.reason), { once: true, signal: this.#controller.signal })
-    }
+    followAbort(options.signal, this.#controller)
     const signal = this.#controller.signal
     const emit = (event: MasterLinkEvent): void => this.#emit(event)
     const common = { host: options.host, ...options.client }
-    this.#clientOptions = common
-    this.#clock = options.clock ?? systemClock
-    this.#publishReady = new Promise((resolve) => (this.#resolvePublishReady = resolve))
     // Factories are synchronous and do no I/O: the clients exist from here on, and connect in start().
     this.#request = options.transport.createRequestClient({ ...common, port: options.port, timeout: options.authTimeoutMs, logger: this.#logger.child('request') })
-    if (options.publishPort !== undefined) this.#createPublish(options.publishPort)
-    this.#auth = new MinionAuth({
+    this.#subscription = new PublishSubscription({
       id: options.id,
-      keys: options.keys,
-      pkiDir: options.pkiDir,
-      ...(options.pinFile === undefined ? {} : { pinFile: options.pinFile }),
-      ...(options.masterFinger === undefined ? {} : { masterFinger: options.masterFinger }),
-      client: this.#request,
+      transport: options.transport,
       master: this.master,
-      cache: this.#cache,
-      authTimeoutMs: options.authTimeoutMs,
-      acceptanceWaitMs: options.acceptanceWaitMs,
-      acceptanceWaitMaxMs: options.acceptanceWaitMaxMs,
-      logger: this.#logger.child('auth'),
+      client: common,
+      ...(options.publishPort === undefined ? {} : { publishPort: options.publishPort }),
+      logger: this.#logger,
       signal,
+      closing: () => this.#closing !== undefined,
+      track: (task) => this.#track(task),
+    })
+    this.#auth = this.#createAuth(cache, signal, emit)
+    this.#opener = new PublishOpener({
+      master: this.master,
+      auth: this.#auth,
+      cache,
+      logger: this.#logger,
       emit,
-      clock: this.#clock,
-      resolve: () => resolveMaster(options.host, signal),
-      onAuthenticated: (session, first) => {
-        this.#subscribeAt(session)
-        if (first) this.#resolveAuthenticated()
-        this.#track(this.#afterAuth(first))
-      },
+      ...(options.clockSkewMs === undefined ? {} : { clockSkewMs: options.clockSkewMs }),
     })
     this.#returner = new Returner({
       client: this.#request,
@@ -228,62 +180,36 @@ export class MasterLink implements ReturnRoute {
     })
   }
 
+  #createAuth(cache: CryptCache, signal: AbortSignal, emit: (event: MasterLinkEvent) => void): MinionAuth {
+    const options = this.#o
+    return new MinionAuth({
+      id: options.id,
+      keys: options.keys,
+      pkiDir: options.pkiDir,
+      ...(options.pinFile === undefined ? {} : { pinFile: options.pinFile }),
+      ...(options.masterFinger === undefined ? {} : { masterFinger: options.masterFinger }),
+      client: this.#request,
+      master: this.master,
+      cache,
+      authTimeoutMs: options.authTimeoutMs,
+      acceptanceWaitMs: options.acceptanceWaitMs,
+      acceptanceWaitMaxMs: options.acceptanceWaitMaxMs,
+      logger: this.#logger.child('auth'),
+      signal,
+      emit,
+      clock: options.clock ?? systemClock,
+      resolve: () => resolveMaster(options.host, signal),
+      onAuthenticated: (session, first) => {
+        this.#subscription.subscribeAt(session)
+        if (first) this.#resolveAuthenticated()
+        this.#track(this.#afterAuth(first))
+      },
+    })
+  }
+
   #emit(event: MasterLinkEvent): void {
     this.#events.emit(event)
     this.#o.onEvent?.(event)
-  }
-
-  /** Creates (does not start) the publish client for `port`. */
-  #createPublish(port: number): PublishClient {
-    const client = this.#o.transport.createPublishClient({ ...this.#clientOptions, port, id: this.#o.id, logger: this.#logger.child('publish') })
-    this.#publish = client
-    this.#publishPort = port
-    this.#resolvePublishReady(client)
-    let connected: () => void = () => {}
-    this.#publishConnected = new Promise((resolve) => {
-      connected = resolve
-      this.#controller.signal.addEventListener('abort', () => resolve(), { once: true })
-    })
-    this.#track(this.#watchPublishLink(client, connected))
-    return client
-  }
-
-  /** Says when a lost publish connection is back: until then this master's jobs cannot reach the minion. */
-  async #watchPublishLink(client: PublishClient, connected: () => void): Promise<void> {
-    let connects = 0
-    for await (const event of client.events()) {
-      if (this.#controller.signal.aborted) break
-      if (event.type === 'peer-disconnect') this.#logger.info(`publishes from ${client.address}: connection lost`)
-      if (event.type !== 'peer-connect') continue
-      if (++connects === 1) connected()
-      else this.#logger.info(`publishes from ${client.address}: connected again`)
-    }
-  }
-
-  /**
-   * After an auth: without an explicit publish port, subscribe where the master said (replacing the
-   * client if a restarted master names another port; its stream then goes on from the new one).
-   */
-  #subscribeAt(session: MasterSession): void {
-    if (this.#o.publishPort !== undefined || this.#closing !== undefined) return
-    let port = session.publishPort
-    if (port === undefined) {
-      port = this.#publishPort ?? DEFAULT_PUBLISH_PORT
-      if (this.#publish === undefined) this.#logger.warning(`the master at ${this.master} did not name its publish port; subscribing to ${port}`)
-    }
-    if (this.#publish !== undefined && port === this.#publishPort) return
-    const old = this.#publish
-    const client = this.#createPublish(port)
-    this.#logger.info(`master ${this.master}: publishes on port ${port}${old === undefined ? '' : ` (was ${old.address})`}, as its auth reply says`)
-    this.#track(
-      (async () => {
-        await old?.close()
-        // A link closing meanwhile has closed this client too: nothing to start.
-        if (this.#closing === undefined) await client.start()
-      })().catch((error: unknown) => {
-        if (this.#closing === undefined) this.#logger.error(`could not start the publish client for ${client.address}`, error)
-      }),
-    )
   }
 
   #track(task: Promise<unknown>): void {
@@ -339,10 +265,10 @@ export class MasterLink implements ReturnRoute {
       )
     }
     await this.#request.start()
-    await this.#publish?.start()
+    await this.#subscription.start()
     this.#logger.info(
       `master ${this.master}: transport ${this.#o.transport.name}, requests ${this.#request.address}, ` +
-        `publishes ${this.#publish?.address ?? "on the port the master's auth reply names"}`,
+        `publishes ${this.#subscription.address ?? "on the port the master's auth reply names"}`,
     )
     this.#track(this.#watchRequestLink())
     this.#track(this.#auth.authenticate().catch(() => {})) // ends with ClosedError only when closing
@@ -355,8 +281,8 @@ export class MasterLink implements ReturnRoute {
    */
   async #afterAuth(first: boolean): Promise<void> {
     const signal = this.#controller.signal
-    if (first && !(await settleWithin(this.#publishConnected, PUBLISH_CONNECT_WAIT_MS)) && !signal.aborted) {
-      this.#logger.info(`publishes from ${this.#publish?.address ?? this.master}: not connected after ${PUBLISH_CONNECT_WAIT_MS} ms; announcing this minion all the same`)
+    if (first && !(await settleWithin(this.#subscription.connected, PUBLISH_CONNECT_WAIT_MS)) && !signal.aborted) {
+      this.#logger.info(`publishes from ${this.#subscription.address ?? this.master}: not connected after ${PUBLISH_CONNECT_WAIT_MS} ms; announcing this minion all the same`)
     }
     try {
       await this.#o.afterAuth?.(this, first)
@@ -394,143 +320,10 @@ export class MasterLink implements ReturnRoute {
    * ends when the link closes. A single consumer: a second call throws InvalidOperationError.
    */
   publishes(): AsyncIterable<LinkPublish> {
-    if (this.#publishesTaken) throw new InvalidOperationError(`the publishes of ${this.master} have a reader already`)
-    this.#publishesTaken = true
-    // A plain iterator rather than an async generator: one promise per job on the hot path, where a
-    // swarm runs hundreds of links in one process.
-    let client: PublishClient | undefined
-    let envelopes: AsyncIterator<WireValue> | undefined
-    const signal = this.#controller.signal
-    const ended = (): IteratorResult<LinkPublish> => ({ done: true, value: undefined })
-    const iterator: AsyncIterator<LinkPublish> = {
-      next: async () => {
-        for (;;) {
-          if (envelopes === undefined || client !== this.#publish) {
-            // The first client exists once the first auth named the port; a replaced one ends and the next takes over.
-            client = this.#publish ?? (await this.#publishReady)
-            if (client === undefined || signal.aborted) return ended()
-            envelopes = client[Symbol.asyncIterator]()
-          }
-          const next = await envelopes.next()
-          if (signal.aborted) return ended()
-          if (next.done === true) {
-            if (client === this.#publish) return ended()
-            continue
-          }
-          let job: JobLoad | undefined
-          try {
-            const opened = this.#open(next.value)
-            job = opened instanceof Promise ? await opened : opened
-          } catch (error) {
-            if (signal.aborted) return ended()
-            this.#logger.error(`unexpected error while opening a publish from ${this.master}; continuing`, error)
-            continue
-          }
-          if (job !== undefined) return { done: false, value: { job, link: this } }
-        }
-      },
-      return: async () => {
-        await envelopes?.return?.()
-        return ended()
-      },
-    }
-    return { [Symbol.asyncIterator]: () => iterator }
-  }
-
-  #drop(reason: string, detail: string, jid?: string): void {
-    this.#dropLog.log(reason, (suppressed) =>
-      this.#logger.warning(`dropped a publish from ${this.master}: ${detail}${suppressed > 0 ? ` (${suppressed} similar drops not logged)` : ''}`),
+    return this.#subscription.stream(
+      (envelope) => this.#opener.open(envelope),
+      (job) => ({ job, link: this }),
     )
-    this.#emit(jid === undefined ? { type: 'publish-dropped', master: this.master, reason: detail } : { type: 'publish-dropped', master: this.master, reason: detail, jid })
-  }
-
-  /**
-   * Verifies, decrypts and validates; undefined when dropped. Synchronous while a session is held
-   * and the publish is under it (the hot path); re-authenticates once for a newer session key.
-   */
-  #open(envelope: WireValue): JobLoad | undefined | Promise<JobLoad | undefined> {
-    if (!isPublishEnvelope(envelope)) {
-      this.#drop('malformed', 'not a sealed publish envelope')
-      return undefined
-    }
-    const current = this.#auth.current
-    const opened = current === undefined ? 'authenticate' : this.#openWith(envelope, current, true)
-    return opened === 'authenticate' ? this.#openAfterAuth(envelope, current === undefined) : opened
-  }
-
-  async #openAfterAuth(envelope: PublishEnvelope, firstAuth: boolean): Promise<JobLoad | undefined> {
-    let master = await this.#auth.ready()
-    if (!firstAuth) {
-      // Signed by our master under a key we do not hold: the key rotated. Fetch it, then open this publish.
-      this.#logger.info(`publish under session key generation ${envelope.gen} (this side holds ${master.session.gen}); re-authenticating with ${this.master}`)
-      master = await this.#auth.authenticate()
-    }
-    const opened = this.#openWith(envelope, master, firstAuth)
-    if (opened instanceof Promise) return opened
-    return opened === 'authenticate' ? this.#openAfterAuth(envelope, false) : opened
-  }
-
-  /**
-   * A publish that looked stale against the master's clock as last heard: hear it again (one bounded
-   * `_auth`, at most one per REFRESH_AFTER_MS; within that, the clock as last heard), then run it only if
-   * it is fresh by that. A master that cannot be reached leaves it refused.
-   */
-  async #openAfterRefresh(job: JobLoad, staleness: Staleness): Promise<JobLoad | undefined> {
-    this.#logger.info(`job ${job.jid} from ${this.master} looks ${staleness}; checking the master's clock again before running it`)
-    const master = await this.#auth.refresh(REFRESH_AFTER_MS)
-    const still = master === undefined ? 'the master could not be reached to check it' : this.#staleness(job, master)
-    if (still === undefined) return job
-    this.#drop('stale', `job ${job.jid} refused: ${still}`, job.jid)
-    return undefined
-  }
-
-  /** Why `job` may not run as the master's clock stands in `master`, or undefined when it is fresh. */
-  #staleness(job: JobLoad, master: MasterSession): Staleness | undefined {
-    const now = master.time.now()
-    if (master.expireAt !== undefined && now > master.expireAt) return 'session expired'
-    if (now > job.expire) return 'expired'
-    if (job.issued > now + (this.#o.clockSkewMs ?? DEFAULT_CLOCK_SKEW_MS)) return 'issued in the future'
-    return undefined
-  }
-
-  /**
-   * Opens with `master`'s session keys: the job, undefined when dropped, 'authenticate' when a newer
-   * session key may open it (only if `mayAuthenticate`), or a promise when it looked stale and the
-   * master's clock is being checked again.
-   */
-  #openWith(envelope: PublishEnvelope, master: MasterSession, mayAuthenticate: boolean): JobLoad | undefined | 'authenticate' | Promise<JobLoad | undefined> {
-    const gen = envelope.gen
-    const session = typeof gen === 'number' ? (this.#auth.sessionFor(gen) ?? master.session) : master.session
-    let load: WireValue
-    try {
-      load = openPublish(envelope, session, master.masterPub.sign, this.#cache)
-    } catch (error) {
-      if (error instanceof StaleSessionKeyError && mayAuthenticate && !this.#recentlyStale(error.gen)) return 'authenticate'
-      if (error instanceof StaleSessionKeyError) {
-        this.#staleGens.delete(error.gen)
-        this.#staleGens.set(error.gen, Date.now())
-        if (this.#staleGens.size > STALE_MEMORY) this.#staleGens.delete(this.#staleGens.keys().next().value as number)
-      }
-      const name = error instanceof Error ? error.name : 'Error'
-      this.#drop(name, `${name}: ${error instanceof Error ? error.message : String(error)}`)
-      return undefined
-    }
-    let job: JobLoad
-    try {
-      // Every minion sharing the cache reads the same opened load: it is validated once for all.
-      job = typeof load === 'object' && load !== null ? this.#cache.derived(load, 'job', () => validateJobLoad(load)) : validateJobLoad(load)
-    } catch (error) {
-      this.#drop('invalid', `not a valid job load: ${(error as Error).message}`)
-      return undefined
-    }
-    const staleness = this.#staleness(job, master)
-    if (staleness === undefined) return job
-    return this.#openAfterRefresh(job, staleness)
-  }
-
-  #recentlyStale(gen: number): boolean {
-    const at = this.#staleGens.get(gen)
-    return at !== undefined && Date.now() - at < STALE_HOLD_MS
   }
 
   /**
@@ -558,10 +351,7 @@ export class MasterLink implements ReturnRoute {
    * was none yet (ClosedError if the link closes first). Default: `auth_timeout` per try, one try.
    */
   async send(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<void> {
-    // close() closes the request client too, so a send in flight ends with ClosedError whichever signal it was given.
-    if (this.#auth.current === undefined) await this.#auth.ready()
-    const signal = options.signal ?? this.#controller.signal
-    await sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
+    await this.#sendSealed(load, options)
   }
 
   /**
@@ -570,11 +360,15 @@ export class MasterLink implements ReturnRoute {
    * already, after a transport retry) carries no data, so the request is sealed afresh and sent once more.
    */
   async request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<Record<string, unknown>> {
+    const answer = await this.#sendSealed(load, options)
+    return answer['duplicate'] === true ? this.#sendSealed(load, options) : answer
+  }
+
+  async #sendSealed(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions>): Promise<Record<string, unknown>> {
+    // close() closes the request client too, so a send in flight ends with ClosedError whichever signal it was given.
     if (this.#auth.current === undefined) await this.#auth.ready()
     const signal = options.signal ?? this.#controller.signal
-    const send = (): Promise<Record<string, unknown>> => sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
-    const answer = await send()
-    return answer['duplicate'] === true ? send() : answer
+    return sendSealedFresh(this.#request, this.#auth, load, { timeout: options.timeout ?? this.#o.authTimeoutMs, tries: options.tries ?? 1, signal })
   }
 
   /** The master's clock as this link last heard it, moved on by the time since (closed or not); see {@link ReturnRoute.masterNow}. */
@@ -608,11 +402,17 @@ export class MasterLink implements ReturnRoute {
     if (!(await settleWithin(this.#returner.drain(), CLOSE_DRAIN_MS))) {
       this.#logger.error(`returns to ${this.master} still in flight after ${CLOSE_DRAIN_MS} ms; closing anyway`)
     }
-    this.#resolvePublishReady(undefined)
-    await Promise.all([this.#request.close(), this.#publish?.close()])
+    await Promise.all([this.#request.close(), this.#subscription.close()])
     await settleWithin(Promise.allSettled([...this.#tasks]), CLOSE_DRAIN_MS)
     this.#returner.close()
     this.#connected = false
     this.#events.close()
   }
+}
+
+/** Aborts `controller` when `parent` aborts (at once if it has), until the controller aborts on its own. */
+function followAbort(parent: AbortSignal | undefined, controller: AbortController): void {
+  if (parent === undefined) return
+  if (parent.aborted) controller.abort(parent.reason)
+  else parent.addEventListener('abort', () => controller.abort(parent.reason), { once: true, signal: controller.signal })
 }

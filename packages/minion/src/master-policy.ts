@@ -8,8 +8,8 @@
  * Policies read time through an injected {@link PolicyClock} and links through the narrow
  * {@link PolicyLink}, so their decisions are tested without sockets or waiting.
  */
-import { silentLogger, type Logger } from '@brine/transport'
-import { sleep, type MasterLinkEvent, type MinionEvent } from './lifecycle.js'
+import { silentLogger, sleep, type Logger } from '@brine/transport'
+import type { MasterLinkEvent, MinionEvent } from './lifecycle.js'
 import type { MasterLink, MasterLinkStatus } from './master-link.js'
 import { secondsFromMs } from '@brine/common'
 

@@ -23,10 +23,10 @@ import {
   type ScheduleEntry,
 } from '@brine/common'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
-import { ClosedError, createLogger, InvalidOperationError, type Logger, type Transport } from '@brine/transport'
+import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger, type Transport } from '@brine/transport'
 import type { MinionReturners } from '@brine/returners'
 import { JobRunner } from './job-runner.js'
-import { LifecycleEvents, type MinionEvent } from './lifecycle.js'
+import type { MinionEvent } from './lifecycle.js'
 import { MasterLink } from './master-link.js'
 import { AllMastersPolicy, FailoverPolicy, type MasterPolicy } from './master-policy.js'
 import type { Clock } from './master-time.js'
@@ -119,7 +119,7 @@ export class Minion {
   /** Resolves after the first successful `_auth` with any master; rejects with ClosedError if stop() comes first. */
   readonly authenticated: Promise<void>
   readonly #logger: Logger
-  readonly #events = new LifecycleEvents()
+  readonly #events = new LifecycleEvents<MinionEvent>()
   readonly #controller = new AbortController()
   readonly #cache: CryptCache
   readonly #clock: Clock | undefined

@@ -4,7 +4,8 @@
  * when a link left behind is closed. Nothing here waits on wall-clock time.
  */
 import { describe, expect, it } from 'vitest'
-import { LifecycleEvents, type MasterLinkEvent, type MinionEvent } from '../src/lifecycle.js'
+import { LifecycleEvents } from '@brine/transport'
+import type { MasterLinkEvent, MinionEvent } from '../src/lifecycle.js'
 import type { MasterLinkStatus } from '../src/master-link.js'
 import { AllMastersPolicy, FailoverPolicy, failoverOrder, type FailoverOptions, type MasterPolicyContext, type PolicyClock, type PolicyLink } from '../src/master-policy.js'
 

@@ -1,4 +1,4 @@
-/** The return spool on disk and the daemon's small helpers (lifecycle events, rate-limited logging). */
+/** The return spool on disk and the daemon's small helpers (rate-limited logging, start events). */
 import { readdirSync, statSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { loadConfig, type ReturnLoad } from '@brine/common'
 import { silentLogger } from '@brine/transport'
-import { LifecycleEvents, RateLimitedLog } from '../src/lifecycle.js'
+import { RateLimitedLog } from '../src/lifecycle.js'
 import { Minion, minionStartEvents } from '../src/minion.js'
 import { SpoolFileError } from '../src/errors.js'
 import { ReturnSpool, spoolDir } from '../src/spool.js'
@@ -58,21 +58,6 @@ describe('ReturnSpool', () => {
 })
 
 describe('daemon helpers', () => {
-  it('replays lifecycle history to each consumer and ends every iterator on close', async () => {
-    const events = new LifecycleEvents()
-    events.emit({ type: 'job-received', master: 'salt:4506', jid: '1', fun: 'test.ping' })
-    const early = events.events()[Symbol.asyncIterator]()
-    expect((await early.next()).value).toEqual({ type: 'job-received', master: 'salt:4506', jid: '1', fun: 'test.ping' })
-    const pending = early.next()
-    events.emit({ type: 'stopped' })
-    expect((await pending).value).toEqual({ type: 'stopped' })
-    events.close()
-    expect((await early.next()).done).toBe(true)
-    const late: string[] = []
-    for await (const event of events.events()) late.push(event.type)
-    expect(late).toEqual(['job-received', 'stopped'])
-  })
-
   it('logs a burst of the same problem, then one line per interval with the count suppressed', () => {
     const log = new RateLimitedLog(1000, 2)
     const lines: number[] = []

@@ -8,7 +8,8 @@
  * backoff, the endpoint lifecycle, the client's request table and the server's serving loop, the servers'
  * Listener with the bounds it applies before any work for a peer (connection caps, an incomplete-frame budget,
  * an idle timeout, a decode bounded by entries and depth) (all written once, so a transport only moves frames),
- * the logger, rate-limited peer warnings and a bounded LRU map. The contract imports nothing from the runtime.
+ * the logger, rate-limited peer warnings, a bounded LRU map, a daemon's lifecycle event stream (`LifecycleEvents`)
+ * and waits that end with an AbortSignal (`sleep`, `settleWithin`). The contract imports nothing from the runtime.
  * The API takes milliseconds; config keys stay in Salt's seconds.
  */
 export * from './contract/types.js'
@@ -32,3 +33,5 @@ export * from './runtime/endpoint-base.js'
 export * from './runtime/request-table.js'
 export * from './runtime/request-serving.js'
 export * from './runtime/lru-map.js'
+export * from './runtime/lifecycle-events.js'
+export * from './runtime/waits.js'

@@ -3,7 +3,7 @@
  * Each command is its own process group, so a timeout, saltutil.kill_job or a minion shutdown
  * kills the whole tree it started, not just the shell.
  */
-import { execFile, spawn } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { accessSync, constants as fsConstants, statSync } from 'node:fs'
 import { homedir, constants as osConstants } from 'node:os'
 import { delimiter, isAbsolute, join } from 'node:path'
@@ -201,28 +201,34 @@ export async function runCommand(
   moduleOptions: CmdModuleOptions = {},
 ): Promise<CommandResult> {
   const { cmd } = options
-  const display = typeof cmd === 'string' ? cmd : cmd.join(' ')
   if (typeof cmd === 'string' ? cmd.trim() === '' : cmd.length === 0) throw new InvocationError('cmd must not be empty')
-  const limit = moduleOptions.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES
+  // No await without runas: the child is then spawned and tracked in the job's first turn, so find_job sees it at once.
+  const identity = options.runas === undefined ? undefined : await runasIdentity(options.runas, moduleOptions)
+  const cwd = workingDirectory(options.cwd, identity)
+  const env = commandEnv(options, identity)
+  const invocation = { ...commandLine(options, moduleOptions, env), cwd, env, ...(identity === undefined ? {} : { identity }) }
+  if (ctx.signal.aborted) throw abortReason(ctx.signal, ctx.jid)
+  return await spawnToCompletion(ctx, invocation, options, moduleOptions.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES)
+}
 
-  let identity: RunasIdentity | undefined
-  if (options.runas !== undefined) {
-    const uid = (moduleOptions.getuid ?? (() => process.getuid?.() ?? -1))()
-    if (uid !== 0) {
-      throw new CommandExecutionError(`runas requires root (minion runs as uid ${uid})`, { runas: options.runas, uid })
-    }
-    identity = await lookupUser(options.runas)
-  }
+/** Salt's `runas`: only a root minion may switch users. */
+async function runasIdentity(runas: string, moduleOptions: CmdModuleOptions): Promise<RunasIdentity> {
+  const uid = (moduleOptions.getuid ?? (() => process.getuid?.() ?? -1))()
+  if (uid !== 0) throw new CommandExecutionError(`runas requires root (minion runs as uid ${uid})`, { runas, uid })
+  return lookupUser(runas)
+}
 
-  let cwd = options.cwd
+function workingDirectory(cwd: string | undefined, identity: RunasIdentity | undefined): string {
   if (cwd === undefined) {
     // Salt's default: the (runas) user's home when readable, else '/'.
     const home = identity?.home ?? homedir()
-    cwd = readableDirectory(home) ? home : '/'
-  } else if (!isAbsolute(cwd) || !readableDirectory(cwd)) {
-    throw new CommandExecutionError(`Specified cwd '${cwd}' either not absolute or does not exist`, { cwd })
+    return readableDirectory(home) ? home : '/'
   }
+  if (!isAbsolute(cwd) || !readableDirectory(cwd)) throw new CommandExecutionError(`Specified cwd '${cwd}' either not absolute or does not exist`, { cwd })
+  return cwd
+}
 
+function commandEnv(options: RunCommandOptions, identity: RunasIdentity | undefined): Record<string, string> {
   const env: Record<string, string> = {}
   if (options.cleanEnv !== true) for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value
   if (identity !== undefined && options.runas !== undefined) {
@@ -230,40 +236,57 @@ export async function runCommand(
   }
   for (const [key, value] of Object.entries(options.env ?? {})) env[key] = typeof value === 'string' ? value : JSON.stringify(value)
   if (options.prependPath !== undefined) env.PATH = env.PATH === undefined ? options.prependPath : `${options.prependPath}${delimiter}${env.PATH}`
+  return env
+}
 
+/** The program and its argv, and how the command reads in messages. */
+interface CommandLine {
+  file: string
+  argv: string[]
+  display: string
+  redirect: boolean
+}
+
+/** A command ready to spawn. */
+interface Invocation extends CommandLine {
+  cwd: string
+  env: Record<string, string>
+  identity?: RunasIdentity
+}
+
+function commandLine(options: RunCommandOptions, moduleOptions: CmdModuleOptions, env: Record<string, string>): CommandLine {
+  const { cmd } = options
+  const display = typeof cmd === 'string' ? cmd : cmd.join(' ')
   // Folding stderr into stdout is done by the kernel (one pipe behind fds 1 and 2, as Python's
   // stderr=STDOUT does), not by merging two pipes in arrival order, which reorders lines.
   const redirect = options.redirectStderr === true
-  let file: string
-  let argv: string[]
   if (options.pythonShell !== false) {
-    file = options.shell ?? moduleOptions.defaultShell ?? '/bin/sh'
-    argv = ['-c', redirect ? `exec 2>&1\n${display}` : display]
-  } else {
-    const words = typeof cmd === 'string' ? shlexSplit(cmd) : [...cmd]
-    const program = words[0] as string
-    if (redirect) {
-      if (which(program, env.PATH) === null) {
-        throw new CommandExecutionError(`Unable to run command '${display}', reason: ${program}: not found (ENOENT)`, { cmd: display })
-      }
-      file = '/bin/sh'
-      argv = ['-c', 'exec "$@" 2>&1', 'brine-cmd', ...words]
-    } else {
-      file = program
-      argv = words.slice(1)
-    }
+    const file = options.shell ?? moduleOptions.defaultShell ?? '/bin/sh'
+    return { file, argv: ['-c', redirect ? `exec 2>&1\n${display}` : display], display, redirect }
   }
+  const words = typeof cmd === 'string' ? shlexSplit(cmd) : [...cmd]
+  const program = words[0] as string
+  if (!redirect) return { file: program, argv: words.slice(1), display, redirect }
+  if (which(program, env.PATH) === null) {
+    throw new CommandExecutionError(`Unable to run command '${display}', reason: ${program}: not found (ENOENT)`, { cmd: display })
+  }
+  return { file: '/bin/sh', argv: ['-c', 'exec "$@" 2>&1', 'brine-cmd', ...words], display, redirect }
+}
 
-  if (ctx.signal.aborted) throw abortReason(ctx.signal, ctx.jid)
-  const stdout = new CappedBuffer(limit)
-  const stderr = new CappedBuffer(limit)
-
-  return await new Promise<CommandResult>((resolve, reject) => {
-    let child: ReturnType<typeof spawn>
+/** Spawns `invocation` in its own process group and waits for it to close, killed on timeout or on the job's abort. */
+function spawnToCompletion(
+  ctx: Pick<JobContext, 'signal' | 'jid' | 'trackChild' | 'untrackChild'>,
+  invocation: Invocation,
+  options: RunCommandOptions,
+  limit: number,
+): Promise<CommandResult> {
+  const { display, identity } = invocation
+  return new Promise<CommandResult>((resolve, reject) => {
+    let child: ChildProcess
     try {
-      child = spawn(file, argv, {
-        cwd,
-        env,
+      child = spawn(invocation.file, invocation.argv, {
+        cwd: invocation.cwd,
+        env: invocation.env,
         detached: true, // its own process group, killed as a whole
         stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
         ...(identity === undefined ? {} : { uid: identity.uid, gid: identity.gid }),
@@ -272,67 +295,78 @@ export async function runCommand(
       reject(new CommandExecutionError(`Unable to run command '${display}', reason: ${(error as Error).message}`, { cmd: display }, { cause: error }))
       return
     }
-    const pid = child.pid
-    let timedOut = false
-    let aborted = false
-    let timer: NodeJS.Timeout | undefined
-    const killGroup = (): void => {
-      if (pid === undefined) return
-      try {
-        process.kill(-pid, 'SIGKILL')
-      } catch {
-        // Already exited.
-      }
-    }
-    const onAbort = (): void => {
-      aborted = true
-      killGroup()
-    }
-    const cleanup = (): void => {
-      if (timer !== undefined) clearTimeout(timer)
-      ctx.signal.removeEventListener('abort', onAbort)
-      if (pid !== undefined) ctx.untrackChild(pid)
-    }
-    if (pid !== undefined) ctx.trackChild(pid)
-    ctx.signal.addEventListener('abort', onAbort, { once: true })
-    if (options.timeout !== undefined && options.timeout > 0) {
-      timer = setTimeout(() => {
-        timedOut = true
-        killGroup()
-      }, msFromSeconds(options.timeout))
-    }
-    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
-    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk))
-    if (child.stdin !== null && options.stdin !== undefined) {
-      child.stdin.on('error', () => {}) // the command may exit without reading its input
-      // Salt turns a literal "\n" typed on the CLI into a newline.
-      child.stdin.end(options.stdin.replaceAll('\\n', '\n'))
-    }
+    const watch = new ChildWatch(ctx, child.pid, options.timeout)
+    const output = collectOutput(child, limit, options.stdin)
     child.once('error', (error) => {
-      cleanup()
+      watch.cleanup()
       reject(new CommandExecutionError(`Unable to run command '${display}', reason: ${error.message}`, { cmd: display }, { cause: error }))
     })
     child.once('close', (code, signal) => {
-      cleanup()
-      if (aborted) {
-        reject(abortReason(ctx.signal, ctx.jid))
-        return
-      }
-      if (timedOut) {
-        resolve({ pid: pid ?? 0, retcode: 1, stdout: `${display} : Timed out after ${options.timeout} seconds`, stderr: '' })
-        return
-      }
+      watch.cleanup()
+      if (watch.aborted) return reject(abortReason(ctx.signal, ctx.jid))
+      const pid = child.pid ?? 0
+      if (watch.timedOut) return resolve({ pid, retcode: 1, stdout: `${display} : Timed out after ${options.timeout} seconds`, stderr: '' })
       // Python's returncode for a signalled child is minus the signal number.
       const retcode = code ?? (signal === null ? 1 : -(osConstants.signals[signal] ?? 1))
       const rstrip = options.rstrip !== false
-      resolve({
-        pid: pid ?? 0,
-        retcode,
-        stdout: stdout.text(rstrip),
-        stderr: redirect ? '' : stderr.text(rstrip),
-      })
+      resolve({ pid, retcode, stdout: output.stdout.text(rstrip), stderr: invocation.redirect ? '' : output.stderr.text(rstrip) })
     })
   })
+}
+
+/** Reads both output streams into capped buffers and feeds the command its stdin. */
+function collectOutput(child: ChildProcess, limit: number, stdin: string | undefined): { stdout: CappedBuffer; stderr: CappedBuffer } {
+  const stdout = new CappedBuffer(limit)
+  const stderr = new CappedBuffer(limit)
+  child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk))
+  child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk))
+  if (child.stdin !== null && stdin !== undefined) {
+    child.stdin.on('error', () => {}) // the command may exit without reading its input
+    // Salt turns a literal "\n" typed on the CLI into a newline.
+    child.stdin.end(stdin.replaceAll('\\n', '\n'))
+  }
+  return { stdout, stderr }
+}
+
+/** Kills a command's process group when its timeout (seconds) passes or its job is aborted, and keeps it tracked meanwhile. */
+class ChildWatch {
+  timedOut = false
+  aborted = false
+  readonly #timer: NodeJS.Timeout | undefined
+  readonly #onAbort = (): void => {
+    this.aborted = true
+    this.#killGroup()
+  }
+
+  constructor(
+    private readonly ctx: Pick<JobContext, 'signal' | 'trackChild' | 'untrackChild'>,
+    private readonly pid: number | undefined,
+    timeoutSeconds: number | undefined,
+  ) {
+    if (pid !== undefined) ctx.trackChild(pid)
+    ctx.signal.addEventListener('abort', this.#onAbort, { once: true })
+    if (timeoutSeconds !== undefined && timeoutSeconds > 0) {
+      this.#timer = setTimeout(() => {
+        this.timedOut = true
+        this.#killGroup()
+      }, msFromSeconds(timeoutSeconds))
+    }
+  }
+
+  #killGroup(): void {
+    if (this.pid === undefined) return
+    try {
+      process.kill(-this.pid, 'SIGKILL')
+    } catch {
+      // Already exited.
+    }
+  }
+
+  cleanup(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer)
+    this.ctx.signal.removeEventListener('abort', this.#onAbort)
+    if (this.pid !== undefined) this.ctx.untrackChild(this.pid)
+  }
 }
 
 function readRunOptions(params: Params, overrides: Partial<RunCommandOptions>): RunCommandOptions {

@@ -62,15 +62,25 @@ export function parseOsRelease(text: string): Record<string, string> {
   return fields
 }
 
-function osGrains(): Grains {
-  const release = parseOsRelease(readText('/etc/os-release') ?? readText('/usr/lib/os-release') ?? '')
+/** Salt's `os` and `os_family` from os-release's ID, ID_LIKE and NAME. */
+function osIdentity(release: Record<string, string>): { name: string; family: string } {
   const id = (release.ID ?? os.type()).toLowerCase()
   const name = OS_NAMES[id] ?? (release.NAME?.split(' ')[0] || os.type())
   const likes = (release.ID_LIKE ?? '').split(/\s+/).map((like) => OS_NAMES[like]).filter((like) => like !== undefined)
   const family = OS_FAMILIES[name] ?? (likes[0] === undefined ? name : (OS_FAMILIES[likes[0]] ?? likes[0]))
-  // Debian's point release lives in /etc/debian_version ("12.5"); os-release only has "12".
+  return { name, family }
+}
+
+/** Salt's `osrelease`: Debian's point release lives in /etc/debian_version ("12.5"); os-release only has "12". */
+function osReleaseOf(name: string, release: Record<string, string>): string {
   const debianVersion = name === 'Debian' ? readText('/etc/debian_version')?.trim() : undefined
-  const osrelease = debianVersion !== undefined && /^\d+(\.\d+)*$/.test(debianVersion) ? debianVersion : (release.VERSION_ID ?? '')
+  return debianVersion !== undefined && /^\d+(\.\d+)*$/.test(debianVersion) ? debianVersion : (release.VERSION_ID ?? '')
+}
+
+function osGrains(): Grains {
+  const release = parseOsRelease(readText('/etc/os-release') ?? readText('/usr/lib/os-release') ?? '')
+  const { name, family } = osIdentity(release)
+  const osrelease = osReleaseOf(name, release)
   const releaseInfo = osrelease.split('.').map((part) => Number.parseInt(part, 10)).filter((part) => Number.isFinite(part))
   const major = releaseInfo[0]
   // Salt reports Debian's NAME ("Debian GNU/Linux") as lsb_release does: "Debian".
