@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
-import { Fleet, pidAlive, rssBytes, type TransportName } from '@brine/testkit'
+import { cpuTimeMs, Fleet, pidAlive, rssBytes, type SwarmProcess, type TransportName } from '@brine/testkit'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
 import { makeRoomForMinions, natsServerRss } from './nats-broker.js'
 
@@ -132,6 +132,12 @@ export interface CaseResult extends BenchCase {
     /** Events the master's event bus dropped for slow subscribers, as it logged them (every 1,000th): a lower bound. */
     busDroppedEvents: number
   }
+  /**
+   * The scale curve: how the master's costs grow with N. `masterCpuMsPerReturn` is its CPU time (every thread)
+   * over the throughput phase divided by the returns it stored; `masterBytesPerMinion` is its RSS with the N
+   * minions connected less its idle RSS, divided by N. null when not measured.
+   */
+  scale: { masterCpuMsPerReturn: number | null; masterBytesPerMinion: number | null }
   /** A tree case (`syndics` > 0): each master's RSS with the N minions connected, the top first. */
   tree?: { syndics: number; masters: { name: string; rssBytes: number; minions: number }[] }
   /** Every process the case started, each verified gone after the stop. */
@@ -371,6 +377,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
     memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null, natsServer: null },
     restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
+    scale: { masterCpuMsPerReturn: null, masterBytesPerMinion: null },
     pids: [],
   }
 }
@@ -416,17 +423,42 @@ function natsServerOf(fleet: Fleet, transport: TransportName, index: number): Re
   return { nats_servers: [fleet.natsServers[index % fleet.natsServers.length]!.url] }
 }
 
-/** The memory figures with every minion connected: the master, the nats-server, one minion process or each swarm process. */
-function measureConnected(fleet: Fleet, memory: CaseResult['memory']): void {
+/**
+ * A NATS fleet's nats-server: its idle RSS into `memory`, and room in its open-file limit for `minions` NATS
+ * minions in groups of `group`. Nothing when the fleet has no broker.
+ */
+async function prepareNatsServer(fleet: Fleet, memory: CaseResult['memory'], minions: number, group: number): Promise<void> {
+  if (fleet.natsServer === undefined) return
+  memory.natsServer = { idleBytes: natsServerRss(fleet), withMinionsBytes: 0, afterLoadBytes: 0 }
+  await makeRoomForMinions(fleet, minions, group)
+}
+
+/**
+ * The figures with every minion connected: the master's RSS and what it grew by per minion (the scale curve),
+ * the nats-server's, one minion process's and each swarm process's of `fleet` (a tree's top has none of these).
+ */
+function measureConnected(fleet: Fleet, result: CaseResult, n: number): void {
+  const memory = result.memory
   memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+  result.scale.masterBytesPerMinion = Math.round(Math.max(0, memory.masterWithMinionsBytes - memory.masterIdleBytes) / Math.max(1, n))
   if (memory.natsServer !== null) memory.natsServer.withMinionsBytes = natsServerRss(fleet)
   const firstMinion = [...fleet.minions.values()][0]
   if (firstMinion !== undefined) memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
-  if (fleet.swarms.length > 0) {
-    memory.swarmProcessBytes = fleet.swarms.map((swarm) => rssBytes(swarm.process.pid))
-    const total = memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
-    memory.swarmBytesPerMinion = Math.round(total / fleet.swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
-  }
+  recordSwarmMemory(memory, fleet.swarms)
+}
+
+/** The swarm processes' RSS, and their sum per swarm minion, into `memory`. */
+function recordSwarmMemory(memory: CaseResult['memory'], swarms: readonly SwarmProcess[]): void {
+  if (swarms.length === 0) return
+  memory.swarmProcessBytes = swarms.map((swarm) => rssBytes(swarm.process.pid))
+  const total = memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0)
+  memory.swarmBytesPerMinion = Math.round(total / swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
+}
+
+/** The master's and the nats-server's RSS once the load phases are done. */
+function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): void {
+  memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
+  if (memory.natsServer !== null) memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 }
 
 /** What runs between the phases of {@link measureJobs}. */
@@ -436,6 +468,8 @@ interface MeasureSteps {
    * nothing of it (the API process, its bus reader, the SSE streams) runs during the throughput phase.
    */
   afterThroughput?: () => Promise<void>
+  /** The master's CPU time so far, ms: read around the throughput phase for the scale curve's CPU per return. */
+  masterCpuMs?: () => number
 }
 
 /** `jobs` test.pings to every minion, `window` of them in flight: their jids, each one's time and the whole duration. */
@@ -486,8 +520,10 @@ async function measureJobs(
   result.latency = { ...counter.counts(latencyJids, n, await stored(latencyJids)), calls: latencies.length, ms: stats(latencies) }
 
   phase('throughput')
+  const cpuBefore = steps.masterCpuMs?.()
   const { jids: throughputJids, jobMs, durationMs } = await pingWindow(client, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
   await counter.waitFor(throughputJids, n, quietMs, settings.jobTimeoutMs)
+  const cpuAfter = steps.masterCpuMs?.()
   await steps.afterThroughput?.()
   const counts = counter.counts(throughputJids, n, await stored(throughputJids))
   result.throughput = {
@@ -499,6 +535,124 @@ async function measureJobs(
     returnsPerSec: round(counts.stored / secondsFromMs(durationMs)),
     jobMs: stats(jobMs),
   }
+  if (cpuBefore !== undefined && cpuAfter !== undefined && counts.stored > 0) result.scale.masterCpuMsPerReturn = round((cpuAfter - cpuBefore) / counts.stored)
+}
+
+/** The job cache's count of `jids`' returns, through a runner client of the master in `configDir()` (its root key changes on restart). */
+function storedIn(configDir: () => string, settings: BenchSettings): (jids: readonly string[]) => Promise<Map<string, number>> {
+  return async (jids) => {
+    const runner = new RunnerClient({ configDir: configDir(), requestTimeout: settings.jobTimeoutMs })
+    try {
+      return await storedReturns(runner, jids)
+    } finally {
+      await runner.close()
+    }
+  }
+}
+
+/** The REST API's phase: `POST /` and `brine` process pings, then the throughput load again with SSE readers attached. */
+async function measureApi(fleet: Fleet, client: LocalClient, counter: ReturnCounter, n: number, settings: BenchSettings, result: CaseResult): Promise<void> {
+  const probe = new ApiProbe(fleet)
+  try {
+    await probe.start()
+    await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
+    const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
+    const cliMs = await probe.cliLatency(settings.cliCalls, n)
+    await probe.openReaders(settings.sseReaders)
+    const { jids } = await pingWindow(client, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
+    const sse = await probe.closeReaders()
+    await counter.waitFor(jids, n, 2000, settings.jobTimeoutMs)
+    result.api = { postMs, cliMs, sse, apiRssBytes: rssBytes(probe.pid) }
+  } finally {
+    // Gone before the restart and overload phases, which are measured without it.
+    await probe.stop()
+  }
+}
+
+/**
+ * The restart phase: the master stopped and launched again, then test.ping rounds until all N answer, bounded
+ * by `connectTimeoutMs` from the relaunch; the new client.
+ */
+async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: number, connectTimeoutMs: number, result: CaseResult): Promise<LocalClient> {
+  await fleet.master.stop('SIGTERM')
+  const relaunched = performance.now()
+  await fleet.launchMaster()
+  result.restart.masterReadyMs = round(performance.now() - relaunched)
+  // The restarted master wrote a new root key: a new client reads it.
+  const client = newClient()
+  result.restart.allAnsweringMs = round((await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+  return client
+}
+
+/** The overload phase: `overloadJobs` publishes at once, no window; returns counted, the master's peak RSS sampled. */
+async function measureOverload(
+  fleet: Fleet,
+  client: LocalClient,
+  counter: ReturnCounter,
+  n: number,
+  settings: BenchSettings,
+  stored: (jids: readonly string[]) => Promise<Map<string, number>>,
+  result: CaseResult,
+): Promise<void> {
+  const masterPid = fleet.master.pid
+  let peak = rssBytes(masterPid)
+  const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
+  const burstStart = performance.now()
+  const burst = await Promise.allSettled(Array.from({ length: settings.overloadJobs }, () => client.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })))
+  const burstJids = burst.flatMap((outcome) => (outcome.status === 'fulfilled' && outcome.value !== '' ? [outcome.value] : []))
+  // An overloaded master may take a long while to answer the first return, and minions retry
+  // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
+  const expectedReturns = settings.overloadJobs * n
+  await counter.waitFor(burstJids, n, settings.overloadQuietMs, Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2)))
+  const lastReturn = counter.lastReturnAt
+  clearInterval(sampler)
+  peak = Math.max(peak, rssBytes(masterPid))
+  // A publish the master refused counts as all of its returns lost.
+  const counts = counter.counts(burstJids, n, await stored(burstJids), settings.overloadJobs * n)
+  const burstMs = Math.max(1, lastReturn - burstStart)
+  result.overload = {
+    ...counts,
+    jobs: settings.overloadJobs,
+    durationMs: round(burstMs),
+    returnsPerSec: round(counts.stored / secondsFromMs(burstMs)),
+    masterPeakRssBytes: peak,
+    masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
+    busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
+  }
+  const refused = burst.find((outcome) => outcome.status === 'rejected')
+  if (refused !== undefined) result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
+}
+
+/**
+ * Stops `fleets` (in that order) after noting their daemons' warnings and pids (their own nats-servers'
+ * included) into `result`, then checks each pid is gone.
+ */
+async function stopFleets(fleets: readonly Fleet[], result: CaseResult, hooks: BenchHooks): Promise<void> {
+  const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
+  const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
+  if (warnings.length > 0) result.warnings = warnings
+  result.pids = fleets.flatMap(fleetPids)
+  for (const fleet of fleets) {
+    await fleet.stop()
+    hooks.onFleet?.(fleet, false)
+  }
+  const alive = await waitGone(result.pids, 10_000)
+  if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
+}
+
+/** What one case reads its master through, closed in its `finally`. */
+interface CaseReaders {
+  client?: LocalClient
+  counter?: ReturnCounter
+  counterBus?: MasterEvent
+}
+
+/** Opens the case's own connection to the bus (so no other reader in this process can slow it) and its return counter. */
+async function openCounter(readers: CaseReaders, sockDir: string): Promise<ReturnCounter> {
+  readers.counterBus = new MasterEvent({ sockDir, reconnect: { initial: 50, max: 500 } })
+  await readers.counterBus.connect()
+  readers.counter = new ReturnCounter(readers.counterBus)
+  return readers.counter
 }
 
 /**
@@ -514,24 +668,13 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   result.split = split
   const transports = (Object.keys(split) as TransportName[]).filter((name) => (split[name] ?? 0) > 0 || benchCase.transport === 'both')
   let fleet: Fleet | undefined
-  let client: LocalClient | undefined
-  let counter: ReturnCounter | undefined
-  let counterBus: MasterEvent | undefined
-  let probe: ApiProbe | undefined
+  const readers: CaseReaders = {}
   const withApi = benchCase.mode === 'procs' && settings.apiSizes.includes(n)
   const apiDir = withApi ? await mkdtemp(join(tmpdir(), 'brine-bench-api-')) : undefined
   // Tens of thousands of swarm minions take longer to start and authenticate than the bound made for 1,000.
   const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
   const newClient = (): LocalClient => new LocalClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
-  /** The job cache's count of `jids`' returns, through a runner client of the current master (its root key changes on restart). */
-  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
-    const runner = new RunnerClient({ configDir: fleet!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
-    try {
-      return await storedReturns(runner, jids)
-    } finally {
-      await runner.close()
-    }
-  }
+  const stored = storedIn(() => fleet!.masterConfigDir, settings)
   try {
     phase('connect')
     const launched = performance.now()
@@ -549,10 +692,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     hooks.onFleet?.(fleet, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
-    if (fleet.natsServer !== undefined) {
-      result.memory.natsServer = { idleBytes: natsServerRss(fleet), withMinionsBytes: 0, afterLoadBytes: 0 }
-      await makeRoomForMinions(fleet, split.nats ?? 0, benchCase.mode === 'swarm' ? settings.swarmSize : 1)
-    }
+    await prepareNatsServer(fleet, result.memory, split.nats ?? 0, benchCase.mode === 'swarm' ? settings.swarmSize : 1)
     const from = fleet.startEventCount
     const ids: string[] = []
     for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
@@ -560,92 +700,64 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     }
     await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
-    client = newClient()
-    const deadline = launched + connectTimeoutMs
-    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, deadline)) - launched)
-    measureConnected(fleet, result.memory)
-    // Its own connection to the bus, so no other reader in this process can slow it down.
-    counterBus = new MasterEvent({ sockDir: fleet.sockDir, reconnect: { initial: 50, max: 500 } })
-    await counterBus.connect()
-    counter = new ReturnCounter(counterBus)
-
+    const client = (readers.client = newClient())
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs)) - launched)
+    measureConnected(fleet, result, n)
+    const counter = await openCounter(readers, fleet.sockDir)
+    const masterPid = fleet.master.pid
     await measureJobs(client, counter, n, settings, stored, result, phase, 2000, {
+      masterCpuMs: () => cpuTimeMs(masterPid),
       afterThroughput: async () => {
         if (!withApi) return
         phase('api')
-        probe = new ApiProbe(fleet!)
-        await probe.start()
-        await probe.postLatency(settings.warmupCalls, n, settings.jobTimeoutMs)
-        const postMs = await probe.postLatency(settings.apiCalls, n, settings.jobTimeoutMs)
-        const cliMs = await probe.cliLatency(settings.cliCalls, n)
-        // The SSE readers' figure: the throughput phase's load again, with the readers attached.
-        await probe.openReaders(settings.sseReaders)
-        const { jids } = await pingWindow(client!, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
-        const sse = await probe.closeReaders()
-        await counter!.waitFor(jids, n, 2000, settings.jobTimeoutMs)
-        result.api = { postMs, cliMs, sse, apiRssBytes: rssBytes(probe.pid) }
-        // Gone before the restart and overload phases, which are measured without it.
-        await probe.stop()
+        await measureApi(fleet!, client, counter, n, settings, result)
       },
     })
-    result.memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
-    if (result.memory.natsServer !== null) result.memory.natsServer.afterLoadBytes = natsServerRss(fleet)
+    measureAfterLoad(fleet, result.memory)
 
     phase('restart')
     await client.close()
-    await fleet.master.stop('SIGTERM')
-    const relaunched = performance.now()
-    await fleet.launchMaster()
-    result.restart.masterReadyMs = round(performance.now() - relaunched)
-    // The restarted master wrote a new root key: a new client reads it.
-    client = newClient()
-    result.restart.allAnsweringMs = round((await untilAllAnswer(() => client!, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+    readers.client = await measureRestart(fleet, newClient, n, connectTimeoutMs, result)
 
     phase('overload')
-    const masterPid = fleet.master.pid
-    let peak = rssBytes(masterPid)
-    const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
-    const burstStart = performance.now()
-    const burst = await Promise.allSettled(Array.from({ length: settings.overloadJobs }, () => client!.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })))
-    const burstJids = burst.flatMap((outcome) => (outcome.status === 'fulfilled' && outcome.value !== '' ? [outcome.value] : []))
-    // An overloaded master may take a long while to answer the first return, and minions retry
-    // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
-    const expectedReturns = settings.overloadJobs * n
-    await counter.waitFor(burstJids, n, settings.overloadQuietMs, Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2)))
-    const lastReturn = counter.lastReturnAt
-    clearInterval(sampler)
-    peak = Math.max(peak, rssBytes(masterPid))
-    // A publish the master refused counts as all of its returns lost.
-    const counts = counter.counts(burstJids, n, await stored(burstJids), settings.overloadJobs * n)
-    const burstMs = Math.max(1, lastReturn - burstStart)
-    result.overload = {
-      ...counts,
-      jobs: settings.overloadJobs,
-      durationMs: round(burstMs),
-      returnsPerSec: round(counts.stored / secondsFromMs(burstMs)),
-      masterPeakRssBytes: peak,
-      masterHwmBytes: rssBytes(masterPid, 'VmHWM'),
-      busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
-    }
-    const refused = burst.find((outcome) => outcome.status === 'rejected')
-    if (refused !== undefined) result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
+    await measureOverload(fleet, readers.client, counter, n, settings, stored, result)
   } catch (error) {
     result.error = (error as Error).message.slice(0, 2000)
   } finally {
     phase('stop')
-    await closeReaders(counter, counterBus, client)
-    if (fleet !== undefined) {
-      const warnings = collectWarnings([fleet.master, ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)].map((daemon) => daemon.stderr))
-      if (warnings.length > 0) result.warnings = warnings
-      result.pids = fleetPids(fleet)
-      await fleet.stop()
-      hooks.onFleet?.(fleet, false)
-      if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
-      const alive = await waitGone(result.pids, 10_000)
-      if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
-    }
+    await closeReaders(readers.counter, readers.counterBus, readers.client)
+    if (fleet !== undefined) await stopFleets([fleet], result, hooks)
+    if (apiDir !== undefined) await rm(apiDir, { recursive: true, force: true })
   }
   return result
+}
+
+/** The fleet options every master of a tree shares. */
+interface TreeCommon {
+  bus: typeof fleetBus
+  transports: TransportName[]
+  logLevel: string
+  nodeArgs: string[] | undefined
+  readyTimeoutMs: number
+}
+
+/** One syndic node of a tree under `top`: its master, its brine-syndic and `share` minions (ids `<short>-k<index+1>-…`), all started. */
+async function startSyndicNode(
+  top: Fleet,
+  index: number,
+  share: number,
+  node: { transport: TransportName; mode: MinionMode; swarmSize: number; common: TreeCommon },
+  fleets: Fleet[],
+  hooks: BenchHooks,
+): Promise<Fleet> {
+  const { transport } = node
+  const fleet = await Fleet.start({ ...node.common, minions: [], masterConfig: LOOPBACK_FLEET, syndic: { id: `syndic${index + 1}`, upper: top, transport } })
+  fleets.push(fleet)
+  hooks.onFleet?.(fleet, true)
+  const from = fleet.startEventCount
+  const ids = await startMinions(fleet, { transport, count: share, mode: node.mode, swarmSize: node.swarmSize, prefix: `${ID_PREFIX[transport]}-k${index + 1}-` })
+  await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
+  return fleet
 }
 
 /**
@@ -667,20 +779,11 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
   result.split = { [transport]: n }
   const fleets: Fleet[] = []
   let top: Fleet | undefined
-  let client: LocalClient | undefined
-  let counter: ReturnCounter | undefined
-  let counterBus: MasterEvent | undefined
-  const stored = async (jids: readonly string[]): Promise<Map<string, number>> => {
-    const runner = new RunnerClient({ configDir: top!.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
-    try {
-      return await storedReturns(runner, jids)
-    } finally {
-      await runner.close()
-    }
-  }
+  const readers: CaseReaders = {}
+  const stored = storedIn(() => top!.masterConfigDir, settings)
   // Thousands of minions authenticating with several masters on two cores take longer than one master's 1,000.
   const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
-  const common = { bus: fleetBus, transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: connectTimeoutMs }
+  const common: TreeCommon = { bus: fleetBus, transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: connectTimeoutMs }
   try {
     phase('connect')
     const launched = performance.now()
@@ -689,69 +792,39 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     hooks.onFleet?.(top, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(top.master.pid)
-    if (top.natsServer !== undefined) {
-      result.memory.natsServer = { idleBytes: natsServerRss(top), withMinionsBytes: 0, afterLoadBytes: 0 }
-      // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
-      await makeRoomForMinions(top, n + 2 * k, 1)
-    }
-    const short = ID_PREFIX[transport]
+    // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
+    await prepareNatsServer(top, result.memory, n + 2 * k, 1)
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
-    const nodes = await Promise.all(
-      shares.map(async (share, index) => {
-        const node = await Fleet.start({ ...common, minions: [], masterConfig: LOOPBACK_FLEET, syndic: { id: `syndic${index + 1}`, upper: top!, transport } })
-        fleets.push(node)
-        hooks.onFleet?.(node, true)
-        const from = node.startEventCount
-        const ids = await startMinions(node, { transport, count: share, mode: benchCase.mode, swarmSize: settings.swarmSize, prefix: `${short}-k${index + 1}-` })
-        await Promise.all(ids.map((id) => node.waitForMinionStart(id, from)))
-        return node
-      }),
-    )
+    const node = { transport, mode: benchCase.mode, swarmSize: settings.swarmSize, common }
+    const nodes = await Promise.all(shares.map((share, index) => startSyndicNode(top!, index, share, node, fleets, hooks)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
-    client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs })
+    const client = (readers.client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs }))
     // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
-    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client!, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
-    result.memory.masterWithMinionsBytes = rssBytes(top.master.pid)
-    if (result.memory.natsServer !== null) result.memory.natsServer.withMinionsBytes = natsServerRss(top)
+    result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
+    measureConnected(top, result, n)
     result.tree = {
       syndics: k,
       masters: [
         { name: 'top', rssBytes: result.memory.masterWithMinionsBytes, minions: 0 },
-        ...nodes.map((node, index) => ({ name: `syndic${index + 1}`, rssBytes: rssBytes(node.master.pid), minions: shares[index]! })),
+        ...nodes.map((fleet, index) => ({ name: `syndic${index + 1}`, rssBytes: rssBytes(fleet.master.pid), minions: shares[index]! })),
       ],
     }
-    const swarms = nodes.flatMap((node) => node.swarms)
-    if (swarms.length > 0) {
-      result.memory.swarmProcessBytes = swarms.map((swarm) => rssBytes(swarm.process.pid))
-      result.memory.swarmBytesPerMinion = Math.round(result.memory.swarmProcessBytes.reduce((sum, bytes) => sum + bytes, 0) / n)
-    }
-    counterBus = new MasterEvent({ sockDir: top.sockDir, reconnect: { initial: 50, max: 500 } })
-    await counterBus.connect()
-    counter = new ReturnCounter(counterBus)
-
+    recordSwarmMemory(result.memory, nodes.flatMap((fleet) => fleet.swarms))
+    const counter = await openCounter(readers, top.sockDir)
     // A return a saturated lower master did not acknowledge is spooled by its minion and sent again after
     // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.
-    await measureJobs(client, counter, n, settings, stored, result, phase, 15_000)
-    result.memory.masterAfterLoadBytes = rssBytes(top.master.pid)
-    if (result.memory.natsServer !== null) result.memory.natsServer.afterLoadBytes = natsServerRss(top)
+    const topPid = top.master.pid
+    await measureJobs(client, counter, n, settings, stored, result, phase, 15_000, { masterCpuMs: () => cpuTimeMs(topPid) })
+    measureAfterLoad(top, result.memory)
     phase('restart')
     phase('overload')
   } catch (error) {
     result.error = (error as Error).message.slice(0, 2000)
   } finally {
     phase('stop')
-    await closeReaders(counter, counterBus, client)
-    const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
-    const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
-    if (warnings.length > 0) result.warnings = warnings
-    result.pids = fleets.flatMap(fleetPids)
+    await closeReaders(readers.counter, readers.counterBus, readers.client)
     // The syndic nodes first, then the top (its syndics would otherwise spool what they could not send).
-    for (const fleet of [...fleets].reverse()) {
-      await fleet.stop()
-      hooks.onFleet?.(fleet, false)
-    }
-    const alive = await waitGone(result.pids, 10_000)
-    if (alive.length > 0) result.error = `${result.error ?? ''} processes still alive after stop: ${alive.join(', ')}`.trim()
+    await stopFleets([...fleets].reverse(), result, hooks)
   }
   return result
 }

@@ -96,22 +96,72 @@ const emptyRun = (): FilesRun => ({
   masterAfterRssBytes: 0,
 })
 
-/**
- * The file-server scenario (issue 29): a master with a 1 MiB file under its file_roots and `minions` swarm
- * minions; each runs `cp.get_file salt://bench/1mb.bin <dest>/<id>/1mb.bin makedirs=True` at once (one
- * publish per minion, so each names its own dest, all published together), twice. Every copy is hashed on
- * disk against the master's file; the second run must transfer nothing (each dest already has the hash).
- */
-export async function runFilesScenario(settings: FilesSettings, hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {}): Promise<FilesResult> {
+/** What one copy run needs: the fleet's clients and return counter, the swarm's ids, where the copies go and the file's hash. */
+interface CopyRun {
+  fleet: Fleet
+  client: LocalClient
+  runner: RunnerClient
+  counter: ReturnCounter
+  ids: readonly string[]
+  dests: string
+  sha256: string
+  settings: FilesSettings
+}
+
+/** One run: every minion copies the file at once; the job cache's record of each return and each copy's bytes on disk are checked. */
+async function copyToAll(run: CopyRun): Promise<FilesRun> {
+  const { client, runner, counter, dests, settings } = run
+  const masterPid = run.fleet.master.pid
+  const before = await counters(runner)
+  let peak = rssBytes(masterPid)
+  const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
+  const started = performance.now()
+  const published = await Promise.all(
+    run.ids.map(async (id) => ({ id, jid: await client.cmdAsync([id], 'cp.get_file', [BENCH_FILE_URL, join(dests, id, '1mb.bin')], { tgtType: 'list', kwarg: { makedirs: true } }) })),
+  )
+  await counter.waitFor(
+    published.map((item) => item.jid),
+    1,
+    settings.timeoutMs,
+    settings.timeoutMs,
+  )
+  const durationMs = Math.max(1, counter.lastReturnAt - started)
+  clearInterval(sampler)
+  peak = Math.max(peak, rssBytes(masterPid))
+  const after = await counters(runner)
+  let returned = 0
+  let intact = 0
+  for (const { id, jid } of published) {
+    const returns = unwrapLookup(await runner.cmd('jobs.lookup_jid', [jid])).returns
+    const dest = join(dests, id, '1mb.bin')
+    if (returns[id] !== undefined) returned++
+    const bytes = await readFile(dest).catch(() => undefined)
+    if (returns[id] === dest && bytes !== undefined && createHash('sha256').update(bytes).digest('hex') === run.sha256) intact++
+  }
+  const jobs = published.length
+  return {
+    jobs,
+    returned,
+    intact,
+    lostOrCorrupt: jobs - intact,
+    durationMs: round(durationMs),
+    filesPerSec: round(intact / secondsFromMs(durationMs)),
+    mibPerSec: round((intact * settings.fileBytes) / (1024 * 1024) / secondsFromMs(durationMs)),
+    served: {
+      hashes: after.hashes - before.hashes,
+      files_served: after.files_served - before.files_served,
+      chunks_served: after.chunks_served - before.chunks_served,
+      bytes_served: after.bytes_served - before.bytes_served,
+    },
+    masterPeakRssBytes: peak,
+    masterAfterRssBytes: rssBytes(masterPid),
+  }
+}
+
+/** A result with no figures yet. */
+function emptyFilesResult(settings: FilesSettings, sha256: string): FilesResult {
   const startedAt = new Date().toISOString()
-  const work = await mkdtemp(join(tmpdir(), 'brine-bench-files-'))
-  const roots = join(work, 'roots')
-  const dests = join(work, 'dest')
-  await mkdir(join(roots, 'bench'), { recursive: true })
-  const content = randomBytes(settings.fileBytes)
-  const sha256 = createHash('sha256').update(content).digest('hex')
-  await writeFile(join(roots, 'bench/1mb.bin'), content)
-  const result: FilesResult = {
+  return {
     version: 1,
     scenario: 'files',
     startedAt,
@@ -128,6 +178,21 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
     pids: [],
     leftoverPids: [],
   }
+}
+
+/**
+ * The file-server scenario (issue 29): a master with a 1 MiB file under its file_roots and `minions` swarm
+ * minions; each runs `cp.get_file salt://bench/1mb.bin <dest>/<id>/1mb.bin makedirs=True` at once (one
+ * publish per minion, so each names its own dest, all published together), twice. Every copy is hashed on
+ * disk against the master's file; the second run must transfer nothing (each dest already has the hash).
+ */
+export async function runFilesScenario(settings: FilesSettings, hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {}): Promise<FilesResult> {
+  const work = await mkdtemp(join(tmpdir(), 'brine-bench-files-'))
+  const roots = join(work, 'roots')
+  await mkdir(join(roots, 'bench'), { recursive: true })
+  const content = randomBytes(settings.fileBytes)
+  await writeFile(join(roots, 'bench/1mb.bin'), content)
+  const result = emptyFilesResult(settings, createHash('sha256').update(content).digest('hex'))
   let fleet: Fleet | undefined
   let client: LocalClient | undefined
   let runner: RunnerClient | undefined
@@ -156,55 +221,11 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
     await bus.connect()
     counter = new ReturnCounter(bus)
     result.masterIdleRssBytes = rssBytes(fleet.master.pid)
-
-    const copyAll = async (): Promise<FilesRun> => {
-      const masterPid = fleet!.master.pid
-      const before = await counters(runner!)
-      let peak = rssBytes(masterPid)
-      const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
-      const started = performance.now()
-      const published = await Promise.all(
-        swarm.ids.map(async (id) => ({ id, jid: await client!.cmdAsync([id], 'cp.get_file', [BENCH_FILE_URL, join(dests, id, '1mb.bin')], { tgtType: 'list', kwarg: { makedirs: true } }) })),
-      )
-      const jids = published.map((item) => item.jid)
-      await counter!.waitFor(jids, 1, settings.timeoutMs, settings.timeoutMs)
-      const durationMs = Math.max(1, counter!.lastReturnAt - started)
-      clearInterval(sampler)
-      peak = Math.max(peak, rssBytes(masterPid))
-      const after = await counters(runner!)
-      // The job cache's record of each return, and each copy's bytes on disk.
-      let returned = 0
-      let intact = 0
-      for (const { id, jid } of published) {
-        const returns = unwrapLookup(await runner!.cmd('jobs.lookup_jid', [jid])).returns
-        const dest = join(dests, id, '1mb.bin')
-        if (returns[id] !== undefined) returned++
-        const bytes = await readFile(dest).catch(() => undefined)
-        if (returns[id] === dest && bytes !== undefined && createHash('sha256').update(bytes).digest('hex') === sha256) intact++
-      }
-      const jobs = published.length
-      return {
-        jobs,
-        returned,
-        intact,
-        lostOrCorrupt: jobs - intact,
-        durationMs: round(durationMs),
-        filesPerSec: round(intact / secondsFromMs(durationMs)),
-        mibPerSec: round((intact * settings.fileBytes) / (1024 * 1024) / secondsFromMs(durationMs)),
-        served: {
-          hashes: after.hashes - before.hashes,
-          files_served: after.files_served - before.files_served,
-          chunks_served: after.chunks_served - before.chunks_served,
-          bytes_served: after.bytes_served - before.bytes_served,
-        },
-        masterPeakRssBytes: peak,
-        masterAfterRssBytes: rssBytes(masterPid),
-      }
-    }
+    const run: CopyRun = { fleet, client, runner, counter, ids: swarm.ids, dests: join(work, 'dest'), sha256: result.sha256, settings }
     hooks.onPhase?.('copy')
-    result.first = await copyAll()
+    result.first = await copyToAll(run)
     hooks.onPhase?.('copy again (cache hits)')
-    result.second = await copyAll()
+    result.second = await copyToAll(run)
     // A copy the file server sent no file for is a cache hit: the dest already had the master's hash.
     result.secondCacheHits = Math.max(0, result.second.intact - result.second.served.files_served)
   } catch (error) {

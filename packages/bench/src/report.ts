@@ -47,94 +47,46 @@ export function targetChecks(result: BenchResult): { what: string; target: strin
   return checks
 }
 
-/** The result as Markdown: machine and command, then latency/throughput, memory/restart/overload, and the targets. */
+/** The result as Markdown: machine and command, then latency/throughput, memory/restart/overload, the scale curve and the targets. */
 export function markdownReport(result: BenchResult): string {
   const m = result.machine
   const lines = [
     `# Brine bench ${result.startedAt}`,
     '',
     `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}${result.quick ? ' (quick)' : ''}`,
+    ...jobsSection(result.cases),
+    ...memorySection(result.cases),
+    ...scaleSection(result.cases),
+    ...restartSection(result.cases),
+    ...apiSection(result.cases),
+    ...treeSection(result.cases),
+    ...errorsSection(result.cases),
+    ...targetsSection(result),
+  ]
+  lines.push(`\nLeft-over processes after the run: ${result.leftoverPids.length === 0 ? 'none' : result.leftoverPids.join(', ')}.\n`)
+  return lines.join('\n')
+}
+
+function jobsSection(cases: readonly CaseResult[]): string[] {
+  const lines = [
     '',
     '## Connect, latency and throughput',
     '',
     '| transport | N | minions | master ready ms | all answering ms | ping median / p95 / max ms | jobs/s | returns/s | job median / p95 ms | lost | events missed | dup |',
     '| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ]
-  for (const c of result.cases) {
+  for (const c of cases) {
     const l = c.latency.ms
     const t = c.throughput
     lines.push(
       `| ${c.transport} | ${int(c.n)} | ${c.mode} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAnsweringMs)} | ${ms(l.median)} / ${ms(l.p95)} / ${ms(l.max)} | ${t.jobsPerSec.toFixed(1)} | ${int(t.returnsPerSec)} | ${ms(t.jobMs.median)} / ${ms(t.jobMs.p95)} | ${c.latency.lost + t.lost} | ${c.latency.eventsMissed + t.eventsMissed} | ${c.latency.duplicates + t.duplicates} |`,
     )
   }
-  lines.push(...memoryTable(result))
-  const restarted = result.cases.filter((c) => c.restart.rounds.length > 0)
-  if (restarted.length > 0) {
-    lines.push(
-      '',
-      '## Restart, round by round',
-      '',
-      'After the master is relaunched, one test.ping goes to every minion not heard from yet, each when the previous one is done',
-      '(its window, then find_job): the figure is the end of the last round. Times in ms from the relaunch.',
-      '',
-      '| transport | N | master ready ms | rounds: published at ms → minions heard by the round\'s end | all answering ms |',
-      '| --- | ---: | ---: | --- | ---: |',
-    )
-    for (const c of restarted) {
-      const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'no answer' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
-      lines.push(`| ${c.transport} | ${int(c.n)} | ${ms(c.restart.masterReadyMs)} | ${rounds} | ${ms(c.restart.allAnsweringMs)} |`)
-    }
-  }
-  const withApi = result.cases.filter((c) => c.api !== undefined)
-  if (withApi.length > 0) {
-    lines.push(
-      '',
-      '## REST API (brine-api)',
-      '',
-      '| transport | N | POST / test.ping median / p95 ms | LocalClient ping median ms | `brine` process median / p95 ms | SSE readers | job events delivered/s (all readers) | per reader/s | dropped | API MiB |',
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    )
-    for (const c of withApi) {
-      const a = c.api!
-      lines.push(
-        `| ${c.transport} | ${int(c.n)} | ${ms(a.postMs.median)} / ${ms(a.postMs.p95)} | ${ms(c.latency.ms.median)} | ${ms(a.cliMs.median)} / ${ms(a.cliMs.p95)} | ${a.sse.readers} | ${int(a.sse.eventsPerSec)} | ${int(a.sse.perReaderEventsPerSec)} | ${a.sse.dropped} | ${mib(a.apiRssBytes)} |`,
-      )
-    }
-  }
-  const trees = result.cases.filter((c) => c.tree !== undefined)
-  if (trees.length > 0) {
-    lines.push(
-      '',
-      '## Syndic trees',
-      '',
-      'A top master (`order_masters`) and K syndic nodes, N/K minions under each; lost is counted in the top’s job cache, dup on its bus.',
-      '',
-      '| transport | N | syndics | ping median / p95 ms | returns/s (5 in flight) | lost / dup | master RSS MiB: top, then each syndic node’s |',
-      '| --- | ---: | ---: | ---: | ---: | ---: | --- |',
-    )
-    for (const c of trees) {
-      const masters = c.tree!.masters
-      lines.push(
-        `| ${c.transport} | ${int(c.n)} | ${c.tree!.syndics} | ${ms(c.latency.ms.median)} / ${ms(c.latency.ms.p95)} | ${int(c.throughput.returnsPerSec)} | ${c.latency.lost + c.throughput.lost} / ${c.latency.duplicates + c.throughput.duplicates} | ${masters.map((m) => mib(m.rssBytes)).join(', ')} |`,
-      )
-    }
-  }
-  const failed = result.cases.filter((c) => c.error !== undefined)
-  if (failed.length > 0) {
-    lines.push('', '## Errors', '')
-    for (const c of failed) lines.push(`- ${c.transport} N=${c.n}${c.syndics === undefined ? '' : ` (${c.syndics} syndics)`}: ${c.error!.split('\n')[0]}`)
-  }
-  const checks = targetChecks(result)
-  if (checks.length > 0) {
-    lines.push('', '## Targets', '', '| figure | target | measured | met |', '| --- | --- | --- | --- |')
-    for (const check of checks) lines.push(`| ${check.what} | ${check.target} | ${check.measured} | ${check.met ? 'yes' : '**no**'} |`)
-  }
-  lines.push(`\nLeft-over processes after the run: ${result.leftoverPids.length === 0 ? 'none' : result.leftoverPids.join(', ')}.\n`)
-  return lines.join('\n')
+  return lines
 }
 
 /** The memory, restart and overload table: one row per case. */
-function memoryTable(result: BenchResult): string[] {
+function memorySection(cases: readonly CaseResult[]): string[] {
   const lines = [
     '',
     '## Memory, restart and overload',
@@ -142,7 +94,7 @@ function memoryTable(result: BenchResult): string[] {
     '| transport | N | master MiB idle / with N / after load | nats-server MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ]
-  for (const c of result.cases) {
+  for (const c of cases) {
     const mem = c.memory
     // Results written before the NATS transport have no nats-server figures.
     const broker = mem.natsServer ?? null
@@ -152,6 +104,101 @@ function memoryTable(result: BenchResult): string[] {
     )
   }
   return lines
+}
+
+/** The scale curve: per transport, ordered by N, the master's CPU per return and RSS per minion. */
+function scaleSection(cases: readonly CaseResult[]): string[] {
+  const measured = cases.filter((c) => c.tree === undefined && (c.scale.masterCpuMsPerReturn !== null || c.scale.masterBytesPerMinion !== null))
+  if (measured.length === 0) return []
+  const lines = [
+    '',
+    '## Scale curve',
+    '',
+    "The master's CPU time (every thread) over the throughput phase per return it stored, and its RSS with the N minions",
+    'connected less its idle RSS, per minion (10 ms CPU resolution: small N read coarse).',
+    '',
+    '| transport | N | minions | master CPU ms per return | master KiB per minion |',
+    '| --- | ---: | --- | ---: | ---: |',
+  ]
+  const sorted = [...measured].sort((a, b) => a.transport.localeCompare(b.transport) || a.n - b.n)
+  for (const c of sorted) {
+    const cpu = c.scale.masterCpuMsPerReturn === null ? '–' : c.scale.masterCpuMsPerReturn.toFixed(3)
+    const kib = c.scale.masterBytesPerMinion === null ? '–' : (c.scale.masterBytesPerMinion / 1024).toFixed(1)
+    lines.push(`| ${c.transport} | ${int(c.n)} | ${c.mode} | ${cpu} | ${kib} |`)
+  }
+  return lines
+}
+
+function restartSection(cases: readonly CaseResult[]): string[] {
+  const restarted = cases.filter((c) => c.restart.rounds.length > 0)
+  if (restarted.length === 0) return []
+  const lines = [
+    '',
+    '## Restart, round by round',
+    '',
+    'After the master is relaunched, one test.ping goes to every minion not heard from yet, each when the previous one is done',
+    '(its window, then find_job): the figure is the end of the last round. Times in ms from the relaunch.',
+    '',
+    "| transport | N | master ready ms | rounds: published at ms → minions heard by the round's end | all answering ms |",
+    '| --- | ---: | ---: | --- | ---: |',
+  ]
+  for (const c of restarted) {
+    const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'no answer' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
+    lines.push(`| ${c.transport} | ${int(c.n)} | ${ms(c.restart.masterReadyMs)} | ${rounds} | ${ms(c.restart.allAnsweringMs)} |`)
+  }
+  return lines
+}
+
+function apiSection(cases: readonly CaseResult[]): string[] {
+  const withApi = cases.filter((c) => c.api !== undefined)
+  if (withApi.length === 0) return []
+  const lines = [
+    '',
+    '## REST API (brine-api)',
+    '',
+    '| transport | N | POST / test.ping median / p95 ms | LocalClient ping median ms | `brine` process median / p95 ms | SSE readers | job events delivered/s (all readers) | per reader/s | dropped | API MiB |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ]
+  for (const c of withApi) {
+    const a = c.api!
+    lines.push(
+      `| ${c.transport} | ${int(c.n)} | ${ms(a.postMs.median)} / ${ms(a.postMs.p95)} | ${ms(c.latency.ms.median)} | ${ms(a.cliMs.median)} / ${ms(a.cliMs.p95)} | ${a.sse.readers} | ${int(a.sse.eventsPerSec)} | ${int(a.sse.perReaderEventsPerSec)} | ${a.sse.dropped} | ${mib(a.apiRssBytes)} |`,
+    )
+  }
+  return lines
+}
+
+function treeSection(cases: readonly CaseResult[]): string[] {
+  const trees = cases.filter((c) => c.tree !== undefined)
+  if (trees.length === 0) return []
+  const lines = [
+    '',
+    '## Syndic trees',
+    '',
+    'A top master (`order_masters`) and K syndic nodes, N/K minions under each; lost is counted in the top’s job cache, dup on its bus.',
+    '',
+    '| transport | N | syndics | ping median / p95 ms | returns/s (5 in flight) | lost / dup | master RSS MiB: top, then each syndic node’s |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | --- |',
+  ]
+  for (const c of trees) {
+    const masters = c.tree!.masters
+    lines.push(
+      `| ${c.transport} | ${int(c.n)} | ${c.tree!.syndics} | ${ms(c.latency.ms.median)} / ${ms(c.latency.ms.p95)} | ${int(c.throughput.returnsPerSec)} | ${c.latency.lost + c.throughput.lost} / ${c.latency.duplicates + c.throughput.duplicates} | ${masters.map((m) => mib(m.rssBytes)).join(', ')} |`,
+    )
+  }
+  return lines
+}
+
+function errorsSection(cases: readonly CaseResult[]): string[] {
+  const failed = cases.filter((c) => c.error !== undefined)
+  if (failed.length === 0) return []
+  return ['', '## Errors', '', ...failed.map((c) => `- ${c.transport} N=${c.n}${c.syndics === undefined ? '' : ` (${c.syndics} syndics)`}: ${c.error!.split('\n')[0]}`)]
+}
+
+function targetsSection(result: BenchResult): string[] {
+  const checks = targetChecks(result)
+  if (checks.length === 0) return []
+  return ['', '## Targets', '', '| figure | target | measured | met |', '| --- | --- | --- | --- |', ...checks.map((check) => `| ${check.what} | ${check.target} | ${check.measured} | ${check.met ? 'yes' : '**no**'} |`)]
 }
 
 const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', nats: '#9467bd', both: '#2ca02c' }

@@ -117,6 +117,10 @@ describe('brine-bench --quick', () => {
       expect(c.memory.masterIdleBytes).toBeGreaterThan(0)
       expect(c.memory.minionProcessIdleBytes).toBeGreaterThan(0)
       expect(c.overload.masterPeakRssBytes).toBeGreaterThan(0)
+      // The scale curve: CPU per return is a share of the throughput phase's master CPU (10 ms ticks, so it may read 0 at small N).
+      expect(c.scale.masterCpuMsPerReturn, where).toBeGreaterThanOrEqual(0)
+      expect(c.scale.masterCpuMsPerReturn, where).toBeLessThan(1000)
+      expect(c.scale.masterBytesPerMinion, where).toBe(Math.round(Math.max(0, c.memory.masterWithMinionsBytes - c.memory.masterIdleBytes) / c.n))
       // The NATS cases' own nats-server, measured beside the master; the socket transports have none.
       if (c.transport === 'nats') {
         expect(c.memory.natsServer, where).not.toBeNull()
@@ -154,6 +158,13 @@ describe('brine-bench --quick', () => {
     expect(markdownReport(result)).toContain('## Targets')
     expect(markdownReport(result)).toContain('## Restart, round by round')
     expect(markdownReport(result)).toContain('| nats | 10 | procs |')
+    expect(markdownReport(result)).toContain('## Scale curve')
+    expect(markdownReport(result)).toMatch(/\| tcp \| 10 \| procs \| \d+\.\d{3} \| \d+\.\d \|/)
+    // The scale curve has a row for every case of the quick matrix, NATS's included, with the figures the JSON holds.
+    const scaleCurve = markdownReport(result).split('## Scale curve')[1]!.split('\n## ')[0]!
+    for (const c of result.cases) {
+      expect(scaleCurve).toContain(`| ${c.transport} | ${c.n} | ${c.mode} | ${c.scale.masterCpuMsPerReturn!.toFixed(3)} | ${(c.scale.masterBytesPerMinion! / 1024).toFixed(1)} |`)
+    }
     expect(svgChart(result)).toContain('test.ping median latency')
   })
 })
