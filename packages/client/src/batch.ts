@@ -241,7 +241,7 @@ class BatchRun {
   readonly #inbox = new Inbox()
   /** Jobs whose returns are being read, each with the switch that ends its reading. */
   readonly #jobs = new Map<string, { job: BatchJob; stop: AbortController }>()
-  /** Minions running their batch's job: id → jid. */
+  /** Minions running their batch's job: id to jid. */
   readonly #running = new Map<string, string>()
   /** When each slot held back by `batchWait` frees, ascending. */
   readonly #cooling: number[] = []

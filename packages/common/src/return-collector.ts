@@ -161,7 +161,7 @@ class ReturnCollector {
   readonly #unsettled: Map<string, readonly string[]>
   /** The latest a syndic may announce: `timeout` + `syndic_wait` from the start (Salt's wait for syndics). */
   readonly #syndicDeadline: number
-  /** find_job answers of the rounds asked: jid → (id → still running). */
+  /** find_job answers of the rounds asked: jid to (id to still running). */
   readonly #findJobs = new Map<string, Map<string, boolean>>()
   /** Until when returns are awaited before the next find_job round. */
   #deadline: number

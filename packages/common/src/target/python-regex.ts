@@ -412,7 +412,7 @@ class Translator {
     this.#emit(escapeChar(codePoint), 'atom')
   }
 
-  /** `\1`–`\99` a group reference, or three octal digits a character, as Python decides. */
+  /** `\1` to `\99` a group reference, or three octal digits a character, as Python decides. */
   #digitEscape(first: string, start: number): void {
     const pattern = this.#pattern
     let digits = first
