@@ -161,8 +161,49 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
   }
 }
 
+// No import circle inside a package: module A imports B imports … A, through relative imports (types included).
+function relativeImports(file) {
+  const targets = []
+  for (const match of readFileSync(file, 'utf8').matchAll(/^\s*(?:import|export)\b[^'"]*?from\s+['"](\.[^'"]+)['"]/gm)) {
+    const target = resolve(dirname(file), match[1]).replace(/\.js$/, '.ts')
+    const candidates = [target, target.replace(/\.ts$/, '.tsx'), join(target.replace(/\.ts$/, ''), 'index.ts')]
+    const found = candidates.find((candidate) => existsSync(candidate) && statSync(candidate).isFile())
+    if (found !== undefined) targets.push(found)
+  }
+  return targets
+}
+function findCircle(graph) {
+  const state = new Map() // 1: on the current path, 2: done
+  const path = []
+  const visit = (file) => {
+    state.set(file, 1)
+    path.push(file)
+    for (const next of graph.get(file) ?? []) {
+      if (state.get(next) === 1) return [...path.slice(path.indexOf(next)), next]
+      if (state.get(next) === undefined) {
+        const circle = visit(next)
+        if (circle !== undefined) return circle
+      }
+    }
+    path.pop()
+    state.set(file, 2)
+    return undefined
+  }
+  for (const file of graph.keys()) if (state.get(file) === undefined) {
+    const circle = visit(file)
+    if (circle !== undefined) return circle
+  }
+  return undefined
+}
+for (const name of readdirSync(join(root, 'packages')).sort()) {
+  const graph = new Map()
+  for (const file of sourceFiles(join(root, 'packages', name, 'src'))) graph.set(file, relativeImports(file))
+  const circle = findCircle(graph)
+  if (circle !== undefined) problems.push(`packages/${name}/src: import circle ${circle.map((file) => relative(join(root, 'packages', name, 'src'), file)).join(' → ')}`)
+}
+
 if (problems.length > 0) {
   process.stderr.write(`lint-packages: ${problems.length} problem(s)\n${problems.map((p) => `  ${p}`).join('\n')}\n`)
   process.exit(1)
 }
-process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md and registered\n')
+process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md and registered; no import circle inside a package\n')

@@ -1,6 +1,6 @@
 /** The apt/dpkg provider of `pkg` (salt/modules/aptpkg.py): dpkg-query for what is installed, apt-get and dpkg for changes. */
 import type { CommandResult } from './cmd.js'
-import type { InstallTarget, PackageList, PackageProvider } from './pkg.js'
+import type { InstallTarget, PackageList, PackageProvider } from './pkg-provider.js'
 import type { JobContext } from './types.js'
 import { execArgv } from './validate.js'
 

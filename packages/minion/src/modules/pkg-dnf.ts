@@ -1,6 +1,6 @@
 /** The dnf/rpm provider of `pkg` (salt/modules/yumpkg.py): rpm for what is installed, dnf for changes. */
 import type { CommandResult } from './cmd.js'
-import type { PackageList, PackageProvider } from './pkg.js'
+import type { PackageList, PackageProvider } from './pkg-provider.js'
 import type { JobContext } from './types.js'
 import { execArgv } from './validate.js'
 

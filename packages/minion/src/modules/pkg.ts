@@ -14,29 +14,11 @@ import type { CommandResult } from './cmd.js'
 import { cacheFileFor } from './cp.js'
 import { aptProvider } from './pkg-apt.js'
 import { dnfProvider } from './pkg-dnf.js'
+import type { InstallTarget, PackageList, PackageProvider } from './pkg-provider.js'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 import { badArgument, execArgv, isSet, requireString, requireUnitName, toBool } from './validate.js'
 
-/** Installed packages: name → version. */
-export type PackageList = Record<string, string>
-
-/** One package to install: a name (and version), or a local file. */
-export interface InstallTarget {
-  name: string
-  version?: string
-  file?: string
-}
-
-export interface PackageProvider {
-  readonly name: 'apt' | 'dnf'
-  list(ctx: JobContext): Promise<PackageList>
-  latest(ctx: JobContext, names: string[], refresh: boolean): Promise<Record<string, string>>
-  install(ctx: JobContext, targets: InstallTarget[], options: { refresh: boolean; reinstall: boolean }): Promise<CommandResult>
-  remove(ctx: JobContext, names: string[], purge: boolean): Promise<CommandResult>
-  refresh(ctx: JobContext): Promise<Record<string, boolean | null>>
-  listUpgrades(ctx: JobContext, refresh: boolean): Promise<Record<string, string>>
-  upgrade(ctx: JobContext, refresh: boolean): Promise<CommandResult>
-}
+export type { InstallTarget, PackageList, PackageProvider } from './pkg-provider.js'
 
 /**
  * Turns one `sources=` value into a local file path: an absolute path or `file://` URL as it is;
