@@ -101,7 +101,10 @@ describe.each(TRANSPORTS)('a master configured with user: nobody, started as roo
 
     expect(await master.stop('SIGTERM')).toEqual({ code: 0, signal: null })
     expect(() => statSync(pidfile)).toThrow(/ENOENT/)
-    expect(await readFile(logFile, 'utf8')).toMatch(/brine-master stopping\n$/)
+    // The shutdown is logged to the file opened after the rotation, with the worker pool's account after it.
+    const afterRotation = await readFile(logFile, 'utf8')
+    expect(afterRotation).toMatch(/\] brine-master stopping\n/)
+    expect(afterRotation).toMatch(/worker_threads: \d+ task\(s\) ran on \d+ of \d+ worker threads.*\n$/)
   })
 })
 
