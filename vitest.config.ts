@@ -3,9 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
 const root = fileURLToPath(new URL('.', import.meta.url))
-const packages = readdirSync(new URL('./packages', import.meta.url)).filter((name) =>
-  existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)),
-)
+const packages = readdirSync(new URL('./packages', import.meta.url)).filter((name) => existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)))
 
 export default defineConfig({
   resolve: {

@@ -64,7 +64,11 @@ const exportedNames = (text) =>
   [...text.matchAll(/^export\s+(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\*?|class|const|let)\s+([A-Za-z_$][\w$]*)/gm)].map((m) => m[1])
 const reexportedNames = (text) =>
   [...text.matchAll(/^export\s+\{([^}]*)\}/gm)].flatMap((m) =>
-    m[1].split(',').map((part) => part.trim()).filter((part) => part !== '' && !part.startsWith('type ')).map((part) => part.split(/\s+as\s+/).pop()),
+    m[1]
+      .split(',')
+      .map((part) => part.trim())
+      .filter((part) => part !== '' && !part.startsWith('type '))
+      .map((part) => part.split(/\s+as\s+/).pop()),
   )
 
 const testkitHelpers = new Set()
@@ -78,7 +82,8 @@ const transportSrc = join(root, 'packages/transport/src')
 for (const file of sourceFiles(transportSrc)) {
   const where = file.slice(root.length)
   const folder = relative(transportSrc, file).split('/')[0]
-  if (folder !== 'contract' && folder !== 'runtime' && folder !== 'index.ts') problems.push(`${where}: @brine/transport keeps its code in src/contract/ or src/runtime/`)
+  if (folder !== 'contract' && folder !== 'runtime' && folder !== 'index.ts')
+    problems.push(`${where}: @brine/transport keeps its code in src/contract/ or src/runtime/`)
   if (folder !== 'contract') continue
   for (const [, target] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
     if (target.startsWith('.') && relative(transportSrc, resolve(dirname(file), target)).split('/')[0] !== 'contract') {
@@ -125,15 +130,15 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
     if (name !== 'testkit') {
       const shipped = [...exportedNames(text), ...reexportedNames(text)].filter((exported) => testkitHelpers.has(exported))
       for (const helper of shipped) problems.push(`${where}: exports ${helper}, a test helper; only @brine/testkit exports it`)
-      if (/^export\s+\*\s+from\s+['"]@brine\/testkit['"]/m.test(text)) problems.push(`${where}: re-exports @brine/testkit; only the test kit ships test helpers`)
+      if (/^export\s+\*\s+from\s+['"]@brine\/testkit['"]/m.test(text))
+        problems.push(`${where}: re-exports @brine/testkit; only the test kit ships test helpers`)
     }
     for (const match of text.matchAll(/(?:from\s+|import\(\s*|^import\s+)['"]@brine\/([a-z-]+)['"]/gm)) {
       const target = match[1]
       if (target === name) problems.push(`${where}: imports its own package by name`)
       else if (target === 'testkit' && !TESTKIT_USERS.has(name)) {
         problems.push(`${where}: imports @brine/testkit; only tests, test-e2e, scripts, the bench and the compliance suite may`)
-      }
-      else if (DAEMONS.has(name) && target.startsWith('transport-')) {
+      } else if (DAEMONS.has(name) && target.startsWith('transport-')) {
         problems.push(`${where}: ${name} imports @brine/${target}; daemons ask the registry (getTransport) instead`)
       } else if (!ALLOWED.has(`${name}->${target}`) && layerOf(target) >= layerOf(name)) {
         problems.push(`${where}: @brine/${name} may not import @brine/${target} (DESIGN.md §1 order)`)
@@ -189,21 +194,25 @@ function findCircle(graph) {
     state.set(file, 2)
     return undefined
   }
-  for (const file of graph.keys()) if (state.get(file) === undefined) {
-    const circle = visit(file)
-    if (circle !== undefined) return circle
-  }
+  for (const file of graph.keys())
+    if (state.get(file) === undefined) {
+      const circle = visit(file)
+      if (circle !== undefined) return circle
+    }
   return undefined
 }
 for (const name of readdirSync(join(root, 'packages')).sort()) {
   const graph = new Map()
   for (const file of sourceFiles(join(root, 'packages', name, 'src'))) graph.set(file, relativeImports(file))
   const circle = findCircle(graph)
-  if (circle !== undefined) problems.push(`packages/${name}/src: import circle ${circle.map((file) => relative(join(root, 'packages', name, 'src'), file)).join(' → ')}`)
+  if (circle !== undefined)
+    problems.push(`packages/${name}/src: import circle ${circle.map((file) => relative(join(root, 'packages', name, 'src'), file)).join(' → ')}`)
 }
 
 if (problems.length > 0) {
   process.stderr.write(`lint-packages: ${problems.length} problem(s)\n${problems.map((p) => `  ${p}`).join('\n')}\n`)
   process.exit(1)
 }
-process.stderr.write('lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md and registered; no import circle inside a package\n')
+process.stderr.write(
+  'lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md and registered; no import circle inside a package\n',
+)

@@ -38,7 +38,7 @@ export function packageClosure(start = '@brine/cli') {
 
 /** The lock path a dependency `name` of the package at `from` resolves to, as Node walks node_modules upward. */
 function resolveIn(from, name) {
-  for (let base = from; ; ) {
+  for (let base = from; ;) {
     const candidate = `${base === '' ? '' : `${base}/`}node_modules/${name}`
     if (lock.packages[candidate] !== undefined) return candidate
     if (base === '') return undefined
@@ -103,13 +103,20 @@ function packBundled(name, plainTarball, staging, dest) {
   for (const [path, to] of layout) {
     // Each lock entry is copied without its nested node_modules, which are entries of their own.
     const source = join(root, path)
-    cpSync(source, join(packageDir, to), { recursive: true, filter: (file) => file === source || !file.slice(source.length).split('/').includes('node_modules') })
+    cpSync(source, join(packageDir, to), {
+      recursive: true,
+      filter: (file) => file === source || !file.slice(source.length).split('/').includes('node_modules'),
+    })
   }
   const manifestPath = join(packageDir, 'package.json')
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'))
   manifest.bundleDependencies = direct.sort()
   writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`)
-  const output = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest], { cwd: packageDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+  const output = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest], {
+    cwd: packageDir,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   return join(dest, JSON.parse(output)[0].filename)
 }
 

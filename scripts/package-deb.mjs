@@ -19,14 +19,26 @@ import { fileURLToPath } from 'node:url'
 const root = fileURLToPath(new URL('..', import.meta.url))
 const DEB_ARCH = { x64: 'amd64', arm64: 'arm64' }
 
-const run = (command, args, options = {}) =>
-  execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], ...options }).trim()
+const run = (command, args, options = {}) => execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], ...options }).trim()
 
 /** /opt/brine: the runtime, and the packages installed from their tarballs as `npm install -g` lays them out. */
 function stageOpt(stage, work) {
   const opt = join(stage, 'opt/brine')
   const tarballs = run(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'tarballs')]).split('\n')
-  run('npm', ['install', '--global', '--prefix', opt, '--offline', '--cache', join(work, 'cache'), '--no-audit', '--no-fund', '--loglevel', 'error', ...tarballs])
+  run('npm', [
+    'install',
+    '--global',
+    '--prefix',
+    opt,
+    '--offline',
+    '--cache',
+    join(work, 'cache'),
+    '--no-audit',
+    '--no-fund',
+    '--loglevel',
+    'error',
+    ...tarballs,
+  ])
   // npm's links in opt/bin would run the commands on whatever `node` the PATH has; the wrappers below replace them.
   rmSync(join(opt, 'bin'), { recursive: true, force: true })
   mkdirSync(join(opt, 'bin'))
@@ -67,10 +79,7 @@ function stageSystem(stage, version, arch) {
   }
   writeFileSync(join(debian, 'conffiles'), `${conffiles.join('\n')}\n`)
   const sizeKiB = run('du', ['-sk', '--exclude=DEBIAN', stage]).split('\t')[0]
-  const control = readFileSync(join(root, 'packaging/deb/control'), 'utf8')
-    .replace('@VERSION@', version)
-    .replace('@ARCH@', arch)
-    .replace('@SIZE@', sizeKiB)
+  const control = readFileSync(join(root, 'packaging/deb/control'), 'utf8').replace('@VERSION@', version).replace('@ARCH@', arch).replace('@SIZE@', sizeKiB)
   writeFileSync(join(debian, 'control'), control)
 }
 

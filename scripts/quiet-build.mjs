@@ -100,5 +100,7 @@ if (code === 0) {
 }
 process.stdout.write('\n')
 process.stderr.write(Buffer.concat(chunks))
-process.stderr.write(`\n${options.label} failed (${signal === null ? `exit code ${code}` : `signal ${signal}`}) after ${seconds} s; the log above is also in ${logPath}\n`)
+process.stderr.write(
+  `\n${options.label} failed (${signal === null ? `exit code ${code}` : `signal ${signal}`}) after ${seconds} s; the log above is also in ${logPath}\n`,
+)
 process.exit(code === null || code === 0 ? 1 : code)

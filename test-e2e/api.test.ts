@@ -27,7 +27,10 @@ async function secrets(): Promise<{ dir: string; ca: Buffer }> {
   return { dir, ca: await selfSignedCertificate(dir) }
 }
 
-const json = (value: unknown): { body: string; headers: Record<string, string> } => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } })
+const json = (value: unknown): { body: string; headers: Record<string, string> } => ({
+  body: JSON.stringify(value),
+  headers: { 'content-type': 'application/json' },
+})
 
 describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
   let fleet: Fleet
@@ -61,7 +64,14 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
         }),
         token_expire_user_override: { file: ['shortlived'] },
         netapi_enable_clients: ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel'],
-        rest_cherrypy: { port, host: '127.0.0.1', ssl_crt: join(dir, 'crt.pem'), ssl_key: join(dir, 'key.pem'), events_buffer_bytes: 65_536, events_token_recheck: 0.5 },
+        rest_cherrypy: {
+          port,
+          host: '127.0.0.1',
+          ssl_crt: join(dir, 'crt.pem'),
+          ssl_key: join(dir, 'key.pem'),
+          events_buffer_bytes: 65_536,
+          events_token_recheck: 0.5,
+        },
       },
     })
     const started = await fleet.startApi()
@@ -100,11 +110,19 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     expect(ping.status).toBe(200)
     expect(ping.json).toEqual({ return: [{ web1: true, web2: true, db1: true }] })
     // The session cookie works like the header; full_return keeps retcode and jid.
-    const byCookie = await api.call('/', { method: 'POST', body: JSON.stringify([{ client: 'local', tgt: 'web1', fun: 'test.ping', full_return: true }]), headers: { 'content-type': 'application/json', cookie: `session_id=${tokens['admin']}` } })
+    const byCookie = await api.call('/', {
+      method: 'POST',
+      body: JSON.stringify([{ client: 'local', tgt: 'web1', fun: 'test.ping', full_return: true }]),
+      headers: { 'content-type': 'application/json', cookie: `session_id=${tokens['admin']}` },
+    })
     expect(byCookie.json).toEqual({ return: [{ web1: { ret: true, retcode: 0, jid: expect.stringMatching(/^\d{20}$/) } }] })
 
     // local_batch: Salt's cmd_batch through salt-api, one `{id: return}` per minion, two minions at a time.
-    const batched = await api.call('/', { method: 'POST', body: JSON.stringify([{ client: 'local_batch', tgt: '*', fun: 'test.ping', batch: '2' }]), headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']! } })
+    const batched = await api.call('/', {
+      method: 'POST',
+      body: JSON.stringify([{ client: 'local_batch', tgt: '*', fun: 'test.ping', batch: '2' }]),
+      headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']! },
+    })
     expect(batched.status).toBe(200)
     const [perMinion] = (batched.json as { return: Array<Array<Record<string, unknown>>> }).return
     expect(perMinion!.map((item) => Object.keys(item)[0]).sort()).toEqual(['db1', 'web1', 'web2'])
@@ -134,32 +152,51 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       const wheel = await run(tokens['admin']!, [{ client: 'wheel', fun: 'key.list_all' }])
       const [result] = (wheel.json as { return: Array<{ tag: string; data: Record<string, unknown> }> }).return
       expect(result!.tag).toBe(`salt/wheel/${String(result!.data['jid'])}`)
-      expect(result!.data).toMatchObject({ fun: 'wheel.key.list_all', user: 'admin', success: true, return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [] } })
+      expect(result!.data).toMatchObject({
+        fun: 'wheel.key.list_all',
+        user: 'admin',
+        success: true,
+        return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [] },
+      })
       const asyncRunner = await run(tokens['admin']!, [{ client: 'runner_async', fun: 'jobs.list_jobs' }])
       const { tag, jid: runJid } = (asyncRunner.json as { return: Array<{ tag: string; jid: string }> }).return[0]!
       expect(tag).toBe(`salt/run/${runJid}`)
       await events.next((record) => record.tag === `salt/run/${runJid}/ret`, WAIT_MS, 'the runner_async return')
 
       const keys = await api.call('/keys', { headers: { 'x-auth-token': tokens['admin']! } })
-      expect(keys.json).toEqual({ return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] } })
+      expect(keys.json).toEqual({
+        return: { minions: ['db1', 'web1', 'web2'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] },
+      })
       const finger = await api.call('/keys/web1', { headers: { 'x-auth-token': tokens['admin']! } })
       expect(finger.json).toEqual({ return: { minions: { web1: expect.stringMatching(/^[0-9a-f]{2}(:[0-9a-f]{2})+$/) } } })
       const grains = await api.call('/minions/web1', { headers: { 'x-auth-token': tokens['admin']!, accept: 'application/x-yaml' } })
       expect(grains.headers['content-type']).toMatch(/^application\/x-yaml/)
       expect(grains.text).toMatch(/^return:\n {2}- web1:\n/)
       expect(grains.text).toContain('role: web')
-      const minionsJob = await api.call('/minions', { method: 'POST', ...json([{ tgt: 'db1', fun: 'test.ping' }]), headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']! } })
+      const minionsJob = await api.call('/minions', {
+        method: 'POST',
+        ...json([{ tgt: 'db1', fun: 'test.ping' }]),
+        headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']! },
+      })
       expect(minionsJob.status).toBe(202)
       const posted = minionsJob.json as { return: Array<{ jid: string; minions: string[] }>; _links: { jobs: Array<{ href: string }> } }
       expect(posted.return[0]!.minions).toEqual(['db1'])
       expect(posted._links.jobs).toEqual([{ href: `/jobs/${posted.return[0]!.jid}` }])
 
       // POST /keys: credentials in the body, a tar of the new key pair back; the key is accepted.
-      const tarball = await api.call('/keys', { method: 'POST', body: `mid=new1&username=admin&password=${PASSWORDS.admin}&eauth=file`, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+      const tarball = await api.call('/keys', {
+        method: 'POST',
+        body: `mid=new1&username=admin&password=${PASSWORDS.admin}&eauth=file`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      })
       expect(tarball.status).toBe(200)
       expect(tarball.headers['content-type']).toBe('application/x-tar')
       // As salt-api's Keys.POST: the eauth trio in the body; a session token alone is not enough.
-      const withToken = await api.call('/keys', { method: 'POST', body: 'mid=new2', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']! } })
+      const withToken = await api.call('/keys', {
+        method: 'POST',
+        body: 'mid=new2',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']! },
+      })
       expect(withToken.status).toBe(401)
       expect(withToken.json).toEqual(errorBody(401, /"username", "password" and "eauth"/))
       const files = await untar(tarball.raw)
@@ -196,10 +233,25 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     const badPassword = await login('alice', { password: 'nope' })
     expect(badPassword.headers['x-brine-refused']).toBeUndefined()
     // /run: credentials inside the chunk, no session.
-    const viaRun = await api.call('/run', { method: 'POST', ...json([{ client: 'local', tgt: 'web2', fun: 'test.ping', username: 'alice', password: PASSWORDS.alice, eauth: 'file' }]) })
+    const viaRun = await api.call('/run', {
+      method: 'POST',
+      ...json([{ client: 'local', tgt: 'web2', fun: 'test.ping', username: 'alice', password: PASSWORDS.alice, eauth: 'file' }]),
+    })
     expect(viaRun.json).toEqual({ return: [{ web2: true }] })
 
-    const allowed = await fleet.run('brine', ['-a', 'file', '--username', 'alice', '--password', PASSWORDS.alice, 'web*', 'test.ping', '--out', 'json', '--static'])
+    const allowed = await fleet.run('brine', [
+      '-a',
+      'file',
+      '--username',
+      'alice',
+      '--password',
+      PASSWORDS.alice,
+      'web*',
+      'test.ping',
+      '--out',
+      'json',
+      '--static',
+    ])
     expect(allowed.code, allowed.stderr).toBe(0)
     expect(JSON.parse(allowed.stdout)).toEqual({ web1: true, web2: true })
     const refused = await fleet.run('brine', ['--eauth', 'file', '--username', 'alice', '--password', PASSWORDS.alice, 'db1', 'test.ping'])
@@ -214,10 +266,14 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     // scripts/ensure-pepper.sh (npm run services) installs it for Debian's python3 (/usr/bin/python3, salt-pepper's own
     // interpreter); the API's self-signed CA is trusted through SSL_CERT_FILE.
     const env = { ...process.env, SSL_CERT_FILE: join(dir, 'crt.pem'), HOME: dir, PEPPERRC: join(dir, 'no-pepperrc') }
-    const pepper = (args: string[]) => execFileAsync('/usr/bin/salt-pepper', ['--saltapi-url', apiUrl, '--username', 'alice', '--password', PASSWORDS.alice, '--eauth', 'file', ...args], { env, timeout: WAIT_MS }).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }),
-    )
+    const pepper = (args: string[]) =>
+      execFileAsync('/usr/bin/salt-pepper', ['--saltapi-url', apiUrl, '--username', 'alice', '--password', PASSWORDS.alice, '--eauth', 'file', ...args], {
+        env,
+        timeout: WAIT_MS,
+      }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }),
+      )
     const allowed = await pepper(['web1', 'test.ping'])
     expect(allowed.code, allowed.stderr).toBe(0)
     expect(JSON.parse(allowed.stdout)).toEqual({ return: [{ web1: true }] })
@@ -281,10 +337,16 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
 
   it('keeps memory bounded with 50 idle streams and one slow reader: the slow one loses events (counted, then told), the API does not grow', async () => {
     const admin = tokens['admin']!
-    type Stats = { 'Brine API': { Events: { streams: number; dropped: number; queuedBytes: number; delivered: number }; Memory: { heapUsed: number; arrayBuffers: number } } }
+    type Stats = {
+      'Brine API': { Events: { streams: number; dropped: number; queuedBytes: number; delivered: number }; Memory: { heapUsed: number; arrayBuffers: number } }
+    }
     const stats = async (): Promise<Stats['Brine API']> => ((await api.call('/stats', { headers: { 'x-auth-token': admin } })).json as Stats)['Brine API']
     const hook = async (path: string, bytes: number): Promise<void> => {
-      const response = await api.call(`/hook/${path}`, { method: 'POST', ...json({ blob: 'x'.repeat(bytes) }), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
+      const response = await api.call(`/hook/${path}`, {
+        method: 'POST',
+        ...json({ blob: 'x'.repeat(bytes) }),
+        headers: { 'content-type': 'application/json', 'x-auth-token': admin },
+      })
       expect(response.status, response.text).toBe(200)
     }
     const before = rssBytes(apiPid)
@@ -325,15 +387,27 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
 
   it('fires salt/netapi/hook/<path> with body, post and headers', async () => {
     const stream = new SseReader(await api.stream('/events', { 'x-auth-token': tokens['admin']! }))
-    const hook = await api.call('/hook/ci/build/ok', { method: 'POST', body: 'branch=main&commit=abc', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']!, 'x-custom': 'yes' } })
+    const hook = await api.call('/hook/ci/build/ok', {
+      method: 'POST',
+      body: 'branch=main&commit=abc',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': tokens['admin']!, 'x-custom': 'yes' },
+    })
     expect(hook.json).toEqual({ success: true })
     const event = await stream.next((record) => record.tag === 'salt/netapi/hook/ci/build/ok', WAIT_MS, 'the hook event')
-    expect(JSON.parse(event.data!).data).toMatchObject({ body: '', post: { branch: 'main', commit: 'abc' }, headers: { 'X-Custom': 'yes', 'Content-Type': 'application/x-www-form-urlencoded', 'Remote-Addr': '127.0.0.1' } })
+    expect(JSON.parse(event.data!).data).toMatchObject({
+      body: '',
+      post: { branch: 'main', commit: 'abc' },
+      headers: { 'X-Custom': 'yes', 'Content-Type': 'application/x-www-form-urlencoded', 'Remote-Addr': '127.0.0.1' },
+    })
     // A JSON body arrives byte for byte, so a reactor's HMAC over data.body verifies; a forged Remote-Addr is overwritten.
     const signed = '{ "sig" : "abc",\n  "n": 1 }'
     const secret = 'hook-secret'
     const mac = createHmac('sha256', secret).update(signed).digest('hex')
-    const raw = await api.call('/hook/ci/signed', { method: 'POST', body: signed, headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']!, 'x-signature': mac, 'remote-addr': '10.6.6.6' } })
+    const raw = await api.call('/hook/ci/signed', {
+      method: 'POST',
+      body: signed,
+      headers: { 'content-type': 'application/json', 'x-auth-token': tokens['admin']!, 'x-signature': mac, 'remote-addr': '10.6.6.6' },
+    })
     expect(raw.json).toEqual({ success: true })
     const rawEvent = JSON.parse((await stream.next((record) => record.tag === 'salt/netapi/hook/ci/signed', WAIT_MS, 'the signed hook event')).data!).data
     expect(rawEvent.body).toBe(signed)
@@ -380,8 +454,18 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       expect(JSON.parse(ret.slice('data: '.length))).toMatchObject({ data: { id, jid, return: true } })
     }
     // format_events: salt-api's view of the jobs, whole after each event, complete once both minions succeeded.
-    const complete = await formatted.next((text) => (JSON.parse(text) as { jobs?: Record<string, { state?: string }> }).jobs?.[jid]?.state === 'complete', WAIT_MS, 'the formatted job, complete')
-    expect(JSON.parse(complete).jobs[jid]).toMatchObject({ jid, fun: 'test.ping', tgt: 'web*', tgt_type: 'glob', minions: { web1: { return: true, success: true }, web2: { return: true, success: true } } })
+    const complete = await formatted.next(
+      (text) => (JSON.parse(text) as { jobs?: Record<string, { state?: string }> }).jobs?.[jid]?.state === 'complete',
+      WAIT_MS,
+      'the formatted job, complete',
+    )
+    expect(JSON.parse(complete).jobs[jid]).toMatchObject({
+      jid,
+      fun: 'test.ping',
+      tgt: 'web*',
+      tgt_type: 'glob',
+      minions: { web1: { return: true, success: true }, web2: { return: true, success: true } },
+    })
     formatted.close()
 
     // A token that expires closes its socket (1008), as it ends an /events stream.
@@ -396,7 +480,15 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     const before = (await stats()).overflowed
     socket.pause()
     for (let index = 0; index < 300 && (await stats()).overflowed === before; index += 6) {
-      await Promise.all(Array.from({ length: 6 }, (_, offset) => api.call(`/hook/ws/bulk/${index + offset}`, { method: 'POST', ...json({ blob: 'x'.repeat(512 * 1024) }), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })))
+      await Promise.all(
+        Array.from({ length: 6 }, (_, offset) =>
+          api.call(`/hook/ws/bulk/${index + offset}`, {
+            method: 'POST',
+            ...json({ blob: 'x'.repeat(512 * 1024) }),
+            headers: { 'content-type': 'application/json', 'x-auth-token': admin },
+          }),
+        ),
+      )
     }
     expect((await stats()).overflowed).toBe(before + 1)
     socket.resume()
@@ -410,17 +502,51 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       ['a token that is not hex', run('not-hex', []), 401, 'Invalid token'],
       ['a token the master does not know', run('ab'.repeat(32), [{ client: 'local', tgt: '*', fun: 'test.ping' }]), 401, /unknown, expired or revoked/],
       ['a bad password', login('alice', { password: 'nope' }), 401, 'Could not authenticate using provided credentials'],
-      ['a login body without eauth', api.call('/login', { method: 'POST', ...json({ username: 'alice', password: PASSWORDS.alice }) }), 401, 'Could not authenticate using provided credentials'],
-      ['a login body that is a list of strings', api.call('/login', { method: 'POST', ...json(['alice']) }), 401, 'Could not authenticate using provided credentials'],
-      ['a token body without eauth (salt-api: 400)', api.call('/token', { method: 'POST', ...json({ username: 'alice', password: PASSWORDS.alice }) }), 400, 'Require "username", "password", and "eauth" params'],
+      [
+        'a login body without eauth',
+        api.call('/login', { method: 'POST', ...json({ username: 'alice', password: PASSWORDS.alice }) }),
+        401,
+        'Could not authenticate using provided credentials',
+      ],
+      [
+        'a login body that is a list of strings',
+        api.call('/login', { method: 'POST', ...json(['alice']) }),
+        401,
+        'Could not authenticate using provided credentials',
+      ],
+      [
+        'a token body without eauth (salt-api: 400)',
+        api.call('/token', { method: 'POST', ...json({ username: 'alice', password: PASSWORDS.alice }) }),
+        400,
+        'Require "username", "password", and "eauth" params',
+      ],
       ['a GET on a POST-only route', api.call('/run', { headers: { 'x-auth-token': admin } }), 405, "The path '/run' does not serve GET (it serves POST)."],
       ['not a list', run(admin, 'x'), 400, 'Lowstates must be a list'],
-      ['invalid JSON', api.call('/', { method: 'POST', body: '[{"client": ', headers: { 'content-type': 'application/json', 'x-auth-token': admin } }), 400, 'Invalid JSON document'],
+      [
+        'invalid JSON',
+        api.call('/', { method: 'POST', body: '[{"client": ', headers: { 'content-type': 'application/json', 'x-auth-token': admin } }),
+        400,
+        'Invalid JSON document',
+      ],
       ['an unknown client', run(admin, [{ client: 'ssh', tgt: '*', fun: 'test.ping' }]), 400, "Invalid client specified: 'ssh'"],
       ['a disabled client', run(admin, [{ client: 'wheel_async', fun: 'key.list_all' }]), 400, /^Client disabled: 'wheel_async'/],
-      ['a wrong content type', api.call('/', { method: 'POST', body: '<x/>', headers: { 'content-type': 'text/xml', 'x-auth-token': admin } }), 406, /^Content type not supported/],
+      [
+        'a wrong content type',
+        api.call('/', { method: 'POST', body: '<x/>', headers: { 'content-type': 'text/xml', 'x-auth-token': admin } }),
+        406,
+        /^Content type not supported/,
+      ],
       ['an unacceptable Accept', api.call('/', { headers: { accept: 'text/html' } }), 406, /^Could not find an acceptable format/],
-      ['an oversized body', api.call('/', { method: 'POST', body: JSON.stringify([{ blob: 'x'.repeat(1_100_000) }]), headers: { 'content-type': 'application/json', 'x-auth-token': admin } }), 413, /max_request_body_size \(1048576 bytes\)/],
+      [
+        'an oversized body',
+        api.call('/', {
+          method: 'POST',
+          body: JSON.stringify([{ blob: 'x'.repeat(1_100_000) }]),
+          headers: { 'content-type': 'application/json', 'x-auth-token': admin },
+        }),
+        413,
+        /max_request_body_size \(1048576 bytes\)/,
+      ],
       ['an unknown path', api.call('/nope'), 404, "The path '/nope' was not found."],
       ['an unknown runner', run(admin, [{ client: 'runner', fun: 'nope.nope' }]), 400, /unknown runner "nope.nope"/],
     ]
@@ -431,16 +557,31 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       expect(response.headers['content-type'], what).toBe('application/json')
       expect(response.json, what).toEqual(errorBody(status, message))
     }
-    const yaml = await api.call('/', { method: 'POST', body: 'x', headers: { 'content-type': 'application/json', accept: 'application/x-yaml', 'x-auth-token': admin } })
+    const yaml = await api.call('/', {
+      method: 'POST',
+      body: 'x',
+      headers: { 'content-type': 'application/json', accept: 'application/x-yaml', 'x-auth-token': admin },
+    })
     expect(yaml.status).toBe(400)
     expect(yaml.text).toBe('status: 400\nreturn: Invalid JSON document\n')
 
-    const form = await api.call('/', { method: 'POST', body: 'client=local&tgt=web1&fun=test.arg&arg=1&arg=two&arg=[3]', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': admin } })
+    const form = await api.call('/', {
+      method: 'POST',
+      body: 'client=local&tgt=web1&fun=test.arg&arg=1&arg=two&arg=[3]',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-auth-token': admin },
+    })
     expect(form.json).toEqual({ return: [{ web1: expect.objectContaining({ args: [1, 'two', [3]] }) }] })
-    const yamlBody = await api.call('/', { method: 'POST', body: '- client: local\n  tgt: web2\n  fun: test.ping\n', headers: { 'content-type': 'application/x-yaml', 'x-auth-token': admin } })
+    const yamlBody = await api.call('/', {
+      method: 'POST',
+      body: '- client: local\n  tgt: web2\n  fun: test.ping\n',
+      headers: { 'content-type': 'application/x-yaml', 'x-auth-token': admin },
+    })
     expect(yamlBody.json).toEqual({ return: [{ web2: true }] })
 
-    const preflight = await api.call('/', { method: 'OPTIONS', headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-auth-token' } })
+    const preflight = await api.call('/', {
+      method: 'OPTIONS',
+      headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-auth-token' },
+    })
     expect(preflight.status).toBe(200)
     expect(preflight.headers).toMatchObject({
       'access-control-allow-origin': 'https://dash.example',

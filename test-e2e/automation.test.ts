@@ -79,7 +79,13 @@ interface AuditLine {
 /** The master's audit log, parsed line by line (after `brine-run jobs.audit`, which waits for pending writes). */
 async function auditLines(fleet: Fleet): Promise<{ text: string; lines: AuditLine[] }> {
   const text = await readFile(join(fleet.masterConfigDir, 'var/log/brine/audit'), 'utf8')
-  return { text, lines: text.trim().split('\n').map((line) => JSON.parse(line) as AuditLine) }
+  return {
+    text,
+    lines: text
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as AuditLine),
+  }
 }
 
 const REACTIONS = {
@@ -127,7 +133,10 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     // One fleet for the whole block (the tests build on it), stopped after it.
     fleet = await Fleet.start({
       bus: fleetBus,
-      minions: [{ id: 'web1', transport }, { id: 'web2', transport }],
+      minions: [
+        { id: 'web1', transport },
+        { id: 'web2', transport },
+      ],
       masterConfig: {
         reactor: [
           { 'salt/netapi/hook/deploy': [join(dir, 'deploy.sls')] },
@@ -138,14 +147,22 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
         reactor_user: 'reactor',
         reactor_loop_limit: 3,
         // The reactor's user may run cmd.run, test.* and the event.send runner: nothing else.
-        external_auth: { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', reactor: ['cmd.run', 'test.*', { '@runner': ['event\\.send'] }], ops: ['test.*'] } },
+        external_auth: {
+          file: {
+            '^filename': join(dir, 'htpasswd'),
+            '^filetype': 'htpasswd',
+            reactor: ['cmd.run', 'test.*', { '@runner': ['event\\.send'] }],
+            ops: ['test.*'],
+          },
+        },
         netapi_enable_clients: ['local'],
         minion_event_max_bytes: 2048,
         rest_cherrypy: { port, host: '127.0.0.1', disable_ssl: true, webhook_disable_auth: true },
       },
     })
     api = httpClient((await fleet.startApi()).url)
-    hook = async (path, body) => (await api.call(`/hook/${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })).status
+    hook = async (path, body) =>
+      (await api.call(`/hook/${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } })).status
     bus = new BusLog(fleet.sockDir)
     await bus.connect()
   }, 120_000)
@@ -158,7 +175,10 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
 
   it('a /hook/deploy POST runs cmd.run on the minions its body names, the returns reach the job cache, and the audit masks the token', async () => {
     expect(await hook('deploy', { minions: ['web1', 'web2'], version: 'v42', token: 's3cret-token' })).toBe(200)
-    const [created] = await bus.waitFor((event) => /^salt\/job\/\d+\/new$/.test(event.tag) && event.data['fun'] === 'cmd.run', 'the reaction to publish cmd.run')
+    const [created] = await bus.waitFor(
+      (event) => /^salt\/job\/\d+\/new$/.test(event.tag) && event.data['fun'] === 'cmd.run',
+      'the reaction to publish cmd.run',
+    )
     const jid = String(created!.data['jid'])
     expect(created!.data).toMatchObject({ user: 'reactor', tgt: ['web1', 'web2'], tgt_type: 'list', arg: ['echo deployed v42'] })
     await bus.waitFor((event) => event.tag.startsWith(`salt/job/${jid}/ret/`), 'both returns of the deploy', 2)
@@ -170,7 +190,14 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     expect(text).not.toContain('s3cret-token')
     const deploys = lines.filter((line) => line.jid === jid)
     expect(deploys).toHaveLength(1)
-    expect(deploys[0]).toMatchObject({ cmd: 'publish', user: 'reactor', auth: 'reactor', fun: 'cmd.run', result: 'accepted', kwarg: { env: { DEPLOY_TOKEN: '******' } } })
+    expect(deploys[0]).toMatchObject({
+      cmd: 'publish',
+      user: 'reactor',
+      auth: 'reactor',
+      fun: 'cmd.run',
+      result: 'accepted',
+      kwarg: { env: { DEPLOY_TOKEN: '******' } },
+    })
     expect(deploys[0]!.via).toMatchObject({ client: 'reactor', tag: 'salt/netapi/hook/deploy', reaction: join(dir, 'deploy.sls') })
     expect(deploys[0]!.minions!.sort()).toEqual(['web1', 'web2'])
     // The lookup above was the CLI's, with the root key.
@@ -181,23 +208,37 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
   it("a minion's start event triggers a reaction that runs on that minion", async () => {
     const mark = bus.events.length
     await fleet.startMinion({ id: 'late1', transport })
-    const [created] = await bus.waitFor((event) => bus.events.indexOf(event) >= mark && /^salt\/job\/\d+\/new$/.test(event.tag) && event.data['fun'] === 'test.echo', "the start reaction's publish")
+    const [created] = await bus.waitFor(
+      (event) => bus.events.indexOf(event) >= mark && /^salt\/job\/\d+\/new$/.test(event.tag) && event.data['fun'] === 'test.echo',
+      "the start reaction's publish",
+    )
     expect(created!.data).toMatchObject({ tgt: 'late1', arg: ['hello late1'], user: 'reactor' })
     const [ret] = await bus.waitFor((event) => event.tag === `salt/job/${String(created!.data['jid'])}/ret/late1`, "late1's return")
     expect(ret!.data['return']).toBe('hello late1')
     await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
     const { lines } = await auditLines(fleet)
-    expect(lines.filter((line) => line.jid === created!.data['jid'])).toEqual([expect.objectContaining({ cmd: 'publish', fun: 'test.echo', result: 'accepted', via: expect.objectContaining({ tag: 'salt/minion/late1/start' }) })])
+    expect(lines.filter((line) => line.jid === created!.data['jid'])).toEqual([
+      expect.objectContaining({ cmd: 'publish', fun: 'test.echo', result: 'accepted', via: expect.objectContaining({ tag: 'salt/minion/late1/start' }) }),
+    ])
   })
 
-  it("a reaction to a function the reactor user may not run is refused, audited, and fired as a reactor error", async () => {
+  it('a reaction to a function the reactor user may not run is refused, audited, and fired as a reactor error', async () => {
     expect(await hook('forbidden', {})).toBe(200)
-    const [error] = await bus.waitFor((event) => event.tag === 'brine/reactor/error' && event.data['tag'] === 'salt/netapi/hook/forbidden', 'the reactor error event')
+    const [error] = await bus.waitFor(
+      (event) => event.tag === 'brine/reactor/error' && event.data['tag'] === 'salt/netapi/hook/forbidden',
+      'the reactor error event',
+    )
     expect(error!.data['error']).toMatchObject({ name: 'PermissionDeniedError' })
     const audited = json((await fleet.run('brine-run', ['jobs.audit', 'result=refused', '--out', 'json'])).stdout) as unknown as AuditLine[]
     const refused = audited.filter((line) => line.fun === 'grains.items')
     expect(refused).toHaveLength(1)
-    expect(refused[0]).toMatchObject({ cmd: 'publish', user: 'reactor', auth: 'reactor', result: 'refused', via: { client: 'reactor', tag: 'salt/netapi/hook/forbidden' } })
+    expect(refused[0]).toMatchObject({
+      cmd: 'publish',
+      user: 'reactor',
+      auth: 'reactor',
+      result: 'refused',
+      via: { client: 'reactor', tag: 'salt/netapi/hook/forbidden' },
+    })
     expect(refused[0]!.reason).toMatch(/may not run "grains.items"/)
     // Nothing was published for it.
     expect(bus.events.some((event) => /^salt\/job\/\d+\/new$/.test(event.tag) && event.data['fun'] === 'grains.items')).toBe(false)
@@ -217,7 +258,8 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
   })
 
   it("a call through the REST API is audited with its eauth user and the HTTP caller's address", async () => {
-    const send = (path: string, body: unknown, headers: Record<string, string> = {}) => api.call(path, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } })
+    const send = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      api.call(path, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers } })
     const login = await send('/login', { username: 'ops', password: 'ops-pw', eauth: 'file' })
     const token = String((login.json as { return: Array<{ token: string }> }).return[0]!.token)
     const ran = await send('/', [{ client: 'local', tgt: 'web1', fun: 'test.ping' }], { 'x-auth-token': token })
@@ -225,7 +267,10 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     const refused = await send('/', [{ client: 'local', tgt: 'web1', fun: 'cmd.run', arg: ['id'] }], { 'x-auth-token': token })
     expect(refused.status).toBe(401) // salt-api answers a refusal with 401; the body names the rule
     const audited = json((await fleet.run('brine-run', ['jobs.audit', 'user=ops', '--out', 'json'])).stdout) as unknown as AuditLine[]
-    expect(audited.map((line) => [line.fun, line.result])).toEqual([['test.ping', 'accepted'], ['cmd.run', 'refused']])
+    expect(audited.map((line) => [line.fun, line.result])).toEqual([
+      ['test.ping', 'accepted'],
+      ['cmd.run', 'refused'],
+    ])
     for (const line of audited) expect(line).toMatchObject({ cmd: 'publish', auth: 'token', eauth: 'file', via: { client: 'api', address: '127.0.0.1' } })
   })
 
@@ -270,17 +315,26 @@ describe.each(TRANSPORTS)('schedules over %s', (transport) => {
       expect(late).toEqual([])
 
       // An entry added at run time (persisted) and the schedule enabled again, then the minion restarted.
-      const added = json((await fleet.run('brine', ['web1', 'schedule.add', 'later', 'function=test.echo', 'job_args=[after]', 'seconds=2', '--out', 'json', '--static'])).stdout)
+      const added = json(
+        (await fleet.run('brine', ['web1', 'schedule.add', 'later', 'function=test.echo', 'job_args=[after]', 'seconds=2', '--out', 'json', '--static']))
+          .stdout,
+      )
       expect(added['web1']).toMatchObject({ result: true })
       await fleet.run('brine', ['web1', 'schedule.enable', '--out', 'json', '--static'])
       await fleet.minions.get('web1')!.stop()
       const mark = bus.events.length
       await fleet.startMinion({ id: 'web1', transport, config: { schedule: { tick: { function: 'test.echo', args: ['tick'], seconds: 2 } } } })
-      const [after] = await bus.waitFor((event) => bus.events.indexOf(event) >= mark && /^salt\/job\/\d+\/ret\/web1$/.test(event.tag) && event.data['schedule'] === 'later', "the added entry's return after the restart")
+      const [after] = await bus.waitFor(
+        (event) => bus.events.indexOf(event) >= mark && /^salt\/job\/\d+\/ret\/web1$/.test(event.tag) && event.data['schedule'] === 'later',
+        "the added entry's return after the restart",
+      )
       expect(after!.data['return']).toBe('after')
 
       // The master's own schedule: its runner ran (as `schedule`) and fired its event.
-      const [ran] = await bus.waitFor((event) => /^salt\/run\/\d+\/ret$/.test(event.tag) && event.data['fun'] === 'runner.event.send', "the master schedule's runner")
+      const [ran] = await bus.waitFor(
+        (event) => /^salt\/run\/\d+\/ret$/.test(event.tag) && event.data['fun'] === 'runner.event.send',
+        "the master schedule's runner",
+      )
       expect(ran!.data).toMatchObject({ user: 'schedule', success: true })
       await bus.waitFor((event) => event.tag === 'housekeeping/tick', "the master schedule's event")
       const audited = json((await fleet.run('brine-run', ['jobs.audit', 'user=schedule', 'fun=event.send', '--out', 'json'])).stdout) as unknown as AuditLine[]

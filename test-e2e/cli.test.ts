@@ -4,8 +4,14 @@ import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 const startFleet = useFleets()
 
 describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transport) => {
-  it("reports a stopped minion as not returning (after find_job), and exits non-zero like Salt", async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }], masterConfig: { gather_job_timeout: 1 } })
+  it('reports a stopped minion as not returning (after find_job), and exits non-zero like Salt', async () => {
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+      masterConfig: { gather_job_timeout: 1 },
+    })
     expect(fleet.master.stderr).toContain('worker_threads: 2 worker threads')
     const stopped = await fleet.minions.get('db1')!.stop('SIGTERM')
     expect(stopped.code).toBe(0)
@@ -43,7 +49,12 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
   })
 
   it('rejecting an accepted key rotates the session and cuts the minion off', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }] })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+    })
     const rejected = await fleet.run('brine-key', ['-r', 'db1', '--include-accepted', '-y'])
     expect(rejected.code).toBe(0)
     const after = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])

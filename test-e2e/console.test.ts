@@ -19,7 +19,12 @@ afterAll(() => killAllProcesses())
 
 async function secrets(dir: string): Promise<void> {
   const hash = (password: string): string => bcrypt.hashSync(password, 8).replace(/^\$2b\$/, '$2y$')
-  await writeFile(join(dir, 'htpasswd'), Object.entries(PASSWORDS).map(([user, password]) => `${user}:${hash(password)}\n`).join(''))
+  await writeFile(
+    join(dir, 'htpasswd'),
+    Object.entries(PASSWORDS)
+      .map(([user, password]) => `${user}:${hash(password)}\n`)
+      .join(''),
+  )
   await selfSignedCertificate(dir)
 }
 
@@ -36,7 +41,15 @@ async function browser(profile: string): Promise<BrowserContext> {
     ignoreHTTPSErrors: true,
     viewport: { width: 1280, height: 760 },
     timeout: WAIT_MS,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   })
 }
 
@@ -173,7 +186,9 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     await page.locator('header a[data-page=events]').click()
     await page.getByLabel('tag filter').fill(`salt/job/${jid}/*`)
     const tags = page.locator('table.events td.tag')
-    await expect.poll(async () => (await tags.allInnerTexts()).sort(), { timeout: WAIT_MS }).toEqual([`salt/job/${jid}/new`, ...['db1', 'web1', 'web2'].map((id) => `salt/job/${jid}/ret/${id}`)].sort())
+    await expect
+      .poll(async () => (await tags.allInnerTexts()).sort(), { timeout: WAIT_MS })
+      .toEqual([`salt/job/${jid}/new`, ...['db1', 'web1', 'web2'].map((id) => `salt/job/${jid}/ret/${id}`)].sort())
     await page.getByLabel('tag filter').fill('salt/job/*')
     await shoot('events')
 
@@ -249,9 +264,19 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     await shoot('refused')
 
     // A token revoked behind the page's back: the next call answers 401 and the page returns to login.
-    const token = await page.evaluate(() => (JSON.parse((globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem('brine.console.session') ?? '{}') as { token?: string }).token)
+    const token = await page.evaluate(
+      () =>
+        (
+          JSON.parse(
+            (globalThis as unknown as { sessionStorage: { getItem(key: string): string | null } }).sessionStorage.getItem('brine.console.session') ?? '{}',
+          ) as { token?: string }
+        ).token,
+    )
     expect(token).toMatch(/^[0-9a-f]{64}$/)
-    const revoked = await page.evaluate(async (value) => (await fetch('/logout', { method: 'POST', headers: { 'X-Auth-Token': value!, Accept: 'application/json' } })).status, token)
+    const revoked = await page.evaluate(
+      async (value) => (await fetch('/logout', { method: 'POST', headers: { 'X-Auth-Token': value!, Accept: 'application/json' } })).status,
+      token,
+    )
     expect(revoked).toBe(200)
     await page.locator('header a[data-page=jobs]').click()
     await page.getByRole('button', { name: 'Log in' }).waitFor()

@@ -31,19 +31,22 @@ async function purgeIfInstalled(): Promise<void> {
   }
 }
 
-beforeAll(async () => {
-  expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
-  releaseHostLock = await holdHostLock(HOST_LOCK_MS)
-  scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
-  const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch], { ms: BUILD_MS })
-  expect(built.code, built.stderr).toBe(0)
-  deb = built.stdout.trim()
-  await purgeIfInstalled()
-  const installed = await run('dpkg', ['-i', deb], { ms: DPKG_MS })
-  expect(installed.code, installed.stderr).toBe(0)
-  const listed = await run('dpkg', ['-L', 'brine'], { ms: COMMAND_MS })
-  packageFiles = listed.stdout.trim().split('\n')
-}, HOST_LOCK_MS + BUILD_MS + 2 * DPKG_MS)
+beforeAll(
+  async () => {
+    expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
+    releaseHostLock = await holdHostLock(HOST_LOCK_MS)
+    scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
+    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch], { ms: BUILD_MS })
+    expect(built.code, built.stderr).toBe(0)
+    deb = built.stdout.trim()
+    await purgeIfInstalled()
+    const installed = await run('dpkg', ['-i', deb], { ms: DPKG_MS })
+    expect(installed.code, installed.stderr).toBe(0)
+    const listed = await run('dpkg', ['-L', 'brine'], { ms: COMMAND_MS })
+    packageFiles = listed.stdout.trim().split('\n')
+  },
+  HOST_LOCK_MS + BUILD_MS + 2 * DPKG_MS,
+)
 
 afterAll(async () => {
   killAll()
@@ -74,11 +77,13 @@ describe('the .deb, installed with dpkg -i', () => {
 
   it('marks the config files as conffiles, creates the brine user and the log directory', async () => {
     const conffiles = await run('dpkg-query', ['-W', '-f=${Conffiles}', 'brine'], { ms: COMMAND_MS })
-    expect(conffiles.stdout.trim().split('\n').map((line) => line.trim().split(' ')[0]).sort()).toEqual([
-      '/etc/brine/master',
-      '/etc/brine/minion',
-      '/etc/logrotate.d/brine',
-    ])
+    expect(
+      conffiles.stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.trim().split(' ')[0])
+        .sort(),
+    ).toEqual(['/etc/brine/master', '/etc/brine/minion', '/etc/logrotate.d/brine'])
     const user = await run('getent', ['passwd', 'brine'], { ms: COMMAND_MS })
     expect(user.stdout).toMatch(/^brine:x:\d+:\d+:[^:]*:\/var\/lib\/brine:\/usr\/sbin\/nologin\n$/)
     const owner = await run('stat', ['-c', '%U:%G', '/var/log/brine'], { ms: COMMAND_MS })
@@ -116,7 +121,8 @@ describe('dpkg -P', () => {
     const purged = await run('dpkg', ['--purge', 'brine'], { ms: DPKG_MS })
     expect(purged.code, purged.stderr).toBe(0)
     expect(packageFiles.filter((path) => !isSharedDirectory(path) && existsSync(path))).toEqual([])
-    for (const path of ['/opt/brine', '/etc/brine', '/var/log/brine', '/var/cache/brine', '/var/lib/brine']) expect({ path, exists: existsSync(path) }).toEqual({ path, exists: false })
+    for (const path of ['/opt/brine', '/etc/brine', '/var/log/brine', '/var/cache/brine', '/var/lib/brine'])
+      expect({ path, exists: existsSync(path) }).toEqual({ path, exists: false })
     expect((await run('getent', ['passwd', 'brine'], { ms: COMMAND_MS })).code).toBe(2)
   })
 })

@@ -18,7 +18,10 @@ const PASSWORDS = { admin: 'admin-pw', alice: 'wonder' }
 
 afterAll(() => killAllProcesses())
 
-const json = (value: unknown): { body: string; headers: Record<string, string> } => ({ body: JSON.stringify(value), headers: { 'content-type': 'application/json' } })
+const json = (value: unknown): { body: string; headers: Record<string, string> } => ({
+  body: JSON.stringify(value),
+  headers: { 'content-type': 'application/json' },
+})
 /** `depth` arrays inside one another as JSON text (JSON.stringify itself would recurse that deep). */
 const nested = (depth: number): string => `${'['.repeat(depth)}"bottom"${']'.repeat(depth)}`
 
@@ -31,7 +34,8 @@ describe.each(TRANSPORTS)('the doors of brine-api over %s', (transport) => {
   const login = (username: string, password: string, options: HttpOptions = {}): Promise<HttpResponse> =>
     api.call('/login', { method: 'POST', ...json({ username, password, eauth: 'file' }), ...options })
   const run = (lowstate: unknown): Promise<HttpResponse> => runText(JSON.stringify(lowstate))
-  const runText = (body: string): Promise<HttpResponse> => api.call('/', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
+  const runText = (body: string): Promise<HttpResponse> =>
+    api.call('/', { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
   const testArg = (argJson: string): string => `[{"client": "local", "tgt": "web1", "fun": "test.arg", "arg": [${argJson}]}]`
 
   beforeAll(async () => {
@@ -66,7 +70,10 @@ describe.each(TRANSPORTS)('the doors of brine-api over %s', (transport) => {
     for (let attempt = 0; attempt < 3; attempt++) expect((await login('alice', 'guess')).status).toBe(401)
     const limited = await login('alice', PASSWORDS.alice)
     expect(limited.status).toBe(429)
-    expect(limited.json).toEqual({ status: 429, return: expect.stringMatching(/^too many failed logins for user "alice" \(eauth_rate_limit_user: 3 per window\)/) })
+    expect(limited.json).toEqual({
+      status: 429,
+      return: expect.stringMatching(/^too many failed logins for user "alice" \(eauth_rate_limit_user: 3 per window\)/),
+    })
     const retryAfter = Number(limited.headers['retry-after'])
     expect(retryAfter).toBeGreaterThan(0)
     expect(retryAfter).toBeLessThanOrEqual(60)
@@ -76,14 +83,18 @@ describe.each(TRANSPORTS)('the doors of brine-api over %s', (transport) => {
     for (const user of ['carol', 'dave', 'erin']) expect((await login(user, 'x')).status).toBe(401)
     const byAddress = await login('admin', PASSWORDS.admin)
     expect(byAddress.status).toBe(429)
-    expect(byAddress.json).toEqual({ status: 429, return: expect.stringMatching(/^too many failed logins for address 127\.0\.0\.1 \(eauth_rate_limit_address: 6 per window\)/) })
+    expect(byAddress.json).toEqual({
+      status: 429,
+      return: expect.stringMatching(/^too many failed logins for address 127\.0\.0\.1 \(eauth_rate_limit_address: 6 per window\)/),
+    })
     expect(Number(byAddress.headers['retry-after'])).toBeGreaterThan(0)
     expect((await login('admin', PASSWORDS.admin, { localAddress: '127.0.0.2' })).status).toBe(200)
   })
 
   it('a hook path with a newline and a tab, or too long for a tag, is refused with 400 and never reaches the bus', async () => {
     const stream = new SseReader(await api.stream('/events', { 'x-auth-token': admin }))
-    const hook = (path: string): Promise<HttpResponse> => api.call(path, { method: 'POST', ...json({ return: 'FORGED' }), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
+    const hook = (path: string): Promise<HttpResponse> =>
+      api.call(path, { method: 'POST', ...json({ return: 'FORGED' }), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
     const forged = await hook('/hook/a%0Ab%09c')
     expect(forged.status).toBe(400)
     expect(forged.json).toEqual({ status: 400, return: expect.stringContaining('holds the control character U+000A') })
@@ -108,7 +119,10 @@ describe.each(TRANSPORTS)('the doors of brine-api over %s', (transport) => {
     // 61 levels inside the argument: within the bound as a body (64), over it on the wire (the envelope adds its own levels).
     const onTheWire = await runText(testArg(nested(61)))
     expect(onTheWire.status).toBe(400)
-    expect(onTheWire.json).toEqual({ status: 400, return: expect.stringMatching(/refused the request: frame of \d+ bytes from .* nests containers more than 64 deep, over max_frame_depth \(64\)/) })
+    expect(onTheWire.json).toEqual({
+      status: 400,
+      return: expect.stringMatching(/refused the request: frame of \d+ bytes from .* nests containers more than 64 deep, over max_frame_depth \(64\)/),
+    })
     const ping = await run([{ client: 'local', tgt: 'web1', fun: 'test.ping' }])
     expect(ping.status).toBe(200)
     expect(ping.json).toEqual({ return: [{ web1: true }] })

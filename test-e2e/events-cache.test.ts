@@ -11,7 +11,12 @@ const startFleet = useFleets(runCleanups)
 
 describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }] })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+    })
     const events = new MasterEvent({ sockDir: fleet.sockDir })
     await events.connect()
     const seen: BusEvent[] = []
@@ -45,7 +50,12 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   it('a return delivered twice is stored once and fires one event', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
     const ports = fleet.ports.get(transport)!
-    const fake = await FakeMinion.start(transport, 'retry-minion', { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret, broker: fleet.broker }, `${fleet.root}/fake-pki`)
+    const fake = await FakeMinion.start(
+      transport,
+      'retry-minion',
+      { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret, broker: fleet.broker },
+      `${fleet.root}/fake-pki`,
+    )
     expect((await fake.auth()).ok).toBe(true)
     const events = new MasterEvent({ sockDir: fleet.sockDir })
     await events.connect()
@@ -68,7 +78,13 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   })
 
   it('returns acknowledged before a kill -9 of the master are all there after its restart', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'web2', transport }, { id: 'db1', transport }] })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'web2', transport },
+        { id: 'db1', transport },
+      ],
+    })
     const result = await fleet.run('brine', ['*', 'test.echo', 'kept', '--show-jid', '--out', 'json', '--static'])
     const jid = jidOf(result.stdout)
     expect(result.code).toBe(0)
@@ -80,7 +96,14 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
 
   it('manage.down lists a killed minion and manage.up the live ones; --async then jobs.lookup_jid shows the returns', async () => {
     // manage.* ask unanswered minions find_job as Salt does; a short gather_job_timeout keeps the killed minion's round short.
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'web2', transport }, { id: 'db1', transport }], masterConfig: { gather_job_timeout: 1 } })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'web2', transport },
+        { id: 'db1', transport },
+      ],
+      masterConfig: { gather_job_timeout: 1 },
+    })
     // Listen before publishing: --async returns at once and the returns arrive on their own.
     const returns = new MasterEvent({ sockDir: fleet.sockDir })
     await returns.connect()
@@ -146,7 +169,10 @@ describe('brine-run event.listen', () => {
       await listener.waitForOutput(/listening for events matching "salt\/job\/\*"/, 20_000)
       const jid = jidOf((await fleet.run('brine', ['web1', 'test.ping', '--show-jid'])).stdout)
       expect(await listener.exited).toEqual({ code: 0, signal: null })
-      const lines = listener.stdout.trim().split('\n').map((line) => JSON.parse(line) as BusEvent)
+      const lines = listener.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as BusEvent)
       expect(lines.map((event) => event.tag)).toEqual([`salt/job/${jid}/new`, `salt/job/${jid}/ret/web1`])
       expect(lines[1]!.data).toMatchObject({ id: 'web1', return: true, cmd: '_return' })
     } finally {

@@ -51,32 +51,43 @@ const servedBytes = async (fleet: Fleet): Promise<number> => {
 const masterCache = (fleet: Fleet): string => join(fleet.masterConfigDir, 'var/cache/brine/master')
 
 describe.each(TRANSPORTS)('the file server over %s', (transport) => {
-  it('cp.get_file of 50 MiB arrives intact, a second call transfers nothing; escapes are refused; cmd.script runs; cp.push needs file_recv', { timeout: 600_000 }, async () => {
-    const fleet = await startFleet({ minions: [{ id: 'm1', transport }], masterConfig: masterConfig() })
-    const dest = join(scratch, `${transport}-big.bin`)
-    expect(await call(fleet, ['cp.get_file', 'salt://big.bin', dest])).toBe(dest)
-    expect(await sha256(dest)).toBe(bigHash)
-    const served = await servedBytes(fleet)
-    expect(served).toBe(BIG_BYTES)
-    const inode = statSync(dest).ino
+  it(
+    'cp.get_file of 50 MiB arrives intact, a second call transfers nothing; escapes are refused; cmd.script runs; cp.push needs file_recv',
+    { timeout: 600_000 },
+    async () => {
+      const fleet = await startFleet({ minions: [{ id: 'm1', transport }], masterConfig: masterConfig() })
+      const dest = join(scratch, `${transport}-big.bin`)
+      expect(await call(fleet, ['cp.get_file', 'salt://big.bin', dest])).toBe(dest)
+      expect(await sha256(dest)).toBe(bigHash)
+      const served = await servedBytes(fleet)
+      expect(served).toBe(BIG_BYTES)
+      const inode = statSync(dest).ino
 
-    // The minion's copy has the master's hash: nothing crosses the wire, the file is not rewritten.
-    expect(await call(fleet, ['cp.get_file', 'salt://big.bin', dest])).toBe(dest)
-    expect(await servedBytes(fleet)).toBe(served)
-    expect(statSync(dest).ino).toBe(inode)
+      // The minion's copy has the master's hash: nothing crosses the wire, the file is not rewritten.
+      expect(await call(fleet, ['cp.get_file', 'salt://big.bin', dest])).toBe(dest)
+      expect(await servedBytes(fleet)).toBe(served)
+      expect(statSync(dest).ino).toBe(inode)
 
-    const escaped = join(scratch, `${transport}-escaped`)
-    expect(await call(fleet, ['cp.get_file', 'salt://../etc/passwd', escaped])).toMatch(/^ERROR: FileServerPathError: file server path "\.\.\/etc\/passwd" \(saltenv base\) refused: '\.\.' leads out of the file roots/)
-    expect(await call(fleet, ['cp.get_file', 'salt://escape.txt', escaped])).toMatch(/^ERROR: FileServerPathError: .*a symlink leads out of the file roots/)
-    expect(existsSync(escaped)).toBe(false)
+      const escaped = join(scratch, `${transport}-escaped`)
+      expect(await call(fleet, ['cp.get_file', 'salt://../etc/passwd', escaped])).toMatch(
+        /^ERROR: FileServerPathError: file server path "\.\.\/etc\/passwd" \(saltenv base\) refused: '\.\.' leads out of the file roots/,
+      )
+      expect(await call(fleet, ['cp.get_file', 'salt://escape.txt', escaped])).toMatch(/^ERROR: FileServerPathError: .*a symlink leads out of the file roots/)
+      expect(existsSync(escaped)).toBe(false)
 
-    expect(await call(fleet, ['cmd.script', 'salt://scripts/hello.sh', 'a b'])).toEqual({ pid: expect.any(Number), retcode: 0, stdout: 'hello a b (2)', stderr: '' })
+      expect(await call(fleet, ['cmd.script', 'salt://scripts/hello.sh', 'a b'])).toEqual({
+        pid: expect.any(Number),
+        retcode: 0,
+        stdout: 'hello a b (2)',
+        stderr: '',
+      })
 
-    const source = join(scratch, `${transport}-push.txt`)
-    writeFileSync(source, 'from the minion')
-    expect(await call(fleet, ['cp.push', source])).toBe(false)
-    expect(existsSync(join(masterCache(fleet), 'minions/m1/files'))).toBe(false)
-  })
+      const source = join(scratch, `${transport}-push.txt`)
+      writeFileSync(source, 'from the minion')
+      expect(await call(fleet, ['cp.push', source])).toBe(false)
+      expect(existsSync(join(masterCache(fleet), 'minions/m1/files'))).toBe(false)
+    },
+  )
 
   it('cp.push is stored under cachedir/minions/<id>/files with file_recv, up to file_recv_max_size', { timeout: 120_000 }, async () => {
     const fleet = await startFleet({ minions: [{ id: 'm1', transport }], masterConfig: masterConfig({ file_recv: true, file_recv_max_size: 1 }) })

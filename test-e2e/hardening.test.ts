@@ -82,7 +82,10 @@ describe.each(TRANSPORTS)('a master under `ulimit -n 1024` over %s', (transport)
     const ports = fleet.ports.get(transport)!
     // From four addresses, as from other hosts: 150 at the request port and 100 at the publish port each. The
     // master derives its caps from its limit: 896 connections in all (web1 holds two), 224 from one address.
-    const attack = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'].flatMap((from) => [idleConnections(ports.ret, 150, from), idleConnections(ports.publish, 100, from)])
+    const attack = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'].flatMap((from) => [
+      idleConnections(ports.ret, 150, from),
+      idleConnections(ports.publish, 100, from),
+    ])
     const closed = (): number => attack.reduce((sum, group) => sum + group.closed(), 0)
     try {
       await poll(() => attack.every((group) => group.settled() === group.sockets.length), 'all 1,000 connections to be accepted', 60_000)
@@ -111,7 +114,9 @@ describe.each(TRANSPORTS)('a master under `ulimit -n 1024` over %s', (transport)
       const evictions = fleet.master.stderr.split('\n').filter((line) => line.includes('without completing its greeting, to admit a new connection'))
       expect(evictions.length).toBeGreaterThan(0)
       expect(evictions.length).toBeLessThanOrEqual(20)
-      expect(evictions[0]).toMatch(/dropped connection from 127\.0\.0\.[2-5]:\d+: evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections(_per_address)? \(\d+\)/)
+      expect(evictions[0]).toMatch(
+        /dropped connection from 127\.0\.0\.[2-5]:\d+: evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections(_per_address)? \(\d+\)/,
+      )
     } finally {
       for (const group of attack) for (const socket of group.sockets) socket.destroy()
     }

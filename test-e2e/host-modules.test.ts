@@ -40,13 +40,17 @@ async function buildDeb(dir: string): Promise<string> {
   await mkdir(join(tree, 'DEBIAN'), { recursive: true })
   await mkdir(join(tree, 'usr/share/brine-test'), { recursive: true })
   await writeFile(join(tree, 'usr/share/brine-test/hello.txt'), 'installed by Brine\n')
-  await writeFile(join(tree, 'DEBIAN/control'), `Package: ${PACKAGE}\nVersion: 1.0\nArchitecture: all\nMaintainer: Brine <brine@example.invalid>\nDescription: Brine e2e test package\n`)
+  await writeFile(
+    join(tree, 'DEBIAN/control'),
+    `Package: ${PACKAGE}\nVersion: 1.0\nArchitecture: all\nMaintainer: Brine <brine@example.invalid>\nDescription: Brine e2e test package\n`,
+  )
   const deb = join(dir, `${PACKAGE}_1.0_all.deb`)
   await exec('dpkg-deb', ['--root-owner-group', '--build', tree, deb], { timeout: 60_000 })
   return deb
 }
 
-const installed = async (): Promise<boolean> => (await exec('dpkg-query', ['-W', '-f', '${Status}', PACKAGE]).catch(() => ({ stdout: '' }))).stdout.includes(' installed')
+const installed = async (): Promise<boolean> =>
+  (await exec('dpkg-query', ['-W', '-f', '${Status}', PACKAGE]).catch(() => ({ stdout: '' }))).stdout.includes(' installed')
 
 function initScript(name: string): string {
   const pidfile = `/run/${name}.pid`
@@ -80,7 +84,7 @@ async function call(fleet: Fleet, id: string, ...args: string[]): Promise<unknow
 describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (transport) => {
   const id = `host-${transport}`
 
-  it('pkg installs a package built with dpkg-deb from salt:// (the master\'s file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was', async () => {
+  it("pkg installs a package built with dpkg-deb from salt:// (the master's file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was", async () => {
     expect(await installed()).toBe(false)
     const dir = await mkdtemp(join(tmpdir(), 'brine-pkg-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))
@@ -107,9 +111,15 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
 
     // Sources that cannot be had are refused by name, and nothing is installed.
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${join(dir, 'absent.deb')}"}]`)).toBe(`ERROR: package source ${join(dir, 'absent.deb')} is not a file`)
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://absent.deb"}]`)).toBe('ERROR: Unable to cache salt://absent.deb from the master: no such file in its file_roots')
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://../etc/passwd"}]`)).toEqual(expect.stringMatching(/^ERROR: FileServerPathError: /))
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${join(dir, 'absent.deb')}"}]`)).toBe(
+      `ERROR: package source ${join(dir, 'absent.deb')} is not a file`,
+    )
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://absent.deb"}]`)).toBe(
+      'ERROR: Unable to cache salt://absent.deb from the master: no such file in its file_roots',
+    )
+    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://../etc/passwd"}]`)).toEqual(
+      expect.stringMatching(/^ERROR: FileServerPathError: /),
+    )
     expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
     expect(await installed()).toBe(false)
   })
@@ -196,7 +206,10 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     const retPort = transport === 'nats' ? fleet.natsServer!.port : (fleet.ports.get(transport)?.ret as number)
     expect(await call(fleet, id, 'network.interfaces')).toMatchObject({ lo: { up: true } })
     expect(await call(fleet, id, 'network.ip_addrs', 'include_loopback=True')).toContain('127.0.0.1')
-    expect(await call(fleet, id, 'network.connect', '127.0.0.1', String(retPort))).toEqual({ result: true, comment: `Successfully connected to 127.0.0.1 (127.0.0.1) on tcp port ${retPort}` })
+    expect(await call(fleet, id, 'network.connect', '127.0.0.1', String(retPort))).toEqual({
+      result: true,
+      comment: `Successfully connected to 127.0.0.1 (127.0.0.1) on tcp port ${retPort}`,
+    })
     const sockets = (await call(fleet, id, 'network.netstat')) as Record<string, unknown>[]
     expect(sockets).toContainEqual(expect.objectContaining({ proto: 'tcp', 'local-address': `127.0.0.1:${retPort}`, state: 'LISTEN' }))
     const routes = (await call(fleet, id, 'network.default_route', 'inet')) as Record<string, string>[]
@@ -205,7 +218,10 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     for (const route of routes) expect(route).toMatchObject({ addr_family: 'inet', destination: '0.0.0.0', netmask: '0.0.0.0' })
     // ping is the system's: where it is not installed, the error says so instead of a result.
     const ping = await call(fleet, id, 'network.ping', '127.0.0.1', 'return_boolean=True', 'timeout=5')
-    const hasPing = await exec('sh', ['-c', 'command -v ping']).then(() => true, () => false)
+    const hasPing = await exec('sh', ['-c', 'command -v ping']).then(
+      () => true,
+      () => false,
+    )
     if (hasPing) expect(ping).toBe(true)
     else expect(ping).toEqual(expect.stringContaining('ENOENT'))
 

@@ -55,7 +55,7 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     expect(launcher).toBe(join(prefix, 'lib/node_modules/@brine/cli/bin/brine-master.js'))
   })
 
-  it("loads the zeromq addon bundled in the installed copy (prebuilt: no install script or compiler), and reports it in --versions-report", async () => {
+  it('loads the zeromq addon bundled in the installed copy (prebuilt: no install script or compiler), and reports it in --versions-report', async () => {
     const zeromq = join(prefix, 'lib/node_modules/@brine/transport-zeromq/node_modules/zeromq')
     // The addon the installed zeromq loads is a file inside the prefix: read from this process's memory map.
     const probe = `const z = require(${JSON.stringify(zeromq)}); const s = new z.Dealer(); s.close();
@@ -101,7 +101,10 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     await rm(configDir, { recursive: true, force: true })
     await run('mkdir', ['-p', configDir], { ms: COMMAND_MS })
     const port = await freeLoopbackPort()
-    await writeFile(join(configDir, 'master'), `interface: 127.0.0.1\nsock_dir: ${join(scratch, 'api-sock')}\nrest_cherrypy:\n  port: ${port}\n  host: 127.0.0.1\n  disable_ssl: true\n`)
+    await writeFile(
+      join(configDir, 'master'),
+      `interface: 127.0.0.1\nsock_dir: ${join(scratch, 'api-sock')}\nrest_cherrypy:\n  port: ${port}\n  host: 127.0.0.1\n  disable_ssl: true\n`,
+    )
     // No master: the API starts anyway (its requests answer 503 until one is up), and the console is static.
     const api = DaemonProcess.spawn('installed brine-api', join(prefix, 'bin', 'brine-api'), ['-c', configDir, '-l', 'info'], { env, cwd: scratch })
     try {
@@ -136,7 +139,10 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
       const checked = await run(command!, [...args, '--check-config'], { ms: COMMAND_MS, env, cwd: scratch })
       // The syndic reads the master's config file, as Salt's salt-syndic does.
       const file = role === 'syndic' ? 'master' : role
-      expect({ code: checked.code, out: checked.stdout }).toEqual({ code: 0, out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, file)})\n` })
+      expect({ code: checked.code, out: checked.stdout }).toEqual({
+        code: 0,
+        out: `brine-${role}: config OK: 0 errors, 0 warnings (${join(configDir, file)})\n`,
+      })
     }
   })
 })

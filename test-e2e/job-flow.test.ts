@@ -34,7 +34,13 @@ describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
   })
 
   it('a pending key gets no jobs until brine-key accepts it; deleting it cuts it off', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }], autoAccept: false })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+      autoAccept: false,
+    })
     await Promise.all(['web1', 'db1'].map((id) => fleet.waitForAuth(id, 'pend')))
     const listed = await fleet.run('brine-key', ['-L'])
     expect(listed.stdout).toMatch(/Unaccepted Keys:\ndb1\nweb1\n/)
@@ -64,7 +70,12 @@ describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
 
 describe('one master serving several transports', () => {
   it('reaches a ZeroMQ minion and a TCP minion with one job', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'zmq-minion', transport: 'zeromq' }, { id: 'tcp-minion', transport: 'tcp' }] })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'zmq-minion', transport: 'zeromq' },
+        { id: 'tcp-minion', transport: 'tcp' },
+      ],
+    })
     const ping = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
     expect(json(ping.stdout)).toEqual({ 'zmq-minion': true, 'tcp-minion': true })
     expect(ping.code).toBe(0)

@@ -30,7 +30,10 @@ describe.each(TRANSPORTS)('limits over %s', (transport) => {
     expect(returned.retcode).toBe(3)
     // The shorter stream arrives whole; the longer one is cut below the frame limit, each cut marked.
     expect(returned.stderr).toBe('e'.repeat(ERROR_BYTES))
-    const marker = /\n\[brine: output truncated at 67108864 bytes\]\n\[brine: truncated by the minion: 67108864 bytes, the first (\d+) kept, to fit max_frame_bytes \(67108864\)\]$/.exec(returned.stdout)
+    const marker =
+      /\n\[brine: output truncated at 67108864 bytes\]\n\[brine: truncated by the minion: 67108864 bytes, the first (\d+) kept, to fit max_frame_bytes \(67108864\)\]$/.exec(
+        returned.stdout,
+      )
     expect(marker, returned.stdout.slice(-300)).not.toBeNull()
     const kept = Number(marker![1])
     expect(kept + ERROR_BYTES).toBeLessThan(MAX_FRAME_BYTES)

@@ -110,7 +110,8 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
     expect(await readFile(slowFile, 'utf8')).toBe('ran\n')
     // Its publishes reach the minion again once the minion's publish link is back (it says so). On NATS that link
     // is the broker's and never went away: the ping below is the whole check there.
-    if (transport !== 'nats') await minion.waitForOutput(new RegExp(`publishes from \\S*127\\.0\\.0\\.1:${one.ports.get(transport)!.publish}: connected again`), WAIT_MS)
+    if (transport !== 'nats')
+      await minion.waitForOutput(new RegExp(`publishes from \\S*127\\.0\\.0\\.1:${one.ports.get(transport)!.publish}: connected again`), WAIT_MS)
     expect(await ping(one, 'mm')).toEqual({ mm: true })
     // The second master never saw that job's return.
     const elsewhere = await two.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
@@ -123,7 +124,13 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
     const minion = await one.startMinion({
       id: 'fo',
       transport,
-      config: twoMasterConfig(transport, master, { master_type: 'failover', master_alive_interval: 1, master_failback: true, master_failback_interval: 1, ...QUICK }),
+      config: twoMasterConfig(transport, master, {
+        master_type: 'failover',
+        master_alive_interval: 1,
+        master_failback: true,
+        master_failback_interval: 1,
+        ...QUICK,
+      }),
     })
     await one.waitForMinionStart('fo')
     expect(await ping(one, 'fo')).toEqual({ fo: true })
@@ -147,7 +154,10 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
     // The first master is back: the link kept for it delivers the return, then failback uses it again.
     await one.launchMaster()
     await minion.waitForOutput(new RegExp(`spooled return of job ${slow} \\(cmd.run\\) delivered`), WAIT_MS)
-    await minion.waitForOutput(new RegExp(`using the master ${escape(names[0])} \\(${escape(master[0])}\\) instead of ${escape(names[1])}; failing back to the first master`), WAIT_MS)
+    await minion.waitForOutput(
+      new RegExp(`using the master ${escape(names[0])} \\(${escape(master[0])}\\) instead of ${escape(names[1])}; failing back to the first master`),
+      WAIT_MS,
+    )
     const lookup = await one.run('brine-run', ['jobs.lookup_jid', slow, '--out', 'json'])
     expect(json(lookup.stdout)).toEqual({ fo: 'slept' })
     expect(await readFile(slowFile, 'utf8')).toBe('ran\n')

@@ -21,9 +21,13 @@ const WAIT_MS = 60_000
 const QUICK = { recon_default: 100, recon_max: 500, return_retry_timer: 1, return_retry_timer_max: 1, return_retry_tries: 10 }
 
 async function poll(condition: () => boolean, what: string): Promise<void> {
-  await deadline((async () => {
-    while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20))
-  })(), WAIT_MS, what)
+  await deadline(
+    (async () => {
+      while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20))
+    })(),
+    WAIT_MS,
+    what,
+  )
 }
 
 describe('a 3-server NATS cluster', () => {
@@ -40,10 +44,13 @@ describe('a 3-server NATS cluster', () => {
       const seen: BusEvent[] = []
       const controller = new AbortController()
       const reading = (async () => {
-        for await (const event of fleet.bus.iter({ match: '^salt/job/\\d+/ret/', matchType: 'regex', hwm: 100_000, signal: controller.signal })) seen.push(event)
+        for await (const event of fleet.bus.iter({ match: '^salt/job/\\d+/ret/', matchType: 'regex', hwm: 100_000, signal: controller.signal }))
+          seen.push(event)
       })()
       // Each minion marks that it runs the job, then works for 3 s: B is killed in that window.
-      const job = fleet.run('brine', ['*', 'cmd.run', `touch ${marks}/started-$$; sleep 3; echo done`, '--out', 'json', '--static', '-t', '30', '--show-jid'], { ms: WAIT_MS * 2 })
+      const job = fleet.run('brine', ['*', 'cmd.run', `touch ${marks}/started-$$; sleep 3; echo done`, '--out', 'json', '--static', '-t', '30', '--show-jid'], {
+        ms: WAIT_MS * 2,
+      })
       await poll(() => readdirSync(marks).length >= 3, 'the three minions to start the job')
       await b!.stop()
       const result = await job
@@ -66,7 +73,7 @@ describe('a 3-server NATS cluster', () => {
 })
 
 describe('a NATS leaf node', () => {
-  it('master at the hub, minions at the site: jobs and returns cross the leaf link, and a targeted publish travels only on its minion\'s subject', async () => {
+  it("master at the hub, minions at the site: jobs and returns cross the leaf link, and a targeted publish travels only on its minion's subject", async () => {
     const leafPort = await freeLoopbackPort()
     const hub = await NatsServerProcess.start({ name: 'hub', leafPort })
     const site = await NatsServerProcess.start({ name: 'site', leafRemotes: [`nats-leaf://127.0.0.1:${leafPort}`] })

@@ -67,14 +67,23 @@ describe.each(TRANSPORTS)('Salt parity through the built CLI against a real mini
     expect(pretty.stderr).toBe('')
 
     // salt-call types its words the same way.
-    const local = await fleet.run('brine-call', ['--local', '--out', 'json', '--out-indent', '-1', 'test.arg', ...ARGS], { configDir: fleet.minionConfigDir('web1') })
+    const local = await fleet.run('brine-call', ['--local', '--out', 'json', '--out-indent', '-1', 'test.arg', ...ARGS], {
+      configDir: fleet.minionConfigDir('web1'),
+    })
     expect(local.stdout).toBe('{"local": {"args": [1, 2.5, true, null, [1, 2], {"a": 1}, 755], "kwargs": {"mode": 755}}}\n')
   })
 
   it('brine-key -L --out json and -p as salt-key prints them, and usage errors exit 64', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }, { id: 'db1', transport }] })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+    })
     const listed = await fleet.run('brine-key', ['-L', '--out', 'json'])
-    expect(listed.stdout).toBe('{\n    "minions": [\n        "db1",\n        "web1"\n    ],\n    "minions_pre": [],\n    "minions_rejected": [],\n    "minions_denied": []\n}\n')
+    expect(listed.stdout).toBe(
+      '{\n    "minions": [\n        "db1",\n        "web1"\n    ],\n    "minions_pre": [],\n    "minions_rejected": [],\n    "minions_denied": []\n}\n',
+    )
     expect(listed.code).toBe(0)
     const printed = await fleet.run('brine-key', ['-p', 'web1', '--out', 'json'])
     const pub = JSON.parse(printed.stdout) as { minions: { web1: string } }

@@ -20,6 +20,8 @@ describe('scripts/quiet-build.mjs', () => {
     const result = await run(process.execPath, ['scripts/quiet-build.mjs', '--', process.execPath, '-e', failing], { ms: MS })
     expect(result.code).toBe(3)
     expect(result.stdout).toBe('Building Brine …\n')
-    expect(result.stderr).toMatch(/^step 0\nstep 1\nstep 2\nsrc\/index.ts\(3,1\): error TS1005\n\nBuilding Brine failed \(exit code 3\) after \d+ s; the log above is also in .*\.tmp\/build\.log\n$/)
+    expect(result.stderr).toMatch(
+      /^step 0\nstep 1\nstep 2\nsrc\/index.ts\(3,1\): error TS1005\n\nBuilding Brine failed \(exit code 3\) after \d+ s; the log above is also in .*\.tmp\/build\.log\n$/,
+    )
   })
 })

@@ -39,7 +39,12 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
   it('a built master answers 100 replays of a recorded _minion_event with one event, and refuses a return for a job not sent', async () => {
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
     const ports = fleet.ports.get(transport)!
-    const fake = await FakeMinion.start(transport, 'spy', { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret, broker: fleet.broker }, join(fleet.root, 'spy-pki'))
+    const fake = await FakeMinion.start(
+      transport,
+      'spy',
+      { host: '127.0.0.1', publishPort: ports.publish, retPort: ports.ret, broker: fleet.broker },
+      join(fleet.root, 'spy-pki'),
+    )
     expect(await fake.auth()).toEqual({ ok: true })
     const bus = new MasterEvent({ sockDir: fleet.sockDir })
     await bus.connect()
@@ -54,7 +59,9 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
     })()
     /** Resolves once `tag` has been seen on the bus. */
     const sight = (tag: string): Promise<void> =>
-      seen.some((event) => event.tag === tag) ? Promise.resolve() : deadline(new Promise<void>((resolve) => waiters.set(tag, resolve)), 10_000, `${tag} on the bus`)
+      seen.some((event) => event.tag === tag)
+        ? Promise.resolve()
+        : deadline(new Promise<void>((resolve) => waiters.set(tag, resolve)), 10_000, `${tag} on the bus`)
     try {
       const tag = 'salt/minion/spy/replayed'
       const recorded = fake.box!.seal({ cmd: '_minion_event', id: 'spy', events: [{ tag, data: { n: 1 } }] })
@@ -66,7 +73,10 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
       // A job for web1 only; the spy's return for it is refused and never stored.
       const jid = jidOf((await fleet.run('brine', ['-L', 'web1', 'test.ping', '--async'])).stdout)
       const web1Returned = sight(tags.jobReturn(jid, 'web1'))
-      expect(await fake.returnJob(jid, 'forged')).toMatchObject({ ok: false, error: { name: 'ReturnRefusedError', context: { reason: 'not sent to this minion' } } })
+      expect(await fake.returnJob(jid, 'forged')).toMatchObject({
+        ok: false,
+        error: { name: 'ReturnRefusedError', context: { reason: 'not sent to this minion' } },
+      })
       // The bus is in order: once a later event is seen, the replays' events would have been too.
       const after = sight('salt/minion/spy/after')
       expect(await fake.sealed({ cmd: '_minion_event', id: 'spy', events: [{ tag: 'salt/minion/spy/after', data: {} }] })).toEqual({ ok: true })

@@ -11,7 +11,12 @@ const json = (text: string): unknown => JSON.parse(text) as unknown
 
 describe.each(TRANSPORTS)("Salt's runners and a newcomer's mistakes through the built CLIs over %s", (transport) => {
   it('brine-run test.arg, test.stream with its progress, jobs.exit_success, manage.present, cache.grains; brine-key -F; brine -L web1,ghost; an unresolvable master name', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport, grains: { role: 'web' } }, { id: 'db1', transport }] })
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport, grains: { role: 'web' } },
+        { id: 'db1', transport },
+      ],
+    })
 
     const arg = await fleet.run('brine-run', ['test.arg', 'a', 'b=1', '__pub_x=2', '--out', 'json'])
     expect(json(arg.stdout)).toEqual({ args: ['a'], kwargs: { b: 1 } })
@@ -20,7 +25,9 @@ describe.each(TRANSPORTS)("Salt's runners and a newcomer's mistakes through the 
     // salt-run prints each progress event as it fires ({suffix, event} through the outputter), then the return.
     const stream = await fleet.run('brine-run', ['test.stream'])
     expect(stream.code).toBe(0)
-    const percents = [...stream.stdout.matchAll(/^event:\n {4}-{10}\n {4}_stamp:\n {8}\S+\n {4}message:\n {8}Runner is (\d+)% done\nsuffix:\n {4}progress\n/gm)].map((match) => Number(match[1]))
+    const percents = [
+      ...stream.stdout.matchAll(/^event:\n {4}-{10}\n {4}_stamp:\n {8}\S+\n {4}message:\n {8}Runner is (\d+)% done\nsuffix:\n {4}progress\n/gm),
+    ].map((match) => Number(match[1]))
     expect(percents).toEqual(Array.from({ length: 99 }, (_, index) => index + 1))
     expect(stream.stdout.endsWith('Runner is 99% done\nsuffix:\n    progress\nTrue\n')).toBe(true)
     const streamJson = await fleet.run('brine-run', ['test.stream', '--out', 'json', '--out-indent', '-1'])
@@ -35,7 +42,9 @@ describe.each(TRANSPORTS)("Salt's runners and a newcomer's mistakes through the 
     expect(jid).toBeDefined()
     expect(json((await fleet.run('brine-run', ['jobs.exit_success', jid!, '--out', 'json'])).stdout)).toEqual({ web1: true })
     expect(json((await fleet.run('brine-run', ['manage.present', '--out', 'json'])).stdout)).toEqual(['db1', 'web1'])
-    expect(json((await fleet.run('brine-run', ['cache.grains', 'web*', '--out', 'json'])).stdout)).toEqual({ web1: expect.objectContaining({ role: 'web', id: 'web1' }) })
+    expect(json((await fleet.run('brine-run', ['cache.grains', 'web*', '--out', 'json'])).stdout)).toEqual({
+      web1: expect.objectContaining({ role: 'web', id: 'web1' }),
+    })
 
     // salt-key -F lists the master's own key under Local Keys.
     const fingers = json((await fleet.run('brine-key', ['-F', '--out', 'json'])).stdout) as Record<string, Record<string, string>>

@@ -34,7 +34,10 @@ function returnCounts(events: readonly BusEvent[], jid: string): Record<string, 
  * Reads `fleet`'s bus from now on; `until(predicate)` resolves with everything read once the events so far
  * satisfy it, failing after EVENTS_MS with what was seen.
  */
-function record(fleet: Fleet, match: string): { events: BusEvent[]; until: (done: (events: BusEvent[]) => boolean, what: string) => Promise<BusEvent[]>; stop: () => void } {
+function record(
+  fleet: Fleet,
+  match: string,
+): { events: BusEvent[]; until: (done: (events: BusEvent[]) => boolean, what: string) => Promise<BusEvent[]>; stop: () => void } {
   const controller = new AbortController()
   const events: BusEvent[] = []
   const watchers = new Set<() => void>()
@@ -156,10 +159,16 @@ describe.each(TRANSPORTS)('a tree of masters over %s', (transport) => {
     while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the plain minion`)).value?.job
     // It answers for a minion behind syndic1, and for one that does not exist.
     const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
-    const refusal = await link.send({ cmd: '_syndic_return', id: 'plain', jobs: [{ jid, fun: 'test.ping', minions: ['s1-web', 'ghost'], pending: [], returns: { 's1-web': forged, ghost: forged } }] }).then(
-      () => undefined,
-      (error: unknown) => error,
-    )
+    const refusal = await link
+      .send({
+        cmd: '_syndic_return',
+        id: 'plain',
+        jobs: [{ jid, fun: 'test.ping', minions: ['s1-web', 'ghost'], pending: [], returns: { 's1-web': forged, ghost: forged } }],
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      )
     expect(refusal).toMatchObject({ name: 'NotAcknowledgedError', refusal: 'SyndicNotAcceptedError' })
     await top.master.waitForOutput(/_syndic_return refused: "plain" is not accepted as a syndic on this master \(brine-key --accept-syndic plain\)/, EVENTS_MS)
     // The real returns come up through syndic1; the forged ones never.
@@ -188,7 +197,10 @@ describe('a syndic whose upper link is NATS while its own minions use ZeroMQ', (
   it('jobs from the top reach the ZeroMQ minions below and every return comes back up once', async () => {
     const top = await startFleet({ minions: [{ id: 'direct1', transport: 'nats' }], masterConfig: { order_masters: true } })
     const node = await startFleet({
-      minions: [{ id: 'z-web', transport: 'zeromq' }, { id: 'z-db', transport: 'zeromq' }],
+      minions: [
+        { id: 'z-web', transport: 'zeromq' },
+        { id: 'z-db', transport: 'zeromq' },
+      ],
       syndic: { id: 'natsyndic', upper: top, transport: 'nats' },
     })
     expect(top.transports).toEqual(['nats'])
@@ -208,8 +220,18 @@ describe('a syndic whose upper link is NATS while its own minions use ZeroMQ', (
 describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   it('three levels deep (top → syndic → syndic → minions): every minion answers, and the top bus carries one return event per minion', async () => {
     const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
-    const mid = await startFleet({ minions: [{ id: 'mid-m1', transport }], masterConfig: { order_masters: true }, syndic: { id: 'mid', upper: top, transport } })
-    await startFleet({ minions: [{ id: 'low-m1', transport }, { id: 'low-m2', transport }], syndic: { id: 'low', upper: mid, transport } })
+    const mid = await startFleet({
+      minions: [{ id: 'mid-m1', transport }],
+      masterConfig: { order_masters: true },
+      syndic: { id: 'mid', upper: top, transport },
+    })
+    await startFleet({
+      minions: [
+        { id: 'low-m1', transport },
+        { id: 'low-m2', transport },
+      ],
+      syndic: { id: 'low', upper: mid, transport },
+    })
     const returns = record(top, '^salt/job/')
     const ping = await top.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])
     const jid = jidOf(ping.stdout)
@@ -224,7 +246,13 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
 
   it("stop the top master while cmd.run 'sleep 3' runs below, start it again: every return arrives at the top exactly once", async () => {
     const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
-    const node = await startFleet({ minions: [{ id: 's1-a', transport }, { id: 's1-b', transport }], syndic: { id: 'syndic1', upper: top, transport } })
+    const node = await startFleet({
+      minions: [
+        { id: 's1-a', transport },
+        { id: 's1-b', transport },
+      ],
+      syndic: { id: 'syndic1', upper: top, transport },
+    })
     const below = record(node, '^salt/job/')
     const announced = record(top, '^syndic/')
     const jid = jidOf((await top.run('brine', ['*', 'cmd.run', 'sleep 3; echo slept', '--async'])).stdout)
@@ -241,7 +269,10 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     // bus, come after any event the batch caused.
     await node.syndic!.waitForOutput(/delivered spooled batch .* to /, EVENTS_MS)
     await top.run('brine-run', ['jobs.list_jobs', '--out', 'json'])
-    await returns.until((events) => events.some((event) => /^salt\/run\/\d+\/ret$/.test(event.tag) && event.data['fun'] === 'runner.jobs.list_jobs'), 'the events of the jobs.list_jobs runner')
+    await returns.until(
+      (events) => events.some((event) => /^salt\/run\/\d+\/ret$/.test(event.tag) && event.data['fun'] === 'runner.jobs.list_jobs'),
+      'the events of the jobs.list_jobs runner',
+    )
     returns.stop()
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, 's1-a': 1, 's1-b': 1 })
     const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
@@ -287,12 +318,22 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     let job: Readonly<JobLoad> | undefined
     while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the rogue syndic`)).value?.job
     const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
-    await link.send({ cmd: '_syndic_return', id: 'rogue', jobs: [{ jid, fun: 'test.ping', minions: ['ghost1', 'direct1'], pending: [], returns: { ghost1: forged, ghost2: forged, direct1: forged } }] })
+    await link.send({
+      cmd: '_syndic_return',
+      id: 'rogue',
+      jobs: [{ jid, fun: 'test.ping', minions: ['ghost1', 'direct1'], pending: [], returns: { ghost1: forged, ghost2: forged, direct1: forged } }],
+    })
 
-    await returns.until((events) => returnCounts(events, jid)['direct1'] === 1 && returnCounts(events, jid)['ghost1'] === 1, `the returns of direct1 and ghost1 for ${jid}`)
+    await returns.until(
+      (events) => returnCounts(events, jid)['direct1'] === 1 && returnCounts(events, jid)['ghost1'] === 1,
+      `the returns of direct1 and ghost1 for ${jid}`,
+    )
     const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
     expect(json(lookup.stdout)).toEqual({ direct1: true, ghost1: 'forged' })
-    await top.master.waitForOutput(/refused a return from syndic rogue for minion "ghost2" of job \d+: syndic rogue did not announce minion "ghost2"/, EVENTS_MS)
+    await top.master.waitForOutput(
+      /refused a return from syndic rogue for minion "ghost2" of job \d+: syndic rogue did not announce minion "ghost2"/,
+      EVENTS_MS,
+    )
     await top.master.waitForOutput(/refused a return from syndic rogue for minion "direct1" of job \d+: "direct1" is a minion of this master/, EVENTS_MS)
     returns.stop()
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, ghost1: 1 })
@@ -306,7 +347,13 @@ describe.each(TRANSPORTS)('multi-syndic over %s', (transport) => {
     // pair would be one queue group, so B is on A's nats-server with ports of its own (syndic_master names host:port).
     const apart = transport === 'nats' ? { natsFrom: a } : { interface: '127.0.0.2', portsFrom: a }
     const b = await startFleet({ minions: [], transports: [transport], ...apart, masterConfig: { order_masters: true, master_id: 'B' } })
-    const lower = await startFleet({ minions: [{ id: 'm1', transport }, { id: 'm2', transport }], syndic: { id: 'syn', upper: [a, b], transport } })
+    const lower = await startFleet({
+      minions: [
+        { id: 'm1', transport },
+        { id: 'm2', transport },
+      ],
+      syndic: { id: 'syn', upper: [a, b], transport },
+    })
     const below = record(lower, '^salt/job/')
     const atA = record(a, '^salt/job/')
     const fromA = await a.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])

@@ -49,7 +49,9 @@ describe.each(TRANSPORTS)('targeting through the built CLI over %s', (transport)
     // 2^36 ways to split the a's of the long id: the master stops the match at its deadline and says so.
     const hostile = await brine('-E', 'db-(a+)+!')
     expect(hostile.stdout).toBe('')
-    expect(hostile.stderr).toContain("invalid pcre target 'db-(a+)+!': regular expression 'db-(a+)+!' did not finish matching 3 values within 500 ms (catastrophic backtracking?)")
+    expect(hostile.stderr).toContain(
+      "invalid pcre target 'db-(a+)+!': regular expression 'db-(a+)+!' did not finish matching 3 values within 500 ms (catastrophic backtracking?)",
+    )
     expect(hostile.code).not.toBe(0)
     const next = await brine('*')
     expect(json(next.stdout)).toEqual({ web1: true, web2: true, [LONG]: true })

@@ -7,7 +7,11 @@ import { join } from 'node:path'
 /** A self-signed certificate for 127.0.0.1 and localhost made by openssl: `dir`/key.pem and `dir`/crt.pem; resolves with the certificate. */
 export async function selfSignedCertificate(dir: string): Promise<Buffer> {
   const subject = ['-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost']
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', ...subject], { stdio: 'ignore' })
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', ...subject],
+    { stdio: 'ignore' },
+  )
   return readFile(join(dir, 'crt.pem'))
 }
 
@@ -48,7 +52,15 @@ export function httpClient(base: string, ca?: Buffer) {
       const headers: Record<string, string> = { ...options.headers }
       if (options.body !== undefined) headers['content-length'] = String(Buffer.byteLength(options.body))
       const req = send(
-        { host: url.hostname, port: url.port, path, method: options.method ?? 'GET', headers, ...(ca === undefined ? {} : { ca }), ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }) },
+        {
+          host: url.hostname,
+          port: url.port,
+          path,
+          method: options.method ?? 'GET',
+          headers,
+          ...(ca === undefined ? {} : { ca }),
+          ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }),
+        },
         (res) => {
           const chunks: Buffer[] = []
           res.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -80,10 +92,13 @@ export function httpClient(base: string, ca?: Buffer) {
   /** Opens a streaming GET (server-sent events); resolves with the response once the headers are in. */
   const stream = (path: string, headers: Record<string, string> = {}, ms = 30_000): Promise<IncomingMessage> =>
     new Promise((resolve, reject) => {
-      const req = send({ host: url.hostname, port: url.port, path, method: 'GET', headers: { accept: 'text/event-stream', ...headers }, ...(ca === undefined ? {} : { ca }) }, (res) => {
-        clearTimeout(timer)
-        resolve(res)
-      })
+      const req = send(
+        { host: url.hostname, port: url.port, path, method: 'GET', headers: { accept: 'text/event-stream', ...headers }, ...(ca === undefined ? {} : { ca }) },
+        (res) => {
+          clearTimeout(timer)
+          resolve(res)
+        },
+      )
       const timer = setTimeout(() => {
         req.destroy()
         reject(new Error(`GET ${path} (event stream) got no headers within ${ms} ms`))

@@ -19,10 +19,14 @@ export class RawNatsSubscriber {
   static async subscribe(port: number, subject: string, ms = 30_000): Promise<RawNatsSubscriber> {
     const socket = connect({ host: '127.0.0.1', port })
     const subscriber = new RawNatsSubscriber(socket)
-    await deadline(new Promise<void>((resolve, reject) => {
-      socket.once('connect', resolve)
-      socket.once('error', reject)
-    }), ms, `a raw connection to nats-server on port ${port}`)
+    await deadline(
+      new Promise<void>((resolve, reject) => {
+        socket.once('connect', resolve)
+        socket.once('error', reject)
+      }),
+      ms,
+      `a raw connection to nats-server on port ${port}`,
+    )
     const pong = subscriber.#nextPong()
     socket.write(`CONNECT {"verbose":false,"pedantic":false,"protocol":1}\r\nSUB ${subject} 1\r\nPING\r\n`)
     await deadline(pong, ms, `nats-server on port ${port} to confirm SUB ${subject}`)

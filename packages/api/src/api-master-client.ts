@@ -1,14 +1,5 @@
 import { existsSync } from 'node:fs'
-import {
-  EauthClient,
-  LocalClient,
-  MasterEvent,
-  RunnerClient,
-  WheelClient,
-  type ClientCredentials,
-  type EauthLogin,
-  type EauthToken,
-} from '@brine/client'
+import { EauthClient, LocalClient, MasterEvent, RunnerClient, WheelClient, type ClientCredentials, type EauthLogin, type EauthToken } from '@brine/client'
 import { eventBusPath, type MasterConfig } from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
 import { ApiError } from './errors.js'

@@ -67,7 +67,9 @@ export async function registerApp(app: FastifyInstance, settings: ApiSettings, l
     const assets = consoleAssets()
     if (assets === undefined) {
       logger.warning(`the bundled web console is not built (npm run build); ${settings.appPath} answers 503 (or set rest_cherrypy.app: false)`)
-      app.get(`${settings.appPath}/*`, async (_request, reply) => reply.code(503).send({ status: 503, return: 'the web console is not built (npm run build builds @brine/console)' }))
+      app.get(`${settings.appPath}/*`, async (_request, reply) =>
+        reply.code(503).send({ status: 503, return: 'the web console is not built (npm run build builds @brine/console)' }),
+      )
     } else {
       await app.register(fastifyStatic, {
         root: assets.dir,

@@ -88,7 +88,8 @@ function appSetting(value: unknown, fail: (key: string, problem: string) => neve
 /** `app_path`, `static_path`: one absolute URL prefix, kept without a trailing slash, never the API's own root. */
 function urlPrefix(key: string, value: string, fail: (key: string, problem: string) => never): string {
   const trimmed = value.replace(/\/+$/, '')
-  if (!/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/.test(trimmed)) fail(key, `must be a URL path such as /app (letters, digits, . _ ~ -), got ${JSON.stringify(value)}`)
+  if (!/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/.test(trimmed))
+    fail(key, `must be a URL path such as /app (letters, digits, . _ ~ -), got ${JSON.stringify(value)}`)
   return trimmed
 }
 
@@ -100,7 +101,8 @@ function blockReaders(block: Record<string, unknown>, fail: Fail) {
     integer: (key: string, fallback: number | undefined, min: number, max: number): number => {
       const value = block[key] ?? fallback
       if (value === undefined) return fail(key, `is required (an integer from ${min} to ${max})`)
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) return fail(key, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
+        return fail(key, `must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`)
       return value
     },
     flag: (key: string, fallback: boolean): boolean => {
@@ -117,9 +119,13 @@ function blockReaders(block: Record<string, unknown>, fail: Fail) {
 
 /** `app_path` and `static_path` take none of the API's own paths. */
 function checkPrefixes(settings: ApiSettings, fail: Fail): void {
-  for (const [key, prefix] of [['app_path', settings.appPath], ['static_path', settings.staticPath]] as const) {
+  for (const [key, prefix] of [
+    ['app_path', settings.appPath],
+    ['static_path', settings.staticPath],
+  ] as const) {
     const first = `/${prefix.split('/')[1] ?? ''}`
-    if (RESERVED_PATHS.includes(first) || first === settings.webhookUrl.replace(/\/+$/, '')) fail(key, `must not take the API's own path ${first}, got ${JSON.stringify(prefix)}`)
+    if (RESERVED_PATHS.includes(first) || first === settings.webhookUrl.replace(/\/+$/, ''))
+      fail(key, `must not take the API's own path ${first}, got ${JSON.stringify(prefix)}`)
   }
 }
 
@@ -145,7 +151,8 @@ function readAuthorizedIps(block: Record<string, unknown>, fail: Fail): string[]
 /** The master's `netapi_enable_clients`, keeping the clients the API has; a name it does not have is a warning. */
 function readEnabledClients(opts: MasterConfig, warnings: string[]): string[] {
   const enabled = (opts.netapi_enable_clients ?? []) as unknown
-  if (!Array.isArray(enabled) || !enabled.every((name) => typeof name === 'string')) throw new ConfigError('netapi_enable_clients must be a list of client names', { key: 'netapi_enable_clients' })
+  if (!Array.isArray(enabled) || !enabled.every((name) => typeof name === 'string'))
+    throw new ConfigError('netapi_enable_clients must be a list of client names', { key: 'netapi_enable_clients' })
   const known = (name: string): boolean => (API_CLIENTS as readonly string[]).includes(name)
   for (const name of enabled as string[]) {
     if (!known(name)) warnings.push(`netapi_enable_clients: '${name}' is not a client Brine's API has (${API_CLIENTS.join(', ')}); ignored`)
@@ -190,7 +197,8 @@ export function apiSettings(opts: MasterConfig): { settings: ApiSettings; warnin
   checkPrefixes(settings, fail)
   const staticDir = text('static')
   if (staticDir !== undefined) settings.staticDir = staticDir
-  if (settings.app.kind !== 'off' && settings.staticDir !== undefined && settings.appPath === settings.staticPath) fail('static_path', `must differ from app_path (both are ${settings.appPath})`)
+  if (settings.app.kind !== 'off' && settings.staticDir !== undefined && settings.appPath === settings.staticPath)
+    fail('static_path', `must differ from app_path (both are ${settings.appPath})`)
   readTls(settings, text, fail)
   if (!settings.webhookUrl.startsWith('/')) fail('webhook_url', `must start with '/', got ${JSON.stringify(settings.webhookUrl)}`)
   settings.authorizedIps = readAuthorizedIps(block, fail)

@@ -19,7 +19,16 @@ import { ApiError } from './errors.js'
 /** The master's answers that mean "who are you?": 401, as salt-api's hypermedia_handler answers them. */
 const UNAUTHENTICATED: readonly BrineErrorClass[] = [EauthAuthenticationError, TokenAuthenticationError]
 /** The master's answers that mean the call itself was wrong: 400. */
-const BAD_REQUEST: readonly BrineErrorClass[] = [MalformedRequestError, PayloadError, UnknownRunnerError, UnknownWheelFunctionError, TargetError, JidError, InvalidMinionIdError, MatchTypeError]
+const BAD_REQUEST: readonly BrineErrorClass[] = [
+  MalformedRequestError,
+  PayloadError,
+  UnknownRunnerError,
+  UnknownWheelFunctionError,
+  TargetError,
+  JidError,
+  InvalidMinionIdError,
+  MatchTypeError,
+]
 /** This side's own failures to reach the master: 503. */
 const UNAVAILABLE: readonly BrineErrorClass[] = [ClosedError, EventBusUnavailableError, RootKeyError]
 
@@ -44,7 +53,8 @@ export function httpErrorOf(error: unknown, what: string, masterRunning: boolean
   // What the master said, without the client's "the master refused …" and the transport's "… answered with Name: ".
   const said = remote?.message ?? message
   if (isOneOf(remote, UNAUTHENTICATED)) return new ApiError(401, said, { cause: error })
-  const limited = [error, remote].find((candidate) => candidate instanceof LoginRateLimitedError || candidate instanceof LoginBusyError) as BrineError | undefined
+  const limited = [error, remote].find((candidate) => candidate instanceof LoginRateLimitedError || candidate instanceof LoginBusyError) as
+    BrineError | undefined
   if (limited !== undefined) return new ApiError(429, said, { cause: error, retryAfter: retryAfterOf(limited) })
   // A request over the master's entry or depth bound: too large (entries) or malformed (depth), never a server fault.
   const overBound = [error, remote].find((candidate) => candidate instanceof FrameLimitError) as FrameLimitError | undefined

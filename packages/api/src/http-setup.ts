@@ -93,7 +93,12 @@ export function installMethodNotAllowed(app: FastifyInstance, context: ApiContex
   app.addHook('onRoute', (route) => {
     // The CORS plugin's OPTIONS route on every path says nothing about which paths exist.
     if (route.url === '*' || route.url === '/*') return
-    const pattern = new RegExp(`^${route.url.split('/').map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('/')}$`)
+    const pattern = new RegExp(
+      `^${route.url
+        .split('/')
+        .map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+        .join('/')}$`,
+    )
     for (const method of [route.method].flat()) routes.push({ method, pattern })
   })
   app.setNotFoundHandler((request, reply) => {
@@ -121,8 +126,16 @@ export function installRequestChecks(app: FastifyInstance, context: ApiContext):
     }
     // The event stream and the key tarball answer in their own formats (salt-api turns hypermedia_out off there).
     const path = request.url.split('?')[0]
-    if (path === '/events' || path === '/ws' || path?.startsWith('/ws/') === true || (path === '/keys' && request.method === 'POST') || isAppRequest(settings, path ?? '')) return
-    if (chooseResponseType(request.headers.accept) === undefined) throw new ApiError(406, `Could not find an acceptable format for Accept: ${request.headers.accept}; use application/json or application/x-yaml`)
+    if (
+      path === '/events' ||
+      path === '/ws' ||
+      path?.startsWith('/ws/') === true ||
+      (path === '/keys' && request.method === 'POST') ||
+      isAppRequest(settings, path ?? '')
+    )
+      return
+    if (chooseResponseType(request.headers.accept) === undefined)
+      throw new ApiError(406, `Could not find an acceptable format for Accept: ${request.headers.accept}; use application/json or application/x-yaml`)
   })
   // A body over the master's entry or depth bound is refused here, as the master would refuse it, before anything
   // walks it recursively (a 5,000-deep argument would otherwise overflow the stack: a 500).
@@ -141,7 +154,10 @@ export function installRequestChecks(app: FastifyInstance, context: ApiContext):
 function fastifyErrorStatus(code: string | undefined, context: ApiContext, request: FastifyRequest): [number, string] | undefined {
   switch (code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return [406, `Content type not supported: ${String(request.headers['content-type'])} (use application/json, application/x-yaml, application/x-www-form-urlencoded or text/plain)`]
+      return [
+        406,
+        `Content type not supported: ${String(request.headers['content-type'])} (use application/json, application/x-yaml, application/x-www-form-urlencoded or text/plain)`,
+      ]
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return [413, `request body is larger than rest_cherrypy.max_request_body_size (${context.settings.maxRequestBodySize} bytes)`]
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -166,6 +182,12 @@ export function installErrorHandler(app: FastifyInstance, context: ApiContext): 
     if (known !== undefined) return fail(context, request, reply, known[0], known[1])
     const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
     if (status === 500) logger.error(`${request.method} ${request.url}: ${error.stack ?? error.message}`)
-    return fail(context, request, reply, status, status === 500 ? (settings.debug ? (error.stack ?? error.message) : 'An unexpected error occurred') : error.message)
+    return fail(
+      context,
+      request,
+      reply,
+      status,
+      status === 500 ? (settings.debug ? (error.stack ?? error.message) : 'An unexpected error occurred') : error.message,
+    )
   })
 }

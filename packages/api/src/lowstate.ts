@@ -14,7 +14,24 @@ interface Who {
 }
 
 /** Keys of a chunk that are not arguments of the function it calls. */
-const RESERVED = new Set(['client', 'fun', 'tgt', 'tgt_type', 'expr_form', 'arg', 'kwarg', 'timeout', 'ret', 'full_return', 'token', 'eauth', 'username', 'password', 'batch', 'batch_wait'])
+const RESERVED = new Set([
+  'client',
+  'fun',
+  'tgt',
+  'tgt_type',
+  'expr_form',
+  'arg',
+  'kwarg',
+  'timeout',
+  'ret',
+  'full_return',
+  'token',
+  'eauth',
+  'username',
+  'password',
+  'batch',
+  'batch_wait',
+])
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 const isHex = (value: unknown): boolean => typeof value === 'string' && /^[0-9a-fA-F]+$/.test(value)
@@ -27,7 +44,8 @@ export function chunkCredentials(chunk: Chunk): ClientCredentials {
   }
   if (chunk['eauth'] !== undefined) {
     const { eauth, username, password } = chunk
-    if (typeof eauth !== 'string' || typeof username !== 'string' || typeof password !== 'string') throw new ApiError(401, 'eauth credentials need "eauth", "username" and "password" strings')
+    if (typeof eauth !== 'string' || typeof username !== 'string' || typeof password !== 'string')
+      throw new ApiError(401, 'eauth credentials need "eauth", "username" and "password" strings')
     return { eauth, username, password }
   }
   throw new ApiError(401, 'No authentication credentials given')
@@ -65,9 +83,16 @@ function target(chunk: Chunk): { tgt: Tgt; tgtType: TargetType } {
   const valid = typeof tgt === 'string' ? tgt !== '' : Array.isArray(tgt) && tgt.every((item) => typeof item === 'string')
   if (!valid) throw new ApiError(400, `Missing or invalid 'tgt' for client '${String(chunk['client'])}'`)
   const type = chunk['tgt_type'] ?? chunk['expr_form'] ?? 'glob'
-  if (typeof type !== 'string' || !(TARGET_TYPES as readonly string[]).includes(type)) throw new ApiError(400, `'tgt_type' must be one of ${TARGET_TYPES.join(', ')}`)
+  if (typeof type !== 'string' || !(TARGET_TYPES as readonly string[]).includes(type))
+    throw new ApiError(400, `'tgt_type' must be one of ${TARGET_TYPES.join(', ')}`)
   // Salt splits a list target given as a string.
-  const list = type === 'list' && typeof tgt === 'string' ? tgt.split(',').map((id) => id.trim()).filter((id) => id !== '') : (tgt as Tgt)
+  const list =
+    type === 'list' && typeof tgt === 'string'
+      ? tgt
+          .split(',')
+          .map((id) => id.trim())
+          .filter((id) => id !== '')
+      : (tgt as Tgt)
   return { tgt: list, tgtType: type as TargetType }
 }
 
@@ -90,8 +115,10 @@ const truthy = (value: unknown): boolean => value === true || (typeof value === 
 export async function runChunk(chunk: Chunk, link: ApiMasterClient, settings: ApiSettings, origin: RequestOrigin = { client: 'api' }): Promise<unknown> {
   if (!link.masterRunning) throw new ApiError(503, 'the master is not available (its event bus is not reachable)')
   const client = chunk['client']
-  if (typeof client !== 'string' || !(API_CLIENTS as readonly string[]).includes(client)) throw new ApiError(400, `Invalid client specified: '${String(client)}'`)
-  if (!settings.enabledClients.includes(client)) throw new ApiError(400, `Client disabled: '${client}'. Add to 'netapi_enable_clients' master config option to enable.`)
+  if (typeof client !== 'string' || !(API_CLIENTS as readonly string[]).includes(client))
+    throw new ApiError(400, `Invalid client specified: '${String(client)}'`)
+  if (!settings.enabledClients.includes(client))
+    throw new ApiError(400, `Client disabled: '${client}'. Add to 'netapi_enable_clients' master config option to enable.`)
   // The caller's credentials, and where the call came from (the master's audit log records it).
   const who: Who = { credentials: chunkCredentials(chunk), origin }
   switch (client) {
@@ -113,7 +140,18 @@ export async function runChunk(chunk: Chunk, link: ApiMasterClient, settings: Ap
     case 'wheel': {
       const fun = requiredString(chunk, 'fun')
       const result = await link.call(() => link.wheel.cmdFull(fun, extraKwargs(chunk), who), 'wheel')
-      return { tag: result.tag, data: { fun: `wheel.${fun}`, jid: result.jid, tag: result.tag, user: result.user, _stamp: new Date().toISOString(), return: result.return, success: result.success } }
+      return {
+        tag: result.tag,
+        data: {
+          fun: `wheel.${fun}`,
+          jid: result.jid,
+          tag: result.tag,
+          user: result.user,
+          _stamp: new Date().toISOString(),
+          return: result.return,
+          success: result.success,
+        },
+      }
     }
     case 'wheel_async': {
       const fun = requiredString(chunk, 'fun')
@@ -130,7 +168,14 @@ async function local(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Rec
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
   const full = truthy(chunk['full_return'])
-  const options = { tgtType, kwarg: kwargMap(chunk), ...who, listen: true, ...(timeout === undefined ? {} : { timeout }), ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}) }
+  const options = {
+    tgtType,
+    kwarg: kwargMap(chunk),
+    ...who,
+    listen: true,
+    ...(timeout === undefined ? {} : { timeout }),
+    ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}),
+  }
   await using job = await link.local.runJob(tgt, fun, argList(chunk), options)
   const out: Record<string, unknown> = {}
   if (job.minions.length === 0) return out
@@ -151,7 +196,8 @@ async function localBatch(chunk: Chunk, link: ApiMasterClient, who: Who): Promis
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
   const batchWait = chunk['batch_wait'] === undefined ? undefined : Number(chunk['batch_wait'])
-  if (batchWait !== undefined && (!Number.isFinite(batchWait) || batchWait < 0)) throw new ApiError(400, `'batch_wait' must be a number of seconds, got ${JSON.stringify(chunk['batch_wait'])}`)
+  if (batchWait !== undefined && (!Number.isFinite(batchWait) || batchWait < 0))
+    throw new ApiError(400, `'batch_wait' must be a number of seconds, got ${JSON.stringify(chunk['batch_wait'])}`)
   const batch = chunk['batch'] ?? '10%'
   if (typeof batch !== 'string' && typeof batch !== 'number') throw new ApiError(400, `'batch' must be a count or a percentage, got ${JSON.stringify(batch)}`)
   const options = {
@@ -178,6 +224,11 @@ async function localAsync(chunk: Chunk, link: ApiMasterClient, who: Who): Promis
   const { tgt, tgtType } = target(chunk)
   const fun = requiredString(chunk, 'fun')
   const timeout = timeoutMs(chunk)
-  await using job = await link.local.runJob(tgt, fun, argList(chunk), { tgtType, kwarg: kwargMap(chunk), ...who, ...(timeout === undefined ? {} : { timeout }) })
+  await using job = await link.local.runJob(tgt, fun, argList(chunk), {
+    tgtType,
+    kwarg: kwargMap(chunk),
+    ...who,
+    ...(timeout === undefined ? {} : { timeout }),
+  })
   return job.minions.length === 0 ? {} : { jid: job.jid, minions: [...job.minions] }
 }

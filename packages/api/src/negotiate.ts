@@ -11,8 +11,11 @@ export type ResponseType = (typeof RESPONSE_TYPES)[number]
 export function chooseResponseType(accept: string | undefined): ResponseType | undefined {
   if (accept === undefined || accept.trim() === '') return 'application/json'
   let best: { type: ResponseType; q: number } | undefined
-  for (const part of accept.split(",")) {
-    const [range = '', ...params] = part.trim().split(';').map((item) => item.trim())
+  for (const part of accept.split(',')) {
+    const [range = '', ...params] = part
+      .trim()
+      .split(';')
+      .map((item) => item.trim())
     const qParam = params.find((param) => param.startsWith('q='))
     const q = qParam === undefined ? 1 : Number(qParam.slice(2))
     if (!Number.isFinite(q) || q <= 0) continue

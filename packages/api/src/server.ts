@@ -40,7 +40,15 @@ const ROUTE_GROUPS = [runRoutes, authRoutes, minionsJobsRoutes, keysRoutes, hook
 export async function createApiApp(options: ApiAppOptions): Promise<FastifyInstance> {
   const { link, settings, streams } = options
   const logger = options.logger ?? silentLogger
-  const context: ApiContext = { link, settings, streams, logger, counters: { started: Date.now(), requests: 0, errors: 0 }, rawBodies: new WeakMap(), tls: options.tls !== undefined }
+  const context: ApiContext = {
+    link,
+    settings,
+    streams,
+    logger,
+    counters: { started: Date.now(), requests: 0, errors: 0 },
+    rawBodies: new WeakMap(),
+    tls: options.tls !== undefined,
+  }
   const app = Fastify({
     logger: false,
     bodyLimit: settings.maxRequestBodySize,
@@ -133,7 +141,11 @@ export class ApiServer {
     try {
       await app.listen({ host: settings.host, port: settings.port })
     } catch (error) {
-      throw new ApiStartError(`cannot listen on ${settings.host}:${settings.port} (rest_cherrypy.host/port): ${(error as Error).message}`, { host: settings.host, port: settings.port }, { cause: error })
+      throw new ApiStartError(
+        `cannot listen on ${settings.host}:${settings.port} (rest_cherrypy.host/port): ${(error as Error).message}`,
+        { host: settings.host, port: settings.port },
+        { cause: error },
+      )
     }
     this.#logger.info(`brine-api listening on ${this.address.url} (clients: ${settings.enabledClients.join(', ') || 'none: set netapi_enable_clients'})`)
   }

@@ -82,7 +82,8 @@ export function sseSink(raw: ServerResponse): EventSink {
     onClose: (listener) => raw.on('close', listener),
     overflow: 'drop-events',
     // An SSE comment: readers ignore it, people and tests see what was lost.
-    dropNotice: (count, bufferBytes) => Buffer.from(`: dropped ${count} events (this reader fell ${bufferBytes} bytes behind; rest_cherrypy.events_buffer_bytes)\n\n`),
+    dropNotice: (count, bufferBytes) =>
+      Buffer.from(`: dropped ${count} events (this reader fell ${bufferBytes} bytes behind; rest_cherrypy.events_buffer_bytes)\n\n`),
     end: (reason) => {
       if (!raw.writableEnded) raw.end(reason === undefined ? undefined : `: ${reason}\n\n`)
     },
@@ -245,7 +246,8 @@ export class EventStreams {
 
   /** Throws the 503 a reader gets past `maxStreams`. */
   checkRoom(): void {
-    if (this.#streams.size >= this.#o.maxStreams) throw new ApiError(503, `too many event streams open (${this.#streams.size}; rest_cherrypy.events_max_streams is ${this.#o.maxStreams})`)
+    if (this.#streams.size >= this.#o.maxStreams)
+      throw new ApiError(503, `too many event streams open (${this.#streams.size}; rest_cherrypy.events_max_streams is ${this.#o.maxStreams})`)
   }
 
   /** Adds a reader on any sink (the websocket's) for a live token (`expire`: epoch seconds): the same bound, expiry and revocation as `/events`. */

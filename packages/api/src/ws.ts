@@ -52,7 +52,15 @@ export class EventFormatter {
     if (parts[1] === 'job' && parts[3] === 'new' && typeof data['jid'] === 'string') {
       const minions: JobView['minions'] = {}
       for (const id of Array.isArray(data['minions']) ? data['minions'] : []) minions[String(id)] = { success: false }
-      this.jobs.set(data['jid'], { jid: data['jid'], start_time: data['_stamp'], minions, fun: data['fun'], tgt: data['tgt'], tgt_type: data['tgt_type'], state: 'running' })
+      this.jobs.set(data['jid'], {
+        jid: data['jid'],
+        start_time: data['_stamp'],
+        minions,
+        fun: data['fun'],
+        tgt: data['tgt'],
+        tgt_type: data['tgt_type'],
+        state: 'running',
+      })
       // Bounded: the oldest job leaves the view first (a Map keeps insertion order).
       while (this.jobs.size > FORMAT_EVENTS_MAX_JOBS) this.jobs.delete(this.jobs.keys().next().value as string)
       out.push(this.#jobsMessage())
@@ -133,7 +141,9 @@ export function websocketSink(socket: WebSocket, formatEvents: boolean): EventSi
       if (abrupt) return socket.terminate()
       if (socket.readyState !== socket.OPEN) return
       // 1001 "going away" when the API stops; 1008 "policy violation" for an expired or revoked token.
-      const text = Buffer.from(reason ?? '').subarray(0, 123).toString()
+      const text = Buffer.from(reason ?? '')
+        .subarray(0, 123)
+        .toString()
       socket.close(reason === 'the API is stopping' ? 1001 : 1008, text)
     },
   }

@@ -13,7 +13,12 @@ import { EventStreams } from '../src/sse.js'
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8'
 
 const optsWith = (rest: Record<string, unknown>): MasterConfig =>
-  ({ ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock', netapi_enable_clients: ['local'], rest_cherrypy: { port: 0, disable_ssl: true, ...rest } }) as unknown as MasterConfig
+  ({
+    ...defaultsFor('master'),
+    sock_dir: '/nonexistent/brine-sock',
+    netapi_enable_clients: ['local'],
+    rest_cherrypy: { port: 0, disable_ssl: true, ...rest },
+  }) as unknown as MasterConfig
 
 async function app(rest: Record<string, unknown>) {
   const opts = optsWith(rest)
@@ -29,7 +34,11 @@ describe('rest_cherrypy app, app_path, static, static_path', () => {
     expect(settings).toMatchObject({ app: { kind: 'console' }, appPath: '/app', staticPath: '/static' })
     expect(settings.staticDir).toBeUndefined()
     expect(apiSettings(optsWith({ app: false })).settings.app).toEqual({ kind: 'off' })
-    expect(apiSettings(optsWith({ app: '/srv/saltgui/index.html', app_path: '/gui/', static: '/srv/saltgui/static' })).settings).toMatchObject({ app: { kind: 'file', file: '/srv/saltgui/index.html' }, appPath: '/gui', staticDir: '/srv/saltgui/static' })
+    expect(apiSettings(optsWith({ app: '/srv/saltgui/index.html', app_path: '/gui/', static: '/srv/saltgui/static' })).settings).toMatchObject({
+      app: { kind: 'file', file: '/srv/saltgui/index.html' },
+      appPath: '/gui',
+      staticDir: '/srv/saltgui/static',
+    })
     expect(() => apiSettings(optsWith({ app: 3 }))).toThrow(/rest_cherrypy\.app must be false, true .* got 3/)
     expect(() => apiSettings(optsWith({ app_path: 'app' }))).toThrow(ConfigError)
     expect(() => apiSettings(optsWith({ app_path: '/login' }))).toThrow(/rest_cherrypy\.app_path must not take the API's own path \/login/)

@@ -10,7 +10,12 @@ import { EventStreams, sseRecord } from '../src/sse.js'
 
 describe('request bodies and content negotiation', () => {
   it("reads a form as one chunk: a repeated key becomes a list, each arg typed as Salt's yamlify_arg", () => {
-    expect(parseForm('client=local&tgt=web*&fun=test.arg&arg=1&arg=two&arg=%5B3%5D&arg=a%3Db')).toEqual({ client: 'local', tgt: 'web*', fun: 'test.arg', arg: [1, 'two', [3], 'a=b'] })
+    expect(parseForm('client=local&tgt=web*&fun=test.arg&arg=1&arg=two&arg=%5B3%5D&arg=a%3Db')).toEqual({
+      client: 'local',
+      tgt: 'web*',
+      fun: 'test.arg',
+      arg: [1, 'two', [3], 'a=b'],
+    })
     expect(parseForm('tgt=a&tgt=b')).toEqual({ tgt: ['a', 'b'] })
   })
 
@@ -29,13 +34,20 @@ describe('request bodies and content negotiation', () => {
   })
 
   it("writes Salt's SSE record: a tag line, then the event as JSON", () => {
-    expect(sseRecord({ tag: 'salt/job/1/new', data: { minions: ['a'] } }).toString()).toBe('tag: salt/job/1/new\ndata: {"tag":"salt/job/1/new","data":{"minions":["a"]}}\n\n')
+    expect(sseRecord({ tag: 'salt/job/1/new', data: { minions: ['a'] } }).toString()).toBe(
+      'tag: salt/job/1/new\ndata: {"tag":"salt/job/1/new","data":{"minions":["a"]}}\n\n',
+    )
   })
 })
 
 describe('the app without a master', () => {
   async function app(rest: Record<string, unknown>, enabled: string[] = ['local']) {
-    const opts = { ...defaultsFor('master'), sock_dir: '/nonexistent/brine-sock', netapi_enable_clients: enabled, rest_cherrypy: { port: 0, disable_ssl: true, ...rest } } as unknown as MasterConfig
+    const opts = {
+      ...defaultsFor('master'),
+      sock_dir: '/nonexistent/brine-sock',
+      netapi_enable_clients: enabled,
+      rest_cherrypy: { port: 0, disable_ssl: true, ...rest },
+    } as unknown as MasterConfig
     const { settings } = apiSettings(opts)
     const link = new ApiMasterClient(opts)
     const streams = new EventStreams({ events: link.events, bufferBytes: 1024, maxStreams: 1, recheckMs: 1000, tokenLive: async () => true })
@@ -72,13 +84,20 @@ describe('the app without a master', () => {
     await server.close()
   })
 
-  it("answers as salt-api: exactly application/json, 405 with Allow for a method the path does not serve, 200 to a CORS preflight, 401 for POST /keys without the eauth trio", async () => {
+  it('answers as salt-api: exactly application/json, 405 with Allow for a method the path does not serve, 200 to a CORS preflight, 401 for POST /keys without the eauth trio', async () => {
     const server = await app({})
     const welcome = await server.inject({ method: 'GET', url: '/' })
     expect(welcome.headers['content-type']).toBe('application/json')
     const yaml = await server.inject({ method: 'GET', url: '/', headers: { accept: 'application/x-yaml' } })
     expect(yaml.headers['content-type']).toBe('application/x-yaml')
-    for (const [method, url, allow] of [['GET', '/run', 'POST'], ['GET', '/logout', 'POST'], ['GET', '/token', 'POST'], ['GET', '/hook/a/b', 'POST'], ['POST', '/stats', 'GET, HEAD'], ['DELETE', '/', 'GET, HEAD, POST']] as const) {
+    for (const [method, url, allow] of [
+      ['GET', '/run', 'POST'],
+      ['GET', '/logout', 'POST'],
+      ['GET', '/token', 'POST'],
+      ['GET', '/hook/a/b', 'POST'],
+      ['POST', '/stats', 'GET, HEAD'],
+      ['DELETE', '/', 'GET, HEAD, POST'],
+    ] as const) {
       const response = await server.inject({ method, url })
       expect(response.statusCode, `${method} ${url}`).toBe(405)
       expect(response.headers['content-type']).toBe('application/json')
@@ -86,7 +105,11 @@ describe('the app without a master', () => {
       expect(response.json()).toEqual({ status: 405, return: expect.stringContaining(`does not serve ${method}`) })
     }
     expect((await server.inject({ method: 'GET', url: '/nope' })).statusCode).toBe(404)
-    const preflight = await server.inject({ method: 'OPTIONS', url: '/login', headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST' } })
+    const preflight = await server.inject({
+      method: 'OPTIONS',
+      url: '/login',
+      headers: { origin: 'https://dash.example', 'access-control-request-method': 'POST' },
+    })
     expect(preflight.statusCode).toBe(200)
     expect(preflight.headers['access-control-allow-origin']).toBe('https://dash.example')
     const keys = await server.inject({ method: 'POST', url: '/keys', headers: { 'x-auth-token': 'ab'.repeat(32) }, payload: { mid: 'web9' } })
@@ -116,7 +139,12 @@ describe('the app without a master', () => {
   it('answers 503 for a lowstate while the master is not there, after the token and list checks', async () => {
     const server = await app({})
     const token = 'ab'.repeat(32)
-    const response = await server.inject({ method: 'POST', url: '/', headers: { 'x-auth-token': token }, payload: [{ client: 'local', tgt: '*', fun: 'test.ping' }] })
+    const response = await server.inject({
+      method: 'POST',
+      url: '/',
+      headers: { 'x-auth-token': token },
+      payload: [{ client: 'local', tgt: '*', fun: 'test.ping' }],
+    })
     expect(response.statusCode).toBe(503)
     expect(response.json()).toEqual({ status: 503, return: 'the master is not available (its event bus is not reachable)' })
     const login = await server.inject({ method: 'GET', url: '/login' })

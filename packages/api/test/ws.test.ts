@@ -15,16 +15,33 @@ describe("format_events (salt-api's event_processor)", () => {
     const view = new EventFormatter()
     const created = view.process({ tag: 'salt/job/1/new', data: { jid: '1', minions: ['a', 'b'], fun: 'test.ping', tgt: '*', tgt_type: 'glob', _stamp: 'T' } })
     expect(created.map((text) => JSON.parse(text))).toEqual([
-      { jobs: { '1': { jid: '1', start_time: 'T', minions: { a: { success: false }, b: { success: false } }, fun: 'test.ping', tgt: '*', tgt_type: 'glob', state: 'running' } } },
+      {
+        jobs: {
+          '1': {
+            jid: '1',
+            start_time: 'T',
+            minions: { a: { success: false }, b: { success: false } },
+            fun: 'test.ping',
+            tgt: '*',
+            tgt_type: 'glob',
+            state: 'running',
+          },
+        },
+      },
     ])
     view.process({ tag: 'salt/job/1/ret/a', data: { return: true, retcode: 0, success: true, fun: 'test.ping' } })
     const last = view.process({ tag: 'salt/job/1/ret/b', data: { return: true, retcode: 0, success: true, fun: 'test.ping' } })
-    expect(JSON.parse(last[0]!).jobs['1']).toMatchObject({ state: 'complete', minions: { a: { return: true, retcode: 0, success: true }, b: { success: true } } })
+    expect(JSON.parse(last[0]!).jobs['1']).toMatchObject({
+      state: 'complete',
+      minions: { a: { return: true, retcode: 0, success: true }, b: { success: true } },
+    })
 
     view.process({ tag: 'salt/job/2/new', data: { jid: '2', minions: ['a'], fun: 'grains.items' } })
     const grains = view.process({ tag: 'salt/job/2/ret/a', data: { return: { os: 'Debian' }, retcode: 0, success: true, fun: 'grains.items' } })
     expect(JSON.parse(grains[1]!)).toEqual({ minions: [{ grains: { os: 'Debian' }, id: 'a' }] })
-    expect(JSON.parse(view.process({ tag: 'salt/key', data: { act: 'accept', id: 'c', result: true } })[0]!)).toEqual({ minions: [{ grains: { os: 'Debian' }, id: 'a' }, { id: 'c' }] })
+    expect(JSON.parse(view.process({ tag: 'salt/key', data: { act: 'accept', id: 'c', result: true } })[0]!)).toEqual({
+      minions: [{ grains: { os: 'Debian' }, id: 'a' }, { id: 'c' }],
+    })
     expect(JSON.parse(view.process({ tag: 'salt/key', data: { act: 'delete', id: 'a', result: true } })[0]!)).toEqual({ minions: [{ id: 'c' }] })
     expect(view.process({ tag: 'salt/auth', data: {} })).toEqual([])
   })
@@ -64,7 +81,9 @@ describe('websocket readers of EventStreams', () => {
     cleanup.push(async () => client.terminate())
     const messages: string[] = []
     client.on('message', (data) => messages.push(data.toString()))
-    const closed = new Promise<{ code: number; reason: string }>((resolve) => client.on('close', (code, reason) => resolve({ code, reason: reason.toString() })))
+    const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+      client.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    )
     await deadline(new Promise((resolve) => client.once('open', resolve)), 10_000, 'the websocket to open')
     await until(() => streams.stats().streams === 1, 10_000, 'the reader to be attached')
     // The hub's bus reader is connected once an event fired now reaches it.

@@ -61,7 +61,11 @@ export class ApiProbe {
     this.#url = url
     this.#pid = process.pid
     this.#process = process
-    const response = await fetch(`${url}/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: USER, password: PASSWORD, eauth: 'file' }) })
+    const response = await fetch(`${url}/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: USER, password: PASSWORD, eauth: 'file' }),
+    })
     if (response.status !== 200) throw new Error(`brine-api login answered ${response.status}: ${await response.text()}`)
     this.#token = response.headers.get('x-auth-token') ?? ''
   }
@@ -154,9 +158,18 @@ export class ApiProbe {
     const counts = await Promise.all(this.#readers.map((reader) => reader.done))
     const readers = this.#readers.length
     this.#readers = []
-    const stats = (await (await fetch(`${this.#url}/stats`, { headers: { 'x-auth-token': this.#token } })).json()) as { 'Brine API'?: { Events?: { dropped?: number } } }
+    const stats = (await (await fetch(`${this.#url}/stats`, { headers: { 'x-auth-token': this.#token } })).json()) as {
+      'Brine API'?: { Events?: { dropped?: number } }
+    }
     const events = counts.reduce((sum, value) => sum + value, 0)
     const round = (v: number): number => Math.round(v)
-    return { readers, durationMs: round(durationMs), events, eventsPerSec: round(events / secondsFromMs(durationMs)), perReaderEventsPerSec: round(events / secondsFromMs(durationMs) / Math.max(1, readers)), dropped: stats['Brine API']?.Events?.dropped ?? 0 }
+    return {
+      readers,
+      durationMs: round(durationMs),
+      events,
+      eventsPerSec: round(events / secondsFromMs(durationMs)),
+      perReaderEventsPerSec: round(events / secondsFromMs(durationMs) / Math.max(1, readers)),
+      dropped: stats['Brine API']?.Events?.dropped ?? 0,
+    }
   }
 }

@@ -193,7 +193,16 @@ export const QUICK_SETTINGS: BenchSettings = {
   sseReaders: 10,
 }
 
-export const FULL_SETTINGS: BenchSettings = { ...QUICK_SETTINGS, latencyCalls: 50, throughputJobs: 200, overloadJobs: 200, jobTimeoutMs: 30_000, connectTimeoutMs: 120_000, apiCalls: 50, cliCalls: 10 }
+export const FULL_SETTINGS: BenchSettings = {
+  ...QUICK_SETTINGS,
+  latencyCalls: 50,
+  throughputJobs: 200,
+  overloadJobs: 200,
+  jobTimeoutMs: 30_000,
+  connectTimeoutMs: 120_000,
+  apiCalls: 50,
+  cliCalls: 10,
+}
 
 /** The matrix: quick = zeromq/tcp/nats/both × {1, 10} processes; full adds 50 processes and 1,000 swarm minions. */
 export function benchMatrix(quick: boolean, transports: readonly BenchTransport[] = ['zeromq', 'tcp', 'nats', 'both']): BenchCase[] {
@@ -341,7 +350,11 @@ async function untilAllAnswer(
     const pingRound: PingRound = { startMs: round(performance.now() - from), publishedMs: null, heardBefore: heard.size, heard: heard.size }
     options.rounds?.push(pingRound)
     try {
-      await using job = await client().runJob(missing ?? '*', 'test.ping', [], { tgtType: missing === undefined ? 'glob' : 'list', timeout: window, listen: true })
+      await using job = await client().runJob(missing ?? '*', 'test.ping', [], {
+        tgtType: missing === undefined ? 'glob' : 'list',
+        timeout: window,
+        listen: true,
+      })
       pingRound.publishedMs = round(performance.now() - from)
       if (expected === undefined && job.minions.length >= n) expected = [...job.minions]
       for await (const item of job.returns({ timeout: window, gatherJobTimeout: 250 })) {
@@ -374,7 +387,15 @@ function emptyCase(benchCase: BenchCase): CaseResult {
     connect: { masterReadyMs: 0, allAcceptedMs: 0, allAnsweringMs: 0 },
     latency: { ...zeroCounts(), calls: 0, ms: stats([]) },
     throughput: { ...zeroCounts(), jobs: 0, window: 0, durationMs: 0, jobsPerSec: 0, returnsPerSec: 0, jobMs: stats([]) },
-    memory: { masterIdleBytes: 0, masterWithMinionsBytes: 0, masterAfterLoadBytes: 0, minionProcessIdleBytes: null, swarmProcessBytes: null, swarmBytesPerMinion: null, natsServer: null },
+    memory: {
+      masterIdleBytes: 0,
+      masterWithMinionsBytes: 0,
+      masterAfterLoadBytes: 0,
+      minionProcessIdleBytes: null,
+      swarmProcessBytes: null,
+      swarmBytesPerMinion: null,
+      natsServer: null,
+    },
     restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
     scale: { masterCpuMsPerReturn: null, masterBytesPerMinion: null },
@@ -400,7 +421,10 @@ const fleetPids = (fleet: Fleet): number[] => [...fleet.spawnedPids, ...fleet.na
  * Starts `count` minions of `transport` on `fleet`: one process each (ids `<prefix><index>`), or brine-swarm
  * processes of `swarmSize` (ids `<prefix>s<part>-<index>`). Their ids, once every process has started.
  */
-async function startMinions(fleet: Fleet, options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string }): Promise<string[]> {
+async function startMinions(
+  fleet: Fleet,
+  options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string },
+): Promise<string[]> {
   const { transport, count, prefix } = options
   const ids: string[] = []
   if (options.mode === 'procs') {
@@ -473,7 +497,12 @@ interface MeasureSteps {
 }
 
 /** `jobs` test.pings to every minion, `window` of them in flight: their jids, each one's time and the whole duration. */
-async function pingWindow(client: LocalClient, window: number, jobs: number, timeoutMs: number): Promise<{ jids: string[]; jobMs: number[]; durationMs: number }> {
+async function pingWindow(
+  client: LocalClient,
+  window: number,
+  jobs: number,
+  timeoutMs: number,
+): Promise<{ jids: string[]; jobMs: number[]; durationMs: number }> {
   const jobMs: number[] = []
   const jids: string[] = []
   let next = 0
@@ -580,7 +609,9 @@ async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: num
   result.restart.masterReadyMs = round(performance.now() - relaunched)
   // The restarted master wrote a new root key: a new client reads it.
   const client = newClient()
-  result.restart.allAnsweringMs = round((await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched)
+  result.restart.allAnsweringMs = round(
+    (await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched,
+  )
   return client
 }
 
@@ -598,7 +629,9 @@ async function measureOverload(
   let peak = rssBytes(masterPid)
   const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
   const burstStart = performance.now()
-  const burst = await Promise.allSettled(Array.from({ length: settings.overloadJobs }, () => client.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })))
+  const burst = await Promise.allSettled(
+    Array.from({ length: settings.overloadJobs }, () => client.cmdAsync('*', 'test.ping', [], { timeout: settings.jobTimeoutMs })),
+  )
   const burstJids = burst.flatMap((outcome) => (outcome.status === 'fulfilled' && outcome.value !== '' ? [outcome.value] : []))
   // An overloaded master may take a long while to answer the first return, and minions retry
   // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
@@ -620,7 +653,8 @@ async function measureOverload(
     busDroppedEvents: Math.max(0, ...[...fleet.master.stderr.matchAll(/(\d+) event\(s\) dropped so far/g)].map((match) => Number(match[1]))),
   }
   const refused = burst.find((outcome) => outcome.status === 'rejected')
-  if (refused !== undefined) result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
+  if (refused !== undefined)
+    result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
 }
 
 /**
@@ -628,7 +662,12 @@ async function measureOverload(
  * included) into `result`, then checks each pid is gone.
  */
 async function stopFleets(fleets: readonly Fleet[], result: CaseResult, hooks: BenchHooks): Promise<void> {
-  const daemons = fleets.flatMap((fleet) => [fleet.master, ...(fleet.syndic === undefined ? [] : [fleet.syndic]), ...fleet.minions.values(), ...fleet.swarms.map((swarm) => swarm.process)])
+  const daemons = fleets.flatMap((fleet) => [
+    fleet.master,
+    ...(fleet.syndic === undefined ? [] : [fleet.syndic]),
+    ...fleet.minions.values(),
+    ...fleet.swarms.map((swarm) => swarm.process),
+  ])
   const warnings = collectWarnings(daemons.filter((daemon) => daemon !== undefined).map((daemon) => daemon.stderr))
   if (warnings.length > 0) result.warnings = warnings
   result.pids = fleets.flatMap(fleetPids)
@@ -653,6 +692,16 @@ async function openCounter(readers: CaseReaders, sockDir: string): Promise<Retur
   await readers.counterBus.connect()
   readers.counter = new ReturnCounter(readers.counterBus)
   return readers.counter
+}
+
+/** Starts each transport's share of a case's minions (processes or swarms) and waits until every one has started. */
+async function startCaseMinions(fleet: Fleet, split: Partial<Record<TransportName, number>>, mode: BenchCase['mode'], swarmSize: number): Promise<void> {
+  const from = fleet.startEventCount
+  const ids: string[] = []
+  for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
+    ids.push(...(await startMinions(fleet, { transport, count: split[transport] ?? 0, mode, swarmSize, prefix: `${ID_PREFIX[transport]}-` })))
+  }
+  await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
 }
 
 /**
@@ -687,18 +736,18 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
       nodeArgs: hooks.nodeArgs,
       readyTimeoutMs: connectTimeoutMs,
       // The bench measures the transport, not find_job rounds: give slow large-N returns time.
-      masterConfig: { ...LOOPBACK_FLEET, timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)), gather_job_timeout: 10, ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)) },
+      masterConfig: {
+        ...LOOPBACK_FLEET,
+        timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)),
+        gather_job_timeout: 10,
+        ...(apiDir === undefined ? {} : await apiMasterConfig(apiDir)),
+      },
     })
     hooks.onFleet?.(fleet, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
     await prepareNatsServer(fleet, result.memory, split.nats ?? 0, benchCase.mode === 'swarm' ? settings.swarmSize : 1)
-    const from = fleet.startEventCount
-    const ids: string[] = []
-    for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
-      ids.push(...(await startMinions(fleet, { transport, count: split[transport] ?? 0, mode: benchCase.mode, swarmSize: settings.swarmSize, prefix: `${ID_PREFIX[transport]}-` })))
-    }
-    await Promise.all(ids.map((id) => fleet!.waitForMinionStart(id, from)))
+    await startCaseMinions(fleet, split, benchCase.mode, settings.swarmSize)
     result.connect.allAcceptedMs = round(performance.now() - launched)
     const client = (readers.client = newClient())
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs)) - launched)
@@ -755,7 +804,13 @@ async function startSyndicNode(
   fleets.push(fleet)
   hooks.onFleet?.(fleet, true)
   const from = fleet.startEventCount
-  const ids = await startMinions(fleet, { transport, count: share, mode: node.mode, swarmSize: node.swarmSize, prefix: `${ID_PREFIX[transport]}-k${index + 1}-` })
+  const ids = await startMinions(fleet, {
+    transport,
+    count: share,
+    mode: node.mode,
+    swarmSize: node.swarmSize,
+    prefix: `${ID_PREFIX[transport]}-k${index + 1}-`,
+  })
   await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
   return fleet
 }
@@ -783,11 +838,21 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
   const stored = storedIn(() => top!.masterConfigDir, settings)
   // Thousands of minions authenticating with several masters on two cores take longer than one master's 1,000.
   const connectTimeoutMs = Math.max(settings.connectTimeoutMs, n * 40)
-  const common: TreeCommon = { bus: fleetBus, transports: [transport], logLevel: hooks.logLevel ?? 'warning', nodeArgs: hooks.nodeArgs, readyTimeoutMs: connectTimeoutMs }
+  const common: TreeCommon = {
+    bus: fleetBus,
+    transports: [transport],
+    logLevel: hooks.logLevel ?? 'warning',
+    nodeArgs: hooks.nodeArgs,
+    readyTimeoutMs: connectTimeoutMs,
+  }
   try {
     phase('connect')
     const launched = performance.now()
-    top = await Fleet.start({ ...common, minions: [], masterConfig: { ...LOOPBACK_FLEET, order_masters: true, timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)), gather_job_timeout: 10 } })
+    top = await Fleet.start({
+      ...common,
+      minions: [],
+      masterConfig: { ...LOOPBACK_FLEET, order_masters: true, timeout: Math.ceil(secondsFromMs(settings.jobTimeoutMs)), gather_job_timeout: 10 },
+    })
     fleets.push(top)
     hooks.onFleet?.(top, true)
     result.connect.masterReadyMs = round(performance.now() - launched)
@@ -809,7 +874,10 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
         ...nodes.map((fleet, index) => ({ name: `syndic${index + 1}`, rssBytes: rssBytes(fleet.master.pid), minions: shares[index]! })),
       ],
     }
-    recordSwarmMemory(result.memory, nodes.flatMap((fleet) => fleet.swarms))
+    recordSwarmMemory(
+      result.memory,
+      nodes.flatMap((fleet) => fleet.swarms),
+    )
     const counter = await openCounter(readers, top.sockDir)
     // A return a saturated lower master did not acknowledge is spooled by its minion and sent again after
     // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.

@@ -257,7 +257,15 @@ async function launchChromium(settings: ConsoleSettings, work: string): Promise<
     headless: true,
     viewport: { width: 1280, height: 760 },
     timeout: settings.timeoutMs,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   })
 }
 
@@ -288,7 +296,10 @@ async function runAndTime(context: BrowserContext, page: Page, settings: Console
   await page.evaluate(pageProbeScript(settings.minions))
   const cdp = await context.newCDPSession(page)
   await cdp.send('Performance.enable')
-  const metrics = async (): Promise<Record<string, number>> => Object.fromEntries(((await cdp.send('Performance.getMetrics')).metrics as Array<{ name: string; value: number }>).map((metric) => [metric.name, metric.value]))
+  const metrics = async (): Promise<Record<string, number>> =>
+    Object.fromEntries(
+      ((await cdp.send('Performance.getMetrics')).metrics as Array<{ name: string; value: number }>).map((metric) => [metric.name, metric.value]),
+    )
   let peakHeap = 0
   let sampling = true
   const sampler = (async () => {
@@ -297,11 +308,17 @@ async function runAndTime(context: BrowserContext, page: Page, settings: Console
       await new Promise((resolve) => setTimeout(resolve, 250))
     }
   })()
-  const published = page.waitForResponse((response) => response.request().method() === 'POST' && (response.request().postData() ?? '').includes('local_async'), { timeout: settings.timeoutMs })
+  const published = page.waitForResponse(
+    (response) => response.request().method() === 'POST' && (response.request().postData() ?? '').includes('local_async'),
+    { timeout: settings.timeoutMs },
+  )
   await page.getByRole('button', { name: 'Run', exact: true }).click()
   try {
     // A function, not a string: the console's CSP (no 'unsafe-eval') refuses a string predicate.
-    await page.waitForFunction(() => (globalThis as unknown as { __brineBench: PageProbe }).__brineBench.allAt !== undefined, undefined, { timeout: settings.timeoutMs, polling: 500 })
+    await page.waitForFunction(() => (globalThis as unknown as { __brineBench: PageProbe }).__brineBench.allAt !== undefined, undefined, {
+      timeout: settings.timeoutMs,
+      polling: 500,
+    })
   } finally {
     sampling = false
     await sampler
@@ -315,7 +332,11 @@ async function runAndTime(context: BrowserContext, page: Page, settings: Console
   result.firstReturnRenderedMs = Math.round((probe.firstAt ?? 0) - (probe.clickAt ?? 0))
   result.allReturnedRenderedMs = Math.round((probe.allAt ?? 0) - (probe.clickAt ?? 0))
   result.firstReturnCountedMs = Math.round((probe.countedAt ?? 0) - (probe.clickAt ?? 0))
-  result.longTasks = { count: probe.longTasks.length, maxMs: Math.round(Math.max(0, ...probe.longTasks)), totalMs: Math.round(probe.longTasks.reduce((sum, ms) => sum + ms, 0)) }
+  result.longTasks = {
+    count: probe.longTasks.length,
+    maxMs: Math.round(Math.max(0, ...probe.longTasks)),
+    totalMs: Math.round(probe.longTasks.reduce((sum, ms) => sum + ms, 0)),
+  }
   result.jsHeapUsedBytes = end['JSHeapUsedSize'] ?? 0
   result.jsHeapTotalBytes = end['JSHeapTotalSize'] ?? 0
   result.jsHeapPeakUsedBytes = Math.max(peakHeap, result.jsHeapUsedBytes)
@@ -336,14 +357,20 @@ function readBrowserMemory(result: ConsoleResult): number[] {
 async function checkRows(page: Page, settings: ConsoleSettings, result: ConsoleResult): Promise<void> {
   const seen = new Set<string>()
   for (let pageIndex = 0; pageIndex < Math.ceil(settings.minions / 200) + 1; pageIndex++) {
-    const rows = await page.locator('table.returns tr[data-state=returned]').evaluateAll((elements) => elements.map((element) => element.getAttribute('data-minion') ?? ''))
+    const rows = await page
+      .locator('table.returns tr[data-state=returned]')
+      .evaluateAll((elements) => elements.map((element) => element.getAttribute('data-minion') ?? ''))
     for (const id of rows) seen.add(id)
     result.rowsReturned += rows.length
     const next = page.locator('nav.pager button', { hasText: 'Next' })
     if ((await next.count()) === 0 || (await next.isDisabled())) break
     const firstBefore = rows[0]
     await next.click()
-    await page.waitForFunction((before) => (globalThis as unknown as PageGlobals).document.querySelector('table.returns tr')?.getAttribute('data-minion') !== before, firstBefore ?? '', { timeout: settings.timeoutMs })
+    await page.waitForFunction(
+      (before) => (globalThis as unknown as PageGlobals).document.querySelector('table.returns tr')?.getAttribute('data-minion') !== before,
+      firstBefore ?? '',
+      { timeout: settings.timeoutMs },
+    )
   }
   result.distinctIds = seen.size
 }
@@ -358,7 +385,13 @@ async function clickMinionsPage(page: Page, settings: ConsoleSettings, result: C
 }
 
 /** Closes the browser and stops the fleet, then kills by pid any of the browser's processes still running, and records what is left. */
-async function stopConsoleRun(context: BrowserContext | undefined, fleet: Fleet | undefined, browserPids: number[], result: ConsoleResult, hooks: { onFleet?: (fleet: Fleet, live: boolean) => void }): Promise<void> {
+async function stopConsoleRun(
+  context: BrowserContext | undefined,
+  fleet: Fleet | undefined,
+  browserPids: number[],
+  result: ConsoleResult,
+  hooks: { onFleet?: (fleet: Fleet, live: boolean) => void },
+): Promise<void> {
   let pids = browserPids
   if (context !== undefined) {
     pids = [...new Set([...pids, ...chromiumProcesses().all])]
@@ -387,7 +420,10 @@ async function stopConsoleRun(context: BrowserContext | undefined, fleet: Fleet 
  * checked page by page, the Minions page is clicked (it must answer), and the page's JS heap, its DOM and
  * the browser's RSS are read.
  */
-export async function runConsoleScenario(settings: ConsoleSettings, hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {}): Promise<ConsoleResult> {
+export async function runConsoleScenario(
+  settings: ConsoleSettings,
+  hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {},
+): Promise<ConsoleResult> {
   const result = emptyConsoleResult(settings)
   if (!existsSync(settings.chromium)) {
     result.error = `Chromium is not installed at ${settings.chromium}: run \`bash scripts/ensure-chromium.sh\` first`
@@ -468,7 +504,9 @@ export function consoleMarkdown(result: ConsoleResult): string {
     `| Chromium browser process RSS; all ${result.browserProcesses} of its processes: RSS summed / PSS summed | ${mib(result.browserRssBytes)}; ${mib(result.browserTreeRssBytes)} / ${mib(result.browserTreePssBytes)} MiB |`,
     `| brine-api RSS / master RSS at the end | ${mib(result.apiRssBytes)} / ${mib(result.masterRssBytes)} MiB |`,
     '',
-    result.error === undefined ? `Processes started (daemons, swarms, Chromium's): ${result.pids.length}; still alive after the stop: ${result.leftoverPids.length}.` : `**Failed:** ${result.error}`,
+    result.error === undefined
+      ? `Processes started (daemons, swarms, Chromium's): ${result.pids.length}; still alive after the stop: ${result.leftoverPids.length}.`
+      : `**Failed:** ${result.error}`,
     '',
   ].join('\n')
 }

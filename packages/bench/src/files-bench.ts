@@ -117,7 +117,10 @@ async function copyToAll(run: CopyRun): Promise<FilesRun> {
   const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(masterPid))), 100)
   const started = performance.now()
   const published = await Promise.all(
-    run.ids.map(async (id) => ({ id, jid: await client.cmdAsync([id], 'cp.get_file', [BENCH_FILE_URL, join(dests, id, '1mb.bin')], { tgtType: 'list', kwarg: { makedirs: true } }) })),
+    run.ids.map(async (id) => ({
+      id,
+      jid: await client.cmdAsync([id], 'cp.get_file', [BENCH_FILE_URL, join(dests, id, '1mb.bin')], { tgtType: 'list', kwarg: { makedirs: true } }),
+    })),
   )
   await counter.waitFor(
     published.map((item) => item.jid),
@@ -186,7 +189,10 @@ function emptyFilesResult(settings: FilesSettings, sha256: string): FilesResult 
  * publish per minion, so each names its own dest, all published together), twice. Every copy is hashed on
  * disk against the master's file; the second run must transfer nothing (each dest already has the hash).
  */
-export async function runFilesScenario(settings: FilesSettings, hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {}): Promise<FilesResult> {
+export async function runFilesScenario(
+  settings: FilesSettings,
+  hooks: { logLevel?: string; onFleet?: (fleet: Fleet, live: boolean) => void; onPhase?: (phase: string) => void } = {},
+): Promise<FilesResult> {
   const work = await mkdtemp(join(tmpdir(), 'brine-bench-files-'))
   const roots = join(work, 'roots')
   await mkdir(join(roots, 'bench'), { recursive: true })
@@ -216,7 +222,8 @@ export async function runFilesScenario(settings: FilesSettings, hooks: { logLeve
     client = new LocalClient({ configDir: fleet.masterConfigDir, requestTimeout: settings.timeoutMs })
     runner = new RunnerClient({ configDir: fleet.masterConfigDir, requestTimeout: settings.timeoutMs })
     const answered = await client.cmd('*', 'test.ping', [], { timeout: settings.timeoutMs })
-    if (Object.keys(answered).length !== settings.minions) throw new Error(`only ${Object.keys(answered).length} of ${settings.minions} minions answered test.ping`)
+    if (Object.keys(answered).length !== settings.minions)
+      throw new Error(`only ${Object.keys(answered).length} of ${settings.minions} minions answered test.ping`)
     bus = new MasterEvent({ sockDir: fleet.sockDir, reconnect: { initial: 50, max: 500 } })
     await bus.connect()
     counter = new ReturnCounter(bus)
@@ -268,7 +275,9 @@ export function filesMarkdown(result: FilesResult): string {
     '',
     `Master RSS with the minions connected, before the first run: ${mib(result.masterIdleRssBytes)} MiB. Second run: ${result.secondCacheHits} of ${result.second.jobs} copies were cache hits (the file server sent ${result.second.served.files_served} files, ${result.second.served.bytes_served} bytes; it answered ${result.second.served.hashes} hash requests).`,
     '',
-    result.error === undefined ? `Processes started: ${result.pids.length}; still alive after the stop: ${result.leftoverPids.length}.` : `**Failed:** ${result.error}`,
+    result.error === undefined
+      ? `Processes started: ${result.pids.length}; still alive after the stop: ${result.leftoverPids.length}.`
+      : `**Failed:** ${result.error}`,
     '',
   ].join('\n')
 }

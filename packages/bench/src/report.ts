@@ -8,43 +8,147 @@ const mib = (bytes: number | null): string => (bytes === null || bytes === 0 ? '
 const ms = (value: number): string => (value >= 100 ? value.toFixed(0) : value.toFixed(1))
 const int = (value: number): string => Math.round(value).toLocaleString('en-US')
 
-/** The issue's targets, checked against a result: [what, target, measured, met]. */
-export function targetChecks(result: BenchResult): { what: string; target: string; measured: string; met: boolean }[] {
-  const checks: { what: string; target: string; measured: string; met: boolean }[] = []
-  const worst = (cases: CaseResult[], pick: (c: CaseResult) => number): number => Math.max(...cases.map(pick))
-  const add = (what: string, target: string, cases: CaseResult[], pick: (c: CaseResult) => number, limit: number, format: (v: number) => string, atLeast = false): void => {
-    if (cases.length === 0) return
-    const value = atLeast ? Math.min(...cases.map(pick)) : worst(cases, pick)
-    checks.push({ what, target, measured: format(value), met: atLeast ? value >= limit : value <= limit })
-  }
-  const flat = result.cases.filter((c) => c.tree === undefined)
-  const at = (n: number, mode?: string): CaseResult[] => flat.filter((c) => c.n === n && (mode === undefined || c.mode === mode) && c.error === undefined)
-  add('test.ping median, N=1', '≤ 5 ms', at(1), (c) => c.latency.ms.median, 5, (v) => `${ms(v)} ms`)
-  add('test.ping median, N=50', '≤ 50 ms', at(50), (c) => c.latency.ms.median, 50, (v) => `${ms(v)} ms`)
-  add('test.ping median, N=1,000 swarm', '≤ 500 ms', at(1000, 'swarm'), (c) => c.latency.ms.median, 500, (v) => `${ms(v)} ms`)
-  add('returns/s, N=1,000 swarm, 5 in flight', '≥ 10,000', at(1000, 'swarm'), (c) => c.throughput.returnsPerSec, 10_000, int, true)
-  const procs = flat.filter((c) => c.memory.minionProcessIdleBytes !== null)
-  add('one idle minion process RSS', '≤ 60 MiB', procs, (c) => c.memory.minionProcessIdleBytes ?? 0, 60 * MiB, (v) => `${mib(v)} MiB`)
-  // With the minions connected, before load: after load the in-memory job cache holds every return (keep_jobs).
-  add('master RSS with 1,000 minions', '≤ 250 MiB', at(1000), (c) => c.memory.masterWithMinionsBytes, 250 * MiB, (v) => `${mib(v)} MiB`)
-  add('1,000 connected and answering after launch', '≤ 15 s', at(1000), (c) => c.connect.allAnsweringMs, 15_000, (v) => `${secondsFromMs(v).toFixed(1)} s`)
-  add('1,000 answering after a master restart', '≤ 5 s', at(1000), (c) => c.restart.allAnsweringMs, 5000, (v) => `${secondsFromMs(v).toFixed(1)} s`)
-  // The syndic tree's targets (issue 11): 10,000 minions under 4 syndics, all answering, median ≤ 2 s.
+/** One target checked against a result. */
+export interface TargetCheck {
+  what: string
+  target: string
+  measured: string
+  met: boolean
+}
+
+/** A target over some cases: the worst case's figure (the lowest with `atLeast`) against `limit`. */
+interface Target {
+  what: string
+  target: string
+  cases: CaseResult[]
+  pick: (c: CaseResult) => number
+  limit: number
+  format: (v: number) => string
+  atLeast?: boolean
+}
+
+const msText = (v: number): string => `${ms(v)} ms`
+const mibText = (v: number): string => `${mib(v)} MiB`
+const secondsText = (v: number): string => `${secondsFromMs(v).toFixed(1)} s`
+
+function checkTarget(t: Target): TargetCheck | undefined {
+  if (t.cases.length === 0) return undefined
+  const values = t.cases.map(t.pick)
+  const value = t.atLeast === true ? Math.min(...values) : Math.max(...values)
+  return { what: t.what, target: t.target, measured: t.format(value), met: t.atLeast === true ? value >= t.limit : value <= t.limit }
+}
+
+/** The single-master targets, by N: latency, throughput, memory, launch and restart. */
+function masterTargets(at: (n: number, mode?: string) => CaseResult[], procs: CaseResult[]): Target[] {
+  const median = (c: CaseResult): number => c.latency.ms.median
+  return [
+    { what: 'test.ping median, N=1', target: '≤ 5 ms', cases: at(1), pick: median, limit: 5, format: msText },
+    { what: 'test.ping median, N=50', target: '≤ 50 ms', cases: at(50), pick: median, limit: 50, format: msText },
+    { what: 'test.ping median, N=1,000 swarm', target: '≤ 500 ms', cases: at(1000, 'swarm'), pick: median, limit: 500, format: msText },
+    {
+      what: 'returns/s, N=1,000 swarm, 5 in flight',
+      target: '≥ 10,000',
+      cases: at(1000, 'swarm'),
+      pick: (c) => c.throughput.returnsPerSec,
+      limit: 10_000,
+      format: int,
+      atLeast: true,
+    },
+    {
+      what: 'one idle minion process RSS',
+      target: '≤ 60 MiB',
+      cases: procs,
+      pick: (c) => c.memory.minionProcessIdleBytes ?? 0,
+      limit: 60 * MiB,
+      format: mibText,
+    },
+    // With the minions connected, before load: after load the in-memory job cache holds every return (keep_jobs).
+    {
+      what: 'master RSS with 1,000 minions',
+      target: '≤ 250 MiB',
+      cases: at(1000),
+      pick: (c) => c.memory.masterWithMinionsBytes,
+      limit: 250 * MiB,
+      format: mibText,
+    },
+    {
+      what: '1,000 connected and answering after launch',
+      target: '≤ 15 s',
+      cases: at(1000),
+      pick: (c) => c.connect.allAnsweringMs,
+      limit: 15_000,
+      format: secondsText,
+    },
+    {
+      what: '1,000 answering after a master restart',
+      target: '≤ 5 s',
+      cases: at(1000),
+      pick: (c) => c.restart.allAnsweringMs,
+      limit: 5000,
+      format: secondsText,
+    },
+  ]
+}
+
+/** The syndic tree's targets (issue 11): 10,000 minions under 4 syndics, all answering, median ≤ 2 s. */
+function treeTargets(result: BenchResult): Target[] {
   const tree = result.cases.filter((c) => c.tree !== undefined && c.error === undefined && c.n >= 10_000)
-  add('tree of 4 syndics, N=10,000: test.ping median', '≤ 2 s', tree, (c) => c.latency.ms.median, 2000, (v) => `${ms(v)} ms`)
-  add('tree, N=10,000: all answering after launch', 'yes', tree, (c) => (c.connect.allAnsweringMs > 0 ? 1 : 0), 1, (v) => (v === 1 ? 'yes' : 'no'), true)
-  // The NATS targets (issue 28): within 1.5× of TCP's ping median at N=1 and N=1,000, and 20,000 swarm minions.
+  const answering = (v: number): string => (v === 1 ? 'yes' : 'no')
+  return [
+    { what: 'tree of 4 syndics, N=10,000: test.ping median', target: '≤ 2 s', cases: tree, pick: (c) => c.latency.ms.median, limit: 2000, format: msText },
+    {
+      what: 'tree, N=10,000: all answering after launch',
+      target: 'yes',
+      cases: tree,
+      pick: (c) => (c.connect.allAnsweringMs > 0 ? 1 : 0),
+      limit: 1,
+      format: answering,
+      atLeast: true,
+    },
+  ]
+}
+
+/** The NATS targets (issue 28): within 1.5× of TCP's ping median at N=1 and N=1,000. */
+function natsRatioChecks(at: (n: number) => CaseResult[]): TargetCheck[] {
+  const checks: TargetCheck[] = []
   for (const size of [1, 1000]) {
     const median = (transport: string): number | undefined => at(size).find((c) => c.transport === transport)?.latency.ms.median
     const [nats, tcp] = [median('nats'), median('tcp')]
     if (nats === undefined || tcp === undefined || tcp <= 0) continue
-    checks.push({ what: `NATS test.ping median against TCP's, N=${int(size)}`, target: '≤ 1.5×', measured: `${(nats / tcp).toFixed(2)}× (${ms(nats)} / ${ms(tcp)} ms)`, met: nats / tcp <= 1.5 })
+    checks.push({
+      what: `NATS test.ping median against TCP's, N=${int(size)}`,
+      target: '≤ 1.5×',
+      measured: `${(nats / tcp).toFixed(2)}× (${ms(nats)} / ${ms(tcp)} ms)`,
+      met: nats / tcp <= 1.5,
+    })
   }
-  add('NATS, N=20,000 swarm: test.ping median', '≤ 3 s', at(20_000, 'swarm').filter((c) => c.transport === 'nats'), (c) => c.latency.ms.median, 3000, (v) => `${ms(v)} ms`)
-  const ok = result.cases.filter((c) => c.error === undefined)
-  add('lost returns, every phase', '0', ok, (c) => c.latency.lost + c.throughput.lost + c.overload.lost, 0, int)
-  add('duplicate returns, every phase', '0', ok, (c) => c.latency.duplicates + c.throughput.duplicates + c.overload.duplicates, 0, int)
   return checks
+}
+
+/** The issue's targets, checked against a result: what, target, measured, met. */
+export function targetChecks(result: BenchResult): TargetCheck[] {
+  const flat = result.cases.filter((c) => c.tree === undefined)
+  const at = (n: number, mode?: string): CaseResult[] => flat.filter((c) => c.n === n && (mode === undefined || c.mode === mode) && c.error === undefined)
+  const procs = flat.filter((c) => c.memory.minionProcessIdleBytes !== null)
+  const ok = result.cases.filter((c) => c.error === undefined)
+  const checked = (targets: Target[]): TargetCheck[] => targets.map(checkTarget).filter((c): c is TargetCheck => c !== undefined)
+  const nats20k = at(20_000, 'swarm').filter((c) => c.transport === 'nats')
+  return [
+    ...checked([...masterTargets(at, procs), ...treeTargets(result)]),
+    ...natsRatioChecks(at),
+    ...checked([
+      { what: 'NATS, N=20,000 swarm: test.ping median', target: '≤ 3 s', cases: nats20k, pick: (c) => c.latency.ms.median, limit: 3000, format: msText },
+      { what: 'lost returns, every phase', target: '0', cases: ok, pick: (c) => c.latency.lost + c.throughput.lost + c.overload.lost, limit: 0, format: int },
+      {
+        what: 'duplicate returns, every phase',
+        target: '0',
+        cases: ok,
+        pick: (c) => c.latency.duplicates + c.throughput.duplicates + c.overload.duplicates,
+        limit: 0,
+        format: int,
+      },
+    ]),
+  ]
 }
 
 /** The result as Markdown: machine and command, then latency/throughput, memory/restart/overload, the scale curve and the targets. */
@@ -192,13 +296,25 @@ function treeSection(cases: readonly CaseResult[]): string[] {
 function errorsSection(cases: readonly CaseResult[]): string[] {
   const failed = cases.filter((c) => c.error !== undefined)
   if (failed.length === 0) return []
-  return ['', '## Errors', '', ...failed.map((c) => `- ${c.transport} N=${c.n}${c.syndics === undefined ? '' : ` (${c.syndics} syndics)`}: ${c.error!.split('\n')[0]}`)]
+  return [
+    '',
+    '## Errors',
+    '',
+    ...failed.map((c) => `- ${c.transport} N=${c.n}${c.syndics === undefined ? '' : ` (${c.syndics} syndics)`}: ${c.error!.split('\n')[0]}`),
+  ]
 }
 
 function targetsSection(result: BenchResult): string[] {
   const checks = targetChecks(result)
   if (checks.length === 0) return []
-  return ['', '## Targets', '', '| figure | target | measured | met |', '| --- | --- | --- | --- |', ...checks.map((check) => `| ${check.what} | ${check.target} | ${check.measured} | ${check.met ? 'yes' : '**no**'} |`)]
+  return [
+    '',
+    '## Targets',
+    '',
+    '| figure | target | measured | met |',
+    '| --- | --- | --- | --- |',
+    ...checks.map((check) => `| ${check.what} | ${check.target} | ${check.measured} | ${check.met ? 'yes' : '**no**'} |`),
+  ]
 }
 
 const COLOURS: Record<BenchTransport, string> = { zeromq: '#1f77b4', tcp: '#ff7f0e', nats: '#9467bd', both: '#2ca02c' }
@@ -232,7 +348,9 @@ export function svgChart(result: BenchResult): string {
       parts.push(`<line x1="${x0}" x2="${x0 + plotW}" y1="${yy}" y2="${yy}" stroke="#ddd"/>`)
       parts.push(`<text x="${x0 - 6}" y="${yy + 4}" text-anchor="end">${10 ** e >= 1 ? int(10 ** e) : (10 ** e).toString()}</text>`)
     }
-    parts.push(`<text x="${x0 - 45}" y="${margin.top + panelH / 2}" transform="rotate(-90 ${x0 - 45} ${margin.top + panelH / 2})" text-anchor="middle">${escape(unit)} (log)</text>`)
+    parts.push(
+      `<text x="${x0 - 45}" y="${margin.top + panelH / 2}" transform="rotate(-90 ${x0 - 45} ${margin.top + panelH / 2})" text-anchor="middle">${escape(unit)} (log)</text>`,
+    )
     parts.push(`<line x1="${x0}" x2="${x0 + plotW}" y1="${margin.top + panelH}" y2="${margin.top + panelH}" stroke="#333"/>`)
     const groupW = plotW / Math.max(1, sizes.length)
     const barW = Math.min(28, (groupW * 0.8) / Math.max(1, transports.length))
@@ -244,10 +362,16 @@ export function svgChart(result: BenchResult): string {
         const v = pick(c)
         const top = y(v)
         const bottom = margin.top + panelH
-        parts.push(`<rect x="${gx + i * barW}" y="${top}" width="${barW - 2}" height="${Math.max(0, bottom - top)}" fill="${COLOURS[t]}"><title>${t} N=${n}: ${v.toFixed(2)} ${escape(unit)}</title></rect>`)
-        parts.push(`<text x="${gx + i * barW + (barW - 2) / 2}" y="${top - 3}" text-anchor="middle" font-size="9">${v >= 1000 ? `${(v / 1000).toFixed(1)}k` : v >= 100 ? int(v) : v.toFixed(1)}</text>`)
+        parts.push(
+          `<rect x="${gx + i * barW}" y="${top}" width="${barW - 2}" height="${Math.max(0, bottom - top)}" fill="${COLOURS[t]}"><title>${t} N=${n}: ${v.toFixed(2)} ${escape(unit)}</title></rect>`,
+        )
+        parts.push(
+          `<text x="${gx + i * barW + (barW - 2) / 2}" y="${top - 3}" text-anchor="middle" font-size="9">${v >= 1000 ? `${(v / 1000).toFixed(1)}k` : v >= 100 ? int(v) : v.toFixed(1)}</text>`,
+        )
       })
-      parts.push(`<text x="${x0 + g * groupW + groupW / 2}" y="${margin.top + panelH + 16}" text-anchor="middle">N=${int(n)}${n >= 1000 ? ' (swarm)' : ''}</text>`)
+      parts.push(
+        `<text x="${x0 + g * groupW + groupW / 2}" y="${margin.top + panelH + 16}" text-anchor="middle">N=${int(n)}${n >= 1000 ? ' (swarm)' : ''}</text>`,
+      )
     })
   }
   panel(margin.left, 'test.ping median latency', 'ms', (c) => c.latency.ms.median)
@@ -257,7 +381,9 @@ export function svgChart(result: BenchResult): string {
     const ly = height - 14
     parts.push(`<rect x="${lx}" y="${ly - 10}" width="12" height="12" fill="${COLOURS[t]}"/><text x="${lx + 16}" y="${ly}">${t}</text>`)
   })
-  parts.push(`<text x="${width - 10}" y="${height - 4}" text-anchor="end" font-size="10" fill="#666">${escape(`${result.startedAt} · ${result.machine.cpus} cores · Node ${result.machine.node}`)}</text>`)
+  parts.push(
+    `<text x="${width - 10}" y="${height - 4}" text-anchor="end" font-size="10" fill="#666">${escape(`${result.startedAt} · ${result.machine.cpus} cores · Node ${result.machine.node}`)}</text>`,
+  )
   parts.push('</svg>')
   return parts.join('\n')
 }

@@ -21,8 +21,20 @@ describe('stats and matrix', () => {
   })
 
   it('runs the three transports and both at N ∈ {1, 10} when quick, and 1,000 swarm minions in the full matrix', () => {
-    expect(benchMatrix(true).map((c) => `${c.transport}:${c.n}:${c.mode}`)).toEqual(['zeromq:1:procs', 'zeromq:10:procs', 'tcp:1:procs', 'tcp:10:procs', 'nats:1:procs', 'nats:10:procs', 'both:10:procs'])
-    expect(benchMatrix(false).filter((c) => c.mode === 'swarm').map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1000', 'tcp:1000', 'nats:1000', 'both:1000'])
+    expect(benchMatrix(true).map((c) => `${c.transport}:${c.n}:${c.mode}`)).toEqual([
+      'zeromq:1:procs',
+      'zeromq:10:procs',
+      'tcp:1:procs',
+      'tcp:10:procs',
+      'nats:1:procs',
+      'nats:10:procs',
+      'both:10:procs',
+    ])
+    expect(
+      benchMatrix(false)
+        .filter((c) => c.mode === 'swarm')
+        .map((c) => `${c.transport}:${c.n}`),
+    ).toEqual(['zeromq:1000', 'tcp:1000', 'nats:1000', 'both:1000'])
   })
 })
 
@@ -89,7 +101,12 @@ describe('brine-bench --quick', () => {
       for (const phase of [c.latency, c.throughput, c.overload]) {
         expect(phase.expected, where).toBeGreaterThan(0)
         // Lost means never stored by the master; bus events the reader missed are reported, not failed.
-        expect({ where, lost: phase.lost, duplicates: phase.duplicates, stored: phase.stored }).toEqual({ where, lost: 0, duplicates: 0, stored: phase.expected })
+        expect({ where, lost: phase.lost, duplicates: phase.duplicates, stored: phase.stored }).toEqual({
+          where,
+          lost: 0,
+          duplicates: 0,
+          stored: phase.expected,
+        })
         expect(phase.eventsSeen + phase.eventsMissed, where).toBe(phase.expected)
         expect(phase.eventsSeen, where).toBeLessThanOrEqual(phase.stored)
       }
@@ -163,7 +180,9 @@ describe('brine-bench --quick', () => {
     // The scale curve has a row for every case of the quick matrix, NATS's included, with the figures the JSON holds.
     const scaleCurve = markdownReport(result).split('## Scale curve')[1]!.split('\n## ')[0]!
     for (const c of result.cases) {
-      expect(scaleCurve).toContain(`| ${c.transport} | ${c.n} | ${c.mode} | ${c.scale.masterCpuMsPerReturn!.toFixed(3)} | ${(c.scale.masterBytesPerMinion! / 1024).toFixed(1)} |`)
+      expect(scaleCurve).toContain(
+        `| ${c.transport} | ${c.n} | ${c.mode} | ${c.scale.masterCpuMsPerReturn!.toFixed(3)} | ${(c.scale.masterBytesPerMinion! / 1024).toFixed(1)} |`,
+      )
     }
     expect(svgChart(result)).toContain('test.ping median latency')
   })
@@ -173,7 +192,9 @@ describe('brine-bench interrupted', () => {
   it('stops every process it started on SIGINT and exits 130', async () => {
     requireBuilt()
     const outDir = await mkdtemp(join(tmpdir(), 'brine-bench-int-'))
-    const child = spawn(process.execPath, [BIN, '--transports', 'tcp', '--n', '3', '--calls', '500', '--out-dir', outDir], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, '--transports', 'tcp', '--n', '3', '--calls', '500', '--out-dir', outDir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stderr = ''
     child.stdout.resume()
     const exited = new Promise<number | null>((resolve) => child.once('exit', (exitCode) => resolve(exitCode)))

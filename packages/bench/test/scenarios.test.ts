@@ -42,7 +42,8 @@ describe('brine-bench --scenario files, quick', () => {
 describe('brine-bench --scenario console, quick', () => {
   it('renders every return of test.ping on * in Chromium, answers a click on Minions, and reads the page memory', async () => {
     requireBuilt()
-    if (!existsSync(CONSOLE_SETTINGS.chromium)) throw new Error(`Chromium is not installed at ${CONSOLE_SETTINGS.chromium}: run \`bash scripts/ensure-chromium.sh\` first`)
+    if (!existsSync(CONSOLE_SETTINGS.chromium))
+      throw new Error(`Chromium is not installed at ${CONSOLE_SETTINGS.chromium}: run \`bash scripts/ensure-chromium.sh\` first`)
     const result = await runConsoleScenario({ ...CONSOLE_SETTINGS, minions: 5, timeoutMs: 60_000 })
     expect(result.error).toBeUndefined()
     // Every row rendered as returned, one per minion, and the counts line says so.

@@ -131,10 +131,16 @@ export function switchUser(runAs: RunAs): void {
     process.setgid?.(runAs.gid)
     process.setuid?.(runAs.uid)
   } catch (error) {
-    throw new UserSwitchError(`cannot switch to user '${runAs.name}' (uid ${runAs.uid}, gid ${runAs.gid}): ${(error as Error).message}`, { user: runAs.name }, { cause: error })
+    throw new UserSwitchError(
+      `cannot switch to user '${runAs.name}' (uid ${runAs.uid}, gid ${runAs.gid}): ${(error as Error).message}`,
+      { user: runAs.name },
+      { cause: error },
+    )
   }
   if (process.getuid?.() !== runAs.uid || process.geteuid?.() !== runAs.uid || process.getgid?.() !== runAs.gid) {
-    throw new UserSwitchError(`switching to user '${runAs.name}' left the process at uid ${process.getuid?.()}, gid ${process.getgid?.()}`, { user: runAs.name })
+    throw new UserSwitchError(`switching to user '${runAs.name}' left the process at uid ${process.getuid?.()}, gid ${process.getgid?.()}`, {
+      user: runAs.name,
+    })
   }
 }
 

@@ -12,7 +12,17 @@ export { planBatch, runBatchMode, type BatchPlan, type BatchView } from './comma
 export { addBatchOptions, readBatchFlags, type BatchFlags } from './commands/batch-flags.js'
 export { LiveLine } from './live-line.js'
 export { runKey, parseKeyArgs, KEY_DIRS, type KeyArgs, type KeyDeps, type KeyListing, type KeyWheel } from './commands/key.js'
-export { runDaemon, runMaster, runMinion, runSyndic, loadDaemonConfig, type Daemon, type DaemonClass, type DaemonDeps, type LoadedDaemonConfig } from './commands/daemon.js'
+export {
+  runDaemon,
+  runMaster,
+  runMinion,
+  runSyndic,
+  loadDaemonConfig,
+  type Daemon,
+  type DaemonClass,
+  type DaemonDeps,
+  type LoadedDaemonConfig,
+} from './commands/daemon.js'
 export { runCheckConfig } from './commands/check-config.js'
 export { DaemonLoadError, PidfileError, UserSwitchError } from './errors.js'
 export { runCall } from './commands/call.js'

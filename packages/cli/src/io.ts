@@ -111,7 +111,10 @@ function checkGivenConfigDir(program: Command): number | undefined {
     if (!statSync(dir).isDirectory()) problem = `config directory '${dir}' (-c) is not a directory`
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    problem = code === 'ENOENT' || code === 'ENOTDIR' ? `config directory '${dir}' (-c) does not exist` : `config directory '${dir}' (-c) cannot be read: ${(error as Error).message}`
+    problem =
+      code === 'ENOENT' || code === 'ENOTDIR'
+        ? `config directory '${dir}' (-c) does not exist`
+        : `config directory '${dir}' (-c) cannot be read: ${(error as Error).message}`
   }
   if (problem === undefined) return undefined
   program.configureOutput().writeErr?.(`Usage: ${program.name()} ${program.usage()}\n\n${program.name()}: error: ${problem}\n`)

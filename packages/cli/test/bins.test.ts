@@ -22,7 +22,16 @@ const lock = JSON.parse(readFileSync(`${repoRoot}package-lock.json`, 'utf8')) as
 describe('bins that npm can link at install time', () => {
   it('point at committed launchers (npm ci links a bin only if its file exists before the build), in package.json and the lock', () => {
     const committed = execFileSync('git', ['ls-files', 'bin'], { cwd: cliDir, encoding: 'utf8' }).trim().split('\n')
-    expect(Object.keys(manifest.bin).sort()).toEqual(['brine', 'brine-api', 'brine-call', 'brine-key', 'brine-master', 'brine-minion', 'brine-run', 'brine-syndic'])
+    expect(Object.keys(manifest.bin).sort()).toEqual([
+      'brine',
+      'brine-api',
+      'brine-call',
+      'brine-key',
+      'brine-master',
+      'brine-minion',
+      'brine-run',
+      'brine-syndic',
+    ])
     for (const [name, path] of Object.entries(manifest.bin)) {
       expect(path).toBe(`./bin/${name}.js`)
       expect(committed).toContain(`bin/${name}.js`)
@@ -101,7 +110,11 @@ describe("Node's compile cache for the commands", () => {
     expect(compileCacheDir({ XDG_CACHE_HOME: 'cache' }, home)).toBe('/home/ann/.cache/brine/compile-cache')
     expect(compileCacheDir({ NODE_COMPILE_CACHE: '/tmp/cc', XDG_CACHE_HOME: '/var/cache/ann' }, home)).toBe('/tmp/cc')
     expect(compileCacheDir({}, () => '')).toBeUndefined()
-    expect(compileCacheDir({}, () => { throw new Error('no home') })).toBeUndefined()
+    expect(
+      compileCacheDir({}, () => {
+        throw new Error('no home')
+      }),
+    ).toBeUndefined()
   })
 
   it('is filled by a run of a built command and reused by the next; NODE_DISABLE_COMPILE_CACHE turns it off', () => {
@@ -117,7 +130,10 @@ describe("Node's compile cache for the commands", () => {
       // Node keeps one directory per Node version and V8 flags, holding one entry per module compiled.
       const entries = readdirSync(cacheDir).flatMap((version) => readdirSync(join(cacheDir, version)))
       expect(entries.length).toBeGreaterThan(3)
-      const second = spawnSync(process.execPath, [`${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8', env: { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' } })
+      const second = spawnSync(process.execPath, [`${cliDir}bin/brine.js`, '--version'], {
+        encoding: 'utf8',
+        env: { ...env, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' },
+      })
       expect(second.status).toBe(0)
       expect(second.stdout.trim()).toBe(first.stdout.trim())
       expect(second.stderr).toMatch(/code cache for ESM \S*\/packages\/cli\/dist\/\S* was accepted/)

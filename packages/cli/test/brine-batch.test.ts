@@ -36,7 +36,10 @@ interface Recorded {
 }
 
 /** A client stand-in: cmdBatch yields `events`; runJob answers a test.ping probe with `matched` and any other job with returns from them. */
-function batchClient(events: BatchEvent[], options: { matched?: string[]; config?: { batch_safe_limit: number; batch_safe_size: string } } = {}): JobClient & Recorded {
+function batchClient(
+  events: BatchEvent[],
+  options: { matched?: string[]; config?: { batch_safe_limit: number; batch_safe_size: string } } = {},
+): JobClient & Recorded {
   const matched = options.matched ?? []
   const recorded: Recorded = { batches: [], jobs: [] }
   return {
@@ -124,7 +127,9 @@ describe('brine in batch mode', () => {
       ].join('\n'),
     )
     expect(io.err()).toBe('ERROR: Minions returned with non-zero exit code\n')
-    expect(client.batches).toEqual([{ tgt: '*', fun: 'cmd.run', arg: ['deploy'], options: { tgtType: 'glob', batch: '1', failhard: false, timeout: 2000, ret: 'syslog' } }])
+    expect(client.batches).toEqual([
+      { tgt: '*', fun: 'cmd.run', arg: ['deploy'], options: { tgtType: 'glob', batch: '1', failhard: false, timeout: 2000, ret: 'syslog' } },
+    ])
   })
 
   it('--out json: each return is a document carrying retcode and jid; a silent minion alone makes the exit 1', async () => {
@@ -179,7 +184,9 @@ describe('brine in batch mode', () => {
     expect(await runBrine(['-b', '1', '--failhard', '*', 'cmd.run', 'deploy'], io, { createClient: () => client })).toBe(2)
     expect(client.batches[0]?.options).toMatchObject({ failhard: true })
     expect(io.out()).not.toContain("Executing run on ['c']")
-    expect(io.err()).toBe("ERROR: Minion b returned with non-zero exit code. Batch run stopped due to failhard; not sent to ['c']\nERROR: Minions returned with non-zero exit code\n")
+    expect(io.err()).toBe(
+      "ERROR: Minion b returned with non-zero exit code. Batch run stopped due to failhard; not sent to ['c']\nERROR: Minions returned with non-zero exit code\n",
+    )
   })
 
   it('--static prints one document at the end, without the batch lines', async () => {

@@ -43,18 +43,40 @@ function fakeClient(minions: string[], returns: CliReturn[], missing: string[] =
   return client
 }
 
-const ok = (id: string, ret: unknown, extra: Partial<Extract<CliReturn, { status: 'returned' }>> = {}): CliReturn => ({ id, status: 'returned', ret, retcode: 0, jid: JID, ...extra })
+const ok = (id: string, ret: unknown, extra: Partial<Extract<CliReturn, { status: 'returned' }>> = {}): CliReturn => ({
+  id,
+  status: 'returned',
+  ret,
+  retcode: 0,
+  jid: JID,
+  ...extra,
+})
 
 describe('brine argument parsing', () => {
   it('maps each target flag to its tgt_type and converts -t seconds to ms once', () => {
-    const cases: Array<[string, string]> = [['-E', 'pcre'], ['-G', 'grain'], ['-P', 'grain_pcre'], ['-C', 'compound'], ['-N', 'nodegroup'], ['-S', 'ipcidr']]
+    const cases: Array<[string, string]> = [
+      ['-E', 'pcre'],
+      ['-G', 'grain'],
+      ['-P', 'grain_pcre'],
+      ['-C', 'compound'],
+      ['-N', 'nodegroup'],
+      ['-S', 'ipcidr'],
+    ]
     for (const [flag, type] of cases) {
       const args = parseBrineArgs([flag, 'x', 'test.ping'], memoryIO())
       expect(typeof args === 'object' && args.tgtType).toBe(type)
     }
     const list = parseBrineArgs(['-L', 'web1,db1', 'cmd.run', 'uname -a', 'cwd=/tmp', '-t', '2.5', '--out', 'json', '--static'], memoryIO())
     // key=value arguments ride in Salt's __kwarg__ dict, as salt's parse_input publishes them.
-    expect(list).toMatchObject({ tgt: ['web1', 'db1'], tgtType: 'list', fun: 'cmd.run', arg: ['uname -a', { __kwarg__: true, cwd: '/tmp' }], timeout: 2500, out: 'json', static: true })
+    expect(list).toMatchObject({
+      tgt: ['web1', 'db1'],
+      tgtType: 'list',
+      fun: 'cmd.run',
+      arg: ['uname -a', { __kwarg__: true, cwd: '/tmp' }],
+      timeout: 2500,
+      out: 'json',
+      static: true,
+    })
     expect(parseBrineArgs(['*', 'test.ping'], memoryIO())).toMatchObject({ tgt: '*', tgtType: 'glob', arg: [], configDir: '/etc/brine', logLevel: 'warning' })
   })
 
@@ -109,7 +131,7 @@ describe('brine runs and exit codes', () => {
     expect(client.closed).toBe(true)
   })
 
-  it('exits 2 with Salt\'s message when no minion matched', async () => {
+  it("exits 2 with Salt's message when no minion matched", async () => {
     const io = memoryIO()
     expect(await runBrine(['nobody', 'test.ping'], io, { createClient: () => fakeClient([], []) })).toBe(2)
     expect(io.err()).toBe('No minions matched the target. No command was sent, no jid was assigned.\n')
@@ -129,7 +151,9 @@ describe('brine runs and exit codes', () => {
     const returns: CliReturn[] = [ok('web1', true), { id: 'ghost', status: 'missing', jid: JID }]
     const io = memoryIO()
     expect(await runBrine(['-v', '*', 'test.ping'], io, { createClient: () => fakeClient(['web1', 'ghost'], returns) })).toBe(1)
-    expect(io.out()).toBe(`Executing job with jid ${JID}\n-------------------------------------------\n\nweb1:\n    True\nghost:\n    Minion did not return. [No response]\n`)
+    expect(io.out()).toBe(
+      `Executing job with jid ${JID}\n-------------------------------------------\n\nweb1:\n    True\nghost:\n    Minion did not return. [No response]\n`,
+    )
     const hidden = memoryIO()
     expect(await runBrine(['--hide-timeout', '*', 'test.ping'], hidden, { createClient: () => fakeClient(['web1', 'ghost'], returns) })).toBe(0)
     expect(hidden.out()).toBe('web1:\n    True\n')
@@ -142,12 +166,20 @@ describe('brine runs and exit codes', () => {
     expect(io.err()).toBe('ERROR: Minions returned with non-zero exit code\n')
     // One that returned after all (through a syndic) is not reported.
     const found = memoryIO()
-    expect(await runBrine(['-L', 'web1,far1', 'test.ping'], found, { createClient: () => fakeClient(['web1'], [ok('web1', true), ok('far1', true)], ['far1']) })).toBe(0)
+    expect(
+      await runBrine(['-L', 'web1,far1', 'test.ping'], found, { createClient: () => fakeClient(['web1'], [ok('web1', true), ok('far1', true)], ['far1']) }),
+    ).toBe(0)
     expect(found.out()).toBe('web1:\n    True\nfar1:\n    True\n')
     const hidden = memoryIO()
-    expect(await runBrine(['--hide-timeout', '-L', 'web1,ghost', 'test.ping'], hidden, { createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']) })).toBe(0)
+    expect(
+      await runBrine(['--hide-timeout', '-L', 'web1,ghost', 'test.ping'], hidden, { createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']) }),
+    ).toBe(0)
     const statics = memoryIO()
-    expect(await runBrine(['--static', '--out', 'json', '-L', 'web1,ghost', 'test.ping'], statics, { createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']) })).toBe(1)
+    expect(
+      await runBrine(['--static', '--out', 'json', '-L', 'web1,ghost', 'test.ping'], statics, {
+        createClient: () => fakeClient(['web1'], [ok('web1', true)], ['ghost']),
+      }),
+    ).toBe(1)
     expect(JSON.parse(statics.out())).toEqual({ web1: true, ghost: 'Minion did not return. [No response]' })
   })
 
@@ -158,7 +190,7 @@ describe('brine runs and exit codes', () => {
     expect(io.out()).toBe(`jid: ${JID}\n{\n    "web1": 1,\n    "db1": 2\n}\n`)
   })
 
-  it("takes output, output_indent and color from the master config, and --out, --out-indent and --force-color over them", async () => {
+  it('takes output, output_indent and color from the master config, and --out, --out-indent and --force-color over them', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'brine-out-'))
     try {
       await writeFile(join(dir, 'master'), 'output: json\noutput_indent: pretty\ncolor: false\n')
@@ -167,10 +199,16 @@ describe('brine runs and exit codes', () => {
       expect(await runBrine(['-c', dir, '*', 'test.arg'], pretty, { createClient: () => fakeClient(['web1'], returns) })).toBe(0)
       expect(pretty.out()).toBe('{\n    "web1": {\n        "a": [\n            true\n        ],\n        "b": 1\n    }\n}\n')
       const flow = memoryIO()
-      expect(await runBrine(['-c', dir, '--out', 'yaml', '--out-indent', '-1', '*', 'test.arg'], flow, { createClient: () => fakeClient(['web1'], returns) })).toBe(0)
+      expect(
+        await runBrine(['-c', dir, '--out', 'yaml', '--out-indent', '-1', '*', 'test.arg'], flow, { createClient: () => fakeClient(['web1'], returns) }),
+      ).toBe(0)
       expect(flow.out()).toBe('{web1: {a: [true], b: 1}}\n')
       const forced = memoryIO()
-      expect(await runBrine(['-c', dir, '--out', 'nested', '--force-color', '*', 'test.ping'], forced, { createClient: () => fakeClient(['web1'], [ok('web1', true)]) })).toBe(0)
+      expect(
+        await runBrine(['-c', dir, '--out', 'nested', '--force-color', '*', 'test.ping'], forced, {
+          createClient: () => fakeClient(['web1'], [ok('web1', true)]),
+        }),
+      ).toBe(0)
       expect(forced.out()).toBe('\x1b[0;36mweb1\x1b[0;0m:\n    \x1b[0;1;33mTrue\x1b[0;0m\n')
     } finally {
       await rm(dir, { recursive: true, force: true })

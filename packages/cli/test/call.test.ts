@@ -8,7 +8,10 @@ import { memoryIO } from './helpers.js'
 let dir = ''
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'brine-call-'))
-  await writeFile(join(dir, 'minion'), `id: local1\ncachedir: ${join(dir, 'cache')}\nsock_dir: ${join(dir, 'sock')}\npki_dir: ${join(dir, 'pki')}\ngrains:\n  role: web\n`)
+  await writeFile(
+    join(dir, 'minion'),
+    `id: local1\ncachedir: ${join(dir, 'cache')}\nsock_dir: ${join(dir, 'sock')}\npki_dir: ${join(dir, 'pki')}\ngrains:\n  role: web\n`,
+  )
 })
 afterAll(() => rm(dir, { recursive: true, force: true }))
 
@@ -31,9 +34,14 @@ describe('brine-call --local', () => {
     expect(io.out()).toBe('local: web\n')
   })
 
-  it("types its arguments as salt-call does, and takes output settings from the minion config", async () => {
+  it('types its arguments as salt-call does, and takes output settings from the minion config', async () => {
     const io = memoryIO()
-    expect(await runCall(['-c', dir, '--local', '--out', 'json', '--out-indent', '-1', 'test.arg', '1', '2.5', 'True', 'None', '[1,2]', '{a: 1}', '0755', 'mode=0755'], io)).toBe(0)
+    expect(
+      await runCall(
+        ['-c', dir, '--local', '--out', 'json', '--out-indent', '-1', 'test.arg', '1', '2.5', 'True', 'None', '[1,2]', '{a: 1}', '0755', 'mode=0755'],
+        io,
+      ),
+    ).toBe(0)
     expect(io.out()).toBe('{"local": {"args": [1, 2.5, true, null, [1, 2], {"a": 1}, 755], "kwargs": {"mode": 755}}}\n')
     const other = await mkdtemp(join(tmpdir(), 'brine-call-out-'))
     try {
@@ -50,7 +58,7 @@ describe('brine-call --local', () => {
     const other = await mkdtemp(join(tmpdir(), 'brine-call-mods-'))
     try {
       await mkdir(join(other, 'mods', '_modules'), { recursive: true })
-      await writeFile(join(other, 'mods', '_modules', 'greet.mjs'), "export function hi(name) { return `hi ${name}` }\n")
+      await writeFile(join(other, 'mods', '_modules', 'greet.mjs'), 'export function hi(name) { return `hi ${name}` }\n')
       await writeFile(join(other, 'minion'), `id: local3\ncachedir: ${join(other, 'cache')}\nmodule_dirs: [${join(other, 'mods')}]\n`)
       const io = memoryIO()
       expect(await runCall(['-c', other, '--local', '--out', 'json', 'greet.hi', 'there'], io)).toBe(0)
@@ -94,7 +102,9 @@ describe('brine-call --local', () => {
       expect(JSON.parse(io.out())).toEqual({ local: dest })
       expect(await readFile(dest, 'utf8')).toBe('hello from the roots')
       const escape = memoryIO()
-      expect(await runCall(['-c', dir, '--local', '--out', 'json', '--set', `file_roots={base: [${roots}]}`, 'cp.get_file', 'salt://../etc/passwd', dest], escape)).toBe(1)
+      expect(
+        await runCall(['-c', dir, '--local', '--out', 'json', '--set', `file_roots={base: [${roots}]}`, 'cp.get_file', 'salt://../etc/passwd', dest], escape),
+      ).toBe(1)
       expect((JSON.parse(escape.out()) as { local: string }).local).toMatch(/^ERROR: FileServerPathError: .*'\.\.' leads out of the file roots/)
     } finally {
       await rm(roots, { recursive: true, force: true })

@@ -114,7 +114,10 @@ describe('brine-master and brine-minion', () => {
     for (const [bin, run, file] of runs) {
       const io = memoryIO()
       expect(await run(io)).toBe(1)
-      const why = file === 'master' ? `config file is a symbolic link to ${JSON.stringify(join(root, 'gone'))}, which does not exist` : 'cannot read config file: it is a directory, not a file'
+      const why =
+        file === 'master'
+          ? `config file is a symbolic link to ${JSON.stringify(join(root, 'gone'))}, which does not exist`
+          : 'cannot read config file: it is a directory, not a file'
       expect(io.err()).toContain(`${join(root, file)}: ${why}`)
       expect(io.err()).toMatch(new RegExp(`^${bin}: `))
     }
@@ -156,7 +159,11 @@ describe('the daemon process: log_file, pidfile, user, --check-config', () => {
     const pidfile = join(root, 'var/run/brine-master.pid')
     expect(record.opts).toMatchObject({ log_file: logFile, pidfile, log_level_logfile: 'info' })
     expect(await readFile(pidfile, 'utf8')).toBe(`${process.pid}\n`)
-    await deadline(until(async () => (await readFile(logFile, 'utf8')).includes('brine-master started')), 5000, 'the start line in log_file')
+    await deadline(
+      until(async () => (await readFile(logFile, 'utf8')).includes('brine-master started')),
+      5000,
+      'the start line in log_file',
+    )
     expect(io.err()).toBe('') // -l error keeps the console quiet
 
     await rename(logFile, `${logFile}.1`)

@@ -17,7 +17,9 @@ afterEach(runCleanups)
 describe("brine's eauth flags", () => {
   it('parses -a/--auth/--eauth, -T, --username and --password; -T alone is a usage error', () => {
     const io = memoryIO()
-    expect(parseBrineArgs(['-a', 'file', '-T', '--username', 'alice', '--password', 'pw', '*', 'test.ping'], io)).toMatchObject({ auth: { eauth: 'file', makeToken: true, username: 'alice', password: 'pw' } })
+    expect(parseBrineArgs(['-a', 'file', '-T', '--username', 'alice', '--password', 'pw', '*', 'test.ping'], io)).toMatchObject({
+      auth: { eauth: 'file', makeToken: true, username: 'alice', password: 'pw' },
+    })
     expect(parseBrineArgs(['--eauth', 'file', '*', 'test.ping'], io)).toMatchObject({ auth: { eauth: 'file', makeToken: false } })
     expect(parseBrineArgs(['*', 'test.ping'], io)).toMatchObject({ auth: { makeToken: false } })
     const bad = memoryIO()
@@ -30,7 +32,11 @@ describe("brine's eauth flags", () => {
     const dir = await tempDir()
     await writeFile(join(dir, 'users'), 'alice:wonder\n')
     const tokenFile = join(dir, 'token')
-    const opts = await masterConfig(dir, { token_dir: join(dir, 'tokens'), token_file: tokenFile, external_auth: { file: { '^filename': join(dir, 'users'), alice: ['test.*'] } } })
+    const opts = await masterConfig(dir, {
+      token_dir: join(dir, 'tokens'),
+      token_file: tokenFile,
+      external_auth: { file: { '^filename': join(dir, 'users'), alice: ['test.*'] } },
+    })
     const master = new Master(opts)
     cleanups.push(() => master.stop())
     await master.start()
@@ -42,8 +48,12 @@ describe("brine's eauth flags", () => {
     // The config as brine reads it, once, and hands to resolveCredentials.
     const loaded = async (): Promise<Parameters<typeof resolveCredentials>[1]> => (await loadConfig('master', { configDir, logger })).opts
     const config = await loaded()
-    await expect(resolveCredentials({ eauth: 'file', makeToken: false }, config, io, logger)).rejects.toThrow('-a file needs --username and --password when stdin is not a terminal')
-    expect(await resolveCredentials({ eauth: 'file', makeToken: false, username: 'alice', password: 'wonder' }, config, io, logger)).toEqual({ credentials: { eauth: 'file', username: 'alice', password: 'wonder' } })
+    await expect(resolveCredentials({ eauth: 'file', makeToken: false }, config, io, logger)).rejects.toThrow(
+      '-a file needs --username and --password when stdin is not a terminal',
+    )
+    expect(await resolveCredentials({ eauth: 'file', makeToken: false, username: 'alice', password: 'wonder' }, config, io, logger)).toEqual({
+      credentials: { eauth: 'file', username: 'alice', password: 'wonder' },
+    })
     // No -a: the root key is readable, so it is used, as read here (the client does not read it again).
     expect(await resolveCredentials({ makeToken: false }, config, io, logger)).toEqual({ rootKey: await readRootKey(rootKeyPath(config.cachedir)) })
     const made = await resolveCredentials({ eauth: 'file', makeToken: true, username: 'alice', password: 'wonder' }, config, io, logger)

@@ -1,7 +1,9 @@
 import type { CommandIO } from '../src/io.js'
 
 /** A CommandIO that records what a command wrote. */
-export function memoryIO(options: { answers?: string[]; signal?: AbortSignal; tty?: boolean; stderrTTY?: boolean } = {}): CommandIO & { out: () => string; err: () => string } {
+export function memoryIO(
+  options: { answers?: string[]; signal?: AbortSignal; tty?: boolean; stderrTTY?: boolean } = {},
+): CommandIO & { out: () => string; err: () => string } {
   let out = ''
   let err = ''
   const io: CommandIO & { out: () => string; err: () => string } = {

@@ -70,7 +70,9 @@ describe('brine-key listings', () => {
       '{\n    "minions": [\n        "web1"\n    ],\n    "minions_pre": [\n        "db1",\n        "db2",\n        "web9"\n    ],\n    "minions_rejected": [],\n    "minions_denied": [\n        "evil"\n    ]\n}\n',
     )
     expect((await key(['-l', 'acc', '--out', 'json', '--out-indent', '-1'])).out).toBe('{"minions": ["web1"]}\n')
-    expect((await key(['-L', '--out', 'yaml'])).out).toBe('minions:\n- web1\nminions_denied:\n- evil\nminions_pre:\n- db1\n- db2\n- web9\nminions_rejected: []\n')
+    expect((await key(['-L', '--out', 'yaml'])).out).toBe(
+      'minions:\n- web1\nminions_denied:\n- evil\nminions_pre:\n- db1\n- db2\n- web9\nminions_rejected: []\n',
+    )
     expect((await key(['-L', '--out', 'raw'])).out).toBe(
       "{'minions': ['web1'], 'minions_pre': ['db1', 'db2', 'web9'], 'minions_rejected': [], 'minions_denied': ['evil']}\n",
     )
@@ -97,15 +99,22 @@ describe('brine-key accept, reject and delete', () => {
   it('shows the keys about to be accepted, also with -y, then accepts exactly those', async () => {
     const run = await key(['-a', 'db*', '-y'])
     expect(run.code).toBe(0)
-    expect(run.out).toBe('The following keys are going to be accepted:\nUnaccepted Keys:\ndb1\ndb2\nKey for minion db1 accepted.\nKey for minion db2 accepted.\n')
+    expect(run.out).toBe(
+      'The following keys are going to be accepted:\nUnaccepted Keys:\ndb1\ndb2\nKey for minion db1 accepted.\nKey for minion db2 accepted.\n',
+    )
     expect(run.loads[1]).toEqual({ cmd: 'wheel', fun: 'key.accept', match: ['db1', 'db2'] })
     const listed = await key(['-a', 'db1,web9', '-y', '--out', 'json'])
-    expect(listed.out).toBe('The following keys are going to be accepted:\n{\n    "minions_pre": [\n        "db1",\n        "web9"\n    ]\n}\nKey for minion db1 accepted.\nKey for minion web9 accepted.\n')
+    expect(listed.out).toBe(
+      'The following keys are going to be accepted:\n{\n    "minions_pre": [\n        "db1",\n        "web9"\n    ]\n}\nKey for minion db1 accepted.\nKey for minion web9 accepted.\n',
+    )
   })
 
   it('asks before deleting on a terminal (default no), and refuses without one with exit 64', async () => {
     const yes = await key(['-d', 'web9'], { answers: ['y'] })
-    expect(yes).toMatchObject({ code: 0, out: 'The following keys are going to be deleted:\nUnaccepted Keys:\nweb9\nProceed? [N/y] Key for minion web9 deleted.\n' })
+    expect(yes).toMatchObject({
+      code: 0,
+      out: 'The following keys are going to be deleted:\nUnaccepted Keys:\nweb9\nProceed? [N/y] Key for minion web9 deleted.\n',
+    })
     const declined = await key(['-d', 'web9'], { answers: [''] })
     expect(declined.code).toBe(0)
     expect(declined.loads.map((load) => load.fun)).toEqual(['key.list_all'])
@@ -117,12 +126,14 @@ describe('brine-key accept, reject and delete', () => {
     expect(noTTY.loads.map((load) => load.fun)).toEqual(['key.list_all'])
   })
 
-  it("says what Salt says when nothing matches, on stdout, and exits 0 as salt-key does", async () => {
+  it('says what Salt says when nothing matches, on stdout, and exits 0 as salt-key does', async () => {
     const none = await key(['-a', 'nope*', '-y'])
     expect(none).toMatchObject({ code: 0, out: "The key glob 'nope*' does not match any unaccepted keys.\n", err: '' })
     expect(none.loads.map((load) => load.fun)).toEqual(['key.list_all'])
     expect((await key(['-a', 'nope', '-y', '--include-rejected'])).out).toBe("The key glob 'nope' does not match any unaccepted or rejected keys.\n")
-    expect((await key(['-r', 'nope', '-y', '--include-all', '--include-denied'])).out).toBe("The key glob 'nope' does not match any unaccepted, accepted or denied keys.\n")
+    expect((await key(['-r', 'nope', '-y', '--include-all', '--include-denied'])).out).toBe(
+      "The key glob 'nope' does not match any unaccepted, accepted or denied keys.\n",
+    )
     // An accepted key is not rejected without --include-accepted, as in Salt.
     expect((await key(['-r', 'web1', '-y'])).out).toBe("The key glob 'web1' does not match any unaccepted keys.\n")
     const included = await key(['-r', 'web1', '-y', '--include-accepted'])
@@ -137,7 +148,9 @@ describe('brine-key and syndic keys', () => {
   it('--accept-syndic shows the pending and accepted keys it marks, asks, then marks exactly those', async () => {
     const run = await key(['--accept-syndic', 'db1,web1', '-y'])
     expect(run.code).toBe(0)
-    expect(run.out).toBe('The following keys are going to be accepted as syndics:\nAccepted Keys:\nweb1\nUnaccepted Keys:\ndb1\nKey for syndic db1 accepted.\nKey for syndic web1 accepted.\n')
+    expect(run.out).toBe(
+      'The following keys are going to be accepted as syndics:\nAccepted Keys:\nweb1\nUnaccepted Keys:\ndb1\nKey for syndic db1 accepted.\nKey for syndic web1 accepted.\n',
+    )
     expect(run.loads[1]).toEqual({ cmd: 'wheel', fun: 'key.accept_syndic', match: ['db1', 'web1'] })
     // Denied and rejected keys are not candidates; without a terminal it refuses to go on unasked.
     expect((await key(['--accept-syndic', 'evil', '-y'])).out).toBe("The key glob 'evil' does not match any unaccepted or accepted keys.\n")
@@ -146,7 +159,9 @@ describe('brine-key and syndic keys', () => {
   })
 
   it('-L lists syndic keys after the four states, and -l syn lists them alone', async () => {
-    expect((await key(['-L'], { listing: withSyndic })).out).toBe('Accepted Keys:\nsyn1\nweb1\nDenied Keys:\nevil\nUnaccepted Keys:\ndb1\ndb2\nweb9\nRejected Keys:\nSyndic Keys:\nsyn1\n')
+    expect((await key(['-L'], { listing: withSyndic })).out).toBe(
+      'Accepted Keys:\nsyn1\nweb1\nDenied Keys:\nevil\nUnaccepted Keys:\ndb1\ndb2\nweb9\nRejected Keys:\nSyndic Keys:\nsyn1\n',
+    )
     expect((await key(['-l', 'syn'], { listing: withSyndic })).out).toBe('Syndic Keys:\nsyn1\n')
     // Without syndics, the listing is exactly salt-key's.
     expect((await key(['-L', '--out', 'json'])).out).not.toContain('syndics')
@@ -176,7 +191,7 @@ describe('brine-key and awkward ids', () => {
 })
 
 describe('brine-key --gen-keys', () => {
-  it("writes a key pair where --gen-keys-dir says, prints its fingerprint as Salt does, and keeps an existing pair", async () => {
+  it('writes a key pair where --gen-keys-dir says, prints its fingerprint as Salt does, and keeps an existing pair', async () => {
     const first = await key(['--gen-keys', 'minibar', '--gen-keys-dir', dir])
     expect(first.code).toBe(0)
     const pub = await readFile(join(dir, 'minibar.pub'), 'utf8')

@@ -58,7 +58,7 @@ describe('nested outputter', () => {
     expect(nestedOutput({ web1: true }, { color: false })).not.toMatch(/\x1b/)
   })
 
-  it("turns an escape character a minion printed into ? (strip_colors), unless strip_colors is false", () => {
+  it('turns an escape character a minion printed into ? (strip_colors), unless strip_colors is false', () => {
     expect(nestedOutput({ web1: '\x1b[31mred\x1b[0m' })).toBe('web1:\n    ?[31mred?[0m')
     expect(nestedOutput({ web1: '\x1b[31mred' }, { stripColors: false })).toBe('web1:\n    \x1b[31mred')
   })
@@ -79,7 +79,9 @@ describe('nested outputter', () => {
 
 describe('json outputter', () => {
   it('indents 4 by default, as Salt', () => {
-    expect(jsonOutput({ web1: { ok: true, list: [1, 'a'] } })).toBe('{\n    "web1": {\n        "ok": true,\n        "list": [\n            1,\n            "a"\n        ]\n    }\n}')
+    expect(jsonOutput({ web1: { ok: true, list: [1, 'a'] } })).toBe(
+      '{\n    "web1": {\n        "ok": true,\n        "list": [\n            1,\n            "a"\n        ]\n    }\n}',
+    )
   })
 
   it("sorts keys for output_indent: pretty, prints one line for null, and writes Python's NaN, Infinity and float text", () => {
@@ -134,8 +136,17 @@ describe('txt, raw and yaml outputters', () => {
     expect(outputSettings({}, {}, true)).toEqual({ color: true })
     expect(outputSettings({ color: false }, {}, true)).toEqual({ color: false })
     expect(outputSettings({ color: false }, { color: true }, false)).toEqual({ color: true })
-    expect(outputSettings({ output: 'json', output_indent: 'pretty', strip_colors: false }, {}, false)).toEqual({ color: false, out: 'json', indent: 'pretty', stripColors: false })
-    expect(outputSettings({ output: 'json', output_indent: 'pretty' }, { out: 'yaml', outIndent: -1 }, false)).toEqual({ color: false, out: 'yaml', indent: -1 })
+    expect(outputSettings({ output: 'json', output_indent: 'pretty', strip_colors: false }, {}, false)).toEqual({
+      color: false,
+      out: 'json',
+      indent: 'pretty',
+      stripColors: false,
+    })
+    expect(outputSettings({ output: 'json', output_indent: 'pretty' }, { out: 'yaml', outIndent: -1 }, false)).toEqual({
+      color: false,
+      out: 'yaml',
+      indent: -1,
+    })
   })
 
   it('renderOutput strips trailing whitespace and ends with one newline; quiet prints nothing', () => {

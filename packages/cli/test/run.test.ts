@@ -30,7 +30,6 @@ function fakeRunner(result: Partial<RunnerResult>): RunnerLike & { calls: unknow
   return runner
 }
 
-
 /** A real master in-process (tcp, worker_threads 0) and the config dir a CLI reads it from. */
 async function realMaster(): Promise<{ master: Master; configDir: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'br-'))
@@ -87,7 +86,11 @@ describe('brine-run', () => {
     expect(await runRun(['jobs.lookup_jid', '1'], hinted, { createRunner: () => fakeRunner({ return: { outputter: 'json', data: { web1: 1 } } }) })).toBe(0)
     expect(hinted.out()).toBe('{\n    "web1": 1\n}\n')
     const failed = memoryIO()
-    expect(await runRun(['jobs.lookup_jid'], failed, { createRunner: () => fakeRunner({ success: false, return: 'Exception occurred in runner jobs.lookup_jid: boom' }) })).toBe(1)
+    expect(
+      await runRun(['jobs.lookup_jid'], failed, {
+        createRunner: () => fakeRunner({ success: false, return: 'Exception occurred in runner jobs.lookup_jid: boom' }),
+      }),
+    ).toBe(1)
     expect(failed.out()).toBe('Exception occurred in runner jobs.lookup_jid: boom\n')
     const usage = memoryIO()
     expect(await runRun(['nodot'], usage, { createRunner: () => fakeRunner({}) })).toBe(64)
@@ -109,15 +112,25 @@ describe('brine-run', () => {
     expect(await runRun(['-c', configDir, 'manage.status', '-t', '0', '--out', 'json', '--out-indent', '-1'], status)).toBe(0)
     expect(status.out()).toBe('{"up": [], "down": ["web1"]}\n')
     expect(await deadline(listening, 10_000, 'event.listen to print two events')).toBe(0)
-    const lines = io.out().trimEnd().split('\n').map((line) => JSON.parse(line) as { tag: string; data: Record<string, unknown> })
+    const lines = io
+      .out()
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { tag: string; data: Record<string, unknown> })
     expect(lines.map((line) => line.tag)).toEqual([expect.stringMatching(/^salt\/run\/\d{20}\/new$/), expect.stringMatching(/^salt\/run\/\d{20}\/ret$/)])
     expect(lines[1]!.data).toMatchObject({ fun: 'runner.manage.status', return: { up: [], down: ['web1'] }, success: true })
 
     // salt-run's progress: each event as {suffix, event} through the outputter, in order, then the return.
     const stream = memoryIO()
     expect(await runRun(['-c', configDir, 'test.stream', '--out', 'json', '--out-indent', '-1'], stream)).toBe(0)
-    const streamed = stream.out().trimEnd().split('\n').map((line) => JSON.parse(line) as { suffix?: string; event?: { message?: string } } | boolean)
-    expect(streamed.slice(0, 99)).toEqual(Array.from({ length: 99 }, (_, index) => ({ suffix: 'progress', event: { message: `Runner is ${index + 1}% done`, _stamp: expect.any(String) } })))
+    const streamed = stream
+      .out()
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { suffix?: string; event?: { message?: string } } | boolean)
+    expect(streamed.slice(0, 99)).toEqual(
+      Array.from({ length: 99 }, (_, index) => ({ suffix: 'progress', event: { message: `Runner is ${index + 1}% done`, _stamp: expect.any(String) } })),
+    )
     expect(streamed.slice(99)).toEqual([true])
 
     // Pretty form: `<tag>\t<json>`; Ctrl-C (the signal) ends it with exit 0.
@@ -135,7 +148,9 @@ describe('brine-run', () => {
     await deadline(two(), 10_000, 'two salt/key events printed')
     controller.abort()
     expect(await deadline(prettyRun, 10_000, 'event.listen to stop on the signal')).toBe(0)
-    expect(pretty.io.out()).toMatch(/^salt\/key\t\{"act": "delete", "id": "web1", "result": true, "_stamp": "[^"]+"\}\nsalt\/key\t\{"act": "accept", "id": "web2", /)
+    expect(pretty.io.out()).toMatch(
+      /^salt\/key\t\{"act": "delete", "id": "web1", "result": true, "_stamp": "[^"]+"\}\nsalt\/key\t\{"act": "accept", "id": "web2", /,
+    )
   })
 
   it('runs a runner without progress lines when the bus cannot be reached', async () => {

@@ -295,7 +295,10 @@ class BatchRun {
     this.#read(job, stop)
     // A minion the master no longer expects (its key went away since the ping) gets no job.
     const expected = new Set(job.minions)
-    return yield* this.#reportMissing(ids.filter((id) => !expected.has(id)), job.jid)
+    return yield* this.#reportMissing(
+      ids.filter((id) => !expected.has(id)),
+      job.jid,
+    )
   }
 
   /** A return, a reader's end, or the next slot `batchWait` releases while minions still wait for one. */

@@ -116,7 +116,14 @@ export class ClearRequester {
     // A broker transport has no local channel (the master opens none for it, and its endpoints refuse a path).
     const path = transport.peerSockets === false ? undefined : localChannel(opts)
     if (path !== undefined) this.logger.debug(`reaching the master through its local channel ${path}`)
-    const requests = transport.createRequestClient({ host, port, broker, ...(path === undefined ? {} : { path }), logger: this.logger, timeout: this.options.requestTimeout ?? 15_000 })
+    const requests = transport.createRequestClient({
+      host,
+      port,
+      broker,
+      ...(path === undefined ? {} : { path }),
+      logger: this.logger,
+      timeout: this.options.requestTimeout ?? 15_000,
+    })
     await requests.start()
     return { opts, key, requests }
   }
@@ -132,13 +139,21 @@ export class ClearRequester {
     try {
       reply = await requests.send(clearRequest({ ...withOrigin, ...credentials }), sendOptions)
     } catch (error) {
-      if (error instanceof RemoteError) throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
+      if (error instanceof RemoteError)
+        throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${error.message}`, { remoteName: error.remoteName }, { cause: error })
       throw error
     }
     const problem = (reply as { error?: { name?: string; message?: string; context?: ErrorContext } } | null)?.error
     if (problem !== undefined && problem !== null) {
-      const remote = new RemoteError({ name: problem.name ?? 'Error', message: problem.message ?? String(problem), context: problem.context ?? {} }, 'the master')
-      throw new ErrorClass(`the master refused ${String(load['cmd'])}: ${problem.name ?? 'Error'}: ${problem.message ?? String(problem)}`, { remoteName: problem.name }, { cause: remote })
+      const remote = new RemoteError(
+        { name: problem.name ?? 'Error', message: problem.message ?? String(problem), context: problem.context ?? {} },
+        'the master',
+      )
+      throw new ErrorClass(
+        `the master refused ${String(load['cmd'])}: ${problem.name ?? 'Error'}: ${problem.message ?? String(problem)}`,
+        { remoteName: problem.name },
+        { cause: remote },
+      )
     }
     return reply
   }

@@ -64,7 +64,14 @@ export class Job implements AsyncDisposable {
   readonly #readers = new Set<JobEventReader>()
   #closed = false
 
-  constructor(host: JobHost, jid: string, minions: readonly string[], early?: JobEventReader, syndics?: Readonly<Record<string, readonly string[]>>, missing: readonly string[] = []) {
+  constructor(
+    host: JobHost,
+    jid: string,
+    minions: readonly string[],
+    early?: JobEventReader,
+    syndics?: Readonly<Record<string, readonly string[]>>,
+    missing: readonly string[] = [],
+  ) {
     this.#host = host
     this.jid = jid
     this.minions = [...minions]

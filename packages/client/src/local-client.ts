@@ -94,7 +94,8 @@ export class LocalClient implements AsyncDisposable {
     this.#requester = new ClearRequester(options)
     this.#logger = this.#requester.logger
     const source: JobSource = {
-      findJob: (jid, ids, { timeout, signal }) => this.#publish([...ids], 'saltutil.find_job', [jid], signal === undefined ? { tgtType: 'list', timeout } : { tgtType: 'list', timeout, signal }),
+      findJob: (jid, ids, { timeout, signal }) =>
+        this.#publish([...ids], 'saltutil.find_job', [jid], signal === undefined ? { tgtType: 'list', timeout } : { tgtType: 'list', timeout, signal }),
       storedReturns: (jid, { signal }) => this.#storedReturns(jid, signal),
     }
     this.#host = {
@@ -270,7 +271,13 @@ export class LocalClient implements AsyncDisposable {
    */
   cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[] = [], options: BatchOptions = {}): AsyncGenerator<BatchEvent> {
     const credentials = options.credentials === undefined ? {} : { credentials: options.credentials }
-    return runBatch({ runJob: (target, name, args, jobOptions) => this.runJob(target, name, args, { ...jobOptions, ...credentials, listen: true }) }, tgt, fun, arg, options)
+    return runBatch(
+      { runJob: (target, name, args, jobOptions) => this.runJob(target, name, args, { ...jobOptions, ...credentials, listen: true }) },
+      tgt,
+      fun,
+      arg,
+      options,
+    )
   }
 
   /**
@@ -341,10 +348,10 @@ function toMinionReturn(item: Extract<CliReturn, { status: 'returned' }>): Minio
  */
 export function unwrapLookup(value: unknown): { returns: Record<string, unknown>; out?: string } {
   const { outputter, data } = unwrapOutputter(value)
-  if (outputter !== undefined && typeof data === 'object' && data !== null && !Array.isArray(data)) return { returns: data as Record<string, unknown>, out: outputter }
+  if (outputter !== undefined && typeof data === 'object' && data !== null && !Array.isArray(data))
+    return { returns: data as Record<string, unknown>, out: outputter }
   return { returns: typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {} }
 }
-
 
 function checkPublishReply(reply: unknown): PublishReply {
   const checked = parsePublishReply(reply)

@@ -1,13 +1,5 @@
 import { connect } from 'node:net'
-import {
-  backoffDelay,
-  BoundedQueue,
-  decode,
-  FramedConnection,
-  silentLogger,
-  type BackoffOptions,
-  type Logger,
-} from '@brine/transport'
+import { backoffDelay, BoundedQueue, decode, FramedConnection, silentLogger, type BackoffOptions, type Logger } from '@brine/transport'
 import { BUS_DROPPED_TAG, eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
 import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 

@@ -84,7 +84,13 @@ export class RunnerClient implements AsyncDisposable {
    * they fire, then it resolves with the run's return (`salt/run/<jid>/ret`). `events` must be this
    * master's bus, connected; the wait for the return is bounded as {@link cmdFull}'s request is.
    */
-  async cmdFollowed(fun: string, arg: readonly unknown[], kwarg: Record<string, unknown>, events: RunEventSource, options: FollowedCallOptions): Promise<RunnerResult> {
+  async cmdFollowed(
+    fun: string,
+    arg: readonly unknown[],
+    kwarg: Record<string, unknown>,
+    events: RunEventSource,
+    options: FollowedCallOptions,
+  ): Promise<RunnerResult> {
     const waitMs = await this.#waitMs(kwarg)
     const controller = new AbortController()
     const signals = options.signal === undefined ? [controller.signal] : [controller.signal, options.signal]
@@ -98,7 +104,11 @@ export class RunnerClient implements AsyncDisposable {
       for await (const { tag, data } of runs) {
         if (tag === tags.runProgress(jid)) options.onProgress(data)
         else if (tag === tags.runReturn(jid)) return { jid, return: data['return'], success: data['success'] !== false }
-        else if (tag === BUS_DROPPED_TAG) throw new RunnerError(`the master's event bus dropped ${String(data['count'])} events for this reader while runner ${fun} (jid ${jid}) ran; its return may be among them`, { fun })
+        else if (tag === BUS_DROPPED_TAG)
+          throw new RunnerError(
+            `the master's event bus dropped ${String(data['count'])} events for this reader while runner ${fun} (jid ${jid}) ran; its return may be among them`,
+            { fun },
+          )
       }
       options.signal?.throwIfAborted()
       throw new RunnerError(`runner ${fun} (jid ${jid}) did not return within ${waitMs} ms`, { fun })

@@ -52,7 +52,13 @@ export class WheelClient implements AsyncDisposable {
       throw new WheelError(`the master answered wheel ${fun} with ${JSON.stringify(reply)?.slice(0, 200)}, not {return}`, { fun })
     }
     const value = reply as Partial<WheelResult>
-    return { jid: String(value.jid ?? ''), tag: String(value.tag ?? ''), user: String(value.user ?? ''), return: value.return, success: value.success !== false }
+    return {
+      jid: String(value.jid ?? ''),
+      tag: String(value.tag ?? ''),
+      user: String(value.user ?? ''),
+      return: value.return,
+      success: value.success !== false,
+    }
   }
 
   /** Salt's wheel_async: answers `{tag, jid}` once the master has checked the call; the return comes as `salt/wheel/<jid>/ret`. */

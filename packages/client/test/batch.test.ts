@@ -2,7 +2,16 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import type { Tgt } from '@brine/common'
 import { deadline } from '@brine/transport-compliance'
 import { type FakeMinion, runCleanups, stopNatsServer } from '../../master/test/helpers.js'
-import { batchSizeFor, parseBatchSize, runBatch, type BatchEvent, type BatchHost, type BatchJob, type BatchJobOptions, type BatchOptions } from '../src/batch.js'
+import {
+  batchSizeFor,
+  parseBatchSize,
+  runBatch,
+  type BatchEvent,
+  type BatchHost,
+  type BatchJob,
+  type BatchJobOptions,
+  type BatchOptions,
+} from '../src/batch.js'
 import { BatchSizeError } from '../src/errors.js'
 import type { CliReturn, WaitOptions } from '../src/job.js'
 import { setup } from './helpers.js'
@@ -154,7 +163,12 @@ describe('runBatch', () => {
 
     const batch1 = await run.next()
     expect(batch1).toEqual({ type: 'batch', jid: host.job(1).jid, minions: ['web1', 'web2'], progress: { done: 0, running: 2, waiting: 1 } })
-    expect(host.calls[1]).toEqual({ tgt: ['web1', 'web2'], fun: 'cmd.run', arg: ['true'], options: { tgtType: 'list', timeout: 3000, kwarg: { cwd: '/' }, ret: 'syslog' } })
+    expect(host.calls[1]).toEqual({
+      tgt: ['web1', 'web2'],
+      fun: 'cmd.run',
+      arg: ['true'],
+      options: { tgtType: 'list', timeout: 3000, kwarg: { cwd: '/' }, ret: 'syslog' },
+    })
     // web2 returns first: its slot goes to web3 at once, while web1 still runs.
     host.job(1).answer('web2')
     expect(await run.next()).toEqual({ type: 'return', item: returned('web2', host.job(1).jid), progress: { done: 1, running: 1, waiting: 1 } })
@@ -174,7 +188,11 @@ describe('runBatch', () => {
     expect(await run.pinged(['a', 'b'])).toMatchObject({ type: 'ping', up: ['a', 'b'], size: 1 })
     expect(await run.next()).toMatchObject({ type: 'batch', minions: ['a'] })
     host.job(1).miss('a')
-    expect(await run.next()).toEqual({ type: 'return', item: { id: 'a', status: 'missing', jid: host.job(1).jid }, progress: { done: 1, running: 0, waiting: 1 } })
+    expect(await run.next()).toEqual({
+      type: 'return',
+      item: { id: 'a', status: 'missing', jid: host.job(1).jid },
+      progress: { done: 1, running: 0, waiting: 1 },
+    })
     expect(await run.next()).toMatchObject({ type: 'batch', minions: ['b'] })
     host.job(2).answer('b')
     expect(await run.next()).toMatchObject({ type: 'return', item: { id: 'b', status: 'returned' } })
@@ -241,7 +259,11 @@ describe('runBatch', () => {
     await run.pinged(['a', 'b'])
     host.gone.add('b')
     expect(await run.next()).toMatchObject({ type: 'batch', minions: ['a', 'b'] })
-    expect(await run.next()).toEqual({ type: 'return', item: { id: 'b', status: 'missing', jid: host.job(1).jid }, progress: { done: 1, running: 1, waiting: 0 } })
+    expect(await run.next()).toEqual({
+      type: 'return',
+      item: { id: 'b', status: 'missing', jid: host.job(1).jid },
+      progress: { done: 1, running: 1, waiting: 0 },
+    })
     host.job(1).answer('a')
     expect(await run.next()).toMatchObject({ type: 'return', item: { id: 'a' } })
     expect(await run.next()).toBeUndefined()
@@ -314,7 +336,16 @@ async function respond(minion: FakeMinion, funs: Record<string, { ret: unknown; 
     const fun = load['fun'] as string
     const answer = funs[fun]
     if (answer === undefined || !left.delete(fun)) continue
-    const reply = await minion.sealed({ cmd: '_return', id: minion.id, jid: load['jid'], fun, fun_args: load['arg'], return: answer.ret, retcode: answer.retcode, success: answer.retcode === 0 })
+    const reply = await minion.sealed({
+      cmd: '_return',
+      id: minion.id,
+      jid: load['jid'],
+      fun,
+      fun_args: load['arg'],
+      return: answer.ret,
+      retcode: answer.retcode,
+      success: answer.retcode === 0,
+    })
     expect(reply).toEqual({ ok: true })
   }
 }
@@ -332,7 +363,8 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient.cmdBatch against a real ma
 
     const seen: BatchEvent[] = []
     const run = (async () => {
-      for await (const event of client.cmdBatch('*', 'cmd.run', ['deploy'], { batch: 1, failhard: true, timeout: 2000, gatherJobTimeout: 500 })) seen.push(event)
+      for await (const event of client.cmdBatch('*', 'cmd.run', ['deploy'], { batch: 1, failhard: true, timeout: 2000, gatherJobTimeout: 500 }))
+        seen.push(event)
     })()
     await deadline(Promise.all([run, answering]), 3 * WAIT_MS, 'the batch run to end')
 
@@ -346,7 +378,9 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient.cmdBatch against a real ma
     expect(stop).toEqual({ type: 'failhard', id: 'b', jid: batch2.jid, running: [], unsent: ['c'] })
     expect(batch1.jid).not.toBe(batch2.jid)
     // What the master published: the ping to the glob, then one list target per batch; nothing to c or the silent minion.
-    const published = events.events.filter((event) => event.tag.startsWith('salt/job/') && event.tag.endsWith('/new')).map((event) => [event.data['fun'], event.data['tgt_type'], event.data['tgt']])
+    const published = events.events
+      .filter((event) => event.tag.startsWith('salt/job/') && event.tag.endsWith('/new'))
+      .map((event) => [event.data['fun'], event.data['tgt_type'], event.data['tgt']])
     expect(published.filter(([fun]) => fun !== 'saltutil.find_job')).toEqual([
       ['test.ping', 'glob', '*'],
       ['cmd.run', 'list', ['a']],

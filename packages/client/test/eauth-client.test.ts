@@ -46,7 +46,11 @@ describe.each(['zeromq', 'tcp', 'nats'])('eauth credentials against a real maste
     const local = new LocalClient({ opts: { ...opts, cachedir: join(dir, 'no-such-cachedir') }, credentials })
     const runner = new RunnerClient({ opts, credentials })
     const wheel = new WheelClient({ opts, credentials })
-    cleanups.push(() => local.close(), () => runner.close(), () => wheel.close())
+    cleanups.push(
+      () => local.close(),
+      () => runner.close(),
+      () => wheel.close(),
+    )
     for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
     const job = await local.runJob('web1', 'test.ping', [], { listen: true, timeout: WAIT_MS })
     expect(job.minions).toEqual(['web1'])

@@ -21,7 +21,9 @@ describe.each(['zeromq', 'tcp', 'nats'])('Job against a real master over %s', (t
 
     // web1 fails before anyone reads: stored and fired while no reader is open.
     await web1.nthPublish(1)
-    expect(await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.ping', fun_args: [], return: 'early', retcode: 2, success: false })).toEqual({ ok: true })
+    expect(
+      await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.ping', fun_args: [], return: 'early', retcode: 2, success: false }),
+    ).toEqual({ ok: true })
     await events.next(`salt/job/${job.jid}/ret/web1`)
     expect(client.openReaders).toBe(0)
 

@@ -4,7 +4,18 @@ import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { deadline } from '@brine/testkit'
 // Tests only: a real master in-process (worker_threads: 0) and fake minions.
-import { cleanups, clearClient, FakeMinion, natsFor, runCleanups, startMaster, stopNatsServer, tempDir, WAIT_MS, watchSubscribers } from '../../master/test/helpers.js'
+import {
+  cleanups,
+  clearClient,
+  FakeMinion,
+  natsFor,
+  runCleanups,
+  startMaster,
+  stopNatsServer,
+  tempDir,
+  WAIT_MS,
+  watchSubscribers,
+} from '../../master/test/helpers.js'
 import { localChannel } from '../src/clear-request.js'
 import { LocalClient } from '../src/local-client.js'
 import { RunnerClient } from '../src/runner-client.js'
@@ -88,7 +99,10 @@ describe.each(['zeromq', 'tcp'])('the operator’s local channel over %s', (tran
     // The operator is answered all the same: the local client goes through the unix socket, not ret_port.
     const client = new LocalClient({ opts: master.opts })
     const runner = new RunnerClient({ opts: master.opts })
-    cleanups.push(() => client.close(), () => runner.close())
+    cleanups.push(
+      () => client.close(),
+      () => runner.close(),
+    )
     const job = await client.runJob('*', 'test.ping', [], { listen: true, timeout: WAIT_MS })
     expect(job.minions).toEqual(['web1', 'web2'])
     for (const minion of [web1, web2]) {
@@ -129,7 +143,10 @@ describe('no local channel over nats', () => {
     expect(await web1.auth()).toEqual({ ok: true })
     const client = new LocalClient({ opts: master.opts })
     const runner = new RunnerClient({ opts: master.opts })
-    cleanups.push(() => client.close(), () => runner.close())
+    cleanups.push(
+      () => client.close(),
+      () => runner.close(),
+    )
     const job = await client.runJob('*', 'test.ping', [], { listen: true, timeout: WAIT_MS })
     expect(job.minions).toEqual(['web1'])
     await web1.nthPublish(1)

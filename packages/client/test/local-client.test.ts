@@ -79,7 +79,16 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
   const port = Number(server.address.split(':').pop())
   const { opts } = await loadConfig('master', {
     configDir: join(dir, 'etc'),
-    overrides: { transport: transportName, interface: '127.0.0.1', ret_port: port, cachedir, sock_dir: sockDir, timeout: 5, gather_job_timeout: 10, ...nats.config },
+    overrides: {
+      transport: transportName,
+      interface: '127.0.0.1',
+      ret_port: port,
+      cachedir,
+      sock_dir: sockDir,
+      timeout: 5,
+      gather_job_timeout: 10,
+      ...nats.config,
+    },
   })
   const client = new LocalClient({ opts })
   cleanups.push(() => client.close())
@@ -199,7 +208,12 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient over %s', (transportName) 
       (run) => ({
         jid: run.arg[0],
         Function: 'test.ping',
-        Result: { web1: { return: true, retcode: 0, success: true }, quiet: { return: 'stored' }, failed: { return: 'boom', retcode: 2, success: false }, other: { return: 'not asked for' } },
+        Result: {
+          web1: { return: true, retcode: 0, success: true },
+          quiet: { return: 'stored' },
+          failed: { return: 'boom', retcode: 2, success: false },
+          other: { return: 'not asked for' },
+        },
       }),
     )
     const job = await client.runJob('*', 'test.ping', [], { listen: true })

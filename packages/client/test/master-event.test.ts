@@ -23,7 +23,10 @@ async function fakeBus(sockDir: string): Promise<{ server: Server; sockets: Sock
     onConnect?.(socket)
   })
   await new Promise<void>((resolve) => server.listen(eventBusPath(sockDir), resolve))
-  cleanups.push(() => new Promise((resolve) => server.close(resolve)), async () => sockets.forEach((s) => s.destroy()))
+  cleanups.push(
+    () => new Promise((resolve) => server.close(resolve)),
+    async () => sockets.forEach((s) => s.destroy()),
+  )
   return {
     server,
     sockets,
@@ -32,7 +35,9 @@ async function fakeBus(sockDir: string): Promise<{ server: Server; sockets: Sock
 }
 
 /** A MasterEvent connected to a fresh stand-in bus, with the subscriber socket the bus accepted for it. */
-async function connectedBus(options: { reconnect?: { initial: number; max: number } } = {}): Promise<{ bus: Awaited<ReturnType<typeof fakeBus>>; events: MasterEvent; socket: Socket }> {
+async function connectedBus(
+  options: { reconnect?: { initial: number; max: number } } = {},
+): Promise<{ bus: Awaited<ReturnType<typeof fakeBus>>; events: MasterEvent; socket: Socket }> {
   const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
   const bus = await fakeBus(dir)
@@ -83,7 +88,9 @@ describe('MasterEvent', () => {
   it('buffers for a reader only what its changing filter takes when the event arrives (a job reader narrowed to its jid)', async () => {
     const { events, socket } = await connectedBus()
     let wanted: string | undefined
-    const reader = events.iter({ match: 'salt/job/', filter: (tag) => wanted === undefined || tag.startsWith(`salt/job/${wanted}/`), hwm: 2 })[Symbol.asyncIterator]()
+    const reader = events
+      .iter({ match: 'salt/job/', filter: (tag) => wanted === undefined || tag.startsWith(`salt/job/${wanted}/`), hwm: 2 })
+      [Symbol.asyncIterator]()
     fire(socket, 'salt/job/1/ret/web1')
     expect((await deadline(reader.next(), 5000, 'the first event')).value?.tag).toBe('salt/job/1/ret/web1')
     wanted = '2'
@@ -154,7 +161,8 @@ describe('MasterEvent buffering', () => {
     const socket = await deadline(socketReady, 5000, 'the subscriber to connect')
     for (let index = 0; index < 6; index++) fire(socket, `salt/job/9/ret/m${index}`)
     // The fast reader's sixth event proves all six were dispatched.
-    for (let index = 0; index < 6; index++) expect((await deadline(fast.next(), 5000, `event ${index} at the fast reader`)).value?.tag).toBe(`salt/job/9/ret/m${index}`)
+    for (let index = 0; index < 6; index++)
+      expect((await deadline(fast.next(), 5000, `event ${index} at the fast reader`)).value?.tag).toBe(`salt/job/9/ret/m${index}`)
     const seen: unknown[] = []
     for (let index = 0; index < 3; index++) seen.push((await slow.next()).value?.tag)
     // m0..m2 filled the buffer; m3..m5 were dropped for this reader only.

@@ -31,7 +31,13 @@ describe.each(['zeromq', 'tcp', 'nats'])('RunnerClient and WheelClient against a
     expect(formatPublicKeys(publicKeysOf(parseSecretKeys(priv, 'priv')))).toBe(pub)
     expect(await master.store.acceptedKeys('db9')).toEqual(parsePublicKeys(pub, 'pub'))
     expect(await wheel.cmd('key.gen_accept', { id_: 'db9' })).toEqual({})
-    expect(await wheel.cmd('key.list_all')).toEqual({ minions: ['db9'], minions_pre: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
+    expect(await wheel.cmd('key.list_all')).toEqual({
+      minions: ['db9'],
+      minions_pre: [],
+      minions_rejected: [],
+      minions_denied: [],
+      local: ['master.key', 'master.pub'],
+    })
     expect(Object.keys(((await wheel.cmd('key.finger', { match: 'db*' })) as { minions: object }).minions)).toEqual(['db9'])
     expect(await wheel.cmd('key.delete', { match: 'db9' })).toEqual({ minions: ['db9'] })
     const error = await wheel.cmd('key.nope').catch((caught: unknown) => caught)
@@ -85,7 +91,9 @@ describe.each(['zeromq', 'tcp', 'nats'])('RunnerClient and WheelClient against a
         yield { tag: BUS_DROPPED_TAG, data: { count: 3 } }
       },
     }
-    await expect(runner.cmdFollowed('test.sleep', [0], {}, dropping, { onProgress })).rejects.toThrow(/dropped 3 events for this reader while runner test\.sleep \(jid \d{20}\) ran/)
+    await expect(runner.cmdFollowed('test.sleep', [0], {}, dropping, { onProgress })).rejects.toThrow(
+      /dropped 3 events for this reader while runner test\.sleep \(jid \d{20}\) ran/,
+    )
     expect(seen).toHaveLength(99)
   })
 })

@@ -28,13 +28,21 @@ describe.each(['zeromq', 'tcp', 'nats'])("the master's refusals come back as the
     expect(badPassword).toBeInstanceOf(EauthError)
     expect((badPassword as Error).cause).toBeInstanceOf(RemoteError)
     expect(remoteCause(badPassword)).toBeInstanceOf(EauthAuthenticationError)
-    expect(remoteCause(badPassword)).toMatchObject({ user: 'alice', eauth: 'file', message: expect.stringContaining('Authentication failure of type "eauth" occurred for user alice') })
+    expect(remoteCause(badPassword)).toMatchObject({
+      user: 'alice',
+      eauth: 'file',
+      message: expect.stringContaining('Authentication failure of type "eauth" occurred for user alice'),
+    })
 
     const made = await eauth.mkToken({ eauth: 'file', username: 'alice', password: 'wonder' })
     const wheel = new WheelClient({ opts: master.opts, credentials: { token: made.token } })
     const runner = new RunnerClient({ opts: master.opts, credentials: { token: made.token } })
     const root = new RunnerClient({ opts: master.opts })
-    cleanups.push(() => wheel.close(), () => runner.close(), () => root.close())
+    cleanups.push(
+      () => wheel.close(),
+      () => runner.close(),
+      () => root.close(),
+    )
 
     const denied = await wheel.cmd('key.delete', { match: 'web1' }).catch((error: unknown) => error)
     expect(denied).toBeInstanceOf(WheelError)

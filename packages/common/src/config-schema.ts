@@ -379,9 +379,7 @@ export function keyAppliesTo(key: string, role: Role): boolean {
 }
 
 /** The path keys root_dir is prepended to. */
-export const PATH_KEYS: readonly ConfigKey[] = (Object.keys(CONFIG_SCHEMA) as ConfigKey[]).filter(
-  (key) => (CONFIG_SCHEMA[key] as KeySpec).path === true,
-)
+export const PATH_KEYS: readonly ConfigKey[] = (Object.keys(CONFIG_SCHEMA) as ConfigKey[]).filter((key) => (CONFIG_SCHEMA[key] as KeySpec).path === true)
 
 /** A role's defaults, before any file is read. */
 export function defaultsFor(role: Role, configDir = '/etc/brine'): Record<string, unknown> {

@@ -52,7 +52,8 @@ const coerceNumber: Coercer = ({ spec, value, fail }) => {
   const typed = typeof value === 'number' && (spec.kind === 'number' ? Number.isFinite(value) : Number.isInteger(value))
   // A value of the wrong type says what type; one out of range also says the range.
   if (!typed) return fail(`${what}${unit}`)
-  if ((spec.min !== undefined && value < spec.min) || (spec.max !== undefined && value > spec.max)) return fail(`${what}${rangeText(spec.min, spec.max)}${unit}`)
+  if ((spec.min !== undefined && value < spec.min) || (spec.max !== undefined && value > spec.max))
+    return fail(`${what}${rangeText(spec.min, spec.max)}${unit}`)
   return value
 }
 
@@ -61,7 +62,11 @@ const coercePath: Coercer = ({ key, value, where, fail }) => {
   if (typeof value !== 'string') return fail('a path (a string)')
   if (value.includes('\u0000')) return fail('a path without NUL bytes')
   if (Buffer.byteLength(value) > MAX_PATH_BYTES) {
-    throw new ConfigError(`${formatSource(where)}: ${key} is ${Buffer.byteLength(value)} bytes long; a path may be at most ${MAX_PATH_BYTES}`, { key, file: where.file, line: where.line })
+    throw new ConfigError(`${formatSource(where)}: ${key} is ${Buffer.byteLength(value)} bytes long; a path may be at most ${MAX_PATH_BYTES}`, {
+      key,
+      file: where.file,
+      line: where.line,
+    })
   }
   return value
 }
@@ -114,7 +119,10 @@ const COERCERS: { readonly [K in ValueKind]: Coercer } = {
   'nullable-transport': coerceTransport,
   'transport-opts': accepts(isPlainObject, 'a mapping of transport name to options'),
   // Salt's json outputter takes an int, `pretty`, null (one line) or a string used as the indent.
-  'output-indent': accepts((value) => value === null || typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)), 'an integer, pretty or null'),
+  'output-indent': accepts(
+    (value) => value === null || typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value)),
+    'an integer, pretty or null',
+  ),
 }
 
 /** Checks (and where harmless, coerces) one value against its spec; throws ConfigError naming key, file and line. */
@@ -183,7 +191,16 @@ const OVERRIDE_PARSERS: { readonly [K in ValueKind]: OverrideParser } = {
   boolean: parseBooleanText,
   'string-or-list': yamlWhenOpened(/^\s*\[/),
   // `netapi_enable_clients=local,runner` or YAML `[local, runner]`.
-  list: (o) => coerceText(o, /^\s*\[/.test(o.raw) ? parseYamlValue(o.raw, o.key) : o.raw.split(',').map((item) => item.trim()).filter((item) => item !== '')),
+  list: (o) =>
+    coerceText(
+      o,
+      /^\s*\[/.test(o.raw)
+        ? parseYamlValue(o.raw, o.key)
+        : o.raw
+            .split(',')
+            .map((item) => item.trim())
+            .filter((item) => item !== ''),
+    ),
   'master-finger': yamlWhenOpened(/^\s*[[{]/),
   map: yamlValue,
   'transport-opts': yamlValue,

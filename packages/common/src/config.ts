@@ -3,16 +3,7 @@ import { dirname, join, resolve, sep } from 'node:path'
 import { LineCounter, isMap, isScalar, parseDocument } from 'yaml'
 import { iterTransportOpts, silentLogger, suggestTransport, UnknownTransportError } from '@brine/transport'
 import type { Logger } from '@brine/transport'
-import {
-  BUILTIN_TRANSPORTS,
-  CONFIG_SCHEMA,
-  PATH_KEYS,
-  defaultsFor,
-  keySpec,
-  type ConfigFor,
-  type Role,
-  type TransportName,
-} from './config-schema.js'
+import { BUILTIN_TRANSPORTS, CONFIG_SCHEMA, PATH_KEYS, defaultsFor, keySpec, type ConfigFor, type Role, type TransportName } from './config-schema.js'
 import { COMMAND_LINE, coerceValue, describeValue, isPlainObject } from './config-values.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
 import { checkMinionMasters, checkSyndicMasters } from './masters.js'
@@ -160,7 +151,13 @@ async function readConfigFiles(role: Role, configDir: string, apply: ApplyValues
  * Checks that span keys: distinct ports per transport (master), the minion's masters, the syndic's masters. A key
  * left out for being invalid has its default back, which could only report a clash that is not there: its checks are skipped.
  */
-function checkAcrossKeys(role: Role, opts: Record<string, unknown>, origins: Map<string, ConfigSource>, dropped: ReadonlySet<string>, report: (error: unknown) => void): void {
+function checkAcrossKeys(
+  role: Role,
+  opts: Record<string, unknown>,
+  origins: Map<string, ConfigSource>,
+  dropped: ReadonlySet<string>,
+  report: (error: unknown) => void,
+): void {
   const originOf = (key: string): ConfigSource | undefined => origins.get(key)
   if (role === 'master') {
     const portDropped = [...dropped].some((key) => key.startsWith('transport_opts') || key === 'publish_port' || key === 'ret_port')
@@ -174,7 +171,10 @@ function checkAcrossKeys(role: Role, opts: Record<string, unknown>, origins: Map
 
 /** The syndic's `log_file` and `pidfile` are its `syndic_log_file` and `syndic_pidfile`, with their origins. */
 function useSyndicOwnFiles(opts: Record<string, unknown>, origins: Map<string, ConfigSource>): void {
-  for (const [key, own] of [['log_file', 'syndic_log_file'], ['pidfile', 'syndic_pidfile']] as const) {
+  for (const [key, own] of [
+    ['log_file', 'syndic_log_file'],
+    ['pidfile', 'syndic_pidfile'],
+  ] as const) {
     opts[key] = opts[own]
     const origin = origins.get(own)
     if (origin === undefined) origins.delete(key)
@@ -341,7 +341,13 @@ async function checkTransportOpts(
       const innerWhere = source([key, name, innerKey])
       const spec = keySpec(innerKey)
       const fullKey = `${entryKey}.${innerKey}`
-      if (spec === undefined || !spec.roles.includes(role) || spec.kind === 'transport' || spec.kind === 'nullable-transport' || spec.kind === 'transport-opts') {
+      if (
+        spec === undefined ||
+        !spec.roles.includes(role) ||
+        spec.kind === 'transport' ||
+        spec.kind === 'nullable-transport' ||
+        spec.kind === 'transport-opts'
+      ) {
         warnings.push(unknownKeyWarning(fullKey, innerWhere, spec === undefined ? undefined : role))
         checked[innerKey] = innerValue
         continue
@@ -414,11 +420,14 @@ function checkResolvedPaths(opts: Record<string, unknown>, origins: Map<string, 
     if (blame === 'root_dir' && key !== 'root_dir') continue
     const source = origins.get(blame) ?? { file: 'defaults' }
     report(
-      new ConfigError(`${formatSource(source)}: ${key} ${path} is on ${virtual}, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`, {
-        key: blame,
-        file: source.file,
-        line: source.line,
-      }),
+      new ConfigError(
+        `${formatSource(source)}: ${key} ${path} is on ${virtual}, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`,
+        {
+          key: blame,
+          file: source.file,
+          line: source.line,
+        },
+      ),
     )
   }
 }

@@ -173,4 +173,15 @@ export class ScheduleError extends BrineError {
   }
 }
 
-registerErrors({ ConfigError, TargetError, RegexSyntaxError, RegexTimeoutError, RegexMatchError, JidError, PayloadError, YamlLoadError, LogFileError, ScheduleError })
+registerErrors({
+  ConfigError,
+  TargetError,
+  RegexSyntaxError,
+  RegexTimeoutError,
+  RegexMatchError,
+  JidError,
+  PayloadError,
+  YamlLoadError,
+  LogFileError,
+  ScheduleError,
+})

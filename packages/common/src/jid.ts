@@ -89,7 +89,14 @@ export function parseJid(jid: string): ParsedJid {
   const [year, month, day, hour, minute, second, micro] = match.slice(1).map(Number) as [number, number, number, number, number, number, number]
   const date = new Date(Date.UTC(year, month - 1, day, hour, minute, second, Math.floor(micro / 1000)))
   // Date.UTC rolls 2024-02-30 over into March; a round trip catches it.
-  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day || date.getUTCHours() !== hour || date.getUTCMinutes() !== minute || date.getUTCSeconds() !== second) {
+  if (
+    date.getUTCFullYear() !== year ||
+    date.getUTCMonth() !== month - 1 ||
+    date.getUTCDate() !== day ||
+    date.getUTCHours() !== hour ||
+    date.getUTCMinutes() !== minute ||
+    date.getUTCSeconds() !== second
+  ) {
     throw new JidError(jid, 'not a valid date and time')
   }
   return { date, microsecond: micro }
@@ -149,6 +156,13 @@ export function jidToTime(value: unknown): string {
   if (!saltJidShape(Array.from(text)) || !/^\d{20}/.test(text)) return ''
   const month = SALT_MONTHS[Number(text.slice(4, 6))]
   if (month === undefined) return ''
-  const [year, day, hour, minute, second, micro] = [text.slice(0, 4), text.slice(6, 8), text.slice(8, 10), text.slice(10, 12), text.slice(12, 14), text.slice(14, 20)]
+  const [year, day, hour, minute, second, micro] = [
+    text.slice(0, 4),
+    text.slice(6, 8),
+    text.slice(8, 10),
+    text.slice(10, 12),
+    text.slice(12, 14),
+    text.slice(14, 20),
+  ]
   return `${year}, ${month} ${day} ${hour}:${minute}:${second}.${micro}`
 }

@@ -12,7 +12,11 @@ export class LoginRateLimitedError extends BrineError {
   readonly limit: number
 
   constructor(what: string, key: string, limit: number, retryAfterMs: number) {
-    super(`too many failed logins for ${what} (${key}: ${limit} per window); try again in ${Math.ceil(retryAfterMs / 1000)} s`, { key, limit, retryAfter: Math.ceil(retryAfterMs / 1000) })
+    super(`too many failed logins for ${what} (${key}: ${limit} per window); try again in ${Math.ceil(retryAfterMs / 1000)} s`, {
+      key,
+      limit,
+      retryAfter: Math.ceil(retryAfterMs / 1000),
+    })
     this.key = key
     this.limit = limit
     this.retryAfterMs = retryAfterMs
@@ -117,7 +121,12 @@ export class LoginBusyError extends BrineError {
   override name = 'LoginBusyError'
   readonly retryAfterMs = 1000
   constructor(running: number, waiting: number) {
-    super(`login refused: ${running} password checks running and ${waiting} waiting (eauth_hash_backlog ${waiting}); try again in 1 s`, { key: 'eauth_hash_backlog', running, waiting, retryAfter: 1 })
+    super(`login refused: ${running} password checks running and ${waiting} waiting (eauth_hash_backlog ${waiting}); try again in 1 s`, {
+      key: 'eauth_hash_backlog',
+      running,
+      waiting,
+      retryAfter: 1,
+    })
   }
 }
 

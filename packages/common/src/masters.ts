@@ -49,7 +49,8 @@ function listMasters(opts: MinionMastersConfig, sourceOf: SourceOf, key: Masters
  */
 export function masterAddressOf(entry: string, defaultPort: number): { host: string; port: number } | undefined {
   const bracketed = /^\[([^\]]+)\](?::(.*))?$/.exec(entry)
-  const [host, port] = bracketed !== null ? [bracketed[1]!, bracketed[2]] : entry.split(':').length === 2 ? (entry.split(':') as [string, string]) : [entry, undefined]
+  const [host, port] =
+    bracketed !== null ? [bracketed[1]!, bracketed[2]] : entry.split(':').length === 2 ? (entry.split(':') as [string, string]) : [entry, undefined]
   if (port === undefined) return { host, port: defaultPort }
   if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535 || host === '') return undefined
   return { host, port: Number(port) }

@@ -150,7 +150,12 @@ export class RegexGuard {
     const heldUntil = this.#held.get(key)
     if (heldUntil !== undefined && heldUntil > Date.now()) {
       this.#stats.refused++
-      throw new RegexTimeoutError(regex.pattern ?? regex.source, { limit: this.timeoutMs, values: texts.length, repeated: true, holdMs: heldUntil - Date.now() })
+      throw new RegexTimeoutError(regex.pattern ?? regex.source, {
+        limit: this.timeoutMs,
+        values: texts.length,
+        repeated: true,
+        holdMs: heldUntil - Date.now(),
+      })
     }
     const answers = new Array<boolean>(texts.length)
     const missing: string[] = []
@@ -236,7 +241,15 @@ export class RegexGuard {
     const heldUntil = this.#held.get(batch.key)
     if (heldUntil !== undefined && heldUntil > Date.now()) {
       this.#stats.refused++
-      this.#fail(batch, new RegexTimeoutError(batch.regex.pattern ?? batch.regex.source, { limit: this.timeoutMs, values: batch.texts.size, repeated: true, holdMs: heldUntil - Date.now() }))
+      this.#fail(
+        batch,
+        new RegexTimeoutError(batch.regex.pattern ?? batch.regex.source, {
+          limit: this.timeoutMs,
+          values: batch.texts.size,
+          repeated: true,
+          holdMs: heldUntil - Date.now(),
+        }),
+      )
       this.#pump()
       return
     }

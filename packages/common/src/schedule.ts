@@ -30,7 +30,23 @@ export interface ScheduleEntry {
 }
 
 /** The entry keys Salt's schedule knows that Brine keeps when it persists and lists an entry. */
-export const SCHEDULE_KEYS = ['function', 'args', 'kwargs', 'job_args', 'job_kwargs', 'seconds', 'minutes', 'hours', 'days', 'cron', 'splay', 'maxrunning', 'return_job', 'enabled', 'run_on_start'] as const
+export const SCHEDULE_KEYS = [
+  'function',
+  'args',
+  'kwargs',
+  'job_args',
+  'job_kwargs',
+  'seconds',
+  'minutes',
+  'hours',
+  'days',
+  'cron',
+  'splay',
+  'maxrunning',
+  'return_job',
+  'enabled',
+  'run_on_start',
+] as const
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -71,7 +87,8 @@ export function parseScheduleEntry(name: string, raw: unknown): ScheduleEntry {
   if (!isMap(raw)) throw new ScheduleError(name, 'must be a mapping with at least function and an interval or cron')
   const fun = raw['function']
   if (typeof fun !== 'string' || !/^[A-Za-z_][\w]*\.[\w.]+$/.test(fun)) throw new ScheduleError(name, "function must be a name such as 'test.ping'")
-  for (const unsupported of ['when', 'once', 'range']) if (raw[unsupported] !== undefined) throw new ScheduleError(name, `${unsupported} is not supported by Brine (use an interval or cron)`)
+  for (const unsupported of ['when', 'once', 'range'])
+    if (raw[unsupported] !== undefined) throw new ScheduleError(name, `${unsupported} is not supported by Brine (use an interval or cron)`)
   let intervalMs: number | undefined
   try {
     intervalMs = scheduleIntervalMs(raw, name)

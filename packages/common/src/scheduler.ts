@@ -97,13 +97,16 @@ export class Scheduler {
     const at = nextScheduleRun(armed.entry, from)
     if (at === undefined) return
     const delay = Math.max(0, at - from)
-    armed.timer = setTimeout(() => {
-      armed.timer = undefined
-      if (this.#armed.get(armed.entry.name) !== armed || !this.#started) return
-      if (delay > MAX_TIMER_MS) return this.#arm(armed, from + MAX_TIMER_MS)
-      this.#fire(armed, false)
-      this.#arm(armed)
-    }, Math.min(delay, MAX_TIMER_MS))
+    armed.timer = setTimeout(
+      () => {
+        armed.timer = undefined
+        if (this.#armed.get(armed.entry.name) !== armed || !this.#started) return
+        if (delay > MAX_TIMER_MS) return this.#arm(armed, from + MAX_TIMER_MS)
+        this.#fire(armed, false)
+        this.#arm(armed)
+      },
+      Math.min(delay, MAX_TIMER_MS),
+    )
     armed.timer.unref?.()
   }
 

@@ -3,8 +3,7 @@ import type { Transport } from '@brine/transport'
 
 /** What to tell an operator whose ZeroMQ native addon failed to load. */
 export const ZEROMQ_UNAVAILABLE_HINT =
-  'the zeromq native addon did not load; reinstall with install scripts enabled ' +
-  '(npm install --foreground-scripts zeromq) or set `transport: tcp`'
+  'the zeromq native addon did not load; reinstall with install scripts enabled ' + '(npm install --foreground-scripts zeromq) or set `transport: tcp`'
 
 /**
  * The composition root for the built-in transports: registers `zeromq`, `tcp` and `nats` with lazy

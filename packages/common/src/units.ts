@@ -183,7 +183,11 @@ export function brokerFromConfig(opts: BrokerConfig): BrokerOptions {
 }
 
 /** The endpoint options every transport endpoint takes from config (pub_hwm, max_frame_bytes, and the broker's nats_* keys). */
-export function endpointLimitsFromConfig(opts: { pub_hwm?: number; max_frame_bytes?: number } & BrokerConfig): { hwm: number; maxFrameBytes: number; broker: BrokerOptions } {
+export function endpointLimitsFromConfig(opts: { pub_hwm?: number; max_frame_bytes?: number } & BrokerConfig): {
+  hwm: number
+  maxFrameBytes: number
+  broker: BrokerOptions
+} {
   return { hwm: opts.pub_hwm ?? 1000, maxFrameBytes: opts.max_frame_bytes ?? 67108864, broker: brokerFromConfig(opts) }
 }
 
@@ -291,7 +295,8 @@ const CHUNK_FRAME_RESERVE = 16_384
  */
 export function fileServerLimitsFromConfig(opts: { file_buffer_size?: number; file_recv_max_size?: number; max_frame_bytes?: number }): FileServerLimits {
   const configured = opts.file_buffer_size ?? 262144
-  if (!Number.isSafeInteger(configured) || configured < 1) throw new ConfigError(`file_buffer_size must be a positive integer of bytes, got ${String(configured)}`, { key: 'file_buffer_size' })
+  if (!Number.isSafeInteger(configured) || configured < 1)
+    throw new ConfigError(`file_buffer_size must be a positive integer of bytes, got ${String(configured)}`, { key: 'file_buffer_size' })
   const frame = opts.max_frame_bytes ?? 67108864
   const bufferSize = Math.max(1, Math.min(configured, frame - CHUNK_FRAME_RESERVE))
   const recvMaxBytes = Math.floor(nonNegative(opts.file_recv_max_size ?? 100, 'file_recv_max_size', 'MiB') * 1024 * 1024)
@@ -322,7 +327,8 @@ export interface EauthLimits extends LoginLimits {
  */
 export function eauthLimitsFromConfig(opts: EauthLimitsConfig): EauthLimits {
   const windowMs = secondsToMs(opts.eauth_rate_limit_window ?? 60, 'eauth_rate_limit_window')
-  if (windowMs <= 0) throw new ConfigError(`eauth_rate_limit_window must be more than 0 seconds, got ${opts.eauth_rate_limit_window}`, { key: 'eauth_rate_limit_window' })
+  if (windowMs <= 0)
+    throw new ConfigError(`eauth_rate_limit_window must be more than 0 seconds, got ${opts.eauth_rate_limit_window}`, { key: 'eauth_rate_limit_window' })
   return {
     perUser: positiveCount(opts.eauth_rate_limit_user ?? 10, 'eauth_rate_limit_user', true),
     perAddress: positiveCount(opts.eauth_rate_limit_address ?? 30, 'eauth_rate_limit_address', true),

@@ -162,7 +162,7 @@ describe('defaults', () => {
     expect(sources.get('pidfile')).toEqual({ file: join(dir, 'master.d/10-syndic.conf'), line: 1 })
   })
 
-  it('checks syndic_master as a multi-master minion\'s master list is checked, and ranges the syndic keys', async () => {
+  it("checks syndic_master as a multi-master minion's master list is checked, and ranges the syndic keys", async () => {
     const file = await write('master', 'syndic_master: [top1, top2, top1]\n')
     const error = await loadError('syndic')
     expect(error.message).toBe(`${file}:1: syndic_master lists 'top1' twice; each master may appear once`)
@@ -173,7 +173,7 @@ describe('defaults', () => {
     expect((await loadError('syndic')).message).toMatch(/syndic_master_publish_port must be a port number \(an integer from 1 to 65535\), got number 0$/)
   })
 
-  it('checks syndic_transport (null means the master\'s transport) and syndic_failover', async () => {
+  it("checks syndic_transport (null means the master's transport) and syndic_failover", async () => {
     expect((await loadConfig('syndic', { configDir: dir })).opts.syndic_transport).toBeNull()
     await write('master', 'syndic_transport: zmq\n')
     expect((await loadError('syndic')).message).toMatch(/did you mean 'zeromq'/)
@@ -228,9 +228,19 @@ describe('files and overrides', () => {
 
 describe('several masters (master, master_type, master_finger)', () => {
   it('reads the failover keys with their units and a master_finger as one string, a list or a mapping', async () => {
-    await write('minion', 'master: [m1, m2]\nmaster_type: failover\nmaster_alive_interval: 2.5\nmaster_failback: true\nrandom_master: yes\nmaster_finger: [aa, ""]\n')
+    await write(
+      'minion',
+      'master: [m1, m2]\nmaster_type: failover\nmaster_alive_interval: 2.5\nmaster_failback: true\nrandom_master: yes\nmaster_finger: [aa, ""]\n',
+    )
     const { opts } = await loadConfig('minion', { configDir: dir })
-    expect(opts).toMatchObject({ master_type: 'failover', master_alive_interval: 2.5, master_failback: true, master_failback_interval: 0, random_master: true, master_finger: ['aa', ''] })
+    expect(opts).toMatchObject({
+      master_type: 'failover',
+      master_alive_interval: 2.5,
+      master_failback: true,
+      master_failback_interval: 0,
+      random_master: true,
+      master_finger: ['aa', ''],
+    })
     await write('minion', 'master: [m1, m2]\nmaster_finger:\n  m2: bb\n')
     expect((await loadConfig('minion', { configDir: dir })).opts.master_finger).toEqual({ m2: 'bb' })
   })
@@ -263,13 +273,18 @@ describe('several masters (master, master_type, master_finger)', () => {
     await write('minion', 'master: [m1, m2]\nmaster_finger: {m3: aa}\n')
     expect((await loadError('minion')).message).toBe(`${file}:2: master_finger names 'm3', which master does not list (masters: m1, m2)`)
     await write('minion', 'master_finger: [aa, 1]\n')
-    expect((await loadError('minion')).message).toBe(`${file}:1: master_finger must be a fingerprint, a list of fingerprints or a mapping of master to fingerprint, got a list`)
+    expect((await loadError('minion')).message).toBe(
+      `${file}:1: master_finger must be a fingerprint, a list of fingerprints or a mapping of master to fingerprint, got a list`,
+    )
   })
 
   it('checks command-line overrides the same way, naming the command line', async () => {
     const error = await loadError('minion', { master: 'm1', master_type: 'failover' })
     expect(error.message).toMatch(/^command line: master_type failover needs master to be a list/)
-    const { opts } = await loadConfig('minion', { configDir: dir, overrides: parseOverrides(['master=[m1, m2]', 'master_type=failover', 'master_finger={m1: aa}']) })
+    const { opts } = await loadConfig('minion', {
+      configDir: dir,
+      overrides: parseOverrides(['master=[m1, m2]', 'master_type=failover', 'master_finger={m1: aa}']),
+    })
     expect([opts.master, opts.master_finger]).toEqual([['m1', 'm2'], { m1: 'aa' }])
   })
 
@@ -529,21 +544,24 @@ describe('transport', () => {
 
 describe('nats', () => {
   it('serves zeromq, tcp and nats at once; nats shares the ports (they name its subjects) and takes its own keys', async () => {
-    await write('master', [
-      'transport: zeromq',
-      'transport_opts:',
-      '  zeromq: {}',
-      '  tcp:',
-      '    publish_port: 4605',
-      '    ret_port: 4606',
-      '  nats:',
-      '    nats_subject_prefix: site-a',
-      'nats_servers: [nats://10.0.0.1:4222, nats://10.0.0.2:4222]',
-      'nats_user: brine',
-      'nats_password: s3cret',
-      'nats_tls_ca: /etc/brine/nats-ca.pem',
-      '',
-    ].join('\n'))
+    await write(
+      'master',
+      [
+        'transport: zeromq',
+        'transport_opts:',
+        '  zeromq: {}',
+        '  tcp:',
+        '    publish_port: 4605',
+        '    ret_port: 4606',
+        '  nats:',
+        '    nats_subject_prefix: site-a',
+        'nats_servers: [nats://10.0.0.1:4222, nats://10.0.0.2:4222]',
+        'nats_user: brine',
+        'nats_password: s3cret',
+        'nats_tls_ca: /etc/brine/nats-ca.pem',
+        '',
+      ].join('\n'),
+    )
     const { opts } = await loadConfig('master', { configDir: dir })
     expect(opts.transport_opts.nats).toEqual({ nats_subject_prefix: 'site-a' })
     expect(brokerFromConfig({ ...opts, ...opts.transport_opts.nats })).toEqual({
@@ -590,8 +608,8 @@ describe('parseOverride', () => {
   })
 
   it.each([
-    ['timeout=soon', 'command line: timeout must be a number (seconds), got \'soon\''],
-    ['worker_threads=2.5', 'command line: worker_threads must be an integer, got \'2.5\''],
+    ['timeout=soon', "command line: timeout must be a number (seconds), got 'soon'"],
+    ['worker_threads=2.5', "command line: worker_threads must be an integer, got '2.5'"],
     ['publish_port=70000', 'command line: publish_port must be a port number (an integer from 0 to 65535), got number 70000'],
     ['auto_accept=maybe', "command line: auto_accept must be true or false (true/false, yes/no, on/off, 1/0), got 'maybe'"],
     ['grains=[1, 2]', 'command line: grains must be a mapping, got a list'],
@@ -644,7 +662,9 @@ describe('ranges and paths (config that cannot work is refused at load, naming k
     expect(() => parseOverride('worker_threads=100000')).toThrow('command line: worker_threads must be an integer from 0 to 128, got number 100000')
     expect(() => parseOverride('timeout=-1')).toThrow('command line: timeout must be a number from 0 to 2147483 (seconds), got number -1')
     const file = await write('master', 'transport_opts:\n  tcp:\n    max_frame_bytes: 10\n')
-    expect((await loadError('master')).message).toBe(`${file}:3: transport_opts.tcp.max_frame_bytes must be an integer from 65536 to 1073741824 (bytes), got number 10`)
+    expect((await loadError('master')).message).toBe(
+      `${file}:3: transport_opts.tcp.max_frame_bytes must be an integer from 65536 to 1073741824 (bytes), got number 10`,
+    )
   })
 
   it('accepts the bounds themselves', async () => {
@@ -656,14 +676,18 @@ describe('ranges and paths (config that cannot work is refused at load, naming k
   it('refuses a root_dir on /proc or /sys once, naming root_dir, and any path key that lands there', async () => {
     const file = await write('master', 'root_dir: /proc/self\n')
     const error = await loadError('master')
-    expect(error.message).toBe(`${file}:1: root_dir /proc/self is on /proc, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`)
+    expect(error.message).toBe(
+      `${file}:1: root_dir /proc/self is on /proc, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`,
+    )
     expect(error.key).toBe('root_dir')
     const check = await checkConfig('master', { configDir: dir })
     expect(check.errors.map((e) => e.key)).toEqual(['root_dir'])
 
     const minion = await write('minion', 'pki_dir: /sys/kernel/brine\n')
     const pki = await loadError('minion')
-    expect(pki.message).toBe(`${minion}:1: pki_dir /sys/kernel/brine is on /sys, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`)
+    expect(pki.message).toBe(
+      `${minion}:1: pki_dir /sys/kernel/brine is on /sys, a virtual filesystem that cannot hold Brine's files; choose a directory on a real filesystem`,
+    )
     expect(() => parseOverride('root_dir=/tmp/x\u0000y')).toThrow('root_dir must be a path without NUL bytes')
     expect(() => parseOverride(`log_file=/${'a'.repeat(5000)}`)).toThrow('log_file is 5001 bytes long; a path may be at most 4095')
   })

@@ -11,11 +11,7 @@ describe('jid', () => {
   it('bumps by one microsecond when the clock repeats or goes back', () => {
     const next = createJidGenerator()
     const at = new Date('2024-01-01T00:00:00.000Z')
-    expect([next(at), next(at), next(new Date('2023-12-31T23:59:59.999Z'))]).toEqual([
-      '20240101000000000000',
-      '20240101000000000001',
-      '20240101000000000002',
-    ])
+    expect([next(at), next(at), next(new Date('2023-12-31T23:59:59.999Z'))]).toEqual(['20240101000000000000', '20240101000000000001', '20240101000000000002'])
   })
 
   it('rolls the bump over a second boundary correctly', () => {

@@ -33,12 +33,22 @@ describe('loggerFromConfig', () => {
     logger.trace('too much')
     expect(lines.map((line) => line.trim().split('] ').pop())).toEqual(['bad'])
     const text = await readFile(file, 'utf8')
-    expect(text.trim().split('\n').map((line) => line.split('] ').pop())).toEqual(['bad', 'detail'])
+    expect(
+      text
+        .trim()
+        .split('\n')
+        .map((line) => line.split('] ').pop()),
+    ).toEqual(['bad', 'detail'])
   })
 })
 
 describe('openDaemonLogging', () => {
-  const messages = (text: string): string[] => text.trim().split('\n').filter(Boolean).map((line) => line.split('] ').pop()!)
+  const messages = (text: string): string[] =>
+    text
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split('] ').pop()!)
 
   it('logs to the file at log_level when log_level_logfile is null (Salt), and -l sets both', async () => {
     const file = join(dir, 'master')

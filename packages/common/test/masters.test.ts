@@ -47,7 +47,9 @@ describe('checkMinionMasters', () => {
   it('names the file and line it is told, else only the problem', () => {
     const [bare] = checkMinionMasters({ master: 'a', master_type: 'failover' })
     expect(bare?.message).toBe("master_type failover needs master to be a list of masters to fail over between (master: [a, other]), got the single master 'a'")
-    const [placed] = checkMinionMasters({ master: 'a', master_type: 'failover' }, (key) => (key === 'master_type' ? { file: '/etc/brine/minion', line: 4 } : undefined))
+    const [placed] = checkMinionMasters({ master: 'a', master_type: 'failover' }, (key) =>
+      key === 'master_type' ? { file: '/etc/brine/minion', line: 4 } : undefined,
+    )
     expect([placed?.message.startsWith('/etc/brine/minion:4: '), placed?.key, placed?.line]).toEqual([true, 'master', 4])
   })
 })

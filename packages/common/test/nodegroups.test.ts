@@ -89,13 +89,19 @@ describe('resolveNodegroups: what the master publishes', () => {
     // g0 uses g1 twice, g1 uses g2 twice, …: 2^30 words if nothing stopped it.
     const doubling: Nodegroups = { g30: 'web1' }
     for (let level = 0; level < 30; level++) doubling[`g${level}`] = `N@g${level + 1} or N@g${level + 1}`
-    expect(() => resolveNodegroups({ tgt: 'g0', tgt_type: 'nodegroup' }, doubling)).toThrow(`with its nodegroups expanded it has more than ${TARGET_LIMITS.words} words`)
+    expect(() => resolveNodegroups({ tgt: 'g0', tgt_type: 'nodegroup' }, doubling)).toThrow(
+      `with its nodegroups expanded it has more than ${TARGET_LIMITS.words} words`,
+    )
     expect(() => compileTarget({ tgt: 'N@g0', tgt_type: 'compound' }, doubling)).toThrow(TargetError)
   })
 
   it('bounds the length of the expression it publishes', () => {
-    const long: Nodegroups = { big: Array.from({ length: 3000 }, (_, index) => `G@role:web-server-${index}`).flatMap((word, index) => (index === 0 ? [word] : ['or', word])) }
-    expect(() => resolveNodegroups({ tgt: 'big', tgt_type: 'nodegroup' }, long)).toThrow(/with its nodegroups expanded it is \d+ characters long; the limit is 65536/)
+    const long: Nodegroups = {
+      big: Array.from({ length: 3000 }, (_, index) => `G@role:web-server-${index}`).flatMap((word, index) => (index === 0 ? [word] : ['or', word])),
+    }
+    expect(() => resolveNodegroups({ tgt: 'big', tgt_type: 'nodegroup' }, long)).toThrow(
+      /with its nodegroups expanded it is \d+ characters long; the limit is 65536/,
+    )
   })
 })
 
@@ -122,10 +128,18 @@ describe("nodegroups as Salt 3006's nodegroup_comp expands them", () => {
   const cases: [string, string[], string][] = [
     ['group1', ['L@host1,host2,host3'], '( L@host1,host2,host3 )'],
     ['group2', ['G@foo:bar', 'or', 'web1*'], '( G@foo:bar or web1* )'],
-    ['group3', ['(', '(', 'L@host1,host2,host3', ')', 'or', '(', 'G@foo:bar', 'or', 'web1*', ')', ')'], '( ( L@host1,host2,host3 ) or ( G@foo:bar or web1* ) )'],
+    [
+      'group3',
+      ['(', '(', 'L@host1,host2,host3', ')', 'or', '(', 'G@foo:bar', 'or', 'web1*', ')', ')'],
+      '( ( L@host1,host2,host3 ) or ( G@foo:bar or web1* ) )',
+    ],
     ['group4', ['L@host4,host5,host6'], '( L@host4,host5,host6 )'],
     ['group5', ['(', 'L@host4,host5,host6', ')'], '( ( L@host4,host5,host6 ) )'],
-    ['group6', ['(', '(', '(', 'L@host1,host2,host3', ')', 'or', '(', 'G@foo:bar', 'or', 'web1*', ')', ')', ')'], '( ( ( L@host1,host2,host3 ) or ( G@foo:bar or web1* ) ) )'],
+    [
+      'group6',
+      ['(', '(', '(', 'L@host1,host2,host3', ')', 'or', '(', 'G@foo:bar', 'or', 'web1*', ')', ')', ')'],
+      '( ( ( L@host1,host2,host3 ) or ( G@foo:bar or web1* ) ) )',
+    ],
     ['group7', ['L@host1'], '( L@host1 )'],
     ['bracket', ['E@db[12]'], '( E@db[12] )'],
     ['optional', ['E@web?'], '( E@web? )'],

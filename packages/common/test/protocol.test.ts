@@ -44,7 +44,7 @@ describe('load validators', () => {
     expect(validateJobLoad({ ...job, ...stamp, kwarg: undefined }).jid).toBe(publish.jid)
     // A job load without its freshness stamp is refused: a recording of it could be replayed forever.
     expect(() => validateJobLoad({ ...job, kwarg: undefined })).toThrow("job load: field 'issued' must be a number (missing)")
-    expect(() => validateJobLoad({ ...job, issued: stamp.issued, expire: 'never' })).toThrow("job load: field 'expire' must be a number (got \"never\")")
+    expect(() => validateJobLoad({ ...job, issued: stamp.issued, expire: 'never' })).toThrow('job load: field \'expire\' must be a number (got "never")')
     expect(validatePublishLoad({ ...publish, jid: undefined }).jid).toBeUndefined()
   })
 
@@ -55,9 +55,12 @@ describe('load validators', () => {
   })
 
   it.each([
-    [{ ...publish, tgt_type: 'regex' }, "publish load: field 'tgt_type' must be one of glob, pcre, list, grain, grain_pcre, ipcidr, compound, nodegroup (got \"regex\")"],
-    [{ ...publish, jid: '123' }, "publish load: field 'jid' must be a jid (YYYYMMDDhhmmssffffff) (got \"123\")"],
-    [{ ...publish, arg: 'x' }, "publish load: field 'arg' must be a list (got \"x\")"],
+    [
+      { ...publish, tgt_type: 'regex' },
+      'publish load: field \'tgt_type\' must be one of glob, pcre, list, grain, grain_pcre, ipcidr, compound, nodegroup (got "regex")',
+    ],
+    [{ ...publish, jid: '123' }, 'publish load: field \'jid\' must be a jid (YYYYMMDDhhmmssffffff) (got "123")'],
+    [{ ...publish, arg: 'x' }, 'publish load: field \'arg\' must be a list (got "x")'],
     [{ ...publish, fun: undefined }, "publish load: field 'fun' must be a non-empty string (missing)"],
     [{ ...publish, cmd: '_return' }, "publish load: field 'cmd' must be 'publish' (got \"_return\")"],
     [[publish], "publish load: field '(load)' must be a mapping"],
@@ -67,9 +70,9 @@ describe('load validators', () => {
   })
 
   it.each([
-    [{ ...ret, retcode: 'ok' }, "_return load: field 'retcode' must be an integer (got \"ok\")"],
+    [{ ...ret, retcode: 'ok' }, '_return load: field \'retcode\' must be an integer (got "ok")'],
     [{ ...ret, success: 1 }, "_return load: field 'success' must be true or false (got 1)"],
-    [{ ...ret, id: '' }, "_return load: field 'id' must be a non-empty string (got \"\")"],
+    [{ ...ret, id: '' }, '_return load: field \'id\' must be a non-empty string (got "")'],
     [{ ...ret, return: undefined }, "_return load: field 'return' is required"],
   ])('return: %j', (load, message) => {
     expect(() => validateReturnLoad(load)).toThrow(message)

@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest'
 import { BoundedQueue } from '@brine/transport'
 import { deadline } from '@brine/transport-compliance'
 import type { BusEvent } from '../src/event-bus.js'
-import { collectReturns, storedReturnsOfListJob, type CollectedReturn, type CollectReturnsOptions, type JobSource, type StoredReturns } from '../src/return-collector.js'
+import {
+  collectReturns,
+  storedReturnsOfListJob,
+  type CollectedReturn,
+  type CollectReturnsOptions,
+  type JobSource,
+  type StoredReturns,
+} from '../src/return-collector.js'
 import { jobEventJid, tags } from '../src/protocol/index.js'
 
 const JID = '20260101000000000001'
@@ -159,7 +166,11 @@ describe('collectReturns', () => {
         ret(findJid, 'idle', {}, { fun: 'saltutil.find_job' })
         return [...ids]
       },
-      stored: () => ({ web1: { return: true, retcode: 0, success: true }, quiet: { return: 'failed', retcode: 3, success: false, out: 'txt' }, other: { return: 'not asked for' } }),
+      stored: () => ({
+        web1: { return: true, retcode: 0, success: true },
+        quiet: { return: 'failed', retcode: 3, success: false, out: 'txt' },
+        other: { return: 'not asked for' },
+      }),
     })
     ret(JID, 'web1', true)
     const items = await collect({ jid: JID, minions: ['web1', 'quiet', 'ghost', 'idle'], events, source: jobs, timeout: 50, gatherJobTimeout: 100 })
@@ -179,7 +190,9 @@ describe('collectReturns', () => {
     jobs.findJob = async () => {
       throw new Error('master gone')
     }
-    expect(await collect({ jid: JID, minions: ['ghost'], events, source: jobs, timeout: 20, gatherJobTimeout: 20 })).toEqual([{ id: 'ghost', status: 'missing', jid: JID }])
+    expect(await collect({ jid: JID, minions: ['ghost'], events, source: jobs, timeout: 20, gatherJobTimeout: 20 })).toEqual([
+      { id: 'ghost', status: 'missing', jid: JID },
+    ])
     expect(jobs.lookups).toBe(1)
   })
 
@@ -226,7 +239,16 @@ describe('collectReturns behind syndics (order_masters)', () => {
     announce(events, 'syndic1', '20260101000000000099', ['other-job'])
     ret(JID, 's2-a', true)
     ret(JID, 's2-b', true)
-    const gathering = collect({ jid: JID, minions: ['direct1'], syndics: { syndic1: ['mid1'], syndic2: [] }, syndicWait: 60_000, events, source: jobs, timeout: 60_000, gatherJobTimeout: 60_000 })
+    const gathering = collect({
+      jid: JID,
+      minions: ['direct1'],
+      syndics: { syndic1: ['mid1'], syndic2: [] },
+      syndicWait: 60_000,
+      events,
+      source: jobs,
+      timeout: 60_000,
+      gatherJobTimeout: 60_000,
+    })
     // Everyone announced so far returned, but syndic1 still waits for its lower syndic: so does the collector.
     announce(events, 'syndic1', JID, ['low1'], [])
     ret(JID, 'low1', true)
@@ -241,7 +263,16 @@ describe('collectReturns behind syndics (order_masters)', () => {
     ret(JID, 'direct1', true)
     announce(events, 'alive', JID, ['a1'])
     ret(JID, 'a1', true)
-    const items = await collect({ jid: JID, minions: ['direct1'], syndics: { alive: ['a1'], dead: ['d1', 'd2'] }, syndicWait: 50, events, source: jobs, timeout: 50, gatherJobTimeout: 50 })
+    const items = await collect({
+      jid: JID,
+      minions: ['direct1'],
+      syndics: { alive: ['a1'], dead: ['d1', 'd2'] },
+      syndicWait: 50,
+      events,
+      source: jobs,
+      timeout: 50,
+      gatherJobTimeout: 50,
+    })
     expect(items).toEqual([
       { id: 'direct1', status: 'returned', ret: true, retcode: 0, success: true, jid: JID },
       { id: 'a1', status: 'returned', ret: true, retcode: 0, success: true, jid: JID },
@@ -273,7 +304,16 @@ describe('collectReturns behind syndics (order_masters)', () => {
       },
     }
     announce(events, 'syndic1', JID, ['slow1'])
-    const items = await collect({ jid: JID, minions: [], syndics: { syndic1: [] }, syndicWait: 10, events, source: jobs, timeout: 20, gatherJobTimeout: 60_000 })
+    const items = await collect({
+      jid: JID,
+      minions: [],
+      syndics: { syndic1: [] },
+      syndicWait: 10,
+      events,
+      source: jobs,
+      timeout: 20,
+      gatherJobTimeout: 60_000,
+    })
     expect(items).toEqual([{ id: 'slow1', status: 'returned', ret: 'done', retcode: 0, success: true, jid: JID }])
   })
 })

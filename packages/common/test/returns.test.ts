@@ -26,7 +26,12 @@ describe('the return event and its two conversions', () => {
 
 describe('parseListJob', () => {
   it('gives the function, the arguments and the entries that hold a return', () => {
-    const listed = parseListJob({ jid: JID, Function: 'test.echo', Arguments: ['hi'], Result: { web1: { return: 'hi', retcode: 0, success: true }, bad: 'x', empty: {} } })
+    const listed = parseListJob({
+      jid: JID,
+      Function: 'test.echo',
+      Arguments: ['hi'],
+      Result: { web1: { return: 'hi', retcode: 0, success: true }, bad: 'x', empty: {} },
+    })
     expect(listed).toEqual({ fun: 'test.echo', funArgs: ['hi'], returns: { web1: { return: 'hi', retcode: 0, success: true } } })
   })
 

@@ -163,7 +163,12 @@ describe('parseInput: the argument list `brine` publishes', () => {
 
 describe('loadSaltYaml', () => {
   it('loads documents with Salt 3006 rules and says what it refused', () => {
-    expect(loadSaltYaml('mode: 0644\nwhen: 2024-01-31\nflags: [on, y]\nratio: 1e3\n')).toEqual({ mode: 644, when: '2024-01-31', flags: [true, 'y'], ratio: '1e3' })
+    expect(loadSaltYaml('mode: 0644\nwhen: 2024-01-31\nflags: [on, y]\nratio: 1e3\n')).toEqual({
+      mode: 644,
+      when: '2024-01-31',
+      flags: [true, 'y'],
+      ratio: '1e3',
+    })
     expect(loadSaltYaml('~')).toBeNull()
     expect(() => loadSaltYaml('a: 1\na: 2\n')).toThrowError(YamlLoadError)
     expect(() => loadSaltYaml('{true: 1, 1: 2}')).toThrowError("found conflicting ID '1'")

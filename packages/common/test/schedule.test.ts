@@ -4,7 +4,17 @@ import { nextScheduleRun, parseScheduleEntry, ScheduleError, Scheduler, type Sch
 describe('schedule entries', () => {
   it("reads Salt's keys: the interval units add up, defaults as Salt's", () => {
     const entry = parseScheduleEntry('job1', { function: 'test.ping', minutes: 1, seconds: 30, job_args: ['a'], kwargs: { k: 1 } })
-    expect(entry).toMatchObject({ name: 'job1', function: 'test.ping', intervalMs: 90_000, cron: undefined, maxrunning: 1, returnJob: true, enabled: true, args: ['a'], kwargs: { k: 1 } })
+    expect(entry).toMatchObject({
+      name: 'job1',
+      function: 'test.ping',
+      intervalMs: 90_000,
+      cron: undefined,
+      maxrunning: 1,
+      returnJob: true,
+      enabled: true,
+      args: ['a'],
+      kwargs: { k: 1 },
+    })
     expect(parseScheduleEntry('d', { function: 'jobs.list_jobs', days: 1, hours: 1 }).intervalMs).toBe(90_000_000)
   })
 

@@ -53,7 +53,9 @@ describe('parsing is bounded', () => {
   it('refuses parentheses and not nested past the depth limit with a TargetError, not a RangeError', () => {
     const nested = (depth: number): string => `${'( '.repeat(depth)}web1${' )'.repeat(depth)}`
     expect(() => compileTarget({ tgt: nested(TARGET_LIMITS.depth), tgt_type: 'compound' })).not.toThrow()
-    expect(() => compileTarget({ tgt: nested(TARGET_LIMITS.depth + 1), tgt_type: 'compound' })).toThrow(`parentheses and 'not' nest more than ${TARGET_LIMITS.depth} deep`)
+    expect(() => compileTarget({ tgt: nested(TARGET_LIMITS.depth + 1), tgt_type: 'compound' })).toThrow(
+      `parentheses and 'not' nest more than ${TARGET_LIMITS.depth} deep`,
+    )
     expect(() => compileTarget({ tgt: `${'not '.repeat(TARGET_LIMITS.depth + 1)}web1`, tgt_type: 'compound' })).toThrow(TargetError)
     expect(() => compileTarget({ tgt: '('.repeat(4_000), tgt_type: 'compound' })).toThrow(TargetError)
   })
@@ -142,6 +144,8 @@ describe('regular expressions are matched off the main thread, with a time limit
 
   it('names what cannot be translated', async () => {
     const error = await refusal(matchMinion({ tgt: 'E@(?>web)1 or db*', tgt_type: 'compound' }, { id: 'db1' }))
-    expect(error.message).toBe("invalid compound target 'E@(?>web)1 or db*': bad regular expression '(?>web)1': atomic groups (?>…) are not supported at position 0")
+    expect(error.message).toBe(
+      "invalid compound target 'E@(?>web)1 or db*': bad regular expression '(?>web)1': atomic groups (?>…) are not supported at position 0",
+    )
   })
 })

@@ -178,7 +178,10 @@ describe('invalid targets', () => {
   it.each([
     [{ tgt: '( web* or db*', tgt_type: 'compound' }, "invalid compound target '( web* or db*': unbalanced parentheses: missing ')'"],
     [{ tgt: 'web* )', tgt_type: 'compound' }, "invalid compound target 'web* )': unbalanced parentheses: unexpected ')'"],
-    [{ tgt: 'X@foo and web*', tgt_type: 'compound' }, "invalid compound target 'X@foo and web*': unknown prefix 'X@' in 'X@foo' (known: G@, P@, L@, E@, S@, N@)"],
+    [
+      { tgt: 'X@foo and web*', tgt_type: 'compound' },
+      "invalid compound target 'X@foo and web*': unknown prefix 'X@' in 'X@foo' (known: G@, P@, L@, E@, S@, N@)",
+    ],
     [{ tgt: 'I@role:web', tgt_type: 'compound' }, "invalid compound target 'I@role:web': pillar targeting (I@) is not supported"],
     [{ tgt: 'and web*', tgt_type: 'compound' }, "invalid compound target 'and web*': it starts with 'and'"],
     [{ tgt: 'web* and', tgt_type: 'compound' }, "invalid compound target 'web* and': it ends with 'and'"],

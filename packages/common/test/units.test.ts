@@ -1,7 +1,18 @@
 import { describe, expect, it } from 'vitest'
 import { backoffDelay } from '@brine/transport'
 import { ConfigError } from '../src/errors.js'
-import { backoffFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, hoursToMs, msFromSeconds, returnRetryDelayMs, secondsFromMs, secondsToMs, serverLimitsFromConfig, timeoutsFromConfig } from '../src/units.js'
+import {
+  backoffFromConfig,
+  endpointLimitsFromConfig,
+  fileServerLimitsFromConfig,
+  hoursToMs,
+  msFromSeconds,
+  returnRetryDelayMs,
+  secondsFromMs,
+  secondsToMs,
+  serverLimitsFromConfig,
+  timeoutsFromConfig,
+} from '../src/units.js'
 
 describe('msFromSeconds and secondsFromMs', () => {
   it('convert by the one factor, keeping fractions, and undo each other', () => {
@@ -53,7 +64,11 @@ describe('timeoutsFromConfig', () => {
       requestWindowMs: 300_000,
       clockSkewMs: 300_000,
     })
-    expect(timeoutsFromConfig({ publish_ttl: 5, request_window: 0.5, clock_skew: 0 })).toMatchObject({ publishTtlMs: 5000, requestWindowMs: 500, clockSkewMs: 0 })
+    expect(timeoutsFromConfig({ publish_ttl: 5, request_window: 0.5, clock_skew: 0 })).toMatchObject({
+      publishTtlMs: 5000,
+      requestWindowMs: 500,
+      clockSkewMs: 0,
+    })
     // A zero-length window would refuse every publish or request.
     expect(() => timeoutsFromConfig({ request_window: 0 })).toThrow('request_window must be more than 0 seconds, got 0')
     expect(() => timeoutsFromConfig({ publish_ttl: 0 })).toThrow('publish_ttl must be more than 0 seconds, got 0')
@@ -61,7 +76,10 @@ describe('timeoutsFromConfig', () => {
 
   it('checks a failover master every master_alive_interval, and fails back every master_failback_interval or, at 0, as often', () => {
     expect(timeoutsFromConfig({ master_alive_interval: 30 })).toMatchObject({ masterAliveIntervalMs: 30_000, masterFailbackIntervalMs: 30_000 })
-    expect(timeoutsFromConfig({ master_alive_interval: 30, master_failback_interval: 0.5 })).toMatchObject({ masterAliveIntervalMs: 30_000, masterFailbackIntervalMs: 500 })
+    expect(timeoutsFromConfig({ master_alive_interval: 30, master_failback_interval: 0.5 })).toMatchObject({
+      masterAliveIntervalMs: 30_000,
+      masterFailbackIntervalMs: 500,
+    })
     expect(() => timeoutsFromConfig({ master_alive_interval: -1 })).toThrow('master_alive_interval must be a non-negative number of seconds, got -1')
   })
 
@@ -90,7 +108,14 @@ describe('backoffFromConfig', () => {
 
 describe('serverLimitsFromConfig', () => {
   it('gives the master servers their bounds before work, seconds turned into ms, 0 connections left to the open-file limit', () => {
-    expect(serverLimitsFromConfig({})).toEqual({ maxFrameEntries: 262_144, maxFrameDepth: 64, maxPendingBytes: 268_435_456, idleTimeout: 30_000, handshakeTimeout: 30_000, frameTimeout: 300_000 })
+    expect(serverLimitsFromConfig({})).toEqual({
+      maxFrameEntries: 262_144,
+      maxFrameDepth: 64,
+      maxPendingBytes: 268_435_456,
+      idleTimeout: 30_000,
+      handshakeTimeout: 30_000,
+      frameTimeout: 300_000,
+    })
     expect(
       serverLimitsFromConfig({
         max_frame_entries: 10,
@@ -103,7 +128,16 @@ describe('serverLimitsFromConfig', () => {
         max_connections: 900,
         max_connections_per_address: 50,
       }),
-    ).toEqual({ maxFrameEntries: 10, maxFrameDepth: 3, maxPendingBytes: 2048, idleTimeout: 500, handshakeTimeout: 2000, frameTimeout: 0, maxConnections: 900, maxConnectionsPerAddress: 50 })
+    ).toEqual({
+      maxFrameEntries: 10,
+      maxFrameDepth: 3,
+      maxPendingBytes: 2048,
+      idleTimeout: 500,
+      handshakeTimeout: 2000,
+      frameTimeout: 0,
+      maxConnections: 900,
+      maxConnectionsPerAddress: 50,
+    })
   })
 
   it('raises max_pending_bytes to max_frame_bytes, so a frame of the largest size can always complete', () => {
@@ -112,8 +146,12 @@ describe('serverLimitsFromConfig', () => {
   })
 
   it('refuses values that cannot work, naming the key', () => {
-    expect(() => serverLimitsFromConfig({ max_frame_entries: 0 })).toThrow(new ConfigError('max_frame_entries must be a positive integer, got 0', { key: 'max_frame_entries' }))
-    expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(/max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/)
+    expect(() => serverLimitsFromConfig({ max_frame_entries: 0 })).toThrow(
+      new ConfigError('max_frame_entries must be a positive integer, got 0', { key: 'max_frame_entries' }),
+    )
+    expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(
+      /max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/,
+    )
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: -1 })).toThrow(/peer_idle_timeout must be a non-negative number of seconds/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: 10_000_000 })).toThrow(/peer_idle_timeout must be at most 2147483 seconds/)
     expect(() => serverLimitsFromConfig({ handshake_timeout: -1 })).toThrow(/handshake_timeout must be a non-negative number of seconds/)

@@ -26,7 +26,10 @@ describe('versions report', () => {
     expect(text).toContain('no-such-package-here: Not Installed\n')
     expect(text).toMatch(/\n +system: Linux\n/)
     // Names are right-aligned to one column across every section, as Salt prints them.
-    const colons = text.split('\n').filter((line) => line.includes(': ')).map((line) => line.indexOf(': '))
+    const colons = text
+      .split('\n')
+      .filter((line) => line.includes(': '))
+      .map((line) => line.indexOf(': '))
     expect(new Set(colons).size).toBe(1)
   })
 

@@ -67,7 +67,8 @@ async function request(path: string, init: RequestInit, token?: string): Promise
     body = text
   }
   if (response.ok) return body
-  const message = typeof body === 'object' && body !== null && 'return' in body ? String((body as { return: unknown }).return) : `${response.status} ${response.statusText}`
+  const message =
+    typeof body === 'object' && body !== null && 'return' in body ? String((body as { return: unknown }).return) : `${response.status} ${response.statusText}`
   // An ACL refusal is a 401 too (salt-api's code); only a 401 that is not one means the session ended.
   const refused = response.status === 401 && response.headers.get('X-Brine-Refused') !== null
   if (response.status === 401 && !refused && token !== undefined) onExpired(`Your session ended: ${message}`)

@@ -10,7 +10,24 @@ import { consoleAssets } from '@brine/console'
 describe('renderNested (Salt nested outputter layout)', () => {
   it('lays out a minion return: mappings indented four, lists as dashes, dicts in lists as |_, booleans as Python spells them', () => {
     const text = renderNested({ web1: { os: 'Debian', ipv4: ['10.0.0.1', '127.0.0.1'], ok: true, none: null, users: [{ name: 'root' }] } })
-    expect(text).toBe(['web1:', '    os:', '        Debian', '    ipv4:', '        - 10.0.0.1', '        - 127.0.0.1', '    ok:', '        True', '    none:', '        None', '    users:', '        |_', '          name:', '              root'].join('\n'))
+    expect(text).toBe(
+      [
+        'web1:',
+        '    os:',
+        '        Debian',
+        '    ipv4:',
+        '        - 10.0.0.1',
+        '        - 127.0.0.1',
+        '    ok:',
+        '        True',
+        '    none:',
+        '        None',
+        '    users:',
+        '        |_',
+        '          name:',
+        '              root',
+      ].join('\n'),
+    )
   })
   it('puts a multi-line string under its key, one line each', () => {
     expect(renderNested({ out: 'a\nb' })).toBe('out:\n    a\n    b')
@@ -21,7 +38,10 @@ describe('renderNested (Salt nested outputter layout)', () => {
 describe('parseArgs (the command line words)', () => {
   it('splits on blanks, keeps quoted blanks, and types values as yamlify_arg does for the simple cases', () => {
     expect(splitWords(`'ls -l' /tmp "" x`)).toEqual(['ls -l', '/tmp', '', 'x'])
-    expect(parseArgs(`'echo hi' cwd=/tmp runas=nobody timeout=5 python_shell=False 1.5 None`)).toEqual({ arg: ['echo hi', 1.5, null], kwarg: { cwd: '/tmp', runas: 'nobody', timeout: 5, python_shell: false } })
+    expect(parseArgs(`'echo hi' cwd=/tmp runas=nobody timeout=5 python_shell=False 1.5 None`)).toEqual({
+      arg: ['echo hi', 1.5, null],
+      kwarg: { cwd: '/tmp', runas: 'nobody', timeout: 5, python_shell: false },
+    })
     expect(typeArg('007x')).toBe('007x')
     expect(typeArg('99999999999999999999')).toBe('99999999999999999999')
   })
@@ -30,8 +50,12 @@ describe('parseArgs (the command line words)', () => {
 describe('brineCommand (copy as brine command)', () => {
   it('uses the CLI flag of the target type, quotes what a shell would split, and carries batch and async', () => {
     expect(brineCommand({ tgt: '*', tgtType: 'glob', fun: 'test.ping', args: '', async: false, batch: '' }, splitWords)).toBe("brine '*' test.ping")
-    expect(brineCommand({ tgt: 'G@os:Debian and web*', tgtType: 'compound', fun: 'cmd.run', args: `'uname -a' cwd=/tmp`, async: true, batch: '25%' }, splitWords)).toBe("brine -C -b 25% --async 'G@os:Debian and web*' cmd.run 'uname -a' cwd=/tmp")
-    expect(brineCommand({ tgt: 'web1,web2', tgtType: 'list', fun: 'test.echo', args: `"it's"`, async: false, batch: '' }, splitWords)).toBe(`brine -L web1,web2 test.echo 'it'\\''s'`)
+    expect(
+      brineCommand({ tgt: 'G@os:Debian and web*', tgtType: 'compound', fun: 'cmd.run', args: `'uname -a' cwd=/tmp`, async: true, batch: '25%' }, splitWords),
+    ).toBe("brine -C -b 25% --async 'G@os:Debian and web*' cmd.run 'uname -a' cwd=/tmp")
+    expect(brineCommand({ tgt: 'web1,web2', tgtType: 'list', fun: 'test.echo', args: `"it's"`, async: false, batch: '' }, splitWords)).toBe(
+      `brine -L web1,web2 test.echo 'it'\\''s'`,
+    )
     expect(shellQuote('')).toBe("''")
   })
 })
@@ -63,7 +87,12 @@ describe('JobRows (one row per expected minion)', () => {
     expect(rows.done).toBe(true)
     expect(rows.counts).toEqual({ waiting: 0, returned: 1, failed: 2, 'did not return': 1 })
     expect(rows.stateOf('nobody')).toBeUndefined()
-    expect(rows.page(0, 10).map((row) => [row.id, row.state])).toEqual([['a', 'returned'], ['b', 'failed'], ['c', 'failed'], ['d', 'did not return']])
+    expect(rows.page(0, 10).map((row) => [row.id, row.state])).toEqual([
+      ['a', 'returned'],
+      ['b', 'failed'],
+      ['c', 'failed'],
+      ['d', 'did not return'],
+    ])
     expect(rows.stateOf('d')).toBe('did not return')
     rows.applyReturn({ id: 'd', return: true }, 'cache')
     expect(rows.page(3, 1)[0]).toMatchObject({ id: 'd', state: 'returned', via: 'cache' })
@@ -91,7 +120,11 @@ describe('last job per minion (jobs.list_jobs targets)', () => {
       '20261126100000000003': { Target: ['db1'], 'Target-type': 'list' },
       '20261126100000000002': { Target: 'web*', 'Target-type': 'glob' },
     }
-    expect(Object.fromEntries(lastJobs(jobs, ['web1', 'db1', 'mail1']))).toEqual({ db1: '20261126100000000003', web1: '20261126100000000002', mail1: '20261126100000000001' })
+    expect(Object.fromEntries(lastJobs(jobs, ['web1', 'db1', 'mail1']))).toEqual({
+      db1: '20261126100000000003',
+      web1: '20261126100000000002',
+      mail1: '20261126100000000001',
+    })
     expect(lastJobs(jobs, ['mail1'], 2).size).toBe(0)
   })
 })

@@ -126,7 +126,8 @@ export function buildAuthRequest(id: string, keys: KeyPair, now: number = Date.n
   return { cmd: '_auth', ...unsigned, sig: signDetached(requestTranscript(unsigned), keys.sign.secretKey, cache) }
 }
 
-const refuse = (reason: AuthRefusalReason, message: string, time?: number): AuthRefusal => (time === undefined ? { ret: false, reason, message } : { ret: false, reason, message, time })
+const refuse = (reason: AuthRefusalReason, message: string, time?: number): AuthRefusal =>
+  time === undefined ? { ret: false, reason, message } : { ret: false, reason, message, time }
 
 /** Checks a request's shape; returns a refusal message, or undefined when well formed. */
 function requestProblem(request: unknown): string | undefined {
@@ -164,7 +165,11 @@ export async function handleAuth(
   if (idProblem !== undefined) return { reply: refuse('invalid id', `invalid minion id: ${idProblem}`), ...none }
   const pubText = formatPublicKeys(r.pub)
   if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign, options.cache)) {
-    return { reply: refuse('bad signature', '_auth request signature does not verify'), event: { act: 'reject', id: r.id, result: false, pub: pubText }, ...none }
+    return {
+      reply: refuse('bad signature', '_auth request signature does not verify'),
+      event: { act: 'reject', id: r.id, result: false, pub: pubText },
+      ...none,
+    }
   }
   const now = options.now ?? Date.now()
   if (options.maxClockSkewMs !== undefined && Math.abs(now - r.timestamp) > options.maxClockSkewMs) {

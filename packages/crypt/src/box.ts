@@ -48,8 +48,8 @@ export interface SharedPeerBoxOptions {
 const SIGMA = new Uint8Array(Buffer.from('expand 32-byte k', 'latin1'))
 const ZERO_NONCE = new Uint8Array(16)
 /** tweetnacl's low-level HSalsa20 (its typings leave `lowlevel` out). */
-const hsalsa20 = (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, input: Uint8Array, key: Uint8Array, constant: Uint8Array): number } }).lowlevel
-  .crypto_core_hsalsa20
+const hsalsa20 = (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, input: Uint8Array, key: Uint8Array, constant: Uint8Array): number } })
+  .lowlevel.crypto_core_hsalsa20
 
 function agree(peerPublicKey: Uint8Array, secretKey: Uint8Array, cache: CryptCache | undefined): Uint8Array {
   let secret: Buffer

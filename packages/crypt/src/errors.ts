@@ -211,4 +211,19 @@ export class PendingKeyLimitError extends CryptError {
   }
 }
 
-registerErrors({ CryptError, KeyFileError, InsecureKeyFileError, InvalidMinionIdError, SignatureError, DecryptError, StaleSessionKeyError, MasterKeyMismatchError, MalformedMessageError, ReplayError, MinionNotAcceptedError, RootKeyError, StaleRequestError, PendingKeyLimitError })
+registerErrors({
+  CryptError,
+  KeyFileError,
+  InsecureKeyFileError,
+  InvalidMinionIdError,
+  SignatureError,
+  DecryptError,
+  StaleSessionKeyError,
+  MasterKeyMismatchError,
+  MalformedMessageError,
+  ReplayError,
+  MinionNotAcceptedError,
+  RootKeyError,
+  StaleRequestError,
+  PendingKeyLimitError,
+})

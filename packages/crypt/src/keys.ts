@@ -113,14 +113,21 @@ function unarmor(text: string, label: string, file: string): { box: Uint8Array; 
   return { box: fields.box as Uint8Array, sign: fields.sign as Uint8Array }
 }
 
-export const formatPublicKeys = (keys: PublicKeys): string => armor(PUBLIC_LABEL, [['box', keys.box], ['sign', keys.sign]])
+export const formatPublicKeys = (keys: PublicKeys): string =>
+  armor(PUBLIC_LABEL, [
+    ['box', keys.box],
+    ['sign', keys.sign],
+  ])
 
 /** Parses public-key text (a `.pub` file, a pki store entry, `minion_master.pub`); `file` names it in errors. */
 export const parsePublicKeys = (text: string, file: string): PublicKeys => unarmor(text, PUBLIC_LABEL, file)
 
 /** Secret key text: the X25519 secret and the Ed25519 seed; public halves are derived on load. */
 export const formatSecretKeys = (keys: KeyPair): string =>
-  armor(SECRET_LABEL, [['box', keys.box.secretKey], ['sign', keys.sign.secretKey.subarray(0, 32)]])
+  armor(SECRET_LABEL, [
+    ['box', keys.box.secretKey],
+    ['sign', keys.sign.secretKey.subarray(0, 32)],
+  ])
 
 export function parseSecretKeys(text: string, file: string): KeyPair {
   const { box, sign } = unarmor(text, SECRET_LABEL, file)
@@ -181,7 +188,9 @@ export interface LoadKeysOptions {
 export async function loadOrCreateKeys(pkiDir: string, name: string, options: LoadKeysOptions = {}): Promise<LoadedKeys> {
   const logger = options.logger ?? silentLogger
   // The files are `<name>.key` and `<name>.pub`, four bytes longer than the name, so the rule is applied to them too.
-  const problem = minionIdProblem(name) ?? (minionIdProblem(`${name}.key`) === undefined ? undefined : `is too long for ${name}.key (the limit is ${MAX_MINION_ID_BYTES - 4} bytes)`)
+  const problem =
+    minionIdProblem(name) ??
+    (minionIdProblem(`${name}.key`) === undefined ? undefined : `is too long for ${name}.key (the limit is ${MAX_MINION_ID_BYTES - 4} bytes)`)
   if (problem !== undefined) throw new KeyFileError(join(pkiDir, String(name)), `key name ${problem}`)
   const keyFile = join(pkiDir, `${name}.key`)
   const pubFile = join(pkiDir, `${name}.pub`)

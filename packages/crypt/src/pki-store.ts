@@ -6,7 +6,17 @@ import { isBytes } from './bytes.js'
 import { MalformedMessageError, PendingKeyLimitError } from './errors.js'
 import { isNotFound, writeFileAtomic } from './fs-atomic.js'
 import { matchIds } from './glob.js'
-import { ensurePkiDir, fingerprint, formatPublicKeys, KEY_FILE_MODE, parsePublicKeys, PKI_DIR_MODE, publicKeysEqual, readKeyText, type PublicKeys } from './keys.js'
+import {
+  ensurePkiDir,
+  fingerprint,
+  formatPublicKeys,
+  KEY_FILE_MODE,
+  parsePublicKeys,
+  PKI_DIR_MODE,
+  publicKeysEqual,
+  readKeyText,
+  type PublicKeys,
+} from './keys.js'
 import { isValidMinionId, validateMinionId } from './minion-id.js'
 
 /** A minion key's state, as `salt-key -L` shows it. */
@@ -187,7 +197,7 @@ export class PkiStore {
   async #admitPending(id: string): Promise<void> {
     const now = this.#now()
     if (this.#pending === undefined || now - this.#pending.at >= PENDING_RECOUNT_MS) {
-      this.#pending = { count: (await this.#countState('pending')), at: now }
+      this.#pending = { count: await this.#countState('pending'), at: now }
     }
     if (this.#pending.count < this.#maxPending) {
       this.#pending.count++
@@ -430,7 +440,7 @@ export class PkiStore {
       const accepted = await this.#read('accepted', id)
       if (options.openMode === true) {
         if (accepted !== undefined && publicKeysEqual(accepted, keys)) return done('accepted')
-        const from = accepted !== undefined ? 'accepted' : (await this.state(id))
+        const from = accepted !== undefined ? 'accepted' : await this.state(id)
         await this.#write('accepted', id, keys)
         await this.#remove('pending', id)
         await this.#remove('rejected', id)
@@ -439,7 +449,12 @@ export class PkiStore {
       }
       if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
       const deny = async (): Promise<SubmitResult> => {
-        this.#takeoverLog.log(this.#logger, 'error', `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`, 'key-mismatch errors')
+        this.#takeoverLog.log(
+          this.#logger,
+          'error',
+          `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`,
+          'key-mismatch errors',
+        )
         await this.#write('denied', id, keys)
         return done('denied', [{ id, act: 'deny', to: 'denied' }], false, true)
       }

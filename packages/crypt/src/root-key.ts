@@ -37,7 +37,8 @@ export async function readRootKey(file: string): Promise<string> {
     }
   } catch (error) {
     if (isNotFound(error)) throw new RootKeyError(file, 'does not exist; is the master running, and are you its user?', { cause: error })
-    if ((error as NodeJS.ErrnoException).code === 'EACCES') throw new RootKeyError(file, 'is not readable by this user; run as the master\'s user', { cause: error })
+    if ((error as NodeJS.ErrnoException).code === 'EACCES')
+      throw new RootKeyError(file, "is not readable by this user; run as the master's user", { cause: error })
     throw error
   }
   const key = text.trim()

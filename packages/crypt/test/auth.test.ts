@@ -40,7 +40,11 @@ async function setup(): Promise<{ store: PkiStore; session: SessionKeys; master:
   return { store, session: new SessionKeys(), master, minion, minionPki }
 }
 
-const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => new Error('expected a rejection'), (e: unknown) => e)
+const rejection = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    () => new Error('expected a rejection'),
+    (e: unknown) => e,
+  )
 
 describe('_auth handshake', () => {
   it('pending, then accepted: the minion opens the session key and pins the master', async () => {
@@ -127,7 +131,10 @@ describe('_auth handshake', () => {
     const firstFile = masterPinFile('10.0.0.1', 4506)
     const secondFile = masterPinFile('salt-2.example.com', 4506)
     expect([firstFile, secondFile]).toEqual(['minion_master-10.0.0.1-4506.pub', 'minion_master-salt-2.example.com-4506.pub'])
-    for (const [keys, pinFile] of [[first, firstFile], [second, secondFile]] as const) {
+    for (const [keys, pinFile] of [
+      [first, firstFile],
+      [second, secondFile],
+    ] as const) {
       const request = buildAuthRequest('web1', minion, Date.now(), cache)
       const reply = wire((await handleAuth(wire(request), store, session, keys, { cache: new CryptCache() })).reply)
       expect(await acceptAuthReply(reply, request, minion, { pkiDir: minionPki, pinFile, cache })).toMatchObject({ ok: true, firstContact: true })
@@ -221,7 +228,11 @@ describe('_auth handshake', () => {
     const reply = wire((await handleAuth(wire(request), store, session, master, options)).reply)
     expect(openAuthReply(reply, request, minion)).toMatchObject({ ok: true, masterTime: 1_800_000_001_000, publishPort: 4605, sessionTtlMs: 86_400_000 })
     if (!reply.ret) throw new Error('expected an acceptance')
-    for (const tampered of [{ ...reply, time: reply.time + 3_600_000 }, { ...reply, publish_port: 4505 }, { ...reply, session_ttl: 0 }]) {
+    for (const tampered of [
+      { ...reply, time: reply.time + 3_600_000 },
+      { ...reply, publish_port: 4505 },
+      { ...reply, session_ttl: 0 },
+    ]) {
       expect(() => openAuthReply(tampered, request, minion)).toThrow(SignatureError)
     }
     expect(() => openAuthReply({ ...reply, publish_port: 70_000 }, request, minion)).toThrow(/publish_port is not a port number/)

@@ -32,7 +32,11 @@ async function masterSide(): Promise<{ boxes: MinionBoxes; store: PkiStore }> {
 const minionBox = (id: string, keys = web1, cache?: CryptCache): PeerBox =>
   new PeerBox({ id, role: 'minion', secretKey: keys.box.secretKey, peerPublicKey: master.box.publicKey, ...(cache === undefined ? {} : { cache }) })
 
-const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => new Error('expected a rejection'), (e: unknown) => e)
+const rejection = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    () => new Error('expected a rejection'),
+    (e: unknown) => e,
+  )
 
 describe('sealed minion requests', () => {
   it('never reuses a nonce, across many refills of the nonce pool, nor without one', async () => {
@@ -69,10 +73,12 @@ describe('sealed minion requests', () => {
     const shared = boxSharedKey(web1.box.publicKey, master.box.secretKey)
     const box = new PeerBox({ id: 'web1', role: 'master', peerPublicKey: web1.box.publicKey, sharedKey: shared })
     expect(box.open(decode(encode(minionBox('web1').seal(ret))))).toEqual(ret)
-    expect(() => new PeerBox({ id: 'web1', role: 'master', peerPublicKey: web1.box.publicKey, sharedKey: new Uint8Array(5) })).toThrow(/shared key must be 32 bytes/)
+    expect(() => new PeerBox({ id: 'web1', role: 'master', peerPublicKey: web1.box.publicKey, sharedKey: new Uint8Array(5) })).toThrow(
+      /shared key must be 32 bytes/,
+    )
   })
 
-  it('the master opens a minion\'s sealed return and learns who sent it', async () => {
+  it("the master opens a minion's sealed return and learns who sent it", async () => {
     const { boxes } = await masterSide()
     const sealed = decode(encode(minionBox('web1').seal(ret)))
     const opened = await boxes.open(sealed)
@@ -83,7 +89,7 @@ describe('sealed minion requests', () => {
     expect(minionBox('web1').open(decode(encode(reply)))).toEqual({ ok: true })
   })
 
-  it('one minion cannot forge another\'s return', async () => {
+  it("one minion cannot forge another's return", async () => {
     const { boxes } = await masterSide()
     // web2 seals with its own secret key but claims to be web1.
     const forged = minionBox('web1', web2).seal({ ...ret, return: 'forged' })

@@ -1,5 +1,18 @@
 import { describe, expect, it } from 'vitest'
-import { escapeNonAscii, idScripts, InvalidMinionIdError, MAX_MINION_ID_BYTES, matchIds, minionIdProblem, mixedScripts, normalizeMinionId, PkiStore, generateKeys, publicKeysOf, validateMinionId } from '../src/index.js'
+import {
+  escapeNonAscii,
+  idScripts,
+  InvalidMinionIdError,
+  MAX_MINION_ID_BYTES,
+  matchIds,
+  minionIdProblem,
+  mixedScripts,
+  normalizeMinionId,
+  PkiStore,
+  generateKeys,
+  publicKeysOf,
+  validateMinionId,
+} from '../src/index.js'
 import { useTempDirs } from './temp-dir.js'
 
 const tempDir = useTempDirs()
@@ -51,7 +64,20 @@ describe('validateMinionId', () => {
     expect((error as InvalidMinionIdError).message).not.toContain('\n')
   })
 
-  it.each(['web-01.example.com', 'minion_1', '-leading-dash', '.hidden', 'x'.repeat(237), 'é'.repeat(118), 'naïve', 'café', 'db 01', 'wеb1', 'сервер-1', '東京-web'])('accepts %j', (id) => {
+  it.each([
+    'web-01.example.com',
+    'minion_1',
+    '-leading-dash',
+    '.hidden',
+    'x'.repeat(237),
+    'é'.repeat(118),
+    'naïve',
+    'café',
+    'db 01',
+    'wеb1',
+    'сервер-1',
+    '東京-web',
+  ])('accepts %j', (id) => {
     expect(() => validateMinionId(id)).not.toThrow()
   })
 

@@ -18,7 +18,7 @@ async function storeWith(pending: string[]): Promise<{ store: PkiStore; keys: Ma
 }
 
 describe('PkiStore', () => {
-  it('creates Salt\'s state directories, 0700', async () => {
+  it("creates Salt's state directories, 0700", async () => {
     const pkiDir = await tempDir()
     await PkiStore.open(pkiDir)
     for (const dir of ['minions_pre', 'minions', 'minions_rejected', 'minions_denied']) {

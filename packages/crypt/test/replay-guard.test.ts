@@ -9,7 +9,11 @@ function guard(options: Partial<ConstructorParameters<typeof ReplayGuard>[0]> = 
   return { guard: new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, now: () => clock.now, ...options }), clock }
 }
 
-const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => new Error('expected a rejection'), (error: unknown) => error)
+const rejection = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    () => new Error('expected a rejection'),
+    (error: unknown) => error,
+  )
 
 describe('ReplayGuard', () => {
   it('applies a request once; the same (minion, nonce) again is a duplicate, another minion or nonce is not', async () => {
@@ -35,7 +39,9 @@ describe('ReplayGuard', () => {
     const late = await rejection(g.run('web1', n, clock.now - 300_001, apply))
     expect(late).toBeInstanceOf(StaleRequestError)
     expect(late).toMatchObject({ name: 'StaleRequestError', id: 'web1', reason: 'window' })
-    expect((late as Error).message).toMatch(/^sealed request from minion "web1" sealed at .* is -300001 ms from the master's clock .*, outside the window of ±300000 ms \(request_window\); re-seal it/)
+    expect((late as Error).message).toMatch(
+      /^sealed request from minion "web1" sealed at .* is -300001 ms from the master's clock .*, outside the window of ±300000 ms \(request_window\); re-seal it/,
+    )
     const future = await rejection(g.run('web1', nonce(), clock.now + 300_001, apply))
     expect(future).toMatchObject({ name: 'StaleRequestError', reason: 'window' })
     expect(await rejection(g.run('web1', nonce(), Number.NaN, apply))).toBeInstanceOf(StaleRequestError)
@@ -114,7 +120,8 @@ describe('ReplayGuard', () => {
       expect(await g.run(request.id, request.nonce, clock.now, count)).toBe('applied')
       sent.push(request)
     }
-    for (const request of [...sent].reverse()) expect(await g.run(request.id, request.nonce, clock.now, async () => void applied.set('again', 1))).toBe('duplicate')
+    for (const request of [...sent].reverse())
+      expect(await g.run(request.id, request.nonce, clock.now, async () => void applied.set('again', 1))).toBe('duplicate')
     expect(applied.has('again')).toBe(false)
     expect([...applied.values()].every((times) => times === 1)).toBe(true)
     expect(g.stats()).toMatchObject({ entries: 4500, minions: 40, evicted: 0, duplicates: 4500 })
@@ -150,7 +157,9 @@ describe('ReplayGuard', () => {
     }
     const forgotten = m0.length - 210
     expect(g.stats().evicted).toBe(forgotten)
-    const replays = await Promise.all(m0.map(async (request) => g.run(request.id, request.nonce, request.at, apply).catch((error: unknown) => (error as StaleRequestError).reason)))
+    const replays = await Promise.all(
+      m0.map(async (request) => g.run(request.id, request.nonce, request.at, apply).catch((error: unknown) => (error as StaleRequestError).reason)),
+    )
     expect(replays.slice(0, forgotten).every((outcome) => outcome === 'floor')).toBe(true)
     expect(replays.slice(forgotten).every((outcome) => outcome === 'duplicate')).toBe(true)
   })
@@ -202,7 +211,10 @@ describe('ReplayGuard', () => {
 
   it('refuses a nonce that is not a box nonce', async () => {
     const { guard: g, clock } = guard()
-    expect(await rejection(g.run('web1', new Uint8Array(16), clock.now, async () => {}))).toMatchObject({ name: 'RangeError', message: 'ReplayGuard nonce must be 24 bytes, got 16' })
+    expect(await rejection(g.run('web1', new Uint8Array(16), clock.now, async () => {}))).toMatchObject({
+      name: 'RangeError',
+      message: 'ReplayGuard nonce must be 24 bytes, got 16',
+    })
   })
 
   it('refuses nonsensical bounds', () => {

@@ -90,7 +90,9 @@ describe('publish envelopes', () => {
     expect(openPublish(decode(encode(envelope)), session, master.sign.publicKey, cache)).toBe(first)
     expect(cache.stats()).toMatchObject({ nativeVerifies: 1, reusedPublishes: 1 })
     // Another holder of a different session key of the same generation does not get it.
-    expect(catchError(() => openPublish(envelope, { key: new SessionKeys().current().key, gen: session.gen }, master.sign.publicKey, cache))).toBeInstanceOf(DecryptError)
+    expect(catchError(() => openPublish(envelope, { key: new SessionKeys().current().key, gen: session.gen }, master.sign.publicKey, cache))).toBeInstanceOf(
+      DecryptError,
+    )
     // The verification cache still answers the signature for it.
     expect(cache.stats()).toMatchObject({ nativeVerifies: 1, cachedVerifies: 1 })
 

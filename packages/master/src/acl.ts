@@ -19,10 +19,7 @@ export interface Grantee {
 }
 
 /** What a caller asks to do, as the permission check sees it. */
-export type Action =
-  | { kind: 'publish'; fun: string; minions: readonly string[] }
-  | { kind: 'runner'; fun: string }
-  | { kind: 'wheel'; fun: string }
+export type Action = { kind: 'publish'; fun: string; minions: readonly string[] } | { kind: 'runner'; fun: string } | { kind: 'wheel'; fun: string }
 
 /** Functions every caller may publish whatever its ACL (Salt: the client's find_job follow-up). */
 const PUBLISH_WHITELIST = new Set(['saltutil.find_job'])
@@ -36,7 +33,8 @@ function matches(regex: string, fun: string): boolean {
   }
 }
 
-const anyMatches = (regexes: readonly string[], fun: string): boolean => Array.isArray(regexes) && regexes.some((regex) => typeof regex === 'string' && matches(regex, fun))
+const anyMatches = (regexes: readonly string[], fun: string): boolean =>
+  Array.isArray(regexes) && regexes.some((regex) => typeof regex === 'string' && matches(regex, fun))
 
 /**
  * Whether `caller` may do `action`, with Salt's rules (`auth_check`, `spec_check`): for a publish, an
@@ -95,6 +93,7 @@ export function aclTargets(caller: Grantee): string[] {
 
 /** The refusal text for `action`: who may not do what (a PermissionDeniedError's reason). */
 export function refusal(caller: Grantee, action: Action): string {
-  if (action.kind === 'publish') return `user ${JSON.stringify(caller.user)} may not run ${JSON.stringify(action.fun)} on ${action.minions.length === 0 ? 'this target' : action.minions.slice(0, 10).join(', ')}${action.minions.length > 10 ? ', …' : ''}`
+  if (action.kind === 'publish')
+    return `user ${JSON.stringify(caller.user)} may not run ${JSON.stringify(action.fun)} on ${action.minions.length === 0 ? 'this target' : action.minions.slice(0, 10).join(', ')}${action.minions.length > 10 ? ', …' : ''}`
   return `user ${JSON.stringify(caller.user)} may not run ${action.kind} ${JSON.stringify(action.fun)}`
 }

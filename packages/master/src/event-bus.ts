@@ -1,13 +1,6 @@
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
-import {
-  BoundedQueue,
-  encode,
-  frame,
-  FramedConnection,
-  silentLogger,
-  type Logger,
-} from '@brine/transport'
+import { BoundedQueue, encode, frame, FramedConnection, silentLogger, type Logger } from '@brine/transport'
 import { eventBusPath, eventStamp, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
 import { EventBusError } from './errors.js'
 
@@ -151,7 +144,9 @@ export class EventBus {
           stats.dropped++
           stats.untold++
           if (this.dropped === 1 || this.dropped % 1000 === 0) {
-            this.logger.warning(`event bus: a subscriber is not reading (hwm ${this.hwm} events or ${this.hwmBytes} bytes); ${this.dropped} event(s) dropped so far`)
+            this.logger.warning(
+              `event bus: a subscriber is not reading (hwm ${this.hwm} events or ${this.hwmBytes} bytes); ${this.dropped} event(s) dropped so far`,
+            )
           }
         }
       }

@@ -1,11 +1,4 @@
-import {
-  InvalidOperationError,
-  type EndpointStats,
-  type PublishOptions,
-  type PublishServer,
-  type TransportEvent,
-  type WireValue,
-} from '@brine/transport'
+import { InvalidOperationError, type EndpointStats, type PublishOptions, type PublishServer, type TransportEvent, type WireValue } from '@brine/transport'
 
 /**
  * One PublishServer over several (one per transport in `transport_opts`): a publish goes to
@@ -58,7 +51,10 @@ export class FanoutPublishServer implements PublishServer {
             pending.delete(index)
             continue
           }
-          pending.set(index, iterators[index]!.next().then((next) => ({ index, result: next })))
+          pending.set(
+            index,
+            iterators[index]!.next().then((next) => ({ index, result: next })),
+          )
           yield result.value
         }
       },
@@ -66,7 +62,19 @@ export class FanoutPublishServer implements PublishServer {
   }
 
   stats(): EndpointStats {
-    const total: EndpointStats = { queued: 0, dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, inFlight: 0, peers: 0, subscriptions: 0, peersRefused: 0, peersDropped: 0, slowConsumers: 0 }
+    const total: EndpointStats = {
+      queued: 0,
+      dropped: 0,
+      framesDropped: 0,
+      reconnects: 0,
+      refused: 0,
+      inFlight: 0,
+      peers: 0,
+      subscriptions: 0,
+      peersRefused: 0,
+      peersDropped: 0,
+      slowConsumers: 0,
+    }
     for (const server of this.servers) {
       const stats = server.stats()
       for (const key of Object.keys(total) as Array<keyof EndpointStats>) total[key] += stats[key]

@@ -1,4 +1,13 @@
-import { collectReturns, JOB_EVENT_PREFIXES, storedReturnsOf, type JobCache, type PublishReply, type ReceivedReturn, type TargetType, type Tgt } from '@brine/common'
+import {
+  collectReturns,
+  JOB_EVENT_PREFIXES,
+  storedReturnsOf,
+  type JobCache,
+  type PublishReply,
+  type ReceivedReturn,
+  type TargetType,
+  type Tgt,
+} from '@brine/common'
 import { silentLogger, type Logger } from '@brine/transport'
 import type { EventBus } from './event-bus.js'
 import type { JobRequest } from './job-publisher.js'
@@ -40,7 +49,15 @@ export async function gather(deps: GatherDeps, tgt: Tgt, fun: string, arg: reado
   const controller = new AbortController()
   const events = deps.bus.iter({ match: JOB_EVENT_PREFIXES, signal: controller.signal })
   try {
-    const job = (target: Tgt, tgtType: TargetType, name: string, args: readonly unknown[]): JobRequest => ({ tgt: target, tgt_type: tgtType, fun: name, arg: [...args], kwarg: {}, ret: '', user: deps.user })
+    const job = (target: Tgt, tgtType: TargetType, name: string, args: readonly unknown[]): JobRequest => ({
+      tgt: target,
+      tgt_type: tgtType,
+      fun: name,
+      arg: [...args],
+      kwarg: {},
+      ret: '',
+      user: deps.user,
+    })
     const reply = await deps.publish(job(tgt, options.tgtType ?? 'glob', fun, arg))
     const returns = new Map<string, ReceivedReturn>()
     const syndics = reply.syndics ?? {}

@@ -36,7 +36,17 @@ export {
 export { SyndicIntake, type SyndicIntakeOptions, type SyndicRefusal } from './syndic-intake.js'
 export { TokenCommands } from './eauth/token-commands.js'
 export { Announcements, SyndicRegistry } from './syndics.js'
-export { Authorizer, masterCaller, rootCaller, viaOfRequest, type AuthorizerOptions, type Caller, type CallerVia, type Credentials, type Permissions } from './authorize.js'
+export {
+  Authorizer,
+  masterCaller,
+  rootCaller,
+  viaOfRequest,
+  type AuthorizerOptions,
+  type Caller,
+  type CallerVia,
+  type Credentials,
+  type Permissions,
+} from './authorize.js'
 export {
   ExternalAuth,
   SUPPORTED_EAUTH_BACKENDS,

@@ -144,7 +144,9 @@ export class IssuedJobs {
     const now = this.#o.now()
     const reference = Math.max(now, this.#latest)
     if (at > reference + this.#o.clockSkewMs) {
-      throw refuse(`dated ${new Date(at).toISOString()}, more than ${this.#o.clockSkewMs} ms (clock_skew) ahead of the master's clock (${new Date(now).toISOString()})`)
+      throw refuse(
+        `dated ${new Date(at).toISOString()}, more than ${this.#o.clockSkewMs} ms (clock_skew) ahead of the master's clock (${new Date(now).toISOString()})`,
+      )
     }
   }
 

@@ -89,7 +89,12 @@ export class JobPublisher {
    * that may announce minions for it, with their candidates; the job is published to them too, even when
    * no direct minion matches, and the reply names them.
    */
-  async publish(job: NamedJob, minions: readonly string[], syndics?: Readonly<Record<string, string[]>>, missing: readonly string[] = []): Promise<PublishReply> {
+  async publish(
+    job: NamedJob,
+    minions: readonly string[],
+    syndics?: Readonly<Record<string, string[]>>,
+    missing: readonly string[] = [],
+  ): Promise<PublishReply> {
     const now = this.#o.now?.() ?? Date.now()
     const { jid } = job
     // A jid the caller chose (a syndic passing its upper master's) may not open a day far in the future.
@@ -121,7 +126,16 @@ export class JobPublisher {
     // Its target too: a syndic's announcement for it is checked against it.
     this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions, job: { tgt: job.tgt, tgt_type: job.tgt_type, fun: job.fun } })
     // Salt's new-job event; `missing`: the ids a list target names that are not accepted minions.
-    this.#o.bus.fire(tags.jobNew(jid), { jid, tgt_type: job.tgt_type, tgt: job.tgt, user: job.user, fun: job.fun, arg: job.arg, minions: [...minions], missing: [...missing] })
+    this.#o.bus.fire(tags.jobNew(jid), {
+      jid,
+      tgt_type: job.tgt_type,
+      tgt: job.tgt,
+      user: job.user,
+      fun: job.fun,
+      arg: job.arg,
+      minions: [...minions],
+      missing: [...missing],
+    })
     // Freshness travels inside the signed, sealed load only (the job cache keeps Salt's load): a minion
     // (or a syndic) refuses the publish once `expire` has passed in the master's clock, so a recording replays nothing.
     const envelope = await this.#o.seal(jid, { ...load, issued: now, expire: now + this.#o.publishTtlMs })

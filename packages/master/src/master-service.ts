@@ -174,10 +174,25 @@ export class MasterService {
     const syndics = this.#o.settings.orderMasters === true ? await this.#syndicsFor(resolved) : undefined
     // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
     const targets = aclTargets(caller)
-    const allowed = new Map(await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)))
-    const audited: AuditCall = { cmd: 'publish', fun: job.fun, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', arg: job.arg, kwarg: job.kwarg, result: 'accepted' }
+    const allowed = new Map(
+      await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)),
+    )
+    const audited: AuditCall = {
+      cmd: 'publish',
+      fun: job.fun,
+      tgt: job.tgt,
+      tgt_type: job.tgt_type ?? 'glob',
+      arg: job.arg,
+      kwarg: job.kwarg,
+      result: 'accepted',
+    }
     this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [], audited)
-    const reply = await this.#o.publisher.publish(resolved.user === caller.user ? resolved : { ...resolved, user: caller.user }, minions, syndics, listedMissing(resolved, known))
+    const reply = await this.#o.publisher.publish(
+      resolved.user === caller.user ? resolved : { ...resolved, user: caller.user },
+      minions,
+      syndics,
+      listedMissing(resolved, known),
+    )
     this.#o.audit?.record(caller, { ...audited, jid: reply.jid, minions: reply.minions })
     return reply
   }
@@ -254,7 +269,9 @@ export class MasterService {
   /** Salt's wheel_async: checks the function exists and the caller may run it, answers `{tag, jid}`, runs it in the background. */
   wheelAsync(caller: Caller, load: Record<string, unknown>): AsyncReply {
     const prepared = this.#prepareWheel(caller, load)
-    void prepared.run().catch((error: unknown) => this.#logger.warning(`wheel ${String(load['fun'])} (jid ${prepared.jid}) failed: ${(error as Error).message}`))
+    void prepared
+      .run()
+      .catch((error: unknown) => this.#logger.warning(`wheel ${String(load['fun'])} (jid ${prepared.jid}) failed: ${(error as Error).message}`))
     return { tag: tags.wheel(prepared.jid), jid: prepared.jid }
   }
 
@@ -290,7 +307,10 @@ export class MasterService {
    * `salt/netapi/hook/…` this way, as Salt's fire into the master's event socket). Minion tags are refused.
    */
   fireEvent(caller: Caller, tag: unknown, data: unknown): void {
-    if (caller.auth !== 'key') throw new PermissionDeniedError('fire_event', `only the root key may fire events, not user ${JSON.stringify(caller.user)} (${caller.auth})`, { user: caller.user })
+    if (caller.auth !== 'key')
+      throw new PermissionDeniedError('fire_event', `only the root key may fire events, not user ${JSON.stringify(caller.user)} (${caller.auth})`, {
+        user: caller.user,
+      })
     const problem = callerTagProblem(tag)
     if (problem !== undefined || typeof tag !== 'string') throw new MalformedRequestError('fire_event load', `field 'tag': ${problem ?? 'must be a string'}`)
     if (!isMap(data)) throw new MalformedRequestError('fire_event load', "field 'data' must be a mapping")
@@ -330,7 +350,8 @@ export class MasterService {
    * for a jid dated beyond `clock_skew` ahead: anything else is a ReturnRefusedError, and nothing is stored.
    */
   async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
-    if (ret.id !== id) throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    if (ret.id !== id)
+      throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
     if (ret.schedule !== undefined) return this.#scheduleReturn(id, ret)
     const checking = this.#o.issued.check(ret.jid, id)
     if (checking !== undefined) await checking
@@ -346,7 +367,8 @@ export class MasterService {
    * minion, user `Schedule`, as Salt's scheduled jobs show), `salt/job/<jid>/new` and the return are fired.
    */
   async #scheduleReturn(id: string, ret: ReturnLoad): Promise<boolean> {
-    const another = (): ReturnRefusedError => new ReturnRefusedError(ret.jid, id, 'jid of another job', `jid ${ret.jid} belongs to another job; a schedule's return needs a jid of its own`)
+    const another = (): ReturnRefusedError =>
+      new ReturnRefusedError(ret.jid, id, 'jid of another job', `jid ${ret.jid} belongs to another job; a schedule's return needs a jid of its own`)
     const known = await this.#o.jobs.getJob(ret.jid)
     if (known === undefined) {
       if ((await this.#o.issued.find(ret.jid, (detail) => new ReturnRefusedError(ret.jid, id, 'future jid', detail))) !== undefined) throw another()
@@ -393,7 +415,13 @@ export class MasterService {
     if (permits(caller, action, minionsOf)) return
     this.#refusalLog.warning(this.#logger, `refused ${command} ${action.fun} for user ${JSON.stringify(caller.user)} (${caller.auth})`, 'ACL refusals')
     const reason = refusal(caller, action)
-    if (audited !== undefined) this.#o.audit?.record(caller, { ...audited, result: 'refused', reason: `no external_auth entry permits it: ${reason}`, ...(action.kind === 'publish' ? { minions: [...action.minions] } : {}) })
+    if (audited !== undefined)
+      this.#o.audit?.record(caller, {
+        ...audited,
+        result: 'refused',
+        reason: `no external_auth entry permits it: ${reason}`,
+        ...(action.kind === 'publish' ? { minions: [...action.minions] } : {}),
+      })
     throw new PermissionDeniedError(command, reason, { user: caller.user, fun: action.fun })
   }
 
@@ -443,7 +471,10 @@ export class MasterService {
 
   #runnerContext(user: string, jid: string, outer: Caller): RunnerContext {
     // A runner's own publishes and wheel calls are the master's, audited as coming from that runner's caller.
-    const caller: Caller = { ...masterCaller(user), via: { client: 'runner', caller: outer.user, ...(outer.via === undefined ? {} : { from: outer.via.client }) } }
+    const caller: Caller = {
+      ...masterCaller(user),
+      via: { client: 'runner', caller: outer.user, ...(outer.via === undefined ? {} : { from: outer.via.client }) },
+    }
     const logger = this.#logger.child('runner')
     return {
       jobs: this.#o.jobs,
@@ -451,7 +482,13 @@ export class MasterService {
       bus: this.#o.bus,
       syndics: this.#o.syndics,
       gather: (tgt, fun, arg, options) =>
-        gather({ publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 }, tgt, fun, arg, options),
+        gather(
+          { publish: (job) => this.publish(caller, job), bus: this.#o.bus, jobs: this.#o.jobs, user, logger, syndicWait: this.#o.settings.syndicWaitMs ?? 0 },
+          tgt,
+          fun,
+          arg,
+          options,
+        ),
       wheel: async (load) => (await this.wheel(caller, load)).return,
       grains: this.#o.grains,
       select: async (tgt, tgtType) => {

@@ -14,9 +14,33 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { ConfigError, eauthLimitsFromConfig, endpointLimitsFromConfig, fileServerLimitsFromConfig, jidToDate, loadTransport, localRequestPath, MAX_UNIX_SOCKET_PATH, serverLimitsFromConfig, timeoutsFromConfig, msFromSeconds, type JobCache, type MasterConfig, type Nodegroups } from '@brine/common'
+import {
+  ConfigError,
+  eauthLimitsFromConfig,
+  endpointLimitsFromConfig,
+  fileServerLimitsFromConfig,
+  jidToDate,
+  loadTransport,
+  localRequestPath,
+  MAX_UNIX_SOCKET_PATH,
+  serverLimitsFromConfig,
+  timeoutsFromConfig,
+  msFromSeconds,
+  type JobCache,
+  type MasterConfig,
+  type Nodegroups,
+} from '@brine/common'
 import { openJobCache } from '@brine/returners'
-import { defaultMaxConnections, iterTransportOpts, silentLogger, type Logger, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
+import {
+  defaultMaxConnections,
+  iterTransportOpts,
+  silentLogger,
+  type Logger,
+  type PublishServer,
+  type RequestServer,
+  type RequestServerOptions,
+  type Transport,
+} from '@brine/transport'
 import { AuditLog, auditLogPath } from './audit/audit-log.js'
 import { Authorizer } from './authorize.js'
 import { ExternalAuth } from './eauth/external-auth.js'
@@ -63,7 +87,8 @@ export interface MasterOptions {
 
 /** A count config key that must be a positive integer (a bound of 0 would refuse everything). */
 function positiveInteger(value: unknown, key: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new ConfigError(`${key} must be a positive integer, got ${String(value)}`, { key })
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+    throw new ConfigError(`${key} must be a positive integer, got ${String(value)}`, { key })
   return value
 }
 
@@ -185,13 +210,15 @@ export class Master {
 
   /** The job cache: the one given to the constructor, else the one `master_job_cache` names, opened by start(). */
   get jobs(): JobCache {
-    if (this.#jobs === undefined) throw new MasterStateError(`master.jobs is available once start() has resolved (or pass options.jobs); the master is ${this.#state}`, this.#state)
+    if (this.#jobs === undefined)
+      throw new MasterStateError(`master.jobs is available once start() has resolved (or pass options.jobs); the master is ${this.#state}`, this.#state)
     return this.#jobs
   }
 
   /** The master's operations behind one authorize step (publish, runner, wheel, auth, minion returns, events, grains). */
   get service(): MasterService {
-    if (this.#service === undefined) throw new MasterStateError(`master.service is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    if (this.#service === undefined)
+      throw new MasterStateError(`master.service is available once start() has resolved; the master is ${this.#state}`, this.#state)
     return this.#service
   }
 
@@ -209,7 +236,8 @@ export class Master {
 
   /** What the sealed-request replay guard holds and has refused (after start). */
   replayStats(): ReplayGuardStats {
-    if (this.#replayGuard === undefined) throw new MasterStateError(`master.replayStats() is available once start() has resolved; the master is ${this.#state}`, this.#state)
+    if (this.#replayGuard === undefined)
+      throw new MasterStateError(`master.replayStats() is available once start() has resolved; the master is ${this.#state}`, this.#state)
     return this.#replayGuard.stats()
   }
 
@@ -283,7 +311,16 @@ export class Master {
       sharedJobCache: this.opts.master_job_cache === 'postgres',
       logger: this.#logger,
     })
-    const adapter = this.#wireAdapter({ service, intake, tokens: new TokenCommands(externalAuth), keys, store, pool, files, requestWindowMs: timeouts.requestWindowMs })
+    const adapter = this.#wireAdapter({
+      service,
+      intake,
+      tokens: new TokenCommands(externalAuth),
+      keys,
+      store,
+      pool,
+      files,
+      requestWindowMs: timeouts.requestWindowMs,
+    })
     await this.#serve(adapter)
     this.#startTimers(timeouts, externalAuth)
   }
@@ -356,7 +393,15 @@ export class Master {
   }
 
   /** The publish path: jobs sealed in the worker pool, fanned out over every transport's publish server. */
-  #jobPublisher(parts: { store: PkiStore; grains: GrainsCache; jobs: JobCache; issued: IssuedJobs; pool: RequestPool; fanout: FanoutPublishServer; publishTtlMs: number }): JobPublisher {
+  #jobPublisher(parts: {
+    store: PkiStore
+    grains: GrainsCache
+    jobs: JobCache
+    issued: IssuedJobs
+    pool: RequestPool
+    fanout: FanoutPublishServer
+    publishTtlMs: number
+  }): JobPublisher {
     const { pool } = parts
     return new JobPublisher({
       store: parts.store,
@@ -411,7 +456,16 @@ export class Master {
   }
 
   /** The request port's adapter, with the replay guard its sealed requests pass. */
-  #wireAdapter(parts: { service: MasterService; intake: SyndicIntake; tokens: TokenCommands; keys: KeyPair; store: PkiStore; pool: RequestPool; files: FileServer; requestWindowMs: number }): MasterWireAdapter {
+  #wireAdapter(parts: {
+    service: MasterService
+    intake: SyndicIntake
+    tokens: TokenCommands
+    keys: KeyPair
+    store: PkiStore
+    pool: RequestPool
+    files: FileServer
+    requestWindowMs: number
+  }): MasterWireAdapter {
     const opts = this.opts
     this.#replayGuard = new ReplayGuard({
       windowMs: parts.requestWindowMs,
@@ -464,12 +518,26 @@ export class Master {
   }
 
   /** The reactor (when `reactor:` has rules) and the master's schedule (when `schedule:` has entries). */
-  #startAutomation(service: MasterService, rules: ReturnType<typeof reactorRules>, scheduled: ReturnType<typeof MasterSchedule.entriesOf>, externalAuth: ExternalAuth): void {
+  #startAutomation(
+    service: MasterService,
+    rules: ReturnType<typeof reactorRules>,
+    scheduled: ReturnType<typeof MasterSchedule.entriesOf>,
+    externalAuth: ExternalAuth,
+  ): void {
     const opts = this.opts
     if (rules.length > 0) {
       const logger = this.#logger.child('reactor')
       const caller = reactorCaller(opts.reactor_user, externalAuth, Object.keys(opts.external_auth), logger)
-      this.#reactor = new Reactor({ bus: this.bus, service, rules, caller, loopLimit: opts.reactor_loop_limit, workers: opts.reactor_worker_threads, hwm: opts.reactor_worker_hwm, logger })
+      this.#reactor = new Reactor({
+        bus: this.bus,
+        service,
+        rules,
+        caller,
+        loopLimit: opts.reactor_loop_limit,
+        workers: opts.reactor_worker_threads,
+        hwm: opts.reactor_worker_hwm,
+        logger,
+      })
       this.#reactor.start()
     }
     if (scheduled.entries.length > 0) {
@@ -491,7 +559,9 @@ export class Master {
     if (transport.peerSockets === false) return undefined
     const path = localRequestPath(this.opts.sock_dir, name)
     if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH) {
-      this.#logger.warning(`no local request channel for ${name}: ${path} is longer than unix sockets allow (${MAX_UNIX_SOCKET_PATH} bytes); local clients use ret_port`)
+      this.#logger.warning(
+        `no local request channel for ${name}: ${path} is longer than unix sockets allow (${MAX_UNIX_SOCKET_PATH} bytes); local clients use ret_port`,
+      )
       return undefined
     }
     const maxConnections = defaultMaxConnections()
@@ -534,7 +604,9 @@ export class Master {
           }
         } else if (newestAt > reference + clockSkewMs && this.#skewWarned !== newest) {
           this.#skewWarned = newest
-          this.#logger.warning(`job cache: it holds jobs dated up to ${new Date(newestAt).toISOString()} (${newest}), ${formatHours(newestAt - reference)} ahead of the master's clock (${now.toISOString()}); they are kept until the clock passes them (a clock set back?)`)
+          this.#logger.warning(
+            `job cache: it holds jobs dated up to ${new Date(newestAt).toISOString()} (${newest}), ${formatHours(newestAt - reference)} ahead of the master's clock (${now.toISOString()}); they are kept until the clock passes them (a clock set back?)`,
+          )
         }
       }
       const removed = await this.jobs.prune(new Date(reference - keepJobsMs))
@@ -613,7 +685,12 @@ export class Master {
       this.#syndics?.flush() ?? Promise.resolve(),
     ])
     // The job cache goes last: requests still being handled above may be writing returns and job records to it.
-    results.push(...(await Promise.allSettled([(this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close()), this.#audit?.settle() ?? Promise.resolve()])))
+    results.push(
+      ...(await Promise.allSettled([
+        (this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close()),
+        this.#audit?.settle() ?? Promise.resolve(),
+      ])),
+    )
     this.#state = 'stopped'
     for (const result of results) {
       if (result.status === 'rejected') this.#logger.warning(`master stop: ${String(result.reason)}`)

@@ -37,7 +37,12 @@ export class MinionEventGate {
   admit(id: string, events: readonly EventLoad[]): void {
     for (const event of events) {
       const size = encode(event).byteLength
-      if (size > this.#o.maxBytes) throw new MinionEventRefusedError(id, 'too large', `event ${JSON.stringify(event.tag.slice(0, 120))} is ${size} bytes encoded, more than minion_event_max_bytes (${this.#o.maxBytes})`)
+      if (size > this.#o.maxBytes)
+        throw new MinionEventRefusedError(
+          id,
+          'too large',
+          `event ${JSON.stringify(event.tag.slice(0, 120))} is ${size} bytes encoded, more than minion_event_max_bytes (${this.#o.maxBytes})`,
+        )
     }
     const now = (this.#o.now ?? Date.now)()
     const bucket = this.#buckets.get(id) ?? { tokens: this.#o.burst, at: now }

@@ -81,8 +81,7 @@ export class RequestCrypto {
 
 /** Main thread → worker. */
 export type ToWorker =
-  | { type: 'task'; taskId: number; task: WorkerTask }
-  | { type: 'submitted'; callId: number; result?: SubmitResult; error?: SerializedError }
+  { type: 'task'; taskId: number; task: WorkerTask } | { type: 'submitted'; callId: number; result?: SubmitResult; error?: SerializedError }
 
 /** Worker → main thread. */
 export type FromWorker =

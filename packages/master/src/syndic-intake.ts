@@ -1,6 +1,18 @@
 import type { PkiStore } from '@brine/crypt'
 import { isValidMinionId } from '@brine/crypt'
-import { expectedMinions, JOB_TAG_PREFIX, parseSyndicTag, tags, type EventLoad, type JobCache, type Nodegroups, type ReturnLoad, type SyndicJobEntry, type SyndicReturnLoad, returnEventData } from '@brine/common'
+import {
+  expectedMinions,
+  JOB_TAG_PREFIX,
+  parseSyndicTag,
+  tags,
+  type EventLoad,
+  type JobCache,
+  type Nodegroups,
+  type ReturnLoad,
+  type SyndicJobEntry,
+  type SyndicReturnLoad,
+  returnEventData,
+} from '@brine/common'
 import { LogLimiter, LruMap, silentLogger, type Logger } from '@brine/transport'
 import { PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError } from './errors.js'
 import type { EventBus } from './event-bus.js'
@@ -86,7 +98,8 @@ export class SyndicIntake {
    * distinct minions is refused whole (SyndicLimitError); each announced minion is pinned to this syndic.
    */
   async syndicReturn(id: string, load: SyndicReturnLoad): Promise<SyndicRefusal[]> {
-    if (load.id !== id) throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+    if (load.id !== id)
+      throw new PermissionDeniedError('_syndic_return', `the load names syndic ${JSON.stringify(load.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
     await this.requireSyndic(id, '_syndic_return')
     this.#checkBatchSize(id, load)
     if (this.#o.syndics.register(id)) this.#logger.info(`syndic ${id} is attached to this master`)
@@ -96,7 +109,8 @@ export class SyndicIntake {
     for (const refusal of refused.slice(0, LOGGED_REFUSALS)) {
       this.#logger.warning(`refused a return from syndic ${id} for minion ${JSON.stringify(refusal.id.slice(0, 80))} of job ${refusal.jid}: ${refusal.reason}`)
     }
-    if (refused.length > LOGGED_REFUSALS) this.#logger.warning(`refused ${refused.length - LOGGED_REFUSALS} more announcement(s) or return(s) from syndic ${id} in the same batch`)
+    if (refused.length > LOGGED_REFUSALS)
+      this.#logger.warning(`refused ${refused.length - LOGGED_REFUSALS} more announcement(s) or return(s) from syndic ${id} in the same batch`)
     return refused
   }
 
@@ -161,7 +175,15 @@ export class SyndicIntake {
     const { fresh, changed, pending } = this.#announcements.announce(jid, syndic, pinned.claimed, entry.pending)
     if (fresh.length > 0 || changed) {
       // Salt's announcement: the lower master's new-job event, forwarded as syndic/<id>/salt/job/<jid>/new.
-      this.#o.bus.fire(tags.syndicJobNew(syndic, jid), { jid, tgt: job.tgt, tgt_type: job.tgt_type ?? 'glob', fun: job.fun ?? entry.fun, minions: fresh, missing: [], syndic_pending: [...pending] })
+      this.#o.bus.fire(tags.syndicJobNew(syndic, jid), {
+        jid,
+        tgt: job.tgt,
+        tgt_type: job.tgt_type ?? 'glob',
+        fun: job.fun ?? entry.fun,
+        minions: fresh,
+        missing: [],
+        syndic_pending: [...pending],
+      })
     }
     await this.#storeReturns(syndic, job, entry, refuse)
     return refused
@@ -188,13 +210,21 @@ export class SyndicIntake {
     const candidates: string[] = []
     for (const minion of claimed) {
       if (!isValidMinionId(minion)) refuse([minion], 'not a valid minion id')
-      else if (minion === syndic || this.#o.syndics.isSyndic(minion)) refuse([minion], `${JSON.stringify(minion)} is a syndic of this master, not a minion behind ${syndic}`)
-      else if ((await this.#o.store.acceptedKeys(minion)) !== undefined) refuse([minion], `${JSON.stringify(minion)} is a minion of this master; syndic ${syndic} cannot answer for it`)
+      else if (minion === syndic || this.#o.syndics.isSyndic(minion))
+        refuse([minion], `${JSON.stringify(minion)} is a syndic of this master, not a minion behind ${syndic}`)
+      else if ((await this.#o.store.acceptedKeys(minion)) !== undefined)
+        refuse([minion], `${JSON.stringify(minion)} is a minion of this master; syndic ${syndic} cannot answer for it`)
       else candidates.push(minion)
     }
     if (candidates.length === 0) return candidates
     // Ids are checked against the target; grains are the lower master's to judge (greedy here).
-    const selected = new Set(await expectedMinions(job, candidates.map((id) => ({ id })), this.#o.nodegroups))
+    const selected = new Set(
+      await expectedMinions(
+        job,
+        candidates.map((id) => ({ id })),
+        this.#o.nodegroups,
+      ),
+    )
     refuse(
       candidates.filter((minion) => !selected.has(minion)),
       `not selected by the target of job ${JSON.stringify(typeof job.tgt === 'string' ? job.tgt.slice(0, 80) : job.tgt.slice(0, 8))} (${job.tgt_type ?? 'glob'})`,

@@ -83,7 +83,11 @@ export class SyndicRegistry {
     for (const minion of minions) {
       const owner = this.#owners.get(minion)
       if (owner === syndic) claimed.push(minion)
-      else if (owner !== undefined) refused.push({ id: minion, reason: `minion ${JSON.stringify(minion)} is pinned to syndic ${owner}, not ${syndic} (an operator moves it: brine-run syndics.move)` })
+      else if (owner !== undefined)
+        refused.push({
+          id: minion,
+          reason: `minion ${JSON.stringify(minion)} is pinned to syndic ${owner}, not ${syndic} (an operator moves it: brine-run syndics.move)`,
+        })
       else if (known.size >= max) refused.push({ id: minion, reason: `syndic ${syndic} already answers for ${known.size} minions (syndic_max_minions ${max})` })
       else {
         known.add(minion)
@@ -157,7 +161,14 @@ export class SyndicRegistry {
     const out: Record<string, string[]> = {}
     for (const syndic of syndics) {
       const minions = this.minionsOf(syndic)
-      out[syndic] = minions.length === 0 ? [] : await expectedMinions(target, minions.map((id) => ({ id })), nodegroups)
+      out[syndic] =
+        minions.length === 0
+          ? []
+          : await expectedMinions(
+              target,
+              minions.map((id) => ({ id })),
+              nodegroups,
+            )
     }
     return out
   }
@@ -228,7 +239,12 @@ export class Announcements {
    * announcement up the tree would let the client stop waiting for that syndic's minions.
    * Returns the pending syndics now held.
    */
-  announce(jid: string, syndic: string, minions: readonly string[], pending: readonly string[] | undefined): { fresh: string[]; changed: boolean; pending: readonly string[] } {
+  announce(
+    jid: string,
+    syndic: string,
+    minions: readonly string[],
+    pending: readonly string[] | undefined,
+  ): { fresh: string[]; changed: boolean; pending: readonly string[] } {
     let job = this.#jobs.get(jid)
     if (job === undefined) {
       job = new Map()

@@ -10,7 +10,8 @@ import { isMinionOwnTag, JOB_TAG_PREFIX, tagProblem, tags } from '@brine/common'
 export function callerTagProblem(tag: unknown): string | undefined {
   const shape = tagProblem(tag)
   if (shape !== undefined || typeof tag !== 'string') return `tag ${shape ?? 'must be a string'}`
-  if (tag.startsWith(JOB_TAG_PREFIX) || tag.startsWith('salt/minion/') || tag === tags.minionStartLegacy) return `tag ${JSON.stringify(tag.slice(0, 120))} is reserved for the master and its minions`
+  if (tag.startsWith(JOB_TAG_PREFIX) || tag.startsWith('salt/minion/') || tag === tags.minionStartLegacy)
+    return `tag ${JSON.stringify(tag.slice(0, 120))} is reserved for the master and its minions`
   return undefined
 }
 
@@ -19,5 +20,7 @@ export function callerTagProblem(tag: unknown): string | undefined {
  * `salt/minion/<id>/`. The tag's shape was checked with the rest of the event load (tagProblem).
  */
 export function minionTagProblem(id: string, tag: string): string | undefined {
-  return isMinionOwnTag(id, tag) ? undefined : `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${tags.minionPrefix(id)}, not ${JSON.stringify(tag.slice(0, 120))}`
+  return isMinionOwnTag(id, tag)
+    ? undefined
+    : `minion ${JSON.stringify(id)} may only fire minion_start or tags under ${tags.minionPrefix(id)}, not ${JSON.stringify(tag.slice(0, 120))}`
 }

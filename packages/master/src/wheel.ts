@@ -1,5 +1,19 @@
 import { readdir } from 'node:fs/promises'
-import { fingerprint, formatPublicKeys, matchIds, formatSecretKeys, generateKeys, publicKeysOf, validateMinionId, KEY_STATE_DIRS, type KeyChange, type KeyOperationResult, type KeyState, type PkiStore, type PublicKeys } from '@brine/crypt'
+import {
+  fingerprint,
+  formatPublicKeys,
+  matchIds,
+  formatSecretKeys,
+  generateKeys,
+  publicKeysOf,
+  validateMinionId,
+  KEY_STATE_DIRS,
+  type KeyChange,
+  type KeyOperationResult,
+  type KeyState,
+  type PkiStore,
+  type PublicKeys,
+} from '@brine/crypt'
 import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
 import type { FileServer } from './file-server/file-server.js'
 
@@ -42,7 +56,8 @@ async function localKeys(pkiDir: string | undefined): Promise<string[]> {
 /** Salt's key.list: the state `match` names by its prefix (acc, pre/un, rej, den; all adds `local`); `{}` for anything else. */
 async function listStatus(load: Record<string, unknown>, context: WheelContext): Promise<Record<string, string[]>> {
   const match = load['match']
-  if (typeof match !== 'string') throw new MalformedRequestError('wheel key.list load', "field 'match' must be a key state: accepted, unaccepted, rejected, denied or all")
+  if (typeof match !== 'string')
+    throw new MalformedRequestError('wheel key.list load', "field 'match' must be a key state: accepted, unaccepted, rejected, denied or all")
   const listing = await context.store.list()
   if (match.startsWith('acc')) return { minions: listing.minions }
   if (match.startsWith('pre') || match.startsWith('un')) return { minions_pre: listing.minions_pre }
@@ -104,11 +119,17 @@ export const WHEEL_FUNCTIONS: Record<string, WheelFunction> = {
   'minions.connected': async (_load, { connected }) => unchanged(connected?.() ?? []),
   'config.values': async (_load, { configValues }) => unchanged(configValues ?? {}),
   'key.accept': async (load, { store }) =>
-    moved(await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
+    moved(
+      await store.accept(match(load, 'key.accept'), { includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }),
+      'to',
+    ),
   'key.accept_all': async (load, { store }) =>
     moved(await store.acceptAll({ includeRejected: flag(load, 'include_rejected'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.reject': async (load, { store }) =>
-    moved(await store.reject(match(load, 'key.reject'), { includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }), 'to'),
+    moved(
+      await store.reject(match(load, 'key.reject'), { includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }),
+      'to',
+    ),
   'key.reject_all': async (load, { store }) =>
     moved(await store.rejectAll({ includeAccepted: flag(load, 'include_accepted'), includeDenied: flag(load, 'include_denied') }), 'to'),
   'key.delete': async (load, { store }) => moved(await store.delete(match(load, 'key.delete')), 'from'),

@@ -134,7 +134,11 @@ export class MasterWireAdapter {
     if (typeof cmd !== 'string') throw new MalformedRequestError('clear request', 'load.cmd is not a string')
     const handler = this.#clearHandlers.get(cmd)
     if (handler !== undefined) return handler(load, context)
-    this.#refusalLog.warning(this.#logger, `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`, 'refused clear commands')
+    this.#refusalLog.warning(
+      this.#logger,
+      `refused clear command ${JSON.stringify(cmd.slice(0, 80))} from ${context.transport} peer ${context.peer}`,
+      'refused clear commands',
+    )
     throw new PermissionDeniedError(cmd, cmd.startsWith('_') ? 'not allowed in the clear' : `not a clear command (allowed: ${CLEAR_COMMANDS.join(', ')})`)
   }
 
@@ -151,7 +155,16 @@ export class MasterWireAdapter {
       },
       publish: async (load, context) => {
         const caller = await this.#caller(load, context)
-        const { cmd: _cmd, key: _key, token: _token, eauth: _eauth, username: _username, password: _password, origin: _origin, ...job } = validatePublishLoad(load) as PublishLoad & { origin?: unknown }
+        const {
+          cmd: _cmd,
+          key: _key,
+          token: _token,
+          eauth: _eauth,
+          username: _username,
+          password: _password,
+          origin: _origin,
+          ...job
+        } = validatePublishLoad(load) as PublishLoad & { origin?: unknown }
         return (await service.publish(caller, job)) as unknown as WireValue
       },
       wheel: async (load, context) => {
@@ -213,7 +226,11 @@ export class MasterWireAdapter {
     } catch (error) {
       // Over max_frame_entries/max_frame_depth once unsealed: an answer the sender can read, naming the bound.
       if ((error as Error)?.name !== 'FrameLimitError' || typeof id !== 'string') throw error
-      this.#refusalLog.warning(this.#logger, `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`, 'sealed requests over the decode bounds')
+      this.#refusalLog.warning(
+        this.#logger,
+        `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`,
+        'sealed requests over the decode bounds',
+      )
       return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) })) as unknown as WireValue
     }
     // Sealed by an accepted minion's key: its connection is never evicted to make room at a cap.
@@ -241,9 +258,14 @@ export class MasterWireAdapter {
   /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */
   async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
-    if (load['id'] !== id) throw new PermissionDeniedError(String(load['cmd']), `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`)
+    if (load['id'] !== id)
+      throw new PermissionDeniedError(
+        String(load['cmd']),
+        `the load names minion ${JSON.stringify(String(load['id']).slice(0, 80))}, but it was sealed by ${JSON.stringify(id)}`,
+      )
     const handler = this.#sealedHandlers.get(load['cmd'])
-    if (handler === undefined) throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
+    if (handler === undefined)
+      throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
     return handler(id, load)
   }
 

@@ -16,7 +16,12 @@ afterEach(async () => {
 
 describe('masking secrets', () => {
   it('masks values whose names say secret, in mappings and in key=value arguments, and bounds the rest', () => {
-    expect(maskSecrets(['ls', 'password=hunter2', 'name=web', { api_key: 'k', nested: { Token: 't', ok: 1 } }])).toEqual(['ls', `password=${MASK}`, 'name=web', { api_key: MASK, nested: { Token: MASK, ok: 1 } }])
+    expect(maskSecrets(['ls', 'password=hunter2', 'name=web', { api_key: 'k', nested: { Token: 't', ok: 1 } }])).toEqual([
+      'ls',
+      `password=${MASK}`,
+      'name=web',
+      { api_key: MASK, nested: { Token: MASK, ok: 1 } },
+    ])
     const deep = maskSecrets({ a: { b: { c: { d: { e: { f: { g: { h: { i: 'x' } } } } } } } } }) as Record<string, unknown>
     expect(JSON.stringify(deep)).toContain(MASK)
     expect(String(maskSecrets('x'.repeat(5000)))).toMatch(/… \(5000 characters\)$/)
@@ -27,18 +32,41 @@ describe('the audit log', () => {
   it('appends one JSON line per call, fires it as brine/audit/<cmd>, follows a rotated file, and answers queries', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'brine-audit-'))
     const bus = new EventBus({ sockDir: join(dir, 'sock') })
-    cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close())
+    cleanups.push(
+      () => rm(dir, { recursive: true, force: true }),
+      () => bus.close(),
+    )
     const fired: BusEvent[] = []
     bus.subscribe((event) => void fired.push(event))
     const audit = new AuditLog(join(dir, 'log', 'audit'), { bus })
     const alice = { user: 'alice', auth: 'eauth' as const, eauth: 'file', permissions: [], via: { client: 'api', address: '10.0.0.9' } }
-    audit.record(alice, { cmd: 'publish', fun: 'cmd.run', tgt: 'web1', tgt_type: 'glob', arg: ['password=hunter2'], kwarg: {}, result: 'refused', reason: 'no' })
+    audit.record(alice, {
+      cmd: 'publish',
+      fun: 'cmd.run',
+      tgt: 'web1',
+      tgt_type: 'glob',
+      arg: ['password=hunter2'],
+      kwarg: {},
+      result: 'refused',
+      reason: 'no',
+    })
     await audit.settle()
     await rename(audit.path, `${audit.path}.1`) // logrotate moves it away
-    audit.record({ user: 'root', auth: 'key', permissions: 'all' }, { cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, jid: '20261126000000000001', result: 'accepted' })
+    audit.record(
+      { user: 'root', auth: 'key', permissions: 'all' },
+      { cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, jid: '20261126000000000001', result: 'accepted' },
+    )
     await audit.settle()
     const rotated = JSON.parse((await readFile(`${audit.path}.1`, 'utf8')).trim()) as Record<string, unknown>
-    expect(rotated).toMatchObject({ cmd: 'publish', user: 'alice', auth: 'eauth', eauth: 'file', via: { client: 'api', address: '10.0.0.9' }, arg: [`password=${MASK}`], result: 'refused' })
+    expect(rotated).toMatchObject({
+      cmd: 'publish',
+      user: 'alice',
+      auth: 'eauth',
+      eauth: 'file',
+      via: { client: 'api', address: '10.0.0.9' },
+      arg: [`password=${MASK}`],
+      result: 'refused',
+    })
     expect(await audit.query()).toEqual([expect.objectContaining({ cmd: 'runner', user: 'root', via: { client: 'library' }, jid: '20261126000000000001' })])
     expect(fired.map((event) => event.tag)).toEqual(['brine/audit/publish', 'brine/audit/runner'])
     expect(await audit.query({ user: 'alice' })).toEqual([])

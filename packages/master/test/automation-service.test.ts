@@ -20,7 +20,17 @@ describe.each(TRANSPORTS)("a schedule's returns and the audit over %s", (transpo
     await subscribers(2)
     for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
     const service = master.service
-    const ret = (id: string, jid: string): ReturnLoad => ({ cmd: '_return', id, jid, fun: 'test.echo', fun_args: ['tick'], return: 'tick', retcode: 0, success: true, schedule: 'tick' })
+    const ret = (id: string, jid: string): ReturnLoad => ({
+      cmd: '_return',
+      id,
+      jid,
+      fun: 'test.echo',
+      fun_args: ['tick'],
+      return: 'tick',
+      retcode: 0,
+      success: true,
+      schedule: 'tick',
+    })
 
     const own = generateJid()
     expect(await service.minionReturn('web1', ret('web1', own))).toBe(true)
@@ -32,7 +42,15 @@ describe.each(TRANSPORTS)("a schedule's returns and the audit over %s", (transpo
 
     // A real job's jid (published to both) cannot be taken over as a schedule's, nor can another minion's schedule jid.
     const alice: Caller = { user: 'alice', auth: 'eauth', eauth: 'file', permissions: ['test.*'], via: { client: 'api', address: '10.1.2.3' } }
-    const published = await service.publish(alice, { tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: { password: 'hunter2' }, ret: '', user: 'alice' })
+    const published = await service.publish(alice, {
+      tgt: '*',
+      tgt_type: 'glob',
+      fun: 'test.ping',
+      arg: [],
+      kwarg: { password: 'hunter2' },
+      ret: '',
+      user: 'alice',
+    })
     await expect(service.minionReturn('db1', ret('db1', published.jid))).rejects.toThrow(ReturnRefusedError)
     await expect(service.minionReturn('db1', ret('db1', own))).rejects.toThrow(/jid of another job/)
     // Made by hand: generateJid never goes back after a future jid, and the other tests share it.

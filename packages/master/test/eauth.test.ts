@@ -7,7 +7,17 @@ import md5crypt from 'apache-md5'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { ConfigError, defaultsFor, type MasterConfig } from '@brine/common'
 import { RemoteError } from '@brine/transport'
-import { ExternalAuth, exprMatch, fileBackendSettings, FileAuthBackend, fillAuthList, Master, MemoryJobStore, TokenStore, verifyHtpasswd } from '../src/index.js'
+import {
+  ExternalAuth,
+  exprMatch,
+  fileBackendSettings,
+  FileAuthBackend,
+  fillAuthList,
+  Master,
+  MemoryJobStore,
+  TokenStore,
+  verifyHtpasswd,
+} from '../src/index.js'
 import { addressOf, clearClient, FakeMinion, masterConfig, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
 
 afterAll(stopNatsServer)
@@ -145,10 +155,18 @@ describe('external_auth at start', () => {
   it('pads every failed login to about the slowest failure so far (Salt time_auth)', async () => {
     const dir = await tempDir()
     await writeFile(join(dir, 'users'), 'alice:pw\n')
-    const external = await ExternalAuth.fromConfig({ ...defaultsFor('master'), external_auth: { file: { '^filename': join(dir, 'users'), alice: ['.*'] } }, token_dir: join(dir, 't') } as unknown as MasterConfig)
+    const external = await ExternalAuth.fromConfig({
+      ...defaultsFor('master'),
+      external_auth: { file: { '^filename': join(dir, 'users'), alice: ['.*'] } },
+      token_dir: join(dir, 't'),
+    } as unknown as MasterConfig)
     const ok = await external.authenticate({ eauth: 'file', username: 'alice', password: 'pw' })
     expect(ok).toMatchObject({ name: 'alice', eauth: 'file', perms: ['.*'] })
-    for (const load of [{ eauth: 'file', username: 'alice', password: 'no' }, { eauth: 'file', username: 'eve', password: 'pw' }, { eauth: 'pam', username: 'alice', password: 'pw' }]) {
+    for (const load of [
+      { eauth: 'file', username: 'alice', password: 'no' },
+      { eauth: 'file', username: 'eve', password: 'pw' },
+      { eauth: 'pam', username: 'alice', password: 'pw' },
+    ]) {
       const error = await external.authenticate(load).catch((caught: unknown) => caught)
       expect(error).toMatchObject({ name: 'EauthAuthenticationError', user: load.username })
     }
@@ -201,25 +219,46 @@ describe.each(TRANSPORTS)('eauth over %s', (transport) => {
     const allowed = (await send({ ...ping, token })) as { jid: string; minions: string[] }
     expect(allowed.minions).toEqual(['web1'])
     expect((await events.next(`salt/job/${allowed.jid}/new`)).data['user']).toBe('alice')
-    expect(await send({ ...ping, fun: 'cmd.run', arg: ['id'], token })).toMatchObject({ refused: 'PermissionDeniedError', message: expect.stringContaining('user "alice" may not run "cmd.run" on web1') })
-    expect(await send({ ...ping, tgt: 'db1', token })).toMatchObject({ refused: 'PermissionDeniedError', message: expect.stringContaining('user "alice" may not run "test.ping" on db1') })
+    expect(await send({ ...ping, fun: 'cmd.run', arg: ['id'], token })).toMatchObject({
+      refused: 'PermissionDeniedError',
+      message: expect.stringContaining('user "alice" may not run "cmd.run" on web1'),
+    })
+    expect(await send({ ...ping, tgt: 'db1', token })).toMatchObject({
+      refused: 'PermissionDeniedError',
+      message: expect.stringContaining('user "alice" may not run "test.ping" on db1'),
+    })
     expect(await send({ cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, token })).toMatchObject({ success: true })
     expect(await send({ cmd: 'runner', fun: 'manage.down', arg: [], kwarg: {}, token })).toMatchObject({ refused: 'PermissionDeniedError' })
     expect(await send({ cmd: 'wheel', fun: 'key.list_all', token })).toMatchObject({ return: { minions: ['db1', 'web1'] }, user: 'alice' })
-    expect(await send({ cmd: 'wheel', fun: 'key.delete', match: 'db1', token })).toMatchObject({ refused: 'PermissionDeniedError', message: expect.stringContaining('user "alice" may not run wheel "key.delete"') })
+    expect(await send({ cmd: 'wheel', fun: 'key.delete', match: 'db1', token })).toMatchObject({
+      refused: 'PermissionDeniedError',
+      message: expect.stringContaining('user "alice" may not run wheel "key.delete"'),
+    })
 
     expect(await send({ cmd: 'get_token', token })).toMatchObject({ name: 'alice', token, perms: made['perms'] })
     expect(await send({ cmd: 'rm_token', token })).toEqual({ removed: true })
     expect(await send({ cmd: 'get_token', token })).toEqual({})
-    expect(await send({ ...ping, token })).toMatchObject({ refused: 'TokenAuthenticationError', message: expect.stringContaining('unknown, expired or revoked') })
+    expect(await send({ ...ping, token })).toMatchObject({
+      refused: 'TokenAuthenticationError',
+      message: expect.stringContaining('unknown, expired or revoked'),
+    })
   })
 
   it('eauth credentials work without a token; bad ones, unknown backends and expired tokens are authentication failures', async () => {
     const { master, send } = await eauthMaster(transport, { token_expire: 0.05 })
-    expect(await send({ cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, eauth: 'file', username: 'bob', password: 'builder' })).toMatchObject({ refused: 'PermissionDeniedError', message: expect.stringContaining('user "bob" may not run runner "jobs.list_jobs"') })
+    expect(await send({ cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, eauth: 'file', username: 'bob', password: 'builder' })).toMatchObject({
+      refused: 'PermissionDeniedError',
+      message: expect.stringContaining('user "bob" may not run runner "jobs.list_jobs"'),
+    })
     expect(await send({ ...ping, eauth: 'file', username: 'bob', password: 'builder' })).toEqual({ jid: expect.any(String), minions: [] })
-    expect(await send({ ...ping, eauth: 'file', username: 'bob', password: 'nope' })).toMatchObject({ refused: 'EauthAuthenticationError', message: expect.stringMatching(/: Authentication failure of type "eauth" occurred for user bob\.$/) })
-    expect(await send({ cmd: 'mk_token', eauth: 'pam', username: 'bob', password: 'builder' })).toMatchObject({ refused: 'EauthAuthenticationError', message: expect.stringContaining('not configured') })
+    expect(await send({ ...ping, eauth: 'file', username: 'bob', password: 'nope' })).toMatchObject({
+      refused: 'EauthAuthenticationError',
+      message: expect.stringMatching(/: Authentication failure of type "eauth" occurred for user bob\.$/),
+    })
+    expect(await send({ cmd: 'mk_token', eauth: 'pam', username: 'bob', password: 'builder' })).toMatchObject({
+      refused: 'EauthAuthenticationError',
+      message: expect.stringContaining('not configured'),
+    })
     const made = (await send({ cmd: 'mk_token', eauth: 'file', username: 'bob', password: 'builder' })) as { token: string; expire: number }
     // token_expire 0.05 s: wait for the expiry by the token's own clock, bounded.
     const until = made.expire * 1000
@@ -239,10 +278,15 @@ describe.each(TRANSPORTS)('eauth over %s', (transport) => {
   it('runner and wheel with asynchronous answer {tag, jid} at once and fire the return on the bus; fire_event is for the root key only', async () => {
     const { master, events, send } = await eauthMaster(transport)
     const made = (await send({ cmd: 'mk_token', eauth: 'file', username: 'alice', password: 'wonder' })) as { token: string }
-    const runner = (await send({ cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, token: made.token, asynchronous: true })) as { tag: string; jid: string }
+    const runner = (await send({ cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, token: made.token, asynchronous: true })) as {
+      tag: string
+      jid: string
+    }
     expect(runner.tag).toBe(`salt/run/${runner.jid}`)
     expect((await events.next(`salt/run/${runner.jid}/ret`)).data).toMatchObject({ success: true, user: 'alice', fun: 'runner.jobs.list_jobs' })
-    expect(await send({ cmd: 'runner', fun: 'manage.down', arg: [], kwarg: {}, token: made.token, asynchronous: true })).toMatchObject({ refused: 'PermissionDeniedError' })
+    expect(await send({ cmd: 'runner', fun: 'manage.down', arg: [], kwarg: {}, token: made.token, asynchronous: true })).toMatchObject({
+      refused: 'PermissionDeniedError',
+    })
     const wheel = (await send({ cmd: 'wheel', fun: 'key.list_all', token: made.token, asynchronous: true })) as { tag: string; jid: string }
     expect(wheel.tag).toBe(`salt/wheel/${wheel.jid}`)
     expect((await events.next(`salt/wheel/${wheel.jid}/ret`)).data).toMatchObject({ success: true, user: 'alice', return: { minions: [] } })

@@ -19,7 +19,10 @@ async function startBus(hwm?: number, logger?: Logger, hwmBytes?: number): Promi
   const dir = await mkdtemp(join(tmpdir(), 'brine-bus-'))
   const bus = new EventBus({ sockDir: join(dir, 'sock'), hwm, ...(hwmBytes === undefined ? {} : { hwmBytes }), ...(logger === undefined ? {} : { logger }) })
   await bus.start()
-  cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close())
+  cleanups.push(
+    () => rm(dir, { recursive: true, force: true }),
+    () => bus.close(),
+  )
   return bus
 }
 

@@ -81,7 +81,14 @@ describe('FileRoots: confinement', () => {
 describe('FileServer: chunks, hashes, pushes', () => {
   const big = randomBytes(100_000)
   const root = tree({ 'big.bin': big })
-  const server = new FileServer({ roots: new FileRoots({ roots: { base: [root] } }), bufferSize: 4096, hashType: 'sha256', recv: true, recvMaxBytes: 10_000, cachedir: join(scratch, 'cache') })
+  const server = new FileServer({
+    roots: new FileRoots({ roots: { base: [root] } }),
+    bufferSize: 4096,
+    hashType: 'sha256',
+    recv: true,
+    recvMaxBytes: 10_000,
+    cachedir: join(scratch, 'cache'),
+  })
 
   it('answers the hash first, then chunks of file_buffer_size that rebuild the file', async () => {
     const hash = await server.handle('m1', '_file_hash', { path: 'big.bin', saltenv: 'base' })
@@ -121,9 +128,19 @@ describe('FileServer: chunks, hashes, pushes', () => {
   })
 
   it('file_roots.list_roots shows each root as a tree of files', async () => {
-    const outcome = await runWheel({ fun: 'file_roots.list_roots' }, { store: undefined as never, masterPub: undefined as never, files: new FileServer({ roots, bufferSize: 4096, hashType: 'sha256', recv: false, recvMaxBytes: 0, cachedir: scratch }) })
+    const outcome = await runWheel(
+      { fun: 'file_roots.list_roots' },
+      {
+        store: undefined as never,
+        masterPub: undefined as never,
+        files: new FileServer({ roots, bufferSize: 4096, hashType: 'sha256', recv: false, recvMaxBytes: 0, cachedir: scratch }),
+      },
+    )
     expect(outcome.return).toEqual({
-      base: [{ [first]: { 'inside-link.txt': 'f', 'scripts': { 'hello.sh': 'f' }, 'shared.txt': 'f', 'top.txt': 'f' } }, { [second]: { 'only-second.txt': 'f', 'shared.txt': 'f' } }],
+      base: [
+        { [first]: { 'inside-link.txt': 'f', scripts: { 'hello.sh': 'f' }, 'shared.txt': 'f', 'top.txt': 'f' } },
+        { [second]: { 'only-second.txt': 'f', 'shared.txt': 'f' } },
+      ],
       dev: [{ [dev]: { 'dev.txt': 'f' } }],
     })
   })

@@ -1,16 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import {
-  acceptAuthReply,
-  buildAuthRequest,
-  generateKeys,
-  openPublish,
-  PeerBox,
-  type KeyPair,
-  type PublicKeys,
-  type SessionKey,
-} from '@brine/crypt'
+import { acceptAuthReply, buildAuthRequest, generateKeys, openPublish, PeerBox, type KeyPair, type PublicKeys, type SessionKey } from '@brine/crypt'
 import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@brine/common'
 import type { BrokerOptions, Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
 import { NatsServerProcess, freeLoopbackPort } from '@brine/testkit'
@@ -24,7 +15,6 @@ export const cleanups: Array<() => Promise<unknown>> = []
 export async function runCleanups(): Promise<void> {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {})
 }
-
 
 /** A short temp dir (unix socket paths must stay under 107 bytes), removed after the test. */
 export async function tempDir(): Promise<string> {
@@ -127,7 +117,10 @@ export class FakeMinion {
     const request = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000, ...broker })
     const publish = transport.createPublishClient({ host: address.host, port: address.publishPort, id, ...broker })
     const minion = new FakeMinion(id, pkiDir, request, publish)
-    cleanups.push(() => request.close(), () => publish.close())
+    cleanups.push(
+      () => request.close(),
+      () => publish.close(),
+    )
     await request.start()
     await publish.start()
     void (async () => {
@@ -177,7 +170,12 @@ export class FakeMinion {
 /** A clear request client, as the local client sends. */
 export async function clearClient(transportName: string, address: MasterAddress): Promise<RequestClient> {
   const transport = await loadTransport(transportName)
-  const client = transport.createRequestClient({ host: address.host, port: address.retPort, timeout: 5000, ...(address.broker === undefined ? {} : { broker: address.broker }) })
+  const client = transport.createRequestClient({
+    host: address.host,
+    port: address.retPort,
+    timeout: 5000,
+    ...(address.broker === undefined ? {} : { broker: address.broker }),
+  })
   cleanups.push(() => client.close())
   await client.start()
   return client
@@ -206,7 +204,11 @@ export async function stopNatsServer(): Promise<void> {
  * soon as they are handed over (local_cache's once on disk); test/job-cache.test.ts covers the master opening
  * the cache `master_job_cache` names.
  */
-export async function startMaster(dir: string, overrides: Record<string, unknown>, options: { logger?: Logger; jobs?: MemoryJobStore; workerScript?: URL } = {}): Promise<{ master: Master; events: EventLog }> {
+export async function startMaster(
+  dir: string,
+  overrides: Record<string, unknown>,
+  options: { logger?: Logger; jobs?: MemoryJobStore; workerScript?: URL } = {},
+): Promise<{ master: Master; events: EventLog }> {
   const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore(), ...options })
   cleanups.push(() => master.stop())
   const events = new EventLog(master)

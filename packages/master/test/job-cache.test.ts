@@ -21,7 +21,12 @@ async function started(overrides: Record<string, unknown>, options: ConstructorP
 
 /** Publishes test.ping to one fake minion and stores its return through the master. */
 async function oneJob(master: Master, dir: string, id: string): Promise<string> {
-  const minion = await FakeMinion.start('tcp', id, { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }, join(dir, `m-${id}`))
+  const minion = await FakeMinion.start(
+    'tcp',
+    id,
+    { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port },
+    join(dir, `m-${id}`),
+  )
   await watchSubscribers(master.endpoints[0]!.publish)(1)
   expect(await minion.auth()).toEqual({ ok: true })
   const caller = await master.service.authorize({ cmd: 'publish', key: master.rootKey })
@@ -52,7 +57,10 @@ describe('the master opens the job cache master_job_cache names', () => {
     const { master, dir } = await started({})
     const second = new Master(await masterConfig(await tempDir(), { transport: 'tcp', auto_accept: true, cachedir: master.opts.cachedir }))
     cleanups.push(() => second.stop())
-    await expect(second.start()).rejects.toMatchObject({ name: 'JobCacheError', message: expect.stringMatching(/is in use by pid \d+ \(remove .*\.lock only if/) })
+    await expect(second.start()).rejects.toMatchObject({
+      name: 'JobCacheError',
+      message: expect.stringMatching(/is in use by pid \d+ \(remove .*\.lock only if/),
+    })
     for (const port of [second.opts.ret_port, second.opts.publish_port]) {
       const server = createServer()
       await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))

@@ -24,7 +24,13 @@ async function loginMaster(transport: string, extra: Record<string, unknown>) {
   await writeFile(join(dir, 'htpasswd'), `alice:${bcrypt.hashSync('wonder', 6)}\nbob:${bcrypt.hashSync('builder', 6)}\n`)
   const { master, events } = await startMaster(
     dir,
-    { transport, auto_accept: true, token_dir: join(dir, 'tokens'), external_auth: { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', alice: ['.*'], bob: ['.*'] } }, ...extra },
+    {
+      transport,
+      auto_accept: true,
+      token_dir: join(dir, 'tokens'),
+      external_auth: { file: { '^filename': join(dir, 'htpasswd'), '^filetype': 'htpasswd', alice: ['.*'], bob: ['.*'] } },
+      ...extra,
+    },
     { workerScript },
   )
   const address = addressOf(master)
@@ -46,11 +52,15 @@ describe('the login throttle', () => {
     const throttle = new LoginThrottle({ perUser: 2, perAddress: 3, windowMs: 1000 }, () => now)
     throttle.begin('alice', '10.0.0.1')
     throttle.begin('alice', '10.0.0.1')
-    expect(() => throttle.begin('alice', '10.0.0.2')).toThrow(expect.objectContaining({ name: 'LoginRateLimitedError', key: 'eauth_rate_limit_user', limit: 2, retryAfterMs: 1000 }))
+    expect(() => throttle.begin('alice', '10.0.0.2')).toThrow(
+      expect.objectContaining({ name: 'LoginRateLimitedError', key: 'eauth_rate_limit_user', limit: 2, retryAfterMs: 1000 }),
+    )
     throttle.begin('bob', '10.0.0.1').succeeded()
     throttle.begin('carol', '10.0.0.1')
     now = 400
-    expect(() => throttle.begin('dave', '10.0.0.1')).toThrow(expect.objectContaining({ name: 'LoginRateLimitedError', key: 'eauth_rate_limit_address', retryAfterMs: 600 }))
+    expect(() => throttle.begin('dave', '10.0.0.1')).toThrow(
+      expect.objectContaining({ name: 'LoginRateLimitedError', key: 'eauth_rate_limit_address', retryAfterMs: 600 }),
+    )
     expect(() => throttle.begin('dave', '10.0.0.2')).not.toThrow()
     now = 1000
     expect(() => throttle.begin('alice', '10.0.0.1')).not.toThrow()
@@ -75,7 +85,10 @@ describe('failed-login warnings', () => {
       failureLog: new LogLimiter({ burst: 3, windowMs: 1000, now: () => 0 }),
       logger,
     })
-    for (let n = 0; n < 20; n++) await expect(external.authenticate({ eauth: 'file', username: `nobody${n}`, password: 'x' }, '10.0.0.9')).rejects.toMatchObject({ name: 'EauthAuthenticationError' })
+    for (let n = 0; n < 20; n++)
+      await expect(external.authenticate({ eauth: 'file', username: `nobody${n}`, password: 'x' }, '10.0.0.9')).rejects.toMatchObject({
+        name: 'EauthAuthenticationError',
+      })
     await deadline(
       (async () => {
         while (!lines.some((line) => line.includes('suppressed'))) await new Promise((resolve) => setTimeout(resolve, 20))
@@ -101,7 +114,19 @@ describe.each(TRANSPORTS)('login limits over %s', (transport) => {
     const retryAfter = (limited as { context: { retryAfter: number } }).context.retryAfter
     expect(retryAfter).toBeGreaterThan(0)
     expect(retryAfter).toBeLessThanOrEqual(60)
-    const ping = { cmd: 'publish', tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'alice', eauth: 'file', username: 'alice', password: 'wonder' }
+    const ping = {
+      cmd: 'publish',
+      tgt: '*',
+      tgt_type: 'glob',
+      fun: 'test.ping',
+      arg: [],
+      kwarg: {},
+      ret: '',
+      user: 'alice',
+      eauth: 'file',
+      username: 'alice',
+      password: 'wonder',
+    }
     expect(await send(ping)).toMatchObject({ refused: 'LoginRateLimitedError' })
     expect(await send(login('bob', 'builder'))).toMatchObject({ name: 'bob', token: expect.stringMatching(/^[0-9a-f]{64}$/) })
     // Three more failures (unknown users, each a dummy bcrypt) fill the address's six.
@@ -142,7 +167,17 @@ describe.each(TRANSPORTS)('login limits over %s', (transport) => {
     const JOBS = 10
     let answered = 0
     for (let n = 1; n <= JOBS; n++) {
-      const job = (await send({ cmd: 'publish', tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root', key: master.rootKey })) as { jid: string }
+      const job = (await send({
+        cmd: 'publish',
+        tgt: 'web1',
+        tgt_type: 'glob',
+        fun: 'test.ping',
+        arg: [],
+        kwarg: {},
+        ret: '',
+        user: 'root',
+        key: master.rootKey,
+      })) as { jid: string }
       expect(minion.open(await minion.nthPublish(n))).toMatchObject({ jid: job.jid })
       expect(await minion.returnJob(job.jid)).toMatchObject({ ok: true })
       await events.next(`salt/job/${job.jid}/ret/web1`)
@@ -160,8 +195,17 @@ describe.each(TRANSPORTS)('login limits over %s', (transport) => {
   })
 
   it('beyond eauth_hash_backlog waiting checks a login is refused with LoginBusyError, and the pool never holds more', async () => {
-    const { master, send } = await loginMaster(transport, { eauth_rate_limit_user: 0, eauth_rate_limit_address: 0, eauth_hash_threads: 1, eauth_hash_backlog: 2 })
-    const replies = await deadline(Promise.all(Array.from({ length: 12 }, (_, n) => send(login(`nobody${n}`, 'x'), 60_000))), 90_000, '12 logins at once to be answered')
+    const { master, send } = await loginMaster(transport, {
+      eauth_rate_limit_user: 0,
+      eauth_rate_limit_address: 0,
+      eauth_hash_threads: 1,
+      eauth_hash_backlog: 2,
+    })
+    const replies = await deadline(
+      Promise.all(Array.from({ length: 12 }, (_, n) => send(login(`nobody${n}`, 'x'), 60_000))),
+      90_000,
+      '12 logins at once to be answered',
+    )
     const busy = replies.filter((reply) => (reply as { refused?: string }).refused === 'LoginBusyError')
     const failed = replies.filter((reply) => (reply as { refused?: string }).refused === 'EauthAuthenticationError')
     expect(busy.length + failed.length).toBe(12)

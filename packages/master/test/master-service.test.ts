@@ -27,7 +27,11 @@ describe('authorize', () => {
   const authorizer = new Authorizer({ rootKey: 'the-root-key' })
 
   it('turns the root key into a caller with every permission, under the user the load names', async () => {
-    expect(await authorizer.authorize({ cmd: 'publish', key: 'the-root-key', user: 'sudo_alice' })).toEqual({ user: 'sudo_alice', auth: 'key', permissions: 'all' })
+    expect(await authorizer.authorize({ cmd: 'publish', key: 'the-root-key', user: 'sudo_alice' })).toEqual({
+      user: 'sudo_alice',
+      auth: 'key',
+      permissions: 'all',
+    })
     expect(await authorizer.authorize({ cmd: 'wheel', key: 'the-root-key' })).toEqual(rootCaller('root'))
   })
 
@@ -112,7 +116,9 @@ describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
     expect((wheel as Error).message).toBe('permission denied for "wheel": user "alice" may not run wheel "key.delete"')
     expect((await master.store.list()).minions.sort()).toEqual(['db1', 'web1'])
     // The runner ran as alice: its events carry her name.
-    expect(events.events.filter((event) => event.tag.startsWith('salt/run/') && event.tag.endsWith('/new')).map((event) => event.data['user'])).toEqual(['alice'])
+    expect(events.events.filter((event) => event.tag.startsWith('salt/run/') && event.tag.endsWith('/new')).map((event) => event.data['user'])).toEqual([
+      'alice',
+    ])
   })
 
   it('refuses a wire request without credentials for every command behind authorize', async () => {

@@ -5,7 +5,18 @@ import { PeerBox, readRootKey, rootKeyPath, StaleSessionKeyError } from '@brine/
 import { createLogger, RemoteError, type Logger, type RequestClient } from '@brine/transport'
 import { freeLoopbackPort } from '@brine/testkit'
 import type { Master } from '../src/index.js'
-import { clearClient, FakeMinion, natsFor, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers, type EventLog, type MasterAddress } from './helpers.js'
+import {
+  clearClient,
+  FakeMinion,
+  natsFor,
+  runCleanups,
+  startMaster,
+  stopNatsServer,
+  tempDir,
+  watchSubscribers,
+  type EventLog,
+  type MasterAddress,
+} from './helpers.js'
 
 afterEach(runCleanups)
 afterAll(stopNatsServer)
@@ -29,13 +40,22 @@ async function setup(transport: string, overrides: Record<string, unknown> = {},
   const dir = await tempDir()
   const nats = await natsFor(transport)
   const { master, events } = await startMaster(dir, { transport, ...nats.config, ...overrides }, logger === undefined ? {} : { logger })
-  const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port, ...(nats.broker === undefined ? {} : { broker: nats.broker }) }
+  const address = {
+    host: '127.0.0.1',
+    publishPort: master.opts.publish_port,
+    retPort: master.opts.ret_port,
+    ...(nats.broker === undefined ? {} : { broker: nats.broker }),
+  }
   const client = await clearClient(transport, address)
   const subscribers = watchSubscribers(master.endpoints[0]!.publish)
   const key = await readRootKey(rootKeyPath(master.opts.cachedir))
   const publish = async (load: Record<string, unknown>) =>
-    (await client.send({ enc: 'clear', load: { cmd: 'publish', tgt_type: 'glob', arg: [], kwarg: {}, ret: '', user: 'root', key, ...load } })) as { jid: string; minions: string[] }
-  const wheel = async (load: Record<string, unknown>) => ((await client.send({ enc: 'clear', load: { cmd: 'wheel', key, ...load } })) as { return: unknown }).return
+    (await client.send({ enc: 'clear', load: { cmd: 'publish', tgt_type: 'glob', arg: [], kwarg: {}, ret: '', user: 'root', key, ...load } })) as {
+      jid: string
+      minions: string[]
+    }
+  const wheel = async (load: Record<string, unknown>) =>
+    ((await client.send({ enc: 'clear', load: { cmd: 'wheel', key, ...load } })) as { return: unknown }).return
   let subscribed = 0
   const accepted = async (...ids: string[]) => {
     const minions = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
@@ -65,10 +85,18 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     await subscribers(1)
     expect(await pending.auth()).toEqual({ ok: false, reason: 'pending' })
     expect(events.tagged('salt/auth').at(-1)?.data).toMatchObject({ act: 'pend', id: 'web1', result: true })
-    expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
+    expect(await wheel({ fun: 'key.list_all' })).toEqual({
+      minions_pre: ['web1'],
+      minions: [],
+      minions_rejected: [],
+      minions_denied: [],
+      local: ['master.key', 'master.pub'],
+    })
     expect(await wheel({ fun: 'key.accept', match: 'web*' })).toEqual({ minions: ['web1'] })
     expect(events.tagged('salt/key').at(-1)?.data).toMatchObject({ act: 'accept', id: 'web1', result: true })
-    expect(await wheel({ fun: 'key.print', match: 'web*' })).toEqual({ minions: { web1: expect.stringMatching(/^-----BEGIN BRINE PUBLIC KEYS-----\nbox: \S+\nsign: \S+\n-----END BRINE PUBLIC KEYS-----\n$/) } })
+    expect(await wheel({ fun: 'key.print', match: 'web*' })).toEqual({
+      minions: { web1: expect.stringMatching(/^-----BEGIN BRINE PUBLIC KEYS-----\nbox: \S+\nsign: \S+\n-----END BRINE PUBLIC KEYS-----\n$/) },
+    })
     expect(await wheel({ fun: 'key.print', match: 'nobody' })).toEqual({})
     expect(await pending.auth()).toEqual({ ok: true })
     expect(pending.masterPub).toBeDefined()
@@ -106,10 +134,23 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     const [web1, web2] = await accepted('web1', 'web2')
     // web2 seals with its own key while claiming to be web1.
     const forger = new PeerBox({ id: 'web1', role: 'minion', secretKey: web2!.keys.box.secretKey, peerPublicKey: web1!.masterPub!.box })
-    const forged = await refusal(web2!.request.send(forger.seal({ cmd: '_return', id: 'web1', jid: '20240101000000000000', fun: 'test.ping', fun_args: [], return: 'x', retcode: 0, success: true })))
+    const forged = await refusal(
+      web2!.request.send(
+        forger.seal({ cmd: '_return', id: 'web1', jid: '20240101000000000000', fun: 'test.ping', fun_args: [], return: 'x', retcode: 0, success: true }),
+      ),
+    )
     expect(forged.remoteName).toBe('DecryptError')
     // A sealed load naming another minion is refused inside the box.
-    const renamed = await web2!.sealed({ cmd: '_return', id: 'web1', jid: '20240101000000000000', fun: 'test.ping', fun_args: [], return: 'x', retcode: 0, success: true })
+    const renamed = await web2!.sealed({
+      cmd: '_return',
+      id: 'web1',
+      jid: '20240101000000000000',
+      fun: 'test.ping',
+      fun_args: [],
+      return: 'x',
+      retcode: 0,
+      success: true,
+    })
     expect(renamed).toMatchObject({ ok: false, error: { name: 'PermissionDeniedError' } })
     expect(events.events.filter((event) => event.tag.includes('/ret/'))).toHaveLength(0)
 
@@ -119,7 +160,10 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     const ownBox = new PeerBox({ id: 'stranger', role: 'minion', secretKey: stranger.keys.box.secretKey, peerPublicKey: web1!.masterPub!.box })
     expect((await refusal(stranger.request.send(ownBox.seal({ cmd: '_grains', id: 'stranger', grains: {} })))).remoteName).toBe('MinionNotAcceptedError')
 
-    expect(await web1!.sealed({ cmd: '_minion_event', id: 'web1', events: [{ tag: 'salt/job/1/ret/web2', data: {} }] })).toMatchObject({ ok: false, error: { name: 'PermissionDeniedError' } })
+    expect(await web1!.sealed({ cmd: '_minion_event', id: 'web1', events: [{ tag: 'salt/job/1/ret/web2', data: {} }] })).toMatchObject({
+      ok: false,
+      error: { name: 'PermissionDeniedError' },
+    })
     expect(await web1!.sealed({ cmd: '_minion_event', id: 'web1', events: [{ tag: 'salt/minion/web1/start', data: { id: 'web1' } }] })).toEqual({ ok: true })
     expect((await events.next('salt/minion/web1/start')).data).toMatchObject({ id: 'web1' })
     expect(events.tagged('salt/job/1/ret/web2')).toHaveLength(0)
@@ -156,7 +200,9 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     const inCompound = await publish({ tgt: 'N@pair and db*', tgt_type: 'compound', fun: 'test.ping' })
     expect(inCompound.minions).toEqual(['db1'])
     expect(db1!.open(await db1!.nthPublish(2))).toMatchObject({ jid: inCompound.jid, tgt: '( L@web2,db1 ) and db*', tgt_type: 'compound' })
-    expect((await refusal(publish({ tgt: 'nope', tgt_type: 'nodegroup', fun: 'test.ping' }))).message).toContain("unknown nodegroup 'nope' (known: webs, pair, both)")
+    expect((await refusal(publish({ tgt: 'nope', tgt_type: 'nodegroup', fun: 'test.ping' }))).message).toContain(
+      "unknown nodegroup 'nope' (known: webs, pair, both)",
+    )
 
     // 2^36 ways to split the a's: the regex runs in a worker until its deadline, the master answers other publishes meanwhile.
     // (Named per transport: the process's regex guard refuses a pattern that just hit its deadline without running it.)
@@ -212,7 +258,13 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
     expect((await refusal(client.send('garbage'))).remoteName).toBe('MalformedRequestError')
     expect((await refusal(wheel({ fun: 'key.nope' }))).remoteName).toBe('UnknownWheelFunctionError')
     // Still serving.
-    expect(await wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
+    expect(await wheel({ fun: 'key.list_all' })).toEqual({
+      minions_pre: [],
+      minions: [],
+      minions_rejected: [],
+      minions_denied: [],
+      local: ['master.key', 'master.pub'],
+    })
   })
 
   it("refuses, in the clear and sealed, a command named like an object's own members (the dispatch tables find only their commands)", async () => {
@@ -229,7 +281,10 @@ describe.each(TRANSPORTS)('master over %s', (transport) => {
       const clear = await refusal(client.send({ enc: 'clear', load: { cmd } }))
       expect(clear.remoteName, cmd).toBe('PermissionDeniedError')
       expect(clear.message, cmd).toContain(reason)
-      expect(await web1!.sealed({ cmd, id: 'web1' }), cmd).toMatchObject({ ok: false, error: { name: 'PermissionDeniedError', message: expect.stringContaining('not a sealed command') } })
+      expect(await web1!.sealed({ cmd, id: 'web1' }), cmd).toMatchObject({
+        ok: false,
+        error: { name: 'PermissionDeniedError', message: expect.stringContaining('not a sealed command') },
+      })
     }
     // Still serving both channels.
     expect(await wheel({ fun: 'key.list_all' })).toMatchObject({ minions: ['web1'] })
@@ -255,13 +310,21 @@ describe('master over zeromq and tcp at once', () => {
     const tcpPorts = { publish_port: await freeLoopbackPort(), ret_port: await freeLoopbackPort() }
     const { master, events } = await startMaster(dir, { transport: 'zeromq', transport_opts: { tcp: tcpPorts }, auto_accept: true })
     expect(master.endpoints.map((endpoint) => endpoint.name)).toEqual(['tcp', 'zeromq'])
-    const zmq = await FakeMinion.start('zeromq', 'zmq1', { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port }, join(dir, 'z'))
+    const zmq = await FakeMinion.start(
+      'zeromq',
+      'zmq1',
+      { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port },
+      join(dir, 'z'),
+    )
     const tcp = await FakeMinion.start('tcp', 'tcp1', { host: '127.0.0.1', publishPort: tcpPorts.publish_port, retPort: tcpPorts.ret_port }, join(dir, 't'))
     await Promise.all(master.endpoints.map((endpoint) => watchSubscribers(endpoint.publish)(1)))
     expect(await zmq.auth()).toEqual({ ok: true })
     expect(await tcp.auth()).toEqual({ ok: true })
     const client = await clearClient('tcp', { host: '127.0.0.1', publishPort: tcpPorts.publish_port, retPort: tcpPorts.ret_port })
-    const reply = (await client.send({ enc: 'clear', load: { cmd: 'publish', key: master.rootKey, tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' } })) as { jid: string; minions: string[] }
+    const reply = (await client.send({
+      enc: 'clear',
+      load: { cmd: 'publish', key: master.rootKey, tgt: '*', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' },
+    })) as { jid: string; minions: string[] }
     expect(reply.minions.sort()).toEqual(['tcp1', 'zmq1'])
     expect(zmq.open(await zmq.nthPublish(1))).toMatchObject({ jid: reply.jid })
     expect(tcp.open(await tcp.nthPublish(1))).toMatchObject({ jid: reply.jid })

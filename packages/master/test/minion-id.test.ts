@@ -30,7 +30,11 @@ describe.each(['zeromq', 'tcp', 'nats'])('minion ids at _auth over %s', (transpo
       ['cafe\u0301', 'normalization form C (NFC)'],
     ] as const) {
       const minion = await FakeMinion.start(transport, id, address, join(dir, `bad-pki-${id.length}`))
-      const reply = (await minion.request.send({ enc: 'clear', load: buildAuthRequest(id, minion.keys) })) as { ret?: unknown; reason?: unknown; message?: unknown }
+      const reply = (await minion.request.send({ enc: 'clear', load: buildAuthRequest(id, minion.keys) })) as {
+        ret?: unknown
+        reason?: unknown
+        message?: unknown
+      }
       expect(reply).toMatchObject({ ret: false, reason: 'invalid id' })
       expect(reply.message).toContain(reason)
       expect(reply.message).not.toContain(dir)

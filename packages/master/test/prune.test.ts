@@ -12,7 +12,12 @@ const HOUR_MS = 3_600_000
 
 /** Salt's jid for a time (UTC, microseconds from `micro`). */
 function jidAt(ms: number, micro = 0): string {
-  return new Date(ms).toISOString().replace(/[-:TZ.]/g, '').slice(0, 14) + String(micro).padStart(6, '0')
+  return (
+    new Date(ms)
+      .toISOString()
+      .replace(/[-:TZ.]/g, '')
+      .slice(0, 14) + String(micro).padStart(6, '0')
+  )
 }
 
 describe('keep_jobs', () => {
@@ -61,7 +66,11 @@ describe('keep_jobs', () => {
         expect(segments.length).toBeGreaterThanOrEqual(left.length)
         const warnings = lines.filter((line) => line.includes('past the newest job'))
         expect(warnings).toHaveLength(1)
-        expect(warnings[0]).toMatch(new RegExp(`the master's clock \\(.*\\) is 3 d 0\\.0 h past the newest job \\(${kept[0]}\\), more than keep_jobs \\(24 h\\); keeping the jobs of keep_jobs before that job`))
+        expect(warnings[0]).toMatch(
+          new RegExp(
+            `the master's clock \\(.*\\) is 3 d 0\\.0 h past the newest job \\(${kept[0]}\\), more than keep_jobs \\(24 h\\); keeping the jobs of keep_jobs before that job`,
+          ),
+        )
       } finally {
         await master.stop()
       }

@@ -21,8 +21,11 @@ const event = { tag: 'salt/netapi/hook/deploy', data: { post: { minions: ['web1'
 
 describe('reaction files: {{ }} references, never Jinja', () => {
   it('puts a whole value where a reference stands alone, and text where it is part of a string', () => {
-    const text = "a:\n  local.cmd.run:\n    - tgt: {{ data.post.minions }}\n    - arg:\n      - echo {{ data['post']['version'] }} from {{ tag }}\n    - kwarg:\n        n: {{ data.post.nested['odd key'] }}\n"
-    expect(renderReaction('/r.sls', text, event)).toEqual({ a: { 'local.cmd.run': [{ tgt: ['web1', 'web2'] }, { arg: ['echo v2 from salt/netapi/hook/deploy'] }, { kwarg: { n: 7 } }] } })
+    const text =
+      "a:\n  local.cmd.run:\n    - tgt: {{ data.post.minions }}\n    - arg:\n      - echo {{ data['post']['version'] }} from {{ tag }}\n    - kwarg:\n        n: {{ data.post.nested['odd key'] }}\n"
+    expect(renderReaction('/r.sls', text, event)).toEqual({
+      a: { 'local.cmd.run': [{ tgt: ['web1', 'web2'] }, { arg: ['echo v2 from salt/netapi/hook/deploy'] }, { kwarg: { n: 7 } }] },
+    })
   })
 
   it('a value from the event stays a value: YAML in a webhook body adds no keys and no calls', () => {
@@ -32,7 +35,9 @@ describe('reaction files: {{ }} references, never Jinja', () => {
   })
 
   it('refuses expressions, Jinja blocks, prototype keys and paths that name nothing, naming the file', () => {
-    expect(() => renderReaction('/r.sls', 'a: {{ data.post.version | upper }}', event)).toThrow(/\/r\.sls: \{\{ data\.post\.version \| upper \}\} is not a reference/)
+    expect(() => renderReaction('/r.sls', 'a: {{ data.post.version | upper }}', event)).toThrow(
+      /\/r\.sls: \{\{ data\.post\.version \| upper \}\} is not a reference/,
+    )
     expect(() => renderReaction('/r.sls', "a: {{ __import__('os') }}", event)).toThrow(ReactionError)
     expect(() => renderReaction('/r.sls', '{% for x in data %}a: 1{% endfor %}', event)).toThrow(/no Jinja/)
     expect(() => renderReaction('/r.sls', 'a: {{ data.constructor }}', event)).toThrow(/names nothing in the event/)
@@ -77,13 +82,22 @@ describe("a reaction's calls", () => {
 describe('the reactor on a bus', () => {
   const caller: Caller = { user: 'reactor', auth: 'reactor', permissions: 'all' }
 
-  async function setup(files: Record<string, string>, service: (bus: EventBus) => ReactorService, rules: (dir: string) => { glob: string; files: string[] }[], loopLimit = 3) {
+  async function setup(
+    files: Record<string, string>,
+    service: (bus: EventBus) => ReactorService,
+    rules: (dir: string) => { glob: string; files: string[] }[],
+    loopLimit = 3,
+  ) {
     const dir = await mkdtemp(join(tmpdir(), 'brine-reactor-'))
     for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text)
     const bus = new EventBus({ sockDir: join(dir, 'sock') })
     const reactor = new Reactor({ bus, service: service(bus), rules: rules(dir), caller, loopLimit, workers: 2, hwm: 100 })
     reactor.start()
-    cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close(), async () => reactor.stop())
+    cleanups.push(
+      () => rm(dir, { recursive: true, force: true }),
+      () => bus.close(),
+      async () => reactor.stop(),
+    )
     const seen: BusEvent[] = []
     bus.subscribe((fired) => void seen.push(fired))
     return { dir, bus, reactor, seen }
@@ -128,12 +142,22 @@ describe('the reactor on a bus', () => {
       wheelAsync: () => ({ jid: '1', tag: 't' }),
     }
     const reactor = new Reactor({
-      bus, service, rules: [{ glob: 'hook/*', files: [join(dir, 'ping.sls')] }], caller, loopLimit: 3, workers: 1, hwm: 2,
+      bus,
+      service,
+      rules: [{ glob: 'hook/*', files: [join(dir, 'ping.sls')] }],
+      caller,
+      loopLimit: 3,
+      workers: 1,
+      hwm: 2,
       logger: createLogger({ level: 'warning', write: (line) => lines.push(line) }),
       logLimits: { burst: 3, windowMs: 60_000, now: () => 0 },
     })
     reactor.start()
-    cleanups.push(() => rm(dir, { recursive: true, force: true }), () => bus.close(), async () => reactor.stop())
+    cleanups.push(
+      () => rm(dir, { recursive: true, force: true }),
+      () => bus.close(),
+      async () => reactor.stop(),
+    )
     const refused: BusEvent[] = []
     bus.subscribe((fired) => void (fired.tag === REACTOR_REFUSED_TAG && refused.push(fired)))
     for (let i = 0; i < 20; i++) bus.fire(`hook/${i}`, {})
@@ -151,8 +175,15 @@ describe('the reactor on a bus', () => {
     const published: unknown[] = []
     const { bus, reactor, seen } = await setup(
       { 'bad.sls': 'a: {{ data.missing }}\n', 'good.sls': 'b:\n  local.test.ping:\n    - tgt: {{ data.id }}\n' },
-      () => ({ publish: async (_caller, job) => (published.push(job), { jid: '1', minions: [] }), runnerAsync: () => ({ jid: '1', tag: 't' }), wheelAsync: () => ({ jid: '1', tag: 't' }) }),
-      (dir) => [{ glob: 'go', files: [join(dir, 'bad.sls'), join(dir, 'good.sls')] }, { glob: REACTOR_ERROR_TAG, files: [join(dir, 'good.sls')] }],
+      () => ({
+        publish: async (_caller, job) => (published.push(job), { jid: '1', minions: [] }),
+        runnerAsync: () => ({ jid: '1', tag: 't' }),
+        wheelAsync: () => ({ jid: '1', tag: 't' }),
+      }),
+      (dir) => [
+        { glob: 'go', files: [join(dir, 'bad.sls'), join(dir, 'good.sls')] },
+        { glob: REACTOR_ERROR_TAG, files: [join(dir, 'good.sls')] },
+      ],
     )
     bus.fire('go', { id: 'web1' })
     await deadline(reactor.idle(), 10_000, 'the reactions to finish')

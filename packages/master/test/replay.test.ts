@@ -22,7 +22,20 @@ import { Recorder } from '../../minion/test/recorder.js'
 import { testMinionConfig } from '../../minion/test/stand-in-master.js'
 import { UnstorableValueError } from '@brine/returners'
 import { Master, MemoryJobStore } from '../src/index.js'
-import { addressOf, cleanups, clearClient, EventLog, FakeMinion, type MasterAddress, masterConfig, runCleanups, stopNatsServer, tempDir, WAIT_MS, watchSubscribers } from './helpers.js'
+import {
+  addressOf,
+  cleanups,
+  clearClient,
+  EventLog,
+  FakeMinion,
+  type MasterAddress,
+  masterConfig,
+  runCleanups,
+  stopNatsServer,
+  tempDir,
+  WAIT_MS,
+  watchSubscribers,
+} from './helpers.js'
 
 afterAll(stopNatsServer)
 
@@ -62,8 +75,12 @@ async function start(transport: string, clock: TestClock, overrides: Record<stri
   const client = await clearClient(transport, address)
   const key = await readRootKey(rootKeyPath(master.opts.cachedir))
   const publish = async (load: Record<string, unknown>) =>
-    (await client.send({ enc: 'clear', load: { cmd: 'publish', tgt_type: 'glob', arg: [], kwarg: {}, ret: '', user: 'root', key, ...load } })) as { jid: string; minions: string[] }
-  const wheel = async (load: Record<string, unknown>) => ((await client.send({ enc: 'clear', load: { cmd: 'wheel', key, ...load } })) as { return: unknown }).return
+    (await client.send({ enc: 'clear', load: { cmd: 'publish', tgt_type: 'glob', arg: [], kwarg: {}, ret: '', user: 'root', key, ...load } })) as {
+      jid: string
+      minions: string[]
+    }
+  const wheel = async (load: Record<string, unknown>) =>
+    ((await client.send({ enc: 'clear', load: { cmd: 'wheel', key, ...load } })) as { return: unknown }).return
   return { master, events, address, client, dir, publish, wheel }
 }
 
@@ -82,8 +99,17 @@ async function startMinion(transport: string, started: Started, id: string, cloc
 }
 
 /** A subscriber on the publish port anyone can open: the attacker's recorder of publishes. */
-async function eavesdrop(transport: string, address: MasterAddress, id: string): Promise<{ envelopes: WireValue[]; next: (count: number) => Promise<WireValue> }> {
-  const client = (await loadTransport(transport)).createPublishClient({ host: address.host, port: address.publishPort, id, ...(address.broker === undefined ? {} : { broker: address.broker }) })
+async function eavesdrop(
+  transport: string,
+  address: MasterAddress,
+  id: string,
+): Promise<{ envelopes: WireValue[]; next: (count: number) => Promise<WireValue> }> {
+  const client = (await loadTransport(transport)).createPublishClient({
+    host: address.host,
+    port: address.publishPort,
+    id,
+    ...(address.broker === undefined ? {} : { broker: address.broker }),
+  })
   cleanups.push(() => client.close())
   await client.start()
   const envelopes: WireValue[] = []
@@ -112,7 +138,9 @@ async function runJob(started: Started, id: string, fun = 'test.ping', arg: unkn
 const returnsOf = (started: Started, jid: string, id: string) => started.events.tagged(tags.jobReturn(jid, id))
 
 /** A master (publish_ttl 60 s) and minion web1 on one clock; a broadcast job web1 ran, as an eavesdropper recorded it. */
-async function recordedJob(transport: string): Promise<{ clock: TestClock; started: Started; recorder: Recorder<MinionEvent>; jid: string; recorded: WireValue }> {
+async function recordedJob(
+  transport: string,
+): Promise<{ clock: TestClock; started: Started; recorder: Recorder<MinionEvent>; jid: string; recorded: WireValue }> {
   const clock = new TestClock()
   const started = await start(transport, clock, { publish_ttl: 60 })
   const { recorder } = await startMinion(transport, started, 'web1', clock)
@@ -131,7 +159,9 @@ describe.each(TRANSPORTS)('replayed publishes over %s', (transport) => {
 
     await started.master.publisher.publish(recorded)
     await recorder.waitFor('publish-ignored', (event) => event.jid === jid, `the replay of ${jid} to be seen`)
-    expect(recorder.of('publish-ignored').filter((event) => event.jid === jid)).toEqual([{ type: 'publish-ignored', master: expect.any(String), jid, fun: 'test.echo', reason: 'duplicate jid' }])
+    expect(recorder.of('publish-ignored').filter((event) => event.jid === jid)).toEqual([
+      { type: 'publish-ignored', master: expect.any(String), jid, fun: 'test.echo', reason: 'duplicate jid' },
+    ])
 
     // Once its expiry (publish_ttl) has passed in the master's clock, the publish itself is refused.
     clock.shift += 61_000
@@ -257,15 +287,28 @@ describe.each(TRANSPORTS)('replayed sealed requests over %s', (transport) => {
 
     const replayed = (await started.client.send({ enc: 'clear', load: recorded })) as { ret: boolean; reason?: string }
     expect(replayed).toMatchObject({ ret: false, reason: 'pending' })
-    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: ['web1'], minions: [], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
+    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({
+      minions_pre: ['web1'],
+      minions: [],
+      minions_rejected: [],
+      minions_denied: [],
+      local: ['master.key', 'master.pub'],
+    })
     expect(await started.master.store.acceptedKeys('web1')).toBeUndefined()
     // However often: still pending, and nothing it sealed opens.
-    for (let replay = 0; replay < 5; replay++) expect(await started.client.send({ enc: 'clear', load: recorded })).toMatchObject({ ret: false, reason: 'pending' })
+    for (let replay = 0; replay < 5; replay++)
+      expect(await started.client.send({ enc: 'clear', load: recorded })).toMatchObject({ ret: false, reason: 'pending' })
     expect((await started.wheel({ fun: 'key.list_all' })) as Record<string, string[]>).toMatchObject({ minions: [] })
 
     // The minion, signing now (after the deletion, in the master's clock it heard), is a new key under auto_accept: accepted.
     expect(await web1!.auth(clock.wall())).toEqual({ ok: true })
-    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({ minions_pre: [], minions: ['web1'], minions_rejected: [], minions_denied: [], local: ['master.key', 'master.pub'] })
+    expect(await started.wheel({ fun: 'key.list_all' })).toEqual({
+      minions_pre: [],
+      minions: ['web1'],
+      minions_rejected: [],
+      minions_denied: [],
+      local: ['master.key', 'master.pub'],
+    })
   })
 })
 
@@ -320,7 +363,10 @@ describe.each(TRANSPORTS)('return acceptance over %s', (transport) => {
     const key = await readRootKey(rootKeyPath(master.opts.cachedir))
     const web1 = await FakeMinion.start(transport, 'web1', address, join(dir, 'm-web1'))
     expect(await web1.auth()).toEqual({ ok: true })
-    const { jid } = (await client.send({ enc: 'clear', load: { cmd: 'publish', tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root', key } })) as { jid: string }
+    const { jid } = (await client.send({
+      enc: 'clear',
+      load: { cmd: 'publish', tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root', key },
+    })) as { jid: string }
     const reply = await web1.returnJob(jid, Number.NaN)
     expect(reply).toMatchObject({ ok: false, error: { name: 'ReturnRefusedError', context: { reason: 'unstorable' } } })
     expect((reply['error'] as { message: string }).message).toContain('cannot store return.return as JSON: NaN is not a finite number')
@@ -340,7 +386,7 @@ describe.each(TRANSPORTS)('return acceptance over %s', (transport) => {
     await runJob(started, 'web1')
   })
 
-  it("keeps the return of a minion whose grains the master had stale, and refuses one accepted only after the publish", async () => {
+  it('keeps the return of a minion whose grains the master had stale, and refuses one accepted only after the publish', async () => {
     const clock = new TestClock()
     const started = await start(transport, clock, { auto_accept: false })
     const [web1, web2] = await Promise.all(['web1', 'web2'].map((id) => FakeMinion.start(transport, id, started.address, join(started.dir, `m-${id}`))))

@@ -55,7 +55,10 @@ async function setup(transport: string, ids: string[]): Promise<Setup> {
   const runner = async (fun: string, arg: unknown[] = [], kwarg: Record<string, unknown> = {}) =>
     (await client.send({ enc: 'clear', load: { cmd: 'runner', key, fun, arg, kwarg, user: 'alice' } })) as { jid: string; return: unknown; success: boolean }
   const publish = async (load: Record<string, unknown>) =>
-    (await client.send({ enc: 'clear', load: { cmd: 'publish', key, tgt_type: 'glob', arg: [], kwarg: {}, ret: '', user: 'root', ...load } })) as { jid: string; minions: string[] }
+    (await client.send({ enc: 'clear', load: { cmd: 'publish', key, tgt_type: 'glob', arg: [], kwarg: {}, ret: '', user: 'root', ...load } })) as {
+      jid: string
+      minions: string[]
+    }
   return { master, events, client, minions, runner, publish }
 }
 
@@ -77,7 +80,9 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     expect(job.minions.sort()).toEqual(['db1', 'web1'])
     const web1 = minions[0]!
     await web1.nthPublish(1)
-    expect(await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.echo', fun_args: ['hi'], return: 'hi', retcode: 0, success: true })).toEqual({ ok: true })
+    expect(
+      await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.echo', fun_args: ['hi'], return: 'hi', retcode: 0, success: true }),
+    ).toEqual({ ok: true })
 
     const lookup = await runner('jobs.lookup_jid', [job.jid])
     expect(lookup.return).toEqual({ web1: 'hi' })
@@ -89,7 +94,15 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     const created = await events.next(`salt/run/${lookup.jid}/new`)
     expect(created.data).toEqual({ fun: 'runner.jobs.lookup_jid', fun_args: [job.jid], jid: lookup.jid, user: 'alice', _stamp: expect.any(String) })
     const done = await events.next(`salt/run/${lookup.jid}/ret`)
-    expect(done.data).toEqual({ fun: 'runner.jobs.lookup_jid', fun_args: [job.jid], jid: lookup.jid, return: { web1: 'hi' }, success: true, user: 'alice', _stamp: expect.any(String) })
+    expect(done.data).toEqual({
+      fun: 'runner.jobs.lookup_jid',
+      fun_args: [job.jid],
+      jid: lookup.jid,
+      return: { web1: 'hi' },
+      success: true,
+      user: 'alice',
+      _stamp: expect.any(String),
+    })
 
     const other = await publish({ tgt: 'db1', fun: 'test.ping' })
     const described = {
@@ -123,12 +136,16 @@ describe.each(TRANSPORTS)('runners over %s', (transport) => {
     )
     expect(unknown).toBeInstanceOf(RemoteError)
     expect((unknown as RemoteError).remoteName).toBe('UnknownRunnerError')
-    expect((unknown as Error).message).toMatch(/unknown runner "jobs.nope" \(available: cache.grains, event.send, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.audit, jobs.exit_success, jobs.last_run, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.alived, manage.allowed, manage.down/)
+    expect((unknown as Error).message).toMatch(
+      /unknown runner "jobs.nope" \(available: cache.grains, event.send, fileserver.dir_list, fileserver.envs, fileserver.file_list, fileserver.stats, jobs.active, jobs.audit, jobs.exit_success, jobs.last_run, jobs.list_job, jobs.list_jobs, jobs.lookup_jid, jobs.print_job, manage.alived, manage.allowed, manage.down/,
+    )
   })
 
   it('manage.up/down/status/versions ping the accepted minions; down removekeys deletes and rotates; jobs.active', async () => {
     const { runner, minions, master, events } = await setup(transport, ['web1', 'web2', 'db1'])
-    const running = [{ jid: '20260101000000000001', fun: 'test.sleep', arg: [30], pid: 4242, tgt: '*', tgt_type: 'glob', user: 'root', _stamp: '2026-01-01T00:00:00Z' }]
+    const running = [
+      { jid: '20260101000000000001', fun: 'test.sleep', arg: [30], pid: 4242, tgt: '*', tgt_type: 'glob', user: 'root', _stamp: '2026-01-01T00:00:00Z' },
+    ]
     respond(minions[0]!, { 'test.ping': true, 'test.version': masterVersion(), 'saltutil.running': running })
     respond(minions[1]!, { 'test.ping': true, 'test.version': '0.0.1', 'saltutil.running': [] })
     // db1 never answers, not even find_job. timeout and gather_job_timeout (seconds) bound each wait for it.
@@ -189,8 +206,12 @@ describe.each(TRANSPORTS)("Salt's test, jobs, manage and cache runners over %s",
     const job = await publish({ tgt: '*', fun: 'test.echo', arg: ['x'] })
     await web1.nthPublish(1)
     await web2.nthPublish(1)
-    expect(await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.echo', fun_args: ['x'], return: 'x', retcode: 0, success: true })).toEqual({ ok: true })
-    expect(await web2.sealed({ cmd: '_return', id: 'web2', jid: job.jid, fun: 'test.echo', fun_args: ['x'], return: '', retcode: 0, success: true })).toEqual({ ok: true })
+    expect(await web1.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.echo', fun_args: ['x'], return: 'x', retcode: 0, success: true })).toEqual({
+      ok: true,
+    })
+    expect(await web2.sealed({ cmd: '_return', id: 'web2', jid: job.jid, fun: 'test.echo', fun_args: ['x'], return: '', retcode: 0, success: true })).toEqual({
+      ok: true,
+    })
     expect((await runner('jobs.exit_success', [job.jid])).return).toEqual({ web1: true, web2: false, db1: false })
     expect((await runner('jobs.exit_success', ['20200101000000000000'])).return).toEqual({})
     const other = await publish({ tgt: 'db1', fun: 'test.ping' })
@@ -251,7 +272,10 @@ describe.each(TRANSPORTS)("Salt's wheel functions over %s", (transport) => {
     await subscribers(1)
     expect(await minion.auth()).toEqual({ ok: true })
     const client = await clearClient(transport, address)
-    const job = (await client.send({ enc: 'clear', load: { cmd: 'publish', key: master.rootKey, tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' } })) as { jid: string }
+    const job = (await client.send({
+      enc: 'clear',
+      load: { cmd: 'publish', key: master.rootKey, tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' },
+    })) as { jid: string }
     expect(job.jid).toMatch(new RegExp(`^\\d{20}_${process.pid}$`))
     expect(minion.open(await minion.nthPublish(1))['jid']).toBe(job.jid)
     expect(await minion.returnJob(job.jid)).toEqual({ ok: true })
@@ -288,7 +312,18 @@ describe('events keep Salt shapes', () => {
       _stamp: expect.any(String),
     })
     await minions[0]!.nthPublish(1)
-    await minions[0]!.sealed({ cmd: '_return', id: 'web1', jid: job.jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true, extra: 'dropped', out: 'nested' })
+    await minions[0]!.sealed({
+      cmd: '_return',
+      id: 'web1',
+      jid: job.jid,
+      fun: 'test.ping',
+      fun_args: [],
+      return: true,
+      retcode: 0,
+      success: true,
+      extra: 'dropped',
+      out: 'nested',
+    })
     const ret = await events.next(`salt/job/${job.jid}/ret/web1`)
     expect(Object.keys(ret.data).sort()).toEqual(['_stamp', 'cmd', 'fun', 'fun_args', 'id', 'jid', 'out', 'retcode', 'return', 'success'])
     expect(new Date(ret.data._stamp!).toISOString()).toBe(ret.data._stamp)

@@ -25,7 +25,11 @@ async function acceptSyndic(master: Master, id: string): Promise<void> {
 }
 
 /** Starts a top master (order_masters, auto_accept) and authenticates each of `ids` to it. */
-async function topWith(transport: string, ids: readonly string[], overrides: Record<string, unknown> = {}): Promise<{ master: Master; events: EventLog; peers: Record<string, FakeMinion> }> {
+async function topWith(
+  transport: string,
+  ids: readonly string[],
+  overrides: Record<string, unknown> = {},
+): Promise<{ master: Master; events: EventLog; peers: Record<string, FakeMinion> }> {
   const dir = await tempDir()
   const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true, ...overrides })
   const address = addressOf(master)
@@ -42,7 +46,8 @@ async function topWith(transport: string, ids: readonly string[], overrides: Rec
 
 const refusalName = (reply: Record<string, unknown>): unknown => (reply['error'] as { name?: unknown } | undefined)?.name
 
-const runner = async (master: Master, fun: string, kwarg: Record<string, unknown> = {}): Promise<unknown> => (await master.service.runner(rootCaller(), { fun, kwarg })).return
+const runner = async (master: Master, fun: string, kwarg: Record<string, unknown> = {}): Promise<unknown> =>
+  (await master.service.runner(rootCaller(), { fun, kwarg })).return
 
 describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
   it("(a, c) refuses an ordinary minion's _syndic_return and _syndic_event: nothing stored, fired or remembered, later jobs unchanged", async () => {
@@ -52,18 +57,26 @@ describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
     expect(published).toMatchObject({ minions: ['web1'], syndics: {} })
 
     // (a) It announces a minion that does not exist, and returns for it.
-    const forged = await web1.sealed({ cmd: '_syndic_return', id: 'web1', jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['ghost'], pending: [], returns: { ghost: ret('FORGED') } }] })
+    const forged = await web1.sealed({
+      cmd: '_syndic_return',
+      id: 'web1',
+      jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['ghost'], pending: [], returns: { ghost: ret('FORGED') } }],
+    })
     expect(forged['ok']).toBe(false)
     expect(refusalName(forged)).toBe('SyndicNotAcceptedError')
     expect((forged['error'] as { message: string }).message).toContain('brine-key --accept-syndic web1')
     // (c) An empty batch, and a syndic event.
     expect(refusalName(await web1.sealed({ cmd: '_syndic_return', id: 'web1', jobs: [] }))).toBe('SyndicNotAcceptedError')
-    expect(refusalName(await web1.sealed({ cmd: '_syndic_event', id: 'web1', events: [{ tag: tags.syndicStart('web1'), data: {} }] }))).toBe('SyndicNotAcceptedError')
+    expect(refusalName(await web1.sealed({ cmd: '_syndic_event', id: 'web1', events: [{ tag: tags.syndicStart('web1'), data: {} }] }))).toBe(
+      'SyndicNotAcceptedError',
+    )
 
     // Its own return is the barrier: anything the refused requests had caused would have been fired before it.
     expect(await web1.returnJob(published.jid)).toEqual({ ok: true })
     await events.next(tags.jobReturn(published.jid, 'web1'))
-    expect(events.events.filter((event) => event.tag.includes('ghost') || event.tag.startsWith('syndic/') || event.tag === tags.syndicStart('web1'))).toEqual([])
+    expect(events.events.filter((event) => event.tag.includes('ghost') || event.tag.startsWith('syndic/') || event.tag === tags.syndicStart('web1'))).toEqual(
+      [],
+    )
     expect(Object.keys((await master.jobs.getJob(published.jid))!.returns)).toEqual(['web1'])
 
     // Later jobs: web1 is still a minion that is expected, and no syndic is waited for.
@@ -82,9 +95,19 @@ describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
     expect(published).toMatchObject({ minions: ['web1'], syndics: { syn1: [] } })
 
     // The forged answer comes first, before the real one is up.
-    const forged = await web1!.sealed({ cmd: '_syndic_return', id: 'web1', jobs: [{ jid: published.jid, minions: ['below1'], pending: [], returns: { below1: ret('FORGED') } }] })
+    const forged = await web1!.sealed({
+      cmd: '_syndic_return',
+      id: 'web1',
+      jobs: [{ jid: published.jid, minions: ['below1'], pending: [], returns: { below1: ret('FORGED') } }],
+    })
     expect(refusalName(forged)).toBe('SyndicNotAcceptedError')
-    expect(await syn1!.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1'], pending: [], returns: { below1: ret(true) } }] })).toEqual({ ok: true })
+    expect(
+      await syn1!.sealed({
+        cmd: '_syndic_return',
+        id: 'syn1',
+        jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1'], pending: [], returns: { below1: ret(true) } }],
+      }),
+    ).toEqual({ ok: true })
     expect((await events.next(tags.jobReturn(published.jid, 'below1'))).data).toMatchObject({ id: 'below1', return: true })
     expect(events.tagged(tags.jobReturn(published.jid, 'below1'))).toHaveLength(1)
     expect((await master.jobs.getJob(published.jid))!.returns['below1']).toMatchObject({ return: true })
@@ -98,7 +121,11 @@ describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
     await acceptSyndic(master, 'syn2')
     const { syn1, syn2 } = peers as Record<string, FakeMinion>
     const answer = (syndic: FakeMinion, jid: string, value: unknown) =>
-      syndic.sealed({ cmd: '_syndic_return', id: syndic.id, jobs: [{ jid, fun: 'test.ping', minions: ['below1'], pending: [], returns: { below1: ret(value) } }] })
+      syndic.sealed({
+        cmd: '_syndic_return',
+        id: syndic.id,
+        jobs: [{ jid, fun: 'test.ping', minions: ['below1'], pending: [], returns: { below1: ret(value) } }],
+      })
 
     const first = await master.service.publish(rootCaller(), everyone)
     expect(await answer(syn1!, first.jid, 'from syn1')).toEqual({ ok: true })
@@ -113,20 +140,28 @@ describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
     ])
     expect(await answer(syn1!, second.jid, 'from syn1')).toEqual({ ok: true })
     expect((await events.next(tags.jobReturn(second.jid, 'below1'))).data).toMatchObject({ return: 'from syn1' })
-    expect(events.tagged(tags.syndicJobNew('syn2', second.jid))).toEqual([expect.objectContaining({ data: expect.objectContaining({ minions: [] }) as unknown })])
+    expect(events.tagged(tags.syndicJobNew('syn2', second.jid))).toEqual([
+      expect.objectContaining({ data: expect.objectContaining({ minions: [] }) as unknown }),
+    ])
 
     // The operator moves it: syn2 may answer for it from now on, syn1 may not.
     expect(await runner(master, 'syndics.move', { minions: 'below1', syndic: 'syn2' })).toEqual({ below1: { from: 'syn1', to: 'syn2' } })
     expect(await runner(master, 'syndics.list')).toEqual({ syn1: { syndic_key: true, minions: [] }, syn2: { syndic_key: true, minions: ['below1'] } })
     const third = await master.service.publish(rootCaller(), everyone)
     expect(third).toMatchObject({ syndics: { syn1: [], syn2: ['below1'] } })
-    expect((await answer(syn1!, third.jid, 'from syn1'))['refused']).toContainEqual({ jid: third.jid, id: 'below1', reason: 'minion "below1" is pinned to syndic syn2, not syn1 (an operator moves it: brine-run syndics.move)' })
+    expect((await answer(syn1!, third.jid, 'from syn1'))['refused']).toContainEqual({
+      jid: third.jid,
+      id: 'below1',
+      reason: 'minion "below1" is pinned to syndic syn2, not syn1 (an operator moves it: brine-run syndics.move)',
+    })
     expect(await answer(syn2!, third.jid, 'from syn2')).toEqual({ ok: true })
     expect((await events.next(tags.jobReturn(third.jid, 'below1'))).data).toMatchObject({ return: 'from syn2' })
     expect(events.tagged(tags.jobReturn(third.jid, 'below1'))).toHaveLength(1)
 
     // A move to a key that is not a syndic's is refused (Salt's runner failure text), and changes nothing.
-    expect(await runner(master, 'syndics.move', { minions: 'below1', syndic: 'nobody' })).toMatch(/^Exception occurred in runner syndics\.move: MalformedRequestError: .*"nobody" is not accepted as a syndic/)
+    expect(await runner(master, 'syndics.move', { minions: 'below1', syndic: 'nobody' })).toMatch(
+      /^Exception occurred in runner syndics\.move: MalformedRequestError: .*"nobody" is not accepted as a syndic/,
+    )
     expect(await runner(master, 'syndics.list')).toEqual({ syn1: { syndic_key: true, minions: [] }, syn2: { syndic_key: true, minions: ['below1'] } })
     // The pins survive a restart of the registry's files.
     await master.stop()
@@ -141,7 +176,11 @@ describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
     await acceptSyndic(master, 'syn1')
     const syn1 = peers['syn1']!
     const ids = (from: number, to: number) => Array.from({ length: to - from }, (_, index) => `below${from + index}`)
-    const batch = (jid: string, minions: string[]) => ({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid, fun: 'test.ping', minions, pending: [], returns: Object.fromEntries(minions.map((id) => [id, ret(true)])) }] })
+    const batch = (jid: string, minions: string[]) => ({
+      cmd: '_syndic_return',
+      id: 'syn1',
+      jobs: [{ jid, fun: 'test.ping', minions, pending: [], returns: Object.fromEntries(minions.map((id) => [id, ret(true)])) }],
+    })
     const published = await master.service.publish(rootCaller(), everyone)
 
     // Six distinct minions in one batch: refused whole.
@@ -171,7 +210,9 @@ describe.each(TRANSPORTS)('syndic trust over %s', (transport) => {
     expect(refused).toMatchObject({ ok: false, error: { name: 'FrameLimitError', context: { key: 'max_frame_entries', limit: 2000 } } })
     expect((refused['error'] as { message: string }).message).toContain('max_frame_entries (2000)')
     // The syndic's next, ordinary batch is served, and is the only announcement.
-    expect(await syn1.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, minions: ['b1'], pending: [], returns: { b1: ret(true) } }] })).toEqual({ ok: true })
+    expect(
+      await syn1.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, minions: ['b1'], pending: [], returns: { b1: ret(true) } }] }),
+    ).toEqual({ ok: true })
     await events.next(tags.jobReturn(published.jid, 'b1'))
     expect(events.tagged(tags.syndicJobNew('syn1', published.jid)).map((event) => event.data['minions'])).toEqual([['b1']])
   })

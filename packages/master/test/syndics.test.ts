@@ -55,7 +55,15 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
     const refused = await syndic!.sealed({
       cmd: '_syndic_return',
       id: 'syn1',
-      jobs: [{ jid: below.jid, fun: 'test.ping', minions: ['below1', 'below2', 'web1', 'other'], pending: ['low'], returns: { below1: ret(true), below3: ret(true), web1: ret('forged') } }],
+      jobs: [
+        {
+          jid: below.jid,
+          fun: 'test.ping',
+          minions: ['below1', 'below2', 'web1', 'other'],
+          pending: ['low'],
+          returns: { below1: ret(true), below3: ret(true), web1: ret('forged') },
+        },
+      ],
     })
     expect(refused['ok']).toBe(true)
     expect(refused['refused']).toEqual(
@@ -67,16 +75,28 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
       ]),
     )
     expect((refused['refused'] as unknown[]).length).toBe(4)
-    expect((await events.next(tags.syndicJobNew('syn1', below.jid))).data).toMatchObject({ jid: below.jid, minions: ['below1', 'below2'], syndic_pending: ['low'] })
+    expect((await events.next(tags.syndicJobNew('syn1', below.jid))).data).toMatchObject({
+      jid: below.jid,
+      minions: ['below1', 'below2'],
+      syndic_pending: ['low'],
+    })
     expect((await events.next(tags.jobReturn(below.jid, 'below1'))).data).toMatchObject({ id: 'below1', jid: below.jid, return: true, fun: 'test.ping' })
 
     // A batch of returns alone (no `pending`: it beat the lower syndic's announcement up) leaves 'low' pending,
     // so no announcement event says otherwise and a client keeps waiting for low's minions.
-    expect(await syndic!.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: below.jid, minions: ['below2'], returns: { below2: ret(true) } }] })).toEqual({ ok: true })
+    expect(
+      await syndic!.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: below.jid, minions: ['below2'], returns: { below2: ret(true) } }] }),
+    ).toEqual({ ok: true })
     await events.next(tags.jobReturn(below.jid, 'below2'))
 
     // The same return again (a batch sent twice) is stored once and fires nothing; the subtree completes.
-    expect(await syndic!.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: below.jid, minions: ['below1', 'below9'], pending: [], returns: { below1: ret(true), below9: ret(true) } }] })).toEqual({ ok: true })
+    expect(
+      await syndic!.sealed({
+        cmd: '_syndic_return',
+        id: 'syn1',
+        jobs: [{ jid: below.jid, minions: ['below1', 'below9'], pending: [], returns: { below1: ret(true), below9: ret(true) } }],
+      }),
+    ).toEqual({ ok: true })
     await events.next(tags.jobReturn(below.jid, 'below9'))
     expect(events.tagged(tags.jobReturn(below.jid, 'below1'))).toHaveLength(1)
     expect(events.tagged(tags.jobReturn(below.jid, 'below3'))).toHaveLength(0)
@@ -124,7 +144,11 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
     expect(published).toMatchObject({ minions: [], syndics: { syn1: [] } })
 
     // An attacker on the wire records the sealed batch and sends the very bytes again, twice.
-    const recorded = syndic.box!.seal({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1'], pending: [], returns: { below1: ret(true) } }] })
+    const recorded = syndic.box!.seal({
+      cmd: '_syndic_return',
+      id: 'syn1',
+      jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1'], pending: [], returns: { below1: ret(true) } }],
+    })
     expect(syndic.box!.open(await syndic.request.send(recorded))).toEqual({ ok: true })
     await events.next(tags.jobReturn(published.jid, 'below1'))
     for (let replay = 0; replay < 2; replay++) expect(syndic.box!.open(await syndic.request.send(recorded))).toEqual({ ok: true, duplicate: true })
@@ -155,9 +179,19 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
     const { master, events } = await startMaster(dir, { transport, auto_accept: true, order_masters: true }, { jobs })
     const syndic = await attachSyndic(transport, dir, master, events)
     const published = await master.service.publish(rootCaller(), job)
-    const reply = await syndic.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1', 'below2'], pending: [], returns: { below1: ret(Number.NaN), below2: ret(true) } }] })
+    const reply = await syndic.sealed({
+      cmd: '_syndic_return',
+      id: 'syn1',
+      jobs: [{ jid: published.jid, fun: 'test.ping', minions: ['below1', 'below2'], pending: [], returns: { below1: ret(Number.NaN), below2: ret(true) } }],
+    })
     expect(reply['ok']).toBe(true)
-    expect(reply['refused']).toEqual([{ jid: published.jid, id: 'below1', reason: expect.stringContaining('refused (unstorable): cannot store return.return as JSON: NaN is not a finite number') as string }])
+    expect(reply['refused']).toEqual([
+      {
+        jid: published.jid,
+        id: 'below1',
+        reason: expect.stringContaining('refused (unstorable): cannot store return.return as JSON: NaN is not a finite number') as string,
+      },
+    ])
     await events.next(tags.jobReturn(published.jid, 'below2'))
     expect(Object.keys((await master.jobs.getJob(published.jid))!.returns)).toEqual(['below2'])
   })
@@ -169,7 +203,11 @@ describe.each(TRANSPORTS)('a master of masters (order_masters) over %s', (transp
     const future = createJidGenerator()(new Date(Date.now() + 3_600_000))
     const reply = await syndic.sealed({ cmd: '_syndic_return', id: 'syn1', jobs: [{ jid: future, minions: ['below1'], returns: { below1: ret(true) } }] })
     expect(reply['refused']).toEqual([
-      { jid: future, id: 'below1', reason: expect.stringMatching(new RegExp(`^job ${future} is dated .*, more than 60000 ms \\(clock_skew\\) ahead of the master's clock`)) as string },
+      {
+        jid: future,
+        id: 'below1',
+        reason: expect.stringMatching(new RegExp(`^job ${future} is dated .*, more than 60000 ms \\(clock_skew\\) ahead of the master's clock`)) as string,
+      },
       { jid: future, id: 'below1', reason: expect.stringMatching(/clock_skew/) as string },
     ])
     expect(events.events.filter((event) => event.tag.includes(future))).toEqual([])

@@ -60,16 +60,24 @@ describe.each(TRANSPORTS)('tags a peer sends over %s', (transport) => {
     expect(syndicReply).toMatchObject({ ok: false, error: { name: 'PayloadError', message: expect.stringContaining('U+000D') } })
     // The clear fire_event (root key: the REST API's webhooks) is held to the same rule.
     const client = await clearClient(transport, address)
-    const fired = await client.send({ enc: 'clear', load: { cmd: 'fire_event', tag: 'salt/netapi/hook/a\nb', data: {}, key: master.rootKey } }).catch((error: unknown) => error)
+    const fired = await client
+      .send({ enc: 'clear', load: { cmd: 'fire_event', tag: 'salt/netapi/hook/a\nb', data: {}, key: master.rootKey } })
+      .catch((error: unknown) => error)
     expect(fired).toMatchObject({ remoteName: 'MalformedRequestError', message: expect.stringContaining('U+000A') })
 
     // The event.send runner (what reactions and the master's schedule fire with) composes the same rule with the
     // master's own: a tag that is no tag is malformed, a well-formed job or minion tag is refused as reserved.
     const runner = async (tag: string): Promise<Record<string, unknown>> =>
       (await client.send({ enc: 'clear', load: { cmd: 'runner', fun: 'event.send', arg: [tag, {}], key: master.rootKey } })) as Record<string, unknown>
-    expect(await runner('custom/a\nb')).toMatchObject({ success: false, return: expect.stringMatching(/^Exception occurred in runner event\.send: MalformedRequestError: .*U\+000A/) })
+    expect(await runner('custom/a\nb')).toMatchObject({
+      success: false,
+      return: expect.stringMatching(/^Exception occurred in runner event\.send: MalformedRequestError: .*U\+000A/),
+    })
     expect(await runner(LONG)).toMatchObject({ success: false, return: expect.stringMatching(/MalformedRequestError: .*over 1024/) })
-    expect(await runner('salt/minion/web1/start')).toMatchObject({ success: false, return: expect.stringMatching(/PermissionDeniedError: .*reserved for the master and its minions/) })
+    expect(await runner('salt/minion/web1/start')).toMatchObject({
+      success: false,
+      return: expect.stringMatching(/PermissionDeniedError: .*reserved for the master and its minions/),
+    })
     expect(await runner('custom/fine')).toMatchObject({ success: true, return: true })
     await events.next('custom/fine')
 

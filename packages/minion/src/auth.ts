@@ -209,7 +209,9 @@ export class MinionAuth {
         delay = this.#slow(wait)
         o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${secondsFromMs(delay)} seconds`)
       } else if (error instanceof MasterUnresolvedError) {
-        o.logger.error(`Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${secondsFromMs(delay)} seconds`)
+        o.logger.error(
+          `Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${secondsFromMs(delay)} seconds`,
+        )
       } else if (error instanceof TimeoutError) {
         o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${secondsFromMs(delay)} seconds`)
       } else {
@@ -237,7 +239,13 @@ export class MinionAuth {
     const box =
       this.#current !== undefined && Buffer.compare(this.#current.box.peerPublicKey, masterPub.box) === 0
         ? this.#current.box
-        : new PeerBox({ id: o.id, role: 'minion', secretKey: o.keys.box.secretKey, peerPublicKey: masterPub.box, ...(o.cache === undefined ? {} : { cache: o.cache }) })
+        : new PeerBox({
+            id: o.id,
+            role: 'minion',
+            secretKey: o.keys.box.secretKey,
+            peerPublicKey: masterPub.box,
+            ...(o.cache === undefined ? {} : { cache: o.cache }),
+          })
     const current: MasterSession = { session, masterPub, masterFinger, box, time, expireAt, publishPort }
     this.#current = current
     this.#sessions.delete(session.gen)

@@ -108,4 +108,13 @@ export function abortReason(signal: AbortSignal, jid: string): Error {
   return new JobKilledError(jid, typeof reason === 'string' ? reason : 'aborted')
 }
 
-registerErrors({ NotAcknowledgedError, MasterUnresolvedError, SpoolFileError, InvalidModuleNameError, CommandExecutionError, InvocationError, ArgumentError, JobKilledError })
+registerErrors({
+  NotAcknowledgedError,
+  MasterUnresolvedError,
+  SpoolFileError,
+  InvalidModuleNameError,
+  CommandExecutionError,
+  InvocationError,
+  ArgumentError,
+  JobKilledError,
+})

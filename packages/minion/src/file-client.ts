@@ -45,13 +45,18 @@ export async function hashLocalFile(path: string, hashType = 'sha256'): Promise<
 /** Tries per read request: a lost reply on a loaded master costs one chunk again, not the whole transfer. */
 const READ_TRIES = 3
 
-const exists = (path: string): Promise<boolean> => stat(path).then((info) => info.isFile(), () => false)
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    (info) => info.isFile(),
+    () => false,
+  )
 
 /** A relative path and environment name safe to join under the cache (the master checked them too). */
 function cacheRelative(path: string, saltenv: string): string {
   const segments = path.split('/').filter((segment) => segment !== '' && segment !== '.')
   if (segments.includes('..') || path.includes('\0')) throw new FileServerPathError(path, saltenv, "'..' leads out of the file roots")
-  if (saltenv === '' || /[/\\\0]/.test(saltenv) || saltenv === '..' || saltenv === '.') throw new FileServerPathError(path, saltenv, 'not a valid environment name')
+  if (saltenv === '' || /[/\\\0]/.test(saltenv) || saltenv === '..' || saltenv === '.')
+    throw new FileServerPathError(path, saltenv, 'not a valid environment name')
   return segments.join('/')
 }
 
@@ -62,7 +67,8 @@ function cacheRelative(path: string, saltenv: string): string {
 export function fromMasterRefusal(error: unknown, path: string, saltenv: string): Error {
   if (!(error instanceof NotAcknowledgedError)) return error instanceof Error ? error : new Error(String(error))
   const context = (error.remote?.context ?? {}) as { problem?: unknown }
-  if (error.refusal === 'FileServerPathError') return new FileServerPathError(path, saltenv, typeof context.problem === 'string' ? context.problem : String(error.remote?.message ?? error.message))
+  if (error.refusal === 'FileServerPathError')
+    return new FileServerPathError(path, saltenv, typeof context.problem === 'string' ? context.problem : String(error.remote?.message ?? error.message))
   return new CommandExecutionError(`${error.refusal ?? 'the master'}: ${String(error.remote?.message ?? error.message)}`, { path, saltenv }, { cause: error })
 }
 
@@ -71,7 +77,8 @@ export function fromMasterRefusal(error: unknown, path: string, saltenv: string)
  * message led by the typed error's name (`FileServerPathError: …`), the typed error kept as its cause.
  */
 export function asCommandError(error: unknown): unknown {
-  if (error instanceof FileServerPathError || error instanceof SaltUrlError) return new CommandExecutionError(`${error.name}: ${error.message}`, error.context, { cause: error })
+  if (error instanceof FileServerPathError || error instanceof SaltUrlError)
+    return new CommandExecutionError(`${error.name}: ${error.message}`, error.context, { cause: error })
   return error
 }
 
@@ -129,7 +136,11 @@ export class FileClient {
     try {
       const transferred = await this.#pull(path, saltenv, partial, remote)
       const got = await hashLocalFile(partial, remote.hash_type)
-      if (got !== remote.hsum) throw new CommandExecutionError(`salt://${path} (saltenv ${saltenv}) changed on the master while it was sent (${remote.hash_type} ${got}, expected ${remote.hsum}); try again`, { path, saltenv })
+      if (got !== remote.hsum)
+        throw new CommandExecutionError(
+          `salt://${path} (saltenv ${saltenv}) changed on the master while it was sent (${remote.hash_type} ${got}, expected ${remote.hsum}); try again`,
+          { path, saltenv },
+        )
       await rename(partial, target)
       return { path: target, transferred }
     } finally {
@@ -148,7 +159,8 @@ export class FileClient {
         const data = answer['data']
         if (!(data instanceof Uint8Array)) throw new CommandExecutionError(`the master sent no data for salt://${path} at ${loc}`, { path, saltenv })
         if (data.length === 0) return loc
-        if (loc + data.length > remote.size) throw new CommandExecutionError(`salt://${path} (saltenv ${saltenv}) grew on the master while it was sent; try again`, { path, saltenv })
+        if (loc + data.length > remote.size)
+          throw new CommandExecutionError(`salt://${path} (saltenv ${saltenv}) grew on the master while it was sent; try again`, { path, saltenv })
         await handle.write(data, 0, data.length, loc)
         loc += data.length
       }

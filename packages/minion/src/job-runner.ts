@@ -223,13 +223,21 @@ export class JobRunner {
       keptBytes: 0,
     }
     if (o.severalMasters === true) {
-      this.#forgetExpired(this.#taken, (taken) => taken.sightings, (jid) => this.#forgetJob(jid))
+      this.#forgetExpired(
+        this.#taken,
+        (taken) => taken.sightings,
+        (jid) => this.#forgetJob(jid),
+      )
       const taken = this.#taken.get(job.jid)
       if (taken !== undefined && this.#remembers(job.jid, taken.sightings)) return this.#join(taken, job, link)
       this.#forgetJob(job.jid)
       this.#taken.set(job.jid, entry)
     } else {
-      this.#forgetExpired(this.#seen, (sightings) => sightings, (jid) => this.#seen.delete(jid))
+      this.#forgetExpired(
+        this.#seen,
+        (sightings) => sightings,
+        (jid) => this.#seen.delete(jid),
+      )
       const seen = this.#seen.get(job.jid)
       if (seen !== undefined && this.#remembers(job.jid, seen)) {
         // This route's copy keeps the jid remembered for as long as it could be valid too.
@@ -277,7 +285,9 @@ export class JobRunner {
     }
     const requester: Requester = { route: link, masterId: job.master_id }
     taken.requesters.set(link.master, requester)
-    o.logger.info(`job ${job.jid} (${job.fun}) from ${link.master} already ${taken.state === 'running' ? 'runs' : 'ran'} here; its return goes to ${link.master} too`)
+    o.logger.info(
+      `job ${job.jid} (${job.fun}) from ${link.master} already ${taken.state === 'running' ? 'runs' : 'ran'} here; its return goes to ${link.master} too`,
+    )
     o.emit({ type: 'job-joined', master: link.master, jid: job.jid, fun: job.fun, returned: taken.state === 'returned' })
     if (taken.kept !== undefined) {
       const task = this.#deliver(requester, taken.kept).finally(() => this.#running.delete(task))

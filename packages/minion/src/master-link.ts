@@ -9,7 +9,17 @@
  */
 import type { JobLoad, ReturnLoad } from '@brine/common'
 import { CryptCache, type KeyPair } from '@brine/crypt'
-import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type ClientOptions, type Logger, type RequestClient, type Transport } from '@brine/transport'
+import {
+  ClosedError,
+  InvalidOperationError,
+  LifecycleEvents,
+  settleWithin,
+  silentLogger,
+  type ClientOptions,
+  type Logger,
+  type RequestClient,
+  type Transport,
+} from '@brine/transport'
 import { MinionAuth, type MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
@@ -145,7 +155,12 @@ export class MasterLink implements ReturnRoute {
     const emit = (event: MasterLinkEvent): void => this.#emit(event)
     const common = { host: options.host, ...options.client }
     // Factories are synchronous and do no I/O: the clients exist from here on, and connect in start().
-    this.#request = options.transport.createRequestClient({ ...common, port: options.port, timeout: options.authTimeoutMs, logger: this.#logger.child('request') })
+    this.#request = options.transport.createRequestClient({
+      ...common,
+      port: options.port,
+      timeout: options.authTimeoutMs,
+      logger: this.#logger.child('request'),
+    })
     this.#subscription = new PublishSubscription({
       id: options.id,
       transport: options.transport,
@@ -282,7 +297,9 @@ export class MasterLink implements ReturnRoute {
   async #afterAuth(first: boolean): Promise<void> {
     const signal = this.#controller.signal
     if (first && !(await settleWithin(this.#subscription.connected, PUBLISH_CONNECT_WAIT_MS)) && !signal.aborted) {
-      this.#logger.info(`publishes from ${this.#subscription.address ?? this.master}: not connected after ${PUBLISH_CONNECT_WAIT_MS} ms; announcing this minion all the same`)
+      this.#logger.info(
+        `publishes from ${this.#subscription.address ?? this.master}: not connected after ${PUBLISH_CONNECT_WAIT_MS} ms; announcing this minion all the same`,
+      )
     }
     try {
       await this.#o.afterAuth?.(this, first)

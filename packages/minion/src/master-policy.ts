@@ -189,7 +189,9 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
     this.#order = failoverOrder(context.masters, this.#o, this.#o.random)
     const o = this.#o
     if (o.aliveIntervalMs === 0) {
-      this.#logger.warning('master_type failover with master_alive_interval 0: a master that goes away is not noticed and this minion will not fail over (set master_alive_interval)')
+      this.#logger.warning(
+        'master_type failover with master_alive_interval 0: a master that goes away is not noticed and this minion will not fail over (set master_alive_interval)',
+      )
     }
     if (o.failback && o.failbackIntervalMs === 0) {
       this.#logger.warning('master_failback needs master_failback_interval or master_alive_interval above 0; this minion will not fail back')
@@ -241,7 +243,9 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
     const host = this.#hosts.get(link)
     const changed = previous !== undefined && previous !== link
     const why = reason === 'start' ? '' : reason === 'failback' ? '; failing back to the first master' : '; the one before is gone'
-    this.#logger.info(`master_type failover: using the master ${link.master}${host === undefined ? '' : ` (${host})`}${changed ? ` instead of ${previous.master}` : ''}${why}`)
+    this.#logger.info(
+      `master_type failover: using the master ${link.master}${host === undefined ? '' : ` (${host})`}${changed ? ` instead of ${previous.master}` : ''}${why}`,
+    )
     this.#context?.emit({ type: 'master-selected', master: link.master, ...(changed ? { previous: previous.master } : {}), reason })
   }
 
@@ -316,11 +320,16 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
    */
   async #answer(link: L, fresh: boolean): Promise<Answer> {
     if (link.status.closed) return { up: false, reason: 'the link is closed' }
-    if (!fresh) return link.status.authenticated && (await this.#alive(link)) ? { up: true } : { up: false, reason: link.status.connected ? 'no answer' : 'not connected' }
+    if (!fresh)
+      return link.status.authenticated && (await this.#alive(link))
+        ? { up: true }
+        : { up: false, reason: link.status.connected ? 'no answer' : 'not connected' }
     const waiting = new AbortController()
     const stop = (): void => waiting.abort()
     this.#controller.signal.addEventListener('abort', stop, { once: true })
-    const timeout = this.#clock.sleep(this.#o.answerTimeoutMs, waiting.signal).then((elapsed): Answer => ({ up: false, reason: elapsed ? `no answer to _auth within ${this.#o.answerTimeoutMs} ms` : 'closing' }))
+    const timeout = this.#clock
+      .sleep(this.#o.answerTimeoutMs, waiting.signal)
+      .then((elapsed): Answer => ({ up: false, reason: elapsed ? `no answer to _auth within ${this.#o.answerTimeoutMs} ms` : 'closing' }))
     const outcome = (async (): Promise<Answer> => {
       const events = link.events()[Symbol.asyncIterator]()
       try {
@@ -394,7 +403,9 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
             if (answer.up) return { reason: 'failback', link: tried.link }
             this.#trying = undefined
             if (signal.aborted) return undefined
-            this.#logger.info(`master_failback: the first master ${tried.link.master} (${first}) is still unavailable (${answer.reason}); staying with ${active.master}`)
+            this.#logger.info(
+              `master_failback: the first master ${tried.link.master} (${first}) is still unavailable (${answer.reason}); staying with ${active.master}`,
+            )
             this.#context?.emit({ type: 'master-unavailable', master: tried.link.master, reason: answer.reason })
             await this.#releaseIfIdle(tried.link)
           }

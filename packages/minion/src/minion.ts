@@ -102,7 +102,9 @@ function policyFor(opts: MinionConfig, masters: string[], logger: Logger): { pol
     return { policy, masters }
   }
   const [first] = masters as [string, ...string[]]
-  logger.warning(`master_type ${type} is not supported yet: connecting to the first master only (${first})${masters.length > 1 ? `; ignoring ${masters.slice(1).join(', ')}` : ''}`)
+  logger.warning(
+    `master_type ${type} is not supported yet: connecting to the first master only (${first})${masters.length > 1 ? `; ignoring ${masters.slice(1).join(', ')}` : ''}`,
+  )
   return { policy: new AllMastersPolicy(), masters: [first] }
 }
 
@@ -150,15 +152,22 @@ export class Minion {
     })
     this.authenticated.catch(() => {}) // nobody has to listen
     const signal = this.#controller.signal
-    this.schedule = new MinionSchedule({ config: opts.schedule, file: scheduleFile(opts.cachedir), run: (entry) => {
+    this.schedule = new MinionSchedule({
+      config: opts.schedule,
+      file: scheduleFile(opts.cachedir),
+      run: (entry) => {
         const run = this.#runScheduled(entry)
         this.#track(run)
         return run
       },
-      logger: this.#logger.child('schedule') })
+      logger: this.#logger.child('schedule'),
+    })
     const fireMaster = (events: { tag: string; data: Record<string, unknown> }[]): Promise<void> => this.#fireMaster(events)
     const master: MasterChannel = { request: (load, requestOptions) => this.#request(load, requestOptions) }
-    this.registry = createModuleRegistry({ id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master, fireMaster, schedule: this.schedule }, options.modules)
+    this.registry = createModuleRegistry(
+      { id: this.id, grains: this.grains, opts, logger: this.#logger, jobs: this.jobs, signal, master, fireMaster, schedule: this.schedule },
+      options.modules,
+    )
     this.#runner = new JobRunner({
       id: this.id,
       grains: this.grains,
@@ -350,21 +359,41 @@ export class Minion {
     const jid = generateJid()
     this.#logger.info(`schedule ${entry.name}: running ${entry.function} with jid ${jid}`)
     const kwarg = { ...entry.kwargs }
-    const result = await executeJob(this.registry, { jid, fun: entry.function, arg: [...entry.args], kwarg, user: 'Schedule' }, { signal: this.#controller.signal })
+    const result = await executeJob(
+      this.registry,
+      { jid, fun: entry.function, arg: [...entry.args], kwarg, user: 'Schedule' },
+      { signal: this.#controller.signal },
+    )
     if (result.killed === true || !entry.returnJob) return
     const funArgs = [...entry.args, ...(Object.keys(kwarg).length > 0 ? [{ ...kwarg, __kwarg__: true }] : [])]
-    const ret: ReturnLoad = { cmd: '_return', id: this.id, jid, fun: entry.function, fun_args: funArgs, return: result.return, retcode: result.retcode, success: result.success, schedule: entry.name }
+    const ret: ReturnLoad = {
+      cmd: '_return',
+      id: this.id,
+      jid,
+      fun: entry.function,
+      fun_args: funArgs,
+      return: result.return,
+      retcode: result.retcode,
+      success: result.success,
+      schedule: entry.name,
+    }
     if (result.out !== undefined) ret.out = result.out
     await Promise.all(this.#linksInUse().map((link) => link.deliver(ret)))
   }
 
   /** A module's request to the master: through the first link that is authenticated (else the first link, which waits for its auth). */
-  #request(load: { readonly cmd: string; readonly [field: string]: unknown }, options: { signal?: AbortSignal; timeout?: number; tries?: number } = {}): Promise<Record<string, unknown>> {
+  #request(
+    load: { readonly cmd: string; readonly [field: string]: unknown },
+    options: { signal?: AbortSignal; timeout?: number; tries?: number } = {},
+  ): Promise<Record<string, unknown>> {
     const links = this.links
     const link = links.find((candidate) => candidate.session !== undefined) ?? links[0]
     if (link === undefined) return Promise.reject(new ClosedError('minion (no master link)', this.id))
     const { signal, timeout, tries } = options
-    return link.request({ ...load, id: this.id }, { ...(signal === undefined ? {} : { signal }), ...(timeout === undefined ? {} : { timeout }), ...(tries === undefined ? {} : { tries }) })
+    return link.request(
+      { ...load, id: this.id },
+      { ...(signal === undefined ? {} : { signal }), ...(timeout === undefined ? {} : { timeout }), ...(tries === undefined ? {} : { tries }) },
+    )
   }
 
   #track(task: Promise<unknown>): void {
@@ -391,7 +420,9 @@ export class Minion {
   }
 
   #openReturners(): Promise<MinionReturners> {
-    this.#returners ??= import('@brine/returners').then(({ MinionReturners }) => new MinionReturners({ cachedir: this.opts.cachedir, logger: this.#logger.child('returners') }))
+    this.#returners ??= import('@brine/returners').then(
+      ({ MinionReturners }) => new MinionReturners({ cachedir: this.opts.cachedir, logger: this.#logger.child('returners') }),
+    )
     return this.#returners
   }
 

@@ -74,7 +74,9 @@ export class PublishOpener {
     let master = await auth.ready()
     if (!firstAuth) {
       // Signed by our master under a key we do not hold: the key rotated. Fetch it, then open this publish.
-      this.#o.logger.info(`publish under session key generation ${envelope.gen} (this side holds ${master.session.gen}); re-authenticating with ${this.#o.master}`)
+      this.#o.logger.info(
+        `publish under session key generation ${envelope.gen} (this side holds ${master.session.gen}); re-authenticating with ${this.#o.master}`,
+      )
       master = await auth.authenticate()
     }
     const opened = this.#openWith(envelope, master, firstAuth)

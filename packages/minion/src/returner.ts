@@ -26,7 +26,12 @@ export const RESEAL_REFRESH_MS = 1000
  * checks the sealed acknowledgement, which it returns (a file server answer carries its data there). The
  * transport's tries re-send these very bytes, which the master applies once.
  */
-export async function sendSealed(client: RequestClient, session: MasterSession, load: { readonly cmd: string }, options: SealedSendOptions): Promise<Record<string, unknown>> {
+export async function sendSealed(
+  client: RequestClient,
+  session: MasterSession,
+  load: { readonly cmd: string },
+  options: SealedSendOptions,
+): Promise<Record<string, unknown>> {
   const reply: WireValue = await client.send(session.box.seal(load, session.time.now()), options)
   let inner: WireValue
   try {
@@ -49,7 +54,12 @@ export async function sendSealed(client: RequestClient, session: MasterSession, 
  * timestamp and nonce, after re-reading the master's clock with one `_auth` if the anchor is older than a
  * second, and sent once more.
  */
-export async function sendSealedFresh(client: RequestClient, auth: MinionAuth, load: { readonly cmd: string }, options: SealedSendOptions): Promise<Record<string, unknown>> {
+export async function sendSealedFresh(
+  client: RequestClient,
+  auth: MinionAuth,
+  load: { readonly cmd: string },
+  options: SealedSendOptions,
+): Promise<Record<string, unknown>> {
   const session = auth.current ?? (await auth.ready())
   try {
     return await sendSealed(client, session, load, options)

@@ -44,7 +44,8 @@ export class MinionSchedule {
     try {
       this.#persisted = JSON.parse(await readFile(this.#o.file, 'utf8')) as Persisted
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.#o.logger.warning(`schedule file ${this.#o.file} is unreadable (${(error as Error).message}); starting from the config's schedule`)
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.#o.logger.warning(`schedule file ${this.#o.file} is unreadable (${(error as Error).message}); starting from the config's schedule`)
     }
     const deleted = new Set(this.#persisted.deleted ?? [])
     const entries = { ...this.#o.config, ...(this.#persisted.entries ?? {}) }
@@ -75,21 +76,23 @@ export class MinionSchedule {
   /** Adds (or replaces) entry `name`; ScheduleError when it cannot run. */
   async add(name: string, raw: Record<string, unknown>, persist: boolean): Promise<void> {
     this.#put(name, raw)
-    if (persist) await this.#save((state) => {
-      state.entries = { ...state.entries, [name]: scheduleEntryKeys(raw) }
-      state.deleted = (state.deleted ?? []).filter((other) => other !== name)
-    })
+    if (persist)
+      await this.#save((state) => {
+        state.entries = { ...state.entries, [name]: scheduleEntryKeys(raw) }
+        state.deleted = (state.deleted ?? []).filter((other) => other !== name)
+      })
   }
 
   /** Deletes entry `name`; false when there is none. */
   async delete(name: string, persist: boolean): Promise<boolean> {
     this.#raw.delete(name)
     if (!this.#scheduler.delete(name)) return false
-    if (persist) await this.#save((state) => {
-      const { [name]: _gone, ...rest } = state.entries ?? {}
-      state.entries = rest
-      state.deleted = [...new Set([...(state.deleted ?? []), name])]
-    })
+    if (persist)
+      await this.#save((state) => {
+        const { [name]: _gone, ...rest } = state.entries ?? {}
+        state.entries = rest
+        state.deleted = [...new Set([...(state.deleted ?? []), name])]
+      })
     return true
   }
 
@@ -134,11 +137,13 @@ export class MinionSchedule {
     change(this.#persisted)
     const text = JSON.stringify(this.#persisted, null, 2)
     const file = this.#o.file
-    this.#writing = this.#writing.catch(() => {}).then(async () => {
-      await mkdir(dirname(file), { recursive: true, mode: 0o700 })
-      await writeFile(`${file}.tmp`, text, { mode: 0o600 })
-      await rename(`${file}.tmp`, file)
-    })
+    this.#writing = this.#writing
+      .catch(() => {})
+      .then(async () => {
+        await mkdir(dirname(file), { recursive: true, mode: 0o700 })
+        await writeFile(`${file}.tmp`, text, { mode: 0o600 })
+        await rename(`${file}.tmp`, file)
+      })
     return this.#writing
   }
 }

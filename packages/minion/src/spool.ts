@@ -60,7 +60,10 @@ export class ReturnSpool {
       if (isNotFound(error)) return []
       throw error
     }
-    return names.filter((name) => name.endsWith(SUFFIX) && !name.startsWith('.')).sort().map((name) => join(this.dir, name))
+    return names
+      .filter((name) => name.endsWith(SUFFIX) && !name.startsWith('.'))
+      .sort()
+      .map((name) => join(this.dir, name))
   }
 
   /** Reads one spooled return; SpoolFileError when it is not one. */

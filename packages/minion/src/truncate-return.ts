@@ -118,7 +118,9 @@ interface StringSlot {
 function stringSlots(root: { value: unknown }): { slots: StringSlot[]; complete: boolean } {
   const slots: StringSlot[] = []
   let complete = true
-  const stack: Array<{ holder: Record<string | number, unknown>; key: string | number; depth: number }> = [{ holder: root as Record<string, unknown>, key: 'value', depth: 0 }]
+  const stack: Array<{ holder: Record<string | number, unknown>; key: string | number; depth: number }> = [
+    { holder: root as Record<string, unknown>, key: 'value', depth: 0 },
+  ]
   while (stack.length > 0) {
     const { holder, key, depth } = stack.pop()!
     const value = holder[key]

@@ -44,7 +44,15 @@ describe('executeJob', () => {
     const { registry } = makeFixture()
     const jid = nextJid()
     const result = await executeJob(registry, { jid, fun: 'test.kwarg', arg: ['x=1'], tgt: '*', tgt_type: 'glob', user: 'root' })
-    expect(result.return).toEqual({ x: 1, __pub_jid: jid, __pub_fun: 'test.kwarg', __pub_arg: ['x=1'], __pub_tgt: '*', __pub_tgt_type: 'glob', __pub_user: 'root' })
+    expect(result.return).toEqual({
+      x: 1,
+      __pub_jid: jid,
+      __pub_fun: 'test.kwarg',
+      __pub_arg: ['x=1'],
+      __pub_tgt: '*',
+      __pub_tgt_type: 'glob',
+      __pub_user: 'root',
+    })
   })
 
   it("answers an unknown function with Salt's message and retcode", async () => {

@@ -25,10 +25,12 @@ const deepFreeze = <T>(value: T): T => {
 
 describe('mutableCopy', () => {
   it('copies lists, maps and byte arrays of a frozen load; the original stays as it was', () => {
-    const load = deepFreeze(decode(encode({ arg: [[1, 2], { a: { b: [3] } }, new Uint8Array([7, 8])], kwarg: { n: null, s: 'x' } })) as {
-      arg: [number[], { a: { b: number[] } }, Uint8Array]
-      kwarg: Record<string, unknown>
-    })
+    const load = deepFreeze(
+      decode(encode({ arg: [[1, 2], { a: { b: [3] } }, new Uint8Array([7, 8])], kwarg: { n: null, s: 'x' } })) as {
+        arg: [number[], { a: { b: number[] } }, Uint8Array]
+        kwarg: Record<string, unknown>
+      },
+    )
     const copy = mutableCopy(load)
     expect(copy).toEqual(load)
     copy.arg[0].push(9)
@@ -89,18 +91,38 @@ describe('JobRunner: one jid from several masters', () => {
           args: ['text'],
           run: async ([text], _kwargs, ctx) => {
             runs.push(ctx.jid)
-            await Promise.race([gate, new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(abortReason(ctx.signal, ctx.jid)), { once: true }))])
+            await Promise.race([
+              gate,
+              new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(abortReason(ctx.signal, ctx.jid)), { once: true })),
+            ])
             return text
           },
         },
-        big: { doc: 'Returns a string larger than a kept return.', args: [], run: async (_args, _kwargs, ctx) => (runs.push(ctx.jid), 'x'.repeat(KEPT_RETURN_BYTES + 1)) },
-        kept: { doc: 'Returns a string as large as a kept return may be.', args: [], run: async (_args, _kwargs, ctx) => (runs.push(ctx.jid), 'k'.repeat(KEPT_RETURN_BYTES - 16)) },
+        big: {
+          doc: 'Returns a string larger than a kept return.',
+          args: [],
+          run: async (_args, _kwargs, ctx) => (runs.push(ctx.jid), 'x'.repeat(KEPT_RETURN_BYTES + 1)),
+        },
+        kept: {
+          doc: 'Returns a string as large as a kept return may be.',
+          args: [],
+          run: async (_args, _kwargs, ctx) => (runs.push(ctx.jid), 'k'.repeat(KEPT_RETURN_BYTES - 16)),
+        },
       },
     }
     const controller = new AbortController()
     const jobs = new RunningJobs()
     const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: {}, logger: silentLogger, jobs, signal: controller.signal }, modules)
-    const runner = new JobRunner({ id: 'm1', grains: {}, nodegroups: {}, registry, logger: silentLogger, emit: (event) => events.push(event), signal: controller.signal, severalMasters })
+    const runner = new JobRunner({
+      id: 'm1',
+      grains: {},
+      nodegroups: {},
+      registry,
+      logger: silentLogger,
+      emit: (event) => events.push(event),
+      signal: controller.signal,
+      severalMasters,
+    })
     return { runner, events, runs, release: () => open(), controller }
   }
 
@@ -129,7 +151,9 @@ describe('JobRunner: one jid from several masters', () => {
     expect(second).toMatchObject({ id: 'm1', return: 'hi', retcode: 0 })
     expect(second).not.toHaveProperty('master_id')
     expect(runs).toEqual(['20240101000000000001'])
-    expect(events.filter((event) => event.type === 'job-joined')).toEqual([{ type: 'job-joined', master: 'b:4506', jid: '20240101000000000001', fun: 'gate.wait', returned: false }])
+    expect(events.filter((event) => event.type === 'job-joined')).toEqual([
+      { type: 'job-joined', master: 'b:4506', jid: '20240101000000000001', fun: 'gate.wait', returned: false },
+    ])
     await runner.drain()
     expect(runner.runningFor('a:4506')).toBe(0)
   })
@@ -173,7 +197,7 @@ describe('JobRunner: one jid from several masters', () => {
   const reasons = (events: MinionEvent[], jid: string): string[] =>
     events.filter((event) => event.type === 'publish-ignored' && event.jid === jid).map((event) => (event as { reason: string }).reason)
 
-  it('judges each copy in its own master\'s clock: beyond 100 jobs the jid is still joined, and forgotten once every copy expired', async () => {
+  it("judges each copy in its own master's clock: beyond 100 jobs the jid is still joined, and forgotten once every copy expired", async () => {
     const { runner, events, runs, release } = setUp()
     release()
     // Master b's clock runs an hour ahead of a's: each copy's expiry is in its own master's time.
@@ -181,7 +205,8 @@ describe('JobRunner: one jid from several masters', () => {
     b.now = NOW + 3_600_000
     const first = '20240101000000000100'
     await runner.handle({ job: stamped(first, 'gate.wait', a.now, ['first']), link: a })
-    for (let index = 1; index <= 150; index++) await runner.handle({ job: stamped(`20240101000000001${String(index).padStart(3, '0')}`, 'test.ping', a.now), link: a })
+    for (let index = 1; index <= 150; index++)
+      await runner.handle({ job: stamped(`20240101000000001${String(index).padStart(3, '0')}`, 'test.ping', a.now), link: a })
     await runner.drain()
     expect(runner.remembered).toBe(151)
     // Published by b after 150 other jobs: joined (answered from the kept return), not run again.
@@ -255,10 +280,32 @@ describe('JobRunner: one master', () => {
   it('remembers only jids: a repeat runs nothing and gets nothing, whoever sends it', async () => {
     const events: MinionEvent[] = []
     const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: {}, logger: silentLogger, jobs: new RunningJobs() })
-    const runner = new JobRunner({ id: 'm1', grains: {}, nodegroups: {}, registry, logger: silentLogger, emit: (event) => events.push(event), signal: new AbortController().signal })
+    const runner = new JobRunner({
+      id: 'm1',
+      grains: {},
+      nodegroups: {},
+      registry,
+      logger: silentLogger,
+      emit: (event) => events.push(event),
+      signal: new AbortController().signal,
+    })
     const delivered: string[] = []
-    const route = (master: string): ReturnRoute => ({ master, masterNow: () => NOW, deliver: async (ret) => void delivered.push(`${master} ${String(ret.return)}`) })
-    const load: JobLoad = { jid: '20240101000000000009', fun: 'test.echo', arg: ['one'], tgt: '*', tgt_type: 'glob', ret: '', user: 'root', issued: NOW, expire: NOW + 60_000 }
+    const route = (master: string): ReturnRoute => ({
+      master,
+      masterNow: () => NOW,
+      deliver: async (ret) => void delivered.push(`${master} ${String(ret.return)}`),
+    })
+    const load: JobLoad = {
+      jid: '20240101000000000009',
+      fun: 'test.echo',
+      arg: ['one'],
+      tgt: '*',
+      tgt_type: 'glob',
+      ret: '',
+      user: 'root',
+      issued: NOW,
+      expire: NOW + 60_000,
+    }
     await runner.handle({ job: load, link: route('a:4506') })
     await runner.drain()
     await runner.handle({ job: load, link: route('b:4506') })
@@ -273,7 +320,12 @@ describe('approximateSize', () => {
   it('counts strings, bytes and nesting, and stops once past the limit', () => {
     expect(approximateSize({ a: 'xyz', b: [1, true, null] }, 1000)).toBeLessThan(100)
     expect(approximateSize(new Uint8Array(5000), 1000)).toBeGreaterThan(1000)
-    expect(approximateSize(Array.from({ length: 1_000_000 }, () => 'x'), 1000)).toBeLessThan(2000)
+    expect(
+      approximateSize(
+        Array.from({ length: 1_000_000 }, () => 'x'),
+        1000,
+      ),
+    ).toBeLessThan(2000)
   })
 })
 
@@ -293,11 +345,29 @@ describe('JobRunner jid memory', () => {
   function runner(): { runner: JobRunner; events: MinionEvent[] } {
     const { registry, grains } = makeFixture()
     const events: MinionEvent[] = []
-    const created = new JobRunner({ id: 'minion-1', grains, nodegroups: {}, registry, logger: silentLogger, emit: (event) => events.push(event), signal: new AbortController().signal })
+    const created = new JobRunner({
+      id: 'minion-1',
+      grains,
+      nodegroups: {},
+      registry,
+      logger: silentLogger,
+      emit: (event) => events.push(event),
+      signal: new AbortController().signal,
+    })
     return { runner: created, events }
   }
 
-  const job = (jid: string, issued: number, ttl = 60_000): JobLoad => ({ jid, fun: 'test.ping', arg: [], tgt: '*', tgt_type: 'glob', ret: '', user: 'root', issued, expire: issued + ttl })
+  const job = (jid: string, issued: number, ttl = 60_000): JobLoad => ({
+    jid,
+    fun: 'test.ping',
+    arg: [],
+    tgt: '*',
+    tgt_type: 'glob',
+    ret: '',
+    user: 'root',
+    issued,
+    expire: issued + ttl,
+  })
 
   it('runs a jid once for as long as a publish of it can be valid, from one master or two, then forgets it', async () => {
     const { runner: jobs, events } = runner()
@@ -310,7 +380,10 @@ describe('JobRunner jid memory', () => {
     expect(jobs.remembered).toBe(150)
     await jobs.handle({ job: job(jids[0]!, one.now), link: one })
     await jobs.handle({ job: job(jids[0]!, two.now), link: two })
-    expect(events.filter((event) => event.type === 'publish-ignored' && event.jid === jids[0]).map((event) => (event as { reason: string }).reason)).toEqual(['duplicate jid', 'duplicate jid'])
+    expect(events.filter((event) => event.type === 'publish-ignored' && event.jid === jids[0]).map((event) => (event as { reason: string }).reason)).toEqual([
+      'duplicate jid',
+      'duplicate jid',
+    ])
 
     // Master one's clock passes the expiry: its copies are forgotten, but master two's later copy holds the first jid.
     one.now += 61_000
@@ -330,4 +403,3 @@ describe('JobRunner jid memory', () => {
     expect(two.delivered).toEqual([])
   })
 })
-

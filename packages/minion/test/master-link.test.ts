@@ -313,7 +313,7 @@ describe.each(['zeromq', 'tcp', 'nats'])('MasterLink over %s', (transportName) =
     expect((await take(stream, 1, 'the job on the configured port'))[0]?.job.jid).toBe(load.jid)
   })
 
-  it('refuses a publish that expired, or was issued beyond clock_skew ahead, after checking the master\'s clock once', async () => {
+  it("refuses a publish that expired, or was issued beyond clock_skew ahead, after checking the master's clock once", async () => {
     const to = await master({ autoAccept: true })
     const { link: linked, recorder } = await link(to)
     const stream = linked.publishes()[Symbol.asyncIterator]()

@@ -7,7 +7,15 @@ import { describe, expect, it } from 'vitest'
 import { LifecycleEvents } from '@brine/transport'
 import type { MasterLinkEvent, MinionEvent } from '../src/lifecycle.js'
 import type { MasterLinkStatus } from '../src/master-link.js'
-import { AllMastersPolicy, FailoverPolicy, failoverOrder, type FailoverOptions, type MasterPolicyContext, type PolicyClock, type PolicyLink } from '../src/master-policy.js'
+import {
+  AllMastersPolicy,
+  FailoverPolicy,
+  failoverOrder,
+  type FailoverOptions,
+  type MasterPolicyContext,
+  type PolicyClock,
+  type PolicyLink,
+} from '../src/master-policy.js'
 
 /** How a master answers the first `_auth` of a link opened to it. */
 type Behaviour = 'up' | 'down' | 'pending' | 'rejected' | 'silent'
@@ -149,8 +157,7 @@ function world(masters: string[], behaviour: Record<string, Behaviour>): World {
       if (found === undefined) throw new Error(`no link was opened to ${host}`)
       return found
     },
-    of: (type) =>
-      self.events.filter((event) => event.type === type).map(({ type: _type, ...rest }) => rest) as never,
+    of: (type) => self.events.filter((event) => event.type === type).map(({ type: _type, ...rest }) => rest) as never,
   }
   return self
 }
@@ -259,7 +266,10 @@ describe('FailoverPolicy', () => {
   it('on a link that asks its master (a broker’s, still connected when the master is gone), fails over when the master does not answer, asking with answerTimeoutMs', async () => {
     const w = world(['a', 'b'], { a: 'up', b: 'up' })
     const asked: Array<[string, number]> = []
-    const answers = new Map<string, boolean>([['a', true], ['b', true]])
+    const answers = new Map<string, boolean>([
+      ['a', true],
+      ['b', true],
+    ])
     const open = w.context.open
     w.context.open = (host) => {
       const link = open(host)

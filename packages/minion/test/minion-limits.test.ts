@@ -23,7 +23,10 @@ afterAll(stopNatsServer)
 describe.each(['zeromq', 'tcp', 'nats'])('a minion at the edges over %s', (transportName) => {
   const fixture = useStandInFixture('brine-minion-edge-')
 
-  async function accepted(id: string, extra: Record<string, unknown> = {}): Promise<{ master: StandInMaster; minion: Minion; recorder: Recorder<MinionEvent> }> {
+  async function accepted(
+    id: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<{ master: StandInMaster; minion: Minion; recorder: Recorder<MinionEvent> }> {
     const master = (fixture.master = await StandInMaster.start(transportName, fixture.dir, { autoAccept: true }))
     const opts = await testMinionConfig(transportName, fixture.dir, master, id, { name: 'minion', extra })
     const minion = (fixture.minion = new Minion(opts, { logger: silentLogger }))

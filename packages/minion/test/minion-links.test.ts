@@ -32,7 +32,7 @@ const mutate: ModuleDefinition = {
     run: async ([items, mapping, extra], _kwargs, ctx) => {
       ;(items as unknown[]).push(ctx.id)
       ;(mapping as Record<string, unknown>).by = ctx.id
-      ;((mapping as { nested: unknown[] }).nested).push(ctx.id)
+      ;(mapping as { nested: unknown[] }).nested.push(ctx.id)
       ;(extra as unknown[] | null)?.push(ctx.id)
       return { items, mapping, extra }
     },
@@ -68,19 +68,48 @@ describe.each(['zeromq', 'tcp', 'nats'])('minion links over %s', (transportName)
    * is loopback); on a broker two masters on one port pair would be one queue group, so the second takes ports of
    * its own on the first one's broker and each `master` entry names its port (`host:port`), as Salt reads it.
    */
-  async function twoMasters(): Promise<{ one: StandInMaster; two: StandInMaster; entries: [string, string]; at: [{ host: string; port: number }, { host: string; port: number }]; minionTo: MinionTo }> {
+  async function twoMasters(): Promise<{
+    one: StandInMaster
+    two: StandInMaster
+    entries: [string, string]
+    at: [{ host: string; port: number }, { host: string; port: number }]
+    minionTo: MinionTo
+  }> {
     const one = await startMaster({ name: 'one' })
     if (transportName === 'nats') {
       const two = await startMaster({ name: 'two' })
       // Their publish ports differ too: the minion's config names none, and each link subscribes where its master's auth reply says.
       const minionTo = { host: one.host, retPort: one.retPort }
-      return { one, two, entries: [`127.0.0.1:${one.retPort}`, `127.0.0.1:${two.retPort}`], at: [{ host: '127.0.0.1', port: one.retPort }, { host: '127.0.0.1', port: two.retPort }], minionTo }
+      return {
+        one,
+        two,
+        entries: [`127.0.0.1:${one.retPort}`, `127.0.0.1:${two.retPort}`],
+        at: [
+          { host: '127.0.0.1', port: one.retPort },
+          { host: '127.0.0.1', port: two.retPort },
+        ],
+        minionTo,
+      }
     }
     const two = await startMaster({ name: 'two', host: '127.0.0.2', retPort: one.retPort, publishPort: one.publishPort })
-    return { one, two, entries: ['127.0.0.1', '127.0.0.2'], at: [{ host: '127.0.0.1', port: one.retPort }, { host: '127.0.0.2', port: one.retPort }], minionTo: one }
+    return {
+      one,
+      two,
+      entries: ['127.0.0.1', '127.0.0.2'],
+      at: [
+        { host: '127.0.0.1', port: one.retPort },
+        { host: '127.0.0.2', port: one.retPort },
+      ],
+      minionTo: one,
+    }
   }
 
-  async function startMinion(id: string, to: MinionTo, extra: Record<string, unknown> = {}, options: MinionOptions = {}): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
+  async function startMinion(
+    id: string,
+    to: MinionTo,
+    extra: Record<string, unknown> = {},
+    options: MinionOptions = {},
+  ): Promise<{ minion: Minion; recorder: Recorder<MinionEvent> }> {
     const opts = await testMinionConfig(transportName, dir, to, id, { extra })
     const minion = new Minion(opts, { logger: silentLogger, ...options })
     minions.push(minion)
@@ -114,7 +143,9 @@ describe.each(['zeromq', 'tcp', 'nats'])('minion links over %s', (transportName)
     expect((await two.waitForLoad('_return', both.jid as string)).return).toBe('once')
     const joined = await recorder.waitFor('job-joined', (event) => event.jid === both.jid, 'the repeated jid joined')
     expect(joined).toEqual({ type: 'job-joined', master: names[1], jid: both.jid, fun: 'test.echo', returned: true })
-    expect(recorder.of('job-received').filter((event) => event.jid === both.jid)).toEqual([{ type: 'job-received', master: names[0], jid: both.jid, fun: 'test.echo' }])
+    expect(recorder.of('job-received').filter((event) => event.jid === both.jid)).toEqual([
+      { type: 'job-received', master: names[0], jid: both.jid, fun: 'test.echo' },
+    ])
     // A master publishing the jid again gets nothing more.
     await one.publish(both)
     const repeat = await recorder.waitFor('publish-ignored', (event) => event.jid === both.jid, 'the repeat from the first master ignored')

@@ -69,7 +69,10 @@ describe('daemon helpers', () => {
   it('a failed start() rejects, rejects `authenticated` too, and leaves stop() harmless', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'brine-minion-start-'))
     try {
-      const { opts } = await loadConfig('minion', { configDir: join(dir, 'etc'), overrides: { id: 'm1', pki_dir: join(dir, 'pki'), cachedir: join(dir, 'cache') } })
+      const { opts } = await loadConfig('minion', {
+        configDir: join(dir, 'etc'),
+        overrides: { id: 'm1', pki_dir: join(dir, 'pki'), cachedir: join(dir, 'cache') },
+      })
       const minion = new Minion({ ...opts, transport: 'carrier-pigeon' as 'tcp' }, { logger: silentLogger })
       await expect(minion.start()).rejects.toThrow(/carrier-pigeon/)
       await expect(minion.authenticated).rejects.toThrow(/carrier-pigeon/)
@@ -84,8 +87,14 @@ describe('daemon helpers', () => {
   it("builds Salt's start events", () => {
     const events = minionStartEvents('web1', new Date(2024, 0, 5, 9, 3, 7))
     expect(events).toEqual([
-      { tag: 'salt/minion/web1/start', data: { data: 'Minion web1 started at Fri Jan  5 09:03:07 2024', cmd: '_minion_event', id: 'web1', pretag: null, tag: 'salt/minion/web1/start' } },
-      { tag: 'minion_start', data: { data: 'Minion web1 started at Fri Jan  5 09:03:07 2024', cmd: '_minion_event', id: 'web1', pretag: null, tag: 'minion_start' } },
+      {
+        tag: 'salt/minion/web1/start',
+        data: { data: 'Minion web1 started at Fri Jan  5 09:03:07 2024', cmd: '_minion_event', id: 'web1', pretag: null, tag: 'salt/minion/web1/start' },
+      },
+      {
+        tag: 'minion_start',
+        data: { data: 'Minion web1 started at Fri Jan  5 09:03:07 2024', cmd: '_minion_event', id: 'web1', pretag: null, tag: 'minion_start' },
+      },
     ])
   })
 })

@@ -141,7 +141,9 @@ describe.each(['zeromq', 'tcp', 'nats'])('minion daemon over %s', (transportName
     expect((await master.waitForLoad('_return', pcre.jid as string)).return).toBe('pcre')
     expect((await master.waitForLoad('_return', grouped.jid as string)).return).toBe('grouped')
     expect((await master.waitForLoad('_return', after.jid as string)).return).toBe('after')
-    expect(recorder.of('publish-ignored').filter((event) => event.jid === hostile.jid)).toEqual([{ type: 'publish-ignored', master: started.minion.master, jid: hostile.jid, fun: 'test.ping', reason: 'not targeted' }])
+    expect(recorder.of('publish-ignored').filter((event) => event.jid === hostile.jid)).toEqual([
+      { type: 'publish-ignored', master: started.minion.master, jid: hostile.jid, fun: 'test.ping', reason: 'not targeted' },
+    ])
     expect(master.loads('_return', hostile.jid as string)).toHaveLength(0)
   })
 

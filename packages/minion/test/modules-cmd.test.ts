@@ -57,9 +57,14 @@ describe('cmd module', () => {
     expect((await run('cmd.run', ['true', 'env=notadict'])).return).toBe("ERROR executing 'cmd.run': Invalid input for 'env': must be a dict")
   })
 
-  it('times out with Salt\'s message and kills the process group', async () => {
+  it("times out with Salt's message and kills the process group", async () => {
     const result = await run('cmd.run_all', [`sleep 5 & echo $! > ${scratch}/bg.pid; wait`, 'timeout=1'])
-    expect(result.return).toEqual({ pid: expect.any(Number), retcode: 1, stdout: `sleep 5 & echo $! > ${scratch}/bg.pid; wait : Timed out after 1 seconds`, stderr: '' })
+    expect(result.return).toEqual({
+      pid: expect.any(Number),
+      retcode: 1,
+      stdout: `sleep 5 & echo $! > ${scratch}/bg.pid; wait : Timed out after 1 seconds`,
+      stderr: '',
+    })
     const sleeper = Number((await run('cmd.run', [`cat ${scratch}/bg.pid`])).return)
     expect(processExists(sleeper)).toBe(false)
     expect((await run('cmd.run', ['sleep 5', 'timeout=1'])).return).toBe('sleep 5 : Timed out after 1 seconds')
@@ -91,7 +96,13 @@ describe('cmd module', () => {
 
   it('output_loglevel logs the command and its output at that level; quiet logs nothing', async () => {
     const lines: string[] = []
-    const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: {}, logger: createLogger({ level: 'trace', write: (line) => lines.push(line) }), jobs: new RunningJobs() })
+    const registry = createModuleRegistry({
+      id: 'm1',
+      grains: {},
+      opts: {},
+      logger: createLogger({ level: 'trace', write: (line) => lines.push(line) }),
+      jobs: new RunningJobs(),
+    })
     const call = (arg: unknown[]) => executeJob(registry, { jid: nextJid(), fun: 'cmd.run', arg })
     await call(['echo logged-output', 'output_loglevel=info'])
     expect(lines.some((line) => /\binfo\b/i.test(line) && line.includes("Executing command 'echo logged-output'"))).toBe(true)

@@ -21,7 +21,14 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
 const root = join(scratch, 'srv')
 const big = randomBytes(300_000)
-for (const [path, content] of Object.entries({ 'big.bin': big, 'scripts/hello.sh': '#!/bin/sh\necho "args: $1|$2|$#" in "$(pwd)" as "$GREETING"\nexit 4\n', 'scripts/whoami.sh': '#!/bin/sh\necho "$(id -un) in $(pwd)"\n', 'conf/a.conf': 'a', 'conf/sub/b.conf': 'b', 'conf/c.txt': 'c' })) {
+for (const [path, content] of Object.entries({
+  'big.bin': big,
+  'scripts/hello.sh': '#!/bin/sh\necho "args: $1|$2|$#" in "$(pwd)" as "$GREETING"\nexit 4\n',
+  'scripts/whoami.sh': '#!/bin/sh\necho "$(id -un) in $(pwd)"\n',
+  'conf/a.conf': 'a',
+  'conf/sub/b.conf': 'b',
+  'conf/c.txt': 'c',
+})) {
   mkdirSync(join(root, path, '..'), { recursive: true })
   writeFileSync(join(root, path), content)
 }
@@ -30,7 +37,14 @@ symlinkSync(join(scratch, 'outside.txt'), join(root, 'escape.txt'))
 
 /** The master's file server in-process, behind a channel that refuses as the wire does (the master's error by name). */
 function fileServer(recv: boolean): { server: FileServer; channel: MasterChannel } {
-  const server = new FileServer({ roots: new FileRoots({ roots: { base: [root] } }), bufferSize: 65536, hashType: 'sha256', recv, recvMaxBytes: 1 << 20, cachedir: join(scratch, `master-${recv}`) })
+  const server = new FileServer({
+    roots: new FileRoots({ roots: { base: [root] } }),
+    bufferSize: 65536,
+    hashType: 'sha256',
+    recv,
+    recvMaxBytes: 1 << 20,
+    cachedir: join(scratch, `master-${recv}`),
+  })
   const channel: MasterChannel = {
     request: async (load) => {
       try {
@@ -47,7 +61,14 @@ function fileServer(recv: boolean): { server: FileServer; channel: MasterChannel
 function minion(recv = false) {
   const { server, channel } = fileServer(recv)
   const cachedir = mkdtempSync(join(scratch, 'minion-'))
-  const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: { cachedir, file_buffer_size: 65536 }, logger: silentLogger, jobs: new RunningJobs(), master: channel })
+  const registry = createModuleRegistry({
+    id: 'm1',
+    grains: {},
+    opts: { cachedir, file_buffer_size: 65536 },
+    logger: silentLogger,
+    jobs: new RunningJobs(),
+    master: channel,
+  })
   const run = (fun: string, arg: unknown[] = []) => executeJob(registry, { jid: nextJid(), fun, arg })
   return { server, cachedir, run }
 }
@@ -105,10 +126,16 @@ describe('cp module against the file server', () => {
   it('get_dir and cache_dir copy a directory (include_pat / exclude_pat filter it)', async () => {
     const { cachedir, run } = minion()
     const dest = join(scratch, 'dir-dest')
-    expect((await run('cp.get_dir', ['salt://conf', dest])).return).toEqual([join(dest, 'conf/a.conf'), join(dest, 'conf/c.txt'), join(dest, 'conf/sub/b.conf')])
+    expect((await run('cp.get_dir', ['salt://conf', dest])).return).toEqual([
+      join(dest, 'conf/a.conf'),
+      join(dest, 'conf/c.txt'),
+      join(dest, 'conf/sub/b.conf'),
+    ])
     expect(readFileSync(join(dest, 'conf/sub/b.conf'), 'utf8')).toBe('b')
     expect((await run('cp.get_dir', ['salt://conf/sub?saltenv=base', dest])).return).toEqual([join(dest, 'sub/b.conf')])
-    expect((await run('cp.get_dir', ['salt://conf?saltenv=prod', dest])).return).toMatch(/^ERROR: FileServerPathError: .*no such environment \(file_roots has: base\)/)
+    expect((await run('cp.get_dir', ['salt://conf?saltenv=prod', dest])).return).toMatch(
+      /^ERROR: FileServerPathError: .*no such environment \(file_roots has: base\)/,
+    )
     expect((await run('cp.cache_dir', ['salt://conf', 'include_pat=*.conf', 'exclude_pat=E@sub/'])).return).toEqual([join(cachedir, 'files/base/conf/a.conf')])
   })
 
@@ -131,7 +158,9 @@ describe('cp module against the file server', () => {
     const result = await run('cmd.script', ['salt://scripts/hello.sh', 'a "b c"', { __kwarg__: true, cwd: scratch, env: { GREETING: 'hi' } }])
     expect(result.return).toEqual({ pid: expect.any(Number), retcode: 4, stdout: `args: a|b c|2 in ${scratch} as hi`, stderr: '' })
     expect(result.retcode).toBe(4)
-    expect((await run('cmd.script', ['salt://scripts/hello.sh', { __kwarg__: true, args: ['x y', "it's"] }])).return).toMatchObject({ stdout: expect.stringMatching(/^args: x y\|it's\|2 in /) })
+    expect((await run('cmd.script', ['salt://scripts/hello.sh', { __kwarg__: true, args: ['x y', "it's"] }])).return).toMatchObject({
+      stdout: expect.stringMatching(/^args: x y\|it's\|2 in /),
+    })
     expect((await run('cmd.script_retcode', ['salt://scripts/hello.sh'])).return).toBe(4)
     expect((await run('cmd.script', ['salt://scripts/missing.sh'])).return).toEqual({ pid: 0, retcode: 1, stdout: '', stderr: '', cache_error: true })
     expect((await run('cmd.script', ['salt://../outside.txt'])).return).toMatch(/^ERROR: FileServerPathError: /)
@@ -161,8 +190,13 @@ describe('cp module against the file server', () => {
       expect((await run('cp.cache_file', [`${base}/files/app.conf`])).return).toBe(cached)
       expect((await run('cp.is_cached', [`${base}/files/app.conf`])).return).toBe(cached)
       const good = `sha256=${sha256(Buffer.from('web content'))}`
-      expect((await run('cp.get_url', [`${base}/files/app.conf`, join(scratch, 'web', 'checked.conf'), { __kwarg__: true, source_hash: good }])).return).toBe(join(scratch, 'web', 'checked.conf'))
-      expect((await run('cp.get_url', [`${base}/files/app.conf`, join(scratch, 'web', 'bad.conf'), { __kwarg__: true, source_hash: `sha256=${'0'.repeat(64)}` }])).return).toMatch(/^ERROR: .*source_hash says 0{64}/)
+      expect((await run('cp.get_url', [`${base}/files/app.conf`, join(scratch, 'web', 'checked.conf'), { __kwarg__: true, source_hash: good }])).return).toBe(
+        join(scratch, 'web', 'checked.conf'),
+      )
+      expect(
+        (await run('cp.get_url', [`${base}/files/app.conf`, join(scratch, 'web', 'bad.conf'), { __kwarg__: true, source_hash: `sha256=${'0'.repeat(64)}` }]))
+          .return,
+      ).toMatch(/^ERROR: .*source_hash says 0{64}/)
       expect(existsSync(join(scratch, 'web', 'bad.conf'))).toBe(false)
       expect((await run('cp.get_url', [`${base}/missing`, join(scratch, 'web', 'missing')])).return).toMatch(/^ERROR: HTTP error 404/)
       expect((await run('cp.get_url', ['ftp://example.com/x', join(scratch, 'web', 'x')])).return).toMatch(/Unsupported URL scheme/)
@@ -176,8 +210,17 @@ describe('pkg.install sources= from salt://', () => {
   /** The resolver pkg.install runs on each source, called as a module function so it gets a job's context. */
   function resolver() {
     const cachedir = mkdtempSync(join(scratch, 'minion-'))
-    const registry = createModuleRegistry({ id: 'm1', grains: {}, opts: { cachedir, file_buffer_size: 65536 }, logger: silentLogger, jobs: new RunningJobs(), master: fileServer(false).channel })
-    registry.register('probe', { resolve: { doc: 'resolve one source', args: ['source'], run: async ([source], _kwargs, ctx) => defaultSourceResolver(ctx, String(source)) } })
+    const registry = createModuleRegistry({
+      id: 'm1',
+      grains: {},
+      opts: { cachedir, file_buffer_size: 65536 },
+      logger: silentLogger,
+      jobs: new RunningJobs(),
+      master: fileServer(false).channel,
+    })
+    registry.register('probe', {
+      resolve: { doc: 'resolve one source', args: ['source'], run: async ([source], _kwargs, ctx) => defaultSourceResolver(ctx, String(source)) },
+    })
     return { cachedir, resolve: (source: string) => executeJob(registry, { jid: nextJid(), fun: 'probe.resolve', arg: [source] }) }
   }
 

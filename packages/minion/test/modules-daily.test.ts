@@ -117,7 +117,15 @@ describe('file module on the real filesystem', () => {
 describe('sys lists the daily modules with their docstrings', () => {
   it('list_functions and doc', async () => {
     expect((await run('sys.list_functions', ['pkg'])).return).toEqual([
-      'pkg.install', 'pkg.latest_version', 'pkg.list_pkgs', 'pkg.list_upgrades', 'pkg.purge', 'pkg.refresh_db', 'pkg.remove', 'pkg.upgrade', 'pkg.version',
+      'pkg.install',
+      'pkg.latest_version',
+      'pkg.list_pkgs',
+      'pkg.list_upgrades',
+      'pkg.purge',
+      'pkg.refresh_db',
+      'pkg.remove',
+      'pkg.upgrade',
+      'pkg.version',
     ])
     const docs = (await run('sys.doc', ['service.start', 'file.replace', 'network.connect'])).return as Record<string, string>
     expect(docs['service.start']).toContain("brine '*' service.start <service name>")
@@ -137,10 +145,16 @@ describe('read-only modules on the real host', () => {
   it('status, disk and network return Salt-shaped data', async () => {
     expect(Object.keys((await run('status.loadavg')).return as object)).toEqual(['1-min', '5-min', '15-min'])
     expect((await run('status.meminfo')).return).toMatchObject({ MemTotal: { unit: 'kB', value: expect.stringMatching(/^\d+$/) } })
-    expect((await run('status.uptime')).return).toMatchObject({ seconds: expect.any(Number), days: expect.any(Number), time: expect.stringMatching(/^\d+:\d\d$/) })
+    expect((await run('status.uptime')).return).toMatchObject({
+      seconds: expect.any(Number),
+      days: expect.any(Number),
+      time: expect.stringMatching(/^\d+:\d\d$/),
+    })
     expect((await run('status.diskusage', ['/'])).return).toMatchObject({ '/': { total: expect.any(Number), available: expect.any(Number) } })
     expect((await run('disk.usage')).return).toMatchObject({ '/': { filesystem: expect.any(String), capacity: expect.stringMatching(/%$/) } })
-    expect((await run('network.interfaces')).return).toMatchObject({ lo: { up: true, inet: [expect.objectContaining({ address: '127.0.0.1', netmask: '255.0.0.0' })] } })
+    expect((await run('network.interfaces')).return).toMatchObject({
+      lo: { up: true, inet: [expect.objectContaining({ address: '127.0.0.1', netmask: '255.0.0.0' })] },
+    })
     expect((await run('network.ip_addrs', ['include_loopback=True', 'cidr=127.0.0.0/8'])).return).toContain('127.0.0.1')
     expect(procAddress('0100007F:1F90')).toBe('127.0.0.1:8080')
     expect(procAddress('00000000000000000000000001000000:0016')).toBe('::1:22')

@@ -24,7 +24,7 @@ function eventFixture() {
 }
 
 describe('event module', () => {
-  it('puts a tag outside the minion\'s own under salt/minion/<id>/ and adds its id to the data', async () => {
+  it("puts a tag outside the minion's own under salt/minion/<id>/ and adds its id to the data", async () => {
     const { sent, run } = eventFixture()
     expect(await run('event.send', ['deploy/done', { ok: true }])).toMatchObject({ return: true, success: true })
     expect(await run('event.fire_master', [{ n: 1 }, 'salt/minion/web1/custom'])).toMatchObject({ return: true, success: true })

@@ -23,8 +23,7 @@ export const nextJid = (): string => `20240101000000${String(++counter).padStart
 export function makeFixture(opts: MinionOpts = {}, extra: Record<string, ModuleDefinition> = {}, grains: Grains = { id: 'minion-1', os: 'Debian' }): Fixture {
   const jobs = new RunningJobs()
   const registry = createModuleRegistry({ id: 'minion-1', grains, opts, logger: silentLogger, jobs }, extra)
-  const run: Fixture['run'] = (fun, arg = [], extraFields = {}, options = {}) =>
-    executeJob(registry, { jid: nextJid(), fun, arg, ...extraFields }, options)
+  const run: Fixture['run'] = (fun, arg = [], extraFields = {}, options = {}) => executeJob(registry, { jid: nextJid(), fun, arg, ...extraFields }, options)
   const start: Fixture['start'] = (fun, arg = []) => {
     const jid = nextJid()
     return { jid, result: executeJob(registry, { jid, fun, arg }) }

@@ -32,7 +32,11 @@ describe('collectGrains', () => {
   })
 
   it('parses os-release quoting', () => {
-    expect(parseOsRelease('NAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n# comment\n')).toEqual({ NAME: 'Debian GNU/Linux', VERSION_ID: '12', ID: 'debian' })
+    expect(parseOsRelease('NAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n# comment\n')).toEqual({
+      NAME: 'Debian GNU/Linux',
+      VERSION_ID: '12',
+      ID: 'debian',
+    })
   })
 
   it("reads a hand-written 'key: value' grains file, and names the file and line when it cannot", async () => {

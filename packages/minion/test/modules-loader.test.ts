@@ -40,7 +40,14 @@ function setup(served: Map<string, string>, opts: Record<string, unknown>) {
     mkdirSync(join(root, '_modules'), { recursive: true })
     for (const [file, text] of served) writeFileSync(join(root, '_modules', file), text)
   }
-  const server = new FileServer({ roots: new FileRoots({ roots: { base: [root] } }), bufferSize: 65536, hashType: 'sha256', recv: false, recvMaxBytes: 0, cachedir: join(root, '..', `${basename(root)}-master`) })
+  const server = new FileServer({
+    roots: new FileRoots({ roots: { base: [root] } }),
+    bufferSize: 65536,
+    hashType: 'sha256',
+    recv: false,
+    recvMaxBytes: 0,
+    cachedir: join(root, '..', `${basename(root)}-master`),
+  })
   const requests: Record<string, unknown>[] = []
   const master: MasterChannel = {
     request: async (load) => {
@@ -61,7 +68,10 @@ function setup(served: Map<string, string>, opts: Record<string, unknown>) {
 
 describe('custom modules', () => {
   it('sync_modules lists salt://_modules/, fetches hash first, loads without a restart, resyncs only changes, reports a broken module by name while the rest run', async () => {
-    const served = new Map([['hello.js', HELLO], ['README.md', 'not a module']])
+    const served = new Map([
+      ['hello.js', HELLO],
+      ['README.md', 'not a module'],
+    ])
     const { run, requests, server } = setup(served, { cachedir: join(root, 'cache') })
     expect((await run('hello.world')).return).toBe("'hello.world' is not available.")
 

@@ -33,13 +33,21 @@ describe('provider output parsers', () => {
   })
 
   it('apt-get --just-print dist-upgrade and dnf check-update: name → new version', () => {
-    const apt = ['Inst libc6 [2.36-9] (2.36-9+deb12u4 Debian:12.5/stable [amd64])', 'Inst newpkg (1.0-1 Debian:12.5/stable [all])', 'Conf libc6 (2.36-9+deb12u4 Debian:12.5/stable [amd64])'].join('\n')
+    const apt = [
+      'Inst libc6 [2.36-9] (2.36-9+deb12u4 Debian:12.5/stable [amd64])',
+      'Inst newpkg (1.0-1 Debian:12.5/stable [all])',
+      'Conf libc6 (2.36-9+deb12u4 Debian:12.5/stable [amd64])',
+    ].join('\n')
     expect(parseJustPrint(apt)).toEqual({ libc6: '2.36-9+deb12u4', newpkg: '1.0-1' })
     const dnf = ['', 'kernel.x86_64          5.14.0-362.el9      baseos', 'openssl-libs.x86_64    1:3.0.7-25.el9      baseos', 'Obsoleting Packages'].join('\n')
     expect(parseCheckUpdate(dnf)).toEqual({ kernel: '5.14.0-362.el9', 'openssl-libs': '1:3.0.7-25.el9' })
   })
 
   it("changes are Salt's {name: {old, new}} with '' for absent", () => {
-    expect(packageChanges({ a: '1', b: '2', c: '3' }, { a: '1', b: '2.1', d: '4' })).toEqual({ b: { old: '2', new: '2.1' }, c: { old: '3', new: '' }, d: { old: '', new: '4' } })
+    expect(packageChanges({ a: '1', b: '2', c: '3' }, { a: '1', b: '2.1', d: '4' })).toEqual({
+      b: { old: '2', new: '2.1' },
+      c: { old: '3', new: '' },
+      d: { old: '', new: '4' },
+    })
   })
 })

@@ -18,7 +18,24 @@ describe('sys module', () => {
 
   it('list_modules, with globs', async () => {
     expect((await run('sys.list_modules')).return).toEqual([
-      'cmd', 'cp', 'disk', 'environ', 'event', 'file', 'grains', 'group', 'network', 'pkg', 'saltutil', 'schedule', 'service', 'status', 'sys', 'sysctl', 'test', 'user',
+      'cmd',
+      'cp',
+      'disk',
+      'environ',
+      'event',
+      'file',
+      'grains',
+      'group',
+      'network',
+      'pkg',
+      'saltutil',
+      'schedule',
+      'service',
+      'status',
+      'sys',
+      'sysctl',
+      'test',
+      'user',
     ])
     expect((await run('sys.list_modules', ['s*'])).return).toEqual(['saltutil', 'schedule', 'service', 'status', 'sys', 'sysctl'])
   })

@@ -15,7 +15,6 @@ import { deadline } from './modules-fixture.js'
 import type { Minion } from '../src/minion.js'
 import { Changes } from './changes.js'
 
-
 export interface SealedLoad {
   id: string
   load: Record<string, unknown>
@@ -197,7 +196,10 @@ let jidCounter = 0
 /** A fresh jid in Salt's format (unique within this test process). */
 export function nextJid(): string {
   const now = new Date()
-  const stamp = now.toISOString().replace(/[-:TZ.]/g, '').slice(0, 14)
+  const stamp = now
+    .toISOString()
+    .replace(/[-:TZ.]/g, '')
+    .slice(0, 14)
   return `${stamp}${String(++jidCounter).padStart(6, '0')}`
 }
 

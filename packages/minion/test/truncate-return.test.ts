@@ -90,7 +90,7 @@ describe('fitReturn', () => {
     expect(original.return).toBe(output) // the caller's load is not changed
   })
 
-  it("cuts the long part of a cmd.run_all dict and keeps its short parts whole", () => {
+  it('cuts the long part of a cmd.run_all dict and keeps its short parts whole', () => {
     const fitted = fitReturn(load({ pid: 42, retcode: 1, stdout: 'o'.repeat(2 * MIB), stderr: 'short error' }, { fun: 'cmd.run_all', retcode: 1 }), MIB)
     const value = fitted.load.return as Record<string, unknown>
     expect(value).toMatchObject({ pid: 42, retcode: 1, stderr: 'short error' })
@@ -101,7 +101,9 @@ describe('fitReturn', () => {
   it("keeps cmd.*'s own cap marker and cuts before it", () => {
     const capped = `${'y'.repeat(2 * MIB)}\n[brine: output truncated at ${2 * MIB} bytes]`
     const text = fitReturn(load(capped), MIB).load.return as string
-    expect(text).toMatch(/^y+\n\[brine: output truncated at 2097152 bytes\]\n\[brine: truncated by the minion: 2097152 bytes, the first \d+ kept, to fit max_frame_bytes \(1048576\)\]$/)
+    expect(text).toMatch(
+      /^y+\n\[brine: output truncated at 2097152 bytes\]\n\[brine: truncated by the minion: 2097152 bytes, the first \d+ kept, to fit max_frame_bytes \(1048576\)\]$/,
+    )
   })
 
   it('never splits a multi-byte character', () => {

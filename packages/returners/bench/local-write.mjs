@@ -14,11 +14,21 @@ const [base = '/tmp', total = '2000', concurrency = '1'] = process.argv.slice(2)
 const outfile = join(here, '..', 'test', '.tmp', `bench-${process.pid}.mjs`)
 await build({
   stdin: { contents: "export { LocalJobCache } from './src/local-cache.ts'", resolveDir: join(here, '..'), loader: 'ts' },
-  bundle: true, platform: 'node', format: 'esm', target: 'node20', outfile, logLevel: 'silent',
-  plugins: [{ name: 'brine-src', setup(b) {
-    b.onResolve({ filter: /^@brine\/[a-z-]+$/ }, (a) => ({ path: join(packages, a.path.slice(7), 'src', 'index.ts') }))
-    b.onResolve({ filter: /^[^./]/ }, (a) => ({ path: a.path, external: true }))
-  } }],
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  outfile,
+  logLevel: 'silent',
+  plugins: [
+    {
+      name: 'brine-src',
+      setup(b) {
+        b.onResolve({ filter: /^@brine\/[a-z-]+$/ }, (a) => ({ path: join(packages, a.path.slice(7), 'src', 'index.ts') }))
+        b.onResolve({ filter: /^[^./]/ }, (a) => ({ path: a.path, external: true }))
+      },
+    },
+  ],
 })
 const { LocalJobCache } = await import(pathToFileURL(outfile).href)
 const cachedir = await mkdtemp(join(base, 'brine-bench-'))
@@ -29,12 +39,14 @@ try {
   const width = Number(concurrency)
   let next = 0
   const started = performance.now()
-  await Promise.all(Array.from({ length: width }, async () => {
-    for (let i = next++; i < n; i = next++) {
-      const id = `minion-${i}`
-      await cache.saveReturn(jid, id, { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true })
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      for (let i = next++; i < n; i = next++) {
+        const id = `minion-${i}`
+        await cache.saveReturn(jid, id, { cmd: '_return', id, jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true })
+      }
+    }),
+  )
   const seconds = (performance.now() - started) / 1000
   await cache.close()
   console.log(`${n} returns, concurrency ${width}, ${cachedir}: ${(n / seconds).toFixed(0)} returns/s (${((seconds * 1000) / n).toFixed(2)} ms each)`)

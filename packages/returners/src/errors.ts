@@ -47,7 +47,10 @@ export class UnknownReturnerError extends BrineError {
   readonly available: readonly string[]
 
   constructor(returner: string, available: readonly string[]) {
-    super(`unknown returner '${returner.slice(0, 80)}' (available: ${available.join(', ')})`, { returner: returner.slice(0, 80), available: available.join(', ') })
+    super(`unknown returner '${returner.slice(0, 80)}' (available: ${available.join(', ')})`, {
+      returner: returner.slice(0, 80),
+      available: available.join(', '),
+    })
     this.returner = returner
     this.available = available
   }

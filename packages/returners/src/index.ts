@@ -11,5 +11,13 @@ export { LocalJobCache, type LocalJobCacheOptions } from './local-cache.js'
 export { PostgresJobCache, type PostgresConnection, type PostgresJobCacheOptions } from './postgres-cache.js'
 export { openJobCache, postgresConnection, JOB_CACHE_BACKENDS, type JobCacheBackend, type OpenJobCacheOptions } from './open.js'
 export { FutureJidError, JobCacheError, UnknownReturnerError, UnstorableValueError } from './errors.js'
-export { checkReturners, MinionReturners, RETURNERS, returnerNames, type MinionReturnersOptions, type ReturnedJob, type ReturnerName } from './minion-returners.js'
+export {
+  checkReturners,
+  MinionReturners,
+  RETURNERS,
+  returnerNames,
+  type MinionReturnersOptions,
+  type ReturnedJob,
+  type ReturnerName,
+} from './minion-returners.js'
 export { BYTES_MARKER, NUL_STRING_MARKER, toJsonValue, fromJsonValue } from './json.js'

@@ -67,9 +67,7 @@ interface Segment {
   deleted: boolean
 }
 
-type LogRecord =
-  | { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] }
-  | { t: 'ret'; jid: string; id: string; ret: ReturnLoad }
+type LogRecord = { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] } | { t: 'ret'; jid: string; id: string; ret: ReturnLoad }
 
 /** One record waiting for the writer: its bytes, and what to do once they are durable (or not). */
 interface Pending {
@@ -139,7 +137,12 @@ export class LocalJobCache implements JobCache {
     await this.#lock()
     if (this.#indexInBackground) {
       this.#indexed = this.#scanAll().catch((error: unknown) => {
-        const failure = new JobCacheError('local_cache', `the index of ${this.root} could not be rebuilt: ${(error as Error).message}`, { dir: this.root }, { cause: error })
+        const failure = new JobCacheError(
+          'local_cache',
+          `the index of ${this.root} could not be rebuilt: ${(error as Error).message}`,
+          { dir: this.root },
+          { cause: error },
+        )
         this.#broken = failure
         this.#logger?.error(failure.message)
         throw failure
@@ -181,7 +184,8 @@ export class LocalJobCache implements JobCache {
     const bytes = encodeRecord({ t: 'job', jid, load, minions: [...minions] })
     // The index keeps the decoded copy, what a restart would read, not the caller's (mutable) object.
     const record = parseBody(bytes.subarray(FRAME_HEADER_BYTES))
-    if (typeof record === 'string' || record.t !== 'job') throw new JobCacheError('local_cache', `job ${jid} did not survive encoding (${typeof record === 'string' ? record : record.t})`, { jid })
+    if (typeof record === 'string' || record.t !== 'job')
+      throw new JobCacheError('local_cache', `job ${jid} did not survive encoding (${typeof record === 'string' ? record : record.t})`, { jid })
     this.#jobsQueued.set(jid, (this.#jobsQueued.get(jid) ?? 0) + 1)
     try {
       await this.#enqueue(day, record, bytes)
@@ -369,7 +373,12 @@ export class LocalJobCache implements JobCache {
       await handle.datasync()
       segment.size = start + bytes.length
     } catch (error) {
-      const failure = new JobCacheError('local_cache', `writing ${batch.length} record(s) to ${segment?.path ?? day} failed: ${(error as Error).message}`, { file: segment?.path ?? day }, { cause: error })
+      const failure = new JobCacheError(
+        'local_cache',
+        `writing ${batch.length} record(s) to ${segment?.path ?? day} failed: ${(error as Error).message}`,
+        { file: segment?.path ?? day },
+        { cause: error },
+      )
       if (segment !== undefined && handle !== undefined) await this.#rollBack(segment, handle, start, failure)
       for (const pending of batch) pending.reject(failure)
       return
@@ -388,7 +397,12 @@ export class LocalJobCache implements JobCache {
       await handle.truncate(size)
       await handle.datasync()
     } catch (error) {
-      this.#broken = new JobCacheError('local_cache', `${segment.path} could not be rolled back after a failed write; restart to recover`, { file: segment.path }, { cause: error })
+      this.#broken = new JobCacheError(
+        'local_cache',
+        `${segment.path} could not be rolled back after a failed write; restart to recover`,
+        { file: segment.path },
+        { cause: error },
+      )
       this.#logger?.error(this.#broken.message, failure)
     }
   }
@@ -439,7 +453,7 @@ export class LocalJobCache implements JobCache {
   async #readReturns(locations: [string, Location][]): Promise<Record<string, ReturnLoad>> {
     const sorted = [...locations].sort(([, a], [, b]) => (a.day === b.day ? a.offset - b.offset : a.day < b.day ? -1 : 1))
     const found = new Map<string, ReturnLoad>()
-    for (let i = 0; i < sorted.length; ) {
+    for (let i = 0; i < sorted.length;) {
       const first = sorted[i]![1]
       let end = first.offset + first.length
       let j = i + 1
@@ -532,7 +546,11 @@ export class LocalJobCache implements JobCache {
         const gone = owner === undefined ? 'an unreadable lock' : lockOwnerGone(owner, this.#lockPath)
         if (owner !== undefined && gone === undefined) {
           const pid = owner.pid
-          throw new JobCacheError('local_cache', `job cache ${this.root} is in use by pid ${pid} (remove ${this.#lockPath} only if that process is not a Brine master)`, { dir: this.root, file: this.#lockPath, pid })
+          throw new JobCacheError(
+            'local_cache',
+            `job cache ${this.root} is in use by pid ${pid} (remove ${this.#lockPath} only if that process is not a Brine master)`,
+            { dir: this.root, file: this.#lockPath, pid },
+          )
         }
         this.#logger?.warning(`job cache: taking over ${this.#lockPath} left by ${gone}`)
         await fs.rm(this.#lockPath, { force: true })
@@ -546,7 +564,9 @@ export class LocalJobCache implements JobCache {
     const names = (await fs.readdir(this.root)).sort() // oldest day first: later records win
     const oldLayout = names.filter((name) => OLD_LAYOUT_DAY_DIR.test(name))
     if (oldLayout.length > 0) {
-      this.#logger?.warning(`job cache: ignoring ${oldLayout.length} day director${oldLayout.length === 1 ? 'y' : 'ies'} of the old one-file-per-return layout under ${this.root}`)
+      this.#logger?.warning(
+        `job cache: ignoring ${oldLayout.length} day director${oldLayout.length === 1 ? 'y' : 'ies'} of the old one-file-per-return layout under ${this.root}`,
+      )
     }
     for (const name of names) {
       const day = SEGMENT_FILE.exec(name)?.[1]
@@ -592,7 +612,7 @@ export class LocalJobCache implements JobCache {
         },
         Math.max(0, stat.size - FRAME_HEADER_BYTES),
       )
-      for (let position = 0; position < stat.size && bad === undefined; ) {
+      for (let position = 0; position < stat.size && bad === undefined;) {
         const chunk = Buffer.allocUnsafe(Math.min(SCAN_CHUNK_BYTES, stat.size - position))
         const { bytesRead } = await handle.read(chunk, 0, chunk.length, position)
         if (bytesRead === 0) break
@@ -628,7 +648,8 @@ export class LocalJobCache implements JobCache {
   // ---- helpers ----
 
   #dayOf(jid: string): string {
-    if (typeof jid !== 'string' || !isJid(jid) || !SAFE_JID.test(jid)) throw new JobCacheError('local_cache', `'${String(jid)}' is not a jid`, { jid: String(jid) })
+    if (typeof jid !== 'string' || !isJid(jid) || !SAFE_JID.test(jid))
+      throw new JobCacheError('local_cache', `'${String(jid)}' is not a jid`, { jid: String(jid) })
     // A valid jid starts with its UTC date, YYYYMMDD: the segment's name.
     return jid.slice(0, 8)
   }
@@ -756,7 +777,11 @@ function returnFromFrame(bytes: Buffer, path: string, offset: number): ReturnLoa
   const whole = bytes.length >= FRAME_HEADER_BYTES && bytes.readUInt32BE(0) === bytes.length - FRAME_HEADER_BYTES
   const record = whole ? parseBody(bytes.subarray(FRAME_HEADER_BYTES)) : 'short read'
   if (typeof record === 'string' || record.t !== 'ret') {
-    throw new JobCacheError('local_cache', `${path} at offset ${offset}: not the return record the index points at (${typeof record === 'string' ? record : record.t})`, { file: path, offset })
+    throw new JobCacheError(
+      'local_cache',
+      `${path} at offset ${offset}: not the return record the index points at (${typeof record === 'string' ? record : record.t})`,
+      { file: path, offset },
+    )
   }
   return record.ret
 }

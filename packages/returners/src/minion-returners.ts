@@ -14,7 +14,14 @@ const isReturnerName = (name: string): name is ReturnerName => (RETURNERS as rea
 
 /** The names in a job's `ret`, comma-separated as Salt writes them, each once; `''` names none. */
 export function returnerNames(ret: string): string[] {
-  return [...new Set(ret.split(',').map((name) => name.trim()).filter((name) => name !== ''))]
+  return [
+    ...new Set(
+      ret
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    ),
+  ]
 }
 
 /** Throws UnknownReturnerError for the first name in `ret` that Brine has no returner for (the master checks a publish with it). */

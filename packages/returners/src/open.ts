@@ -28,7 +28,13 @@ export async function openJobCache(opts: MasterConfig, { logger, now }: OpenJobC
       // In the background: a restarted master answers its minions while a large log is indexed.
       // A jid dated beyond clock_skew never opens a day file (the master refuses such returns first).
       const maxFutureMs = timeoutsFromConfig(opts).clockSkewMs
-      return new LocalJobCache({ cachedir, logger: logger?.child('local_cache'), indexInBackground: true, maxFutureMs, ...(now === undefined ? {} : { now }) }).open()
+      return new LocalJobCache({
+        cachedir,
+        logger: logger?.child('local_cache'),
+        indexInBackground: true,
+        maxFutureMs,
+        ...(now === undefined ? {} : { now }),
+      }).open()
     }
     case 'postgres':
       return new PostgresJobCache({ connection: postgresConnection(opts), logger: logger?.child('postgres') }).open()

@@ -52,12 +52,16 @@ export class PostgresJobCache implements JobCache {
     const { connection } = options
     this.#logger = options.logger
     this.#schema = options.schema ?? 'public'
-    if (!/^[a-z_][a-z0-9_]*$/.test(this.#schema)) throw new JobCacheError('postgres', `schema name '${this.#schema}' must be lower-case letters, digits and _`, { schema: this.#schema })
+    if (!/^[a-z_][a-z0-9_]*$/.test(this.#schema))
+      throw new JobCacheError('postgres', `schema name '${this.#schema}' must be lower-case letters, digits and _`, { schema: this.#schema })
     this.#jids = `"${this.#schema}".jids`
     this.#returns = `"${this.#schema}".salt_returns`
     const base = { max: options.poolSize ?? 5, connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000 }
     const url = connection.url ?? undefined
-    this.#where = url !== undefined ? redactUrl(url) : `postgres://${connection.user ?? ''}@${connection.host ?? 'localhost'}:${connection.port ?? 5432}/${connection.db ?? ''}`
+    this.#where =
+      url !== undefined
+        ? redactUrl(url)
+        : `postgres://${connection.user ?? ''}@${connection.host ?? 'localhost'}:${connection.port ?? 5432}/${connection.db ?? ''}`
     this.#pool = new pg.Pool(
       url !== undefined
         ? { ...base, connectionString: url }

@@ -99,7 +99,9 @@ export function lockOwnerGone(owner: LockOwner, lockFile: string): string | unde
   const start = processStartTicks(owner.pid)
   if (start === undefined) return undefined // no /proc: the pid is all there is to go on
   if (owner.start !== undefined) {
-    return owner.start === start ? undefined : `pid ${owner.pid}, which now belongs to another process (started at tick ${start}, the lock's owner at ${owner.start})`
+    return owner.start === start
+      ? undefined
+      : `pid ${owner.pid}, which now belongs to another process (started at tick ${start}, the lock's owner at ${owner.start})`
   }
   const btime = bootTimeSeconds()
   const written = statSync(lockFile, { throwIfNoEntry: false })?.mtimeMs

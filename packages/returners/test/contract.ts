@@ -164,7 +164,8 @@ export function jobCacheContract(name: string, make: () => Promise<CacheFixture>
           const jids = [jidAt('2024-04-01T00:00:00Z', 1), jidAt('2024-04-02T00:00:00Z', 2)]
           const ids = Array.from({ length: 20 }, (_, i) => `minion-${i}`)
           const pairs = jids.flatMap((jid) => ids.map((id) => [jid, id] as const))
-          const write = (c: JobCache, order: (typeof pairs)[number][]) => Promise.all(order.map(([jid, id]) => c.saveReturn(jid, id, ret(jid, id, `${jid}/${id}`))))
+          const write = (c: JobCache, order: (typeof pairs)[number][]) =>
+            Promise.all(order.map(([jid, id]) => c.saveReturn(jid, id, ret(jid, id, `${jid}/${id}`))))
           const [first, second] = await Promise.all([write(cache, pairs), write(other, [...pairs].reverse())])
           const reversed = [...second].reverse()
           pairs.forEach((_, i) => expect([first[i], reversed[i]].filter(Boolean)).toHaveLength(1))

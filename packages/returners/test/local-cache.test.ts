@@ -148,7 +148,12 @@ describe('LocalJobCache on disk', () => {
 
       const again = await new LocalJobCache({ cachedir }).open()
       try {
-        expect(await again.getJob(jid)).toEqual({ jid, load, minions: ['m1', 'm2'], returns: { m1: ret(jid, 'm1', { big: 'x'.repeat(5000) }), m2: ret(jid, 'm2') } })
+        expect(await again.getJob(jid)).toEqual({
+          jid,
+          load,
+          minions: ['m1', 'm2'],
+          returns: { m1: ret(jid, 'm1', { big: 'x'.repeat(5000) }), m2: ret(jid, 'm2') },
+        })
         expect((await again.listJobs()).map((j) => j.jid)).toEqual([other, jid])
         expect(await again.saveReturn(jid, 'm2', ret(jid, 'm2', 'again'))).toBe(false)
       } finally {
@@ -172,7 +177,9 @@ describe('LocalJobCache on disk', () => {
         refused.push(await cache.saveReturn(jid, 'm1', ret(jid, 'm1')).catch((error: unknown) => error))
       }
       expect(refused.every((error) => error instanceof FutureJidError)).toBe(true)
-      expect((refused[0] as FutureJidError).message).toMatch(/jid \d{20} is dated 2026-11-24T12:00:00\.000Z, more than 300000 ms \(clock_skew\) ahead of this master's clock/)
+      expect((refused[0] as FutureJidError).message).toMatch(
+        /jid \d{20} is dated 2026-11-24T12:00:00\.000Z, more than 300000 ms \(clock_skew\) ahead of this master's clock/,
+      )
       expect(await readdir(jobs)).toEqual(['.lock'])
       expect(await cache.newestJid()).toBeUndefined()
 
@@ -223,7 +230,8 @@ describe('LocalJobCache on disk', () => {
 
   it('deletes the segment files of days entirely before the prune cutoff', async () => {
     await withCache(async (cache, cachedir) => {
-      for (const jid of [jidAt('2024-02-01T12:00:00Z', 1), jidAt('2024-02-03T08:00:00Z', 2), jidAt('2024-02-03T12:00:00Z', 3)]) await cache.saveReturn(jid, 'm', ret(jid, 'm'))
+      for (const jid of [jidAt('2024-02-01T12:00:00Z', 1), jidAt('2024-02-03T08:00:00Z', 2), jidAt('2024-02-03T12:00:00Z', 3)])
+        await cache.saveReturn(jid, 'm', ret(jid, 'm'))
       expect(await cache.prune(new Date('2024-02-03T10:00:00Z'))).toBe(2)
       expect((await readdir(join(cachedir, 'jobs'))).sort()).toEqual(['.lock', '20240203.log'])
       // The day's file comes back when a return for it arrives.
@@ -236,7 +244,10 @@ describe('LocalJobCache on disk', () => {
   it('refuses a second open of the same cachedir while the first holds it, naming the pid', async () => {
     await withCache(async (cache, cachedir) => {
       const second = new LocalJobCache({ cachedir })
-      await expect(second.open()).rejects.toMatchObject({ name: 'JobCacheError', message: expect.stringContaining(`job cache ${join(cachedir, 'jobs')} is in use by pid ${process.pid}`) })
+      await expect(second.open()).rejects.toMatchObject({
+        name: 'JobCacheError',
+        message: expect.stringContaining(`job cache ${join(cachedir, 'jobs')} is in use by pid ${process.pid}`),
+      })
       const jid = jidAt('2024-05-06T07:08:09Z', 12)
       expect(await cache.saveReturn(jid, 'm', ret(jid, 'm'))).toBe(true) // the owner is unaffected
       await cache.close()
@@ -317,7 +328,10 @@ describe('LocalJobCache on disk', () => {
       try {
         await mkdir(join(cachedir, 'jobs'), { mode: 0o700 })
         await writeFile(join(cachedir, 'jobs', '.lock'), `${process.pid}\n`)
-        await expect(new LocalJobCache({ cachedir }).open()).rejects.toMatchObject({ name: 'JobCacheError', message: expect.stringContaining(`is in use by pid ${process.pid}`) })
+        await expect(new LocalJobCache({ cachedir }).open()).rejects.toMatchObject({
+          name: 'JobCacheError',
+          message: expect.stringContaining(`is in use by pid ${process.pid}`),
+        })
       } finally {
         await rm(cachedir, { recursive: true, force: true })
       }
@@ -439,7 +453,10 @@ describe('LocalJobCache on disk', () => {
     const acked: string[] = []
     try {
       await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out after 30 s waiting for 200 "acked" lines from the writer (got ${acked.length}); stderr: ${stderr}`)), 30_000)
+        const timer = setTimeout(
+          () => reject(new Error(`timed out after 30 s waiting for 200 "acked" lines from the writer (got ${acked.length}); stderr: ${stderr}`)),
+          30_000,
+        )
         void exited.then(() => reject(new Error(`writer exited early; stderr: ${stderr}`)))
         createInterface({ input: child.stdout }).on('line', (line) => {
           if (line.startsWith('acked ')) acked.push(line.slice('acked '.length))

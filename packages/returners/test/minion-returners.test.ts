@@ -17,7 +17,15 @@ async function tempDir(): Promise<string> {
   return dir
 }
 
-const job = (jid: string, returners: string): ReturnedJob => ({ jid, fun: 'test.echo', arg: ['kept'], tgt: 'web1', tgt_type: 'glob', user: 'root', ret: returners })
+const job = (jid: string, returners: string): ReturnedJob => ({
+  jid,
+  fun: 'test.echo',
+  arg: ['kept'],
+  tgt: 'web1',
+  tgt_type: 'glob',
+  user: 'root',
+  ret: returners,
+})
 
 describe("a job's returner names", () => {
   it("splits Salt's comma list, each name once; '' names none", () => {
@@ -52,7 +60,7 @@ describe('MinionReturners', () => {
     // Nothing named: nothing opened or written.
     await returners.send(job(jidAt(new Date().toISOString(), 2), ''), ret(jidAt(new Date().toISOString(), 2), 'web1'))
     await returners.close()
-    expect(lines.join('')).toContain("returner redis of job " + jid + ": unknown returner 'redis' (available: local_cache)")
+    expect(lines.join('')).toContain('returner redis of job ' + jid + ": unknown returner 'redis' (available: local_cache)")
 
     const cache = await new LocalJobCache({ cachedir }).open()
     cleanups.push(() => cache.close())

@@ -24,7 +24,9 @@ describe('openJobCache', () => {
     await expect(openJobCache(config({ master_job_cache: 'local_cache' }))).rejects.toMatchObject({ name: 'ConfigError', key: 'cachedir' })
     expect(() => postgresConnection(config({ 'postgres.host': 'db', 'postgres.port': 5432, 'postgres.user': 'u' }))).toThrow(/postgres\.db/)
     expect(() => postgresConnection(config({ 'postgres.url': 'mysql://x' }))).toThrow(/postgres\.url/)
-    expect(postgresConnection(config({ 'postgres.host': 'db', 'postgres.port': 5433, 'postgres.db': 'salt', 'postgres.user': 'u', 'postgres.pass': 'p' }))).toEqual({
+    expect(
+      postgresConnection(config({ 'postgres.host': 'db', 'postgres.port': 5433, 'postgres.db': 'salt', 'postgres.user': 'u', 'postgres.pass': 'p' })),
+    ).toEqual({
       host: 'db',
       port: 5433,
       db: 'salt',

@@ -47,11 +47,15 @@ afterAll(async () => {
   }
 })
 
-jobCacheContract('PostgresJobCache', async () => {
-  const schema = freshSchema()
-  const cache = await cacheIn(schema)
-  return { cache, another: () => cacheIn(schema), cleanup: () => cache.close() }
-}, { sharedStore: true })
+jobCacheContract(
+  'PostgresJobCache',
+  async () => {
+    const schema = freshSchema()
+    const cache = await cacheIn(schema)
+    return { cache, another: () => cacheIn(schema), cleanup: () => cache.close() }
+  },
+  { sharedStore: true },
+)
 
 describe('PostgresJobCache', () => {
   it('creates the schema when several masters start at once', async () => {

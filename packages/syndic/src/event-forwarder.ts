@@ -96,7 +96,9 @@ export class EventForwarder {
     const size = encodedBytes(event)
     if (size > budget) {
       this.#waiting.shift()
-      this.#o.logger.warning(`event ${event.tag.slice(0, 120)} of this master not forwarded: ${size} bytes, more than fits in max_frame_bytes (${this.#o.maxFrameBytes})`)
+      this.#o.logger.warning(
+        `event ${event.tag.slice(0, 120)} of this master not forwarded: ${size} bytes, more than fits in max_frame_bytes (${this.#o.maxFrameBytes})`,
+      )
       return undefined
     }
     return size

@@ -109,7 +109,21 @@ function fitted(
   onTruncated: SplitOptions['onTruncated'],
 ): { ret: SyndicMinionReturn; bytes: number } {
   // fitReturn measures a whole `_return` load: a little more than the return inside a batch, so its size bounds the return's.
-  const fit = fitReturn({ cmd: '_return', id: minion, jid, fun: '', fun_args: ret.fun_args, return: ret.return, retcode: ret.retcode, success: ret.success, ...(ret.out === undefined ? {} : { out: ret.out }) }, maxFrameBytes, reserveBytes)
+  const fit = fitReturn(
+    {
+      cmd: '_return',
+      id: minion,
+      jid,
+      fun: '',
+      fun_args: ret.fun_args,
+      return: ret.return,
+      retcode: ret.retcode,
+      success: ret.success,
+      ...(ret.out === undefined ? {} : { out: ret.out }),
+    },
+    maxFrameBytes,
+    reserveBytes,
+  )
   if (!fit.truncated) return { ret, bytes: fit.bytes }
   onTruncated?.(jid, minion, fit.originalBytes, fit.bytes)
   const cut: SyndicMinionReturn = { return: fit.load.return, retcode: ret.retcode, success: ret.success, fun_args: fit.load.fun_args }
@@ -269,7 +283,13 @@ export class UpperForwarder {
         why = `${(error as Error).name}: ${(error as Error).message}`
       }
     } else {
-      why = !status.authenticated ? 'not authenticated' : !status.connected ? 'not connected' : this.#o.signal.aborted ? 'the syndic is stopping' : 'older batches are spooled'
+      why = !status.authenticated
+        ? 'not authenticated'
+        : !status.connected
+          ? 'not connected'
+          : this.#o.signal.aborted
+            ? 'the syndic is stopping'
+            : 'older batches are spooled'
     }
     await this.#spool(jobs, why)
   }
@@ -280,10 +300,17 @@ export class UpperForwarder {
     // Not yet accepted as a syndic up there: the operator's `brine-key --accept-syndic` is the fix, and
     // the batch is kept (spooled) until then rather than lost. Said once per batch as it is spooled.
     if (error.refusal === 'SyndicNotAcceptedError') {
-      this.#logger.warning(`${this.master} does not accept this syndic's key as a syndic's: on that master, run brine-key --accept-syndic ${this.#o.id}; batches are spooled until then`)
+      this.#logger.warning(
+        `${this.master} does not accept this syndic's key as a syndic's: on that master, run brine-key --accept-syndic ${this.#o.id}; batches are spooled until then`,
+      )
       return false
     }
-    this.#logger.error(`${this.master} refused a batch of ${countReturns(jobs)} return(s) for job(s) ${jobs.map((job) => job.jid).slice(0, 5).join(', ')}: ${error.message}; not sent again`)
+    this.#logger.error(
+      `${this.master} refused a batch of ${countReturns(jobs)} return(s) for job(s) ${jobs
+        .map((job) => job.jid)
+        .slice(0, 5)
+        .join(', ')}: ${error.message}; not sent again`,
+    )
     this.#settled(jobs)
     return true
   }
@@ -314,7 +341,12 @@ export class UpperForwarder {
       const message = error instanceof SyndicSpoolFullError ? error.message : `could not spool a batch for ${this.master}: ${(error as Error).message}`
       // Logged the first time and every 100th after, so a long outage does not flood the log.
       if (this.#fullLogged++ % 100 === 0) {
-        this.#logger.error(`${message}; ${returns} return(s) of job(s) ${jobs.map((job) => job.jid).slice(0, 5).join(', ')} lost for ${this.master}${this.#fullLogged > 1 ? ` (${this.#fullLogged} batches so far)` : ''}`)
+        this.#logger.error(
+          `${message}; ${returns} return(s) of job(s) ${jobs
+            .map((job) => job.jid)
+            .slice(0, 5)
+            .join(', ')} lost for ${this.master}${this.#fullLogged > 1 ? ` (${this.#fullLogged} batches so far)` : ''}`,
+        )
       }
       this.#o.onEvent?.({ type: 'spool-full', master: this.master, returns, message })
       this.#settled(jobs)

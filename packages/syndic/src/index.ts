@@ -9,7 +9,16 @@
  * acknowledge wait in a bounded disk spool until it is back.
  */
 export { Syndic, type SyndicEvent, type SyndicOptions } from './syndic.js'
-export { UpperForwarder, MAX_RETURNS_PER_BATCH, splitBatches, type ForwarderEvent, type ForwarderOptions, type JobMeta, type PendingJob, type SplitOptions } from './forwarder.js'
+export {
+  UpperForwarder,
+  MAX_RETURNS_PER_BATCH,
+  splitBatches,
+  type ForwarderEvent,
+  type ForwarderOptions,
+  type JobMeta,
+  type PendingJob,
+  type SplitOptions,
+} from './forwarder.js'
 export { BatchSpool, type SpooledBatch } from './batch-spool.js'
 export { OpenJobs, type OpenJob, type OpenJobsOptions } from './open-jobs.js'
 export * from './errors.js'

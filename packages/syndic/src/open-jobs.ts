@@ -107,7 +107,11 @@ export class OpenJobs {
     const temp = `${this.file}.tmp`
     const handle = await open(temp, 'w', 0o600)
     try {
-      await handle.writeFile(this.all().map((job) => `${line('open', job.jid, job.master, job.openedAt, [...job.expected])}\n`).join(''))
+      await handle.writeFile(
+        this.all()
+          .map((job) => `${line('open', job.jid, job.master, job.openedAt, [...job.expected])}\n`)
+          .join(''),
+      )
       await handle.sync()
     } finally {
       await handle.close()

@@ -5,7 +5,15 @@
  * cache (`jobs.list_job`) for every job still open in the journal ({@link OpenJobs}). Lower syndics'
  * announcements of their minions go further up the same way.
  */
-import { BUS_DROPPED_TAG, parseJobReturnTag, parseListJob, parseSyndicAnnouncement, syndicReturnOf, type BusEvent, type SyndicAnnouncementParts } from '@brine/common'
+import {
+  BUS_DROPPED_TAG,
+  parseJobReturnTag,
+  parseListJob,
+  parseSyndicAnnouncement,
+  syndicReturnOf,
+  type BusEvent,
+  type SyndicAnnouncementParts,
+} from '@brine/common'
 import { LruMap, type Logger } from '@brine/transport'
 import type { UpperForwarder } from './forwarder.js'
 import { OpenJobs, type OpenJob } from './open-jobs.js'

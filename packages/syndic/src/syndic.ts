@@ -133,7 +133,17 @@ export class Syndic {
       masters,
       open: (entry) => {
         const upper = new UpperMaster({
-          id: this.id, opts, entry, keys, transport, several, cache, dir, logger, signal, track,
+          id: this.id,
+          opts,
+          entry,
+          keys,
+          transport,
+          several,
+          cache,
+          dir,
+          logger,
+          signal,
+          track,
           onSettled: (settled) => parts.follower.settle(settled),
           onEvent: (event) => this.#events.emit(event),
         })
@@ -172,7 +182,14 @@ export class Syndic {
       track,
     })
     const relay = new Relay({ opts: this.opts, request, upper: (master) => this.#uppers.get(master)!.forwarder, follower, emit, logger, signal })
-    const events = new EventForwarder({ id: this.id, maxFrameBytes: endpointLimitsFromConfig(this.opts).maxFrameBytes, links: () => this.links, logger, signal, track })
+    const events = new EventForwarder({
+      id: this.id,
+      maxFrameBytes: endpointLimitsFromConfig(this.opts).maxFrameBytes,
+      links: () => this.links,
+      logger,
+      signal,
+      track,
+    })
     return { follower, relay, events }
   }
 

@@ -21,7 +21,9 @@ function unpack(batches: SyndicJobEntry[][]): { returns: string[]; bytes: number
 describe('splitBatches', () => {
   it(`holds at most ${MAX_RETURNS_PER_BATCH} returns a batch; the job's announcement and load go with its first part, each later part announces its own minions`, () => {
     const load = { fun: 'test.echo', arg: ['x'] }
-    const batches = [...splitBatches(new Map([pending('20261123180000000001', 12_000, () => 'x', { load, pending: ['low'] })]), { maxFrameBytes: 64 * 1024 * 1024 })]
+    const batches = [
+      ...splitBatches(new Map([pending('20261123180000000001', 12_000, () => 'x', { load, pending: ['low'] })]), { maxFrameBytes: 64 * 1024 * 1024 }),
+    ]
     expect(batches.map((batch) => batch.reduce((sum, entry) => sum + Object.keys(entry.returns ?? {}).length, 0))).toEqual([5000, 5000, 2000])
     const [first, second] = batches.map((batch) => batch[0]!)
     expect(first).toMatchObject({ jid: '20261123180000000001', fun: 'test.echo', load, pending: ['low'] })
@@ -36,7 +38,10 @@ describe('splitBatches', () => {
 
   it('keeps every batch within max_frame_bytes less the seal reserve, splitting jobs by their bytes', () => {
     const maxFrameBytes = 1024 * 1024
-    const jobs = new Map([pending('20261123180000000001', 60, (index) => `${index}`.padEnd(40_000, 'a')), pending('20261123180000000002', 60, (index) => `${index}`.padEnd(40_000, 'b'))])
+    const jobs = new Map([
+      pending('20261123180000000001', 60, (index) => `${index}`.padEnd(40_000, 'a')),
+      pending('20261123180000000002', 60, (index) => `${index}`.padEnd(40_000, 'b')),
+    ])
     const batches = [...splitBatches(jobs, { maxFrameBytes })]
     const { returns, bytes } = unpack(batches)
     expect(batches.length).toBeGreaterThan(4)
@@ -52,7 +57,12 @@ describe('splitBatches', () => {
     const maxFrameBytes = 1024 * 1024
     const told: Array<[string, string, number, number]> = []
     const huge = 'x'.repeat(3 * 1024 * 1024)
-    const batches = [...splitBatches(new Map([pending('20261123180000000003', 2, (index) => (index === 0 ? huge : 'small'))]), { maxFrameBytes, onTruncated: (...args) => told.push(args) })]
+    const batches = [
+      ...splitBatches(new Map([pending('20261123180000000003', 2, (index) => (index === 0 ? huge : 'small'))]), {
+        maxFrameBytes,
+        onTruncated: (...args) => told.push(args),
+      }),
+    ]
     const { returns, bytes } = unpack(batches)
     expect(returns.sort()).toEqual(['20261123180000000003/m0', '20261123180000000003/m1'])
     for (const size of bytes) expect(size).toBeLessThanOrEqual(maxFrameBytes - RETURN_FRAME_RESERVE_BYTES)

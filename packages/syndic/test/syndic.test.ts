@@ -126,7 +126,10 @@ async function startSyndic(opts: SyndicConfig, top: { master: Master; bus: Bus }
   cleanups.push(() => syndic.stop())
   await syndic.start()
   const after = (event: BusEvent): boolean => top.bus.events.indexOf(event) >= mark
-  await top.bus.until((event) => after(event) && event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept', 'the top to accept syn1')
+  await top.bus.until(
+    (event) => after(event) && event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept',
+    'the top to accept syn1',
+  )
   expect((await top.master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: 'syn1' })).return).toEqual({ syndics: ['syn1'] })
   await top.bus.until((event) => after(event) && event.tag === tags.syndicStart('syn1'), 'salt/syndic/syn1/start at the top')
   return syndic
@@ -157,7 +160,11 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const announced = await top.bus.until((event) => event.tag === tags.syndicJobNew('syn1', reply.jid), 'the announcement')
     expect(announced.data).toMatchObject({ minions: ['m1', 'm2'], syndic_pending: [] })
     for (const id of ['m1', 'm2']) {
-      expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, id), `${id}'s return at the top`)).data).toMatchObject({ return: 'up', fun: 'test.echo', fun_args: ['up'] })
+      expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, id), `${id}'s return at the top`)).data).toMatchObject({
+        return: 'up',
+        fun: 'test.echo',
+        fun_args: ['up'],
+      })
     }
     // The lower master ran the same jid, and the job is finished with: nothing left open.
     expect(lower.bus.count(`salt/job/${reply.jid}/new`)).toBe(1)
@@ -170,12 +177,15 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     expect(top.bus.count(tags.jobReturn(reply.jid, 'm1')) + top.bus.count(tags.jobReturn(reply.jid, 'm2'))).toBe(2)
   })
 
-  it("keeps its returns while the top has not accepted it as a syndic, and delivers them once the operator does", async () => {
+  it('keeps its returns while the top has not accepted it as a syndic, and delivers them once the operator does', async () => {
     const { dir, topOpts, lowerOpts, top } = await startNode(transport)
     const syndic = new Syndic(syndicOpts(lowerOpts, topOpts, dir))
     cleanups.push(() => syndic.stop())
     await syndic.start()
-    await top.bus.until((event) => event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept', 'the top to accept syn1 as a minion')
+    await top.bus.until(
+      (event) => event.tag === tags.auth && event.data['id'] === 'syn1' && event.data['act'] === 'accept',
+      'the top to accept syn1 as a minion',
+    )
 
     // Not a syndic's key yet: to the top it is an ordinary minion (expected to return), and no syndic is waited for.
     const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['kept']))
@@ -186,7 +196,9 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
 
     await top.master.service.wheel(rootCaller(), { fun: 'key.accept_syndic', match: 'syn1' })
     await top.bus.until((event) => event.tag === tags.syndicStart('syn1'), 'salt/syndic/syn1/start, asked again')
-    expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's spooled return at the top")).data).toMatchObject({ return: 'kept' })
+    expect((await top.bus.until((event) => event.tag === tags.jobReturn(reply.jid, 'm1'), "m1's spooled return at the top")).data).toMatchObject({
+      return: 'kept',
+    })
     await syndicEvent(syndic, (event) => event.type === 'batch-forwarded' && event.fromSpool, 'the spooled batch acknowledged')
     expect(top.bus.count(tags.jobReturn(reply.jid, 'm1'))).toBe(1)
   })
@@ -239,7 +251,9 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const again = await startMaster(lowerOpts)
     expect(again.master.rootKey).not.toBe(oldKey)
     const reply = await top.master.service.publish(rootCaller(), topJob('test.ping'))
-    expect(await syndicEvent(syndic, (event) => event.type === 'relayed' && event.jid === reply.jid, 'the job passed down to the restarted master')).toMatchObject({ minions: ['m1'] })
+    expect(
+      await syndicEvent(syndic, (event) => event.type === 'relayed' && event.jid === reply.jid, 'the job passed down to the restarted master'),
+    ).toMatchObject({ minions: ['m1'] })
     expect(again.bus.count(`salt/job/${reply.jid}/new`)).toBe(1)
   })
 
@@ -247,7 +261,10 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, { top: { master_id: 'loop' }, lower: { master_id: 'loop' } })
     const syndic = await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
     const reply = await top.master.service.publish(rootCaller(), topJob('test.ping'))
-    expect(await syndicEvent(syndic, (event) => event.type === 'relay-skipped', 'the job skipped')).toMatchObject({ jid: reply.jid, reason: "master_id loop is this master's" })
+    expect(await syndicEvent(syndic, (event) => event.type === 'relay-skipped', 'the job skipped')).toMatchObject({
+      jid: reply.jid,
+      reason: "master_id loop is this master's",
+    })
     expect(lower.bus.count(`salt/job/${reply.jid}/new`)).toBe(0)
   })
 
@@ -272,13 +289,20 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     const reply = await top.master.service.publish(rootCaller(), topJob('test.ping'))
     const failed = await syndicEvent(syndic, (event) => event.type === 'relay-failed' && event.jid === reply.jid, 'the relay refused')
     expect(failed).toMatchObject({ message: expect.stringMatching(/more than 60000 ms \(clock_skew\) ahead of the master's clock/) as string })
-    expect((await top.bus.until((event) => event.tag === tags.syndicJobNew('syn1', reply.jid), 'the empty announcement')).data).toMatchObject({ minions: [], syndic_pending: [] })
+    expect((await top.bus.until((event) => event.tag === tags.syndicJobNew('syn1', reply.jid), 'the empty announcement')).data).toMatchObject({
+      minions: [],
+      syndic_pending: [],
+    })
     expect(lower.bus.count(`salt/job/${reply.jid}/new`)).toBe(0)
   })
 
   it("with its master's clock two minutes ahead of the top's and publish_ttl 60: the job is stamped again in that clock, so its minions run it", async () => {
     // Had the top's expiry (its now + 60 s) travelled down, it would have passed a minute ago in this clock.
-    const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, { top: { publish_ttl: 60 }, lower: { publish_ttl: 60 }, lowerNow: () => Date.now() + 120_000 })
+    const { dir, topOpts, lowerOpts, top, lower } = await startNode(transport, {
+      top: { publish_ttl: 60 },
+      lower: { publish_ttl: 60 },
+      lowerNow: () => Date.now() + 120_000,
+    })
     await startSyndic(syndicOpts(lowerOpts, topOpts, dir), top)
 
     const reply = await top.master.service.publish(rootCaller(), topJob('test.echo', ['fresh']))

@@ -213,10 +213,12 @@ export class Fleet {
         await fleet.launchSyndic()
         const autoAccepted = uppers.every((upper) => upper.options.autoAccept ?? true)
         if (options.syndic.acceptAsSyndic ?? autoAccepted) {
-          await Promise.all(uppers.map(async (upper, index) => {
-            await upper.waitForAuth(options.syndic!.id, 'accept', marks[index])
-            await upper.acceptSyndic(options.syndic!.id)
-          }))
+          await Promise.all(
+            uppers.map(async (upper, index) => {
+              await upper.waitForAuth(options.syndic!.id, 'accept', marks[index])
+              await upper.acceptSyndic(options.syndic!.id)
+            }),
+          )
         }
         if (options.syndic.waitForStart ?? autoAccepted) {
           await Promise.all(uppers.map((upper, index) => upper.waitForSyndicStart(options.syndic!.id, marks[index])))
@@ -273,7 +275,10 @@ export class Fleet {
     if (!this.transports.includes('nats') && syndic?.transport !== 'nats') return
     // A syndic node shares its upper masters' broker: one cluster, told apart by ports.
     const shared =
-      this.options.natsServer ?? this.options.natsFrom?.natsServer ?? this.options.portsFrom?.natsServer ?? (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
+      this.options.natsServer ??
+      this.options.natsFrom?.natsServer ??
+      this.options.portsFrom?.natsServer ??
+      (syndic === undefined ? undefined : upperFleets(syndic)[0]?.natsServer)
     if (shared !== undefined) {
       this.natsServer = shared
       return
@@ -284,7 +289,9 @@ export class Fleet {
     } else {
       const clusterPorts = await Promise.all(Array.from({ length: count }, () => freeLoopbackPort()))
       const routes = clusterPorts.map((port) => `nats-route://127.0.0.1:${port}`)
-      this.natsServers = await Promise.all(clusterPorts.map((clusterPort, index) => NatsServerProcess.start({ name: `nats-${index} for ${this.root}`, clusterPort, routes })))
+      this.natsServers = await Promise.all(
+        clusterPorts.map((clusterPort, index) => NatsServerProcess.start({ name: `nats-${index} for ${this.root}`, clusterPort, routes })),
+      )
     }
     this.natsServer = this.natsServers[0]
     this.ownsNatsServer = true
@@ -374,7 +381,10 @@ export class Fleet {
     if (prefix === undefined || prefix.length === 0) {
       this.master = this.spawnBin('brine-master', 'brine-master', args)
     } else {
-      const command = this.options.binDir === undefined ? [process.execPath, ...(this.options.nodeArgs ?? []), binPath('brine-master')] : [join(this.options.binDir, 'brine-master')]
+      const command =
+        this.options.binDir === undefined
+          ? [process.execPath, ...(this.options.nodeArgs ?? []), binPath('brine-master')]
+          : [join(this.options.binDir, 'brine-master')]
       this.master = DaemonProcess.spawn('brine-master', prefix[0]!, [...prefix.slice(1), ...command, ...args])
       if (this.master.pid > 0) this.spawnedPids.push(this.master.pid)
     }
@@ -453,7 +463,12 @@ export class Fleet {
   /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
   waitForAuth(id: string, act: string, from = 0): Promise<void> {
     const tag = this.options.bus.tags.auth
-    return this.waitForEvent((event) => event.tag === tag && event.data['id'] === id && event.data['act'] === act, `a ${tag} '${act}' event for ${id}`, id, from)
+    return this.waitForEvent(
+      (event) => event.tag === tag && event.data['id'] === id && event.data['act'] === act,
+      `a ${tag} '${act}' event for ${id}`,
+      id,
+      from,
+    )
   }
 
   private waitForEvent(predicate: (event: FleetEvent) => boolean, what: string, id: string, from: number): Promise<void> {

@@ -30,7 +30,7 @@ export function natsServerBinary(): string {
   try {
     return execFileSync('sh', ['-c', 'command -v nats-server'], { encoding: 'utf8' }).trim()
   } catch {
-    throw new HarnessSetupError('nats-server is not installed: run `npm run nats` (bash scripts/ensure-nats.sh) as root to install Debian\'s nats-server')
+    throw new HarnessSetupError("nats-server is not installed: run `npm run nats` (bash scripts/ensure-nats.sh) as root to install Debian's nats-server")
   }
 }
 

@@ -84,7 +84,11 @@ export function spawnGroup(command: string, args: readonly string[], options: { 
  * Runs a command to completion, bounded by `ms`: past it the process (and its group) is killed by pid and
  * the promise rejects naming the command and what it printed. Resolves once its output is complete.
  */
-export function runProcess(command: string, args: readonly string[], options: { ms: number; cwd?: string; env?: NodeJS.ProcessEnv; name?: string }): Promise<RunResult> {
+export function runProcess(
+  command: string,
+  args: readonly string[],
+  options: { ms: number; cwd?: string; env?: NodeJS.ProcessEnv; name?: string },
+): Promise<RunResult> {
   const name = options.name ?? [command, ...args].join(' ')
   return new Promise((resolve, reject) => {
     const child = spawnGroup(command, args, options)
@@ -94,7 +98,13 @@ export function runProcess(command: string, args: readonly string[], options: { 
     child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
     const timer = setTimeout(() => {
       killGroup(child)
-      reject(new ProcessWaitError(`${name} did not finish within ${options.ms} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`, { process: name, pid: child.pid ?? -1, limit: options.ms }))
+      reject(
+        new ProcessWaitError(`${name} did not finish within ${options.ms} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`, {
+          process: name,
+          pid: child.pid ?? -1,
+          limit: options.ms,
+        }),
+      )
     }, options.ms)
     child.once('error', (error) => {
       clearTimeout(timer)
@@ -159,7 +169,8 @@ export class DaemonProcess {
       const check = (): void => {
         const match = (this.stderr + this.stdout).match(pattern)
         if (match !== null) finish(() => resolve(match))
-        else if (!this.running) finish(() => reject(new ProcessWaitError(`${this.name} (pid ${this.pid}) exited before printing ${pattern}:\n${this.stderr}`, context)))
+        else if (!this.running)
+          finish(() => reject(new ProcessWaitError(`${this.name} (pid ${this.pid}) exited before printing ${pattern}:\n${this.stderr}`, context)))
       }
       const timer = setTimeout(
         () => finish(() => reject(new ProcessWaitError(`${this.name} (pid ${this.pid}) did not print ${pattern} within ${ms} ms:\n${this.stderr}`, context))),

@@ -27,7 +27,9 @@ describe('DaemonProcess', () => {
   it('kills children of the daemon too (the whole group)', async () => {
     const daemon = new DaemonProcess(
       'parent',
-      node("const c = require('child_process').spawn('sleep', ['30'], {stdio: 'ignore'}); process.stderr.write('child ' + c.pid + '\\n'); setInterval(() => {}, 1000)"),
+      node(
+        "const c = require('child_process').spawn('sleep', ['30'], {stdio: 'ignore'}); process.stderr.write('child ' + c.pid + '\\n'); setInterval(() => {}, 1000)",
+      ),
     )
     const [, pid] = await daemon.waitForOutput(/child (\d+)/, 10_000)
     await daemon.stop()
@@ -46,17 +48,19 @@ describe('DaemonProcess', () => {
   })
 })
 
-
 describe('runProcess', () => {
   it('runs a command to completion with all of its output', async () => {
-    const result = await runProcess(process.execPath, ['-e', "process.stdout.write('x'.repeat(100000)); process.stderr.write('done'); process.exitCode = 3"], { ms: 10_000 })
+    const result = await runProcess(process.execPath, ['-e', "process.stdout.write('x'.repeat(100000)); process.stderr.write('done'); process.exitCode = 3"], {
+      ms: 10_000,
+    })
     expect(result).toEqual({ code: 3, signal: null, stdout: 'x'.repeat(100000), stderr: 'done' })
   })
 
   it('kills a command that outlives its bound, by group, and says what it printed', async () => {
-    const error = await runProcess(process.execPath, ['-e', "process.stdout.write('started ' + process.pid); setInterval(() => {}, 1000)"], { ms: 500, name: 'sleeper' }).catch(
-      (e: unknown) => e,
-    )
+    const error = await runProcess(process.execPath, ['-e', "process.stdout.write('started ' + process.pid); setInterval(() => {}, 1000)"], {
+      ms: 500,
+      name: 'sleeper',
+    }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(ProcessWaitError)
     expect((error as Error).message).toMatch(/^sleeper did not finish within 500 ms\nstdout:\nstarted (\d+)/)
     const pid = Number(/started (\d+)/.exec((error as Error).message)![1])

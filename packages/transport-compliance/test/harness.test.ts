@@ -31,8 +31,6 @@ describe('harness', () => {
     ready = true
     recorder.poke()
     await waiting
-    await expect(recorder.until(() => false, 'something that never happens', 20)).rejects.toThrow(
-      'waiting for something that never happens',
-    )
+    await expect(recorder.until(() => false, 'something that never happens', 20)).rejects.toThrow('waiting for something that never happens')
   })
 })

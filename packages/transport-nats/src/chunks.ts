@@ -101,7 +101,8 @@ export class Reassembler {
       if (interrupted !== undefined) this.#discard(interrupted, `its chunked message of ${interrupted.total} bytes was interrupted by another message`)
       this.#greet(peer)
       // The broker's max_payload may be larger than this endpoint's max_frame_bytes.
-      if (data.length > this.options.maxFrameBytes) this.core.frameDropped(peer, new FrameTooLargeError(data.length, this.options.maxFrameBytes, peer).message, data.length)
+      if (data.length > this.options.maxFrameBytes)
+        this.core.frameDropped(peer, new FrameTooLargeError(data.length, this.options.maxFrameBytes, peer).message, data.length)
       else this.deliver(data, peer)
       return
     }
@@ -178,7 +179,11 @@ export class Reassembler {
     const ms = this.options.idleTimeout
     if (ms <= 0) return
     partial.timer = setTimeout(() => {
-      partial.drop(partial.received === 0 ? `declared a message and sent nothing for ${ms} ms (peer_idle_timeout)` : `sent no more of its message within ${ms} ms (peer_idle_timeout; ${partial.received} bytes of it held)`)
+      partial.drop(
+        partial.received === 0
+          ? `declared a message and sent nothing for ${ms} ms (peer_idle_timeout)`
+          : `sent no more of its message within ${ms} ms (peer_idle_timeout; ${partial.received} bytes of it held)`,
+      )
     }, ms)
     partial.timer.unref()
   }

@@ -91,7 +91,8 @@ export class NatsLink {
         if (this.#stopped) return
         const attempt = ++this.#attempt
         const delay = backoffDelay(attempt, this.reconnect)
-        if (attempt === 1 || attempt % 10 === 0) this.core.logger.warning(`${this.core.what} ${this.core.address}: ${(error as Error).message} (attempt ${attempt}; retrying)`)
+        if (attempt === 1 || attempt % 10 === 0)
+          this.core.logger.warning(`${this.core.what} ${this.core.address}: ${(error as Error).message} (attempt ${attempt}; retrying)`)
         this.core.emit({ type: 'reconnect-attempt', address: this.core.address, attempt, delay })
         this.#timer = setTimeout(() => this.start(), delay)
       },
@@ -138,7 +139,8 @@ export class NatsLink {
         this.slowConsumer(connection.getServer(), `the client fell ${status.pending} messages behind on ${status.sub.getSubject()}`)
         break
       case 'error':
-        if (/slow consumer/i.test(status.error.message)) this.slowConsumer(connection.getServer(), `the server reported a slow consumer: ${status.error.message}`)
+        if (/slow consumer/i.test(status.error.message))
+          this.slowConsumer(connection.getServer(), `the server reported a slow consumer: ${status.error.message}`)
         else this.core.logger.warning(`${this.core.what} ${this.core.address}: NATS error: ${status.error.message}`)
         break
       default:

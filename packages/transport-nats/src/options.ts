@@ -17,9 +17,11 @@ export function resolveBroker(defaults: BrokerOptions, own: BrokerOptions | unde
   const merged: BrokerOptions = { ...defaults, ...definedOnly(own ?? {}) }
   const servers = merged.servers === undefined || merged.servers.length === 0 ? DEFAULT_NATS_SERVERS : merged.servers
   for (const url of servers) {
-    if (!/^(nats|tls|ws|wss):\/\/[^\s]+$|^[^\s:/]+(:\d+)?$/.test(url)) throw new NatsOptionsError('nats_servers', `'${url}' is not a NATS server URL (nats://host:4222)`)
+    if (!/^(nats|tls|ws|wss):\/\/[^\s]+$|^[^\s:/]+(:\d+)?$/.test(url))
+      throw new NatsOptionsError('nats_servers', `'${url}' is not a NATS server URL (nats://host:4222)`)
   }
-  if (merged.user !== undefined && merged.token !== undefined) throw new NatsOptionsError('nats_token', 'set either nats_user/nats_password or nats_token, not both')
+  if (merged.user !== undefined && merged.token !== undefined)
+    throw new NatsOptionsError('nats_token', 'set either nats_user/nats_password or nats_token, not both')
   return { ...merged, servers, subjectPrefix: checkSubjectPrefix(merged.subjectPrefix ?? DEFAULT_SUBJECT_PREFIX) }
 }
 

@@ -50,7 +50,9 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
     this.#service = service
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#limits = decodeLimitsOf(options, 'server')
-    this.#link = new NatsLink(this.core, service.broker, `brine publish server ${service.address}`, undefined, { onConnect: (connection) => this.#announce(connection) })
+    this.#link = new NatsLink(this.core, service.broker, `brine publish server ${service.address}`, undefined, {
+      onConnect: (connection) => this.#announce(connection),
+    })
     this.#port = options.port
   }
 
@@ -87,7 +89,13 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
     }
     const hello = value as { hello?: unknown; id?: unknown; client?: unknown } | null
     const id = hello?.id ?? null
-    if (typeof hello !== 'object' || hello === null || (hello.hello !== 1 && hello.hello !== 0) || typeof hello.client !== 'string' || (id !== null && typeof id !== 'string')) {
+    if (
+      typeof hello !== 'object' ||
+      hello === null ||
+      (hello.hello !== 1 && hello.hello !== 0) ||
+      typeof hello.client !== 'string' ||
+      (id !== null && typeof id !== 'string')
+    ) {
       this.core.frameDropped(peer, `malformed frame from ${peer}: not a subscriber hello`, body.length)
       return
     }
@@ -129,7 +137,12 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
     }
     const send = (subject: string): void => {
       this.#messageId = (this.#messageId + 1) >>> 0
-      publishChunked((data) => connection.publish(subject, data, { reply: `${subjects.base}.publisher.${this.#publisherId}` }), body, this.#link.maxPayload, this.#messageId)
+      publishChunked(
+        (data) => connection.publish(subject, data, { reply: `${subjects.base}.publisher.${this.#publisherId}` }),
+        body,
+        this.#link.maxPayload,
+        this.#messageId,
+      )
     }
     if (targets === undefined) send(subjects.broadcast)
     else for (const id of targets) send(subjects.minion(id))

@@ -44,7 +44,13 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
     const hwm = options.hwm ?? DEFAULT_HWM
     this.#table = new RequestTable(
       this.core,
-      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: hwm, maxFrameBytes, limits: decodeLimitsOf(options, 'client') },
+      {
+        timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS,
+        tries: options.tries ?? 1,
+        limit: hwm,
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'client'),
+      },
       { transmit: (request) => this.#transmit(request), settled: (request) => this.#waiting.delete(request) },
     )
     this.#reassembler = new Reassembler(

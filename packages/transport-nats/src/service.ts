@@ -21,7 +21,10 @@ export interface Service {
  */
 export function serviceOf(options: EndpointOptions, defaults: BrokerOptions): Service {
   if (options.path !== undefined) {
-    throw new NatsOptionsError('path', `a NATS endpoint is a client of the broker and has no socket of its own to bind or reach at ${options.path}; use host and port (the subjects)`)
+    throw new NatsOptionsError(
+      'path',
+      `a NATS endpoint is a client of the broker and has no socket of its own to bind or reach at ${options.path}; use host and port (the subjects)`,
+    )
   }
   const broker = resolveBroker(defaults, options.broker)
   return { broker, address: natsAddress(broker, options.port) }

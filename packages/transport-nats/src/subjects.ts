@@ -11,7 +11,10 @@ const PLAIN_ID = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/
 /** Checks a `nats_subject_prefix`: dot-separated tokens of letters, digits, `_` and `-`. */
 export function checkSubjectPrefix(prefix: string): string {
   if (prefix.length === 0 || prefix.length > 200 || !prefix.split('.').every((token) => TOKEN.test(token))) {
-    throw new NatsOptionsError('nats_subject_prefix', `'${prefix}' is not a subject prefix: use dot-separated tokens of letters, digits, '_' and '-' (no '*', '>' or spaces)`)
+    throw new NatsOptionsError(
+      'nats_subject_prefix',
+      `'${prefix}' is not a subject prefix: use dot-separated tokens of letters, digits, '_' and '-' (no '*', '>' or spaces)`,
+    )
   }
   return prefix
 }

@@ -63,22 +63,35 @@ describe('NATS connections', () => {
     try {
       await publisher.start()
       await subscriber.start()
-      await deadline((async () => {
-        while (!events.some((event) => event.type === 'peer-subscribe' && event.topic === 'slow-minion')) await new Promise((resolve) => setTimeout(resolve, 10))
-      })(), WAIT_MS, 'the subscriber to say hello')
+      await deadline(
+        (async () => {
+          while (!events.some((event) => event.type === 'peer-subscribe' && event.topic === 'slow-minion'))
+            await new Promise((resolve) => setTimeout(resolve, 10))
+        })(),
+        WAIT_MS,
+        'the subscriber to say hello',
+      )
       for (let i = 0; i < 20; i++) await publisher.publish(i, { topics: ['slow-minion'] })
-      await deadline((async () => {
-        while (subscriber.stats().dropped < 15) await new Promise((resolve) => setTimeout(resolve, 10))
-      })(), WAIT_MS, '15 loads to be dropped at the hwm of 5')
+      await deadline(
+        (async () => {
+          while (subscriber.stats().dropped < 15) await new Promise((resolve) => setTimeout(resolve, 10))
+        })(),
+        WAIT_MS,
+        '15 loads to be dropped at the hwm of 5',
+      )
       expect(subscriber.stats()).toMatchObject({ queued: 5, dropped: 15, slowConsumers: 1 })
       const iterator = subscriber[Symbol.asyncIterator]()
       expect((await iterator.next()).value).toBe(0)
       // It read one: the next load fits, and a new stretch of drops is a second episode.
       await publisher.publish('fits', { topics: ['slow-minion'] })
       await publisher.publish('dropped', { topics: ['slow-minion'] })
-      await deadline((async () => {
-        while (subscriber.stats().dropped < 16) await new Promise((resolve) => setTimeout(resolve, 10))
-      })(), WAIT_MS, 'the next drop')
+      await deadline(
+        (async () => {
+          while (subscriber.stats().dropped < 16) await new Promise((resolve) => setTimeout(resolve, 10))
+        })(),
+        WAIT_MS,
+        'the next drop',
+      )
       expect(subscriber.stats().slowConsumers).toBe(2)
     } finally {
       await subscriber.close()
@@ -108,20 +121,32 @@ describe('NATS connections', () => {
   it('a client started before its broker keeps retrying with backoff and connects once the broker is up', async () => {
     const later = await NatsServerProcess.start()
     await later.stop()
-    const client = natsTransport({ servers: [later.url], subjectPrefix: 'later' }).createRequestClient({ host: '127.0.0.1', port: 4506, reconnect: { initial: 20, max: 100 } })
+    const client = natsTransport({ servers: [later.url], subjectPrefix: 'later' }).createRequestClient({
+      host: '127.0.0.1',
+      port: 4506,
+      reconnect: { initial: 20, max: 100 },
+    })
     const events: TransportEvent[] = []
     const collecting = (async () => {
       for await (const event of client.events()) events.push(event)
     })()
     try {
       await client.start()
-      await deadline((async () => {
-        while (events.filter((event) => event.type === 'reconnect-attempt').length < 2) await new Promise((resolve) => setTimeout(resolve, 10))
-      })(), WAIT_MS, 'two reconnect attempts')
+      await deadline(
+        (async () => {
+          while (events.filter((event) => event.type === 'reconnect-attempt').length < 2) await new Promise((resolve) => setTimeout(resolve, 10))
+        })(),
+        WAIT_MS,
+        'two reconnect attempts',
+      )
       await later.restart()
-      await deadline((async () => {
-        while (!events.some((event) => event.type === 'peer-connect')) await new Promise((resolve) => setTimeout(resolve, 10))
-      })(), WAIT_MS, 'the client to connect once the broker is up')
+      await deadline(
+        (async () => {
+          while (!events.some((event) => event.type === 'peer-connect')) await new Promise((resolve) => setTimeout(resolve, 10))
+        })(),
+        WAIT_MS,
+        'the client to connect once the broker is up',
+      )
       const delays = events.flatMap((event) => (event.type === 'reconnect-attempt' ? [event.delay] : []))
       for (const delay of delays) expect(delay).toBeLessThanOrEqual(100)
     } finally {

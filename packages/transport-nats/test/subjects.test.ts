@@ -36,9 +36,13 @@ async function subscriptionsOf(httpPort: number): Promise<string[]> {
 }
 
 async function until(condition: () => boolean, what: string): Promise<void> {
-  await deadline((async () => {
-    while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10))
-  })(), WAIT_MS, what)
+  await deadline(
+    (async () => {
+      while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10))
+    })(),
+    WAIT_MS,
+    what,
+  )
 }
 
 describe('NATS subjects', () => {
@@ -54,9 +58,12 @@ describe('NATS subjects', () => {
       await publisher.start()
       await other.start()
       const loads: WireValue[][] = [[], []]
-      clients.forEach((client, index) => void (async () => {
-        for await (const load of client) loads[index]!.push(load)
-      })())
+      clients.forEach(
+        (client, index) =>
+          void (async () => {
+            for await (const load of client) loads[index]!.push(load)
+          })(),
+      )
       await Promise.all(clients.map((client) => client.start()))
       await until(() => publisher.stats().subscriptions === 4, 'both minions to say hello')
       const mark = everything.length
@@ -100,6 +107,8 @@ describe('NATS subjects', () => {
     expect(subjects.minion('a*b')).toBe(`brine.4505.pub.x.${Buffer.from('a*b').toString('base64url')}`)
     expect(subjects.minion('a..b')).toMatch(/^brine\.4505\.pub\.x\./)
     expect(() => new Subjects('brine.>', 4505)).toThrow(NatsOptionsError)
-    expect(() => natsTransport({ subjectPrefix: 'a b' }).createRequestClient({ host: '127.0.0.1', port: 1 })).toThrow(/nats_subject_prefix: 'a b' is not a subject prefix/)
+    expect(() => natsTransport({ subjectPrefix: 'a b' }).createRequestClient({ host: '127.0.0.1', port: 1 })).toThrow(
+      /nats_subject_prefix: 'a b' is not a subject prefix/,
+    )
   })
 })

@@ -16,9 +16,13 @@ function track<T extends Endpoint | NatsServerProcess>(item: T): T {
 }
 
 async function until(condition: () => boolean, what: string): Promise<void> {
-  await deadline((async () => {
-    while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10))
-  })(), WAIT_MS, what)
+  await deadline(
+    (async () => {
+      while (!condition()) await new Promise((resolve) => setTimeout(resolve, 10))
+    })(),
+    WAIT_MS,
+    what,
+  )
 }
 
 /** Three nats-servers routed to each other on loopback. */
@@ -40,7 +44,8 @@ function collect(client: AsyncIterable<WireValue>): WireValue[] {
 function subscribedIds(server: PublishServer): Set<string> {
   const ids = new Set<string>()
   void (async () => {
-    for await (const event of server.events() as AsyncIterable<TransportEvent>) if (event.type === 'peer-subscribe' && event.topic !== 'broadcast') ids.add(event.topic)
+    for await (const event of server.events() as AsyncIterable<TransportEvent>)
+      if (event.type === 'peer-subscribe' && event.topic !== 'broadcast') ids.add(event.topic)
   })()
   return ids
 }
@@ -81,7 +86,11 @@ describe('NATS topologies', () => {
     const sends: Array<Promise<WireValue>> = []
     for (let i = 0; i < 100; i++) {
       if (i === 30) await b.stop()
-      for (const [name, side] of [['b', onB], ['c', onC]] as const) sends.push(side.requests.send(`${name}-${i}`, { timeout: 3000, tries: 5 }))
+      for (const [name, side] of [
+        ['b', onB],
+        ['c', onC],
+      ] as const)
+        sends.push(side.requests.send(`${name}-${i}`, { timeout: 3000, tries: 5 }))
     }
     const replies = await deadline(Promise.all(sends), WAIT_MS * 2, '200 replies across the failover')
     expect(replies).toHaveLength(200)

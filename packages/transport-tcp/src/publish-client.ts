@@ -1,4 +1,19 @@
-import { BoundedQueue, BrineError, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
+import {
+  BoundedQueue,
+  BrineError,
+  DEFAULT_HWM,
+  DEFAULT_MAX_FRAME_BYTES,
+  EndpointBase,
+  decode,
+  decodeLimitsOf,
+  encode,
+  frame,
+  type DecodeLimits,
+  type LiveStats,
+  type PublishClient,
+  type PublishClientOptions,
+  type WireValue,
+} from '@brine/transport'
 import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
@@ -22,7 +37,14 @@ export class TcpPublishClient extends EndpointBase implements PublishClient {
     this.id = options.id ?? null
     this.link = new ReconnectingLink(
       this.core,
-      { host: options.host, port: options.port, ...(options.path === undefined ? {} : { path: options.path }), maxFrameBytes: this.maxFrameBytes, hwm, reconnect: options.reconnect },
+      {
+        host: options.host,
+        port: options.port,
+        ...(options.path === undefined ? {} : { path: options.path }),
+        maxFrameBytes: this.maxFrameBytes,
+        hwm,
+        reconnect: options.reconnect,
+      },
       {
         onConnect: () => this.sendHello(),
         onFrame: (body, connection) => this.receive(body, connection.peer),

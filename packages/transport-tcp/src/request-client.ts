@@ -1,4 +1,19 @@
-import { DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, DEFAULT_REQUEST_TIMEOUT_MS, EndpointBase, RequestTable, decodeLimitsOf, frame, type FramedConnection as Connection, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
+import {
+  DEFAULT_HWM,
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  EndpointBase,
+  RequestTable,
+  decodeLimitsOf,
+  frame,
+  type FramedConnection as Connection,
+  type LiveStats,
+  type PendingRequest,
+  type RequestClient,
+  type RequestClientOptions,
+  type SendOptions,
+  type WireValue,
+} from '@brine/transport'
 import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
@@ -19,12 +34,26 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
     const hwm = options.hwm ?? DEFAULT_HWM
     this.#table = new RequestTable(
       this.core,
-      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: hwm, maxFrameBytes, limits: decodeLimitsOf(options, 'client'), wrap: frame },
+      {
+        timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS,
+        tries: options.tries ?? 1,
+        limit: hwm,
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'client'),
+        wrap: frame,
+      },
       { transmit: (request) => this.#transmit(request), settled: (request) => this.#waiting.delete(request) },
     )
     this.#link = new ReconnectingLink(
       this.core,
-      { host: options.host, port: options.port, ...(options.path === undefined ? {} : { path: options.path }), maxFrameBytes, hwm, reconnect: options.reconnect },
+      {
+        host: options.host,
+        port: options.port,
+        ...(options.path === undefined ? {} : { path: options.path }),
+        maxFrameBytes,
+        hwm,
+        reconnect: options.reconnect,
+      },
       {
         onConnect: (connection) => this.#flushWaiting(connection),
         onFrame: (body, connection) => this.#table.receive(body, connection.peer),

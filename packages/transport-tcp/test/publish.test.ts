@@ -47,7 +47,6 @@ function rawPeer(port: number, options?: { read?: boolean }): RawPeer {
 }
 
 describe('tcp publish', () => {
-
   it('announces broadcast and the id on each hello', async () => {
     const { server, events } = await startServer()
     await subscriber(server, events, { id: 'minion-1' })
@@ -114,5 +113,4 @@ describe('tcp publish', () => {
     const { client } = await subscriber(server, events)
     expect(() => client[Symbol.asyncIterator]()).toThrow(InvalidOperationError)
   })
-
 })

@@ -33,13 +33,17 @@ export function sendRawFrames(target: { host: string; port: number }, frames: Ui
 
 /** A hand-driven TCP connection (the compliance suite's `connectRaw`): length-prefixed frames; a subscription is a hello naming it. */
 export function connectRaw(target: RawTarget, options?: { role?: 'request' | 'publish'; handshake?: boolean }): RawConnection {
-  return connectRawSocket(target, {
-    frame: (body) => frame(body),
-    header: (size) => {
-      const header = Buffer.alloc(4)
-      header.writeUInt32BE(size, 0)
-      return header
+  return connectRawSocket(
+    target,
+    {
+      frame: (body) => frame(body),
+      header: (size) => {
+        const header = Buffer.alloc(4)
+        header.writeUInt32BE(size, 0)
+        return header
+      },
+      subscription: (topic) => frame(encode({ hello: 1, id: topic })),
     },
-    subscription: (topic) => frame(encode({ hello: 1, id: topic })),
-  }, options)
+    options,
+  )
 }

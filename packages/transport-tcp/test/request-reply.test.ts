@@ -1,6 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
-import { ClosedError, EnvelopeKind, TimeoutError, encodeEnvelope, type RequestClientOptions, type RequestHandler, type RequestServerOptions } from '@brine/transport'
+import {
+  ClosedError,
+  EnvelopeKind,
+  TimeoutError,
+  encodeEnvelope,
+  type RequestClientOptions,
+  type RequestHandler,
+  type RequestServerOptions,
+} from '@brine/transport'
 import { TcpRequestClient, TcpRequestServer, tcpTransport } from '../src/index.js'
 import { Cleanup, deadline, portOf, until, watch } from './helpers.js'
 import { sendRawFrames } from './raw.js'
@@ -18,9 +26,7 @@ async function startServer(handler: RequestHandler, options: Partial<RequestServ
 }
 
 async function startClient(server: { address: string }, options: Partial<RequestClientOptions> = {}): Promise<TcpRequestClient> {
-  const client = cleanup.add(
-    new TcpRequestClient({ host: '127.0.0.1', port: portOf(server.address), timeout: 5000, reconnect: fastReconnect, ...options }),
-  )
+  const client = cleanup.add(new TcpRequestClient({ host: '127.0.0.1', port: portOf(server.address), timeout: 5000, reconnect: fastReconnect, ...options }))
   await client.start()
   return client
 }
@@ -38,7 +44,9 @@ describe('tcp request/reply', () => {
     await events.next('listening', 'listening event', (event) => event.address === server.address)
     const client = await startClient(server)
     expect(await deadline(client.send({ fun: 'test.ping' }), 5000, 'round trip')).toEqual({ echo: { fun: 'test.ping' } })
-    expect(contexts).toEqual([{ peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), transport: 'tcp', address: '127.0.0.1', authenticated: expect.any(Function) }])
+    expect(contexts).toEqual([
+      { peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), transport: 'tcp', address: '127.0.0.1', authenticated: expect.any(Function) },
+    ])
     await events.next('peer-connect', 'server peer-connect')
     expect(server.stats().peers).toBe(1)
     expect(client.stats()).toMatchObject({ peers: 1, inFlight: 0 })
@@ -67,9 +75,7 @@ describe('tcp request/reply', () => {
 
   it("serves a garbage-sending connection's good requests and discards replies once it has gone", async () => {
     let answer!: (value: unknown) => void
-    const server = await startServer((request) =>
-      request === 'fine' ? new Promise((resolve) => (answer = resolve)) : Promise.resolve(request),
-    )
+    const server = await startServer((request) => (request === 'fine' ? new Promise((resolve) => (answer = resolve)) : Promise.resolve(request)))
     const events = watch(server)
     const target = { host: '127.0.0.1', port: portOf(server.address) }
     await sendRawFrames(target, [randomBytes(32), encodeEnvelope({ kind: EnvelopeKind.Request, id: 7, body: 'fine' })])
@@ -134,5 +140,4 @@ describe('tcp request/reply', () => {
     const again = await startServer(async () => 'rebound', { port })
     expect(portOf(again.address)).toBe(port)
   })
-
 })

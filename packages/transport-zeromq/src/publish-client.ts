@@ -1,4 +1,14 @@
-import { BoundedQueue, FrameTooLargeError, decode, decodeLimitsOf, type DecodeLimits, type LiveStats, type PublishClient, type PublishClientOptions, type WireValue } from '@brine/transport'
+import {
+  BoundedQueue,
+  FrameTooLargeError,
+  decode,
+  decodeLimitsOf,
+  type DecodeLimits,
+  type LiveStats,
+  type PublishClient,
+  type PublishClientOptions,
+  type WireValue,
+} from '@brine/transport'
 import { Subscriber } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
 import { BROADCAST_TOPIC, clientMaxMessageSize, messageSize, retryInterrupted, topicForId } from './socket-util.js'

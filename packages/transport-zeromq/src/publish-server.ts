@@ -107,7 +107,9 @@ export class ZeroMQPublishServer extends EndpointBase implements PublishServer {
       return
     }
     if (topic !== BROADCAST_TOPIC && !ID_TOPIC.test(topic)) {
-      connection.drop(`subscribed to ${JSON.stringify(topic.slice(0, 64))}${topic.length > 64 ? '…' : ''}: a subscriber may take only 'broadcast' and the SHA-1 of a minion id`)
+      connection.drop(
+        `subscribed to ${JSON.stringify(topic.slice(0, 64))}${topic.length > 64 ? '…' : ''}: a subscriber may take only 'broadcast' and the SHA-1 of a minion id`,
+      )
       return
     }
     if (topics?.has(topic) === true) return

@@ -1,4 +1,14 @@
-import { DEFAULT_REQUEST_TIMEOUT_MS, RequestTable, decodeLimitsOf, type LiveStats, type PendingRequest, type RequestClient, type RequestClientOptions, type SendOptions, type WireValue } from '@brine/transport'
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  RequestTable,
+  decodeLimitsOf,
+  type LiveStats,
+  type PendingRequest,
+  type RequestClient,
+  type RequestClientOptions,
+  type SendOptions,
+  type WireValue,
+} from '@brine/transport'
 import { Dealer } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
 import { mapNativeError } from './map-native-error.js'
@@ -19,7 +29,13 @@ export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements Request
     super('request client', options)
     this.#table = new RequestTable(
       this.core,
-      { timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS, tries: options.tries ?? 1, limit: this.hwm, maxFrameBytes: this.maxFrameBytes, limits: decodeLimitsOf(options, 'client') },
+      {
+        timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS,
+        tries: options.tries ?? 1,
+        limit: this.hwm,
+        maxFrameBytes: this.maxFrameBytes,
+        limits: decodeLimitsOf(options, 'client'),
+      },
       { transmit: (request) => this.#transmit(request) },
     )
   }

@@ -188,7 +188,11 @@ export class ZmtpReader implements StreamReader {
       return
     }
     if (this.parts.length >= MAX_MESSAGE_PARTS || this.partsBytes + body.length > this.maxFrameBytes) {
-      this.dropMessage(more, this.partsBytes + body.length, `message from ${this.connection.peer} has more than ${MAX_MESSAGE_PARTS} parts or ${this.maxFrameBytes} bytes (max_frame_bytes)`)
+      this.dropMessage(
+        more,
+        this.partsBytes + body.length,
+        `message from ${this.connection.peer} has more than ${MAX_MESSAGE_PARTS} parts or ${this.maxFrameBytes} bytes (max_frame_bytes)`,
+      )
       return
     }
     if (!more && this.parts.length === 0) {
@@ -237,7 +241,10 @@ function parseMetadata(data: Buffer): Map<string, string> | undefined {
   while (pos < data.length) {
     const nameLength = data[pos]!
     if (pos + 1 + nameLength + 4 > data.length) return undefined
-    const name = data.subarray(pos + 1, pos + 1 + nameLength).toString('latin1').toLowerCase()
+    const name = data
+      .subarray(pos + 1, pos + 1 + nameLength)
+      .toString('latin1')
+      .toLowerCase()
     const valueLength = data.readUInt32BE(pos + 1 + nameLength)
     const start = pos + 5 + nameLength
     if (start + valueLength > data.length) return undefined

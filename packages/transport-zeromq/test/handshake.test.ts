@@ -7,7 +7,13 @@ import { HOST, track } from './helpers.js'
 const transport = zeromqTransport()
 
 /** A TCP server that accepts connections and never says a byte: a rogue or wedged "master". */
-async function silentServer(): Promise<{ port: number; accepted: Socket[]; closes: number; close(): Promise<void>; changed(check: () => boolean, what: string): Promise<void> }> {
+async function silentServer(): Promise<{
+  port: number
+  accepted: Socket[]
+  closes: number
+  close(): Promise<void>
+  changed(check: () => boolean, what: string): Promise<void>
+}> {
   const accepted: Socket[] = []
   const waiters = new Set<() => void>()
   const poke = (): void => {

@@ -28,15 +28,19 @@ export async function sendRawFrames(target: { host: string; port: number }, fram
  * greeting and READY have arrived; frames are one-part messages; a subscription is `\x01topic`.
  */
 export function connectRaw(target: RawTarget, options?: { role?: 'request' | 'publish'; handshake?: boolean }): RawConnection {
-  return connectRawSocket(target, {
-    hello: (role) => Buffer.concat([greeting(), readyCommand(role === 'publish' ? 'SUB' : 'DEALER')]),
-    // The server's greeting (64 bytes), then its READY command: a short frame, flags, size, body.
-    handshakeDone: (received) => received.length >= GREETING_BYTES + 2 && received.length >= GREETING_BYTES + 2 + received[GREETING_BYTES + 1]!,
-    frame: (body) => Buffer.concat([frameHeader(body.length, false), body]),
-    header: (size) => frameHeader(size, false),
-    subscription: (topic) => {
-      const body = Buffer.concat([Buffer.from([1]), Buffer.from(topic, 'latin1')])
-      return Buffer.concat([frameHeader(body.length, false), body])
+  return connectRawSocket(
+    target,
+    {
+      hello: (role) => Buffer.concat([greeting(), readyCommand(role === 'publish' ? 'SUB' : 'DEALER')]),
+      // The server's greeting (64 bytes), then its READY command: a short frame, flags, size, body.
+      handshakeDone: (received) => received.length >= GREETING_BYTES + 2 && received.length >= GREETING_BYTES + 2 + received[GREETING_BYTES + 1]!,
+      frame: (body) => Buffer.concat([frameHeader(body.length, false), body]),
+      header: (size) => frameHeader(size, false),
+      subscription: (topic) => {
+        const body = Buffer.concat([Buffer.from([1]), Buffer.from(topic, 'latin1')])
+        return Buffer.concat([frameHeader(body.length, false), body])
+      },
     },
-  }, options)
+    options,
+  )
 }

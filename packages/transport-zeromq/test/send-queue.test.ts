@@ -27,7 +27,11 @@ const context = { what: 'test socket', address: 'tcp://127.0.0.1:1' }
 describe('SendQueue', () => {
   it('serialises concurrent sends so none hits EBUSY, in order', async () => {
     const socket = fakeSocket()
-    const queue = new SendQueue(socket, (e) => mapNativeError(e, context), () => new ClosedError('test socket'))
+    const queue = new SendQueue(
+      socket,
+      (e) => mapNativeError(e, context),
+      () => new ClosedError('test socket'),
+    )
     const sends = Array.from({ length: 50 }, (_, i) => queue.send(String(i)))
     expect(queue.size).toBe(50)
     await Promise.all(sends)
@@ -36,7 +40,11 @@ describe('SendQueue', () => {
   })
 
   it('rejects waiting and later sends with ClosedError once closed', async () => {
-    const queue = new SendQueue(fakeSocket(), (e) => mapNativeError(e, context), () => new ClosedError('test socket'))
+    const queue = new SendQueue(
+      fakeSocket(),
+      (e) => mapNativeError(e, context),
+      () => new ClosedError('test socket'),
+    )
     const first = queue.send('a')
     const second = queue.send('b')
     queue.close()

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { Admission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress, openFileLimit, resolveServerLimits, type AdmittedPeer, type PendingHolder } from '@brine/transport'
+import {
+  Admission,
+  defaultMaxConnections,
+  defaultMaxConnectionsPerAddress,
+  normalizeAddress,
+  openFileLimit,
+  resolveServerLimits,
+  type AdmittedPeer,
+  type PendingHolder,
+} from '@brine/transport'
 
 class Holder implements PendingHolder {
   pendingBytes = 0
@@ -61,7 +70,9 @@ describe('Admission', () => {
     const silentB = enter('10.0.0.1', 2) as Peer
     // 10.0.0.1 is at its cap of 3: its oldest silent peer makes room, not the one that spoke.
     const third = enter('10.0.0.1', 3) as Peer
-    expect(silentA.dropped).toMatch(/^evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections_per_address \(3\) for 10\.0\.0\.1$/)
+    expect(silentA.dropped).toMatch(
+      /^evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections_per_address \(3\) for 10\.0\.0\.1$/,
+    )
     expect(spoke.dropped).toBeUndefined()
     expect(admission.connectionsFrom('10.0.0.1')).toBe(3)
     // The total cap of 4: a newcomer from elsewhere evicts the oldest silent peer of any address.

@@ -1,5 +1,20 @@
 import { describe, expect, it } from 'vitest'
-import { BrineError, checkValueShape, ClosedError, errorFromJSON, errorFromWire, FrameLimitError, registerErrors, registeredError, RemoteError, remoteCause, serializeError, TimeoutError, TransportError, type SerializedError } from '@brine/transport'
+import {
+  BrineError,
+  checkValueShape,
+  ClosedError,
+  errorFromJSON,
+  errorFromWire,
+  FrameLimitError,
+  registerErrors,
+  registeredError,
+  RemoteError,
+  remoteCause,
+  serializeError,
+  TimeoutError,
+  TransportError,
+  type SerializedError,
+} from '@brine/transport'
 
 describe('errors', () => {
   it('carry literal names, context and a readable message', () => {
@@ -40,7 +55,9 @@ describe('errors', () => {
   it('checkValueShape refuses a value over the depth or entry bound without recursing', () => {
     let deep: unknown = 1
     for (let level = 0; level < 100_000; level++) deep = [deep]
-    expect(() => checkValueShape(deep, { maxEntries: 1000, maxDepth: 64 }, 'the body')).toThrow('the body nests containers more than 64 deep, over max_frame_depth (64)')
+    expect(() => checkValueShape(deep, { maxEntries: 1000, maxDepth: 64 }, 'the body')).toThrow(
+      'the body nests containers more than 64 deep, over max_frame_depth (64)',
+    )
     expect(() => checkValueShape({ a: Array.from({ length: 1001 }, () => 0) }, { maxEntries: 1000, maxDepth: 64 })).toThrow(/over max_frame_entries \(1000\)/)
     expect(() => checkValueShape({ a: [[1, 2], { b: 'x' }] }, { maxEntries: 1000, maxDepth: 3 })).not.toThrow()
   })
@@ -62,7 +79,12 @@ describe('the error registry', () => {
     expect(back).toBeInstanceOf(WireTestError)
     expect(back).toBeInstanceOf(BrineError)
     expect(BrineError.isInstance(back)).toBe(true)
-    expect(back).toMatchObject({ name: 'WireTestError', message: 'job 20260101000000000000 went wrong', jid: '20260101000000000000', context: { jid: '20260101000000000000', limit: 3 } })
+    expect(back).toMatchObject({
+      name: 'WireTestError',
+      message: 'job 20260101000000000000 went wrong',
+      jid: '20260101000000000000',
+      context: { jid: '20260101000000000000', limit: 3 },
+    })
     expect(back.toJSON()).toEqual(new WireTestError('20260101000000000000').toJSON())
     const timeout = errorFromWire(new TimeoutError('tcp://10.0.0.1:4506', 5000, 2).toJSON())
     expect(timeout).toBeInstanceOf(TimeoutError)
@@ -73,7 +95,9 @@ describe('the error registry', () => {
     const back = errorFromWire({ name: 'TypeError', message: 'fun must be a string' })
     expect(back.constructor).toBe(BrineError)
     expect(back).toMatchObject({ name: 'TypeError', message: 'fun must be a string' })
-    const hostile = errorFromWire(JSON.parse('{"name":"WireTestError","message":"m","context":{"__proto__":{"x":1},"toJSON":"no","jid":"1"}}') as SerializedError)
+    const hostile = errorFromWire(
+      JSON.parse('{"name":"WireTestError","message":"m","context":{"__proto__":{"x":1},"toJSON":"no","jid":"1"}}') as SerializedError,
+    )
     expect(hostile).toBeInstanceOf(WireTestError)
     expect(typeof hostile.toJSON).toBe('function')
     expect((hostile as unknown as Record<string, unknown>)['x']).toBeUndefined()

@@ -7,11 +7,15 @@ async function socketPair(): Promise<{ writer: Socket; received: unknown[]; serv
   const received: unknown[] = []
   let reader: FramedConnection | undefined
   const server = createServer((socket) => {
-    reader = new FramedConnection(socket, { maxFrameBytes: 1 << 20, hwm: 100 }, {
-      onFrame: (body) => received.push(decode(body)),
-      onOversize: () => {},
-      onClose: () => {},
-    })
+    reader = new FramedConnection(
+      socket,
+      { maxFrameBytes: 1 << 20, hwm: 100 },
+      {
+        onFrame: (body) => received.push(decode(body)),
+        onOversize: () => {},
+        onClose: () => {},
+      },
+    )
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as { port: number }
@@ -38,7 +42,11 @@ describe('FramedConnection', () => {
   /** A coalescing writer of `hwm` over a fresh socket pair, closed after the test, and what its peer received. */
   async function coalescingWriter(hwm: number): Promise<{ connection: FramedConnection; received: unknown[] }> {
     const { writer, received, server, reader } = await socketPair()
-    const connection = new FramedConnection(writer, { maxFrameBytes: 1 << 20, hwm, coalesce: true }, { onFrame: () => {}, onOversize: () => {}, onClose: () => {} })
+    const connection = new FramedConnection(
+      writer,
+      { maxFrameBytes: 1 << 20, hwm, coalesce: true },
+      { onFrame: () => {}, onOversize: () => {}, onClose: () => {} },
+    )
     cleanup.push(async () => {
       await connection.close()
       await reader.close()

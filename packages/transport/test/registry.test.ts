@@ -34,12 +34,14 @@ describe('transport registry', () => {
   it('names what exists and suggests the near miss', async () => {
     registerTransport('tcp', async () => fake('tcp'))
     registerTransport('zeromq', async () => fake('zeromq'))
-    for (const [given, meant] of [['zmq', 'zeromq'], ['ZeroMQ', 'zeromq'], ['tpc', 'tcp']] as const) {
+    for (const [given, meant] of [
+      ['zmq', 'zeromq'],
+      ['ZeroMQ', 'zeromq'],
+      ['tpc', 'tcp'],
+    ] as const) {
       const error = await getTransport(given, { source: '/etc/brine/master:4' }).catch((e: unknown) => e)
       expect(error).toBeInstanceOf(UnknownTransportError)
-      expect((error as Error).message).toBe(
-        `unknown transport '${given}' at /etc/brine/master:4 (available: tcp, zeromq); did you mean '${meant}'?`,
-      )
+      expect((error as Error).message).toBe(`unknown transport '${given}' at /etc/brine/master:4 (available: tcp, zeromq); did you mean '${meant}'?`)
     }
     await expect(getTransport('carrier-pigeon')).rejects.toThrow("unknown transport 'carrier-pigeon' (available: tcp, zeromq)")
   })

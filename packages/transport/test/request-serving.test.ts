@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { EndpointCore, EnvelopeKind, InvalidOperationError, RequestServing, decodeEnvelope, encodeEnvelope, type Envelope, type WireValue } from '../src/index.js'
+import {
+  EndpointCore,
+  EnvelopeKind,
+  InvalidOperationError,
+  RequestServing,
+  decodeEnvelope,
+  encodeEnvelope,
+  type Envelope,
+  type WireValue,
+} from '../src/index.js'
 
 const ADDRESS = 'tcp://127.0.0.1:4506'
 
@@ -55,9 +64,7 @@ describe('RequestServing', () => {
       held[served]!.release()
       await untilReplies(4 + served)
     }
-    expect(replies.slice(3).map(({ envelope }) => envelope)).toEqual(
-      [0, 1, 2, 3, 4].map((id) => ({ kind: EnvelopeKind.Reply, id, body: { answer: id } })),
-    )
+    expect(replies.slice(3).map(({ envelope }) => envelope)).toEqual([0, 1, 2, 3, 4].map((id) => ({ kind: EnvelopeKind.Reply, id, body: { answer: id } })))
     expect(loop.running).toBe(0)
     expect(loop.waiting).toBe(0)
   })
@@ -72,8 +79,12 @@ describe('RequestServing', () => {
 
   it('validates its limits and takes one handler, before start', () => {
     const core = new EndpointCore('test', 'request server', ADDRESS)
-    expect(() => new RequestServing(core, { maxFrameBytes: 1, concurrency: 0 }, () => {})).toThrow(new RangeError('concurrency must be a positive integer, got 0'))
-    expect(() => new RequestServing(core, { maxFrameBytes: 1, backlog: -1 }, () => {})).toThrow(new RangeError('backlog must be a non-negative integer, got -1'))
+    expect(() => new RequestServing(core, { maxFrameBytes: 1, concurrency: 0 }, () => {})).toThrow(
+      new RangeError('concurrency must be a positive integer, got 0'),
+    )
+    expect(() => new RequestServing(core, { maxFrameBytes: 1, backlog: -1 }, () => {})).toThrow(
+      new RangeError('backlog must be a non-negative integer, got -1'),
+    )
     const loop = new RequestServing(core, { maxFrameBytes: 1 }, () => {})
     expect(() => loop.checkReady()).toThrow(InvalidOperationError)
     expect(() => loop.handle(async () => null, true)).toThrow(/must be called before start/)

@@ -93,7 +93,9 @@ describe('RequestTable', () => {
     await expect(requests.send('x', { timeout: 2 ** 31 })).rejects.toBeInstanceOf(RangeError)
     expect(requests.inFlight).toBe(0)
     const core = new EndpointCore('test', 'request client', ADDRESS)
-    expect(() => new RequestTable(core, { timeout: 1000, tries: 0, limit: 1, maxFrameBytes: 1024 }, { transmit: () => {} })).toThrow(/tries must be a positive integer, got 0/)
+    expect(() => new RequestTable(core, { timeout: 1000, tries: 0, limit: 1, maxFrameBytes: 1024 }, { transmit: () => {} })).toThrow(
+      /tries must be a positive integer, got 0/,
+    )
   })
 
   it('re-sends the same bytes on each try and fails with TimeoutError after the last', async () => {

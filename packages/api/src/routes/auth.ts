@@ -34,7 +34,8 @@ class ApiLogins {
     try {
       attempt = this.#throttle.begin(credentials.username, address)
     } catch (error) {
-      if (error instanceof LoginRateLimitedError) throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(secondsFromMs(error.retryAfterMs))) })
+      if (error instanceof LoginRateLimitedError)
+        throw new ApiError(429, error.message, { retryAfter: Math.max(1, Math.ceil(secondsFromMs(error.retryAfterMs))) })
       throw error
     }
     try {
@@ -72,9 +73,17 @@ export async function authRoutes(app: FastifyInstance, context: ApiContext): Pro
     const made = await logins.login(chunk, request.ip, refused)
     reply.header('X-Auth-Token', made.token)
     if (settings.enableSessions) {
-      reply.setCookie(SESSION_COOKIE, made.token, { path: '/', httpOnly: true, sameSite: 'lax', secure: context.tls, expires: new Date(msFromSeconds(made.expire)) })
+      reply.setCookie(SESSION_COOKIE, made.token, {
+        path: '/',
+        httpOnly: true,
+        sameSite: 'lax',
+        secure: context.tls,
+        expires: new Date(msFromSeconds(made.expire)),
+      })
     }
-    return respond(request, reply, 200, { return: [{ token: made.token, expire: made.expire, start: made.start, user: made.name, eauth: made.eauth, perms: made.perms ?? {} }] })
+    return respond(request, reply, 200, {
+      return: [{ token: made.token, expire: made.expire, start: made.start, user: made.name, eauth: made.eauth, perms: made.perms ?? {} }],
+    })
   })
 
   app.post('/logout', async (request, reply) => {

@@ -45,7 +45,10 @@ export function respond(request: FastifyRequest, reply: FastifyReply, status: nu
   const type: ResponseType = chooseResponseType(request.headers.accept) ?? 'application/json'
   // A Buffer, because fastify appends `; charset=utf-8` to a JSON type it serialises itself, and salt-api's
   // own tests compare the header with exactly `application/json`.
-  return reply.code(status).type(type).send(Buffer.from(serialize(body, type)))
+  return reply
+    .code(status)
+    .type(type)
+    .send(Buffer.from(serialize(body, type)))
 }
 
 /** A request body as a list of chunks (salt-api's `lowdata_fmt`): a mapping becomes a one-chunk list. */

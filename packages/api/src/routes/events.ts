@@ -15,7 +15,12 @@ export async function eventsRoutes(app: FastifyInstance, context: ApiContext): P
     const origin = request.headers.origin
     reply.hijack()
     try {
-      streams.open(reply.raw, token, data.expire, origin === undefined ? {} : { 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Credentials': 'true' })
+      streams.open(
+        reply.raw,
+        token,
+        data.expire,
+        origin === undefined ? {} : { 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Credentials': 'true' },
+      )
     } catch (error) {
       const status = error instanceof ApiError ? error.status : 500
       reply.raw.writeHead(status, { 'Content-Type': 'application/json' })

@@ -8,7 +8,9 @@ function hookHeaders(request: FastifyRequest): Record<string, string> {
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(request.headers)) {
     if (name === 'x-auth-token' || name === 'cookie') continue
-    headers[name.replace(/(^|-)([a-z])/g, (_match, dash: string, letter: string) => `${dash}${letter.toUpperCase()}`)] = Array.isArray(value) ? value.join(', ') : String(value)
+    headers[name.replace(/(^|-)([a-z])/g, (_match, dash: string, letter: string) => `${dash}${letter.toUpperCase()}`)] = Array.isArray(value)
+      ? value.join(', ')
+      : String(value)
   }
   // CherryPy adds the peer's address as a request header, and reactors read it there; set last, so a sender's
   // own `Remote-Addr` header cannot stand in for its address.

@@ -7,7 +7,9 @@ export async function minionsJobsRoutes(app: FastifyInstance, context: ApiContex
   const minions = async (request: FastifyRequest<{ Params: { mid?: string } }>, reply: FastifyReply) => {
     const token = requireToken(context, request)
     const mid = request.params.mid
-    return respond(request, reply, 200, { return: await exec(context, [{ client: 'local', tgt: mid === undefined || mid === '' ? '*' : mid, fun: 'grains.items' }], token, request.ip) })
+    return respond(request, reply, 200, {
+      return: await exec(context, [{ client: 'local', tgt: mid === undefined || mid === '' ? '*' : mid, fun: 'grains.items' }], token, request.ip),
+    })
   }
   app.get('/minions', minions)
   app.get('/minions/:mid', minions)
@@ -15,7 +17,10 @@ export async function minionsJobsRoutes(app: FastifyInstance, context: ApiContex
   app.post('/minions', async (request, reply) => {
     const token = requireToken(context, request)
     const jobs = (await exec(context, lowstate(request.body), token, request.ip, 'local_async')) as Array<Record<string, unknown>>
-    return respond(request, reply, 202, { return: jobs, _links: { jobs: jobs.filter((job) => isMap(job) && typeof job['jid'] === 'string').map((job) => ({ href: `/jobs/${String(job['jid'])}` })) } })
+    return respond(request, reply, 202, {
+      return: jobs,
+      _links: { jobs: jobs.filter((job) => isMap(job) && typeof job['jid'] === 'string').map((job) => ({ href: `/jobs/${String(job['jid'])}` })) },
+    })
   })
 
   const jobs = async (request: FastifyRequest<{ Params: { jid?: string } }>, reply: FastifyReply) => {

@@ -20,7 +20,12 @@ function aborted(signal: AbortSignal | undefined): Promise<void> {
 export async function runApi(argv: readonly string[], io: CommandIO): Promise<number> {
   const program = addCommonOptions(createProgram('brine-api', io))
     .description("Serve Brine's salt-api compatible REST API (Salt's `salt-api` with rest_cherrypy), configured in the master config.")
-    .option('--set <key=value>', 'set any master config key (repeatable), e.g. --set rest_cherrypy={port: 8000, disable_ssl: true}', (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .option(
+      '--set <key=value>',
+      'set any master config key (repeatable), e.g. --set rest_cherrypy={port: 8000, disable_ssl: true}',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const o = program.opts<{ configDir: string; logLevel: string; set: string[] }>()

@@ -73,7 +73,13 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   }
   const tgtType: TargetType = chosen[0]?.[2] ?? 'glob'
   // Salt splits a list target on commas before publishing.
-  const tgt: Tgt = tgtType === 'list' ? target.split(',').map((id) => id.trim()).filter((id) => id !== '') : target
+  const tgt: Tgt =
+    tgtType === 'list'
+      ? target
+          .split(',')
+          .map((id) => id.trim())
+          .filter((id) => id !== '')
+      : target
   if (fun === '' || !/^[A-Za-z_][\w.]*$/.test(fun)) {
     return usageError(io, 'brine', `'${fun}' is not a function name (module.function, e.g. test.ping)`, program.usage())
   }
@@ -111,5 +117,10 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
 
 /** Salt's `--no-parse a,b`; commander stores a `--no-*` option with a value under the positive name. */
 export function noParseNames(value: unknown): string[] {
-  return typeof value === 'string' ? value.split(',').map((name) => name.trim()).filter((name) => name !== '') : []
+  return typeof value === 'string'
+    ? value
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== '')
+    : []
 }

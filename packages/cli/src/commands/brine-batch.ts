@@ -113,7 +113,8 @@ class BatchDisplay {
       )
       return EXIT_GENERIC
     }
-    if (this.#args.static && Object.keys(this.#collected).length > 0) io.stdout.write(renderOutput(this.#view.out ?? 'nested', this.#collected, this.#view.display))
+    if (this.#args.static && Object.keys(this.#collected).length > 0)
+      io.stdout.write(renderOutput(this.#view.out ?? 'nested', this.#collected, this.#view.display))
     if (this.#failedRetcode) io.stderr.write('ERROR: Minions returned with non-zero exit code\n')
     return this.#code
   }

@@ -144,7 +144,8 @@ class ReturnsDisplay {
       return
     }
     const { out, display } = this.#view
-    const text = out === undefined || out === 'nested' ? renderOutput('no_return', { [id]: NO_RESPONSE }, display) : renderOutput(out, { [id]: NO_RESPONSE }, display)
+    const text =
+      out === undefined || out === 'nested' ? renderOutput('no_return', { [id]: NO_RESPONSE }, display) : renderOutput(out, { [id]: NO_RESPONSE }, display)
     this.#live.write(text, ++this.#shown)
   }
 }

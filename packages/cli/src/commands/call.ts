@@ -1,5 +1,14 @@
 import { Option } from 'commander'
-import { FILE_COMMANDS, fileServerLimitsFromConfig, generateJid, loadConfig, parseInput, parseOverride, type FileCommand, type MinionConfig } from '@brine/common'
+import {
+  FILE_COMMANDS,
+  fileServerLimitsFromConfig,
+  generateJid,
+  loadConfig,
+  parseInput,
+  parseOverride,
+  type FileCommand,
+  type MinionConfig,
+} from '@brine/common'
 import { fileServerFromConfig } from '@brine/master'
 import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
 import { serializeError } from '@brine/transport'
@@ -69,9 +78,14 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     const registry = createModuleRegistry({ id: opts.id, grains, opts, logger, jobs: new RunningJobs(), signal: controller.signal, master })
     // As salt-call does: the modules synced before and those of module_dirs are there too.
     await reloadCustomModules(registry, opts, logger)
-    const result = await executeJob(registry, { jid: generateJid(), fun, arg: parseInput(args, { noParse: noParseNames(o.parse) }), user: 'root', tgt: opts.id, tgt_type: 'glob' }).finally(() =>
-      io.signal?.removeEventListener('abort', onAbort),
-    )
+    const result = await executeJob(registry, {
+      jid: generateJid(),
+      fun,
+      arg: parseInput(args, { noParse: noParseNames(o.parse) }),
+      user: 'root',
+      tgt: opts.id,
+      tgt_type: 'glob',
+    }).finally(() => io.signal?.removeEventListener('abort', onAbort))
     const flags: OutputFlags = {}
     if (typeof o.out === 'string') flags.out = o.out
     if (typeof o.outIndent === 'number') flags.outIndent = o.outIndent
@@ -79,7 +93,11 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     else if (o.color === false) flags.color = false
     const output = outputSettings(opts, flags, io.stdout.isTTY === true)
     io.stdout.write(
-      renderOutput(output.out ?? result.out ?? 'nested', { local: result.return }, { color: output.color, indent: output.indent, stripColors: output.stripColors, retcode: result.retcode }),
+      renderOutput(
+        output.out ?? result.out ?? 'nested',
+        { local: result.return },
+        { color: output.color, indent: output.indent, stripColors: output.stripColors, retcode: result.retcode },
+      ),
     )
     // Exit statuses are one byte; a retcode of 256 must not look like success.
     return result.retcode === 0 ? 0 : Math.min(Math.max(result.retcode, 1), 255)

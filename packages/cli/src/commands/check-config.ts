@@ -47,7 +47,11 @@ export async function runCheckConfig(
     // The minion (and the syndic) normalise the id to NFC before checking it, so this does too.
     const problem = minionIdProblem(normalizeMinionId(check.opts.id))
     if (problem !== undefined) {
-      problems.push({ severity: 'error', source: check.sources.get('id') ?? { file: 'defaults (the host name)' }, message: `id ${JSON.stringify(check.opts.id)} ${problem}` })
+      problems.push({
+        severity: 'error',
+        source: check.sources.get('id') ?? { file: 'defaults (the host name)' },
+        message: `id ${JSON.stringify(check.opts.id)} ${problem}`,
+      })
     }
   }
 

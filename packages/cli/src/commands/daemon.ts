@@ -99,7 +99,12 @@ function buildProgram(role: Role, io: CommandIO): Command {
   const program = addCommonOptions(createProgram(name, io)).description(DESCRIPTIONS[role])
   for (const flag of ROLE_FLAGS[role]) program.option(flag.flags, flag.help)
   program
-    .option('--set <key=value>', 'set any config key (repeatable), e.g. --set timeout=10', (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .option(
+      '--set <key=value>',
+      'set any config key (repeatable), e.g. --set timeout=10',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .option('-d, --daemon', 'not supported: run under a process supervisor instead')
     .option('--check-config', 'check the config files, print every problem with its file and line, and exit (1 if any is an error)')
   return program
@@ -123,7 +128,12 @@ export async function loadDaemonConfig(role: Role, argv: readonly string[], io: 
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
   if (o.daemon === true) {
-    return usageError(io, name, `-d/--daemon is not supported; run ${name} in the foreground under a process supervisor (systemd, runit, a container)`, program.usage())
+    return usageError(
+      io,
+      name,
+      `-d/--daemon is not supported; run ${name} in the foreground under a process supervisor (systemd, runit, a container)`,
+      program.usage(),
+    )
   }
   try {
     const overrides: Record<string, unknown> = {}
@@ -168,7 +178,9 @@ function aborted(signal: AbortSignal | undefined): Promise<void> {
 
 async function defaultLoader(role: Role): Promise<DaemonClass<never>> {
   // Looked up by name so the CLI builds whatever the daemon packages currently export.
-  const module = (role === 'master' ? await import('@brine/master') : role === 'minion' ? await import('@brine/minion') : await import('@brine/syndic')) as Record<string, unknown>
+  const module = (
+    role === 'master' ? await import('@brine/master') : role === 'minion' ? await import('@brine/minion') : await import('@brine/syndic')
+  ) as Record<string, unknown>
   const exported = module[DAEMON_CLASSES[role]]
   if (typeof exported !== 'function') throw new DaemonLoadError(role, DAEMON_CLASSES[role])
   return exported as DaemonClass<never>
@@ -248,7 +260,14 @@ function daemonDirs(opts: MasterConfig | MinionConfig | SyndicConfig): string[] 
  * them), its log file (and the directories created for it) and its pidfile go to `runAs`, then the process
  * switches to it for good.
  */
-function becomeUser(runAs: RunAs, opts: MasterConfig | MinionConfig | SyndicConfig, created: readonly string[], logging: DaemonLogging, pidfile: string | undefined, logger: Logger): void {
+function becomeUser(
+  runAs: RunAs,
+  opts: MasterConfig | MinionConfig | SyndicConfig,
+  created: readonly string[],
+  logging: DaemonLogging,
+  pidfile: string | undefined,
+  logger: Logger,
+): void {
   for (const dir of created) chownPath(dir, runAs)
   for (const dir of daemonDirs(opts)) chownTree(dir, runAs)
   const file = logging.file

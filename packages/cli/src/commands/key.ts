@@ -104,7 +104,13 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     if (typeof o[one] === 'string') actions.push({ kind, match: o[one] as string })
     if (o[all] === true) actions.push({ kind, match: '*' })
   }
-  if (actions.length > 1) return usageError(io, 'brine-key', 'give one action at a time (-L, -l, -a, -A, --accept-syndic, -r, -R, -d, -D, -f, -F, -p, -P or --gen-keys)', program.usage())
+  if (actions.length > 1)
+    return usageError(
+      io,
+      'brine-key',
+      'give one action at a time (-L, -l, -a, -A, --accept-syndic, -r, -R, -d, -D, -f, -F, -p, -P or --gen-keys)',
+      program.usage(),
+    )
   const output: OutputFlags = {}
   if (typeof o.out === 'string') output.out = o.out
   if (typeof o.outIndent === 'number') output.outIndent = o.outIndent
@@ -132,7 +138,9 @@ const sortedIgnoreCase = (ids: readonly string[]): string[] => [...ids].sort(com
 
 /** The master's listing in Salt's state order, each list sorted as Salt's Key.list_keys sorts it. */
 function normalizeListing(listing: KeyListing): Record<KeyDir, string[]> & { syndics?: string[] } {
-  const out: Record<KeyDir, string[]> & { syndics?: string[] } = Object.fromEntries(KEY_DIRS.map((dir) => [dir, sortedIgnoreCase(listing[dir] ?? [])])) as Record<KeyDir, string[]>
+  const out: Record<KeyDir, string[]> & { syndics?: string[] } = Object.fromEntries(
+    KEY_DIRS.map((dir) => [dir, sortedIgnoreCase(listing[dir] ?? [])]),
+  ) as Record<KeyDir, string[]>
   if (listing.syndics !== undefined && listing.syndics.length > 0) out.syndics = sortedIgnoreCase(listing.syndics)
   return out
 }
@@ -162,7 +170,9 @@ function warnMixedScripts(listing: KeyListing, io: CommandIO): void {
   for (const id of [...ids].sort(comparePython)) {
     const scripts = mixedScripts(id)
     if (scripts === undefined) continue
-    io.stderr.write(`brine-key: warning: minion id ${JSON.stringify(id)} (${escapeNonAscii(id)}) mixes scripts (${scripts.join(', ')}); it may imitate another id\n`)
+    io.stderr.write(
+      `brine-key: warning: minion id ${JSON.stringify(id)} (${escapeNonAscii(id)}) mixes scripts (${scripts.join(', ')}); it may imitate another id\n`,
+    )
   }
 }
 
@@ -233,7 +243,13 @@ async function genKeys(action: { name: string; dir: string }, io: CommandIO, pri
 }
 
 /** `--accept-syndic GLOB`: the matching pending and accepted keys, confirmed as salt-key confirms an accept, marked as syndics'. */
-async function acceptSyndic(match: string, args: KeyArgs, io: CommandIO, output: OutputSettings, wheel: (fun: string, extra?: Record<string, unknown>) => Promise<unknown>): Promise<number> {
+async function acceptSyndic(
+  match: string,
+  args: KeyArgs,
+  io: CommandIO,
+  output: OutputSettings,
+  wheel: (fun: string, extra?: Record<string, unknown>) => Promise<unknown>,
+): Promise<number> {
   const matched = nameMatch(normalizeListing((await wheel('key.list_all')) as KeyListing), match)
   const selected: KeyListing = {}
   for (const dir of ['minions_pre', 'minions'] as const) if (matched[dir] !== undefined) selected[dir] = matched[dir]
@@ -304,7 +320,7 @@ async function changeKeys(
   if (args.includeAccepted) extra.include_accepted = true
   const result = (await wheel(`key.${kind}`, extra)) as KeyListing
   // Salt reports a delete from the listing it showed, and an accept or reject from what the master did.
-  const done = kind === 'delete' ? selected : result ?? {}
+  const done = kind === 'delete' ? selected : (result ?? {})
   for (const ids of Object.values(done)) for (const id of sortedIgnoreCase(ids ?? [])) io.stdout.write(`Key for minion ${id} ${PAST[kind]}.\n`)
   return EXIT_OK
 }

@@ -5,14 +5,32 @@ import { MasterEvent, RunnerClient, type FollowedCallOptions, type MatchType, ty
 import { parseKwarg, yamlifyArg } from '@brine/minion'
 import { jsonOutput } from '../output/json.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, fail, integer, nonNegativeSeconds, parseArgv, type CommandIO } from '../io.js'
+import {
+  addCommonOptions,
+  cliLogger,
+  createProgram,
+  EXIT_GENERIC,
+  EXIT_OK,
+  EXIT_USAGE,
+  fail,
+  integer,
+  nonNegativeSeconds,
+  parseArgv,
+  type CommandIO,
+} from '../io.js'
 import { describeClientError } from './client-error.js'
 
 /** What `brine-run` needs of a RunnerClient (tests pass a stand-in). */
 export interface RunnerLike {
   cmdFull(fun: string, arg?: readonly unknown[], kwarg?: Record<string, unknown>, options?: { signal?: AbortSignal }): Promise<RunnerResult>
   /** The same run, its progress events handed over as they fire (RunnerClient.cmdFollowed). */
-  cmdFollowed?(fun: string, arg: readonly unknown[], kwarg: Record<string, unknown>, events: RunEventSource, options: FollowedCallOptions): Promise<RunnerResult>
+  cmdFollowed?(
+    fun: string,
+    arg: readonly unknown[],
+    kwarg: Record<string, unknown>,
+    events: RunEventSource,
+    options: FollowedCallOptions,
+  ): Promise<RunnerResult>
   close(): Promise<void>
 }
 
@@ -65,7 +83,9 @@ export function parseRunnerArguments(words: readonly string[]): { arg: unknown[]
 
 export function parseRunArgs(argv: readonly string[], io: CommandIO): RunArgs | number {
   const program = addCommonOptions(createProgram('brine-run', io))
-    .description("Run a master-side runner (Salt's `salt-run`): jobs.lookup_jid, jobs.list_jobs, jobs.active, jobs.print_job, manage.up, manage.down, manage.status, manage.versions; or event.listen to print the master's events.")
+    .description(
+      "Run a master-side runner (Salt's `salt-run`): jobs.lookup_jid, jobs.list_jobs, jobs.active, jobs.print_job, manage.up, manage.down, manage.status, manage.versions; or event.listen to print the master's events.",
+    )
     .argument('<function>', 'the runner, e.g. jobs.list_jobs, or event.listen')
     .argument('[arguments...]', 'its arguments; key=value ones are keyword arguments')
     .addOption(new Option('--out <outputter>', 'how to print the return (event.listen: json prints one JSON object per line)').choices(OUTPUTTERS))
@@ -105,7 +125,8 @@ export async function runRun(argv: readonly string[], io: CommandIO, deps: RunDe
   const logger = cliLogger(args.logLevel, io, 'brine-run')
   if (args.fun === 'event.listen') return listen(args, io, logger, deps)
   const color = args.color ?? io.stdout.isTTY === true
-  const runner = deps.createRunner?.({ configDir: args.configDir, logger }) ?? new RunnerClient({ configDir: args.configDir, logger, origin: { client: 'cli' } })
+  const runner =
+    deps.createRunner?.({ configDir: args.configDir, logger }) ?? new RunnerClient({ configDir: args.configDir, logger, origin: { client: 'cli' } })
   try {
     const result = await callRunner(runner, args, io, logger, deps)
     const { outputter, data } = unwrapOutputter(result.return)

@@ -46,7 +46,7 @@ export function dumps(value: unknown, options: DumpOptions): string {
     if (item instanceof Uint8Array) return JSON.stringify(pythonBytesRepr(item))
     const entries: Array<[string | undefined, unknown]> = Array.isArray(item)
       ? item.map((element): [undefined, unknown] => [undefined, element])
-      : (Object.keys(item as object).map((key): [string, unknown] => [key, (item as Record<string, unknown>)[key]]))
+      : Object.keys(item as object).map((key): [string, unknown] => [key, (item as Record<string, unknown>)[key]])
     if (!Array.isArray(item) && options.sortKeys) entries.sort(([a], [b]) => comparePython(a as string, b as string))
     const [open, close] = Array.isArray(item) ? ['[', ']'] : ['{', '}']
     if (entries.length === 0) return `${open}${close}`

@@ -6,7 +6,10 @@ export interface KeyOutputOptions {
   stripColors?: boolean
 }
 
-const TITLES: Record<string, [title: string, titleColor: 'LIGHT_GREEN' | 'LIGHT_MAGENTA' | 'LIGHT_RED' | 'LIGHT_BLUE', keyColor: 'GREEN' | 'MAGENTA' | 'RED' | 'BLUE']> = {
+const TITLES: Record<
+  string,
+  [title: string, titleColor: 'LIGHT_GREEN' | 'LIGHT_MAGENTA' | 'LIGHT_RED' | 'LIGHT_BLUE', keyColor: 'GREEN' | 'MAGENTA' | 'RED' | 'BLUE']
+> = {
   minions: ['Accepted Keys:', 'LIGHT_GREEN', 'GREEN'],
   minions_denied: ['Denied Keys:', 'LIGHT_MAGENTA', 'MAGENTA'],
   minions_pre: ['Unaccepted Keys:', 'LIGHT_RED', 'RED'],

@@ -83,7 +83,9 @@ export function pythonRepr(value: unknown): string {
   if (value instanceof Uint8Array) return pythonBytesRepr(value)
   if (Array.isArray(value)) return `[${value.map(pythonRepr).join(', ')}]`
   if (typeof value === 'object') {
-    return `{${Object.entries(value).map(([key, item]) => `${pythonStringRepr(key)}: ${pythonRepr(item)}`).join(', ')}}`
+    return `{${Object.entries(value)
+      .map(([key, item]) => `${pythonStringRepr(key)}: ${pythonRepr(item)}`)
+      .join(', ')}}`
   }
   return pythonStringRepr(String(value))
 }

@@ -18,7 +18,12 @@ export class PermissionDeniedError extends BrineError {
   readonly user: string | undefined
   readonly fun: string | undefined
   constructor(command: string, reason: string, context: { user?: string; fun?: string } = {}) {
-    super(`permission denied for ${JSON.stringify(command.slice(0, 80))}: ${reason}`, { command: command.slice(0, 80), reason, user: context.user, fun: context.fun?.slice(0, 200) })
+    super(`permission denied for ${JSON.stringify(command.slice(0, 80))}: ${reason}`, {
+      command: command.slice(0, 80),
+      reason,
+      user: context.user,
+      fun: context.fun?.slice(0, 200),
+    })
     this.command = command.slice(0, 80)
     this.user = context.user
     this.fun = context.fun?.slice(0, 200)
@@ -58,7 +63,10 @@ export class EauthAuthenticationError extends BrineError {
   readonly user: string
   readonly eauth: string
   constructor(eauth: string, user: string, reason = '') {
-    super(`Authentication failure of type "eauth" occurred for user ${user.slice(0, 80)}${reason === '' ? '' : `: ${reason}`}.`, { eauth: eauth.slice(0, 40), user: user.slice(0, 80) })
+    super(`Authentication failure of type "eauth" occurred for user ${user.slice(0, 80)}${reason === '' ? '' : `: ${reason}`}.`, {
+      eauth: eauth.slice(0, 40),
+      user: user.slice(0, 80),
+    })
     this.user = user.slice(0, 80)
     this.eauth = eauth.slice(0, 40)
   }
@@ -118,7 +126,10 @@ export class SyndicNotAcceptedError extends BrineError {
   readonly id: string
   readonly command: string
   constructor(id: string, command: string) {
-    super(`${command} refused: ${JSON.stringify(id.slice(0, 80))} is not accepted as a syndic on this master (brine-key --accept-syndic ${id.slice(0, 80)})`, { id: id.slice(0, 80), command })
+    super(`${command} refused: ${JSON.stringify(id.slice(0, 80))} is not accepted as a syndic on this master (brine-key --accept-syndic ${id.slice(0, 80)})`, {
+      id: id.slice(0, 80),
+      command,
+    })
     this.id = id
     this.command = command
   }
@@ -131,7 +142,12 @@ export class SyndicLimitError extends BrineError {
   readonly limit: number
   readonly size: number
   constructor(id: string, size: number, limit: number) {
-    super(`batch from syndic ${JSON.stringify(id.slice(0, 80))} names ${size} distinct minions, over syndic_max_minions (${limit}); refused`, { id: id.slice(0, 80), size, limit, key: 'syndic_max_minions' })
+    super(`batch from syndic ${JSON.stringify(id.slice(0, 80))} names ${size} distinct minions, over syndic_max_minions (${limit}); refused`, {
+      id: id.slice(0, 80),
+      size,
+      limit,
+      key: 'syndic_max_minions',
+    })
     this.id = id
     this.limit = limit
     this.size = size

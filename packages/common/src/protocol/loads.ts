@@ -141,9 +141,7 @@ const integer: Check = (value) => (typeof value === 'number' && Number.isInteger
 const number: Check = (value) => (typeof value === 'number' && Number.isFinite(value) ? undefined : 'must be a number')
 const jid: Check = (value) => (isJid(value) ? undefined : 'must be a jid (YYYYMMDDhhmmssffffff)')
 const tgt: Check = (value) =>
-  typeof value === 'string' || (Array.isArray(value) && value.every((item) => typeof item === 'string'))
-    ? undefined
-    : 'must be a string or a list of strings'
+  typeof value === 'string' || (Array.isArray(value) && value.every((item) => typeof item === 'string')) ? undefined : 'must be a string or a list of strings'
 const tgtType: Check = (value) =>
   typeof value === 'string' && (TARGET_TYPES as readonly string[]).includes(value) ? undefined : `must be one of ${TARGET_TYPES.join(', ')}`
 const literal =
@@ -171,7 +169,11 @@ function validate<T>(load: string, value: unknown, checks: FieldChecks): T {
     const problem = check(given)
     if (problem !== undefined) {
       // What the peer sent, shown short: a field can be megabytes (an over-long tag, a huge list).
-      throw new PayloadError(load, field, `${problem} (${given === undefined ? 'missing' : `got ${truncateForMessage(JSON.stringify(given) ?? String(given))}`})`)
+      throw new PayloadError(
+        load,
+        field,
+        `${problem} (${given === undefined ? 'missing' : `got ${truncateForMessage(JSON.stringify(given) ?? String(given))}`})`,
+      )
     }
   }
   return value as T

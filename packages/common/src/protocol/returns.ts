@@ -118,7 +118,8 @@ export function parsePublishReply(reply: unknown): PublishReply | undefined {
   if (!isRecord(reply) || typeof reply['jid'] !== 'string' || !Array.isArray(reply['minions'])) return undefined
   const checked: PublishReply = { jid: reply['jid'], minions: reply['minions'].map(String) }
   const syndics = reply['syndics']
-  if (isRecord(syndics)) checked.syndics = Object.fromEntries(Object.entries(syndics).map(([id, minions]) => [id, Array.isArray(minions) ? minions.map(String) : []]))
+  if (isRecord(syndics))
+    checked.syndics = Object.fromEntries(Object.entries(syndics).map(([id, minions]) => [id, Array.isArray(minions) ? minions.map(String) : []]))
   const missing = reply['missing']
   if (Array.isArray(missing) && missing.length > 0) checked.missing = missing.map(String)
   return checked
@@ -132,6 +133,7 @@ export const storedReturnsOfListJob = (value: unknown): StoredReturns => parseLi
  * shape) → its parts; any other value is the data itself.
  */
 export function unwrapOutputter(value: unknown): { outputter?: string; data: unknown } {
-  if (isRecord(value) && Object.keys(value).length === 2 && typeof value['outputter'] === 'string' && 'data' in value) return { outputter: value['outputter'], data: value['data'] }
+  if (isRecord(value) && Object.keys(value).length === 2 && typeof value['outputter'] === 'string' && 'data' in value)
+    return { outputter: value['outputter'], data: value['data'] }
   return { data: value }
 }

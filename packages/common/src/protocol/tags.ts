@@ -39,7 +39,8 @@ export function tagProblem(tag: unknown): string | undefined {
   if (typeof tag !== 'string' || tag === '') return 'must be a non-empty string'
   if (tag.length > MAX_TAG_LENGTH) return `is ${tag.length} characters long, over ${MAX_TAG_LENGTH}`
   const control = CONTROL_CHARACTER.exec(tag)
-  if (control !== null) return `holds the control character U+${control[0].charCodeAt(0).toString(16).padStart(4, '0').toUpperCase()} at ${control.index} (tags are printable text)`
+  if (control !== null)
+    return `holds the control character U+${control[0].charCodeAt(0).toString(16).padStart(4, '0').toUpperCase()} at ${control.index} (tags are printable text)`
   return undefined
 }
 

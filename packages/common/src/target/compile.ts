@@ -220,7 +220,8 @@ async function evaluateAll(root: Node, state: CompileState, minions: readonly Mi
       }),
     )
   } catch (error) {
-    if (error instanceof RegexTimeoutError || error instanceof RegexMatchError) throw new TargetError(state.shown, state.tgtType, error.message, { cause: error })
+    if (error instanceof RegexTimeoutError || error instanceof RegexMatchError)
+      throw new TargetError(state.shown, state.tgtType, error.message, { cause: error })
     throw error
   }
   const oracle: RegexOracle = {
@@ -335,7 +336,12 @@ function grainTerm(engine: 'grain' | 'grain_pcre', pattern: string, delimiter: s
     return { kind: 'term', needsGrains: true, test: (minion) => subdictMatch(minion.grains ?? {}, pattern, delimiter, valueMatch) }
   }
   // The value part may itself contain the delimiter (`P@os:(?:deb|ubu)`): a bad regex is one no split compiles.
-  const candidates = splits.slice(1).map((_, index) => splits.slice(index + 1).join(delimiter).toLowerCase())
+  const candidates = splits.slice(1).map((_, index) =>
+    splits
+      .slice(index + 1)
+      .join(delimiter)
+      .toLowerCase(),
+  )
   const compiles = (candidate: string): boolean => {
     try {
       translatePythonRegex(candidate)
@@ -356,7 +362,9 @@ function grainTerm(engine: 'grain' | 'grain_pcre', pattern: string, delimiter: s
     kind: 'term',
     needsGrains: true,
     test: (minion, oracle) =>
-      subdictMatch(minion.grains ?? {}, pattern, delimiter, (value, expression) => oracle.test(regexFor(expression.toLowerCase()), pythonStr(value).toLowerCase())),
+      subdictMatch(minion.grains ?? {}, pattern, delimiter, (value, expression) =>
+        oracle.test(regexFor(expression.toLowerCase()), pythonStr(value).toLowerCase()),
+      ),
   }
 }
 

@@ -44,12 +44,7 @@ function traverse(data: unknown, key: string, delimiter: string): unknown {
  * trying the deepest key first, so `a:b:c` matches grains.a.b == 'c' before grains.a == 'b:c'.
  * A list value matches when any element does; a mapping when the pattern names one of its keys.
  */
-export function subdictMatch(
-  data: unknown,
-  expression: string,
-  delimiter: string,
-  valueMatch: (value: unknown, pattern: string) => boolean,
-): boolean {
+export function subdictMatch(data: unknown, expression: string, delimiter: string, valueMatch: (value: unknown, pattern: string) => boolean): boolean {
   const splits = expression.split(delimiter)
   if (splits.length === 1) return false
   for (let index = splits.length - 1; index > 0; index--) {
@@ -79,12 +74,7 @@ export function subdictMatch(
   return false
 }
 
-function dictMatch(
-  data: Record<string, unknown>,
-  pattern: string,
-  delimiter: string,
-  valueMatch: (value: unknown, pattern: string) => boolean,
-): boolean {
+function dictMatch(data: Record<string, unknown>, pattern: string, delimiter: string, valueMatch: (value: unknown, pattern: string) => boolean): boolean {
   const wildcard = pattern.startsWith(`*${delimiter}`)
   const rest = wildcard ? pattern.slice(2) : pattern
   if (rest === '*' || Object.hasOwn(data, rest)) return true

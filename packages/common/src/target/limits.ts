@@ -45,7 +45,11 @@ export function checkTargetLength(tgt: Tgt, tgtType: string): number {
   if (length > limit) {
     // The problem says how long it is; the target shown is only its start.
     const start = (Array.isArray(tgt) ? tgt.slice(0, 50).join(' ') : String(tgt)).slice(0, SHOWN_TARGET_CHARS - 1)
-    throw new TargetError(`${start}…`, tgtType, `the target is ${length > TARGET_LIMITS.listLength ? `over ${TARGET_LIMITS.listLength}` : length} characters long; the limit is ${limit}`)
+    throw new TargetError(
+      `${start}…`,
+      tgtType,
+      `the target is ${length > TARGET_LIMITS.listLength ? `over ${TARGET_LIMITS.listLength}` : length} characters long; the limit is ${limit}`,
+    )
   }
   return length
 }

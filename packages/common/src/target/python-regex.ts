@@ -338,7 +338,10 @@ class Translator {
       return
     }
     if (next.i !== this.#flags.i) {
-      this.#fail(`scoped case flags (?${add}${remove === '' ? '' : `-${remove}`}:…) are not supported; put (?i) at the start to ignore case in the whole expression`, start)
+      this.#fail(
+        `scoped case flags (?${add}${remove === '' ? '' : `-${remove}`}:…) are not supported; put (?i) at the start to ignore case in the whole expression`,
+        start,
+      )
     }
     this.#open.push({ kind: 'group', start, saved: this.#flags })
     this.#flags = next

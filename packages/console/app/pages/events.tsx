@@ -59,7 +59,12 @@ export function EventsPage({ hub }: { hub: EventHub }) {
     <section>
       <h1>Events</h1>
       <div class="toolbar">
-        <input placeholder="tag filter: salt/job/* or a substring" value={filter} onInput={(event) => setFilter((event.target as HTMLInputElement).value)} aria-label="tag filter" />
+        <input
+          placeholder="tag filter: salt/job/* or a substring"
+          value={filter}
+          onInput={(event) => setFilter((event.target as HTMLInputElement).value)}
+          aria-label="tag filter"
+        />
         <button
           type="button"
           onClick={() => {

@@ -17,7 +17,10 @@ export function JobsPage({ session }: { session: Session }) {
     const chunk: Record<string, unknown> = { client: 'runner', fun: 'jobs.list_jobs' }
     if (search.fun.trim() !== '') chunk['search_function'] = search.fun.trim()
     if (search.target.trim() !== '') chunk['search_target'] = search.target.trim()
-    run(session, chunk).then((answer) => setJobs(Object.entries(isMap(answer) ? (answer as Record<string, JobSummary>) : {}).sort(([a], [b]) => (a < b ? 1 : -1))), setError)
+    run(session, chunk).then(
+      (answer) => setJobs(Object.entries(isMap(answer) ? (answer as Record<string, JobSummary>) : {}).sort(([a], [b]) => (a < b ? 1 : -1))),
+      setError,
+    )
   }
   useEffect(load, [session])
   const { offset, size, pager } = usePager(jobs?.length ?? 0, 50)
@@ -25,8 +28,18 @@ export function JobsPage({ session }: { session: Session }) {
     <section>
       <h1>Jobs</h1>
       <form class="toolbar" onSubmit={load}>
-        <input placeholder="function glob (test.*)" value={search.fun} onInput={(event) => setSearch({ ...search, fun: (event.target as HTMLInputElement).value })} aria-label="search function" />
-        <input placeholder="target glob" value={search.target} onInput={(event) => setSearch({ ...search, target: (event.target as HTMLInputElement).value })} aria-label="search target" />
+        <input
+          placeholder="function glob (test.*)"
+          value={search.fun}
+          onInput={(event) => setSearch({ ...search, fun: (event.target as HTMLInputElement).value })}
+          aria-label="search function"
+        />
+        <input
+          placeholder="target glob"
+          value={search.target}
+          onInput={(event) => setSearch({ ...search, target: (event.target as HTMLInputElement).value })}
+          aria-label="search target"
+        />
         <button type="submit">Search</button>
         <span class="count">{jobs === undefined ? 'loading…' : `${jobs.length} jobs`}</span>
       </form>

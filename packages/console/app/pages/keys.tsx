@@ -22,7 +22,19 @@ async function loadKeys(session: Session): Promise<Keys> {
 }
 
 /** One key state's table: id, fingerprint, and the actions that state allows. */
-function KeyGroup({ keys, group, label, actions, ask }: { keys: Keys; group: string; label: string; actions: readonly Action[]; ask: (action: Action, id: string) => void }) {
+function KeyGroup({
+  keys,
+  group,
+  label,
+  actions,
+  ask,
+}: {
+  keys: Keys
+  group: string
+  label: string
+  actions: readonly Action[]
+  ask: (action: Action, id: string) => void
+}) {
   const ids = keys.lists[group] ?? []
   return (
     <div class="key-group" data-group={group}>
@@ -100,7 +112,10 @@ export function KeysPage({ session }: { session: Session }) {
         </div>
       )}
       {keys === undefined && error === undefined && <p>loading…</p>}
-      {keys !== undefined && GROUPS.map(([group, label, actions]) => <KeyGroup keys={keys} group={group} label={label} actions={actions} ask={(action, id) => setAsking({ action, id })} />)}
+      {keys !== undefined &&
+        GROUPS.map(([group, label, actions]) => (
+          <KeyGroup keys={keys} group={group} label={label} actions={actions} ask={(action, id) => setAsking({ action, id })} />
+        ))}
     </section>
   )
 }

@@ -25,10 +25,14 @@ async function loadMinions(session: Session, setError: (error: unknown) => void)
   const failed = [keys, status, grains].find((result) => result.status === 'rejected')
   if (failed !== undefined) setError((failed as PromiseRejectedResult).reason)
   const byId = grains.status === 'fulfilled' && isMap(grains.value) ? grains.value : {}
-  const accepted = keys.status === 'fulfilled' && isMap(keys.value) && Array.isArray(keys.value['minions']) ? (keys.value['minions'] as string[]) : Object.keys(byId)
+  const accepted =
+    keys.status === 'fulfilled' && isMap(keys.value) && Array.isArray(keys.value['minions']) ? (keys.value['minions'] as string[]) : Object.keys(byId)
   const up = status.status === 'fulfilled' && isMap(status.value) ? new Set(status.value['up'] as string[]) : undefined
-  const last = jobs.status === 'fulfilled' && isMap(jobs.value) ? lastJobs(jobs.value as Record<string, Record<string, unknown>>, accepted) : new Map<string, string>()
-  return [...accepted].sort().map((id) => ({ id, up: up === undefined ? undefined : up.has(id), grains: isMap(byId[id]) ? byId[id] : {}, lastJob: last.get(id) }))
+  const last =
+    jobs.status === 'fulfilled' && isMap(jobs.value) ? lastJobs(jobs.value as Record<string, Record<string, unknown>>, accepted) : new Map<string, string>()
+  return [...accepted]
+    .sort()
+    .map((id) => ({ id, up: up === undefined ? undefined : up.has(id), grains: isMap(byId[id]) ? byId[id] : {}, lastJob: last.get(id) }))
 }
 
 export function MinionsPage({ session }: { session: Session }) {
@@ -47,7 +51,12 @@ export function MinionsPage({ session }: { session: Session }) {
     <section>
       <h1>Minions</h1>
       <div class="toolbar">
-        <input placeholder="filter: id glob, or grain:glob (os:Debian*)" value={filter} onInput={(event) => setFilter((event.target as HTMLInputElement).value)} aria-label="filter" />
+        <input
+          placeholder="filter: id glob, or grain:glob (os:Debian*)"
+          value={filter}
+          onInput={(event) => setFilter((event.target as HTMLInputElement).value)}
+          aria-label="filter"
+        />
         <button type="button" onClick={refresh}>
           Refresh
         </button>
@@ -92,12 +101,18 @@ export function MinionPage({ session, id }: { session: Session; id: string }) {
   const [error, setError] = useState<unknown>(undefined)
   const [raw, setRaw] = useState(false)
   useEffect(() => {
-    run(session, { client: 'local', tgt: id, tgt_type: 'list', fun: 'grains.items' }).then((answer) => setGrains(isMap(answer) ? answer[id] : undefined), setError)
-    run(session, { client: 'runner', fun: 'jobs.list_jobs' }).then((answer) => {
-      if (!isMap(answer)) return
-      const mine = Object.entries(answer as Record<string, Record<string, unknown>>).filter(([, job]) => targetNames(job, id))
-      setJobs(mine.sort(([a], [b]) => (a < b ? 1 : -1)).slice(0, 20))
-    }, () => undefined)
+    run(session, { client: 'local', tgt: id, tgt_type: 'list', fun: 'grains.items' }).then(
+      (answer) => setGrains(isMap(answer) ? answer[id] : undefined),
+      setError,
+    )
+    run(session, { client: 'runner', fun: 'jobs.list_jobs' }).then(
+      (answer) => {
+        if (!isMap(answer)) return
+        const mine = Object.entries(answer as Record<string, Record<string, unknown>>).filter(([, job]) => targetNames(job, id))
+        setJobs(mine.sort(([a], [b]) => (a < b ? 1 : -1)).slice(0, 20))
+      },
+      () => undefined,
+    )
   }, [session, id])
   return (
     <section>

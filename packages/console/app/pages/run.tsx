@@ -36,20 +36,28 @@ function useFunctionHelp(session: Session, request: RunRequest): { names: string
   const [asked, setAsked] = useState<{ tgt: string | string[]; tgt_type: string } | undefined>(undefined)
   const load = (): void => {
     if (names.length > 0) return
-    void oneMinionOf(session, request).then((target) => {
-      setAsked(target)
-      return run(session, { client: 'local', ...target, fun: 'sys.list_functions' })
-    }).then((answer) => {
-      const first = isMap(answer) ? Object.values(answer).find(Array.isArray) : undefined
-      if (first !== undefined) setNames((first as string[]).slice().sort())
-    }, () => undefined)
+    void oneMinionOf(session, request)
+      .then((target) => {
+        setAsked(target)
+        return run(session, { client: 'local', ...target, fun: 'sys.list_functions' })
+      })
+      .then(
+        (answer) => {
+          const first = isMap(answer) ? Object.values(answer).find(Array.isArray) : undefined
+          if (first !== undefined) setNames((first as string[]).slice().sort())
+        },
+        () => undefined,
+      )
   }
   useEffect(() => {
     if (!names.includes(request.fun) || asked === undefined) return setDoc('')
-    run(session, { client: 'local', ...asked, fun: 'sys.doc', arg: [request.fun] }).then((answer) => {
-      const first = isMap(answer) ? Object.values(answer).find(isMap) : undefined
-      setDoc(first === undefined ? '' : String(first[request.fun] ?? ''))
-    }, () => setDoc(''))
+    run(session, { client: 'local', ...asked, fun: 'sys.doc', arg: [request.fun] }).then(
+      (answer) => {
+        const first = isMap(answer) ? Object.values(answer).find(isMap) : undefined
+        setDoc(first === undefined ? '' : String(first[request.fun] ?? ''))
+      },
+      () => setDoc(''),
+    )
   }, [request.fun, names, asked])
   return { names, doc, load }
 }
@@ -60,11 +68,23 @@ interface Running {
 }
 
 /** The job's fields: target and its type, function (with completion), arguments, batch size, async. */
-function RunForm({ request, setRequest, help, onSubmit }: { request: RunRequest; setRequest: (request: RunRequest) => void; help: ReturnType<typeof useFunctionHelp>; onSubmit: (event: Event) => void }) {
-  const field = <K extends keyof RunRequest>(key: K) => (event: Event) => {
-    const target = event.target as HTMLInputElement
-    setRequest({ ...request, [key]: target.type === 'checkbox' ? target.checked : target.value })
-  }
+function RunForm({
+  request,
+  setRequest,
+  help,
+  onSubmit,
+}: {
+  request: RunRequest
+  setRequest: (request: RunRequest) => void
+  help: ReturnType<typeof useFunctionHelp>
+  onSubmit: (event: Event) => void
+}) {
+  const field =
+    <K extends keyof RunRequest>(key: K) =>
+    (event: Event) => {
+      const target = event.target as HTMLInputElement
+      setRequest({ ...request, [key]: target.type === 'checkbox' ? target.checked : target.value })
+    }
   return (
     <form class="run" onSubmit={onSubmit}>
       <label>
@@ -72,7 +92,11 @@ function RunForm({ request, setRequest, help, onSubmit }: { request: RunRequest;
       </label>
       <label>
         Target type
-        <select name="tgt_type" value={request.tgtType} onChange={(event) => setRequest({ ...request, tgtType: (event.target as HTMLSelectElement).value as TargetType })}>
+        <select
+          name="tgt_type"
+          value={request.tgtType}
+          onChange={(event) => setRequest({ ...request, tgtType: (event.target as HTMLSelectElement).value as TargetType })}
+        >
           {TARGET_TYPES.map((type) => (
             <option value={type}>{type}</option>
           ))}
@@ -80,7 +104,11 @@ function RunForm({ request, setRequest, help, onSubmit }: { request: RunRequest;
       </label>
       <label>
         Function <input name="fun" list="functions" value={request.fun} onFocus={help.load} onInput={field('fun')} required />
-        <datalist id="functions">{help.names.map((name) => <option value={name} />)}</datalist>
+        <datalist id="functions">
+          {help.names.map((name) => (
+            <option value={name} />
+          ))}
+        </datalist>
       </label>
       <label class="wide">
         Arguments (words; key=value for keyword arguments) <input name="args" value={request.args} onInput={field('args')} />
@@ -128,7 +156,9 @@ export function RunPage({ session, hub }: { session: Session; hub: EventHub }) {
   const showBatch = (answer: unknown): void => {
     const items = Array.isArray(answer) ? (answer as Array<Record<string, unknown>>) : []
     const rows = new JobRows([])
-    for (const item of items) for (const [id, ret] of Object.entries(item)) rows.applyReturn(ret === false ? { id, success: false, return: 'Minion did not return' } : { id, return: ret })
+    for (const item of items)
+      for (const [id, ret] of Object.entries(item))
+        rows.applyReturn(ret === false ? { id, success: false, return: 'Minion did not return' } : { id, return: ret })
     setBatch({ jid: 'batch', rows })
   }
   return (
@@ -158,7 +188,8 @@ async function catchUp(session: Session, jid: string, rows: JobRows): Promise<vo
   try {
     const info = await run(session, { client: 'runner', fun: 'jobs.list_job', jid })
     const result = isMap(info) && isMap(info['Result']) ? info['Result'] : {}
-    for (const [id, entry] of Object.entries(result)) if (isMap(entry) && rows.stateOf(id) === 'waiting') rows.applyReturn({ id, ...(entry as Omit<ReturnData, 'id'>) }, 'cache')
+    for (const [id, entry] of Object.entries(result))
+      if (isMap(entry) && rows.stateOf(id) === 'waiting') rows.applyReturn({ id, ...(entry as Omit<ReturnData, 'id'>) }, 'cache')
   } finally {
     rows.expire()
   }
@@ -171,7 +202,10 @@ const EARLY_LIMIT = 20_000
  * Watches the event stream for one job's returns from before it is sent, so none is missed: returns are
  * held until the jid is known, then fed into the rows; the page re-renders at most once a frame.
  */
-function useLiveReturns(session: Session, hub: EventHub): { watch: () => (jid: string, minions: string[]) => Running; clear: () => void; job: Running | undefined; version: number } {
+function useLiveReturns(
+  session: Session,
+  hub: EventHub,
+): { watch: () => (jid: string, minions: string[]) => Running; clear: () => void; job: Running | undefined; version: number } {
   const [job, setJob] = useState<Running | undefined>(undefined)
   const [version, setVersion] = useState(0)
   const stop = useRef<() => void>(() => {})

@@ -96,7 +96,8 @@ export class AuditLog {
       ...(call.kwarg === undefined ? {} : { kwarg: maskSecrets(call.kwarg) }),
     }
     if (this.#pending.length < MAX_PENDING_LINES) this.#pending.push(`${JSON.stringify(record)}\n`)
-    else if (this.#dropped++ % 1000 === 0) this.#logger.error(`audit_log ${this.path}: ${MAX_PENDING_LINES} records wait for the disk; ${this.#dropped} dropped so far`)
+    else if (this.#dropped++ % 1000 === 0)
+      this.#logger.error(`audit_log ${this.path}: ${MAX_PENDING_LINES} records wait for the disk; ${this.#dropped} dropped so far`)
     this.#kick()
     this.#bus?.fire(auditTag(call.cmd), { ...record })
     return record

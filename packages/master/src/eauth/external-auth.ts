@@ -1,4 +1,13 @@
-import { ConfigError, eauthLimitsFromConfig, LoginThrottle, timeoutsFromConfig, msFromSeconds, secondsFromMs, type LoginLimits, type MasterConfig } from '@brine/common'
+import {
+  ConfigError,
+  eauthLimitsFromConfig,
+  LoginThrottle,
+  timeoutsFromConfig,
+  msFromSeconds,
+  secondsFromMs,
+  type LoginLimits,
+  type MasterConfig,
+} from '@brine/common'
 import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
 import type { AclEntry } from '../acl.js'
 import { EauthAuthenticationError, TokenAuthenticationError } from '../errors.js'
@@ -79,7 +88,10 @@ export class ExternalAuth {
     for (const [name, block] of Object.entries(config)) {
       if (!isMap(block)) throw new ConfigError(`external_auth.${name} must be a mapping of users and groups to ACL entries`, { key: `external_auth.${name}` })
       if (!(SUPPORTED_EAUTH_BACKENDS as readonly string[]).includes(name)) {
-        throw new ConfigError(`external_auth.${name}: the '${name}' eauth backend is not supported by Brine (supported: ${SUPPORTED_EAUTH_BACKENDS.join(', ')})`, { key: `external_auth.${name}` })
+        throw new ConfigError(
+          `external_auth.${name}: the '${name}' eauth backend is not supported by Brine (supported: ${SUPPORTED_EAUTH_BACKENDS.join(', ')})`,
+          { key: `external_auth.${name}` },
+        )
       }
       backends.set(name, new FileAuthBackend(await fileBackendSettings(block, logger), logger.child('eauth-file'), hasher))
     }
@@ -131,9 +143,16 @@ export class ExternalAuth {
       return { name: username, eauth, groups, perms: this.authList(eauth, username, groups) }
     }
     await this.#padFailure(started)
-    const reason = backend === undefined ? `the eauth backend ${JSON.stringify(eauth.slice(0, 40))} is not configured (external_auth: ${[...this.#o.backends.keys()].join(', ') || 'none'})` : ''
+    const reason =
+      backend === undefined
+        ? `the eauth backend ${JSON.stringify(eauth.slice(0, 40))} is not configured (external_auth: ${[...this.#o.backends.keys()].join(', ') || 'none'})`
+        : ''
     const source = from === undefined ? '' : ` from ${from}`
-    this.#failureLog.warning(this.#logger, `Authentication failure of type "eauth" occurred for user ${JSON.stringify(username.slice(0, 80))}${source} (${eauth.slice(0, 40) || 'no backend'})`, 'failed-login warnings')
+    this.#failureLog.warning(
+      this.#logger,
+      `Authentication failure of type "eauth" occurred for user ${JSON.stringify(username.slice(0, 80))}${source} (${eauth.slice(0, 40) || 'no backend'})`,
+      'failed-login warnings',
+    )
     throw new EauthAuthenticationError(eauth, username, reason)
   }
 
@@ -142,9 +161,16 @@ export class ExternalAuth {
     const identity = await this.authenticate(load, from)
     let lifetimeMs = this.#o.tokenExpireMs
     const asked = Number(load.token_expire)
-    if (load.token_expire !== undefined && Number.isFinite(asked) && asked > 0 && this.#mayOverride(identity.eauth, identity.name)) lifetimeMs = msFromSeconds(asked)
+    if (load.token_expire !== undefined && Number.isFinite(asked) && asked > 0 && this.#mayOverride(identity.eauth, identity.name))
+      lifetimeMs = msFromSeconds(asked)
     const start = secondsFromMs(Date.now())
-    const record = await this.#o.tokens.create({ start, expire: start + secondsFromMs(lifetimeMs), name: identity.name, eauth: identity.eauth, ...(identity.groups.length > 0 ? { groups: identity.groups } : {}) })
+    const record = await this.#o.tokens.create({
+      start,
+      expire: start + secondsFromMs(lifetimeMs),
+      name: identity.name,
+      eauth: identity.eauth,
+      ...(identity.groups.length > 0 ? { groups: identity.groups } : {}),
+    })
     return { ...record, perms: identity.perms }
   }
 
@@ -152,7 +178,8 @@ export class ExternalAuth {
   async identityOfToken(token: unknown): Promise<EauthIdentity & { token: TokenData }> {
     const record = await this.#o.tokens.get(token)
     if (record === undefined) throw new TokenAuthenticationError('the token is unknown, expired or revoked')
-    if (!this.#o.backends.has(record.eauth)) throw new TokenAuthenticationError(`the token's eauth backend ${JSON.stringify(record.eauth)} is no longer configured`)
+    if (!this.#o.backends.has(record.eauth))
+      throw new TokenAuthenticationError(`the token's eauth backend ${JSON.stringify(record.eauth)} is no longer configured`)
     const groups = record.groups ?? []
     return { name: record.name, eauth: record.eauth, groups, perms: this.authList(record.eauth, record.name, groups), token: record }
   }

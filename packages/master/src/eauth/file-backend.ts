@@ -37,7 +37,8 @@ export async function fileBackendSettings(block: Readonly<Record<string, unknown
     throw new ConfigError(`${key(name)} ${problem}`, { key: key(name) })
   }
   for (const name of Object.keys(block)) {
-    if (name.startsWith('^') && !KNOWN_SETTINGS.has(name)) logger.warning(`${key(name)}: unknown setting of the file eauth backend; ignored (known: ${[...KNOWN_SETTINGS].join(', ')})`)
+    if (name.startsWith('^') && !KNOWN_SETTINGS.has(name))
+      logger.warning(`${key(name)}: unknown setting of the file eauth backend; ignored (known: ${[...KNOWN_SETTINGS].join(', ')})`)
   }
   const filename = block['^filename']
   if (typeof filename !== 'string' || filename === '') fail('^filename', 'is required: the path of the password file (Salt: external_auth:file:^filename)')
@@ -47,9 +48,11 @@ export async function fileBackendSettings(block: Readonly<Record<string, unknown
     fail('^filename', `names ${String(filename)}, which cannot be read: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`)
   }
   const filetype = block['^filetype'] ?? 'text'
-  if (typeof filetype !== 'string' || !(FILETYPES as readonly string[]).includes(filetype.toLowerCase())) fail('^filetype', `must be one of ${FILETYPES.join(', ')}, got ${JSON.stringify(filetype)}`)
+  if (typeof filetype !== 'string' || !(FILETYPES as readonly string[]).includes(filetype.toLowerCase()))
+    fail('^filetype', `must be one of ${FILETYPES.join(', ')}, got ${JSON.stringify(filetype)}`)
   const hashtype = block['^hashtype'] ?? 'plaintext'
-  if (typeof hashtype !== 'string' || !(TEXT_HASH_TYPES as readonly string[]).includes(hashtype)) fail('^hashtype', `must be one of ${TEXT_HASH_TYPES.join(', ')}, got ${JSON.stringify(hashtype)}`)
+  if (typeof hashtype !== 'string' || !(TEXT_HASH_TYPES as readonly string[]).includes(hashtype))
+    fail('^hashtype', `must be one of ${TEXT_HASH_TYPES.join(', ')}, got ${JSON.stringify(hashtype)}`)
   const separator = block['^field_separator'] ?? ':'
   if (typeof separator !== 'string' || separator === '') fail('^field_separator', 'must be a non-empty string')
   const field = (name: string, fallback: number): number => {
@@ -141,7 +144,9 @@ export class FileAuthBackend {
       const user = fields[s.usernameField - 1]
       const stored = fields[s.passwordField - 1]
       if (user === undefined || stored === undefined) {
-        this.#logger.error(`eauth file: ${s.filename} has a line without field ${user === undefined ? s.usernameField : s.passwordField} (^username_field/^password_field)`)
+        this.#logger.error(
+          `eauth file: ${s.filename} has a line without field ${user === undefined ? s.usernameField : s.passwordField} (^username_field/^password_field)`,
+        )
         return false
       }
       if (user !== username) continue
@@ -159,7 +164,9 @@ export class FileAuthBackend {
       const hash = line.slice(colon + 1).trim()
       const verdict = await verifyHtpasswd(password, hash, this.#hasher)
       if (verdict === undefined) {
-        this.#logger.warning(`eauth file: ${this.#settings.filename}: the entry of ${JSON.stringify(username)} uses a hash scheme Brine does not check (use bcrypt, $apr1$ or {SHA}: htpasswd -B)`)
+        this.#logger.warning(
+          `eauth file: ${this.#settings.filename}: the entry of ${JSON.stringify(username)} uses a hash scheme Brine does not check (use bcrypt, $apr1$ or {SHA}: htpasswd -B)`,
+        )
         return false
       }
       return verdict

@@ -45,7 +45,8 @@ export class PasswordHashPool implements PasswordHasher {
   readonly #stats = { hashed: 0, offThread: 0, refused: 0 }
 
   constructor(options: PasswordHashPoolOptions) {
-    if (!Number.isInteger(options.concurrency) || options.concurrency < 1) throw new RangeError(`hash concurrency must be a positive integer, got ${options.concurrency}`)
+    if (!Number.isInteger(options.concurrency) || options.concurrency < 1)
+      throw new RangeError(`hash concurrency must be a positive integer, got ${options.concurrency}`)
     this.#o = options
   }
 

@@ -42,7 +42,8 @@ export class TokenCommands {
 
   #external(command: string): ExternalAuth {
     const external = this.#externalAuth
-    if (external === undefined || !external.configured) throw new PermissionDeniedError(command, 'external auth is not configured on this master (external_auth)')
+    if (external === undefined || !external.configured)
+      throw new PermissionDeniedError(command, 'external auth is not configured on this master (external_auth)')
     return external
   }
 }

@@ -49,7 +49,13 @@ export class TokenStore {
       await this.remove(token)
       return undefined
     }
-    if (typeof record !== 'object' || record === null || typeof record.expire !== 'number' || msFromSeconds(record.expire) <= now || typeof record.name !== 'string') {
+    if (
+      typeof record !== 'object' ||
+      record === null ||
+      typeof record.expire !== 'number' ||
+      msFromSeconds(record.expire) <= now ||
+      typeof record.name !== 'string'
+    ) {
       await this.remove(token)
       return undefined
     }

@@ -51,12 +51,14 @@ export class FileRecvRefusedError extends BrineError {
 
 function saltenvOf(load: Record<string, unknown>): string {
   const env = load['saltenv'] ?? DEFAULT_SALTENV
-  if (typeof env !== 'string' || env === '' || env.length > 256) throw new MalformedRequestError('file server load', "field 'saltenv' must be a non-empty string")
+  if (typeof env !== 'string' || env === '' || env.length > 256)
+    throw new MalformedRequestError('file server load', "field 'saltenv' must be a non-empty string")
   return env
 }
 
 function nonNegativeInteger(value: unknown, field: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw new MalformedRequestError('file server load', `field '${field}' must be a non-negative integer`)
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw new MalformedRequestError('file server load', `field '${field}' must be a non-negative integer`)
   return value
 }
 
@@ -147,7 +149,11 @@ export class FileServer {
     const parts = load['path']
     const shown = Array.isArray(parts) ? parts.join('/') : String(parts)
     if (!this.#o.recv) throw new FileRecvRefusedError(id, shown, 'file_recv is not enabled on the master')
-    if (!Array.isArray(parts) || parts.length === 0 || !parts.every((part) => typeof part === 'string' && part !== '' && part !== '.' && part !== '..' && !/[/\\\0]/.test(part))) {
+    if (
+      !Array.isArray(parts) ||
+      parts.length === 0 ||
+      !parts.every((part) => typeof part === 'string' && part !== '' && part !== '.' && part !== '..' && !/[/\\\0]/.test(part))
+    ) {
       throw new FileRecvRefusedError(id, shown, "the path must be a non-empty list of names, none of them '.', '..' or holding '/', '\\' or NUL")
     }
     const data = load['data']
@@ -179,11 +185,22 @@ export class FileServer {
 
 /** Builds the file server from the master's config keys (sizes converted in @brine/common's units). */
 export function fileServerFromConfig(
-  opts: { file_roots?: Record<string, unknown>; file_ignore_regex?: string[]; file_ignore_glob?: string[]; hash_type?: string; file_recv?: boolean; cachedir: string },
+  opts: {
+    file_roots?: Record<string, unknown>
+    file_ignore_regex?: string[]
+    file_ignore_glob?: string[]
+    hash_type?: string
+    file_recv?: boolean
+    cachedir: string
+  },
   limits: { bufferSize: number; recvMaxBytes: number },
   logger?: Logger,
 ): FileServer {
-  const roots = new FileRoots({ roots: opts.file_roots ?? { base: ['/srv/brine'] }, ignoreRegex: opts.file_ignore_regex ?? [], ignoreGlob: opts.file_ignore_glob ?? [] })
+  const roots = new FileRoots({
+    roots: opts.file_roots ?? { base: ['/srv/brine'] },
+    ignoreRegex: opts.file_ignore_regex ?? [],
+    ignoreGlob: opts.file_ignore_glob ?? [],
+  })
   return new FileServer({
     roots,
     ...limits,

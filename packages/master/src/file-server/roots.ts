@@ -58,7 +58,9 @@ export class FileRoots {
           const translated = translatePythonRegex(pattern)
           return new RegExp(translated.source, translated.flags)
         } catch (error) {
-          throw new ConfigError(`file_ignore_regex: ${JSON.stringify(pattern)} is not a valid regular expression (${(error as Error).message})`, { key: 'file_ignore_regex' })
+          throw new ConfigError(`file_ignore_regex: ${JSON.stringify(pattern)} is not a valid regular expression (${(error as Error).message})`, {
+            key: 'file_ignore_regex',
+          })
         }
       }),
       ...(options.ignoreGlob ?? []).map((pattern) => globToRegExp(pattern)),

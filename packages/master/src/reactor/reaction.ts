@@ -30,7 +30,12 @@ function settingsOf(file: string, id: string, value: unknown): Record<string, un
  * Salt's argument forms: `arg` (positional list) and `kwarg` (mapping), and the newer `args`, a list whose
  * mappings are keyword arguments (`- args: [{cmd: 'echo hi'}]`) and whose other items are positional.
  */
-function argumentsOf(file: string, id: string, settings: Record<string, unknown>, rest: Record<string, unknown>): { arg: unknown[]; kwarg: Record<string, unknown> } {
+function argumentsOf(
+  file: string,
+  id: string,
+  settings: Record<string, unknown>,
+  rest: Record<string, unknown>,
+): { arg: unknown[]; kwarg: Record<string, unknown> } {
   const arg = settings['arg'] ?? []
   const kwarg = settings['kwarg'] ?? {}
   if (!Array.isArray(arg)) throw new ReactionError(file, `${id}: arg must be a list`)
@@ -53,8 +58,10 @@ function localCall(file: string, id: string, fun: string, settings: Record<strin
   const tgt = settings['tgt']
   const tgtType = settings['tgt_type'] ?? settings['expr_form'] ?? 'glob'
   const validTgt = typeof tgt === 'string' ? tgt !== '' : Array.isArray(tgt) && tgt.length > 0 && tgt.every((item) => typeof item === 'string')
-  if (!validTgt) throw new ReactionError(file, `${id}: local.${fun} needs tgt (a target string or a list of minion ids), got ${JSON.stringify(tgt)?.slice(0, 80)}`)
-  if (typeof tgtType !== 'string' || !(TARGET_TYPES as readonly string[]).includes(tgtType)) throw new ReactionError(file, `${id}: tgt_type must be one of ${TARGET_TYPES.join(', ')}`)
+  if (!validTgt)
+    throw new ReactionError(file, `${id}: local.${fun} needs tgt (a target string or a list of minion ids), got ${JSON.stringify(tgt)?.slice(0, 80)}`)
+  if (typeof tgtType !== 'string' || !(TARGET_TYPES as readonly string[]).includes(tgtType))
+    throw new ReactionError(file, `${id}: tgt_type must be one of ${TARGET_TYPES.join(', ')}`)
   const { arg, kwarg } = argumentsOf(file, id, settings, {})
   return { id, form: 'local', fun, tgt: tgt as Tgt, tgtType: tgtType as TargetType, arg, kwarg }
 }
@@ -65,12 +72,17 @@ export function reactionCalls(file: string, rendered: unknown): ReactionCall[] {
   if (!isMap(rendered)) throw new ReactionError(file, 'must be a mapping of ids to calls')
   const calls: ReactionCall[] = []
   for (const [id, body] of Object.entries(rendered)) {
-    if (!isMap(body) || Object.keys(body).length !== 1) throw new ReactionError(file, `${id}: must hold exactly one call (local.<fun>, runner.<fun> or wheel.<fun>)`)
+    if (!isMap(body) || Object.keys(body).length !== 1)
+      throw new ReactionError(file, `${id}: must hold exactly one call (local.<fun>, runner.<fun> or wheel.<fun>)`)
     const [name, value] = Object.entries(body)[0]!
     const dot = name.indexOf('.')
     const form = name.slice(0, dot)
     const fun = name.slice(dot + 1)
-    if (dot < 0 || !FORMS.has(form) || !FUNCTION_NAME.test(fun)) throw new ReactionError(file, `${id}: ${JSON.stringify(name.slice(0, 80))} is not local.<fun>, runner.<fun> or wheel.<fun> (caller and state forms are not supported)`)
+    if (dot < 0 || !FORMS.has(form) || !FUNCTION_NAME.test(fun))
+      throw new ReactionError(
+        file,
+        `${id}: ${JSON.stringify(name.slice(0, 80))} is not local.<fun>, runner.<fun> or wheel.<fun> (caller and state forms are not supported)`,
+      )
     const settings = settingsOf(file, id, value)
     if (form === 'local') calls.push(localCall(file, id, fun, settings))
     else if (form === 'runner') calls.push({ id, form: 'runner', fun, ...argumentsOf(file, id, settings, without(settings, ['arg', 'kwarg', 'args'])) })

@@ -134,7 +134,11 @@ export class Reactor {
   }
 
   #refuse(event: BusEvent, files: readonly string[], reason: string): void {
-    this.#refusedLog.warning(this.#logger, `reactor: refused to react to ${JSON.stringify(event.tag.slice(0, 120))} with ${files.join(', ')}: ${reason}`, 'reactor refusals')
+    this.#refusedLog.warning(
+      this.#logger,
+      `reactor: refused to react to ${JSON.stringify(event.tag.slice(0, 120))} with ${files.join(', ')}: ${reason}`,
+      'reactor refusals',
+    )
     this.#depth.exit(() => this.#o.bus.fire(REACTOR_REFUSED_TAG, { tag: event.tag, files: [...files], reason }))
   }
 
@@ -143,13 +147,15 @@ export class Reactor {
       const next = this.#queue.shift()!
       this.#running++
       // Run with this reaction's depth, whatever context the event that queued it came from.
-      void this.#depth.run(next.depth, () => this.#react(next)).finally(() => {
-        this.#running--
-        this.#drain()
-        if (this.#running > 0 || this.#queue.length > 0) return
-        for (const resolve of this.#idle) resolve()
-        this.#idle.clear()
-      })
+      void this.#depth
+        .run(next.depth, () => this.#react(next))
+        .finally(() => {
+          this.#running--
+          this.#drain()
+          if (this.#running > 0 || this.#queue.length > 0) return
+          for (const resolve of this.#idle) resolve()
+          this.#idle.clear()
+        })
     }
   }
 
@@ -160,7 +166,11 @@ export class Reactor {
       for (const call of calls) await this.#call(call, event, file)
     } catch (error) {
       const problem = error as Error
-      this.#failedLog.warning(this.#logger, `reactor: reaction ${file} to ${JSON.stringify(event.tag.slice(0, 120))} failed: ${problem.name}: ${problem.message}`, 'failed reactions')
+      this.#failedLog.warning(
+        this.#logger,
+        `reactor: reaction ${file} to ${JSON.stringify(event.tag.slice(0, 120))} failed: ${problem.name}: ${problem.message}`,
+        'failed reactions',
+      )
       this.#depth.exit(() => this.#o.bus.fire(REACTOR_ERROR_TAG, { tag: event.tag, file, error: { name: problem.name, message: problem.message } }))
     }
   }
@@ -168,7 +178,15 @@ export class Reactor {
   async #call(call: ReactionCall, event: BusEvent, file: string): Promise<{ jid: string } | AsyncReply> {
     const caller: Caller = { ...this.#o.caller, via: { client: 'reactor', tag: event.tag.slice(0, 200), reaction: file, id: call.id } }
     if (call.form === 'local') {
-      return this.#o.service.publish(caller, { tgt: call.tgt, tgt_type: call.tgtType, fun: call.fun, arg: call.arg, kwarg: call.kwarg, ret: '', user: caller.user })
+      return this.#o.service.publish(caller, {
+        tgt: call.tgt,
+        tgt_type: call.tgtType,
+        fun: call.fun,
+        arg: call.arg,
+        kwarg: call.kwarg,
+        ret: '',
+        user: caller.user,
+      })
     }
     if (call.form === 'runner') return this.#o.service.runnerAsync(caller, { fun: call.fun, arg: call.arg, kwarg: call.kwarg })
     return this.#o.service.wheelAsync(caller, { ...call.kwarg, fun: call.fun })

@@ -19,12 +19,20 @@ const MAX_REFERENCES = 1000
 /** A reference's path: its root and the keys under it. */
 function parseReference(file: string, text: string): string[] {
   const root = ROOT.exec(text)
-  if (root === null) throw new ReactionError(file, `{{ ${text.slice(0, 80)} }} is not a reference: only tag, data and data.key / data['key'] / data[0] paths are substituted (no Jinja)`)
+  if (root === null)
+    throw new ReactionError(
+      file,
+      `{{ ${text.slice(0, 80)} }} is not a reference: only tag, data and data.key / data['key'] / data[0] paths are substituted (no Jinja)`,
+    )
   const path = [root[1]!]
   let rest = text.slice(root[0].length)
   while (rest !== '') {
     const segment = SEGMENT.exec(rest)
-    if (segment === null) throw new ReactionError(file, `{{ ${text.slice(0, 80)} }} is not a reference: cannot read ${JSON.stringify(rest.slice(0, 40))} (use .key, ['key'] or [0])`)
+    if (segment === null)
+      throw new ReactionError(
+        file,
+        `{{ ${text.slice(0, 80)} }} is not a reference: cannot read ${JSON.stringify(rest.slice(0, 40))} (use .key, ['key'] or [0])`,
+      )
     path.push(segment[1] ?? segment[2] ?? segment[3] ?? segment[4]!)
     rest = rest.slice(segment[0].length)
   }
@@ -43,7 +51,7 @@ function resolve(file: string, path: readonly string[], event: ReactionEvent): u
   return value
 }
 
-const asText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value) ?? 'null')
+const asText = (value: unknown): string => (typeof value === 'string' ? value : (JSON.stringify(value) ?? 'null'))
 
 /** Puts the references' values in: a string that is exactly one reference becomes its value (a list stays a list). */
 function substitute(value: unknown, values: readonly unknown[]): unknown {
@@ -72,7 +80,8 @@ export function renderReaction(file: string, text: string, event: ReactionEvent)
     values.push(resolve(file, parseReference(file, reference), event))
     return placeholder(values.length - 1)
   })
-  if (stripped.includes('{{') || stripped.includes('{%')) throw new ReactionError(file, 'has {{ or {% that is not a reference; Brine substitutes references only (no Jinja)')
+  if (stripped.includes('{{') || stripped.includes('{%'))
+    throw new ReactionError(file, 'has {{ or {% that is not a reference; Brine substitutes references only (no Jinja)')
   let parsed: unknown
   try {
     parsed = loadSaltYaml(stripped)

@@ -15,8 +15,16 @@ const optionalString = (args: RunnerArgs, name: string): string | undefined => {
 async function audit(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   if (context.audit === undefined) throw new MalformedRequestError('runner jobs.audit', 'this master keeps no audit log')
   const limit = args.kwarg['limit'] ?? 100
-  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1) throw new MalformedRequestError('runner jobs.audit arguments', "'limit' must be a positive integer")
-  const query = { user: optionalString(args, 'user'), fun: optionalString(args, 'fun'), cmd: optionalString(args, 'cmd'), result: optionalString(args, 'result'), jid: optionalString(args, 'jid'), limit }
+  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)
+    throw new MalformedRequestError('runner jobs.audit arguments', "'limit' must be a positive integer")
+  const query = {
+    user: optionalString(args, 'user'),
+    fun: optionalString(args, 'fun'),
+    cmd: optionalString(args, 'cmd'),
+    result: optionalString(args, 'result'),
+    jid: optionalString(args, 'jid'),
+    limit,
+  }
   return context.audit.query(Object.fromEntries(Object.entries(query).filter(([, value]) => value !== undefined)))
 }
 
@@ -33,7 +41,8 @@ async function send(args: RunnerArgs, context: RunnerContext): Promise<unknown> 
   if (shape !== undefined) throw new MalformedRequestError('runner event.send arguments', `'tag' ${shape}`)
   const problem = callerTagProblem(tag)
   if (problem !== undefined) throw new PermissionDeniedError('event.send', problem)
-  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new MalformedRequestError('runner event.send arguments', "'data' must be a mapping")
+  if (typeof data !== 'object' || data === null || Array.isArray(data))
+    throw new MalformedRequestError('runner event.send arguments', "'data' must be a mapping")
   context.bus.fire(tag as string, { ...(data as Record<string, unknown>) })
   return true
 }

@@ -24,7 +24,10 @@ export function parseTimeArgument(value: unknown, name: string): Date {
   const zoned = /(?:[zZ]|[+-]\d{2}:?\d{2})$/.test(text) || /^\d{4}-\d{2}-\d{2}$/.test(text)
   const parsed = Date.parse(zoned ? text : `${text.replace(' ', 'T')}Z`)
   if (Number.isNaN(parsed)) {
-    throw new MalformedRequestError('runner jobs.list_jobs arguments', `'${name}' is not a time: ${JSON.stringify(text)} (use "2026, Nov 22 17:09", ISO 8601 or a jid)`)
+    throw new MalformedRequestError(
+      'runner jobs.list_jobs arguments',
+      `'${name}' is not a time: ${JSON.stringify(text)} (use "2026, Nov 22 17:09", ISO 8601 or a jid)`,
+    )
   }
   return new Date(parsed)
 }
@@ -148,7 +151,10 @@ async function lastRun(args: RunnerArgs, context: RunnerContext): Promise<unknow
   if (target !== undefined && target !== null) kwarg['search_target'] = target
   const jobs = Object.entries((await listJobs({ arg: [], kwarg }, context)) as Record<string, Record<string, unknown>>)
   const matching = jobs.filter(([, job]) => metadataMatches(job['Metadata'], metadata as Record<string, unknown> | undefined | null))
-  const last = matching.map(([jid]) => jid).sort().at(-1)
+  const last = matching
+    .map(([jid]) => jid)
+    .sort()
+    .at(-1)
   return last === undefined ? false : printJob({ arg: [last], kwarg: {} }, context)
 }
 

@@ -57,13 +57,21 @@ const alived =
   (answering: boolean): RunnerFunction =>
   async (args, context) => {
     const subset = subsetOf(args)
-    const { up: answered, down: silent } = await ping({ arg: [], kwarg: { ...args.kwarg, tgt: '*', tgt_type: 'glob' } }, context, answering ? 'manage.alived' : 'manage.not_alived')
+    const { up: answered, down: silent } = await ping(
+      { arg: [], kwarg: { ...args.kwarg, tgt: '*', tgt_type: 'glob' } },
+      context,
+      answering ? 'manage.alived' : 'manage.not_alived',
+    )
     return (answering ? answered : silent).filter((id) => subset === undefined || subset.has(id))
   }
 
 /** Compares dotted versions numerically (1.10.0 > 1.9.0); -1, 0 or 1. */
 export function compareVersions(a: string, b: string): number {
-  const parts = (version: string): number[] => version.split(/[.+-]/).slice(0, 3).map((part) => Number.parseInt(part, 10) || 0)
+  const parts = (version: string): number[] =>
+    version
+      .split(/[.+-]/)
+      .slice(0, 3)
+      .map((part) => Number.parseInt(part, 10) || 0)
   const [left, right] = [parts(a), parts(b)]
   for (let index = 0; index < 3; index++) {
     const difference = (left[index] ?? 0) - (right[index] ?? 0)

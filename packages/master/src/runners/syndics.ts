@@ -29,7 +29,10 @@ async function move(args: RunnerArgs, context: RunnerContext): Promise<Record<st
   const minions = minionIds(param(args, 0, 'minions'))
   const to = requiredString(args, 1, 'syndic', 'syndics.move')
   if (!(await context.store.isSyndic(to))) {
-    throw new MalformedRequestError('runner syndics.move arguments', `${JSON.stringify(to.slice(0, 80))} is not accepted as a syndic on this master (brine-key --accept-syndic)`)
+    throw new MalformedRequestError(
+      'runner syndics.move arguments',
+      `${JSON.stringify(to.slice(0, 80))} is not accepted as a syndic on this master (brine-key --accept-syndic)`,
+    )
   }
   const moved = context.syndics.move(minions, to)
   context.logger.info(`syndics.move: ${minions.length} minion(s) pinned to syndic ${to}`)

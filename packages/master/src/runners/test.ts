@@ -16,7 +16,10 @@ const METASYNTACTIC: Record<string, string[]> = {
 function seconds(value: unknown): number {
   const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value
   if (typeof number !== 'number' || !Number.isFinite(number) || number < 0 || number > MAX_SLEEP_SECONDS) {
-    throw new MalformedRequestError('runner test.sleep arguments', `'s_time' must be a number of seconds from 0 to ${MAX_SLEEP_SECONDS}, got ${JSON.stringify(value)}`)
+    throw new MalformedRequestError(
+      'runner test.sleep arguments',
+      `'s_time' must be a number of seconds from 0 to ${MAX_SLEEP_SECONDS}, got ${JSON.stringify(value)}`,
+    )
   }
   return number
 }

@@ -91,10 +91,7 @@ export function bindArguments(
   if (missing.length > 0) {
     const quoted = missing.map((name) => `'${name}'`)
     const list = quoted.length === 1 ? quoted[0] : `${quoted.slice(0, -1).join(', ')} and ${quoted.at(-1)}`
-    throw new ArgumentError(
-      fn.name,
-      `${short}() missing ${missing.length} required positional argument${missing.length === 1 ? '' : 's'}: ${list}`,
-    )
+    throw new ArgumentError(fn.name, `${short}() missing ${missing.length} required positional argument${missing.length === 1 ? '' : 's'}: ${list}`)
   }
   if (fn.kwargs !== true) {
     const unexpected = Object.keys(rest)[0]

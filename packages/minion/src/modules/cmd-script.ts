@@ -14,16 +14,52 @@ import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.j
 
 /** Salt 3006's cmd.script parameters, in its positional order. */
 const SCRIPT_ARGS = [
-  'source', 'args', 'cwd', 'stdin', 'runas', 'group', 'shell', 'python_shell', 'env', 'template', 'umask',
-  'output_encoding', 'output_loglevel', 'log_callback', 'hide_output', 'timeout', 'reset_system_locale',
-  'saltenv', 'use_vt', 'bg', 'password', 'success_retcodes',
+  'source',
+  'args',
+  'cwd',
+  'stdin',
+  'runas',
+  'group',
+  'shell',
+  'python_shell',
+  'env',
+  'template',
+  'umask',
+  'output_encoding',
+  'output_loglevel',
+  'log_callback',
+  'hide_output',
+  'timeout',
+  'reset_system_locale',
+  'saltenv',
+  'use_vt',
+  'bg',
+  'password',
+  'success_retcodes',
 ] as const
 
 const SCRIPT_DEFAULTS: Record<string, unknown> = {
-  args: null, cwd: null, stdin: null, runas: null, group: null, shell: null, python_shell: null, env: null,
-  template: null, umask: null, output_encoding: null, output_loglevel: 'debug', log_callback: null,
-  hide_output: false, timeout: null, reset_system_locale: true, saltenv: null, use_vt: false, bg: false,
-  password: null, success_retcodes: null,
+  args: null,
+  cwd: null,
+  stdin: null,
+  runas: null,
+  group: null,
+  shell: null,
+  python_shell: null,
+  env: null,
+  template: null,
+  umask: null,
+  output_encoding: null,
+  output_loglevel: 'debug',
+  log_callback: null,
+  hide_output: false,
+  timeout: null,
+  reset_system_locale: true,
+  saltenv: null,
+  use_vt: false,
+  bg: false,
+  password: null,
+  success_retcodes: null,
 }
 
 /** POSIX single quoting: the word reaches the program exactly as given. */
@@ -40,10 +76,17 @@ function argumentText(args: unknown): string {
 /** What cmd.script answers when the script could not be fetched (Salt's shape). */
 const CACHE_ERROR = { pid: 0, retcode: 1, stdout: '', stderr: '', cache_error: true }
 
-async function runScript(ctx: JobContext, values: readonly unknown[], kwargs: Readonly<Record<string, unknown>>, moduleOptions: CmdModuleOptions): Promise<CommandResult | typeof CACHE_ERROR> {
+async function runScript(
+  ctx: JobContext,
+  values: readonly unknown[],
+  kwargs: Readonly<Record<string, unknown>>,
+  moduleOptions: CmdModuleOptions,
+): Promise<CommandResult | typeof CACHE_ERROR> {
   const params = Object.fromEntries(SCRIPT_ARGS.map((name, index) => [name, values[index]])) as Record<(typeof SCRIPT_ARGS)[number], unknown>
-  if (typeof params.source !== 'string' || params.source === '') throw new InvocationError('source must be a non-empty string (salt://path, http(s)://… or a local path)')
-  if (params.template !== null && params.template !== undefined) throw new InvocationError(`template rendering (template=${String(params.template)}) is not supported by Brine's cmd.script`)
+  if (typeof params.source !== 'string' || params.source === '')
+    throw new InvocationError('source must be a non-empty string (salt://path, http(s)://… or a local path)')
+  if (params.template !== null && params.template !== undefined)
+    throw new InvocationError(`template rendering (template=${String(params.template)}) is not supported by Brine's cmd.script`)
   const cached = await cacheFileFor(ctx, params.source, params.saltenv).catch((error: unknown) => {
     throw asCommandError(error)
   })
@@ -66,7 +109,12 @@ async function runScript(ctx: JobContext, values: readonly unknown[], kwargs: Re
     }
     const args = argumentText(params.args)
     const { source: _source, args: _args, saltenv: _saltenv, ...rest } = params
-    return await runFor(ctx, { ...rest, cmd: args === '' ? quote(script) : `${quote(script)} ${args}`, python_shell: pythonShellDefault(params.python_shell, kwargs) }, {}, moduleOptions)
+    return await runFor(
+      ctx,
+      { ...rest, cmd: args === '' ? quote(script) : `${quote(script)} ${args}`, python_shell: pythonShellDefault(params.python_shell, kwargs) },
+      {},
+      moduleOptions,
+    )
   } catch (error) {
     if (error instanceof CommandExecutionError || error instanceof InvocationError) throw error
     throw new CommandExecutionError(`cmd.script ${params.source}: ${(error as Error).message}`, { source: params.source }, { cause: error })

@@ -57,17 +57,61 @@ export interface RunCommandOptions {
 
 /** The parameters of Salt's cmd.run family, in Salt's positional order. */
 const RUN_ARGS = [
-  'cmd', 'cwd', 'stdin', 'runas', 'group', 'shell', 'python_shell', 'env', 'clean_env', 'template', 'rstrip',
-  'umask', 'output_encoding', 'output_loglevel', 'log_callback', 'hide_output', 'timeout', 'reset_system_locale',
-  'ignore_retcode', 'saltenv', 'use_vt', 'bg', 'password', 'encoded_cmd', 'raise_err', 'prepend_path',
+  'cmd',
+  'cwd',
+  'stdin',
+  'runas',
+  'group',
+  'shell',
+  'python_shell',
+  'env',
+  'clean_env',
+  'template',
+  'rstrip',
+  'umask',
+  'output_encoding',
+  'output_loglevel',
+  'log_callback',
+  'hide_output',
+  'timeout',
+  'reset_system_locale',
+  'ignore_retcode',
+  'saltenv',
+  'use_vt',
+  'bg',
+  'password',
+  'encoded_cmd',
+  'raise_err',
+  'prepend_path',
   'success_retcodes',
 ] as const
 
 const RUN_DEFAULTS: Record<string, unknown> = {
-  cwd: null, stdin: null, runas: null, group: null, shell: null, python_shell: null, env: null, clean_env: false,
-  template: null, rstrip: true, umask: null, output_encoding: null, output_loglevel: 'debug', log_callback: null,
-  hide_output: false, timeout: null, reset_system_locale: true, ignore_retcode: false, saltenv: 'base',
-  use_vt: false, bg: false, password: null, encoded_cmd: false, raise_err: false, prepend_path: null,
+  cwd: null,
+  stdin: null,
+  runas: null,
+  group: null,
+  shell: null,
+  python_shell: null,
+  env: null,
+  clean_env: false,
+  template: null,
+  rstrip: true,
+  umask: null,
+  output_encoding: null,
+  output_loglevel: 'debug',
+  log_callback: null,
+  hide_output: false,
+  timeout: null,
+  reset_system_locale: true,
+  ignore_retcode: false,
+  saltenv: 'base',
+  use_vt: false,
+  bg: false,
+  password: null,
+  encoded_cmd: false,
+  raise_err: false,
+  prepend_path: null,
   success_retcodes: null,
 }
 
@@ -136,10 +180,7 @@ export interface RunasIdentity {
 /** A user's uid, gid and home (`id`, `getent`); CommandExecutionError when there is no such user. */
 export async function lookupUser(user: string): Promise<RunasIdentity> {
   try {
-    const [uid, gid] = await Promise.all([
-      execFileAsync('id', ['-u', user], { timeout: 10_000 }),
-      execFileAsync('id', ['-g', user], { timeout: 10_000 }),
-    ])
+    const [uid, gid] = await Promise.all([execFileAsync('id', ['-u', user], { timeout: 10_000 }), execFileAsync('id', ['-g', user], { timeout: 10_000 })])
     let home = '/'
     try {
       const entry = await execFileAsync('getent', ['passwd', user], { timeout: 10_000 })
@@ -433,7 +474,9 @@ function outputLevel(value: unknown): Exclude<LogLevel, 'quiet'> | undefined {
   try {
     level = parseLogLevel(String(value))
   } catch {
-    throw new InvocationError(`output_loglevel must be a log level (quiet, error, warning, info, debug, trace), got ${JSON.stringify(String(value).slice(0, 40))}`)
+    throw new InvocationError(
+      `output_loglevel must be a log level (quiet, error, warning, info, debug, trace), got ${JSON.stringify(String(value).slice(0, 40))}`,
+    )
   }
   return level === 'quiet' ? undefined : level
 }
@@ -442,8 +485,10 @@ function outputLevel(value: unknown): Exclude<LogLevel, 'quiet'> | undefined {
 function logCommand(ctx: JobContext, level: Exclude<LogLevel, 'quiet'> | undefined, options: RunCommandOptions, result?: CommandResult): void {
   if (level === undefined) return
   const display = typeof options.cmd === 'string' ? options.cmd : options.cmd.join(' ')
-  if (result === undefined) ctx.logger[level](`Executing command '${display}'${options.runas === undefined ? '' : ` as user '${options.runas}'`} in directory '${options.cwd ?? '~'}'`)
-  else if (result.stdout !== '' || result.stderr !== '') ctx.logger[level](`output: ${result.stdout}${result.stderr === '' ? '' : `\nstderr: ${result.stderr}`}`)
+  if (result === undefined)
+    ctx.logger[level](`Executing command '${display}'${options.runas === undefined ? '' : ` as user '${options.runas}'`} in directory '${options.cwd ?? '~'}'`)
+  else if (result.stdout !== '' || result.stderr !== '')
+    ctx.logger[level](`output: ${result.stdout}${result.stderr === '' ? '' : `\nstderr: ${result.stderr}`}`)
 }
 
 /**
@@ -530,7 +575,12 @@ function runSpec(
 
 /** Finds an executable on PATH, as cmd.which does. */
 function which(command: string, path = process.env.PATH): string | null {
-  const candidates = command.includes('/') ? [command] : (path ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, command))
+  const candidates = command.includes('/')
+    ? [command]
+    : (path ?? '')
+        .split(delimiter)
+        .filter(Boolean)
+        .map((dir) => join(dir, command))
   for (const candidate of candidates) {
     try {
       accessSync(candidate, fsConstants.X_OK)

@@ -37,7 +37,8 @@ export function saltenvOf(ctx: ModuleContext, value: unknown): string {
 }
 
 function refuseTemplate(template: unknown): void {
-  if (template !== null && template !== undefined && template !== '') throw new InvocationError(`template rendering (template=${String(template)}) is not supported by Brine's cp module`)
+  if (template !== null && template !== undefined && template !== '')
+    throw new InvocationError(`template rendering (template=${String(template)}) is not supported by Brine's cp module`)
 }
 
 function requireString(value: unknown, name: string): string {
@@ -46,7 +47,11 @@ function requireString(value: unknown, name: string): string {
 }
 
 const isWebUrl = (url: string): boolean => /^https?:\/\//i.test(url)
-const isDir = (path: string): Promise<boolean> => stat(path).then((info) => info.isDirectory(), () => false)
+const isDir = (path: string): Promise<boolean> =>
+  stat(path).then(
+    (info) => info.isDirectory(),
+    () => false,
+  )
 
 /** Salt's destination rule: a directory (or a path ending in '/') receives the file under its own name. */
 async function destinationFor(dest: string, source: string): Promise<string> {
@@ -80,7 +85,13 @@ async function cacheFile(ctx: JobContext, path: unknown, saltenv: unknown, sourc
   if (isWebUrl(url)) return cacheWeb(ctx, url, saltenvOf(ctx, saltenv), sourceHash)
   if (!isSaltUrl(url)) {
     const local = url.startsWith('file://') ? url.slice('file://'.length) : url
-    return isAbsolute(local) && (await stat(local).then((info) => info.isFile(), () => false)) ? local : false
+    return isAbsolute(local) &&
+      (await stat(local).then(
+        (info) => info.isFile(),
+        () => false,
+      ))
+      ? local
+      : false
   }
   const source = FileClient.resolve(url, saltenvOf(ctx, saltenv))
   const fetched = await fileClientFor(ctx).fetch(source.path, source.saltenv)
@@ -96,7 +107,9 @@ export function cacheFileFor(ctx: JobContext, source: string, saltenv: unknown):
 /** Where a web file is cached: `<cachedir>/extrn_files/<saltenv>/<host>/<path>`, as Salt keeps it. */
 function webCachePath(ctx: JobContext, url: string, saltenv: string): string {
   const parsed = new URL(url)
-  const segments = decodeURIComponent(parsed.pathname).split('/').filter((segment) => segment !== '' && segment !== '.' && segment !== '..')
+  const segments = decodeURIComponent(parsed.pathname)
+    .split('/')
+    .filter((segment) => segment !== '' && segment !== '.' && segment !== '..')
   fileClientFor(ctx).cachePath('.', saltenv) // checks saltenv as a directory name
   return join(cachedirOf(ctx), 'extrn_files', saltenv, parsed.host.replace(/[:/\\]/g, '_'), ...(segments.length === 0 ? ['index.html'] : segments))
 }
@@ -105,14 +118,17 @@ function webCachePath(ctx: JobContext, url: string, saltenv: string): string {
 function expectedHash(sourceHash: unknown): { type: string; hex: string } | undefined {
   if (sourceHash === null || sourceHash === undefined || sourceHash === '') return undefined
   const text = String(sourceHash).trim()
-  const [type, hex] = text.includes('=') ? (text.split('=', 2) as [string, string]) : [({ 32: 'md5', 40: 'sha1', 64: 'sha256', 128: 'sha512' } as Record<number, string>)[text.length] ?? 'sha256', text]
+  const [type, hex] = text.includes('=')
+    ? (text.split('=', 2) as [string, string])
+    : [({ 32: 'md5', 40: 'sha1', 64: 'sha256', 128: 'sha512' } as Record<number, string>)[text.length] ?? 'sha256', text]
   return { type: type.toLowerCase(), hex: hex.toLowerCase() }
 }
 
 /** Downloads `url` to `target` (through a partial file), checking `source_hash` when given. */
 async function download(ctx: JobContext, url: string, target: string, sourceHash: unknown): Promise<string> {
   const response = await fetch(url, { signal: ctx.signal, redirect: 'follow' })
-  if (!response.ok || response.body === null) throw new CommandExecutionError(`HTTP error ${response.status} (${response.statusText}) fetching ${url}`, { url, status: response.status })
+  if (!response.ok || response.body === null)
+    throw new CommandExecutionError(`HTTP error ${response.status} (${response.statusText}) fetching ${url}`, { url, status: response.status })
   await mkdir(dirname(target), { recursive: true })
   const partial = `${target}.partial-${randomBytes(4).toString('hex')}`
   try {
@@ -140,7 +156,8 @@ async function cacheWeb(ctx: JobContext, url: string, saltenv: string, sourceHas
 /** get_url's body. */
 async function getUrl(ctx: JobContext, path: unknown, dest: unknown, saltenv: unknown, makedirs: unknown, sourceHash: unknown): Promise<string | false> {
   const url = requireString(path, 'path')
-  if (isSaltUrl(url)) return dest === '' || dest === null || dest === undefined ? cacheFile(ctx, url, saltenv, null) : getFile(ctx, url, dest, saltenv, makedirs)
+  if (isSaltUrl(url))
+    return dest === '' || dest === null || dest === undefined ? cacheFile(ctx, url, saltenv, null) : getFile(ctx, url, dest, saltenv, makedirs)
   if (!isWebUrl(url)) throw new InvocationError(`Unsupported URL scheme in ${url} (salt://, http:// and https:// are)`)
   if (dest === null) {
     const cached = await cacheWeb(ctx, url, saltenvOf(ctx, saltenv), sourceHash)
@@ -162,7 +179,13 @@ function patternMatches(pattern: unknown, path: string): boolean {
 }
 
 /** get_dir / cache_dir: the master's files under `salt://dir`, each to `placeOf(file)` (undefined: its cache path). */
-async function eachFileUnder(ctx: JobContext, path: unknown, saltenv: unknown, keep: (relative: string) => boolean, placeOf: (file: string, relative: string) => string | undefined): Promise<string[]> {
+async function eachFileUnder(
+  ctx: JobContext,
+  path: unknown,
+  saltenv: unknown,
+  keep: (relative: string) => boolean,
+  placeOf: (file: string, relative: string) => string | undefined,
+): Promise<string[]> {
   const url = requireString(path, 'path')
   if (!isSaltUrl(url)) throw new InvocationError(`Unsupported path: ${url}`)
   const source = FileClient.resolve(url, saltenvOf(ctx, saltenv))
@@ -187,7 +210,12 @@ async function push(ctx: JobContext, path: unknown, uploadPath: unknown, removeS
     ctx.logger.error(`cp.push: path must be absolute, got ${source}`)
     return false
   }
-  if (!(await stat(source).then((info) => info.isFile(), () => false))) {
+  if (
+    !(await stat(source).then(
+      (info) => info.isFile(),
+      () => false,
+    ))
+  ) {
     ctx.logger.error(`cp.push: ${source} is not a file`)
     return false
   }
@@ -227,7 +255,10 @@ function reportingRefusals(definition: ModuleDefinition): ModuleDefinition {
 
 export const cpModule: ModuleDefinition = reportingRefusals({
   get_file: {
-    doc: doc("Copy a file from the master's file server to the minion: 'salt://path[?saltenv=env]' to dest (a directory keeps the file's name). Returns dest, '' when the master has no such file, False when dest's directory is missing and makedirs is False. Nothing is transferred when dest already has the master's hash. template= is not supported.", 'cp.get_file salt://vimrc /etc/vimrc'),
+    doc: doc(
+      "Copy a file from the master's file server to the minion: 'salt://path[?saltenv=env]' to dest (a directory keeps the file's name). Returns dest, '' when the master has no such file, False when dest's directory is missing and makedirs is False. Nothing is transferred when dest already has the master's hash. template= is not supported.",
+      'cp.get_file salt://vimrc /etc/vimrc',
+    ),
     args: ['path', 'dest', 'saltenv', 'makedirs', 'template', 'gzip'],
     defaults: { saltenv: null, makedirs: false, template: null, gzip: null },
     kwargs: true,
@@ -237,25 +268,40 @@ export const cpModule: ModuleDefinition = reportingRefusals({
     },
   },
   get_dir: {
-    doc: doc("Copy a directory of the master's file server, recursively, into dest (salt://a/b lands in dest/b). Returns the files written.", 'cp.get_dir salt://path/to/dir/ /minion/dest'),
+    doc: doc(
+      "Copy a directory of the master's file server, recursively, into dest (salt://a/b lands in dest/b). Returns the files written.",
+      'cp.get_dir salt://path/to/dir/ /minion/dest',
+    ),
     args: ['path', 'dest', 'saltenv', 'template', 'gzip'],
     defaults: { saltenv: null, template: null, gzip: null },
     kwargs: true,
     run: async ([path, dest, saltenv, template], _kwargs, ctx) => {
       refuseTemplate(template)
       const root = requireString(dest, 'dest')
-      return eachFileUnder(ctx, path, saltenv, () => true, (_file, relative) => join(root, ...relative.split('/')))
+      return eachFileUnder(
+        ctx,
+        path,
+        saltenv,
+        () => true,
+        (_file, relative) => join(root, ...relative.split('/')),
+      )
     },
   },
   get_url: {
-    doc: doc("Fetch salt://, http:// or https:// URLs. dest '' (default) caches the file and returns its path; dest None returns the contents; else the file is written to dest. source_hash ('sha256=<hex>') is checked for web files.", 'cp.get_url https://example.com/file.txt /tmp/file.txt'),
+    doc: doc(
+      "Fetch salt://, http:// or https:// URLs. dest '' (default) caches the file and returns its path; dest None returns the contents; else the file is written to dest. source_hash ('sha256=<hex>') is checked for web files.",
+      'cp.get_url https://example.com/file.txt /tmp/file.txt',
+    ),
     args: ['path', 'dest', 'saltenv', 'makedirs', 'source_hash'],
     defaults: { dest: '', saltenv: null, makedirs: false, source_hash: null },
     kwargs: true,
     run: async ([path, dest, saltenv, makedirs, sourceHash], _kwargs, ctx) => getUrl(ctx, path, dest, saltenv, makedirs, sourceHash),
   },
   get_file_str: {
-    doc: doc('Download a file from a URL to the minion cache and return its contents as a string (False when it cannot be had).', 'cp.get_file_str salt://my/file'),
+    doc: doc(
+      'Download a file from a URL to the minion cache and return its contents as a string (False when it cannot be had).',
+      'cp.get_file_str salt://my/file',
+    ),
     args: ['path', 'saltenv'],
     defaults: { saltenv: null },
     run: async ([path, saltenv], _kwargs, ctx) => {
@@ -264,14 +310,20 @@ export const cpModule: ModuleDefinition = reportingRefusals({
     },
   },
   cache_file: {
-    doc: doc("Cache a file (salt://, http(s)://) in the minion's cache (<cachedir>/files/<saltenv>/…, web files under extrn_files) and return its local path, or False.", 'cp.cache_file salt://path/to/file'),
+    doc: doc(
+      "Cache a file (salt://, http(s)://) in the minion's cache (<cachedir>/files/<saltenv>/…, web files under extrn_files) and return its local path, or False.",
+      'cp.cache_file salt://path/to/file',
+    ),
     args: ['path', 'saltenv', 'source_hash', 'verify_ssl', 'use_etag'],
     defaults: { saltenv: null, source_hash: null, verify_ssl: true, use_etag: false },
     kwargs: true,
     run: async ([path, saltenv, sourceHash], _kwargs, ctx) => cacheFile(ctx, path, saltenv, sourceHash),
   },
   cache_files: {
-    doc: doc('Cache each of a list of files; returns their local paths (False for one that cannot be had).', 'cp.cache_files salt://pathto/file1,salt://pathto/file1'),
+    doc: doc(
+      'Cache each of a list of files; returns their local paths (False for one that cannot be had).',
+      'cp.cache_files salt://pathto/file1,salt://pathto/file1',
+    ),
     args: ['paths', 'saltenv'],
     defaults: { saltenv: null },
     kwargs: true,
@@ -283,12 +335,23 @@ export const cpModule: ModuleDefinition = reportingRefusals({
     },
   },
   cache_dir: {
-    doc: doc('Download and cache everything under a salt:// directory; include_pat / exclude_pat (globs, or E@regex) filter the relative paths. Returns the cached paths.', 'cp.cache_dir salt://path/to/dir include_pat="E@*.conf$"'),
+    doc: doc(
+      'Download and cache everything under a salt:// directory; include_pat / exclude_pat (globs, or E@regex) filter the relative paths. Returns the cached paths.',
+      'cp.cache_dir salt://path/to/dir include_pat="E@*.conf$"',
+    ),
     args: ['path', 'saltenv', 'include_empty', 'include_pat', 'exclude_pat'],
     defaults: { saltenv: null, include_empty: false, include_pat: null, exclude_pat: null },
     kwargs: true,
     run: async ([path, saltenv, _includeEmpty, include, exclude], _kwargs, ctx) =>
-      eachFileUnder(ctx, path, saltenv, (relative) => (include === null || include === undefined || patternMatches(include, relative)) && !(exclude !== null && exclude !== undefined && patternMatches(exclude, relative)), () => undefined),
+      eachFileUnder(
+        ctx,
+        path,
+        saltenv,
+        (relative) =>
+          (include === null || include === undefined || patternMatches(include, relative)) &&
+          !(exclude !== null && exclude !== undefined && patternMatches(exclude, relative)),
+        () => undefined,
+      ),
   },
   cache_master: {
     doc: doc("Cache every file of an environment of the master's file server; returns the cached paths.", 'cp.cache_master'),
@@ -318,7 +381,7 @@ export const cpModule: ModuleDefinition = reportingRefusals({
     run: async ([saltenv, prefix], _kwargs, ctx) => fileClientFor(ctx).list('dirs', saltenvOf(ctx, saltenv), String(prefix ?? '')),
   },
   list_minion: {
-    doc: doc("List the files of an environment cached on this minion.", 'cp.list_minion'),
+    doc: doc('List the files of an environment cached on this minion.', 'cp.list_minion'),
     args: ['saltenv'],
     defaults: { saltenv: null },
     run: async ([saltenv], _kwargs, ctx) => fileClientFor(ctx).listCached(saltenvOf(ctx, saltenv)),
@@ -340,11 +403,19 @@ export const cpModule: ModuleDefinition = reportingRefusals({
         const source = FileClient.resolve(url, env)
         local = fileClientFor(ctx).cachePath(source.path, source.saltenv)
       } else return ''
-      return (await stat(local).then((info) => info.isFile(), () => false)) ? local : ''
+      return (await stat(local).then(
+        (info) => info.isFile(),
+        () => false,
+      ))
+        ? local
+        : ''
     },
   },
   hash_file: {
-    doc: doc("Return {hash_type, hsum} of a file on the master's file server (salt://) or on the minion (a local path); {} when it does not exist.", 'cp.hash_file salt://path/to/file'),
+    doc: doc(
+      "Return {hash_type, hsum} of a file on the master's file server (salt://) or on the minion (a local path); {} when it does not exist.",
+      'cp.hash_file salt://path/to/file',
+    ),
     args: ['path', 'saltenv'],
     defaults: { saltenv: null },
     run: async ([path, saltenv], _kwargs, ctx) => {
@@ -356,11 +427,19 @@ export const cpModule: ModuleDefinition = reportingRefusals({
       }
       const hashType = typeof ctx.opts['hash_type'] === 'string' ? ctx.opts['hash_type'] : 'sha256'
       createHash(hashType) // an unknown hash_type fails here, naming it
-      return (await stat(url).then((info) => info.isFile(), () => false)) ? { hash_type: hashType, hsum: await hashLocalFile(url, hashType) } : {}
+      return (await stat(url).then(
+        (info) => info.isFile(),
+        () => false,
+      ))
+        ? { hash_type: hashType, hsum: await hashLocalFile(url, hashType) }
+        : {}
     },
   },
   push: {
-    doc: doc("Push a file from the minion up to the master, stored under <master cachedir>/minions/<id>/files/<path> (or upload_path). The master must have file_recv: True and takes at most file_recv_max_size MiB. Returns True, or False (logged) when refused.", 'cp.push /etc/fstab'),
+    doc: doc(
+      'Push a file from the minion up to the master, stored under <master cachedir>/minions/<id>/files/<path> (or upload_path). The master must have file_recv: True and takes at most file_recv_max_size MiB. Returns True, or False (logged) when refused.',
+      'cp.push /etc/fstab',
+    ),
     args: ['path', 'keep_symlinks', 'upload_path', 'remove_source'],
     defaults: { keep_symlinks: false, upload_path: null, remove_source: false },
     run: async ([path, _keepSymlinks, uploadPath, removeSource], _kwargs, ctx) => push(ctx, path, uploadPath, removeSource),

@@ -37,7 +37,9 @@ export const diskModule: ModuleDefinition = {
     defaults: { args: null },
     run: async ([args], _kwargs, ctx) => {
       const rows = await df(ctx, ['-i', ...dfFlags(args)], ['filesystem', 'inodes', 'used', 'free', 'use'])
-      return Object.fromEntries(Object.entries(rows).map(([mount, row]) => [mount, { inodes: row.inodes, used: row.used, free: row.free, use: row.use, filesystem: row.filesystem }]))
+      return Object.fromEntries(
+        Object.entries(rows).map(([mount, row]) => [mount, { inodes: row.inodes, used: row.used, free: row.free, use: row.use, filesystem: row.filesystem }]),
+      )
     },
   },
 }

@@ -100,7 +100,10 @@ async function buildTests(ctx: JobContext, options: Record<string, unknown>): Pr
 export async function findFiles(ctx: JobContext, root: string, kwargs: Record<string, unknown>): Promise<string[]> {
   const options = cleanKwargs(kwargs)
   const unknown = Object.keys(options).filter((key) => !(OPTIONS as readonly string[]).includes(key) && key !== 'print')
-  if (unknown.length > 0) throw new InvocationError(`unknown find option ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${OPTIONS.join(', ')})`, { argument: unknown[0] as string })
+  if (unknown.length > 0)
+    throw new InvocationError(`unknown find option ${unknown.map((key) => `'${key}'`).join(', ')} (known: ${OPTIONS.join(', ')})`, {
+      argument: unknown[0] as string,
+    })
   if (options.print !== undefined && options.print !== 'path') throw badArgument('print', "'path' (the only output Brine's file.find gives)", options.print)
   const maxDepth = options.maxdepth === undefined ? Number.MAX_SAFE_INTEGER : toInteger(options.maxdepth, 'maxdepth', 0)
   const minDepth = options.mindepth === undefined ? 0 : toInteger(options.mindepth, 'mindepth', 0)

@@ -92,7 +92,12 @@ async function unifiedDiff(ctx: JobContext, path: string, before: string, after:
   await writeFile(`${stem}.new`, after, { mode: 0o600 })
   try {
     const result = await execArgv(ctx, ['diff', '-u', '--label', path, '--label', path, `${stem}.old`, `${stem}.new`])
-    return result.stdout.split('\n').map((line) => (line.startsWith('--- ') ? '---' : line.startsWith('+++ ') ? '+++' : line)).join('\n') + '\n'
+    return (
+      result.stdout
+        .split('\n')
+        .map((line) => (line.startsWith('--- ') ? '---' : line.startsWith('+++ ') ? '+++' : line))
+        .join('\n') + '\n'
+    )
   } finally {
     await rm(`${stem}.old`, { force: true })
     await rm(`${stem}.new`, { force: true })
@@ -183,7 +188,22 @@ async function idOf(ctx: JobContext, database: 'passwd' | 'group', value: unknow
 }
 
 async function replace(ctx: JobContext, args: unknown[]): Promise<unknown> {
-  const [pathArg, pattern, repl, count, flags, , appendIfNotFound, prependIfNotFound, notFoundContent, backup, dryRun, searchOnly, showChanges, ignoreIfMissing] = args
+  const [
+    pathArg,
+    pattern,
+    repl,
+    count,
+    flags,
+    ,
+    appendIfNotFound,
+    prependIfNotFound,
+    notFoundContent,
+    backup,
+    dryRun,
+    searchOnly,
+    showChanges,
+    ignoreIfMissing,
+  ] = args
   const path = requirePath(pathArg, 'path')
   const regex = compile(pattern, flags)
   const limit = toInteger(count, 'count', 0)
@@ -246,7 +266,7 @@ const FILE_FUNCTIONS = {
     },
   },
   write: {
-    doc: "Write text to a file, overwriting what it held: each argument is one line.\n\nReturns ``Wrote N lines to \"path\"``.\n\nCLI Example:\n\n    brine '*' file.write /etc/motd \"With all thine offerings thou shalt offer salt.\"",
+    doc: 'Write text to a file, overwriting what it held: each argument is one line.\n\nReturns ``Wrote N lines to "path"``.\n\nCLI Example:\n\n    brine \'*\' file.write /etc/motd "With all thine offerings thou shalt offer salt."',
     args: ['path'],
     varargs: true,
     kwargs: true,
@@ -258,7 +278,7 @@ const FILE_FUNCTIONS = {
     },
   },
   append: {
-    doc: "Append text to the end of a file (a newline is added first if the file does not end with one): each argument is one line.\n\nReturns ``Wrote N lines to \"path\"``.\n\nCLI Example:\n\n    brine '*' file.append /etc/motd \"With all thine offerings thou shalt offer salt.\" \"Salt is what makes bad things taste good.\"",
+    doc: 'Append text to the end of a file (a newline is added first if the file does not end with one): each argument is one line.\n\nReturns ``Wrote N lines to "path"``.\n\nCLI Example:\n\n    brine \'*\' file.append /etc/motd "With all thine offerings thou shalt offer salt." "Salt is what makes bad things taste good."',
     args: ['path'],
     varargs: true,
     kwargs: true,
@@ -272,7 +292,7 @@ const FILE_FUNCTIONS = {
     },
   },
   prepend: {
-    doc: "Prepend text to the beginning of a file: each argument is one line.\n\nReturns ``Prepended N lines to \"path\"``.\n\nCLI Example:\n\n    brine '*' file.prepend /etc/motd \"With all thine offerings thou shalt offer salt.\"",
+    doc: 'Prepend text to the beginning of a file: each argument is one line.\n\nReturns ``Prepended N lines to "path"``.\n\nCLI Example:\n\n    brine \'*\' file.prepend /etc/motd "With all thine offerings thou shalt offer salt."',
     args: ['path'],
     varargs: true,
     kwargs: true,
@@ -286,8 +306,39 @@ const FILE_FUNCTIONS = {
   },
   replace: {
     doc: "Replace occurrences of a pattern (Python ``re`` syntax) in a file. Returns a diff of the change (``''`` when nothing changed), or a bool when ``show_changes=False``; with ``search_only=True``, whether the pattern occurs. A backup is kept as ``<path><backup>`` (default ``.bak``, ``backup=False`` for none).\n\npattern\n    Python regular expression.\nrepl\n    Replacement; ``\\1`` and ``\\g<name>`` refer to groups.\ncount\n    Most replacements (0: all).\nflags\n    Python re flags as an int (default 8, MULTILINE) or names (IGNORECASE, MULTILINE, DOTALL).\nappend_if_not_found / prepend_if_not_found\n    Add ``not_found_content`` (default ``repl``) when the pattern is absent.\ndry_run\n    Report without writing.\nignore_if_missing\n    Return False for a missing file instead of failing.\n\nCLI Example:\n\n    brine '*' file.replace /etc/httpd/httpd.conf pattern='LogLevel warn' repl='LogLevel info'",
-    args: ['path', 'pattern', 'repl', 'count', 'flags', 'bufsize', 'append_if_not_found', 'prepend_if_not_found', 'not_found_content', 'backup', 'dry_run', 'search_only', 'show_changes', 'ignore_if_missing', 'preserve_inode', 'backslash_literal'],
-    defaults: { count: 0, flags: 8, bufsize: 1, append_if_not_found: false, prepend_if_not_found: false, not_found_content: null, backup: '.bak', dry_run: false, search_only: false, show_changes: true, ignore_if_missing: false, preserve_inode: true, backslash_literal: false },
+    args: [
+      'path',
+      'pattern',
+      'repl',
+      'count',
+      'flags',
+      'bufsize',
+      'append_if_not_found',
+      'prepend_if_not_found',
+      'not_found_content',
+      'backup',
+      'dry_run',
+      'search_only',
+      'show_changes',
+      'ignore_if_missing',
+      'preserve_inode',
+      'backslash_literal',
+    ],
+    defaults: {
+      count: 0,
+      flags: 8,
+      bufsize: 1,
+      append_if_not_found: false,
+      prepend_if_not_found: false,
+      not_found_content: null,
+      backup: '.bak',
+      dry_run: false,
+      search_only: false,
+      show_changes: true,
+      ignore_if_missing: false,
+      preserve_inode: true,
+      backslash_literal: false,
+    },
     run: async (args, _kwargs, ctx) => await replace(ctx, args),
   },
   search: {
@@ -393,7 +444,16 @@ const FILE_FUNCTIONS = {
       const path = requirePath(pathArg, 'path')
       const info = await lstat(path).catch(() => undefined)
       if (info === undefined) throw new CommandExecutionError(`Path not found: ${path}`, { path })
-      return { st_atime: secondsFromMs(info.atimeMs), st_ctime: secondsFromMs(info.ctimeMs), st_gid: info.gid, st_mode: info.mode, st_mtime: secondsFromMs(info.mtimeMs), st_nlink: info.nlink, st_size: info.size, st_uid: info.uid }
+      return {
+        st_atime: secondsFromMs(info.atimeMs),
+        st_ctime: secondsFromMs(info.ctimeMs),
+        st_gid: info.gid,
+        st_mode: info.mode,
+        st_mtime: secondsFromMs(info.mtimeMs),
+        st_nlink: info.nlink,
+        st_size: info.size,
+        st_uid: info.uid,
+      }
     },
   },
   file_exists: {

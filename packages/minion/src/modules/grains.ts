@@ -16,18 +16,56 @@ import { brineVersion, brineVersionInfo } from './version.js'
 
 /** os-release IDs to Salt's `os` grain spelling (salt/grains/core.py _OS_NAME_MAP and friends). */
 const OS_NAMES: Record<string, string> = {
-  debian: 'Debian', ubuntu: 'Ubuntu', raspbian: 'Raspbian', linuxmint: 'Mint', devuan: 'Devuan', kali: 'Kali',
-  rhel: 'RedHat', redhat: 'RedHat', centos: 'CentOS', fedora: 'Fedora', rocky: 'Rocky', almalinux: 'AlmaLinux',
-  ol: 'OEL', amzn: 'Amazon', sles: 'SUSE', opensuse: 'SUSE', 'opensuse-leap': 'Leap', 'opensuse-tumbleweed': 'openSUSE Tumbleweed',
-  arch: 'Arch', manjaro: 'Manjaro', alpine: 'Alpine', gentoo: 'Gentoo', void: 'Void', nixos: 'NixOS',
+  debian: 'Debian',
+  ubuntu: 'Ubuntu',
+  raspbian: 'Raspbian',
+  linuxmint: 'Mint',
+  devuan: 'Devuan',
+  kali: 'Kali',
+  rhel: 'RedHat',
+  redhat: 'RedHat',
+  centos: 'CentOS',
+  fedora: 'Fedora',
+  rocky: 'Rocky',
+  almalinux: 'AlmaLinux',
+  ol: 'OEL',
+  amzn: 'Amazon',
+  sles: 'SUSE',
+  opensuse: 'SUSE',
+  'opensuse-leap': 'Leap',
+  'opensuse-tumbleweed': 'openSUSE Tumbleweed',
+  arch: 'Arch',
+  manjaro: 'Manjaro',
+  alpine: 'Alpine',
+  gentoo: 'Gentoo',
+  void: 'Void',
+  nixos: 'NixOS',
 }
 
 /** Salt's `os_family` for each `os`. */
 const OS_FAMILIES: Record<string, string> = {
-  Debian: 'Debian', Ubuntu: 'Debian', Raspbian: 'Debian', Mint: 'Debian', Devuan: 'Debian', Kali: 'Debian',
-  RedHat: 'RedHat', CentOS: 'RedHat', Fedora: 'RedHat', Rocky: 'RedHat', AlmaLinux: 'RedHat', OEL: 'RedHat', Amazon: 'RedHat',
-  SUSE: 'Suse', Leap: 'Suse', 'openSUSE Tumbleweed': 'Suse', Arch: 'Arch', Manjaro: 'Arch', Alpine: 'Alpine', Gentoo: 'Gentoo',
-  Void: 'Void', NixOS: 'NixOS',
+  Debian: 'Debian',
+  Ubuntu: 'Debian',
+  Raspbian: 'Debian',
+  Mint: 'Debian',
+  Devuan: 'Debian',
+  Kali: 'Debian',
+  RedHat: 'RedHat',
+  CentOS: 'RedHat',
+  Fedora: 'RedHat',
+  Rocky: 'RedHat',
+  AlmaLinux: 'RedHat',
+  OEL: 'RedHat',
+  Amazon: 'RedHat',
+  SUSE: 'Suse',
+  Leap: 'Suse',
+  'openSUSE Tumbleweed': 'Suse',
+  Arch: 'Arch',
+  Manjaro: 'Arch',
+  Alpine: 'Alpine',
+  Gentoo: 'Gentoo',
+  Void: 'Void',
+  NixOS: 'NixOS',
 }
 
 /** Debian calls x86_64 amd64 and so on; Salt's `osarch` is what the package manager says. */
@@ -66,7 +104,10 @@ export function parseOsRelease(text: string): Record<string, string> {
 function osIdentity(release: Record<string, string>): { name: string; family: string } {
   const id = (release.ID ?? os.type()).toLowerCase()
   const name = OS_NAMES[id] ?? (release.NAME?.split(' ')[0] || os.type())
-  const likes = (release.ID_LIKE ?? '').split(/\s+/).map((like) => OS_NAMES[like]).filter((like) => like !== undefined)
+  const likes = (release.ID_LIKE ?? '')
+    .split(/\s+/)
+    .map((like) => OS_NAMES[like])
+    .filter((like) => like !== undefined)
   const family = OS_FAMILIES[name] ?? (likes[0] === undefined ? name : (OS_FAMILIES[likes[0]] ?? likes[0]))
   return { name, family }
 }
@@ -81,7 +122,10 @@ function osGrains(): Grains {
   const release = parseOsRelease(readText('/etc/os-release') ?? readText('/usr/lib/os-release') ?? '')
   const { name, family } = osIdentity(release)
   const osrelease = osReleaseOf(name, release)
-  const releaseInfo = osrelease.split('.').map((part) => Number.parseInt(part, 10)).filter((part) => Number.isFinite(part))
+  const releaseInfo = osrelease
+    .split('.')
+    .map((part) => Number.parseInt(part, 10))
+    .filter((part) => Number.isFinite(part))
   const major = releaseInfo[0]
   // Salt reports Debian's NAME ("Debian GNU/Linux") as lsb_release does: "Debian".
   const fullname = (release.NAME ?? name).replace(/ GNU\/Linux$/, '')

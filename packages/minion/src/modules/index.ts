@@ -13,16 +13,7 @@ export type {
 export { BUILTIN_MODULES, createModuleRegistry } from './registry.js'
 export { RunningJobs } from './running-jobs.js'
 export type { RunningJobInfo, RunningJobLoad } from './running-jobs.js'
-export {
-  bindArguments,
-  cleanKwargs,
-  fnmatch,
-  loadArgsAndKwargs,
-  parseInput,
-  parseKwarg,
-  traverseDictAndList,
-  yamlifyArg,
-} from './args.js'
+export { bindArguments, cleanKwargs, fnmatch, loadArgsAndKwargs, parseInput, parseKwarg, traverseDictAndList, yamlifyArg } from './args.js'
 export { collectGrains, coreGrains, grainsFilePath, grainsModule, parseOsRelease, readPersistedGrains, replaceGrains } from './grains.js'
 export { cmdModule, createCmdModule, DEFAULT_MAX_OUTPUT_BYTES, runCommand, shlexSplit } from './cmd.js'
 export type { CmdModuleOptions, CommandResult, RunCommandOptions } from './cmd.js'

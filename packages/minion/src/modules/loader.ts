@@ -124,7 +124,10 @@ export async function findModuleFiles(dirs: readonly string[]): Promise<Map<stri
  * a changed file is imported afresh and an unchanged one is not imported twice.
  */
 async function importModule(path: string): Promise<Record<string, unknown>> {
-  const hash = createHash('sha256').update(await readFile(path)).digest('hex').slice(0, 16)
+  const hash = createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex')
+    .slice(0, 16)
   return (await import(`${pathToFileURL(path).href}?sha256=${hash}`)) as Record<string, unknown>
 }
 

@@ -56,7 +56,7 @@ function cidrTest(cidr: string): (address: string) => boolean {
   const bits = Number(match[2])
   const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0
   const network = (ipv4ToInt(match[1] as string) & mask) >>> 0
-  return (address) => ((ipv4ToInt(address) & mask) >>> 0) === network
+  return (address) => (ipv4ToInt(address) & mask) >>> 0 === network
 }
 
 const PRIVATE = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16'].map(cidrTest)
@@ -141,7 +141,10 @@ export function procAddress(text: string): string {
   if (hex.length === 8) return `${intToIpv4(Number.parseInt(hex.match(/../g)?.reverse().join('') ?? '0', 16))}:${port}`
   const words = (hex.match(/.{8}/g) ?? []).map((word) => (word.match(/../g) ?? []).reverse().join(''))
   const groups = words.join('').match(/.{4}/g) ?? []
-  return `${groups.map((group) => group.replace(/^0{1,3}/, '')).join(':').replace(/(^|:)0(:0)+(:|$)/, '::')}:${port}`
+  return `${groups
+    .map((group) => group.replace(/^0{1,3}/, ''))
+    .join(':')
+    .replace(/(^|:)0(:0)+(:|$)/, '::')}:${port}`
 }
 
 /** socket inode → `pid/comm`, from /proc/<pid>/fd (bounded: the first 4096 processes). */
@@ -195,16 +198,34 @@ async function routes(family?: string): Promise<Record<string, string>[]> {
       if (iface === undefined || mask === undefined) continue
       const ip = (hex: string): string => intToIpv4(Number.parseInt(hex.match(/../g)?.reverse().join('') ?? '0', 16))
       const bits = Number.parseInt(flags ?? '0', 16)
-      list.push({ addr_family: 'inet', destination: ip(destination as string), gateway: ip(gateway as string), netmask: ip(mask), flags: `${bits & 1 ? 'U' : ''}${bits & 2 ? 'G' : ''}${bits & 4 ? 'H' : ''}`, interface: iface })
+      list.push({
+        addr_family: 'inet',
+        destination: ip(destination as string),
+        gateway: ip(gateway as string),
+        netmask: ip(mask),
+        flags: `${bits & 1 ? 'U' : ''}${bits & 2 ? 'G' : ''}${bits & 4 ? 'H' : ''}`,
+        interface: iface,
+      })
     }
   }
   if (family !== 'inet') {
     for (const line of ((await readText('/proc/net/ipv6_route')) ?? '').split('\n')) {
       const columns = line.trim().split(/\s+/)
       if (columns.length < 10) continue
-      const expand = (hex: string): string => (hex.match(/.{4}/g) ?? []).map((group) => group.replace(/^0{1,3}/, '')).join(':').replace(/(^|:)0(:0)+(:|$)/, '::')
+      const expand = (hex: string): string =>
+        (hex.match(/.{4}/g) ?? [])
+          .map((group) => group.replace(/^0{1,3}/, ''))
+          .join(':')
+          .replace(/(^|:)0(:0)+(:|$)/, '::')
       const bits = Number.parseInt(columns[8] as string, 16)
-      list.push({ addr_family: 'inet6', destination: `${expand(columns[0] as string)}/${Number.parseInt(columns[1] as string, 16)}`, gateway: expand(columns[4] as string), netmask: '', flags: `${bits & 1 ? 'U' : ''}${bits & 2 ? 'G' : ''}`, interface: columns[9] as string })
+      list.push({
+        addr_family: 'inet6',
+        destination: `${expand(columns[0] as string)}/${Number.parseInt(columns[1] as string, 16)}`,
+        gateway: expand(columns[4] as string),
+        netmask: '',
+        flags: `${bits & 1 ? 'U' : ''}${bits & 2 ? 'G' : ''}`,
+        interface: columns[9] as string,
+      })
     }
   }
   return list
@@ -263,6 +284,9 @@ export const networkModule: ModuleDefinition = {
     doc: "Return the default route(s) (0.0.0.0 for inet, ::/0 for inet6), as routes shows them; family limits it to inet or inet6.\n\nCLI Example:\n\n    brine '*' network.default_route",
     args: ['family'],
     defaults: { family: null },
-    run: async ([family]) => (await routes(familyOf(family))).filter((route) => (route.addr_family === 'inet' ? route.destination === '0.0.0.0' && route.netmask === '0.0.0.0' : route.destination === '::/0')),
+    run: async ([family]) =>
+      (await routes(familyOf(family))).filter((route) =>
+        route.addr_family === 'inet' ? route.destination === '0.0.0.0' && route.netmask === '0.0.0.0' : route.destination === '::/0',
+      ),
   },
 }

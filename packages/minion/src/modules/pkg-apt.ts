@@ -67,10 +67,12 @@ export const aptProvider: PackageProvider = {
   latest: async (ctx, names, refresh) => {
     if (refresh) await apt(ctx, ['apt-get', '-q', 'update'])
     const found = await policy(ctx, names)
-    return Object.fromEntries(names.map((name) => {
-      const entry = found[name]
-      return [name, entry === undefined || entry.candidate === entry.installed ? '' : entry.candidate]
-    }))
+    return Object.fromEntries(
+      names.map((name) => {
+        const entry = found[name]
+        return [name, entry === undefined || entry.candidate === entry.installed ? '' : entry.candidate]
+      }),
+    )
   },
   install: async (ctx, targets: InstallTarget[], options) => {
     if (options.refresh) await apt(ctx, ['apt-get', '-q', 'update'])

@@ -91,7 +91,12 @@ export function packageChanges(before: PackageList, after: PackageList): Record<
 }
 
 /** Runs a change and reports Salt's `{name: {old, new}}`; a failed command raises with the changes made and its output. */
-async function withChanges(ctx: JobContext, provider: PackageProvider, what: string, change: () => Promise<CommandResult>): Promise<Record<string, { old: string; new: string }>> {
+async function withChanges(
+  ctx: JobContext,
+  provider: PackageProvider,
+  what: string,
+  change: () => Promise<CommandResult>,
+): Promise<Record<string, { old: string; new: string }>> {
   const before = await provider.list(ctx)
   const result = await change()
   const changes = packageChanges(before, await provider.list(ctx))
@@ -118,7 +123,9 @@ function namesOf(args: readonly unknown[]): string[] {
 function removalTargets(name: unknown, pkgs: unknown): string[] {
   if (isSet(pkgs)) return pkgsTargets(pkgs).map((target) => target.name)
   if (!isSet(name)) throw new InvocationError('name or pkgs is required', { argument: 'name' })
-  return String(name).split(',').map((item) => requireUnitName(item.trim(), 'name'))
+  return String(name)
+    .split(',')
+    .map((item) => requireUnitName(item.trim(), 'name'))
 }
 
 const asList = (list: PackageList, versionsAsList: boolean): Record<string, string | string[]> =>
@@ -127,9 +134,20 @@ const asList = (list: PackageList, versionsAsList: boolean): Record<string, stri
 /** pkg.install: `name`, `pkgs` or `sources` (resolved to local files by `resolveSource`). */
 function installSpec(resolveSource: PackageSourceResolver): ModuleFunctionSpec {
   return {
-    doc: "Install the named package, the packages in ``pkgs`` (names or {name: version}), or the package files in ``sources`` ([{name: source}]: absolute paths, file:// or salt:// URLs). Returns a dict of what changed: {name: {old, new}}.\n\nCLI Example:\n\n    brine '*' pkg.install curl\n    brine '*' pkg.install pkgs='[\"foo\", {\"bar\": \"1.2.3-4\"}]'\n    brine '*' pkg.install sources='[{\"brine-test\": \"/tmp/brine-test_1.0_all.deb\"}]'",
+    doc: 'Install the named package, the packages in ``pkgs`` (names or {name: version}), or the package files in ``sources`` ([{name: source}]: absolute paths, file:// or salt:// URLs). Returns a dict of what changed: {name: {old, new}}.\n\nCLI Example:\n\n    brine \'*\' pkg.install curl\n    brine \'*\' pkg.install pkgs=\'["foo", {"bar": "1.2.3-4"}]\'\n    brine \'*\' pkg.install sources=\'[{"brine-test": "/tmp/brine-test_1.0_all.deb"}]\'',
     args: ['name', 'refresh', 'fromrepo', 'skip_verify', 'debconf', 'pkgs', 'sources', 'reinstall', 'downloadonly', 'version'],
-    defaults: { name: null, refresh: false, fromrepo: null, skip_verify: false, debconf: null, pkgs: null, sources: null, reinstall: false, downloadonly: false, version: null },
+    defaults: {
+      name: null,
+      refresh: false,
+      fromrepo: null,
+      skip_verify: false,
+      debconf: null,
+      pkgs: null,
+      sources: null,
+      reinstall: false,
+      downloadonly: false,
+      version: null,
+    },
     kwargs: true,
     run: async ([name, refresh, fromrepo, skipVerify, debconf, pkgs, sources, reinstall, downloadonly, version], _kwargs, ctx) => {
       // Accepted by name as Salt's, but not built: a value that asks for them is refused, not ignored.

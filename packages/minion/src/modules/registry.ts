@@ -45,10 +45,7 @@ export const BUILTIN_MODULES: Readonly<Record<string, ModuleDefinition>> = {
  * modules loaded from disk form a layer of their own, replaced whole on each reload, so a function a
  * module no longer has goes away and the built-in it shadowed comes back.
  */
-export function createModuleRegistry(
-  context: ModuleContext,
-  extra: Readonly<Record<string, ModuleDefinition>> = {},
-): ModuleRegistry {
+export function createModuleRegistry(context: ModuleContext, extra: Readonly<Record<string, ModuleDefinition>> = {}): ModuleRegistry {
   const functions = new Map<string, ModuleFunction>()
   let failures = new Map<string, string>()
   const register = (module: string, definition: ModuleDefinition): void => {

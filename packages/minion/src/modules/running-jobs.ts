@@ -106,7 +106,14 @@ export class RunningJobs {
 
 function snapshot(entry: Entry): RunningJobInfo {
   const { job } = entry
-  const info: RunningJobInfo = { ...job, jid: job.jid, fun: job.fun, arg: [...(job.arg ?? [])], pid: process.pid, _stamp: new Date(entry.startedAt).toISOString() }
+  const info: RunningJobInfo = {
+    ...job,
+    jid: job.jid,
+    fun: job.fun,
+    arg: [...(job.arg ?? [])],
+    pid: process.pid,
+    _stamp: new Date(entry.startedAt).toISOString(),
+  }
   if (entry.children !== undefined && entry.children.size > 0) info.child_pids = [...entry.children]
   return info
 }

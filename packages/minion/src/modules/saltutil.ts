@@ -42,7 +42,8 @@ const SYNC_DEFAULTS = { saltenv: null, refresh: true, extmod_whitelist: null, ex
 
 function saltenvOf(value: unknown): string {
   if (value === null || value === undefined) return 'base'
-  if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(value)) throw new InvocationError(`saltenv must be an environment name, got ${JSON.stringify(value)}`)
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(value))
+    throw new InvocationError(`saltenv must be an environment name, got ${JSON.stringify(value)}`)
   return value
 }
 
@@ -59,7 +60,28 @@ async function syncReport(ctx: JobContext, saltenv: unknown): Promise<unknown> {
 }
 
 /** The kinds sync_all reports, as Salt 3006 lists them; Brine syncs modules only. */
-const SYNC_ALL_KINDS = ['clouds', 'beacons', 'modules', 'states', 'sdb', 'grains', 'renderers', 'returners', 'output', 'utils', 'log_handlers', 'executors', 'proxymodules', 'engines', 'thorium', 'serializers', 'matchers', 'pillar', 'tops', 'wrapper']
+const SYNC_ALL_KINDS = [
+  'clouds',
+  'beacons',
+  'modules',
+  'states',
+  'sdb',
+  'grains',
+  'renderers',
+  'returners',
+  'output',
+  'utils',
+  'log_handlers',
+  'executors',
+  'proxymodules',
+  'engines',
+  'thorium',
+  'serializers',
+  'matchers',
+  'pillar',
+  'tops',
+  'wrapper',
+]
 
 export const saltutilModule: ModuleDefinition = {
   sync_modules: {

@@ -28,7 +28,10 @@ const ok = async (ctx: JobContext, argv: string[]): Promise<boolean> => (await e
 export function unitNames(stdout: string): string[] {
   const names = new Set<string>()
   for (const line of stdout.split('\n')) {
-    const unit = line.trim().replace(/^\u25cf\s*/, '').split(/\s+/)[0]
+    const unit = line
+      .trim()
+      .replace(/^\u25cf\s*/, '')
+      .split(/\s+/)[0]
     if (unit !== undefined && unit.endsWith('.service')) names.add(unit.slice(0, -'.service'.length))
   }
   return [...names].sort()
@@ -45,7 +48,8 @@ export const systemdProvider: ServiceProvider = {
     const units = await execArgv(ctx, ['systemctl', 'list-units', '--type=service', '--all', '--no-legend', '--no-pager'])
     return [...new Set([...unitNames(files.stdout), ...unitNames(units.stdout)])].sort()
   },
-  getRunning: async (ctx) => unitNames((await execArgv(ctx, ['systemctl', 'list-units', '--type=service', '--state=running', '--no-legend', '--no-pager'])).stdout),
+  getRunning: async (ctx) =>
+    unitNames((await execArgv(ctx, ['systemctl', 'list-units', '--type=service', '--state=running', '--no-legend', '--no-pager'])).stdout),
 }
 
 const INIT_D = '/etc/init.d'
@@ -93,9 +97,27 @@ export const debianProvider: ServiceProvider = {
 
 /** Salt's rule for systemd (`salt.utils.systemd.booted`); otherwise Debian's tools when they are there. */
 export async function chooseServiceProvider(): Promise<ServiceProvider> {
-  if (await access('/run/systemd/system').then(() => true, () => false)) return systemdProvider
-  if (await access('/usr/sbin/service').then(() => true, () => false)) return debianProvider
-  if (await access(INIT_D).then(() => true, () => false)) return debianProvider
+  if (
+    await access('/run/systemd/system').then(
+      () => true,
+      () => false,
+    )
+  )
+    return systemdProvider
+  if (
+    await access('/usr/sbin/service').then(
+      () => true,
+      () => false,
+    )
+  )
+    return debianProvider
+  if (
+    await access(INIT_D).then(
+      () => true,
+      () => false,
+    )
+  )
+    return debianProvider
   throw new CommandExecutionError('no service provider: systemd is not running and there is no Debian service/init.d')
 }
 
@@ -136,7 +158,8 @@ export const serviceModule: ModuleDefinition = {
       const chosenProvider = await provider()
       if (!hasGlob(name)) return await chosenProvider.status(ctx, name)
       const result: Record<string, boolean> = {}
-      for (const service of (await chosenProvider.getAll(ctx)).filter((candidate) => fnmatch(candidate, name))) result[service] = await chosenProvider.status(ctx, service)
+      for (const service of (await chosenProvider.getAll(ctx)).filter((candidate) => fnmatch(candidate, name)))
+        result[service] = await chosenProvider.status(ctx, service)
       return result
     },
   },

@@ -69,7 +69,10 @@ function parseNetstat(text: string): Record<string, Record<string, number>> {
 
 /** status.diskusage: paths, or `^regex` filesystem types, or every mount; path → {total, available} bytes. */
 async function diskusage(args: readonly unknown[]): Promise<Record<string, { total: number; available: number }>> {
-  const mounts = (await proc('/proc/mounts')).split('\n').filter(Boolean).map((line) => line.split(' '))
+  const mounts = (await proc('/proc/mounts'))
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split(' '))
   const paths = new Set<string>()
   for (const arg of args.length === 0 ? [null] : args) {
     if (arg === null) {
@@ -128,5 +131,3 @@ export const statusModule: ModuleDefinition = {
     run: async () => parseNetstat(await proc('/proc/net/netstat')),
   },
 }
-
-

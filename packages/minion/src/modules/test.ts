@@ -26,7 +26,7 @@ export async function abortableDelay(ms: number, ctx: Pick<JobContext, 'signal' 
 
 export const testModule: ModuleDefinition = {
   ping: {
-    doc: 'Used to make sure the minion is up and responding. Not an ICMP ping.\n\nReturns ``True``.\n\nCLI Example:\n\n    brine \'*\' test.ping',
+    doc: "Used to make sure the minion is up and responding. Not an ICMP ping.\n\nReturns ``True``.\n\nCLI Example:\n\n    brine '*' test.ping",
     run: async () => true,
   },
   echo: {
@@ -41,7 +41,7 @@ export const testModule: ModuleDefinition = {
     run: async (args, kwargs) => ({ args, kwargs: cleanKwargs(kwargs) }),
   },
   kwarg: {
-    doc: "Print out the data passed into the function ``**kwargs``, including the publication data (``__pub_*``).\n\nCLI Example:\n\n    brine '*' test.kwarg num=1 txt=\"two\" env='{a: 1, b: \"hello\"}'",
+    doc: 'Print out the data passed into the function ``**kwargs``, including the publication data (``__pub_*``).\n\nCLI Example:\n\n    brine \'*\' test.kwarg num=1 txt="two" env=\'{a: 1, b: "hello"}\'',
     kwargs: true,
     run: async (_args, kwargs) => kwargs,
   },

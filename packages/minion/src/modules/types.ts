@@ -14,7 +14,10 @@ export type MinionOpts = Record<string, unknown>
  */
 export interface MasterChannel {
   /** `timeout` ms per try (default the link's auth_timeout); `tries` for a request that may be sent twice (a read). */
-  request(load: { readonly cmd: string; readonly [field: string]: unknown }, options?: { signal?: AbortSignal; timeout?: number; tries?: number }): Promise<Record<string, unknown>>
+  request(
+    load: { readonly cmd: string; readonly [field: string]: unknown },
+    options?: { signal?: AbortSignal; timeout?: number; tries?: number },
+  ): Promise<Record<string, unknown>>
 }
 
 /** What every module function can reach: Salt's `__opts__`, `__grains__` and friends. */

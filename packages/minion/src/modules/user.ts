@@ -12,7 +12,10 @@ async function getent(ctx: JobContext, database: 'passwd' | 'group', key?: strin
   const result = await execArgv(ctx, ['getent', database, ...(key === undefined ? [] : [key])], { timeout: 60 })
   // getent exits 2 when the key is not found: no entries, not an error.
   if (result.retcode !== 0) return []
-  return result.stdout.split('\n').filter(Boolean).map((line) => line.split(':'))
+  return result.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split(':'))
 }
 
 const succeeded = (result: CommandResult): boolean => result.retcode === 0
@@ -67,21 +70,65 @@ function addArgv(args: unknown[]): string[] {
   const uidValue = optionalInteger(uid, 'uid', 0, 2 ** 31 - 2)
   if (uidValue !== undefined) argv.push('-u', String(uidValue))
   if (isSet(gid)) argv.push('-g', /^\d+$/.test(String(gid)) ? String(gid) : requireAccountName(gid, 'gid'))
-  if (isSet(groups)) argv.push('-G', toStringList(groups, 'groups').map((group) => requireAccountName(group, 'groups')).join(','))
+  if (isSet(groups))
+    argv.push(
+      '-G',
+      toStringList(groups, 'groups')
+        .map((group) => requireAccountName(group, 'groups'))
+        .join(','),
+    )
   if (isSet(home)) argv.push('-d', requirePath(home, 'home'))
   if (isSet(shell)) argv.push('-s', requirePath(shell, 'shell'))
   if (!toBool(unique, 'unique')) argv.push('-o')
   if (toBool(system, 'system')) argv.push('-r')
   argv.push(toBool(createhome, 'createhome') ? '-m' : '-M')
   const gecos = [fullname, roomnumber, workphone, homephone, other].map((field) => optionalString(field === '' ? null : field, 'fullname') ?? '')
-  if (gecos.some((field) => field.includes(':') || field.includes(','))) throw new CommandExecutionError("fullname, roomnumber, workphone, homephone and other must not contain ':' or ','", { user: name })
+  if (gecos.some((field) => field.includes(':') || field.includes(',')))
+    throw new CommandExecutionError("fullname, roomnumber, workphone, homephone and other must not contain ':' or ','", { user: name })
   if (gecos.some(Boolean)) argv.push('-c', gecos.join(',').replace(/,+$/, ''))
   argv.push('--', name)
   return argv
 }
 
-const ADD_ARGS = ['name', 'uid', 'gid', 'groups', 'home', 'shell', 'unique', 'system', 'fullname', 'roomnumber', 'workphone', 'homephone', 'other', 'createhome', 'loginclass', 'nologinit', 'root', 'usergroup']
-const ADD_DEFAULTS = { uid: null, gid: null, groups: null, home: null, shell: null, unique: true, system: false, fullname: '', roomnumber: '', workphone: '', homephone: '', other: '', createhome: true, loginclass: null, nologinit: false, root: null, usergroup: null }
+const ADD_ARGS = [
+  'name',
+  'uid',
+  'gid',
+  'groups',
+  'home',
+  'shell',
+  'unique',
+  'system',
+  'fullname',
+  'roomnumber',
+  'workphone',
+  'homephone',
+  'other',
+  'createhome',
+  'loginclass',
+  'nologinit',
+  'root',
+  'usergroup',
+]
+const ADD_DEFAULTS = {
+  uid: null,
+  gid: null,
+  groups: null,
+  home: null,
+  shell: null,
+  unique: true,
+  system: false,
+  fullname: '',
+  roomnumber: '',
+  workphone: '',
+  homephone: '',
+  other: '',
+  createhome: true,
+  loginclass: null,
+  nologinit: false,
+  root: null,
+  usergroup: null,
+}
 
 export const userModule: ModuleDefinition = {
   info: {
@@ -194,7 +241,14 @@ export const groupModule: ModuleDefinition = {
     run: async ([name, gid, system, , nonUnique], _kwargs, ctx) => {
       const group = requireAccountName(name, 'name')
       const id = optionalInteger(gid, 'gid', 0, 2 ** 31 - 2)
-      const argv = ['groupadd', ...(id === undefined ? [] : ['-g', String(id)]), ...(toBool(system, 'system') ? ['-r'] : []), ...(toBool(nonUnique, 'non_unique') ? ['-o'] : []), '--', group]
+      const argv = [
+        'groupadd',
+        ...(id === undefined ? [] : ['-g', String(id)]),
+        ...(toBool(system, 'system') ? ['-r'] : []),
+        ...(toBool(nonUnique, 'non_unique') ? ['-o'] : []),
+        '--',
+        group,
+      ]
       return succeeded(await execArgv(ctx, argv))
     },
   },
@@ -208,7 +262,8 @@ export const groupModule: ModuleDefinition = {
     doc: "Add a user to the group. Returns True on success.\n\nCLI Example:\n\n    brine '*' group.adduser foo bar",
     args: ['name', 'username', 'root'],
     defaults: { root: null },
-    run: async ([name, username], _kwargs, ctx) => succeeded(await execArgv(ctx, ['gpasswd', '-a', requireAccountName(username, 'username'), requireAccountName(name, 'name')])),
+    run: async ([name, username], _kwargs, ctx) =>
+      succeeded(await execArgv(ctx, ['gpasswd', '-a', requireAccountName(username, 'username'), requireAccountName(name, 'name')])),
   },
   deluser: {
     doc: "Remove a user from the group. Returns True on success (and when the user was not in it).\n\nCLI Example:\n\n    brine '*' group.deluser foo bar",

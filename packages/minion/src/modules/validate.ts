@@ -66,13 +66,20 @@ export function optionalInteger(value: unknown, name: string, min?: number, max?
 /** A positive number of seconds (float strings accepted). */
 export function toSeconds(value: unknown, name: string, max = 86_400): number {
   const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value
-  if (typeof number !== 'number' || !Number.isFinite(number) || number <= 0 || number > max) throw badArgument(name, `a number of seconds above 0, at most ${max}`, value)
+  if (typeof number !== 'number' || !Number.isFinite(number) || number <= 0 || number > max)
+    throw badArgument(name, `a number of seconds above 0, at most ${max}`, value)
   return number
 }
 
 /** A list of non-empty strings: a list, or one comma-separated string as Salt's CLI allows. */
 export function toStringList(value: unknown, name: string): string[] {
-  const list = typeof value === 'string' ? value.split(',').map((item) => item.trim()).filter(Boolean) : value
+  const list =
+    typeof value === 'string'
+      ? value
+          .split(',')
+          .map((item) => item.trim())
+          .filter(Boolean)
+      : value
   if (!Array.isArray(list)) throw badArgument(name, 'a list of strings (or one comma-separated string)', value)
   return list.map((item, index) => requireString(item, `${name}[${index}]`))
 }
@@ -101,7 +108,11 @@ export function requireUnitName(value: unknown, name: string): string {
 }
 
 /** Runs a program with an argument array (never a shell), in the C locale, under the job's signal. */
-export async function execArgv(ctx: JobContext, argv: readonly string[], options: { timeout?: number; stdin?: string; env?: Record<string, string> } = {}): Promise<CommandResult> {
+export async function execArgv(
+  ctx: JobContext,
+  argv: readonly string[],
+  options: { timeout?: number; stdin?: string; env?: Record<string, string> } = {},
+): Promise<CommandResult> {
   return await runCommand(ctx, {
     cmd: argv,
     pythonShell: false,

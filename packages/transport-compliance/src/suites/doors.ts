@@ -26,12 +26,18 @@ export async function greetedPeer(harness: Harness, server: TrackedServer<Reques
   await deadline(raw.ready, WAIT_MS, 'a raw peer to connect')
   const mark = server.recorder.mark()
   raw.sendFrame(Buffer.from([0xc1]))
-  await server.recorder.waitFor((event) => event.type === 'frame-drop', `the server to read the greeting frame of ${raw.localPeer()}`, { from: mark, ms: WAIT_MS })
+  await server.recorder.waitFor((event) => event.type === 'frame-drop', `the server to read the greeting frame of ${raw.localPeer()}`, {
+    from: mark,
+    ms: WAIT_MS,
+  })
   return raw
 }
 
 /** A request server whose handler takes `'login'` as proof of who the peer is (`context.authenticated()`); answers `'in'`. */
-export async function loginServer(harness: Harness, options: Partial<RequestServerOptions> = {}): Promise<TrackedServer<RequestServer> & { logins: () => number }> {
+export async function loginServer(
+  harness: Harness,
+  options: Partial<RequestServerOptions> = {},
+): Promise<TrackedServer<RequestServer> & { logins: () => number }> {
   let logins = 0
   let poke = (): void => {}
   const server = await harness.requestServer(async (request, context) => {
@@ -168,7 +174,9 @@ function doorTimeoutCases(harness: Harness): void {
     } finally {
       clearInterval(trickle)
     }
-    expect(dropReason(server.recorder.events, slowloris)).toMatch(/did not complete its frame within 300 ms of its first byte \(frame_timeout; \d+ bytes of it held\)/)
+    expect(dropReason(server.recorder.events, slowloris)).toMatch(
+      /did not complete its frame within 300 ms of its first byte \(frame_timeout; \d+ bytes of it held\)/,
+    )
     if (harness.setup.broker === undefined) await deadline(slowloris.closed, WAIT_MS, 'the trickling peer to be disconnected')
     expect(await client.send('second', { timeout: WAIT_MS })).toBe('second')
     expect(client.stats().reconnects).toBe(0)
@@ -196,7 +204,9 @@ function doorEvictionCases(harness: Harness): void {
       const { endpoint: client } = await harness.requestClient(server.port)
       expect(await client.send('login', { timeout: WAIT_MS })).toBe('in')
       await deadline(silent[0]!.closed, WAIT_MS, 'the oldest silent peer to be evicted')
-      expect(dropReason(server.recorder.events, silent[0]!)).toMatch(/^evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections \(4\)$/)
+      expect(dropReason(server.recorder.events, silent[0]!)).toMatch(
+        /^evicted after \d+ ms without completing its greeting, to admit a new connection at max_connections \(4\)$/,
+      )
       expect(server.endpoint.stats().peersRefused).toBe(0)
       // Fill the cap with peers that authenticated: then a newcomer is refused, and none of them is evicted.
       await authenticatedPeer(harness, server, '127.0.0.3')
@@ -229,7 +239,9 @@ function doorEvictionCases(harness: Harness): void {
       const { endpoint: newcomer } = await harness.requestClient(server.port)
       expect(await newcomer.send('hello', { timeout: WAIT_MS })).toBe('in')
       await deadline(idle.closed, WAIT_MS, 'the longest idle unauthenticated peer to be evicted')
-      expect(dropReason(server.recorder.events, idle)).toMatch(/^evicted, unauthenticated and idle for \d+ ms, to admit a new connection at max_connections \(3\)$/)
+      expect(dropReason(server.recorder.events, idle)).toMatch(
+        /^evicted, unauthenticated and idle for \d+ ms, to admit a new connection at max_connections \(3\)$/,
+      )
       expect(lessIdle.isClosed).toBe(false)
       expect(await trusted.send('again', { timeout: WAIT_MS })).toBe('in')
       expect(trusted.stats().reconnects).toBe(0)

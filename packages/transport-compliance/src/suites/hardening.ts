@@ -1,14 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect } from 'vitest'
-import {
-  admission,
-  createLogger,
-  encodeEnvelope,
-  EnvelopeKind,
-  MAX_SUBSCRIPTIONS_PER_PEER,
-  type TransportEvent,
-  type WireValue,
-} from '@brine/transport'
+import { admission, createLogger, encodeEnvelope, EnvelopeKind, MAX_SUBSCRIPTIONS_PER_PEER, type TransportEvent, type WireValue } from '@brine/transport'
 import { deadline } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import type { RawConnection } from '../setup.js'
@@ -71,16 +63,24 @@ function decodeBoundCases(harness: Harness): void {
     expect(handled).toBe(0)
     // Bounds, not bans: a request of 100,000 entries is under the default and is served, on the same server.
     const { endpoint: client } = await harness.requestClient(server.port)
-    expect(await client.send(Array.from({ length: 100_000 }, (_, i) => i), { timeout: WAIT_MS })).toBe(100_000)
+    expect(
+      await client.send(
+        Array.from({ length: 100_000 }, (_, i) => i),
+        { timeout: WAIT_MS },
+      ),
+    ).toBe(100_000)
     expect(handled).toBe(1)
   })
 
   test('hardening: a frame nested deeper than max_frame_depth is refused before decoding', async () => {
     let handled = 0
-    const server = await harness.requestServer(async () => {
-      handled++
-      return 'ok'
-    }, { maxFrameDepth: 16 })
+    const server = await harness.requestServer(
+      async () => {
+        handled++
+        return 'ok'
+      },
+      { maxFrameDepth: 16 },
+    )
     // 10,000 one-element arrays inside one another, then nil.
     const deep = Buffer.concat([Buffer.alloc(10_000, 0x91), Buffer.from([0xc0])])
     const record = Buffer.from([0xd4, 0x72, 0x40]) // msgpackr's record extension: not Brine's wire
@@ -278,11 +278,21 @@ function refusalCases(harness: Harness): void {
     const server = await harness.requestServer(async (request: WireValue) => (Array.isArray(request) ? request.length : request), { maxFrameEntries: 1000 })
     const { endpoint: client } = await harness.requestClient(server.port)
     const mark = server.recorder.mark()
-    const refused = client.send(Array.from({ length: 1001 }, () => ({})), { timeout: 1000 }).catch((error: unknown) => error)
+    const refused = client
+      .send(
+        Array.from({ length: 1001 }, () => ({})),
+        { timeout: 1000 },
+      )
+      .catch((error: unknown) => error)
     const drop = await server.recorder.waitFor(isEvent('frame-drop'), 'the over-limit request to be dropped', { from: mark })
     expect(drop.type === 'frame-drop' && drop.reason).toMatch(/holds more than 1000 entries .*max_frame_entries \(1000\)/)
     expect((await refused) as Error).toMatchObject({ name: 'FrameLimitError', key: 'max_frame_entries', limit: 1000 })
     // The envelope `[0, id, body]` counts three entries: 997 maps make exactly 1000, the bound itself.
-    expect(await client.send(Array.from({ length: 997 }, () => ({})), { timeout: WAIT_MS })).toBe(997)
+    expect(
+      await client.send(
+        Array.from({ length: 997 }, () => ({})),
+        { timeout: WAIT_MS },
+      ),
+    ).toBe(997)
   })
 }

@@ -84,14 +84,18 @@ function subscriberLimitCases(harness: Harness): void {
     stalled.consume()
     const isMarker = (load: unknown): boolean => (load as { marker?: boolean }).marker === true
     let publishedAt = -1
-    await stalled.recorder.until(() => {
-      if (stalled.received.some(isMarker)) return true
-      if (stalled.received.length !== publishedAt) {
-        publishedAt = stalled.received.length
-        publisher.endpoint.publish({ marker: true }).catch(() => {})
-      }
-      return false
-    }, 'a marker published after the stall to arrive', WAIT_MS)
+    await stalled.recorder.until(
+      () => {
+        if (stalled.received.some(isMarker)) return true
+        if (stalled.received.length !== publishedAt) {
+          publishedAt = stalled.received.length
+          publisher.endpoint.publish({ marker: true }).catch(() => {})
+        }
+        return false
+      },
+      'a marker published after the stall to arrive',
+      WAIT_MS,
+    )
     expect(dropped()).toBeGreaterThan(0)
   })
 

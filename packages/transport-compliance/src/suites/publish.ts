@@ -35,7 +35,10 @@ export function publishTests(harness: Harness): void {
       const [a, b, c] = await Promise.all(['alpha', 'beta', 'gamma'].map((id) => harness.subscriber(server.port, id)))
       const anonymous = await harness.subscriber(server.port, undefined)
       await harness.waitForSubscribers(server, 3)
-      await server.recorder.until(() => server.recorder.count((e) => e.type === 'peer-subscribe' && e.topic === 'broadcast') >= 4, 'four broadcast subscriptions')
+      await server.recorder.until(
+        () => server.recorder.count((e) => e.type === 'peer-subscribe' && e.topic === 'broadcast') >= 4,
+        'four broadcast subscriptions',
+      )
       // A topic naming nobody reaches nobody and troubles nobody.
       await server.endpoint.publish({ kind: 'targeted' }, { topics: ['alpha', 'gamma', 'nobody'] })
       await server.endpoint.publish({ kind: 'broadcast' })

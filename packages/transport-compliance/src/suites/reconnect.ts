@@ -43,7 +43,11 @@ export function reconnectTests(harness: Harness): void {
       expect(await subscriber.waitForLoads(2, 'the load published after the restart')).toEqual(['before restart', 'after restart'])
       // The subscriber's id came back with it: a publish targeted at it arrives too.
       await publisherAfter.publish('targeted after restart', { topics: ['minion-r'] })
-      expect(await subscriber.waitForLoads(3, 'the targeted load published after the restart')).toEqual(['before restart', 'after restart', 'targeted after restart'])
+      expect(await subscriber.waitForLoads(3, 'the targeted load published after the restart')).toEqual([
+        'before restart',
+        'after restart',
+        'targeted after restart',
+      ])
       expect(client.endpoint.stats().reconnects).toBeGreaterThanOrEqual(1)
       expect(subscriber.endpoint.stats().reconnects).toBeGreaterThanOrEqual(1)
       expect(afterTracked.port).toBe(before.port)

@@ -6,7 +6,11 @@ import { complianceCase as test } from './case.js'
 
 /** What a send came to, so a test can wait for many at once whatever each one's outcome. */
 type Outcome = { reply: WireValue } | { error: unknown }
-const outcome = (sending: Promise<WireValue>): Promise<Outcome> => sending.then((reply) => ({ reply }), (error: unknown) => ({ error }))
+const outcome = (sending: Promise<WireValue>): Promise<Outcome> =>
+  sending.then(
+    (reply) => ({ reply }),
+    (error: unknown) => ({ error }),
+  )
 
 export function requestLimitTests(harness: Harness): void {
   describe('request limits', () => {

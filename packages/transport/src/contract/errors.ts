@@ -51,11 +51,7 @@ export class TimeoutError extends TransportError {
   readonly tries: number
 
   constructor(address: string, timeout: number, tries: number, options?: ErrorOptions) {
-    super(
-      `request to ${address} timed out after ${timeout} ms (${tries} ${tries === 1 ? 'try' : 'tries'})`,
-      { address, timeout, tries },
-      options,
-    )
+    super(`request to ${address} timed out after ${timeout} ms (${tries} ${tries === 1 ? 'try' : 'tries'})`, { address, timeout, tries }, options)
     this.address = address
     this.timeout = timeout
     this.tries = tries
@@ -230,7 +226,8 @@ export type BrineErrorClass = abstract new (...args: never[]) => BrineError
 
 // On globalThis, as the marker is: a second copy of this module (a bundle beside the sources) shares one registry.
 const REGISTRY = Symbol.for('brine.error.registry')
-const registry: Map<string, BrineErrorClass> = ((globalThis as Record<symbol, unknown>)[REGISTRY] as Map<string, BrineErrorClass> | undefined) ??
+const registry: Map<string, BrineErrorClass> =
+  ((globalThis as Record<symbol, unknown>)[REGISTRY] as Map<string, BrineErrorClass> | undefined) ??
   ((globalThis as Record<symbol, unknown>)[REGISTRY] = new Map<string, BrineErrorClass>())
 
 /**

@@ -237,7 +237,9 @@ export class Admission {
       if (slowest === undefined) break
       const held = this.#holders.get(slowest) ?? 0
       this.release(slowest)
-      slowest.drop(`its incomplete frame (${held} bytes so far, the slowest arriving) was given up to keep incomplete frames over all peers within max_pending_bytes (${limit})`)
+      slowest.drop(
+        `its incomplete frame (${held} bytes so far, the slowest arriving) was given up to keep incomplete frames over all peers within max_pending_bytes (${limit})`,
+      )
     }
   }
 

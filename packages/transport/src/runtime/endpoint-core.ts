@@ -10,13 +10,20 @@ import type { EndpointStats, TransportEvent } from '../contract/types.js'
 /** Events buffered per endpoint before the oldest are dropped. */
 export const EVENT_BUFFER = 1024
 
-
 /**
  * What every endpoint of every transport shares: the event stream, the counters behind stats(),
  * the closed promise and rate-limited drop logging. Transports compose it rather than re-writing it.
  */
 export class EndpointCore {
-  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight' | 'subscriptions'> = { dropped: 0, framesDropped: 0, reconnects: 0, refused: 0, peersRefused: 0, peersDropped: 0, slowConsumers: 0 }
+  readonly counters: Omit<EndpointStats, 'queued' | 'peers' | 'inFlight' | 'subscriptions'> = {
+    dropped: 0,
+    framesDropped: 0,
+    reconnects: 0,
+    refused: 0,
+    peersRefused: 0,
+    peersDropped: 0,
+    slowConsumers: 0,
+  }
   readonly closed: Promise<void>
   isClosed = false
   private readonly eventQueue = new BoundedQueue<TransportEvent>(EVENT_BUFFER, 'drop-oldest')
@@ -58,21 +65,33 @@ export class EndpointCore {
   frameDropped(peer: string, reason: string, size: number): void {
     this.counters.framesDropped++
     this.emit({ type: 'frame-drop', peer, reason, size })
-    this.#frameLog.warning(this.logger, `${this.what} ${this.address}: dropped frame from ${peer}: ${reason} (${this.counters.framesDropped} dropped so far)`, `dropped-frame warnings from ${this.what} ${this.address}`)
+    this.#frameLog.warning(
+      this.logger,
+      `${this.what} ${this.address}: dropped frame from ${peer}: ${reason} (${this.counters.framesDropped} dropped so far)`,
+      `dropped-frame warnings from ${this.what} ${this.address}`,
+    )
   }
 
   /** A server refused a connection as it arrived: counted, emitted, logged (rate-limited). */
   peerRefused(peer: string, reason: string): void {
     this.counters.peersRefused++
     this.emit({ type: 'peer-refuse', peer, reason })
-    this.#peerLog.warning(this.logger, `${this.what} ${this.address}: refused connection from ${peer}: ${reason} (${this.counters.peersRefused} refused so far)`, `connection warnings from ${this.what} ${this.address}`)
+    this.#peerLog.warning(
+      this.logger,
+      `${this.what} ${this.address}: refused connection from ${peer}: ${reason} (${this.counters.peersRefused} refused so far)`,
+      `connection warnings from ${this.what} ${this.address}`,
+    )
   }
 
   /** A server is closing a connection for what the peer did: counted, emitted, logged (rate-limited). */
   peerDropped(peer: string, reason: string): void {
     this.counters.peersDropped++
     this.emit({ type: 'peer-drop', peer, reason })
-    this.#peerLog.warning(this.logger, `${this.what} ${this.address}: dropped connection from ${peer}: ${reason} (${this.counters.peersDropped} dropped so far)`, `connection warnings from ${this.what} ${this.address}`)
+    this.#peerLog.warning(
+      this.logger,
+      `${this.what} ${this.address}: dropped connection from ${peer}: ${reason} (${this.counters.peersDropped} dropped so far)`,
+      `connection warnings from ${this.what} ${this.address}`,
+    )
   }
 
   /**

@@ -74,7 +74,13 @@ export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: 
     const { items, pairs, pos } = cursor
     entries += items
     if (entries > limits.maxEntries) {
-      throw new FrameLimitError('max_frame_entries', `holds more than ${limits.maxEntries} entries (a container of ${items} at byte ${pos})`, limits.maxEntries, bytes.length, peer)
+      throw new FrameLimitError(
+        'max_frame_entries',
+        `holds more than ${limits.maxEntries} entries (a container of ${items} at byte ${pos})`,
+        limits.maxEntries,
+        bytes.length,
+        peer,
+      )
     }
     if (stack.length + 1 > limits.maxDepth) {
       throw new FrameLimitError('max_frame_depth', `nests containers more than ${limits.maxDepth} deep`, limits.maxDepth, bytes.length, peer)
@@ -175,7 +181,10 @@ function readUint(bytes: Uint8Array, pos: number, width: number): number {
 
 function checkExt(extType: number, peer: string | undefined): void {
   if (extType !== TIMESTAMP_EXT && extType !== UNDEFINED_EXT) {
-    throw new MalformedFrameError(`msgpack extension type ${(extType << 24) >> 24} is not part of Brine's wire (only the timestamp, -1, and undefined, 0)`, peer)
+    throw new MalformedFrameError(
+      `msgpack extension type ${(extType << 24) >> 24} is not part of Brine's wire (only the timestamp, -1, and undefined, 0)`,
+      peer,
+    )
   }
 }
 

@@ -1,14 +1,23 @@
 import { chmod, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
 import { AddressInUseError, TransportError } from '../contract/errors.js'
-import { DEFAULT_FRAME_TIMEOUT_MS, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_MAX_PENDING_BYTES, DEFAULT_PEER_IDLE_TIMEOUT_MS, type ServerOptions } from '../contract/types.js'
+import {
+  DEFAULT_FRAME_TIMEOUT_MS,
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  DEFAULT_MAX_PENDING_BYTES,
+  DEFAULT_PEER_IDLE_TIMEOUT_MS,
+  type ServerOptions,
+} from '../contract/types.js'
 import { Admission, admission as networkAdmission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress } from './admission.js'
 import type { EndpointCore } from './endpoint-core.js'
 import type { StreamReader } from './frame-reader.js'
 import { LogLimiter } from './log-limiter.js'
 import { FramedConnection, PROGRESS_BYTES, type PendingBudget } from './framed-connection.js'
 
-export interface ListenerOptions extends Pick<ServerOptions, 'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout' | 'handshakeTimeout' | 'frameTimeout'> {
+export interface ListenerOptions extends Pick<
+  ServerOptions,
+  'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout' | 'handshakeTimeout' | 'frameTimeout'
+> {
   host: string
   port: number
   /** Bind this unix socket instead of host:port (owner-only, its own admission apart from the network's). */
@@ -61,10 +70,15 @@ function positiveInteger(value: number, name: string): number {
 /** A server's limits with their defaults filled in; RangeError naming a bad value. */
 export function resolveServerLimits(options: ListenerOptions): ResolvedServerLimits {
   const maxConnections = positiveInteger(options.maxConnections ?? defaultMaxConnections(), 'maxConnections')
-  const maxConnectionsPerAddress = positiveInteger(options.maxConnectionsPerAddress ?? defaultMaxConnectionsPerAddress(maxConnections), 'maxConnectionsPerAddress')
+  const maxConnectionsPerAddress = positiveInteger(
+    options.maxConnectionsPerAddress ?? defaultMaxConnectionsPerAddress(maxConnections),
+    'maxConnectionsPerAddress',
+  )
   const maxPendingBytes = positiveInteger(options.maxPendingBytes ?? Math.max(DEFAULT_MAX_PENDING_BYTES, options.maxFrameBytes), 'maxPendingBytes')
   if (maxPendingBytes < options.maxFrameBytes) {
-    throw new RangeError(`maxPendingBytes (${maxPendingBytes}) must be at least maxFrameBytes (${options.maxFrameBytes}), or no frame of the largest size could ever complete`)
+    throw new RangeError(
+      `maxPendingBytes (${maxPendingBytes}) must be at least maxFrameBytes (${options.maxFrameBytes}), or no frame of the largest size could ever complete`,
+    )
   }
   const idleTimeout = timeoutOf(options.idleTimeout ?? DEFAULT_PEER_IDLE_TIMEOUT_MS, 'idleTimeout')
   const handshakeTimeout = timeoutOf(options.handshakeTimeout ?? DEFAULT_HANDSHAKE_TIMEOUT_MS, 'handshakeTimeout')
@@ -160,7 +174,9 @@ export class Listener {
     // A bound server's later errors (EMFILE on accept, …) must not kill the daemon: log them, at a bounded rate
     // (a flood of connections at the descriptor limit fails every accept).
     const errors = new LogLimiter()
-    server.on('error', (error) => errors.log(this.core.logger, 'error', `${this.core.what} ${this.core.address}: ${error.message}`, `accept errors on ${this.core.address}`))
+    server.on('error', (error) =>
+      errors.log(this.core.logger, 'error', `${this.core.what} ${this.core.address}: ${error.message}`, `accept errors on ${this.core.address}`),
+    )
     // close() ran while we were binding; it waits for the bind, then releases the port.
     if (this.core.isClosed) throw this.core.closedError()
     const bound = server.address()

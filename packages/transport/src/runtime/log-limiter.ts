@@ -80,7 +80,9 @@ export class LogLimiter {
   #flush(): void {
     this.#summary = undefined
     if (this.#suppressed === 0 || this.#lastLogger === undefined) return
-    this.#lastLogger.warning(`${this.#suppressed} ${this.#lastWhat} suppressed in the last ${Math.round(this.windowMs / 1000)} s (at most ${this.burst} logged per window)`)
+    this.#lastLogger.warning(
+      `${this.#suppressed} ${this.#lastWhat} suppressed in the last ${Math.round(this.windowMs / 1000)} s (at most ${this.burst} logged per window)`,
+    )
     this.#suppressed = 0
     // The summary spends the window: the next line starts a new one.
     this.#windowStart = Number.NEGATIVE_INFINITY
