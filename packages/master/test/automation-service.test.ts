@@ -1,8 +1,7 @@
-import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { generateJid, type ReturnLoad } from '@brine/common'
 import { ReturnRefusedError, type Caller } from '../src/index.js'
-import { addressOf, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+import { runCleanups, startMasterWithMinions, stopNatsServer, tempDir } from './helpers.js'
 
 afterAll(stopNatsServer)
 
@@ -13,12 +12,7 @@ const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 describe.each(TRANSPORTS)("a schedule's returns and the audit over %s", (transport) => {
   it("stores a schedule's return as a job of its own, refuses another job's jid and a future one, and audits every call", async () => {
     const dir = await tempDir()
-    const { master, events } = await startMaster(dir, { transport, auto_accept: true })
-    const address = addressOf(master)
-    const subscribers = watchSubscribers(master.endpoints[0]!.publish)
-    const minions = await Promise.all(['web1', 'db1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
-    await subscribers(2)
-    for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
+    const { master, events, minions } = await startMasterWithMinions(dir, transport, ['web1', 'db1'])
     const service = master.service
     const ret = (id: string, jid: string): ReturnLoad => ({
       cmd: '_return',

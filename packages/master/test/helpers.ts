@@ -6,6 +6,7 @@ import { defaultsFor, loadTransport, type BusEvent, type MasterConfig } from '@b
 import type { BrokerOptions, Logger, PublishClient, PublishServer, RequestClient, WireValue } from '@brine/transport'
 import { NatsServerProcess, freeLoopbackPort } from '@brine/testkit'
 import { deadline } from '@brine/transport-compliance'
+import { expect } from 'vitest'
 import { Master, MemoryJobStore } from '../src/index.js'
 
 export const WAIT_MS = 10_000
@@ -214,4 +215,19 @@ export async function startMaster(
   const events = new EventLog(master)
   await master.start()
   return { master, events }
+}
+
+/** A started master (auto_accept) with fake minions `ids`, each subscribed to its publish server and authenticated. */
+export async function startMasterWithMinions(
+  dir: string,
+  transport: string,
+  ids: readonly string[],
+): Promise<{ master: Master; events: EventLog; minions: FakeMinion[] }> {
+  const { master, events } = await startMaster(dir, { transport, auto_accept: true })
+  const address = addressOf(master)
+  const subscribers = watchSubscribers(master.endpoints[0]!.publish)
+  const minions = await Promise.all(ids.map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
+  await subscribers(ids.length)
+  for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
+  return { master, events, minions }
 }

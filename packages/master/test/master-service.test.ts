@@ -1,8 +1,7 @@
-import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { RemoteError } from '@brine/transport'
 import { Authorizer, masterCaller, permits, PermissionDeniedError, rootCaller, type Caller } from '../src/index.js'
-import { addressOf, clearClient, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
+import { addressOf, clearClient, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir } from './helpers.js'
 
 afterAll(stopNatsServer)
 
@@ -87,12 +86,7 @@ describe('permits (Salt external_auth rules)', () => {
 describe.each(TRANSPORTS)('MasterService over %s', (transport) => {
   it('checks every publish, runner and wheel against the caller; a refusal names the command, the user and the function', async () => {
     const dir = await tempDir()
-    const { master, events } = await startMaster(dir, { transport, auto_accept: true })
-    const address = addressOf(master)
-    const subscribers = watchSubscribers(master.endpoints[0]!.publish)
-    const minions = await Promise.all(['web1', 'db1'].map((id) => FakeMinion.start(transport, id, address, join(dir, `m-${id}`))))
-    await subscribers(2)
-    for (const minion of minions) expect(await minion.auth()).toEqual({ ok: true })
+    const { master, events, minions } = await startMasterWithMinions(dir, transport, ['web1', 'db1'])
     const service = master.service
     const alice = user('alice', [{ 'web*': ['test.*'] }, { '@runner': ['jobs\\..*'] }])
 
