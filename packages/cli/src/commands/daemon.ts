@@ -50,7 +50,7 @@ const PROCESS_FLAGS: OverrideFlag[] = [
 ]
 
 const MASTER_FLAGS: OverrideFlag[] = [
-  { flags: '--transport <name>', key: 'transport', help: 'transport to serve: zeromq or tcp' },
+  { flags: '--transport <name>', key: 'transport', help: 'transport to serve: zeromq, tcp or nats' },
   { flags: '--interface <address>', key: 'interface', help: 'address to bind' },
   { flags: '--publish-port <port>', key: 'publish_port', help: 'publish port' },
   { flags: '--ret-port <port>', key: 'ret_port', help: 'request (return) port' },
@@ -60,7 +60,7 @@ const MASTER_FLAGS: OverrideFlag[] = [
 ]
 
 const MINION_FLAGS: OverrideFlag[] = [
-  { flags: '--transport <name>', key: 'transport', help: 'transport to use: zeromq or tcp' },
+  { flags: '--transport <name>', key: 'transport', help: 'transport to use: zeromq, tcp or nats' },
   { flags: '--id <id>', key: 'id', help: "this minion's id" },
   { flags: '--master <host>', key: 'master', help: 'the master to connect to' },
   { flags: '--master-port <port>', key: 'master_port', help: "the master's request port" },
@@ -77,7 +77,7 @@ const SYNDIC_FLAGS: OverrideFlag[] = [
   { flags: '--id <id>', key: 'id', help: "the syndic's id (what the upper master sees)" },
   { flags: '--syndic-master <host>', key: 'syndic_master', help: 'the upper master to connect to' },
   { flags: '--syndic-master-port <port>', key: 'syndic_master_port', help: "the upper master's request port" },
-  { flags: '--syndic-transport <name>', key: 'syndic_transport', help: 'transport to the upper master: zeromq or tcp (default: the master’s transport)' },
+  { flags: '--syndic-transport <name>', key: 'syndic_transport', help: "transport to the upper master: zeromq, tcp or nats (default: the master's transport)" },
   { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
   { flags: '-u, --user <user>', key: 'user', help: 'run as this user (started as root: switch to it after connecting and reading keys)' },
   { flags: '--pid-file <path>', key: 'syndic_pidfile', help: 'where to write the pid (default /var/run/brine-syndic.pid)' },
