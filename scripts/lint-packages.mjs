@@ -17,6 +17,8 @@ const root = new URL('..', import.meta.url).pathname
  * `master_job_cache` names itself (returners implements common's JobCache and needs nothing of the master).
  */
 const LAYERS = [
+  // Errors and their registry, the logger, queues, the codec and frame bounds: what every package stands on.
+  ['core'],
   ['transport'],
   // The test kit sits just above the contract and depends on nothing else of Brine's, so the compliance suite
   // (and through it every package's tests) can use it without a cycle.
@@ -161,7 +163,7 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
       const where = relative(root, file)
       if (!errorsDoc.includes(`\`${match[1]}\``)) problems.push(`${where}: ${match[1]} is not listed in docs/errors.md`)
       if (match[2] !== undefined && match[2] !== match[1]) problems.push(`${where}: ${match[1]} sets name '${match[2]}'`)
-      if (!registered.has(match[1])) problems.push(`${where}: ${match[1]} is not in its file's registerErrors({ … }) (see @brine/transport's errorFromWire)`)
+      if (!registered.has(match[1])) problems.push(`${where}: ${match[1]} is not in its file's registerErrors({ … }) (see @brine/core's errorFromWire)`)
     }
   }
 }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { EauthClient, LocalClient, MasterEvent, RunnerClient, WheelClient, type ClientCredentials, type EauthLogin, type EauthToken } from '@brine/client'
 import { eventBusPath, type MasterConfig } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import { ApiError } from './errors.js'
 import { httpErrorOf } from './http-errors.js'
 

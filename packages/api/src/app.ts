@@ -3,7 +3,7 @@ import { basename, dirname } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import fastifyStatic, { type SetHeadersResponse } from '@fastify/static'
 import { consoleAssets } from '@brine/console'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import type { ApiSettings } from './config.js'
 import { ApiStartError } from './errors.js'
 

@@ -1,5 +1,5 @@
 import { ConfigError, eauthLimitsFromConfig, secondsToMs, serverLimitsFromConfig, type LoginLimits, type MasterConfig } from '@brine/common'
-import type { DecodeLimits } from '@brine/transport'
+import type { DecodeLimits } from '@brine/core'
 
 /** The REST API's settings: Salt's `rest_cherrypy` keys, checked, with Salt's defaults. */
 export interface ApiSettings {

@@ -1,4 +1,4 @@
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** The response header that marks a 401 as an ACL refusal (salt-api gives both the same status). */
 export const REFUSED_HEADER = 'X-Brine-Refused'

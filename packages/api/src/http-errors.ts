@@ -13,7 +13,7 @@ import {
   UnknownWheelFunctionError,
 } from '@brine/common'
 import { InvalidMinionIdError, RootKeyError } from '@brine/crypt'
-import { ClosedError, FrameLimitError, TimeoutError, remoteCause, type BrineError, type BrineErrorClass } from '@brine/transport'
+import { ClosedError, FrameLimitError, TimeoutError, remoteCause, type BrineError, type BrineErrorClass } from '@brine/core'
 import { ApiError } from './errors.js'
 
 /** The master's answers that mean "who are you?": 401, as salt-api's hypermedia_handler answers them. */

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import type { BusEvent } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import type { MasterEvent } from '@brine/client'
 import { ApiError } from './errors.js'
 import { msFromSeconds } from '@brine/common'

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { EauthError, PublishError } from '@brine/client'
 import { defaultsFor, type MasterConfig } from '@brine/common'
-import { errorFromJSON, FrameLimitError, RemoteError, type ErrorContext } from '@brine/transport'
+import { errorFromJSON, FrameLimitError, RemoteError, type ErrorContext } from '@brine/core'
 import { apiSettings } from '../src/config.js'
 import { chooseResponseType, serialize } from '../src/negotiate.js'
 import { createApiApp, parseForm } from '../src/server.js'
@@ -164,7 +164,7 @@ describe('event streams before the master', () => {
     const { deadline } = await import('@brine/transport-compliance')
     const sockDir = await mkdtemp(join(tmpdir(), 'ba-'))
     const events = new MasterEvent({ sockDir, reconnect: { initial: 50, max: 200 } })
-    const { createLogger } = await import('@brine/transport')
+    const { createLogger } = await import('@brine/core')
     let failedAttempt: () => void = () => {}
     const failed = new Promise<void>((resolve) => (failedAttempt = resolve))
     const logger = createLogger({ level: 'debug', name: 'api-test', write: (line) => (line.includes('not reachable yet') ? failedAttempt() : undefined) })

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { loadConfig } from '@brine/common'
 import { CryptCache } from '@brine/crypt'
 import { Minion } from '@brine/minion'
-import { createLogger, type Logger, type LogLevel } from '@brine/transport'
+import { createLogger, type Logger, type LogLevel } from '@brine/core'
 
 export interface SwarmRunOptions {
   /** Directory holding one config directory per minion: `<dir>/<prefix><index>/minion`. */

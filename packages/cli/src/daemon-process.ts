@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { dirname, join } from 'node:path'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { formatSource, type ConfigSource } from '@brine/common'
 import { PidfileError, UserSwitchError } from './errors.js'
 

@@ -1,4 +1,4 @@
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** A daemon package that does not export the class the bin runs (a broken or mismatched install). */
 export class DaemonLoadError extends BrineError {

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs'
-import { createLogger, parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
+import { createLogger, parseLogLevel, type Logger, type LogLevel } from '@brine/core'
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander'
 import { collectVersions, formatVersionsReport } from '@brine/common'
 

@@ -1,4 +1,5 @@
-import { RemoteError, silentLogger, type ErrorContext, type Logger, type RequestClient } from '@brine/transport'
+import { type RequestClient } from '@brine/transport'
+import { RemoteError, silentLogger, type ErrorContext, type Logger } from '@brine/core'
 import { accessSync, constants, statSync } from 'node:fs'
 import { brokerFromConfig, clearRequest, loadConfig, loadTransport, localRequestPath, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'

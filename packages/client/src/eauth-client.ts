@@ -1,7 +1,7 @@
 import type { TokenData } from '@brine/common'
 import { ClearRequester, type MasterClientOptions } from './clear-request.js'
 import { MasterRequestError } from './errors.js'
-import { registerErrors } from '@brine/transport'
+import { registerErrors } from '@brine/core'
 
 /** Salt's token data, as `mk_token` and `get_token` answer it (`start`, `expire`: epoch seconds), with the ACL the master enforces. */
 export interface EauthToken extends TokenData {

@@ -1,4 +1,4 @@
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** The master refused a clear request (`publish`, `wheel`, `runner`) or its reply was an error. */
 export class MasterRequestError extends BrineError {

@@ -1,5 +1,5 @@
 import { collectReturns, type BusEvent, type CollectedReturn, type JobSource } from '@brine/common'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { JobClosedError } from './errors.js'
 
 /**

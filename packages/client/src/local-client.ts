@@ -1,5 +1,6 @@
 import { userInfo } from 'node:os'
-import type { Logger, RequestClient } from '@brine/transport'
+import type { RequestClient } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import {
   jobEventJid,
   parsePublishReply,

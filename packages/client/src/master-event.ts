@@ -1,5 +1,6 @@
 import { connect } from 'node:net'
-import { backoffDelay, BoundedQueue, decode, FramedConnection, silentLogger, type BackoffOptions, type Logger } from '@brine/transport'
+import { FramedConnection } from '@brine/transport'
+import { backoffDelay, BoundedQueue, decode, silentLogger, type BackoffOptions, type Logger } from '@brine/core'
 import { BUS_DROPPED_TAG, eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
 import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 

@@ -1,5 +1,5 @@
 import { hostname, userInfo } from 'node:os'
-import type { LogLevel } from '@brine/transport'
+import type { LogLevel } from '@brine/core'
 import { secondsFromMs } from './units.js'
 
 /** The daemons that read a config file; each reads `<configDir>/<role>`. */

@@ -4,7 +4,7 @@
  * keyed by every {@link ValueKind}, so a new kind cannot be forgotten in one of them.
  */
 import { parse as parseYaml } from 'yaml'
-import { parseLogLevel } from '@brine/transport'
+import { parseLogLevel } from '@brine/core'
 import { BUILTIN_TRANSPORTS, keySpec, type KeySpec, type ValueKind } from './config-schema.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
 import { SALT_YAML_OPTIONS } from './salt-yaml.js'

@@ -1,4 +1,4 @@
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** Where a config value came from: a file and line, or `command line`. */
 export interface ConfigSource {

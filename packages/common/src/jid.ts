@@ -1,4 +1,4 @@
-import { LruMap } from '@brine/transport'
+import { LruMap } from '@brine/core'
 import { JidError } from './errors.js'
 
 /**

@@ -1,11 +1,10 @@
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { createLogger, parseLogLevel } from '@brine/transport'
-import type { Logger, LogLevel } from '@brine/transport'
+import { createLogger, parseLogLevel, type Logger, type LogLevel } from '@brine/core'
 import { LogFileError } from './errors.js'
 
-export { createLogger, parseLogLevel, silentLogger, LOG_LEVELS } from '@brine/transport'
-export type { Logger, LogLevel, LoggerOptions } from '@brine/transport'
+export { createLogger, parseLogLevel, silentLogger, LOG_LEVELS } from '@brine/core'
+export type { Logger, LogLevel, LoggerOptions } from '@brine/core'
 
 /** The config keys a daemon's logger reads. */
 export interface LoggingConfig {

@@ -1,4 +1,4 @@
-import { BrineError, LruMap, registerErrors } from '@brine/transport'
+import { BrineError, LruMap, registerErrors } from '@brine/core'
 
 /**
  * A login refused because its user name or its client address failed too often in the current

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads'
-import { LruMap } from '@brine/transport'
+import { LruMap } from '@brine/core'
 import { RegexMatchError, RegexTimeoutError } from './errors.js'
 
 /**

@@ -1,4 +1,4 @@
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import type { BusEvent } from './event-bus.js'
 import type { JobRecord } from './job-cache.js'
 import type { PublishReply } from './protocol/loads.js'

@@ -1,4 +1,4 @@
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import { nextScheduleRun, type ScheduleEntry } from './schedule.js'
 
 /** Longest delay setTimeout holds (2^31-1 ms); a later run is reached in steps of it. */

@@ -1,4 +1,5 @@
-import type { BackoffOptions, BrokerOptions } from '@brine/transport'
+import type { BrokerOptions } from '@brine/transport'
+import type { BackoffOptions } from '@brine/core'
 import { ConfigError } from './errors.js'
 import type { LoginLimits } from './login-throttle.js'
 

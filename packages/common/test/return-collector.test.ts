@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { BoundedQueue } from '@brine/transport'
+import { BoundedQueue } from '@brine/core'
 import { deadline } from '@brine/transport-compliance'
 import type { BusEvent } from '../src/event-bus.js'
 import {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { TransportUnavailableError, UnknownTransportError, listTransports, registerTransport, unregisterTransport } from '@brine/transport'
+import { listTransports, registerTransport, unregisterTransport } from '@brine/transport'
+import { TransportUnavailableError, UnknownTransportError } from '@brine/core'
 import { ZEROMQ_UNAVAILABLE_HINT, loadTransport, registerBuiltinTransports } from '../src/transports.js'
 
 afterEach(() => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { backoffDelay } from '@brine/transport'
+import { backoffDelay } from '@brine/core'
 import { ConfigError } from '../src/errors.js'
 import {
   backoffFromConfig,

@@ -1,6 +1,6 @@
 import { diffieHellman } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, LruMap, type DecodeLimits, type WireValue } from '@brine/transport'
+import { decode, encode, LruMap, type DecodeLimits, type WireValue } from '@brine/core'
 import { isBytes, randomNonce } from './bytes.js'
 import { CryptCache } from './crypt-cache.js'
 import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'

@@ -1,5 +1,5 @@
 import { randomFillSync, type KeyObject } from 'node:crypto'
-import { LruMap, type WireValue } from '@brine/transport'
+import { LruMap, type WireValue } from '@brine/core'
 import { privateKeyFromRaw, publicKeyFromRaw } from './raw-keys.js'
 
 /**

@@ -1,4 +1,4 @@
-import { BrineError, registerErrors, type ErrorContext } from '@brine/transport'
+import { BrineError, registerErrors, type ErrorContext } from '@brine/core'
 
 /**
  * Typed errors of `@brine/crypt`. Names are string literals (bundlers rename classes); context

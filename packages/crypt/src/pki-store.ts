@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
+import { LogLimiter, silentLogger, type Logger } from '@brine/core'
 import { isBytes } from './bytes.js'
 import { MalformedMessageError, PendingKeyLimitError } from './errors.js'
 import { isNotFound, writeFileAtomic } from './fs-atomic.js'

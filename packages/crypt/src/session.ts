@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, type WireValue } from '@brine/transport'
+import { decode, encode, type WireValue } from '@brine/core'
 import { isBytes, randomNonce, transcript } from './bytes.js'
 import { DecryptError, MalformedMessageError, SignatureError, StaleSessionKeyError } from './errors.js'
 import type { CryptCache } from './crypt-cache.js'

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { decode, encode } from '@brine/transport'
+import { decode, encode } from '@brine/core'
 import {
   acceptAuthReply,
   buildAuthRequest,

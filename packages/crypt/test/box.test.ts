@@ -1,6 +1,6 @@
 import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
-import { decode, encode } from '@brine/transport'
+import { decode, encode } from '@brine/core'
 import {
   boxSharedKey,
   CryptCache,

@@ -10,7 +10,7 @@ import {
   SignatureError,
   StaleSessionKeyError,
 } from '../src/index.js'
-import { decode, encode } from '@brine/transport'
+import { decode, encode } from '@brine/core'
 
 const master = generateKeys()
 const load = { fun: 'test.ping', arg: [], tgt: '*', tgt_type: 'glob', jid: '20261122170903123456', ret: '', user: 'root' }

@@ -1,4 +1,4 @@
-import { BrineError, registerErrors, type SerializedError } from '@brine/transport'
+import { BrineError, registerErrors, type SerializedError } from '@brine/core'
 
 // The errors the master answers requests with are the protocol's, in @brine/common, where clients see them too.
 export {

@@ -1,6 +1,7 @@
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
-import { BoundedQueue, encode, frame, FramedConnection, silentLogger, type Logger } from '@brine/transport'
+import { FramedConnection } from '@brine/transport'
+import { BoundedQueue, encode, frame, silentLogger, type Logger } from '@brine/core'
 import { eventBusPath, eventStamp, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
 import { EventBusError } from './errors.js'
 

@@ -1,4 +1,5 @@
-import { InvalidOperationError, type EndpointStats, type PublishOptions, type PublishServer, type TransportEvent, type WireValue } from '@brine/transport'
+import { type EndpointStats, type PublishOptions, type PublishServer, type TransportEvent } from '@brine/transport'
+import { InvalidOperationError, type WireValue } from '@brine/core'
 
 /**
  * One PublishServer over several (one per transport in `transport_opts`): a publish goes to

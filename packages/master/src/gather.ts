@@ -8,7 +8,7 @@ import {
   type TargetType,
   type Tgt,
 } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import type { EventBus } from './event-bus.js'
 import type { JobRequest } from './job-publisher.js'
 

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { createHash, randomBytes } from 'node:crypto'
 import type { Grains } from '@brine/common'
 import { isValidMinionId, validateMinionId } from '@brine/crypt'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 
 /** A write in progress for one minion; `latest` is what must be on disk when `done` resolves. */
 interface Flight {

@@ -10,7 +10,8 @@ import {
   type PublishReply,
   type Target,
 } from '@brine/common'
-import { silentLogger, type Logger, type PublishServer, type WireValue } from '@brine/transport'
+import { type PublishServer } from '@brine/transport'
+import { silentLogger, type Logger, type WireValue } from '@brine/core'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
 import { MalformedRequestError } from './errors.js'

@@ -1,6 +1,6 @@
 import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@brine/crypt'
 import { generateJid, tags, type EventLoad, type Grains, type JobCache, type PublishReply, type ReturnLoad, returnEventData } from '@brine/common'
-import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
 import { checkReturners } from '@brine/returners'

@@ -31,16 +31,8 @@ import {
   type Nodegroups,
 } from '@brine/common'
 import { openJobCache } from '@brine/returners'
-import {
-  defaultMaxConnections,
-  iterTransportOpts,
-  silentLogger,
-  type Logger,
-  type PublishServer,
-  type RequestServer,
-  type RequestServerOptions,
-  type Transport,
-} from '@brine/transport'
+import { defaultMaxConnections, iterTransportOpts, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import { AuditLog, auditLogPath } from './audit/audit-log.js'
 import { Authorizer } from './authorize.js'
 import { ExternalAuth } from './eauth/external-auth.js'

@@ -1,5 +1,5 @@
 import type { EventLoad } from '@brine/common'
-import { encode } from '@brine/transport'
+import { encode } from '@brine/core'
 import { MinionEventRefusedError } from './errors.js'
 import { secondsFromMs } from '@brine/common'
 

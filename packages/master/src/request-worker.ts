@@ -13,7 +13,7 @@ import {
   type SubmitOptions,
   type SubmitResult,
 } from '@brine/crypt'
-import { serializeError, type SerializedError, type WireValue } from '@brine/transport'
+import { serializeError, type SerializedError, type WireValue } from '@brine/core'
 
 /**
  * The costly half of request handling: signature checks at auth, X25519 shared keys, publish

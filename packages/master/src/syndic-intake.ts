@@ -13,7 +13,7 @@ import {
   type SyndicReturnLoad,
   returnEventData,
 } from '@brine/common'
-import { LogLimiter, LruMap, silentLogger, type Logger } from '@brine/transport'
+import { LogLimiter, LruMap, silentLogger, type Logger } from '@brine/core'
 import { PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError } from './errors.js'
 import type { EventBus } from './event-bus.js'
 import type { IssuedJobs, PublishedJob } from './issued-jobs.js'

@@ -3,7 +3,7 @@ import { mkdir, readdir, readFile, rename, unlink, writeFile } from 'node:fs/pro
 import { join } from 'node:path'
 import { expectedMinions, type Nodegroups, type Target } from '@brine/common'
 import { isValidMinionId } from '@brine/crypt'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 
 /** How long the registry waits to write a syndic's file after a change, so a burst of announcements is one write. */
 const PERSIST_DELAY_MS = 200

@@ -12,7 +12,8 @@ import {
   validateSyndicReturnLoad,
   type PublishLoad,
 } from '@brine/common'
-import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type RequestContext, type WireValue } from '@brine/transport'
+import { type RequestContext } from '@brine/transport'
+import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type WireValue } from '@brine/core'
 import { viaOfRequest, type Caller } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from './errors.js'
 import type { TokenCommands } from './eauth/token-commands.js'

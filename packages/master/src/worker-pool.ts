@@ -1,6 +1,6 @@
 import { threadId, Worker } from 'node:worker_threads'
 import type { KeyPair } from '@brine/crypt'
-import { silentLogger, type Logger, type WireValue } from '@brine/transport'
+import { silentLogger, type Logger, type WireValue } from '@brine/core'
 import { RebuiltWorkerError, WorkerPoolError } from './errors.js'
 import { RequestCrypto, type FromWorker, type RequestWorkerData, type SubmitKey, type ToWorker, type WorkerTask } from './request-worker.js'
 

@@ -6,7 +6,7 @@ import bcrypt from 'bcryptjs'
 import md5crypt from 'apache-md5'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { ConfigError, defaultsFor, type MasterConfig } from '@brine/common'
-import { RemoteError } from '@brine/transport'
+import { RemoteError } from '@brine/core'
 import {
   ExternalAuth,
   exprMatch,

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { RemoteError } from '@brine/transport'
+import { RemoteError } from '@brine/core'
 import { Authorizer, masterCaller, permits, PermissionDeniedError, rootCaller, type Caller } from '../src/index.js'
 import { addressOf, clearClient, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir } from './helpers.js'
 

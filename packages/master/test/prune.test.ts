@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { defaultsFor, type MasterConfig } from '@brine/common'
 import { LocalJobCache } from '@brine/returners'
-import { createLogger } from '@brine/transport'
+import { createLogger } from '@brine/core'
 import { Master, MemoryJobStore } from '../src/index.js'
 import { masterConfig } from './helpers.js'
 

@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { RemoteError, type RequestClient } from '@brine/transport'
+import { type RequestClient } from '@brine/transport'
+import { RemoteError } from '@brine/core'
 import { masterVersion, type Master } from '../src/index.js'
 import { jidToTime, parseTimeArgument } from '../src/runners/jobs.js'
 import { compareVersions } from '../src/runners/manage.js'

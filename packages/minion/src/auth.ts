@@ -17,7 +17,8 @@ import {
   type SessionKey,
 } from '@brine/crypt'
 import { clearRequest, secondsFromMs } from '@brine/common'
-import { ClosedError, sleep, TimeoutError, type Logger, type RequestClient } from '@brine/transport'
+import { type RequestClient } from '@brine/transport'
+import { ClosedError, sleep, TimeoutError, type Logger } from '@brine/core'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { MasterTime, systemClock, type Clock } from './master-time.js'
 import { MasterUnresolvedError } from './errors.js'

@@ -7,7 +7,7 @@
  * (`CommandExecutionError`, `SaltInvocationError` as `InvocationError`, Python's `TypeError` as
  * `ArgumentError`), which the executor turns into Salt's return texts.
  */
-import { BrineError, registerErrors, type ErrorContext } from '@brine/transport'
+import { BrineError, registerErrors, type ErrorContext } from '@brine/core'
 
 /**
  * The master answered a sealed request with something other than its sealed `{ok: true}`. `refusal` is the

@@ -6,7 +6,7 @@
 import { bindArguments, isPlainObject, loadArgsAndKwargs } from './modules/args.js'
 import { ArgumentError, CommandExecutionError, InvocationError, abortReason } from './errors.js'
 import type { JobContext, ModuleContext, ModuleRegistry } from './modules/types.js'
-import { settleWithin } from '@brine/transport'
+import { settleWithin } from '@brine/core'
 
 /** Salt's EX_GENERIC: the retcode of a job whose function is missing, failed or was killed. */
 export const EX_GENERIC = 1

@@ -9,7 +9,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import { matchMinion, type JobLoad, type Nodegroups, type ReturnLoad } from '@brine/common'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { executeJob } from './executor.js'
 import type { MinionEvent } from './lifecycle.js'
 import type { LinkPublish, ReturnRoute } from './master-link.js'

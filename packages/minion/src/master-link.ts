@@ -9,17 +9,8 @@
  */
 import type { JobLoad, ReturnLoad } from '@brine/common'
 import { CryptCache, type KeyPair } from '@brine/crypt'
-import {
-  ClosedError,
-  InvalidOperationError,
-  LifecycleEvents,
-  settleWithin,
-  silentLogger,
-  type ClientOptions,
-  type Logger,
-  type RequestClient,
-  type Transport,
-} from '@brine/transport'
+import { type ClientOptions, type RequestClient, type Transport } from '@brine/transport'
+import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type Logger } from '@brine/core'
 import { MinionAuth, type MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'

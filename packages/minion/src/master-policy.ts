@@ -8,7 +8,7 @@
  * Policies read time through an injected {@link PolicyClock} and links through the narrow
  * {@link PolicyLink}, so their decisions are tested without sockets or waiting.
  */
-import { silentLogger, sleep, type Logger } from '@brine/transport'
+import { silentLogger, sleep, type Logger } from '@brine/core'
 import type { MasterLinkEvent, MinionEvent } from './lifecycle.js'
 import type { MasterLink, MasterLinkStatus } from './master-link.js'
 import { secondsFromMs } from '@brine/common'

@@ -23,7 +23,8 @@ import {
   type ScheduleEntry,
 } from '@brine/common'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
-import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger, type Transport } from '@brine/transport'
+import { type Transport } from '@brine/transport'
+import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger } from '@brine/core'
 import type { MinionReturners } from '@brine/returners'
 import { JobRunner } from './job-runner.js'
 import type { MinionEvent } from './lifecycle.js'

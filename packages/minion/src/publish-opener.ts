@@ -11,7 +11,7 @@
  */
 import { validateJobLoad, type JobLoad } from '@brine/common'
 import { isPublishEnvelope, openPublish, StaleSessionKeyError, type CryptCache, type PublishEnvelope } from '@brine/crypt'
-import type { Logger, WireValue } from '@brine/transport'
+import type { Logger, WireValue } from '@brine/core'
 import type { MasterSession, MinionAuth } from './auth.js'
 import { RateLimitedLog, type MasterLinkEvent } from './lifecycle.js'
 

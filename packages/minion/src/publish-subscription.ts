@@ -4,7 +4,8 @@
  * stream of sealed envelopes across replacements. What the envelopes hold is {@link PublishOpener}'s.
  */
 import type { JobLoad } from '@brine/common'
-import { InvalidOperationError, type ClientOptions, type Logger, type PublishClient, type Transport, type WireValue } from '@brine/transport'
+import { type ClientOptions, type PublishClient, type Transport } from '@brine/transport'
+import { InvalidOperationError, type Logger, type WireValue } from '@brine/core'
 import type { MasterSession } from './auth.js'
 
 /** The publish port when neither config nor the master says (Salt's default). */

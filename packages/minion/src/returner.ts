@@ -5,7 +5,8 @@
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
 import { SEALED_REFUSALS, type ReturnLoad } from '@brine/common'
-import { DEFAULT_MAX_FRAME_BYTES, type Logger, type RequestClient, type WireValue } from '@brine/transport'
+import { type RequestClient } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, type Logger, type WireValue } from '@brine/core'
 import type { MinionAuth, MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { NotAcknowledgedError, SpoolFileError } from './errors.js'

@@ -6,7 +6,7 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { parseScheduleEntry, scheduleEntryKeys, Scheduler, type ScheduleEntry } from '@brine/common'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 
 /** `<cachedir>/minion/schedule.json`: what `schedule.*` changed at run time, kept across restarts. */
 export const scheduleFile = (cachedir: string): string => join(cachedir, 'minion', 'schedule.json')

@@ -6,7 +6,7 @@
  */
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { decode, encode, type Logger } from '@brine/transport'
+import { decode, encode, type Logger } from '@brine/core'
 import type { ReturnLoad } from '@brine/common'
 import { writeFileAtomic } from '@brine/crypt'
 import { SpoolFileError } from './errors.js'

@@ -6,7 +6,7 @@
  * with a marker that says how long it was and why it was cut; retcode and success are untouched.
  */
 import type { ReturnLoad } from '@brine/common'
-import { encode } from '@brine/transport'
+import { encode } from '@brine/core'
 
 /**
  * Bytes kept free below `max_frame_bytes` for what wraps a return on its way: the seal (role, id,

@@ -4,7 +4,7 @@
  * when a link left behind is closed. Nothing here waits on wall-clock time.
  */
 import { describe, expect, it } from 'vitest'
-import { LifecycleEvents } from '@brine/transport'
+import { LifecycleEvents } from '@brine/core'
 import type { MasterLinkEvent, MinionEvent } from '../src/lifecycle.js'
 import type { MasterLinkStatus } from '../src/master-link.js'
 import {

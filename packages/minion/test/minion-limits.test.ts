@@ -8,7 +8,7 @@
 import { readdir } from 'node:fs/promises'
 import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidMinionIdError } from '@brine/crypt'
-import { silentLogger } from '@brine/transport'
+import { silentLogger } from '@brine/core'
 import type { MinionEvent } from '../src/lifecycle.js'
 import { Minion } from '../src/minion.js'
 import { spoolDir } from '../src/spool.js'

@@ -1,4 +1,4 @@
-import { silentLogger } from '@brine/transport'
+import { silentLogger } from '@brine/core'
 import { MAX_TAG_LENGTH } from '@brine/common'
 import { describe, expect, it } from 'vitest'
 import { executeJob } from '../src/executor.js'

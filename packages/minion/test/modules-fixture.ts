@@ -1,6 +1,6 @@
 /** Shared set-up for the execution-module tests: a registry over a fresh job table. */
 import { readFileSync } from 'node:fs'
-import { silentLogger } from '@brine/transport'
+import { silentLogger } from '@brine/core'
 import { executeJob } from '../src/executor.js'
 import type { ExecuteOptions, JobRequest, JobResult } from '../src/executor.js'
 import { createModuleRegistry } from '../src/modules/registry.js'

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReturnLoad } from '@brine/common'
 import { generateKeys, PeerBox } from '@brine/crypt'
-import { encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/transport'
+import { encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/core'
 import { ReturnSpool } from '../src/spool.js'
 import { encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES } from '../src/truncate-return.js'
 

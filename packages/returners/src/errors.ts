@@ -1,4 +1,4 @@
-import { BrineError, registerErrors, type ErrorContext } from '@brine/transport'
+import { BrineError, registerErrors, type ErrorContext } from '@brine/core'
 
 /** A job cache that cannot do what was asked: a file it cannot read or write, a query that failed. */
 export class JobCacheError extends BrineError {

@@ -3,7 +3,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
 import { validateMinionId } from '@brine/crypt'
-import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/transport'
+import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
 import { FutureJidError, JobCacheError } from './errors.js'
 import { lockOwnerGone, lockText, parseLockText } from './process-identity.js'
 

@@ -1,5 +1,5 @@
 import type { JobCache, JobLoad, ReturnLoad } from '@brine/common'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { UnknownReturnerError } from './errors.js'
 import { LocalJobCache } from './local-cache.js'
 

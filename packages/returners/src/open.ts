@@ -1,5 +1,5 @@
 import { ConfigError, timeoutsFromConfig, type JobCache, type MasterConfig } from '@brine/common'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { LocalJobCache } from './local-cache.js'
 import { PostgresJobCache, type PostgresConnection } from './postgres-cache.js'
 

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createLogger } from '@brine/transport'
+import { createLogger } from '@brine/core'
 import { checkReturners, LocalJobCache, MinionReturners, returnerNames, UnknownReturnerError, type ReturnedJob } from '../src/index.js'
 import { jidAt, ret } from './contract.js'
 

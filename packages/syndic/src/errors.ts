@@ -2,7 +2,7 @@
  * Every error class of `@brine/syndic`. Names are string literals (bundlers rename classes); context
  * carries what a log line needs (the directory, file, limit, jid or master involved).
  */
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** The syndic's spool of batches for an upper master is full: the batch is not kept (and is logged). */
 export class SyndicSpoolFullError extends BrineError {

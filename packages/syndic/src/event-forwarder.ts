@@ -6,7 +6,7 @@
  */
 import { JOB_TAG_PREFIX, tagProblem, type BusEvent, type EventLoad } from '@brine/common'
 import { encodedBytes, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/minion'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 
 /** Other events held for forwarding at most; past it the oldest are dropped (they are best effort, as in Salt). */
 const RAW_EVENTS_LIMIT = 10_000

@@ -7,7 +7,7 @@
  */
 import type { SyndicJobEntry, SyndicMinionReturn, SyndicReturnLoad } from '@brine/common'
 import { encodedBytes, fitReturn, NotAcknowledgedError, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/minion'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import type { BatchSpool } from './batch-spool.js'
 import { SyndicFileError, SyndicSpoolFullError } from './errors.js'
 

@@ -5,7 +5,7 @@
  */
 import { PermissionDeniedError, type MasterConfig, type SyndicConfig } from '@brine/common'
 import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
-import { ClosedError, remoteCause, sleep, type Logger } from '@brine/transport'
+import { ClosedError, remoteCause, sleep, type Logger } from '@brine/core'
 
 /** How long one request to its own master may take (a publish passed down, a job read back), ms. */
 const LOWER_REQUEST_MS = 30_000

@@ -9,7 +9,7 @@
 import { mkdir, open, readFile, rename, type FileHandle } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { isJid } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 
 /** One job being forwarded. */
 export interface OpenJob {

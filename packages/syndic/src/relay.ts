@@ -6,7 +6,7 @@
  */
 import { parsePublishReply, type JobLoad, type PublishReply, type SyndicConfig } from '@brine/common'
 import type { MasterLink } from '@brine/minion'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { LowerMasterError } from './errors.js'
 import type { UpperForwarder } from './forwarder.js'
 import type { ReturnFollower } from './return-follower.js'

@@ -14,7 +14,7 @@ import {
   type BusEvent,
   type SyndicAnnouncementParts,
 } from '@brine/common'
-import { LruMap, type Logger } from '@brine/transport'
+import { LruMap, type Logger } from '@brine/core'
 import type { UpperForwarder } from './forwarder.js'
 import { OpenJobs, type OpenJob } from './open-jobs.js'
 

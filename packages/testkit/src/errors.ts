@@ -1,4 +1,4 @@
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** A bounded wait in a test, the demo or the bench ran out; names what was awaited and the limit. */
 export class DeadlineError extends BrineError {

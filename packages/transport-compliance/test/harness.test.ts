@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { BoundedQueue, type Endpoint, type TransportEvent } from '@brine/transport'
+import { type Endpoint, type TransportEvent } from '@brine/transport'
+import { BoundedQueue } from '@brine/core'
 import { Recorder } from '@brine/transport-compliance'
 
 /** Just enough of an endpoint for the recorder: an events() stream the test feeds. */

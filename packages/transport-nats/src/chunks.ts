@@ -1,4 +1,5 @@
-import { admission, FrameTooLargeError, type EndpointCore, type PendingHolder } from '@brine/transport'
+import { admission, type EndpointCore, type PendingHolder } from '@brine/transport'
+import { FrameTooLargeError } from '@brine/core'
 
 /**
  * A message larger than the broker's `max_payload` travels as chunks, each

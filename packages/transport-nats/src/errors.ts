@@ -1,4 +1,4 @@
-import { BrineError, TransportError, registerErrors } from '@brine/transport'
+import { BrineError, TransportError, registerErrors } from '@brine/core'
 
 /**
  * No NATS server of `nats_servers` took the connection: each was down, unreachable, refused the

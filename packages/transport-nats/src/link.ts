@@ -1,5 +1,6 @@
 import { connect, type NatsConnection, type Status } from '@nats-io/transport-node'
-import { backoffDelay, type BackoffOptions, type EndpointCore } from '@brine/transport'
+import { type EndpointCore } from '@brine/transport'
+import { backoffDelay, type BackoffOptions } from '@brine/core'
 import { NatsConnectError } from './errors.js'
 import { connectionOptions, type ResolvedBroker } from './options.js'
 

@@ -1,22 +1,15 @@
 import { nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node'
 import {
-  BoundedQueue,
-  BrineError,
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_MAX_PENDING_BYTES,
   DEFAULT_PEER_IDLE_TIMEOUT_MS,
   EndpointBase,
-  decode,
-  decodeLimitsOf,
-  encode,
   type BrokerOptions,
-  type DecodeLimits,
   type LiveStats,
   type PublishClient,
   type PublishClientOptions,
-  type WireValue,
 } from '@brine/transport'
+import { BoundedQueue, BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, type DecodeLimits, type WireValue } from '@brine/core'
 import { Reassembler } from './chunks.js'
 import { NatsLink } from './link.js'
 import { bytesOf, serviceOf, subjectsOf } from './service.js'

@@ -1,20 +1,14 @@
 import { nuid, type Msg, type NatsConnection } from '@nats-io/transport-node'
 import {
-  BrineError,
-  DEFAULT_MAX_FRAME_BYTES,
   EndpointBase,
   MAX_SUBSCRIBER_FRAME_BYTES,
-  decode,
-  decodeLimitsOf,
-  encode,
   type BrokerOptions,
-  type DecodeLimits,
   type LiveStats,
   type PublishOptions,
   type PublishServer,
   type PublishServerOptions,
-  type WireValue,
 } from '@brine/transport'
+import { BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, type DecodeLimits, type WireValue } from '@brine/core'
 import { publishChunked } from './chunks.js'
 import { NatsLink } from './link.js'
 import { bytesOf, natsAddress, serviceOf, servicePort, subjectsOf, type Service } from './service.js'

@@ -1,21 +1,19 @@
 import { nuid, type Msg, type NatsConnection } from '@nats-io/transport-node'
 import {
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_MAX_PENDING_BYTES,
   DEFAULT_PEER_IDLE_TIMEOUT_MS,
   DEFAULT_REQUEST_TIMEOUT_MS,
   EndpointBase,
   RequestTable,
-  decodeLimitsOf,
   type BrokerOptions,
   type LiveStats,
   type PendingRequest,
   type RequestClient,
   type RequestClientOptions,
   type SendOptions,
-  type WireValue,
 } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, type WireValue } from '@brine/core'
 import { Reassembler, publishChunked } from './chunks.js'
 import { NatsLink } from './link.js'
 import { bytesOf, serviceOf, subjectsOf } from './service.js'

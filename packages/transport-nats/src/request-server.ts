@@ -2,18 +2,17 @@ import { nuid, type Msg } from '@nats-io/transport-node'
 import {
   DEFAULT_FRAME_TIMEOUT_MS,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
-  DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_MAX_PENDING_BYTES,
   DEFAULT_PEER_IDLE_TIMEOUT_MS,
   EndpointBase,
   RequestServing,
-  decodeLimitsOf,
   type BrokerOptions,
   type LiveStats,
   type RequestHandler,
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf } from '@brine/core'
 import { Reassembler, publishChunked } from './chunks.js'
 import { NatsLink } from './link.js'
 import { bytesOf, natsAddress, serviceOf, servicePort, subjectsOf, type Service } from './service.js'

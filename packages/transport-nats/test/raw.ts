@@ -1,5 +1,5 @@
 import { connect, nuid, type NatsConnection } from '@nats-io/transport-node'
-import { encode } from '@brine/transport'
+import { encode } from '@brine/core'
 import type { RawConnection, RawTarget } from '@brine/transport-compliance'
 import { CHUNK_HEADER_BYTES, CHUNK_MARK, Subjects } from '../src/index.js'
 

@@ -1,7 +1,7 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NatsServerProcess, deadline, freeLoopbackPort } from '@brine/testkit'
-import { decode, type WireValue } from '@brine/transport'
+import { decode, type WireValue } from '@brine/core'
 import { NatsOptionsError, Subjects, natsTransport } from '../src/index.js'
 
 const WAIT_MS = 15_000

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { NatsServerProcess, deadline, freeLoopbackPort } from '@brine/testkit'
-import type { Endpoint, PublishServer, TransportEvent, WireValue } from '@brine/transport'
+import type { Endpoint, PublishServer, TransportEvent } from '@brine/transport'
+import type { WireValue } from '@brine/core'
 import { natsTransport } from '../src/index.js'
 
 const WAIT_MS = 30_000

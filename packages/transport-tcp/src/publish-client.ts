@@ -1,19 +1,5 @@
-import {
-  BoundedQueue,
-  BrineError,
-  DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
-  EndpointBase,
-  decode,
-  decodeLimitsOf,
-  encode,
-  frame,
-  type DecodeLimits,
-  type LiveStats,
-  type PublishClient,
-  type PublishClientOptions,
-  type WireValue,
-} from '@brine/transport'
+import { DEFAULT_HWM, EndpointBase, type LiveStats, type PublishClient, type PublishClientOptions } from '@brine/transport'
+import { BoundedQueue, BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type WireValue } from '@brine/core'
 import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**

@@ -1,22 +1,15 @@
 import {
-  BrineError,
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   EndpointBase,
   Listener,
   MAX_SUBSCRIBER_FRAME_BYTES,
-  decode,
-  decodeLimitsOf,
-  encode,
-  frame,
-  type DecodeLimits,
   type FramedConnection as Connection,
   type LiveStats,
   type PublishOptions,
   type PublishServer,
   type PublishServerOptions,
-  type WireValue,
 } from '@brine/transport'
+import { BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type WireValue } from '@brine/core'
 import { tcpAddress } from './reconnecting-link.js'
 
 interface Subscriber {

@@ -1,5 +1,6 @@
 import { connect } from 'node:net'
-import { backoffDelay, FramedConnection as Connection, type BackoffOptions, type EndpointCore } from '@brine/transport'
+import { FramedConnection as Connection, type EndpointCore } from '@brine/transport'
+import { backoffDelay, type BackoffOptions } from '@brine/core'
 
 export interface LinkOptions {
   host: string

@@ -1,19 +1,16 @@
 import {
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   DEFAULT_REQUEST_TIMEOUT_MS,
   EndpointBase,
   RequestTable,
-  decodeLimitsOf,
-  frame,
   type FramedConnection as Connection,
   type LiveStats,
   type PendingRequest,
   type RequestClient,
   type RequestClientOptions,
   type SendOptions,
-  type WireValue,
 } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame, type WireValue } from '@brine/core'
 import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**

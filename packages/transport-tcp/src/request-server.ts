@@ -1,18 +1,16 @@
 import {
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   EndpointBase,
   Listener,
   RequestServing,
   hostOf,
-  decodeLimitsOf,
-  frame,
   type FramedConnection as Connection,
   type LiveStats,
   type RequestHandler,
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame } from '@brine/core'
 import { tcpAddress } from './reconnecting-link.js'
 
 /**

@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net'
-import { FrameReader, decode, encode, frame, type Endpoint, type WireValue } from '@brine/transport'
+import { type Endpoint } from '@brine/transport'
+import { FrameReader, decode, encode, frame, type WireValue } from '@brine/core'
 
 import { deadline } from '@brine/testkit'
 

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { InvalidOperationError, type PublishClientOptions, type PublishServerOptions } from '@brine/transport'
+import { type PublishClientOptions, type PublishServerOptions } from '@brine/transport'
+import { InvalidOperationError } from '@brine/core'
 import { TcpPublishClient, TcpPublishServer } from '../src/index.js'
 import { Cleanup, RawPeer, deadline, portOf, until, watch, type EventLog } from './helpers.js'
 import { sendRawFrames } from './raw.js'

@@ -1,6 +1,6 @@
 import { createServer, connect, type Server } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
-import { EnvelopeKind, decodeEnvelope, encodeEnvelope, FrameReader } from '@brine/transport'
+import { EnvelopeKind, decodeEnvelope, encodeEnvelope, FrameReader } from '@brine/core'
 import { TcpRequestServer } from '../src/index.js'
 import { Cleanup, deadline, portOf } from './helpers.js'
 import { sendRawFrames } from './raw.js'

@@ -1,5 +1,5 @@
 import { connect } from 'node:net'
-import { encode, frame } from '@brine/transport'
+import { encode, frame } from '@brine/core'
 import { connectRawSocket, type RawConnection, type RawTarget } from '@brine/transport-compliance'
 
 /**

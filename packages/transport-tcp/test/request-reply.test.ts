@@ -1,14 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  ClosedError,
-  EnvelopeKind,
-  TimeoutError,
-  encodeEnvelope,
-  type RequestClientOptions,
-  type RequestHandler,
-  type RequestServerOptions,
-} from '@brine/transport'
+import { type RequestClientOptions, type RequestHandler, type RequestServerOptions } from '@brine/transport'
+import { ClosedError, EnvelopeKind, TimeoutError, encodeEnvelope } from '@brine/core'
 import { TcpRequestClient, TcpRequestServer, tcpTransport } from '../src/index.js'
 import { Cleanup, deadline, portOf, until, watch } from './helpers.js'
 import { sendRawFrames } from './raw.js'

@@ -1,4 +1,5 @@
-import { DEFAULT_BACKOFF, DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_HWM, DEFAULT_MAX_FRAME_BYTES, EndpointBase, type ClientOptions } from '@brine/transport'
+import { DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_HWM, EndpointBase, type ClientOptions } from '@brine/transport'
+import { DEFAULT_BACKOFF, DEFAULT_MAX_FRAME_BYTES } from '@brine/core'
 import type { Dealer, Subscriber } from 'zeromq'
 import { ClientLink, closeSocket, endpointOf, isIPv6, receiveEach } from './socket-util.js'
 

@@ -1,4 +1,4 @@
-import { AddressInUseError, BrineError, ClosedError, TimeoutError, TransportError } from '@brine/transport'
+import { AddressInUseError, BrineError, ClosedError, TimeoutError, TransportError } from '@brine/core'
 
 /** Where a native error happened, so the Brine error can name it. */
 export interface NativeErrorContext {

@@ -1,14 +1,5 @@
-import {
-  BoundedQueue,
-  FrameTooLargeError,
-  decode,
-  decodeLimitsOf,
-  type DecodeLimits,
-  type LiveStats,
-  type PublishClient,
-  type PublishClientOptions,
-  type WireValue,
-} from '@brine/transport'
+import { type LiveStats, type PublishClient, type PublishClientOptions } from '@brine/transport'
+import { BoundedQueue, FrameTooLargeError, decode, decodeLimitsOf, type DecodeLimits, type WireValue } from '@brine/core'
 import { Subscriber } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
 import { BROADCAST_TOPIC, clientMaxMessageSize, messageSize, retryInterrupted, topicForId } from './socket-util.js'

@@ -1,20 +1,16 @@
 import {
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   EndpointBase,
-  InvalidOperationError,
   Listener,
-  LruMap,
   MAX_SUBSCRIBER_FRAME_BYTES,
   MAX_SUBSCRIPTIONS_PER_PEER,
-  encode,
   type FramedConnection,
   type LiveStats,
   type PublishOptions,
   type PublishServer,
   type PublishServerOptions,
-  type WireValue,
 } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, InvalidOperationError, LruMap, encode, type WireValue } from '@brine/core'
 import { BROADCAST_TOPIC, endpointOf, formatEndpoint, topicForId } from './socket-util.js'
 import { frameHeader } from './zmtp.js'
 import { ZmtpSession } from './zmtp-session.js'

@@ -1,14 +1,13 @@
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   RequestTable,
-  decodeLimitsOf,
   type LiveStats,
   type PendingRequest,
   type RequestClient,
   type RequestClientOptions,
   type SendOptions,
-  type WireValue,
 } from '@brine/transport'
+import { decodeLimitsOf, type WireValue } from '@brine/core'
 import { Dealer } from 'zeromq'
 import { ZeroMQClient } from './client-endpoint.js'
 import { mapNativeError } from './map-native-error.js'

@@ -1,17 +1,16 @@
 import {
   DEFAULT_HWM,
-  DEFAULT_MAX_FRAME_BYTES,
   EndpointBase,
   Listener,
   RequestServing,
   hostOf,
-  decodeLimitsOf,
   type FramedConnection,
   type LiveStats,
   type RequestHandler,
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf } from '@brine/core'
 import { endpointOf, formatEndpoint } from './socket-util.js'
 import { frameHeader } from './zmtp.js'
 import { ZmtpSession } from './zmtp-session.js'

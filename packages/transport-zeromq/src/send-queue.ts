@@ -1,4 +1,4 @@
-import { ClosedError } from '@brine/transport'
+import { ClosedError } from '@brine/core'
 import type { MessageLike } from 'zeromq'
 
 /** The part of a zeromq socket the queue needs. */

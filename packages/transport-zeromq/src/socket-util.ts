@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
-import type { BackoffOptions, EndpointCore } from '@brine/transport'
+import type { EndpointCore } from '@brine/transport'
+import type { BackoffOptions } from '@brine/core'
 import type { Socket } from 'zeromq'
 
 /** The topic every subscriber takes and every broadcast carries. */

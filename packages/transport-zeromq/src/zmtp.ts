@@ -1,4 +1,5 @@
-import { ByteQueue, type FramedConnection, type StreamReader } from '@brine/transport'
+import { type FramedConnection } from '@brine/transport'
+import { ByteQueue, type StreamReader } from '@brine/core'
 
 /**
  * ZMTP 3.0 (rfc.zeromq.org/spec/23) with the NULL mechanism: the server side of the wire libzmq's

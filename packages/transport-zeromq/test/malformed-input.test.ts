@@ -1,4 +1,4 @@
-import { encodeEnvelope } from '@brine/transport'
+import { encodeEnvelope } from '@brine/core'
 import { describe, expect, it } from 'vitest'
 import { Dealer } from 'zeromq'
 import { Recorder } from '@brine/transport-compliance'

@@ -1,4 +1,5 @@
-import { TimeoutError, type RequestHandler } from '@brine/transport'
+import { type RequestHandler } from '@brine/transport'
+import { TimeoutError } from '@brine/core'
 import { deadline, portOf } from '@brine/testkit'
 import { describe, expect, it } from 'vitest'
 import { zeromqTransport } from '../src/index.js'

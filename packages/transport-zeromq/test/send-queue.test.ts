@@ -1,4 +1,4 @@
-import { ClosedError, TimeoutError, AddressInUseError, TransportError } from '@brine/transport'
+import { ClosedError, TimeoutError, AddressInUseError, TransportError } from '@brine/core'
 import { describe, expect, it } from 'vitest'
 import { SendQueue, mapNativeError } from '../src/index.js'
 

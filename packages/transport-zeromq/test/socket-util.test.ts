@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { DEFAULT_BACKOFF } from '@brine/transport'
+import { DEFAULT_BACKOFF } from '@brine/core'
 import { retryInterrupted, zmqReconnectOptions } from '../src/socket-util.js'
 
 const interrupted = (): Error => Object.assign(new Error('Interrupted system call'), { code: 'EINTR', errno: 4 })

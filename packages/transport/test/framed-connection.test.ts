@@ -1,6 +1,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
-import { decode, encode, frame, FramedConnection } from '../src/index.js'
+import { FramedConnection } from '../src/index.js'
+import { decode, encode, frame } from '@brine/core'
 
 /** A loopback socket pair: the writer's end (wrapped by the test) and a FramedConnection that collects frames. */
 async function socketPair(): Promise<{ writer: Socket; received: unknown[]; server: Server; reader: FramedConnection }> {

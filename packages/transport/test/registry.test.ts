@@ -1,14 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  DuplicateTransportError,
-  getTransport,
-  iterTransportOpts,
-  registerTransport,
-  TransportUnavailableError,
-  UnknownTransportError,
-  unregisterTransport,
-  type Transport,
-} from '@brine/transport'
+import { getTransport, iterTransportOpts, registerTransport, unregisterTransport, type Transport } from '@brine/transport'
+import { DuplicateTransportError, TransportUnavailableError, UnknownTransportError } from '@brine/core'
 
 const fake = (name: string): Transport => ({ name }) as Transport
 

@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  EndpointCore,
-  EnvelopeKind,
-  InvalidOperationError,
-  RequestServing,
-  decodeEnvelope,
-  encodeEnvelope,
-  type Envelope,
-  type WireValue,
-} from '../src/index.js'
+import { EndpointCore, RequestServing } from '../src/index.js'
+import { EnvelopeKind, InvalidOperationError, decodeEnvelope, encodeEnvelope, type Envelope, type WireValue } from '@brine/core'
 
 const ADDRESS = 'tcp://127.0.0.1:4506'
 

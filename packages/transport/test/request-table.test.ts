@@ -1,18 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  ClosedError,
-  EndpointCore,
-  EnvelopeKind,
-  InFlightLimitError,
-  InvalidOperationError,
-  RemoteError,
-  RequestTable,
-  TimeoutError,
-  decodeEnvelope,
-  encodeEnvelope,
-  type PendingRequest,
-  type RequestTableOptions,
-} from '../src/index.js'
+import { EndpointCore, RequestTable, type PendingRequest, type RequestTableOptions } from '../src/index.js'
+import { ClosedError, EnvelopeKind, InFlightLimitError, InvalidOperationError, RemoteError, TimeoutError, decodeEnvelope, encodeEnvelope } from '@brine/core'
 
 const ADDRESS = 'tcp://127.0.0.1:4506'
 

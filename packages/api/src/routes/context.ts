@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { EauthToken } from '@brine/client'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import type { ApiMasterClient } from '../api-master-client.js'
 import type { ApiSettings } from '../config.js'
 import { ApiError } from '../errors.js'

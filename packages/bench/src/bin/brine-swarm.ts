@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { parseLogLevel } from '@brine/transport'
+import { parseLogLevel } from '@brine/core'
 import { MinionSwarm } from '../swarm.js'
 
 // brine-swarm --dir <root>/minions --prefix swarm-zmq- --count 500 [--batch 50] [-l warning]

@@ -1,4 +1,4 @@
-import { parseLogLevel } from '@brine/transport'
+import { parseLogLevel } from '@brine/core'
 import { loadConfig, parseOverride } from '@brine/common'
 import { ApiServer, apiSettings } from '@brine/api'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, type CommandIO } from '../io.js'

@@ -1,4 +1,4 @@
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { loadConfig, type MasterConfig } from '@brine/common'
 import { NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
 import { LiveLine } from '../live-line.js'

@@ -11,7 +11,7 @@ import {
 } from '@brine/common'
 import { fileServerFromConfig } from '@brine/master'
 import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
-import { serializeError } from '@brine/transport'
+import { serializeError } from '@brine/core'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine-args.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'

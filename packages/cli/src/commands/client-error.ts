@@ -1,4 +1,4 @@
-import { TimeoutError } from '@brine/transport'
+import { TimeoutError } from '@brine/core'
 
 /** Turns a client failure into one line an operator can act on. */
 export function describeClientError(error: unknown): string {

@@ -1,7 +1,7 @@
 import { dirname } from 'node:path'
 import v8 from 'node:v8'
 import type { Command } from 'commander'
-import { parseLogLevel, type Logger, type LogLevel } from '@brine/transport'
+import { parseLogLevel, type Logger, type LogLevel } from '@brine/core'
 import {
   ConfigError,
   loadConfig,

@@ -5,7 +5,7 @@ import { Option, type Command } from 'commander'
 import { EauthClient, type ClientCredentials } from '@brine/client'
 import { msFromSeconds, type MasterConfig } from '@brine/common'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { UsageError } from '../errors.js'
 import type { CommandIO } from '../io.js'
 

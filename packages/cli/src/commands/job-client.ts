@@ -1,4 +1,4 @@
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import type { MasterConfig, Tgt } from '@brine/common'
 import { LocalClient, type BatchEvent, type BatchJob, type BatchOptions, type ClientCredentials, type RunJobOptions } from '@brine/client'
 

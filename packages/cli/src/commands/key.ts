@@ -1,5 +1,5 @@
 import { Option } from 'commander'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import { loadConfig, type MasterConfig } from '@brine/common'
 import { escapeNonAscii, fingerprint, loadOrCreateKeys, matchIds, mixedScripts, publicKeysOf } from '@brine/crypt'
 import { WheelClient } from '@brine/client'

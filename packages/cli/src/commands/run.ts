@@ -1,5 +1,5 @@
 import { Option } from 'commander'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { loadConfig, unwrapOutputter, type BusEvent } from '@brine/common'
 import { MasterEvent, RunnerClient, type FollowedCallOptions, type MatchType, type RunEventSource, type RunnerResult } from '@brine/client'
 import { parseKwarg, yamlifyArg } from '@brine/minion'

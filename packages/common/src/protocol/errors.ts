@@ -1,4 +1,4 @@
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /**
  * The errors a master answers requests with: refusals of the one authorize step, of a request's shape,

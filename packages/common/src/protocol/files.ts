@@ -3,7 +3,7 @@
  * the sealed commands a minion uses to read the master's `file_roots` and push files to it, and the
  * typed error a path outside the roots is refused with, on the master and again on the minion.
  */
-import { BrineError, registerErrors } from '@brine/transport'
+import { BrineError, registerErrors } from '@brine/core'
 
 /** The sealed commands of the file server, named as Salt's master names them (`_serve_file`, …). */
 export const FILE_COMMANDS = ['_serve_file', '_file_hash', '_file_list', '_dir_list', '_file_envs', '_file_recv'] as const

@@ -1,4 +1,4 @@
-import { LruMap } from '@brine/transport'
+import { LruMap } from '@brine/core'
 import { RegexMatchError, RegexSyntaxError, RegexTimeoutError, TargetError, truncateForMessage } from '../errors.js'
 import type { Target, TargetType, Tgt } from '../protocol/loads.js'
 import { sharedRegexGuard, type GuardedRegex, type RegexGuard } from '../regex-guard.js'

@@ -1,4 +1,4 @@
-import { LruMap } from '@brine/transport'
+import { LruMap } from '@brine/core'
 
 /**
  * Python's fnmatch.translate: `*`, `?`, `[seq]`, `[!seq]`, whole-string match; a `[` with no

@@ -1,7 +1,7 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { appendFile, readFile } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import type { Caller } from '../authorize.js'
 import type { EventBus } from '../event-bus.js'
 import { maskSecrets } from './mask.js'

@@ -8,7 +8,7 @@ import {
   type LoginLimits,
   type MasterConfig,
 } from '@brine/common'
-import { LogLimiter, silentLogger, type Logger } from '@brine/transport'
+import { LogLimiter, silentLogger, type Logger } from '@brine/core'
 import type { AclEntry } from '../acl.js'
 import { EauthAuthenticationError, TokenAuthenticationError } from '../errors.js'
 import { fillAuthList } from './auth-list.js'

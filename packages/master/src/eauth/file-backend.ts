@@ -3,7 +3,7 @@ import { access, readFile } from 'node:fs/promises'
 import md5crypt from 'apache-md5'
 import { constantTimeEqual } from '@brine/crypt'
 import { ConfigError, LoginBusyError } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import { inlineHasher, type PasswordHasher } from './hash-pool.js'
 
 /** Salt's `file` backend settings: the `^`-prefixed keys of `external_auth: file:`. */

@@ -3,7 +3,7 @@ import { mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createFileExclusive, isNotFound, KEY_FILE_MODE, PKI_DIR_MODE } from '@brine/crypt'
 import type { TokenData } from '@brine/common'
-import { silentLogger, type Logger } from '@brine/transport'
+import { silentLogger, type Logger } from '@brine/core'
 import { msFromSeconds } from '@brine/common'
 
 export type { TokenData }

@@ -9,7 +9,7 @@ import { createReadStream } from 'node:fs'
 import { mkdir, open, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { DEFAULT_SALTENV, type FileCommand } from '@brine/common'
-import { BrineError, LruMap, silentLogger, registerErrors, type Logger } from '@brine/transport'
+import { BrineError, LruMap, silentLogger, registerErrors, type Logger } from '@brine/core'
 import { MalformedRequestError } from '../errors.js'
 import { FileRoots, type FoundFile } from './roots.js'
 

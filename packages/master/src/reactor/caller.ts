@@ -1,4 +1,4 @@
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import type { AclEntry } from '../acl.js'
 import type { Caller } from '../authorize.js'
 import type { ExternalAuth } from '../eauth/external-auth.js'

@@ -1,6 +1,6 @@
 import type { PkiStore } from '@brine/crypt'
 import type { JobCache, TargetType, Tgt } from '@brine/common'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { MalformedRequestError } from '../errors.js'
 import type { AuditLog } from '../audit/audit-log.js'
 import type { EventBus } from '../event-bus.js'

@@ -11,7 +11,7 @@ import { promisify } from 'node:util'
 import { isPlainObject } from './args.js'
 import { abortReason, CommandExecutionError, InvocationError } from '../errors.js'
 import { toInt } from './test.js'
-import { parseLogLevel, type LogLevel } from '@brine/transport'
+import { parseLogLevel, type LogLevel } from '@brine/core'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 import { msFromSeconds } from '@brine/common'
 

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto'
 import { readdir, readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import { cleanKwargs, isPlainObject } from './args.js'
 import type { JobContext, MinionOpts, ModuleDefinition, ModuleFunctionSpec, ModuleRegistry } from './types.js'
 

@@ -1,4 +1,4 @@
-import type { Logger } from '@brine/transport'
+import type { Logger } from '@brine/core'
 import type { RunningJobs } from './running-jobs.js'
 
 /** Grains: Salt's facts about a minion (os, kernel, ipv4, id, …), nested values allowed. */

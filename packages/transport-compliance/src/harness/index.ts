@@ -10,8 +10,8 @@ import type {
   RequestServer,
   RequestServerOptions,
   Transport,
-  WireValue,
 } from '@brine/transport'
+import type { WireValue } from '@brine/core'
 import { canBind, deadline, portOf } from '@brine/testkit'
 import type { ComplianceSetup } from '../setup.js'
 import { Recorder } from './recorder.js'

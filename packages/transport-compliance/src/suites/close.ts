@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { AddressInUseError, ClosedError, InvalidOperationError, TransportError, type WireValue } from '@brine/transport'
+import { AddressInUseError, ClosedError, InvalidOperationError, TransportError, type WireValue } from '@brine/core'
 import { canBind, deadline, deferred } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect } from 'vitest'
-import { admission, createLogger, encodeEnvelope, EnvelopeKind, MAX_SUBSCRIPTIONS_PER_PEER, type TransportEvent, type WireValue } from '@brine/transport'
+import { admission, MAX_SUBSCRIPTIONS_PER_PEER, type TransportEvent } from '@brine/transport'
+import { createLogger, encodeEnvelope, EnvelopeKind, type WireValue } from '@brine/core'
 import { deadline } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import type { RawConnection } from '../setup.js'

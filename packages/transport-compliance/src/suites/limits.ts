@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect } from 'vitest'
-import { FrameTooLargeError, TimeoutError } from '@brine/transport'
+import { FrameTooLargeError, TimeoutError } from '@brine/core'
 import { WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 

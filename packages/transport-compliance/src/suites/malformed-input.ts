@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto'
 import { describe, expect } from 'vitest'
-import { EnvelopeKind, encode, encodeEnvelope } from '@brine/transport'
+import { EnvelopeKind, encode, encodeEnvelope } from '@brine/core'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 

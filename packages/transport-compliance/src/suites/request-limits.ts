@@ -1,5 +1,5 @@
 import { describe, expect } from 'vitest'
-import { ClosedError, FrameLimitError, InFlightLimitError, RemoteError, TimeoutError, type WireValue } from '@brine/transport'
+import { ClosedError, FrameLimitError, InFlightLimitError, RemoteError, TimeoutError, type WireValue } from '@brine/core'
 import { deadline } from '@brine/testkit'
 import { WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'

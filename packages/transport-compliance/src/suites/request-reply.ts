@@ -1,5 +1,6 @@
 import { describe, expect } from 'vitest'
-import { RemoteError, TimeoutError, type RequestContext, type SendOptions, type WireValue } from '@brine/transport'
+import { type RequestContext, type SendOptions } from '@brine/transport'
+import { RemoteError, TimeoutError, type WireValue } from '@brine/core'
 import { deadline, deferred } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'

@@ -1,4 +1,4 @@
-import { DuplicateTransportError, TransportUnavailableError, UnknownTransportError } from './errors.js'
+import { DuplicateTransportError, TransportUnavailableError, UnknownTransportError } from '@brine/core'
 import type { Transport } from './types.js'
 
 export type TransportLoader = () => Promise<Transport>

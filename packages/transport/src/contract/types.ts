@@ -1,10 +1,4 @@
-import type { Logger } from './logger.js'
-
-/**
- * Any value msgpack can carry: null, booleans, numbers, strings, Uint8Array, arrays and plain
- * objects of these. Every message on the wire is exactly one such value.
- */
-export type WireValue = unknown
+import type { BackoffOptions, WireValue, Logger } from '@brine/core'
 
 /** Events every endpoint reports through {@link Endpoint.events}; a union discriminated on `type`. */
 export type TransportEvent =
@@ -92,24 +86,6 @@ export interface Endpoint extends AsyncDisposable {
    */
   events(): AsyncIterable<TransportEvent>
   stats(): EndpointStats
-}
-
-/** Reconnect backoff in milliseconds: Salt's recon_default, recon_max and recon_randomize. */
-export interface BackoffOptions {
-  /** First delay (default 100 ms). */
-  initial?: number
-  /** Cap on any delay (default 5000 ms). */
-  max?: number
-  /** Growth per attempt (default 2). */
-  factor?: number
-  /** Fraction of each delay drawn at random, 0..1 (default 0.5), so a fleet does not reconnect in step. */
-  jitter?: number
-  /**
-   * Attempts made at the initial delay before it starts to grow (default 3). A restarted master is
-   * back within a few seconds: steady attempts find it within one interval of its return, while a
-   * peer that stays away still backs off to `max`.
-   */
-  steady?: number
 }
 
 /** Options every endpoint takes. Times in this API are milliseconds; config keys stay in seconds. */
@@ -323,18 +299,10 @@ export interface Transport {
   createRequestClient(options: RequestClientOptions): RequestClient
 }
 
-export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144
-/** A server's bound on entries in one received message (`max_frame_entries`): decoding 262,144 empty maps takes about 0.1 s. */
-export const DEFAULT_MAX_FRAME_ENTRIES = 262_144
-/** A server's bound on nesting in one received message (`max_frame_depth`). */
-export const DEFAULT_MAX_FRAME_DEPTH = 64
-/** A client's bounds: it decodes what the master it chose sends (runner output can be large), still bounded. */
-export const DEFAULT_CLIENT_MAX_FRAME_ENTRIES = 4_194_304
-export const DEFAULT_CLIENT_MAX_FRAME_DEPTH = 256
 /**
  * Largest frame a publish server accepts from a subscriber (a TCP hello, a ZeroMQ subscription):
  * larger ones are skipped unread (TCP) or end the connection (ZeroMQ).

@@ -1,5 +1,4 @@
-import { InvalidOperationError } from '../contract/errors.js'
-import type { Logger } from '../contract/logger.js'
+import { InvalidOperationError, type Logger } from '@brine/core'
 import type { Endpoint, EndpointStats, TransportEvent } from '../contract/types.js'
 import { EndpointCore } from './endpoint-core.js'
 

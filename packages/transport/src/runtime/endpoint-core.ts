@@ -1,10 +1,16 @@
-import { BoundedQueue } from './bounded-queue.js'
-import { decodeEnvelope, type Envelope } from './codec.js'
-import { BrineError, ClosedError, FrameLimitError, FrameTooLargeError } from '../contract/errors.js'
-import type { DecodeLimits } from './frame-shape.js'
-import { LogLimiter } from './log-limiter.js'
-import type { Logger } from '../contract/logger.js'
-import { silentLogger } from './logger.js'
+import {
+  BoundedQueue,
+  decodeEnvelope,
+  type Envelope,
+  BrineError,
+  ClosedError,
+  FrameLimitError,
+  FrameTooLargeError,
+  type DecodeLimits,
+  LogLimiter,
+  type Logger,
+  silentLogger,
+} from '@brine/core'
 import type { EndpointStats, TransportEvent } from '../contract/types.js'
 
 /** Events buffered per endpoint before the oldest are dropped. */

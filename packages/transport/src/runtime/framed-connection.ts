@@ -1,8 +1,6 @@
 import type { Socket } from 'node:net'
 import type { AdmittedPeer, PendingHolder } from './admission.js'
-import { BoundedQueue } from './bounded-queue.js'
-import type { FrameTooLargeError } from '../contract/errors.js'
-import { FrameReader, type StreamReader } from './frame-reader.js'
+import { BoundedQueue, type FrameTooLargeError, FrameReader, type StreamReader } from '@brine/core'
 
 export interface FramedConnectionHandlers {
   /** One whole frame body; it may be a view into a chunk, so copy it to keep it past the call. */

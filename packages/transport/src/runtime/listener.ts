@@ -1,6 +1,6 @@
 import { chmod, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
-import { AddressInUseError, TransportError } from '../contract/errors.js'
+import { AddressInUseError, TransportError, type StreamReader, LogLimiter } from '@brine/core'
 import {
   DEFAULT_FRAME_TIMEOUT_MS,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
@@ -10,8 +10,6 @@ import {
 } from '../contract/types.js'
 import { Admission, admission as networkAdmission, defaultMaxConnections, defaultMaxConnectionsPerAddress, normalizeAddress } from './admission.js'
 import type { EndpointCore } from './endpoint-core.js'
-import type { StreamReader } from './frame-reader.js'
-import { LogLimiter } from './log-limiter.js'
 import { FramedConnection, PROGRESS_BYTES, type PendingBudget } from './framed-connection.js'
 
 export interface ListenerOptions extends Pick<

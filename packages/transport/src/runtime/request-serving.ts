@@ -1,9 +1,19 @@
-import { InvalidOperationError, ServerBusyError, serializeError, type FrameLimitError, type SerializedError } from '../contract/errors.js'
-import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler, type WireValue } from '../contract/types.js'
-import { BoundedQueue } from './bounded-queue.js'
-import { EnvelopeKind, encodeEnvelope, requestIdOf } from './codec.js'
+import {
+  InvalidOperationError,
+  ServerBusyError,
+  serializeError,
+  type FrameLimitError,
+  type SerializedError,
+  type WireValue,
+  BoundedQueue,
+  EnvelopeKind,
+  encodeEnvelope,
+  requestIdOf,
+  decodeLimitsOf,
+  type DecodeLimits,
+} from '@brine/core'
+import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
-import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
 export interface RequestServingOptions<P = unknown> {
   maxFrameBytes: number

@@ -1,8 +1,16 @@
-import { InFlightLimitError, InvalidOperationError, TimeoutError, errorFromJSON } from '../contract/errors.js'
-import type { SendOptions, WireValue } from '../contract/types.js'
-import { EnvelopeKind, encodeEnvelope } from './codec.js'
+import {
+  InFlightLimitError,
+  InvalidOperationError,
+  TimeoutError,
+  errorFromJSON,
+  type WireValue,
+  EnvelopeKind,
+  encodeEnvelope,
+  decodeLimitsOf,
+  type DecodeLimits,
+} from '@brine/core'
+import type { SendOptions } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
-import { decodeLimitsOf, type DecodeLimits } from './frame-shape.js'
 
 /** Ids wrap here: at most five bytes of msgpack, and far more than can ever be in flight at once. */
 export const REQUEST_ID_LIMIT = 2 ** 32

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { checkFrameShape, decode, decodeLimitsOf, encode, FrameLimitError, MalformedFrameError } from '@brine/transport'
+import { checkFrameShape, decode, decodeLimitsOf, encode, FrameLimitError, MalformedFrameError } from '@brine/core'
 
 const LIMITS = { maxEntries: 1000, maxDepth: 8 }
 

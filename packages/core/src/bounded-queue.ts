@@ -1,4 +1,4 @@
-import { InvalidOperationError } from '../contract/errors.js'
+import { InvalidOperationError } from './errors.js'
 
 export type OverflowPolicy = 'drop-newest' | 'drop-oldest'
 

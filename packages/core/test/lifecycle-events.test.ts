@@ -1,6 +1,6 @@
 /** LifecycleEvents: the bounded history each new reader replays, then live events until close(). */
 import { describe, expect, it } from 'vitest'
-import { LifecycleEvents } from '../src/runtime/lifecycle-events.js'
+import { LifecycleEvents } from '@brine/core'
 
 /** Two events of a minion's stream, as its daemon emits them. */
 type MinionEvent = { type: 'job-received'; master: string; jid: string; fun: string } | { type: 'stopped' }

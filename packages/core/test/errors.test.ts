@@ -14,7 +14,7 @@ import {
   TimeoutError,
   TransportError,
   type SerializedError,
-} from '@brine/transport'
+} from '@brine/core'
 
 describe('errors', () => {
   it('carry literal names, context and a readable message', () => {

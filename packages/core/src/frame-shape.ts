@@ -1,11 +1,5 @@
-import { FrameLimitError, MalformedFrameError } from '../contract/errors.js'
-import {
-  DEFAULT_CLIENT_MAX_FRAME_DEPTH,
-  DEFAULT_CLIENT_MAX_FRAME_ENTRIES,
-  DEFAULT_MAX_FRAME_DEPTH,
-  DEFAULT_MAX_FRAME_ENTRIES,
-  type EndpointOptions,
-} from '../contract/types.js'
+import { FrameLimitError, MalformedFrameError } from './errors.js'
+import { DEFAULT_CLIENT_MAX_FRAME_DEPTH, DEFAULT_CLIENT_MAX_FRAME_ENTRIES, DEFAULT_MAX_FRAME_DEPTH, DEFAULT_MAX_FRAME_ENTRIES } from './wire.js'
 
 /** Structural bounds on one received msgpack value, checked before it is decoded. */
 export interface DecodeLimits {
@@ -26,7 +20,7 @@ function checkLimit(value: number, name: string): number {
  * the master it chose sends, runner output included) to the looser client defaults. RangeError
  * naming a bad value.
  */
-export function decodeLimitsOf(options: Pick<EndpointOptions, 'maxFrameEntries' | 'maxFrameDepth'>, side: 'server' | 'client'): DecodeLimits {
+export function decodeLimitsOf(options: { maxFrameEntries?: number; maxFrameDepth?: number }, side: 'server' | 'client'): DecodeLimits {
   const server = side === 'server'
   return {
     maxEntries: checkLimit(options.maxFrameEntries ?? (server ? DEFAULT_MAX_FRAME_ENTRIES : DEFAULT_CLIENT_MAX_FRAME_ENTRIES), 'maxFrameEntries'),

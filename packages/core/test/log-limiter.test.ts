@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createLogger, LogLimiter } from '@brine/transport'
+import { createLogger, LogLimiter } from '@brine/core'
 import { deadline } from '@brine/testkit'
 
 function capture() {

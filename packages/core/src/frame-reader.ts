@@ -1,7 +1,7 @@
 import { ByteQueue } from './byte-queue.js'
 import { FRAME_HEADER_BYTES } from './codec.js'
-import { FrameTooLargeError } from '../contract/errors.js'
-import { DEFAULT_MAX_FRAME_BYTES } from '../contract/types.js'
+import { FrameTooLargeError } from './errors.js'
+import { DEFAULT_MAX_FRAME_BYTES } from './wire.js'
 
 /** What a framed connection needs of the reader that splits its byte stream into frames. */
 export interface StreamReader {

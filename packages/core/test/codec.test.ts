@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { decode, decodeEnvelope, encode, encodeEnvelope, EnvelopeKind, frame, FrameReader, FrameTooLargeError, MalformedFrameError } from '@brine/transport'
+import { decode, decodeEnvelope, encode, encodeEnvelope, EnvelopeKind, frame, FrameReader, FrameTooLargeError, MalformedFrameError } from '@brine/core'
 
 describe('codec', () => {
   it('round-trips Salt-shaped loads, binary included', () => {

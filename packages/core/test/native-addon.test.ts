@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module'
 import { describe, expect, it } from 'vitest'
-import { decode, encode } from '@brine/transport'
+import { decode, encode } from '@brine/core'
 
 describe('native addons under the codec', () => {
   it("msgpackr's native string extractor (msgpackr-extract) loads from its prebuilt package, without install scripts", () => {

@@ -1,4 +1,4 @@
-import type { Logger } from '../contract/logger.js'
+import type { Logger } from './logger.js'
 
 export interface LogLimiterOptions {
   /** Lines let through per window (default 10). */

@@ -1,6 +1,6 @@
 import { C1, Packr } from 'msgpackr'
-import { FrameTooLargeError, MalformedFrameError, type SerializedError } from '../contract/errors.js'
-import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from '../contract/types.js'
+import { FrameTooLargeError, MalformedFrameError, type SerializedError } from './errors.js'
+import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from './wire.js'
 import { checkFrameShape, type DecodeLimits } from './frame-shape.js'
 
 /**

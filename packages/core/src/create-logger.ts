@@ -1,4 +1,4 @@
-import { LOG_LEVELS, type LogLevel, type Logger } from '../contract/logger.js'
+import { LOG_LEVELS, type LogLevel, type Logger } from './logger.js'
 
 export interface LoggerOptions {
   level?: LogLevel

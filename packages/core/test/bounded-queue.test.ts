@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { BoundedQueue, InvalidOperationError, backoffDelay } from '@brine/transport'
+import { BoundedQueue, InvalidOperationError, backoffDelay } from '@brine/core'
 
 describe('BoundedQueue', () => {
   it('drops the newest at capacity and counts it', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { LruMap } from '../src/index.js'
+import { LruMap } from '@brine/core'
 
 describe('LruMap', () => {
   it('drops the least recently used entry beyond its limit; get and set count as use', () => {
