@@ -27,6 +27,8 @@ const LAYERS = [
   ['common'],
   ['crypt'],
   ['returners'],
+  // A minion's link to its masters: the minion and the syndic both stand on it.
+  ['link'],
   ['master', 'minion', 'client'],
   // The web console's package imports nothing of Brine's (its app speaks HTTP); it sits just below the API,
   // which serves its built assets.
@@ -36,7 +38,7 @@ const LAYERS = [
 ]
 /** Exceptions DESIGN.md names: common is the composition root that registers the built-in transports. */
 const ALLOWED = new Set(['common->transport-zeromq', 'common->transport-tcp', 'common->transport-nats'])
-const DAEMONS = new Set(['master', 'minion', 'syndic', 'client', 'returners', 'api', 'cli', 'bench'])
+const DAEMONS = new Set(['link', 'master', 'minion', 'syndic', 'client', 'returners', 'api', 'cli', 'bench'])
 const REQUIRED = ['README.md', 'package.json', 'tsconfig.json', 'tsup.config.ts', 'src/index.ts']
 /** The packages whose src/ may import the test kit: the bench runs on its Fleet, the compliance suite is test code. */
 const TESTKIT_USERS = new Set(['bench', 'transport-compliance'])

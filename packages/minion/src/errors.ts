@@ -9,45 +9,6 @@
  */
 import { BrineError, registerErrors, type ErrorContext } from '@brine/core'
 
-/**
- * The master answered a sealed request with something other than its sealed `{ok: true}`. `refusal` is the
- * name of the master's error when it sent one (`StaleRequestError`, `ReturnRefusedError`, …: see
- * `SEALED_REFUSALS` in @brine/common for the ones that say what to do).
- */
-export class NotAcknowledgedError extends BrineError {
-  override name = 'NotAcknowledgedError'
-  readonly cmd: string
-  readonly refusal: string | undefined
-  /** The master's error as it sent it (`{name, message, context}`), when it sent one. */
-  readonly remote: { name?: unknown; message?: unknown; context?: unknown } | undefined
-  constructor(cmd: string, reason: string, options?: ErrorOptions & { refusal?: string; error?: { name?: unknown; message?: unknown; context?: unknown } }) {
-    super(`the master did not acknowledge ${cmd}: ${reason}`, { cmd, reason, refusal: options?.refusal }, options)
-    this.cmd = cmd
-    this.refusal = options?.refusal
-    this.remote = options?.error
-  }
-}
-
-/** The `master:` name does not resolve to an address: the resolver's own error is the cause and in the message. */
-export class MasterUnresolvedError extends BrineError {
-  override name = 'MasterUnresolvedError'
-  readonly host: string
-  constructor(host: string, reason: string, options?: ErrorOptions) {
-    super(`the master's name '${host}' does not resolve: ${reason}`, { host, reason }, options)
-    this.host = host
-  }
-}
-
-/** A spool file that cannot be read back as a return; it is set aside, not retried. */
-export class SpoolFileError extends BrineError {
-  override name = 'SpoolFileError'
-  readonly file: string
-  constructor(file: string, reason: string, options?: ErrorOptions) {
-    super(`spooled return ${file}: ${reason}`, { file, reason }, options)
-    this.file = file
-  }
-}
-
 /** A module registered under a name that is not a Python identifier (`[A-Za-z_][A-Za-z0-9_]*`). */
 export class InvalidModuleNameError extends BrineError {
   override name = 'InvalidModuleNameError'
@@ -108,13 +69,4 @@ export function abortReason(signal: AbortSignal, jid: string): Error {
   return new JobKilledError(jid, typeof reason === 'string' ? reason : 'aborted')
 }
 
-registerErrors({
-  NotAcknowledgedError,
-  MasterUnresolvedError,
-  SpoolFileError,
-  InvalidModuleNameError,
-  CommandExecutionError,
-  InvocationError,
-  ArgumentError,
-  JobKilledError,
-})
+registerErrors({ InvalidModuleNameError, CommandExecutionError, InvocationError, ArgumentError, JobKilledError })

@@ -9,7 +9,8 @@ import { createReadStream } from 'node:fs'
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { DEFAULT_SALTENV, FileServerPathError, parseSaltUrl, SaltUrlError } from '@brine/common'
-import { CommandExecutionError, NotAcknowledgedError } from './errors.js'
+import { CommandExecutionError } from './errors.js'
+import { NotAcknowledgedError } from '@brine/link'
 import type { MasterChannel } from './modules/types.js'
 
 /** The master's answer to `_file_hash`. */

@@ -11,8 +11,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { matchMinion, type JobLoad, type Nodegroups, type ReturnLoad } from '@brine/common'
 import type { Logger } from '@brine/core'
 import { executeJob } from './executor.js'
-import type { MinionEvent } from './lifecycle.js'
-import type { LinkPublish, ReturnRoute } from './master-link.js'
+import type { MinionEvent, LinkPublish, ReturnRoute } from '@brine/link'
 import type { Grains, ModuleRegistry } from './modules/types.js'
 
 export interface JobRunnerOptions {

@@ -26,11 +26,19 @@ import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normali
 import { type Transport } from '@brine/transport'
 import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger } from '@brine/core'
 import type { MinionReturners } from '@brine/returners'
+import {
+  authIdOf,
+  minionStartEvents,
+  type MinionEvent,
+  MasterLink,
+  AllMastersPolicy,
+  FailoverPolicy,
+  type MasterPolicy,
+  type Clock,
+  ReturnSpool,
+  spoolDir,
+} from '@brine/link'
 import { JobRunner } from './job-runner.js'
-import type { MinionEvent } from './lifecycle.js'
-import { MasterLink } from './master-link.js'
-import { AllMastersPolicy, FailoverPolicy, type MasterPolicy } from './master-policy.js'
-import type { Clock } from './master-time.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { reloadCustomModules } from './modules/loader.js'
 import { createModuleRegistry } from './modules/registry.js'
@@ -38,7 +46,6 @@ import { RunningJobs } from './modules/running-jobs.js'
 import type { Grains, MasterChannel, ModuleDefinition, ModuleRegistry } from './modules/types.js'
 import { executeJob } from './executor.js'
 import { MinionSchedule, scheduleFile } from './schedule.js'
-import { ReturnSpool, spoolDir } from './spool.js'
 
 export interface MinionOptions {
   /** Default: a stderr logger at `opts.log_level`. The CLI passes `loggerFromConfig(opts, 'minion')`. */
@@ -55,32 +62,6 @@ export interface MinionOptions {
 }
 
 /** Salt's minion start event text uses Python's time.asctime(): `Mon Jan  1 12:00:00 2024`. */
-/**
- * The id a minion (or a syndic) authenticates as: its config's `id`, checked by the master's rule here so
- * a bad id stops the start instead of retrying `_auth` forever — NFC (a decomposed `é` names the same key
- * as a composed one), no separators, nothing invisible, at most 237 bytes. ConfigError for an id that is
- * not a non-empty string, InvalidMinionIdError for one the master would refuse.
- */
-export function authIdOf(opts: { id?: unknown }): string {
-  if (typeof opts.id !== 'string' || opts.id === '') throw new ConfigError('id must be a non-empty string', { key: 'id' })
-  const id = normalizeMinionId(opts.id)
-  validateMinionId(id)
-  return id
-}
-
-function asctime(date: Date): string {
-  const days = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat']
-  const months = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec']
-  const two = (n: number): string => String(n).padStart(2, '0')
-  return `${days[date.getDay()]} ${months[date.getMonth()]} ${String(date.getDate()).padStart(2, ' ')} ${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())} ${date.getFullYear()}`
-}
-
-/** Salt's `minion_start` / `salt/minion/<id>/start` events, as `_minion_event` carries them. */
-export function minionStartEvents(id: string, now: Date = new Date()): { tag: string; data: Record<string, unknown> }[] {
-  const data = `Minion ${id} started at ${asctime(now)}`
-  return [tags.minionStart(id), tags.minionStartLegacy].map((tag) => ({ tag, data: { data, cmd: '_minion_event', id, pretag: null, tag } }))
-}
-
 /**
  * Salt's `master_type` as a policy. `func` and `disable` are not built: they fall back to the first
  * master, with a warning.

@@ -6,10 +6,8 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { loadConfig, type ReturnLoad } from '@brine/common'
 import { silentLogger } from '@brine/core'
-import { RateLimitedLog } from '../src/lifecycle.js'
-import { Minion, minionStartEvents } from '../src/minion.js'
-import { SpoolFileError } from '../src/errors.js'
-import { ReturnSpool, spoolDir } from '../src/spool.js'
+import { RateLimitedLog, minionStartEvents, SpoolFileError, ReturnSpool, spoolDir } from '@brine/link'
+import { Minion } from '../src/minion.js'
 
 const ret = (jid: string): ReturnLoad => ({ cmd: '_return', id: 'm1', jid, fun: 'test.ping', fun_args: [], return: true, retcode: 0, success: true })
 

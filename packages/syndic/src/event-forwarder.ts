@@ -5,7 +5,7 @@
  * above would refuse is dropped here, logged.
  */
 import { JOB_TAG_PREFIX, tagProblem, type BusEvent, type EventLoad } from '@brine/common'
-import { encodedBytes, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/minion'
+import { encodedBytes, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/link'
 import type { Logger } from '@brine/core'
 
 /** Other events held for forwarding at most; past it the oldest are dropped (they are best effort, as in Salt). */

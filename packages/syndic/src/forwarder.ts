@@ -6,7 +6,7 @@
  * while the upper master is down; it stores each return once however often it arrives.
  */
 import type { SyndicJobEntry, SyndicMinionReturn, SyndicReturnLoad } from '@brine/common'
-import { encodedBytes, fitReturn, NotAcknowledgedError, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/minion'
+import { encodedBytes, fitReturn, NotAcknowledgedError, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/link'
 import { silentLogger, type Logger } from '@brine/core'
 import type { BatchSpool } from './batch-spool.js'
 import { SyndicFileError, SyndicSpoolFullError } from './errors.js'

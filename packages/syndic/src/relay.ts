@@ -5,7 +5,7 @@
  * master_id is this master's own is not passed down.
  */
 import { parsePublishReply, type JobLoad, type PublishReply, type SyndicConfig } from '@brine/common'
-import type { MasterLink } from '@brine/minion'
+import type { MasterLink } from '@brine/link'
 import type { Logger } from '@brine/core'
 import { LowerMasterError } from './errors.js'
 import type { UpperForwarder } from './forwarder.js'

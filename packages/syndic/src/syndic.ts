@@ -16,7 +16,7 @@
 import { join } from 'node:path'
 import { checkSyndicMasters, endpointLimitsFromConfig, loadTransport, mastersOf, timeoutsFromConfig, type BusEvent, type SyndicConfig } from '@brine/common'
 import { CryptCache, loadOrCreateKeys } from '@brine/crypt'
-import { AllMastersPolicy, authIdOf, failoverOrder, type MasterLink, type MasterLinkEvent } from '@brine/minion'
+import { AllMastersPolicy, authIdOf, failoverOrder, type MasterLink, type MasterLinkEvent } from '@brine/link'
 import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger } from '@brine/core'
 import { EventForwarder } from './event-forwarder.js'
 import type { ForwarderEvent } from './forwarder.js'

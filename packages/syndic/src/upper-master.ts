@@ -6,7 +6,7 @@
 import { join } from 'node:path'
 import { backoffFromConfig, endpointLimitsFromConfig, masterAddressOf, returnRetryDelayMs, tags, timeoutsFromConfig, type SyndicConfig } from '@brine/common'
 import { masterAddressStem, masterPinFile, type CryptCache, type KeyPair } from '@brine/crypt'
-import { MasterLink, minionStartEvents, NotAcknowledgedError, type MasterLinkEvent } from '@brine/minion'
+import { MasterLink, minionStartEvents, NotAcknowledgedError, type MasterLinkEvent } from '@brine/link'
 import { type Transport } from '@brine/transport'
 import { sleep, type Logger } from '@brine/core'
 import { BatchSpool } from './batch-spool.js'

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { SyndicJobEntry, SyndicMinionReturn } from '@brine/common'
-import { encodedBytes, RETURN_FRAME_RESERVE_BYTES } from '@brine/minion'
+import { encodedBytes, RETURN_FRAME_RESERVE_BYTES } from '@brine/link'
 import { MAX_RETURNS_PER_BATCH, splitBatches, type PendingJob } from '../src/index.js'
 
 const ret = (value: unknown): SyndicMinionReturn => ({ return: value, retcode: 0, success: true, fun_args: [] })

@@ -10,7 +10,8 @@ import {
   type MinionConfig,
 } from '@brine/common'
 import { fileServerFromConfig } from '@brine/master'
-import { collectGrains, createModuleRegistry, executeJob, NotAcknowledgedError, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
+import { collectGrains, createModuleRegistry, executeJob, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
+import { NotAcknowledgedError } from '@brine/link'
 import { serializeError } from '@brine/core'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine-args.js'

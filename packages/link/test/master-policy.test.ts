@@ -5,9 +5,10 @@
  */
 import { describe, expect, it } from 'vitest'
 import { LifecycleEvents } from '@brine/core'
-import type { MasterLinkEvent, MinionEvent } from '../src/lifecycle.js'
-import type { MasterLinkStatus } from '../src/master-link.js'
 import {
+  type MasterLinkEvent,
+  type MinionEvent,
+  type MasterLinkStatus,
   AllMastersPolicy,
   FailoverPolicy,
   failoverOrder,
@@ -15,7 +16,7 @@ import {
   type MasterPolicyContext,
   type PolicyClock,
   type PolicyLink,
-} from '../src/master-policy.js'
+} from '@brine/link'
 
 /** How a master answers the first `_auth` of a link opened to it. */
 type Behaviour = 'up' | 'down' | 'pending' | 'rejected' | 'silent'

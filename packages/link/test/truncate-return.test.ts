@@ -11,8 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReturnLoad } from '@brine/common'
 import { generateKeys, PeerBox } from '@brine/crypt'
 import { encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/core'
-import { ReturnSpool } from '../src/spool.js'
-import { encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES } from '../src/truncate-return.js'
+import { ReturnSpool, encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES } from '@brine/link'
 
 const MIB = 1024 * 1024
 const load = (value: unknown, extra: Partial<ReturnLoad> = {}): ReturnLoad => ({
