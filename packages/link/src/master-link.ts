@@ -238,6 +238,11 @@ export class MasterLink implements ReturnRoute {
     }
   }
 
+  /** The publish client is connected now, so the master's jobs can reach this minion. */
+  get subscribed(): boolean {
+    return this.#subscription.isConnected && this.#closing === undefined
+  }
+
   /** The session of the last successful auth, if any. */
   get session(): MasterSession | undefined {
     return this.#auth.current

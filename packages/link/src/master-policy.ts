@@ -18,6 +18,8 @@ export interface PolicyLink {
   /** The master's name, `host:port` of its ret port. */
   readonly master: string
   readonly status: MasterLinkStatus
+  /** Whether its publishes can reach the minion now (see {@link MasterLink.subscribed}); absent, taken as yes. */
+  readonly subscribed?: boolean
   start(): Promise<void>
   close(): Promise<void>
   /** Recent history, then live events. */
@@ -320,10 +322,13 @@ export class FailoverPolicy<L extends PolicyLink = MasterLink> implements Master
    */
   async #answer(link: L, fresh: boolean): Promise<Answer> {
     if (link.status.closed) return { up: false, reason: 'the link is closed' }
-    if (!fresh)
+    // A kept link answers when it holds a session, its publishes can reach the minion again, and the master answers.
+    if (!fresh) {
+      if (link.subscribed === false) return { up: false, reason: 'its publish connection is not back yet' }
       return link.status.authenticated && (await this.#alive(link))
         ? { up: true }
         : { up: false, reason: link.status.connected ? 'no answer' : 'not connected' }
+    }
     const waiting = new AbortController()
     const stop = (): void => waiting.abort()
     this.#controller.signal.addEventListener('abort', stop, { once: true })

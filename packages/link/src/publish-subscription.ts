@@ -43,6 +43,7 @@ export class PublishSubscription {
   #resolveReady!: (client: PublishClient | undefined) => void
   /** Resolves when the current publish client first connects (or the link stops). */
   #connected: Promise<void> = Promise.resolve()
+  #isConnected = false
   #taken = false
 
   constructor(options: PublishSubscriptionOptions) {
@@ -54,6 +55,11 @@ export class PublishSubscription {
   /** The current client's address, if there is a client yet. */
   get address(): string | undefined {
     return this.#client?.address
+  }
+
+  /** Whether the current client is connected now (a job published meanwhile would not reach this minion). */
+  get isConnected(): boolean {
+    return this.#isConnected
   }
 
   /** Resolves when the current client first connects, or the link stops. */
@@ -72,6 +78,7 @@ export class PublishSubscription {
     const client = transport.createPublishClient({ ...clientOptions, port, id, logger: logger.child('publish') })
     this.#client = client
     this.#port = port
+    this.#isConnected = false
     this.#resolveReady(client)
     let connected: () => void = () => {}
     this.#connected = new Promise((resolve) => {
@@ -87,8 +94,12 @@ export class PublishSubscription {
     let connects = 0
     for await (const event of client.events()) {
       if (this.#o.signal.aborted) break
-      if (event.type === 'peer-disconnect') this.#o.logger.info(`publishes from ${client.address}: connection lost`)
+      if (event.type === 'peer-disconnect') {
+        if (client === this.#client) this.#isConnected = false
+        this.#o.logger.info(`publishes from ${client.address}: connection lost`)
+      }
       if (event.type !== 'peer-connect') continue
+      if (client === this.#client) this.#isConnected = true
       if (++connects === 1) connected()
       else this.#o.logger.info(`publishes from ${client.address}: connected again`)
     }

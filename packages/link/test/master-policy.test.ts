@@ -76,6 +76,8 @@ class FakeLink implements PolicyLink {
   readonly status: MasterLinkStatus = { connected: false, authenticated: false, closed: false }
   /** Set by a test whose link asks its master, as a broker's link must. */
   alive?: (timeoutMs: number) => Promise<boolean>
+  /** Set by a test whose link's publish connection lags its request link (undefined: not known). */
+  subscribed?: boolean
   readonly #events = new LifecycleEvents<MasterLinkEvent>(64)
 
   constructor(
@@ -360,6 +362,28 @@ describe('FailoverPolicy', () => {
     await w.clock.advance(0)
     expect(policy.active).toBe(a)
     expect(policy.serves(w.link('b'))).toBe(false)
+    await policy.close()
+  })
+
+  it('does not fail back to a kept link whose publish connection is not back yet, however its requests answer; fails back once it is', async () => {
+    const w = world(['a', 'b'], { a: 'up', b: 'up' })
+    const policy = await started(w, failover(w, { failback: true }))
+    const a = w.link('a')
+    expect(policy.active).toBe(a)
+    w.owed.add('a')
+    a.disconnect()
+    await w.clock.advance(TIMES.aliveIntervalMs)
+    expect(policy.active).toBe(w.link('b'))
+    // The master is back: requests and auth answer on the kept link, its publishes not yet.
+    a.subscribed = false
+    a.reconnect()
+    await w.clock.advance(TIMES.failbackIntervalMs)
+    expect(policy.active).toBe(w.link('b'))
+    expect(w.of('master-selected').filter((event) => event.reason === 'failback')).toEqual([])
+    a.subscribed = true
+    await w.clock.advance(TIMES.failbackIntervalMs)
+    expect(policy.active).toBe(a)
+    expect(w.of('master-selected').at(-1)).toEqual({ master: 'a:4506', previous: 'b:4506', reason: 'failback' })
     await policy.close()
   })
 
