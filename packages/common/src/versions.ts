@@ -28,8 +28,8 @@ export type VersionsReport = Array<[section: string, entries: Record<string, str
  * own node_modules) reports what it really runs.
  */
 const DEPENDENCIES: readonly ReportedDependency[] = [
-  { name: 'msgpackr', via: ['@brine/transport'] },
-  { name: 'msgpackr-extract', via: ['@brine/transport', 'msgpackr'] },
+  { name: 'msgpackr', via: ['@brine/core'] },
+  { name: 'msgpackr-extract', via: ['@brine/core', 'msgpackr'] },
   { name: 'pg', via: ['@brine/returners'] },
   { name: 'tweetnacl', via: ['@brine/crypt'] },
   { name: 'yaml' },
