@@ -4,15 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { runBrine } from '../src/commands/brine.js'
-import { runCall } from '../src/commands/call.js'
-import { runMaster, runMinion, runSyndic } from '../src/commands/daemon.js'
-import { runKey } from '../src/commands/key.js'
-import { runApi } from '../src/commands/api.js'
-import { runRun } from '../src/commands/run.js'
-import { BRINE_VERSION, type CommandIO } from '../src/io.js'
+import { BRINE_VERSION } from '../src/io.js'
 import { compileCacheDir } from '../src/compile-cache.js'
-import { memoryIO } from './helpers.js'
+import { COMMANDS, memoryIO } from './helpers.js'
 
 const cliDir = fileURLToPath(new URL('..', import.meta.url))
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url))
@@ -44,19 +38,7 @@ describe('bins that npm can link at install time', () => {
   })
 })
 
-type Command = (argv: readonly string[], io: CommandIO) => Promise<number>
-const commands: Array<[string, Command]> = [
-  ['brine', runBrine],
-  ['brine-key', runKey],
-  ['brine-call', runCall],
-  ['brine-run', runRun],
-  ['brine-master', runMaster],
-  ['brine-minion', runMinion],
-  ['brine-api', runApi],
-  ['brine-syndic', runSyndic],
-]
-
-describe.each(commands)('%s --versions-report', (_name, command) => {
+describe.each(COMMANDS)('%s --versions-report', (_name, command) => {
   it("prints Salt's versions report and exits 0, needing no other argument", async () => {
     const io = memoryIO()
     expect(await command(['--versions-report'], io)).toBe(0)

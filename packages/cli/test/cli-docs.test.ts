@@ -1,28 +1,9 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import type { CommandIO } from '../src/io.js'
-import { runApi } from '../src/commands/api.js'
-import { runBrine } from '../src/commands/brine.js'
-import { runCall } from '../src/commands/call.js'
-import { runMaster, runMinion, runSyndic } from '../src/commands/daemon.js'
-import { runKey } from '../src/commands/key.js'
-import { runRun } from '../src/commands/run.js'
-import { memoryIO } from './helpers.js'
+import { COMMANDS, memoryIO } from './helpers.js'
 
 /** The CLI reference every option must be in (docs/cli.md), read once. */
 const CLI_DOC = readFileSync(new URL('../../../docs/cli.md', import.meta.url), 'utf8')
-
-type Command = (argv: readonly string[], io: CommandIO) => Promise<number>
-const COMMANDS: Array<[string, Command]> = [
-  ['brine', runBrine],
-  ['brine-key', runKey],
-  ['brine-call', runCall],
-  ['brine-run', runRun],
-  ['brine-master', runMaster],
-  ['brine-minion', runMinion],
-  ['brine-syndic', runSyndic],
-  ['brine-api', runApi],
-]
 
 /** Each option line of a `--help` text: its short flag (`-L`), if any, and its long one (`--list`). */
 function optionsOf(help: string): Array<{ short?: string; long: string }> {

@@ -1,4 +1,24 @@
+import { runApi } from '../src/commands/api.js'
+import { runBrine } from '../src/commands/brine.js'
+import { runCall } from '../src/commands/call.js'
+import { runMaster, runMinion, runSyndic } from '../src/commands/daemon.js'
+import { runKey } from '../src/commands/key.js'
+import { runRun } from '../src/commands/run.js'
 import type { CommandIO } from '../src/io.js'
+
+export type Command = (argv: readonly string[], io: CommandIO) => Promise<number>
+
+/** Every command the CLI ships, by its bin's name. */
+export const COMMANDS: Array<[string, Command]> = [
+  ['brine', runBrine],
+  ['brine-key', runKey],
+  ['brine-call', runCall],
+  ['brine-run', runRun],
+  ['brine-master', runMaster],
+  ['brine-minion', runMinion],
+  ['brine-api', runApi],
+  ['brine-syndic', runSyndic],
+]
 
 /** A CommandIO that records what a command wrote. */
 export function memoryIO(

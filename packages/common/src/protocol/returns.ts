@@ -10,18 +10,8 @@ import type { PublishReply, ReturnLoad } from './loads.js'
  * Salt's `salt/job/<jid>/ret/<id>` data: exactly the return load's fields, so programs written against
  * Salt's events see the same keys.
  */
-export type ReturnEvent = {
-  cmd: '_return'
-  id: string
-  jid: string
-  fun: string
-  fun_args: unknown[]
-  return: unknown
-  retcode: number
-  success: boolean
-  out?: string
-  master_id?: string
-  schedule?: string
+export type ReturnEvent = Pick<ReturnLoad, 'cmd' | 'id' | 'jid' | 'fun' | 'fun_args' | 'return' | 'retcode' | 'success' | 'out' | 'master_id' | 'schedule'> & {
+  /** When the master fired it (ISO 8601). */
   _stamp?: string
 }
 
