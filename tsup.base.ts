@@ -1,6 +1,14 @@
 import { defineConfig, type Options } from 'tsup'
 
-const common: Options = { format: ['esm'], sourcemap: true, target: 'node22' }
+/**
+ * yaml is bundled into the package that imports it: its Node build is 72 CommonJS files, which every daemon and
+ * every `brine` command would otherwise resolve and compile one by one at start. The bundle keeps that build (the
+ * same code Node would load), so its `require` of Node's builtins needs a real `require` in the ESM output.
+ */
+const bundled = ['yaml']
+const requireShim = "import { createRequire as __brineCreateRequire } from 'node:module'; const require = __brineCreateRequire(import.meta.url);"
+
+const common: Options = { format: ['esm'], sourcemap: true, target: 'node22', noExternal: bundled }
 
 /**
  * Declarations come from TypeScript's own compiler, not tsup's `dts`: TypeScript 7 (the native compiler) has no
@@ -17,6 +25,7 @@ export function packageConfig(options: { extraEntries?: string[]; bins?: Record<
     ...common,
     entry: ['src/index.ts', ...(options.extraEntries ?? [])],
     clean: true,
+    banner: { js: requireShim },
     onSuccess: emitDeclarations,
   }
   if (options.bins === undefined) return defineConfig(library)
@@ -24,7 +33,7 @@ export function packageConfig(options: { extraEntries?: string[]; bins?: Record<
     ...common,
     entry: Object.fromEntries(Object.entries(options.bins).map(([name, source]) => [`bin/${name}`, source])),
     clean: false,
-    banner: { js: '#!/usr/bin/env node' },
+    banner: { js: `#!/usr/bin/env node\n${requireShim}` },
   }
   return defineConfig([library, bins])
 }

@@ -33,3 +33,21 @@ export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
     // Only the speed-up is lost.
   }
 }
+
+const NATIVE_MSGPACK_SWITCH = 'MSGPACKR_NATIVE_ACCELERATION_DISABLED'
+
+/**
+ * Loads a short-lived command's modules without msgpackr's native string extractor. It pays off when a process
+ * decodes many large messages (a daemon); a command decodes a few, and loading the addon with its nine loader
+ * modules costs it more at start than it ever saves. The switch is msgpackr's own, read once when it loads; it is
+ * set only while the modules load, so the commands a user's job runs never inherit it, and a user's own setting wins.
+ */
+export async function importWithoutNativeMsgpack<T>(load: () => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+  if (env[NATIVE_MSGPACK_SWITCH] !== undefined) return load()
+  env[NATIVE_MSGPACK_SWITCH] = 'true'
+  try {
+    return await load()
+  } finally {
+    delete env[NATIVE_MSGPACK_SWITCH]
+  }
+}

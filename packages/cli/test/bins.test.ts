@@ -1,11 +1,11 @@
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { BRINE_VERSION } from '../src/io.js'
-import { compileCacheDir } from '../src/compile-cache.js'
+import { compileCacheDir, importWithoutNativeMsgpack } from '../src/compile-cache.js'
 import { COMMANDS, memoryIO } from './helpers.js'
 
 const cliDir = fileURLToPath(new URL('..', import.meta.url))
@@ -120,6 +120,43 @@ describe("Node's compile cache for the commands", () => {
       expect(second.stdout.trim()).toBe(first.stdout.trim())
       // Node 24 says "code cache for ESM <path> was accepted", Node 22 "cache for <url> was accepted".
       expect(second.stderr).toMatch(/cache for (?:ESM )?\S*\/packages\/cli\/dist\/\S* was accepted/)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('what the brine command loads at start', () => {
+  it("loads msgpackr without its native extractor, setting msgpackr's switch only while it loads and never over the user's", async () => {
+    const env: NodeJS.ProcessEnv = {}
+    const seen = await importWithoutNativeMsgpack(async () => env.MSGPACKR_NATIVE_ACCELERATION_DISABLED, env)
+    expect(seen).toBe('true')
+    expect(env).toEqual({})
+    const failing = importWithoutNativeMsgpack(async () => Promise.reject(new Error('no module')), env)
+    await expect(failing).rejects.toThrow('no module')
+    expect(env).toEqual({})
+    const users: NodeJS.ProcessEnv = { MSGPACKR_NATIVE_ACCELERATION_DISABLED: 'false' }
+    expect(await importWithoutNativeMsgpack(async () => users.MSGPACKR_NATIVE_ACCELERATION_DISABLED, users)).toBe('false')
+    expect(users).toEqual({ MSGPACKR_NATIVE_ACCELERATION_DISABLED: 'false' })
+  })
+
+  it('loads yaml from the bundle of the package that uses it, and no native addon, as the built command runs', () => {
+    const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
+    try {
+      const hook = join(root, 'hook.mjs')
+      const list = join(root, 'loaded.txt')
+      writeFileSync(
+        hook,
+        `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
+          `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
+      )
+      const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8' })
+      expect(run.status, run.stderr).toBe(0)
+      const loaded = readFileSync(list, 'utf8').trim().split('\n')
+      expect(loaded.some((url) => url.includes('/packages/common/dist/'))).toBe(true)
+      expect(loaded.filter((url) => /\/node_modules\/(yaml|msgpackr-extract|node-gyp-build-optional-packages)\//.test(url) || url.endsWith('.node'))).toEqual(
+        [],
+      )
     } finally {
       rmSync(root, { recursive: true, force: true })
     }

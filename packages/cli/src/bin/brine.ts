@@ -1,7 +1,9 @@
-import { enableCompileCache } from '../compile-cache.js'
+import { enableCompileCache, importWithoutNativeMsgpack } from '../compile-cache.js'
 
 // The command's modules are imported once the compile cache is on, so they are loaded from it.
 enableCompileCache()
-const { runBin } = await import('../bin-runner.js')
-const { runBrine } = await import('../commands/brine.js')
+const { runBin, runBrine } = await importWithoutNativeMsgpack(async () => ({
+  ...(await import('../bin-runner.js')),
+  ...(await import('../commands/brine.js')),
+}))
 await runBin(runBrine)
