@@ -5,7 +5,8 @@
 // failure or Ctrl-C. NATS needs the nats-server binary: `npm run nats` installs it.
 import { MasterEvent } from '@brine/client'
 import { tags } from '@brine/common'
-import { Fleet, killAllProcesses } from '@brine/testkit'
+import { killAllProcesses } from '@brine/testkit'
+import { Fleet } from '@brine/harness'
 
 const minions = [
   { id: 'web1', transport: 'zeromq', grains: { role: 'web' } },

@@ -1,7 +1,8 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { freeLoopbackPort, type DaemonProcess, type Fleet } from '@brine/testkit'
+import { freeLoopbackPort, type DaemonProcess } from '@brine/testkit'
+import { type Fleet } from '@brine/harness'
 import { secondsFromMs } from '@brine/common'
 
 /** What the REST API phase measures (issue 12's bench figures). */

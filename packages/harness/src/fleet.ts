@@ -1,15 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { deadline } from './deadline.js'
-import { HarnessSetupError, ProcessWaitError } from './errors.js'
-import { freeLoopbackPort } from './ports.js'
+import { DaemonProcess, deadline, freeLoopbackPort, HarnessSetupError, NatsServerProcess, ProcessWaitError, runProcess, type RunResult } from '@brine/testkit'
 import type { BrokerOptions } from '@brine/transport'
-import { NatsServerProcess } from './nats-server.js'
-import { DaemonProcess, runProcess, type RunResult } from './processes.js'
+import { binPath } from './bins.js'
 
 export type TransportName = 'zeromq' | 'tcp' | 'nats'
 
@@ -29,9 +24,8 @@ export interface FleetEventReader {
 }
 
 /**
- * How a fleet hears its master, handed in by the caller so the kit depends on nothing above
- * `@brine/transport`: `{ open: (options) => new MasterEvent(options), tags }` with `MasterEvent`
- * from `@brine/client` and `tags` from `@brine/common`.
+ * How a fleet hears its master, handed in by the caller: `{ open: (options) => new MasterEvent(options), tags }`
+ * with `MasterEvent` from `@brine/client` and `tags` from `@brine/common`.
  */
 export interface FleetBus {
   /** Opens a reader of the bus under `sockDir` that reconnects by itself after a master restart. */
@@ -68,7 +62,7 @@ export interface FleetOptions {
   nodeArgs?: string[]
   /**
    * Run the brine* commands installed in this directory (e.g. `<prefix>/bin` of an `npm install -g`), executed as
-   * a user runs them from the PATH, instead of this repository's built `packages/cli/dist/bin/*.js`.
+   * a user runs them from the PATH, instead of the commands of the `@brine/cli` package this harness resolves.
    */
   binDir?: string
   /** Mode of the fleet's temporary root (default 0700); 0755 lets a daemon that switches to another user reach its files. */
@@ -130,26 +124,6 @@ export interface SwarmProcess {
   ids: string[]
   transport: TransportName
 }
-
-/**
- * The directory of the package named `name` that holds the module at `moduleUrl` (its `import.meta.url`),
- * found by walking up: a module runs from src/ (tests), dist/index.js and dist/bin/*.js alike.
- */
-export function packageDir(name: string, moduleUrl: string): string {
-  const start = fileURLToPath(moduleUrl)
-  let dir = dirname(start)
-  for (;;) {
-    const manifest = join(dir, 'package.json')
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === name) return dir
-    const parent = dirname(dir)
-    if (parent === dir) throw new HarnessSetupError(`cannot find ${name}'s package.json above ${start}`, { file: start, package: name })
-    dir = parent
-  }
-}
-
-/** The built command-line entry points, beside this package in the repository (`npm run build` first). */
-const BIN_DIR = join(packageDir('@brine/testkit', import.meta.url), '../cli/dist/bin')
-export const binPath = (name: string): string => join(BIN_DIR, `${name}.js`)
 
 /** Stands in for an id while a tag is turned into a pattern. */
 const ID_SLOT = '\u0000id\u0000'
