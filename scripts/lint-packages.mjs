@@ -12,10 +12,13 @@ import { dirname, join, relative, resolve } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
 /**
- * DESIGN.md §1's order: lower layers first. A package may import only from a strictly lower layer. Within DESIGN's
- * "crypt, common" tier, common sits below crypt so crypt can share common's fnmatch instead of keeping a twin.
- * Within the "master, minion, client, returners" tier, returners sits below master: the master opens the job cache
- * `master_job_cache` names itself (returners implements common's JobCache and needs nothing of the master).
+ * DESIGN.md §1's order: lower layers first. A package may import only from a strictly lower layer. In DESIGN's
+ * "crypt, config/protocol/targeting" tier, config and protocol stand on core (config on the transport contract
+ * too), targeting on protocol's target shapes, and common (the composition they share: the transport
+ * registration, the job cache's interface, the return collector, schedules) on all three; crypt shares
+ * targeting's fnmatch instead of keeping a twin. Within the "master, minion, client, returners" tier, returners
+ * sits below master: the master opens the job cache `master_job_cache` names itself (returners implements
+ * common's JobCache and needs nothing of the master).
  */
 const LAYERS = [
   // Errors and their registry, the logger, queues, the codec and frame bounds: what every package stands on.
@@ -25,6 +28,9 @@ const LAYERS = [
   // (and through it every package's tests) can use it without a cycle.
   ['testkit'],
   ['transport-compliance', 'transport-zeromq', 'transport-tcp', 'transport-nats'],
+  // Salt's config keys and units; the protocol's loads, tags and jids: neither needs the other.
+  ['config', 'protocol'],
+  ['targeting'],
   ['common'],
   ['crypt'],
   ['returners'],

@@ -1,6 +1,6 @@
 import { afterAll, afterEach } from 'vitest'
 import { MasterEvent } from '@brine/client'
-import { tags } from '@brine/common'
+import { tags } from '@brine/protocol'
 import { killAllProcesses } from '@brine/testkit'
 import { Fleet, type FleetOptions, type TransportName } from '@brine/harness'
 

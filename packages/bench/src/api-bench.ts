@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { freeLoopbackPort, type DaemonProcess } from '@brine/testkit'
 import { type Fleet } from '@brine/harness'
-import { secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
 
 /** What the REST API phase measures (issue 12's bench figures). */
 export interface ApiFigures {

@@ -25,7 +25,7 @@ export interface FleetEventReader {
 
 /**
  * How a fleet hears its master, handed in by the caller: `{ open: (options) => new MasterEvent(options), tags }`
- * with `MasterEvent` from `@brine/client` and `tags` from `@brine/common`.
+ * with `MasterEvent` from `@brine/client` and `tags` from `@brine/protocol`.
  */
 export interface FleetBus {
   /** Opens a reader of the bus under `sockDir` that reconnects by itself after a master restart. */

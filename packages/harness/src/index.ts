@@ -5,7 +5,7 @@
  * syndic node under another fleet's master, for trees of masters), running the commands of `@brine/cli`, which
  * it resolves as a package (its `bin` map), or the commands installed in a `binDir`. It sits at the top beside
  * the CLI; a `Fleet` is handed the master's event bus reader by its caller (`MasterEvent` from `@brine/client`
- * and `tags` from `@brine/common`).
+ * and `tags` from `@brine/protocol`).
  */
 export * from './bins.js'
 export * from './fleet.js'

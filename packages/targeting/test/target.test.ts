@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { TargetError } from '../src/errors.js'
-import { compileTarget, expectedMinions, globToRegExp, matchMinion } from '../src/target/index.js'
-import type { MinionInfo } from '../src/target/index.js'
-import type { TargetType, Tgt } from '../src/protocol/index.js'
+import { compileTarget, expectedMinions, globToRegExp, matchMinion } from '../src/index.js'
+import type { MinionInfo } from '../src/index.js'
+import type { TargetType, Tgt } from '@brine/protocol'
 
 const web1: MinionInfo = {
   id: 'web1',

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { TargetError } from '../src/errors.js'
-import { compileTarget, expectedMinions, resolveNodegroups, TARGET_LIMITS } from '../src/target/index.js'
-import type { MinionInfo, Nodegroups } from '../src/target/index.js'
-import type { Target } from '../src/protocol/index.js'
+import { compileTarget, expectedMinions, resolveNodegroups, TARGET_LIMITS } from '../src/index.js'
+import type { MinionInfo, Nodegroups } from '../src/index.js'
+import type { Target } from '@brine/protocol'
 
 const nodegroups: Nodegroups = {
   // Salt's compound string form.

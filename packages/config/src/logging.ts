@@ -3,9 +3,6 @@ import { dirname } from 'node:path'
 import { createLogger, parseLogLevel, type Logger, type LogLevel } from '@brine/core'
 import { LogFileError } from './errors.js'
 
-export { createLogger, parseLogLevel, silentLogger, LOG_LEVELS } from '@brine/core'
-export type { Logger, LogLevel, LoggerOptions } from '@brine/core'
-
 /** The config keys a daemon's logger reads. */
 export interface LoggingConfig {
   log_level?: string

@@ -1,6 +1,6 @@
-import { SHOWN_TARGET_CHARS, TargetError } from '../errors.js'
-import type { Tgt } from '../protocol/loads.js'
-import { DEFAULT_REGEX_TIMEOUT_MS } from '../regex-guard.js'
+import { SHOWN_TARGET_CHARS, type Tgt } from '@brine/protocol'
+import { TargetError } from './errors.js'
+import { DEFAULT_REGEX_TIMEOUT_MS } from './regex-guard.js'
 
 /**
  * The bounds on a target, checked before any work that grows with it. Salt has none; these are

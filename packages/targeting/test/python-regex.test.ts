@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { RegexSyntaxError } from '../src/errors.js'
-import { translatePythonRegex } from '../src/target/index.js'
+import { translatePythonRegex } from '../src/index.js'
 
 /** Python's re.match(pattern, text) is not None, through the translation (these patterns are all benign). */
 function rematch(pattern: string, text: string): boolean {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { parseListJob, parsePublishReply, returnEventData, returnOfEvent, syndicReturnOf, unwrapOutputter, type ReturnLoad } from '../src/protocol/index.js'
+import { parseListJob, parsePublishReply, returnEventData, returnOfEvent, syndicReturnOf, unwrapOutputter, type ReturnLoad } from '../src/index.js'
 
 const JID = '20260101000000000001'
 const load: ReturnLoad = { cmd: '_return', id: 'web1', jid: JID, fun: 'test.echo', fun_args: ['hi'], return: 'hi', retcode: 2, success: false, out: 'txt' }

@@ -17,7 +17,7 @@ import {
   jobEventJid,
   parseSyndicAnnouncement,
   SEALED_COMMANDS,
-} from '../src/protocol/index.js'
+} from '../src/index.js'
 
 const publish = {
   cmd: 'publish',

@@ -1,5 +1,5 @@
-import { PayloadError, truncateForMessage } from '../errors.js'
-import { isJid } from '../jid.js'
+import { PayloadError, truncateForMessage } from './errors.js'
+import { isJid } from './jid.js'
 import { tagProblem } from './tags.js'
 
 /** Salt's target types (`tgt_type`, formerly `expr_form`). */

@@ -1,4 +1,4 @@
-import { RegexSyntaxError } from '../errors.js'
+import { RegexSyntaxError } from './errors.js'
 
 /**
  * Python's `re` syntax, as Salt users write `-E`, `E@`, `P@` and grain_pcre targets, translated

@@ -1,5 +1,6 @@
 /**
- * Salt's targeting: the minion-side matchers (salt/matchers/*), the master's view of which
+ * @packageDocumentation
+ * `@brine/targeting` is Salt's targeting: the minion-side matchers (salt/matchers/*), the master's view of which
  * known minions a target expects, and nodegroups resolved on the master before a publish.
  * Differences from Salt, on purpose:
  * - a target that cannot be evaluated (bad regex, unbalanced parentheses, unknown prefix or
@@ -17,3 +18,5 @@ export { globToRegExp } from './glob.js'
 export { translatePythonRegex, type TranslatedRegex } from './python-regex.js'
 export { TARGET_LIMITS } from './limits.js'
 export type { Grains, MinionInfo } from './grains.js'
+export * from './regex-guard.js'
+export * from './errors.js'

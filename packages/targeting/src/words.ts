@@ -1,5 +1,5 @@
-import { TargetError } from '../errors.js'
-import type { Tgt } from '../protocol/loads.js'
+import type { Tgt } from '@brine/protocol'
+import { TargetError } from './errors.js'
 import { TARGET_LIMITS } from './limits.js'
 
 /** The words of a compound expression that are not targets. */

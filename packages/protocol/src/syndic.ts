@@ -6,8 +6,8 @@
  * (per jid) before their returns, and the upper master accepts a return only from the syndic that
  * announced that minion for that jid.
  */
-import { PayloadError } from '../errors.js'
-import { isJid } from '../jid.js'
+import { PayloadError } from './errors.js'
+import { isJid } from './jid.js'
 import { validateEventLoad, type EventLoad } from './loads.js'
 import { returnOfEvent } from './returns.js'
 

@@ -1,5 +1,5 @@
-import { TargetError } from '../errors.js'
-import type { Target } from '../protocol/loads.js'
+import type { Target } from '@brine/protocol'
+import { TargetError } from './errors.js'
 import { checkTargetLength, showTarget, TARGET_LIMITS } from './limits.js'
 import { hasEnginePrefix, OPERATORS, tokenize } from './words.js'
 

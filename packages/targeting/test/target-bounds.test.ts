@@ -2,9 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { deadline } from '@brine/transport-compliance'
 import { TargetError } from '../src/errors.js'
 import { RegexGuard } from '../src/regex-guard.js'
-import { compileTarget, expectedMinions, matchMinion, TARGET_LIMITS } from '../src/target/index.js'
-import type { MinionInfo } from '../src/target/index.js'
-import type { Target } from '../src/protocol/index.js'
+import { compileTarget, expectedMinions, matchMinion, TARGET_LIMITS } from '../src/index.js'
+import type { MinionInfo } from '../src/index.js'
+import type { Target } from '@brine/protocol'
 
 // These targets stalled the master's main thread before they were bounded (issue 15, finding 8):
 // each is now refused with a TargetError, or matched in time that grows no faster than the target.

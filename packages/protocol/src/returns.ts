@@ -3,7 +3,7 @@
  * event with its two conversions, the `jobs.list_job` reply every reader parses, and the check of the
  * master's publish reply.
  */
-import { eventStamp } from '../event-bus.js'
+import { eventStamp } from './event-bus.js'
 import type { PublishReply, ReturnLoad } from './loads.js'
 
 /**

@@ -154,7 +154,38 @@ export class SyndicLimitError extends BrineError {
   }
 }
 
+/** How much of a target or pattern an error message shows: enough to recognise it, never megabytes. */
+export const SHOWN_TARGET_CHARS = 200
+
+/** `text` cut to `limit` characters, with how long it really was: `aaaa… (1048576 characters)`. */
+export function truncateForMessage(text: string, limit = SHOWN_TARGET_CHARS): string {
+  return text.length <= limit ? text : `${text.slice(0, limit)}… (${text.length} characters)`
+}
+
+/** A string that is not a jid in Salt's `YYYYMMDDhhmmssffffff` format. */
+export class JidError extends BrineError {
+  override name = 'JidError'
+  constructor(jid: string, problem: string) {
+    super(`invalid jid '${jid}': ${problem}`, { jid, problem })
+  }
+}
+
+/** A wire load missing a field or carrying one of the wrong type. */
+export class PayloadError extends BrineError {
+  override name = 'PayloadError'
+  readonly load: string
+  readonly field: string
+
+  constructor(load: string, field: string, problem: string) {
+    super(`${load} load: field '${field}' ${problem}`, { load, field, problem })
+    this.load = load
+    this.field = field
+  }
+}
+
 registerErrors({
+  JidError,
+  PayloadError,
   PermissionDeniedError,
   MalformedRequestError,
   UnknownWheelFunctionError,

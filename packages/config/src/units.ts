@@ -1,7 +1,6 @@
 import type { BrokerOptions } from '@brine/transport'
 import type { BackoffOptions } from '@brine/core'
 import { ConfigError } from './errors.js'
-import type { LoginLimits } from './login-throttle.js'
 
 /**
  * The one place config units become API units. Salt's config keys are in seconds (keep_jobs in
@@ -311,6 +310,15 @@ export interface EauthLimitsConfig {
   eauth_rate_limit_window?: number
   eauth_hash_threads?: number
   eauth_hash_backlog?: number
+}
+
+/** The limits of a login throttle (`LoginThrottle` in `@brine/common`), in the API's units (eauthLimitsFromConfig makes them from config). */
+export interface LoginLimits {
+  /** Failed logins one user name may have per window; 0 for no limit. */
+  perUser: number
+  /** Failed logins one client address may have per window; 0 for no limit. */
+  perAddress: number
+  windowMs: number
 }
 
 /** The login limits (LoginThrottle) and the hashing pool's size and backlog, in the API's units. */
