@@ -495,7 +495,7 @@ export class Fleet {
     return { process: api, url: match[1] as string }
   }
 
-  /** Starts one of the brine* commands as a daemon of this fleet: the installed one with `binDir`, else the built file. */
+  /** Starts one of the brine* commands as a daemon of this fleet: the installed one with `binDir`, else the one of the `@brine/cli` package the harness resolves ({@link binPath}). */
   spawnBin(name: string, bin: string, args: readonly string[]): DaemonProcess {
     if (this.options.binDir === undefined) return this.spawnNode(name, binPath(bin), args)
     const daemon = DaemonProcess.spawn(name, join(this.options.binDir, bin), args)
