@@ -4,8 +4,9 @@
 // through the real CLI, printed as a user sees them. Everything it starts is stopped by pid, on success,
 // failure or Ctrl-C. NATS needs the nats-server binary: `npm run nats` installs it.
 import { MasterEvent } from '@brine/client'
-import { tags } from '@brine/common'
-import { Fleet, killAllProcesses } from '@brine/testkit'
+import { tags } from '@brine/protocol'
+import { killAllProcesses } from '@brine/testkit'
+import { Fleet } from '@brine/harness'
 
 const minions = [
   { id: 'web1', transport: 'zeromq', grains: { role: 'web' } },

@@ -3,18 +3,22 @@
 // publishable, and imports follow DESIGN.md §1 (a package depends only on packages below it; daemons
 // never import a concrete transport). Inside @brine/transport the contract (src/contract/) imports
 // nothing from the runtime (src/runtime/). The test kit stays a test kit: only tests, test-e2e/,
-// scripts/, the bench and the compliance suite import @brine/testkit, no other package exports one of
-// its helpers (ports, processes, Fleet), and the demo and the e2e tests do not depend on the bench.
+// scripts/, the harness, the bench and the compliance suite import @brine/testkit, only tests, test-e2e/,
+// scripts/ and the bench import the process harness @brine/harness, no other package exports one of
+// their helpers (ports, processes, Fleet), and the demo and the e2e tests do not depend on the bench.
 // Exits 1 with one line per problem.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
 /**
- * DESIGN.md §1's order: lower layers first. A package may import only from a strictly lower layer. Within DESIGN's
- * "crypt, common" tier, common sits below crypt so crypt can share common's fnmatch instead of keeping a twin.
- * Within the "master, minion, client, returners" tier, returners sits below master: the master opens the job cache
- * `master_job_cache` names itself (returners implements common's JobCache and needs nothing of the master).
+ * DESIGN.md §1's order: lower layers first. A package may import only from a strictly lower layer. In DESIGN's
+ * "crypt, config/protocol/targeting" tier, config and protocol stand on core (config on the transport contract
+ * too), targeting on protocol's target shapes, and common (the composition they share: the transport
+ * registration, the job cache's interface, the return collector, schedules) on all three; crypt shares
+ * targeting's fnmatch instead of keeping a twin. Within the "master, minion, client, returners" tier, returners
+ * sits below master: the master opens the job cache `master_job_cache` names itself (returners implements
+ * common's JobCache and needs nothing of the master).
  */
 const LAYERS = [
   // Errors and their registry, the logger, queues, the codec and frame bounds: what every package stands on.
@@ -24,6 +28,9 @@ const LAYERS = [
   // (and through it every package's tests) can use it without a cycle.
   ['testkit'],
   ['transport-compliance', 'transport-zeromq', 'transport-tcp', 'transport-nats'],
+  // Salt's config keys and units; the protocol's loads, tags and jids: neither needs the other.
+  ['config', 'protocol'],
+  ['targeting'],
   ['common'],
   ['crypt'],
   ['returners'],
@@ -34,16 +41,22 @@ const LAYERS = [
   // which serves its built assets.
   ['console'],
   ['syndic', 'api'],
-  ['cli', 'bench'],
+  ['cli'],
+  // The process harness runs the CLI's commands, resolved as a package; the bench runs on its Fleet.
+  ['harness'],
+  ['bench'],
 ]
 /** Exceptions DESIGN.md names: common is the composition root that registers the built-in transports. */
 const ALLOWED = new Set(['common->transport-zeromq', 'common->transport-tcp', 'common->transport-nats'])
-const DAEMONS = new Set(['link', 'master', 'minion', 'syndic', 'client', 'returners', 'api', 'cli', 'bench'])
+const DAEMONS = new Set(['link', 'master', 'minion', 'syndic', 'client', 'returners', 'api', 'cli', 'harness', 'bench'])
 const REQUIRED = ['README.md', 'package.json', 'tsconfig.json', 'tsup.config.ts', 'src/index.ts']
-/** The packages whose src/ may import the test kit: the bench runs on its Fleet, the compliance suite is test code. */
-const TESTKIT_USERS = new Set(['bench', 'transport-compliance'])
-/** The test kit's modules whose exported names no other package may export (nothing else ships a test helper). */
-const TESTKIT_HELPER_MODULES = ['ports.ts', 'processes.ts', 'fleet.ts']
+/** The packages whose src/ may import the test kit: the harness and the bench start processes, the compliance suite is test code. */
+const TESTKIT_USERS = new Set(['harness', 'bench', 'transport-compliance'])
+/** The packages whose src/ may import the process harness: the bench runs on its Fleet. */
+const HARNESS_USERS = new Set(['bench'])
+/** The test packages' modules whose exported names no other package may export (nothing else ships a test helper). */
+const TEST_HELPER_MODULES = ['testkit/src/ports.ts', 'testkit/src/processes.ts', 'harness/src/fleet.ts']
+const TEST_PACKAGES = new Set(['testkit', 'harness'])
 /** Where code outside packages/ lives, and the packages it must not depend on. */
 const OUTSIDE = [
   { dir: 'scripts', forbidden: ['bench'] },
@@ -76,8 +89,8 @@ const reexportedNames = (text) =>
   )
 
 const testkitHelpers = new Set()
-for (const module of TESTKIT_HELPER_MODULES) {
-  const file = join(root, 'packages/testkit/src', module)
+for (const module of TEST_HELPER_MODULES) {
+  const file = join(root, 'packages', module)
   if (existsSync(file)) for (const name of exportedNames(readFileSync(file, 'utf8'))) testkitHelpers.add(name)
 }
 
@@ -96,12 +109,12 @@ for (const file of sourceFiles(transportSrc)) {
   }
 }
 
-// Code outside packages/: the demo and the e2e tests run on the test kit, not the bench.
+// Code outside packages/: the demo and the e2e tests run on the test kit and the harness, not the bench.
 for (const { dir, forbidden } of OUTSIDE) {
   for (const file of sourceFiles(join(root, dir))) {
     for (const [, target] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
       const name = target.startsWith('@brine/') ? target.slice('@brine/'.length) : undefined
-      if (name !== undefined && forbidden.includes(name)) problems.push(`${file.slice(root.length)}: imports @brine/${name}; use @brine/testkit`)
+      if (name !== undefined && forbidden.includes(name)) problems.push(`${file.slice(root.length)}: imports @brine/${name}; use @brine/harness`)
     }
   }
 }
@@ -127,21 +140,26 @@ for (const name of readdirSync(join(root, 'packages')).sort()) {
   if (name !== 'testkit' && !TESTKIT_USERS.has(name) && (pkg.dependencies ?? {})['@brine/testkit'] !== undefined) {
     problems.push(`packages/${name}: lists @brine/testkit in dependencies; a test kit is a devDependency`)
   }
+  if (name !== 'harness' && !HARNESS_USERS.has(name) && (pkg.dependencies ?? {})['@brine/harness'] !== undefined) {
+    problems.push(`packages/${name}: lists @brine/harness in dependencies; a process harness is a devDependency`)
+  }
 
   for (const file of sourceFiles(join(dir, 'src'))) {
     const text = readFileSync(file, 'utf8')
     const where = file.slice(root.length)
-    if (name !== 'testkit') {
+    if (!TEST_PACKAGES.has(name)) {
       const shipped = [...exportedNames(text), ...reexportedNames(text)].filter((exported) => testkitHelpers.has(exported))
-      for (const helper of shipped) problems.push(`${where}: exports ${helper}, a test helper; only @brine/testkit exports it`)
-      if (/^export\s+\*\s+from\s+['"]@brine\/testkit['"]/m.test(text))
-        problems.push(`${where}: re-exports @brine/testkit; only the test kit ships test helpers`)
+      for (const helper of shipped) problems.push(`${where}: exports ${helper}, a test helper; only @brine/testkit and @brine/harness export it`)
+      if (/^export\s+\*\s+from\s+['"]@brine\/(?:testkit|harness)['"]/m.test(text))
+        problems.push(`${where}: re-exports a test package; only the test kit and the harness ship test helpers`)
     }
     for (const match of text.matchAll(/(?:from\s+|import\(\s*|^import\s+)['"]@brine\/([a-z-]+)['"]/gm)) {
       const target = match[1]
       if (target === name) problems.push(`${where}: imports its own package by name`)
       else if (target === 'testkit' && !TESTKIT_USERS.has(name)) {
-        problems.push(`${where}: imports @brine/testkit; only tests, test-e2e, scripts, the bench and the compliance suite may`)
+        problems.push(`${where}: imports @brine/testkit; only tests, test-e2e, scripts, the harness, the bench and the compliance suite may`)
+      } else if (target === 'harness' && !HARNESS_USERS.has(name)) {
+        problems.push(`${where}: imports @brine/harness; only tests, test-e2e, scripts and the bench may`)
       } else if (DAEMONS.has(name) && target.startsWith('transport-')) {
         problems.push(`${where}: ${name} imports @brine/${target}; daemons ask the registry (getTransport) instead`)
       } else if (!ALLOWED.has(`${name}->${target}`) && layerOf(target) >= layerOf(name)) {
@@ -218,5 +236,5 @@ if (problems.length > 0) {
   process.exit(1)
 }
 process.stderr.write(
-  'lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit stays a test kit; every error class is in docs/errors.md and registered; no import circle inside a package\n',
+  'lint-packages: every package is complete and imports only from below it; the contract stays apart from the runtime; the test kit and the harness stay test code; every error class is in docs/errors.md and registered; no import circle inside a package\n',
 )

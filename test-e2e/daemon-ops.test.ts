@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { binPath } from '@brine/testkit'
+import { binPath } from '@brine/harness'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 

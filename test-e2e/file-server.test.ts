@@ -3,7 +3,7 @@ import { createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rea
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Fleet } from '@brine/testkit'
+import type { Fleet } from '@brine/harness'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { json } from './helpers/output.js'
 

@@ -1,7 +1,8 @@
 import { connect, type Socket } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { readdir } from 'node:fs/promises'
-import { deadline, type Fleet } from '@brine/testkit'
+import { deadline } from '@brine/testkit'
+import { type Fleet } from '@brine/harness'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
 const startFleet = useFleets()

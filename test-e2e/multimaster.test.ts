@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalClient } from '@brine/client'
-import { generateJid } from '@brine/common'
+import { generateJid } from '@brine/protocol'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 

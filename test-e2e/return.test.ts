@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { loadConfig } from '@brine/common'
+import { loadConfig } from '@brine/config'
 import { LocalJobCache } from '@brine/returners'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 

@@ -1,7 +1,8 @@
 import { afterAll, afterEach } from 'vitest'
 import { MasterEvent } from '@brine/client'
-import { tags } from '@brine/common'
-import { Fleet, killAllProcesses, type FleetOptions, type TransportName } from '@brine/testkit'
+import { tags } from '@brine/protocol'
+import { killAllProcesses } from '@brine/testkit'
+import { Fleet, type FleetOptions, type TransportName } from '@brine/harness'
 
 export const TRANSPORTS: TransportName[] = ['zeromq', 'tcp', 'nats']
 

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs'
 import { EauthClient, LocalClient, MasterEvent, RunnerClient, WheelClient, type ClientCredentials, type EauthLogin, type EauthToken } from '@brine/client'
-import { eventBusPath, type MasterConfig } from '@brine/common'
+import { type MasterConfig } from '@brine/config'
+import { eventBusPath } from '@brine/protocol'
 import { silentLogger, type Logger } from '@brine/core'
 import { ApiError } from './errors.js'
 import { httpErrorOf } from './http-errors.js'

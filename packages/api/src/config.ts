@@ -1,4 +1,4 @@
-import { ConfigError, eauthLimitsFromConfig, secondsToMs, serverLimitsFromConfig, type LoginLimits, type MasterConfig } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, secondsToMs, serverLimitsFromConfig, type LoginLimits, type MasterConfig } from '@brine/config'
 import type { DecodeLimits } from '@brine/core'
 
 /** The REST API's settings: Salt's `rest_cherrypy` keys, checked, with Salt's defaults. */

@@ -1,17 +1,16 @@
 import { BatchSizeError, EventBusUnavailableError, MatchTypeError } from '@brine/client'
+import { LoginBusyError, LoginRateLimitedError } from '@brine/common'
 import {
   EauthAuthenticationError,
   JidError,
-  LoginBusyError,
-  LoginRateLimitedError,
   MalformedRequestError,
   PayloadError,
   PermissionDeniedError,
-  TargetError,
   TokenAuthenticationError,
   UnknownRunnerError,
   UnknownWheelFunctionError,
-} from '@brine/common'
+} from '@brine/protocol'
+import { TargetError } from '@brine/targeting'
 import { InvalidMinionIdError, RootKeyError } from '@brine/crypt'
 import { ClosedError, FrameLimitError, TimeoutError, remoteCause, type BrineError, type BrineErrorClass } from '@brine/core'
 import { ApiError } from './errors.js'

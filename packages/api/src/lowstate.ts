@@ -1,5 +1,6 @@
 import type { ClientCredentials, RequestOrigin } from '@brine/client'
-import { TARGET_TYPES, msFromSeconds, type TargetType, type Tgt } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
+import { TARGET_TYPES, type TargetType, type Tgt } from '@brine/protocol'
 import { API_CLIENTS, type ApiSettings } from './config.js'
 import { ApiError } from './errors.js'
 import type { ApiMasterClient } from './api-master-client.js'

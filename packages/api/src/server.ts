@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
-import type { MasterConfig } from '@brine/common'
+import type { MasterConfig } from '@brine/config'
 import { silentLogger, type Logger } from '@brine/core'
 import { ApiMasterClient } from './api-master-client.js'
 import { registerApp } from './app.js'

@@ -1,9 +1,9 @@
 import type { ServerResponse } from 'node:http'
-import type { BusEvent } from '@brine/common'
+import type { BusEvent } from '@brine/protocol'
 import { silentLogger, type Logger } from '@brine/core'
 import type { MasterEvent } from '@brine/client'
 import { ApiError } from './errors.js'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 /** Longest delay setTimeout takes. */
 const MAX_TIMER_MS = 2 ** 31 - 1

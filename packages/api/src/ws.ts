@@ -1,4 +1,4 @@
-import type { BusEvent } from '@brine/common'
+import type { BusEvent } from '@brine/protocol'
 import type { WebSocket } from 'ws'
 import type { EventSink } from './sse.js'
 

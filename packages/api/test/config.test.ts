@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, defaultsFor, type MasterConfig } from '@brine/common'
+import { ConfigError, defaultsFor, type MasterConfig } from '@brine/config'
 import { apiSettings } from '../src/config.js'
 
 const master = (extra: Record<string, unknown>): MasterConfig => ({ ...defaultsFor('master'), ...extra }) as unknown as MasterConfig

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { EauthError, PublishError } from '@brine/client'
-import { defaultsFor, type MasterConfig } from '@brine/common'
+import { defaultsFor, type MasterConfig } from '@brine/config'
 import { errorFromJSON, FrameLimitError, RemoteError, type ErrorContext } from '@brine/core'
 import { apiSettings } from '../src/config.js'
 import { chooseResponseType, serialize } from '../src/negotiate.js'

@@ -1,8 +1,9 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { freeLoopbackPort, type DaemonProcess, type Fleet } from '@brine/testkit'
-import { secondsFromMs } from '@brine/common'
+import { freeLoopbackPort, type DaemonProcess } from '@brine/testkit'
+import { type Fleet } from '@brine/harness'
+import { secondsFromMs } from '@brine/config'
 
 /** What the REST API phase measures (issue 12's bench figures). */
 export interface ApiFigures {

@@ -5,10 +5,11 @@ import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
-import { Fleet, rssBytes, type TransportName } from '@brine/testkit'
+import { rssBytes } from '@brine/testkit'
+import { Fleet, type TransportName } from '@brine/harness'
 import { LOOPBACK_FLEET, ReturnCounter, machineInfo, waitGone, type BenchResult } from './bench.js'
 import { fleetBus, startSwarm } from './fleet-swarm.js'
-import { secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
 
 /** The file every minion copies: `salt://bench/1mb.bin` under the master's file_roots. */
 export const BENCH_FILE_URL = 'salt://bench/1mb.bin'

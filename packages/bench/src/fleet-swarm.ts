@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { MasterEvent } from '@brine/client'
-import { tags } from '@brine/common'
-import { packageDir, type Fleet, type FleetBus, type SwarmProcess, type TransportName } from '@brine/testkit'
+import { tags } from '@brine/protocol'
+import { packageDir, type Fleet, type FleetBus, type SwarmProcess, type TransportName } from '@brine/harness'
 
 /** How the bench's fleets hear their master: the client's MasterEvent and the protocol's tags. */
 export const fleetBus: FleetBus = { open: (options) => new MasterEvent(options), tags }

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
-import { HarnessSetupError, rssBytes, type Fleet } from '@brine/testkit'
+import { HarnessSetupError, rssBytes } from '@brine/testkit'
+import { type Fleet } from '@brine/harness'
 
 /** Connections a NATS minion holds: its publish client's and its request client's. */
 export const NATS_CONNECTIONS_PER_MINION = 2

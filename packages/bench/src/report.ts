@@ -1,5 +1,5 @@
 import type { BenchResult, BenchTransport, CaseResult } from './bench.js'
-import { secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
 
 const MiB = 1024 * 1024
 /** Bytes as MiB with one decimal, the unit every report prints. */

@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import { loadConfig } from '@brine/common'
+import { loadConfig } from '@brine/config'
 import { CryptCache } from '@brine/crypt'
 import { Minion } from '@brine/minion'
 import { createLogger, type Logger, type LogLevel } from '@brine/core'

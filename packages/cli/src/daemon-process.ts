@@ -3,7 +3,7 @@ import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync
 import { userInfo } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Logger } from '@brine/core'
-import { formatSource, type ConfigSource } from '@brine/common'
+import { formatSource, type ConfigSource } from '@brine/config'
 import { PidfileError, UserSwitchError } from './errors.js'
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { BatchEvent, BatchOptions, CliReturn } from '@brine/client'
-import type { Tgt } from '@brine/common'
+import type { Tgt } from '@brine/protocol'
 import { parseBrineArgs, runBrine, type CliJob, type JobClient } from '../src/commands/brine.js'
 import { EXIT_USAGE } from '../src/io.js'
 import { memoryIO } from './helpers.js'

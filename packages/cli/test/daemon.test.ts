@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:f
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { MasterConfig, MinionConfig, SyndicConfig } from '@brine/common'
+import type { MasterConfig, MinionConfig, SyndicConfig } from '@brine/config'
 import { deadline, deferred } from '@brine/transport-compliance'
 import { runApi } from '../src/commands/api.js'
 import { runMaster, runMinion, runSyndic, type Daemon } from '../src/commands/daemon.js'

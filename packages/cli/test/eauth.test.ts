@@ -5,7 +5,7 @@ import { stringify } from 'yaml'
 // Tests only: a real master in-process.
 import { Master } from '../../master/src/index.js'
 import { cleanups, masterConfig, runCleanups, tempDir } from '../../master/test/helpers.js'
-import { loadConfig } from '@brine/common'
+import { loadConfig } from '@brine/config'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { parseBrineArgs } from '../src/commands/brine.js'
 import { resolveCredentials } from '../src/commands/eauth.js'

@@ -1,5 +1,5 @@
 import type { ClientCredentials } from './clear-request.js'
-import type { TargetType, Tgt } from '@brine/common'
+import type { TargetType, Tgt } from '@brine/protocol'
 import { BatchSizeError } from './errors.js'
 import type { CliReturn, WaitOptions } from './job.js'
 

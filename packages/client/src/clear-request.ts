@@ -1,7 +1,9 @@
 import { type RequestClient } from '@brine/transport'
 import { RemoteError, silentLogger, type ErrorContext, type Logger } from '@brine/core'
 import { accessSync, constants, statSync } from 'node:fs'
-import { brokerFromConfig, clearRequest, loadConfig, loadTransport, localRequestPath, type MasterConfig } from '@brine/common'
+import { loadTransport } from '@brine/common'
+import { brokerFromConfig, loadConfig, type MasterConfig } from '@brine/config'
+import { clearRequest, localRequestPath } from '@brine/protocol'
 import { readRootKey, rootKeyPath } from '@brine/crypt'
 import { MasterRequestError } from './errors.js'
 

@@ -1,4 +1,4 @@
-import type { TokenData } from '@brine/common'
+import type { TokenData } from '@brine/protocol'
 import { ClearRequester, type MasterClientOptions } from './clear-request.js'
 import { MasterRequestError } from './errors.js'
 import { registerErrors } from '@brine/core'

@@ -20,4 +20,4 @@ export * from './runner-client.js'
 export * from './wheel-client.js'
 export * from './eauth-client.js'
 // Salt's salt.utils.jid helpers, for programs that read jids (Salt-compatible; the master's own check is stricter).
-export { isSaltJid, jidToTime } from '@brine/common'
+export { isSaltJid, jidToTime } from '@brine/protocol'

@@ -1,4 +1,5 @@
-import { collectReturns, type BusEvent, type CollectedReturn, type JobSource } from '@brine/common'
+import { collectReturns, type CollectedReturn, type JobSource } from '@brine/common'
+import { type BusEvent } from '@brine/protocol'
 import type { Logger } from '@brine/core'
 import { JobClosedError } from './errors.js'
 

@@ -1,20 +1,18 @@
 import { userInfo } from 'node:os'
 import type { RequestClient } from '@brine/transport'
 import type { Logger } from '@brine/core'
+import { type JobSource } from '@brine/common'
+import { secondsFromMs, timeoutsFromConfig, type MasterConfig } from '@brine/config'
 import {
   jobEventJid,
   parsePublishReply,
-  secondsFromMs,
   storedReturnsOfListJob,
   unwrapOutputter,
-  timeoutsFromConfig,
-  type JobSource,
-  type MasterConfig,
   type PublishLoad,
   type PublishReply,
   type TargetType,
   type Tgt,
-} from '@brine/common'
+} from '@brine/protocol'
 import { runBatch, type BatchEvent, type BatchOptions } from './batch.js'
 import { ClearRequester, type ClearRequestOptions, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { MasterRequestError, PublishError } from './errors.js'

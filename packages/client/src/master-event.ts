@@ -1,7 +1,8 @@
 import { connect } from 'node:net'
 import { FramedConnection } from '@brine/transport'
 import { backoffDelay, BoundedQueue, decode, silentLogger, type BackoffOptions, type Logger } from '@brine/core'
-import { BUS_DROPPED_TAG, eventBusPath, globToRegExp, type BusEvent } from '@brine/common'
+import { BUS_DROPPED_TAG, eventBusPath, type BusEvent } from '@brine/protocol'
+import { globToRegExp } from '@brine/targeting'
 import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 
 /** Salt's `match_type` names, plus `prefix` and `glob` as plain-English aliases. */

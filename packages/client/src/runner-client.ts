@@ -1,4 +1,5 @@
-import { BUS_DROPPED_TAG, msFromSeconds, tags, timeoutsFromConfig, type BusEvent } from '@brine/common'
+import { msFromSeconds, timeoutsFromConfig } from '@brine/config'
+import { BUS_DROPPED_TAG, tags, type BusEvent } from '@brine/protocol'
 import { ClearRequester, type ClientCredentials, type MasterClientOptions, type RequestOrigin } from './clear-request.js'
 import { RunnerError } from './errors.js'
 import type { IterOptions } from './master-event.js'

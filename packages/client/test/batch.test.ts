@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
-import type { Tgt } from '@brine/common'
+import type { Tgt } from '@brine/protocol'
 import { deadline } from '@brine/transport-compliance'
 import { type FakeMinion, runCleanups, stopNatsServer } from '../../master/test/helpers.js'
 import {

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { BUS_DROPPED_TAG, generateJid, type BusEvent } from '@brine/common'
+import { BUS_DROPPED_TAG, generateJid, type BusEvent } from '@brine/protocol'
 import { parsePublicKeys, parseSecretKeys, publicKeysOf, formatPublicKeys } from '@brine/crypt'
 // Tests only: a real master in-process (worker_threads: 0) and the master tests' config helpers.
 import { Master } from '../../master/src/index.js'

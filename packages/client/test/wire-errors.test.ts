@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { EauthAuthenticationError, PermissionDeniedError, TokenAuthenticationError, UnknownRunnerError } from '@brine/common'
+import { EauthAuthenticationError, PermissionDeniedError, TokenAuthenticationError, UnknownRunnerError } from '@brine/protocol'
 import { RemoteError, remoteCause } from '@brine/core'
 // Tests only: a real master in-process.
 import { cleanups, natsFor, runCleanups, startMaster, stopNatsServer, tempDir } from '../../master/test/helpers.js'

@@ -1,6 +1,5 @@
-import { jidToDate } from './jid.js'
-import { globToRegExp } from './target/index.js'
-import type { ReturnLoad } from './protocol/loads.js'
+import { jidToDate, type ReturnLoad } from '@brine/protocol'
+import { globToRegExp } from '@brine/targeting'
 
 /** A job as the cache holds it: the published load, the minions expected, and the returns so far. */
 export interface JobRecord {

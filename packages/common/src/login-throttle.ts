@@ -1,4 +1,5 @@
 import { BrineError, LruMap, registerErrors } from '@brine/core'
+import type { LoginLimits } from '@brine/config'
 
 /**
  * A login refused because its user name or its client address failed too often in the current
@@ -21,15 +22,6 @@ export class LoginRateLimitedError extends BrineError {
     this.limit = limit
     this.retryAfterMs = retryAfterMs
   }
-}
-
-/** The limits of a {@link LoginThrottle}, in the API's units (eauthLimitsFromConfig makes them from config). */
-export interface LoginLimits {
-  /** Failed logins one user name may have per window; 0 for no limit. */
-  perUser: number
-  /** Failed logins one client address may have per window; 0 for no limit. */
-  perAddress: number
-  windowMs: number
 }
 
 /** How many user names and addresses are tracked at once: a flood of fresh names evicts the oldest, never grows memory. */

@@ -1,12 +1,14 @@
 import { silentLogger, type Logger } from '@brine/core'
-import type { BusEvent } from './event-bus.js'
+import {
+  parseJobReturnTag,
+  parseSyndicAnnouncement,
+  returnOfEvent,
+  type BusEvent,
+  type PublishReply,
+  type StoredReturn,
+  type StoredReturns,
+} from '@brine/protocol'
 import type { JobRecord } from './job-cache.js'
-import type { PublishReply } from './protocol/loads.js'
-import { returnOfEvent, type StoredReturn, type StoredReturns } from './protocol/returns.js'
-import { parseJobReturnTag, parseSyndicAnnouncement } from './protocol/tags.js'
-
-export type { StoredReturn, StoredReturns } from './protocol/returns.js'
-export { storedReturnsOfListJob } from './protocol/returns.js'
 
 /**
  * What {@link collectReturns} yields: one minion's return (Salt's `get_cli_returns` item), or a minion

@@ -4,8 +4,8 @@
  * (execution functions) and the master's (runners).
  */
 import { Cron } from 'croner'
-import { ConfigError, ScheduleError } from './errors.js'
-import { scheduleIntervalMs, secondsToMs } from './units.js'
+import { ConfigError, scheduleIntervalMs, secondsToMs } from '@brine/config'
+import { ScheduleError } from './errors.js'
 
 /** One schedule entry, its times in ms. */
 export interface ScheduleEntry {

@@ -32,7 +32,7 @@ const DEPENDENCIES: readonly ReportedDependency[] = [
   { name: 'msgpackr-extract', via: ['@brine/core', 'msgpackr'] },
   { name: 'pg', via: ['@brine/returners'] },
   { name: 'tweetnacl', via: ['@brine/crypt'] },
-  { name: 'yaml' },
+  { name: 'yaml', via: ['@brine/config'] },
   { name: 'zeromq', via: ['@brine/transport-zeromq'] },
 ]
 

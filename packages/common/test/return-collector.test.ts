@@ -1,16 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { BoundedQueue } from '@brine/core'
 import { deadline } from '@brine/transport-compliance'
-import type { BusEvent } from '../src/event-bus.js'
-import {
-  collectReturns,
-  storedReturnsOfListJob,
-  type CollectedReturn,
-  type CollectReturnsOptions,
-  type JobSource,
-  type StoredReturns,
-} from '../src/return-collector.js'
-import { jobEventJid, tags } from '../src/protocol/index.js'
+import { jobEventJid, storedReturnsOfListJob, tags, type BusEvent, type StoredReturns } from '@brine/protocol'
+import { collectReturns, type CollectedReturn, type CollectReturnsOptions, type JobSource } from '../src/return-collector.js'
 
 const JID = '20260101000000000001'
 let findJobCounter = 0

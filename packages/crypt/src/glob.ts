@@ -1,4 +1,4 @@
-import { globToRegExp } from '@brine/common'
+import { globToRegExp } from '@brine/targeting'
 import { normalizeMinionId } from './minion-id.js'
 
 /**

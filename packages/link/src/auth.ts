@@ -16,7 +16,8 @@ import {
   type PublicKeys,
   type SessionKey,
 } from '@brine/crypt'
-import { clearRequest, secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
+import { clearRequest } from '@brine/protocol'
 import { type RequestClient } from '@brine/transport'
 import { ClosedError, sleep, TimeoutError, type Logger } from '@brine/core'
 import type { MasterLinkEvent } from './lifecycle.js'

@@ -5,7 +5,7 @@ import { BrineError, registerErrors } from '@brine/core'
 /**
  * The master answered a sealed request with something other than its sealed `{ok: true}`. `refusal` is the
  * name of the master's error when it sent one (`StaleRequestError`, `ReturnRefusedError`, …: see
- * `SEALED_REFUSALS` in @brine/common for the ones that say what to do).
+ * `SEALED_REFUSALS` in @brine/protocol for the ones that say what to do).
  */
 export class NotAcknowledgedError extends BrineError {
   override name = 'NotAcknowledgedError'

@@ -1,5 +1,6 @@
 /** The id a minion authenticates with, and the start events a minion (or a syndic's link) sends once accepted. */
-import { ConfigError, tags } from '@brine/common'
+import { ConfigError } from '@brine/config'
+import { tags } from '@brine/protocol'
 import { normalizeMinionId, validateMinionId } from '@brine/crypt'
 
 /**

@@ -7,7 +7,7 @@
  * validated, fresh job loads). Nothing here knows about grains or execution modules: what to send after
  * each auth is the owner's `afterAuth`.
  */
-import type { JobLoad, ReturnLoad } from '@brine/common'
+import type { JobLoad, ReturnLoad } from '@brine/protocol'
 import { CryptCache, type KeyPair } from '@brine/crypt'
 import { type ClientOptions, type RequestClient, type Transport } from '@brine/transport'
 import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type Logger } from '@brine/core'

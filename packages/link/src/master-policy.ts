@@ -11,7 +11,7 @@
 import { silentLogger, sleep, type Logger } from '@brine/core'
 import type { MasterLinkEvent, MinionEvent } from './lifecycle.js'
 import type { MasterLink, MasterLinkStatus } from './master-link.js'
-import { secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
 
 /** What a policy needs of a link ({@link MasterLink} is one). */
 export interface PolicyLink {

@@ -9,7 +9,7 @@
  * recorded publish replayed later — after any number of other jobs, or once the master is gone —
  * runs nothing.
  */
-import { validateJobLoad, type JobLoad } from '@brine/common'
+import { validateJobLoad, type JobLoad } from '@brine/protocol'
 import { isPublishEnvelope, openPublish, StaleSessionKeyError, type CryptCache, type PublishEnvelope } from '@brine/crypt'
 import type { Logger, WireValue } from '@brine/core'
 import type { MasterSession, MinionAuth } from './auth.js'

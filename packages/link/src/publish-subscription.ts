@@ -3,7 +3,7 @@
  * master's auth reply names), replaced when a restarted master names another port, and read as one
  * stream of sealed envelopes across replacements. What the envelopes hold is {@link PublishOpener}'s.
  */
-import type { JobLoad } from '@brine/common'
+import type { JobLoad } from '@brine/protocol'
 import { type ClientOptions, type PublishClient, type Transport } from '@brine/transport'
 import { InvalidOperationError, type Logger, type WireValue } from '@brine/core'
 import type { MasterSession } from './auth.js'

@@ -4,7 +4,7 @@
  * minion's box, retried `return_retry_tries` times, acknowledged only by the master's sealed `{ok: true}`. A return that is not acknowledged goes to the spool and is sent
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
-import { SEALED_REFUSALS, type ReturnLoad } from '@brine/common'
+import { SEALED_REFUSALS, type ReturnLoad } from '@brine/protocol'
 import { type RequestClient } from '@brine/transport'
 import { DEFAULT_MAX_FRAME_BYTES, type Logger, type WireValue } from '@brine/core'
 import type { MinionAuth, MasterSession } from './auth.js'

@@ -7,7 +7,7 @@
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { decode, encode, type Logger } from '@brine/core'
-import type { ReturnLoad } from '@brine/common'
+import type { ReturnLoad } from '@brine/protocol'
 import { writeFileAtomic } from '@brine/crypt'
 import { SpoolFileError } from './errors.js'
 

@@ -5,7 +5,7 @@
  * longest strings of the return (a `cmd.run` output, `cmd.run_all`'s stdout) are cut, each ending
  * with a marker that says how long it was and why it was cut; retcode and success are untouched.
  */
-import type { ReturnLoad } from '@brine/common'
+import type { ReturnLoad } from '@brine/protocol'
 import { encode } from '@brine/core'
 
 /**

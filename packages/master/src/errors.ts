@@ -1,6 +1,6 @@
 import { BrineError, registerErrors, type SerializedError } from '@brine/core'
 
-// The errors the master answers requests with are the protocol's, in @brine/common, where clients see them too.
+// The errors the master answers requests with are the protocol's, in @brine/protocol, where clients see them too.
 export {
   PermissionDeniedError,
   MalformedRequestError,
@@ -13,7 +13,7 @@ export {
   SyndicNotAcceptedError,
   SyndicLimitError,
   type ReturnRefusalReason,
-} from '@brine/common'
+} from '@brine/protocol'
 
 /** A Master used out of order: a property read before start() resolved, or start() called twice. */
 export class MasterStateError extends BrineError {

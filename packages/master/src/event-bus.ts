@@ -2,7 +2,7 @@ import { chmod, mkdir, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
 import { FramedConnection } from '@brine/transport'
 import { BoundedQueue, encode, frame, silentLogger, type Logger } from '@brine/core'
-import { eventBusPath, eventStamp, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/common'
+import { eventBusPath, eventStamp, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/protocol'
 import { EventBusError } from './errors.js'
 
 export interface EventBusOptions {

@@ -1,13 +1,5 @@
-import {
-  collectReturns,
-  JOB_EVENT_PREFIXES,
-  storedReturnsOf,
-  type JobCache,
-  type PublishReply,
-  type ReceivedReturn,
-  type TargetType,
-  type Tgt,
-} from '@brine/common'
+import { collectReturns, storedReturnsOf, type JobCache, type ReceivedReturn } from '@brine/common'
+import { JOB_EVENT_PREFIXES, type PublishReply, type TargetType, type Tgt } from '@brine/protocol'
 import { silentLogger, type Logger } from '@brine/core'
 import type { EventBus } from './event-bus.js'
 import type { JobRequest } from './job-publisher.js'

@@ -1,7 +1,7 @@
 import { mkdir, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createHash, randomBytes } from 'node:crypto'
-import type { Grains } from '@brine/common'
+import type { Grains } from '@brine/targeting'
 import { isValidMinionId, validateMinionId } from '@brine/crypt'
 import { silentLogger, type Logger } from '@brine/core'
 

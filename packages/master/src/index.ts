@@ -113,4 +113,4 @@ export {
   type ReturnRefusalReason,
 } from './errors.js'
 // The return event's shape lives with the protocol; re-exported for the master's existing users.
-export { returnEventData } from '@brine/common'
+export { returnEventData } from '@brine/protocol'

@@ -1,4 +1,5 @@
-import { jidToDate, type JobCache, type Target } from '@brine/common'
+import { type JobCache } from '@brine/common'
+import { jidToDate, type Target } from '@brine/protocol'
 import { ReturnRefusedError } from './errors.js'
 
 /**

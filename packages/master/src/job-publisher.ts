@@ -1,15 +1,7 @@
 import type { PkiStore } from '@brine/crypt'
-import {
-  expectedMinions,
-  resolveNodegroups,
-  tags,
-  type JobCache,
-  type MinionInfo,
-  type Nodegroups,
-  type PublishLoad,
-  type PublishReply,
-  type Target,
-} from '@brine/common'
+import { type JobCache } from '@brine/common'
+import { tags, type PublishLoad, type PublishReply, type Target } from '@brine/protocol'
+import { expectedMinions, resolveNodegroups, type MinionInfo, type Nodegroups } from '@brine/targeting'
 import { type PublishServer } from '@brine/transport'
 import { silentLogger, type Logger, type WireValue } from '@brine/core'
 import type { EventBus } from './event-bus.js'

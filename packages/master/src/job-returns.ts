@@ -1,4 +1,5 @@
-import type { JobCache, ReturnLoad } from '@brine/common'
+import type { JobCache } from '@brine/common'
+import type { ReturnLoad } from '@brine/protocol'
 import { UnstorableValueError } from '@brine/returners'
 import { ReturnRefusedError } from './errors.js'
 

@@ -1,4 +1,5 @@
-import { jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter } from '@brine/common'
+import { jidToDate, type ReturnLoad } from '@brine/protocol'
 
 // selectJobs moved to @brine/common (job-cache.ts) so @brine/returners can share the filter semantics.
 export { selectJobs }

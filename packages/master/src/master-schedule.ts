@@ -1,4 +1,5 @@
-import { ConfigError, parseScheduleEntry, ScheduleError, Scheduler, type ScheduleEntry } from '@brine/common'
+import { parseScheduleEntry, ScheduleError, Scheduler, type ScheduleEntry } from '@brine/common'
+import { ConfigError } from '@brine/config'
 import { silentLogger, type Logger } from '@brine/core'
 import type { Caller } from './authorize.js'
 import type { MasterService } from './master-service.js'

@@ -1,5 +1,7 @@
 import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@brine/crypt'
-import { generateJid, tags, type EventLoad, type Grains, type JobCache, type PublishReply, type ReturnLoad, returnEventData } from '@brine/common'
+import { type JobCache } from '@brine/common'
+import { generateJid, tags, type EventLoad, type PublishReply, type ReturnLoad, returnEventData } from '@brine/protocol'
+import { type Grains } from '@brine/targeting'
 import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'

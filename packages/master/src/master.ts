@@ -14,22 +14,19 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
+import { loadTransport, type JobCache } from '@brine/common'
 import {
   ConfigError,
   eauthLimitsFromConfig,
   endpointLimitsFromConfig,
   fileServerLimitsFromConfig,
-  jidToDate,
-  loadTransport,
-  localRequestPath,
-  MAX_UNIX_SOCKET_PATH,
   serverLimitsFromConfig,
   timeoutsFromConfig,
   msFromSeconds,
-  type JobCache,
   type MasterConfig,
-  type Nodegroups,
-} from '@brine/common'
+} from '@brine/config'
+import { jidToDate, localRequestPath, MAX_UNIX_SOCKET_PATH } from '@brine/protocol'
+import { type Nodegroups } from '@brine/targeting'
 import { openJobCache } from '@brine/returners'
 import { defaultMaxConnections, iterTransportOpts, type PublishServer, type RequestServer, type RequestServerOptions, type Transport } from '@brine/transport'
 import { silentLogger, type Logger } from '@brine/core'

@@ -1,7 +1,7 @@
-import type { EventLoad } from '@brine/common'
+import type { EventLoad } from '@brine/protocol'
 import { encode } from '@brine/core'
 import { MinionEventRefusedError } from './errors.js'
-import { secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
 
 export interface MinionEventGateOptions {
   /** Largest encoded event (tag and data), bytes (`minion_event_max_bytes`). */

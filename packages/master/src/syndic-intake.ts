@@ -1,18 +1,17 @@
 import type { PkiStore } from '@brine/crypt'
 import { isValidMinionId } from '@brine/crypt'
+import { type JobCache } from '@brine/common'
 import {
-  expectedMinions,
   JOB_TAG_PREFIX,
   parseSyndicTag,
   tags,
   type EventLoad,
-  type JobCache,
-  type Nodegroups,
   type ReturnLoad,
   type SyndicJobEntry,
   type SyndicReturnLoad,
   returnEventData,
-} from '@brine/common'
+} from '@brine/protocol'
+import { expectedMinions, type Nodegroups } from '@brine/targeting'
 import { LogLimiter, LruMap, silentLogger, type Logger } from '@brine/core'
 import { PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError } from './errors.js'
 import type { EventBus } from './event-bus.js'

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { mkdir, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { expectedMinions, type Nodegroups, type Target } from '@brine/common'
+import { type Target } from '@brine/protocol'
+import { expectedMinions, type Nodegroups } from '@brine/targeting'
 import { isValidMinionId } from '@brine/crypt'
 import { silentLogger, type Logger } from '@brine/core'
 

@@ -1,8 +1,8 @@
-import { isMinionOwnTag, JOB_TAG_PREFIX, tagProblem, tags } from '@brine/common'
+import { isMinionOwnTag, JOB_TAG_PREFIX, tagProblem, tags } from '@brine/protocol'
 
 /**
  * Why `tag` may not be fired by a caller of the master (the root key's `fire_event`, the `event.send` runner, a
- * reaction), or undefined when it may. What any tag must be (printable, bounded) is @brine/common's
+ * reaction), or undefined when it may. What any tag must be (printable, bounded) is @brine/protocol's
  * {@link tagProblem}, the one rule every door shares; on top of it, job tags and minion tags are the master's and
  * its minions' own, so nobody can forge a return or a minion's start. What a minion may fire is
  * {@link minionTagProblem}.

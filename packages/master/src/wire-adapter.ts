@@ -11,7 +11,7 @@ import {
   validateSyndicEventLoad,
   validateSyndicReturnLoad,
   type PublishLoad,
-} from '@brine/common'
+} from '@brine/protocol'
 import { type RequestContext } from '@brine/transport'
 import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type WireValue } from '@brine/core'
 import { viaOfRequest, type Caller } from './authorize.js'

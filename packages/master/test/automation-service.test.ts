@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { generateJid, type ReturnLoad } from '@brine/common'
+import { generateJid, type ReturnLoad } from '@brine/protocol'
 import { ReturnRefusedError, type Caller } from '../src/index.js'
 import { runCleanups, startMasterWithMinions, stopNatsServer, tempDir } from './helpers.js'
 

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import bcrypt from 'bcryptjs'
 import md5crypt from 'apache-md5'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { ConfigError, defaultsFor, type MasterConfig } from '@brine/common'
+import { ConfigError, defaultsFor, type MasterConfig } from '@brine/config'
 import { RemoteError } from '@brine/core'
 import {
   ExternalAuth,

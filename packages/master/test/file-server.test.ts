@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ConfigError, FileServerPathError } from '@brine/common'
+import { ConfigError } from '@brine/config'
+import { FileServerPathError } from '@brine/protocol'
 import { FileRecvRefusedError, FileRoots, FileServer, fileServerFromConfig } from '../src/index.js'
 import { runWheel } from '../src/wheel.js'
 

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { tags } from '@brine/common'
+import { tags } from '@brine/protocol'
 import { rootCaller, type Master } from '../src/index.js'
 import { addressOf, type EventLog, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
 

@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { MAX_TAG_LENGTH, tagProblem } from '@brine/common'
+import { MAX_TAG_LENGTH, tagProblem } from '@brine/protocol'
 import { callerTagProblem, minionTagProblem, rootCaller } from '../src/index.js'
 import { addressOf, clearClient, FakeMinion, runCleanups, startMaster, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
 

@@ -8,7 +8,8 @@
  * ({@link MasterLink}); this only matches and runs, for however many links feed it.
  */
 import { isDeepStrictEqual } from 'node:util'
-import { matchMinion, type JobLoad, type Nodegroups, type ReturnLoad } from '@brine/common'
+import { type JobLoad, type ReturnLoad } from '@brine/protocol'
+import { matchMinion, type Nodegroups } from '@brine/targeting'
 import type { Logger } from '@brine/core'
 import { executeJob } from './executor.js'
 import type { MinionEvent, LinkPublish, ReturnRoute } from '@brine/link'

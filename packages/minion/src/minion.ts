@@ -5,23 +5,20 @@
  * the jobs every link delivers.
  */
 import { join } from 'node:path'
+import { loadTransport, type ScheduleEntry } from '@brine/common'
 import {
   backoffFromConfig,
   checkMinionMasters,
   ConfigError,
   endpointLimitsFromConfig,
-  generateJid,
-  loadTransport,
   masterAddressOf,
   masterFingerFor,
   mastersOf,
   returnRetryDelayMs,
-  tags,
   timeoutsFromConfig,
   type MinionConfig,
-  type ReturnLoad,
-  type ScheduleEntry,
-} from '@brine/common'
+} from '@brine/config'
+import { generateJid, tags, type ReturnLoad } from '@brine/protocol'
 import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
 import { type Transport } from '@brine/transport'
 import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger } from '@brine/core'

@@ -1,6 +1,6 @@
 /** The copy each job gets of its frozen, shared load; one jid published by several masters; the runner's memory of the jids it ran. */
 import { describe, expect, it } from 'vitest'
-import type { JobLoad, ReturnLoad } from '@brine/common'
+import type { JobLoad, ReturnLoad } from '@brine/protocol'
 import { decode, encode, silentLogger } from '@brine/core'
 import { abortReason } from '../src/errors.js'
 import { approximateSize, JobRunner, KEPT_RETURN_BYTES, KEPT_RETURNS_TOTAL_BYTES, mutableCopy } from '../src/job-runner.js'

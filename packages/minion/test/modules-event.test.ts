@@ -1,5 +1,5 @@
 import { silentLogger } from '@brine/core'
-import { MAX_TAG_LENGTH } from '@brine/common'
+import { MAX_TAG_LENGTH } from '@brine/protocol'
 import { describe, expect, it } from 'vitest'
 import { executeJob } from '../src/executor.js'
 import { createModuleRegistry } from '../src/modules/registry.js'

@@ -1,4 +1,5 @@
-import type { JobCache, JobLoad, ReturnLoad } from '@brine/common'
+import type { JobCache } from '@brine/common'
+import type { JobLoad, ReturnLoad } from '@brine/protocol'
 import type { Logger } from '@brine/core'
 import { UnknownReturnerError } from './errors.js'
 import { LocalJobCache } from './local-cache.js'

@@ -1,4 +1,5 @@
-import { ConfigError, timeoutsFromConfig, type JobCache, type MasterConfig } from '@brine/common'
+import { type JobCache } from '@brine/common'
+import { ConfigError, timeoutsFromConfig, type MasterConfig } from '@brine/config'
 import type { Logger } from '@brine/core'
 import { LocalJobCache } from './local-cache.js'
 import { PostgresJobCache, type PostgresConnection } from './postgres-cache.js'

@@ -1,5 +1,6 @@
 import pg from 'pg'
-import { jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter } from '@brine/common'
+import { jidToDate, type ReturnLoad } from '@brine/protocol'
 import type { Logger } from '@brine/core'
 import { JobCacheError } from './errors.js'
 import { fromJsonValue, toJsonValue } from './json.js'

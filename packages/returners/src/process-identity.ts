@@ -1,5 +1,5 @@
 import { readFileSync, statSync } from 'node:fs'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 /**
  * Who holds a lock file: a pid is not enough, since the kernel reuses pids (after a crash and a

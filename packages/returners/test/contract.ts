@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import type { JobCache, ReturnLoad } from '@brine/common'
+import type { JobCache } from '@brine/common'
+import type { ReturnLoad } from '@brine/protocol'
 
 /** A fresh, empty store; `another()` opens a second cache on the same store (another master), where the backend allows one. */
 export interface CacheFixture {

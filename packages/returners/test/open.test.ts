@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import type { MasterConfig } from '@brine/common'
+import type { MasterConfig } from '@brine/config'
 import { LocalJobCache, openJobCache, postgresConnection } from '../src/index.js'
 
 const config = (values: Record<string, unknown>): MasterConfig => values as MasterConfig

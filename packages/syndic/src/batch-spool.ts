@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { chmod, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { SyndicJobEntry } from '@brine/common'
+import type { SyndicJobEntry } from '@brine/protocol'
 import { decode, encode } from '@brine/core'
 import { SyndicFileError, SyndicSpoolFullError } from './errors.js'
 

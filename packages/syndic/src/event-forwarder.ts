@@ -4,7 +4,7 @@
  * Best effort, as in Salt: bounded while they wait, and an event too big for a frame or with a tag the master
  * above would refuse is dropped here, logged.
  */
-import { JOB_TAG_PREFIX, tagProblem, type BusEvent, type EventLoad } from '@brine/common'
+import { JOB_TAG_PREFIX, tagProblem, type BusEvent, type EventLoad } from '@brine/protocol'
 import { encodedBytes, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/link'
 import type { Logger } from '@brine/core'
 

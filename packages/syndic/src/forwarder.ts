@@ -5,7 +5,7 @@
  * disk spool and is sent again, oldest first, after the next auth and on a timer, so nothing is lost
  * while the upper master is down; it stores each return once however often it arrives.
  */
-import type { SyndicJobEntry, SyndicMinionReturn, SyndicReturnLoad } from '@brine/common'
+import type { SyndicJobEntry, SyndicMinionReturn, SyndicReturnLoad } from '@brine/protocol'
 import { encodedBytes, fitReturn, NotAcknowledgedError, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/link'
 import { silentLogger, type Logger } from '@brine/core'
 import type { BatchSpool } from './batch-spool.js'

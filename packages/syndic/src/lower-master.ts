@@ -3,7 +3,8 @@
  * `runner` to read a job back) and its event bus. A master that restarted wrote a new root key: a request
  * refused for the key reads it again and asks once more.
  */
-import { PermissionDeniedError, type MasterConfig, type SyndicConfig } from '@brine/common'
+import { type MasterConfig, type SyndicConfig } from '@brine/config'
+import { PermissionDeniedError } from '@brine/protocol'
 import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
 import { ClosedError, remoteCause, sleep, type Logger } from '@brine/core'
 

@@ -8,7 +8,7 @@
  */
 import { mkdir, open, readFile, rename, type FileHandle } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { isJid } from '@brine/common'
+import { isJid } from '@brine/protocol'
 import { silentLogger, type Logger } from '@brine/core'
 
 /** One job being forwarded. */

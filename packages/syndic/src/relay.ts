@@ -4,7 +4,8 @@
  * and the lower syndics still to hear from, and hands the job to the {@link ReturnFollower}. A job whose
  * master_id is this master's own is not passed down.
  */
-import { parsePublishReply, type JobLoad, type PublishReply, type SyndicConfig } from '@brine/common'
+import { type SyndicConfig } from '@brine/config'
+import { parsePublishReply, type JobLoad, type PublishReply } from '@brine/protocol'
 import type { MasterLink } from '@brine/link'
 import type { Logger } from '@brine/core'
 import { LowerMasterError } from './errors.js'

@@ -13,7 +13,7 @@ import {
   syndicReturnOf,
   type BusEvent,
   type SyndicAnnouncementParts,
-} from '@brine/common'
+} from '@brine/protocol'
 import { LruMap, type Logger } from '@brine/core'
 import type { UpperForwarder } from './forwarder.js'
 import { OpenJobs, type OpenJob } from './open-jobs.js'

@@ -14,7 +14,9 @@
  * (the master's other events up).
  */
 import { join } from 'node:path'
-import { checkSyndicMasters, endpointLimitsFromConfig, loadTransport, mastersOf, timeoutsFromConfig, type BusEvent, type SyndicConfig } from '@brine/common'
+import { loadTransport } from '@brine/common'
+import { checkSyndicMasters, endpointLimitsFromConfig, mastersOf, timeoutsFromConfig, type SyndicConfig } from '@brine/config'
+import { type BusEvent } from '@brine/protocol'
 import { CryptCache, loadOrCreateKeys } from '@brine/crypt'
 import { AllMastersPolicy, authIdOf, failoverOrder, type MasterLink, type MasterLinkEvent } from '@brine/link'
 import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger } from '@brine/core'

@@ -4,7 +4,8 @@
  * `salt/syndic/<id>/start`, sent once it accepts this syndic.
  */
 import { join } from 'node:path'
-import { backoffFromConfig, endpointLimitsFromConfig, masterAddressOf, returnRetryDelayMs, tags, timeoutsFromConfig, type SyndicConfig } from '@brine/common'
+import { backoffFromConfig, endpointLimitsFromConfig, masterAddressOf, returnRetryDelayMs, timeoutsFromConfig, type SyndicConfig } from '@brine/config'
+import { tags } from '@brine/protocol'
 import { masterAddressStem, masterPinFile, type CryptCache, type KeyPair } from '@brine/crypt'
 import { MasterLink, minionStartEvents, NotAcknowledgedError, type MasterLinkEvent } from '@brine/link'
 import { type Transport } from '@brine/transport'

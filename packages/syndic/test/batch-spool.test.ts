@@ -2,7 +2,7 @@ import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { SyndicJobEntry } from '@brine/common'
+import type { SyndicJobEntry } from '@brine/protocol'
 import { BatchSpool, SyndicFileError, SyndicSpoolFullError } from '../src/index.js'
 
 const dirs: string[] = []

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { SyndicJobEntry, SyndicMinionReturn } from '@brine/common'
+import type { SyndicJobEntry, SyndicMinionReturn } from '@brine/protocol'
 import { encodedBytes, RETURN_FRAME_RESERVE_BYTES } from '@brine/link'
 import { MAX_RETURNS_PER_BATCH, splitBatches, type PendingJob } from '../src/index.js'
 

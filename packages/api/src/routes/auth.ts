@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { EauthToken } from '@brine/client'
-import { LoginRateLimitedError, LoginThrottle, msFromSeconds, secondsFromMs } from '@brine/common'
+import { LoginRateLimitedError, LoginThrottle } from '@brine/common'
+import { msFromSeconds, secondsFromMs } from '@brine/config'
 import { ApiError } from '../errors.js'
 import { firstChunk, isMap, lowstate, plainIp, requireToken, respond, SESSION_COOKIE, type ApiContext } from './context.js'
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { tagProblem, tags } from '@brine/common'
+import { tagProblem, tags } from '@brine/protocol'
 import { ApiError } from '../errors.js'
 import { liveToken, plainIp, requireToken, respond, type ApiContext } from './context.js'
 

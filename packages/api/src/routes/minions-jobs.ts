@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { parseListJob } from '@brine/common'
+import { parseListJob } from '@brine/protocol'
 import { exec, isMap, lowstate, requireToken, respond, type ApiContext } from './context.js'
 
 /** salt-api's Minions and Jobs: grains of the targeted minions, publishes without waiting (202), the job cache. */

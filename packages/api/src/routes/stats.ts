@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { secondsFromMs } from '@brine/common'
+import { secondsFromMs } from '@brine/config'
 import { liveToken, requireToken, respond, type ApiContext } from './context.js'
 
 /** salt-api's Stats: uptime, request and error counts, the master's state, the event streams and memory. */

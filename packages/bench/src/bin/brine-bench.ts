@@ -16,7 +16,8 @@ import {
   type BenchTransport,
   type CaseResult,
 } from '../bench.js'
-import { killAllProcesses, type Fleet } from '@brine/testkit'
+import { killAllProcesses } from '@brine/testkit'
+import { type Fleet } from '@brine/harness'
 import { markdownReport, svgChart } from '../report.js'
 import { FILES_SETTINGS, filesMarkdown, runFilesScenario } from '../files-bench.js'
 import { CONSOLE_SETTINGS, consoleMarkdown, runConsoleScenario } from '../console-bench.js'

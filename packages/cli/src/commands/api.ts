@@ -1,5 +1,5 @@
 import { parseLogLevel } from '@brine/core'
-import { loadConfig, parseOverride } from '@brine/common'
+import { loadConfig, parseOverride } from '@brine/config'
 import { ApiServer, apiSettings } from '@brine/api'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, type CommandIO } from '../io.js'
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander'
-import { secondsToMs } from '@brine/common'
+import { secondsToMs } from '@brine/config'
 import { BatchSizeError, parseBatchSize } from '@brine/client'
 import { EXIT_USAGE, integer, nonNegativeSeconds, type CommandIO } from '../io.js'
 

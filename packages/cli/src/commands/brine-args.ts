@@ -1,5 +1,6 @@
 import { Option } from 'commander'
-import { parseInput, secondsToMs, type TargetType, type Tgt } from '@brine/common'
+import { parseInput, secondsToMs } from '@brine/config'
+import { type TargetType, type Tgt } from '@brine/protocol'
 import { addBatchOptions, readBatchFlags, type BatchFlags } from './batch-flags.js'
 import { addEauthOptions, eauthArgs, type EauthArgs } from './eauth.js'
 import { isOutputter, OUTPUTTERS, type OutputterName } from '../output/index.js'

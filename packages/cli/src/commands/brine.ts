@@ -1,5 +1,5 @@
 import type { Logger } from '@brine/core'
-import { loadConfig, type MasterConfig } from '@brine/common'
+import { loadConfig, type MasterConfig } from '@brine/config'
 import { NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
 import { LiveLine } from '../live-line.js'
 import { parseBrineArgs, type BrineArgs } from './brine-args.js'

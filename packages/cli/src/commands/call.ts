@@ -1,14 +1,6 @@
 import { Option } from 'commander'
-import {
-  FILE_COMMANDS,
-  fileServerLimitsFromConfig,
-  generateJid,
-  loadConfig,
-  parseInput,
-  parseOverride,
-  type FileCommand,
-  type MinionConfig,
-} from '@brine/common'
+import { fileServerLimitsFromConfig, loadConfig, parseInput, parseOverride, type MinionConfig } from '@brine/config'
+import { FILE_COMMANDS, generateJid, type FileCommand } from '@brine/protocol'
 import { fileServerFromConfig } from '@brine/master'
 import { collectGrains, createModuleRegistry, executeJob, reloadCustomModules, RunningJobs, type MasterChannel } from '@brine/minion'
 import { NotAcknowledgedError } from '@brine/link'

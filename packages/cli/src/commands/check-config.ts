@@ -1,4 +1,4 @@
-import { checkConfig, formatSource, type ConfigError, type ConfigSource, type LoadConfigOptions } from '@brine/common'
+import { checkConfig, formatSource, type ConfigError, type ConfigSource, type LoadConfigOptions } from '@brine/config'
 import { minionIdProblem, normalizeMinionId } from '@brine/crypt'
 import { lookupUser } from '../daemon-process.js'
 import { EXIT_GENERIC, EXIT_OK, type CommandIO } from '../io.js'

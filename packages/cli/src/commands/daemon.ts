@@ -12,7 +12,7 @@ import {
   type MasterConfig,
   type MinionConfig,
   type SyndicConfig,
-} from '@brine/common'
+} from '@brine/config'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
 import { chownPath, chownTree, heapGrowthFlag, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'

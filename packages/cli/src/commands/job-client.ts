@@ -1,5 +1,6 @@
 import type { Logger } from '@brine/core'
-import type { MasterConfig, Tgt } from '@brine/common'
+import type { MasterConfig } from '@brine/config'
+import type { Tgt } from '@brine/protocol'
 import { LocalClient, type BatchEvent, type BatchJob, type BatchOptions, type ClientCredentials, type RunJobOptions } from '@brine/client'
 
 /** A published job as `brine` reads it: @brine/client's Job (the shape batch mode reads too). */

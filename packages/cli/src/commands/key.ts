@@ -1,6 +1,6 @@
 import { Option } from 'commander'
 import { silentLogger, type Logger } from '@brine/core'
-import { loadConfig, type MasterConfig } from '@brine/common'
+import { loadConfig, type MasterConfig } from '@brine/config'
 import { escapeNonAscii, fingerprint, loadOrCreateKeys, matchIds, mixedScripts, publicKeysOf } from '@brine/crypt'
 import { WheelClient } from '@brine/client'
 import { comparePython, outputSettings, OUTPUTTERS, renderOutput, type OutputFlags, type OutputSettings } from '../output/index.js'

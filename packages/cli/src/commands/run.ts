@@ -1,6 +1,7 @@
 import { Option } from 'commander'
 import type { Logger } from '@brine/core'
-import { loadConfig, unwrapOutputter, type BusEvent } from '@brine/common'
+import { loadConfig } from '@brine/config'
+import { unwrapOutputter, type BusEvent } from '@brine/protocol'
 import { MasterEvent, RunnerClient, type FollowedCallOptions, type MatchType, type RunEventSource, type RunnerResult } from '@brine/client'
 import { parseKwarg, yamlifyArg } from '@brine/minion'
 import { jsonOutput } from '../output/json.js'

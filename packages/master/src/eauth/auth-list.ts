@@ -1,4 +1,4 @@
-import { globToRegExp } from '@brine/common'
+import { globToRegExp } from '@brine/targeting'
 import type { AclEntry } from '../acl.js'
 
 /**

@@ -1,13 +1,5 @@
-import {
-  ConfigError,
-  eauthLimitsFromConfig,
-  LoginThrottle,
-  timeoutsFromConfig,
-  msFromSeconds,
-  secondsFromMs,
-  type LoginLimits,
-  type MasterConfig,
-} from '@brine/common'
+import { LoginThrottle } from '@brine/common'
+import { ConfigError, eauthLimitsFromConfig, timeoutsFromConfig, msFromSeconds, secondsFromMs, type LoginLimits, type MasterConfig } from '@brine/config'
 import { LogLimiter, silentLogger, type Logger } from '@brine/core'
 import type { AclEntry } from '../acl.js'
 import { EauthAuthenticationError, TokenAuthenticationError } from '../errors.js'

@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createFileExclusive, isNotFound, KEY_FILE_MODE, PKI_DIR_MODE } from '@brine/crypt'
-import type { TokenData } from '@brine/common'
+import type { TokenData } from '@brine/protocol'
 import { silentLogger, type Logger } from '@brine/core'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 export type { TokenData }
 

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import { mkdir, open, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { DEFAULT_SALTENV, type FileCommand } from '@brine/common'
+import { DEFAULT_SALTENV, type FileCommand } from '@brine/protocol'
 import { BrineError, LruMap, silentLogger, registerErrors, type Logger } from '@brine/core'
 import { MalformedRequestError } from '../errors.js'
 import { FileRoots, type FoundFile } from './roots.js'
@@ -183,7 +183,7 @@ export class FileServer {
   }
 }
 
-/** Builds the file server from the master's config keys (sizes converted in @brine/common's units). */
+/** Builds the file server from the master's config keys (sizes converted in @brine/config's units). */
 export function fileServerFromConfig(
   opts: {
     file_roots?: Record<string, unknown>

@@ -6,7 +6,9 @@
  */
 import { realpath, readdir, stat } from 'node:fs/promises'
 import { join, sep } from 'node:path'
-import { ConfigError, FileServerPathError, globToRegExp, translatePythonRegex } from '@brine/common'
+import { ConfigError } from '@brine/config'
+import { FileServerPathError } from '@brine/protocol'
+import { globToRegExp, translatePythonRegex } from '@brine/targeting'
 
 /** Files and directories listed per environment, at most: a runaway tree cannot grow a reply without bound. */
 export const MAX_LISTED_ENTRIES = 100_000

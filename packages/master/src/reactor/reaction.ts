@@ -1,4 +1,4 @@
-import { TARGET_TYPES, type TargetType, type Tgt } from '@brine/common'
+import { TARGET_TYPES, type TargetType, type Tgt } from '@brine/protocol'
 import { ReactionError } from '../errors.js'
 
 /** One call a reaction file declares, as Salt's reactor SLS does (`local.<fun>`, `runner.<fun>`, `wheel.<fun>`). */

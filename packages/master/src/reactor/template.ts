@@ -1,4 +1,4 @@
-import { loadSaltYaml } from '@brine/common'
+import { loadSaltYaml } from '@brine/config'
 import { ReactionError } from '../errors.js'
 
 /** What a reaction file may refer to: the event that triggered it. */

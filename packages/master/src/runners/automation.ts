@@ -1,4 +1,4 @@
-import { tagProblem } from '@brine/common'
+import { tagProblem } from '@brine/protocol'
 import { MalformedRequestError, PermissionDeniedError } from '../errors.js'
 import { callerTagProblem } from '../tag-rules.js'
 import { param, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'

@@ -1,4 +1,4 @@
-import type { TargetType } from '@brine/common'
+import type { TargetType } from '@brine/protocol'
 import { MalformedRequestError } from '../errors.js'
 import { param, type RunnerFunction } from './context.js'
 

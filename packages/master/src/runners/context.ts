@@ -1,5 +1,6 @@
 import type { PkiStore } from '@brine/crypt'
-import type { JobCache, TargetType, Tgt } from '@brine/common'
+import type { JobCache } from '@brine/common'
+import type { TargetType, Tgt } from '@brine/protocol'
 import type { Logger } from '@brine/core'
 import { MalformedRequestError } from '../errors.js'
 import type { AuditLog } from '../audit/audit-log.js'
@@ -8,7 +9,7 @@ import type { FileServer } from '../file-server/file-server.js'
 import type { GatheredJob } from '../gather.js'
 import type { GrainsCache } from '../grains-cache.js'
 import type { SyndicRegistry } from '../syndics.js'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 export type { GatheredJob } from '../gather.js'
 

@@ -1,4 +1,4 @@
-import { DEFAULT_SALTENV } from '@brine/common'
+import { DEFAULT_SALTENV } from '@brine/protocol'
 import { MalformedRequestError } from '../errors.js'
 import type { FileServer } from '../file-server/file-server.js'
 import { param, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'

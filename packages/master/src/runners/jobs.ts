@@ -1,4 +1,5 @@
-import { jidToTime, parseJid, storedReturnsOf, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import { storedReturnsOf, type ListJobsFilter } from '@brine/common'
+import { jidToTime, parseJid, type ReturnLoad } from '@brine/protocol'
 import { MalformedRequestError } from '../errors.js'
 import { flag, param, requiredString, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 

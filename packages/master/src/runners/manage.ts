@@ -1,4 +1,4 @@
-import type { TargetType } from '@brine/common'
+import type { TargetType } from '@brine/protocol'
 import { flag, param, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 /** Salt's `_ping`: test.ping to the target; returns sorted [answered, silent] ids. */

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { MalformedRequestError } from '../errors.js'
 import { param, type RunnerFunction } from './context.js'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 /** The longest test.sleep Node's timers can wait (2^31 - 1 ms), in seconds. */
 const MAX_SLEEP_SECONDS = 2_147_483

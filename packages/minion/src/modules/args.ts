@@ -1,16 +1,16 @@
 /**
  * Salt's argument handling on the minion side: `key=value` strings and `__kwarg__` dicts become
  * keyword arguments (salt.minion.load_args_and_kwargs), the values of `key=value` strings typed by
- * Salt's `yamlify_arg` (from @brine/common, with Salt's YAML loader), and a call is bound to a
+ * Salt's `yamlify_arg` (from @brine/config, with Salt's YAML loader), and a call is bound to a
  * function's declared parameters with Python's rules and Python's error messages. Positional
  * strings are left as they arrive, as Salt's minion leaves them: the CLI typed them already.
  */
-import { isKwargDict, parseKwarg, yamlifyArg } from '@brine/common'
+import { isKwargDict, parseKwarg, yamlifyArg } from '@brine/config'
 import { ArgumentError, InvocationError } from '../errors.js'
 import type { ModuleFunction } from './types.js'
 
 // parse_input with condition=False, as Salt's minion-side callers use it: {args, kwargs}.
-export { isKwargDict, parseKwarg, splitInput as parseInput, yamlifyArg } from '@brine/common'
+export { isKwargDict, parseKwarg, splitInput as parseInput, yamlifyArg } from '@brine/config'
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false

@@ -13,7 +13,7 @@ import { abortReason, CommandExecutionError, InvocationError } from '../errors.j
 import { toInt } from './test.js'
 import { parseLogLevel, type LogLevel } from '@brine/core'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 const execFileAsync = promisify(execFile)
 

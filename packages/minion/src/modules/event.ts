@@ -3,7 +3,7 @@
  * fire only under its own `salt/minion/<id>/` on the master's bus (the master refuses anything else), so a tag
  * given outside it is put under it: `deploy/done` from web1 arrives as `salt/minion/web1/deploy/done`.
  */
-import { isMinionOwnTag, tagProblem, tags } from '@brine/common'
+import { isMinionOwnTag, tagProblem, tags } from '@brine/protocol'
 import { cleanKwargs } from './args.js'
 import { InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'

@@ -11,7 +11,7 @@ import { networkInterfaces } from 'node:os'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { badArgument, execArgv, isSet, optionalString, requireString, toBool, toInteger, toSeconds } from './validate.js'
-import { msFromSeconds } from '@brine/common'
+import { msFromSeconds } from '@brine/config'
 
 const readText = async (path: string): Promise<string | undefined> => await readFile(path, 'utf8').catch(() => undefined)
 

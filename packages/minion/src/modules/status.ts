@@ -1,7 +1,8 @@
 /** Salt's `status` module (salt/modules/status.py), the Linux part: uptime, load, memory, CPU, disks, network counters from /proc. */
 import { readFile, statfs } from 'node:fs/promises'
 import { loadavg } from 'node:os'
-import { translatePythonRegex, msFromSeconds, secondsFromMs } from '@brine/common'
+import { msFromSeconds, secondsFromMs } from '@brine/config'
+import { translatePythonRegex } from '@brine/targeting'
 import { CommandExecutionError, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { execArgv, requireString } from './validate.js'

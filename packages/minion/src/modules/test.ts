@@ -4,7 +4,7 @@ import { cleanKwargs } from './args.js'
 import { abortReason, InvocationError } from '../errors.js'
 import type { JobContext, ModuleDefinition } from './types.js'
 import { brineVersion } from './version.js'
-import { msFromSeconds, secondsFromMs } from '@brine/common'
+import { msFromSeconds, secondsFromMs } from '@brine/config'
 
 /** Python's int() of a CLI value: integers and integer strings only. */
 export function toInt(value: unknown, name: string): number {

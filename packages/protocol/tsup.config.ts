@@ -1,0 +1,3 @@
+import { packageConfig } from '../../tsup.base.js'
+
+export default packageConfig()
