@@ -153,7 +153,7 @@ describe('what the brine command loads at start', () => {
       const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8' })
       expect(run.status, run.stderr).toBe(0)
       const loaded = readFileSync(list, 'utf8').trim().split('\n')
-      expect(loaded.some((url) => url.includes('/packages/common/dist/'))).toBe(true)
+      expect(loaded.some((url) => url.includes('/packages/config/dist/'))).toBe(true)
       expect(loaded.filter((url) => /\/node_modules\/(yaml|msgpackr-extract|node-gyp-build-optional-packages)\//.test(url) || url.endsWith('.node'))).toEqual(
         [],
       )
