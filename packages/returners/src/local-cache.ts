@@ -1,7 +1,17 @@
 import { constants, promises as fs, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { isJid, jidToDate, selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type ReturnLoad } from '@brine/common'
+import {
+  isJid,
+  jidToDate,
+  selectJobs,
+  type JobCache,
+  type JobRecord,
+  type JobSummary,
+  type ListJobsFilter,
+  type ReturnLoad,
+  type SaveReturnOptions,
+} from '@brine/common'
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
 import { FutureJidError, JobCacheError } from './errors.js'
@@ -44,6 +54,15 @@ export interface LocalJobCacheOptions {
   now?: () => number
 }
 
+/** A return put in the index once written, before its batch was durable (see #showWritten). */
+interface Written {
+  jid: string
+  id: string
+  location: Location
+  /** Its job had no entry before: the entry goes too if the return is taken out. */
+  created: boolean
+}
+
 /** Where one return's record sits: `length` bytes (the whole frame) at `offset` of segment `day`. */
 interface Location {
   day: string
@@ -74,6 +93,8 @@ interface Pending {
   day: string
   bytes: Buffer
   record: { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] } | { t: 'ret'; jid: string; id: string }
+  /** A return's {@link SaveReturnOptions.onWritten}. */
+  onWritten?: (() => void) | undefined
   resolve(): void
   reject(error: unknown): void
 }
@@ -196,7 +217,7 @@ export class LocalJobCache implements JobCache {
     }
   }
 
-  async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
+  async saveReturn(jid: string, id: string, ret: ReturnLoad, options: SaveReturnOptions = {}): Promise<boolean> {
     this.#checkWritable()
     if (!this.#indexReady) await this.#indexed
     const day = this.#dayOf(jid)
@@ -207,9 +228,12 @@ export class LocalJobCache implements JobCache {
     }
     const key = `${jid}\0${id}`
     for (;;) {
-      if (this.#jobs.get(jid)?.returns.has(id) === true) return false
       const earlier = this.#inFlight.get(key)
-      if (earlier === undefined) break
+      if (earlier === undefined) {
+        // Not in flight: in the index means durable (one written and not yet synced is still in flight).
+        if (this.#jobs.get(jid)?.returns.has(id) === true) return false
+        break
+      }
       // Queued by another call: "already stored" must mean durable, so wait for it. If it failed,
       // this call writes the return itself.
       const stored = await earlier.then(
@@ -220,7 +244,7 @@ export class LocalJobCache implements JobCache {
       this.#checkWritable()
     }
     const bytes = encodeRecord({ t: 'ret', jid, id, ret })
-    const written = this.#enqueue(day, { t: 'ret', jid, id }, bytes)
+    const written = this.#enqueue(day, { t: 'ret', jid, id }, bytes, options.onWritten)
     this.#inFlight.set(key, written)
     try {
       await written
@@ -322,9 +346,9 @@ export class LocalJobCache implements JobCache {
 
   // ---- writing ----
 
-  #enqueue(day: string, record: Pending['record'], bytes: Buffer): Promise<void> {
+  #enqueue(day: string, record: Pending['record'], bytes: Buffer, onWritten?: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ day, bytes, record, resolve, reject })
+      this.#queue.push({ day, bytes, record, onWritten, resolve, reject })
       if (this.#batchScheduled) return
       this.#batchScheduled = true
       void this.#serial(() => this.#writeBatch())
@@ -364,12 +388,14 @@ export class LocalJobCache implements JobCache {
     let segment: Segment | undefined
     let start = 0
     let handle: FileHandle | undefined
+    let written: Written[] = []
     try {
       segment = await this.#writableSegment(day)
       handle = await this.#handle(segment)
       start = segment.size
       const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
       await writeAll(handle, bytes, start)
+      written = this.#showWritten(day, start, batch)
       await handle.datasync()
       segment.size = start + bytes.length
     } catch (error) {
@@ -379,6 +405,7 @@ export class LocalJobCache implements JobCache {
         { file: segment?.path ?? day },
         { cause: error },
       )
+      for (const shown of written) this.#unshow(shown)
       if (segment !== undefined && handle !== undefined) await this.#rollBack(segment, handle, start, failure)
       for (const pending of batch) pending.reject(failure)
       return
@@ -388,6 +415,43 @@ export class LocalJobCache implements JobCache {
       this.#apply(pending.record, { day, offset, length: pending.bytes.length })
       offset += pending.bytes.length
       pending.resolve()
+    }
+  }
+
+  /**
+   * The returns of a batch whose write has completed (the bytes are the file's: a kill -9 of this process no
+   * longer loses them) and whose fdatasync has not: each is put in the index, so getJob reads it, and its
+   * `onWritten` is called. Their saves still resolve only once durable; a failed sync takes them out again.
+   */
+  #showWritten(day: string, start: number, batch: readonly Pending[]): Written[] {
+    const shown: Written[] = []
+    let offset = start
+    for (const pending of batch) {
+      const location = { day, offset, length: pending.bytes.length }
+      offset += pending.bytes.length
+      if (pending.onWritten === undefined || pending.record.t !== 'ret') continue
+      const created = !this.#jobs.has(pending.record.jid)
+      this.#apply(pending.record, location)
+      shown.push({ jid: pending.record.jid, id: pending.record.id, location, created })
+      try {
+        pending.onWritten()
+      } catch (error) {
+        this.#logger?.error(`job cache: onWritten of ${pending.record.jid}/${pending.record.id} failed`, error)
+      }
+    }
+    return shown
+  }
+
+  /** Takes a return {@link #showWritten} put in the index out again (its batch failed). */
+  #unshow({ jid, id, location, created }: Written): void {
+    const entry = this.#jobs.get(jid)
+    if (entry === undefined || entry.returns.get(id) !== location) return
+    entry.returns.delete(id)
+    if (!created || entry.returns.size > 0 || entry.minions.length > 0 || Object.keys(entry.load).length > 0) return
+    this.#jobs.delete(jid)
+    if (this.#newest === jid) {
+      this.#newest = undefined
+      for (const held of this.#jobs.keys()) this.#noteJid(held)
     }
   }
 

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -215,6 +215,89 @@ describe('LocalJobCache on disk', () => {
         expect(Object.keys(returns)).toEqual(Array.from({ length: 30 }, (_, i) => `m${i}`))
         for (let i = 0; i < 30; i++) expect(returns[`m${i}`]?.return, `${jid} m${i}`).toEqual(value(jid, i))
       }
+    })
+  })
+
+  describe("a return's onWritten", () => {
+    /** Holds every FileHandle.datasync of this process until `release` (or fails the first with `failWith`). */
+    async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Promise<void>; release: () => void; restore: () => void }> {
+      const probe = await open(join(cachedir, 'probe'), 'w')
+      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+      await probe.close()
+      const original = prototype.datasync
+      let release = (): void => {}
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let reached = (): void => {}
+      const held = new Promise<void>((resolve) => (reached = resolve))
+      let failed = false
+      prototype.datasync = async function (this: unknown): Promise<void> {
+        reached()
+        await released
+        if (failWith !== undefined && !failed) {
+          failed = true
+          throw failWith
+        }
+        return original.call(this)
+      }
+      return { held, release, restore: () => (prototype.datasync = original) }
+    }
+
+    it('runs once the record is written and readable, before the sync the save resolves after; a duplicate meanwhile waits and answers false', async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-09T00:00:00Z', 1)
+        await cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1'])
+        const sync = await holdSyncs(cachedir)
+        try {
+          const seen: string[] = []
+          let readWhenWritten: ReturnType<LocalJobCache['getJob']> | undefined
+          const saving = cache.saveReturn(jid, 'm1', ret(jid, 'm1'), {
+            onWritten: () => {
+              seen.push('written')
+              readWhenWritten = cache.getJob(jid)
+            },
+          })
+          void saving.then(() => seen.push('saved'))
+          await sync.held
+          expect(seen).toEqual(['written'])
+          expect((await readWhenWritten)?.returns).toEqual({ m1: ret(jid, 'm1') })
+          const duplicate = cache.saveReturn(jid, 'm1', ret(jid, 'm1', 'again'), { onWritten: () => seen.push('duplicate written') })
+          sync.release()
+          expect(await saving).toBe(true)
+          expect(await duplicate).toBe(false)
+          expect(seen).toEqual(['written', 'saved'])
+        } finally {
+          sync.restore()
+        }
+        expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+      })
+    })
+
+    it('a return whose sync fails is taken out of the index again, and its save rejects', async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-09T00:00:00Z', 2)
+        const sync = await holdSyncs(cachedir, new Error('EIO: the disk went away'))
+        try {
+          let written = 0
+          const saving = cache.saveReturn(jid, 'm1', ret(jid, 'm1'), { onWritten: () => written++ })
+          const outcome = saving.then(
+            () => 'saved',
+            (error: unknown) => (error as Error).message,
+          )
+          await sync.held
+          expect(written).toBe(1)
+          expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+          sync.release()
+          expect(await outcome).toMatch(/EIO: the disk went away/)
+          expect(await cache.getJob(jid)).toBeUndefined()
+        } finally {
+          sync.restore()
+        }
+        // Rolled back, not broken: the same return is saved (and shown) again.
+        let written = 0
+        expect(await cache.saveReturn(jid, 'm1', ret(jid, 'm1'), { onWritten: () => written++ })).toBe(true)
+        expect(written).toBe(1)
+        expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+      })
     })
   })
 
