@@ -396,7 +396,12 @@ export class PkiStore {
     const info = statSync(join(this.pkiDir, KEY_STATE_DIRS.accepted), { bigint: true, throwIfNoEntry: false })
     if (info === undefined) return this.#listState('accepted')
     const cached = this.#acceptedListing
-    if (cached !== undefined && cached.ino === info.ino && cached.mtimeNs === info.mtimeNs && cached.readAt - Number(info.mtimeNs / 1_000_000n) >= SETTLED_DIR_MS)
+    if (
+      cached !== undefined &&
+      cached.ino === info.ino &&
+      cached.mtimeNs === info.mtimeNs &&
+      cached.readAt - Number(info.mtimeNs / 1_000_000n) >= SETTLED_DIR_MS
+    )
       return cached.ids
     // Stat, clock, then read: a change between them gives the directory another mtime, and the next call reads again.
     const readAt = Date.now()
