@@ -54,6 +54,17 @@ export interface LocalJobCacheOptions {
   now?: () => number
 }
 
+/** A batch's records in one segment, written and waiting for their sync. */
+interface WrittenUnit {
+  day: string
+  segment: Segment
+  handle: FileHandle
+  start: number
+  length: number
+  batch: Pending[]
+  shown: Written[]
+}
+
 /** A return put in the index once written, before its batch was durable (see #showWritten). */
 interface Written {
   jid: string
@@ -79,7 +90,7 @@ interface JobEntry {
 interface Segment {
   day: string
   path: string
-  /** Bytes known good and durable (or being written by the current batch, which owns the tail). */
+  /** Bytes written: known good, durable or waiting for their batch's sync (the next batch is written after them). */
   size: number
   handle: Promise<FileHandle> | undefined
   /** Set by prune: the file is gone, the handle must not be reopened. */
@@ -122,8 +133,14 @@ export class LocalJobCache implements JobCache {
   /** Returns queued or being written, by `jid\0id`: a duplicate waits for the first and answers false. */
   readonly #inFlight = new Map<string, Promise<void>>()
   #queue: Pending[] = []
-  /** Serialises batches and prune's file deletions; never rejects. */
+  /** Serialises batches' writes and prune's file deletions; never rejects. */
   #chain: Promise<void> = Promise.resolve()
+  /** The syncs of written batches, one after another in the order they were written; never rejects. */
+  #syncing: Promise<void> = Promise.resolve()
+  /** Batches between the start of their write and its end. */
+  #writesInFlight = 0
+  /** A failed batch's bytes being cut off: the next write waits for it. */
+  #cutting: Promise<void> = Promise.resolve()
   #batchScheduled = false
   /** Set when a failed write could not be rolled back: the log's tail is unknown, so nothing more is written. */
   #broken: JobCacheError | undefined
@@ -292,6 +309,8 @@ export class LocalJobCache implements JobCache {
     await this.#indexed
     const boundary = dayName(before)
     return this.#serial(async () => {
+      // Batches written before this still syncing: their segment's handle must not be closed under them.
+      await this.#syncing
       let removed = 0
       for (const jid of [...this.#jobs.keys()]) {
         if (jidToDate(jid) < before) {
@@ -335,6 +354,7 @@ export class LocalJobCache implements JobCache {
     this.#state = 'closed'
     if (!wasOpen) return
     await this.#chain
+    await this.#syncing
     for (const segment of this.#segments.values()) {
       if (segment.handle === undefined) continue
       const handle = await segment.handle.catch(() => undefined)
@@ -365,48 +385,82 @@ export class LocalJobCache implements JobCache {
     return result
   }
 
-  /** One group commit: everything queued, one write and one fdatasync per segment, in parallel across segments. */
+  /**
+   * One group commit: everything queued, one write and one fdatasync per segment, in parallel across segments.
+   * The chain moves on once the batch is written: the next batch is written while this one syncs (a save
+   * queued behind a slow sync need not wait for it to be written and shown), and the syncs run, and resolve
+   * their saves, in the order the batches were written.
+   */
   async #writeBatch(): Promise<void> {
     this.#batchScheduled = false
     const batch = this.#queue
     this.#queue = []
     if (batch.length === 0) return
-    if (this.#broken !== undefined) {
-      for (const pending of batch) pending.reject(this.#broken)
-      return
+    this.#writesInFlight++
+    let units: WrittenUnit[]
+    try {
+      await this.#cutting
+      if (this.#broken !== undefined) {
+        for (const pending of batch) pending.reject(this.#broken)
+        return
+      }
+      const byDay = new Map<string, Pending[]>()
+      for (const pending of batch) {
+        const list = byDay.get(pending.day)
+        if (list === undefined) byDay.set(pending.day, [pending])
+        else list.push(pending)
+      }
+      const written = await Promise.all([...byDay].map(([day, list]) => this.#writeToSegment(day, list)))
+      units = written.filter((unit): unit is WrittenUnit => unit !== undefined)
+    } finally {
+      this.#writesInFlight--
     }
-    const byDay = new Map<string, Pending[]>()
-    for (const pending of batch) {
-      const list = byDay.get(pending.day)
-      if (list === undefined) byDay.set(pending.day, [pending])
-      else list.push(pending)
-    }
-    await Promise.all([...byDay].map(([day, list]) => this.#appendToSegment(day, list)))
+    const synced = this.#syncing.then(() => Promise.all(units.map((unit) => this.#sync(unit))))
+    this.#syncing = synced.then(
+      () => undefined,
+      () => undefined,
+    )
   }
 
-  async #appendToSegment(day: string, batch: Pending[]): Promise<void> {
+  /** Appends a batch's records for one day and shows its returns; undefined (the batch rejected, its bytes cut off) if the write failed. */
+  async #writeToSegment(day: string, batch: Pending[]): Promise<WrittenUnit | undefined> {
     let segment: Segment | undefined
     let start = 0
     let handle: FileHandle | undefined
-    let written: Written[] = []
     try {
       segment = await this.#writableSegment(day)
       handle = await this.#handle(segment)
       start = segment.size
       const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
       await writeAll(handle, bytes, start)
-      written = this.#showWritten(day, start, batch)
-      await handle.datasync()
       segment.size = start + bytes.length
+      return { day, segment, handle, start, length: bytes.length, batch, shown: this.#showWritten(day, start, batch) }
     } catch (error) {
-      const failure = new JobCacheError(
-        'local_cache',
-        `writing ${batch.length} record(s) to ${segment?.path ?? day} failed: ${(error as Error).message}`,
-        { file: segment?.path ?? day },
-        { cause: error },
-      )
-      for (const shown of written) this.#unshow(shown)
+      const failure = writeFailure(batch, segment?.path ?? day, error)
       if (segment !== undefined && handle !== undefined) await this.#rollBack(segment, handle, start, failure)
+      for (const pending of batch) pending.reject(failure)
+      return undefined
+    }
+  }
+
+  /**
+   * Syncs a written batch and resolves its saves. A failed sync rejects them and takes their returns out of
+   * the index; their bytes are cut off if nothing was written after them, else the cache is broken (the
+   * log's tail is no longer known good: restart to recover, the scan keeps what is whole).
+   */
+  async #sync(unit: WrittenUnit): Promise<void> {
+    const { day, segment, handle, start, batch } = unit
+    let failure = this.#broken
+    if (failure === undefined) {
+      try {
+        await handle.datasync()
+      } catch (error) {
+        failure = writeFailure(batch, segment.path, error)
+        await this.#afterFailedSync(unit, failure)
+      }
+    }
+    if (failure !== undefined) {
+      for (const shown of unit.shown) this.#unshow(shown)
       for (const pending of batch) pending.reject(failure)
       return
     }
@@ -416,6 +470,22 @@ export class LocalJobCache implements JobCache {
       offset += pending.bytes.length
       pending.resolve()
     }
+  }
+
+  async #afterFailedSync(unit: WrittenUnit, failure: JobCacheError): Promise<void> {
+    const { segment, handle, start, length } = unit
+    if (this.#writesInFlight === 0 && segment.size === start + length && !segment.deleted) {
+      this.#cutting = this.#rollBack(segment, handle, start, failure)
+      await this.#cutting
+      return
+    }
+    this.#broken = new JobCacheError(
+      'local_cache',
+      `${failure.message}, after later records were written behind it; restart to recover`,
+      { file: segment.path },
+      { cause: failure },
+    )
+    this.#logger?.error(this.#broken.message, failure)
   }
 
   /**
@@ -457,6 +527,7 @@ export class LocalJobCache implements JobCache {
 
   /** Cuts a failed batch's partial bytes off so the log stays a clean sequence of records. */
   async #rollBack(segment: Segment, handle: FileHandle, size: number, failure: JobCacheError): Promise<void> {
+    segment.size = size
     try {
       await handle.truncate(size)
       await handle.datasync()
@@ -755,6 +826,10 @@ export class LocalJobCache implements JobCache {
 }
 
 /** A record's frame: length, then CRC32 of the msgpack, then the msgpack. */
+function writeFailure(batch: readonly Pending[], file: string, error: unknown): JobCacheError {
+  return new JobCacheError('local_cache', `writing ${batch.length} record(s) to ${file} failed: ${(error as Error).message}`, { file }, { cause: error })
+}
+
 function encodeRecord(record: LogRecord): Buffer {
   const body = encode(record as unknown as WireValue, MAX_RECORD_BYTES)
   // One buffer, one copy: the frame's length, the checksum, then the msgpack.
