@@ -51,6 +51,9 @@ export interface MinionReturn {
 /** What a job's reader listens to: Salt's job events and the syndics' (`syndic/<id>/…`). */
 const JOB_READER_MATCH = '^(?:salt/job/|syndic/)'
 
+/** Why a job's bus reader was stopped (its returns are all in, or the Job was closed). */
+const READER_STOPPED = Object.freeze({ reason: 'the job reader stopped' })
+
 /** Salt's text for a minion that neither returned nor answered find_job. */
 export const NO_RESPONSE = 'Minion did not return. [No response]'
 
@@ -61,14 +64,23 @@ interface Connection {
   events: MasterEvent
 }
 
+/** The user name of the uid last looked up: every publish names it, and the lookup reads the user database. */
+let lookedUp: { uid: number; name: string } | undefined
+
 /** Salt's user name for the publish: `sudo_<user>` under sudo, else the current user. */
 export function currentUser(): string {
   if (process.env.SUDO_USER) return `sudo_${process.env.SUDO_USER}`
+  // Looked up again if the process switched users (a daemon dropping root).
+  const uid = process.getuid?.() ?? -1
+  if (lookedUp?.uid === uid) return lookedUp.name
+  let name: string
   try {
-    return userInfo().username
+    name = userInfo().username
   } catch {
-    return 'root'
+    name = 'root'
   }
+  lookedUp = { uid, name }
+  return name
 }
 
 /**
@@ -312,7 +324,8 @@ export class LocalClient implements AsyncDisposable {
     const events = connection.events.iter({ match: JOB_READER_MATCH, matchType: 'regex', signal: controller.signal, filter })
     return {
       events,
-      stop: () => controller.abort(),
+      // A reason of our own: abort() without one makes a DOMException (and its stack) for every job.
+      stop: () => controller.abort(READER_STOPPED),
       focus: (wanted) => {
         jids = wanted
       },

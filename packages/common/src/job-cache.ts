@@ -39,10 +39,20 @@ export interface JobSummary {
  * `@brine/returners`, and an in-memory one for tests. Writing the same (jid, id) return twice stores it
  * once; `saveReturn` says whether this call was the first, so the master fires one event.
  */
+export interface SaveReturnOptions {
+  /**
+   * Called (at most once, before the save resolves) as soon as `getJob` reads the return and a crash of
+   * this process can no longer lose it, if the cache knows that moment before the return is durable
+   * (the local cache: written, not yet synced). The master fires the return's event then; a save
+   * that then fails still rejects. A cache that does not call it leaves that to the save's resolution.
+   */
+  onWritten?: () => void
+}
+
 export interface JobCache {
   saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void>
   /** Stores `id`'s return for `jid` durably before resolving; false (nothing stored) when already stored. */
-  saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean>
+  saveReturn(jid: string, id: string, ret: ReturnLoad, options?: SaveReturnOptions): Promise<boolean>
   getJob(jid: string): Promise<JobRecord | undefined>
   listJobs(filter?: ListJobsFilter): Promise<JobSummary[]>
   /** Removes jobs that started before `before` (keep_jobs); returns how many were removed. */

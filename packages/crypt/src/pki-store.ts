@@ -145,6 +145,24 @@ const DELETED_DIR = '.pki-deleted'
  */
 export const SYNDICS_DIR = 'syndics'
 
+/**
+ * A read of `minions/`, kept while the directory is unchanged: its inode and mtime before the read, and when
+ * the read began (wall clock, as file times are).
+ */
+interface AcceptedListing {
+  ids: Promise<readonly string[]>
+  ino: bigint
+  mtimeNs: bigint
+  readAt: number
+}
+
+/**
+ * How long after a directory's mtime a read of it is taken to have seen every change stamped with that mtime.
+ * A file system stamps times from a coarse clock (a kernel tick, or a whole second on some), so a change right
+ * after a read may leave the mtime as it was; a read this long after the mtime cannot have been followed by one.
+ */
+const SETTLED_DIR_MS = 2000
+
 interface CachedKeys {
   keys: PublicKeys
   /** The key file's path, made from the id once it was validated. */
@@ -169,6 +187,7 @@ export class PkiStore {
   readonly #takeoverLog = new LogLimiter()
   readonly #accepted = new Map<string, CachedKeys>()
   readonly #recheckMs: number
+  #acceptedListing: AcceptedListing | undefined
   /** Bumped by every change to an accepted key made through this store. */
   #acceptedGeneration = 0
   readonly #now: () => number
@@ -364,6 +383,35 @@ export class PkiStore {
   async list(): Promise<KeyListing> {
     const [pending, accepted, rejected, denied] = await Promise.all(STATES.map((state) => this.#listState(state)))
     return { minions_pre: pending!, minions: accepted!, minions_rejected: rejected!, minions_denied: denied! }
+  }
+
+  /**
+   * The accepted ids, sorted (what `list().minions` holds): the publish path's listing, read once per change
+   * of `minions/` instead of four directories per job. A stat of the directory (its inode and mtime) tells
+   * whether the last read still holds, whoever changed it (this store, or `brine-key` in another process);
+   * a read that began less than {@link SETTLED_DIR_MS} after that mtime is not trusted (a change within
+   * the same clock tick leaves the mtime as it was), so a change is never missed, only re-read for.
+   */
+  acceptedIds(): Promise<readonly string[]> {
+    const info = statSync(join(this.pkiDir, KEY_STATE_DIRS.accepted), { bigint: true, throwIfNoEntry: false })
+    if (info === undefined) return this.#listState('accepted')
+    const cached = this.#acceptedListing
+    if (
+      cached !== undefined &&
+      cached.ino === info.ino &&
+      cached.mtimeNs === info.mtimeNs &&
+      cached.readAt - Number(info.mtimeNs / 1_000_000n) >= SETTLED_DIR_MS
+    )
+      return cached.ids
+    // Stat, clock, then read: a change between them gives the directory another mtime, and the next call reads again.
+    const readAt = Date.now()
+    const ids = this.#listState('accepted').then((read): readonly string[] => Object.freeze(read))
+    const listing: AcceptedListing = { ids, ino: info.ino, mtimeNs: info.mtimeNs, readAt }
+    this.#acceptedListing = listing
+    listing.ids.catch(() => {
+      if (this.#acceptedListing === listing) this.#acceptedListing = undefined
+    })
+    return listing.ids
   }
 
   /** The state `id` is in (rejected, accepted, pending, then denied, as Salt resolves it), or undefined. */

@@ -1,4 +1,4 @@
-import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { readdir, readFile, rename, stat, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { fingerprint, generateKeys, InvalidMinionIdError, KeyFileError, PkiStore, publicKeysOf, type PublicKeys } from '../src/index.js'
@@ -183,6 +183,34 @@ describe('PkiStore', () => {
     expect(await store.acceptedKeys('web1')).toBeDefined()
     await store.delete('web1')
     expect(await store.acceptedKeys('web1')).toBeUndefined()
+  })
+
+  it("lists the accepted ids as list() does, reads the directory again only when it changed, and sees another process's change at once", async () => {
+    const pkiDir = await tempDir()
+    const master = await PkiStore.open(pkiDir)
+    const cli = await PkiStore.open(pkiDir)
+    for (const id of ['web2', 'web1', 'db1']) await master.submit(id, newPub(), { autoAccept: true })
+    await master.submit('new1', newPub())
+    expect(await master.acceptedIds()).toEqual(['db1', 'web1', 'web2'])
+    expect(await master.acceptedIds()).toEqual((await master.list()).minions)
+    // Changed right after a read (within the file system's clock tick, the mtime may not move): seen all the same.
+    await cli.accept('new1')
+    expect(await master.acceptedIds()).toEqual(['db1', 'new1', 'web1', 'web2'])
+    await cli.delete('web2')
+    expect(await master.acceptedIds()).toEqual(['db1', 'new1', 'web1'])
+    // A directory last changed long ago: one read serves every later call, as long as it stays unchanged.
+    const accepted = join(pkiDir, 'minions')
+    const longAgo = new Date(Date.now() - 60_000)
+    await utimes(accepted, longAgo, longAgo)
+    const first = await master.acceptedIds()
+    expect(await master.acceptedIds()).toBe(first)
+    expect(Object.isFrozen(first)).toBe(true)
+    // Then changed by hand (a key file moved in by another process): its new mtime makes the next call read it.
+    await rename(join(pkiDir, 'minions', 'web1'), join(pkiDir, 'minions', 'web3'))
+    expect(await master.acceptedIds()).toEqual(['db1', 'new1', 'web3'])
+    await utimes(accepted, longAgo, longAgo)
+    await master.delete('db1')
+    expect(await master.acceptedIds()).toEqual(['new1', 'web3'])
   })
 
   it('after a delete, auto_accept takes only an attempt signed after it: an older one (a replay) is a pending key', async () => {

@@ -54,8 +54,8 @@ export class JobPublisher {
 
   /** The accepted minions, with the grains each last reported. */
   async known(): Promise<MinionInfo[]> {
-    const listing = await this.#o.store.list()
-    return listing.minions.map((id) => {
+    const accepted = await this.#o.store.acceptedIds()
+    return accepted.map((id) => {
       const grains = this.#o.grains.get(id)
       return grains === undefined ? { id } : { id, grains }
     })

@@ -1,4 +1,4 @@
-import type { JobCache } from '@brine/common'
+import type { JobCache, SaveReturnOptions } from '@brine/common'
 import type { ReturnLoad } from '@brine/protocol'
 import { UnstorableValueError } from '@brine/returners'
 import { ReturnRefusedError } from './errors.js'
@@ -7,8 +7,8 @@ import { ReturnRefusedError } from './errors.js'
  * Stores `ret` in the job cache; false for a duplicate. A return no retry can store (a NaN in PostgreSQL's
  * jsonb) is a ReturnRefusedError, so its sender drops it instead of spooling it forever.
  */
-export function saveReturn(jobs: JobCache, ret: ReturnLoad): Promise<boolean> {
-  return jobs.saveReturn(ret.jid, ret.id, ret).catch((error: unknown) => {
+export function saveReturn(jobs: JobCache, ret: ReturnLoad, options?: SaveReturnOptions): Promise<boolean> {
+  return jobs.saveReturn(ret.jid, ret.id, ret, options).catch((error: unknown) => {
     if (error instanceof UnstorableValueError) throw new ReturnRefusedError(ret.jid, ret.id, 'unstorable', error.message)
     throw error
   })

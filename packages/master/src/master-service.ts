@@ -357,9 +357,17 @@ export class MasterService {
     if (ret.schedule !== undefined) return this.#scheduleReturn(id, ret)
     const checking = this.#o.issued.check(ret.jid, id)
     if (checking !== undefined) await checking
-    const stored = await saveReturn(this.#o.jobs, ret)
+    // Fired once the return is readable from the cache and a crash of the master cannot lose it (the local cache:
+    // written), without waiting for the disk's sync; the minion's acknowledgement still waits for that.
+    let fired = false
+    const fire = (): void => {
+      if (fired) return
+      fired = true
+      this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
+    }
+    const stored = await saveReturn(this.#o.jobs, ret, { onWritten: fire })
     this.#connected.add(id)
-    if (stored) this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
+    if (stored) fire()
     return stored
   }
 

@@ -677,7 +677,7 @@ export class Master {
     results.push(
       ...(await Promise.allSettled([
         (this.#service?.settle() ?? Promise.resolve()).then(() => this.#jobs?.close()),
-        this.#audit?.settle() ?? Promise.resolve(),
+        this.#audit?.close() ?? Promise.resolve(),
       ])),
     )
     this.#state = 'stopped'

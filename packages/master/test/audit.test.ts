@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rename, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, readlink, rename, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -71,6 +71,37 @@ describe('the audit log', () => {
     expect(await audit.query()).toEqual([expect.objectContaining({ cmd: 'runner', user: 'root', via: { client: 'library' }, jid: '20261126000000000001' })])
     expect(fired.map((event) => event.tag)).toEqual(['brine/audit/publish', 'brine/audit/runner'])
     expect(await audit.query({ user: 'alice' })).toEqual([])
+  })
+
+  it('keeps one handle on the file while the path names it, opens the path again once the file is gone, and holds none after close()', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-audit-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const audit = new AuditLog(join(dir, 'audit'))
+    cleanups.push(() => audit.close())
+    const root = { user: 'root', auth: 'key' as const, permissions: 'all' as const }
+    const call = (fun: string) => ({ cmd: 'runner' as const, fun, arg: [], kwarg: {}, result: 'accepted' as const })
+    /** This process's descriptors open on the audit file (by path; a deleted file's link says so). */
+    const handlesOnIt = async (): Promise<string[]> => {
+      const links = await Promise.all((await readdir('/proc/self/fd')).map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')))
+      return links.filter((link) => link.startsWith(audit.path))
+    }
+    for (let index = 0; index < 5; index++) {
+      audit.record(root, call(`test.f${index}`))
+      await audit.settle()
+    }
+    expect(await handlesOnIt()).toEqual([audit.path])
+    await rm(audit.path)
+    audit.record(root, call('after.removal'))
+    await audit.settle()
+    expect((await audit.query()).map((record) => record.fun)).toEqual(['after.removal'])
+    expect(await handlesOnIt()).toEqual([audit.path])
+    await audit.close()
+    expect(await handlesOnIt()).toEqual([])
+    // A line recorded after close() is still written, and leaves no handle behind.
+    audit.record(root, call('late'))
+    await audit.settle()
+    expect((await audit.query()).map((record) => record.fun)).toEqual(['after.removal', 'late'])
+    expect(await handlesOnIt()).toEqual([])
   })
 
   it("defaults to `audit` beside the daemon's log file, and under cachedir for a Master without a loaded config", () => {

@@ -1,12 +1,16 @@
 import { existsSync } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { LocalJobCache, PostgresJobCache } from '@brine/returners'
 import { Master, MasterStateError, MemoryJobStore } from '../src/index.js'
-import { cleanups, FakeMinion, masterConfig, runCleanups, tempDir, watchSubscribers } from './helpers.js'
+import { addressOf, cleanups, EventLog, FakeMinion, masterConfig, runCleanups, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
 
 afterEach(runCleanups)
+afterAll(stopNatsServer)
+
+const TRANSPORTS = ['zeromq', 'tcp', 'nats'] as const
 
 // A real server, set up by `npm run postgres` (scripts/ensure-postgres.sh). Missing server = failure, never a skip.
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
@@ -97,5 +101,50 @@ describe('the master opens the job cache master_job_cache names', () => {
     const master = new Master(await masterConfig(dir, { transport: 'tcp', master_job_cache: 'mysql' }))
     cleanups.push(() => master.stop())
     await expect(master.start()).rejects.toMatchObject({ name: 'ConfigError', key: 'master_job_cache' })
+  })
+})
+
+/** Holds every FileHandle.datasync of this process until `release`: the disk's sync, made as slow as a test needs. */
+async function holdSyncs(dir: string): Promise<{ release: () => void; restore: () => void }> {
+  const probe = await open(join(dir, 'probe'), 'w')
+  const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+  await probe.close()
+  const original = prototype.datasync
+  let release = (): void => {}
+  const released = new Promise<void>((resolve) => (release = resolve))
+  prototype.datasync = async function (this: unknown): Promise<void> {
+    await released
+    return original.call(this)
+  }
+  return { release, restore: () => (prototype.datasync = original) }
+}
+
+describe.each(TRANSPORTS)('local_cache over %s', (transport) => {
+  it("fires a return's event once its record is written; the minion's acknowledgement waits for the disk's sync", async () => {
+    const { master, dir } = await started({ transport })
+    const events = new EventLog(master)
+    const minion = await FakeMinion.start(transport, 'web1', addressOf(master), join(dir, 'm-web1'))
+    await watchSubscribers(master.endpoints[0]!.publish)(1)
+    expect(await minion.auth()).toEqual({ ok: true })
+    const caller = await master.service.authorize({ cmd: 'publish', key: master.rootKey })
+    const { jid } = await master.service.publish(caller, { tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' })
+    await minion.nthPublish(1)
+    // The job's own record first: the return's write queues behind it.
+    await master.service.settle()
+    const sync = await holdSyncs(dir)
+    try {
+      let acknowledged = false
+      const ack = minion.returnJob(jid, 'pong').finally(() => (acknowledged = true))
+      expect((await events.next(`salt/job/${jid}/ret/web1`)).data).toMatchObject({ return: 'pong', success: true })
+      // Readable from the cache already (a client catching up finds it), and not acknowledged until durable.
+      expect((await master.jobs.getJob(jid))?.returns['web1']).toMatchObject({ return: 'pong' })
+      expect(acknowledged).toBe(false)
+      sync.release()
+      expect(await ack).toEqual({ ok: true })
+    } finally {
+      sync.release()
+      sync.restore()
+    }
+    expect(events.tagged(`salt/job/${jid}/ret/web1`)).toHaveLength(1)
   })
 })

@@ -1,7 +1,7 @@
 import { constants, promises as fs, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter } from '@brine/common'
+import { selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type SaveReturnOptions } from '@brine/common'
 import { isJid, jidToDate, type ReturnLoad } from '@brine/protocol'
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
@@ -45,6 +45,26 @@ export interface LocalJobCacheOptions {
   now?: () => number
 }
 
+/** A batch's records in one segment, written and waiting for their sync. */
+interface WrittenUnit {
+  day: string
+  segment: Segment
+  handle: FileHandle
+  start: number
+  length: number
+  batch: Pending[]
+  shown: Written[]
+}
+
+/** A return put in the index once written, before its batch was durable (see #showWritten). */
+interface Written {
+  jid: string
+  id: string
+  location: Location
+  /** Its job had no entry before: the entry goes too if the return is taken out. */
+  created: boolean
+}
+
 /** Where one return's record sits: `length` bytes (the whole frame) at `offset` of segment `day`. */
 interface Location {
   day: string
@@ -61,7 +81,7 @@ interface JobEntry {
 interface Segment {
   day: string
   path: string
-  /** Bytes known good and durable (or being written by the current batch, which owns the tail). */
+  /** Bytes written: known good, durable or waiting for their batch's sync (the next batch is written after them). */
   size: number
   handle: Promise<FileHandle> | undefined
   /** Set by prune: the file is gone, the handle must not be reopened. */
@@ -75,6 +95,8 @@ interface Pending {
   day: string
   bytes: Buffer
   record: { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] } | { t: 'ret'; jid: string; id: string }
+  /** A return's {@link SaveReturnOptions.onWritten}. */
+  onWritten?: (() => void) | undefined
   resolve(): void
   reject(error: unknown): void
 }
@@ -102,8 +124,14 @@ export class LocalJobCache implements JobCache {
   /** Returns queued or being written, by `jid\0id`: a duplicate waits for the first and answers false. */
   readonly #inFlight = new Map<string, Promise<void>>()
   #queue: Pending[] = []
-  /** Serialises batches and prune's file deletions; never rejects. */
+  /** Serialises batches' writes and prune's file deletions; never rejects. */
   #chain: Promise<void> = Promise.resolve()
+  /** The syncs of written batches, one after another in the order they were written; never rejects. */
+  #syncing: Promise<void> = Promise.resolve()
+  /** Batches between the start of their write and its end. */
+  #writesInFlight = 0
+  /** A failed batch's bytes being cut off: the next write waits for it. */
+  #cutting: Promise<void> = Promise.resolve()
   #batchScheduled = false
   /** Set when a failed write could not be rolled back: the log's tail is unknown, so nothing more is written. */
   #broken: JobCacheError | undefined
@@ -197,7 +225,7 @@ export class LocalJobCache implements JobCache {
     }
   }
 
-  async saveReturn(jid: string, id: string, ret: ReturnLoad): Promise<boolean> {
+  async saveReturn(jid: string, id: string, ret: ReturnLoad, options: SaveReturnOptions = {}): Promise<boolean> {
     this.#checkWritable()
     if (!this.#indexReady) await this.#indexed
     const day = this.#dayOf(jid)
@@ -208,9 +236,12 @@ export class LocalJobCache implements JobCache {
     }
     const key = `${jid}\0${id}`
     for (;;) {
-      if (this.#jobs.get(jid)?.returns.has(id) === true) return false
       const earlier = this.#inFlight.get(key)
-      if (earlier === undefined) break
+      if (earlier === undefined) {
+        // Not in flight: in the index means durable (one written and not yet synced is still in flight).
+        if (this.#jobs.get(jid)?.returns.has(id) === true) return false
+        break
+      }
       // Queued by another call: "already stored" must mean durable, so wait for it. If it failed,
       // this call writes the return itself.
       const stored = await earlier.then(
@@ -221,7 +252,7 @@ export class LocalJobCache implements JobCache {
       this.#checkWritable()
     }
     const bytes = encodeRecord({ t: 'ret', jid, id, ret })
-    const written = this.#enqueue(day, { t: 'ret', jid, id }, bytes)
+    const written = this.#enqueue(day, { t: 'ret', jid, id }, bytes, options.onWritten)
     this.#inFlight.set(key, written)
     try {
       await written
@@ -269,6 +300,8 @@ export class LocalJobCache implements JobCache {
     await this.#indexed
     const boundary = dayName(before)
     return this.#serial(async () => {
+      // Batches written before this still syncing: their segment's handle must not be closed under them.
+      await this.#syncing
       let removed = 0
       for (const jid of [...this.#jobs.keys()]) {
         if (jidToDate(jid) < before) {
@@ -312,6 +345,7 @@ export class LocalJobCache implements JobCache {
     this.#state = 'closed'
     if (!wasOpen) return
     await this.#chain
+    await this.#syncing
     for (const segment of this.#segments.values()) {
       if (segment.handle === undefined) continue
       const handle = await segment.handle.catch(() => undefined)
@@ -323,9 +357,9 @@ export class LocalJobCache implements JobCache {
 
   // ---- writing ----
 
-  #enqueue(day: string, record: Pending['record'], bytes: Buffer): Promise<void> {
+  #enqueue(day: string, record: Pending['record'], bytes: Buffer, onWritten?: () => void): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ day, bytes, record, resolve, reject })
+      this.#queue.push({ day, bytes, record, onWritten, resolve, reject })
       if (this.#batchScheduled) return
       this.#batchScheduled = true
       void this.#serial(() => this.#writeBatch())
@@ -342,26 +376,45 @@ export class LocalJobCache implements JobCache {
     return result
   }
 
-  /** One group commit: everything queued, one write and one fdatasync per segment, in parallel across segments. */
+  /**
+   * One group commit: everything queued, one write and one fdatasync per segment, in parallel across segments.
+   * The chain moves on once the batch is written: the next batch is written while this one syncs (a save
+   * queued behind a slow sync need not wait for it to be written and shown), and the syncs run, and resolve
+   * their saves, in the order the batches were written.
+   */
   async #writeBatch(): Promise<void> {
     this.#batchScheduled = false
     const batch = this.#queue
     this.#queue = []
     if (batch.length === 0) return
-    if (this.#broken !== undefined) {
-      for (const pending of batch) pending.reject(this.#broken)
-      return
+    this.#writesInFlight++
+    let units: WrittenUnit[]
+    try {
+      await this.#cutting
+      if (this.#broken !== undefined) {
+        for (const pending of batch) pending.reject(this.#broken)
+        return
+      }
+      const byDay = new Map<string, Pending[]>()
+      for (const pending of batch) {
+        const list = byDay.get(pending.day)
+        if (list === undefined) byDay.set(pending.day, [pending])
+        else list.push(pending)
+      }
+      const written = await Promise.all([...byDay].map(([day, list]) => this.#writeToSegment(day, list)))
+      units = written.filter((unit): unit is WrittenUnit => unit !== undefined)
+    } finally {
+      this.#writesInFlight--
     }
-    const byDay = new Map<string, Pending[]>()
-    for (const pending of batch) {
-      const list = byDay.get(pending.day)
-      if (list === undefined) byDay.set(pending.day, [pending])
-      else list.push(pending)
-    }
-    await Promise.all([...byDay].map(([day, list]) => this.#appendToSegment(day, list)))
+    const synced = this.#syncing.then(() => Promise.all(units.map((unit) => this.#sync(unit))))
+    this.#syncing = synced.then(
+      () => undefined,
+      () => undefined,
+    )
   }
 
-  async #appendToSegment(day: string, batch: Pending[]): Promise<void> {
+  /** Appends a batch's records for one day and shows its returns; undefined (the batch rejected, its bytes cut off) if the write failed. */
+  async #writeToSegment(day: string, batch: Pending[]): Promise<WrittenUnit | undefined> {
     let segment: Segment | undefined
     let start = 0
     let handle: FileHandle | undefined
@@ -371,16 +424,34 @@ export class LocalJobCache implements JobCache {
       start = segment.size
       const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
       await writeAll(handle, bytes, start)
-      await handle.datasync()
       segment.size = start + bytes.length
+      return { day, segment, handle, start, length: bytes.length, batch, shown: this.#showWritten(day, start, batch) }
     } catch (error) {
-      const failure = new JobCacheError(
-        'local_cache',
-        `writing ${batch.length} record(s) to ${segment?.path ?? day} failed: ${(error as Error).message}`,
-        { file: segment?.path ?? day },
-        { cause: error },
-      )
+      const failure = writeFailure(batch, segment?.path ?? day, error)
       if (segment !== undefined && handle !== undefined) await this.#rollBack(segment, handle, start, failure)
+      for (const pending of batch) pending.reject(failure)
+      return undefined
+    }
+  }
+
+  /**
+   * Syncs a written batch and resolves its saves. A failed sync rejects them and takes their returns out of
+   * the index; their bytes are cut off if nothing was written after them, else the cache is broken (the
+   * log's tail is no longer known good: restart to recover, the scan keeps what is whole).
+   */
+  async #sync(unit: WrittenUnit): Promise<void> {
+    const { day, segment, handle, start, batch } = unit
+    let failure = this.#broken
+    if (failure === undefined) {
+      try {
+        await handle.datasync()
+      } catch (error) {
+        failure = writeFailure(batch, segment.path, error)
+        await this.#afterFailedSync(unit, failure)
+      }
+    }
+    if (failure !== undefined) {
+      for (const shown of unit.shown) this.#unshow(shown)
       for (const pending of batch) pending.reject(failure)
       return
     }
@@ -392,8 +463,62 @@ export class LocalJobCache implements JobCache {
     }
   }
 
+  async #afterFailedSync(unit: WrittenUnit, failure: JobCacheError): Promise<void> {
+    const { segment, handle, start, length } = unit
+    if (this.#writesInFlight === 0 && segment.size === start + length && !segment.deleted) {
+      this.#cutting = this.#rollBack(segment, handle, start, failure)
+      await this.#cutting
+      return
+    }
+    this.#broken = new JobCacheError(
+      'local_cache',
+      `${failure.message}, after later records were written behind it; restart to recover`,
+      { file: segment.path },
+      { cause: failure },
+    )
+    this.#logger?.error(this.#broken.message, failure)
+  }
+
+  /**
+   * The returns of a batch whose write has completed (the bytes are the file's: a kill -9 of this process no
+   * longer loses them) and whose fdatasync has not: each is put in the index, so getJob reads it, and its
+   * `onWritten` is called. Their saves still resolve only once durable; a failed sync takes them out again.
+   */
+  #showWritten(day: string, start: number, batch: readonly Pending[]): Written[] {
+    const shown: Written[] = []
+    let offset = start
+    for (const pending of batch) {
+      const location = { day, offset, length: pending.bytes.length }
+      offset += pending.bytes.length
+      if (pending.onWritten === undefined || pending.record.t !== 'ret') continue
+      const created = !this.#jobs.has(pending.record.jid)
+      this.#apply(pending.record, location)
+      shown.push({ jid: pending.record.jid, id: pending.record.id, location, created })
+      try {
+        pending.onWritten()
+      } catch (error) {
+        this.#logger?.error(`job cache: onWritten of ${pending.record.jid}/${pending.record.id} failed`, error)
+      }
+    }
+    return shown
+  }
+
+  /** Takes a return {@link #showWritten} put in the index out again (its batch failed). */
+  #unshow({ jid, id, location, created }: Written): void {
+    const entry = this.#jobs.get(jid)
+    if (entry === undefined || entry.returns.get(id) !== location) return
+    entry.returns.delete(id)
+    if (!created || entry.returns.size > 0 || entry.minions.length > 0 || Object.keys(entry.load).length > 0) return
+    this.#jobs.delete(jid)
+    if (this.#newest === jid) {
+      this.#newest = undefined
+      for (const held of this.#jobs.keys()) this.#noteJid(held)
+    }
+  }
+
   /** Cuts a failed batch's partial bytes off so the log stays a clean sequence of records. */
   async #rollBack(segment: Segment, handle: FileHandle, size: number, failure: JobCacheError): Promise<void> {
+    segment.size = size
     try {
       await handle.truncate(size)
       await handle.datasync()
@@ -692,6 +817,10 @@ export class LocalJobCache implements JobCache {
 }
 
 /** A record's frame: length, then CRC32 of the msgpack, then the msgpack. */
+function writeFailure(batch: readonly Pending[], file: string, error: unknown): JobCacheError {
+  return new JobCacheError('local_cache', `writing ${batch.length} record(s) to ${file} failed: ${(error as Error).message}`, { file }, { cause: error })
+}
+
 function encodeRecord(record: LogRecord): Buffer {
   const body = encode(record as unknown as WireValue, MAX_RECORD_BYTES)
   // One buffer, one copy: the frame's length, the checksum, then the msgpack.

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createLogger, type Logger } from '@brine/core'
+import { deadline } from '@brine/transport-compliance'
 import { FutureJidError, LocalJobCache } from '../src/index.js'
 import { bootId, processStartTicks } from '../src/process-identity.js'
 import { jidAt, jobCacheContract, ret } from './contract.js'
@@ -124,6 +125,29 @@ function deadPid(): number {
   return child.pid
 }
 
+/** Holds every FileHandle.datasync of this process until `release` (or fails the first with `failWith`). */
+async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Promise<void>; release: () => void; restore: () => void }> {
+  const probe = await open(join(cachedir, 'probe'), 'w')
+  const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+  await probe.close()
+  const original = prototype.datasync
+  let release = (): void => {}
+  const released = new Promise<void>((resolve) => (release = resolve))
+  let reached = (): void => {}
+  const held = new Promise<void>((resolve) => (reached = resolve))
+  let failed = false
+  prototype.datasync = async function (this: unknown): Promise<void> {
+    reached()
+    await released
+    if (failWith !== undefined && !failed) {
+      failed = true
+      throw failWith
+    }
+    return original.call(this)
+  }
+  return { held, release, restore: () => (prototype.datasync = original) }
+}
+
 describe('LocalJobCache on disk', () => {
   it('appends jobs and returns to cachedir/jobs/<day>.log (0600, directory 0700) and rebuilds its index on open', async () => {
     const cachedir = await tempDir()
@@ -214,6 +238,133 @@ describe('LocalJobCache on disk', () => {
         const returns = (await cache.getJob(jid))?.returns ?? {}
         expect(Object.keys(returns)).toEqual(Array.from({ length: 30 }, (_, i) => `m${i}`))
         for (let i = 0; i < 30; i++) expect(returns[`m${i}`]?.return, `${jid} m${i}`).toEqual(value(jid, i))
+      }
+    })
+  })
+
+  describe("a return's onWritten", () => {
+    it('runs once the record is written and readable, before the sync the save resolves after; a duplicate meanwhile waits and answers false', async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-09T00:00:00Z', 1)
+        await cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1'])
+        const sync = await holdSyncs(cachedir)
+        try {
+          const seen: string[] = []
+          let readWhenWritten: ReturnType<LocalJobCache['getJob']> | undefined
+          const saving = cache.saveReturn(jid, 'm1', ret(jid, 'm1'), {
+            onWritten: () => {
+              seen.push('written')
+              readWhenWritten = cache.getJob(jid)
+            },
+          })
+          void saving.then(() => seen.push('saved'))
+          await sync.held
+          expect(seen).toEqual(['written'])
+          expect((await readWhenWritten)?.returns).toEqual({ m1: ret(jid, 'm1') })
+          const duplicate = cache.saveReturn(jid, 'm1', ret(jid, 'm1', 'again'), { onWritten: () => seen.push('duplicate written') })
+          sync.release()
+          expect(await saving).toBe(true)
+          expect(await duplicate).toBe(false)
+          expect(seen).toEqual(['written', 'saved'])
+        } finally {
+          sync.restore()
+        }
+        expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+      })
+    })
+
+    it('a return whose sync fails is taken out of the index again, and its save rejects', async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-09T00:00:00Z', 2)
+        const sync = await holdSyncs(cachedir, new Error('EIO: the disk went away'))
+        try {
+          let written = 0
+          const saving = cache.saveReturn(jid, 'm1', ret(jid, 'm1'), { onWritten: () => written++ })
+          const outcome = saving.then(
+            () => 'saved',
+            (error: unknown) => (error as Error).message,
+          )
+          await sync.held
+          expect(written).toBe(1)
+          expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+          sync.release()
+          expect(await outcome).toMatch(/EIO: the disk went away/)
+          expect(await cache.getJob(jid)).toBeUndefined()
+        } finally {
+          sync.restore()
+        }
+        // Rolled back, not broken: the same return is saved (and shown) again.
+        let written = 0
+        expect(await cache.saveReturn(jid, 'm1', ret(jid, 'm1'), { onWritten: () => written++ })).toBe(true)
+        expect(written).toBe(1)
+        expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+      })
+    })
+  })
+
+  describe('batches written while earlier ones sync', () => {
+    it("a return queued behind a job record's slow sync is written and shown before that sync ends; the saves resolve in order", async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-10T00:00:00Z', 1)
+        const sync = await holdSyncs(cachedir)
+        try {
+          const resolved: string[] = []
+          const job = cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1']).then(() => resolved.push('job'))
+          await sync.held
+          let shown = (): void => {}
+          const written = new Promise<void>((resolve) => (shown = resolve))
+          const saving = cache.saveReturn(jid, 'm1', ret(jid, 'm1'), { onWritten: () => shown() })
+          void saving.then(() => resolved.push('return'))
+          // The job record's sync is still held: only a write that does not wait for it gets here.
+          await deadline(written, 10_000, "the return's write while the job record's sync is held")
+          expect(resolved).toEqual([])
+          expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+          sync.release()
+          await job
+          expect(await saving).toBe(true)
+          expect(resolved).toEqual(['job', 'return'])
+        } finally {
+          sync.restore()
+        }
+        expect(await cache.getJob(jid)).toEqual({ jid, load: { jid, fun: 'test.ping' }, minions: ['m1'], returns: { m1: ret(jid, 'm1') } })
+      })
+    })
+
+    it('a sync that fails once a later batch is written rejects both and every later save, naming a restart; reopened, the log keeps what is whole', async () => {
+      const cachedir = await tempDir()
+      try {
+        const cache = await new LocalJobCache({ cachedir }).open()
+        const jid = jidAt('2024-05-10T00:00:00Z', 2)
+        const sync = await holdSyncs(cachedir, new Error('EIO: the disk went away'))
+        const outcome = (saving: Promise<unknown>): Promise<string> =>
+          saving.then(
+            () => 'saved',
+            (error: unknown) => (error as Error).message,
+          )
+        try {
+          const job = outcome(cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1']))
+          await sync.held
+          let shown = (): void => {}
+          const written = new Promise<void>((resolve) => (shown = resolve))
+          const saving = outcome(cache.saveReturn(jid, 'm1', ret(jid, 'm1'), { onWritten: () => shown() }))
+          await deadline(written, 10_000, "the return's write while the job record's sync is held")
+          sync.release()
+          expect(await job).toMatch(/EIO: the disk went away/)
+          expect(await saving).toMatch(/EIO: the disk went away.*restart to recover/)
+          expect(await cache.getJob(jid)).toBeUndefined()
+          await expect(cache.saveReturn(jid, 'm2', ret(jid, 'm2'))).rejects.toThrow(/restart to recover/)
+        } finally {
+          sync.restore()
+          await cache.close()
+        }
+        const reopened = await new LocalJobCache({ cachedir }).open()
+        try {
+          expect(await reopened.getJob(jid)).toEqual({ jid, load: { jid, fun: 'test.ping' }, minions: ['m1'], returns: { m1: ret(jid, 'm1') } })
+        } finally {
+          await reopened.close()
+        }
+      } finally {
+        await rm(cachedir, { recursive: true, force: true })
       }
     })
   })

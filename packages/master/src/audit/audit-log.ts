@@ -1,5 +1,5 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs'
-import { appendFile, readFile } from 'node:fs/promises'
+import { closeSync, mkdirSync, openSync, statSync } from 'node:fs'
+import { open, readFile, type FileHandle } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { silentLogger, type Logger } from '@brine/core'
 import type { Caller } from '../authorize.js'
@@ -61,9 +61,11 @@ export function auditLogPath(opts: { audit_log?: unknown; cachedir: string }): s
 
 /**
  * The audit log: one JSON line per publish, runner and wheel call (accepted or refused) appended to
- * `audit_log`, and the same record fired as `brine/audit/<cmd>`. Each line is appended with its own open,
- * so after logrotate moves the file the next line starts a new one (no reopen signal needed). A write that
- * fails is logged, never thrown at the caller: refusing a job because the disk is full is not the audit's call.
+ * `audit_log`, and the same record fired as `brine/audit/<cmd>`. Lines are appended through a handle kept
+ * open while the path still names the file it opened (a stat before each write: an open per line cost
+ * every publish a thread-pool round trip more), so after logrotate moves the file the next line starts a
+ * new one (no reopen signal needed). A write that fails is logged, never thrown at the caller: refusing a
+ * job because the disk is full is not the audit's call.
  */
 export class AuditLog {
   readonly path: string
@@ -73,6 +75,10 @@ export class AuditLog {
   #pending: string[] = []
   #writing: Promise<void> | undefined
   #dropped = 0
+  /** The file lines are appended to, and which file it is (what the path must still name). */
+  #file: { handle: FileHandle; dev: number; ino: number } | undefined
+  /** After close(): a late line is still written, but no handle is kept. */
+  #closed = false
 
   constructor(path: string, options: { bus?: EventBus; logger?: Logger } = {}) {
     this.path = path
@@ -118,11 +124,45 @@ export class AuditLog {
       const lines = this.#pending
       this.#pending = []
       try {
-        await appendFile(this.path, lines.join(''), { mode: 0o600 })
+        await (await this.#handle()).appendFile(lines.join(''))
       } catch (error) {
         this.#logger.error(`audit_log ${this.path}: could not write ${lines.length} record(s)`, error)
+        await this.#release()
       }
+      if (this.#closed) await this.#release()
     }
+  }
+
+  /** The handle to append to: the one held while the path still names its file, else the path opened (created 0600) anew. */
+  async #handle(): Promise<FileHandle> {
+    const held = this.#file
+    if (held !== undefined) {
+      const now = statSync(this.path, { throwIfNoEntry: false })
+      if (now !== undefined && now.ino === held.ino && now.dev === held.dev) return held.handle
+      await this.#release()
+    }
+    const handle = await open(this.path, 'a', 0o600)
+    try {
+      const { dev, ino } = await handle.stat()
+      this.#file = { handle, dev, ino }
+    } catch (error) {
+      await handle.close().catch(() => {})
+      throw error
+    }
+    return handle
+  }
+
+  async #release(): Promise<void> {
+    const held = this.#file
+    this.#file = undefined
+    await held?.handle.close().catch(() => {})
+  }
+
+  /** Writes what waits and closes the file. */
+  async close(): Promise<void> {
+    this.#closed = true
+    await this.settle()
+    await this.#release()
   }
 
   /** Resolves once every record so far is written. */
