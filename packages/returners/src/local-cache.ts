@@ -13,6 +13,12 @@ const CHECKSUM_BYTES = 4
 const MAX_RECORD_BYTES = 0xffff_ffff - CHECKSUM_BYTES
 /** Validated minion ids saveReturn remembers (the least recently validated go first). */
 const VALID_IDS_HELD = 65_536
+/**
+ * Minion ids the index keeps one string of: a fleet's ids recur in every job (its minion list and its returns),
+ * and each record decodes a fresh copy (~40 bytes of heap each). Past this many the table starts over, which
+ * costs only sharing.
+ */
+const IDS_SHARED = 262_144
 const SEGMENT_FILE = /^(\d{8})\.log$/
 const OLD_LAYOUT_DAY_DIR = /^\d{8}$/
 /** Jids are checked as before the log format: Salt's 20 digits, optionally `_suffix` of safe characters. */
@@ -143,6 +149,8 @@ export class LocalJobCache implements JobCache {
   #indexReady = false
   /** Minion ids already checked by validateMinionId (the same fleet returns again and again). */
   readonly #validIds = new LruMap<string, true>(VALID_IDS_HELD)
+  /** One string per minion id the index holds (see IDS_SHARED). */
+  readonly #sharedIds = new Map<string, string>()
   readonly #maxFutureMs: number | undefined
   readonly #now: () => number
   /** The greatest jid in the index (jids sort by time), or undefined; recomputed when prune removes it. */
@@ -564,10 +572,19 @@ export class LocalJobCache implements JobCache {
     }
     if (record.t === 'job') {
       entry.load = record.load
-      entry.minions = record.minions
+      entry.minions = record.minions.map((id) => this.#sharedId(id))
     } else {
-      entry.returns.set(record.id, location)
+      entry.returns.set(this.#sharedId(record.id), location)
     }
+  }
+
+  /** The index's one string for minion id `id`. */
+  #sharedId(id: string): string {
+    const held = this.#sharedIds.get(id)
+    if (held !== undefined) return held
+    if (this.#sharedIds.size >= IDS_SHARED) this.#sharedIds.clear()
+    this.#sharedIds.set(id, id)
+    return id
   }
 
   // ---- reading ----

@@ -1,6 +1,6 @@
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
-import { FramedConnection } from '../src/index.js'
+import { FramedConnection, QUEUED_MESSAGE_COST } from '../src/index.js'
 import { decode, encode, frame } from '@brine/core'
 
 /** A loopback socket pair: the writer's end (wrapped by the test) and a FramedConnection that collects frames. */
@@ -41,11 +41,21 @@ describe('FramedConnection', () => {
   })
 
   /** A coalescing writer of `hwm` over a fresh socket pair, closed after the test, and what its peer received. */
-  async function coalescingWriter(hwm: number): Promise<{ connection: FramedConnection; received: unknown[] }> {
+  async function coalescingWriter(
+    hwm: number,
+    options: { maxQueuedBytes?: number; coalesce?: boolean; stalled?: boolean } = {},
+  ): Promise<{ connection: FramedConnection; received: unknown[] }> {
     const { writer, received, server, reader } = await socketPair()
+    // A stalled peer reads nothing: what the kernel's buffers took stays there.
+    if (options.stalled === true) reader.socket.pause()
     const connection = new FramedConnection(
       writer,
-      { maxFrameBytes: 1 << 20, hwm, coalesce: true },
+      {
+        maxFrameBytes: 1 << 20,
+        hwm,
+        coalesce: options.coalesce ?? true,
+        ...(options.maxQueuedBytes === undefined ? {} : { maxQueuedBytes: options.maxQueuedBytes }),
+      },
       { onFrame: () => {}, onOversize: () => {}, onClose: () => {} },
     )
     cleanup.push(async () => {
@@ -74,5 +84,37 @@ describe('FramedConnection', () => {
     expect(connection.write(frame(encode({ index: 'next' })))).toBe(true)
     await until(() => received.length >= 11, '11 frames')
     expect(received).toEqual([...Array.from({ length: 10 }, (_, index) => ({ index })), { index: 'next' }])
+  })
+
+  it('a queue of small frames behind a stalled peer holds its byte bound counting what each frame costs, not only its bytes', async () => {
+    const bound = 256 * 1024
+    const { connection } = await coalescingWriter(1_000_000, { maxQueuedBytes: bound, coalesce: false, stalled: true })
+    const small = frame(encode({ tag: 'salt/job/x/ret/m', n: 1 }))
+    // Written until the socket stops draining and the queue refuses: bounded, since the peer reads nothing.
+    let refused = false
+    for (let written = 0; written < 2_000_000 && !refused; written++) refused = !connection.write(small)
+    expect(refused).toBe(true)
+    expect(connection.queued).toBeGreaterThan(0)
+    // Counted by bytes alone, bound / small.length frames would have queued: several times this.
+    expect(connection.queued * (small.length + QUEUED_MESSAGE_COST)).toBeLessThanOrEqual(bound + small.length + QUEUED_MESSAGE_COST)
+    expect(connection.queuedBytes).toBe(connection.queued * (small.length + QUEUED_MESSAGE_COST))
+  })
+
+  it('coalesce: what the socket took from a batch and has not sent counts against the byte bound of the next turns', async () => {
+    const bound = 8 * 1024 * 1024
+    const { connection } = await coalescingWriter(1_000_000, { maxQueuedBytes: bound, stalled: true })
+    const chunk = frame(encode({ big: 'x'.repeat(64 * 1024) }))
+    // One turn's batch up to the bound, handed to the socket together after the turn.
+    let accepted = 0
+    while (connection.write(chunk)) accepted++
+    expect(accepted).toBeGreaterThan(100)
+    await new Promise((resolve) => setImmediate(resolve))
+    await new Promise((resolve) => setImmediate(resolve))
+    const unsent = connection.socket.writableLength
+    let more = 0
+    for (let tries = 0; tries < 1000 && connection.write(chunk); tries++) more++
+    // The batch's unsent bytes plus what queued after it stay within the bound (and the one frame an empty queue takes).
+    expect(unsent + connection.queuedBytes).toBeLessThanOrEqual(bound + chunk.length + QUEUED_MESSAGE_COST)
+    expect(more).toBeLessThan(accepted)
   })
 })

@@ -27,7 +27,7 @@ export interface FramedConnectionOptions {
   hwm: number
   /**
    * Outgoing bytes held while the socket is not draining, before new frames are refused (default: no
-   * bound but `hwm`). An empty queue takes one frame of any size, so a frame larger than the bound
+   * bound but `hwm`): those queued, each with {@link QUEUED_MESSAGE_COST}, and those the socket took and has not sent. An empty queue takes one frame of any size, so a frame larger than the bound
    * (a 64 MiB return on the event bus) still reaches a reader that keeps up.
    */
   maxQueuedBytes?: number
@@ -55,9 +55,17 @@ export const PROGRESS_BYTES = 64 * 1024
 /** One outgoing message: a frame, or the parts of one written together. */
 export type Outgoing = Buffer | readonly Buffer[]
 
+/**
+ * What a queued message costs beyond its bytes: its Buffer object (about 100 bytes of V8 heap each) and
+ * its queue slot. A queue of many small frames (the event bus's, behind a stalled reader) held half again
+ * its counted bytes before this was counted.
+ */
+export const QUEUED_MESSAGE_COST = 128
+
+/** The bytes a queued message holds: its parts' bytes and {@link QUEUED_MESSAGE_COST}. */
 const sizeOf = (data: Outgoing): number => {
-  if (Buffer.isBuffer(data)) return data.length
-  let size = 0
+  if (Buffer.isBuffer(data)) return data.length + QUEUED_MESSAGE_COST
+  let size = QUEUED_MESSAGE_COST
   for (const part of data as readonly Buffer[]) size += part.length
   return size
 }
@@ -213,7 +221,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     return this.outgoing.size
   }
 
-  /** Bytes waiting for the socket to drain (or for this turn's batch). */
+  /** Bytes waiting for the socket to drain (or for this turn's batch), each message counted with {@link QUEUED_MESSAGE_COST}. */
   get queuedBytes(): number {
     return this.queuedBytesNow + this.batchBytes
   }
@@ -227,14 +235,15 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     if (!this.isOpen) return false
     if (this.blocked) {
       const size = sizeOf(data)
-      if (this.queuedBytes > 0 && this.queuedBytes + size > this.maxQueuedBytes) return false
+      // What the socket took and has not sent yet (a whole coalesced batch, say) counts too.
+      if (this.queuedBytes > 0 && this.queuedBytes + this.socket.writableLength + size > this.maxQueuedBytes) return false
       if (!this.outgoing.push(data)) return false
       this.queuedBytesNow += size
       return true
     }
     if (this.coalesce) {
       const size = sizeOf(data)
-      if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + size > this.maxQueuedBytes)) return false
+      if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + this.socket.writableLength + size > this.maxQueuedBytes)) return false
       this.batchBytes += size
       if (this.batch.push(data) === 1) setImmediate(this.writeBatch)
       return true
