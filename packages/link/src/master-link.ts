@@ -72,6 +72,8 @@ export interface MasterLinkOptions {
   reauthDelayMs?: number
   /** auth_tries (default Salt's 7). */
   authTries?: number
+  /** Uniform in [0, 1) for auth's random waits (default Math.random; tests pin it). */
+  random?: () => number
   /** This master's return spool directory. */
   spoolDir: string
   /** return_retry_timer..return_retry_timer_max: per-try timeout of a return and the wait before a spool retry, ms. */
@@ -206,6 +208,7 @@ export class MasterLink implements ReturnRoute {
       acceptanceWaitMaxMs: options.acceptanceWaitMaxMs,
       ...(options.reauthDelayMs === undefined ? {} : { reauthDelayMs: options.reauthDelayMs }),
       ...(options.authTries === undefined ? {} : { authTries: options.authTries }),
+      ...(options.random === undefined ? {} : { random: options.random }),
       logger: this.#logger.child('auth'),
       signal,
       emit,
