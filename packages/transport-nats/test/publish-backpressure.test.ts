@@ -34,7 +34,11 @@ describe('NATS publish backpressure', () => {
       const subjects = new Subjects(prefix, 4505)
       const targets = Array.from({ length: 64 }, (_, index) => `minion-${index}`)
       const received = new Set<string>()
-      raw.subscribe(`${subjects.base}.pub.m.*`, { callback: (_error, message) => received.add(message.subject) })
+      raw.subscribe(`${subjects.base}.pub.m.*`, {
+        callback: (_error, message) => {
+          received.add(message.subject)
+        },
+      })
       await raw.flush()
       // 64 messages of 256 KiB: 16 MiB, four times the bound.
       const payload = { blob: Buffer.alloc(256 * 1024, 7) }
