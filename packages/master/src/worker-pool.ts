@@ -11,6 +11,11 @@ export interface RunOptions {
    * refused with WorkerPoolBusyError, unrun, once it has waited longer than the pool's `maxWaitMs` for a worker.
    */
   shed?: boolean
+  /**
+   * The master's own work a caller is waiting on (sealing a job's publish): handed to a worker before any peer's
+   * task still waiting, so a storm of minions' requests does not hold up the jobs an operator publishes.
+   */
+  urgent?: boolean
 }
 
 /** Where the CPU work of requests runs: inline, or spread over worker threads. */
@@ -65,6 +70,8 @@ interface Slot {
   pending: Map<number, { op: WorkerTask['op'] } & Settle>
   /** Tasks waiting for one of the worker's `maxInFlight` places, oldest first. */
   queue: Queued[]
+  /** Urgent tasks waiting, handed out before any of `queue`. */
+  urgent: Queued[]
   /** Index of the queue's head (the queue is compacted when it drains). */
   head: number
 }
@@ -146,7 +153,8 @@ export class ThreadPool implements RequestPool {
   #spawn(index: number): Slot {
     const data: RequestWorkerData = { brineRequestWorker: true, masterKeys: this.#options.masterKeys }
     const worker = new Worker(this.#options.script, { workerData: data })
-    const slot: Slot = { worker, pending: new Map(), queue: this.#slots[index]?.queue ?? [], head: this.#slots[index]?.head ?? 0 }
+    const old = this.#slots[index]
+    const slot: Slot = { worker, pending: new Map(), urgent: old?.urgent ?? [], queue: old?.queue ?? [], head: old?.head ?? 0 }
     worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
     const failAll = (reason: string): void => {
       for (const { reject } of slot.pending.values()) reject(new WorkerPoolError(`request worker ${index} ${reason}`, { worker: index }))
@@ -202,13 +210,19 @@ export class ThreadPool implements RequestPool {
     if (this.#closing) return Promise.reject(new WorkerPoolError('request worker pool is closed'))
     const slot = this.#slots[hashKey(key) % this.size]!
     return new Promise((resolve, reject) => {
-      if (slot.pending.size < this.#maxInFlight && slot.head === slot.queue.length) this.#post(slot, task, { resolve, reject })
-      else slot.queue.push({ task, shed: options.shed === true, since: this.#now(), resolve, reject })
+      const urgent = options.urgent === true
+      const ahead = urgent ? slot.urgent.length : slot.urgent.length + slot.queue.length - slot.head
+      if (slot.pending.size < this.#maxInFlight && ahead === 0) this.#post(slot, task, { resolve, reject })
+      else (urgent ? slot.urgent : slot.queue).push({ task, shed: options.shed === true, since: this.#now(), resolve, reject })
     })
   }
 
   /** Hands the worker its next waiting tasks, refusing the sheddable ones that waited too long. */
   #next(slot: Slot): void {
+    while (slot.pending.size < this.#maxInFlight && slot.urgent.length > 0) {
+      const queued = slot.urgent.shift()!
+      this.#post(slot, queued.task, queued)
+    }
     while (slot.pending.size < this.#maxInFlight && slot.head < slot.queue.length) {
       const queued = slot.queue[slot.head]!
       slot.queue[slot.head++] = undefined as unknown as Queued
@@ -230,6 +244,7 @@ export class ThreadPool implements RequestPool {
   }
 
   #failQueued(slot: Slot, error: Error): void {
+    for (const queued of slot.urgent.splice(0)) queued.reject(error)
     for (let index = slot.head; index < slot.queue.length; index++) slot.queue[index]!.reject(error)
     slot.queue.length = 0
     slot.head = 0
@@ -241,7 +256,7 @@ export class ThreadPool implements RequestPool {
     let waiting = 0
     for (const slot of this.#slots) {
       inFlight += slot.pending.size
-      waiting += slot.queue.length - slot.head
+      waiting += slot.urgent.length + slot.queue.length - slot.head
     }
     return { inFlight, waiting, shed: this.#shed }
   }

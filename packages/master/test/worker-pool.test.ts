@@ -86,6 +86,27 @@ describe('request pools', () => {
     expect(pool.stats().offThread).toEqual({ 'box-shared-key': 4 })
   })
 
+  it("threads: an urgent task (the master's own publish) is handed to the worker before the peers' tasks already waiting", async () => {
+    const master = generateKeys()
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit, maxInFlight: 1 })
+    pools.push(pool)
+    const order: string[] = []
+    const session = new SessionKeys().current()
+    const shared = { op: 'box-shared-key' as const, boxKey: generateKeys().box.publicKey }
+    const done = (name: string) => (): void => {
+      order.push(name)
+    }
+    const runs = [
+      pool.run('a', shared).then(done('first')),
+      pool.run('a', shared).then(done('peer 1')),
+      pool.run('a', shared).then(done('peer 2')),
+      pool.run('a', { op: 'seal-publish', load: { fun: 'test.ping' }, session }, { urgent: true }).then(done('publish')),
+    ]
+    expect(pool.load()).toEqual({ inFlight: 1, waiting: 3, shed: 0 })
+    await Promise.all(runs)
+    expect(order).toEqual(['first', 'publish', 'peer 1', 'peer 2'])
+  })
+
   it('threads: refuses tasks once closed', async () => {
     const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit })
     await pool.close()
