@@ -8,7 +8,7 @@
  *   of it is drawn at random, so a fleet that timed out together does not come back together.
  *   After `auth_tries` of them in a row (Salt's count of acceptable `_auth` timeouts, past which a
  *   Salt minion restarts after a random `random_reauth_delay`), the minion starts over: it waits a random
- *   time up to `random_reauth_delay` and the doubling begins again.
+ *   time up to `random_reauth_delay`, and its waits do not shrink again until the master answers.
  * - Before re-authenticating because the master's key changed (a publish under a session key this
  *   minion does not hold: the master restarted or rotated it), a random time up to
  *   `random_reauth_delay`, as Salt documents the key: a fleet that sees the same publish at once
@@ -53,11 +53,9 @@ export class AuthPacing {
   afterOverload(waitMs: number): { delay: number; restart: boolean } {
     this.#failures++
     const cap = Math.max(waitMs, this.#reauthDelayMs)
-    if (this.#failures >= this.#authTries) {
-      this.#failures = 0
-      return { delay: Math.round(Math.max(waitMs, cap * this.#random())), restart: true }
-    }
-    const grown = Math.min(cap, waitMs * 2 ** (this.#failures - 1))
+    if (this.#failures % this.#authTries === 0) return { delay: Math.round(Math.max(waitMs, cap * this.#random())), restart: true }
+    // Past a start-over the waits stay where they had grown to: a master still refusing is not asked faster again.
+    const grown = Math.min(cap, waitMs * 2 ** Math.min(this.#failures - 1, 30))
     return { delay: Math.round(grown / 2 + (grown / 2) * this.#random()), restart: false }
   }
 

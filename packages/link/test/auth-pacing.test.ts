@@ -17,15 +17,17 @@ describe('AuthPacing', () => {
     expect(pacing.failures).toBe(6)
   })
 
-  it('after auth_tries timeouts in a row starts over: a random wait up to random_reauth_delay (at least the acceptance wait), then the doubling begins again', () => {
+  it('after auth_tries timeouts in a row starts over after a random wait up to random_reauth_delay (at least the acceptance wait); the waits then keep growing, not starting low again', () => {
     const pacing = new AuthPacing({ reauthDelayMs: 10_000, authTries: 3, random: () => 0.25 })
-    const waits = Array.from({ length: 5 }, () => pacing.afterOverload(200))
+    const waits = Array.from({ length: 7 }, () => pacing.afterOverload(200))
     expect(waits).toEqual([
       { delay: 125, restart: false },
       { delay: 250, restart: false },
       { delay: 2500, restart: true },
-      { delay: 125, restart: false },
-      { delay: 250, restart: false },
+      { delay: 1000, restart: false },
+      { delay: 2000, restart: false },
+      { delay: 2500, restart: true },
+      { delay: 6250, restart: false },
     ])
     const tiny = new AuthPacing({ reauthDelayMs: 10_000, authTries: 1, random: () => 0 })
     expect(tiny.afterOverload(200)).toEqual({ delay: 200, restart: true })
