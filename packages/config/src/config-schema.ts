@@ -287,6 +287,8 @@ export const CONFIG_SCHEMA = {
   // 0: the wait does not grow (Salt's default).
   acceptance_wait_time_max: { kind: 'number', roles: MINION, default: 0, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   auth_tries: { kind: 'integer', roles: MINION, default: 7, min: 1, max: 1000 },
+  // A random wait up to this before re-authenticating for a changed master key, and the cap of the backoff after _auth timeouts.
+  random_reauth_delay: { kind: 'number', roles: MINION, default: 10, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   auth_timeout: { kind: 'number', roles: MINION, default: 5, unit: 'seconds', min: 0.1, max: MAX_TIMER_SECONDS },
 
   // Syndic and multi-master. The syndic's keys live in the master's config file (as in Salt), so the

@@ -48,6 +48,7 @@ export interface TimeoutConfig {
   auth_timeout?: number
   acceptance_wait_time?: number
   acceptance_wait_time_max?: number
+  random_reauth_delay?: number
   syndic_wait?: number
   syndic_event_forward_timeout?: number
   master_alive_interval?: number
@@ -70,6 +71,8 @@ export interface Timeouts {
   acceptanceWaitTimeMs: number
   /** 0 means "do not grow the acceptance wait", as in Salt. */
   acceptanceWaitTimeMaxMs: number
+  /** random_reauth_delay: the spread of a re-authentication for a changed master key, and the cap of the backoff after `_auth` timeouts. */
+  randomReauthDelayMs: number
   syndicWaitMs: number
   syndicEventForwardTimeoutMs: number
   /** master_alive_interval: how often a failover minion checks the master in use; 0 never (Salt's default). */
@@ -99,6 +102,7 @@ export function timeoutsFromConfig(opts: TimeoutConfig): Timeouts {
     authTimeoutMs: secondsToMs(opts.auth_timeout ?? 5, 'auth_timeout'),
     acceptanceWaitTimeMs: secondsToMs(opts.acceptance_wait_time ?? 10, 'acceptance_wait_time'),
     acceptanceWaitTimeMaxMs: secondsToMs(opts.acceptance_wait_time_max ?? 0, 'acceptance_wait_time_max'),
+    randomReauthDelayMs: secondsToMs(opts.random_reauth_delay ?? 10, 'random_reauth_delay'),
     syndicWaitMs: secondsToMs(opts.syndic_wait ?? 5, 'syndic_wait'),
     syndicEventForwardTimeoutMs: secondsToMs(opts.syndic_event_forward_timeout ?? 0.5, 'syndic_event_forward_timeout'),
     masterAliveIntervalMs: alive,

@@ -53,6 +53,7 @@ describe('timeoutsFromConfig', () => {
       authTimeoutMs: 5000,
       acceptanceWaitTimeMs: 10_000,
       acceptanceWaitTimeMaxMs: 0,
+      randomReauthDelayMs: 10_000,
       syndicWaitMs: 5000,
       syndicEventForwardTimeoutMs: 250,
       masterAliveIntervalMs: 0,

@@ -339,7 +339,7 @@ export class Fleet {
   async launchSyndic(): Promise<DaemonProcess> {
     const syndic = this.options.syndic
     if (syndic === undefined) throw new HarnessSetupError('this fleet has no syndic (FleetOptions.syndic)')
-    const settings = { acceptance_wait_time: 0.2, ...syndic.config }
+    const settings = { acceptance_wait_time: 0.2, random_reauth_delay: 0.2, ...syndic.config }
     const sets = Object.entries(settings).flatMap(([key, value]) => ['--set', `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`])
     this.syndic = this.spawnBin(`brine-syndic ${syndic.id}`, 'brine-syndic', ['-c', this.masterConfigDir, '-l', 'info', '--id', syndic.id, ...sets])
     await this.syndic.waitForOutput(new RegExp(`syndic ${escapeRegExp(syndic.id)}: transport`), this.readyTimeoutMs)
@@ -406,6 +406,8 @@ export class Fleet {
       publish_port: ports.publish,
       transport: minion.transport,
       acceptance_wait_time: 0.2,
+      // Quick as the acceptance wait: a test's fleet is small, and its jobs' timeouts are short.
+      random_reauth_delay: 0.2,
       grains: minion.grains ?? {},
       ...this.natsConfig,
       ...minion.config,

@@ -1,9 +1,11 @@
 /**
  * The minion's `_auth` loop (Salt's `SAuth`): sends the signed request in the clear, pins the
  * master's keys on first contact, and waits `acceptance_wait_time` (growing to
- * `acceptance_wait_time_max`) while the key is pending. One authentication runs at a time; every
- * caller that needs a session key while it runs shares it. One MinionAuth per master: each
- * {@link MasterLink} owns one, with a pin file of its own when a minion has several masters.
+ * `acceptance_wait_time_max`) while the key is pending; after a timeout or a busy refusal, and
+ * before re-authenticating for a changed master key, it waits as {@link AuthPacing} says, so a
+ * fleet spreads its attempts. One authentication runs at a time; every caller that needs a
+ * session key while it runs shares it. One MinionAuth per master: each {@link MasterLink} owns
+ * one, with a pin file of its own when a minion has several masters.
  */
 import {
   acceptAuthReply,
@@ -19,7 +21,8 @@ import {
 import { secondsFromMs } from '@brine/config'
 import { clearRequest } from '@brine/protocol'
 import { type RequestClient } from '@brine/transport'
-import { ClosedError, sleep, TimeoutError, type Logger } from '@brine/core'
+import { ClosedError, RemoteError, sleep, TimeoutError, type Logger } from '@brine/core'
+import { AuthPacing } from './auth-pacing.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { MasterTime, systemClock, type Clock } from './master-time.js'
 import { MasterUnresolvedError } from './errors.js'
@@ -58,6 +61,12 @@ export interface MinionAuthOptions {
   acceptanceWaitMs: number
   /** acceptance_wait_time_max, ms; 0 keeps the wait fixed. */
   acceptanceWaitMaxMs: number
+  /** random_reauth_delay, ms: the spread of re-authentication for a changed master key, and the cap of the backoff after timeouts (default 0). */
+  reauthDelayMs?: number
+  /** auth_tries: `_auth` timeouts (or busy refusals) in a row before the minion starts over (default 7, Salt's). */
+  authTries?: number
+  /** Uniform in [0, 1) for the random waits (default Math.random; tests pin it). */
+  random?: () => number
   logger: Logger
   /** Aborted by stop(): the loop ends with ClosedError. */
   signal: AbortSignal
@@ -76,6 +85,8 @@ const MIN_WAIT_MS = 50
 const SLOW_FACTOR = 6
 /** Old session keys kept, so publishes sealed just before a rotation still open. */
 const KEPT_SESSIONS = 2
+/** Salt's default auth_tries. */
+const DEFAULT_AUTH_TRIES = 7
 
 /** What one `_auth` attempt came to: a session, or how long to wait before the next. */
 type Attempt = { session: MasterSession; delay?: undefined } | { session?: undefined; delay: number }
@@ -94,10 +105,16 @@ export class MinionAuth {
   #count = 0
   /** The growing wait between attempts of the current loop. */
   #wait = 0
+  readonly #pacing: AuthPacing
 
   constructor(options: MinionAuthOptions) {
     this.#options = options
     this.#clock = options.clock ?? systemClock
+    this.#pacing = new AuthPacing({
+      reauthDelayMs: options.reauthDelayMs ?? 0,
+      authTries: options.authTries ?? DEFAULT_AUTH_TRIES,
+      ...(options.random === undefined ? {} : { random: options.random }),
+    })
   }
 
   /** The session of the last successful auth, if any. */
@@ -120,12 +137,32 @@ export class MinionAuth {
    * Loops until accepted; rejects only with ClosedError once the minion stops.
    */
   authenticate(): Promise<MasterSession> {
-    if (this.#inFlight !== undefined) return this.#inFlight
-    const run = this.#loop().finally(() => {
-      if (this.#inFlight === run) this.#inFlight = undefined
+    return this.#single(() => this.#loop())
+  }
+
+  /**
+   * Authenticates again because the master's key changed (a publish under a session key this side does
+   * not hold): after a random wait up to `random_reauth_delay`, so a fleet that received the same publish
+   * does not ask all at once. Shares an authentication already running, as {@link authenticate} does.
+   */
+  reauthenticate(): Promise<MasterSession> {
+    return this.#single(async () => {
+      const delay = this.#pacing.beforeReauth()
+      if (delay > 0) {
+        this.#options.logger.info(`waiting ${secondsFromMs(delay)} seconds (random_reauth_delay) before re-authenticating with ${this.#options.client.address}`)
+        if (!(await sleep(delay, this.#options.signal))) throw new ClosedError('minion auth', this.#options.client.address)
+      }
+      return this.#loop()
     })
-    this.#inFlight = run
-    return run
+  }
+
+  #single(run: () => Promise<MasterSession>): Promise<MasterSession> {
+    if (this.#inFlight !== undefined) return this.#inFlight
+    const started = run().finally(() => {
+      if (this.#inFlight === started) this.#inFlight = undefined
+    })
+    this.#inFlight = started
+    return started
   }
 
   /**
@@ -179,6 +216,7 @@ export class MinionAuth {
         ...(o.masterFinger === undefined || o.masterFinger === '' ? {} : { masterFinger: o.masterFinger }),
         ...(o.cache === undefined ? {} : { cache: o.cache }),
       })
+      this.#pacing.answered()
       if (result.ok) {
         const time = new MasterTime(result.masterTime, this.#clock)
         this.#heard = time
@@ -205,23 +243,38 @@ export class MinionAuth {
       }
     } catch (error) {
       if (o.signal.aborted) throw new ClosedError('minion auth', address)
-      const message = error instanceof Error ? error.message : String(error)
-      const name = error instanceof Error ? error.name : 'Error'
-      if (error instanceof MasterKeyMismatchError) {
-        delay = this.#slow(wait)
-        o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${secondsFromMs(delay)} seconds`)
-      } else if (error instanceof MasterUnresolvedError) {
-        o.logger.error(
-          `Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${secondsFromMs(delay)} seconds`,
-        )
-      } else if (error instanceof TimeoutError) {
-        o.logger.warning(`Attempt to authenticate with the master at ${address} timed out (${message}); retrying in ${secondsFromMs(delay)} seconds`)
-      } else {
-        o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${secondsFromMs(delay)} seconds`)
-      }
-      o.emit({ type: 'auth-failed', master: o.master, error: name, message, waitMs: delay })
+      delay = this.#failed(error, wait)
     }
     return { delay }
+  }
+
+  /** An attempt that got no answer: logged, reported, and the wait before the next. */
+  #failed(error: unknown, wait: number): number {
+    const o = this.#options
+    const address = o.client.address
+    const message = error instanceof Error ? error.message : String(error)
+    const name = error instanceof Error ? error.name : 'Error'
+    let delay = wait
+    if (error instanceof MasterKeyMismatchError) {
+      delay = this.#slow(wait)
+      o.logger.error(`MASTER KEY MISMATCH: ${message} Not trusting ${address}; asking again in ${secondsFromMs(delay)} seconds`)
+    } else if (error instanceof MasterUnresolvedError) {
+      o.logger.error(
+        `Attempt to authenticate with the master at ${address} failed: ${message}; check the master setting. Retrying in ${secondsFromMs(delay)} seconds`,
+      )
+    } else if (error instanceof TimeoutError || isBusy(error)) {
+      const paced = this.#pacing.afterOverload(wait)
+      delay = paced.delay
+      const why = error instanceof TimeoutError ? `timed out (${message})` : 'was refused: the master is busy'
+      const next = paced.restart
+        ? `${this.#options.authTries ?? DEFAULT_AUTH_TRIES} attempts in a row got no answer (auth_tries); starting over in ${secondsFromMs(delay)} seconds (random_reauth_delay)`
+        : `retrying in ${secondsFromMs(delay)} seconds`
+      o.logger.warning(`Attempt to authenticate with the master at ${address} ${why}; ${next}`)
+    } else {
+      o.logger.warning(`Attempt to authenticate with the master at ${address} failed: ${name}: ${message}; retrying in ${secondsFromMs(delay)} seconds`)
+    }
+    o.emit({ type: 'auth-failed', master: o.master, error: name, message, waitMs: delay })
+    return delay
   }
 
   #slow(wait: number): number {
@@ -261,6 +314,14 @@ export class MinionAuth {
     o.onAuthenticated(current, first)
     return current
   }
+}
+
+/** Names of the master's refusals for its load: its request server's concurrency and backlog were full, or its workers were behind. */
+const BUSY_REFUSALS = new Set(['ServerBusyError', 'WorkerPoolBusyError'])
+
+/** The master refused the request unrun, for its load: to be asked again after a backoff, as after a timeout. */
+function isBusy(error: unknown): boolean {
+  return error instanceof RemoteError && BUSY_REFUSALS.has(error.remoteName)
 }
 
 /** `promise`, or undefined once `ms` have passed (the promise is left to finish on its own). */

@@ -68,6 +68,12 @@ export interface MasterLinkOptions {
   /** acceptance_wait_time and acceptance_wait_time_max, ms. */
   acceptanceWaitMs: number
   acceptanceWaitMaxMs: number
+  /** random_reauth_delay, ms (default 0: none); see {@link MinionAuthOptions.reauthDelayMs}. */
+  reauthDelayMs?: number
+  /** auth_tries (default Salt's 7). */
+  authTries?: number
+  /** Uniform in [0, 1) for auth's random waits (default Math.random; tests pin it). */
+  random?: () => number
   /** This master's return spool directory. */
   spoolDir: string
   /** return_retry_timer..return_retry_timer_max: per-try timeout of a return and the wait before a spool retry, ms. */
@@ -200,6 +206,9 @@ export class MasterLink implements ReturnRoute {
       authTimeoutMs: options.authTimeoutMs,
       acceptanceWaitMs: options.acceptanceWaitMs,
       acceptanceWaitMaxMs: options.acceptanceWaitMaxMs,
+      ...(options.reauthDelayMs === undefined ? {} : { reauthDelayMs: options.reauthDelayMs }),
+      ...(options.authTries === undefined ? {} : { authTries: options.authTries }),
+      ...(options.random === undefined ? {} : { random: options.random }),
       logger: this.#logger.child('auth'),
       signal,
       emit,

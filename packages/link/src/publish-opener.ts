@@ -73,11 +73,12 @@ export class PublishOpener {
     const auth = this.#o.auth
     let master = await auth.ready()
     if (!firstAuth) {
-      // Signed by our master under a key we do not hold: the key rotated. Fetch it, then open this publish.
+      // Signed by our master under a key we do not hold: the key rotated (or the master restarted), and every
+      // minion it published to finds that out now. Fetch it, spread over random_reauth_delay, then open this publish.
       this.#o.logger.info(
         `publish under session key generation ${envelope.gen} (this side holds ${master.session.gen}); re-authenticating with ${this.#o.master}`,
       )
-      master = await auth.authenticate()
+      master = await auth.reauthenticate()
     }
     const opened = this.#openWith(envelope, master, firstAuth)
     if (opened instanceof Promise) return opened

@@ -36,6 +36,25 @@ export class WorkerPoolError extends BrineError {
 }
 
 /**
+ * The master's request workers are behind: a minion's `_auth` waited longer than the bound for a worker
+ * and is refused unrun, so the minion asks again later (backing off, see docs/config.md `auth_tries`)
+ * instead of the master spending its workers on a request whose sender has likely given up waiting.
+ */
+export class WorkerPoolBusyError extends BrineError {
+  override name = 'WorkerPoolBusyError'
+  readonly waitedMs: number
+  readonly maxWaitMs: number
+  constructor(waitedMs: number, maxWaitMs: number) {
+    super(`the master's request workers are busy: this request waited ${waitedMs} ms for one (bound ${maxWaitMs} ms); refused unrun, ask again later`, {
+      waitedMs,
+      maxWaitMs,
+    })
+    this.waitedMs = waitedMs
+    this.maxWaitMs = maxWaitMs
+  }
+}
+
+/**
  * An error thrown inside a request worker, rebuilt on the main thread from its JSON form. It keeps
  * the original `name` (`DecryptError`, …) so the transport's error reply names the real problem.
  */
@@ -57,4 +76,4 @@ export class ReactionError extends BrineError {
   }
 }
 
-registerErrors({ MasterStateError, EventBusError, WorkerPoolError, RebuiltWorkerError, ReactionError })
+registerErrors({ MasterStateError, EventBusError, WorkerPoolError, WorkerPoolBusyError, RebuiltWorkerError, ReactionError })

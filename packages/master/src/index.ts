@@ -102,6 +102,7 @@ export {
   UnknownWheelFunctionError,
   UnknownRunnerError,
   WorkerPoolError,
+  WorkerPoolBusyError,
   RebuiltWorkerError,
   EauthAuthenticationError,
   TokenAuthenticationError,

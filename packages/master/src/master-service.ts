@@ -335,7 +335,8 @@ export class MasterService {
       publishPort: context.publishPort ?? 0,
       sessionTtlMs: this.#o.settings.sessionTtlMs ?? 0,
     })
-    const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome
+    // A minion's _auth is worth nothing once its sender gave up waiting: under a storm the workers refuse it unrun (shed).
+    const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()), { shed: true })) as AuthOutcome
     if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
     if (outcome.reply.ret === true && key !== '') this.#connected.add(key)

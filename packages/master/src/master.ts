@@ -398,7 +398,7 @@ export class Master {
       jobs: parts.jobs,
       bus: this.bus,
       publisher: parts.fanout,
-      seal: async (jid, load) => pool.run(jid, { op: 'seal-publish', load, session: this.session }),
+      seal: async (jid, load) => pool.run(jid, { op: 'seal-publish', load, session: this.session }, { urgent: true }),
       nodegroups: this.opts.nodegroups as Nodegroups,
       ...(typeof this.opts.master_id === 'string' ? { masterId: this.opts.master_id } : {}),
       issued: parts.issued,

@@ -54,6 +54,14 @@ type SealedHandler = (id: string, load: Record<string, unknown>) => Promise<Reco
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /** The credentials and envelope keys of a clear load: never handed on to a wheel function (Salt pops them too). */
+/**
+ * Minions whose shared box key the master keeps (only accepted minions get one). It must hold the whole fleet:
+ * a job to all is answered in about the order it reached them, so a cache smaller than the fleet drops each key
+ * just before its minion's next return, and every return then costs an X25519 on a worker (20,000 minions
+ * over crypt's default of 16,384: a test.ping's median went from seconds to 32 s). A few hundred bytes each.
+ */
+const MINION_BOXES_KEPT = 131_072
+
 const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous', 'origin'])
 
 function withoutCredentials(load: Record<string, unknown>): Record<string, unknown> {
@@ -108,6 +116,7 @@ export class MasterWireAdapter {
     this.#sealedHandlers = new Map(Object.entries(this.#sealedTable()))
     const { store, crypto } = options
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
+      maxEntries: MINION_BOXES_KEPT,
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
     })
     // A minion whose key left `accepted` (rejected, deleted) must not reuse the shared key it had.

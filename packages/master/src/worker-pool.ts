@@ -1,13 +1,27 @@
 import { threadId, Worker } from 'node:worker_threads'
 import type { KeyPair } from '@brine/crypt'
-import { silentLogger, type Logger, type WireValue } from '@brine/core'
-import { RebuiltWorkerError, WorkerPoolError } from './errors.js'
+import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
+import { RebuiltWorkerError, WorkerPoolBusyError, WorkerPoolError } from './errors.js'
 import { RequestCrypto, type FromWorker, type RequestWorkerData, type SubmitKey, type ToWorker, type WorkerTask } from './request-worker.js'
+
+/** How a task may be treated when the workers are behind. */
+export interface RunOptions {
+  /**
+   * A peer's request that is worth nothing late (a minion's `_auth`: its sender gives up after `auth_timeout`):
+   * refused with WorkerPoolBusyError, unrun, once it has waited longer than the pool's `maxWaitMs` for a worker.
+   */
+  shed?: boolean
+  /**
+   * The master's own work a caller is waiting on (sealing a job's publish): handed to a worker before any peer's
+   * task still waiting, so a storm of minions' requests does not hold up the jobs an operator publishes.
+   */
+  urgent?: boolean
+}
 
 /** Where the CPU work of requests runs: inline, or spread over worker threads. */
 export interface RequestPool {
   /** Runs `task` on the worker chosen by `key` (a minion id or jid), so per-minion keys stay warm. */
-  run(key: string, task: WorkerTask): Promise<WireValue>
+  run(key: string, task: WorkerTask, options?: RunOptions): Promise<WireValue>
   close(): Promise<void>
   readonly size: number
 }
@@ -40,9 +54,38 @@ export class InlinePool implements RequestPool {
   async close(): Promise<void> {}
 }
 
+interface Settle {
+  resolve: (value: WireValue) => void
+  reject: (error: Error) => void
+}
+
+interface Queued extends Settle {
+  task: WorkerTask
+  shed: boolean
+  since: number
+}
+
 interface Slot {
   worker: Worker
-  pending: Map<number, { op: WorkerTask['op']; resolve: (value: WireValue) => void; reject: (error: Error) => void }>
+  pending: Map<number, { op: WorkerTask['op'] } & Settle>
+  /** Tasks waiting for one of the worker's `maxInFlight` places, oldest first. */
+  queue: Queued[]
+  /** Urgent tasks waiting, handed out before any of `queue`. */
+  urgent: Queued[]
+  /** Index of the queue's head (the queue is compacted when it drains). */
+  head: number
+}
+
+/** Tasks handed to one worker at once: enough to keep it busy while its key store calls come back. */
+export const DEFAULT_WORKER_IN_FLIGHT = 32
+/** How long a sheddable task may wait for a worker: well inside Salt's default auth_timeout (5 s), so what is run is still awaited. */
+export const DEFAULT_WORKER_MAX_WAIT_MS = 2000
+
+/** A thread pool's load: tasks handed to the workers, waiting for one, and refused unrun since it started. */
+export interface ThreadPoolLoad {
+  inFlight: number
+  waiting: number
+  shed: number
 }
 
 /** What a thread pool's workers have done: tasks per kind that a worker thread (not this one) reports it ran, and how many threads ran them. */
@@ -59,12 +102,24 @@ export interface ThreadPoolOptions {
   masterKeys: KeyPair
   submit: SubmitKey
   logger?: Logger
+  /** Tasks handed to each worker at once (default {@link DEFAULT_WORKER_IN_FLIGHT}); the rest wait on this thread. */
+  maxInFlight?: number
+  /** How long a sheddable task ({@link RunOptions.shed}) may wait for a worker (default {@link DEFAULT_WORKER_MAX_WAIT_MS}). */
+  maxWaitMs?: number
+  /** This thread's clock for the waits (default performance.now; tests inject one). */
+  now?: () => number
 }
 
 /**
  * `worker_threads: N`: N node:worker_threads running {@link RequestCrypto}. A worker that dies
  * fails only its own pending tasks and is replaced; the key store stays on this thread and is
  * reached from a worker through a `submit` message.
+ *
+ * Each worker holds at most `maxInFlight` tasks; the rest wait here in arrival order, so a storm of
+ * requests costs this thread a small record each instead of filling the workers' message queues and
+ * heaps with work begun and parked. A sheddable task that waited past `maxWaitMs` is refused unrun
+ * (WorkerPoolBusyError, counted in {@link load}): under a storm the workers spend themselves on
+ * requests still awaited, and the refused minions ask again after their backoff.
  */
 export class ThreadPool implements RequestPool {
   readonly size: number
@@ -76,19 +131,30 @@ export class ThreadPool implements RequestPool {
   readonly #offThread: Partial<Record<WorkerTask['op'], number>> = {}
   /** The thread ids that reported tasks done: proof the work left this thread, whichever worker slot ran it. */
   readonly #threads = new Set<number>()
+  readonly #maxInFlight: number
+  readonly #maxWaitMs: number
+  readonly #now: () => number
+  readonly #shedLog = new LogLimiter()
+  #shed = 0
 
   constructor(options: ThreadPoolOptions) {
     if (!Number.isInteger(options.size) || options.size < 1) throw new RangeError(`worker pool size must be a positive integer, got ${options.size}`)
+    const maxInFlight = options.maxInFlight ?? DEFAULT_WORKER_IN_FLIGHT
+    if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw new RangeError(`worker in-flight bound must be a positive integer, got ${maxInFlight}`)
     this.size = options.size
     this.#options = options
     this.#logger = options.logger ?? silentLogger
+    this.#maxInFlight = maxInFlight
+    this.#maxWaitMs = Math.max(0, options.maxWaitMs ?? DEFAULT_WORKER_MAX_WAIT_MS)
+    this.#now = options.now ?? (() => performance.now())
     for (let index = 0; index < options.size; index++) this.#slots.push(this.#spawn(index))
   }
 
   #spawn(index: number): Slot {
     const data: RequestWorkerData = { brineRequestWorker: true, masterKeys: this.#options.masterKeys }
     const worker = new Worker(this.#options.script, { workerData: data })
-    const slot: Slot = { worker, pending: new Map() }
+    const old = this.#slots[index]
+    const slot: Slot = { worker, pending: new Map(), urgent: old?.urgent ?? [], queue: old?.queue ?? [], head: old?.head ?? 0 }
     worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
     const failAll = (reason: string): void => {
       for (const { reject } of slot.pending.values()) reject(new WorkerPoolError(`request worker ${index} ${reason}`, { worker: index }))
@@ -100,9 +166,14 @@ export class ThreadPool implements RequestPool {
     })
     worker.on('exit', (code) => {
       failAll(`exited with code ${code}`)
-      if (this.#closing) return
+      if (this.#closing) {
+        this.#failQueued(slot, new WorkerPoolError('request worker pool is closed'))
+        return
+      }
       this.#logger.error(`request worker ${index} exited with code ${code}; starting a new one`)
-      this.#slots[index] = this.#spawn(index)
+      const fresh = this.#spawn(index)
+      this.#slots[index] = fresh
+      this.#next(fresh)
     })
     return slot
   }
@@ -117,6 +188,7 @@ export class ThreadPool implements RequestPool {
       }
       if (message.error !== undefined) task?.reject(new RebuiltWorkerError(message.error))
       else task?.resolve(message.value)
+      this.#next(slot)
       return
     }
     const reply = (payload: Omit<Extract<ToWorker, { type: 'submitted' }>, 'type' | 'callId'>): void => {
@@ -128,17 +200,65 @@ export class ThreadPool implements RequestPool {
     )
   }
 
-  #post(slot: Slot, task: WorkerTask): Promise<WireValue> {
+  #post(slot: Slot, task: WorkerTask, settle: Settle): void {
+    const taskId = this.#nextTask++
+    slot.pending.set(taskId, { op: task.op, ...settle })
+    slot.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker)
+  }
+
+  run(key: string, task: WorkerTask, options: RunOptions = {}): Promise<WireValue> {
     if (this.#closing) return Promise.reject(new WorkerPoolError('request worker pool is closed'))
+    const slot = this.#slots[hashKey(key) % this.size]!
     return new Promise((resolve, reject) => {
-      const taskId = this.#nextTask++
-      slot.pending.set(taskId, { op: task.op, resolve, reject })
-      slot.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker)
+      const urgent = options.urgent === true
+      const ahead = urgent ? slot.urgent.length : slot.urgent.length + slot.queue.length - slot.head
+      if (slot.pending.size < this.#maxInFlight && ahead === 0) this.#post(slot, task, { resolve, reject })
+      else (urgent ? slot.urgent : slot.queue).push({ task, shed: options.shed === true, since: this.#now(), resolve, reject })
     })
   }
 
-  run(key: string, task: WorkerTask): Promise<WireValue> {
-    return this.#post(this.#slots[hashKey(key) % this.size]!, task)
+  /** Hands the worker its next waiting tasks, refusing the sheddable ones that waited too long. */
+  #next(slot: Slot): void {
+    while (slot.pending.size < this.#maxInFlight && slot.urgent.length > 0) {
+      const queued = slot.urgent.shift()!
+      this.#post(slot, queued.task, queued)
+    }
+    while (slot.pending.size < this.#maxInFlight && slot.head < slot.queue.length) {
+      const queued = slot.queue[slot.head]!
+      slot.queue[slot.head++] = undefined as unknown as Queued
+      const waited = this.#now() - queued.since
+      if (queued.shed && waited > this.#maxWaitMs) this.#refuse(queued, waited)
+      else this.#post(slot, queued.task, queued)
+    }
+    if (slot.head === slot.queue.length || slot.head > 1024) {
+      slot.queue.splice(0, slot.head)
+      slot.head = 0
+    }
+  }
+
+  #refuse(queued: Queued, waited: number): void {
+    this.#shed++
+    const error = new WorkerPoolBusyError(Math.round(waited), this.#maxWaitMs)
+    this.#shedLog.warning(this.#logger, `${error.message} (${this.#shed} refused so far)`, 'requests refused by busy workers')
+    queued.reject(error)
+  }
+
+  #failQueued(slot: Slot, error: Error): void {
+    for (const queued of slot.urgent.splice(0)) queued.reject(error)
+    for (let index = slot.head; index < slot.queue.length; index++) slot.queue[index]!.reject(error)
+    slot.queue.length = 0
+    slot.head = 0
+  }
+
+  /** Tasks handed to the workers, waiting for one, and refused unrun so far. */
+  load(): ThreadPoolLoad {
+    let inFlight = 0
+    let waiting = 0
+    for (const slot of this.#slots) {
+      inFlight += slot.pending.size
+      waiting += slot.urgent.length + slot.queue.length - slot.head
+    }
+    return { inFlight, waiting, shed: this.#shed }
   }
 
   /** The tasks the worker threads ran, by kind, and how many distinct threads ran them. */
@@ -149,6 +269,7 @@ export class ThreadPool implements RequestPool {
   async close(): Promise<void> {
     if (this.#closing) return
     this.#closing = true
+    for (const slot of this.#slots) this.#failQueued(slot, new WorkerPoolError('request worker pool is closed'))
     await Promise.all(this.#slots.map((slot) => slot.worker.terminate()))
   }
 }

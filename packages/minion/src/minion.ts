@@ -258,6 +258,8 @@ export class Minion {
       authTimeoutMs: timeouts.authTimeoutMs,
       acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
       acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
+      reauthDelayMs: timeouts.randomReauthDelayMs,
+      authTries: opts.auth_tries,
       spoolDir: spool,
       returnRetryDelayMs: () => returnRetryDelayMs(opts),
       returnRetryTries: opts.return_retry_tries,

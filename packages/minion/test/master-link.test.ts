@@ -14,7 +14,7 @@ import { loadTransport } from '@brine/common'
 import { type JobLoad, type ReturnLoad } from '@brine/protocol'
 import { CryptCache, generateKeys, loadOrCreateKeys, masterPinFile, sealPublish } from '@brine/crypt'
 import { freeLoopbackPort } from '@brine/testkit'
-import { ClosedError, createLogger, InvalidOperationError, silentLogger } from '@brine/core'
+import { ClosedError, createLogger, InvalidOperationError, ServerBusyError, silentLogger } from '@brine/core'
 import { type MasterLinkEvent, MasterLink, type LinkPublish, type MasterLinkOptions } from '@brine/link'
 import { deadline } from './modules-fixture.js'
 import { Recorder } from './recorder.js'
@@ -264,6 +264,42 @@ describe.each(['zeromq', 'tcp', 'nats'])('MasterLink over %s', (transportName) =
     expect(recorder.of('authenticated').map((event) => event.gen)).toEqual([rotated.gen - 1, rotated.gen])
     expect(linked.status.gen).toBe(rotated.gen)
     expect(recorder.of('publish-dropped')).toEqual([])
+  })
+
+  it('re-authenticates for a rotated session key only after a random wait up to random_reauth_delay, and still yields the held job', async () => {
+    const to = await master({ autoAccept: true })
+    const lines: string[] = []
+    const logger = createLogger({ level: 'info', write: (line: string) => lines.push(line) })
+    const { link: linked, recorder } = await link(to, { reauthDelayMs: 600, random: () => 0.5, logger })
+    const stream = linked.publishes()[Symbol.asyncIterator]()
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await to.waitSubscribed()
+    // The first authentication does not wait: only a changed master key sends a whole fleet back at once.
+    expect(lines.filter((line) => line.includes('random_reauth_delay'))).toEqual([])
+    const rotated = to.session.rotate()
+    const held = job('test.ping')
+    await to.publish(held)
+
+    const [got] = await take(stream, 1, 'the job published under the rotated key')
+    expect(got?.job.jid).toBe(held.jid)
+    expect(lines.filter((line) => line.includes('random_reauth_delay'))).toEqual([
+      expect.stringMatching(/INFO.*waiting 0\.3 seconds \(random_reauth_delay\) before re-authenticating with /),
+    ])
+    expect(recorder.of('authenticated').map((event) => event.gen)).toEqual([rotated.gen - 1, rotated.gen])
+  })
+
+  it('backs off a busy master: the waits double from acceptance_wait_time with the top half random, and after auth_tries it starts over within random_reauth_delay', async () => {
+    const to = await master({ autoAccept: true })
+    let refusals = 3
+    to.refuseAuth = () => (refusals-- > 0 ? new ServerBusyError('the stand-in master', 1, 0) : undefined)
+    const { link: linked, recorder } = await link(to, { acceptanceWaitMs: 100, reauthDelayMs: 1000, authTries: 3, random: () => 0.5 })
+    await deadline(linked.authenticated, 8000, 'authentication after three busy refusals')
+    const failed = recorder.of('auth-failed')
+    expect(failed.map((event) => event.error)).toEqual(['RemoteError', 'RemoteError', 'RemoteError'])
+    expect(failed[0]?.message).toMatch(/answered with ServerBusyError/)
+    // 100 ms, then 200 ms, each with its top half at random (pinned to the middle); the third, at auth_tries, starts over: half of random_reauth_delay.
+    expect(failed.map((event) => event.waitMs)).toEqual([75, 150, 500])
+    expect(to.authReplies).toEqual(['ServerBusyError', 'ServerBusyError', 'ServerBusyError', 'accepted'])
   })
 
   it('re-authenticates when its request link reconnects to a restarted master', async () => {

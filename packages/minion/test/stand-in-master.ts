@@ -47,6 +47,8 @@ export class StandInMaster {
   subscribes = 0
   /** What a sealed request's acknowledgement carries besides `ok: true` (default nothing), by load. */
   answer: (load: Record<string, unknown>) => Record<string, unknown> = () => ({})
+  /** An error to answer an `_auth` with instead of handling it (default none), asked at each one. */
+  refuseAuth: () => Error | undefined = () => undefined
   #publisher!: PublishServer
   #requests: RequestServer | undefined
   readonly #changes = new Changes()
@@ -144,6 +146,12 @@ export class StandInMaster {
   async #handle(request: WireValue): Promise<WireValue> {
     const { enc, load } = request as { enc?: unknown; load?: unknown }
     if (enc === 'clear') {
+      const refusal = this.refuseAuth()
+      if (refusal !== undefined) {
+        this.authReplies.push(refusal.name)
+        this.#notify()
+        throw refusal
+      }
       const outcome = await handleAuth(load, this.store, this.session, this.keys, {
         autoAccept: this.autoAccept,
         now: this.now(),
@@ -263,6 +271,7 @@ export async function testMinionConfig(
       pki_dir: join(dir, `${name}-pki`),
       cachedir: join(dir, `${name}-cache`),
       acceptance_wait_time: 0.1,
+      random_reauth_delay: 0.1,
       auth_timeout: 1,
       return_retry_timer: 0.3,
       return_retry_timer_max: 0.3,

@@ -85,6 +85,8 @@ export class UpperMaster {
       authTimeoutMs: timeouts.authTimeoutMs,
       acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
       acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
+      reauthDelayMs: timeouts.randomReauthDelayMs,
+      authTries: opts.auth_tries,
       // The link's own return spool is not used: batches have theirs.
       spoolDir: join(this.#o.dir, 'link', stem),
       returnRetryDelayMs: () => returnRetryDelayMs(opts),

@@ -81,6 +81,7 @@ async function startMinion(dir: string, id: string, master: MasterConfig, bus: B
     cachedir: join(dir, id, 'cache'),
     sock_dir: join(dir, id, 's'),
     acceptance_wait_time: 0.2,
+    random_reauth_delay: 0.2,
   } as MinionConfig
   const minion = new Minion(opts)
   cleanups.push(() => minion.stop())
@@ -112,6 +113,7 @@ function syndicOpts(lower: MasterConfig, top: MasterConfig, dir: string): Syndic
     syndic_transport: top.transport,
     syndic_event_forward_timeout: 0.1,
     acceptance_wait_time: 0.2,
+    random_reauth_delay: 0.2,
     return_retry_timer: 0.5,
     return_retry_timer_max: 0.5,
   } as unknown as SyndicConfig

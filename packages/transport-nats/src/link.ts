@@ -10,6 +10,13 @@ const CONNECT_TIMEOUT_MS = 10_000
 /** nats-server's own default, used until the server's INFO says otherwise. */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
+/**
+ * Bytes an endpoint may hand its connection before it waits for the broker to have read them all. nats.js
+ * writes to its socket without backpressure: a master publishing faster than the broker reads (a targeted
+ * job to thousands of minions is one message per minion) would otherwise hold the excess in its own memory.
+ */
+export const OUTBOUND_FLUSH_BYTES = 4 * 1024 * 1024
+
 export interface LinkHandlers {
   /** Connected: the first time (`first`), or again after nats.js reconnected (subscriptions are restored by it). */
   onConnect(connection: NatsConnection, first: boolean): void
@@ -37,6 +44,9 @@ export class NatsLink {
   #timer: NodeJS.Timeout | undefined
   #stopped = false
   #connecting: Promise<NatsConnection> | undefined
+  /** Bytes handed to the connection since the broker last confirmed it had read everything sent. */
+  #unflushed = 0
+  #flushing: Promise<void> | undefined
 
   constructor(
     private readonly core: EndpointCore,
@@ -55,6 +65,28 @@ export class NatsLink {
   /** The server's `max_payload`: the largest message it takes. */
   get maxPayload(): number {
     return this.current?.info?.max_payload ?? DEFAULT_MAX_PAYLOAD
+  }
+
+  /**
+   * Counts `bytes` just handed to the connection. Past {@link OUTBOUND_FLUSH_BYTES} since the broker last caught
+   * up, resolves only once it has read everything sent so far (one PING/PONG round, shared by every caller),
+   * so what waits is the caller's next message, not a socket buffer growing in this process.
+   */
+  async sent(bytes: number): Promise<void> {
+    this.#unflushed += bytes
+    if (this.#unflushed < OUTBOUND_FLUSH_BYTES) return
+    if (this.#flushing === undefined) {
+      const connection = this.current
+      if (connection === undefined || connection.isClosed()) return
+      this.#unflushed = 0
+      this.#flushing = connection
+        .flush()
+        .catch(() => {})
+        .finally(() => {
+          this.#flushing = undefined
+        })
+    }
+    await this.#flushing
   }
 
   /** One connect over all of `nats_servers`; rejects with NatsConnectError. */

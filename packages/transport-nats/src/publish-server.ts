@@ -22,7 +22,10 @@ const SUBSCRIBERS_REMEMBERED = 65_536
  * targeted publish once to each named minion's own subject, so the broker delivers it to that
  * minion alone. Messages over the server's `max_payload` go as chunks. The server hears
  * subscribers' hellos (`peer-subscribe`, stats) but needs none to deliver: the broker routes.
- * While the broker is unreachable, publishes are dropped and counted, as a socket at its hwm.
+ * While the broker is unreachable, publishes are dropped and counted, as a socket at its hwm. A publish
+ * resolves once its messages are handed over, having waited for the broker to catch up whenever more than
+ * OUTBOUND_FLUSH_BYTES (link.ts) went out since it last had: the master's memory never holds what the broker
+ * has not read.
  */
 export class NatsPublishServer extends EndpointBase implements PublishServer {
   readonly #service: Service
@@ -138,8 +141,16 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
         this.#messageId,
       )
     }
-    if (targets === undefined) send(subjects.broadcast)
-    else for (const id of targets) send(subjects.minion(id))
+    if (targets === undefined) {
+      send(subjects.broadcast)
+      await this.#link.sent(body.length)
+      return
+    }
+    for (const id of targets) {
+      send(subjects.minion(id))
+      // A job to thousands of minions is thousands of messages: the broker reads them as fast as it can, no faster.
+      await this.#link.sent(body.length)
+    }
   }
 
   protected liveStats(): LiveStats {
