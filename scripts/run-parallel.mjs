@@ -16,7 +16,7 @@ if (scripts.length === 0) {
 function run(script) {
   return new Promise((resolve) => {
     const chunks = []
-    const child = spawn('npm', ['run', script], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('npm', ['run', '--silent', script], { stdio: ['ignore', 'pipe', 'pipe'] })
     child.stdout.on('data', (chunk) => chunks.push({ stream: process.stdout, chunk }))
     child.stderr.on('data', (chunk) => chunks.push({ stream: process.stderr, chunk }))
     const finish = (code, why) => {
