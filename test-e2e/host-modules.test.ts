@@ -10,7 +10,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { Fleet } from '@brine/harness'
-import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { killAllProcesses } from '@brine/testkit'
+import { TRANSPORTS, useSharedFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
 import { json } from './helpers/output.js'
 
@@ -25,12 +26,10 @@ afterAll(() => releaseHostLock())
 
 const exec = promisify(execFile)
 const cleanups: (() => Promise<unknown>)[] = []
-const startFleet = useFleets(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {})
-})
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => {})
 })
+afterAll(() => killAllProcesses())
 
 const PACKAGE = 'brine-test'
 
@@ -83,15 +82,26 @@ async function call(fleet: Fleet, id: string, ...args: string[]): Promise<unknow
 
 describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (transport) => {
   const id = `host-${transport}`
+  // One master and minion for this describe's tests: each test removes what it added to the host, and none stops a
+  // daemon. The master's file_roots is a directory of the describe's, where the package test builds its .deb.
+  const startShared = useSharedFleets()
+  let shared: Promise<{ fleet: Fleet; fileRoot: string }> | undefined
+  afterAll(async () => {
+    const fileRoot = (await shared?.catch(() => undefined))?.fileRoot
+    if (fileRoot !== undefined) await rm(fileRoot, { recursive: true, force: true })
+  })
+  const host = (): Promise<{ fleet: Fleet; fileRoot: string }> =>
+    (shared ??= (async () => {
+      const fileRoot = await mkdtemp(join(tmpdir(), 'brine-pkg-'))
+      return { fleet: await startShared({ minions: [{ id, transport }], masterConfig: { file_roots: { base: [fileRoot] } } }), fileRoot }
+    })())
 
   it("pkg installs a package built with dpkg-deb from salt:// (the master's file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was", async () => {
     expect(await installed()).toBe(false)
-    const dir = await mkdtemp(join(tmpdir(), 'brine-pkg-'))
-    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const { fleet, fileRoot: dir } = await host()
     cleanups.push(async () => (await installed()) && (await exec('dpkg', ['--purge', PACKAGE])))
-    const deb = await buildDeb(dir)
     // The .deb sits at the top of the master's file_roots: salt://brine-test_1.0_all.deb.
-    const fleet = await startFleet({ minions: [{ id, transport }], masterConfig: { file_roots: { base: [dir] } } })
+    const deb = await buildDeb(dir)
     const salt = `salt://${PACKAGE}_1.0_all.deb`
 
     expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
@@ -132,7 +142,7 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     cleanups.push(() => rm(script, { force: true }))
     cleanups.push(() => exec('update-rc.d', ['-f', name, 'remove']))
     cleanups.push(() => exec(script, ['stop']))
-    const fleet = await startFleet({ minions: [{ id, transport }] })
+    const { fleet } = await host()
 
     expect(await call(fleet, id, 'service.available', name)).toBe(true)
     expect(await call(fleet, id, 'service.get_all')).toContain(name)
@@ -157,7 +167,7 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     cleanups.push(() => rm(`/home/${user}-moved`, { recursive: true, force: true }))
     cleanups.push(() => rm(`/home/${user}`, { recursive: true, force: true }))
     cleanups.push(() => exec('userdel', ['-r', user]))
-    const fleet = await startFleet({ minions: [{ id, transport }] })
+    const { fleet } = await host()
 
     expect(await call(fleet, id, 'user.info', user)).toEqual({})
     expect(await call(fleet, id, 'user.add', user, 'shell=/bin/sh', 'fullname=Brine Test')).toBe(true)
@@ -181,7 +191,7 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
   it('file, disk, status, network and environ on the real host', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'brine-file-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const fleet = await startFleet({ minions: [{ id, transport }] })
+    const { fleet } = await host()
     const path = join(dir, 'app.conf')
 
     expect(await call(fleet, id, 'file.write', path, 'port = 80', 'debug = off')).toBe(`Wrote 2 lines to "${path}"`)

@@ -339,7 +339,9 @@ export class Fleet {
   async launchSyndic(): Promise<DaemonProcess> {
     const syndic = this.options.syndic
     if (syndic === undefined) throw new HarnessSetupError('this fleet has no syndic (FleetOptions.syndic)')
-    const settings = { acceptance_wait_time: 0.2, random_reauth_delay: 0.2, ...syndic.config }
+    // The upper master accepts the key as a syndic's only after the syndic's first start event was refused; the
+    // syndic asks again after return_retry_timer(_max) (5–10 s by default), a wait every syndic fleet would pay.
+    const settings = { acceptance_wait_time: 0.2, random_reauth_delay: 0.2, return_retry_timer: 1, return_retry_timer_max: 2, ...syndic.config }
     const sets = Object.entries(settings).flatMap(([key, value]) => ['--set', `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`])
     this.syndic = this.spawnBin(`brine-syndic ${syndic.id}`, 'brine-syndic', ['-c', this.masterConfigDir, '-l', 'info', '--id', syndic.id, ...sets])
     await this.syndic.waitForOutput(new RegExp(`syndic ${escapeRegExp(syndic.id)}: transport`), this.readyTimeoutMs)
