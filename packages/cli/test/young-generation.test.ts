@@ -44,6 +44,9 @@ const young = v8.getHeapSpaceStatistics().find((space) => space.space_name === '
 writeSync(1, JSON.stringify({ pid: process.pid, youngBytes: young.space_size }) + '\\n')
 `
 
+/** The young generation's size seen, over the semi-space bound given: two semi-spaces, and room for a scavenge in progress. */
+const YOUNG_LIMIT_FACTOR = 4
+
 describe('the master bounds its V8 young generation', () => {
   it('re-executes itself with --max-semi-space-size unless the user chose one', () => {
     const argv = ['/usr/bin/node', '/usr/bin/brine-master', '-c', '/etc/brine']
@@ -73,14 +76,15 @@ describe('the master bounds its V8 young generation', () => {
     expect(before.execArgv).not.toContain('--max-semi-space-size=4')
     expect(after).toEqual({ pid: before.pid, execArgv: ['--max-semi-space-size=4'] })
     expect(result.pid).toBe(before.pid)
-    // Two semi-spaces of 4 MiB; unbounded, V8 grows it to 32 MiB and more under this churn on any machine.
-    expect(result.youngBytes).toBeLessThanOrEqual(8 * 1024 * 1024)
+    // Two semi-spaces of 4 MiB, which V8 may briefly overshoot while it scavenges (a loaded machine showed 2.6 times
+    // the bound); unbounded, V8 grows it to 32 MiB and more under this churn on any machine.
+    expect(result.youngBytes).toBeLessThan(YOUNG_LIMIT_FACTOR * 4 * 1024 * 1024)
   })
 
   it('leaves a process alone whose NODE_OPTIONS chose the size', () => {
     const lines = runNode(probe(4), { NODE_OPTIONS: '--max-semi-space-size=2' }) as { pid: number; execArgv?: string[]; youngBytes?: number }[]
     expect(lines).toHaveLength(2)
     expect(lines[0]!.execArgv).toEqual([])
-    expect(lines[1]!.youngBytes).toBeLessThanOrEqual(4 * 1024 * 1024)
+    expect(lines[1]!.youngBytes).toBeLessThan(YOUNG_LIMIT_FACTOR * 2 * 1024 * 1024)
   })
 })
