@@ -179,7 +179,8 @@ export class SyndicIntake {
         tgt: job.tgt,
         tgt_type: job.tgt_type ?? 'glob',
         fun: job.fun ?? entry.fun,
-        minions: fresh,
+        // Sorted, as the master's own job announcements are: a syndic batches them in the order returns came.
+        minions: [...fresh].sort(),
         missing: [],
         syndic_pending: [...pending],
       })
