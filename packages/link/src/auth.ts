@@ -42,19 +42,8 @@ export interface MasterSession {
   publishPort: number | undefined
 }
 
-export interface MinionAuthOptions {
-  id: string
-  keys: KeyPair
-  pkiDir: string
-  /** The pin file in `pkiDir` (default Salt's `minion_master.pub`; one per master with several). */
-  pinFile?: string
-  /** Salt's `master_finger`; empty means "pin whatever answers first". */
-  masterFinger?: string
-  client: RequestClient
-  /** The master's name in events (`host:port`). */
-  master: string
-  /** Key objects and agreed keys (the link's owner holds it). */
-  cache?: CryptCache
+/** How a minion paces its `_auth` attempts: Salt's keys, in ms (see AuthPacing for the waits they make). */
+export interface AuthTiming {
   /** Per-attempt timeout (auth_timeout), ms. */
   authTimeoutMs: number
   /** acceptance_wait_time, ms. */
@@ -67,6 +56,34 @@ export interface MinionAuthOptions {
   authTries?: number
   /** Uniform in [0, 1) for the random waits (default Math.random; tests pin it). */
   random?: () => number
+}
+
+/** The {@link AuthTiming} fields of `options` that are set, to hand on to a {@link MinionAuth}. */
+export function authTimingOf(options: AuthTiming): AuthTiming {
+  const { authTimeoutMs, acceptanceWaitMs, acceptanceWaitMaxMs, reauthDelayMs, authTries, random } = options
+  return {
+    authTimeoutMs,
+    acceptanceWaitMs,
+    acceptanceWaitMaxMs,
+    ...(reauthDelayMs === undefined ? {} : { reauthDelayMs }),
+    ...(authTries === undefined ? {} : { authTries }),
+    ...(random === undefined ? {} : { random }),
+  }
+}
+
+export interface MinionAuthOptions extends AuthTiming {
+  id: string
+  keys: KeyPair
+  pkiDir: string
+  /** The pin file in `pkiDir` (default Salt's `minion_master.pub`; one per master with several). */
+  pinFile?: string
+  /** Salt's `master_finger`; empty means "pin whatever answers first". */
+  masterFinger?: string
+  client: RequestClient
+  /** The master's name in events (`host:port`). */
+  master: string
+  /** Key objects and agreed keys (the link's owner holds it). */
+  cache?: CryptCache
   logger: Logger
   /** Aborted by stop(): the loop ends with ClosedError. */
   signal: AbortSignal

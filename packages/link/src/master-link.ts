@@ -11,7 +11,7 @@ import type { JobLoad, ReturnLoad } from '@brine/protocol'
 import { CryptCache, type KeyPair } from '@brine/crypt'
 import { type ClientOptions, type RequestClient, type Transport } from '@brine/transport'
 import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type Logger } from '@brine/core'
-import { MinionAuth, type MasterSession } from './auth.js'
+import { authTimingOf, MinionAuth, type AuthTiming, type MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
 import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
@@ -42,7 +42,8 @@ export interface LinkPublish {
   readonly link: ReturnRoute
 }
 
-export interface MasterLinkOptions {
+/** `authTimeoutMs` (auth_timeout) is also the default timeout of {@link MasterLink.send}. */
+export interface MasterLinkOptions extends AuthTiming {
   /** The id this side authenticates as (a minion's id; a syndic's own id). */
   id: string
   keys: KeyPair
@@ -63,17 +64,6 @@ export interface MasterLinkOptions {
   pinFile?: string
   /** Salt's `master_finger`: this master's fingerprint, pinned up front. */
   masterFinger?: string
-  /** auth_timeout: per-attempt `_auth` timeout, and the default timeout of {@link MasterLink.send}, ms. */
-  authTimeoutMs: number
-  /** acceptance_wait_time and acceptance_wait_time_max, ms. */
-  acceptanceWaitMs: number
-  acceptanceWaitMaxMs: number
-  /** random_reauth_delay, ms (default 0: none); see {@link MinionAuthOptions.reauthDelayMs}. */
-  reauthDelayMs?: number
-  /** auth_tries (default Salt's 7). */
-  authTries?: number
-  /** Uniform in [0, 1) for auth's random waits (default Math.random; tests pin it). */
-  random?: () => number
   /** This master's return spool directory. */
   spoolDir: string
   /** return_retry_timer..return_retry_timer_max: per-try timeout of a return and the wait before a spool retry, ms. */
@@ -203,12 +193,7 @@ export class MasterLink implements ReturnRoute {
       client: this.#request,
       master: this.master,
       cache,
-      authTimeoutMs: options.authTimeoutMs,
-      acceptanceWaitMs: options.acceptanceWaitMs,
-      acceptanceWaitMaxMs: options.acceptanceWaitMaxMs,
-      ...(options.reauthDelayMs === undefined ? {} : { reauthDelayMs: options.reauthDelayMs }),
-      ...(options.authTries === undefined ? {} : { authTries: options.authTries }),
-      ...(options.random === undefined ? {} : { random: options.random }),
+      ...authTimingOf(options),
       logger: this.#logger.child('auth'),
       signal,
       emit,
