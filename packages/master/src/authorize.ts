@@ -1,7 +1,7 @@
 import { constantTimeEqual } from '@brine/crypt'
 import type { Permissions } from './acl.js'
 import type { ExternalAuth } from './eauth/external-auth.js'
-import { PermissionDeniedError } from './errors.js'
+import { PermissionDeniedError } from '@brine/protocol'
 
 /**
  * Who is asking, once {@link Authorizer.authorize} has checked their credentials. Every publish,

@@ -1,20 +1,5 @@
 import { BrineError, registerErrors, type SerializedError } from '@brine/core'
 
-// The errors the master answers requests with are the protocol's, in @brine/protocol, where clients see them too.
-export {
-  PermissionDeniedError,
-  MalformedRequestError,
-  UnknownWheelFunctionError,
-  UnknownRunnerError,
-  EauthAuthenticationError,
-  TokenAuthenticationError,
-  ReturnRefusedError,
-  MinionEventRefusedError,
-  SyndicNotAcceptedError,
-  SyndicLimitError,
-  type ReturnRefusalReason,
-} from '@brine/protocol'
-
 /** A Master used out of order: a property read before start() resolved, or start() called twice. */
 export class MasterStateError extends BrineError {
   override name = 'MasterStateError'

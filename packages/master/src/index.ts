@@ -94,24 +94,19 @@ export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from 
 export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions, type ThreadPoolStats } from './worker-pool.js'
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
 export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'
+export { MasterStateError, EventBusError, WorkerPoolError, WorkerPoolBusyError, RebuiltWorkerError, ReactionError } from './errors.js'
 export {
   PermissionDeniedError,
   MalformedRequestError,
-  MasterStateError,
-  EventBusError,
   UnknownWheelFunctionError,
   UnknownRunnerError,
-  WorkerPoolError,
-  WorkerPoolBusyError,
-  RebuiltWorkerError,
   EauthAuthenticationError,
   TokenAuthenticationError,
   ReturnRefusedError,
   MinionEventRefusedError,
-  ReactionError,
   SyndicNotAcceptedError,
   SyndicLimitError,
   type ReturnRefusalReason,
-} from './errors.js'
+} from '@brine/protocol'
 // The return event's shape lives with the protocol; re-exported for the master's existing users.
 export { returnEventData } from '@brine/protocol'

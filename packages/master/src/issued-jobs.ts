@@ -1,6 +1,6 @@
 import { type JobCache } from '@brine/common'
 import { jidToDate, type Target } from '@brine/protocol'
-import { ReturnRefusedError } from './errors.js'
+import { ReturnRefusedError } from '@brine/protocol'
 
 /**
  * Which jobs this master issued and which minions each could reach, so that it stores a return only

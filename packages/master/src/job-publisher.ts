@@ -6,7 +6,7 @@ import { type PublishServer } from '@brine/transport'
 import { silentLogger, type Logger, type WireValue } from '@brine/core'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
-import { MalformedRequestError } from './errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import type { IssuedJobs } from './issued-jobs.js'
 
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */

@@ -1,7 +1,7 @@
 import type { JobCache, SaveReturnOptions } from '@brine/common'
 import type { ReturnLoad } from '@brine/protocol'
 import { UnstorableValueError } from '@brine/returners'
-import { ReturnRefusedError } from './errors.js'
+import { ReturnRefusedError } from '@brine/protocol'
 
 /**
  * Stores `ret` in the job cache; false for a duplicate. A return no retry can store (a NaN in PostgreSQL's

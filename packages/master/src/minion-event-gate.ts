@@ -1,6 +1,6 @@
 import type { EventLoad } from '@brine/protocol'
 import { encode } from '@brine/core'
-import { MinionEventRefusedError } from './errors.js'
+import { MinionEventRefusedError } from '@brine/protocol'
 import { secondsFromMs } from '@brine/config'
 
 export interface MinionEventGateOptions {

@@ -13,7 +13,7 @@ import {
 } from '@brine/protocol'
 import { expectedMinions, type Nodegroups } from '@brine/targeting'
 import { LogLimiter, LruMap, silentLogger, type Logger } from '@brine/core'
-import { PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError } from './errors.js'
+import { PermissionDeniedError, ReturnRefusedError, SyndicLimitError, SyndicNotAcceptedError } from '@brine/protocol'
 import type { EventBus } from './event-bus.js'
 import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
 import { saveReturn } from './job-returns.js'

@@ -14,7 +14,7 @@ import {
   type PkiStore,
   type PublicKeys,
 } from '@brine/crypt'
-import { MalformedRequestError, UnknownWheelFunctionError } from './errors.js'
+import { MalformedRequestError, UnknownWheelFunctionError } from '@brine/protocol'
 import type { FileServer } from './file-server/file-server.js'
 
 /** The master's public key file, as Salt's `local` entries name it. */

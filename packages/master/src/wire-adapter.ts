@@ -15,7 +15,7 @@ import {
 import { type RequestContext } from '@brine/transport'
 import { LogLimiter, serializeError, silentLogger, type DecodeLimits, type Logger, type WireValue } from '@brine/core'
 import { viaOfRequest, type Caller } from './authorize.js'
-import { MalformedRequestError, PermissionDeniedError } from './errors.js'
+import { MalformedRequestError, PermissionDeniedError } from '@brine/protocol'
 import type { TokenCommands } from './eauth/token-commands.js'
 import type { FileServer } from './file-server/file-server.js'
 import type { MasterService } from './master-service.js'

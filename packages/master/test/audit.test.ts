@@ -8,7 +8,7 @@ import { AuditLog, auditLogPath } from '../src/audit/audit-log.js'
 import { maskSecrets, MASK } from '../src/audit/mask.js'
 import { EventBus } from '../src/event-bus.js'
 import { MinionEventGate } from '../src/minion-event-gate.js'
-import { MinionEventRefusedError } from '../src/errors.js'
+import { MinionEventRefusedError } from '@brine/protocol'
 
 const cleanups: Array<() => Promise<unknown>> = []
 afterEach(async () => {

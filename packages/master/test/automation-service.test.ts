@@ -1,6 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { generateJid, type ReturnLoad } from '@brine/protocol'
-import { ReturnRefusedError, type Caller } from '../src/index.js'
+import { type Caller } from '../src/index.js'
+import { ReturnRefusedError } from '@brine/protocol'
 import { runCleanups, startMasterWithMinions, stopNatsServer, tempDir } from './helpers.js'
 
 afterAll(stopNatsServer)

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { RemoteError } from '@brine/core'
-import { Authorizer, masterCaller, permits, PermissionDeniedError, rootCaller, type Caller } from '../src/index.js'
+import { Authorizer, masterCaller, permits, rootCaller, type Caller } from '../src/index.js'
+import { PermissionDeniedError } from '@brine/protocol'
 import { addressOf, clearClient, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir } from './helpers.js'
 
 afterAll(stopNatsServer)

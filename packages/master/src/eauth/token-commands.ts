@@ -1,4 +1,4 @@
-import { PermissionDeniedError, TokenAuthenticationError } from '../errors.js'
+import { PermissionDeniedError, TokenAuthenticationError } from '@brine/protocol'
 import type { ExternalAuth, MadeToken } from './external-auth.js'
 
 /**

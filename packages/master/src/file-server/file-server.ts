@@ -10,7 +10,7 @@ import { mkdir, open, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { DEFAULT_SALTENV, type FileCommand } from '@brine/protocol'
 import { BrineError, LruMap, silentLogger, registerErrors, type Logger } from '@brine/core'
-import { MalformedRequestError } from '../errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import { FileRoots, type FoundFile } from './roots.js'
 
 /** What the file server has done since the master started: what tests and `fileserver.stats` read. */

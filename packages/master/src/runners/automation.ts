@@ -1,5 +1,5 @@
 import { tagProblem } from '@brine/protocol'
-import { MalformedRequestError, PermissionDeniedError } from '../errors.js'
+import { MalformedRequestError, PermissionDeniedError } from '@brine/protocol'
 import { callerTagProblem } from '../tag-rules.js'
 import { param, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 

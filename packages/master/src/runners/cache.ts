@@ -1,5 +1,5 @@
 import type { TargetType } from '@brine/protocol'
-import { MalformedRequestError } from '../errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import { param, type RunnerFunction } from './context.js'
 
 /**

@@ -1,5 +1,5 @@
 import { DEFAULT_SALTENV } from '@brine/protocol'
-import { MalformedRequestError } from '../errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import type { FileServer } from '../file-server/file-server.js'
 import { param, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 

@@ -1,4 +1,4 @@
-import { MalformedRequestError, UnknownRunnerError } from '../errors.js'
+import { MalformedRequestError, UnknownRunnerError } from '@brine/protocol'
 import type { RunnerArgs, RunnerContext, RunnerFunction } from './context.js'
 import { CACHE_RUNNERS } from './cache.js'
 import { FILESERVER_RUNNERS } from './fileserver.js'

@@ -1,6 +1,6 @@
 import { storedReturnsOf, type ListJobsFilter } from '@brine/common'
 import { jidToTime, parseJid, type ReturnLoad } from '@brine/protocol'
-import { MalformedRequestError } from '../errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import { flag, param, requiredString, waitsOf, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'] as const

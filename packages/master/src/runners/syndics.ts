@@ -1,5 +1,5 @@
 import { isValidMinionId } from '@brine/crypt'
-import { MalformedRequestError } from '../errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import { param, requiredString, type RunnerArgs, type RunnerContext, type RunnerFunction } from './context.js'
 
 /** `syndics.list`: each syndic this master knows, with the minions pinned to it (docs/security.md). */

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { MalformedRequestError } from '../errors.js'
+import { MalformedRequestError } from '@brine/protocol'
 import { param, type RunnerFunction } from './context.js'
 import { msFromSeconds } from '@brine/config'
 
