@@ -95,18 +95,3 @@ export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptio
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
 export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'
 export { MasterStateError, EventBusError, WorkerPoolError, WorkerPoolBusyError, RebuiltWorkerError, ReactionError } from './errors.js'
-export {
-  PermissionDeniedError,
-  MalformedRequestError,
-  UnknownWheelFunctionError,
-  UnknownRunnerError,
-  EauthAuthenticationError,
-  TokenAuthenticationError,
-  ReturnRefusedError,
-  MinionEventRefusedError,
-  SyndicNotAcceptedError,
-  SyndicLimitError,
-  type ReturnRefusalReason,
-} from '@brine/protocol'
-// The return event's shape lives with the protocol; re-exported for the master's existing users.
-export { returnEventData } from '@brine/protocol'
