@@ -375,7 +375,11 @@ export class LocalJobCache implements JobCache {
       this.#queue.push({ day, bytes, record, onWritten, resolve, reject })
       if (this.#batchScheduled) return
       this.#batchScheduled = true
-      void this.#serial(() => this.#writeBatch())
+      // The batch takes what this turn of the event loop queues: the returns of every connection that was read.
+      void this.#serial(async () => {
+        await endOfTurn()
+        return this.#writeBatch()
+      })
     })
   }
 
@@ -941,6 +945,9 @@ function returnFromFrame(bytes: Buffer, path: string, offset: number): ReturnLoa
   }
   return record.ret
 }
+
+/** Resolves once this turn of the event loop has run its I/O callbacks (setImmediate: no timer, no wake-up of its own). */
+const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 /**
  * Writes all of `bytes` at `position`, on this thread: a batch's write goes to the page cache and costs less than
