@@ -126,10 +126,7 @@ function deadPid(): number {
 }
 
 /** Holds every FileHandle.datasync of this process until `release` (or fails the first with `failWith`); `calls` counts them. */
-async function holdSyncs(
-  cachedir: string,
-  failWith?: Error,
-): Promise<{ held: Promise<void>; release: () => void; restore: () => void; calls: () => number }> {
+async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Promise<void>; release: () => void; restore: () => void; calls: () => number }> {
   const probe = await open(join(cachedir, 'probe'), 'w')
   const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
   await probe.close()
