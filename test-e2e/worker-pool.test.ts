@@ -9,12 +9,15 @@ const startFleet = useFleets()
 /** The master's stop-time account of its request workers: `worker_threads: N task(s) ran on T of S worker threads (op n, …)`. */
 const POOL_LINE = /worker_threads: (\d+) task\(s\) ran on (\d+) of (\d+) worker threads \(([^)]*)\)/
 
+/** The master's stop-time account of where it sealed the publishes: `publishes sealed: I on the main thread, P handed to worker threads`. */
+const SEALED_LINE = /publishes sealed: (\d+) on the main thread, (\d+) handed to worker threads/
+
 function countsOf(detail: string): Record<string, number> {
   return Object.fromEntries(detail.split(', ').map((part) => [part.split(' ')[0]!, Number(part.split(' ')[1])]))
 }
 
 describe.each(TRANSPORTS)("the master's worker pool as shipped, over %s", (transport) => {
-  it('the built brine-master with worker_threads on authenticates the minion, seals each job and opens its return on worker threads', async () => {
+  it('the built brine-master with worker_threads on authenticates the minion and seals a large job on worker threads, a small one on its main thread', async () => {
     // The fleet starts the built brine-master bin with worker_threads: 2, as a user's config would.
     const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
     const master = fleet.master
@@ -26,6 +29,8 @@ describe.each(TRANSPORTS)("the master's worker pool as shipped, over %s", (trans
       ['web1', 'test.ping'],
       ['web1', 'test.echo', 'through the pool'],
       ['*', 'test.echo', 'again'],
+      // Over the 16 KiB sealed on the main thread.
+      ['web1', 'test.echo', 'x'.repeat(20_000)],
     ]
     for (const job of jobs) {
       const result = await fleet.run('brine', [...job, '--out', 'json', '--static'])
@@ -43,11 +48,17 @@ describe.each(TRANSPORTS)("the master's worker pool as shipped, over %s", (trans
     expect(Number(threads)).toBeGreaterThanOrEqual(1)
     expect(Number(threads)).toBeLessThanOrEqual(2)
     const counts = countsOf(detail!)
-    // The minion's _auth (signature checks), its box's shared key (every return it sealed is opened with it), and one
-    // sealed, signed publish per job: each reported done by a worker thread, not the master's main thread.
+    // The minion's _auth (signature checks), its box's shared key (every return it sealed is opened with it), and the
+    // large job's sealed, signed publish: each reported done by a worker thread, not the master's main thread.
     expect(counts['auth']).toBeGreaterThanOrEqual(1)
     expect(counts['box-shared-key']).toBeGreaterThanOrEqual(1)
-    expect(counts['seal-publish']).toBeGreaterThanOrEqual(jobs.length)
+    expect(counts['seal-publish']).toBe(1)
     expect(Number(total)).toBe(Object.values(counts).reduce((sum, count) => sum + count, 0))
+    // The three small jobs' publishes (and any saltutil.find_job a slow return made brine send) were sealed on the main
+    // thread, without a round trip to a worker.
+    const sealed = SEALED_LINE.exec(master.stderr)
+    expect(sealed, master.stderr).not.toBeNull()
+    expect(Number(sealed![1])).toBeGreaterThanOrEqual(jobs.length - 1)
+    expect(Number(sealed![2])).toBe(1)
   })
 })

@@ -66,8 +66,13 @@ const PUBLISH_TAG = 'brine/publish/v1'
  * sign key. The signature covers the ciphertext, so a minion verifies before it decrypts.
  */
 export function sealPublish(load: WireValue, session: SessionKey, masterSignSecret: Uint8Array, cache?: CryptCache): PublishEnvelope {
+  return sealEncodedPublish(encode(load), session, masterSignSecret, cache)
+}
+
+/** {@link sealPublish} of a load its caller has already encoded (msgpack), to decide by its size where to seal it. */
+export function sealEncodedPublish(encoded: Uint8Array, session: SessionKey, masterSignSecret: Uint8Array, cache?: CryptCache): PublishEnvelope {
   const nonce = randomNonce(nacl.secretbox.nonceLength, cache)
-  const ciphertext = nacl.secretbox(encode(load), nonce, session.key)
+  const ciphertext = nacl.secretbox(encoded, nonce, session.key)
   const sig = signDetached(transcript(PUBLISH_TAG, session.gen, nonce, ciphertext), masterSignSecret, cache)
   return { enc: PUBLISH_ENC, gen: session.gen, nonce, ciphertext, sig }
 }

@@ -52,6 +52,7 @@ import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
+import { PublishSealer } from './publish-sealer.js'
 import { masterVersion } from './version.js'
 
 export interface MasterOptions {
@@ -135,6 +136,7 @@ export class Master {
   #session: SessionKeys | undefined
   #rootKey: string | undefined
   #pool: RequestPool | undefined
+  #sealer: PublishSealer | undefined
   #publisher: FanoutPublishServer | undefined
   #endpoints: TransportEndpoints[] = []
   #timer: NodeJS.Timeout | undefined
@@ -281,7 +283,7 @@ export class Master {
     const fanout = new FanoutPublishServer(publishServers)
     this.#publisher = fanout
     const issued = this.#issuedJobs(jobs, timeouts.clockSkewMs)
-    const publisher = this.#jobPublisher({ store, grains, jobs, issued, pool, fanout, publishTtlMs: timeouts.publishTtlMs })
+    const publisher = this.#jobPublisher({ keys, store, grains, jobs, issued, pool, fanout, publishTtlMs: timeouts.publishTtlMs })
     // Automation settings are read before anything is served, so a bad reactor or schedule stops the start.
     const rules = reactorRules(this.opts.reactor)
     const scheduled = MasterSchedule.entriesOf(this.opts.schedule)
@@ -381,8 +383,9 @@ export class Master {
     return issued
   }
 
-  /** The publish path: jobs sealed in the worker pool, fanned out over every transport's publish server. */
+  /** The publish path: jobs sealed here or, when large, in the worker pool, fanned out over every transport's publish server. */
   #jobPublisher(parts: {
+    keys: KeyPair
     store: PkiStore
     grains: GrainsCache
     jobs: JobCache
@@ -391,14 +394,15 @@ export class Master {
     fanout: FanoutPublishServer
     publishTtlMs: number
   }): JobPublisher {
-    const { pool } = parts
+    const sealer = new PublishSealer({ pool: parts.pool, signSecret: parts.keys.sign.secretKey })
+    this.#sealer = sealer
     return new JobPublisher({
       store: parts.store,
       grains: parts.grains,
       jobs: parts.jobs,
       bus: this.bus,
       publisher: parts.fanout,
-      seal: async (jid, load) => pool.run(jid, { op: 'seal-publish', load, session: this.session }, { urgent: true }),
+      seal: async (jid, load) => sealer.seal(jid, load, this.session),
       nodegroups: this.opts.nodegroups as Nodegroups,
       ...(typeof this.opts.master_id === 'string' ? { masterId: this.opts.master_id } : {}),
       issued: parts.issued,
@@ -649,6 +653,8 @@ export class Master {
     const total = kinds.reduce((sum, [, count]) => sum + count, 0)
     const detail = kinds.length === 0 ? '' : ` (${kinds.map(([op, count]) => `${op} ${count}`).join(', ')})`
     this.#logger.info(`worker_threads: ${total} task(s) ran on ${threads} of ${size} worker threads${detail}`)
+    const sealed = this.#sealer?.stats()
+    if (sealed !== undefined) this.#logger.info(`publishes sealed: ${sealed.inline} on the main thread, ${sealed.pooled} handed to worker threads`)
   }
 
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */

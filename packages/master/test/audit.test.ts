@@ -1,8 +1,10 @@
-import { mkdtemp, readdir, readFile, readlink, rename, rm } from 'node:fs/promises'
+import { readFileSync } from 'node:fs'
+import { mkdir, mkdtemp, readdir, readFile, readlink, rename, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { defaultAuditLog } from '@brine/config'
+import { silentLogger } from '@brine/core'
 import { type BusEvent } from '@brine/protocol'
 import { AuditLog, auditLogPath } from '../src/audit/audit-log.js'
 import { maskSecrets, MASK } from '../src/audit/mask.js'
@@ -102,6 +104,33 @@ describe('the audit log', () => {
     await audit.settle()
     expect((await audit.query()).map((record) => record.fun)).toEqual(['after.removal', 'late'])
     expect(await handlesOnIt()).toEqual([])
+  })
+
+  it('has the calls of one turn in the file by the end of that turn, without waiting on settle(); a failed write is logged and the log goes on', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-audit-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const errors: string[] = []
+    const logger = { ...silentLogger, error: (message: string) => void errors.push(message) }
+    const audit = new AuditLog(join(dir, 'audit'), { logger })
+    cleanups.push(() => audit.close())
+    const root = { user: 'root', auth: 'key' as const, permissions: 'all' as const }
+    const call = (fun: string) => ({ cmd: 'runner' as const, fun, arg: [], kwarg: {}, result: 'accepted' as const })
+    audit.record(root, call('test.one'))
+    audit.record(root, call('test.two'))
+    expect(readFileSync(audit.path, 'utf8')).toBe('')
+    await new Promise((resolve) => setImmediate(resolve))
+    const lines = readFileSync(audit.path, 'utf8').trim().split('\n')
+    expect(lines.map((line) => (JSON.parse(line) as { fun: string }).fun)).toEqual(['test.one', 'test.two'])
+    // The path now names a directory: the append fails, is logged, and the next call after the path is a file again is written.
+    await rm(audit.path)
+    await mkdir(audit.path)
+    audit.record(root, call('test.lost'))
+    await audit.settle()
+    expect(errors).toEqual([expect.stringMatching(/audit_log .*audit: could not write 1 record\(s\)/)])
+    await rm(audit.path, { recursive: true })
+    audit.record(root, call('test.three'))
+    await audit.settle()
+    expect((await audit.query()).map((record) => record.fun)).toEqual(['test.three'])
   })
 
   it("defaults to `audit` beside the daemon's log file, and under cachedir for a Master without a loaded config", () => {

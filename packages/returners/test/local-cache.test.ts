@@ -125,8 +125,8 @@ function deadPid(): number {
   return child.pid
 }
 
-/** Holds every FileHandle.datasync of this process until `release` (or fails the first with `failWith`). */
-async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Promise<void>; release: () => void; restore: () => void }> {
+/** Holds every FileHandle.datasync of this process until `release` (or fails the first with `failWith`); `calls` counts them. */
+async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Promise<void>; release: () => void; restore: () => void; calls: () => number }> {
   const probe = await open(join(cachedir, 'probe'), 'w')
   const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
   await probe.close()
@@ -136,7 +136,9 @@ async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Pr
   let reached = (): void => {}
   const held = new Promise<void>((resolve) => (reached = resolve))
   let failed = false
+  let calls = 0
   prototype.datasync = async function (this: unknown): Promise<void> {
+    calls++
     reached()
     await released
     if (failWith !== undefined && !failed) {
@@ -145,7 +147,7 @@ async function holdSyncs(cachedir: string, failWith?: Error): Promise<{ held: Pr
     }
     return original.call(this)
   }
-  return { held, release, restore: () => (prototype.datasync = original) }
+  return { held, release, restore: () => (prototype.datasync = original), calls: () => calls }
 }
 
 describe('LocalJobCache on disk', () => {
@@ -327,6 +329,41 @@ describe('LocalJobCache on disk', () => {
           sync.restore()
         }
         expect(await cache.getJob(jid)).toEqual({ jid, load: { jid, fun: 'test.ping' }, minions: ['m1'], returns: { m1: ret(jid, 'm1') } })
+      })
+    })
+
+    it('batches written while a sync runs are made durable together by the next one: one fdatasync for all of them', async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-11T00:00:00Z', 1)
+        const sync = await holdSyncs(cachedir)
+        try {
+          const job = cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m0', 'm1', 'm2', 'm3', 'm4'])
+          await sync.held
+          const ids = ['m0', 'm1', 'm2', 'm3', 'm4']
+          const savings: Promise<boolean>[] = []
+          for (const id of ids) {
+            let shown = (): void => {}
+            const written = new Promise<void>((resolve) => (shown = resolve))
+            savings.push(cache.saveReturn(jid, id, ret(jid, id), { onWritten: () => shown() }))
+            // Each return its own batch: written (and shown) before the next is queued.
+            await deadline(written, 10_000, `return ${id} written while the job record's sync is held`)
+          }
+          expect(sync.calls()).toBe(1)
+          sync.release()
+          await job
+          expect(await Promise.all(savings)).toEqual([true, true, true, true, true])
+          // The job record's sync, then one that took all five batches along.
+          expect(sync.calls()).toBe(2)
+        } finally {
+          sync.restore()
+        }
+        await cache.close()
+        const reopened = await new LocalJobCache({ cachedir }).open()
+        try {
+          expect(Object.keys((await reopened.getJob(jid))?.returns ?? {}).sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4'])
+        } finally {
+          await reopened.close()
+        }
       })
     })
 
