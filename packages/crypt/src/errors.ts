@@ -51,7 +51,7 @@ export class InsecureKeyFileError extends CryptError {
   }
 }
 
-/** The master's session key file (`<pki_dir>/session.key`) cannot be read, or is not what it writes. */
+/** The master's session key file (`<pki_dir>/.session_key`) cannot be read, or is not what it writes. */
 export class SessionFileError extends CryptError {
   override name = 'SessionFileError'
   readonly file: string

@@ -23,7 +23,7 @@ import { SESSION_KEY_BYTES, SessionKeys, newSessionKey, nextGeneration, type Ses
  */
 
 /** The file in `pki_dir`, mode 0600 as the master's own secret key. */
-export const SESSION_FILE = 'session.key'
+export const SESSION_FILE = '.session_key'
 
 const FORMAT = 'brine-session-key'
 const VERSION = 1
@@ -142,7 +142,7 @@ export async function rotationReason(stored: StoredSession, check: ReuseCheck): 
 }
 
 export interface SessionStoreOptions extends Omit<ReuseCheck, 'now'> {
-  /** The master's pki_dir: the file is `<pki_dir>/session.key`. */
+  /** The master's pki_dir: the file is `<pki_dir>/.session_key`. */
   pkiDir: string
   /** The master's clock (default Date.now). */
   now?: () => number
