@@ -80,7 +80,8 @@ export function parseSessionFile(text: string, file: string): StoredSession {
   if (!isRecord(holders)) throw new SessionFileError(file, "'holders' is not a mapping")
   const marks = new Map<string, string>()
   for (const [id, mark] of Object.entries(holders)) {
-    if (typeof mark !== 'string' || fromBase64Exact(mark, MARK_BYTES) === undefined) throw new SessionFileError(file, `the mark of holder ${JSON.stringify(id.slice(0, 80))} is not valid`)
+    if (typeof mark !== 'string' || fromBase64Exact(mark, MARK_BYTES) === undefined)
+      throw new SessionFileError(file, `the mark of holder ${JSON.stringify(id.slice(0, 80))} is not valid`)
     marks.set(id, mark)
   }
   return { session: { key, gen }, madeAt, master, holders: marks }
@@ -197,11 +198,14 @@ export class SessionStore {
     let store: SessionStore
     if (stored !== undefined && reason === undefined) {
       store = new SessionStore(options, new SessionKeys(stored.session), stored.madeAt, stored.holders)
-      logger.info(`session key generation ${stored.session.gen} kept from ${file} (made ${new Date(stored.madeAt).toISOString()}, held by ${stored.holders.size} minion(s))`)
+      logger.info(
+        `session key generation ${stored.session.gen} kept from ${file} (made ${new Date(stored.madeAt).toISOString()}, held by ${stored.holders.size} minion(s))`,
+      )
     } else {
       // The next generation after the stored one, so generations keep increasing across restarts; a random one without it.
       store = new SessionStore(options, new SessionKeys(stored === undefined ? undefined : newSessionKey(nextGeneration(stored.session.gen))), now(), undefined)
-      if (stored !== undefined) logger.info(`session key generation ${stored.session.gen} in ${file} not kept: ${reason ?? ''}; new generation ${store.keys.current().gen}`)
+      if (stored !== undefined)
+        logger.info(`session key generation ${stored.session.gen} in ${file} not kept: ${reason ?? ''}; new generation ${store.keys.current().gen}`)
     }
     await store.#persist(store.#changed())
     return store

@@ -346,7 +346,8 @@ export class MasterService {
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
     if (outcome.reply.ret === true && key !== '') this.#connected.add(key)
     // The reply carries the pre-rotation key; answer again under the new one.
-    const reply = outcome.rotateSession && outcome.reply.ret ? ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply : outcome.reply
+    const reply =
+      outcome.rotateSession && outcome.reply.ret ? ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply : outcome.reply
     if (reply.ret === true && key !== '') await this.#o.session.handedTo?.(key)
     return reply
   }
