@@ -139,15 +139,25 @@ export interface ReconnectConfig {
   recon_randomize?: boolean
 }
 
+/** Attempts at recon_default before the waits grow, at the least (recon_max over recon_default when that is more). */
+const MIN_STEADY_ATTEMPTS = 3
+
 /**
  * recon_default / recon_max / recon_randomize (already milliseconds in Salt) as the transport's
  * BackoffOptions. Salt randomizes the first wait; Brine's backoff randomizes half of every delay
  * (jitter 0.5) when recon_randomize is on, and none when it is off.
+ *
+ * The waits stay at recon_default for recon_max / recon_default attempts (10 with Salt's defaults, at
+ * least 3) before they double up to recon_max: a lost connection is most often a master restarting,
+ * which is back within seconds, and a client still on its steady attempts finds it within one
+ * recon_default of its return, where one already doubling to recon_max came back up to recon_max late.
+ * A master away for longer is asked no faster than Salt's doubling asks it from then on.
  */
 export function backoffFromConfig(opts: ReconnectConfig): BackoffOptions {
   const initial = milliseconds(opts.recon_default ?? 1000, 'recon_default')
   const max = Math.max(initial, milliseconds(opts.recon_max ?? 10000, 'recon_max'))
-  return { initial, max, factor: 2, jitter: (opts.recon_randomize ?? true) ? 0.5 : 0 }
+  const steady = Math.max(MIN_STEADY_ATTEMPTS, Math.floor(max / initial))
+  return { initial, max, factor: 2, jitter: (opts.recon_randomize ?? true) ? 0.5 : 0, steady }
 }
 
 function milliseconds(value: unknown, key: string): number {

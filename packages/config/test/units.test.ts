@@ -93,9 +93,19 @@ describe('timeoutsFromConfig', () => {
 
 describe('backoffFromConfig', () => {
   it('maps recon_* (already ms) onto the transport backoff', () => {
-    expect(backoffFromConfig({ recon_default: 1000, recon_max: 10000, recon_randomize: true })).toEqual({ initial: 1000, max: 10000, factor: 2, jitter: 0.5 })
+    expect(backoffFromConfig({ recon_default: 1000, recon_max: 10000, recon_randomize: true })).toEqual({
+      initial: 1000,
+      max: 10000,
+      factor: 2,
+      jitter: 0.5,
+      steady: 10,
+    })
+    // recon_max's worth of attempts at recon_default (a restarting master is back within it), then doubling up to recon_max.
     const fixed = backoffFromConfig({ recon_default: 200, recon_max: 1000, recon_randomize: false })
-    expect([1, 2, 3, 4, 5, 6].map((attempt) => backoffDelay(attempt, fixed, () => 0))).toEqual([200, 200, 200, 400, 800, 1000])
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((attempt) => backoffDelay(attempt, fixed, () => 0))).toEqual([200, 200, 200, 200, 200, 400, 800, 1000])
+    // At least three steady attempts when recon_max is close to recon_default.
+    const close = backoffFromConfig({ recon_default: 400, recon_max: 1000, recon_randomize: false })
+    expect([1, 2, 3, 4, 5].map((attempt) => backoffDelay(attempt, close, () => 0))).toEqual([400, 400, 400, 800, 1000])
   })
 
   it('never lets max fall below initial', () => {

@@ -51,6 +51,18 @@ export class InsecureKeyFileError extends CryptError {
   }
 }
 
+/** The master's session key file (`<pki_dir>/.session_key`) cannot be read, or is not what it writes. */
+export class SessionFileError extends CryptError {
+  override name = 'SessionFileError'
+  readonly file: string
+  readonly reason: string
+  constructor(file: string, reason: string, options?: ErrorOptions) {
+    super(`session key file ${file}: ${reason}`, { file, reason }, options)
+    this.file = file
+    this.reason = reason
+  }
+}
+
 /** A minion id that must not become a file name: checked before any path is built. */
 export class InvalidMinionIdError extends CryptError {
   override name = 'InvalidMinionIdError'
@@ -159,8 +171,8 @@ export class RootKeyError extends CryptError {
   }
 }
 
-/** Why a sealed request was refused as stale: outside the time window, or at or below the replay floor. */
-export type StaleRequestReason = 'window' | 'floor'
+/** Why a sealed request was refused as stale: outside the time window, at or below the replay floor, or sealed before the master started. */
+export type StaleRequestReason = 'window' | 'floor' | 'start'
 
 /**
  * A sealed minion request whose timestamp is outside the master's window (`request_window`), or no newer
@@ -178,7 +190,9 @@ export class StaleRequestError extends CryptError {
     const detail =
       reason === 'window'
         ? `${Math.round(timestamp - now)} ms from the master's clock (${new Date(now).toISOString()}), outside the window of ±${limit} ms (request_window)`
-        : `no newer than a request already forgotten (${new Date(limit).toISOString()}: the nonce memory for this minion was full)`
+        : reason === 'floor'
+          ? `no newer than a request already forgotten (${new Date(limit).toISOString()}: the nonce memory for this minion was full)`
+          : `no newer than the master's start (${new Date(limit).toISOString()}), before which it remembers no request`
     super(`sealed request from minion ${quote(id)} sealed at ${sealed} is ${detail}; re-seal it with a fresh timestamp`, {
       id: id.slice(0, QUOTE_LIMIT),
       timestamp,
@@ -215,6 +229,7 @@ registerErrors({
   CryptError,
   KeyFileError,
   InsecureKeyFileError,
+  SessionFileError,
   InvalidMinionIdError,
   SignatureError,
   DecryptError,

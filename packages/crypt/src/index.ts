@@ -13,6 +13,7 @@ export {
   CryptError,
   KeyFileError,
   InsecureKeyFileError,
+  SessionFileError,
   InvalidMinionIdError,
   SignatureError,
   DecryptError,
@@ -65,6 +66,7 @@ export { signDetached, verifyDetached, verifyDetachedCached, SIGNATURE_BYTES } f
 export { CryptCache, type CryptCacheOptions, type CryptCacheStats, type OpenedPublish } from './crypt-cache.js'
 export * from './pki-store.js'
 export * from './session.js'
+export * from './session-store.js'
 export * from './box.js'
 export * from './master-pin.js'
 export * from './auth.js'

@@ -28,6 +28,11 @@ export interface ReplayGuardOptions {
   total: number
   /** The master's clock, ms since the epoch (default Date.now). */
   now?: () => number
+  /**
+   * Requests sealed at or before this time are refused (default: none): the master's start, since the memory of
+   * the requests it applied before a restart is gone, and a recording from then would otherwise apply again.
+   */
+  startedAt?: number
 }
 
 /** Counters, for tests, benchmarks and a status line. */
@@ -91,6 +96,7 @@ export class ReplayGuard {
   readonly perMinion: number
   readonly total: number
   readonly #now: () => number
+  readonly #started: number
   readonly #minions = new Map<string, MinionMemory>()
   readonly #seed = randomBytes(4).readInt32LE(0)
   #capacity = 0
@@ -123,6 +129,7 @@ export class ReplayGuard {
     this.perMinion = Math.floor(options.perMinion)
     this.total = Math.floor(options.total)
     this.#now = options.now ?? Date.now
+    this.#started = options.startedAt ?? Number.NEGATIVE_INFINITY
     this.#resize(Math.min(FIRST_CAPACITY, this.total))
   }
 
@@ -146,6 +153,10 @@ export class ReplayGuard {
     if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.windowMs) {
       this.#stats.stale++
       return Promise.reject(new StaleRequestError(id, timestamp, now, 'window', this.windowMs))
+    }
+    if (timestamp <= this.#started) {
+      this.#stats.stale++
+      return Promise.reject(new StaleRequestError(id, timestamp, now, 'start', this.#started))
     }
     const memory = this.#minions.get(id)
     const hash = this.#hash(nonce, 0)

@@ -18,14 +18,20 @@ export const SESSION_KEY_BYTES = nacl.secretbox.keyLength
 /** Marker of a publish sealed by {@link sealPublish}, where Salt's says `aes`. */
 export const PUBLISH_ENC = 'nacl'
 
-function newSessionKey(gen: number): SessionKey {
+/** A fresh random key of generation `gen`. */
+export function newSessionKey(gen: number): SessionKey {
   return { key: new Uint8Array(randomBytes(SESSION_KEY_BYTES)), gen }
 }
 
+/** The generation after `gen` (back to 1 past the largest safe integer). */
+export const nextGeneration = (gen: number): number => (gen >= Number.MAX_SAFE_INTEGER ? 1 : gen + 1)
+
 /**
- * The master's current session key. Generations start at a random value so a restarted master
- * never reuses a generation a minion still holds from the previous run; the minion then sees a
- * stale generation and re-authenticates instead of failing to decrypt.
+ * The master's current session key. Without a key to go on from, generations start at a random value,
+ * so a master that lost its session key file never reuses a generation a minion still holds from
+ * before; the minion then sees a stale generation and re-authenticates instead of failing to decrypt.
+ * With one (the key kept across a restart, or the one a restart rotated from: {@link SessionStore}),
+ * generations keep increasing.
  */
 export class SessionKeys {
   #current: SessionKey
@@ -43,8 +49,7 @@ export class SessionKeys {
 
   /** Replaces the key with a fresh one of the next generation and returns it. */
   rotate(): SessionKey {
-    const gen = this.#current.gen >= Number.MAX_SAFE_INTEGER ? 1 : this.#current.gen + 1
-    this.#current = newSessionKey(gen)
+    this.#current = newSessionKey(nextGeneration(this.#current.gen))
     return this.#current
   }
 }

@@ -50,6 +50,26 @@ describe('ReplayGuard', () => {
     expect(g.stats()).toMatchObject({ entries: 0, minions: 0, stale: 3 })
   })
 
+  it('after a restart (startedAt) refuses what was sealed before it, inside the window: the memory of it is gone', async () => {
+    // The first run applies a request; a restarted master has a new, empty guard.
+    const { guard: before, clock } = guard()
+    const n = nonce()
+    const sealedAt = clock.now
+    let applied = 0
+    const apply = async (): Promise<void> => void applied++
+    expect(await before.run('web1', n, sealedAt, apply)).toBe('applied')
+    clock.now += 2000
+    const { guard: restarted } = guard({ now: () => clock.now, startedAt: clock.now - 1000 })
+    const replayed = await rejection(restarted.run('web1', Uint8Array.from(n), sealedAt, apply))
+    expect(replayed).toBeInstanceOf(StaleRequestError)
+    expect(replayed).toMatchObject({ id: 'web1', reason: 'start' })
+    expect((replayed as Error).message).toMatch(/is no newer than the master's start \(.*\), before which it remembers no request; re-seal it/)
+    // The minion's re-seal carries the time now: applied once, as ever.
+    expect(await restarted.run('web1', n, clock.now, apply)).toBe('applied')
+    expect(applied).toBe(2)
+    expect(restarted.stats()).toMatchObject({ stale: 1, applied: 1 })
+  })
+
   it('a duplicate arriving while the first is applied waits for it; a failed apply is forgotten so a retry applies', async () => {
     const { guard: g, clock } = guard()
     const n = nonce()

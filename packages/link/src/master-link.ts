@@ -299,7 +299,7 @@ export class MasterLink implements ReturnRoute {
     if (!signal.aborted) await this.#returner.flush()
   }
 
-  /** Connection state for {@link status}; a reconnected request link may mean a restarted master: authenticate again (which flushes the spool). */
+  /** Connection state for {@link status}; a reconnected request link may mean a restarted master: check in with it ({@link #checkIn}). */
   async #watchRequestLink(): Promise<void> {
     let connects = 0
     for await (const event of this.#request.events()) {
@@ -313,11 +313,42 @@ export class MasterLink implements ReturnRoute {
       this.#connected = true
       connects++
       this.#emit({ type: 'master-connect', master: this.master })
-      if (connects > 1 && this.#auth.current !== undefined) {
-        this.#logger.info(`reconnected to the master at ${this.#request.address}; re-authenticating`)
-        this.#auth.authenticate().catch(() => {})
-      }
+      if (connects > 1 && this.#auth.current !== undefined) this.#track(this.#checkIn())
     }
+  }
+
+  /**
+   * After the request link reconnected (a restarted master, or the network): an empty `_minion_event`, sealed,
+   * whose answer names the master's session key generation and publish port. A master that kept its session key
+   * across a restart (docs/security.md) answers with the generation this link holds: nothing to do but send
+   * the spooled returns. A new generation (the master rotated while this link was away) is met as a publish
+   * under it would be, after a random wait up to `random_reauth_delay`; a moved publish port, a refusal, or a
+   * master that does not say, are met by authenticating again at once, which flushes the spool.
+   */
+  async #checkIn(): Promise<void> {
+    const held = this.#auth.current
+    let answer: Record<string, unknown> | undefined
+    try {
+      answer = await this.#sendSealed({ cmd: '_minion_event', id: this.#o.id, events: [] }, { tries: 1 })
+    } catch (error) {
+      if (this.#controller.signal.aborted) return
+      this.#logger.debug(`checking in with ${this.master} after a reconnect: ${(error as Error).message}`)
+    }
+    const gen = answer?.['gen']
+    const port = answer?.['publish_port']
+    const portHolds = this.#o.publishPort !== undefined || port === undefined || port === held?.publishPort
+    if (held !== undefined && gen === held.session.gen && portHolds) {
+      this.#logger.info(`reconnected to the master at ${this.#request.address}; its session key (generation ${held.session.gen}) still holds`)
+      await this.#returner.flush()
+      return
+    }
+    if (typeof gen === 'number' && portHolds) {
+      this.#logger.info(`reconnected to the master at ${this.#request.address}; its session key is now generation ${gen}: re-authenticating`)
+      await this.#auth.reauthenticate().catch(() => {})
+      return
+    }
+    this.#logger.info(`reconnected to the master at ${this.#request.address}; re-authenticating`)
+    await this.#auth.authenticate().catch(() => {})
   }
 
   /**

@@ -18,7 +18,7 @@ export const systemClock: Clock = {
 }
 
 export class MasterTime {
-  readonly #anchor: number
+  #anchor: number
   readonly #wall: number
   readonly #monotonic: number
   readonly #clock: Clock
@@ -39,5 +39,15 @@ export class MasterTime {
   /** The master's clock now, as far as this minion can tell (ms since the epoch). */
   now(): number {
     return this.#anchor + this.age()
+  }
+
+  /**
+   * The master's clock has been seen at `masterTime` or later (its sealed word, e.g. when it started): moves the
+   * estimate forward to it if it was behind. Only ever forward, and only to a time the master's clock has
+   * reached, so the estimate still never runs ahead of the master's: a publish's expiry is judged no later.
+   */
+  atLeast(masterTime: number): void {
+    const behind = masterTime - this.now()
+    if (Number.isFinite(behind) && behind > 0) this.#anchor += behind
   }
 }

@@ -66,9 +66,22 @@ export async function sendSealedFresh(
     return await sendSealed(client, session, load, options)
   } catch (error) {
     if (!(error instanceof NotAcknowledgedError) || error.refusal !== SEALED_REFUSALS.stale) throw error
+    const started = masterStartOf(error)
+    if (started !== undefined) {
+      // Sealed before the master's start by this minion's reckoning: an anchor that lags (its auth reply was slow to
+      // arrive) behind a master that restarted since. Its sealed refusal names when it started: no `_auth` needed.
+      session.time.atLeast(started + 1)
+      return await sendSealed(client, session, load, options)
+    }
     const refreshed = (await auth.refresh(RESEAL_REFRESH_MS)) ?? auth.current ?? session
     return await sendSealed(client, refreshed, load, options)
   }
+}
+
+/** When the master started, from its sealed refusal of a request sealed before then (a StaleRequestError of reason `start`). */
+function masterStartOf(error: NotAcknowledgedError): number | undefined {
+  const context = error.remote?.context as { reason?: unknown; limit?: unknown } | undefined
+  return context?.reason === 'start' && typeof context.limit === 'number' && Number.isFinite(context.limit) ? context.limit : undefined
 }
 
 /** True for the master's refusal that no retry can change (a return for a job this minion was not sent, or one over its decode bounds). */

@@ -55,6 +55,11 @@ export interface WheelReply {
 export interface SessionControl {
   current(): SessionKey
   rotate(reason: string): void
+  /**
+   * Minion `id` is about to be handed the current key in an `_auth` reply: resolves once that is recorded where a
+   * restarted master looks (the session key file), so a key deleted while the master is down forces a new key.
+   */
+  handedTo?(id: string): Promise<void>
 }
 
 export interface MasterServiceSettings {
@@ -340,11 +345,20 @@ export class MasterService {
     if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
     if (outcome.reply.ret === true && key !== '') this.#connected.add(key)
-    if (outcome.rotateSession && outcome.reply.ret) {
-      // The reply carries the pre-rotation key; answer again under the new one.
-      return ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply
-    }
-    return outcome.reply
+    // The reply carries the pre-rotation key; answer again under the new one.
+    const reply =
+      outcome.rotateSession && outcome.reply.ret ? ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply : outcome.reply
+    if (reply.ret === true && key !== '') await this.#o.session.handedTo?.(key)
+    return reply
+  }
+
+  /**
+   * A minion checking in after its link reconnected (an empty `_minion_event`): it counts as connected, and learns
+   * the session key's generation, so it authenticates again only if the key changed while it was away.
+   */
+  checkIn(id: string): { gen: number } {
+    this.#connected.add(id)
+    return { gen: this.#o.session.current().gen }
   }
 
   /**

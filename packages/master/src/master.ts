@@ -8,7 +8,7 @@ import {
   publicKeysOf,
   ReplayGuard,
   rootKeyPath,
-  SessionKeys,
+  SessionStore,
   type KeyPair,
   type PublicKeys,
   type ReplayGuardStats,
@@ -133,13 +133,15 @@ export class Master {
   #jobs: JobCache | undefined
   #keys: KeyPair | undefined
   #store: PkiStore | undefined
-  #session: SessionKeys | undefined
+  #session: SessionStore | undefined
   #rootKey: string | undefined
   #pool: RequestPool | undefined
   #sealer: PublishSealer | undefined
   #publisher: FanoutPublishServer | undefined
   #endpoints: TransportEndpoints[] = []
+  /** The next `publish_session` rotation. */
   #timer: NodeJS.Timeout | undefined
+  #publishSessionMs = 0
   #pruneTimer: NodeJS.Timeout | undefined
   #service: MasterService | undefined
   #externalAuth: ExternalAuth | undefined
@@ -182,7 +184,12 @@ export class Master {
 
   /** The session key publishes are sealed under now. */
   get session(): SessionKey {
-    return this.#started('session').session.current()
+    return this.#started('session').session.keys.current()
+  }
+
+  /** The session key's store: whether the key was kept from before the restart, when it was made, its file. */
+  get sessionStore(): SessionStore {
+    return this.#started('sessionStore').session
   }
 
   /** The root key written at start to `<cachedir>/.root_key`. */
@@ -237,7 +244,7 @@ export class Master {
     return this.#pool?.size ?? 0
   }
 
-  #started(what: string): { keys: KeyPair; store: PkiStore; session: SessionKeys; rootKey: string; publisher: FanoutPublishServer } {
+  #started(what: string): { keys: KeyPair; store: PkiStore; session: SessionStore; rootKey: string; publisher: FanoutPublishServer } {
     if (this.#keys === undefined || this.#store === undefined || this.#session === undefined || this.#rootKey === undefined || this.#publisher === undefined) {
       throw new MasterStateError(`master.${what} is available once start() has resolved; the master is ${this.#state}`, this.#state)
     }
@@ -248,7 +255,19 @@ export class Master {
   rotateSession(reason = 'requested'): SessionKey {
     const next = this.#started('rotateSession').session.rotate()
     this.#logger.info(`session key rotated to generation ${next.gen} (${reason})`)
+    this.#scheduleRotation()
     return next
+  }
+
+  /** The next `publish_session` rotation: that long after the current key was made (a key kept across a restart is not younger for it). */
+  #scheduleRotation(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer)
+    this.#timer = undefined
+    const session = this.#session
+    if (this.#publishSessionMs <= 0 || session === undefined || this.#state === 'stopping' || this.#state === 'stopped') return
+    const due = Math.max(0, session.madeAt + this.#publishSessionMs - this.#now())
+    this.#timer = setTimeout(() => this.rotateSession('publish_session'), Math.min(due, MAX_TIMER_MS))
+    this.#timer.unref()
   }
 
   async start(): Promise<void> {
@@ -266,7 +285,9 @@ export class Master {
   /** The start-up steps, in order: each one that reads config checks it, so a bad setting stops the start before anything is served. */
   async #start(): Promise<void> {
     const timeouts = timeoutsFromConfig(this.opts)
-    const { keys, store } = await this.#openKeys()
+    // Sealed requests from before this moment are refused: what the last run applied is not remembered (docs/protocol.md, "Freshness").
+    const startedAt = this.#now()
+    const { keys, store } = await this.#openKeys(timeouts.publishSessionMs)
     const externalAuth = await this.#openExternalAuth(keys, store)
     // file_roots and the ignore patterns are checked here: a bad one stops the start.
     const files = fileServerFromConfig(this.opts, fileServerLimitsFromConfig(this.opts), this.#logger.child('fileserver'))
@@ -311,19 +332,27 @@ export class Master {
       pool,
       files,
       requestWindowMs: timeouts.requestWindowMs,
+      startedAt,
     })
     await this.#serve(adapter)
     this.#startTimers(timeouts, externalAuth)
   }
 
-  /** The master's own key pair, the minions' key store, the session key and the root key the local client reads. */
-  async #openKeys(): Promise<{ keys: KeyPair; store: PkiStore }> {
+  /** The master's own key pair, the minions' key store, the session key (kept from before a restart when it may be) and the root key the local client reads. */
+  async #openKeys(publishSessionMs: number): Promise<{ keys: KeyPair; store: PkiStore }> {
     const opts = this.opts
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'master', { logger: this.#logger })
     this.#keys = keys
     const store = await PkiStore.open(opts.pki_dir, { logger: this.#logger, now: this.#now, maxPending: opts.max_pending_keys })
     this.#store = store
-    this.#session = new SessionKeys()
+    this.#session = await SessionStore.open({
+      pkiDir: opts.pki_dir,
+      master: fingerprint(publicKeysOf(keys)),
+      publishSessionMs,
+      acceptedKeys: (id) => store.acceptedKeys(id),
+      now: this.#now,
+      logger: this.#logger,
+    })
     this.#rootKey = await createRootKey(rootKeyPath(opts.cachedir))
     return { keys, store }
   }
@@ -425,7 +454,7 @@ export class Master {
       bus: this.bus,
       grains: parts.grains,
       crypto: parts.pool,
-      session: { current: () => this.session, rotate: (reason) => this.rotateSession(reason) },
+      session: { current: () => this.session, rotate: (reason) => this.rotateSession(reason), handedTo: (id) => this.sessionStore.handedTo(id) },
       masterPub: publicKeysOf(parts.keys),
       settings: {
         autoAccept: opts.auto_accept,
@@ -458,6 +487,7 @@ export class Master {
     pool: RequestPool
     files: FileServer
     requestWindowMs: number
+    startedAt: number
   }): MasterWireAdapter {
     const opts = this.opts
     this.#replayGuard = new ReplayGuard({
@@ -465,6 +495,7 @@ export class Master {
       perMinion: positiveInteger(opts.request_nonces_per_minion, 'request_nonces_per_minion'),
       total: positiveInteger(opts.request_nonces_total, 'request_nonces_total'),
       now: this.#now,
+      startedAt: parts.startedAt,
     })
     return new MasterWireAdapter({
       service: parts.service,
@@ -495,10 +526,8 @@ export class Master {
 
   /** Session rotation every `publish_session`, and the maintenance round (keep_jobs, expired tokens). */
   #startTimers(timeouts: Timeouts, externalAuth: ExternalAuth): void {
-    if (timeouts.publishSessionMs > 0) {
-      this.#timer = setInterval(() => this.rotateSession('publish_session'), Math.min(timeouts.publishSessionMs, MAX_TIMER_MS))
-      this.#timer.unref()
-    }
+    this.#publishSessionMs = timeouts.publishSessionMs
+    this.#scheduleRotation()
     if (timeouts.keepJobsMs > 0 || externalAuth.configured) {
       const maintain = (): void => {
         if (timeouts.keepJobsMs > 0) void this.pruneJobs()
@@ -665,7 +694,7 @@ export class Master {
 
   async #stop(): Promise<void> {
     this.#state = 'stopping'
-    if (this.#timer !== undefined) clearInterval(this.#timer)
+    if (this.#timer !== undefined) clearTimeout(this.#timer)
     if (this.#pruneTimer !== undefined) clearInterval(this.#pruneTimer)
     this.#timer = undefined
     this.#pruneTimer = undefined
@@ -678,6 +707,7 @@ export class Master {
       this.#hashes?.close() ?? Promise.resolve(),
       this.bus.close(),
       this.#syndics?.flush() ?? Promise.resolve(),
+      this.#session?.flush() ?? Promise.resolve(),
     ])
     // The job cache goes last: requests still being handled above may be writing returns and job records to it.
     results.push(

@@ -49,7 +49,7 @@ export interface MasterWireAdapterOptions {
 type ClearHandler = (load: Record<string, unknown>, context: RequestContext) => Promise<WireValue>
 
 /** A sealed command's handler: the minion the box proved and its opened load → what is added to `{ok: true}`. */
-type SealedHandler = (id: string, load: Record<string, unknown>) => Promise<Record<string, unknown> | undefined>
+type SealedHandler = (id: string, load: Record<string, unknown>, context: RequestContext) => Promise<Record<string, unknown> | undefined>
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -249,7 +249,7 @@ export class MasterWireAdapter {
     try {
       let extra: Record<string, unknown> | undefined
       const verdict = await this.#guard.run(opened.id, opened.nonce, opened.timestamp, async () => {
-        extra = await this.#sealed(opened.id, opened.load)
+        extra = await this.#sealed(opened.id, opened.load, context)
       })
       // A duplicate (the same bytes again: a transport retry, or a replay) was handled the first time; nothing is
       // applied twice, and what the first answer added (a syndic's refusals) is not repeated.
@@ -266,7 +266,7 @@ export class MasterWireAdapter {
   }
 
   /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */
-  async #sealed(id: string, load: WireValue): Promise<Record<string, unknown> | undefined> {
+  async #sealed(id: string, load: WireValue, context: RequestContext): Promise<Record<string, unknown> | undefined> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id)
       throw new PermissionDeniedError(
@@ -276,7 +276,7 @@ export class MasterWireAdapter {
     const handler = this.#sealedHandlers.get(load['cmd'])
     if (handler === undefined)
       throw new PermissionDeniedError(String(load['cmd']).slice(0, 80), `not a sealed command (allowed: ${SEALED_COMMANDS.join(', ')})`)
-    return handler(id, load)
+    return handler(id, load, context)
   }
 
   /** The sealed commands: a minion's, the file server's, and a syndic's (only from a key accepted as a syndic's). */
@@ -298,9 +298,13 @@ export class MasterWireAdapter {
         await service.minionReturn(id, validateReturnLoad(load))
         return undefined
       },
-      _minion_event: async (id, load) => {
-        service.minionEvents(id, validateMinionEventLoad(load).events)
-        return undefined
+      _minion_event: async (id, load, context) => {
+        const { events } = validateMinionEventLoad(load)
+        service.minionEvents(id, events)
+        if (events.length > 0) return undefined
+        // An empty batch is a minion checking in (its link reconnected): is its session key still the master's, and the publish port?
+        const publishPort = this.#publishPortOf(context.transport)
+        return { ...service.checkIn(id), ...(publishPort === undefined ? {} : { publish_port: publishPort }) }
       },
       _grains: async (id, load) => {
         const grains = load['grains']

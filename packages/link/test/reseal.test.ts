@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest'
+import { generateKeys, PeerBox, ReplayGuard, type SealedMessage } from '@brine/crypt'
+import { serializeError, type WireValue } from '@brine/core'
+import type { RequestClient } from '@brine/transport'
+import type { MasterSession, MinionAuth } from '../src/auth.js'
+import { MasterTime } from '../src/master-time.js'
+import { sendSealedFresh } from '../src/returner.js'
+
+/**
+ * A master restarted a moment ago refuses what was sealed before its start. A minion whose clock anchor lags (its
+ * last auth reply was slow to arrive) seals its first requests before that start by its own reckoning: the
+ * master's sealed refusal says when it started, and the minion re-seals from there without an `_auth`.
+ */
+describe('sendSealedFresh after a master restart', () => {
+  it('re-seals a request refused as sealed before the master started from the start the refusal names, without an _auth', async () => {
+    const minion = generateKeys()
+    const master = generateKeys()
+    const startedAt = Date.now()
+    // The master's side: its replay guard refuses what was sealed at or before its start.
+    const guard = new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, startedAt })
+    const masterBox = new PeerBox({ id: 'web1', role: 'master', secretKey: master.box.secretKey, peerPublicKey: minion.box.publicKey })
+    const stamps: number[] = []
+    const client = {
+      address: 'tcp://127.0.0.1:4506',
+      send: async (request: WireValue): Promise<WireValue> => {
+        const sealed = request as unknown as SealedMessage
+        const { timestamp } = masterBox.openDetailed(sealed)
+        stamps.push(timestamp)
+        try {
+          await guard.run('web1', sealed.nonce, timestamp, async () => {})
+          return masterBox.seal({ ok: true }) as unknown as WireValue
+        } catch (error) {
+          return masterBox.seal({ ok: false, error: serializeError(error) as unknown as WireValue }) as unknown as WireValue
+        }
+      },
+    } as unknown as RequestClient
+    // The minion's side: an anchor 5 s behind the master's clock.
+    const time = new MasterTime(Date.now() - 5000)
+    const session = {
+      session: { key: new Uint8Array(32), gen: 1 },
+      box: new PeerBox({ id: 'web1', role: 'minion', secretKey: minion.box.secretKey, peerPublicKey: master.box.publicKey }),
+      time,
+    } as unknown as MasterSession
+    let refreshes = 0
+    const auth = {
+      current: session,
+      ready: async () => session,
+      refresh: async () => {
+        refreshes++
+        return session
+      },
+    } as unknown as MinionAuth
+    const load = { cmd: '_minion_event', id: 'web1', events: [] }
+
+    expect(await sendSealedFresh(client, auth, load, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
+    expect(stamps).toHaveLength(2)
+    expect(stamps[0]).toBeLessThanOrEqual(startedAt)
+    expect(stamps[1]).toBeGreaterThan(startedAt)
+    expect(refreshes).toBe(0)
+    // The anchor moved to the master's start: the next request goes through at once.
+    expect(time.now()).toBeGreaterThan(startedAt)
+    expect(await sendSealedFresh(client, auth, load, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
+    expect(stamps).toHaveLength(3)
+    expect(guard.stats()).toMatchObject({ applied: 2, stale: 1 })
+  })
+
+  it('moves the anchor only forward', () => {
+    const time = new MasterTime(1_000_000)
+    const before = time.now()
+    time.atLeast(before - 60_000)
+    expect(time.now()).toBeLessThan(before + 1000)
+    time.atLeast(before + 60_000)
+    expect(time.now()).toBeGreaterThanOrEqual(before + 60_000)
+  })
+})

@@ -1,0 +1,96 @@
+/**
+ * A master restart, with real daemons: the master keeps its session key (docs/security.md, "The session key
+ * across a restart"), so its minions answer the next job without authenticating again; a minion key deleted while
+ * the master was down makes it start with a new key, which that minion cannot get.
+ */
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import type { Fleet } from '@brine/harness'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { json } from './helpers/output.js'
+
+const startFleet = useFleets()
+
+/** Each of a minion's successful `_auth`s logs this line (packages/link, MinionAuth). */
+const AUTHENTICATED = /authenticated with the master at \S+ \(session key generation (\d+)\)/g
+const PING_ATTEMPTS = 10
+
+/**
+ * test.ping to every accepted minion until `expected` all answered in one job, at most PING_ATTEMPTS times: a
+ * minion whose publish link has not reconnected to the restarted master yet misses a publish, and the next one
+ * reaches it. Returns the answering job's jid and output.
+ */
+async function pingUntil(fleet: Fleet, expected: Record<string, boolean>): Promise<{ jid: string; returns: unknown }> {
+  let last = ''
+  for (let attempt = 0; attempt < PING_ATTEMPTS; attempt++) {
+    const result = await fleet.run('brine', ['*', 'test.ping', '-t', '3', '--show-jid', '--out', 'json', '--static'])
+    last = result.stdout + result.stderr
+    const jid = /jid: (\d{20})/.exec(result.stdout)?.[1]
+    const output = result.stdout.slice(result.stdout.indexOf('{'))
+    if (jid !== undefined && output.startsWith('{')) {
+      const returns = json(output)
+      if (JSON.stringify(returns) === JSON.stringify(expected)) return { jid, returns }
+    }
+  }
+  throw new Error(`test.ping did not get ${JSON.stringify(expected)} in ${PING_ATTEMPTS} jobs; the last said:\n${last}`)
+}
+
+const authentications = (stderr: string): string[] => [...stderr.matchAll(AUTHENTICATED)].map((match) => match[1]!)
+
+describe.each(TRANSPORTS)('a master restart over %s', (transport) => {
+  it('keeps the session key: the minions answer the next job without authenticating again', async () => {
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'web2', transport },
+      ],
+      logLevel: 'info',
+      masterConfig: { gather_job_timeout: 1 },
+    })
+    await pingUntil(fleet, { web1: true, web2: true })
+    const held = ['web1', 'web2'].map((id) => authentications(fleet.minions.get(id)!.stderr))
+    expect(held.map((gens) => gens.length)).toEqual([1, 1])
+
+    expect((await fleet.master.stop('SIGTERM')).code).toBe(0)
+    await fleet.launchMaster()
+    const mark = fleet.startEventCount
+    await pingUntil(fleet, { web1: true, web2: true })
+    expect(fleet.master.stderr).toMatch(new RegExp(`session key generation ${held[0]![0]} kept from \\S+\\.session_key .*held by 2 minion`))
+    // Not one `_auth` since the first: no salt/auth event on the restarted master, no second line in either minion's log.
+    expect(fleet.startEventCount).toBe(mark)
+    for (const [index, id] of ['web1', 'web2'].entries()) expect(authentications(fleet.minions.get(id)!.stderr)).toEqual(held[index])
+  })
+
+  it('makes a new session key when a minion key was deleted while it was down: that minion cannot read the next job', async () => {
+    const fleet = await startFleet({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'web2', transport },
+      ],
+      autoAccept: false,
+      logLevel: 'info',
+      masterConfig: { gather_job_timeout: 1 },
+    })
+    await Promise.all(['web1', 'web2'].map((id) => fleet.waitForAuth(id, 'pend')))
+    const accepting = fleet.startEventCount
+    expect((await fleet.run('brine-key', ['-A', '-y'])).code).toBe(0)
+    await Promise.all(['web1', 'web2'].map((id) => fleet.waitForMinionStart(id, accepting)))
+    await pingUntil(fleet, { web1: true, web2: true })
+    const [gen] = authentications(fleet.minions.get('web1')!.stderr).slice(-1)
+
+    expect((await fleet.master.stop('SIGTERM')).code).toBe(0)
+    // The operator removes web2's key by hand while the master is down.
+    await rm(join(fleet.masterConfigDir, 'etc/brine/pki/master/minions/web2'))
+    const mark = fleet.startEventCount
+    await fleet.launchMaster()
+    expect(fleet.master.stderr).toMatch(/not kept: minion "web2" held it and is no longer accepted/)
+    const { jid } = await pingUntil(fleet, { web1: true })
+    // web1 fetched the new key, of the next generation; web2 asked too, and is a pending key now.
+    expect(authentications(fleet.minions.get('web1')!.stderr).at(-1)).toBe(String(Number(gen) + 1))
+    await fleet.waitForAuth('web2', 'pend', mark)
+    const web2 = fleet.minions.get('web2')!.stderr
+    expect(web2).not.toContain(`with jid ${jid}`)
+    expect(authentications(web2)).toEqual([gen])
+  })
+})
