@@ -1,0 +1,80 @@
+// Plain JavaScript, run by the launcher before any of Brine loads (see launch.js).
+//
+// Some of what sizes a daemon's memory is fixed when its process starts: V8's flags (the young generation's
+// bound, which compilers run) and glibc's malloc arenas (read at the first malloc). `v8.setFlagsFromString`
+// later does not resize a heap, so a daemon that wants them re-executes itself once, same pid (systemd, the
+// harness and the bench see one process), with the flags on its command line and the variables in its
+// environment; worker threads take both from the process. What the user chose wins: a flag named on the
+// command line or in NODE_OPTIONS, in its `--flag` or `--no-flag` form, and a variable already set.
+
+/**
+ * The master's semi-space bound in MiB: its young generation is twice this. V8 sizes the young generation by
+ * the machine's memory and grows it under allocation pressure to 64 MiB a semi-space, and once grown it stays
+ * grown: a master that served one burst kept 128 MiB of it (and each request worker thread its own) for the
+ * rest of its life. Half of this bound promoted more of a burst's short-lived objects to the old generation,
+ * which then grew further than the young one shrank.
+ */
+export const MASTER_SEMI_SPACE_MB = 16
+
+/**
+ * glibc gives each thread that allocates an arena of its own, up to eight per core, and returns freed memory
+ * to the system only from the top of each. The master's frames are allocated on one thread and freed on
+ * another (request workers, libuv's pool, V8's helpers), so under a burst every arena kept its own partly free
+ * pages. Two arenas serve the master's handful of threads.
+ */
+export const MASTER_MALLOC_ARENAS = 2
+
+/**
+ * The flags and environment each daemon re-executes into, by bin name.
+ * - brine-master: its young generation bounded, its malloc arenas few.
+ * - brine-minion: JavaScript interpreted only (Ignition): no Sparkplug, Maglev or Turbofan. An idle minion's
+ *   resident memory is mostly code it touched, and the optimising compilers are the largest part of the node
+ *   binary's pages a minion touches. Its jobs run little JavaScript of their own (crypto, hashing,
+ *   compression and the commands its modules start are native), so the interpreter costs them little.
+ *   Not `--jitless`: that also takes WebAssembly away, and with it Node's `fetch` (cp.get_url). A minion
+ *   whose own modules run heavy JavaScript gets the compilers back by naming them on node's command line
+ *   (`node --opt --maglev --sparkplug brine-minion`; NODE_OPTIONS does not carry V8's compiler flags).
+ */
+export const DAEMON_RUNTIME = {
+  'brine-master': { flags: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`], env: { MALLOC_ARENA_MAX: String(MASTER_MALLOC_ARENAS) } },
+  'brine-minion': { flags: ['--no-opt', '--no-maglev', '--no-sparkplug'], env: {} },
+}
+
+/** `--max_semi_space_size=16` → `max-semi-space-size`: V8 takes dashes and underscores alike. */
+function flagName(arg) {
+  const match = /^--(?:no-)?([^=]+)/.exec(arg)
+  return match === null ? undefined : match[1].replaceAll('_', '-')
+}
+
+/** Whether the command line or NODE_OPTIONS already sets the flag `flag` names, either way. */
+export function flagChosen(flag, execArgv, nodeOptions = '') {
+  const name = flagName(flag)
+  return [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some((arg) => flagName(arg) === name)
+}
+
+/**
+ * What to re-execute with for `runtime` ({flags, env}): the argv with the flags the user did not choose
+ * before Node's own options (so a later one of the user's would win), and the environment with the
+ * variables not already set; undefined when there is nothing to add.
+ */
+export function runtimeExec(runtime, argv, execArgv, env) {
+  const flags = runtime.flags.filter((flag) => !flagChosen(flag, execArgv, env.NODE_OPTIONS))
+  const vars = Object.entries(runtime.env).filter(([name]) => env[name] === undefined)
+  if (flags.length === 0 && vars.length === 0) return undefined
+  return { argv: [argv[0], ...flags, ...execArgv, ...argv.slice(1)], env: { ...env, ...Object.fromEntries(vars) } }
+}
+
+/** Re-executes this process (same pid) into `runtime`; returns when it need not (or cannot). */
+export function enterRuntime(runtime) {
+  // process.execve is Node 22.15+/23.11+ and POSIX only: elsewhere the daemon runs with Node's defaults.
+  if (typeof process.execve !== 'function' || process.platform === 'win32') return
+  const exec = runtimeExec(runtime, process.argv, process.execArgv, process.env)
+  if (exec !== undefined) process.execve(process.execPath, exec.argv, exec.env)
+}
+
+/** Re-executes this process into the runtime of the daemon `name` (see {@link DAEMON_RUNTIME}); other bins run as started. */
+export function enterDaemonRuntime(name) {
+  const runtime = DAEMON_RUNTIME[name]
+  if (runtime === undefined) return
+  enterRuntime(runtime)
+}
