@@ -27,9 +27,8 @@ export const MASTER_MALLOC_ARENAS = 2
 /**
  * How far V8 lets the master's old generation grow past what its last full collection found live before it
  * collects again, in percent. V8's own factor goes up to 300 % while collections look cheap against the
- * allocation rate, as they do under a stream of returns: a master holding 60 MiB live kept 150 MiB of old
- * generation after a load, and garbage made most of a burst's peak. 50 % holds it to 1.5 times what is live,
- * for more frequent (mostly concurrent) marking.
+ * allocation rate, as they do under a stream of returns, so after a load most of the master's old generation
+ * was garbage. 50 % holds it to 1.5 times what is live, for more frequent (mostly concurrent) marking.
  */
 export const MASTER_HEAP_GROWING_PERCENT = 50
 
@@ -38,9 +37,10 @@ export const MASTER_HEAP_GROWING_PERCENT = 50
  * - brine-master: its young generation bounded, its old generation collected at 1.5 times what is live,
  *   its malloc arenas few.
  * - brine-minion: JavaScript interpreted only (Ignition): no Sparkplug, Maglev or Turbofan. An idle minion's
- *   resident memory is mostly code it touched, and the optimising compilers are the largest part of the node
- *   binary's pages a minion touches. Its jobs run little JavaScript of their own (crypto, hashing,
- *   compression and the commands its modules start are native), so the interpreter costs them little.
+ *   resident memory is mostly code: much of what it touches of the node binary beyond what any Node process
+ *   does is the compilers' own code, and their output sits in its heap. Its jobs run little JavaScript of
+ *   their own (crypto, hashing, compression and the commands its modules start are native), so the
+ *   interpreter costs them little.
  *   Not `--jitless`: that also takes WebAssembly away, and with it Node's `fetch` (cp.get_url). A minion
  *   whose own modules run heavy JavaScript gets the compilers back by naming them on node's command line
  *   (`node --opt --maglev --sparkplug brine-minion`; NODE_OPTIONS does not carry V8's compiler flags).
@@ -88,6 +88,5 @@ export function enterRuntime(runtime) {
 /** Re-executes this process into the runtime of the daemon `name` (see {@link DAEMON_RUNTIME}); other bins run as started. */
 export function enterDaemonRuntime(name) {
   const runtime = DAEMON_RUNTIME[name]
-  if (runtime === undefined) return
-  enterRuntime(runtime)
+  if (runtime !== undefined) enterRuntime(runtime)
 }
