@@ -43,8 +43,8 @@ describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) =>
     expect(master.argv[3]).toMatch(/brine-master\.js$/)
     expect(master.env).toContain('MALLOC_ARENA_MAX=2')
     const minion = processOf(fleet.minions.get('rt1')!.pid)
-    expect(minion.argv.slice(1, 4)).toEqual(['--no-opt', '--no-maglev', '--no-sparkplug'])
-    expect(minion.argv[4]).toMatch(/brine-minion\.js$/)
+    expect(minion.argv.slice(1, 2)).toEqual(['--no-turbofan'])
+    expect(minion.argv[2]).toMatch(/brine-minion\.js$/)
 
     // Node's fetch needs WebAssembly (its HTTP parser), which --jitless would have taken away.
     const dest = join(dir, `${transport}.txt`)

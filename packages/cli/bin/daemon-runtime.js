@@ -36,21 +36,20 @@ export const MASTER_HEAP_GROWING_PERCENT = 50
  * The flags and environment each daemon re-executes into, by bin name.
  * - brine-master: its young generation bounded, its old generation collected at 1.5 times what is live,
  *   its malloc arenas few.
- * - brine-minion: JavaScript interpreted only (Ignition): no Sparkplug, Maglev or Turbofan. An idle minion's
- *   resident memory is mostly code: much of what it touches of the node binary beyond what any Node process
- *   does is the compilers' own code, and their output sits in its heap. Its jobs run little JavaScript of
- *   their own (crypto, hashing, compression and the commands its modules start are native), so the
- *   interpreter costs them little.
- *   Not `--jitless`: that also takes WebAssembly away, and with it Node's `fetch` (cp.get_url). A minion
- *   whose own modules run heavy JavaScript gets the compilers back by naming them on node's command line
- *   (`node --opt --maglev --sparkplug brine-minion`; NODE_OPTIONS does not carry V8's compiler flags).
+ * - brine-minion: no Turbofan. Much of what an idle minion touches of the node binary beyond what any Node
+ *   process does is the compilers' own code, and Turbofan is the largest of them. The interpreter, Sparkplug
+ *   and Maglev stay: a job's own path (opening the publish, sealing the return: tweetnacl, msgpack) runs as
+ *   fast under Maglev, where the interpreter alone made it several times slower. Only long-running
+ *   JavaScript in a job (a module's own loops) loses Turbofan's last factor. Not `--jitless` either, which
+ *   also takes WebAssembly away, and with it Node's `fetch` (cp.get_url). `node --turbofan brine-minion`
+ *   gives it back (NODE_OPTIONS does not carry V8's compiler flags).
  */
 export const DAEMON_RUNTIME = {
   'brine-master': {
     flags: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`],
     env: { MALLOC_ARENA_MAX: String(MASTER_MALLOC_ARENAS) },
   },
-  'brine-minion': { flags: ['--no-opt', '--no-maglev', '--no-sparkplug'], env: {} },
+  'brine-minion': { flags: ['--no-turbofan'], env: {} },
 }
 
 /** `--max_semi_space_size=16` → `max-semi-space-size`: V8 takes dashes and underscores alike. */

@@ -105,7 +105,7 @@ describe('the master bounds its V8 young generation', () => {
 })
 
 // The minion's probe: a hot function, then what V8 made of it (%GetOptimizationStatus: bit 16 optimised by Maglev or
-// Turbofan, bit 128 still interpreted; Sparkplug alone would clear 128), and whether WebAssembly (Node's fetch) is there.
+// Turbofan, bit 64 by Turbofan), and whether WebAssembly (Node's fetch) is there.
 const daemonProbe = (name: string): string => `
 import { writeSync } from 'node:fs'
 import { enterDaemonRuntime } from ${JSON.stringify(moduleUrl)}
@@ -141,21 +141,22 @@ describe('each daemon re-executes into its runtime', () => {
       env: { NODE_OPTIONS: '--max-semi-space-size=64', MALLOC_ARENA_MAX: '2' },
     })
     const minion = runtimes['brine-minion']!
-    expect(exec(minion, argv, [], {})?.argv).toEqual(['/usr/bin/node', '--no-opt', '--no-maglev', '--no-sparkplug', ...argv.slice(1)])
+    expect(exec(minion, argv, [], {})?.argv).toEqual(['/usr/bin/node', '--no-turbofan', ...argv.slice(1)])
+    expect(exec(minion, argv, ['--turbofan'], {})).toBeUndefined()
     // A user who names a compiler keeps it, and the others stay off.
-    expect(exec(minion, argv, ['--opt'], {})?.argv).toEqual(['/usr/bin/node', '--no-maglev', '--no-sparkplug', '--opt', ...argv.slice(1)])
-    expect(exec(minion, argv, ['--opt', '--maglev', '--sparkplug'], {})).toBeUndefined()
+    const compilersOff: Runtime = { flags: ['--no-opt', '--no-maglev', '--no-sparkplug'], env: {} }
+    expect(exec(compilersOff, argv, ['--opt'], {})?.argv).toEqual(['/usr/bin/node', '--no-maglev', '--no-sparkplug', '--opt', ...argv.slice(1)])
+    expect(exec(compilersOff, argv, ['--opt', '--maglev', '--sparkplug'], {})).toBeUndefined()
     expect(runtimes['brine']).toBeUndefined()
     expect(runtimes['brine-key']).toBeUndefined()
   })
 
-  it('a minion keeps its pid and runs its JavaScript interpreted, WebAssembly still there', () => {
+  it('a minion keeps its pid and runs without Turbofan, WebAssembly still there', () => {
     // The first line twice (before and after the execve), then the report.
     const [before, , after] = runNode(daemonProbe('brine-minion'), {}, ['--allow-natives-syntax']) as [{ pid: number }, { pid: number }, DaemonReport]
     expect(after.pid).toBe(before.pid)
-    expect(after.execArgv).toEqual(['--no-opt', '--no-maglev', '--no-sparkplug', '--allow-natives-syntax'])
-    expect(after.status & 16).toBe(0)
-    expect(after.status & 128).toBe(128)
+    expect(after.execArgv).toEqual(['--no-turbofan', '--allow-natives-syntax'])
+    expect(after.status & 64).toBe(0)
     expect(after.wasm).toBe('object')
   })
 
