@@ -5,12 +5,12 @@
 import { existsSync } from 'node:fs'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { refuseUnsupportedNode } from './node-version.js'
-import { boundYoungGeneration } from './young-generation.js'
+import { enterDaemonRuntime } from './daemon-runtime.js'
 
 /** Imports `dist/bin/<name>.js`, which runs the command, once this Node is one Brine supports. */
 export async function launch(name) {
   refuseUnsupportedNode(name)
-  if (name === 'brine-master') boundYoungGeneration()
+  enterDaemonRuntime(name)
   const target = fileURLToPath(new URL(`../dist/bin/${name}.js`, import.meta.url))
   if (!existsSync(target)) {
     const root = fileURLToPath(new URL('../../..', import.meta.url))

@@ -1,0 +1,91 @@
+// Plain JavaScript, run by the launcher before any of Brine loads (see launch.js).
+//
+// Some of what sizes a daemon's memory is fixed when its process starts: V8's flags (the young generation's
+// bound, which compilers run) and glibc's malloc arenas (read at the first malloc). `v8.setFlagsFromString`
+// later does not resize a heap, so a daemon that wants them re-executes itself once, same pid (systemd, the
+// harness and the bench see one process), with the flags on its command line and the variables in its
+// environment; worker threads take both from the process. What the user chose wins: a flag named on the
+// command line or in NODE_OPTIONS, in its `--flag` or `--no-flag` form, and a variable already set.
+
+/**
+ * The master's semi-space bound in MiB: its young generation is twice this. V8 sizes the young generation by
+ * the machine's memory and grows it under allocation pressure to 64 MiB a semi-space, and once grown it stays
+ * grown: a master that served one burst kept 128 MiB of it (and each request worker thread its own) for the
+ * rest of its life. Half of this bound promoted more of a burst's short-lived objects to the old generation,
+ * which then grew further than the young one shrank.
+ */
+export const MASTER_SEMI_SPACE_MB = 16
+
+/**
+ * glibc gives each thread that allocates an arena of its own, up to eight per core, and returns freed memory
+ * to the system only from the top of each. The master's frames are allocated on one thread and freed on
+ * another (request workers, libuv's pool, V8's helpers), so under a burst every arena kept its own partly free
+ * pages. Two arenas serve the master's handful of threads.
+ */
+export const MASTER_MALLOC_ARENAS = 2
+
+/**
+ * How far V8 lets the master's old generation grow past what its last full collection found live before it
+ * collects again, in percent. V8's own factor goes up to 300 % while collections look cheap against the
+ * allocation rate, as they do under a stream of returns, so after a load most of the master's old generation
+ * was garbage. 50 % holds it to 1.5 times what is live, for more frequent (mostly concurrent) marking.
+ */
+export const MASTER_HEAP_GROWING_PERCENT = 50
+
+/**
+ * The flags and environment each daemon re-executes into, by bin name.
+ * - brine-master: its young generation bounded, its old generation collected at 1.5 times what is live,
+ *   its malloc arenas few.
+ * - brine-minion: no Turbofan. Much of what an idle minion touches of the node binary beyond what any Node
+ *   process does is the compilers' own code, and Turbofan is the largest of them. The interpreter, Sparkplug
+ *   and Maglev stay: a job's own path (opening the publish, sealing the return: tweetnacl, msgpack) runs as
+ *   fast under Maglev, where the interpreter alone made it several times slower. Only long-running
+ *   JavaScript in a job (a module's own loops) loses Turbofan's last factor. Not `--jitless` either, which
+ *   also takes WebAssembly away, and with it Node's `fetch` (cp.get_url). `node --turbofan brine-minion`
+ *   gives it back (NODE_OPTIONS does not carry V8's compiler flags).
+ */
+export const DAEMON_RUNTIME = {
+  'brine-master': {
+    flags: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`],
+    env: { MALLOC_ARENA_MAX: String(MASTER_MALLOC_ARENAS) },
+  },
+  'brine-minion': { flags: ['--no-turbofan'], env: {} },
+}
+
+/** `--max_semi_space_size=16` → `max-semi-space-size`: V8 takes dashes and underscores alike. */
+function flagName(arg) {
+  const match = /^--(?:no-)?([^=]+)/.exec(arg)
+  return match === null ? undefined : match[1].replaceAll('_', '-')
+}
+
+/** Whether the command line or NODE_OPTIONS already sets the flag `flag` names, either way. */
+export function flagChosen(flag, execArgv, nodeOptions = '') {
+  const name = flagName(flag)
+  return [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some((arg) => flagName(arg) === name)
+}
+
+/**
+ * What to re-execute with for `runtime` ({flags, env}): the argv with the flags the user did not choose
+ * before Node's own options (so a later one of the user's would win), and the environment with the
+ * variables not already set; undefined when there is nothing to add.
+ */
+export function runtimeExec(runtime, argv, execArgv, env) {
+  const flags = runtime.flags.filter((flag) => !flagChosen(flag, execArgv, env.NODE_OPTIONS))
+  const vars = Object.entries(runtime.env).filter(([name]) => env[name] === undefined)
+  if (flags.length === 0 && vars.length === 0) return undefined
+  return { argv: [argv[0], ...flags, ...execArgv, ...argv.slice(1)], env: { ...env, ...Object.fromEntries(vars) } }
+}
+
+/** Re-executes this process (same pid) into `runtime`; returns when it need not (or cannot). */
+export function enterRuntime(runtime) {
+  // process.execve is Node 22.15+/23.11+ and POSIX only: elsewhere the daemon runs with Node's defaults.
+  if (typeof process.execve !== 'function' || process.platform === 'win32') return
+  const exec = runtimeExec(runtime, process.argv, process.execArgv, process.env)
+  if (exec !== undefined) process.execve(process.execPath, exec.argv, exec.env)
+}
+
+/** Re-executes this process into the runtime of the daemon `name` (see {@link DAEMON_RUNTIME}); other bins run as started. */
+export function enterDaemonRuntime(name) {
+  const runtime = DAEMON_RUNTIME[name]
+  if (runtime !== undefined) enterRuntime(runtime)
+}
