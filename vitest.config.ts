@@ -1,6 +1,7 @@
 import { readdirSync, existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
+import LongestFirstSequencer from './scripts/vitest-sequencer.js'
 
 const root = fileURLToPath(new URL('.', import.meta.url))
 const packages = readdirSync(new URL('./packages', import.meta.url)).filter((name) => existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)))
@@ -13,6 +14,8 @@ export default defineConfig({
   test: {
     globalSetup: [`${root}scripts/vitest-runtime.ts`],
     retry: 0,
+    // The longest files first, over every project: see scripts/vitest-sequencer.ts.
+    sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: wire tests bind real ports and start real processes; keep them from starving each other.
