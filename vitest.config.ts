@@ -26,7 +26,8 @@ export default defineConfig({
         test: { name, include: [`packages/${name}/test/**/*.test.ts`] },
       })),
       // The two files that install Debian packages (deb, host-modules) take turns through helpers/host-lock.ts.
-      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'] } },
+      // The e2e files share a scratch directory per run (helpers/run-scratch.ts, added to the root's globalSetup).
+      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'], globalSetup: [`${root}test-e2e/helpers/run-scratch.ts`] } },
     ],
   },
 })

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
+import { packedTarballs } from './helpers/tarballs.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 
 // The .deb an operator installs: built by `npm run package:deb`, installed with the machine's own dpkg (these tests
@@ -34,18 +35,19 @@ async function purgeIfInstalled(): Promise<void> {
 beforeAll(
   async () => {
     expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
-    releaseHostLock = await holdHostLock(HOST_LOCK_MS)
     scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
-    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch], { ms: BUILD_MS })
+    // Building the .deb needs no dpkg database: the other file may use dpkg meanwhile.
+    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch, ...(await packedTarballs(BUILD_MS))], { ms: BUILD_MS })
     expect(built.code, built.stderr).toBe(0)
     deb = built.stdout.trim()
+    releaseHostLock = await holdHostLock(HOST_LOCK_MS)
     await purgeIfInstalled()
     const installed = await run('dpkg', ['-i', deb], { ms: DPKG_MS })
     expect(installed.code, installed.stderr).toBe(0)
     const listed = await run('dpkg', ['-L', 'brine'], { ms: COMMAND_MS })
     packageFiles = listed.stdout.trim().split('\n')
   },
-  HOST_LOCK_MS + BUILD_MS + 2 * DPKG_MS,
+  HOST_LOCK_MS + 2 * BUILD_MS + 2 * DPKG_MS,
 )
 
 afterAll(async () => {
