@@ -19,10 +19,19 @@ const UNITS = ['brine-api', 'brine-master', 'brine-minion', 'brine-syndic'].map(
 /** How long this file waits for the other file that installs packages (host-modules) to finish with dpkg. */
 const HOST_LOCK_MS = 1_500_000
 
-let releaseHostLock = (): void => {}
 let scratch = ''
 let deb = ''
 let packageFiles: string[] = []
+
+/** Runs `step` holding the dpkg lock the files that install packages share: only dpkg itself needs taking turns. */
+async function withHostLock<T>(step: () => Promise<T>): Promise<T> {
+  const release = await holdHostLock(HOST_LOCK_MS)
+  try {
+    return await step()
+  } finally {
+    release()
+  }
+}
 
 async function purgeIfInstalled(): Promise<void> {
   const status = await run('dpkg-query', ['-W', '-f=${db:Status-Status}', 'brine'], { ms: COMMAND_MS })
@@ -36,13 +45,13 @@ beforeAll(
   async () => {
     expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
     scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
-    // Building the .deb needs no dpkg database: the other file may use dpkg meanwhile.
     const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch, ...(await packedTarballs(BUILD_MS))], { ms: BUILD_MS })
     expect(built.code, built.stderr).toBe(0)
     deb = built.stdout.trim()
-    releaseHostLock = await holdHostLock(HOST_LOCK_MS)
-    await purgeIfInstalled()
-    const installed = await run('dpkg', ['-i', deb], { ms: DPKG_MS })
+    const installed = await withHostLock(async () => {
+      await purgeIfInstalled()
+      return await run('dpkg', ['-i', deb], { ms: DPKG_MS })
+    })
     expect(installed.code, installed.stderr).toBe(0)
     const listed = await run('dpkg', ['-L', 'brine'], { ms: COMMAND_MS })
     packageFiles = listed.stdout.trim().split('\n')
@@ -52,10 +61,9 @@ beforeAll(
 
 afterAll(async () => {
   killAll()
-  await purgeIfInstalled()
+  await withHostLock(purgeIfInstalled)
   if (scratch !== '') await rm(scratch, { recursive: true, force: true })
-  releaseHostLock()
-}, DPKG_MS)
+}, HOST_LOCK_MS + DPKG_MS)
 
 const startFleet = useFleets()
 
@@ -123,9 +131,9 @@ describe('the .deb, installed with dpkg -i', () => {
 })
 
 describe('dpkg -P', () => {
-  it('leaves no file of the package behind, nor the user, keys, cache or logs it made', async () => {
+  it('leaves no file of the package behind, nor the user, keys, cache or logs it made', { timeout: HOST_LOCK_MS + DPKG_MS }, async () => {
     expect(packageFiles.length).toBeGreaterThan(100)
-    const purged = await run('dpkg', ['--purge', 'brine'], { ms: DPKG_MS })
+    const purged = await withHostLock(() => run('dpkg', ['--purge', 'brine'], { ms: DPKG_MS }))
     expect(purged.code, purged.stderr).toBe(0)
     expect(packageFiles.filter((path) => !isSharedDirectory(path) && existsSync(path))).toEqual([])
     for (const path of ['/opt/brine', '/etc/brine', '/var/log/brine', '/var/cache/brine', '/var/lib/brine'])
