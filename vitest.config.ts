@@ -1,6 +1,7 @@
 import { readdirSync, existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
+import LongestFirstSequencer from './scripts/vitest-sequencer.js'
 
 const root = fileURLToPath(new URL('.', import.meta.url))
 const packages = readdirSync(new URL('./packages', import.meta.url)).filter((name) => existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)))
@@ -13,6 +14,8 @@ export default defineConfig({
   test: {
     globalSetup: [`${root}scripts/vitest-runtime.ts`],
     retry: 0,
+    // The longest files first, over every project: see scripts/vitest-sequencer.ts.
+    sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: wire tests bind real ports and start real processes; keep them from starving each other.
@@ -23,7 +26,8 @@ export default defineConfig({
         test: { name, include: [`packages/${name}/test/**/*.test.ts`] },
       })),
       // The two files that install Debian packages (deb, host-modules) take turns through helpers/host-lock.ts.
-      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'] } },
+      // The e2e files share a scratch directory per run (helpers/run-scratch.ts, added to the root's globalSetup).
+      { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'], globalSetup: [`${root}test-e2e/helpers/run-scratch.ts`] } },
     ],
   },
 })

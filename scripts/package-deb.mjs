@@ -7,8 +7,9 @@
 // /etc/logrotate.d; packaging/deb/ has the maintainer scripts. Needs dpkg-deb; reaches only the npm registry
 // (through scripts/runtime.sh, once).
 //
-//   node scripts/package-deb.mjs <destination directory>      (npm run package:deb -- <dir>)
+//   node scripts/package-deb.mjs <destination directory> [tarball...]     (npm run package:deb -- <dir>)
 //
+// Given the tarballs scripts/pack.mjs made (the e2e tests pack once per run), it installs those instead of packing.
 // Prints the .deb's path on stdout. The build must be current (`npm run build`).
 import { execFileSync } from 'node:child_process'
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -22,9 +23,9 @@ const DEB_ARCH = { x64: 'amd64', arm64: 'arm64' }
 const run = (command, args, options = {}) => execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], ...options }).trim()
 
 /** /opt/brine: the runtime, and the packages installed from their tarballs as `npm install -g` lays them out. */
-function stageOpt(stage, work) {
+function stageOpt(stage, work, packed) {
   const opt = join(stage, 'opt/brine')
-  const tarballs = run(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'tarballs')]).split('\n')
+  const tarballs = packed.length > 0 ? packed : run(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'tarballs')]).split('\n')
   run('npm', [
     'install',
     '--global',
@@ -84,9 +85,9 @@ function stageSystem(stage, version, arch) {
 }
 
 function main() {
-  const destination = process.argv[2]
+  const [destination, ...tarballs] = process.argv.slice(2)
   if (destination === undefined) {
-    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory>\n')
+    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory> [tarball...]\n')
     process.exit(2)
   }
   const arch = DEB_ARCH[process.arch]
@@ -95,7 +96,11 @@ function main() {
   const work = mkdtempSync(join(tmpdir(), 'brine-deb-'))
   try {
     const stage = join(work, 'root')
-    stageOpt(stage, work)
+    stageOpt(
+      stage,
+      work,
+      tarballs.map((tarball) => resolve(tarball)),
+    )
     stageWrappers(stage)
     stageSystem(stage, version, arch)
     const dest = resolve(destination)

@@ -14,4 +14,7 @@ export PATH="$bin:$PATH"
 echo "test-node22: $(node --version) at $(command -v node)" >&2
 # One run (the filters keep every package file and, of the e2e files, job-flow alone), so job-flow shares the two
 # workers with the package files instead of waiting for them and paying a second start-up.
-node node_modules/vitest/vitest.mjs run "${projects[@]}" --project e2e packages/ test-e2e/job-flow.test.ts
+# npm test runs this beside the Node 24 run (scripts/test.sh): vitest's caches of its own, so that the two runs never
+# write one file at once (the file order then comes from scripts/test-durations.json).
+node node_modules/vitest/vitest.mjs run "${projects[@]}" --project e2e packages/ test-e2e/job-flow.test.ts \
+  --no-cache --fsModuleCachePath node_modules/.vitest-cache-node22

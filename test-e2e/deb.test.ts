@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
+import { packedTarballs } from './helpers/tarballs.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 
 // The .deb an operator installs: built by `npm run package:deb`, installed with the machine's own dpkg (these tests
@@ -18,10 +19,19 @@ const UNITS = ['brine-api', 'brine-master', 'brine-minion', 'brine-syndic'].map(
 /** How long this file waits for the other file that installs packages (host-modules) to finish with dpkg. */
 const HOST_LOCK_MS = 1_500_000
 
-let releaseHostLock = (): void => {}
 let scratch = ''
 let deb = ''
 let packageFiles: string[] = []
+
+/** Runs `step` holding the dpkg lock the files that install packages share: only dpkg itself needs taking turns. */
+async function withHostLock<T>(step: () => Promise<T>): Promise<T> {
+  const release = await holdHostLock(HOST_LOCK_MS)
+  try {
+    return await step()
+  } finally {
+    release()
+  }
+}
 
 async function purgeIfInstalled(): Promise<void> {
   const status = await run('dpkg-query', ['-W', '-f=${db:Status-Status}', 'brine'], { ms: COMMAND_MS })
@@ -34,26 +44,26 @@ async function purgeIfInstalled(): Promise<void> {
 beforeAll(
   async () => {
     expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
-    releaseHostLock = await holdHostLock(HOST_LOCK_MS)
     scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
-    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch], { ms: BUILD_MS })
+    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch, ...(await packedTarballs(BUILD_MS))], { ms: BUILD_MS })
     expect(built.code, built.stderr).toBe(0)
     deb = built.stdout.trim()
-    await purgeIfInstalled()
-    const installed = await run('dpkg', ['-i', deb], { ms: DPKG_MS })
+    const installed = await withHostLock(async () => {
+      await purgeIfInstalled()
+      return await run('dpkg', ['-i', deb], { ms: DPKG_MS })
+    })
     expect(installed.code, installed.stderr).toBe(0)
     const listed = await run('dpkg', ['-L', 'brine'], { ms: COMMAND_MS })
     packageFiles = listed.stdout.trim().split('\n')
   },
-  HOST_LOCK_MS + BUILD_MS + 2 * DPKG_MS,
+  HOST_LOCK_MS + 2 * BUILD_MS + 2 * DPKG_MS,
 )
 
 afterAll(async () => {
   killAll()
-  await purgeIfInstalled()
+  await withHostLock(purgeIfInstalled)
   if (scratch !== '') await rm(scratch, { recursive: true, force: true })
-  releaseHostLock()
-}, DPKG_MS)
+}, HOST_LOCK_MS + DPKG_MS)
 
 const startFleet = useFleets()
 
@@ -123,9 +133,9 @@ describe('the .deb, installed with dpkg -i', () => {
 })
 
 describe('dpkg -P', () => {
-  it('leaves no file of the package behind, nor the user, keys, cache or logs it made', async () => {
+  it('leaves no file of the package behind, nor the user, keys, cache or logs it made', { timeout: HOST_LOCK_MS + DPKG_MS }, async () => {
     expect(packageFiles.length).toBeGreaterThan(100)
-    const purged = await run('dpkg', ['--purge', 'brine'], { ms: DPKG_MS })
+    const purged = await withHostLock(() => run('dpkg', ['--purge', 'brine'], { ms: DPKG_MS }))
     expect(purged.code, purged.stderr).toBe(0)
     expect(packageFiles.filter((path) => !isSharedDirectory(path) && existsSync(path))).toEqual([])
     for (const path of ['/opt/brine', '/etc/brine', '/var/log/brine', '/var/cache/brine', '/var/lib/brine'])

@@ -8,21 +8,15 @@ import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/pr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import type { Fleet } from '@brine/harness'
 import { killAllProcesses } from '@brine/testkit'
 import { TRANSPORTS, useSharedFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
 import { json } from './helpers/output.js'
 
-/** How long this file waits for the other file that installs packages (the .deb's) to finish with dpkg. */
+/** How long the package test waits for the other file that installs packages (the .deb's) to finish with dpkg. */
 const HOST_LOCK_MS = 1_500_000
-// Registered first, so that its afterAll runs after every cleanup below has removed what this file installed.
-let releaseHostLock = (): void => {}
-beforeAll(async () => {
-  releaseHostLock = await holdHostLock(HOST_LOCK_MS)
-}, HOST_LOCK_MS)
-afterAll(() => releaseHostLock())
 
 const exec = promisify(execFile)
 const cleanups: (() => Promise<unknown>)[] = []
@@ -96,43 +90,50 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
       return { fleet: await startShared({ minions: [{ id, transport }], masterConfig: { file_roots: { base: [fileRoot] } } }), fileRoot }
     })())
 
-  it("pkg installs a package built with dpkg-deb from salt:// (the master's file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was", async () => {
-    expect(await installed()).toBe(false)
-    const { fleet, fileRoot: dir } = await host()
-    cleanups.push(async () => (await installed()) && (await exec('dpkg', ['--purge', PACKAGE])))
-    // The .deb sits at the top of the master's file_roots: salt://brine-test_1.0_all.deb.
-    const deb = await buildDeb(dir)
-    const salt = `salt://${PACKAGE}_1.0_all.deb`
+  it(
+    "pkg installs a package built with dpkg-deb from salt:// (the master's file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was",
+    { timeout: HOST_LOCK_MS + 60_000 },
+    async () => {
+      // Only this test runs dpkg: it holds the lock the files that install packages share until its cleanup has purged.
+      const releaseHostLock = await holdHostLock(HOST_LOCK_MS)
+      cleanups.push(async () => releaseHostLock())
+      expect(await installed()).toBe(false)
+      const { fleet, fileRoot: dir } = await host()
+      cleanups.push(async () => (await installed()) && (await exec('dpkg', ['--purge', PACKAGE])))
+      // The .deb sits at the top of the master's file_roots: salt://brine-test_1.0_all.deb.
+      const deb = await buildDeb(dir)
+      const salt = `salt://${PACKAGE}_1.0_all.deb`
 
-    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${salt}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
-    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('1.0')
-    expect(await readFile('/usr/share/brine-test/hello.txt', 'utf8')).toBe('installed by Brine\n')
-    // cp.cache_file brought it into the minion's cache (hash checked), which pkg.install read.
-    const cached = await call(fleet, id, 'cp.is_cached', salt)
-    expect(cached).toEqual(expect.stringMatching(new RegExp(`/files/base/${PACKAGE}_1\\.0_all\\.deb$`)))
-    expect(await call(fleet, id, 'pkg.list_pkgs')).toMatchObject({ [PACKAGE]: '1.0' })
-    expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
-    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
+      expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
+      expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${salt}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
+      expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('1.0')
+      expect(await readFile('/usr/share/brine-test/hello.txt', 'utf8')).toBe('installed by Brine\n')
+      // cp.cache_file brought it into the minion's cache (hash checked), which pkg.install read.
+      const cached = await call(fleet, id, 'cp.is_cached', salt)
+      expect(cached).toEqual(expect.stringMatching(new RegExp(`/files/base/${PACKAGE}_1\\.0_all\\.deb$`)))
+      expect(await call(fleet, id, 'pkg.list_pkgs')).toMatchObject({ [PACKAGE]: '1.0' })
+      expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
+      expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
 
-    // The same from a local path.
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${deb}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
-    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('1.0')
-    expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
+      // The same from a local path.
+      expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${deb}"}]`)).toEqual({ [PACKAGE]: { old: '', new: '1.0' } })
+      expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('1.0')
+      expect(await call(fleet, id, 'pkg.remove', PACKAGE)).toEqual({ [PACKAGE]: { old: '1.0', new: '' } })
 
-    // Sources that cannot be had are refused by name, and nothing is installed.
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${join(dir, 'absent.deb')}"}]`)).toBe(
-      `ERROR: package source ${join(dir, 'absent.deb')} is not a file`,
-    )
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://absent.deb"}]`)).toBe(
-      'ERROR: Unable to cache salt://absent.deb from the master: no such file in its file_roots',
-    )
-    expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://../etc/passwd"}]`)).toEqual(
-      expect.stringMatching(/^ERROR: FileServerPathError: /),
-    )
-    expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
-    expect(await installed()).toBe(false)
-  })
+      // Sources that cannot be had are refused by name, and nothing is installed.
+      expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "${join(dir, 'absent.deb')}"}]`)).toBe(
+        `ERROR: package source ${join(dir, 'absent.deb')} is not a file`,
+      )
+      expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://absent.deb"}]`)).toBe(
+        'ERROR: Unable to cache salt://absent.deb from the master: no such file in its file_roots',
+      )
+      expect(await call(fleet, id, 'pkg.install', `sources=[{"${PACKAGE}": "salt://../etc/passwd"}]`)).toEqual(
+        expect.stringMatching(/^ERROR: FileServerPathError: /),
+      )
+      expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')
+      expect(await installed()).toBe(false)
+    },
+  )
 
   it('service starts, reports, stops, enables and disables an init.d service the test installs', async () => {
     const name = `brine-e2e-${transport}`

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DaemonProcess, freeLoopbackPort } from '@brine/testkit'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
+import { packedTarballs } from './helpers/tarballs.js'
 
 // What a user does on a machine with only Node 20 and npm: the tarballs `npm run pack` makes, installed with
 // `npm install -g`. The install is --offline with an empty npm cache: the tarballs carry their third-party
@@ -21,9 +22,7 @@ let env: NodeJS.ProcessEnv = {}
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'brine-install-'))
   prefix = join(scratch, 'prefix')
-  const packed = await run(process.execPath, ['scripts/pack.mjs', join(scratch, 'tarballs')], { ms: PACK_MS })
-  expect(packed.code, packed.stderr).toBe(0)
-  const tarballs = packed.stdout.trim().split('\n')
+  const tarballs = await packedTarballs(PACK_MS)
   // An empty cache and --offline: nothing may come from anywhere but the tarballs.
   const cache = join(scratch, 'empty-npm-cache')
   const installed = await run('npm', ['install', '--global', '--prefix', prefix, '--offline', '--cache', cache, '--no-audit', '--no-fund', ...tarballs], {

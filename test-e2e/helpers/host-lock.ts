@@ -7,12 +7,12 @@ import { deadline } from '@brine/testkit'
 const HOST_LOCK = join(tmpdir(), 'brine-e2e-dpkg.lock')
 
 /**
- * Holds an exclusive flock(1) on HOST_LOCK until the returned release is called, so that the test files that run dpkg
- * take turns while every other file runs beside them. The lock belongs to a child `flock` process: the kernel drops it
+ * Holds an exclusive flock(1) on `path` until the returned release is called, so that test files (each in a worker
+ * of its own) take turns at what the lock guards. The lock belongs to a child `flock` process: the kernel drops it
  * when that process ends, so a test run that dies leaves no stale lock behind.
  */
-export async function holdHostLock(ms: number): Promise<() => void> {
-  const holder = spawn('flock', ['--exclusive', HOST_LOCK, '--command', 'echo locked; exec cat'], { stdio: ['pipe', 'pipe', 'inherit'] })
+export async function holdFileLock(path: string, ms: number, what: string): Promise<() => void> {
+  const holder = spawn('flock', ['--exclusive', path, '--command', 'echo locked; exec cat'], { stdio: ['pipe', 'pipe', 'inherit'] })
   const locked = new Promise<void>((resolve, reject) => {
     let output = ''
     holder.stdout.on('data', (chunk: Buffer) => {
@@ -20,17 +20,22 @@ export async function holdHostLock(ms: number): Promise<() => void> {
       if (output.includes('locked\n')) resolve()
     })
     holder.once('error', reject)
-    holder.once('exit', (code) => reject(new Error(`flock ${HOST_LOCK} exited with ${String(code)} before taking the lock`)))
+    holder.once('exit', (code) => reject(new Error(`flock ${path} exited with ${String(code)} before taking the lock`)))
   })
   const release = (): void => {
     holder.stdin.end()
     if (holder.exitCode === null) holder.kill()
   }
   try {
-    await deadline(locked, ms, `the host lock ${HOST_LOCK} (another test file installing packages holds it)`)
+    await deadline(locked, ms, `the lock ${path} (${what})`)
   } catch (error) {
     release()
     throw error
   }
   return release
+}
+
+/** The lock of the test files that run dpkg (deb, host-modules): they take turns while every other file runs beside them. */
+export function holdHostLock(ms: number): Promise<() => void> {
+  return holdFileLock(HOST_LOCK, ms, 'another test file installing packages holds it')
 }

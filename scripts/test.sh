@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# npm test: everything the project checks, shaped for two cores (docs/development.md, Tests).
+#   1. the build, and beside it what needs no build: lint, typecheck (it reads the sources) and the services;
+#   2. vitest on Node 24 (every project) and, beside it, the Node 22 run (scripts/test-node22.sh): the e2e files
+#      spend much of their time waiting for processes, timers and disks, and the Node 22 run's unit files fill it.
+# Each step's output is kept in a log under .tmp/test/ and printed when the step ends, so the two runs never
+# interleave their lines; the exit code is the first failure's.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+logs=.tmp/test
+rm -rf "$logs" && mkdir -p "$logs"
+
+pids=()
+names=()
+# Starts `name command...` in the background, its output to $logs/name.log.
+start() {
+  local name=$1
+  shift
+  "$@" >"$logs/$name.log" 2>&1 &
+  pids+=($!)
+  names+=("$name")
+}
+
+# Waits for every started step, prints each one's log, and exits with the first failure's code.
+finish() {
+  local failed=0
+  for index in "${!pids[@]}"; do
+    local code=0
+    wait "${pids[$index]}" || code=$?
+    echo "== ${names[$index]} (exit $code)"
+    cat "$logs/${names[$index]}.log"
+    if [ "$code" != 0 ] && [ "$failed" = 0 ]; then failed=$code; fi
+  done
+  pids=()
+  names=()
+  [ "$failed" = 0 ] || exit "$failed"
+}
+
+start lint npm run --silent lint
+start typecheck npm run --silent typecheck
+start services npm run --silent services
+start build node scripts/quiet-build.mjs
+finish
+
+# Node 24 in the foreground, Node 22 beside it with its log printed at the end.
+start node22 bash scripts/test-node22.sh
+code=0
+npx vitest run || code=$?
+finish
+exit "$code"

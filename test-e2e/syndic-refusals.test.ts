@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest'
+import { tags, type JobLoad } from '@brine/protocol'
+import { deadline } from '@brine/testkit'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { jidOf, json } from './helpers/output.js'
+import { EVENTS_MS, record, returnCounts, startTree, useHandMadeLinks } from './helpers/syndic.js'
+
+const startFleet = useFleets()
+const handMadeLink = useHandMadeLinks()
+
+describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
+  it('kill a syndic: manage.status, manage.up and manage.down include the minions behind syndics, never the syndics; with -v its minions are reported "Minion did not return", the rest return, the exit code says so, and the syndic itself is not reported', async () => {
+    const { top, nodes } = await startTree(startFleet, transport, { syndic_wait: 1, gather_job_timeout: 2 })
+    const status = await top.run('brine-run', ['manage.status', '--out', 'json'])
+    expect(json(status.stdout)).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
+    // The top learns which minions are behind each syndic from their announcements.
+    const first = await top.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
+    expect(Object.keys(json(first.stdout)).sort()).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
+    await nodes[1]!.syndic!.stop('SIGKILL')
+    const ping = await top.run('brine', ['*', 'test.ping', '-v', '-t', '2'])
+    expect(ping.stdout).toContain('Executing job with jid')
+    for (const id of ['direct1', 's1-web', 's1-db']) expect(ping.stdout).toContain(`${id}:\n    True\n`)
+    for (const id of ['s2-web', 's2-db']) expect(ping.stdout).toMatch(new RegExp(`${id}:\\n +Minion did not return\\. \\[No response\\]`))
+    expect(ping.stdout.match(/Minion did not return/g)).toHaveLength(2)
+    expect(ping.stdout).not.toContain('syndic')
+    expect(ping.code).toBe(1)
+    const down = await top.run('brine-run', ['manage.down', '-t', '1', '--out', 'json'])
+    expect(JSON.parse(down.stdout)).toEqual(['s2-db', 's2-web'])
+    const up = await top.run('brine-run', ['manage.up', '-t', '1', '--out', 'json'])
+    expect(JSON.parse(up.stdout)).toEqual(['direct1', 's1-db', 's1-web'])
+  })
+
+  it('a syndic that sends a return for a minion it did not announce, or for a minion of the master itself, is refused and logged', async () => {
+    const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
+    // A syndic made by hand: a real link with its own keys, which then misbehaves.
+    const link = await handMadeLink(top, transport, 'rogue')
+    const publishes = link.publishes()[Symbol.asyncIterator]()
+    const mark = top.startEventCount
+    await link.start()
+    await deadline(link.authenticated, EVENTS_MS, 'the rogue syndic accepted by the top')
+    // A syndic the operator accepted as one, then compromised: it may lie about its own subtree only.
+    await top.acceptSyndic('rogue')
+    await link.send({ cmd: '_syndic_event', id: 'rogue', events: [{ tag: tags.syndicStart('rogue'), data: { id: 'rogue' } }] })
+    await top.waitForSyndicStart('rogue', mark)
+
+    const returns = record(top, '^salt/job/')
+    const jid = jidOf((await top.run('brine', ['*', 'test.ping', '--async'])).stdout)
+    let job: Readonly<JobLoad> | undefined
+    while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the rogue syndic`)).value?.job
+    const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
+    await link.send({
+      cmd: '_syndic_return',
+      id: 'rogue',
+      jobs: [{ jid, fun: 'test.ping', minions: ['ghost1', 'direct1'], pending: [], returns: { ghost1: forged, ghost2: forged, direct1: forged } }],
+    })
+
+    await returns.until(
+      (events) => returnCounts(events, jid)['direct1'] === 1 && returnCounts(events, jid)['ghost1'] === 1,
+      `the returns of direct1 and ghost1 for ${jid}`,
+    )
+    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
+    expect(json(lookup.stdout)).toEqual({ direct1: true, ghost1: 'forged' })
+    await top.master.waitForOutput(
+      /refused a return from syndic rogue for minion "ghost2" of job \d+: syndic rogue did not announce minion "ghost2"/,
+      EVENTS_MS,
+    )
+    await top.master.waitForOutput(/refused a return from syndic rogue for minion "direct1" of job \d+: "direct1" is a minion of this master/, EVENTS_MS)
+    returns.stop()
+    expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, ghost1: 1 })
+  })
+})
