@@ -28,6 +28,8 @@ import type { Subjects } from './subjects.js'
 export class NatsRequestClient extends EndpointBase implements RequestClient {
   readonly #subjects: Subjects
   readonly #inbox: string
+  /** Every request's publish options: replies to this client's inbox. */
+  readonly #replyTo: { reply: string }
   readonly #table: RequestTable
   readonly #link: NatsLink
   readonly #reassembler: Reassembler
@@ -40,6 +42,7 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
     super('nats', 'request client', service.address, options.logger)
     this.#subjects = subjectsOf(service.broker, options.port)
     this.#inbox = `${this.#subjects.replyPrefix}${nuid.next()}`
+    this.#replyTo = { reply: this.#inbox }
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     const hwm = options.hwm ?? DEFAULT_HWM
     this.#table = new RequestTable(
@@ -101,7 +104,7 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
 
   #write(request: PendingRequest, connection: NatsConnection): void {
     const messageId = (request.id * 8 + (request.attempt % 8)) >>> 0
-    publishChunked((data) => connection.publish(this.#subjects.request, data, { reply: this.#inbox }), request.data, this.#link.maxPayload, messageId)
+    publishChunked((data) => connection.publish(this.#subjects.request, data, this.#replyTo), request.data, this.#link.maxPayload, messageId)
   }
 
   protected liveStats(): LiveStats {
