@@ -4,8 +4,8 @@ import { promisify } from 'node:util'
 import { HarnessSetupError, rssBytes } from '@brine/testkit'
 import { type Fleet } from '@brine/harness'
 
-/** Connections a NATS minion holds: its publish client's and its request client's. */
-export const NATS_CONNECTIONS_PER_MINION = 2
+/** Connections a NATS minion holds: one, which its publish and request clients share (their connection scope). */
+export const NATS_CONNECTIONS_PER_MINION = 1
 
 /** The soft open-file limit of a running process (`/proc/<pid>/limits`); undefined when unreadable. */
 export function openFileLimit(pid: number): number | undefined {
@@ -20,7 +20,7 @@ export function openFileLimit(pid: number): number | undefined {
 
 /**
  * nats-server holds one descriptor per client connection and inherits the bench's open-file limit, which a
- * swarm of thousands of NATS minions outgrows (20,000 minions hold 40,000 connections). Raises the running
+ * swarm of thousands of NATS minions outgrows (20,000 minions hold 20,000 connections). Raises the running
  * server's soft and hard limit to `wanted` with prlimit, which needs the privilege to raise a hard limit;
  * throws a HarnessSetupError naming the figure and the command when it cannot.
  */

@@ -140,7 +140,8 @@ export class MasterLink implements ReturnRoute {
     followAbort(options.signal, this.#controller)
     const signal = this.#controller.signal
     const emit = (event: MasterLinkEvent): void => this.#emit(event)
-    const common = { host: options.host, ...options.client }
+    // One scope for both clients: on a broker transport they ride one connection (half the connections per minion).
+    const common = { host: options.host, connectionScope: {}, ...options.client }
     // Factories are synchronous and do no I/O: the clients exist from here on, and connect in start().
     this.#request = options.transport.createRequestClient({
       ...common,

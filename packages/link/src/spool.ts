@@ -29,6 +29,8 @@ const isNotFound = (error: unknown): boolean => (error as NodeJS.ErrnoException 
 export class ReturnSpool {
   readonly dir: string
   readonly #logger: Logger
+  /** The directory was made (or found) by this spool: a master that is behind has every return spooled, so no mkdir each time. */
+  #dirReady = false
 
   constructor(dir: string, logger: Logger) {
     this.dir = dir
@@ -36,7 +38,9 @@ export class ReturnSpool {
   }
 
   async #ensureDir(): Promise<void> {
+    if (this.#dirReady) return
     await mkdir(this.dir, { recursive: true, mode: SPOOL_DIR_MODE })
+    this.#dirReady = true
   }
 
   /**
@@ -47,7 +51,16 @@ export class ReturnSpool {
     await this.#ensureDir()
     const file = join(this.dir, fileName(load.jid))
     // The returner has already cut the load to fit a frame; the file itself needs no frame limit.
-    await writeFileAtomic(file, encode(load, Number.MAX_SAFE_INTEGER), { mode: SPOOL_FILE_MODE })
+    const bytes = encode(load, Number.MAX_SAFE_INTEGER)
+    try {
+      await writeFileAtomic(file, bytes, { mode: SPOOL_FILE_MODE })
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+      // The directory went away since (an operator cleaned the cache): make it again, once.
+      this.#dirReady = false
+      await this.#ensureDir()
+      await writeFileAtomic(file, bytes, { mode: SPOOL_FILE_MODE })
+    }
     return file
   }
 

@@ -38,6 +38,15 @@ describe('ReturnSpool', () => {
     expect(await spool.list()).toHaveLength(1)
   })
 
+  it('makes its directory again when it was removed after an earlier write', async () => {
+    const spool = new ReturnSpool(spoolDir(dir), silentLogger)
+    await spool.write(ret('20240101000000000001'))
+    await rm(spool.dir, { recursive: true, force: true })
+    const file = await spool.write(ret('20240101000000000002'))
+    expect(statSync(spool.dir).mode & 0o777).toBe(0o700)
+    expect(await spool.list()).toEqual([file])
+  })
+
   it('keeps a jid that is not a plain name inside the spool directory', async () => {
     const spool = new ReturnSpool(dir, silentLogger)
     const file = await spool.write(ret('../../etc/passwd'))

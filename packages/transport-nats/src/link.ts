@@ -1,11 +1,8 @@
-import { connect, type NatsConnection, type Status } from '@nats-io/transport-node'
+import type { NatsConnection, Status } from '@nats-io/transport-node'
 import { type EndpointCore } from '@brine/transport'
-import { backoffDelay, type BackoffOptions } from '@brine/core'
-import { NatsConnectError } from './errors.js'
-import { connectionOptions, type ResolvedBroker } from './options.js'
-
-/** How long one connect may take before the next server is tried. */
-const CONNECT_TIMEOUT_MS = 10_000
+import { type BackoffOptions } from '@brine/core'
+import { NatsConnector, type ConnectionMember } from './connector.js'
+import { type ResolvedBroker } from './options.js'
 
 /** nats-server's own default, used until the server's INFO says otherwise. */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024
@@ -18,49 +15,41 @@ const DEFAULT_MAX_PAYLOAD = 1024 * 1024
 export const OUTBOUND_FLUSH_BYTES = 4 * 1024 * 1024
 
 export interface LinkHandlers {
-  /** Connected: the first time (`first`), or again after nats.js reconnected (subscriptions are restored by it). */
+  /**
+   * Connected: to a connection new to this endpoint (`first`: subscribe), or again after nats.js reconnected
+   * it (subscriptions are restored by nats.js).
+   */
   onConnect(connection: NatsConnection, first: boolean): void
 }
 
-/** Why a connect failed, in an operator's words. */
-function reasonOf(error: unknown): string {
-  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
-  if (/authoriz|authenticat|permission/i.test(text)) {
-    return `the server refused the credentials (${text}); check nats_user/nats_password, nats_token, nats_nkey_seed_file or nats_creds_file`
-  }
-  if (/ECONNREFUSED|refused/i.test(text)) return `connection refused (${text}); is nats-server running there?`
-  return text
-}
-
 /**
- * One endpoint's connection to the NATS cluster. Servers connect once in start() and fail with
- * NatsConnectError naming the URLs; clients keep trying in the background with Brine's jittered
- * backoff. Once up, nats.js fails over among the servers (and those the cluster announces) on its
- * own, with the same backoff between rounds; each status becomes a transport event.
+ * One endpoint's view of its NATS connection: its own when it has no connection scope, else the one its
+ * scope's endpoints share (a minion's publish and request clients), owned by a {@link NatsConnector}. Each
+ * status of the connection becomes this endpoint's transport event; its subscriptions are its own to drop.
  */
-export class NatsLink {
+export class NatsLink implements ConnectionMember {
   current: NatsConnection | undefined
-  #attempt = 0
-  #timer: NodeJS.Timeout | undefined
+  #up = false
   #stopped = false
-  #connecting: Promise<NatsConnection> | undefined
+  readonly #connector: NatsConnector
   /** Bytes handed to the connection since the broker last confirmed it had read everything sent. */
   #unflushed = 0
   #flushing: Promise<void> | undefined
 
   constructor(
     private readonly core: EndpointCore,
-    private readonly broker: ResolvedBroker,
-    private readonly name: string,
-    private readonly reconnect: BackoffOptions | undefined,
+    broker: ResolvedBroker,
+    name: string,
+    reconnect: BackoffOptions | undefined,
     private readonly handlers: LinkHandlers,
-  ) {}
+    scope?: object,
+  ) {
+    this.#connector = NatsConnector.for(broker, name, reconnect, scope)
+  }
 
   get isConnected(): boolean {
     return this.current !== undefined && !this.current.isClosed() && this.#up
   }
-
-  #up = false
 
   /** The server's `max_payload`: the largest message it takes. */
   get maxPayload(): number {
@@ -89,81 +78,54 @@ export class NatsLink {
     await this.#flushing
   }
 
-  /** One connect over all of `nats_servers`; rejects with NatsConnectError. */
+  /** Servers: one connect over all of `nats_servers`; rejects with NatsConnectError (ClosedError once closed). */
   async connectOnce(): Promise<NatsConnection> {
-    let connection: NatsConnection
+    this.#connector.join(this)
     try {
-      connection = await connect({
-        ...connectionOptions(this.broker, this.name),
-        // A server past its max_connections answers -ERR and nats.js waits out this timeout: keep it short.
-        timeout: CONNECT_TIMEOUT_MS,
-        reconnect: true,
-        maxReconnectAttempts: -1,
-        reconnectDelayHandler: () => backoffDelay(++this.#attempt, this.reconnect),
-      })
+      return await this.#connector.connectOnce()
     } catch (error) {
-      if (error instanceof Error && error.name === 'NatsOptionsError') throw error
-      throw new NatsConnectError(this.broker.servers, reasonOf(error), { cause: error })
+      if (this.#stopped) throw this.core.closedError()
+      throw error
     }
-    if (this.#stopped) {
-      await connection.close().catch(() => {})
-      throw this.core.closedError()
-    }
-    this.#established(connection)
-    return connection
   }
 
-  /** Clients: connect in the background, retrying with backoff until it works or close(). */
+  /** Clients: connect in the background (or ride the scope's connection), retrying with backoff until close(). */
   start(): void {
-    if (this.#stopped || this.#connecting !== undefined) return
-    this.#connecting = this.connectOnce()
-    this.#connecting.then(
-      () => (this.#connecting = undefined),
-      (error: unknown) => {
-        this.#connecting = undefined
-        if (this.#stopped) return
-        const attempt = ++this.#attempt
-        const delay = backoffDelay(attempt, this.reconnect)
-        if (attempt === 1 || attempt % 10 === 0)
-          this.core.logger.warning(`${this.core.what} ${this.core.address}: ${(error as Error).message} (attempt ${attempt}; retrying)`)
-        this.core.emit({ type: 'reconnect-attempt', address: this.core.address, attempt, delay })
-        this.#timer = setTimeout(() => this.start(), delay)
-      },
-    )
+    if (this.#stopped) return
+    this.#connector.join(this)
+    this.#connector.start()
   }
 
-  #established(connection: NatsConnection): void {
-    const first = this.current === undefined
+  attach(connection: NatsConnection): void {
+    if (this.#stopped) return
+    const first = this.current !== connection
     this.current = connection
     this.#up = true
-    this.#attempt = 0
     this.core.emit({ type: 'peer-connect', peer: connection.getServer() })
     this.handlers.onConnect(connection, first)
-    void this.#watch(connection)
   }
 
-  async #watch(connection: NatsConnection): Promise<void> {
-    for await (const status of connection.status()) this.#onStatus(connection, status)
-    // nats.js gave up (or we closed): a client starts over, so a fleet never stops trying.
+  detach(): void {
     this.#up = false
-    if (!this.#stopped) {
-      this.core.emit({ type: 'peer-disconnect', peer: this.broker.servers.join(','), reason: 'the NATS connection closed' })
-      this.start()
-    }
+    this.core.emit({ type: 'peer-disconnect', peer: this.current?.getServer() ?? 'NATS', reason: 'the NATS connection closed' })
   }
 
-  #onStatus(connection: NatsConnection, status: Status): void {
+  connectFailed(error: Error, attempt: number, delay: number): void {
+    if (attempt === 1 || attempt % 10 === 0) this.core.logger.warning(`${this.core.what} ${this.core.address}: ${error.message} (attempt ${attempt}; retrying)`)
+    this.core.emit({ type: 'reconnect-attempt', address: this.core.address, attempt, delay })
+  }
+
+  status(connection: NatsConnection, status: Status): void {
     switch (status.type) {
       case 'disconnect':
         this.#up = false
         this.core.emit({ type: 'peer-disconnect', peer: status.server })
         break
       case 'reconnecting':
-        this.core.emit({ type: 'reconnect-attempt', address: this.core.address, attempt: this.#attempt + 1, delay: 0 })
+        this.core.emit({ type: 'reconnect-attempt', address: this.core.address, attempt: this.#connector.attempt + 1, delay: 0 })
         break
       case 'reconnect':
         this.#up = true
-        this.#attempt = 0
         this.core.counters.reconnects++
         this.core.emit({ type: 'peer-connect', peer: status.server })
         this.handlers.onConnect(connection, false)
@@ -187,12 +149,10 @@ export class NatsLink {
     this.core.messageDropped(peer, `slow consumer: ${reason}`)
   }
 
+  /** Leaves the connection: the last endpoint on it closes it. The endpoint drops its own subscriptions first. */
   async close(): Promise<void> {
     this.#stopped = true
-    clearTimeout(this.#timer)
-    await this.#connecting?.catch(() => {})
-    const connection = this.current
     this.#up = false
-    if (connection !== undefined && !connection.isClosed()) await connection.close().catch(() => {})
+    await this.#connector.leave(this)
   }
 }

@@ -31,6 +31,8 @@ export class NatsPublishClient extends EndpointBase implements PublishClient {
   readonly #client = nuid.next()
   #id: string | null
   #own: Subscription | undefined
+  /** Every subscription this client made: its own to drop on close, as the connection may outlive it (a shared one). */
+  readonly #subscriptions = new Set<Subscription>()
   #behind = false
 
   constructor(options: PublishClientOptions, defaults: BrokerOptions = {}) {
@@ -46,9 +48,16 @@ export class NatsPublishClient extends EndpointBase implements PublishClient {
       { maxFrameBytes, maxPendingBytes: Math.max(DEFAULT_MAX_PENDING_BYTES, maxFrameBytes), idleTimeout: DEFAULT_PEER_IDLE_TIMEOUT_MS },
       (body, peer) => this.#receive(body, peer),
     )
-    this.#link = new NatsLink(this.core, service.broker, `brine publish client ${this.#id ?? ''}`.trim(), options.reconnect, {
-      onConnect: (connection, first) => this.#connected(connection, first),
-    })
+    this.#link = new NatsLink(
+      this.core,
+      service.broker,
+      `brine publish client ${this.#id ?? ''}`.trim(),
+      options.reconnect,
+      {
+        onConnect: (connection, first) => this.#connected(connection, first),
+      },
+      options.connectionScope,
+    )
   }
 
   protected open(): Promise<void> {
@@ -61,23 +70,32 @@ export class NatsPublishClient extends EndpointBase implements PublishClient {
     const connection = this.#link.current
     if (connection === undefined) return
     // Already connected: the old id's subject goes, the new one comes, and the master hears of it.
-    this.#own?.unsubscribe()
+    this.#unsubscribe(this.#own)
     this.#own = this.#subscribe(connection, this.#subjects.minion(id))
     this.#hello(connection, 1)
   }
 
   #connected(connection: NatsConnection, first: boolean): void {
     if (first) {
+      this.#subscriptions.clear()
       this.#subscribe(connection, this.#subjects.broadcast)
       if (this.#id !== null) this.#own = this.#subscribe(connection, this.#subjects.minion(this.#id))
-      connection.subscribe(`${this.#subjects.hello}.ask`, { callback: () => this.#hello(connection, 1) })
+      this.#subscriptions.add(connection.subscribe(`${this.#subjects.hello}.ask`, { callback: () => this.#hello(connection, 1) }))
     }
     // Subscriptions go to the server before the hello on this connection, so a master that hears the hello can already reach us.
     this.#hello(connection, 1)
   }
 
   #subscribe(connection: NatsConnection, subject: string): Subscription {
-    return connection.subscribe(subject, { callback: (_error, message) => this.#message(message) })
+    const subscription = connection.subscribe(subject, { callback: (_error, message) => this.#message(message) })
+    this.#subscriptions.add(subscription)
+    return subscription
+  }
+
+  #unsubscribe(subscription: Subscription | undefined): void {
+    if (subscription === undefined) return
+    this.#subscriptions.delete(subscription)
+    if (!subscription.isClosed()) subscription.unsubscribe()
   }
 
   #hello(connection: NatsConnection, hello: 0 | 1): void {
@@ -123,6 +141,7 @@ export class NatsPublishClient extends EndpointBase implements PublishClient {
       this.#hello(connection, 0)
       await connection.flush().catch(() => {})
     }
+    for (const subscription of [...this.#subscriptions]) this.#unsubscribe(subscription)
     await this.#link.close()
   }
 }

@@ -40,6 +40,8 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
   #subjects: Subjects | undefined
   #messageId = Math.floor(Math.random() * 2 ** 32)
   readonly #publisherId = nuid.next()
+  /** The reply subject every publish carries (it names this publisher, so a minion keeps two masters' chunks apart): made once. */
+  #from = ''
 
   constructor(options: PublishServerOptions, defaults: BrokerOptions = {}) {
     const service = serviceOf(options, defaults)
@@ -58,6 +60,7 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
     this.core.address = natsAddress(this.#service.broker, port)
     const subjects = subjectsOf(this.#service.broker, port)
     this.#subjects = subjects
+    this.#from = `${subjects.base}.publisher.${this.#publisherId}`
     const connection = await this.#link.connectOnce()
     connection.subscribe(subjects.hello, { callback: (_error, message) => this.#hello(message) })
     await connection.flush()
@@ -132,14 +135,10 @@ export class NatsPublishServer extends EndpointBase implements PublishServer {
       this.core.messageDropped(this.address, `the NATS connection of ${this.address} is down; publish dropped`)
       return
     }
+    const from = { reply: this.#from }
     const send = (subject: string): void => {
       this.#messageId = (this.#messageId + 1) >>> 0
-      publishChunked(
-        (data) => connection.publish(subject, data, { reply: `${subjects.base}.publisher.${this.#publisherId}` }),
-        body,
-        this.#link.maxPayload,
-        this.#messageId,
-      )
+      publishChunked((data) => connection.publish(subject, data, from), body, this.#link.maxPayload, this.#messageId)
     }
     if (targets === undefined) {
       send(subjects.broadcast)

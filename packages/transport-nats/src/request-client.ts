@@ -1,4 +1,4 @@
-import { nuid, type Msg, type NatsConnection } from '@nats-io/transport-node'
+import { nuid, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node'
 import {
   DEFAULT_HWM,
   DEFAULT_MAX_PENDING_BYTES,
@@ -28,16 +28,21 @@ import type { Subjects } from './subjects.js'
 export class NatsRequestClient extends EndpointBase implements RequestClient {
   readonly #subjects: Subjects
   readonly #inbox: string
+  /** Every request's publish options: replies to this client's inbox. */
+  readonly #replyTo: { reply: string }
   readonly #table: RequestTable
   readonly #link: NatsLink
   readonly #reassembler: Reassembler
   readonly #waiting = new Set<PendingRequest>()
+  /** The inbox's subscription: this client's to drop on close, as the connection may outlive it (a shared one). */
+  #replies: Subscription | undefined
 
   constructor(options: RequestClientOptions, defaults: BrokerOptions = {}) {
     const service = serviceOf(options, defaults)
     super('nats', 'request client', service.address, options.logger)
     this.#subjects = subjectsOf(service.broker, options.port)
     this.#inbox = `${this.#subjects.replyPrefix}${nuid.next()}`
+    this.#replyTo = { reply: this.#inbox }
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     const hwm = options.hwm ?? DEFAULT_HWM
     this.#table = new RequestTable(
@@ -56,9 +61,16 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
       { maxFrameBytes, maxPendingBytes: Math.max(DEFAULT_MAX_PENDING_BYTES, maxFrameBytes), idleTimeout: DEFAULT_PEER_IDLE_TIMEOUT_MS },
       (body, peer) => this.#table.receive(body, peer),
     )
-    this.#link = new NatsLink(this.core, service.broker, `brine request client ${service.address}`, options.reconnect, {
-      onConnect: (connection, first) => this.#connected(connection, first),
-    })
+    this.#link = new NatsLink(
+      this.core,
+      service.broker,
+      `brine request client ${service.address}`,
+      options.reconnect,
+      {
+        onConnect: (connection, first) => this.#connected(connection, first),
+      },
+      options.connectionScope,
+    )
   }
 
   protected open(): Promise<void> {
@@ -72,7 +84,7 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
   }
 
   #connected(connection: NatsConnection, first: boolean): void {
-    if (first) connection.subscribe(this.#inbox, { callback: (_error, message) => this.#message(message) })
+    if (first) this.#replies = connection.subscribe(this.#inbox, { callback: (_error, message) => this.#message(message) })
     const waiting = [...this.#waiting]
     this.#waiting.clear()
     for (const request of waiting) this.#write(request, connection)
@@ -92,7 +104,7 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
 
   #write(request: PendingRequest, connection: NatsConnection): void {
     const messageId = (request.id * 8 + (request.attempt % 8)) >>> 0
-    publishChunked((data) => connection.publish(this.#subjects.request, data, { reply: this.#inbox }), request.data, this.#link.maxPayload, messageId)
+    publishChunked((data) => connection.publish(this.#subjects.request, data, this.#replyTo), request.data, this.#link.maxPayload, messageId)
   }
 
   protected liveStats(): LiveStats {
@@ -102,6 +114,7 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
   protected async release(): Promise<void> {
     this.#table.close()
     this.#reassembler.close()
+    if (this.#replies !== undefined && !this.#replies.isClosed()) this.#replies.unsubscribe()
     await this.#link.close()
   }
 }

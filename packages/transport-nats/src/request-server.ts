@@ -33,6 +33,8 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
   readonly #link: NatsLink
   readonly #serverId = nuid.next()
   #subjects: Subjects | undefined
+  /** The reply subject every answer carries: it names this server, so a client keeps chunks of two masters' replies apart. */
+  #from = { reply: '' }
   #messageId = 0
 
   constructor(options: RequestServerOptions, defaults: BrokerOptions = {}) {
@@ -76,6 +78,7 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
     this.core.address = natsAddress(this.#service.broker, port)
     const subjects = subjectsOf(this.#service.broker, port)
     this.#subjects = subjects
+    this.#from = { reply: `${subjects.base}.server.${this.#serverId}` }
     const connection = await this.#link.connectOnce()
     connection.subscribe(subjects.request, { queue: subjects.queue, callback: (_error, message) => this.#message(message) })
     await connection.flush()
@@ -96,9 +99,8 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
     const connection = this.#link.current
     if (connection === undefined || connection.isClosed()) return
     this.#messageId = (this.#messageId + 1) >>> 0
-    // The reply subject names this server, so a client keeps chunks of two masters' replies apart.
-    const from = `${this.#subjects!.base}.server.${this.#serverId}`
-    publishChunked((data) => connection.publish(peer, data, { reply: from }), reply, this.#link.maxPayload, this.#messageId)
+    const from = this.#from
+    publishChunked((data) => connection.publish(peer, data, from), reply, this.#link.maxPayload, this.#messageId)
   }
 
   protected liveStats(): LiveStats {

@@ -35,8 +35,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
   --nats-servers <k>      a NATS case runs on a cluster of k nats-servers routed on loopback (default 1): the
-                          master on the first, swarms spread over all; each NATS minion holds two connections,
-                          so k > 1 keeps every server within its open-file limit past ~10,000 minions
+                          master on the first, swarms spread over all; each NATS minion holds one connection,
+                          so k > 1 keeps every server within its open-file limit past ~19,000 minions
   --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
                           each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)

@@ -113,6 +113,12 @@ export interface EndpointOptions {
   maxFrameDepth?: number
   /** Where a broker transport (NATS) connects and how it authenticates; the socket transports ignore it. */
   broker?: BrokerOptions
+  /**
+   * Clients of one process given the same scope object (by identity) may ride one connection to a broker:
+   * a minion's publish and request clients to one master are one NATS connection, not two. The socket
+   * transports, whose clients each own their socket, ignore it.
+   */
+  connectionScope?: object
   logger?: Logger
 }
 
