@@ -5,6 +5,7 @@
  */
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
+import { isDeepStrictEqual } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import type { Fleet } from '@brine/harness'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
@@ -30,7 +31,8 @@ async function pingUntil(fleet: Fleet, expected: Record<string, boolean>): Promi
     const output = result.stdout.slice(result.stdout.indexOf('{'))
     if (jid !== undefined && output.startsWith('{')) {
       const returns = json(output)
-      if (JSON.stringify(returns) === JSON.stringify(expected)) return { jid, returns }
+      // Returns print in the order they came: compare as maps, not as text.
+      if (isDeepStrictEqual(returns, expected)) return { jid, returns }
     }
   }
   throw new Error(`test.ping did not get ${JSON.stringify(expected)} in ${PING_ATTEMPTS} jobs; the last said:\n${last}`)

@@ -681,9 +681,10 @@ export class Master {
     const kinds = Object.entries(offThread).sort(([a], [b]) => a.localeCompare(b))
     const total = kinds.reduce((sum, [, count]) => sum + count, 0)
     const detail = kinds.length === 0 ? '' : ` (${kinds.map(([op, count]) => `${op} ${count}`).join(', ')})`
-    this.#logger.info(`worker_threads: ${total} task(s) ran on ${threads} of ${size} worker threads${detail}`)
     const sealed = this.#sealer?.stats()
-    if (sealed !== undefined) this.#logger.info(`publishes sealed: ${sealed.inline} on the main thread, ${sealed.pooled} handed to worker threads`)
+    const seals = sealed === undefined ? '' : `; publishes sealed: ${sealed.inline} on the main thread, ${sealed.pooled} handed to worker threads`
+    // One line, the master's last words before it stops, where operators and daemon-ops.test.ts look for it.
+    this.#logger.info(`worker_threads: ${total} task(s) ran on ${threads} of ${size} worker threads${detail}${seals}`)
   }
 
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
