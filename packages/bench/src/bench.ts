@@ -1,5 +1,6 @@
 import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
 import { secondsFromMs } from '@brine/config'
 import { JOB_TAG_PREFIX, parseJobReturnTag } from '@brine/protocol'
@@ -650,12 +651,14 @@ async function measureOverload(
   // An overloaded master may take a long while to answer the first return, and minions retry
   // (return_retry_timer) and spool what times out: wait while returns keep coming, bounded.
   const expectedReturns = settings.overloadJobs * n
-  await counter.waitFor(burstJids, n, settings.overloadQuietMs, Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2)))
-  const lastReturn = counter.lastReturnAt
+  const maxMs = Math.max(60_000, Math.min(settings.overloadMaxMs, expectedReturns * 2))
+  await counter.waitFor(burstJids, n, settings.overloadQuietMs, maxMs)
+  const settled = await untilStoredSettles(burstJids, expectedReturns, stored, settings.overloadQuietMs, maxMs - (performance.now() - burstStart))
+  const lastReturn = Math.max(counter.lastReturnAt, settled.grewAt)
   clearInterval(sampler)
   peak = Math.max(peak, rssBytes(masterPid))
   // A publish the master refused counts as all of its returns lost.
-  const counts = counter.counts(burstJids, n, await stored(burstJids), settings.overloadJobs * n)
+  const counts = counter.counts(burstJids, n, settled.stored, settings.overloadJobs * n)
   const burstMs = Math.max(1, lastReturn - burstStart)
   result.overload = {
     ...counts,
@@ -670,6 +673,39 @@ async function measureOverload(
   if (refused !== undefined)
     result.error = `overload: ${burst.length - burstJids.length} publishes failed: ${String((refused as PromiseRejectedResult).reason)}`
 }
+
+/** How often {@link untilStoredSettles} reads the job cache (each read looks up every burst job). */
+const STORED_POLL_MS = 5000
+
+/**
+ * The bus drops events for a reader that falls behind (by design), so under the burst the counter can hear
+ * nothing for its whole quiet window while the master still stores returns that minions retry. The job cache
+ * has the last word: read it until it holds every return, or stopped growing for `quietMs`, or `maxMs` passed.
+ * Returns the last reading and when it last grew (performance.now(); 0 if it never did).
+ */
+async function untilStoredSettles(
+  jids: readonly string[],
+  expected: number,
+  stored: (jids: readonly string[]) => Promise<Map<string, number>>,
+  quietMs: number,
+  maxMs: number,
+): Promise<{ stored: Map<string, number>; grewAt: number }> {
+  const started = performance.now()
+  let reading = await stored(jids)
+  let total = sumOf(reading)
+  let grewAt = 0
+  let quietSince = performance.now()
+  while (total < expected && performance.now() - quietSince < quietMs && performance.now() - started < maxMs) {
+    await sleep(STORED_POLL_MS)
+    reading = await stored(jids)
+    const next = sumOf(reading)
+    if (next > total) grewAt = quietSince = performance.now()
+    total = next
+  }
+  return { stored: reading, grewAt }
+}
+
+const sumOf = (counts: ReadonlyMap<string, number>): number => [...counts.values()].reduce((sum, count) => sum + count, 0)
 
 /**
  * Stops `fleets` (in that order) after noting their daemons' warnings and pids (their own nats-servers'
