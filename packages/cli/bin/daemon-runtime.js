@@ -25,17 +25,10 @@ export const MASTER_SEMI_SPACE_MB = 16
 export const MASTER_MALLOC_ARENAS = 2
 
 /**
- * How far V8 lets the master's old generation grow past what its last full collection found live before it
- * collects again, in percent. V8's own factor goes up to 300 % while collections look cheap against the
- * allocation rate, as they do under a stream of returns, so after a load most of the master's old generation
- * was garbage. 50 % holds it to 1.5 times what is live, for more frequent (mostly concurrent) marking.
- */
-export const MASTER_HEAP_GROWING_PERCENT = 50
-
-/**
  * The flags and environment each daemon re-executes into, by bin name.
- * - brine-master: its young generation bounded, its old generation collected at 1.5 times what is live,
- *   its malloc arenas few.
+ * - brine-master: its young generation bounded, its malloc arenas few. Its old generation's growth is set once
+ *   it runs (src/daemon-process.ts, 150 %): a tighter bound here (50 %) kept less garbage after a load but cost
+ *   the master a sixth of its returns per second (docs/performance.md).
  * - brine-minion: no Turbofan. Much of what an idle minion touches of the node binary beyond what any Node
  *   process does is the compilers' own code, and Turbofan is the largest of them. The interpreter, Sparkplug
  *   and Maglev stay: a job's own path (opening the publish, sealing the return: tweetnacl, msgpack) runs as
@@ -46,7 +39,7 @@ export const MASTER_HEAP_GROWING_PERCENT = 50
  */
 export const DAEMON_RUNTIME = {
   'brine-master': {
-    flags: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`],
+    flags: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`],
     env: { MALLOC_ARENA_MAX: String(MASTER_MALLOC_ARENAS) },
   },
   'brine-minion': { flags: ['--no-turbofan'], env: {} },

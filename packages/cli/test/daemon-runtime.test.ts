@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 // @ts-expect-error: a plain-JavaScript launcher module (bin/ is not compiled), exercised as the bins run it
-import { DAEMON_RUNTIME, MASTER_HEAP_GROWING_PERCENT, MASTER_SEMI_SPACE_MB, runtimeExec } from '../bin/daemon-runtime.js'
+import { DAEMON_RUNTIME, MASTER_SEMI_SPACE_MB, runtimeExec } from '../bin/daemon-runtime.js'
 
 const moduleUrl = pathToFileURL(fileURLToPath(new URL('../bin/daemon-runtime.js', import.meta.url))).href
 
@@ -132,12 +132,12 @@ describe('each daemon re-executes into its runtime', () => {
   it('adds what the user did not choose: flags in either form, variables not set', () => {
     const master = runtimes['brine-master']!
     expect(exec(master, argv, [], {})).toEqual({
-      argv: ['/usr/bin/node', `--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`, ...argv.slice(1)],
+      argv: ['/usr/bin/node', `--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, ...argv.slice(1)],
       env: { MALLOC_ARENA_MAX: '2' },
     })
-    expect(exec(master, argv, ['--max_semi_space_size=64', '--heap-growing-percent=0'], { MALLOC_ARENA_MAX: '8' })).toBeUndefined()
+    expect(exec(master, argv, ['--max_semi_space_size=64'], { MALLOC_ARENA_MAX: '8' })).toBeUndefined()
     expect(exec(master, argv, [], { NODE_OPTIONS: '--max-semi-space-size=64' })).toEqual({
-      argv: ['/usr/bin/node', `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`, ...argv.slice(1)],
+      argv,
       env: { NODE_OPTIONS: '--max-semi-space-size=64', MALLOC_ARENA_MAX: '2' },
     })
     const minion = runtimes['brine-minion']!
@@ -164,7 +164,7 @@ describe('each daemon re-executes into its runtime', () => {
     const [before, , after] = runNode(daemonProbe('brine-master'), {}, ['--allow-natives-syntax']) as [{ pid: number }, { pid: number }, DaemonReport]
     expect(after).toMatchObject({
       pid: before.pid,
-      execArgv: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`, '--allow-natives-syntax'],
+      execArgv: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`, '--allow-natives-syntax'],
       arenas: '2',
     })
   })
