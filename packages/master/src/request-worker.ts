@@ -5,7 +5,6 @@ import {
   CryptCache,
   handleAuth,
   sealEncodedPublish,
-  sealPublish,
   type AuthOutcome,
   type KeyPair,
   type PkiStore,
@@ -27,7 +26,7 @@ import { serializeError, type SerializedError, type WireValue } from '@brine/cor
 export type WorkerTask =
   | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean; now: number; publishPort: number; sessionTtlMs: number }
   | { op: 'box-shared-key'; boxKey: Uint8Array }
-  | ({ op: 'seal-publish'; session: SessionKey } & ({ load: WireValue; encoded?: undefined } | { encoded: Uint8Array; load?: undefined }))
+  | { op: 'seal-publish'; encoded: Uint8Array; session: SessionKey }
   | { op: 'bcrypt-compare'; password: string; hash: string }
 
 /** What a `bcrypt-compare` task answers: the verdict, and the thread that spent the CPU on it. */
@@ -59,9 +58,7 @@ export class RequestCrypto {
       case 'box-shared-key':
         return boxSharedKey(task.boxKey, this.#keys.box.secretKey, this.#cache)
       case 'seal-publish':
-        return task.encoded === undefined
-          ? sealPublish(task.load, task.session, this.#keys.sign.secretKey, this.#cache)
-          : sealEncodedPublish(task.encoded, task.session, this.#keys.sign.secretKey, this.#cache)
+        return sealEncodedPublish(task.encoded, task.session, this.#keys.sign.secretKey, this.#cache)
       case 'bcrypt-compare':
         // Synchronous: the thread is the unit of concurrency (PasswordHashPool bounds it), and bcryptjs's async
         // compare would only interleave hashes on one thread.

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { boxSharedKey, generateKeys, openPublish, SessionKeys, type SubmitResult } from '@brine/crypt'
 import { InlinePool, ThreadPool, WorkerPoolBusyError, WorkerPoolError, type RequestPool } from '../src/index.js'
+import { encode } from '@brine/core'
 
 // The pool runs the built worker script, as the master does (`npm test` builds before vitest).
 const script = new URL('../dist/request-worker.js', import.meta.url)
@@ -27,7 +28,7 @@ describe('request pools', () => {
       const shared = await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })
       expect(shared).toEqual(boxSharedKey(master.box.publicKey, minion.box.secretKey))
       const session = new SessionKeys().current()
-      const envelope = await pool.run('20261122000000000000', { op: 'seal-publish', load: { fun: 'test.ping' }, session })
+      const envelope = await pool.run('20261122000000000000', { op: 'seal-publish', encoded: encode({ fun: 'test.ping' }), session })
       expect(openPublish(envelope, session, master.sign.publicKey)).toEqual({ fun: 'test.ping' })
     })
   }
@@ -39,7 +40,7 @@ describe('request pools', () => {
     expect(pool.stats()).toEqual({ size: 2, offThread: {}, threads: 0 })
     const session = new SessionKeys().current()
     await pool.run('web1', { op: 'box-shared-key', boxKey: generateKeys().box.publicKey })
-    await Promise.all(['a', 'b', 'c'].map((key) => pool.run(key, { op: 'seal-publish', load: { fun: 'test.ping' }, session })))
+    await Promise.all(['a', 'b', 'c'].map((key) => pool.run(key, { op: 'seal-publish', encoded: encode({ fun: 'test.ping' }), session })))
     const stats = pool.stats()
     expect(stats.offThread).toEqual({ 'box-shared-key': 1, 'seal-publish': 3 })
     expect(stats.threads).toBeGreaterThanOrEqual(1)
@@ -100,7 +101,7 @@ describe('request pools', () => {
       pool.run('a', shared).then(done('first')),
       pool.run('a', shared).then(done('peer 1')),
       pool.run('a', shared).then(done('peer 2')),
-      pool.run('a', { op: 'seal-publish', load: { fun: 'test.ping' }, session }, { urgent: true }).then(done('publish')),
+      pool.run('a', { op: 'seal-publish', encoded: encode({ fun: 'test.ping' }), session }, { urgent: true }).then(done('publish')),
     ]
     expect(pool.load()).toEqual({ inFlight: 1, waiting: 3, shed: 0 })
     await Promise.all(runs)
