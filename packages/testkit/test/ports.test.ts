@@ -1,7 +1,10 @@
-import { readFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { canBind, deferred, freeLoopbackPort, portOf } from '../src/index.js'
+import { claimPort, claimsDir } from '../src/ports.js'
 
 describe('freeLoopbackPort', () => {
   it('returns distinct bindable ports below the kernel ephemeral range', async () => {
@@ -15,6 +18,39 @@ describe('freeLoopbackPort', () => {
     const server = createServer()
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(ports[0], '127.0.0.1', () => resolve()))
     await new Promise((resolve) => server.close(resolve))
+  })
+})
+
+describe('port claims across processes', () => {
+  it("a port a living process claimed is not handed out again; a dead one's claim is taken over", () => {
+    mkdirSync(claimsDir, { recursive: true })
+    const held = 1024 + Math.floor(Math.random() * 20_000)
+    const heldFile = join(claimsDir, String(held))
+    writeFileSync(heldFile, String(process.ppid)) // the runner that started this worker: alive for the whole test
+    expect(claimPort(held)).toBe(false)
+    expect(readFileSync(heldFile, 'utf8')).toBe(String(process.ppid))
+
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid!
+    writeFileSync(heldFile, String(dead))
+    expect(claimPort(held)).toBe(true)
+    expect(readFileSync(heldFile, 'utf8')).toBe(String(process.pid))
+  })
+
+  it("a process's claims are recorded while it runs and removed when it exits", async () => {
+    const mine = await freeLoopbackPort()
+    expect(readFileSync(join(claimsDir, String(mine)), 'utf8')).toBe(String(process.pid))
+    const built = new URL('../dist/index.js', import.meta.url).href
+    const script = `import('${built}').then(async ({ freeLoopbackPort }) => {
+      const port = await freeLoopbackPort()
+      const { readFileSync } = await import('node:fs')
+      process.stdout.write(JSON.stringify({ port, owner: readFileSync('${claimsDir}/' + port, 'utf8') }))
+    })`
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })
+    expect(child.stderr).toBe('')
+    const { port, owner } = JSON.parse(child.stdout) as { port: number; owner: string }
+    expect(owner).toBe(String(child.pid))
+    expect(port).not.toBe(mine)
+    expect(existsSync(join(claimsDir, String(port)))).toBe(false)
   })
 })
 
