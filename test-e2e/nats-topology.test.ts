@@ -78,6 +78,7 @@ describe('a NATS leaf node', () => {
     const leafPort = await freeLoopbackPort()
     const hub = await NatsServerProcess.start({ name: 'hub', leafPort })
     const site = await NatsServerProcess.start({ name: 'site', leafRemotes: [`nats-leaf://127.0.0.1:${leafPort}`] })
+    await Promise.all([hub.waitForLinks('leafnodes', 1), site.waitForLinks('leafnodes', 1)])
     let fleet: Fleet | undefined
     let stranger: RawNatsSubscriber | undefined
     try {

@@ -261,11 +261,7 @@ export class Fleet {
     if (count === 1) {
       this.natsServers = [await NatsServerProcess.start({ name: `nats for ${this.root}` })]
     } else {
-      const clusterPorts = await Promise.all(Array.from({ length: count }, () => freeLoopbackPort()))
-      const routes = clusterPorts.map((port) => `nats-route://127.0.0.1:${port}`)
-      this.natsServers = await Promise.all(
-        clusterPorts.map((clusterPort, index) => NatsServerProcess.start({ name: `nats-${index} for ${this.root}`, clusterPort, routes })),
-      )
+      this.natsServers = await NatsServerProcess.startCluster(count, (index) => `nats-${index} for ${this.root}`)
     }
     this.natsServer = this.natsServers[0]
     this.ownsNatsServer = true

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { deadline } from './deadline.js'
 import { HarnessSetupError } from './errors.js'
 import { freeLoopbackPort } from './ports.js'
 import { DaemonProcess } from './processes.js'
@@ -23,6 +24,8 @@ export interface NatsServerOptions {
   /** Extra lines of nats-server config (authorization, max_payload, …). */
   config?: string
   name?: string
+  /** Monitoring port (`http:`), for `links()`; a cluster member, hub or site gets one of its own when not given. */
+  monitorPort?: number
 }
 
 /** The path of the nats-server binary, or a HarnessSetupError naming the script that installs it. */
@@ -54,9 +57,29 @@ export class NatsServerProcess {
   }
 
   static async start(options: NatsServerOptions = {}): Promise<NatsServerProcess> {
-    const server = new NatsServerProcess(options.port ?? (await freeLoopbackPort()), options)
+    const linked = options.clusterPort !== undefined || options.leafPort !== undefined || options.leafRemotes !== undefined
+    const monitorPort = options.monitorPort ?? (linked ? await freeLoopbackPort() : undefined)
+    const server = new NatsServerProcess(options.port ?? (await freeLoopbackPort()), { ...options, monitorPort })
     await server.restart()
     return server
+  }
+
+  /**
+   * `count` servers routed to each other on loopback, resolved once every one has a route to each other one: a
+   * server that says it is ready may still be dialling its routes, and a message published before they are up
+   * never crosses (core NATS keeps nothing for interest it has not heard of yet).
+   */
+  static async startCluster(count: number, name: (index: number) => string, ms = NATS_START_MS): Promise<NatsServerProcess[]> {
+    const clusterPorts = await Promise.all(Array.from({ length: count }, () => freeLoopbackPort()))
+    const routes = clusterPorts.map((port) => `nats-route://127.0.0.1:${port}`)
+    const servers = await Promise.all(clusterPorts.map((clusterPort, index) => NatsServerProcess.start({ name: name(index), clusterPort, routes })))
+    try {
+      await Promise.all(servers.map((server) => server.waitForLinks('routes', count - 1, ms)))
+    } catch (error) {
+      await Promise.all(servers.map((server) => server.close()))
+      throw error
+    }
+    return servers
   }
 
   get url(): string {
@@ -80,6 +103,7 @@ export class NatsServerProcess {
     }
     if (options.leafPort !== undefined) lines.push(`leafnodes { listen: 127.0.0.1:${options.leafPort} }`)
     if (options.leafRemotes !== undefined) lines.push(`leafnodes { remotes: [${options.leafRemotes.map((url) => `{ url: "${url}" }`).join(', ')}] }`)
+    if (options.monitorPort !== undefined) lines.push(`http: 127.0.0.1:${options.monitorPort}`)
     if (options.config !== undefined) lines.push(options.config)
     return lines.join('\n') + '\n'
   }
@@ -91,6 +115,25 @@ export class NatsServerProcess {
     writeFileSync(file, this.#config())
     this.#process = DaemonProcess.spawn(this.name, natsServerBinary(), ['-c', file])
     await this.#process.waitForOutput(/Server is ready/, NATS_START_MS)
+  }
+
+  /** How many routes to other cluster members, or leaf node connections, the server has (its monitoring endpoint). */
+  async links(kind: 'routes' | 'leafnodes'): Promise<number> {
+    if (this.#options.monitorPort === undefined) throw new HarnessSetupError(`${this.name} has no monitoring port: links() needs one`)
+    const response = await fetch(`http://127.0.0.1:${this.#options.monitorPort}/${kind === 'routes' ? 'routez' : 'leafz'}`)
+    const body = (await response.json()) as { num_routes?: number; leafnodes?: number }
+    return (kind === 'routes' ? body.num_routes : body.leafnodes) ?? 0
+  }
+
+  /** Waits (bounded) until the server has at least `count` links of that kind. */
+  async waitForLinks(kind: 'routes' | 'leafnodes', count: number, ms = NATS_START_MS): Promise<void> {
+    await deadline(
+      (async () => {
+        while ((await this.links(kind)) < count) await new Promise((resolve) => setTimeout(resolve, 20))
+      })(),
+      ms,
+      `${this.name} to have ${count} ${kind}`,
+    )
   }
 
   /** Stops the server (SIGKILL: a crash, as a test wants it) and waits for its exit. */

@@ -28,9 +28,7 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 
 /** Three nats-servers routed to each other on loopback. */
 async function cluster(): Promise<NatsServerProcess[]> {
-  const routePorts = [await freeLoopbackPort(), await freeLoopbackPort(), await freeLoopbackPort()]
-  const routes = routePorts.map((port) => `nats-route://127.0.0.1:${port}`)
-  return Promise.all(routePorts.map((clusterPort, index) => NatsServerProcess.start({ name: `node-${'abc'[index]}`, clusterPort, routes }).then(track)))
+  return (await NatsServerProcess.startCluster(3, (index) => `node-${'abc'[index]}`)).map(track)
 }
 
 /** A subscriber that counts what it received, and the ids its publish server heard. */
@@ -114,6 +112,7 @@ describe('NATS topologies', () => {
     const leafPort = await freeLoopbackPort()
     const hub = track(await NatsServerProcess.start({ name: 'hub', leafPort }))
     const site = track(await NatsServerProcess.start({ name: 'site', leafRemotes: [`nats-leaf://127.0.0.1:${leafPort}`] }))
+    await Promise.all([hub.waitForLinks('leafnodes', 1), site.waitForLinks('leafnodes', 1)])
     const atHub = natsTransport({ servers: [hub.url], subjectPrefix: 'leaf' })
     const atSite = natsTransport({ servers: [site.url], subjectPrefix: 'leaf' })
     const requests = track(atHub.createRequestServer({ host: '127.0.0.1', port: 4506 }))
