@@ -91,6 +91,8 @@ function timeoutRetryCases(harness: Harness): void {
       return never.promise
     })
     const { endpoint: client } = await harness.requestClient(server.port)
+    // Each retry reaches the handler: the try before it is running, not waiting for a slot (a retry of a request
+    // still waiting is not queued again: 'request limits').
     const error = await client.send({ fun: 'test.sleep' }, { timeout: 250, tries: 3 }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(TimeoutError)
     expect(error).toMatchObject({ address: client.address, timeout: 250, tries: 3 })
