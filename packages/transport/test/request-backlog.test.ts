@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { RequestBacklog, type WaitingRequest } from '../src/runtime/request-backlog.js'
+import { RequestBacklog, RequestsInHand, type WaitingRequest } from '../src/runtime/request-backlog.js'
 
 const waiting = (peer: string, id: number): WaitingRequest<string> => ({ id, request: { id }, peer, peerName: peer, address: undefined })
 
@@ -18,22 +18,35 @@ describe('RequestBacklog', () => {
     expect(order).toEqual(['operator 1', 'operator 2', 'minion-a 1', 'minion-b 1', undefined])
   })
 
-  it('knows which ids of each peer wait, until they are served or cleared', () => {
-    const backlog = new RequestBacklog<object>(8)
-    const connection = {}
-    const other = {}
-    backlog.push({ ...waiting('x', 7), peer: connection }, false)
-    backlog.push({ ...waiting('x', 9), peer: connection }, true)
-    expect(backlog.holds(connection, 7)).toBe(true)
-    expect(backlog.holds(connection, 9)).toBe(true)
-    // The same id from another peer (another connection or inbox) is another request.
-    expect(backlog.holds(other, 7)).toBe(false)
-    expect(backlog.shift()?.id).toBe(9)
-    expect(backlog.holds(connection, 9)).toBe(false)
-    expect(backlog.holds(connection, 7)).toBe(true)
+  it('forgets everything waiting on clear', () => {
+    const backlog = new RequestBacklog<string>(2)
+    backlog.push(waiting('minion-a', 1), false)
+    backlog.push(waiting('operator', 1), true)
     backlog.clear()
-    expect(backlog.holds(connection, 7)).toBe(false)
     expect(backlog.size).toBe(0)
     expect(backlog.shift()).toBeUndefined()
+    expect(backlog.push(waiting('minion-b', 1), false)).toBe(true)
+  })
+})
+
+describe('RequestsInHand', () => {
+  it('knows which ids of each peer are in hand, until each is let go or all are cleared', () => {
+    const inHand = new RequestsInHand<object>()
+    const connection = {}
+    const other = {}
+    inHand.add(connection, 7)
+    inHand.add(connection, 9)
+    expect(inHand.holds(connection, 7)).toBe(true)
+    expect(inHand.holds(connection, 9)).toBe(true)
+    // The same id from another peer (another connection or inbox) is another request.
+    expect(inHand.holds(other, 7)).toBe(false)
+    inHand.delete(connection, 9)
+    expect(inHand.holds(connection, 9)).toBe(false)
+    expect(inHand.holds(connection, 7)).toBe(true)
+    inHand.delete(connection, 7)
+    expect(inHand.holds(connection, 7)).toBe(false)
+    inHand.add(other, 7)
+    inHand.clear()
+    expect(inHand.holds(other, 7)).toBe(false)
   })
 })

@@ -103,12 +103,9 @@ async function expectBusy(sending: Promise<WireValue>, what: string): Promise<vo
 }
 
 /**
- * The urgent lane (a master's operator requests never wait behind minions' returns) and the retry of a request
- * still waiting: the server's `tries` contract, changed here. A sender that timed out on a request still in the
- * backlog sends the same bytes again; queueing that try too would run the request once per try (a late master
- * served each return up to three times) and grow the backlog with every retry. Such a try is not queued: the
- * reply to the one that waits carries the same id and answers whichever try the sender still waits on. A try that
- * arrives while its first one is running, or after it was answered, still reaches the handler (see `timeouts`).
+ * The urgent lane (a master's operator requests never wait behind minions' returns), and the retry of a request
+ * still in the backlog: not queued a second time, and answered by the one reply (the contract and its reason:
+ * `timeouts` in request-reply.ts). A try arriving after the earlier one was answered is served again.
  */
 function laneCases(harness: Harness): void {
   test('request limits: a request `urgent` picks is served before every request already waiting in a full backlog', async () => {

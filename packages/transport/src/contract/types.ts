@@ -67,7 +67,8 @@ export interface EndpointStats {
   slowConsumers: number
   /**
    * Servers: tries of a request that arrived while an earlier try of it (same peer, same request id) was still
-   * waiting for a handler slot, in total. Such a try is not queued again: the earlier try's reply answers it.
+   * waiting for a handler slot or in its handler, in total. Such a try is not served again: the earlier try's
+   * reply answers it.
    */
   coalesced: number
 }

@@ -13,7 +13,7 @@ import {
 } from '@brine/core'
 import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
-import { RequestBacklog, type WaitingRequest } from './request-backlog.js'
+import { RequestBacklog, RequestsInHand, type WaitingRequest } from './request-backlog.js'
 
 export interface RequestServingOptions<P = unknown> {
   maxFrameBytes: number
@@ -40,8 +40,8 @@ export type ReplySender<P> = (peer: P, reply: Buffer, peerName: string) => void
  * `[0, id, body]` is checked, its handler called, and `[1, id, reply]` or `[2, id, {name, message,
  * context}]` sent back through the transport's {@link ReplySender}. At most `concurrency` handler
  * calls run at once; up to `backlog` more requests wait, those `urgent` picks first, each lane in arrival
- * order; a try of a request whose earlier try (same peer, same id) still waits is not queued again (the
- * earlier try's reply, same id, answers it; counted in `stats().coalesced`); beyond that a request is
+ * order; a try of a request whose earlier try (same peer, same id) still waits or runs is not served again
+ * (the earlier try's reply, same id, answers it; counted in `stats().coalesced`); beyond that a request is
  * answered at once with a ServerBusyError naming both limits and counted in `stats().refused`, so
  * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
  * frame — over max_frame_bytes, over the entry or depth bound (refused on its bytes, before any
@@ -59,6 +59,8 @@ export class RequestServing<P> {
   readonly #limits: DecodeLimits
   readonly #waiting: RequestBacklog<P> | undefined
   readonly #urgent: ((request: WireValue) => boolean) | undefined
+  /** Every request waiting or running, by peer and id. */
+  readonly #inHand = new RequestsInHand<P>()
   #handler: RequestHandler | undefined
   readonly #authenticated: ((peer: P) => void) | undefined
   #running = 0
@@ -114,26 +116,23 @@ export class RequestServing<P> {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
       return
     }
-    const waiting: WaitingRequest<P> = { id: envelope.id, request: envelope.body, peer, peerName, address }
-    if (this.#running < this.concurrency) void this.#serve(waiting)
-    else this.#wait(waiting)
-  }
-
-  /** Every slot is taken: `waiting` joins its lane, unless an earlier try of it is already there or the backlog is full. */
-  #wait(waiting: WaitingRequest<P>): void {
-    const backlog = this.#waiting
-    // A sender that timed out while its request sat here sends the same bytes again: serving both would run it
-    // twice and grow the queue with every try; the one reply answers each try, whichever the sender still waits on.
-    if (backlog?.holds(waiting.peer, waiting.id) === true) {
-      this.#core.counters.coalesced++
+    const id = envelope.id
+    // A sender that timed out while its request waited or ran here sends the same bytes again: serving both would
+    // run it twice and grow the queue with every try; the one reply answers each try, whichever the sender still waits on.
+    if (this.#inHand.holds(peer, id)) {
+      core.counters.coalesced++
       return
     }
-    if (backlog?.push(waiting, this.#urgent?.(waiting.request) === true) !== true) this.#refuse(waiting.id, waiting.peer, waiting.peerName)
+    const waiting: WaitingRequest<P> = { id, request: envelope.body, peer, peerName, address }
+    if (this.#running < this.concurrency) void this.#serve(waiting)
+    else if (this.#waiting?.push(waiting, this.#urgent?.(waiting.request) === true) === true) this.#inHand.add(peer, id)
+    else this.#refuse(id, peer, peerName)
   }
 
   async #serve({ id, request, peer, peerName, address }: WaitingRequest<P>): Promise<void> {
     const core = this.#core
     this.#running++
+    this.#inHand.add(peer, id)
     let reply: Buffer
     try {
       const authenticated = this.#authenticated
@@ -150,6 +149,7 @@ export class RequestServing<P> {
       reply = this.#encodeError(id, serializeError(error), peerName)
     }
     this.#running--
+    this.#inHand.delete(peer, id)
     if (core.isClosed) return
     this.#send(peer, reply, peerName)
     const next = this.#waiting?.shift()
@@ -192,5 +192,6 @@ export class RequestServing<P> {
   /** Forgets the requests still waiting; the endpoint is closing and their peers with it. */
   close(): void {
     this.#waiting?.clear()
+    this.#inHand.clear()
   }
 }
