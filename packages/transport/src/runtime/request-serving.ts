@@ -125,8 +125,17 @@ export class RequestServing<P> {
     }
     const waiting: WaitingRequest<P> = { id, request: envelope.body, peer, peerName, address }
     if (this.#running < this.concurrency) void this.#serve(waiting)
-    else if (this.#waiting?.push(waiting, this.#urgent?.(waiting.request) === true) === true) this.#inHand.add(peer, id)
+    else if (this.#waiting?.push(waiting, this.#isUrgent(waiting.request)) === true) this.#inHand.add(peer, id)
     else this.#refuse(id, peer, peerName)
+  }
+
+  /** The `urgent` option's choice; a choice that throws (it must not) leaves the request in the common lane. */
+  #isUrgent(request: WireValue): boolean {
+    try {
+      return this.#urgent?.(request) === true
+    } catch {
+      return false
+    }
   }
 
   async #serve({ id, request, peer, peerName, address }: WaitingRequest<P>): Promise<void> {
