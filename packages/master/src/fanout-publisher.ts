@@ -75,6 +75,7 @@ export class FanoutPublishServer implements PublishServer {
       peersRefused: 0,
       peersDropped: 0,
       slowConsumers: 0,
+      coalesced: 0,
     }
     for (const server of this.servers) {
       const stats = server.stats()

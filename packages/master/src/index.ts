@@ -62,7 +62,7 @@ export { permits, type AclEntry, type Action, type Grantee } from './acl.js'
 export { JobPublisher, type JobPublisherOptions, type JobRequest, type NamedJob } from './job-publisher.js'
 export { IssuedJobs, type IssuedJob, type IssuedJobsOptions, type PublishedJob } from './issued-jobs.js'
 export { gather, type GatherDeps, type GatherOptions } from './gather.js'
-export { MasterWireAdapter, type MasterWireAdapterOptions } from './wire-adapter.js'
+export { MasterWireAdapter, isOperatorRequest, type MasterWireAdapterOptions } from './wire-adapter.js'
 export { FileServer, FileRecvRefusedError, fileServerFromConfig, type FileServerOptions, type FileServerStats } from './file-server/file-server.js'
 export { FileRoots, MAX_LISTED_ENTRIES, type FileRootsOptions, type FoundFile } from './file-server/roots.js'
 export {

@@ -49,7 +49,7 @@ import { Reactor, reactorRules } from './reactor/reactor.js'
 import { SyndicIntake } from './syndic-intake.js'
 import { SyndicRegistry } from './syndics.js'
 import { TokenCommands } from './eauth/token-commands.js'
-import { MasterWireAdapter } from './wire-adapter.js'
+import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { PublishSealer } from './publish-sealer.js'
@@ -392,7 +392,15 @@ export class Master {
       // Bounds before work: what an unauthenticated peer may cost (entries, depth, connections, incomplete frames, idling).
       const bounds = serverLimitsFromConfig(topts)
       const publish = transport.createPublishServer({ host: topts.interface, port: topts.publish_port, ...endpointLimitsFromConfig(topts), ...bounds, logger })
-      const options: RequestServerOptions = { host: topts.interface, port: topts.ret_port, ...limits, ...endpointLimitsFromConfig(topts), ...bounds, logger }
+      const options: RequestServerOptions = {
+        host: topts.interface,
+        port: topts.ret_port,
+        ...limits,
+        ...endpointLimitsFromConfig(topts),
+        ...bounds,
+        urgent: isOperatorRequest,
+        logger,
+      }
       const request = transport.createRequestServer(options)
       const local = this.#localRequestServer(transport, name, options)
       this.#endpoints.push({ name, publish, request, ...(local === undefined ? {} : { local }) })

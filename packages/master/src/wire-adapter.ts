@@ -53,6 +53,18 @@ type SealedHandler = (id: string, load: Record<string, unknown>, context: Reques
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
+/**
+ * The operator's requests — a clear load whose command is not a minion's `_auth`: publish, runner, wheel,
+ * fire_event and the token commands, from the local client, the REST API or a syndic. The request servers
+ * serve them before every waiting minion request (RequestServerOptions.urgent), so a publish never waits behind
+ * a fleet's returns. A peer that claims to be one gains a place in that lane only; authorize still decides.
+ */
+export function isOperatorRequest(request: WireValue): boolean {
+  if (!isMap(request) || request['enc'] !== 'clear') return false
+  const load = request['load']
+  return isMap(load) && typeof load['cmd'] === 'string' && load['cmd'] !== '_auth'
+}
+
 /** The credentials and envelope keys of a clear load: never handed on to a wheel function (Salt pops them too). */
 /**
  * Minions whose shared box key the master keeps (only accepted minions get one). It must hold the whole fleet:

@@ -45,7 +45,7 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<string>(
       this.core,
-      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog },
+      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog, urgent: options.urgent },
       (peer, reply) => this.#reply(peer, reply),
     )
     this.#reassembler = new Reassembler(

@@ -34,6 +34,7 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
         limits: decodeLimitsOf(options, 'server'),
         concurrency: options.concurrency,
         backlog: options.backlog,
+        urgent: options.urgent,
         authenticated: (connection) => this.#listener.authenticated(connection),
       },
       (connection, reply) => this.#reply(connection, reply),

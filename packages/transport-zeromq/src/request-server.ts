@@ -39,6 +39,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         limits: decodeLimitsOf(options, 'server'),
         concurrency: options.concurrency,
         backlog: options.backlog,
+        urgent: options.urgent,
         authenticated: (session) => this.#listener.authenticated(session.connection),
       },
       (session, reply) => this.#reply(session, reply),

@@ -1,6 +1,6 @@
 import { describe, expect } from 'vitest'
 import { ClosedError, FrameLimitError, InFlightLimitError, RemoteError, TimeoutError, type WireValue } from '@brine/core'
-import { deadline } from '@brine/testkit'
+import { deadline, deferred } from '@brine/testkit'
 import { WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
@@ -15,6 +15,7 @@ const outcome = (sending: Promise<WireValue>): Promise<Outcome> =>
 export function requestLimitTests(harness: Harness): void {
   describe('request limits', () => {
     inFlightAndBacklogCases(harness)
+    laneCases(harness)
     replyAndRequestBoundCases(harness)
   })
 }
@@ -73,6 +74,71 @@ function inFlightAndBacklogCases(harness: Harness): void {
     expect(answers).toEqual([0, 1, 2, 3, 4].map((n) => ({ reply: { served: n } })))
     expect(release).toHaveLength(5)
     expect(server.endpoint.stats()).toMatchObject({ inFlight: 0, refused: 3 })
+  })
+}
+
+/** A server holding `concurrency` calls, held open until the test lets the first one go; the order the handler saw. */
+async function heldServer(harness: Harness, options: { backlog: number; urgent?: (request: WireValue) => boolean }) {
+  const seen: string[] = []
+  const blocker = deferred<WireValue>()
+  const server = await harness.requestServer(
+    async (request) => {
+      const name = (request as { name: string }).name
+      seen.push(name)
+      server.recorder.poke()
+      return name === 'blocker' ? blocker.promise : { served: name }
+    },
+    { concurrency: 1, ...options },
+  )
+  const { endpoint: client } = await harness.requestClient(server.port)
+  const held = outcome(client.send({ name: 'blocker' }, { timeout: WAIT_MS }))
+  await server.recorder.until(() => seen.length === 1, 'the blocker to take the one handler slot')
+  return { server, client, seen, held, release: () => blocker.resolve({ served: 'blocker' }) }
+}
+
+/** A refusal proves that every request sent before it on the same client reached the server, and that the backlog is full. */
+async function expectBusy(sending: Promise<WireValue>, what: string): Promise<void> {
+  const refused = (await deadline(outcome(sending), WAIT_MS, what)) as { error?: unknown }
+  expect(refused.error).toMatchObject({ remoteName: 'ServerBusyError' })
+}
+
+/**
+ * The urgent lane (a master's operator requests never wait behind minions' returns), and the retry of a request
+ * still in the backlog: not queued a second time, and answered by the one reply (the contract and its reason:
+ * `timeouts` in request-reply.ts). A try arriving after the earlier one was answered is served again.
+ */
+function laneCases(harness: Harness): void {
+  test('request limits: a request `urgent` picks is served before every request already waiting in a full backlog', async () => {
+    const urgent = (request: WireValue): boolean => (request as { lane?: string }).lane === 'operator'
+    const { client, seen, held, release } = await heldServer(harness, { backlog: 21, urgent })
+    // A stand-in flood fills the backlog, the operator's request comes last, and one more is refused: all 21 wait.
+    const flood = Array.from({ length: 20 }, (_, n) => outcome(client.send({ name: `return ${n}` }, { timeout: WAIT_MS })))
+    const operator = client.send({ name: 'publish', lane: 'operator' }, { timeout: WAIT_MS })
+    await expectBusy(client.send({ name: 'one too many' }, { timeout: WAIT_MS }), 'the request beyond the full backlog to be refused')
+    release()
+    expect(await deadline(operator, WAIT_MS, "the operator's request")).toEqual({ served: 'publish' })
+    await deadline(Promise.all([held, ...flood]), WAIT_MS, 'every waiting request to be served')
+    expect(seen).toEqual(['blocker', 'publish', ...Array.from({ length: 20 }, (_, n) => `return ${n}`)])
+  })
+
+  test('request limits: a retry of a request still waiting for a handler slot is not queued again, and the one reply answers it', async () => {
+    const { server, client, seen, held, release } = await heldServer(harness, { backlog: 3 })
+    // Both wait behind the blocker, and each sends a second try. The first gives up before the second's last try
+    // runs out (its timer is due first), so by its TimeoutError both second tries are on the wire, and the
+    // second request still waits for its answer.
+    const gaveUp = client.send({ name: 'gave up' }, { timeout: 1500, tries: 2 }).catch((error: unknown) => error)
+    const answered = client.send({ name: 'answered' }, { timeout: 2500, tries: 2 })
+    expect(await deadline(gaveUp, WAIT_MS, 'the first request to time out')).toBeInstanceOf(TimeoutError)
+    // Had their retries been queued, the backlog (3) would already be full; one more fits, and the next is refused.
+    const fits = client.send({ name: 'fits' }, { timeout: WAIT_MS })
+    await expectBusy(client.send({ name: 'refused' }, { timeout: WAIT_MS }), 'the request beyond the backlog to be refused')
+    expect(server.endpoint.stats().coalesced).toBe(2)
+    release()
+    expect(await deadline(answered, WAIT_MS, 'the retried request')).toEqual({ served: 'answered' })
+    expect(await deadline(fits, WAIT_MS, 'the request that fitted')).toEqual({ served: 'fits' })
+    await deadline(held, WAIT_MS, 'the blocker')
+    expect(seen).toEqual(['blocker', 'gave up', 'answered', 'fits'])
+    expect(server.endpoint.stats()).toMatchObject({ queued: 0, inFlight: 0, refused: 1 })
   })
 }
 

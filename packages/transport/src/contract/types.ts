@@ -65,6 +65,12 @@ export interface EndpointStats {
    * queue is counted in `dropped` alone).
    */
   slowConsumers: number
+  /**
+   * Servers: tries of a request that arrived while an earlier try of it (same peer, same request id) was still
+   * waiting for a handler slot or in its handler, in total. Such a try is not served again: the earlier try's
+   * reply answers it.
+   */
+  coalesced: number
 }
 
 /** The lifecycle every role shares. */
@@ -213,6 +219,13 @@ export interface RequestServerOptions extends ServerOptions {
    * `stats().refused`, so a flood costs the server bounded memory. 0: refuse as soon as every slot is taken.
    */
   backlog?: number
+  /**
+   * Picks the requests that, when every handler slot is taken, wait in a lane of their own, served before
+   * any other waiting request (in arrival order within each lane; `backlog` bounds both together). A master
+   * picks its operator's requests (publish, runner, wheel), so they never wait behind minions' returns.
+   * Called only for a request that has to wait; it must not throw.
+   */
+  urgent?: (request: WireValue) => boolean
 }
 
 export interface PublishClientOptions extends ClientOptions {

@@ -29,6 +29,7 @@ export class EndpointCore {
     peersRefused: 0,
     peersDropped: 0,
     slowConsumers: 0,
+    coalesced: 0,
   }
   readonly closed: Promise<void>
   isClosed = false

@@ -5,7 +5,6 @@ import {
   type FrameLimitError,
   type SerializedError,
   type WireValue,
-  BoundedQueue,
   EnvelopeKind,
   encodeEnvelope,
   requestIdOf,
@@ -14,6 +13,7 @@ import {
 } from '@brine/core'
 import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
+import { RequestBacklog, RequestsInHand, type WaitingRequest } from './request-backlog.js'
 
 export interface RequestServingOptions<P = unknown> {
   maxFrameBytes: number
@@ -25,6 +25,8 @@ export interface RequestServingOptions<P = unknown> {
   backlog?: number
   /** What `context.authenticated()` does for the peer a request came from (the Listener's, for its connection). */
   authenticated?: (peer: P) => void
+  /** Picks the requests that wait in the urgent lane, served before every other waiting request (RequestServerOptions.urgent). */
+  urgent?: (request: WireValue) => boolean
 }
 
 /**
@@ -33,19 +35,13 @@ export interface RequestServingOptions<P = unknown> {
  */
 export type ReplySender<P> = (peer: P, reply: Buffer, peerName: string) => void
 
-interface Waiting<P> {
-  id: number
-  request: WireValue
-  peer: P
-  peerName: string
-  address: string | undefined
-}
-
 /**
  * The server side of request/reply, written once for every transport: each request envelope
  * `[0, id, body]` is checked, its handler called, and `[1, id, reply]` or `[2, id, {name, message,
  * context}]` sent back through the transport's {@link ReplySender}. At most `concurrency` handler
- * calls run at once; up to `backlog` more requests wait in arrival order; beyond that a request is
+ * calls run at once; up to `backlog` more requests wait, those `urgent` picks first, each lane in arrival
+ * order; a try of a request whose earlier try (same peer, same id) still waits or runs is not served again
+ * (the earlier try's reply, same id, answers it; counted in `stats().coalesced`); beyond that a request is
  * answered at once with a ServerBusyError naming both limits and counted in `stats().refused`, so
  * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
  * frame — over max_frame_bytes, over the entry or depth bound (refused on its bytes, before any
@@ -61,7 +57,10 @@ export class RequestServing<P> {
   readonly #send: ReplySender<P>
   readonly #maxFrameBytes: number
   readonly #limits: DecodeLimits
-  readonly #waiting: BoundedQueue<Waiting<P>> | undefined
+  readonly #waiting: RequestBacklog<P> | undefined
+  readonly #urgent: ((request: WireValue) => boolean) | undefined
+  /** Every request waiting or running, by peer and id. */
+  readonly #inHand = new RequestsInHand<P>()
   #handler: RequestHandler | undefined
   readonly #authenticated: ((peer: P) => void) | undefined
   #running = 0
@@ -76,11 +75,12 @@ export class RequestServing<P> {
     this.#core = core
     this.#send = send
     this.#authenticated = options.authenticated
+    this.#urgent = options.urgent
     this.#maxFrameBytes = options.maxFrameBytes
     this.#limits = options.limits ?? decodeLimitsOf({}, 'server')
     this.concurrency = concurrency
     this.backlog = backlog
-    this.#waiting = backlog === 0 ? undefined : new BoundedQueue<Waiting<P>>(backlog)
+    this.#waiting = backlog === 0 ? undefined : new RequestBacklog<P>(backlog)
   }
 
   /** Handler calls running now. */
@@ -116,14 +116,32 @@ export class RequestServing<P> {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
       return
     }
-    const waiting: Waiting<P> = { id: envelope.id, request: envelope.body, peer, peerName, address }
+    const id = envelope.id
+    // A sender that timed out while its request waited or ran here sends the same bytes again: serving both would
+    // run it twice and grow the queue with every try; the one reply answers each try, whichever the sender still waits on.
+    if (this.#inHand.holds(peer, id)) {
+      core.counters.coalesced++
+      return
+    }
+    const waiting: WaitingRequest<P> = { id, request: envelope.body, peer, peerName, address }
     if (this.#running < this.concurrency) void this.#serve(waiting)
-    else if (this.#waiting?.push(waiting) !== true) this.#refuse(envelope.id, peer, peerName)
+    else if (this.#waiting?.push(waiting, this.#isUrgent(waiting.request)) === true) this.#inHand.add(peer, id)
+    else this.#refuse(id, peer, peerName)
   }
 
-  async #serve({ id, request, peer, peerName, address }: Waiting<P>): Promise<void> {
+  /** The `urgent` option's choice; a choice that throws (it must not) leaves the request in the common lane. */
+  #isUrgent(request: WireValue): boolean {
+    try {
+      return this.#urgent?.(request) === true
+    } catch {
+      return false
+    }
+  }
+
+  async #serve({ id, request, peer, peerName, address }: WaitingRequest<P>): Promise<void> {
     const core = this.#core
     this.#running++
+    this.#inHand.add(peer, id)
     let reply: Buffer
     try {
       const authenticated = this.#authenticated
@@ -140,6 +158,7 @@ export class RequestServing<P> {
       reply = this.#encodeError(id, serializeError(error), peerName)
     }
     this.#running--
+    this.#inHand.delete(peer, id)
     if (core.isClosed) return
     this.#send(peer, reply, peerName)
     const next = this.#waiting?.shift()
@@ -181,6 +200,7 @@ export class RequestServing<P> {
 
   /** Forgets the requests still waiting; the endpoint is closing and their peers with it. */
   close(): void {
-    this.#waiting?.drain()
+    this.#waiting?.clear()
+    this.#inHand.clear()
   }
 }
