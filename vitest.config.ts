@@ -9,7 +9,11 @@ const packages = readdirSync(new URL('./packages', import.meta.url)).filter((nam
 export default defineConfig({
   resolve: {
     // Unit and compliance tests run against each package's source, so they need no build.
-    alias: [{ find: /^@brine\/([a-z-]+)$/, replacement: `${root}packages/$1/src/index.ts` }],
+    alias: [
+      { find: /^@brine\/([a-z-]+)$/, replacement: `${root}packages/$1/src/index.ts` },
+      // A package's second entry point (package.json `exports`).
+      { find: /^@brine\/crypt\/root-key$/, replacement: `${root}packages/crypt/src/root-key-file.ts` },
+    ],
   },
   test: {
     globalSetup: [`${root}scripts/vitest-runtime.ts`],

@@ -4,7 +4,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import { loadTransport } from '@brine/common'
 import { brokerFromConfig, loadConfig, type MasterConfig } from '@brine/config'
 import { clearRequest, localRequestPath } from '@brine/protocol'
-import { readRootKey, rootKeyPath } from '@brine/crypt'
+import { readRootKey, rootKeyPath } from '@brine/crypt/root-key'
 import { MasterRequestError } from './errors.js'
 
 /**

@@ -1,4 +1,4 @@
-import { readdir, readFile, rename, stat, utimes, writeFile } from 'node:fs/promises'
+import { readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { fingerprint, generateKeys, InvalidMinionIdError, KeyFileError, PkiStore, publicKeysOf, type PublicKeys } from '../src/index.js'
@@ -211,6 +211,19 @@ describe('PkiStore', () => {
     await utimes(accepted, longAgo, longAgo)
     await master.delete('db1')
     expect(await master.acceptedIds()).toEqual(['new1', 'web3'])
+  })
+
+  it('reads the accepted ids again without waiting for the thread pool: the listing settles before the event loop turns', async () => {
+    const pkiDir = await tempDir()
+    const master = await PkiStore.open(pkiDir)
+    for (const id of ['web2', 'web1']) await master.submit(id, newPub(), { autoAccept: true })
+    // Just changed: every call within the settling window reads the directory again.
+    let listed: readonly string[] | undefined
+    void master.acceptedIds().then((ids) => (listed = ids))
+    for (let microtask = 0; microtask < 5 && listed === undefined; microtask++) await Promise.resolve()
+    expect(listed).toEqual(['web1', 'web2'])
+    await rm(join(pkiDir, 'minions'), { recursive: true })
+    expect(await master.acceptedIds()).toEqual([])
   })
 
   it('after a delete, auto_accept takes only an attempt signed after it: an older one (a replay) is a pending key', async () => {
