@@ -39,6 +39,20 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
   /** Rejects or ends pending work before the socket closes. */
   protected abstract abandon(): void
 
+  /**
+   * Connecting the endpoint again drops what libzmq still queues for it: a client with work queued (see
+   * {@link mayReconnectNow}) keeps waiting for its scheduled retry instead.
+   */
+  reconnectNow(): void {
+    if (this.core.isClosed || !this.mayReconnectNow()) return
+    this.link.reconnectNow()
+  }
+
+  /** Whether nothing would be lost by connecting the endpoint again now. */
+  protected mayReconnectNow(): boolean {
+    return true
+  }
+
   /** Resolves at once; connecting and reconnecting go on in the background. */
   protected open(): Promise<void> {
     const socket = this.createSocket()

@@ -170,6 +170,15 @@ export class ClientLink {
     return this.steadyRetries > Math.max(1, this.backoff.steady) ? 'growing' : undefined
   }
 
+  /**
+   * The server is known to be back: connect the endpoint again in the phase it is in, which makes one attempt at
+   * once (libzmq has no call to bring a waiting retry forward). A no-op while connected.
+   */
+  reconnectNow(): void {
+    if (this.connected) return
+    this.reconnectIn(this.phase)
+  }
+
   private reconnectIn(phase: ReconnectPhase): void {
     const socket = this.socket
     if (socket === undefined || socket.closed || this.core.isClosed) return
