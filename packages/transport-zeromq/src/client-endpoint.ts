@@ -40,18 +40,12 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
   protected abstract abandon(): void
 
   /**
-   * Connecting the endpoint again drops what libzmq still queues for it: a client with work queued (see
-   * {@link mayReconnectNow}) keeps waiting for its scheduled retry instead.
+   * Does nothing: libzmq has no call to bring a waiting retry forward, and connecting the endpoint again to force one
+   * drops a connection libzmq may have just made, which its monitor reports late in a loaded process: tried with a
+   * swarm, links connected twice and came back later than on their own schedule (docs/performance.md). A ZeroMQ
+   * client keeps to its schedule.
    */
-  reconnectNow(): void {
-    if (this.core.isClosed || !this.mayReconnectNow()) return
-    this.link.reconnectNow()
-  }
-
-  /** Whether nothing would be lost by connecting the endpoint again now. */
-  protected mayReconnectNow(): boolean {
-    return true
-  }
+  reconnectNow(): void {}
 
   /** Resolves at once; connecting and reconnecting go on in the background. */
   protected open(): Promise<void> {

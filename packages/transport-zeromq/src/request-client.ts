@@ -81,11 +81,6 @@ export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements Request
     this.#table.receive(body, this.address)
   }
 
-  /** Requests in flight may sit in libzmq's queue for the endpoint, which connecting again would drop. */
-  protected override mayReconnectNow(): boolean {
-    return this.#table.inFlight === 0
-  }
-
   protected abandon(): void {
     this.#queue?.close()
     this.#table.close()

@@ -122,8 +122,6 @@ export class ClientLink {
   /** Retries since the last connect. */
   private attempt = 0
   private phase: ReconnectPhase = 'steady'
-  /** libzmq is waiting out a reconnect interval (its last word was `connect:retry`), with no attempt under way. */
-  private waiting = false
   /** Retries since the steady phase began. */
   private steadyRetries = 0
   private socket: Socket | undefined
@@ -148,7 +146,6 @@ export class ClientLink {
       if (this.everConnected) this.core.counters.reconnects++
       this.everConnected = true
       this.connected = true
-      this.waiting = false
       this.attempt = 0
       this.steadyRetries = 0
       this.core.emit({ type: 'peer-connect', peer: this.address })
@@ -158,16 +155,11 @@ export class ClientLink {
       this.connected = false
       this.core.emit({ type: 'peer-disconnect', peer: this.address, reason: 'connection lost' })
     })
-    events.on('connect:delay', () => {
-      this.waiting = false
-    })
     events.on('connect:retry', (event) => {
       if (this.core.isClosed) return
       this.attempt++
       const next = this.phase === 'steady' ? this.afterSteadyRetry() : this.attempt === 1 ? 'steady' : undefined
       this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: next === undefined ? event.interval : 0 })
-      // A change of phase connects again at once: no wait then.
-      this.waiting = next === undefined
       if (next !== undefined) this.reconnectIn(next)
     })
   }
@@ -176,18 +168,6 @@ export class ClientLink {
   private afterSteadyRetry(): ReconnectPhase | undefined {
     this.steadyRetries++
     return this.steadyRetries > Math.max(1, this.backoff.steady) ? 'growing' : undefined
-  }
-
-  /**
-   * The server is known to be back: connect the endpoint again in the phase it is in, which makes one attempt at
-   * once (libzmq has no call to bring a waiting retry forward). Only while libzmq waits out an interval.
-   */
-  reconnectNow(): void {
-    // An attempt under way (or a connection whose monitor event is still on its way) is left alone: connecting
-    // again would drop it and start over.
-    if (this.connected || !this.waiting) return
-    this.waiting = false
-    this.reconnectIn(this.phase)
   }
 
   private reconnectIn(phase: ReconnectPhase): void {
