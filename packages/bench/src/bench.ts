@@ -124,8 +124,13 @@ export interface CaseResult extends BenchCase {
     /** The NATS cases' nats-server (the bench's own; a cluster's summed): its RSS idle, with the N minions connected, and after the load phases. */
     natsServer: { idleBytes: number; withMinionsBytes: number; afterLoadBytes: number } | null
   }
-  /** `rounds`: the test.ping rounds it took (times from the relaunch), which is what the figure is made of. */
-  restart: { masterReadyMs: number; allAnsweringMs: number; rounds: PingRound[] }
+  /**
+   * `rounds`: the test.ping rounds it took (times from the relaunch), which is what the figure is made of.
+   * `allPresentMs`: relaunch → every minion in the master's `manage.present` (checked in with both links back),
+   * which the first round waits for on the socket transports; null when not waited for (NATS: no link went
+   * away) or not reached within {@link PRESENCE_WAIT_MS}.
+   */
+  restart: { masterReadyMs: number; allPresentMs: number | null; allAnsweringMs: number; rounds: PingRound[] }
   overload: ReturnCounts & {
     jobs: number
     durationMs: number
@@ -404,7 +409,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
       swarmBytesPerMinion: null,
       natsServer: null,
     },
-    restart: { masterReadyMs: 0, allAnsweringMs: 0, rounds: [] },
+    restart: { masterReadyMs: 0, allPresentMs: null, allAnsweringMs: 0, rounds: [] },
     overload: { ...zeroCounts(), jobs: 0, durationMs: 0, returnsPerSec: 0, masterPeakRssBytes: 0, masterHwmBytes: 0, busDroppedEvents: 0 },
     scale: { masterCpuMsPerReturn: null, masterBytesPerMinion: null },
     pids: [],
@@ -622,12 +627,42 @@ async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: num
   const relaunched = performance.now()
   await fleet.launchMaster()
   result.restart.masterReadyMs = round(performance.now() - relaunched)
+  // On the socket transports every minion reconnects both links, then checks in: a ping published before a minion's
+  // publish link is back never reaches it, and it would be heard only a whole round later. The first round goes
+  // out once the master lists them all present (the clock keeps running from the relaunch). On NATS no link went away.
+  if (result.transport !== 'nats') {
+    const present = await untilPresent(fleet.masterConfigDir, n, Math.min(relaunched + connectTimeoutMs, performance.now() + PRESENCE_WAIT_MS))
+    result.restart.allPresentMs = present === null ? null : round(present - relaunched)
+  }
   // The restarted master wrote a new root key: a new client reads it.
   const client = newClient()
   result.restart.allAnsweringMs = round(
     (await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched,
   )
   return client
+}
+
+/** How long a restart's first round waits at most for every minion to be present before it goes out anyway. */
+export const PRESENCE_WAIT_MS = 10_000
+/** How often the master is asked for its present minions meanwhile. */
+const PRESENCE_POLL_MS = 50
+
+/**
+ * Asks the master of `configDir` for `manage.present` until it lists `n` minions or `deadline` passes (a master
+ * that does not answer yet is asked again); when it did (performance.now()), or null.
+ */
+async function untilPresent(configDir: string, n: number, deadline: number): Promise<number | null> {
+  const runner = new RunnerClient({ configDir, requestTimeout: 2000 })
+  try {
+    while (performance.now() < deadline) {
+      const present = await runner.cmd('manage.present').catch(() => undefined)
+      if (Array.isArray(present) && present.length >= n) return performance.now()
+      await sleep(PRESENCE_POLL_MS)
+    }
+    return null
+  } finally {
+    await runner.close()
+  }
 }
 
 /** The overload phase: `overloadJobs` publishes at once, no window; returns counted, the master's peak RSS sampled. */

@@ -158,6 +158,9 @@ export const CONFIG_SCHEMA = {
   frame_timeout: { kind: 'number', roles: MASTER, default: 300, unit: 'seconds', min: 0, max: MAX_TIMER_SECONDS },
   max_connections: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
   max_connections_per_address: { kind: 'integer', roles: MASTER, default: 0, min: 0, max: 10_000_000 },
+  // The listen backlog of every socket server (Salt's key; the kernel caps it at net.core.somaxconn): a fleet
+  // reconnecting after a master restart must fit in it, or the kernel drops handshakes that then wait seconds.
+  zmq_backlog: { kind: 'integer', roles: MASTER, default: 1000, min: 1, max: 1_000_000 },
   ipv6: { kind: 'boolean', roles: ALL, default: false },
   // NATS (`transport: nats`): the servers every daemon connects to (it fails over among them), the subject prefix
   // that keeps fleets sharing a cluster apart, credentials (user/password, token, an nkey seed or a .creds file)

@@ -216,6 +216,7 @@ export interface ServerLimitsConfig {
   frame_timeout?: number
   max_connections?: number
   max_connections_per_address?: number
+  zmq_backlog?: number
 }
 
 /** The server options those keys give (the transport's ServerOptions and decode bounds), in the API's units. */
@@ -232,6 +233,8 @@ export interface ServerLimits {
   /** Absent: the transport derives it from the open-file limit. */
   maxConnections?: number
   maxConnectionsPerAddress?: number
+  /** The listen backlog of every socket server (`zmq_backlog`). */
+  listenBacklog: number
 }
 
 function positiveCount(value: unknown, key: string, allowZero: boolean): number {
@@ -252,7 +255,8 @@ function deadlineMs(seconds: number, key: string): number {
  * A master server's bounds before work from config: `max_frame_entries`, `max_frame_depth`,
  * `max_pending_bytes` (raised to `max_frame_bytes` when below it), `peer_idle_timeout`, `handshake_timeout` and
  * `frame_timeout` (seconds → ms; 0 for none),
- * `max_connections` and `max_connections_per_address` (0: derived from the open-file limit).
+ * `max_connections` and `max_connections_per_address` (0: derived from the open-file limit), and `zmq_backlog`, the
+ * listen backlog of every socket server (ZeroMQ's and TCP's alike: it is the kernel's queue, not libzmq's).
  * A ConfigError names a key whose value cannot work.
  */
 export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
@@ -270,6 +274,7 @@ export function serverLimitsFromConfig(opts: ServerLimitsConfig): ServerLimits {
     idleTimeout,
     handshakeTimeout,
     frameTimeout,
+    listenBacklog: positiveCount(opts.zmq_backlog ?? 1000, 'zmq_backlog', false),
     ...(maxConnections === 0 ? {} : { maxConnections }),
     ...(maxConnectionsPerAddress === 0 ? {} : { maxConnectionsPerAddress }),
   }

@@ -126,6 +126,7 @@ describe('serverLimitsFromConfig', () => {
       idleTimeout: 30_000,
       handshakeTimeout: 30_000,
       frameTimeout: 300_000,
+      listenBacklog: 1000,
     })
     expect(
       serverLimitsFromConfig({
@@ -138,6 +139,7 @@ describe('serverLimitsFromConfig', () => {
         frame_timeout: 0,
         max_connections: 900,
         max_connections_per_address: 50,
+        zmq_backlog: 4096,
       }),
     ).toEqual({
       maxFrameEntries: 10,
@@ -146,6 +148,7 @@ describe('serverLimitsFromConfig', () => {
       idleTimeout: 500,
       handshakeTimeout: 2000,
       frameTimeout: 0,
+      listenBacklog: 4096,
       maxConnections: 900,
       maxConnectionsPerAddress: 50,
     })
@@ -163,6 +166,7 @@ describe('serverLimitsFromConfig', () => {
     expect(() => serverLimitsFromConfig({ max_connections: -1 })).toThrow(
       /max_connections must be 0 \(derived from the open-file limit\) or a positive integer, got -1/,
     )
+    expect(() => serverLimitsFromConfig({ zmq_backlog: 0 })).toThrow(new ConfigError('zmq_backlog must be a positive integer, got 0', { key: 'zmq_backlog' }))
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: -1 })).toThrow(/peer_idle_timeout must be a non-negative number of seconds/)
     expect(() => serverLimitsFromConfig({ peer_idle_timeout: 10_000_000 })).toThrow(/peer_idle_timeout must be at most 2147483 seconds/)
     expect(() => serverLimitsFromConfig({ handshake_timeout: -1 })).toThrow(/handshake_timeout must be a non-negative number of seconds/)

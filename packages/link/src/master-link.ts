@@ -159,6 +159,8 @@ export class MasterLink implements ReturnRoute {
       signal,
       closing: () => this.#closing !== undefined,
       track: (task) => this.#track(task),
+      // The master is back: the request link need not wait out the rest of its reconnect interval.
+      onReconnect: () => this.#request.reconnectNow(),
     })
     this.#auth = this.#createAuth(cache, signal, emit)
     this.#opener = new PublishOpener({
@@ -314,12 +316,16 @@ export class MasterLink implements ReturnRoute {
       this.#connected = true
       connects++
       this.#emit({ type: 'master-connect', master: this.master })
-      if (connects > 1 && this.#auth.current !== undefined) this.#track(this.#checkIn())
+      if (connects === 1) continue
+      // The master is back: the publish link need not wait out the rest of its reconnect interval either.
+      this.#subscription.reconnectNow()
+      if (this.#auth.current !== undefined) this.#track(this.#checkIn())
     }
   }
 
   /**
-   * After the request link reconnected (a restarted master, or the network): an empty `_minion_event`, sealed,
+   * After the request link reconnected (a restarted master, or the network), once the publish link is back too
+   * (or a bounded wait is over): an empty `_minion_event`, sealed,
    * whose answer names the master's session key generation and publish port. A master that kept its session key
    * across a restart (docs/security.md) answers with the generation this link holds: nothing to do but send
    * the spooled returns. A new generation (the master rotated while this link was away) is met as a publish
@@ -327,6 +333,13 @@ export class MasterLink implements ReturnRoute {
    * master that does not say, are met by authenticating again at once, which flushes the spool.
    */
   async #checkIn(): Promise<void> {
+    // Checked in means reachable again (what the master's manage.present then says): the publish link first, within a bound.
+    if (!(await settleWithin(this.#subscription.whenConnected(), PUBLISH_CONNECT_WAIT_MS)) && !this.#controller.signal.aborted) {
+      this.#logger.info(
+        `publishes from ${this.#subscription.address ?? this.master}: not connected again after ${PUBLISH_CONNECT_WAIT_MS} ms; checking in all the same`,
+      )
+    }
+    if (this.#controller.signal.aborted) return
     const held = this.#auth.current
     let answer: Record<string, unknown> | undefined
     try {

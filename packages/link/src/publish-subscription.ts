@@ -28,6 +28,8 @@ export interface PublishSubscriptionOptions {
   closing: () => boolean
   /** Background work the link waits for as it closes. */
   track: (task: Promise<unknown>) => void
+  /** The publish client connected again after a loss: the master is back, so its other link may be too. */
+  onReconnect?: () => void
 }
 
 /** Opens one envelope: the job, undefined when dropped, or a promise of either. */
@@ -44,6 +46,8 @@ export class PublishSubscription {
   /** Resolves when the current publish client first connects (or the link stops). */
   #connected: Promise<void> = Promise.resolve()
   #isConnected = false
+  /** Called when the current client is next connected. */
+  readonly #connectWaiters = new Set<() => void>()
   #taken = false
 
   constructor(options: PublishSubscriptionOptions) {
@@ -65,6 +69,29 @@ export class PublishSubscription {
   /** Resolves when the current client first connects, or the link stops. */
   get connected(): Promise<void> {
     return this.#connected
+  }
+
+  /**
+   * Resolves when the current client is connected: at once if it is, else at its next connect, or when the link
+   * stops. A link checking in after a reconnect waits on it, so the master hears from the minion once its
+   * publishes can reach it again.
+   */
+  whenConnected(): Promise<void> {
+    if (this.#isConnected || this.#o.signal.aborted) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.#connectWaiters.delete(done)
+        this.#o.signal.removeEventListener('abort', done)
+        resolve()
+      }
+      this.#connectWaiters.add(done)
+      this.#o.signal.addEventListener('abort', done, { once: true })
+    })
+  }
+
+  /** The master is known to be back: a publish client waiting to reconnect tries now. */
+  reconnectNow(): void {
+    this.#client?.reconnectNow()
   }
 
   /** Starts the client that exists (a configured port's); without one, the first auth creates it. */
@@ -99,9 +126,16 @@ export class PublishSubscription {
         this.#o.logger.info(`publishes from ${client.address}: connection lost`)
       }
       if (event.type !== 'peer-connect') continue
-      if (client === this.#client) this.#isConnected = true
-      if (++connects === 1) connected()
-      else this.#o.logger.info(`publishes from ${client.address}: connected again`)
+      if (client === this.#client) {
+        this.#isConnected = true
+        for (const waiter of [...this.#connectWaiters]) waiter()
+      }
+      if (++connects === 1) {
+        connected()
+        continue
+      }
+      this.#o.logger.info(`publishes from ${client.address}: connected again`)
+      if (client === this.#client) this.#o.onReconnect?.()
     }
   }
 

@@ -128,6 +128,9 @@ export class NatsPublishClient extends EndpointBase implements PublishClient {
     return this.#loads[Symbol.asyncIterator]()
   }
 
+  /** The connection is the broker's, which does not go away with the master: nothing to bring forward. */
+  reconnectNow(): void {}
+
   protected liveStats(): LiveStats {
     return { queued: this.#loads.size, inFlight: 0, peers: this.#link.isConnected ? 1 : 0 }
   }

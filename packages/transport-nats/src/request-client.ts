@@ -107,6 +107,9 @@ export class NatsRequestClient extends EndpointBase implements RequestClient {
     publishChunked((data) => connection.publish(this.#subjects.request, data, this.#replyTo), request.data, this.#link.maxPayload, messageId)
   }
 
+  /** The connection is the broker's, which does not go away with the master: nothing to bring forward. */
+  reconnectNow(): void {}
+
   protected liveStats(): LiveStats {
     return { queued: this.#waiting.size, inFlight: this.#table.inFlight, peers: this.#link.isConnected ? 1 : 0 }
   }

@@ -49,6 +49,11 @@ export class TcpPublishClient extends EndpointBase implements PublishClient {
     if (this.link.isConnected) this.sendHello()
   }
 
+  reconnectNow(): void {
+    if (this.core.isClosed) return
+    this.link.reconnectNow()
+  }
+
   private sendHello(): void {
     this.link.current?.write(frame(encode({ hello: 1, id: this.id })))
   }

@@ -92,6 +92,16 @@ export class ReconnectingLink {
     })
   }
 
+  /**
+   * The server is known to be back: if an attempt is waiting for its turn, make it now. The attempt count
+   * stays, so a server that is not back after all keeps the backoff where it was.
+   */
+  reconnectNow(): void {
+    if (this.stopped || this.timer === undefined) return
+    clearTimeout(this.timer)
+    this.open()
+  }
+
   private scheduleReconnect(): void {
     if (this.stopped) return
     this.attempt++

@@ -68,6 +68,11 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
     return this.#table.send(request, options)
   }
 
+  reconnectNow(): void {
+    if (this.core.isClosed) return
+    this.#link.reconnectNow()
+  }
+
   #transmit(request: PendingRequest): void {
     const connection = this.#link.current
     if (connection === undefined) this.#waiting.add(request)

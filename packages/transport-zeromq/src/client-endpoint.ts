@@ -39,6 +39,14 @@ export abstract class ZeroMQClient<S extends ClientSocket> extends EndpointBase 
   /** Rejects or ends pending work before the socket closes. */
   protected abstract abandon(): void
 
+  /**
+   * Does nothing: libzmq has no call to bring a waiting retry forward, and connecting the endpoint again to force one
+   * drops a connection libzmq may have just made, which its monitor reports late in a loaded process: tried with a
+   * swarm, links connected twice and came back later than on their own schedule (docs/performance.md). A ZeroMQ
+   * client keeps to its schedule.
+   */
+  reconnectNow(): void {}
+
   /** Resolves at once; connecting and reconnecting go on in the background. */
   protected open(): Promise<void> {
     const socket = this.createSocket()

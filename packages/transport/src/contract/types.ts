@@ -191,6 +191,28 @@ export interface ServerOptions extends EndpointOptions {
    * trickling just enough to look alive.
    */
   frameTimeout?: number
+  /**
+   * Connections the kernel completes and holds for the server until it accepts them (the `listen` backlog;
+   * Salt's `zmq_backlog`, default 1000 here as there, capped by the kernel's `net.core.somaxconn`). A fleet
+   * reconnecting at once after a master restart arrives faster than a master still starting accepts; past the
+   * backlog the kernel drops the handshakes and each client retries its SYN a second or more later.
+   */
+  listenBacklog?: number
+}
+
+/** Salt's `zmq_backlog` default. */
+export const DEFAULT_LISTEN_BACKLOG = 1000
+
+/** What both client roles add to the lifecycle. */
+export interface ClientEndpoint extends Endpoint {
+  /**
+   * While the connection to the server is down and a reconnect attempt is waiting for its turn: make one
+   * attempt now, and keep to the schedule after it. A no-op when connected, closed, not started, or when the
+   * transport's connection is a broker's (it does not follow the server). Its caller knows the server is back
+   * (a minion's other link to the same master has just reconnected), so waiting out the rest of the backoff
+   * would only keep this link away for no reason.
+   */
+  reconnectNow(): void
 }
 
 export interface ClientOptions extends EndpointOptions {
@@ -254,7 +276,7 @@ export interface PublishServer extends Endpoint {
 }
 
 /** Minion side: connects to `publish_port`; yields every load addressed to it or broadcast. */
-export interface PublishClient extends Endpoint, AsyncIterable<WireValue> {
+export interface PublishClient extends ClientEndpoint, AsyncIterable<WireValue> {
   /** Announce the subscriber id so targeted publishes naming it arrive. Call before or after start(). */
   subscribe(id: string): void
 }
@@ -292,7 +314,7 @@ export interface SendOptions {
 }
 
 /** Minion, client and syndic side: many requests in flight over one connection. */
-export interface RequestClient extends Endpoint {
+export interface RequestClient extends ClientEndpoint {
   /**
    * Resolves with the reply. Rejects with TimeoutError after `tries` silent tries, RemoteError when
    * the handler threw, InFlightLimitError at the hwm, FrameTooLargeError, ClosedError once closed,

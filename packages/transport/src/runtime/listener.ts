@@ -4,6 +4,7 @@ import { AddressInUseError, TransportError, type StreamReader, LogLimiter } from
 import {
   DEFAULT_FRAME_TIMEOUT_MS,
   DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  DEFAULT_LISTEN_BACKLOG,
   DEFAULT_MAX_PENDING_BYTES,
   DEFAULT_PEER_IDLE_TIMEOUT_MS,
   type ServerOptions,
@@ -14,7 +15,7 @@ import { FramedConnection, PROGRESS_BYTES, type PendingBudget } from './framed-c
 
 export interface ListenerOptions extends Pick<
   ServerOptions,
-  'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout' | 'handshakeTimeout' | 'frameTimeout'
+  'maxConnections' | 'maxConnectionsPerAddress' | 'maxPendingBytes' | 'idleTimeout' | 'handshakeTimeout' | 'frameTimeout' | 'listenBacklog'
 > {
   host: string
   port: number
@@ -157,7 +158,8 @@ export class Listener {
         )
       }
       server.once('error', onError)
-      server.listen(path === undefined ? { host: this.options.host, port: this.options.port } : { path }, () => {
+      const backlog = this.options.listenBacklog ?? DEFAULT_LISTEN_BACKLOG
+      server.listen(path === undefined ? { host: this.options.host, port: this.options.port, backlog } : { path, backlog }, () => {
         server.off('error', onError)
         resolve()
       })
