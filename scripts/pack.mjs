@@ -93,8 +93,11 @@ export function dependencyLayout(packageName) {
   return { layout, direct: direct.filter((name) => layout.has(resolveIn(from, name) ?? '')) }
 }
 
-/** Packs one package with its dependencies bundled: its npm pack tarball, unpacked, given node_modules, packed again. */
-function packBundled(name, plainTarball, staging, dest) {
+/**
+ * Lays out one package for packing with its dependencies bundled: its npm pack tarball unpacked, given
+ * node_modules and bundleDependencies. Returns the directory to pack again.
+ */
+function stageBundled(name, plainTarball, staging) {
   const dir = join(staging, basename(plainTarball, '.tgz'))
   mkdirSync(dir, { recursive: true })
   execFileSync('tar', ['-xzf', plainTarball, '-C', dir])
@@ -112,12 +115,7 @@ function packBundled(name, plainTarball, staging, dest) {
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'))
   manifest.bundleDependencies = direct.sort()
   writeFileSync(manifestPath, `${JSON.stringify(manifest, null, 2)}\n`)
-  const output = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest], {
-    cwd: packageDir,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  return join(dest, JSON.parse(output)[0].filename)
+  return packageDir
 }
 
 function main() {
@@ -140,9 +138,15 @@ function main() {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
     })
-    for (const packed of JSON.parse(output)) {
-      process.stdout.write(`${packBundled(packed.name, join(staging, packed.filename), staging, dest)}\n`)
-    }
+    const dirs = JSON.parse(output).map((packed) => stageBundled(packed.name, join(staging, packed.filename), staging))
+    // One npm for every package's second pack (a folder spec each, from outside the workspace): an npm process
+    // per package cost about a second of CPU each.
+    const bundled = execFileSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dest, ...dirs], {
+      cwd: staging,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    for (const packed of JSON.parse(bundled)) process.stdout.write(`${join(dest, packed.filename)}\n`)
   } finally {
     rmSync(staging, { recursive: true, force: true })
   }

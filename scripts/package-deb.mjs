@@ -8,11 +8,14 @@
 // (through scripts/runtime.sh, once).
 //
 //   node scripts/package-deb.mjs <destination directory> [tarball...]     (npm run package:deb -- <dir>)
+//   node scripts/package-deb.mjs <destination directory> --installed <prefix>
 //
 // Given the tarballs scripts/pack.mjs made (the e2e tests pack once per run), it installs those instead of packing.
+// Given a prefix those tarballs were installed into (`npm install -g --prefix <prefix>`, as the e2e tests do once per
+// run), it copies that prefix's lib/ instead of installing them again.
 // Prints the .deb's path on stdout. The build must be current (`npm run build`).
 import { execFileSync } from 'node:child_process'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -22,9 +25,8 @@ const DEB_ARCH = { x64: 'amd64', arm64: 'arm64' }
 
 const run = (command, args, options = {}) => execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], ...options }).trim()
 
-/** /opt/brine: the runtime, and the packages installed from their tarballs as `npm install -g` lays them out. */
-function stageOpt(stage, work, packed) {
-  const opt = join(stage, 'opt/brine')
+/** Installs the packages from their tarballs (packing them first when none are given) into `opt`, as `npm install -g` lays them out. */
+function installPackages(opt, work, packed) {
   const tarballs = packed.length > 0 ? packed : run(process.execPath, [join(root, 'scripts/pack.mjs'), join(work, 'tarballs')]).split('\n')
   run('npm', [
     'install',
@@ -40,6 +42,13 @@ function stageOpt(stage, work, packed) {
     'error',
     ...tarballs,
   ])
+}
+
+/** /opt/brine: the runtime, and the packages installed from their tarballs (or copied from a prefix they were installed into). */
+function stageOpt(stage, work, packed, installed) {
+  const opt = join(stage, 'opt/brine')
+  if (installed === undefined) installPackages(opt, work, packed)
+  else cpSync(join(installed, 'lib'), join(opt, 'lib'), { recursive: true, verbatimSymlinks: true })
   // npm's links in opt/bin would run the commands on whatever `node` the PATH has; the wrappers below replace them.
   rmSync(join(opt, 'bin'), { recursive: true, force: true })
   mkdirSync(join(opt, 'bin'))
@@ -85,9 +94,11 @@ function stageSystem(stage, version, arch) {
 }
 
 function main() {
-  const [destination, ...tarballs] = process.argv.slice(2)
+  const [destination, ...rest] = process.argv.slice(2)
+  const installed = rest[0] === '--installed' ? rest[1] : undefined
+  const tarballs = installed === undefined ? rest : []
   if (destination === undefined) {
-    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory> [tarball...]\n')
+    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory> [tarball... | --installed <prefix>]\n')
     process.exit(2)
   }
   const arch = DEB_ARCH[process.arch]
@@ -100,6 +111,7 @@ function main() {
       stage,
       work,
       tarballs.map((tarball) => resolve(tarball)),
+      installed === undefined ? undefined : resolve(installed),
     )
     stageWrappers(stage)
     stageSystem(stage, version, arch)

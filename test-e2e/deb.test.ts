@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
-import { packedTarballs } from './helpers/tarballs.js'
+import { installedPrefix } from './helpers/tarballs.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
 
 // The .deb an operator installs: built by `npm run package:deb`, installed with the machine's own dpkg (these tests
@@ -45,7 +45,8 @@ beforeAll(
   async () => {
     expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
     scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
-    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch, ...(await packedTarballs(BUILD_MS))], { ms: BUILD_MS })
+    // From the prefix the run's tarballs were installed into once (install uses it too): the same lib/ npm lays out.
+    const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch, '--installed', await installedPrefix(BUILD_MS)], { ms: BUILD_MS })
     expect(built.code, built.stderr).toBe(0)
     deb = built.stdout.trim()
     const installed = await withHostLock(async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
@@ -11,13 +11,20 @@ const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0
 const startFleet = useFleets(runCleanups)
 
 describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
-  it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {
-    const fleet = await startFleet({
+  // The first two tests share a master and its minions: neither stops a daemon, and the second's jobs name their
+  // minions (its fake minion, accepted after the first test's '*' job, closes after it).
+  const startShared = useSharedFleets()
+  let shared: ReturnType<typeof startShared> | undefined
+  const quiet = (): ReturnType<typeof startShared> =>
+    (shared ??= startShared({
       minions: [
         { id: 'web1', transport },
         { id: 'db1', transport },
       ],
-    })
+    }))
+
+  it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {
+    const fleet = await quiet()
     const events = new MasterEvent({ sockDir: fleet.sockDir })
     await events.connect()
     const seen: BusEvent[] = []
@@ -49,7 +56,7 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
   })
 
   it('a return delivered twice is stored once and fires one event', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
+    const fleet = await quiet()
     const ports = fleet.ports.get(transport)!
     const fake = await FakeMinion.start(
       transport,

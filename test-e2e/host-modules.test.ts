@@ -1,7 +1,9 @@
 /**
- * The daily execution modules on the real host (we are root here), through the built CLI over every
+ * The daily execution modules on the real host (we are root here), run by the built daemons over every
  * transport: a package the test builds with dpkg-deb, an init.d service and a user it installs, and
  * the read-only modules. Everything the test adds is removed again, whether the test passes or not.
+ * The jobs go through a LocalClient, published as `brine` publishes them: the modules are what is tested
+ * here, and a CLI process per call would be most of the file's CPU (the CLI has its own e2e files).
  */
 import { execFile } from 'node:child_process'
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
@@ -9,11 +11,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { LocalClient } from '@brine/client'
+import { parseInput } from '@brine/config'
 import type { Fleet } from '@brine/harness'
 import { killAllProcesses } from '@brine/testkit'
 import { TRANSPORTS, useSharedFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
-import { json } from './helpers/output.js'
 
 /** How long the package test waits for the other file that installs packages (the .deb's) to finish with dpkg. */
 const HOST_LOCK_MS = 1_500_000
@@ -66,11 +69,18 @@ esac
 `
 }
 
-/** The function's return on the fleet's single minion. */
-async function call(fleet: Fleet, id: string, ...args: string[]): Promise<unknown> {
-  const result = await fleet.run('brine', [id, ...args, '--out', 'json', '--static', '-t', '120'], { ms: 300_000 })
-  const returns = json(result.stdout)
-  expect(Object.keys(returns), `${args.join(' ')}: ${result.stderr}`).toEqual([id])
+/** A LocalClient per fleet, made at its first call and closed before the fleet stops. */
+const clients = new Map<Fleet, LocalClient>()
+
+/**
+ * The function's return on the fleet's single minion: the job `brine <id> <fun> <words…> -t 120` publishes (its
+ * words typed by the CLI's own parse_input), the returns as its `--out json --static` prints them.
+ */
+async function call(fleet: Fleet, id: string, fun: string, ...words: string[]): Promise<unknown> {
+  let client = clients.get(fleet)
+  if (client === undefined) clients.set(fleet, (client = new LocalClient({ configDir: fleet.masterConfigDir })))
+  const returns = JSON.parse(JSON.stringify(await client.cmd(id, fun, parseInput(words), { timeout: 120_000 }))) as Record<string, unknown>
+  expect(Object.keys(returns), [fun, ...words].join(' ')).toEqual([id])
   return returns[id]
 }
 
@@ -81,8 +91,11 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
   const startShared = useSharedFleets()
   let shared: Promise<{ fleet: Fleet; fileRoot: string }> | undefined
   afterAll(async () => {
-    const fileRoot = (await shared?.catch(() => undefined))?.fileRoot
-    if (fileRoot !== undefined) await rm(fileRoot, { recursive: true, force: true })
+    const made = await shared?.catch(() => undefined)
+    if (made === undefined) return
+    await clients.get(made.fleet)?.close()
+    clients.delete(made.fleet)
+    await rm(made.fileRoot, { recursive: true, force: true })
   })
   const host = (): Promise<{ fleet: Fleet; fileRoot: string }> =>
     (shared ??= (async () => {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DaemonProcess, freeLoopbackPort } from '@brine/testkit'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { killAll, REPO_ROOT, run } from './helpers/processes.js'
-import { packedTarballs } from './helpers/tarballs.js'
+import { installedPrefix } from './helpers/tarballs.js'
 
 // What a user does on a machine with only Node 20 and npm: the tarballs `npm run pack` makes, installed with
 // `npm install -g`. The install is --offline with an empty npm cache: the tarballs carry their third-party
@@ -21,15 +21,9 @@ let env: NodeJS.ProcessEnv = {}
 
 beforeAll(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'brine-install-'))
-  prefix = join(scratch, 'prefix')
-  const tarballs = await packedTarballs(PACK_MS)
-  // An empty cache and --offline: nothing may come from anywhere but the tarballs.
-  const cache = join(scratch, 'empty-npm-cache')
-  const installed = await run('npm', ['install', '--global', '--prefix', prefix, '--offline', '--cache', cache, '--no-audit', '--no-fund', ...tarballs], {
-    ms: INSTALL_MS,
-    cwd: scratch,
-  })
-  expect(installed.code, installed.stderr).toBe(0)
+  // Installed once per run (the .deb's build copies it): --offline with an empty npm cache, so nothing may come from
+  // anywhere but the tarballs.
+  prefix = await installedPrefix(PACK_MS + INSTALL_MS)
   // The installed commands first on the PATH, as after a real global install.
   env = { ...process.env, PATH: `${join(prefix, 'bin')}:${process.env.PATH ?? ''}` }
 }, PACK_MS + INSTALL_MS)

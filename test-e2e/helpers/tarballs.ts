@@ -23,3 +23,30 @@ export async function packedTarballs(ms: number): Promise<string[]> {
     release()
   }
 }
+
+/**
+ * A prefix the tarballs of {@link packedTarballs} were installed into as a user installs them (`npm install -g`,
+ * --offline, with an empty npm cache), installed once per test run and shared like the tarballs: install runs the
+ * installed commands from it and deb builds its package from a copy of its lib/. Neither writes into it.
+ */
+export async function installedPrefix(ms: number): Promise<string> {
+  const tarballs = await packedTarballs(ms)
+  const scratch = inject('runScratch')
+  const release = await holdFileLock(join(scratch, 'install.lock'), ms, 'another test file is installing the tarballs')
+  try {
+    const prefix = join(scratch, 'prefix')
+    const done = join(scratch, 'prefix.done')
+    if (existsSync(done)) return prefix
+    // An empty cache and --offline: nothing may come from anywhere but the tarballs.
+    const cache = join(scratch, 'empty-npm-cache')
+    const installed = await run('npm', ['install', '--global', '--prefix', prefix, '--offline', '--cache', cache, '--no-audit', '--no-fund', ...tarballs], {
+      ms,
+      cwd: scratch,
+    })
+    expect(installed.code, installed.stderr).toBe(0)
+    await writeFile(done, '')
+    return prefix
+  } finally {
+    release()
+  }
+}
