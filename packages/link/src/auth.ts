@@ -337,7 +337,7 @@ export class MinionAuth {
 const BUSY_REFUSALS = new Set(['ServerBusyError', 'WorkerPoolBusyError'])
 
 /** The master refused the request unrun, for its load: to be asked again after a backoff, as after a timeout. */
-function isBusy(error: unknown): boolean {
+export function isBusy(error: unknown): boolean {
   return error instanceof RemoteError && BUSY_REFUSALS.has(error.remoteName)
 }
 

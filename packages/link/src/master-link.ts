@@ -10,8 +10,8 @@
 import type { JobLoad, ReturnLoad } from '@brine/protocol'
 import { CryptCache, type KeyPair } from '@brine/crypt'
 import { type ClientOptions, type RequestClient, type Transport } from '@brine/transport'
-import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, type Logger } from '@brine/core'
-import { authTimingOf, MinionAuth, type AuthTiming, type MasterSession } from './auth.js'
+import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, sleep, TimeoutError, type Logger } from '@brine/core'
+import { authTimingOf, isBusy, MinionAuth, type AuthTiming, type MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
 import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
@@ -105,6 +105,9 @@ const CLOSE_DRAIN_MS = 10_000
 const EVENT_HISTORY = 64
 /** How long the first auth's messages (the start event) wait for the publish link to connect. */
 const PUBLISH_CONNECT_WAIT_MS = 2000
+
+/** Check-in tries with a master that timed out or said it was busy, before authenticating again instead. */
+const CHECK_IN_TRIES = 5
 
 export class MasterLink implements ReturnRoute {
   /** `host:port` of the master's ret port: the name every event and log line uses. */
@@ -341,13 +344,8 @@ export class MasterLink implements ReturnRoute {
     }
     if (this.#controller.signal.aborted) return
     const held = this.#auth.current
-    let answer: Record<string, unknown> | undefined
-    try {
-      answer = await this.#sendSealed({ cmd: '_minion_event', id: this.#o.id, events: [] }, { tries: 1 })
-    } catch (error) {
-      if (this.#controller.signal.aborted) return
-      this.#logger.debug(`checking in with ${this.master} after a reconnect: ${(error as Error).message}`)
-    }
+    const answer = await this.#checkInAnswer()
+    if (this.#controller.signal.aborted) return
     const gen = answer?.['gen']
     const port = answer?.['publish_port']
     const portHolds = this.#o.publishPort !== undefined || port === undefined || port === held?.publishPort
@@ -363,6 +361,25 @@ export class MasterLink implements ReturnRoute {
     }
     this.#logger.info(`reconnected to the master at ${this.#request.address}; re-authenticating`)
     await this.#auth.authenticate().catch(() => {})
+  }
+
+  /**
+   * The master's answer to a check-in, or undefined when it refused it or never answered. A master that is only slow
+   * or busy (a timeout, a busy refusal: a thousand minions checking in with a master just restarted) is asked again
+   * after a return's retry wait, a few times: authenticating instead would cost it far more than the check-in.
+   */
+  async #checkInAnswer(): Promise<Record<string, unknown> | undefined> {
+    for (let attempt = 1; attempt <= CHECK_IN_TRIES; attempt++) {
+      try {
+        return await this.#sendSealed({ cmd: '_minion_event', id: this.#o.id, events: [] }, { tries: 1 })
+      } catch (error) {
+        if (this.#controller.signal.aborted) return undefined
+        this.#logger.debug(`checking in with ${this.master} after a reconnect (try ${attempt} of ${CHECK_IN_TRIES}): ${(error as Error).message}`)
+        if (!(error instanceof TimeoutError || isBusy(error)) || attempt === CHECK_IN_TRIES) return undefined
+        await sleep(this.#o.returnRetryDelayMs(), this.#controller.signal)
+      }
+    }
+    return undefined
   }
 
   /**

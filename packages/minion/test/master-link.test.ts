@@ -386,6 +386,25 @@ describe.each(['zeromq', 'tcp', 'nats'])('MasterLink over %s', (transportName) =
     expect(to.authReplies).toEqual(['accepted'])
   })
 
+  it('asks a busy master again after a check-in it refused for its load, instead of authenticating again', async () => {
+    const to = await master({ autoAccept: true })
+    const { link: linked, recorder } = await link(to)
+    await deadline(linked.authenticated, 8000, 'authentication')
+    await recorder.waitFor('master-connect')
+    // A master just restarted with a thousand minions checking in: the first check-in is refused for its load.
+    let checkIns = 0
+    to.answer = (load) => {
+      if (load.cmd !== '_minion_event') return {}
+      if (++checkIns === 1) throw new ServerBusyError(`${to.host}:${to.retPort}`, 1, 0)
+      return { gen: to.session.current().gen }
+    }
+    await restartRequests(to)
+    await to.until(() => (to.loads('_minion_event').length >= 2 ? true : undefined), 'a second check-in after the busy refusal')
+    await deadline(linked.send({ cmd: '_minion_event', id: ID, events: [] }, { timeout: 1000, tries: 5 }), 8000, 'a send after the check-in')
+    expect(to.authReplies).toEqual(['accepted'])
+    expect(recorder.of('authenticated')).toHaveLength(1)
+  })
+
   it('subscribes on the publish port the auth reply names, and follows a master that comes back on another', async () => {
     const to = await master({ autoAccept: true })
     const { link: linked, recorder } = await link(to, { publishPort: undefined })
