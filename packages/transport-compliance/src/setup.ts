@@ -96,6 +96,7 @@ export type ComplianceCase =
   | 'request limits: beyond `hwm` requests in flight the client refuses with InFlightLimitError naming `limit`'
   | 'request limits: beyond `concurrency` handler calls requests wait in a bounded backlog, and beyond that get a ServerBusyError reply'
   | 'request limits: a reply over max_frame_bytes becomes an error reply naming the limit'
+  | 'request limits: past `maxInFlightBytes` a server takes no more requests in: a socket transport stops reading its peers until half is answered, a broker one refuses with ServerBusyError'
   | 'request limits: an over-limit reply is dropped by the client, which times the request out and keeps the link'
   | 'malformed input: 10,000 garbage frames leave the server answering'
   | 'malformed input: each kind of bad envelope is dropped with one frame-drop giving a reason'

@@ -34,6 +34,8 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
         limits: decodeLimitsOf(options, 'server'),
         concurrency: options.concurrency,
         backlog: options.backlog,
+        maxInFlightBytes: options.maxInFlightBytes,
+        intake: { pause: () => this.#listener.holdReading(), resume: () => this.#listener.resumeReading() },
         authenticated: (connection) => this.#listener.authenticated(connection),
       },
       (connection, reply) => this.#reply(connection, reply),

@@ -39,6 +39,8 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         limits: decodeLimitsOf(options, 'server'),
         concurrency: options.concurrency,
         backlog: options.backlog,
+        maxInFlightBytes: options.maxInFlightBytes,
+        intake: { pause: () => this.#listener.holdReading(), resume: () => this.#listener.resumeReading() },
         authenticated: (session) => this.#listener.authenticated(session.connection),
       },
       (session, reply) => this.#reply(session, reply),

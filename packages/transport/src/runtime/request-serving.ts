@@ -12,7 +12,13 @@ import {
   decodeLimitsOf,
   type DecodeLimits,
 } from '@brine/core'
-import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler } from '../contract/types.js'
+import {
+  DEFAULT_MAX_IN_FLIGHT_BYTES,
+  DEFAULT_REQUEST_BACKLOG,
+  DEFAULT_REQUEST_CONCURRENCY,
+  REQUEST_OVERHEAD_BYTES,
+  type RequestHandler,
+} from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
 
 export interface RequestServingOptions<P = unknown> {
@@ -23,6 +29,13 @@ export interface RequestServingOptions<P = unknown> {
   concurrency?: number
   /** Requests waiting for a handler slot, at most (default {@link DEFAULT_REQUEST_BACKLOG}); 0 for none. */
   backlog?: number
+  /** Bytes of requests in flight, at most (default {@link DEFAULT_MAX_IN_FLIGHT_BYTES}; see RequestServerOptions). */
+  maxInFlightBytes?: number
+  /**
+   * How the transport stops reading its peers while the server holds more than `maxInFlightBytes` (a socket
+   * transport pauses its connections). Without one, a request that would pass the bound is refused with ServerBusyError.
+   */
+  intake?: IntakeGate
   /** What `context.authenticated()` does for the peer a request came from (the Listener's, for its connection). */
   authenticated?: (peer: P) => void
 }
@@ -33,8 +46,16 @@ export interface RequestServingOptions<P = unknown> {
  */
 export type ReplySender<P> = (peer: P, reply: Buffer, peerName: string) => void
 
+/** A transport's switch on reading requests from its peers. */
+export interface IntakeGate {
+  pause(): void
+  resume(): void
+}
+
 interface Waiting<P> {
   id: number
+  /** What it counts against `maxInFlightBytes`: its frame and REQUEST_OVERHEAD_BYTES. */
+  cost: number
   request: WireValue
   peer: P
   peerName: string
@@ -53,10 +74,18 @@ interface Waiting<P> {
  * A request refused for its entries or depth is still answered, with the FrameLimitError naming the
  * bound, when its id can be read from its first bytes: every refusal is an answer, and the caller
  * does not wait out its timeout for one (the answer costs no more than the refusal did).
+ *
+ * What is read and not yet answered is bounded in bytes too (`maxInFlightBytes`): past it the transport's
+ * {@link IntakeGate} stops reading its peers until half of it is left (`intake-pause`, `intake-resume`), so a
+ * burst waits in the peers' sockets rather than here; a transport without a gate refuses the excess instead.
  */
 export class RequestServing<P> {
   readonly concurrency: number
   readonly backlog: number
+  readonly maxInFlightBytes: number
+  readonly #intake: IntakeGate | undefined
+  #inFlightBytes = 0
+  #paused = false
   readonly #core: EndpointCore
   readonly #send: ReplySender<P>
   readonly #maxFrameBytes: number
@@ -67,12 +96,19 @@ export class RequestServing<P> {
   #running = 0
   /** The refusal reply's body, made on the first refusal (the address is final by then). */
   #busy: SerializedError | undefined
+  /** The refusal reply's body at the byte bound, made on the first such refusal. */
+  #overBytes: SerializedError | undefined
 
   constructor(core: EndpointCore, options: RequestServingOptions<P>, send: ReplySender<P>) {
     const concurrency = options.concurrency ?? DEFAULT_REQUEST_CONCURRENCY
     const backlog = options.backlog ?? DEFAULT_REQUEST_BACKLOG
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
     if (!Number.isInteger(backlog) || backlog < 0) throw new RangeError(`backlog must be a non-negative integer, got ${backlog}`)
+    const maxInFlightBytes = options.maxInFlightBytes ?? DEFAULT_MAX_IN_FLIGHT_BYTES
+    if (!Number.isSafeInteger(maxInFlightBytes) || maxInFlightBytes < 1)
+      throw new RangeError(`maxInFlightBytes must be a positive integer, got ${maxInFlightBytes}`)
+    this.maxInFlightBytes = maxInFlightBytes
+    this.#intake = options.intake
     this.#core = core
     this.#send = send
     this.#authenticated = options.authenticated
@@ -91,6 +127,11 @@ export class RequestServing<P> {
   /** Requests waiting for a handler slot now. */
   get waiting(): number {
     return this.#waiting?.size ?? 0
+  }
+
+  /** Bytes of requests read and not yet answered, as counted against `maxInFlightBytes`. */
+  get inFlightBytes(): number {
+    return this.#inFlightBytes
   }
 
   /** Sets the handler: once, and before the endpoint starts (`started`). */
@@ -116,13 +157,40 @@ export class RequestServing<P> {
       core.frameDropped(peerName, `malformed frame from ${peerName}: expected a request envelope, got kind ${envelope.kind}`, body.length)
       return
     }
-    const waiting: Waiting<P> = { id: envelope.id, request: envelope.body, peer, peerName, address }
+    const cost = body.length + REQUEST_OVERHEAD_BYTES
+    // Without a gate the bound refuses; one request alone is served whatever its size (max_frame_bytes bounds it).
+    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes) {
+      this.#refuse(envelope.id, peer, peerName, this.maxInFlightBytes)
+      return
+    }
+    const waiting: Waiting<P> = { id: envelope.id, cost, request: envelope.body, peer, peerName, address }
     if (this.#running < this.concurrency) void this.#serve(waiting)
-    else if (this.#waiting?.push(waiting) !== true) this.#refuse(envelope.id, peer, peerName)
+    else if (this.#waiting?.push(waiting) === true) this.#hold(cost)
+    else this.#refuse(envelope.id, peer, peerName)
   }
 
-  async #serve({ id, request, peer, peerName, address }: Waiting<P>): Promise<void> {
+  /** Counts `cost` in (positive) or out (negative), and pauses or resumes the intake at the bound and at half of it. */
+  #hold(cost: number): void {
+    this.#inFlightBytes += cost
+    const intake = this.#intake
+    if (intake === undefined) return
+    const bytes = this.#inFlightBytes
+    const limit = this.maxInFlightBytes
+    if (!this.#paused && bytes > limit) {
+      this.#paused = true
+      intake.pause()
+      this.#core.emit({ type: 'intake-pause', bytes, limit })
+    } else if (this.#paused && bytes <= limit / 2) {
+      this.#paused = false
+      intake.resume()
+      this.#core.emit({ type: 'intake-resume', bytes, limit })
+    }
+  }
+
+  /** Serves a request: `cost` is counted in as it starts (when it did not wait) and out once it is answered. */
+  async #serve({ id, cost, request, peer, peerName, address }: Waiting<P>, counted = false): Promise<void> {
     const core = this.#core
+    if (!counted) this.#hold(cost)
     this.#running++
     let reply: Buffer
     try {
@@ -142,8 +210,10 @@ export class RequestServing<P> {
     this.#running--
     if (core.isClosed) return
     this.#send(peer, reply, peerName)
+    // Counted out once its reply is on its way: the reply's bytes are the connection's queue's from here.
+    this.#hold(-cost)
     const next = this.#waiting?.shift()
-    if (next !== undefined) void this.#serve(next)
+    if (next !== undefined) void this.#serve(next, true)
   }
 
   /** Encodes a reply; one too large or not encodable becomes an error reply saying why. */
@@ -172,15 +242,22 @@ export class RequestServing<P> {
     this.#send(peer, this.#encodeError(id, error.toJSON(), peerName), peerName)
   }
 
-  #refuse(id: number, peer: P, peerName: string): void {
+  #refuse(id: number, peer: P, peerName: string, maxInFlightBytes?: number): void {
     const core = this.#core
-    this.#busy ??= new ServerBusyError(core.address, this.concurrency, this.backlog).toJSON()
-    core.requestRefused(`request ${id} from ${peerName} refused: ${this.concurrency} handler calls running and ${this.backlog} waiting`)
-    this.#send(peer, this.#encodeError(id, this.#busy, peerName), peerName)
+    let busy: SerializedError
+    if (maxInFlightBytes === undefined) {
+      busy = this.#busy ??= new ServerBusyError(core.address, this.concurrency, this.backlog).toJSON()
+      core.requestRefused(`request ${id} from ${peerName} refused: ${this.concurrency} handler calls running and ${this.backlog} waiting`)
+    } else {
+      busy = this.#overBytes ??= new ServerBusyError(core.address, this.concurrency, this.backlog, maxInFlightBytes).toJSON()
+      core.requestRefused(`request ${id} from ${peerName} refused: requests in flight hold more than ${maxInFlightBytes} bytes`)
+    }
+    this.#send(peer, this.#encodeError(id, busy, peerName), peerName)
   }
 
   /** Forgets the requests still waiting; the endpoint is closing and their peers with it. */
   close(): void {
     this.#waiting?.drain()
+    this.#inFlightBytes = 0
   }
 }
