@@ -494,8 +494,15 @@ function recordSwarmMemory(memory: CaseResult['memory'], swarms: readonly SwarmP
   memory.swarmBytesPerMinion = Math.round(total / swarms.reduce((sum, swarm) => sum + swarm.ids.length, 0))
 }
 
-/** The master's and the nats-server's RSS once the load phases are done. */
-function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): void {
+/**
+ * How long the master is left idle before its RSS after the load is read: brine-master gives back what a load left
+ * (a memory-reducing collection) once it has been idle 3 s after its resident size grew.
+ */
+const AFTER_LOAD_IDLE_MS = 5000
+
+/** The master's and the nats-server's RSS once the load phases are done and the master has been idle {@link AFTER_LOAD_IDLE_MS}. */
+async function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, AFTER_LOAD_IDLE_MS))
   memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
   if (memory.natsServer !== null) memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 }
@@ -812,7 +819,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
         await measureApi(fleet!, client, counter, n, settings, result)
       },
     })
-    measureAfterLoad(fleet, result.memory)
+    await measureAfterLoad(fleet, result.memory)
 
     phase('restart')
     await client.close()
@@ -933,7 +940,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // return_retry_timer (up to return_retry_timer_max, 10 s): wait past that before counting it lost.
     const topPid = top.master.pid
     await measureJobs(client, counter, n, settings, stored, result, phase, 15_000, { masterCpuMs: () => cpuTimeMs(topPid) })
-    measureAfterLoad(top, result.memory)
+    await measureAfterLoad(top, result.memory)
     phase('restart')
     phase('overload')
   } catch (error) {
