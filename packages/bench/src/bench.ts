@@ -495,14 +495,17 @@ function recordSwarmMemory(memory: CaseResult['memory'], swarms: readonly SwarmP
 }
 
 /**
- * How long the master is left idle before its RSS after the load is read: brine-master gives back what a load left
- * (a memory-reducing collection) once it has been idle 3 s after its resident size grew.
+ * brine-master gives back what a load left (a memory-reducing collection) once it has been idle 2 s after its
+ * resident size grew 48 MiB: a master that grew that much is left idle this long before its RSS after the load is read.
  */
 const AFTER_LOAD_IDLE_MS = 5000
+const AFTER_LOAD_GROWTH_BYTES = 48 * 1024 * 1024
 
-/** The master's and the nats-server's RSS once the load phases are done and the master has been idle {@link AFTER_LOAD_IDLE_MS}. */
+/** The master's and the nats-server's RSS once the load phases are done (and the master idle, see {@link AFTER_LOAD_IDLE_MS}). */
 async function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, AFTER_LOAD_IDLE_MS))
+  if (rssBytes(fleet.master.pid) - memory.masterWithMinionsBytes >= AFTER_LOAD_GROWTH_BYTES) {
+    await new Promise((resolve) => setTimeout(resolve, AFTER_LOAD_IDLE_MS))
+  }
   memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
   if (memory.natsServer !== null) memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 }

@@ -14,7 +14,7 @@ function fakeProcess(afterCollect = 100 * MiB) {
     rssBytes: () => state.rss,
     cpuMs: () => state.cpu,
     now: () => state.now,
-    idleMs: 3000,
+    idleMs: 2000,
     growthBytes: 48 * MiB,
   })
   /** `ms` of time at `share` of a core, one check a second. */
@@ -36,8 +36,8 @@ describe('IdleCollector', () => {
     state.rss = 300 * MiB
     expect(run(10_000, 0.9)).not.toContain(true)
     const idle = run(6000, 0.01)
-    // Busy at the last check of the load; idle from the next one on: the third idle second is the first to collect.
-    expect(idle).toEqual([false, false, true, false, false, false])
+    // Busy at the last check of the load; idle from the next one on: the second idle second is the first to collect.
+    expect(idle).toEqual([false, true, false, false, false, false])
     expect(state.collected).toBe(1)
     expect(run(20_000, 0.01)).not.toContain(true)
     expect(state.collected).toBe(1)
