@@ -7,15 +7,21 @@ import type { Logger } from '@brine/core'
  * live and keeps the pages it freed, and glibc keeps what the freed buffers held: after 200,000 returns a master
  * held twice its working size for as long as it ran. A memory-reducing collection (V8's last-resort flavour:
  * several full collections, the young generation shrunk, freed pages handed back) returns it, but it stops the
- * master while it runs, so it runs once the master has been idle a little while after its resident size grew.
+ * master while it runs (several full collections, none of them concurrent: hundreds of ms on a loaded machine),
+ * so it runs only once the master's event loop has been idle a little while after its resident size grew. Run under
+ * load (a bound on the resident size, collecting every few seconds) it held a 1,000-minion master under 300 MiB
+ * through its throughput phase, but stalled it for seconds at a time through a burst.
  */
 export interface IdleCollectorOptions {
   /** The memory-reducing collection ({@link memoryReducingGc}). */
   collect: () => void
   /** The process's resident bytes now. */
   rssBytes: () => number
-  /** CPU time the process has used so far, every thread, in ms. */
-  cpuMs: () => number
+  /**
+   * The share of the time since the previous call its event loop was busy (0–1). Not its CPU time: a master
+   * starved of CPU on a loaded machine is busy at a small share of a core.
+   */
+  busyShare: () => number
   /** This clock, ms. */
   now: () => number
   /** How long the process must have been idle before it collects, ms (default {@link IDLE_COLLECT_AFTER_MS}). */
@@ -32,18 +38,16 @@ export const IDLE_COLLECT_GROWTH_BYTES = 48 * 1024 * 1024
 /** How often the collector looks (ms). */
 export const IDLE_CHECK_EVERY_MS = 1000
 /**
- * A process using less than this share of one core is idle. A master with 1,000 minions connected and no jobs
- * uses 3–25 % (its timers, the minions' events, the readers of its bus); the same master storing returns, 70 % and more.
+ * An event loop busy less than this share of the time is idle: a master with 1,000 minions connected and no jobs
+ * (its timers, the minions' events, the readers of its bus) is well under it, one storing returns near 1.
  */
-export const IDLE_CPU_SHARE = 0.3
+export const IDLE_BUSY_SHARE = 0.3
 
 export class IdleCollector {
   readonly #o: IdleCollectorOptions
   readonly #idleMs: number
   readonly #growthBytes: number
   #baseline: number
-  #lastCpu: number
-  #lastCheck: number
   /** When the process was last seen busy. */
   #busyAt: number
   #timer: NodeJS.Timeout | undefined
@@ -55,9 +59,7 @@ export class IdleCollector {
     this.#idleMs = options.idleMs ?? IDLE_COLLECT_AFTER_MS
     this.#growthBytes = options.growthBytes ?? IDLE_COLLECT_GROWTH_BYTES
     this.#baseline = options.rssBytes()
-    this.#lastCpu = options.cpuMs()
-    this.#lastCheck = options.now()
-    this.#busyAt = this.#lastCheck
+    this.#busyAt = options.now()
   }
 
   /** Looks every {@link IDLE_CHECK_EVERY_MS} until {@link stop}; the timer does not keep the process alive. */
@@ -74,24 +76,18 @@ export class IdleCollector {
   check(): boolean {
     const o = this.#o
     const now = o.now()
-    const cpu = o.cpuMs()
-    const share = (cpu - this.#lastCpu) / Math.max(1, now - this.#lastCheck)
-    this.#lastCpu = cpu
-    this.#lastCheck = now
-    if (share >= IDLE_CPU_SHARE) this.#busyAt = now
-    if (now - this.#busyAt < this.#idleMs) return false
+    if (o.busyShare() >= IDLE_BUSY_SHARE) this.#busyAt = now
     const before = o.rssBytes()
     // A size that fell by itself becomes the new baseline: only growth past it calls for a collection.
     if (before < this.#baseline) this.#baseline = before
-    if (before - this.#baseline < this.#growthBytes) return false
+    if (now - this.#busyAt < this.#idleMs || before - this.#baseline < this.#growthBytes) return false
     const started = o.now()
     o.collect()
     const after = o.rssBytes()
     this.#baseline = after
     this.collections++
-    // The collection's own CPU is not load.
-    this.#lastCpu = o.cpuMs()
-    this.#lastCheck = o.now()
+    // The collection's own pause is not load.
+    o.busyShare()
     const mib = (bytes: number): string => (bytes / 1048576).toFixed(0)
     o.logger?.info(`idle after a load: memory-reducing collection in ${Math.round(o.now() - started)} ms, resident ${mib(before)} → ${mib(after)} MiB`)
     return true
@@ -111,12 +107,15 @@ export function memoryReducingGc(): () => void {
 
 /** The master's collector over this process. */
 export function processIdleCollector(logger?: Logger): IdleCollector {
+  let last = performance.eventLoopUtilization()
   return new IdleCollector({
     collect: memoryReducingGc(),
     rssBytes: () => process.memoryUsage.rss(),
-    cpuMs: () => {
-      const { user, system } = process.cpuUsage()
-      return (user + system) / 1000
+    busyShare: () => {
+      const now = performance.eventLoopUtilization()
+      const share = performance.eventLoopUtilization(now, last).utilization
+      last = now
+      return share
     },
     now: () => performance.now(),
     ...(logger === undefined ? {} : { logger }),

@@ -5,24 +5,24 @@ const MiB = 1024 * 1024
 
 /** A process to drive by hand: its clock, its CPU time and its resident size, and a collection that shrinks it. */
 function fakeProcess(afterCollect = 100 * MiB) {
-  const state = { now: 0, cpu: 0, rss: 100 * MiB, collected: 0 }
+  const state = { now: 0, share: 0, rss: 100 * MiB, collected: 0 }
   const collector = new IdleCollector({
     collect: () => {
       state.collected++
       state.rss = afterCollect
     },
     rssBytes: () => state.rss,
-    cpuMs: () => state.cpu,
+    busyShare: () => state.share,
     now: () => state.now,
     idleMs: 2000,
     growthBytes: 48 * MiB,
   })
-  /** `ms` of time at `share` of a core, one check a second. */
+  /** `ms` of time with the event loop busy `share` of it, one check a second. */
   const run = (ms: number, share: number): boolean[] => {
     const collected: boolean[] = []
     for (let at = 0; at < ms; at += IDLE_CHECK_EVERY_MS) {
       state.now += IDLE_CHECK_EVERY_MS
-      state.cpu += IDLE_CHECK_EVERY_MS * share
+      state.share = share
       collected.push(collector.check())
     }
     return collected
