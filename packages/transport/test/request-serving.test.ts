@@ -94,7 +94,7 @@ describe('RequestServing', () => {
     expect(replies).toEqual([])
   })
 
-  it('past maxInFlightBytes pauses its intake (requests already read still run), and resumes once half is answered', async () => {
+  it('past maxInFlightBytes pauses its intake, holds what arrives after (unread), and takes it in first once half is answered', async () => {
     const gate: string[] = []
     const body = 'x'.repeat(1000)
     const cost = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length + REQUEST_OVERHEAD_BYTES
@@ -113,31 +113,52 @@ describe('RequestServing', () => {
     expect(loop.inFlightBytes).toBe(3 * cost)
     request(3, body)
     expect(gate).toEqual(['pause'])
-    // Read before the transport stopped reading: still served, never refused.
+    // The rest of a read the transport had made: held as bytes, neither served nor refused.
     request(4, body)
-    expect(gate).toEqual(['pause'])
-    expect(loop.running + loop.waiting).toBe(5)
-    expect(loop.inFlightBytes).toBe(5 * cost)
+    request(5, body)
+    expect(loop.running + loop.waiting).toBe(4)
+    expect(loop.inFlightBytes).toBe(4 * cost)
     expect(core.counters.refused).toBe(0)
-    // It reads again only at half the bound (1.5 costs and a little): with two requests left it still holds.
-    for (let served = 0; served < 3; served++) {
+    // It reads again only at half the bound (1.5 costs and a little), taking the held ones in first.
+    for (let served = 0; served < 2; served++) {
       held[served]!.release()
       await untilReplies(served + 1)
     }
     expect(gate).toEqual(['pause'])
     expect(loop.inFlightBytes).toBe(cost * 2)
-    held[3]!.release()
-    await untilReplies(4)
+    held[2]!.release()
+    await untilReplies(3)
     expect(gate).toEqual(['pause', 'resume'])
-    held[4]!.release()
-    await untilReplies(5)
-    expect(replies.map(({ envelope }) => envelope.kind)).toEqual(Array(5).fill(EnvelopeKind.Reply))
+    expect(loop.inFlightBytes).toBe(cost * 3)
+    for (let served = 3; served < 6; served++) {
+      held[served]!.release()
+      await untilReplies(served + 1)
+    }
+    expect(replies.map(({ envelope }) => [envelope.kind, envelope.id])).toEqual([0, 1, 2, 3, 4, 5].map((id) => [EnvelopeKind.Reply, id]))
     expect(loop.inFlightBytes).toBe(0)
     await new Promise<void>((resolve) => setImmediate(resolve))
     expect(events.filter((event) => event.type.startsWith('intake-'))).toEqual([
       { type: 'intake-pause', bytes: 4 * cost, limit: 3 * cost + 10 },
       { type: 'intake-resume', bytes: cost, limit: 3 * cost + 10 },
     ])
+  })
+
+  it('a held frame that fills the bound again on resuming keeps the transport paused', () => {
+    const gate: string[] = []
+    const body = 'x'.repeat(1000)
+    const cost = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length + REQUEST_OVERHEAD_BYTES
+    const { loop, held, request } = serving({ maxInFlightBytes: 2 * cost + 10, intake: { pause: () => gate.push('pause'), resume: () => gate.push('resume') } })
+    for (let id = 0; id < 6; id++) request(id, body)
+    expect(held).toHaveLength(3)
+    expect(gate).toEqual(['pause'])
+    held[0]!.release()
+    held[1]!.release()
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // Down to one cost: resumed, took two held frames in (three costs, past the bound again) and stayed paused.
+      expect(held).toHaveLength(5)
+      expect(loop.inFlightBytes).toBe(3 * cost)
+      expect(gate).toEqual(['pause'])
+    })
   })
 
   it('without an intake gate refuses a request that would pass maxInFlightBytes with ServerBusyError naming it, but serves one alone whatever its size', async () => {

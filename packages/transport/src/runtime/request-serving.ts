@@ -86,6 +86,13 @@ export class RequestServing<P> {
   readonly #intake: IntakeGate | undefined
   #inFlightBytes = 0
   #paused = false
+  /** Whether the transport was told to stop reading (it stays so while held frames are taken in on resuming). */
+  #gateClosed = false
+  /**
+   * Frames that arrived after the intake paused (the rest of a read the transport had already made), kept as
+   * their bytes and taken in, in order, once it resumes: at most one read's worth per connection.
+   */
+  #held: Array<{ body: Buffer; peer: P; peerName: string; address: string | undefined }> = []
   readonly #core: EndpointCore
   readonly #send: ReplySender<P>
   readonly #maxFrameBytes: number
@@ -150,6 +157,10 @@ export class RequestServing<P> {
 
   /** One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known). */
   receive(body: Buffer, peer: P, peerName: string, address?: string): void {
+    if (this.#paused) {
+      this.#held.push({ body, peer, peerName, address })
+      return
+    }
     const core = this.#core
     const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits, (error) => this.#answerLimit(body, error, peer, peerName))
     if (envelope === undefined) return
@@ -178,12 +189,23 @@ export class RequestServing<P> {
     const limit = this.maxInFlightBytes
     if (!this.#paused && bytes > limit) {
       this.#paused = true
-      intake.pause()
+      if (!this.#gateClosed) intake.pause()
+      this.#gateClosed = true
       this.#core.emit({ type: 'intake-pause', bytes, limit })
     } else if (this.#paused && bytes <= limit / 2) {
       this.#paused = false
-      intake.resume()
       this.#core.emit({ type: 'intake-resume', bytes, limit })
+      // What arrived after the pause first, and the transport reads again only if that did not fill the bound.
+      const held = this.#held
+      let next = 0
+      while (next < held.length && !this.#paused) {
+        const { body, peer, peerName, address } = held[next++]!
+        this.receive(body, peer, peerName, address)
+      }
+      held.splice(0, next)
+      if (this.#paused) return
+      this.#gateClosed = false
+      intake.resume()
     }
   }
 
@@ -258,6 +280,7 @@ export class RequestServing<P> {
   /** Forgets the requests still waiting; the endpoint is closing and their peers with it. */
   close(): void {
     this.#waiting?.drain()
+    this.#held = []
     this.#inFlightBytes = 0
   }
 }
