@@ -495,18 +495,24 @@ function recordSwarmMemory(memory: CaseResult['memory'], swarms: readonly SwarmP
 }
 
 /**
- * brine-master gives back what a load left (a memory-reducing collection) once it has been idle 2 s after its
- * resident size grew 48 MiB: a master that grew that much is left idle this long before its RSS after the load is read.
+ * brine-master gives back what a load left (a memory-reducing collection) once its event loop has been idle 2 s
+ * after its resident size grew 48 MiB: a master that grew that much is read once it has given back half of what
+ * it grew since its minions connected, or after {@link AFTER_LOAD_IDLE_MAX_MS}.
  */
-const AFTER_LOAD_IDLE_MS = 5000
+const AFTER_LOAD_IDLE_MAX_MS = 10_000
 const AFTER_LOAD_GROWTH_BYTES = 48 * 1024 * 1024
 
-/** The master's and the nats-server's RSS once the load phases are done (and the master idle, see {@link AFTER_LOAD_IDLE_MS}). */
+/** The master's and the nats-server's RSS once the load phases are done (and the master idle, see {@link AFTER_LOAD_IDLE_MAX_MS}). */
 async function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): Promise<void> {
-  if (rssBytes(fleet.master.pid) - memory.masterWithMinionsBytes >= AFTER_LOAD_GROWTH_BYTES) {
-    await new Promise((resolve) => setTimeout(resolve, AFTER_LOAD_IDLE_MS))
+  const pid = fleet.master.pid
+  const grown = rssBytes(pid)
+  const given = grown - (grown - memory.masterWithMinionsBytes) / 2
+  if (grown - memory.masterWithMinionsBytes >= AFTER_LOAD_GROWTH_BYTES) {
+    for (const until = performance.now() + AFTER_LOAD_IDLE_MAX_MS; performance.now() < until && rssBytes(pid) > given;) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
   }
-  memory.masterAfterLoadBytes = rssBytes(fleet.master.pid)
+  memory.masterAfterLoadBytes = rssBytes(pid)
   if (memory.natsServer !== null) memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 }
 
