@@ -79,6 +79,29 @@ describe('brine-master and brine-minion', () => {
     expect(heapGrowthFlag('syndic', [])).toBeUndefined()
   })
 
+  it('the master starts its idle collector once started and stops it as it stops; a minion has none', async () => {
+    const steps: string[] = []
+    const idleCollector = () => {
+      steps.push('made')
+      return { start: () => steps.push('collector started'), stop: () => steps.push('collector stopped') }
+    }
+    const master = fakeDaemon<MasterConfig>({ onStart: () => steps.push('master started') })
+    const controller = new AbortController()
+    const running = runMaster(['-c', dir, '--root-dir', dir], memoryIO({ signal: controller.signal }), { load: master.load, idleCollector })
+    await deadline(master.record.started.promise, 5000, 'the master to start')
+    controller.abort()
+    expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
+    expect(steps).toEqual(['master started', 'made', 'collector started', 'collector stopped'])
+
+    const minion = fakeDaemon<MinionConfig>()
+    const stopMinion = new AbortController()
+    const minionRun = runMinion(['-c', dir, '--root-dir', dir, '--id', 'web1'], memoryIO({ signal: stopMinion.signal }), { load: minion.load, idleCollector })
+    await deadline(minion.record.started.promise, 5000, 'the minion to start')
+    stopMinion.abort()
+    expect(await deadline(minionRun, 5000, 'the minion to stop')).toBe(0)
+    expect(steps).toHaveLength(4)
+  })
+
   it('exits 1 with the ConfigError text on a bad config', async () => {
     await writeFile(join(dir, 'minion'), 'id: web1\nmaster_port: lots\n')
     const io = memoryIO()

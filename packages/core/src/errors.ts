@@ -129,24 +129,29 @@ export class InFlightLimitError extends TransportError {
 }
 
 /**
- * A request server is running `limit` handler calls and `backlog` more requests are waiting for one:
- * the request is refused with this error as its reply instead of being held in memory. The
- * requester sees it as a {@link RemoteError} whose `remoteName` is `ServerBusyError`.
+ * A request server is running `limit` handler calls and `backlog` more requests are waiting for one, or (a
+ * server that cannot stop reading its peers) holds `maxInFlightBytes` of requests already: the request is
+ * refused with this error as its reply instead of being held in memory. The requester sees it as a
+ * {@link RemoteError} whose `remoteName` is `ServerBusyError`.
  */
 export class ServerBusyError extends TransportError {
   override name = 'ServerBusyError'
   readonly address: string
   readonly limit: number
   readonly backlog: number
+  readonly maxInFlightBytes: number | undefined
 
-  constructor(address: string, limit: number, backlog: number) {
+  constructor(address: string, limit: number, backlog: number, maxInFlightBytes?: number) {
     super(
-      `request server ${address} is busy: ${limit} handler calls running (concurrency limit ${limit}) and ${backlog} waiting (backlog limit ${backlog}); request refused`,
-      { address, limit, backlog },
+      maxInFlightBytes === undefined
+        ? `request server ${address} is busy: ${limit} handler calls running (concurrency limit ${limit}) and ${backlog} waiting (backlog limit ${backlog}); request refused`
+        : `request server ${address} is busy: its requests in flight hold more than ${maxInFlightBytes} bytes (maxInFlightBytes); request refused`,
+      maxInFlightBytes === undefined ? { address, limit, backlog } : { address, limit, backlog, maxInFlightBytes },
     )
     this.address = address
     this.limit = limit
     this.backlog = backlog
+    this.maxInFlightBytes = maxInFlightBytes
   }
 }
 

@@ -98,6 +98,7 @@ export type ComplianceCase =
   | 'request limits: a request `urgent` picks is served before every request already waiting in a full backlog'
   | 'request limits: a retry of a request still waiting for a handler slot is not queued again, and the one reply answers it'
   | 'request limits: a reply over max_frame_bytes becomes an error reply naming the limit'
+  | 'request limits: past `maxInFlightBytes` a server takes no more requests in: a socket transport stops reading its peers until half is answered, a broker one refuses with ServerBusyError'
   | 'request limits: an over-limit reply is dropped by the client, which times the request out and keeps the link'
   | 'malformed input: 10,000 garbage frames leave the server answering'
   | 'malformed input: each kind of bad envelope is dropped with one frame-drop giving a reason'

@@ -45,7 +45,15 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     this.#serving = new RequestServing<string>(
       this.core,
-      { maxFrameBytes, limits: decodeLimitsOf(options, 'server'), concurrency: options.concurrency, backlog: options.backlog, urgent: options.urgent },
+      {
+        maxFrameBytes,
+        limits: decodeLimitsOf(options, 'server'),
+        concurrency: options.concurrency,
+        backlog: options.backlog,
+        urgent: options.urgent,
+        // A broker's deliveries cannot be held at their source: past the bound requests are refused, and the minions retry.
+        maxInFlightBytes: options.maxInFlightBytes,
+      },
       (peer, reply) => this.#reply(peer, reply),
     )
     this.#reassembler = new Reassembler(

@@ -35,6 +35,8 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
         concurrency: options.concurrency,
         backlog: options.backlog,
         urgent: options.urgent,
+        maxInFlightBytes: options.maxInFlightBytes,
+        intake: { pause: () => this.#listener.holdReading(), resume: () => this.#listener.resumeReading() },
         authenticated: (connection) => this.#listener.authenticated(connection),
       },
       (connection, reply) => this.#reply(connection, reply),

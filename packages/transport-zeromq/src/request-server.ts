@@ -40,6 +40,8 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         concurrency: options.concurrency,
         backlog: options.backlog,
         urgent: options.urgent,
+        maxInFlightBytes: options.maxInFlightBytes,
+        intake: { pause: () => this.#listener.holdReading(), resume: () => this.#listener.resumeReading() },
         authenticated: (session) => this.#listener.authenticated(session.connection),
       },
       (session, reply) => this.#reply(session, reply),

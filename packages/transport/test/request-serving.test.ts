@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { EndpointCore, RequestServing } from '../src/index.js'
+import { EndpointCore, REQUEST_OVERHEAD_BYTES, RequestServing, type TransportEvent } from '../src/index.js'
 import { EnvelopeKind, InvalidOperationError, decodeEnvelope, encodeEnvelope, type Envelope, type WireValue } from '@brine/core'
 
 const ADDRESS = 'tcp://127.0.0.1:4506'
 
 /** A serving loop whose replies are collected, decoded, per peer; handler calls wait until released. */
-function serving(options: { concurrency?: number; backlog?: number } = {}) {
+function serving(options: { concurrency?: number; backlog?: number; maxInFlightBytes?: number; intake?: { pause(): void; resume(): void } } = {}) {
   const core = new EndpointCore('test', 'request server', ADDRESS)
   const replies: Array<{ peer: string; envelope: Envelope }> = []
   const loop = new RequestServing<string>(core, { maxFrameBytes: 1024 * 1024, ...options }, (peer, reply) => {
@@ -92,5 +92,92 @@ describe('RequestServing', () => {
     expect(core.counters.framesDropped).toBe(2)
     expect(held).toEqual([])
     expect(replies).toEqual([])
+  })
+
+  it('past maxInFlightBytes pauses its intake, holds what arrives after (unread), and takes it in first once half is answered', async () => {
+    const gate: string[] = []
+    const body = 'x'.repeat(1000)
+    const cost = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length + REQUEST_OVERHEAD_BYTES
+    // Three requests fit; the fourth passes the bound.
+    const { core, loop, replies, held, request, untilReplies } = serving({
+      concurrency: 2,
+      maxInFlightBytes: 3 * cost + 10,
+      intake: { pause: () => gate.push('pause'), resume: () => gate.push('resume') },
+    })
+    const events: TransportEvent[] = []
+    void (async () => {
+      for await (const event of core.events()) events.push(event)
+    })()
+    for (let id = 0; id < 3; id++) request(id, body)
+    expect(gate).toEqual([])
+    expect(loop.inFlightBytes).toBe(3 * cost)
+    request(3, body)
+    expect(gate).toEqual(['pause'])
+    // The rest of a read the transport had made: held as bytes, neither served nor refused.
+    request(4, body)
+    request(5, body)
+    expect(loop.running + loop.waiting).toBe(4)
+    expect(loop.inFlightBytes).toBe(4 * cost)
+    expect(core.counters.refused).toBe(0)
+    // It reads again only at half the bound (1.5 costs and a little), taking the held ones in first.
+    for (let served = 0; served < 2; served++) {
+      held[served]!.release()
+      await untilReplies(served + 1)
+    }
+    expect(gate).toEqual(['pause'])
+    expect(loop.inFlightBytes).toBe(cost * 2)
+    held[2]!.release()
+    await untilReplies(3)
+    expect(gate).toEqual(['pause', 'resume'])
+    expect(loop.inFlightBytes).toBe(cost * 3)
+    for (let served = 3; served < 6; served++) {
+      held[served]!.release()
+      await untilReplies(served + 1)
+    }
+    expect(replies.map(({ envelope }) => [envelope.kind, envelope.id])).toEqual([0, 1, 2, 3, 4, 5].map((id) => [EnvelopeKind.Reply, id]))
+    expect(loop.inFlightBytes).toBe(0)
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(events.filter((event) => event.type.startsWith('intake-'))).toEqual([
+      { type: 'intake-pause', bytes: 4 * cost, limit: 3 * cost + 10 },
+      { type: 'intake-resume', bytes: cost, limit: 3 * cost + 10 },
+    ])
+  })
+
+  it('a held frame that fills the bound again on resuming keeps the transport paused', () => {
+    const gate: string[] = []
+    const body = 'x'.repeat(1000)
+    const cost = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length + REQUEST_OVERHEAD_BYTES
+    const { loop, held, request } = serving({ maxInFlightBytes: 2 * cost + 10, intake: { pause: () => gate.push('pause'), resume: () => gate.push('resume') } })
+    for (let id = 0; id < 6; id++) request(id, body)
+    expect(held).toHaveLength(3)
+    expect(gate).toEqual(['pause'])
+    held[0]!.release()
+    held[1]!.release()
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // Down to one cost: resumed, took two held frames in (three costs, past the bound again) and stayed paused.
+      expect(held).toHaveLength(5)
+      expect(loop.inFlightBytes).toBe(3 * cost)
+      expect(gate).toEqual(['pause'])
+    })
+  })
+
+  it('without an intake gate refuses a request that would pass maxInFlightBytes with ServerBusyError naming it, but serves one alone whatever its size', async () => {
+    const body = 'x'.repeat(1000)
+    const cost = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length + REQUEST_OVERHEAD_BYTES
+    const { core, loop, replies, held, request, untilReplies } = serving({ maxInFlightBytes: cost + 10 })
+    request(0, 'y'.repeat(20_000))
+    expect(held).toHaveLength(1)
+    request(1, body)
+    expect(replies.map(({ envelope }) => envelope.id)).toEqual([1])
+    expect(replies[0]!.envelope.body).toMatchObject({ name: 'ServerBusyError', context: { address: ADDRESS, maxInFlightBytes: cost + 10 } })
+    expect((replies[0]!.envelope.body as { message: string }).message).toBe(
+      `request server ${ADDRESS} is busy: its requests in flight hold more than ${cost + 10} bytes (maxInFlightBytes); request refused`,
+    )
+    expect(core.counters.refused).toBe(1)
+    held[0]!.release()
+    await untilReplies(2)
+    request(2, body)
+    expect(held).toHaveLength(2)
+    expect(loop.inFlightBytes).toBe(cost)
   })
 })

@@ -16,6 +16,7 @@ import {
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
 import { chownPath, chownTree, heapGrowthFlag, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
+import { processIdleCollector } from '../idle-collector.js'
 import { runCheckConfig } from './check-config.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
@@ -30,6 +31,8 @@ export interface DaemonDeps<C> {
   load?: () => Promise<DaemonClass<C>>
   /** Sets V8 flags in this process (default: `v8.setFlagsFromString`). */
   setV8Flags?: (flags: string) => void
+  /** The master's collector after a load (default: {@link processIdleCollector}); the other daemons have none. */
+  idleCollector?: (logger: Logger) => { start(): void; stop(): void }
 }
 
 type Role = 'master' | 'minion' | 'syndic'
@@ -210,6 +213,7 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   const pidfile = typeof opts.pidfile === 'string' && opts.pidfile !== '' ? opts.pidfile : undefined
   const onHangup = (): void => logging.reopen()
   let daemon: Daemon | undefined
+  let collector: { start(): void; stop(): void } | undefined
   /** Directories created here (for the pidfile, and for a daemon that switches users), given to its user once it has started. */
   const created: string[] = []
   try {
@@ -222,10 +226,13 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
     // Set once started: a V8 flag changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it.
     const heapFlag = heapGrowthFlag(role, process.execArgv)
     if (heapFlag !== undefined) (deps.setV8Flags ?? v8.setFlagsFromString)(heapFlag)
+    if (role === 'master') collector = (deps.idleCollector ?? processIdleCollector)(logger.child('memory'))
+    collector?.start()
     if (runAs !== undefined) becomeUser(runAs, opts, created, logging, pidfile, logger)
   } catch (error) {
     io.stderr.write(`${name}: cannot start: ${(error as Error).message}\n`)
     // A half-started daemon must not keep ports or sockets.
+    collector?.stop()
     await daemon?.stop().catch(() => {})
     if (pidfile !== undefined) removePidfile(pidfile, logger)
     logging.close()
@@ -236,6 +243,7 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   logger.info(`${name} started (transport ${String(opts.transport)}, id ${String(opts.id)}, pid ${process.pid})`)
   await aborted(io.signal)
   logger.info(`${name} stopping`)
+  collector?.stop()
   let code = EXIT_OK
   try {
     await daemon.stop()

@@ -16,6 +16,7 @@ export function requestLimitTests(harness: Harness): void {
   describe('request limits', () => {
     inFlightAndBacklogCases(harness)
     laneCases(harness)
+    inFlightBytesCase(harness)
     replyAndRequestBoundCases(harness)
   })
 }
@@ -139,6 +140,62 @@ function laneCases(harness: Harness): void {
     await deadline(held, WAIT_MS, 'the blocker')
     expect(seen).toEqual(['blocker', 'gave up', 'answered', 'fits'])
     expect(server.endpoint.stats()).toMatchObject({ queued: 0, inFlight: 0, refused: 1 })
+  })
+}
+
+const IN_FLIGHT_CASE =
+  'request limits: past `maxInFlightBytes` a server takes no more requests in: a socket transport stops reading its peers until half is answered, a broker one refuses with ServerBusyError'
+
+/**
+ * Requests of 200 KiB against a bound of 300 KiB: two fit (the second passes the bound), and the part of a third
+ * that one socket read can carry is never a whole one, so a socket transport never runs more than two at once.
+ */
+function inFlightBytesCase(harness: Harness): void {
+  test(IN_FLIGHT_CASE, async () => {
+    const limit = 300 * 1024
+    const payload = 'x'.repeat(200 * 1024)
+    const release: Array<() => void> = []
+    let mostRunning = 0
+    const server = await harness.requestServer(
+      (request) =>
+        new Promise<WireValue>((resolve) => {
+          release.push(() => resolve((request as { n: number }).n))
+          mostRunning = Math.max(mostRunning, server.endpoint.stats().inFlight)
+          server.recorder.poke()
+        }),
+      { maxInFlightBytes: limit },
+    )
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const releaseAll = async (count: number): Promise<void> => {
+      for (let served = 0; served < count; served++) {
+        await server.recorder.until(() => release.length > served, `request ${served} to reach the handler`)
+        release[served]!()
+      }
+    }
+    if ((await harness.transport()).peerSockets === false) {
+      const first = outcome(client.send({ n: 0, payload }, { timeout: WAIT_MS }))
+      await server.recorder.until(() => release.length === 1, 'the first request to reach the handler')
+      const refused = await client.send({ n: 1, payload }, { timeout: WAIT_MS }).catch((error: unknown) => error)
+      expect(refused).toBeInstanceOf(RemoteError)
+      expect(refused).toMatchObject({ remoteName: 'ServerBusyError', context: { maxInFlightBytes: limit } })
+      expect((refused as Error).message).toContain(`its requests in flight hold more than ${limit} bytes (maxInFlightBytes); request refused`)
+      const next = outcome(client.send({ n: 2, payload }, { timeout: WAIT_MS }))
+      await releaseAll(2)
+      expect(await deadline(Promise.all([first, next]), WAIT_MS, 'the admitted requests to be answered')).toEqual([{ reply: 0 }, { reply: 2 }])
+      expect(server.endpoint.stats()).toMatchObject({ refused: 1, inFlight: 0 })
+      return
+    }
+    const sends = Array.from({ length: 6 }, (_, n) => outcome(client.send({ n, payload }, { timeout: WAIT_MS })))
+    const pause = await server.recorder.waitFor((event) => event.type === 'intake-pause', 'the server to stop reading')
+    expect(pause).toMatchObject({ type: 'intake-pause', limit })
+    expect(pause.type === 'intake-pause' && pause.bytes).toBeGreaterThan(limit)
+    // Each call released as it comes: the held requests are read once half the bound is free again.
+    await releaseAll(6)
+    const answers = await deadline(Promise.all(sends), WAIT_MS, 'every request to be answered')
+    expect(answers).toEqual([0, 1, 2, 3, 4, 5].map((n) => ({ reply: n })))
+    expect(mostRunning).toBe(2)
+    await server.recorder.waitFor((event) => event.type === 'intake-resume', 'the server to read again')
+    expect(server.endpoint.stats()).toMatchObject({ refused: 0, inFlight: 0 })
   })
 }
 

@@ -27,6 +27,13 @@ export type TransportEvent =
    * or subscriptions it may not make. A `peer-disconnect` follows.
    */
   | { type: 'peer-drop'; peer: string; reason: string }
+  /**
+   * A request server holds more bytes of requests read and not yet answered than `maxInFlightBytes`: it stops
+   * taking requests in (a socket transport stops reading its peers, whose requests wait in their sockets; a broker
+   * transport refuses them with ServerBusyError) until what it holds falls to half the bound (`intake-resume`).
+   */
+  | { type: 'intake-pause'; bytes: number; limit: number }
+  | { type: 'intake-resume'; bytes: number; limit: number }
 
 export type TransportEventType = TransportEvent['type']
 
@@ -248,6 +255,13 @@ export interface RequestServerOptions extends ServerOptions {
    * Called only for a request that has to wait; it must not throw.
    */
   urgent?: (request: WireValue) => boolean
+  /**
+   * Bytes of requests read and not yet answered (running and waiting), at most, each counted as its frame and
+   * {@link REQUEST_OVERHEAD_BYTES} more (default {@link DEFAULT_MAX_IN_FLIGHT_BYTES}): past it the server takes no
+   * more in (`intake-pause`), so a burst from every peer at once waits in the peers' sockets or their retries, not
+   * in this process's memory. One request larger than the bound is still served when nothing else is in flight.
+   */
+  maxInFlightBytes?: number
 }
 
 export interface PublishClientOptions extends ClientOptions {
@@ -344,6 +358,17 @@ export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144
+/**
+ * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 12,000
+ * small returns, more than a second of a master's work, so the master never idles for want of requests while
+ * the rest wait outside it.
+ */
+export const DEFAULT_MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024
+/**
+ * What a request in flight is taken to cost beyond its frame's bytes: its decoded form, its record while it waits,
+ * the handler's promises and what the handler decodes from it (a sealed return, opened).
+ */
+export const REQUEST_OVERHEAD_BYTES = 2048
 /**
  * Largest frame a publish server accepts from a subscriber (a TCP hello, a ZeroMQ subscription):
  * larger ones are skipped unread (TCP) or end the connection (ZeroMQ).

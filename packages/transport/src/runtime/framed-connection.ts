@@ -111,8 +111,8 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
   framesReceived = 0
   /** Bytes received so far. */
   bytesReceived = 0
-  /** When the connection was opened (ms). */
-  readonly openedAt = Date.now()
+  /** When the connection was opened (ms), moved on by the time its reading was held ({@link holdReading}). */
+  openedAt = Date.now()
   /** When the frame in progress (ZMTP: the handshake, or a message) received its first byte (ms); undefined between frames. */
   frameStartedAt: number | undefined
   /** When the connection last made progress: opened, completed a frame, or took PROGRESS_BYTES more of one (ms). */
@@ -204,6 +204,23 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
 
   get isOpen(): boolean {
     return !this.isClosed && !this.socket.destroyed
+  }
+
+  /**
+   * Stops reading the socket (its server holds all the requests it will take): the peer's bytes wait in the
+   * kernel's buffers and then in the peer. Resumed with `heldFor`, the ms it was held: its deadlines move on by
+   * as much, since the peer could make no progress meanwhile.
+   */
+  holdReading(held: boolean, heldFor = 0): void {
+    if (this.isClosed) return
+    if (held) {
+      this.socket.pause()
+      return
+    }
+    this.openedAt += heldFor
+    this.lastProgress += heldFor
+    if (this.frameStartedAt !== undefined) this.frameStartedAt += heldFor
+    this.socket.resume()
   }
 
   /** True while a frame has begun and not ended. */

@@ -118,6 +118,8 @@ export class Listener {
   private readonly budget: PendingBudget
   /** The process's network admission, or this unix socket's own (no remote peer counts against it). */
   private readonly admission: Admission
+  /** When reading was held ({@link holdReading}), or undefined while connections are read. */
+  private heldSince: number | undefined
 
   constructor(
     private readonly core: EndpointCore,
@@ -140,6 +142,26 @@ export class Listener {
     let queued = 0
     for (const connection of this.connections) queued += connection.queued
     return queued
+  }
+
+  /**
+   * Stops reading every connection, and each new one as it is accepted, until {@link resumeReading}: the
+   * request server holds all it will take. The deadlines (idle, handshake, frame) are not checked meanwhile,
+   * and each connection's move on by the time it was held.
+   */
+  holdReading(): void {
+    if (this.heldSince !== undefined) return
+    this.heldSince = Date.now()
+    for (const connection of this.connections) connection.holdReading(true)
+  }
+
+  resumeReading(): void {
+    const since = this.heldSince
+    if (since === undefined) return
+    this.heldSince = undefined
+    const now = Date.now()
+    // One accepted while reading was held was held from its opening.
+    for (const connection of this.connections) connection.holdReading(false, now - Math.max(since, connection.openedAt))
   }
 
   async start(): Promise<void> {
@@ -237,6 +259,7 @@ export class Listener {
       },
     )
     this.connections.add(connection)
+    if (this.heldSince !== undefined) connection.holdReading(true)
     this.admission.track(connection, address, this.options.authenticates === true)
     this.core.emit({ type: 'peer-connect', peer: connection.peer })
     this.handlers.onConnect?.(connection)
@@ -248,6 +271,7 @@ export class Listener {
    * progress for the idle timeout.
    */
   private sweep(): void {
+    if (this.heldSince !== undefined) return
     const now = Date.now()
     for (const connection of this.connections) {
       if (!connection.isOpen) continue

@@ -3,6 +3,8 @@ import { BoundedQueue, type WireValue } from '@brine/core'
 /** One request waiting for a handler slot. */
 export interface WaitingRequest<P> {
   id: number
+  /** What it counts against the server's `maxInFlightBytes`: its frame and REQUEST_OVERHEAD_BYTES. */
+  cost: number
   request: WireValue
   peer: P
   peerName: string

@@ -11,7 +11,13 @@ import {
   decodeLimitsOf,
   type DecodeLimits,
 } from '@brine/core'
-import { DEFAULT_REQUEST_BACKLOG, DEFAULT_REQUEST_CONCURRENCY, type RequestHandler } from '../contract/types.js'
+import {
+  DEFAULT_MAX_IN_FLIGHT_BYTES,
+  DEFAULT_REQUEST_BACKLOG,
+  DEFAULT_REQUEST_CONCURRENCY,
+  REQUEST_OVERHEAD_BYTES,
+  type RequestHandler,
+} from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
 import { RequestBacklog, RequestsInHand, type WaitingRequest } from './request-backlog.js'
 
@@ -23,6 +29,13 @@ export interface RequestServingOptions<P = unknown> {
   concurrency?: number
   /** Requests waiting for a handler slot, at most (default {@link DEFAULT_REQUEST_BACKLOG}); 0 for none. */
   backlog?: number
+  /** Bytes of requests in flight, at most (default {@link DEFAULT_MAX_IN_FLIGHT_BYTES}; see RequestServerOptions). */
+  maxInFlightBytes?: number
+  /**
+   * How the transport stops reading its peers while the server holds more than `maxInFlightBytes` (a socket
+   * transport pauses its connections). Without one, a request that would pass the bound is refused with ServerBusyError.
+   */
+  intake?: IntakeGate
   /** What `context.authenticated()` does for the peer a request came from (the Listener's, for its connection). */
   authenticated?: (peer: P) => void
   /** Picks the requests that wait in the urgent lane, served before every other waiting request (RequestServerOptions.urgent). */
@@ -34,6 +47,12 @@ export interface RequestServingOptions<P = unknown> {
  * ZeroMQ: the routing id). Must not throw: a peer that has gone simply gets nothing.
  */
 export type ReplySender<P> = (peer: P, reply: Buffer, peerName: string) => void
+
+/** A transport's switch on reading requests from its peers. */
+export interface IntakeGate {
+  pause(): void
+  resume(): void
+}
 
 /**
  * The server side of request/reply, written once for every transport: each request envelope
@@ -49,10 +68,25 @@ export type ReplySender<P> = (peer: P, reply: Buffer, peerName: string) => void
  * A request refused for its entries or depth is still answered, with the FrameLimitError naming the
  * bound, when its id can be read from its first bytes: every refusal is an answer, and the caller
  * does not wait out its timeout for one (the answer costs no more than the refusal did).
+ *
+ * What is read and not yet answered is bounded in bytes too (`maxInFlightBytes`): past it the transport's
+ * {@link IntakeGate} stops reading its peers until half of it is left (`intake-pause`, `intake-resume`), so a
+ * burst waits in the peers' sockets rather than here; a transport without a gate refuses the excess instead.
  */
 export class RequestServing<P> {
   readonly concurrency: number
   readonly backlog: number
+  readonly maxInFlightBytes: number
+  readonly #intake: IntakeGate | undefined
+  #inFlightBytes = 0
+  #paused = false
+  /** Whether the transport was told to stop reading (it stays so while held frames are taken in on resuming). */
+  #gateClosed = false
+  /**
+   * Frames that arrived after the intake paused (the rest of a read the transport had already made), kept as
+   * their bytes and taken in, in order, once it resumes: at most one read's worth per connection.
+   */
+  #held: Array<{ body: Buffer; peer: P; peerName: string; address: string | undefined }> = []
   readonly #core: EndpointCore
   readonly #send: ReplySender<P>
   readonly #maxFrameBytes: number
@@ -66,12 +100,19 @@ export class RequestServing<P> {
   #running = 0
   /** The refusal reply's body, made on the first refusal (the address is final by then). */
   #busy: SerializedError | undefined
+  /** The refusal reply's body at the byte bound, made on the first such refusal. */
+  #overBytes: SerializedError | undefined
 
   constructor(core: EndpointCore, options: RequestServingOptions<P>, send: ReplySender<P>) {
     const concurrency = options.concurrency ?? DEFAULT_REQUEST_CONCURRENCY
     const backlog = options.backlog ?? DEFAULT_REQUEST_BACKLOG
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
     if (!Number.isInteger(backlog) || backlog < 0) throw new RangeError(`backlog must be a non-negative integer, got ${backlog}`)
+    const maxInFlightBytes = options.maxInFlightBytes ?? DEFAULT_MAX_IN_FLIGHT_BYTES
+    if (!Number.isSafeInteger(maxInFlightBytes) || maxInFlightBytes < 1)
+      throw new RangeError(`maxInFlightBytes must be a positive integer, got ${maxInFlightBytes}`)
+    this.maxInFlightBytes = maxInFlightBytes
+    this.#intake = options.intake
     this.#core = core
     this.#send = send
     this.#authenticated = options.authenticated
@@ -93,6 +134,11 @@ export class RequestServing<P> {
     return this.#waiting?.size ?? 0
   }
 
+  /** Bytes of requests read and not yet answered, as counted against `maxInFlightBytes`. */
+  get inFlightBytes(): number {
+    return this.#inFlightBytes
+  }
+
   /** Sets the handler: once, and before the endpoint starts (`started`). */
   handle(handler: RequestHandler, started: boolean): void {
     const core = this.#core
@@ -109,6 +155,10 @@ export class RequestServing<P> {
 
   /** One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known). */
   receive(body: Buffer, peer: P, peerName: string, address?: string): void {
+    if (this.#paused) {
+      this.#held.push({ body, peer, peerName, address })
+      return
+    }
     const core = this.#core
     const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits, (error) => this.#answerLimit(body, error, peer, peerName))
     if (envelope === undefined) return
@@ -123,10 +173,18 @@ export class RequestServing<P> {
       core.counters.coalesced++
       return
     }
-    const waiting: WaitingRequest<P> = { id, request: envelope.body, peer, peerName, address }
+    const cost = body.length + REQUEST_OVERHEAD_BYTES
+    // Without a gate the bound refuses; one request alone is served whatever its size (max_frame_bytes bounds it).
+    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes) {
+      this.#refuse(id, peer, peerName, this.maxInFlightBytes)
+      return
+    }
+    const waiting: WaitingRequest<P> = { id, cost, request: envelope.body, peer, peerName, address }
     if (this.#running < this.concurrency) void this.#serve(waiting)
-    else if (this.#waiting?.push(waiting, this.#isUrgent(waiting.request)) === true) this.#inHand.add(peer, id)
-    else this.#refuse(id, peer, peerName)
+    else if (this.#waiting?.push(waiting, this.#isUrgent(waiting.request)) === true) {
+      this.#inHand.add(peer, id)
+      this.#hold(cost)
+    } else this.#refuse(id, peer, peerName)
   }
 
   /** The `urgent` option's choice; a choice that throws (it must not) leaves the request in the common lane. */
@@ -138,8 +196,39 @@ export class RequestServing<P> {
     }
   }
 
-  async #serve({ id, request, peer, peerName, address }: WaitingRequest<P>): Promise<void> {
+  /** Counts `cost` in (positive) or out (negative), and pauses or resumes the intake at the bound and at half of it. */
+  #hold(cost: number): void {
+    this.#inFlightBytes += cost
+    const intake = this.#intake
+    if (intake === undefined) return
+    const bytes = this.#inFlightBytes
+    const limit = this.maxInFlightBytes
+    if (!this.#paused && bytes > limit) {
+      this.#paused = true
+      if (!this.#gateClosed) intake.pause()
+      this.#gateClosed = true
+      this.#core.emit({ type: 'intake-pause', bytes, limit })
+    } else if (this.#paused && bytes <= limit / 2) {
+      this.#paused = false
+      this.#core.emit({ type: 'intake-resume', bytes, limit })
+      // What arrived after the pause first, and the transport reads again only if that did not fill the bound.
+      const held = this.#held
+      let next = 0
+      while (next < held.length && !this.#paused) {
+        const { body, peer, peerName, address } = held[next++]!
+        this.receive(body, peer, peerName, address)
+      }
+      held.splice(0, next)
+      if (this.#paused) return
+      this.#gateClosed = false
+      intake.resume()
+    }
+  }
+
+  /** Serves a request: `cost` is counted in as it starts (when it did not wait) and out once it is answered. */
+  async #serve({ id, cost, request, peer, peerName, address }: WaitingRequest<P>, counted = false): Promise<void> {
     const core = this.#core
+    if (!counted) this.#hold(cost)
     this.#running++
     this.#inHand.add(peer, id)
     let reply: Buffer
@@ -161,8 +250,10 @@ export class RequestServing<P> {
     this.#inHand.delete(peer, id)
     if (core.isClosed) return
     this.#send(peer, reply, peerName)
+    // Counted out once its reply is on its way: the reply's bytes are the connection's queue's from here.
+    this.#hold(-cost)
     const next = this.#waiting?.shift()
-    if (next !== undefined) void this.#serve(next)
+    if (next !== undefined) void this.#serve(next, true)
   }
 
   /** Encodes a reply; one too large or not encodable becomes an error reply saying why. */
@@ -191,16 +282,24 @@ export class RequestServing<P> {
     this.#send(peer, this.#encodeError(id, error.toJSON(), peerName), peerName)
   }
 
-  #refuse(id: number, peer: P, peerName: string): void {
+  #refuse(id: number, peer: P, peerName: string, maxInFlightBytes?: number): void {
     const core = this.#core
-    this.#busy ??= new ServerBusyError(core.address, this.concurrency, this.backlog).toJSON()
-    core.requestRefused(`request ${id} from ${peerName} refused: ${this.concurrency} handler calls running and ${this.backlog} waiting`)
-    this.#send(peer, this.#encodeError(id, this.#busy, peerName), peerName)
+    let busy: SerializedError
+    if (maxInFlightBytes === undefined) {
+      busy = this.#busy ??= new ServerBusyError(core.address, this.concurrency, this.backlog).toJSON()
+      core.requestRefused(`request ${id} from ${peerName} refused: ${this.concurrency} handler calls running and ${this.backlog} waiting`)
+    } else {
+      busy = this.#overBytes ??= new ServerBusyError(core.address, this.concurrency, this.backlog, maxInFlightBytes).toJSON()
+      core.requestRefused(`request ${id} from ${peerName} refused: requests in flight hold more than ${maxInFlightBytes} bytes`)
+    }
+    this.#send(peer, this.#encodeError(id, busy, peerName), peerName)
   }
 
   /** Forgets the requests still waiting; the endpoint is closing and their peers with it. */
   close(): void {
     this.#waiting?.clear()
     this.#inHand.clear()
+    this.#held = []
+    this.#inFlightBytes = 0
   }
 }
