@@ -48,7 +48,7 @@ export class ApiProbe {
   #token = ''
   #pid = 0
   #process: DaemonProcess | undefined
-  #readers: Array<{ abort: AbortController; done: Promise<number> }> = []
+  #readers: Array<{ abort: AbortController; done: Promise<number>; seen: { events: number } }> = []
   /** When a reader last got a job event (performance.now()). */
   #lastEventAt = 0
   #streamStart = 0
@@ -121,8 +121,8 @@ export class ApiProbe {
       if (response.status !== 200 || response.body === null) throw new Error(`GET /events answered ${response.status}`)
       const reader = response.body.getReader()
       const decoder = new TextDecoder()
+      const seen = { events: 0 }
       const done = (async () => {
-        let events = 0
         let carry = ''
         try {
           for (;;) {
@@ -133,7 +133,7 @@ export class ApiProbe {
             carry = lines.pop() ?? ''
             for (const line of lines) {
               if (line.startsWith('tag: salt/job/')) {
-                events++
+                seen.events++
                 this.#lastEventAt = performance.now()
               }
             }
@@ -141,19 +141,21 @@ export class ApiProbe {
         } catch {
           // Aborted by closeReaders.
         }
-        return events
+        return seen.events
       })()
-      this.#readers.push({ abort, done })
+      this.#readers.push({ abort, done, seen })
     }
   }
 
   /**
-   * Lets the readers take what is still on its way (until none got an event for 300 ms, at most 10 s), then
-   * stops them; the job events they got per second from their opening to the last one, and the API's drops.
+   * Lets the readers take what is still on its way (until each got `expected` events, or none got one for 300 ms
+   * after that; at most 10 s), then stops them; the job events they got per second from their opening to the last
+   * one, and the API's drops. The stream may lag the jobs: a reader still short of `expected` is waited for.
    */
-  async closeReaders(): Promise<ApiFigures['sse']> {
+  async closeReaders(expected: number): Promise<ApiFigures['sse']> {
     const giveUp = performance.now() + 10_000
-    while (performance.now() < giveUp && performance.now() - this.#lastEventAt < 300) await new Promise((resolve) => setTimeout(resolve, 50))
+    const behind = (): boolean => this.#readers.some((reader) => reader.seen.events < expected)
+    while (performance.now() < giveUp && (behind() || performance.now() - this.#lastEventAt < 300)) await new Promise((resolve) => setTimeout(resolve, 50))
     const durationMs = Math.max(1, this.#lastEventAt - this.#streamStart)
     for (const reader of this.#readers) reader.abort.abort()
     const counts = await Promise.all(this.#readers.map((reader) => reader.done))

@@ -625,7 +625,8 @@ async function measureApi(fleet: Fleet, client: LocalClient, counter: ReturnCoun
     const cliMs = await probe.cliLatency(settings.cliCalls, n)
     await probe.openReaders(settings.sseReaders)
     const { jids } = await pingWindow(client, settings.window, settings.throughputJobs, settings.jobTimeoutMs)
-    const sse = await probe.closeReaders()
+    // Each reader is owed each job's new event and each minion's return event.
+    const sse = await probe.closeReaders(settings.throughputJobs * (1 + n))
     await counter.waitFor(jids, n, 2000, settings.jobTimeoutMs)
     result.api = { postMs, cliMs, sse, apiRssBytes: rssBytes(probe.pid) }
   } finally {
