@@ -6,13 +6,14 @@ import {
   DEFAULT_PEER_IDLE_TIMEOUT_MS,
   EndpointBase,
   RequestServing,
+  servingOptionsOf,
   type BrokerOptions,
   type LiveStats,
   type RequestHandler,
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
-import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf } from '@brine/core'
+import { DEFAULT_MAX_FRAME_BYTES } from '@brine/core'
 import { Reassembler, publishChunked } from './chunks.js'
 import { NatsLink } from './link.js'
 import { bytesOf, natsAddress, serviceOf, servicePort, subjectsOf, type Service } from './service.js'
@@ -46,13 +47,8 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
     this.#serving = new RequestServing<string>(
       this.core,
       {
-        maxFrameBytes,
-        limits: decodeLimitsOf(options, 'server'),
-        concurrency: options.concurrency,
-        backlog: options.backlog,
-        urgent: options.urgent,
-        // A broker's deliveries cannot be held at their source: past the bound requests are refused, and the minions retry.
-        maxInFlightBytes: options.maxInFlightBytes,
+        ...servingOptionsOf(options),
+        // No intake gate: a broker's deliveries cannot be held at their source, so past the bound requests are refused and the minions retry.
       },
       (peer, reply) => this.#reply(peer, reply),
     )

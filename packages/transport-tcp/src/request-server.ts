@@ -3,6 +3,7 @@ import {
   EndpointBase,
   Listener,
   RequestServing,
+  servingOptionsOf,
   hostOf,
   type FramedConnection as Connection,
   type LiveStats,
@@ -10,7 +11,7 @@ import {
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
-import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame } from '@brine/core'
+import { DEFAULT_MAX_FRAME_BYTES, frame } from '@brine/core'
 import { tcpAddress } from './reconnecting-link.js'
 
 /**
@@ -30,12 +31,7 @@ export class TcpRequestServer extends EndpointBase implements RequestServer {
     this.#serving = new RequestServing<Connection>(
       this.core,
       {
-        maxFrameBytes,
-        limits: decodeLimitsOf(options, 'server'),
-        concurrency: options.concurrency,
-        backlog: options.backlog,
-        urgent: options.urgent,
-        maxInFlightBytes: options.maxInFlightBytes,
+        ...servingOptionsOf(options),
         intake: { pause: () => this.#listener.holdReading(), resume: () => this.#listener.resumeReading() },
         authenticated: (connection) => this.#listener.authenticated(connection),
       },

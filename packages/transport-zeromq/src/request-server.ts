@@ -3,6 +3,7 @@ import {
   EndpointBase,
   Listener,
   RequestServing,
+  servingOptionsOf,
   hostOf,
   type FramedConnection,
   type LiveStats,
@@ -10,7 +11,7 @@ import {
   type RequestServer,
   type RequestServerOptions,
 } from '@brine/transport'
-import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf } from '@brine/core'
+import { DEFAULT_MAX_FRAME_BYTES } from '@brine/core'
 import { endpointOf, formatEndpoint } from './socket-util.js'
 import { frameHeader } from './zmtp.js'
 import { ZmtpSession } from './zmtp-session.js'
@@ -35,12 +36,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
     this.#serving = new RequestServing<ZmtpSession>(
       this.core,
       {
-        maxFrameBytes,
-        limits: decodeLimitsOf(options, 'server'),
-        concurrency: options.concurrency,
-        backlog: options.backlog,
-        urgent: options.urgent,
-        maxInFlightBytes: options.maxInFlightBytes,
+        ...servingOptionsOf(options),
         intake: { pause: () => this.#listener.holdReading(), resume: () => this.#listener.resumeReading() },
         authenticated: (session) => this.#listener.authenticated(session.connection),
       },

@@ -5,7 +5,15 @@ import { EnvelopeKind, InvalidOperationError, decodeEnvelope, encodeEnvelope, ty
 const ADDRESS = 'tcp://127.0.0.1:4506'
 
 /** A serving loop whose replies are collected, decoded, per peer; handler calls wait until released. */
-function serving(options: { concurrency?: number; backlog?: number; maxInFlightBytes?: number; intake?: { pause(): void; resume(): void } } = {}) {
+function serving(
+  options: {
+    concurrency?: number
+    backlog?: number
+    maxInFlightBytes?: number
+    intake?: { pause(): void; resume(): void }
+    urgent?: (request: WireValue) => boolean
+  } = {},
+) {
   const core = new EndpointCore('test', 'request server', ADDRESS)
   const replies: Array<{ peer: string; envelope: Envelope }> = []
   const loop = new RequestServing<string>(core, { maxFrameBytes: 1024 * 1024, ...options }, (peer, reply) => {
@@ -179,5 +187,22 @@ describe('RequestServing', () => {
     request(2, body)
     expect(held).toHaveLength(2)
     expect(loop.inFlightBytes).toBe(cost)
+  })
+
+  it('without an intake gate still serves an urgent request past maxInFlightBytes (the operator in a flood of returns), counted in', async () => {
+    const body = 'x'.repeat(1000)
+    const cost = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length + REQUEST_OVERHEAD_BYTES
+    const { core, loop, replies, held, request } = serving({
+      maxInFlightBytes: cost + 10,
+      urgent: (request) => (request as { cmd?: string }).cmd === 'publish',
+    })
+    request(0, { cmd: '_return', pad: body })
+    request(1, { cmd: '_return', pad: body })
+    request(2, { cmd: 'publish', pad: body })
+    expect(replies.map(({ envelope }) => envelope.id)).toEqual([1])
+    expect(replies[0]!.envelope.body).toMatchObject({ name: 'ServerBusyError' })
+    expect(held.map(({ request }) => (request as { cmd: string }).cmd)).toEqual(['_return', 'publish'])
+    expect(core.counters.refused).toBe(1)
+    expect(loop.inFlightBytes).toBeGreaterThan(cost + 10)
   })
 })

@@ -252,7 +252,8 @@ export interface RequestServerOptions extends ServerOptions {
    * Picks the requests that, when every handler slot is taken, wait in a lane of their own, served before
    * any other waiting request (in arrival order within each lane; `backlog` bounds both together). A master
    * picks its operator's requests (publish, runner, wheel), so they never wait behind minions' returns.
-   * Called only for a request that has to wait; it must not throw.
+   * Called only for a request that has to wait, or that a server without an intake gate would refuse for
+   * `maxInFlightBytes` (an urgent one is not refused for it); it must not throw.
    */
   urgent?: (request: WireValue) => boolean
   /**

@@ -9,6 +9,7 @@ import {
   encodeEnvelope,
   requestIdOf,
   decodeLimitsOf,
+  DEFAULT_MAX_FRAME_BYTES,
   type DecodeLimits,
 } from '@brine/core'
 import {
@@ -17,6 +18,7 @@ import {
   DEFAULT_REQUEST_CONCURRENCY,
   REQUEST_OVERHEAD_BYTES,
   type RequestHandler,
+  type RequestServerOptions,
 } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
 import { RequestBacklog, RequestsInHand, type WaitingRequest } from './request-backlog.js'
@@ -40,6 +42,20 @@ export interface RequestServingOptions<P = unknown> {
   authenticated?: (peer: P) => void
   /** Picks the requests that wait in the urgent lane, served before every other waiting request (RequestServerOptions.urgent). */
   urgent?: (request: WireValue) => boolean
+}
+
+/** What a transport's request server passes on to its {@link RequestServing} from its options, the same on every transport. */
+export function servingOptionsOf(
+  options: RequestServerOptions,
+): Pick<RequestServingOptions, 'maxFrameBytes' | 'limits' | 'concurrency' | 'backlog' | 'urgent' | 'maxInFlightBytes'> {
+  return {
+    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    limits: decodeLimitsOf(options, 'server'),
+    concurrency: options.concurrency,
+    backlog: options.backlog,
+    urgent: options.urgent,
+    maxInFlightBytes: options.maxInFlightBytes,
+  }
 }
 
 /**
@@ -174,8 +190,9 @@ export class RequestServing<P> {
       return
     }
     const cost = body.length + REQUEST_OVERHEAD_BYTES
-    // Without a gate the bound refuses; one request alone is served whatever its size (max_frame_bytes bounds it).
-    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes) {
+    // Without a gate the bound refuses; one request alone is served whatever its size (max_frame_bytes bounds it), and
+    // an urgent one (the operator's publish) whatever the flood it arrives in: it is counted, never refused.
+    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes && !this.#isUrgent(envelope.body)) {
       this.#refuse(id, peer, peerName, this.maxInFlightBytes)
       return
     }
