@@ -141,48 +141,18 @@ describe('what the brine command loads at start', () => {
   })
 
   it('loads yaml from the bundle of the package that uses it, and no native addon, as the built command runs', () => {
-    const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
-    try {
-      const hook = join(root, 'hook.mjs')
-      const list = join(root, 'loaded.txt')
-      writeFileSync(
-        hook,
-        `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
-          `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
-      )
-      const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8' })
-      expect(run.status, run.stderr).toBe(0)
-      const loaded = readFileSync(list, 'utf8').trim().split('\n')
-      expect(loaded.some((url) => url.includes('/packages/config/dist/'))).toBe(true)
-      expect(loaded.filter((url) => /\/node_modules\/(yaml|msgpackr-extract|node-gyp-build-optional-packages)\//.test(url) || url.endsWith('.node'))).toEqual(
-        [],
-      )
-    } finally {
-      rmSync(root, { recursive: true, force: true })
-    }
+    const loaded = modulesLoadedBy(['--version'])
+    expect(loaded.some((url) => url.includes('/packages/config/dist/'))).toBe(true)
+    expect(loaded.filter((url) => /\/node_modules\/(yaml|msgpackr-extract|node-gyp-build-optional-packages)\//.test(url) || url.endsWith('.node'))).toEqual([])
   })
 
   it("reads the root key without loading the crypt package's cryptography (Node's crypto module, tweetnacl)", () => {
-    const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
-    try {
-      const hook = join(root, 'hook.mjs')
-      const list = join(root, 'loaded.txt')
-      writeFileSync(
-        hook,
-        `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
-          `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
-      )
-      // Every module the command imports statically is loaded before its arguments are read.
-      const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, '--version'], { encoding: 'utf8' })
-      expect(run.status, run.stderr).toBe(0)
-      const loaded = readFileSync(list, 'utf8').trim().split('\n')
-      expect(loaded.some((url) => url.endsWith('/packages/crypt/dist/root-key-file.js'))).toBe(true)
-      expect(loaded.filter((url) => url === 'node:crypto' || url.endsWith('/packages/crypt/dist/index.js') || /\/node_modules\/tweetnacl\//.test(url))).toEqual(
-        [],
-      )
-    } finally {
-      rmSync(root, { recursive: true, force: true })
-    }
+    // Every module the command imports statically is loaded before its arguments are read.
+    const loaded = modulesLoadedBy(['--version'])
+    expect(loaded.some((url) => url.endsWith('/packages/crypt/dist/root-key-file.js'))).toBe(true)
+    expect(loaded.filter((url) => url === 'node:crypto' || url.endsWith('/packages/crypt/dist/index.js') || /\/node_modules\/tweetnacl\//.test(url))).toEqual(
+      [],
+    )
   })
 })
 
@@ -205,3 +175,22 @@ describe('the built bundles a minion and the brine command load', () => {
     expect(offenders).toEqual([])
   })
 })
+
+/** Every module URL the built `brine` loads when run with `args` (a module hook records them). */
+function modulesLoadedBy(args: string[]): string[] {
+  const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
+  try {
+    const hook = join(root, 'hook.mjs')
+    const list = join(root, 'loaded.txt')
+    writeFileSync(
+      hook,
+      `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
+        `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
+    )
+    const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, ...args], { encoding: 'utf8' })
+    expect(run.status, run.stderr).toBe(0)
+    return readFileSync(list, 'utf8').trim().split('\n')
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+}
