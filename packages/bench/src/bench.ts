@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
 import { cpuTimeMs, pidAlive, rssBytes } from '@brine/testkit'
 import { Fleet, type SwarmProcess, type TransportName } from '@brine/harness'
-import { fleetBus, startSwarm } from './fleet-swarm.js'
+import { fleetBus, makeSwarmKeysUnder, startSwarm } from './fleet-swarm.js'
 import { makeRoomForMinions, natsServerRss } from './nats-broker.js'
 
 /** A transport of the matrix: one of the three, or `both` (one master serving half the minions on zeromq, half on tcp). */
@@ -44,6 +44,12 @@ export interface BenchSettings {
    * minions spread over all, so no server holds more connections than its open-file limit allows.
    */
   natsServers?: number
+  /**
+   * Swarm minions make their key pairs as they start, inside the timed launch: a fleet's very first start. By default
+   * (false) they are made before the launch ({@link CaseResult.connect}'s `keysMadeMs`), as a fleet whose minions have
+   * started before has them: a swarm would otherwise time one process making a thousand machines' keys in turn.
+   */
+  keysAtLaunch?: boolean
   /** Bound on each wait for returns, ms. */
   jobTimeoutMs: number
   /** Bound on connecting (launch → all answering), and on answering again after a restart, ms. */
@@ -103,6 +109,11 @@ export interface CaseResult extends BenchCase {
   /** Minions per transport (`both` splits them). */
   split: Partial<Record<TransportName, number>>
   connect: {
+    /**
+     * Before the launch, not in its figures: making the swarm minions' key pairs (their brine-swarm processes in
+     * parallel), ms; null when the minions made them as they started (`keysAtLaunch`, or minion processes).
+     */
+    keysMadeMs: number | null
     /** Launch → every transport's start-up line and the event bus connected. */
     masterReadyMs: number
     /** Launch → every minion's start event (key accepted, authenticated). */
@@ -397,7 +408,7 @@ function emptyCase(benchCase: BenchCase): CaseResult {
   return {
     ...benchCase,
     split: {},
-    connect: { masterReadyMs: 0, allAcceptedMs: 0, allAnsweringMs: 0 },
+    connect: { keysMadeMs: null, masterReadyMs: 0, allAcceptedMs: 0, allAnsweringMs: 0 },
     latency: { ...zeroCounts(), calls: 0, ms: stats([]) },
     throughput: { ...zeroCounts(), jobs: 0, window: 0, durationMs: 0, jobsPerSec: 0, returnsPerSec: 0, jobMs: stats([]) },
     memory: {
@@ -430,9 +441,18 @@ export const ID_PREFIX: Record<TransportName, string> = { zeromq: 'zmq', tcp: 't
 /** Every pid a fleet started: its daemons and swarms, and its own nats-servers. */
 const fleetPids = (fleet: Fleet): number[] => [...fleet.spawnedPids, ...fleet.natsServers.map((server) => server.pid).filter((pid) => pid > 0)]
 
+/** The brine-swarm processes of `count` minions: `swarmSize` each, ids `<prefix>s<part>-<index>`. */
+export function swarmParts(count: number, swarmSize: number, prefix: string): { part: number; count: number; prefix: string }[] {
+  const parts: { part: number; count: number; prefix: string }[] = []
+  for (let first = 0, part = 0; first < count; first += swarmSize, part++)
+    parts.push({ part, count: Math.min(swarmSize, count - first), prefix: `${prefix}s${part}-` })
+  return parts
+}
+
 /**
  * Starts `count` minions of `transport` on `fleet`: one process each (ids `<prefix><index>`), or brine-swarm
- * processes of `swarmSize` (ids `<prefix>s<part>-<index>`). Their ids, once every process has started.
+ * processes of `swarmSize` (ids `<prefix>s<part>-<index>`), all at once as a fleet's machines start. Their ids, once
+ * every process has started.
  */
 async function startMinions(
   fleet: Fleet,
@@ -447,11 +467,12 @@ async function startMinions(
     }
     return ids
   }
-  for (let first = 0, part = 0; first < count; first += options.swarmSize, part++) {
-    const config = { ...BENCH_MINION_CONFIG, ...natsServerOf(fleet, transport, part) }
-    ids.push(...(await startSwarm(fleet, { count: Math.min(options.swarmSize, count - first), transport, prefix: `${prefix}s${part}-`, config })).ids)
-  }
-  return ids
+  const swarms = await Promise.all(
+    swarmParts(count, options.swarmSize, prefix).map(({ part, count: size, prefix: partPrefix }) =>
+      startSwarm(fleet, { count: size, transport, prefix: partPrefix, config: { ...BENCH_MINION_CONFIG, ...natsServerOf(fleet, transport, part) } }),
+    ),
+  )
+  return swarms.flatMap((swarm) => swarm.ids)
 }
 
 /**
@@ -796,6 +817,14 @@ async function openCounter(readers: CaseReaders, sockDir: string): Promise<Retur
   return readers.counter
 }
 
+/** Makes the key pairs of every swarm minion of a case under the fleet root `root`, each swarm's in its own process, all at once; ms it took. */
+async function makeCaseKeys(root: string, split: Partial<Record<TransportName, number>>, swarmSize: number): Promise<number> {
+  const started = performance.now()
+  const parts = (['zeromq', 'tcp', 'nats'] as const).flatMap((transport) => swarmParts(split[transport] ?? 0, swarmSize, `${ID_PREFIX[transport]}-`))
+  await Promise.all(parts.map((part) => makeSwarmKeysUnder(root, part)))
+  return performance.now() - started
+}
+
 /** Starts each transport's share of a case's minions (processes or swarms) and waits until every one has started. */
 async function startCaseMinions(fleet: Fleet, split: Partial<Record<TransportName, number>>, mode: BenchCase['mode'], swarmSize: number): Promise<void> {
   const from = fleet.startEventCount
@@ -828,9 +857,14 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
   const stored = storedIn(() => fleet!.masterConfigDir, settings)
   try {
     phase('connect')
-    const launched = performance.now()
+    let launched = performance.now()
     fleet = await Fleet.start({
       ...((settings.natsServers ?? 1) > 1 ? { natsCluster: settings.natsServers } : {}),
+      // The launch is timed from here: the swarm minions' keys are made before it (see BenchSettings.keysAtLaunch).
+      beforeLaunch: async (root) => {
+        if (benchCase.mode === 'swarm' && settings.keysAtLaunch !== true) result.connect.keysMadeMs = round(await makeCaseKeys(root, split, settings.swarmSize))
+        launched = performance.now()
+      },
       bus: fleetBus,
       minions: [],
       transports,

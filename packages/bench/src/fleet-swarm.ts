@@ -1,7 +1,9 @@
 import { join } from 'node:path'
 import { MasterEvent } from '@brine/client'
 import { tags } from '@brine/protocol'
+import { HarnessSetupError, runProcess } from '@brine/testkit'
 import { packageDir, type Fleet, type FleetBus, type SwarmProcess, type TransportName } from '@brine/harness'
+import type { SwarmLayout } from './swarm.js'
 
 /** How the bench's fleets hear their master: the client's MasterEvent and the protocol's tags. */
 export const fleetBus: FleetBus = { open: (options) => new MasterEvent(options), tags }
@@ -22,16 +24,57 @@ export interface SwarmOptions {
 }
 
 /**
+ * Where a swarm of a fleet with root `root` lives: its instances beside the fleet's other minions (`<root>/minions/<id>`,
+ * each instance's root_dir), its shared config in `<root>/swarms/<prefix>/minion`.
+ */
+export function swarmLayout(root: string, options: Pick<SwarmOptions, 'count' | 'prefix' | 'batch'>): SwarmLayout {
+  return {
+    configDir: join(root, 'swarms', options.prefix),
+    dir: join(root, 'minions'),
+    prefix: options.prefix,
+    count: options.count,
+    batch: options.batch ?? 50,
+  }
+}
+
+const layoutArgs = (layout: SwarmLayout): string[] => [
+  '--config',
+  layout.configDir,
+  '--dir',
+  layout.dir,
+  '--prefix',
+  layout.prefix,
+  '--count',
+  String(layout.count),
+  '--batch',
+  String(layout.batch ?? 50),
+]
+
+/**
+ * Makes the key pairs of a swarm's minions under a fleet root before the fleet launches (`brine-swarm --make-keys`, run to
+ * its end): the minions then start as a fleet whose minions already have their keys does. The swarm's config is not
+ * written yet, so the keys go where the defaults put them under each instance's root_dir, as the swarm will look.
+ */
+export async function makeSwarmKeysUnder(root: string, options: Pick<SwarmOptions, 'count' | 'prefix' | 'batch'>): Promise<void> {
+  const name = `brine-swarm --make-keys ${options.prefix}*`
+  const result = await runProcess(process.execPath, [swarmBinPath, ...layoutArgs(swarmLayout(root, options)), '--make-keys'], {
+    ms: Math.max(60_000, options.count * 100),
+    name,
+  })
+  if (result.code !== 0) throw new HarnessSetupError(`${name} failed (exit ${String(result.code)}):\n${result.stderr}`, { process: name })
+}
+
+/**
  * Starts one `brine-swarm` process of `fleet` running `count` real Minion instances (ids `<prefix>0`…),
- * each with its own config directory, keys, cache and sockets, as Salt's tests/minionswarm.py does.
- * Resolves when the process has started every instance (not when their keys are accepted: use
- * `fleet.waitForMinionStart`).
+ * each with its own root_dir, keys, cache and sockets, as Salt's tests/minionswarm.py does; their one shared
+ * config file is what the fleet would write for each (its id and root_dir left out). Resolves when the process
+ * has started every instance (not when their keys are accepted: use `fleet.waitForMinionStart`).
  */
 export async function startSwarm(fleet: Fleet, options: SwarmOptions): Promise<SwarmProcess> {
   const ids = Array.from({ length: options.count }, (_, index) => `${options.prefix}${index}`)
-  for (const id of ids) await fleet.writeMinionConfig({ id, transport: options.transport, config: options.config })
-  const args = ['--dir', join(fleet.root, 'minions'), '--prefix', options.prefix, '--count', String(options.count), '--batch', String(options.batch ?? 50)]
-  const process = fleet.spawnNode(`brine-swarm ${options.prefix}*`, swarmBinPath, [...args, '-l', fleet.logLevel])
+  const layout = swarmLayout(fleet.root, options)
+  await fleet.writeSharedMinionConfig(layout.configDir, { transport: options.transport, config: options.config })
+  const process = fleet.spawnNode(`brine-swarm ${options.prefix}*`, swarmBinPath, [...layoutArgs(layout), '-l', fleet.logLevel])
   const swarm: SwarmProcess = { process, ids, transport: options.transport }
   fleet.swarms.push(swarm)
   await process.waitForOutput(/brine-swarm: \d+ minions started/, Math.max(fleet.readyTimeoutMs, options.count * 100))

@@ -92,6 +92,11 @@ export interface FleetOptions {
    */
   natsServer?: NatsServerProcess
   /**
+   * Runs once the fleet's root exists (the path is passed in), before its broker and master start: what the caller
+   * prepares before a timed launch (the bench makes its swarm minions' key pairs here).
+   */
+  beforeLaunch?: (root: string) => Promise<void>
+  /**
    * Makes this fleet a syndic node under another fleet's master: a `brine-syndic` beside this fleet's
    * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
    */
@@ -176,6 +181,7 @@ export class Fleet {
     const fleet = new Fleet(await mkdtemp(join(tmpdir(), 'brine-')), options)
     if (options.rootMode !== undefined) await chmod(fleet.root, options.rootMode)
     try {
+      await options.beforeLaunch?.(fleet.root)
       await fleet.startMaster()
       await Promise.all(options.minions.map((minion) => fleet.startMinion(minion)))
       if (options.waitForMinions ?? options.autoAccept ?? true) {
@@ -393,11 +399,29 @@ export class Fleet {
   /** Writes one minion config directory (`<root>/minions/<id>/minion`) and returns it. */
   async writeMinionConfig(minion: FleetMinion): Promise<string> {
     const dir = this.minionConfigDir(minion.id)
+    const config = this.minionConfig(minion)
+    await mkdir(dir, { recursive: true })
+    await writeFile(join(dir, 'minion'), stringify(config))
+    return dir
+  }
+
+  /**
+   * Writes `<dir>/minion` for many minions to share (the bench's swarm): what {@link minionConfig} makes for `minion`,
+   * without its root_dir and id, which each instance sets for itself. Returns `dir`.
+   */
+  async writeSharedMinionConfig(dir: string, minion: Omit<FleetMinion, 'id'>): Promise<string> {
+    const { root_dir: _rootDir, id: _id, ...shared } = this.minionConfig({ ...minion, id: 'shared' })
+    await mkdir(dir, { recursive: true })
+    await writeFile(join(dir, 'minion'), stringify(shared))
+    return dir
+  }
+
+  /** The config keys of one minion of this fleet (root_dir its config directory): what {@link writeMinionConfig} writes. */
+  minionConfig(minion: FleetMinion): Record<string, unknown> {
     const ports = this.ports.get(minion.transport)
     if (ports === undefined) throw new HarnessSetupError(`the fleet's master does not serve ${minion.transport}`, { transport: minion.transport })
-    await mkdir(dir, { recursive: true })
-    const config = {
-      root_dir: dir,
+    return {
+      root_dir: this.minionConfigDir(minion.id),
       id: minion.id,
       master: this.host,
       master_port: ports.ret,
@@ -410,8 +434,6 @@ export class Fleet {
       ...this.natsConfig,
       ...minion.config,
     }
-    await writeFile(join(dir, 'minion'), stringify(config))
-    return dir
   }
 
   /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */

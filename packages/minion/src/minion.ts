@@ -56,6 +56,12 @@ export interface MinionOptions {
   cryptCache?: CryptCache
   /** This host's clocks (default the system's): what publish freshness is measured with. Tests inject one. */
   clock?: Clock
+  /**
+   * This host's core grains ({@link hostGrains}), when whoever runs many minions in one process (a swarm) computed
+   * them once for all; each minion copies them and adds its own `id`, `master`, config and persisted grains.
+   * Default: computed at start().
+   */
+  hostGrains?: Grains
 }
 
 /** Salt's minion start event text uses Python's time.asctime(): `Mon Jan  1 12:00:00 2024`. */
@@ -104,6 +110,7 @@ export class Minion {
   readonly #controller = new AbortController()
   readonly #cache: CryptCache
   readonly #clock: Clock | undefined
+  readonly #hostGrains: Grains | undefined
   readonly #runner: JobRunner
   /** Loaded at the first job that names a returner: most minions never see one, and @brine/returners brings a PostgreSQL driver. */
   #returners: Promise<MinionReturners> | undefined
@@ -125,6 +132,7 @@ export class Minion {
     this.#logger = options.logger ?? createLogger({ level: opts.log_level ?? 'warning', name: 'minion' })
     this.#cache = options.cryptCache ?? new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
     this.#clock = options.clock
+    this.#hostGrains = options.hostGrains
     this.authenticated = new Promise<void>((resolve, reject) => {
       this.#resolveAuthenticated = resolve
       this.#rejectAuthenticated = reject
@@ -206,7 +214,7 @@ export class Minion {
     const selected = policyFor(opts, mastersOf(opts), logger)
     const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger })
     await this.schedule.load()
-    replaceGrains(this.grains, await collectGrains(this.id, opts))
+    replaceGrains(this.grains, await collectGrains(this.id, opts, this.#hostGrains))
     // Custom modules synced before, and module_dirs: a module that fails is logged and recorded, not fatal.
     await reloadCustomModules(this.registry, opts, logger)
     const transport = await loadTransport(opts.transport)

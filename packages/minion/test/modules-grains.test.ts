@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { collectGrains, parseOsRelease, readPersistedGrains } from '../src/modules/grains.js'
+import { collectGrains, coreGrains, hostGrains, parseOsRelease, readPersistedGrains } from '../src/modules/grains.js'
 import { makeFixture } from './modules-fixture.js'
 
 const scratch = mkdtempSync(join(tmpdir(), 'brine-grains-'))
@@ -29,6 +29,28 @@ describe('collectGrains', () => {
     const grains = await collectGrains('web-1', { grains: { roles: ['web'], kernel: 'Overridden' } })
     expect(grains.roles).toEqual(['web'])
     expect(grains.kernel).toBe('Overridden')
+  })
+
+  it("computed from the host's grains given once, each minion has its own id, master and copy of every value", async () => {
+    const host = hostGrains()
+    expect(host.id).toBeUndefined()
+    expect(host.master).toBeUndefined()
+    const [a, b] = await Promise.all([
+      collectGrains('web-1', { master: 'salt-a', grains: { roles: ['web'] } }, host),
+      collectGrains('db-1', { master: ['salt-a', 'salt-b'] }, host),
+    ])
+    // The same grains as computing the host's facts per minion.
+    expect(a).toEqual(await collectGrains('web-1', { master: 'salt-a', grains: { roles: ['web'] } }))
+    expect(a).toMatchObject({ id: 'web-1', master: 'salt-a', roles: ['web'], kernel: host.kernel, num_cpus: host.num_cpus })
+    expect(b).toMatchObject({ id: 'db-1', master: ['salt-a', 'salt-b'], kernel: host.kernel })
+    expect(b.roles).toBeUndefined()
+    // A value one minion changes in place (grains.setval replaces, a module may edit a list) is that minion's alone.
+    ;(a.ipv4 as string[]).push('192.0.2.7')
+    ;(a.osrelease_info as number[]).push(99)
+    expect(b.ipv4).not.toContain('192.0.2.7')
+    expect(host.ipv4).not.toContain('192.0.2.7')
+    expect(b.osrelease_info).toEqual(host.osrelease_info)
+    expect(coreGrains('web-2', {}, host)).toEqual({ id: 'web-2', ...host })
   })
 
   it('parses os-release quoting', () => {

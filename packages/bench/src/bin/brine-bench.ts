@@ -34,6 +34,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
+  --keys-at-launch        swarm minions make their key pairs as they start, inside the timed launch (a fleet's
+                          first start); by default they are made before it, and the time it took is reported apart
   --nats-servers <k>      a NATS case runs on a cluster of k nats-servers routed on loopback (default 1): the
                           master on the first, swarms spread over all; each NATS minion holds one connection,
                           so k > 1 keeps every server within its open-file limit past ~19,000 minions
@@ -64,6 +66,7 @@ const { values } = parseArgs({
     procs: { type: 'string', default: '50' },
     swarm: { type: 'boolean', default: false },
     'swarm-size': { type: 'string' },
+    'keys-at-launch': { type: 'boolean', default: false },
     'nats-servers': { type: 'string' },
     syndics: { type: 'string' },
     calls: { type: 'string' },
@@ -142,6 +145,7 @@ settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughput
 // --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
 settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
+settings.keysAtLaunch = values['keys-at-launch']
 settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
 const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())

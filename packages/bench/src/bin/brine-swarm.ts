@@ -1,28 +1,36 @@
 import { parseArgs } from 'node:util'
 import { parseLogLevel } from '@brine/core'
-import { MinionSwarm } from '../swarm.js'
+import { makeSwarmKeys, MinionSwarm } from '../swarm.js'
 
-// brine-swarm --dir <root>/minions --prefix swarm-zmq- --count 500 [--batch 50] [-l warning]
+// brine-swarm --config <dir> --dir <root>/minions --prefix swarm-zmq- --count 500 [--batch 50] [--make-keys] [-l warning]
 const { values } = parseArgs({
   options: {
+    config: { type: 'string' },
     dir: { type: 'string' },
     prefix: { type: 'string', default: 'swarm-' },
     count: { type: 'string' },
     batch: { type: 'string', default: '50' },
+    'make-keys': { type: 'boolean', default: false },
     'log-level': { type: 'string', short: 'l', default: 'warning' },
   },
 })
-if (values.dir === undefined || values.count === undefined || !(Number(values.count) > 0)) {
-  process.stderr.write('usage: brine-swarm --dir <dir> --prefix <prefix> --count <n> [--batch <n>] [-l <level>]\n')
+if (values.config === undefined || values.dir === undefined || values.count === undefined || !(Number(values.count) > 0)) {
+  process.stderr.write('usage: brine-swarm --config <dir> --dir <dir> --prefix <prefix> --count <n> [--batch <n>] [--make-keys] [-l <level>]\n')
   process.exit(2)
 }
-const swarm = new MinionSwarm({
-  dir: values.dir,
-  prefix: values.prefix,
-  count: Number(values.count),
-  batch: Number(values.batch),
-  logLevel: parseLogLevel(values['log-level']),
-})
+const layout = { configDir: values.config, dir: values.dir, prefix: values.prefix, count: Number(values.count), batch: Number(values.batch) }
+if (values['make-keys']) {
+  // Each instance's key pairs, made as its first start would make them; then the process exits.
+  try {
+    const { created } = await makeSwarmKeys(layout)
+    process.stderr.write(`brine-swarm: key pairs of ${layout.count} minions ready (${created} made)\n`)
+    process.exit(0)
+  } catch (error) {
+    process.stderr.write(`brine-swarm: cannot make keys: ${(error as Error).stack ?? String(error)}\n`)
+    process.exit(1)
+  }
+}
+const swarm = new MinionSwarm({ ...layout, logLevel: parseLogLevel(values['log-level']) })
 let signals = 0
 const onSignal = (signal: NodeJS.Signals): void => {
   if (++signals > 1) process.exit(signal === 'SIGINT' ? 130 : 143)

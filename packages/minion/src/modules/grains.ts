@@ -229,8 +229,11 @@ function virtualGrains(): Grains {
   return { virtual: 'physical' }
 }
 
-/** Salt's core grains for this host; no static or persisted grains. */
-export function coreGrains(id: string, opts: MinionOpts = {}): Grains {
+/**
+ * The core grains that are this host's facts (os, kernel, cpus, memory, network, user…): the same for every
+ * minion the host runs, so a process running many of them (the bench's swarm) computes them once.
+ */
+export function hostGrains(): Grains {
   const hostname = os.hostname()
   const fqdn = fqdnOf(hostname)
   const dot = fqdn.indexOf('.')
@@ -238,7 +241,6 @@ export function coreGrains(id: string, opts: MinionOpts = {}): Grains {
   const cpus = os.cpus()
   const machineId = (readText('/etc/machine-id') ?? readText('/var/lib/dbus/machine-id'))?.trim()
   const grains: Grains = {
-    id,
     ...osGrains(),
     kernel: os.type(),
     kernelrelease: os.release(),
@@ -267,6 +269,16 @@ export function coreGrains(id: string, opts: MinionOpts = {}): Grains {
     nodejsversion: process.versions.node,
   }
   if (machineId !== undefined && machineId !== '') grains.machine_id = machineId
+  return grains
+}
+
+/**
+ * Salt's core grains for minion `id`: the host's facts ({@link hostGrains}, computed now unless `host` is given:
+ * each minion then gets its own deep copy, so one minion's grains never change another's), then its `id` and `master`.
+ * No static or persisted grains.
+ */
+export function coreGrains(id: string, opts: MinionOpts = {}, host?: Grains): Grains {
+  const grains: Grains = { id, ...(host === undefined ? hostGrains() : structuredClone(host)) }
   if (typeof opts.master === 'string' || Array.isArray(opts.master)) grains.master = opts.master
   return grains
 }
@@ -313,11 +325,12 @@ async function writePersistedGrains(path: string, grains: Grains): Promise<void>
 }
 
 /**
- * All grains for a minion, as Salt layers them: core grains, then the static `grains` from the
- * minion config, then those persisted by grains.setval (which win, so a setval survives restart).
+ * All grains for a minion, as Salt layers them: core grains (the host's facts from `host` when given, see
+ * {@link coreGrains}), then the static `grains` from the minion config, then those persisted by grains.setval
+ * (which win, so a setval survives restart).
  */
-export async function collectGrains(id: string, opts: MinionOpts = {}): Promise<Grains> {
-  const grains = coreGrains(id, opts)
+export async function collectGrains(id: string, opts: MinionOpts = {}, host?: Grains): Promise<Grains> {
+  const grains = coreGrains(id, opts, host)
   if (isPlainObject(opts.grains)) Object.assign(grains, opts.grains)
   const path = grainsFilePath(opts)
   if (path !== undefined) Object.assign(grains, await readPersistedGrains(path))
