@@ -157,8 +157,15 @@ export async function readKeyText(file: string, secret: boolean): Promise<string
 
 /** Creates the pki dir (0700) if it is missing; warns when an existing one is open to others. */
 export async function ensurePkiDir(pkiDir: string, logger: Logger = silentLogger): Promise<void> {
-  await mkdir(pkiDir, { recursive: true, mode: PKI_DIR_MODE })
-  const info = await stat(pkiDir)
+  // Made once, then found at every start and every auth reply: one stat, not a recursive mkdir walking the path each time.
+  let info = await stat(pkiDir).catch((error: unknown) => {
+    if (isNotFound(error)) return undefined
+    throw error
+  })
+  if (info === undefined || !info.isDirectory()) {
+    await mkdir(pkiDir, { recursive: true, mode: PKI_DIR_MODE })
+    info = await stat(pkiDir)
+  }
   if ((info.mode & 0o077) !== 0) {
     logger.warning(`pki_dir ${pkiDir} has mode 0${(info.mode & 0o777).toString(8)}; 0700 is expected`)
   }

@@ -3,6 +3,7 @@ import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
+import { silentLogger } from '@brine/core'
 import {
   fingerprint,
   generateKeys,
@@ -14,9 +15,31 @@ import {
   parsePublicKeys,
   publicKeysOf,
 } from '../src/index.js'
+import { ensurePkiDir } from '../src/keys.js'
 import { useTempDirs } from './temp-dir.js'
 
 const tempDir = useTempDirs()
+
+describe('ensurePkiDir', () => {
+  it('makes a missing one 0700 (its parents too), keeps one that is there, warns when it is open to others, and refuses a file in its place', async () => {
+    const root = await tempDir()
+    const pkiDir = join(root, 'a', 'b', 'pki')
+    const warnings: string[] = []
+    const logger = { ...silentLogger, warning: (line: string) => void warnings.push(line) }
+    await ensurePkiDir(pkiDir, logger)
+    expect((await stat(pkiDir)).mode & 0o777).toBe(0o700)
+    await writeFile(join(pkiDir, 'kept'), 'x')
+    await ensurePkiDir(pkiDir, logger)
+    expect(await readFile(join(pkiDir, 'kept'), 'utf8')).toBe('x')
+    expect(warnings).toEqual([])
+    await chmod(pkiDir, 0o755)
+    await ensurePkiDir(pkiDir, logger)
+    expect(warnings).toEqual([`pki_dir ${pkiDir} has mode 0755; 0700 is expected`])
+    await writeFile(join(root, 'file'), 'not a directory')
+    await expect(ensurePkiDir(join(root, 'file'), logger)).rejects.toMatchObject({ code: 'EEXIST' })
+    await expect(ensurePkiDir(join(root, 'file', 'pki'), logger)).rejects.toMatchObject({ code: 'ENOTDIR' })
+  })
+})
 
 describe('loadOrCreateKeys', () => {
   it('creates a 0700 pki dir, a 0600 secret file and a public file on first start', async () => {

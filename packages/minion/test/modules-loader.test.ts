@@ -136,6 +136,27 @@ describe('custom modules', () => {
     expect((await run('test.ping')).return).toBe(true)
   })
 
+  it('a reload that finds no custom module keeps the built-in table; one after a custom layer, or a function registered by hand, drops it', async () => {
+    const registry = createModuleRegistry({ id: 'm', grains: {}, opts: { cachedir: join(root, 'c4') }, logger: silentLogger, jobs: new RunningJobs() })
+    const ping = registry.get('test.ping')
+    const names = registry.names()
+    expect(await reloadCustomModules(registry, registry.context.opts, silentLogger)).toEqual({ loaded: [], failed: {} })
+    // Nothing to change: not rebuilt (the same function entries), every function still there.
+    expect(registry.get('test.ping')).toBe(ping)
+    expect(registry.names()).toEqual(names)
+    registry.setCustom({ extra: { hello: { doc: 'hi', run: async () => 'hello' } } }, { 'broken.mjs': 'SyntaxError: x' })
+    expect(registry.has('extra.hello')).toBe(true)
+    expect(registry.loadError('broken.mjs')).toBe('SyntaxError: x')
+    registry.setCustom({})
+    expect(registry.has('extra.hello')).toBe(false)
+    expect(registry.loadError('broken.mjs')).toBeUndefined()
+    expect(registry.names()).toEqual(names)
+    registry.register('manual', { f: { doc: 'by hand', run: async () => 1 } })
+    registry.setCustom({})
+    expect(registry.has('manual.f')).toBe(false)
+    expect(registry.names()).toEqual(names)
+  })
+
   it('a module exporting nothing usable is refused with a reason; defineModule is the identity', () => {
     expect(() => definitionOf('empty', { value: 1 })).toThrow('the module exports no functions')
     expect(() => definitionOf('bad', { default: { functions: { f: { doc: 'x' } } } })).toThrow('bad.f is neither a function nor a {doc, run} spec')

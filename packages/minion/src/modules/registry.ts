@@ -55,9 +55,12 @@ export function createModuleRegistry(context: ModuleContext, extra: Readonly<Rec
       functions.set(name, { ...spec, name, args: spec.args ?? [] })
     }
   }
+  /** True while the table holds the built-in and `extra` modules only: a reload that finds no custom module then has nothing to rebuild. */
+  let baseOnly = false
   const registerBase = (): void => {
     for (const [module, definition] of Object.entries(BUILTIN_MODULES)) register(module, definition)
     for (const [module, definition] of Object.entries(extra)) register(module, definition)
+    baseOnly = true
   }
   const registry: ModuleRegistry = {
     context,
@@ -65,12 +68,19 @@ export function createModuleRegistry(context: ModuleContext, extra: Readonly<Rec
     has: (fun) => functions.has(fun),
     names: () => [...functions.keys()].sort(),
     modules: () => [...new Set([...functions.keys()].map((name) => name.slice(0, name.indexOf('.'))))].sort(),
-    register,
+    register: (module, definition) => {
+      register(module, definition)
+      baseOnly = false
+    },
     setCustom(modules, failed = {}) {
+      failures = new Map(Object.entries(failed))
+      const custom = Object.entries(modules)
+      // Every minion's start reloads its custom modules, and most have none: the table it built is already the answer.
+      if (baseOnly && custom.length === 0) return
       functions.clear()
       registerBase()
-      for (const [module, definition] of Object.entries(modules)) register(module, definition)
-      failures = new Map(Object.entries(failed))
+      for (const [module, definition] of custom) register(module, definition)
+      baseOnly = custom.length === 0
     },
     loadError: (module) => failures.get(module),
   }
