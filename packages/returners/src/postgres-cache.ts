@@ -1,4 +1,4 @@
-import pg from 'pg'
+import type pg from 'pg'
 import { selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter } from '@brine/common'
 import { jidToDate, type ReturnLoad } from '@brine/protocol'
 import type { Logger } from '@brine/core'
@@ -42,7 +42,9 @@ const PAGE = 500
  * Loads are stored as jsonb; see json.ts for how binary and NUL strings are kept.
  */
 export class PostgresJobCache implements JobCache {
-  readonly #pool: pg.Pool
+  /** Made at the first query: the driver loads only in a master that uses this cache, not in every one that could. */
+  #pool: Promise<pg.Pool> | undefined
+  readonly #poolConfig: pg.PoolConfig
   readonly #schema: string
   readonly #logger: Logger | undefined
   readonly #jids: string
@@ -63,13 +65,20 @@ export class PostgresJobCache implements JobCache {
       url !== undefined
         ? redactUrl(url)
         : `postgres://${connection.user ?? ''}@${connection.host ?? 'localhost'}:${connection.port ?? 5432}/${connection.db ?? ''}`
-    this.#pool = new pg.Pool(
+    this.#poolConfig =
       url !== undefined
         ? { ...base, connectionString: url }
-        : { ...base, host: connection.host, port: connection.port, database: connection.db, user: connection.user, password: connection.pass },
-    )
-    // An idle connection the server drops must not crash the master; the next query reconnects.
-    this.#pool.on('error', (error) => this.#logger?.warning(`postgres job cache: idle connection to ${this.#where} failed: ${error.message}`))
+        : { ...base, host: connection.host, port: connection.port, database: connection.db, user: connection.user, password: connection.pass }
+  }
+
+  #poolOf(): Promise<pg.Pool> {
+    this.#pool ??= import('pg').then(({ default: driver }) => {
+      const pool = new driver.Pool(this.#poolConfig)
+      // An idle connection the server drops must not crash the master; the next query reconnects.
+      pool.on('error', (error) => this.#logger?.warning(`postgres job cache: idle connection to ${this.#where} failed: ${error.message}`))
+      return pool
+    })
+    return this.#pool
   }
 
   /** Where this cache connects, without the password. */
@@ -185,12 +194,12 @@ export class PostgresJobCache implements JobCache {
   }
 
   async close(): Promise<void> {
-    await this.#pool.end()
+    await (await this.#pool)?.end()
   }
 
   async #query(sql: string, params: unknown[]): Promise<pg.QueryResult> {
     try {
-      return await this.#pool.query(sql, params)
+      return await (await this.#poolOf()).query(sql, params)
     } catch (error) {
       throw this.#wrap(error)
     }
@@ -199,7 +208,7 @@ export class PostgresJobCache implements JobCache {
   async #transaction(work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
     let client: pg.PoolClient
     try {
-      client = await this.#pool.connect()
+      client = await (await this.#poolOf()).connect()
     } catch (error) {
       throw this.#wrap(error)
     }

@@ -1,6 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { spawnSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import type { MasterConfig } from '@brine/config'
 import { LocalJobCache, openJobCache, postgresConnection } from '../src/index.js'
@@ -16,6 +19,43 @@ describe('openJobCache', () => {
       await cache.close()
     } finally {
       await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  // The built package, as a master loads it: every master imports it, few use PostgreSQL.
+  it('loads the PostgreSQL driver only for a postgres cache, at its first query, not when the package loads or a local_cache opens', async () => {
+    const dist = fileURLToPath(new URL('../dist/index.js', import.meta.url))
+    if (!existsSync(dist)) throw new Error(`${dist} does not exist: run \`npm run build\` first`)
+    const root = await mkdtemp(join(tmpdir(), 'brine-open-'))
+    try {
+      const hook = join(root, 'hook.mjs')
+      const list = join(root, 'loaded.txt')
+      await writeFile(
+        hook,
+        `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
+          `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
+      )
+      const loads = async (script: string): Promise<string[]> => {
+        await rm(list, { force: true })
+        const run = spawnSync(process.execPath, ['--import', hook, '--input-type=module', '-e', script], { encoding: 'utf8' })
+        expect(run.status, run.stderr).toBe(0)
+        return (await readFile(list, 'utf8')).trim().split('\n')
+      }
+      const driver = (urls: string[]): string[] => urls.filter((url) => /\/node_modules\/pg(-[a-z]+)?\//.test(url))
+      const local = await loads(
+        `const { openJobCache } = await import(${JSON.stringify(dist)}); await (await openJobCache({ cachedir: ${JSON.stringify(root)} })).close()`,
+      )
+      expect(local.some((url) => url.endsWith('/packages/returners/dist/index.js'))).toBe(true)
+      expect(driver(local)).toEqual([])
+      // A postgres cache loads it when it first queries (the server need not be there: the connection fails after).
+      const postgres = await loads(
+        `const { PostgresJobCache } = await import(${JSON.stringify(dist)}); ` +
+          `const cache = new PostgresJobCache({ connection: { url: 'postgres://u@127.0.0.1:1/none' }, connectTimeoutMs: 2000 }); ` +
+          `await cache.open().catch(() => {}); await cache.close()`,
+      )
+      expect(driver(postgres).length).toBeGreaterThan(0)
+    } finally {
+      await rm(root, { recursive: true, force: true })
     }
   })
 
