@@ -105,6 +105,15 @@ export interface PingRound {
   heard: number
 }
 
+/** CPU time (ms, user + system, every thread) of a case's master and of its swarm processes together. */
+export interface ProcessCpu {
+  master: number
+  swarms: number
+}
+
+/** The swarm processes' CPU time together, ms. */
+const swarmsCpuMs = (fleet: Fleet): number => fleet.swarms.reduce((sum, swarm) => sum + cpuTimeMs(swarm.process.pid), 0)
+
 export interface CaseResult extends BenchCase {
   /** Minions per transport (`both` splits them). */
   split: Partial<Record<TransportName, number>>
@@ -120,6 +129,8 @@ export interface CaseResult extends BenchCase {
     allAcceptedMs: number
     /** Launch → every minion answered one test.ping. */
     allAnsweringMs: number
+    /** CPU time (ms, every thread) the master and the swarm processes had used once all answered: the launch's cost, whatever the machine's load. */
+    cpuMs?: ProcessCpu
   }
   latency: ReturnCounts & { calls: number; ms: Stats }
   throughput: ReturnCounts & { jobs: number; window: number; durationMs: number; jobsPerSec: number; returnsPerSec: number; jobMs: Stats }
@@ -141,7 +152,14 @@ export interface CaseResult extends BenchCase {
    * which the first round waits for on the socket transports; null when not waited for (NATS: no link went
    * away) or not reached within {@link PRESENCE_WAIT_MS}.
    */
-  restart: { masterReadyMs: number; allPresentMs: number | null; allAnsweringMs: number; rounds: PingRound[] }
+  restart: {
+    masterReadyMs: number
+    allPresentMs: number | null
+    allAnsweringMs: number
+    rounds: PingRound[]
+    /** CPU time (ms) of the relaunched master, and the swarm processes' from the stop, once all answered again. */
+    cpuMs?: ProcessCpu
+  }
   overload: ReturnCounts & {
     jobs: number
     durationMs: number
@@ -661,6 +679,7 @@ async function measureApi(fleet: Fleet, client: LocalClient, counter: ReturnCoun
  * by `connectTimeoutMs` from the relaunch; the new client.
  */
 async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: number, connectTimeoutMs: number, result: CaseResult): Promise<LocalClient> {
+  const swarmsBefore = swarmsCpuMs(fleet)
   await fleet.master.stop('SIGTERM')
   const relaunched = performance.now()
   await fleet.launchMaster()
@@ -677,6 +696,7 @@ async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: num
   result.restart.allAnsweringMs = round(
     (await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched,
   )
+  result.restart.cpuMs = { master: cpuTimeMs(fleet.master.pid), swarms: swarmsCpuMs(fleet) - swarmsBefore }
   return client
 }
 
@@ -887,6 +907,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.connect.allAcceptedMs = round(performance.now() - launched)
     const client = (readers.client = newClient())
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs)) - launched)
+    result.connect.cpuMs = { master: cpuTimeMs(fleet.master.pid), swarms: swarmsCpuMs(fleet) }
     measureConnected(fleet, result, n)
     const counter = await openCounter(readers, fleet.sockDir)
     const masterPid = fleet.master.pid

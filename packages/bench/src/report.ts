@@ -190,6 +190,9 @@ function jobsSection(cases: readonly CaseResult[]): string[] {
   return lines
 }
 
+/** `master / swarms` CPU ms, or – when not measured (results written before the field). */
+const cpuText = (cpu: { master: number; swarms: number } | undefined): string => (cpu === undefined ? '–' : `${int(cpu.master)} / ${int(cpu.swarms)}`)
+
 /** The launch of each swarm case: what was made before it, and its steps, ms from the launch. */
 function launchSection(cases: readonly CaseResult[]): string[] {
   const swarms = cases.filter((c) => c.mode === 'swarm' && c.tree === undefined)
@@ -203,14 +206,16 @@ function launchSection(cases: readonly CaseResult[]): string[] {
     'once before has its keys; "keys made before" is how long that took. The master accepts every key in the timed part',
     "(`auto_accept`). Each swarm process reads its config once and computes the host's grains once for its minions.",
     '',
-    '| transport | N | keys made before ms | master ready ms | all started (accepted) ms | all answering ms |',
-    '| --- | ---: | ---: | ---: | ---: | ---: |',
+    'CPU: what the master and the swarm processes had used (ms, every thread) once all answered.',
+    '',
+    '| transport | N | keys made before ms | master ready ms | all started (accepted) ms | all answering ms | CPU ms master / swarms |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
   ]
   for (const c of swarms) {
     // Results written before the field existed have none.
     const keys = c.connect.keysMadeMs ?? null
     lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${keys === null ? 'made at launch' : ms(keys)} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAcceptedMs)} | ${ms(c.connect.allAnsweringMs)} |`,
+      `| ${c.transport} | ${int(c.n)} | ${keys === null ? 'made at launch' : ms(keys)} | ${ms(c.connect.masterReadyMs)} | ${ms(c.connect.allAcceptedMs)} | ${ms(c.connect.allAnsweringMs)} | ${cpuText(c.connect.cpuMs)} |`,
     )
   }
   return lines
@@ -270,17 +275,17 @@ function restartSection(cases: readonly CaseResult[]): string[] {
     'After the master is relaunched, one test.ping goes to every minion not heard from yet, each when the previous one is done',
     '(its window, then find_job): the figure is the end of the last round. On ZeroMQ and TCP the first round waits until the',
     "master's `manage.present` lists every minion (each checks in once both its links are back); on NATS no link went away.",
-    'Times in ms from the relaunch.',
+    "Times in ms from the relaunch. CPU: the relaunched master's, and the swarm processes' since the stop, once all answered (ms).",
     '',
-    "| transport | N | master ready ms | all present ms | rounds: published at ms → minions heard by the round's end | all answering ms |",
-    '| --- | ---: | ---: | ---: | --- | ---: |',
+    "| transport | N | master ready ms | all present ms | rounds: published at ms → minions heard by the round's end | all answering ms | CPU ms master / swarms |",
+    '| --- | ---: | ---: | ---: | --- | ---: | ---: |',
   ]
   for (const c of restarted) {
     const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'no answer' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
     // Results written before the field existed have none.
     const present = c.restart.allPresentMs ?? null
     lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${ms(c.restart.masterReadyMs)} | ${present === null ? '–' : ms(present)} | ${rounds} | ${ms(c.restart.allAnsweringMs)} |`,
+      `| ${c.transport} | ${int(c.n)} | ${ms(c.restart.masterReadyMs)} | ${present === null ? '–' : ms(present)} | ${rounds} | ${ms(c.restart.allAnsweringMs)} | ${cpuText(c.restart.cpuMs)} |`,
     )
   }
   return lines
