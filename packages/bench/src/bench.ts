@@ -50,6 +50,11 @@ export interface BenchSettings {
    * started before has them: a swarm would otherwise time one process making a thousand machines' keys in turn.
    */
   keysAtLaunch?: boolean
+  /**
+   * The minions' `recon_default`, seconds (default: Salt's 1 s): how soon a minion tries again to reach a master that
+   * went away. An operator's choice for a fleet tuned to come back fast after a master restart; the report says when set.
+   */
+  reconDefault?: number
   /** Bound on each wait for returns, ms. */
   jobTimeoutMs: number
   /** Bound on connecting (launch → all answering), and on answering again after a restart, ms. */
@@ -474,20 +479,20 @@ export function swarmParts(count: number, swarmSize: number, prefix: string): { 
  */
 async function startMinions(
   fleet: Fleet,
-  options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string },
+  options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string; config: Record<string, unknown> },
 ): Promise<string[]> {
   const { transport, count, prefix } = options
   const ids: string[] = []
   if (options.mode === 'procs') {
     for (let index = 0; index < count; index++) {
       ids.push(`${prefix}${index}`)
-      await fleet.startMinion({ id: `${prefix}${index}`, transport, config: { ...BENCH_MINION_CONFIG, ...natsServerOf(fleet, transport, index) } })
+      await fleet.startMinion({ id: `${prefix}${index}`, transport, config: { ...options.config, ...natsServerOf(fleet, transport, index) } })
     }
     return ids
   }
   const swarms = await Promise.all(
     swarmParts(count, options.swarmSize, prefix).map(({ part, count: size, prefix: partPrefix }) =>
-      startSwarm(fleet, { count: size, transport, prefix: partPrefix, config: { ...BENCH_MINION_CONFIG, ...natsServerOf(fleet, transport, part) } }),
+      startSwarm(fleet, { count: size, transport, prefix: partPrefix, config: { ...options.config, ...natsServerOf(fleet, transport, part) } }),
     ),
   )
   return swarms.flatMap((swarm) => swarm.ids)
@@ -499,6 +504,12 @@ async function startMinions(
  * such a change (the minions' broker connections outlive the master): the restart phase measures it.
  */
 const BENCH_MINION_CONFIG = { random_reauth_delay: 10 }
+
+/** Every bench minion's config keys under `settings`. */
+const minionConfigOf = (settings: BenchSettings): Record<string, unknown> => ({
+  ...BENCH_MINION_CONFIG,
+  ...(settings.reconDefault === undefined ? {} : { recon_default: settings.reconDefault }),
+})
 
 /** A NATS minion (or swarm) `index`'s server when the fleet runs a cluster of its own: round robin over its servers. */
 function natsServerOf(fleet: Fleet, transport: TransportName, index: number): Record<string, unknown> | undefined {
@@ -846,11 +857,21 @@ async function makeCaseKeys(root: string, split: Partial<Record<TransportName, n
 }
 
 /** Starts each transport's share of a case's minions (processes or swarms) and waits until every one has started. */
-async function startCaseMinions(fleet: Fleet, split: Partial<Record<TransportName, number>>, mode: BenchCase['mode'], swarmSize: number): Promise<void> {
+async function startCaseMinions(fleet: Fleet, split: Partial<Record<TransportName, number>>, mode: BenchCase['mode'], settings: BenchSettings): Promise<void> {
+  const { swarmSize } = settings
   const from = fleet.startEventCount
   const ids: string[] = []
   for (const transport of ['zeromq', 'tcp', 'nats'] as const) {
-    ids.push(...(await startMinions(fleet, { transport, count: split[transport] ?? 0, mode, swarmSize, prefix: `${ID_PREFIX[transport]}-` })))
+    ids.push(
+      ...(await startMinions(fleet, {
+        transport,
+        count: split[transport] ?? 0,
+        mode,
+        swarmSize,
+        prefix: `${ID_PREFIX[transport]}-`,
+        config: minionConfigOf(settings),
+      })),
+    )
   }
   await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
 }
@@ -903,7 +924,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     result.connect.masterReadyMs = round(performance.now() - launched)
     result.memory.masterIdleBytes = rssBytes(fleet.master.pid)
     await prepareNatsServer(fleet, result.memory, split.nats ?? 0, benchCase.mode === 'swarm' ? settings.swarmSize : 1)
-    await startCaseMinions(fleet, split, benchCase.mode, settings.swarmSize)
+    await startCaseMinions(fleet, split, benchCase.mode, settings)
     result.connect.allAcceptedMs = round(performance.now() - launched)
     const client = (readers.client = newClient())
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs)) - launched)
@@ -952,7 +973,7 @@ async function startSyndicNode(
   top: Fleet,
   index: number,
   share: number,
-  node: { transport: TransportName; mode: MinionMode; swarmSize: number; common: TreeCommon },
+  node: { transport: TransportName; mode: MinionMode; swarmSize: number; minionConfig: Record<string, unknown>; common: TreeCommon },
   fleets: Fleet[],
   hooks: BenchHooks,
 ): Promise<Fleet> {
@@ -966,6 +987,7 @@ async function startSyndicNode(
     count: share,
     mode: node.mode,
     swarmSize: node.swarmSize,
+    config: node.minionConfig,
     prefix: `${ID_PREFIX[transport]}-k${index + 1}-`,
   })
   await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
@@ -1017,7 +1039,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
     await prepareNatsServer(top, result.memory, n + 2 * k, 1)
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
-    const node = { transport, mode: benchCase.mode, swarmSize: settings.swarmSize, common }
+    const node = { transport, mode: benchCase.mode, swarmSize: settings.swarmSize, minionConfig: minionConfigOf(settings), common }
     const nodes = await Promise.all(shares.map((share, index) => startSyndicNode(top!, index, share, node, fleets, hooks)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
     const client = (readers.client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs }))

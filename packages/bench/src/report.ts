@@ -162,7 +162,7 @@ export function markdownReport(result: BenchResult): string {
     ...launchSection(result.cases),
     ...memorySection(result.cases),
     ...scaleSection(result.cases),
-    ...restartSection(result.cases),
+    ...restartSection(result.cases, result.settings.reconDefault),
     ...apiSection(result.cases),
     ...treeSection(result.cases),
     ...errorsSection(result.cases),
@@ -265,7 +265,7 @@ function scaleSection(cases: readonly CaseResult[]): string[] {
   return lines
 }
 
-function restartSection(cases: readonly CaseResult[]): string[] {
+function restartSection(cases: readonly CaseResult[], reconDefault: number | undefined): string[] {
   const restarted = cases.filter((c) => c.restart.rounds.length > 0)
   if (restarted.length === 0) return []
   const lines = [
@@ -276,6 +276,9 @@ function restartSection(cases: readonly CaseResult[]): string[] {
     '(its window, then find_job): the figure is the end of the last round. On ZeroMQ and TCP the first round waits until the',
     "master's `manage.present` lists every minion (each checks in once both its links are back); on NATS no link went away.",
     "Times in ms from the relaunch. CPU: the relaunched master's, and the swarm processes' since the stop, once all answered (ms).",
+    ...(reconDefault === undefined
+      ? []
+      : [`The minions' \`recon_default\` is ${reconDefault} s here (\`--recon-default\`, an operator's choice; Salt's default is 1 s).`]),
     '',
     "| transport | N | master ready ms | all present ms | rounds: published at ms → minions heard by the round's end | all answering ms | CPU ms master / swarms |",
     '| --- | ---: | ---: | ---: | --- | ---: | ---: |',

@@ -34,6 +34,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
+  --recon-default <s>     the minions' recon_default (default: Salt's 1 s): an operator's choice for a fleet tuned to
+                          come back fast after a master restart; the report's restart section says when it is set
   --keys-at-launch        swarm minions make their key pairs as they start, inside the timed launch (a fleet's
                           first start); by default they are made before it, and the time it took is reported apart
   --nats-servers <k>      a NATS case runs on a cluster of k nats-servers routed on loopback (default 1): the
@@ -67,6 +69,7 @@ const { values } = parseArgs({
     swarm: { type: 'boolean', default: false },
     'swarm-size': { type: 'string' },
     'keys-at-launch': { type: 'boolean', default: false },
+    'recon-default': { type: 'string' },
     'nats-servers': { type: 'string' },
     syndics: { type: 'string' },
     calls: { type: 'string' },
@@ -146,6 +149,14 @@ settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughput
 settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
 settings.keysAtLaunch = values['keys-at-launch']
+if (values['recon-default'] !== undefined) {
+  const seconds = Number(values['recon-default'])
+  if (!(seconds > 0)) {
+    process.stderr.write(`brine-bench: --recon-default must be a number of seconds above 0, got ${values['recon-default']}\n`)
+    process.exit(2)
+  }
+  settings.reconDefault = seconds
+}
 settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
 const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())
