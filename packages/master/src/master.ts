@@ -53,7 +53,6 @@ import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
 import { PublishSealer } from './publish-sealer.js'
-import { RequestGate } from './request-gate.js'
 import { masterVersion } from './version.js'
 
 export interface MasterOptions {
@@ -140,8 +139,6 @@ export class Master {
   #sealer: PublishSealer | undefined
   #publisher: FanoutPublishServer | undefined
   #endpoints: TransportEndpoints[] = []
-  /** Holds the requests that arrive between the servers' bind and the master being ready. */
-  readonly #gate = new RequestGate()
   /** The next `publish_session` rotation. */
   #timer: NodeJS.Timeout | undefined
   #publishSessionMs = 0
@@ -273,14 +270,6 @@ export class Master {
     this.#timer.unref()
   }
 
-  /**
-   * Requests that arrived while the master was starting (its request servers are bound before the rest of its start)
-   * and waited for it to be ready.
-   */
-  get requestsHeldAtStart(): number {
-    return this.#gate.held
-  }
-
   async start(): Promise<void> {
     if (this.#state !== 'new') throw new MasterStateError(`master cannot start: it is ${this.#state}`, this.#state)
     this.#state = 'starting'
@@ -298,9 +287,6 @@ export class Master {
     const timeouts = timeoutsFromConfig(this.opts)
     // Sealed requests from before this moment are refused: what the last run applied is not remembered (docs/protocol.md, "Freshness").
     const startedAt = this.#now()
-    // Bound first, served last (RequestGate): a minion reconnecting while the rest starts is connected, not refused.
-    const publishServers = await this.#createEndpoints()
-    await this.#listen()
     const { keys, store } = await this.#openKeys(timeouts.publishSessionMs)
     const externalAuth = await this.#openExternalAuth(keys, store)
     // file_roots and the ignore patterns are checked here: a bad one stops the start.
@@ -310,6 +296,7 @@ export class Master {
     await this.bus.start()
     const pool = this.#threads(this.opts.worker_threads, keys, store.submit.bind(store), 'worker_threads')
     this.#pool = pool
+    const publishServers = await this.#createEndpoints()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
     // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
     this.#jobs ??= await openJobCache(this.opts, { logger: this.#logger, now: this.#now })
@@ -534,25 +521,15 @@ export class Master {
   }
 
   /** Hands every request server the adapter and starts the servers, one line per transport. */
-  /** Binds every transport's publish and request server, its requests held by the gate until {@link #serve}. */
-  async #listen(): Promise<void> {
-    for (const { publish, request } of this.#endpoints) {
-      request.handle(this.#gate.handle)
+  async #serve(adapter: MasterWireAdapter): Promise<void> {
+    for (const { name, publish, request, local } of this.#endpoints) {
+      request.handle(adapter.handle)
+      local?.handle(adapter.handle)
       await publish.start()
       await request.start()
-    }
-  }
-
-  /** Serves: the held requests and every later one go to `adapter`; the local request servers (under sock_dir, made by the bus) start. */
-  async #serve(adapter: MasterWireAdapter): Promise<void> {
-    for (const { local } of this.#endpoints) local?.handle(adapter.handle)
-    const held = this.#gate.held
-    this.#gate.open(adapter.handle)
-    for (const { name, publish, request, local } of this.#endpoints) {
       await local?.start()
       this.#logger.info(`transport ${name}: publish ${publish.address}, ret ${request.address}${local === undefined ? '' : `, local ${local.address}`}`)
     }
-    if (held > 0) this.#logger.info(`${held} request(s) arrived while the master was starting; served now`)
   }
 
   /** Session rotation every `publish_session`, and the maintenance round (keep_jobs, expired tokens). */
@@ -726,7 +703,6 @@ export class Master {
 
   async #stop(): Promise<void> {
     this.#state = 'stopping'
-    this.#gate.fail(new MasterStateError('master stopped before it was ready', 'stopping'))
     if (this.#timer !== undefined) clearTimeout(this.#timer)
     if (this.#pruneTimer !== undefined) clearInterval(this.#pruneTimer)
     this.#timer = undefined
