@@ -51,7 +51,7 @@ export interface BenchSettings {
    */
   keysAtLaunch?: boolean
   /**
-   * The minions' `recon_default`, seconds (default: Salt's 1 s): how soon a minion tries again to reach a master that
+   * The minions' `recon_default`, ms as Salt has it (default: Salt's 1000): how soon a minion tries again to reach a master that
    * went away. An operator's choice for a fleet tuned to come back fast after a master restart; the report says when set.
    */
   reconDefault?: number

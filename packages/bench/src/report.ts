@@ -278,7 +278,7 @@ function restartSection(cases: readonly CaseResult[], reconDefault: number | und
     "Times in ms from the relaunch. CPU: the relaunched master's, and the swarm processes' since the stop, once all answered (ms).",
     ...(reconDefault === undefined
       ? []
-      : [`The minions' \`recon_default\` is ${reconDefault} s here (\`--recon-default\`, an operator's choice; Salt's default is 1 s).`]),
+      : [`The minions' \`recon_default\` is ${reconDefault} ms here (\`--recon-default\`, an operator's choice; Salt's default is 1000 ms).`]),
     '',
     "| transport | N | master ready ms | all present ms | rounds: published at ms → minions heard by the round's end | all answering ms | CPU ms master / swarms |",
     '| --- | ---: | ---: | ---: | --- | ---: | ---: |',

@@ -34,7 +34,7 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
-  --recon-default <s>     the minions' recon_default (default: Salt's 1 s): an operator's choice for a fleet tuned to
+  --recon-default <ms>    the minions' recon_default (default: Salt's 1000 ms): an operator's choice for a fleet tuned to
                           come back fast after a master restart; the report's restart section says when it is set
   --keys-at-launch        swarm minions make their key pairs as they start, inside the timed launch (a fleet's
                           first start); by default they are made before it, and the time it took is reported apart
@@ -150,12 +150,12 @@ settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--bu
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
 settings.keysAtLaunch = values['keys-at-launch']
 if (values['recon-default'] !== undefined) {
-  const seconds = Number(values['recon-default'])
-  if (!(seconds > 0)) {
-    process.stderr.write(`brine-bench: --recon-default must be a number of seconds above 0, got ${values['recon-default']}\n`)
+  const ms = Number(values['recon-default'])
+  if (!Number.isInteger(ms) || ms <= 0) {
+    process.stderr.write(`brine-bench: --recon-default must be a whole number of milliseconds above 0 (Salt's unit for it), got ${values['recon-default']}\n`)
     process.exit(2)
   }
-  settings.reconDefault = seconds
+  settings.reconDefault = ms
 }
 settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
