@@ -26,7 +26,7 @@ export const DEFAULT_EVENT_BUS_HWM = 200_000
  * Bytes held per subscriber that stops reading: the count alone would let many events of a large
  * return (a 10 MB cmd.run output each) pile up; whichever bound is met first drops the event for it.
  */
-export const DEFAULT_EVENT_BUS_HWM_BYTES = 32 * 1024 * 1024
+export const DEFAULT_EVENT_BUS_HWM_BYTES = 8 * 1024 * 1024
 
 /**
  * The bus hwm for a master's `pub_hwm`: ten times it (a job fires several events per publish),

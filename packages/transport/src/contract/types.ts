@@ -357,14 +357,14 @@ export interface Transport {
 
 export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
-export const DEFAULT_REQUEST_CONCURRENCY = 8192
+export const DEFAULT_REQUEST_CONCURRENCY = 1024
 export const DEFAULT_REQUEST_BACKLOG = 262_144
 /**
  * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 12,000
  * small returns, more than a second of a master's work, so the master never idles for want of requests while
  * the rest wait outside it.
  */
-export const DEFAULT_MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024
+export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 /**
  * What a request in flight is taken to cost beyond its frame's bytes: its decoded form, its record while it waits,
  * the handler's promises and what the handler decodes from it (a sealed return, opened).
