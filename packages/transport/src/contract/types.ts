@@ -357,12 +357,18 @@ export interface Transport {
 
 export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+/**
+ * Handler calls a request server runs at once. A master's call for a return waits mostly for the job cache's group
+ * commit, so 1,024 keep a commit of 50 ms busy at 20,000 returns/s; each holds its promises and what it opened, so
+ * more only hold more of a burst in the heap (8,192 held 25–40 MiB of it), where waiting requests are counted by
+ * {@link DEFAULT_MAX_IN_FLIGHT_BYTES}.
+ */
 export const DEFAULT_REQUEST_CONCURRENCY = 1024
 export const DEFAULT_REQUEST_BACKLOG = 262_144
 /**
- * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 12,000
- * small returns, more than a second of a master's work, so the master never idles for want of requests while
- * the rest wait outside it.
+ * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 6,000
+ * small returns, more than half a second of a master's work at the rate it stores a burst, so the master never
+ * idles for want of requests while the rest wait outside it.
  */
 export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 /**
