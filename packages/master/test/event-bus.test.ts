@@ -141,7 +141,7 @@ describe('EventBus', () => {
     expect(bus.dropped).toBeGreaterThan(150)
   })
 
-  it('holds at most 8 MiB for a stalled subscriber by default: the bus of a master in a burst is not its readers\' backlog', async () => {
+  it("holds at most 8 MiB for a stalled subscriber by default: the bus of a master in a burst is not its readers' backlog", async () => {
     const bus = await startBus()
     const socket = await stalledSubscriber(bus)
     const big = 'x'.repeat(256 * 1024)
