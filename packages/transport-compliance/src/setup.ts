@@ -95,7 +95,6 @@ export type ComplianceCase =
   | 'request limits: a request over the depth or entry bound is answered with a FrameLimitError naming the bound, and the server keeps serving'
   | 'request limits: beyond `hwm` requests in flight the client refuses with InFlightLimitError naming `limit`'
   | 'request limits: beyond `concurrency` handler calls requests wait in a bounded backlog, and beyond that get a ServerBusyError reply'
-  | 'request limits: by default a server runs 1,024 handler calls at once; the rest wait and every one is answered'
   | 'request limits: a request `urgent` picks is served before every request already waiting in a full backlog'
   | 'request limits: a retry of a request still waiting for a handler slot is not queued again, and the one reply answers it'
   | 'request limits: a reply over max_frame_bytes becomes an error reply naming the limit'

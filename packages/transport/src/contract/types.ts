@@ -359,11 +359,11 @@ export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 /**
  * Handler calls a request server runs at once. A master's call for a return waits mostly for the job cache's group
- * commit, so 1,024 keep a commit of 50 ms busy at 20,000 returns/s; each holds its promises and what it opened, so
- * more only hold more of a burst in the heap (8,192 held 25–40 MiB of it), where waiting requests are counted by
- * {@link DEFAULT_MAX_IN_FLIGHT_BYTES}.
+ * commit, so how many must run to keep a throughput grows with that commit's latency (Little's law): 1,024 cost the
+ * bench's throughput phase at 1,000 minions up to half its returns/s on a loaded machine. What they hold is bounded
+ * by {@link DEFAULT_MAX_IN_FLIGHT_BYTES}, which counts a running call as it counts a waiting one.
  */
-export const DEFAULT_REQUEST_CONCURRENCY = 1024
+export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144
 /**
  * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 6,000
