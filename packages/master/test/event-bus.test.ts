@@ -7,7 +7,7 @@ import { createLogger, decode, FrameReader, type Logger } from '@brine/core'
 import { defaultsFor, type MasterConfig } from '@brine/config'
 import { deadline } from '@brine/transport-compliance'
 import { eventStamp } from '@brine/protocol'
-import { DEFAULT_EVENT_BUS_HWM, EventBus, eventBusHwm } from '../src/event-bus.js'
+import { DEFAULT_EVENT_BUS_HWM, DEFAULT_EVENT_BUS_HWM_BYTES, EventBus, eventBusHwm } from '../src/event-bus.js'
 import { Master } from '../src/master.js'
 
 const cleanups: Array<() => Promise<unknown>> = []
@@ -139,6 +139,21 @@ describe('EventBus', () => {
     expect(bus.queuedBytes).toBeLessThanOrEqual(1024 * 1024)
     // What the socket took before it stopped draining, plus at most 1 MiB queued: the rest was dropped.
     expect(bus.dropped).toBeGreaterThan(150)
+  })
+
+  it("holds at most 8 MiB for a stalled subscriber by default: the bus of a master in a burst is not its readers' backlog", async () => {
+    const bus = await startBus()
+    const socket = await stalledSubscriber(bus)
+    const big = 'x'.repeat(256 * 1024)
+    for (let turn = 0; turn < 20; turn++) {
+      for (let i = 0; i < 10; i++) bus.fire('salt/test/big', { big })
+      expect(bus.queuedBytes).toBeLessThanOrEqual(DEFAULT_EVENT_BUS_HWM_BYTES)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    expect(DEFAULT_EVENT_BUS_HWM_BYTES).toBe(8 * 1024 * 1024)
+    // 50 MiB fired: what the socket took before it stopped draining, plus at most 8 MiB queued; the rest dropped.
+    expect(bus.dropped).toBeGreaterThan(120)
+    socket.destroy()
   })
 
   it('delivers one event larger than the byte bound to a subscriber that keeps up (a 64 MiB return is not dropped)', async () => {

@@ -25,8 +25,15 @@ const OLD_LAYOUT_DAY_DIR = /^\d{8}$/
 const SAFE_JID = /^\d{20}(?:_[A-Za-z0-9.-]+)?$/
 const LOCK_FILE = '.lock'
 const SCAN_CHUNK_BYTES = 1 << 20
-/** getJob reads neighbouring records in one span, skipping gaps up to READ_GAP_BYTES (other jobs' records). */
-const READ_SPAN_BYTES = 4 << 20
+/**
+ * getJob reads neighbouring records in one span, skipping gaps up to READ_GAP_BYTES (other jobs' records), into
+ * one buffer the cache keeps for it. A job whose returns came amid a burst of others' has a gap of other
+ * records after each of its own, so a lookup reads far more than it keeps: a fresh buffer a span made each
+ * lookup's whole region garbage outside the V8 heap (200 lookups of a 200-job burst: up to 100 MiB of it at
+ * once before a collection freed it). Reading into the kept one, and copying out only the records it needs,
+ * leaves a lookup the size of its returns.
+ */
+const READ_SPAN_BYTES = 1 << 20
 const READ_GAP_BYTES = 64 << 10
 
 export interface LocalJobCacheOptions {
@@ -162,6 +169,9 @@ export class LocalJobCache implements JobCache {
   #newest: string | undefined
   /** Jobs queued for writing, by jid: a return for one of them is not "for a jid nobody issued". */
   readonly #jobsQueued = new Map<string, number>()
+  /** getJob's spans are read into this (READ_SPAN_BYTES, made on the first lookup); a concurrent lookup makes its own. */
+  #readBuffer: Buffer | undefined
+  #readBufferBusy = false
 
   constructor(options: LocalJobCacheOptions) {
     this.root = join(options.cachedir, 'jobs')
@@ -620,17 +630,32 @@ export class LocalJobCache implements JobCache {
       }
       const segment = this.#segments.get(first.day)
       if (segment === undefined) throw new JobCacheError('local_cache', `segment ${first.day}.log is gone`, { file: first.day })
-      const span = await readSpan(await this.#handle(segment), first.offset, end - first.offset)
-      for (; i < j; i++) {
-        const [id, location] = sorted[i]!
-        const at = location.offset - first.offset
-        found.set(id, returnFromFrame(span.subarray(at, at + location.length), segment.path, location.offset))
+      const handle = await this.#handle(segment)
+      const into = this.#takeReadBuffer(end - first.offset)
+      try {
+        const span = await readSpan(handle, first.offset, end - first.offset, into)
+        for (; i < j; i++) {
+          const [id, location] = sorted[i]!
+          const at = location.offset - first.offset
+          // A copy: what the return decodes to may be views of its bytes (msgpack bin), and the span's buffer is read into again.
+          found.set(id, returnFromFrame(Buffer.from(span.subarray(at, at + location.length)), segment.path, location.offset))
+        }
+      } finally {
+        if (into === this.#readBuffer) this.#readBufferBusy = false
       }
     }
     // In the order the returns arrived, as the index holds them.
     const returns: Record<string, ReturnLoad> = {}
     for (const [id] of locations) returns[id] = found.get(id)!
     return returns
+  }
+
+  /** The kept read buffer when it is free and large enough (taken until released), else a buffer of its own for this span. */
+  #takeReadBuffer(length: number): Buffer {
+    if (length > READ_SPAN_BYTES || this.#readBufferBusy) return Buffer.allocUnsafeSlow(length)
+    this.#readBuffer ??= Buffer.allocUnsafeSlow(READ_SPAN_BYTES)
+    this.#readBufferBusy = true
+    return this.#readBuffer
   }
 
   async #handle(segment: Segment): Promise<FileHandle> {
@@ -920,9 +945,8 @@ function indexOnlyReturn(body: Buffer): { t: 'ret'; jid: string; id: string } | 
   return { t: 'ret', jid: jid[0], id: id[0] }
 }
 
-/** `length` bytes at `offset`; fewer only at the end of the file. */
-async function readSpan(handle: FileHandle, offset: number, length: number): Promise<Buffer> {
-  const bytes = Buffer.allocUnsafe(length)
+/** `length` bytes at `offset`, read into `bytes` (at least `length` long); fewer only at the end of the file. */
+async function readSpan(handle: FileHandle, offset: number, length: number, bytes: Buffer): Promise<Buffer> {
   let read = 0
   while (read < length) {
     const { bytesRead } = await handle.read(bytes, read, length - read, offset + read)

@@ -244,6 +244,21 @@ describe('LocalJobCache on disk', () => {
     })
   })
 
+  it('reads every lookup through one kept buffer: bytes read back stay intact after later lookups, and lookups at once each get their own', async () => {
+    await withCache(async (cache) => {
+      const jids = Array.from({ length: 4 }, (_, index) => jidAt('2024-05-09T00:00:00Z', index + 1))
+      // Binary values decode to views of the bytes they were read from: a view of a buffer read into again would change under its holder.
+      const value = (jid: string, i: number): Buffer => Buffer.alloc(200 + i, `${jid}/${i}`)
+      for (let i = 0; i < 25; i++) await Promise.all(jids.map((jid) => cache.saveReturn(jid, `m${i}`, ret(jid, `m${i}`, value(jid, i)))))
+      const one = (await cache.getJob(jids[0]!))?.returns ?? {}
+      const atOnce = await Promise.all(jids.slice(1).map(async (jid) => [jid, (await cache.getJob(jid))?.returns ?? {}] as const))
+      for (const [jid, returns] of [[jids[0]!, one] as const, ...atOnce]) {
+        expect(Object.keys(returns)).toHaveLength(25)
+        for (let i = 0; i < 25; i++) expect(Buffer.from(returns[`m${i}`]?.return as Uint8Array), `${jid} m${i}`).toEqual(value(jid, i))
+      }
+    })
+  })
+
   describe("a return's onWritten", () => {
     it('runs once the record is written and readable, before the sync the save resolves after; a duplicate meanwhile waits and answers false', async () => {
       await withCache(async (cache, cachedir) => {

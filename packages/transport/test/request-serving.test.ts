@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { EndpointCore, REQUEST_OVERHEAD_BYTES, RequestServing, type TransportEvent } from '../src/index.js'
 import { EnvelopeKind, InvalidOperationError, decodeEnvelope, encodeEnvelope, type Envelope, type WireValue } from '@brine/core'
@@ -67,6 +69,48 @@ describe('RequestServing', () => {
     expect(replies.slice(3).map(({ envelope }) => envelope)).toEqual([0, 1, 2, 3, 4].map((id) => ({ kind: EnvelopeKind.Reply, id, body: { answer: id } })))
     expect(loop.running).toBe(0)
     expect(loop.waiting).toBe(0)
+  })
+
+  it('by default pauses its intake past 16 MiB in flight, running and waiting requests counted alike: a burst waits outside, not in the heap', () => {
+    const pauses: number[] = []
+    const { loop, request } = serving({ intake: { pause: () => pauses.push(loop.inFlightBytes), resume: () => {} } })
+    for (let id = 0; id < 1100; id++) request(id, id)
+    expect(pauses).toEqual([])
+    // Requests of 64 KiB: about the 220th passes 16 MiB counted with the 1,100 small ones and their overheads.
+    const payload = 'x'.repeat(64 * 1024)
+    for (let id = 1100; pauses.length === 0 && id < 2000; id++) request(id, payload)
+    expect(pauses).toHaveLength(1)
+    expect(pauses[0]).toBeGreaterThan(16 * 1024 * 1024)
+    expect(pauses[0]).toBeLessThanOrEqual(16 * 1024 * 1024 + 64 * 1024 + 64 + REQUEST_OVERHEAD_BYTES)
+    expect(loop.maxInFlightBytes).toBe(16 * 1024 * 1024)
+  })
+
+  it('keeps a waiting request as its own bytes: the read it arrived in (a view of which its binary fields would be) is not held', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const { loop, held, request } = serving({ concurrency: 1 })
+    request(0, 'running')
+    let collected = false
+    const registry = new FinalizationRegistry(() => (collected = true))
+    ;(() => {
+      // A socket read of 1 MiB carrying one request whose box is a binary field.
+      const frame = encodeEnvelope({ kind: EnvelopeKind.Request, id: 1, body: { box: Buffer.alloc(32, 7) } })
+      const read = Buffer.alloc(1024 * 1024)
+      frame.copy(read)
+      loop.receive(read.subarray(0, frame.length), 'peer-a', 'peer-a')
+      registry.register(read.buffer, 'read')
+    })()
+    expect(loop.waiting).toBe(1)
+    // msgpack's decoder keeps its last source until it decodes the next: the next frame a server reads.
+    decodeEnvelope(encodeEnvelope({ kind: EnvelopeKind.Request, id: 2, body: 'next' }))
+    for (let turn = 0; !collected && turn < 50; turn++) {
+      gc()
+      await new Promise<void>((resolve) => setTimeout(resolve, 10))
+    }
+    expect(collected).toBe(true)
+    held[0]!.release()
+    for (let turn = 0; held.length < 2 && turn < 1000; turn++) await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(held[1]!.request).toEqual({ box: Buffer.alloc(32, 7) })
   })
 
   it('with backlog 0, refuses as soon as every slot is taken', () => {

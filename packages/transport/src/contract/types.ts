@@ -357,14 +357,20 @@ export interface Transport {
 
 export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+/**
+ * Handler calls a request server runs at once. A master's call for a return waits mostly for the job cache's group
+ * commit, so how many must run to keep a throughput grows with that commit's latency (Little's law): 1,024 cost the
+ * bench's throughput phase at 1,000 minions up to half its returns/s on a loaded machine. What they hold is bounded
+ * by {@link DEFAULT_MAX_IN_FLIGHT_BYTES}, which counts a running call as it counts a waiting one.
+ */
 export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144
 /**
- * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 12,000
- * small returns, more than a second of a master's work, so the master never idles for want of requests while
- * the rest wait outside it.
+ * A request server's bound on bytes of requests in flight. At 1,000 minions returning at once it holds some 6,000
+ * small returns, more than half a second of a master's work at the rate it stores a burst, so the master never
+ * idles for want of requests while the rest wait outside it.
  */
-export const DEFAULT_MAX_IN_FLIGHT_BYTES = 32 * 1024 * 1024
+export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 /**
  * What a request in flight is taken to cost beyond its frame's bytes: its decoded form, its record while it waits,
  * the handler's promises and what the handler decodes from it (a sealed return, opened).

@@ -1,11 +1,15 @@
-import { BoundedQueue, type WireValue } from '@brine/core'
+import { BoundedQueue } from '@brine/core'
 
 /** One request waiting for a handler slot. */
 export interface WaitingRequest<P> {
   id: number
   /** What it counts against the server's `maxInFlightBytes`: its frame and REQUEST_OVERHEAD_BYTES. */
   cost: number
-  request: WireValue
+  /**
+   * The request as its frame's bytes, copied out of the read it arrived in: decoded again when its turn comes, so a
+   * burst waits as frames and not as the objects they decode to, which would outlive two scavenges and be promoted.
+   */
+  frame: Buffer
   peer: P
   peerName: string
   address: string | undefined

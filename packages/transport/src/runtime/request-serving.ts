@@ -7,6 +7,7 @@ import {
   type WireValue,
   EnvelopeKind,
   encodeEnvelope,
+  decodeEnvelope,
   requestIdOf,
   decodeLimitsOf,
   DEFAULT_MAX_FRAME_BYTES,
@@ -196,9 +197,8 @@ export class RequestServing<P> {
       this.#refuse(id, peer, peerName, this.maxInFlightBytes)
       return
     }
-    const waiting: WaitingRequest<P> = { id, cost, request: envelope.body, peer, peerName, address }
-    if (this.#running < this.concurrency) void this.#serve(waiting)
-    else if (this.#waiting?.push(waiting, this.#isUrgent(waiting.request)) === true) {
+    if (this.#running < this.concurrency) void this.#serve({ id, cost, peer, peerName, address }, { request: envelope.body })
+    else if (this.#waiting?.push({ id, cost, frame: Buffer.from(body), peer, peerName, address }, this.#isUrgent(envelope.body)) === true) {
       this.#inHand.add(peer, id)
       this.#hold(cost)
     } else this.#refuse(id, peer, peerName)
@@ -242,8 +242,15 @@ export class RequestServing<P> {
     }
   }
 
-  /** Serves a request: `cost` is counted in as it starts (when it did not wait) and out once it is answered. */
-  async #serve({ id, cost, request, peer, peerName, address }: WaitingRequest<P>, counted = false): Promise<void> {
+  /**
+   * Serves a request, decoded or as the frame it waited as: `cost` is counted in as it starts (when it did not wait)
+   * and out once it is answered.
+   */
+  async #serve(
+    { id, cost, peer, peerName, address }: Omit<WaitingRequest<P>, 'frame'>,
+    body: { request: WireValue } | { frame: Buffer },
+    counted = false,
+  ): Promise<void> {
     const core = this.#core
     if (!counted) this.#hold(cost)
     this.#running++
@@ -257,6 +264,8 @@ export class RequestServing<P> {
         ...(address === undefined ? {} : { address }),
         ...(authenticated === undefined ? {} : { authenticated: () => authenticated(peer) }),
       }
+      // A waited frame passed every check when it arrived; decoded now, its objects live only as long as the call.
+      const request = 'request' in body ? body.request : decodeEnvelope(body.frame, peerName).body
       const result = await this.#handler!(request, context)
       reply = this.#encodeReply(id, result, peerName)
     } catch (error) {
@@ -270,7 +279,7 @@ export class RequestServing<P> {
     // Counted out once its reply is on its way: the reply's bytes are the connection's queue's from here.
     this.#hold(-cost)
     const next = this.#waiting?.shift()
-    if (next !== undefined) void this.#serve(next, true)
+    if (next !== undefined) void this.#serve(next, next, true)
   }
 
   /** Encodes a reply; one too large or not encodable becomes an error reply saying why. */
