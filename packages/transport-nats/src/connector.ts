@@ -1,5 +1,6 @@
-import { connect, type NatsConnection, type Status } from '@nats-io/transport-node'
+import type { NatsConnection, Status } from '@nats-io/transport-node'
 import { backoffDelay, type BackoffOptions } from '@brine/core'
+import { connectDirect } from './direct-transport.js'
 import { NatsConnectError } from './errors.js'
 import { connectionOptions, type ResolvedBroker } from './options.js'
 
@@ -88,7 +89,7 @@ export class NatsConnector {
   async connectOnce(): Promise<NatsConnection> {
     let connection: NatsConnection
     try {
-      connection = await connect({
+      connection = await connectDirect({
         ...connectionOptions(this.broker, this.name),
         // A server past its max_connections answers -ERR and nats.js waits out this timeout: keep it short.
         timeout: CONNECT_TIMEOUT_MS,

@@ -1,0 +1,76 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { NatsServerProcess, deadline } from '@brine/testkit'
+import { DirectNodeTransport, connectDirect } from '../src/direct-transport.js'
+
+const WAIT_MS = 15_000
+const servers: NatsServerProcess[] = []
+
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => server.close()))
+})
+
+async function startServer(): Promise<NatsServerProcess> {
+  const server = await NatsServerProcess.start({ name: 'direct transport' })
+  servers.push(server)
+  return server
+}
+
+/** Reads chunks until their text contains `wanted`; the text read so far. */
+async function readUntil(reader: AsyncIterator<Uint8Array>, wanted: string): Promise<string> {
+  let text = ''
+  while (!text.includes(wanted)) {
+    const next = await deadline(reader.next(), WAIT_MS, `a chunk with ${wanted}`)
+    expect(next.done).toBe(false)
+    text += Buffer.from(next.value as Uint8Array).toString('latin1')
+  }
+  return text
+}
+
+describe('the NATS socket transport', () => {
+  it("reads the server's INFO first, writes what it is given, and ends its reader when the server goes away", async () => {
+    const server = await startServer()
+    const transport = new DirectNodeTransport()
+    await transport.connect({ hostname: '127.0.0.1', port: server.port, tlsName: '' }, {})
+    const reader = transport[Symbol.asyncIterator]()
+    expect(await readUntil(reader, '\r\n')).toMatch(/^INFO \{/)
+    transport.send(Buffer.from('CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'))
+    expect(await readUntil(reader, 'PONG\r\n')).toContain('PONG')
+    await server.stop()
+    expect(await deadline(reader.next(), WAIT_MS, 'the reader to end')).toEqual({ value: undefined, done: true })
+    await deadline(transport.closed(), WAIT_MS, 'the transport to close')
+    expect(transport.isClosed).toBe(true)
+    // A write after the close goes nowhere and throws nothing.
+    transport.send(Buffer.from('PING\r\n'))
+  })
+
+  it('a connection on it delivers a burst of messages whole and in order, as many reads as the socket makes', async () => {
+    const server = await startServer()
+    const connection = await connectDirect({ servers: [server.url] })
+    try {
+      const count = 20_000
+      const received: number[] = []
+      const all = new Promise<void>((resolve) => {
+        connection.subscribe('burst', {
+          callback: (_error, message) => {
+            received.push(new DataView(message.data.buffer, message.data.byteOffset).getUint32(0))
+            if (received.length === count) resolve()
+          },
+        })
+      })
+      await connection.flush()
+      for (let index = 0; index < count; index++) {
+        const body = Buffer.alloc(64 + (index % 200), index % 251)
+        body.writeUInt32BE(index, 0)
+        connection.publish('burst', body)
+      }
+      await deadline(all, WAIT_MS, `${count} messages`)
+      expect(received).toEqual(Array.from({ length: count }, (_, index) => index))
+    } finally {
+      await connection.close()
+    }
+  })
+
+  it('a WebSocket URL is refused as nats.js refuses it, naming wsconnect', async () => {
+    await expect(connectDirect({ servers: ['ws://127.0.0.1:4222'] })).rejects.toThrow(/wsconnect/)
+  })
+})
