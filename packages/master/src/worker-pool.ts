@@ -1,4 +1,4 @@
-import { threadId, Worker } from 'node:worker_threads'
+import { threadId, Worker, type ResourceLimits } from 'node:worker_threads'
 import type { KeyPair } from '@brine/crypt'
 import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
 import { RebuiltWorkerError, WorkerPoolBusyError, WorkerPoolError } from './errors.js'
@@ -91,6 +91,13 @@ export const DEFAULT_WORKER_MAX_WAIT_MS = 2000
  * that memory for nothing. The next task starts a fresh one, which costs that task the thread's start.
  */
 export const DEFAULT_WORKER_IDLE_MS = 10_000
+/**
+ * Each worker isolate's young generation, MiB (V8's `maxYoungGenerationSizeMb`: three semi-spaces' worth). A
+ * worker's tasks are short and keep little, so a small young generation costs it a few cheap scavenges in a storm,
+ * where V8's own bound let each worker hold 4–7 MiB of it. A process-wide `--max-semi-space-size` overrides it
+ * (brine-master clears its own once started: packages/cli/src/daemon-process.ts).
+ */
+export const WORKER_YOUNG_GENERATION_MB = 3
 
 /** A thread pool's load: tasks handed to the workers, waiting for one, and refused unrun since it started. */
 export interface ThreadPoolLoad {
@@ -183,7 +190,7 @@ export class ThreadPool implements RequestPool {
   #spawn(slot: Slot): Worker {
     const index = slot.index
     const data: RequestWorkerData = { brineRequestWorker: true, masterKeys: this.#options.masterKeys }
-    const worker = new Worker(this.#options.script, { workerData: data })
+    const worker = new Worker(this.#options.script, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } })
     slot.worker = worker
     this.#started++
     worker.on('message', (message: FromWorker) => this.#onMessage(slot, worker, message))
@@ -317,6 +324,11 @@ export class ThreadPool implements RequestPool {
   /** The threads running now, and those started and retired for idleness so far. */
   workers(): ThreadPoolWorkers {
     return { running: this.#slots.filter((slot) => slot.worker !== undefined).length, started: this.#started, retired: this.#retired }
+  }
+
+  /** The engine's bounds of each running worker thread (its young generation's among them). */
+  workerLimits(): ResourceLimits[] {
+    return this.#slots.flatMap((slot) => (slot.worker === undefined ? [] : [slot.worker.resourceLimits ?? {}]))
   }
 
   /** The tasks the worker threads ran, by kind, and how many distinct threads ran them. */

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { boxSharedKey, generateKeys, openPublish, SessionKeys, type SubmitResult } from '@brine/crypt'
-import { InlinePool, ThreadPool, WorkerPoolBusyError, WorkerPoolError, type RequestPool } from '../src/index.js'
+import { InlinePool, ThreadPool, WORKER_YOUNG_GENERATION_MB, WorkerPoolBusyError, WorkerPoolError, type RequestPool } from '../src/index.js'
 import { encode } from '@brine/core'
 import bcrypt from 'bcryptjs'
 
@@ -120,6 +120,16 @@ describe('request pools', () => {
     // The same key lands on the same slot: its thread serves it again, none other starts.
     await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })
     expect(pool.workers()).toEqual({ running: 1, started: 1, retired: 0 })
+  })
+
+  it("threads: bounds each worker's young generation", async () => {
+    const pool = new ThreadPool({ size: 2, script, masterKeys: generateKeys(), submit })
+    pools.push(pool)
+    const boxKey = generateKeys().box.publicKey
+    await Promise.all(['web1', 'web2', 'web3', 'web4'].map((key) => pool.run(key, { op: 'box-shared-key', boxKey })))
+    const limits = pool.workerLimits()
+    expect(limits.length).toBeGreaterThanOrEqual(1)
+    for (const limit of limits) expect(limit.maxYoungGenerationSizeMb).toBe(WORKER_YOUNG_GENERATION_MB)
   })
 
   it('threads: stops a thread idle for idleMs, and the next task starts a fresh one that serves it', async () => {
