@@ -113,7 +113,7 @@ export interface ThreadPoolWorkers {
   retired: number
 }
 
-/** What a thread pool's workers have done: tasks per kind that a worker thread (not this one) reports it ran, and how many threads ran them. */
+/** What a thread pool's workers have done: tasks per kind that a worker thread (not this one) reports it ran, and how many of its `size` worker slots ran them. */
 export interface ThreadPoolStats {
   size: number
   offThread: Partial<Record<WorkerTask['op'], number>>
@@ -157,7 +157,10 @@ export class ThreadPool implements RequestPool {
   #nextTask = 0
   #closing = false
   readonly #offThread: Partial<Record<WorkerTask['op'], number>> = {}
-  /** The thread ids that reported tasks done: proof the work left this thread, whichever worker slot ran it. */
+  /**
+   * The slots whose worker thread reported tasks done from a thread other than this one: proof the work left this
+   * thread. Slots, not thread ids: a slot's thread stopped for idleness and started again is still one of `size`.
+   */
   readonly #threads = new Set<number>()
   readonly #maxInFlight: number
   readonly #maxWaitMs: number
@@ -242,7 +245,7 @@ export class ThreadPool implements RequestPool {
       slot.pending.delete(message.taskId)
       if (task !== undefined && message.threadId !== threadId) {
         this.#offThread[task.op] = (this.#offThread[task.op] ?? 0) + 1
-        this.#threads.add(message.threadId)
+        this.#threads.add(slot.index)
       }
       if (message.error !== undefined) task?.reject(new RebuiltWorkerError(message.error))
       else task?.resolve(message.value)
@@ -331,7 +334,7 @@ export class ThreadPool implements RequestPool {
     return this.#slots.flatMap((slot) => (slot.worker === undefined ? [] : [slot.worker.resourceLimits ?? {}]))
   }
 
-  /** The tasks the worker threads ran, by kind, and how many distinct threads ran them. */
+  /** The tasks the worker threads ran, by kind, and how many of the worker slots ran them. */
   stats(): ThreadPoolStats {
     return { size: this.size, offThread: { ...this.#offThread }, threads: this.#threads.size }
   }

@@ -145,6 +145,8 @@ describe('request pools', () => {
     expect(await pool.run('web1', task)).toEqual(expected)
     expect(pool.workers()).toEqual({ running: 1, started: 2, retired: 1 })
     expect(pool.stats().offThread).toEqual({ 'box-shared-key': 2 })
+    // Two threads ran on the one slot: the account says one of one.
+    expect(pool.stats().threads).toBe(1)
   })
 
   it('threads: never stops a thread while it holds a task, however long the task runs', async () => {
