@@ -15,7 +15,18 @@ import {
 } from '@brine/config'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
-import { chownPath, chownTree, heapGrowthFlag, makeDaemonDir, workerHeapFlag, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
+import {
+  chownPath,
+  chownTree,
+  heapGrowthFlag,
+  makeDaemonDir,
+  workerHeapFlag,
+  removePidfile,
+  resolveRunAs,
+  switchUser,
+  writePidfile,
+  type RunAs,
+} from '../daemon-process.js'
 import { processIdleCollector } from '../idle-collector.js'
 import { runCheckConfig } from './check-config.js'
 
