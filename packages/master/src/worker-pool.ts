@@ -171,6 +171,8 @@ export class ThreadPool implements RequestPool {
   #idleTimer: NodeJS.Timeout | undefined
   #started = 0
   #retired = 0
+  /** Retired threads still stopping: {@link close} waits for them too. */
+  readonly #stopping = new Set<Promise<number>>()
 
   constructor(options: ThreadPoolOptions) {
     if (!Number.isInteger(options.size) || options.size < 1) throw new RangeError(`worker pool size must be a positive integer, got ${options.size}`)
@@ -231,7 +233,9 @@ export class ThreadPool implements RequestPool {
       if (worker === undefined || !this.#idle(slot) || now - slot.idleSince < this.#idleMs) continue
       slot.worker = undefined
       this.#retired++
-      void worker.terminate().catch(() => {})
+      const stopping = worker.terminate().catch(() => 0)
+      this.#stopping.add(stopping)
+      void stopping.then(() => this.#stopping.delete(stopping))
     }
   }
 
@@ -344,6 +348,6 @@ export class ThreadPool implements RequestPool {
     this.#closing = true
     if (this.#idleTimer !== undefined) clearInterval(this.#idleTimer)
     for (const slot of this.#slots) this.#failQueued(slot, new WorkerPoolError('request worker pool is closed'))
-    await Promise.all(this.#slots.map((slot) => slot.worker?.terminate()))
+    await Promise.all([...this.#slots.map((slot) => slot.worker?.terminate()), ...this.#stopping])
   }
 }
