@@ -4,7 +4,8 @@
 // bound, which compilers run) and glibc's malloc arenas (read at the first malloc). `v8.setFlagsFromString`
 // later does not resize a heap, so a daemon that wants them re-executes itself once, same pid (systemd, the
 // harness and the bench see one process), with the flags on its command line and the variables in its
-// environment; worker threads take both from the process. What the user chose wins: a flag named on the
+// environment; worker threads take both from the process (the master clears its semi-space flag once started, so
+// its request workers take the smaller bound their pool gives them). What the user chose wins: a flag named on the
 // command line or in NODE_OPTIONS, in its `--flag` or `--no-flag` form, and a variable already set.
 
 /**

@@ -30,6 +30,19 @@ export function heapGrowthFlag(role: 'master' | 'minion' | 'syndic', execArgv: r
   return `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`
 }
 
+/**
+ * What brine-master sets once started so that its request worker threads' isolates take the young generation their
+ * pool gives them (`resourceLimits`, @brine/master's WORKER_YOUNG_GENERATION_MB): V8 lets a process-wide
+ * `--max-semi-space-size` override a worker's own bound, and the master re-executed itself with one to size its
+ * main young generation (bin/daemon-runtime.js). Clearing the flag changes only isolates made after it.
+ */
+export const WORKER_HEAP_FLAG = '--max-semi-space-size=0'
+
+/** The V8 flag a daemon of `role` sets once started for the worker threads it starts later, or undefined (only the master has them). */
+export function workerHeapFlag(role: 'master' | 'minion' | 'syndic'): string | undefined {
+  return role === 'master' ? WORKER_HEAP_FLAG : undefined
+}
+
 /** A user to switch to. */
 export interface RunAs {
   name: string

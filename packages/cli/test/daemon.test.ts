@@ -8,7 +8,7 @@ import type { MasterConfig, MinionConfig, SyndicConfig } from '@brine/config'
 import { deadline, deferred } from '@brine/transport-compliance'
 import { runApi } from '../src/commands/api.js'
 import { runMaster, runMinion, runSyndic, type Daemon } from '../src/commands/daemon.js'
-import { heapGrowthFlag, MASTER_HEAP_GROWING_PERCENT } from '../src/daemon-process.js'
+import { heapGrowthFlag, MASTER_HEAP_GROWING_PERCENT, WORKER_HEAP_FLAG } from '../src/daemon-process.js'
 import { memoryIO } from './helpers.js'
 
 let dir = ''
@@ -52,7 +52,7 @@ describe('brine-master and brine-minion', () => {
     expect(record.stopped).toBe(1)
   })
 
-  it('the master sets its heap growth once started, unless its node command line names one; a minion sets none', async () => {
+  it('the master sets its heap growth once started, unless its node command line names one, and clears the semi-space bound its workers would inherit; a minion sets none', async () => {
     const flags: string[] = []
     const setV8Flags = (value: string): void => {
       flags.push(value)
@@ -63,7 +63,7 @@ describe('brine-master and brine-minion', () => {
     await deadline(master.record.started.promise, 5000, 'the master to start')
     controller.abort()
     expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
-    expect(flags).toEqual(['started', `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`])
+    expect(flags).toEqual(['started', `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`, WORKER_HEAP_FLAG])
 
     const minion = fakeDaemon<MinionConfig>()
     const stopMinion = new AbortController()
@@ -71,7 +71,7 @@ describe('brine-master and brine-minion', () => {
     await deadline(minion.record.started.promise, 5000, 'the minion to start')
     stopMinion.abort()
     expect(await deadline(minionRun, 5000, 'the minion to stop')).toBe(0)
-    expect(flags).toHaveLength(2)
+    expect(flags).toHaveLength(3)
 
     expect(heapGrowthFlag('master', ['--heap-growing-percent=0'])).toBeUndefined()
     expect(heapGrowthFlag('master', ['--heap_growing_percent', '50'])).toBeUndefined()

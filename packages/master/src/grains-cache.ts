@@ -84,8 +84,10 @@ export class GrainsCache {
     } catch (error) {
       return Promise.reject(error as Error)
     }
-    this.#grains.set(id, grains)
     const json = JSON.stringify(grains)
+    // What is kept is what the file holds (and what a restarted master loads), parsed afresh: the decoded request's
+    // objects and strings are views that keep the whole request alive, and cost about three times as much.
+    this.#grains.set(id, JSON.parse(json) as Grains)
     const flight = this.#flights.get(id)
     if (flight !== undefined) {
       flight.latest = json

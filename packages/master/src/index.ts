@@ -91,7 +91,17 @@ export { renderReaction, type ReactionEvent } from './reactor/template.js'
 export { reactorCaller } from './reactor/caller.js'
 export { MasterSchedule } from './master-schedule.js'
 export { runWheel, WHEEL_FUNCTIONS, type WheelOutcome, type WheelContext } from './wheel.js'
-export { InlinePool, ThreadPool, hashKey, type RequestPool, type ThreadPoolOptions, type ThreadPoolStats } from './worker-pool.js'
+export {
+  InlinePool,
+  ThreadPool,
+  hashKey,
+  DEFAULT_WORKER_IDLE_MS,
+  WORKER_YOUNG_GENERATION_MB,
+  type RequestPool,
+  type ThreadPoolOptions,
+  type ThreadPoolStats,
+  type ThreadPoolWorkers,
+} from './worker-pool.js'
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
 export { INLINE_SEAL_MAX_BYTES, PublishSealer, type PublishSealerOptions, type PublishSealerStats } from './publish-sealer.js'
 export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'

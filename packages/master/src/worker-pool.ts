@@ -1,4 +1,4 @@
-import { threadId, Worker } from 'node:worker_threads'
+import { threadId, Worker, type ResourceLimits } from 'node:worker_threads'
 import type { KeyPair } from '@brine/crypt'
 import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
 import { RebuiltWorkerError, WorkerPoolBusyError, WorkerPoolError } from './errors.js'
@@ -66,7 +66,11 @@ interface Queued extends Settle {
 }
 
 interface Slot {
-  worker: Worker
+  index: number
+  /** The slot's thread while it runs: started by the first task routed here, retired once idle {@link ThreadPoolOptions.idleMs}. */
+  worker: Worker | undefined
+  /** When the worker last ran out of tasks (this thread's clock, ms). */
+  idleSince: number
   pending: Map<number, { op: WorkerTask['op'] } & Settle>
   /** Tasks waiting for one of the worker's `maxInFlight` places, oldest first. */
   queue: Queued[]
@@ -80,6 +84,20 @@ interface Slot {
 export const DEFAULT_WORKER_IN_FLIGHT = 32
 /** How long a sheddable task may wait for a worker: well inside Salt's default auth_timeout (5 s), so what is run is still awaited. */
 export const DEFAULT_WORKER_MAX_WAIT_MS = 2000
+/**
+ * How long a worker may sit without a task before its thread is stopped. Each worker is an isolate of its own
+ * (its heap, the modules it loaded, its young generation grown by the last storm), and a master's workers are
+ * busy only in storms (minions authenticating, large publishes, logins): between them the thread would hold
+ * that memory for nothing. The next task starts a fresh one, which costs that task the thread's start.
+ */
+export const DEFAULT_WORKER_IDLE_MS = 10_000
+/**
+ * Each worker isolate's young generation, MiB (V8's `maxYoungGenerationSizeMb`: three semi-spaces' worth). A
+ * worker's tasks are short and keep little, so a small young generation costs it a few cheap scavenges in a storm,
+ * where V8's own bound let each worker hold 4–7 MiB of it. A process-wide `--max-semi-space-size` overrides it
+ * (brine-master clears its own once started: packages/cli/src/daemon-process.ts).
+ */
+export const WORKER_YOUNG_GENERATION_MB = 3
 
 /** A thread pool's load: tasks handed to the workers, waiting for one, and refused unrun since it started. */
 export interface ThreadPoolLoad {
@@ -88,7 +106,14 @@ export interface ThreadPoolLoad {
   shed: number
 }
 
-/** What a thread pool's workers have done: tasks per kind that a worker thread (not this one) reports it ran, and how many threads ran them. */
+/** A thread pool's threads: running now, started and stopped for idleness since the pool was made. */
+export interface ThreadPoolWorkers {
+  running: number
+  started: number
+  retired: number
+}
+
+/** What a thread pool's workers have done: tasks per kind that a worker thread (not this one) reports it ran, and how many of its `size` worker slots ran them. */
 export interface ThreadPoolStats {
   size: number
   offThread: Partial<Record<WorkerTask['op'], number>>
@@ -108,12 +133,15 @@ export interface ThreadPoolOptions {
   maxWaitMs?: number
   /** This thread's clock for the waits (default performance.now; tests inject one). */
   now?: () => number
+  /** A worker without a task this long (ms) is stopped until the next one (default {@link DEFAULT_WORKER_IDLE_MS}; Infinity keeps it). */
+  idleMs?: number
 }
 
 /**
- * `worker_threads: N`: N node:worker_threads running {@link RequestCrypto}. A worker that dies
- * fails only its own pending tasks and is replaced; the key store stays on this thread and is
- * reached from a worker through a `submit` message.
+ * `worker_threads: N`: up to N node:worker_threads running {@link RequestCrypto}. A slot's thread starts
+ * with the first task routed to it and stops once it has been idle `idleMs`, so an idle master holds no
+ * worker isolate. A worker that dies fails only its own pending tasks and is replaced; the key store stays
+ * on this thread and is reached from a worker through a `submit` message.
  *
  * Each worker holds at most `maxInFlight` tasks; the rest wait here in arrival order, so a storm of
  * requests costs this thread a small record each instead of filling the workers' message queues and
@@ -129,13 +157,22 @@ export class ThreadPool implements RequestPool {
   #nextTask = 0
   #closing = false
   readonly #offThread: Partial<Record<WorkerTask['op'], number>> = {}
-  /** The thread ids that reported tasks done: proof the work left this thread, whichever worker slot ran it. */
+  /**
+   * The slots whose worker thread reported tasks done from a thread other than this one: proof the work left this
+   * thread. Slots, not thread ids: a slot's thread stopped for idleness and started again is still one of `size`.
+   */
   readonly #threads = new Set<number>()
   readonly #maxInFlight: number
   readonly #maxWaitMs: number
   readonly #now: () => number
   readonly #shedLog = new LogLimiter()
   #shed = 0
+  readonly #idleMs: number
+  #idleTimer: NodeJS.Timeout | undefined
+  #started = 0
+  #retired = 0
+  /** Retired threads still stopping: {@link close} waits for them too. */
+  readonly #stopping = new Set<Promise<number>>()
 
   constructor(options: ThreadPoolOptions) {
     if (!Number.isInteger(options.size) || options.size < 1) throw new RangeError(`worker pool size must be a positive integer, got ${options.size}`)
@@ -147,44 +184,72 @@ export class ThreadPool implements RequestPool {
     this.#maxInFlight = maxInFlight
     this.#maxWaitMs = Math.max(0, options.maxWaitMs ?? DEFAULT_WORKER_MAX_WAIT_MS)
     this.#now = options.now ?? (() => performance.now())
-    for (let index = 0; index < options.size; index++) this.#slots.push(this.#spawn(index))
+    const idleMs = options.idleMs ?? DEFAULT_WORKER_IDLE_MS
+    if (!(idleMs > 0)) throw new RangeError(`worker idle bound must be a positive number of ms, got ${idleMs}`)
+    this.#idleMs = idleMs
+    for (let index = 0; index < options.size; index++) {
+      this.#slots.push({ index, worker: undefined, idleSince: 0, pending: new Map(), urgent: [], queue: [], head: 0 })
+    }
   }
 
-  #spawn(index: number): Slot {
+  #spawn(slot: Slot): Worker {
+    const index = slot.index
     const data: RequestWorkerData = { brineRequestWorker: true, masterKeys: this.#options.masterKeys }
-    const worker = new Worker(this.#options.script, { workerData: data })
-    const old = this.#slots[index]
-    const slot: Slot = { worker, pending: new Map(), urgent: old?.urgent ?? [], queue: old?.queue ?? [], head: old?.head ?? 0 }
-    worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
+    const worker = new Worker(this.#options.script, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } })
+    slot.worker = worker
+    this.#started++
+    worker.on('message', (message: FromWorker) => this.#onMessage(slot, worker, message))
+    // A retired worker's last events concern no task: the slot may already run its successor.
+    const current = (): boolean => slot.worker === worker
     const failAll = (reason: string): void => {
       for (const { reject } of slot.pending.values()) reject(new WorkerPoolError(`request worker ${index} ${reason}`, { worker: index }))
       slot.pending.clear()
     }
     worker.on('error', (error) => {
+      if (!current()) return
       this.#logger.error(`request worker ${index} failed: ${error.message}`)
       failAll(`failed: ${error.message}`)
     })
     worker.on('exit', (code) => {
+      if (!current()) return
+      slot.worker = undefined
       failAll(`exited with code ${code}`)
       if (this.#closing) {
         this.#failQueued(slot, new WorkerPoolError('request worker pool is closed'))
         return
       }
-      this.#logger.error(`request worker ${index} exited with code ${code}; starting a new one`)
-      const fresh = this.#spawn(index)
-      this.#slots[index] = fresh
-      this.#next(fresh)
+      this.#logger.error(`request worker ${index} exited with code ${code}; the next task starts a new one`)
+      this.#next(slot)
     })
-    return slot
+    this.#idleTimer ??= setInterval(() => this.#retireIdle(), Math.min(this.#idleMs, 1000)).unref()
+    return worker
   }
 
-  #onMessage(slot: Slot, message: FromWorker): void {
+  /** Stops the threads that have had no task for `idleMs`: their isolates' memory goes back with them. */
+  #retireIdle(): void {
+    const now = this.#now()
+    for (const slot of this.#slots) {
+      const worker = slot.worker
+      if (worker === undefined || !this.#idle(slot) || now - slot.idleSince < this.#idleMs) continue
+      slot.worker = undefined
+      this.#retired++
+      const stopping = worker.terminate().catch(() => 0)
+      this.#stopping.add(stopping)
+      void stopping.then(() => this.#stopping.delete(stopping))
+    }
+  }
+
+  #idle(slot: Slot): boolean {
+    return slot.pending.size === 0 && slot.urgent.length === 0 && slot.head === slot.queue.length
+  }
+
+  #onMessage(slot: Slot, worker: Worker, message: FromWorker): void {
     if (message.type === 'done') {
       const task = slot.pending.get(message.taskId)
       slot.pending.delete(message.taskId)
       if (task !== undefined && message.threadId !== threadId) {
         this.#offThread[task.op] = (this.#offThread[task.op] ?? 0) + 1
-        this.#threads.add(message.threadId)
+        this.#threads.add(slot.index)
       }
       if (message.error !== undefined) task?.reject(new RebuiltWorkerError(message.error))
       else task?.resolve(message.value)
@@ -192,7 +257,7 @@ export class ThreadPool implements RequestPool {
       return
     }
     const reply = (payload: Omit<Extract<ToWorker, { type: 'submitted' }>, 'type' | 'callId'>): void => {
-      if (!this.#closing) slot.worker.postMessage({ type: 'submitted', callId: message.callId, ...payload } satisfies ToWorker)
+      if (!this.#closing) worker.postMessage({ type: 'submitted', callId: message.callId, ...payload } satisfies ToWorker)
     }
     this.#options.submit(message.id, message.keys, message.options).then(
       (result) => reply({ result }),
@@ -202,8 +267,9 @@ export class ThreadPool implements RequestPool {
 
   #post(slot: Slot, task: WorkerTask, settle: Settle): void {
     const taskId = this.#nextTask++
+    const worker = slot.worker ?? this.#spawn(slot)
     slot.pending.set(taskId, { op: task.op, ...settle })
-    slot.worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker)
+    worker.postMessage({ type: 'task', taskId, task } satisfies ToWorker)
   }
 
   run(key: string, task: WorkerTask, options: RunOptions = {}): Promise<WireValue> {
@@ -234,6 +300,7 @@ export class ThreadPool implements RequestPool {
       slot.queue.splice(0, slot.head)
       slot.head = 0
     }
+    if (this.#idle(slot)) slot.idleSince = this.#now()
   }
 
   #refuse(queued: Queued, waited: number): void {
@@ -261,7 +328,17 @@ export class ThreadPool implements RequestPool {
     return { inFlight, waiting, shed: this.#shed }
   }
 
-  /** The tasks the worker threads ran, by kind, and how many distinct threads ran them. */
+  /** The threads running now, and those started and retired for idleness so far. */
+  workers(): ThreadPoolWorkers {
+    return { running: this.#slots.filter((slot) => slot.worker !== undefined).length, started: this.#started, retired: this.#retired }
+  }
+
+  /** The engine's bounds of each running worker thread (its young generation's among them). */
+  workerLimits(): ResourceLimits[] {
+    return this.#slots.flatMap((slot) => (slot.worker === undefined ? [] : [slot.worker.resourceLimits ?? {}]))
+  }
+
+  /** The tasks the worker threads ran, by kind, and how many of the worker slots ran them. */
   stats(): ThreadPoolStats {
     return { size: this.size, offThread: { ...this.#offThread }, threads: this.#threads.size }
   }
@@ -269,7 +346,8 @@ export class ThreadPool implements RequestPool {
   async close(): Promise<void> {
     if (this.#closing) return
     this.#closing = true
+    if (this.#idleTimer !== undefined) clearInterval(this.#idleTimer)
     for (const slot of this.#slots) this.#failQueued(slot, new WorkerPoolError('request worker pool is closed'))
-    await Promise.all(this.#slots.map((slot) => slot.worker.terminate()))
+    await Promise.all([...this.#slots.map((slot) => slot.worker?.terminate()), ...this.#stopping])
   }
 }

@@ -1,6 +1,8 @@
 import { readdir, readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { decode, encode } from '@brine/core'
+import type { Grains } from '@brine/targeting'
 import { GrainsCache } from '../src/grains-cache.js'
 import { runCleanups, tempDir } from './helpers.js'
 
@@ -46,6 +48,18 @@ describe('GrainsCache', () => {
     await second.set('web1', { os: 'Arch' })
     expect(second.writes).toBe(1)
     expect(await onDisk(second, 'web1')).toEqual({ os: 'Arch' })
+  })
+
+  it('keeps the grains as their file holds them, sharing nothing with the request they came in', async () => {
+    const cache = new GrainsCache(await tempDir())
+    const sent = decode(encode({ cmd: '_grains', grains: { os: 'Debian', ipv4: ['192.0.2.2'], gone: undefined } })) as { grains: Grains }
+    await cache.set('web1', sent.grains)
+    const cached = cache.get('web1')
+    expect(cached).toEqual(await onDisk(cache, 'web1'))
+    expect(cached).toStrictEqual({ os: 'Debian', ipv4: ['192.0.2.2'] })
+    expect(cached).not.toBe(sent.grains)
+    ;(sent.grains['ipv4'] as string[]).push('198.51.100.1')
+    expect(cache.get('web1')).toStrictEqual({ os: 'Debian', ipv4: ['192.0.2.2'] })
   })
 
   it('refuses an invalid minion id before it becomes a path', async () => {

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { boxSharedKey, generateKeys, openPublish, SessionKeys, type SubmitResult } from '@brine/crypt'
-import { InlinePool, ThreadPool, WorkerPoolBusyError, WorkerPoolError, type RequestPool } from '../src/index.js'
+import { InlinePool, ThreadPool, WORKER_YOUNG_GENERATION_MB, WorkerPoolBusyError, WorkerPoolError, type RequestPool } from '../src/index.js'
 import { encode } from '@brine/core'
+import bcrypt from 'bcryptjs'
 
 // The pool runs the built worker script, as the master does (`npm test` builds before vitest).
 const script = new URL('../dist/request-worker.js', import.meta.url)
@@ -106,6 +107,69 @@ describe('request pools', () => {
     expect(pool.load()).toEqual({ inFlight: 1, waiting: 3, shed: 0 })
     await Promise.all(runs)
     expect(order).toEqual(['first', 'publish', 'peer 1', 'peer 2'])
+  })
+
+  it('threads: starts no thread before a task needs one, then only the thread of the slot the task is routed to', async () => {
+    const master = generateKeys()
+    const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit })
+    pools.push(pool)
+    expect(pool.workers()).toEqual({ running: 0, started: 0, retired: 0 })
+    const minion = generateKeys()
+    expect(await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })).toEqual(boxSharedKey(master.box.publicKey, minion.box.secretKey))
+    expect(pool.workers()).toEqual({ running: 1, started: 1, retired: 0 })
+    // The same key lands on the same slot: its thread serves it again, none other starts.
+    await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })
+    expect(pool.workers()).toEqual({ running: 1, started: 1, retired: 0 })
+  })
+
+  it("threads: bounds each worker's young generation", async () => {
+    const pool = new ThreadPool({ size: 2, script, masterKeys: generateKeys(), submit })
+    pools.push(pool)
+    const boxKey = generateKeys().box.publicKey
+    await Promise.all(['web1', 'web2', 'web3', 'web4'].map((key) => pool.run(key, { op: 'box-shared-key', boxKey })))
+    const limits = pool.workerLimits()
+    expect(limits.length).toBeGreaterThanOrEqual(1)
+    for (const limit of limits) expect(limit.maxYoungGenerationSizeMb).toBe(WORKER_YOUNG_GENERATION_MB)
+  })
+
+  it('threads: stops a thread idle for idleMs, and the next task starts a fresh one that serves it', async () => {
+    const master = generateKeys()
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit, idleMs: 50 })
+    pools.push(pool)
+    const minion = generateKeys()
+    const task = { op: 'box-shared-key' as const, boxKey: minion.box.publicKey }
+    const expected = boxSharedKey(master.box.publicKey, minion.box.secretKey)
+    expect(await pool.run('web1', task)).toEqual(expected)
+    await vi.waitFor(() => expect(pool.workers().retired).toBe(1), { timeout: 10_000, interval: 20 })
+    expect(pool.workers()).toEqual({ running: 0, started: 1, retired: 1 })
+    expect(await pool.run('web1', task)).toEqual(expected)
+    expect(pool.workers()).toEqual({ running: 1, started: 2, retired: 1 })
+    expect(pool.stats().offThread).toEqual({ 'box-shared-key': 2 })
+    // Two threads ran on the one slot: the account says one of one.
+    expect(pool.stats().threads).toBe(1)
+  })
+
+  it('threads: never stops a thread while it holds a task, however long the task runs', async () => {
+    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit, idleMs: 5 })
+    pools.push(pool)
+    // Comparing with a bcrypt hash of cost 10 keeps the worker busy many times idleMs.
+    const hash = bcrypt.hashSync('secret', 10)
+    const seen: number[] = []
+    const timer = setInterval(() => seen.push(pool.workers().retired), 5)
+    try {
+      expect(await pool.run('login', { op: 'bcrypt-compare', password: 'secret', hash })).toMatchObject({ match: true })
+    } finally {
+      clearInterval(timer)
+    }
+    expect(seen.length).toBeGreaterThan(0)
+    expect(seen.every((retired) => retired === 0)).toBe(true)
+    expect(pool.workers().started).toBe(1)
+  })
+
+  it('threads: refuses an idle bound that is not a positive number of ms', () => {
+    for (const idleMs of [0, -1, Number.NaN]) {
+      expect(() => new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit, idleMs })).toThrow(/idle bound must be a positive number of ms/)
+    }
   })
 
   it('threads: refuses tasks once closed', async () => {

@@ -15,7 +15,18 @@ import {
 } from '@brine/config'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
-import { chownPath, chownTree, heapGrowthFlag, makeDaemonDir, removePidfile, resolveRunAs, switchUser, writePidfile, type RunAs } from '../daemon-process.js'
+import {
+  chownPath,
+  chownTree,
+  heapGrowthFlag,
+  makeDaemonDir,
+  workerHeapFlag,
+  removePidfile,
+  resolveRunAs,
+  switchUser,
+  writePidfile,
+  type RunAs,
+} from '../daemon-process.js'
 import { processIdleCollector } from '../idle-collector.js'
 import { runCheckConfig } from './check-config.js'
 
@@ -226,6 +237,8 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
     // Set once started: a V8 flag changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it.
     const heapFlag = heapGrowthFlag(role, process.execArgv)
     if (heapFlag !== undefined) (deps.setV8Flags ?? v8.setFlagsFromString)(heapFlag)
+    const workerFlag = workerHeapFlag(role)
+    if (workerFlag !== undefined) (deps.setV8Flags ?? v8.setFlagsFromString)(workerFlag)
     if (role === 'master') collector = (deps.idleCollector ?? processIdleCollector)(logger.child('memory'))
     collector?.start()
     if (runAs !== undefined) becomeUser(runAs, opts, created, logging, pidfile, logger)
