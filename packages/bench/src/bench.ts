@@ -141,7 +141,10 @@ export interface CaseResult extends BenchCase {
   throughput: ReturnCounts & { jobs: number; window: number; durationMs: number; jobsPerSec: number; returnsPerSec: number; jobMs: Stats }
   memory: {
     masterIdleBytes: number
+    /** With the N minions connected, once the master settled after their connecting (see {@link settledRss}). */
     masterWithMinionsBytes: number
+    /** The same read the moment the last minion answered: the connecting storm's garbage and young generation still held. */
+    masterAtConnectBytes?: number
     masterAfterLoadBytes: number
     /** One minion process, idle (procs mode). */
     minionProcessIdleBytes: number | null
@@ -528,12 +531,14 @@ async function prepareNatsServer(fleet: Fleet, memory: CaseResult['memory'], min
 }
 
 /**
- * The figures with every minion connected: the master's RSS and what it grew by per minion (the scale curve),
- * the nats-server's, one minion process's and each swarm process's of `fleet` (a tree's top has none of these).
+ * The figures with every minion connected: the master's RSS (as the last minion answered, and settled) and what it
+ * grew by per minion (the scale curve), the nats-server's, one minion process's and each swarm process's of `fleet`
+ * (a tree's top has none of these).
  */
-function measureConnected(fleet: Fleet, result: CaseResult, n: number): void {
+async function measureConnected(fleet: Fleet, result: CaseResult, n: number): Promise<void> {
   const memory = result.memory
-  memory.masterWithMinionsBytes = rssBytes(fleet.master.pid)
+  memory.masterAtConnectBytes = rssBytes(fleet.master.pid)
+  memory.masterWithMinionsBytes = await settledRss(fleet.master.pid, memory.masterIdleBytes)
   result.scale.masterBytesPerMinion = Math.round(Math.max(0, memory.masterWithMinionsBytes - memory.masterIdleBytes) / Math.max(1, n))
   if (memory.natsServer !== null) memory.natsServer.withMinionsBytes = natsServerRss(fleet)
   const firstMinion = [...fleet.minions.values()][0]
@@ -551,23 +556,27 @@ function recordSwarmMemory(memory: CaseResult['memory'], swarms: readonly SwarmP
 
 /**
  * brine-master gives back what a load left (a memory-reducing collection) once its event loop has been idle 2 s
- * after its resident size grew 48 MiB: a master that grew that much is read once it has given back half of what
- * it grew since its minions connected, or after {@link AFTER_LOAD_IDLE_MAX_MS}.
+ * after its resident size grew 48 MiB: a master that grew that much since `baselineBytes` is read once it has given
+ * back half of that growth, or after {@link SETTLE_MAX_MS}. What the master holds for as long as it runs, not the
+ * garbage of the phase just ended.
  */
-const AFTER_LOAD_IDLE_MAX_MS = 10_000
-const AFTER_LOAD_GROWTH_BYTES = 48 * 1024 * 1024
+const SETTLE_MAX_MS = 10_000
+const SETTLE_GROWTH_BYTES = 48 * 1024 * 1024
 
-/** The master's and the nats-server's RSS once the load phases are done (and the master idle, see {@link AFTER_LOAD_IDLE_MAX_MS}). */
-async function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): Promise<void> {
-  const pid = fleet.master.pid
+/** `pid`'s RSS, read once it has settled after growing from `baselineBytes` (see {@link SETTLE_MAX_MS}). */
+async function settledRss(pid: number, baselineBytes: number): Promise<number> {
   const grown = rssBytes(pid)
-  const given = grown - (grown - memory.masterWithMinionsBytes) / 2
-  if (grown - memory.masterWithMinionsBytes >= AFTER_LOAD_GROWTH_BYTES) {
-    for (const until = performance.now() + AFTER_LOAD_IDLE_MAX_MS; performance.now() < until && rssBytes(pid) > given;) {
-      await new Promise((resolve) => setTimeout(resolve, 250))
-    }
+  if (grown - baselineBytes < SETTLE_GROWTH_BYTES) return grown
+  const given = grown - (grown - baselineBytes) / 2
+  for (const until = performance.now() + SETTLE_MAX_MS; performance.now() < until && rssBytes(pid) > given;) {
+    await new Promise((resolve) => setTimeout(resolve, 250))
   }
-  memory.masterAfterLoadBytes = rssBytes(pid)
+  return rssBytes(pid)
+}
+
+/** The master's and the nats-server's RSS once the load phases are done and the master settled. */
+async function measureAfterLoad(fleet: Fleet, memory: CaseResult['memory']): Promise<void> {
+  memory.masterAfterLoadBytes = await settledRss(fleet.master.pid, memory.masterWithMinionsBytes)
   if (memory.natsServer !== null) memory.natsServer.afterLoadBytes = natsServerRss(fleet)
 }
 
@@ -929,7 +938,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
     const client = (readers.client = newClient())
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs)) - launched)
     result.connect.cpuMs = { master: cpuTimeMs(fleet.master.pid), swarms: swarmsCpuMs(fleet) }
-    measureConnected(fleet, result, n)
+    await measureConnected(fleet, result, n)
     const counter = await openCounter(readers, fleet.sockDir)
     const masterPid = fleet.master.pid
     await measureJobs(client, counter, n, settings, stored, result, phase, 2000, {
@@ -1045,7 +1054,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     const client = (readers.client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs }))
     // Behind syndics a ping of thousands takes seconds: a window shorter than that would never hear them all at once.
     result.connect.allAnsweringMs = round((await untilAllAnswer(() => client, n, launched + connectTimeoutMs, { windowMs: Math.max(2000, n * 2) })) - launched)
-    measureConnected(top, result, n)
+    await measureConnected(top, result, n)
     result.tree = {
       syndics: k,
       masters: [

@@ -227,7 +227,7 @@ function memorySection(cases: readonly CaseResult[]): string[] {
     '',
     '## Memory, restart and overload',
     '',
-    '| transport | N | master MiB idle / with N / after load | nats-server MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
+    '| transport | N | master MiB idle / with N (as the last answered) / after load | nats-server MiB idle / with N / after load | minion proc MiB | swarm MiB per minion | restart: all answering ms | overload returns/s | overload lost / events missed / dup | master peak MiB |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ]
   for (const c of cases) {
@@ -236,7 +236,7 @@ function memorySection(cases: readonly CaseResult[]): string[] {
     const broker = mem.natsServer ?? null
     const natsServer = broker === null ? '–' : `${mib(broker.idleBytes)} / ${mib(broker.withMinionsBytes)} / ${mib(broker.afterLoadBytes)}`
     lines.push(
-      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)} / ${mib(mem.masterAfterLoadBytes)} | ${natsServer} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
+      `| ${c.transport} | ${int(c.n)} | ${mib(mem.masterIdleBytes)} / ${mib(mem.masterWithMinionsBytes)}${mem.masterAtConnectBytes === undefined ? '' : ` (${mib(mem.masterAtConnectBytes)})`} / ${mib(mem.masterAfterLoadBytes)} | ${natsServer} | ${mib(mem.minionProcessIdleBytes)} | ${mem.swarmBytesPerMinion === null ? '–' : mib(mem.swarmBytesPerMinion)} | ${ms(c.restart.allAnsweringMs)} | ${int(c.overload.returnsPerSec)} | ${c.overload.lost} / ${c.overload.eventsMissed} / ${c.overload.duplicates} | ${mib(c.overload.masterPeakRssBytes)} |`,
     )
   }
   return lines

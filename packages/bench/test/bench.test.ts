@@ -144,6 +144,9 @@ describe('brine-bench --quick', () => {
         expect(c.restart.allPresentMs!, where).toBeLessThanOrEqual(rounds[0]!.startMs)
       }
       expect(c.memory.masterIdleBytes).toBeGreaterThan(0)
+      // With N: read as the last minion answered, and again once the master settled (never after more than it let go of).
+      expect(c.memory.masterAtConnectBytes, where).toBeGreaterThan(0)
+      expect(c.memory.masterWithMinionsBytes, where).toBeGreaterThan(0)
       expect(c.memory.minionProcessIdleBytes).toBeGreaterThan(0)
       expect(c.overload.masterPeakRssBytes).toBeGreaterThan(0)
       // The scale curve: CPU per return is a share of the throughput phase's master CPU (10 ms ticks, so it may read 0 at small N).
