@@ -1,9 +1,21 @@
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 
 const startFleet = useFleets()
 
 describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transport) => {
+  // The second and third tests share a master and its minions: the second calls web1 alone, and the third, which
+  // rejects db1's key, runs after it.
+  const startShared = useSharedFleets()
+  let shared: ReturnType<typeof startShared> | undefined
+  const webAndDb = (): ReturnType<typeof startShared> =>
+    (shared ??= startShared({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+    }))
+
   it('reports a stopped minion as not returning (after find_job), and exits non-zero like Salt', async () => {
     const fleet = await startFleet({
       minions: [
@@ -26,7 +38,7 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
   })
 
   it('prints the jid with --async and --show-jid, and fails clearly on bad functions and commands', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
+    const fleet = await webAndDb()
     const asynchronous = await fleet.run('brine', ['web1', 'test.sleep', '1', '--async'])
     expect(asynchronous.stdout).toMatch(/^Executed command with job ID: \d{20}\n$/)
     expect(asynchronous.code).toBe(0)
@@ -49,12 +61,7 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
   })
 
   it('rejecting an accepted key rotates the session and cuts the minion off', async () => {
-    const fleet = await startFleet({
-      minions: [
-        { id: 'web1', transport },
-        { id: 'db1', transport },
-      ],
-    })
+    const fleet = await webAndDb()
     const rejected = await fleet.run('brine-key', ['-r', 'db1', '--include-accepted', '-y'])
     expect(rejected.code).toBe(0)
     const after = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
