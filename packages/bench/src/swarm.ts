@@ -95,6 +95,15 @@ export async function makeSwarmKeys(layout: SwarmLayout): Promise<{ created: num
 }
 
 /**
+ * How many opened publishes (and verified signatures) a swarm's shared cache keeps. Every instance opens every
+ * publish, but one instance's socket read can hold a whole burst: it opens all of them before the next instance
+ * opens the first, so the cache must hold as many publishes as are in flight at once, or each instance finds the
+ * first ones evicted and verifies, decrypts and decodes every publish again (CryptCache's default of 64 is a lone
+ * minion's). This holds the bench's overload burst of 200 with room to spare.
+ */
+export const SWARM_PUBLISHES_KEPT = 1024
+
+/**
  * Many real {@link Minion} instances in one process, as Salt's tests/minionswarm.py runs many
  * minions on one machine: each has its own id, config, keys (pki_dir), cache (spool), request and
  * publish sockets and job execution; the Node process (and its event loop) is shared, and so are what a
@@ -106,7 +115,7 @@ export async function makeSwarmKeys(layout: SwarmLayout): Promise<{ created: num
 export class MinionSwarm {
   readonly minions: Minion[] = []
   /** The publish-opening cache all instances share (its stats() show how much it saved). */
-  readonly cache = new CryptCache()
+  readonly cache = new CryptCache({ openedPublishes: SWARM_PUBLISHES_KEPT, verifiedSignatures: SWARM_PUBLISHES_KEPT })
   #stopping: Promise<void> | undefined
 
   constructor(private readonly options: SwarmRunOptions) {}

@@ -8,7 +8,8 @@ import { loadConfig } from '@brine/config'
 import { LocalClient } from '@brine/client'
 import { Fleet, type TransportName } from '@brine/harness'
 import { fleetBus, makeSwarmKeysUnder, startSwarm, swarmLayout } from '../src/fleet-swarm.js'
-import { instanceConfig, loadSwarmConfig, makeSwarmKeys, SwarmConfigError } from '../src/swarm.js'
+import { generateKeys, newSessionKey, openPublish, sealPublish } from '@brine/crypt'
+import { instanceConfig, loadSwarmConfig, makeSwarmKeys, MinionSwarm, SwarmConfigError } from '../src/swarm.js'
 
 const scratch = await mkdtemp(join(tmpdir(), 'brine-swarm-test-'))
 afterAll(() => rm(scratch, { recursive: true, force: true }))
@@ -62,6 +63,22 @@ const SWARM_BIN = fileURLToPath(new URL('../dist/bin/brine-swarm.js', import.met
 
 // The swarm as the bench runs it (the built brine-swarm, `npm run build` first): keys made before the fleet launches, one
 // shared config, the host's grains computed once; each minion authenticates with its own pre-made key and answers as itself.
+describe("a swarm's shared publish cache", () => {
+  it('opens each publish of a 200-job burst once for all its minions, though each minion opens the whole burst before the next one starts', () => {
+    const master = generateKeys()
+    const session = newSessionKey(1)
+    const burst = Array.from({ length: 200 }, (_, index) => sealPublish({ fun: 'test.ping', jid: `2026112700000000${index}` }, session, master.sign.secretKey))
+    const { cache } = new MinionSwarm({ configDir: scratch, dir: scratch, prefix: 'web-', count: 0 })
+    const minions = 20
+    for (let minion = 0; minion < minions; minion++) {
+      for (const [index, envelope] of burst.entries()) {
+        expect(openPublish(structuredClone(envelope), session, master.sign.publicKey, cache)).toEqual({ fun: 'test.ping', jid: `2026112700000000${index}` })
+      }
+    }
+    expect(cache.stats()).toEqual({ nativeVerifies: burst.length, cachedVerifies: 0, reusedPublishes: (minions - 1) * burst.length })
+  })
+})
+
 describe.each<TransportName>(['zeromq', 'tcp', 'nats'])('brine-swarm over %s, keys made before the launch', (transport) => {
   it('starts its minions with the keys made before, each answering with its own id and the host grains', async () => {
     if (!existsSync(SWARM_BIN)) throw new Error(`${SWARM_BIN} does not exist: run \`npm run build\` first`)
