@@ -39,7 +39,7 @@ describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) =>
   it('the master and the minion re-executed themselves (same pid) with their flags; the minion still fetches over HTTP', async () => {
     const fleet = await startFleet({ minions: [{ id: 'rt1', transport }] })
     const master = processOf(fleet.master.pid)
-    expect(master.argv.slice(1, 2)).toEqual(['--max-semi-space-size=16'])
+    expect(master.argv.slice(1, 2)).toEqual(['--max-semi-space-size=8'])
     expect(master.argv[2]).toMatch(/brine-master\.js$/)
     expect(master.env).toContain('MALLOC_ARENA_MAX=2')
     const minion = processOf(fleet.minions.get('rt1')!.pid)

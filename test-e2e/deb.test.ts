@@ -121,7 +121,7 @@ describe('the .deb, installed with dpkg -i', () => {
       // generation bounded.
       expect(cmdline.split('\0').slice(0, 3)).toEqual([
         '/opt/brine/bin/node',
-        '--max-semi-space-size=16',
+        '--max-semi-space-size=8',
         '/opt/brine/lib/node_modules/@brine/cli/bin/brine-master.js',
       ])
       const ping = await fleet.run('brine', ['*', 'test.ping'], { env: { ...process.env, PATH: `/usr/bin:${process.env.PATH ?? ''}` } })
