@@ -23,7 +23,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: wire tests bind real ports and start real processes; keep them from starving each other.
-    maxWorkers: 2,
+    maxWorkers: 3,
     projects: [
       ...packages.map((name) => ({
         extends: true as const,
