@@ -22,7 +22,8 @@ export default defineConfig({
     sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Two cores: wire tests bind real ports and start real processes; keep them from starving each other.
+    // Two cores, three workers: an e2e file keeps about half a core busy (the rest is Salt's timeouts and process
+    // start-ups), so two workers left one core idle; more would have the wire tests' real processes starve each other.
     maxWorkers: 3,
     projects: [
       ...packages.map((name) => ({
