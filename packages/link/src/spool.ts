@@ -26,15 +26,49 @@ function fileName(jid: string): string {
 
 const isNotFound = (error: unknown): boolean => (error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT'
 
+/**
+ * Spool files written at once in this process, over all its spools. A master that refuses a burst (busy) has every
+ * minion spool every return at once, and a process hosting many minions (brine-swarm) ran out of file descriptors
+ * (EMFILE) with hundreds of writes open: each such return was lost. Past the bound a write waits for a slot.
+ */
+export const SPOOL_WRITES_AT_ONCE = 32
+
+/** Slots of {@link SPOOL_WRITES_AT_ONCE}: a freed slot passes straight to the oldest waiting write. */
+class WriteSlots {
+  #used = 0
+  readonly #waiting: Array<() => void> = []
+
+  constructor(readonly size: number) {}
+
+  async run<T>(write: () => Promise<T>): Promise<T> {
+    if (this.#used < this.size) this.#used++
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    try {
+      return await write()
+    } finally {
+      const next = this.#waiting.shift()
+      if (next === undefined) this.#used--
+      else next()
+    }
+  }
+}
+
+const writeSlots = new WriteSlots(SPOOL_WRITES_AT_ONCE)
+
+/** How a spool writes a file: atomically (the default), or a test's stand-in. */
+export type SpoolFileWriter = (file: string, bytes: Uint8Array, options: { mode: number }) => Promise<void>
+
 export class ReturnSpool {
   readonly dir: string
   readonly #logger: Logger
+  readonly #writeFile: SpoolFileWriter
   /** The directory was made (or found) by this spool: a master that is behind has every return spooled, so no mkdir each time. */
   #dirReady = false
 
-  constructor(dir: string, logger: Logger) {
+  constructor(dir: string, logger: Logger, writeFile: SpoolFileWriter = writeFileAtomic) {
     this.dir = dir
     this.#logger = logger
+    this.#writeFile = writeFile
   }
 
   async #ensureDir(): Promise<void> {
@@ -52,15 +86,17 @@ export class ReturnSpool {
     const file = join(this.dir, fileName(load.jid))
     // The returner has already cut the load to fit a frame; the file itself needs no frame limit.
     const bytes = encode(load, Number.MAX_SAFE_INTEGER)
-    try {
-      await writeFileAtomic(file, bytes, { mode: SPOOL_FILE_MODE })
-    } catch (error) {
-      if (!isNotFound(error)) throw error
-      // The directory went away since (an operator cleaned the cache): make it again, once.
-      this.#dirReady = false
-      await this.#ensureDir()
-      await writeFileAtomic(file, bytes, { mode: SPOOL_FILE_MODE })
-    }
+    await writeSlots.run(async () => {
+      try {
+        await this.#writeFile(file, bytes, { mode: SPOOL_FILE_MODE })
+      } catch (error) {
+        if (!isNotFound(error)) throw error
+        // The directory went away since (an operator cleaned the cache): make it again, once.
+        this.#dirReady = false
+        await this.#ensureDir()
+        await this.#writeFile(file, bytes, { mode: SPOOL_FILE_MODE })
+      }
+    })
     return file
   }
 
