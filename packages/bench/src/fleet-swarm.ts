@@ -3,7 +3,7 @@ import { MasterEvent } from '@brine/client'
 import { tags } from '@brine/protocol'
 import { HarnessSetupError, runProcess } from '@brine/testkit'
 import { packageDir, type Fleet, type FleetBus, type SwarmProcess, type TransportName } from '@brine/harness'
-import type { SwarmLayout } from './swarm.js'
+import { DEFAULT_SWARM_BATCH, type SwarmLayout } from './swarm.js'
 
 /** How the bench's fleets hear their master: the client's MasterEvent and the protocol's tags. */
 export const fleetBus: FleetBus = { open: (options) => new MasterEvent(options), tags }
@@ -33,7 +33,7 @@ export function swarmLayout(root: string, options: Pick<SwarmOptions, 'count' | 
     dir: join(root, 'minions'),
     prefix: options.prefix,
     count: options.count,
-    batch: options.batch ?? 50,
+    batch: options.batch ?? DEFAULT_SWARM_BATCH,
   }
 }
 
@@ -47,7 +47,7 @@ const layoutArgs = (layout: SwarmLayout): string[] => [
   '--count',
   String(layout.count),
   '--batch',
-  String(layout.batch ?? 50),
+  String(layout.batch ?? DEFAULT_SWARM_BATCH),
 ]
 
 /**

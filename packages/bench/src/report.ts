@@ -1,4 +1,4 @@
-import type { BenchResult, BenchTransport, CaseResult } from './bench.js'
+import type { BenchResult, BenchTransport, CaseResult, ProcessCpu } from './bench.js'
 import { secondsFromMs } from '@brine/config'
 
 const MiB = 1024 * 1024
@@ -191,7 +191,7 @@ function jobsSection(cases: readonly CaseResult[]): string[] {
 }
 
 /** `master / swarms` CPU ms, or – when not measured (results written before the field). */
-const cpuText = (cpu: { master: number; swarms: number } | undefined): string => (cpu === undefined ? '–' : `${int(cpu.master)} / ${int(cpu.swarms)}`)
+const cpuText = (cpu: ProcessCpu | undefined): string => (cpu === undefined ? '–' : `${int(cpu.master)} / ${int(cpu.swarms)}`)
 
 /** The launch of each swarm case: what was made before it, and its steps, ms from the launch. */
 function launchSection(cases: readonly CaseResult[]): string[] {

@@ -11,6 +11,9 @@ export class SwarmConfigError extends BrineError {
 registerErrors({ SwarmConfigError })
 
 /** Where a swarm's instances are and what they share. */
+/** Instances a swarm starts (or gives keys) at once, unless its layout says otherwise. */
+export const DEFAULT_SWARM_BATCH = 50
+
 export interface SwarmLayout {
   /** The directory holding the `minion` config file every instance shares; it must set neither `id` nor `root_dir`. */
   configDir: string
@@ -18,7 +21,7 @@ export interface SwarmLayout {
   dir: string
   prefix: string
   count: number
-  /** Instances started (or given keys) at once (default 50), so keys, grains and connects do not all land together. */
+  /** Instances started (or given keys) at once (default {@link DEFAULT_SWARM_BATCH}), so keys, grains and connects do not all land together. */
   batch?: number
 }
 
@@ -72,7 +75,7 @@ async function forEachInstance(
   stopped = (): boolean => false,
 ): Promise<void> {
   const { dir, prefix, count } = layout
-  const batch = Math.max(1, layout.batch ?? 50)
+  const batch = Math.max(1, layout.batch ?? DEFAULT_SWARM_BATCH)
   for (let first = 0; first < count; first += batch) {
     if (stopped()) return
     const indices = Array.from({ length: Math.min(batch, count - first) }, (_, offset) => first + offset)

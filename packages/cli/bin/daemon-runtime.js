@@ -12,10 +12,9 @@
  * The master's semi-space bound in MiB: its young generation is twice this. V8 sizes the young generation by
  * the machine's memory and grows it under allocation pressure to 64 MiB a semi-space, and once grown it stays
  * grown: a master that served one burst kept 128 MiB of it (and each request worker thread its own) for the
- * rest of its life. 16 MiB was the bound while a burst's requests in flight were bounded only by count: 8 then
- * promoted more of a burst's short-lived objects to the old generation, which grew further than the young one
- * shrank. With requests bounded by bytes and handler calls (1,024), what a burst keeps alive across two scavenges is
- * small, and 8 MiB took 16 MiB off the burst's peak with the old generation the same (docs/performance.md).
+ * rest of its life. A smaller bound promotes more short-lived objects to the old generation; since a burst's
+ * requests in flight are bounded by bytes (and wait as frames, not decoded objects), little of a burst survives two
+ * scavenges, so 8 MiB costs no old-generation growth (docs/performance.md, "A burst's holders").
  */
 export const MASTER_SEMI_SPACE_MB = 8
 

@@ -27,7 +27,7 @@ export const DEFAULT_EVENT_BUS_HWM = 200_000
  * return (a 10 MB cmd.run output each) pile up; whichever bound is met first drops the event for it.
  * 8 MiB is some 25,000 return events, over a second of a master storing 20,000 returns a second: a
  * reader that keeps reading rides out a burst, and one further behind costs the master no more while
- * it is told what it missed. At 32 MiB, three readers of a 200-job burst held 40 MiB of it.
+ * it is told what it missed; each reader's queue counts toward the master's peak in a burst.
  */
 export const DEFAULT_EVENT_BUS_HWM_BYTES = 8 * 1024 * 1024
 

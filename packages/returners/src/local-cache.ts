@@ -28,10 +28,9 @@ const SCAN_CHUNK_BYTES = 1 << 20
 /**
  * getJob reads neighbouring records in one span, skipping gaps up to READ_GAP_BYTES (other jobs' records), into
  * one buffer the cache keeps for it. A job whose returns came amid a burst of others' has a gap of other
- * records after each of its own, so a lookup reads far more than it keeps: a fresh buffer a span made each
- * lookup's whole region garbage outside the V8 heap (200 lookups of a 200-job burst: up to 100 MiB of it at
- * once before a collection freed it). Reading into the kept one, and copying out only the records it needs,
- * leaves a lookup the size of its returns.
+ * records after each of its own, so a lookup reads far more than it keeps: a fresh buffer per span made each
+ * lookup's whole region garbage outside the V8 heap, piling up over many lookups until a collection freed it.
+ * Reading into the kept one, and copying out only the records it needs, leaves a lookup the size of its returns.
  */
 const READ_SPAN_BYTES = 1 << 20
 const READ_GAP_BYTES = 64 << 10

@@ -149,14 +149,9 @@ settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughput
 settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
 settings.keysAtLaunch = values['keys-at-launch']
-if (values['recon-default'] !== undefined) {
-  const ms = Number(values['recon-default'])
-  if (!Number.isInteger(ms) || ms <= 0) {
-    process.stderr.write(`brine-bench: --recon-default must be a whole number of milliseconds above 0 (Salt's unit for it), got ${values['recon-default']}\n`)
-    process.exit(2)
-  }
-  settings.reconDefault = ms
-}
+// In milliseconds, Salt's unit for recon_default.
+const reconDefault = positive(values['recon-default'], '--recon-default')
+if (reconDefault !== undefined) settings.reconDefault = reconDefault
 settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
 const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())

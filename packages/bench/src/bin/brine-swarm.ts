@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util'
 import { parseLogLevel } from '@brine/core'
-import { makeSwarmKeys, MinionSwarm } from '../swarm.js'
+import { DEFAULT_SWARM_BATCH, makeSwarmKeys, MinionSwarm } from '../swarm.js'
 
 // brine-swarm --config <dir> --dir <root>/minions --prefix swarm-zmq- --count 500 [--batch 50] [--make-keys] [-l warning]
 const { values } = parseArgs({
@@ -9,7 +9,7 @@ const { values } = parseArgs({
     dir: { type: 'string' },
     prefix: { type: 'string', default: 'swarm-' },
     count: { type: 'string' },
-    batch: { type: 'string', default: '50' },
+    batch: { type: 'string', default: String(DEFAULT_SWARM_BATCH) },
     'make-keys': { type: 'boolean', default: false },
     'log-level': { type: 'string', short: 'l', default: 'warning' },
   },

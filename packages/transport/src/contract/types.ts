@@ -359,9 +359,9 @@ export const DEFAULT_HWM = 1000
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 /**
  * Handler calls a request server runs at once. A master's call for a return waits mostly for the job cache's group
- * commit, so how many must run to keep a throughput grows with that commit's latency (Little's law): 1,024 cost the
- * bench's throughput phase at 1,000 minions up to half its returns/s on a loaded machine. What they hold is bounded
- * by {@link DEFAULT_MAX_IN_FLIGHT_BYTES}, which counts a running call as it counts a waiting one.
+ * commit, so how many must run to keep a throughput grows with that commit's latency (Little's law): a low count
+ * starves the master of returns while it waits on the disk. What they hold is bounded by
+ * {@link DEFAULT_MAX_IN_FLIGHT_BYTES}, which counts a running call as it counts a waiting one.
  */
 export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144

@@ -265,7 +265,7 @@ export class RequestServing<P> {
         ...(authenticated === undefined ? {} : { authenticated: () => authenticated(peer) }),
       }
       // A waited frame passed every check when it arrived; decoded now, its objects live only as long as the call.
-      const request = 'request' in body ? body.request : decodeEnvelope(body.frame, peerName).body
+      const request = 'request' in body ? body.request : decodeEnvelope(body.frame, peerName, this.#limits).body
       const result = await this.#handler!(request, context)
       reply = this.#encodeReply(id, result, peerName)
     } catch (error) {
