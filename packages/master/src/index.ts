@@ -102,6 +102,7 @@ export {
   type ThreadPoolStats,
   type ThreadPoolWorkers,
 } from './worker-pool.js'
+export { DemandPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS, type DemandPoolOptions, type DemandPoolStats } from './demand-pool.js'
 export { RequestCrypto, type HashVerdict, type WorkerTask } from './request-worker.js'
 export { INLINE_SEAL_MAX_BYTES, PublishSealer, type PublishSealerOptions, type PublishSealerStats } from './publish-sealer.js'
 export { inlineHasher, PasswordHashPool, type PasswordHasher, type PasswordHashPoolOptions, type PasswordHashStats } from './eauth/hash-pool.js'

@@ -52,6 +52,7 @@ import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
+import { DemandPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS } from './demand-pool.js'
 import { PublishSealer } from './publish-sealer.js'
 import { masterVersion } from './version.js'
 
@@ -674,8 +675,20 @@ export class Master {
       this.#logger.warning(`${key}: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); working on the main thread`)
       return new InlinePool(keys, submit)
     }
-    this.#logger.info(`${key}: ${size} worker threads`)
-    return new ThreadPool({ size, script, masterKeys: keys, submit, logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers') })
+    const threads = new ThreadPool({
+      size,
+      script,
+      masterKeys: keys,
+      submit,
+      logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers'),
+    })
+    if (key !== 'worker_threads') {
+      this.#logger.info(`${key}: ${size} worker threads`)
+      return threads
+    }
+    // A password hash is worth a thread from the first login; the request crypto only once a herd comes (demand-pool.ts).
+    this.#logger.info(`${key}: ${size} worker threads, started once ${WORKER_START_TASKS} tasks come within ${WORKER_START_WINDOW_MS} ms`)
+    return new DemandPool({ inline: new InlinePool(keys, submit), threads })
   }
 
   /**
@@ -684,15 +697,21 @@ export class Master {
    */
   #logPoolWork(): void {
     const pool = this.#pool
-    if (!(pool instanceof ThreadPool)) return
-    const { size, offThread, threads } = pool.stats()
-    const kinds = Object.entries(offThread).sort(([a], [b]) => a.localeCompare(b))
-    const total = kinds.reduce((sum, [, count]) => sum + count, 0)
-    const detail = kinds.length === 0 ? '' : ` (${kinds.map(([op, count]) => `${op} ${count}`).join(', ')})`
+    if (!(pool instanceof DemandPool)) return
+    const { size, offThread, threads, inline } = pool.stats()
+    const counted = (ran: typeof offThread): { total: number; detail: string } => {
+      const kinds = Object.entries(ran).sort(([a], [b]) => a.localeCompare(b))
+      const detail = kinds.length === 0 ? '' : ` (${kinds.map(([op, count]) => `${op} ${count}`).join(', ')})`
+      return { total: kinds.reduce((sum, [, count]) => sum + count, 0), detail }
+    }
+    const off = counted(offThread)
+    const on = counted(inline)
     const sealed = this.#sealer?.stats()
     const seals = sealed === undefined ? '' : `; publishes sealed: ${sealed.inline} on the main thread, ${sealed.pooled} handed to worker threads`
     // One line, the master's last words before it stops, where operators and daemon-ops.test.ts look for it.
-    this.#logger.info(`worker_threads: ${total} task(s) ran on ${threads} of ${size} worker threads${detail}${seals}`)
+    this.#logger.info(
+      `worker_threads: ${off.total} task(s) ran on ${threads} of ${size} worker threads${off.detail}; ${on.total} on the main thread before they were warranted${on.detail}${seals}`,
+    )
   }
 
   /** Closes servers, workers, the bus, the timers and the job cache. Idempotent; safe after a failed start. */
