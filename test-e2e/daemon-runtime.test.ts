@@ -36,15 +36,15 @@ afterAll(async () => {
 })
 
 describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) => {
-  it('the master and the minion re-executed themselves (same pid) with their flags; the minion still fetches over HTTP', async () => {
+  it('the master re-executed itself (same pid) with its flags, the minion set its own as it ran; the minion still fetches over HTTP', async () => {
     const fleet = await startFleet({ minions: [{ id: 'rt1', transport }] })
     const master = processOf(fleet.master.pid)
     expect(master.argv.slice(1, 2)).toEqual(['--max-semi-space-size=8'])
     expect(master.argv[2]).toMatch(/brine-master\.js$/)
     expect(master.env).toContain('MALLOC_ARENA_MAX=2')
     const minion = processOf(fleet.minions.get('rt1')!.pid)
-    expect(minion.argv.slice(1, 2)).toEqual(['--no-turbofan'])
-    expect(minion.argv[2]).toMatch(/brine-minion\.js$/)
+    // Not re-executed: its compiler flag is set in the running process (packages/cli/test/daemon-runtime.test.ts).
+    expect(minion.argv[1]).toMatch(/brine-minion\.js$/)
 
     // Node's fetch needs WebAssembly (its HTTP parser), which --jitless would have taken away.
     const dest = join(dir, `${transport}.txt`)

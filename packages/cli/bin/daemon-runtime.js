@@ -1,12 +1,15 @@
 // Plain JavaScript, run by the launcher before any of Brine loads (see launch.js).
 //
-// Some of what sizes a daemon's memory is fixed when its process starts: V8's flags (the young generation's
-// bound, which compilers run) and glibc's malloc arenas (read at the first malloc). `v8.setFlagsFromString`
-// later does not resize a heap, so a daemon that wants them re-executes itself once, same pid (systemd, the
-// harness and the bench see one process), with the flags on its command line and the variables in its
-// environment; worker threads take both from the process (the master clears its semi-space flag once started, so
-// its request workers take the smaller bound their pool gives them). What the user chose wins: a flag named on the
-// command line or in NODE_OPTIONS, in its `--flag` or `--no-flag` form, and a variable already set.
+// Some of what sizes a daemon's memory is fixed when its process starts: the heap's V8 flags (the young
+// generation's bound) and glibc's malloc arenas (read at the first malloc). `v8.setFlagsFromString` later does
+// not resize a heap, so a daemon that wants them re-executes itself once, same pid (systemd, the harness and the
+// bench see one process), with the flags on its command line and the variables in its environment; worker
+// threads take both from the process (the master clears its semi-space flag once started, so its request workers
+// take the smaller bound their pool gives them). Which compilers run is read each time V8 decides to optimise a
+// function, so those flags are set in the running process before any of Brine loads, which spares the daemon a
+// second start of Node. What the user chose wins: a flag named on the command line or in NODE_OPTIONS, in its
+// `--flag` or `--no-flag` form, and a variable already set.
+import { setFlagsFromString } from 'node:v8'
 
 /**
  * The master's semi-space bound in MiB: its young generation is twice this. V8 sizes the young generation by
@@ -27,7 +30,7 @@ export const MASTER_SEMI_SPACE_MB = 8
 export const MASTER_MALLOC_ARENAS = 2
 
 /**
- * The flags and environment each daemon re-executes into, by bin name.
+ * The runtime of each daemon, by bin name: `flags` and `env` it re-executes into, `v8Flags` it sets as it runs.
  * - brine-master: its young generation bounded, its malloc arenas few. Its old generation's growth is set once
  *   it runs (src/daemon-process.ts, 150 %): a tighter bound here (50 %) kept less garbage after a load but cost
  *   the master a sixth of its returns per second (docs/performance.md).
@@ -43,13 +46,14 @@ export const DAEMON_RUNTIME = {
   'brine-master': {
     flags: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`],
     env: { MALLOC_ARENA_MAX: String(MASTER_MALLOC_ARENAS) },
+    v8Flags: [],
   },
-  'brine-minion': { flags: ['--no-turbofan'], env: {} },
+  'brine-minion': { flags: [], env: {}, v8Flags: ['--no-turbofan'] },
 }
 
-/** `--max_semi_space_size=16` → `max-semi-space-size`: V8 takes dashes and underscores alike. */
+/** `--max_semi_space_size=16` → `max-semi-space-size`, `--no_turbofan` → `turbofan`: V8 takes dashes and underscores alike. */
 function flagName(arg) {
-  const match = /^--(?:no-)?([^=]+)/.exec(arg)
+  const match = /^--(?:no[-_])?([^=]+)/.exec(arg)
   return match === null ? undefined : match[1].replaceAll('_', '-')
 }
 
@@ -71,8 +75,14 @@ export function runtimeExec(runtime, argv, execArgv, env) {
   return { argv: [argv[0], ...flags, ...execArgv, ...argv.slice(1)], env: { ...env, ...Object.fromEntries(vars) } }
 }
 
-/** Re-executes this process (same pid) into `runtime`; returns when it need not (or cannot). */
+/** Of `runtime`'s `v8Flags`, those the user did not choose either way. */
+export function runtimeV8Flags(runtime, execArgv, env) {
+  return (runtime.v8Flags ?? []).filter((flag) => !flagChosen(flag, execArgv, env.NODE_OPTIONS))
+}
+
+/** Sets `runtime`'s V8 flags in this process, then re-executes it (same pid) into the rest; returns when it need not (or cannot). */
 export function enterRuntime(runtime) {
+  for (const flag of runtimeV8Flags(runtime, process.execArgv, process.env)) setFlagsFromString(flag)
   // process.execve is Node 22.15+/23.11+ and POSIX only: elsewhere the daemon runs with Node's defaults.
   if (typeof process.execve !== 'function' || process.platform === 'win32') return
   const exec = runtimeExec(runtime, process.argv, process.execArgv, process.env)

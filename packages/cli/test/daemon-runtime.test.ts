@@ -5,13 +5,14 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 // @ts-expect-error: a plain-JavaScript launcher module (bin/ is not compiled), exercised as the bins run it
-import { DAEMON_RUNTIME, MASTER_SEMI_SPACE_MB, runtimeExec } from '../bin/daemon-runtime.js'
+import { DAEMON_RUNTIME, MASTER_SEMI_SPACE_MB, runtimeExec, runtimeV8Flags } from '../bin/daemon-runtime.js'
 
 const moduleUrl = pathToFileURL(fileURLToPath(new URL('../bin/daemon-runtime.js', import.meta.url))).href
 
 interface Runtime {
   flags: string[]
   env: Record<string, string>
+  v8Flags?: string[]
 }
 const exec = runtimeExec as (
   runtime: Runtime,
@@ -19,6 +20,7 @@ const exec = runtimeExec as (
   execArgv: string[],
   env: NodeJS.ProcessEnv,
 ) => { argv: string[]; env: NodeJS.ProcessEnv } | undefined
+const v8FlagsOf = runtimeV8Flags as (runtime: Runtime, execArgv: string[], env: NodeJS.ProcessEnv) => string[]
 const runtimes = DAEMON_RUNTIME as Record<string, Runtime>
 const semiSpace = (megabytes: number): Runtime => ({ flags: megabytes > 0 ? [`--max-semi-space-size=${megabytes}`] : [], env: {} })
 /** The argv a process re-executes with to bound its semi-spaces at `megabytes`, or undefined when it need not. */
@@ -126,7 +128,7 @@ interface DaemonReport {
   wasm: string
 }
 
-describe('each daemon re-executes into its runtime', () => {
+describe('each daemon enters its runtime', () => {
   const argv = ['/usr/bin/node', '/usr/bin/brine-minion', '-c', '/etc/brine']
 
   it('adds what the user did not choose: flags in either form, variables not set', () => {
@@ -140,9 +142,13 @@ describe('each daemon re-executes into its runtime', () => {
       argv,
       env: { NODE_OPTIONS: '--max-semi-space-size=64', MALLOC_ARENA_MAX: '2' },
     })
+    // The minion's compiler flag is set as it runs: no second start of Node for it.
     const minion = runtimes['brine-minion']!
-    expect(exec(minion, argv, [], {})?.argv).toEqual(['/usr/bin/node', '--no-turbofan', ...argv.slice(1)])
-    expect(exec(minion, argv, ['--turbofan'], {})).toBeUndefined()
+    expect(exec(minion, argv, [], {})).toBeUndefined()
+    expect(v8FlagsOf(minion, [], {})).toEqual(['--no-turbofan'])
+    expect(v8FlagsOf(minion, ['--turbofan'], {})).toEqual([])
+    expect(v8FlagsOf(minion, ['--no_turbofan'], {})).toEqual([])
+    expect(v8FlagsOf(master, [], {})).toEqual([])
     // A user who names a compiler keeps it, and the others stay off.
     const compilersOff: Runtime = { flags: ['--no-opt', '--no-maglev', '--no-sparkplug'], env: {} }
     expect(exec(compilersOff, argv, ['--opt'], {})?.argv).toEqual(['/usr/bin/node', '--no-maglev', '--no-sparkplug', '--opt', ...argv.slice(1)])
@@ -151,13 +157,21 @@ describe('each daemon re-executes into its runtime', () => {
     expect(runtimes['brine-key']).toBeUndefined()
   })
 
-  it('a minion keeps its pid and runs without Turbofan, WebAssembly still there', () => {
-    // The first line twice (before and after the execve), then the report.
-    const [before, , after] = runNode(daemonProbe('brine-minion'), {}, ['--allow-natives-syntax']) as [{ pid: number }, { pid: number }, DaemonReport]
+  it('a minion runs without Turbofan, not re-executed (its first line once), WebAssembly still there', () => {
+    const lines = runNode(daemonProbe('brine-minion'), {}, ['--allow-natives-syntax']) as [{ pid: number }, DaemonReport]
+    expect(lines).toHaveLength(2)
+    const [before, after] = lines
     expect(after.pid).toBe(before.pid)
-    expect(after.execArgv).toEqual(['--no-turbofan', '--allow-natives-syntax'])
+    expect(after.execArgv).toEqual(['--allow-natives-syntax'])
+    // Optimised (by Maglev), never by Turbofan.
+    expect(after.status & 16).toBe(16)
     expect(after.status & 64).toBe(0)
     expect(after.wasm).toBe('object')
+  })
+
+  it('a minion started with --turbofan keeps it', () => {
+    const [, after] = runNode(daemonProbe('brine-minion'), {}, ['--allow-natives-syntax', '--turbofan']) as [{ pid: number }, DaemonReport]
+    expect(after.status & 64).toBe(64)
   })
 
   it('a master keeps its pid and gains its young-generation bound and malloc arenas', () => {
