@@ -156,6 +156,16 @@ describe('what the brine command loads at start', () => {
   })
 })
 
+describe('what brine-run loads at start', () => {
+  it("parses its arguments with the config package's helpers, without loading the minion package and its cryptography", () => {
+    const loaded = modulesLoadedBy(['--version'], 'brine-run')
+    expect(loaded.some((url) => url.includes('/packages/config/dist/'))).toBe(true)
+    expect(loaded.filter((url) => /\/packages\/(minion|link)\/dist\//.test(url) || url === 'node:crypto' || /\/node_modules\/tweetnacl\//.test(url))).toEqual(
+      [],
+    )
+  })
+})
+
 describe('the built bundles a minion and the brine command load', () => {
   it('are ASCII, so V8 holds each module source as a one-byte string (a single other character doubles it)', () => {
     const packages = ['transport', 'transport-tcp', 'transport-zeromq', 'transport-nats', 'crypt', 'common', 'minion', 'client', 'cli']
@@ -176,8 +186,8 @@ describe('the built bundles a minion and the brine command load', () => {
   })
 })
 
-/** Every module URL the built `brine` loads when run with `args` (a module hook records them). */
-function modulesLoadedBy(args: string[]): string[] {
+/** Every module URL the built `bin` (default `brine`) loads when run with `args` (a module hook records them). */
+function modulesLoadedBy(args: string[], bin = 'brine'): string[] {
   const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
   try {
     const hook = join(root, 'hook.mjs')
@@ -187,7 +197,7 @@ function modulesLoadedBy(args: string[]): string[] {
       `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
         `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
     )
-    const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, ...args], { encoding: 'utf8' })
+    const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/${bin}.js`, ...args], { encoding: 'utf8' })
     expect(run.status, run.stderr).toBe(0)
     return readFileSync(list, 'utf8').trim().split('\n')
   } finally {

@@ -1,9 +1,8 @@
 import { Option } from 'commander'
 import type { Logger } from '@brine/core'
-import { loadConfig } from '@brine/config'
+import { loadConfig, parseKwarg, yamlifyArg } from '@brine/config'
 import { unwrapOutputter, type BusEvent } from '@brine/protocol'
 import { MasterEvent, RunnerClient, type FollowedCallOptions, type MatchType, type RunEventSource, type RunnerResult } from '@brine/client'
-import { parseKwarg, yamlifyArg } from '@brine/minion'
 import { jsonOutput } from '../output/json.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
 import {
