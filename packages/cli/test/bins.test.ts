@@ -156,6 +156,14 @@ describe('what the brine command loads at start', () => {
   })
 })
 
+describe('what brine-minion loads at start', () => {
+  it('loads msgpackr without its native extractor, as the commands do', () => {
+    const loaded = modulesLoadedBy(['--version'], 'brine-minion')
+    expect(loaded.some((url) => /\/node_modules\/msgpackr\//.test(url))).toBe(true)
+    expect(loaded.filter((url) => /\/node_modules\/(msgpackr-extract|node-gyp-build-optional-packages)\//.test(url) || url.endsWith('.node'))).toEqual([])
+  })
+})
+
 describe('what brine-run loads at start', () => {
   it("parses its arguments with the config package's helpers, without loading the minion package and its cryptography", () => {
     const loaded = modulesLoadedBy(['--version'], 'brine-run')

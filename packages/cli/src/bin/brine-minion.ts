@@ -1,5 +1,5 @@
 import { setFlagsFromString } from 'node:v8'
-import { enableCompileCache } from '../compile-cache.js'
+import { enableCompileCache, importWithoutNativeMsgpack } from '../compile-cache.js'
 
 // An idle minion's largest avoidable cost is V8's young generation: module loading at start-up makes
 // it grow its semi-spaces from 1 MiB to 4+ MiB and keep them (~6 MiB RSS, measured). A minion
@@ -9,6 +9,10 @@ import { enableCompileCache } from '../compile-cache.js'
 setFlagsFromString('--semi-space-growth-factor=1')
 enableCompileCache()
 
-const { runBin } = await import('../bin-runner.js')
-const { runMinion } = await import('../commands/daemon.js')
+// A minion decodes a few small loads a job (the native extractor pays off only for many large ones), so, as a
+// command does, it loads msgpackr without the addon and its loader modules.
+const { runBin, runMinion } = await importWithoutNativeMsgpack(async () => ({
+  ...(await import('../bin-runner.js')),
+  ...(await import('../commands/daemon.js')),
+}))
 await runBin(runMinion)
