@@ -9,10 +9,13 @@
 //
 //   node scripts/package-deb.mjs <destination directory> [tarball...]     (npm run package:deb -- <dir>)
 //   node scripts/package-deb.mjs <destination directory> --installed <prefix>
+//   node scripts/package-deb.mjs <destination directory> --fast ...      (gzip level 1 instead of dpkg-deb's 9)
 //
 // Given the tarballs scripts/pack.mjs made (the e2e tests pack once per run), it installs those instead of packing.
 // Given a prefix those tarballs were installed into (`npm install -g --prefix <prefix>`, as the e2e tests do once per
-// run), it copies that prefix's lib/ instead of installing them again.
+// run), it copies that prefix's lib/ instead of installing them again. With --fast, dpkg-deb compresses at gzip level 1:
+// the same package in the same format, a larger file made in a fraction of the CPU (the e2e tests' build, which only
+// installs it).
 // Prints the .deb's path on stdout. The build must be current (`npm run build`).
 import { execFileSync } from 'node:child_process'
 import { chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -94,11 +97,13 @@ function stageSystem(stage, version, arch) {
 }
 
 function main() {
-  const [destination, ...rest] = process.argv.slice(2)
+  const [destination, ...flagged] = process.argv.slice(2)
+  const fast = flagged.includes('--fast')
+  const rest = flagged.filter((arg) => arg !== '--fast')
   const installed = rest[0] === '--installed' ? rest[1] : undefined
   const tarballs = installed === undefined ? rest : []
   if (destination === undefined) {
-    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory> [tarball... | --installed <prefix>]\n')
+    process.stderr.write('usage: node scripts/package-deb.mjs <destination directory> [--fast] [tarball... | --installed <prefix>]\n')
     process.exit(2)
   }
   const arch = DEB_ARCH[process.arch]
@@ -118,7 +123,7 @@ function main() {
     const dest = resolve(destination)
     mkdirSync(dest, { recursive: true })
     const deb = join(dest, `brine_${version}_${arch}.deb`)
-    run('dpkg-deb', ['--root-owner-group', '-Zgzip', '--build', stage, deb])
+    run('dpkg-deb', ['--root-owner-group', '-Zgzip', ...(fast ? ['-z1'] : []), '--build', stage, deb])
     process.stdout.write(`${deb}\n`)
   } finally {
     rmSync(work, { recursive: true, force: true })

@@ -3,11 +3,25 @@ import { createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rea
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LocalClient, RunnerClient } from '@brine/client'
+import { parseInput } from '@brine/config'
 import type { Fleet } from '@brine/harness'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
-import { json } from './helpers/output.js'
 
-const startFleet = useFleets()
+/** The clients of each fleet a test started, made at its first call and closed before the fleets stop. */
+const clients = new Map<Fleet, { local: LocalClient; runner: RunnerClient }>()
+const startFleet = useFleets(async () => {
+  for (const { local, runner } of clients.values()) await Promise.all([local.close(), runner.close()])
+  clients.clear()
+})
+const clientsOf = (fleet: Fleet): { local: LocalClient; runner: RunnerClient } => {
+  let made = clients.get(fleet)
+  if (made === undefined) {
+    made = { local: new LocalClient({ configDir: fleet.masterConfigDir }), runner: new RunnerClient({ configDir: fleet.masterConfigDir }) }
+    clients.set(fleet, made)
+  }
+  return made
+}
 
 /** 50 MiB, as the acceptance asks: 200 chunks of file_buffer_size (256 KiB) over the sealed channel. */
 const BIG_BYTES = 50 * 1024 * 1024
@@ -39,15 +53,19 @@ beforeAll(async () => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
 const masterConfig = (extra: Record<string, unknown> = {}) => ({ file_roots: { base: [srv] }, ...extra })
-/** A brine call answered by minion m1 (a 50 MiB fetch takes a while on a loaded machine: bounds, not timings). */
-const call = async (fleet: Fleet, args: string[]): Promise<unknown> => {
-  const result = await fleet.run('brine', ['m1', ...args, '--out', 'json', '--static', '-t', '120'], { ms: 240_000 })
-  return (json(result.stdout) as Record<string, unknown>)['m1']
+/**
+ * Minion m1's return of the job `brine m1 <fun> <words…> -t 120` publishes (its words typed by the CLI's own
+ * parse_input), as its `--out json --static` prints it: through a LocalClient, as host-modules runs its jobs (the
+ * CLI's output has its own e2e files). A 50 MiB fetch takes a while on a loaded machine: bounds, not timings.
+ */
+const call = async (fleet: Fleet, [fun, ...words]: string[]): Promise<unknown> => {
+  const returns = await clientsOf(fleet).local.cmd('m1', fun!, parseInput(words), { timeout: 120_000 })
+  return (JSON.parse(JSON.stringify(returns)) as Record<string, unknown>)['m1']
 }
-const servedBytes = async (fleet: Fleet): Promise<number> => {
-  const stats = await fleet.run('brine-run', ['fileserver.stats', '--out', 'json'])
-  return (json(stats.stdout) as { bytes_served: number }).bytes_served
-}
+/** What `brine-run <fun> [key=value…] --out json` prints, through a RunnerClient. */
+const runner = async (fleet: Fleet, fun: string, kwarg: Record<string, unknown> = {}): Promise<unknown> =>
+  JSON.parse(JSON.stringify(await clientsOf(fleet).runner.cmd(fun, [], kwarg))) as unknown
+const servedBytes = async (fleet: Fleet): Promise<number> => ((await runner(fleet, 'fileserver.stats')) as { bytes_served: number }).bytes_served
 const masterCache = (fleet: Fleet): string => join(fleet.masterConfigDir, 'var/cache/brine/master')
 
 describe.each(TRANSPORTS)('the file server over %s', (transport) => {
@@ -101,10 +119,9 @@ describe.each(TRANSPORTS)('the file server over %s', (transport) => {
     expect(existsSync(join(masterCache(fleet), 'minions/m1/files', large))).toBe(false)
 
     // The fileserver runners read the same roots (the escaping symlink is not listed).
-    const runner = async (args: string[]): Promise<unknown> => json((await fleet.run('brine-run', [...args, '--out', 'json'])).stdout)
-    expect(await runner(['fileserver.file_list'])).toEqual(['big.bin', 'scripts/hello.sh'])
-    expect(await runner(['fileserver.dir_list', 'saltenv=base'])).toEqual(['scripts'])
-    expect(await runner(['fileserver.envs'])).toEqual(['base'])
+    expect(await runner(fleet, 'fileserver.file_list')).toEqual(['big.bin', 'scripts/hello.sh'])
+    expect(await runner(fleet, 'fileserver.dir_list', { saltenv: 'base' })).toEqual(['scripts'])
+    expect(await runner(fleet, 'fileserver.envs')).toEqual(['base'])
     expect(await call(fleet, ['cp.list_master'])).toEqual(['big.bin', 'scripts/hello.sh'])
   })
 })

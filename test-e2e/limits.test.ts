@@ -13,6 +13,7 @@ const OUTPUT_BYTES = 70_000_000
 const ERROR_BYTES = 10_000_000
 
 describe.each(TRANSPORTS)('limits over %s', (transport) => {
+  // Bounded at 5 minutes, a failure limit and not a timing: 80 MB through a loaded machine's pipes can take past the default minute.
   it('a 70 MB + 10 MB cmd.run_all output arrives truncated with the marker and its retcode; brine-key matches names literally and flags look-alikes', async () => {
     const fleet = await startFleet({
       minions: [
@@ -47,5 +48,5 @@ describe.each(TRANSPORTS)('limits over %s', (transport) => {
     const listed = await fleet.run('brine-key', ['-L'])
     expect(listed.stdout).toBe('Accepted Keys:\nw\u0435b1\nx1\nDenied Keys:\nUnaccepted Keys:\nRejected Keys:\n')
     expect(listed.stderr).toBe('brine-key: warning: minion id "w\u0435b1" (w\\u{435}b1) mixes scripts (Latin, Cyrillic); it may imitate another id\n')
-  })
+  }, 300_000)
 })

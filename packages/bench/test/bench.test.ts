@@ -43,10 +43,12 @@ function requireBuilt(): void {
   if (!existsSync(BIN)) throw new Error(`${BIN} does not exist: run \`npm run build\` first (the root \`npm test\` does)`)
 }
 
-// The real thing: `brine-bench --quick` as a process against the built daemons (`npm run build` first). The quick
-// matrix whole, each phase with fewer jobs than a CI run measures with: what is asserted is the shape of every
-// figure, which a handful of jobs yields as well as fifty, and the phases' jobs are most of the file's CPU.
-const SMOKE_ARGS = ['--quick', '--calls', '5', '--jobs', '10', '--burst', '10']
+// The real thing: `brine-bench --quick` as a process against the built daemons (`npm run build` first). Every
+// transport of the quick matrix and `both`, at N = 1 and 2 minions instead of 1 and 10, each phase with fewer jobs
+// than a CI run measures with: what is asserted is the shape of every figure and that each job got every return once,
+// which two minions (the fewest `both` splits over two transports) yield as well as ten; the minions' processes and
+// the phases' jobs are most of the file's CPU. The quick matrix's own sizes are the unit test's above.
+const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--burst', '10']
 describe('brine-bench --quick', () => {
   let outDir: string
   let code: number | null = null
@@ -85,17 +87,17 @@ describe('brine-bench --quick', () => {
     const base = files[0]!.replace(/\.[a-z]+$/, '')
     expect(files).toEqual([`${base}.json`, `${base}.md`, `${base}.svg`])
     expect(await readFile(join(outDir, `${base}.svg`), 'utf8')).toMatch(/^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"[\s\S]*<\/svg>$/)
-    expect(await readFile(join(outDir, `${base}.md`), 'utf8')).toContain('| both | 10 | procs |')
+    expect(await readFile(join(outDir, `${base}.md`), 'utf8')).toContain('| both | 2 | procs |')
   })
 
-  it('records the machine, the command and every case of the quick matrix', () => {
+  it('records the machine, the command and every case of the quick matrix at the sizes asked for', () => {
     expect(result.version).toBe(1)
     expect(result.quick).toBe(true)
     expect(result.command).toEqual(['brine-bench', ...SMOKE_ARGS, '--out-dir', outDir])
     expect(result.machine.cpus).toBeGreaterThan(0)
     expect(typeof result.machine.node).toBe('string')
-    expect(result.cases.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'zeromq:10', 'tcp:1', 'tcp:10', 'nats:1', 'nats:10', 'both:10'])
-    expect(result.cases.find((c) => c.transport === 'both')?.split).toEqual({ zeromq: 5, tcp: 5 })
+    expect(result.cases.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'zeromq:2', 'tcp:1', 'tcp:2', 'nats:1', 'nats:2', 'both:2'])
+    expect(result.cases.find((c) => c.transport === 'both')?.split).toEqual({ zeromq: 1, tcp: 1 })
   })
 
   it('has every figure, and every job got all of its returns exactly once', () => {
@@ -189,9 +191,9 @@ describe('brine-bench --quick', () => {
   it('renders the same result as Markdown and SVG in process', () => {
     expect(markdownReport(result)).toContain('## Targets')
     expect(markdownReport(result)).toContain('## Restart, round by round')
-    expect(markdownReport(result)).toContain('| nats | 10 | procs |')
+    expect(markdownReport(result)).toContain('| nats | 2 | procs |')
     expect(markdownReport(result)).toContain('## Scale curve')
-    expect(markdownReport(result)).toMatch(/\| tcp \| 10 \| procs \| \d+\.\d{3} \| \d+\.\d \|/)
+    expect(markdownReport(result)).toMatch(/\| tcp \| 2 \| procs \| \d+\.\d{3} \| \d+\.\d \|/)
     // The scale curve has a row for every case of the quick matrix, NATS's included, with the figures the JSON holds.
     const scaleCurve = markdownReport(result).split('## Scale curve')[1]!.split('\n## ')[0]!
     for (const c of result.cases) {
