@@ -31,6 +31,7 @@ export async function runBin(command: CommandFunction): Promise<void> {
   // 1.5 s for a master with a thousand minions, all of it after the master had stopped.
   process.exitCode = code
   process.stdout.write('', () => process.stderr.write('', () => process.exit(code)))
-  // A stream that never drains (a reader that went away) must not keep the process alive either.
-  setTimeout(() => process.exit(code), 2000).unref()
+  // A reader that went away fails the pending writes (EPIPE): exit then. A slow or paused reader (a pager, a
+  // loaded machine reading 70 MB of JSON) gets every byte, as from any Unix command.
+  for (const stream of [process.stdout, process.stderr]) stream.once('error', () => process.exit(code))
 }

@@ -212,3 +212,29 @@ function modulesLoadedBy(args: string[], bin = 'brine'): string[] {
     rmSync(root, { recursive: true, force: true })
   }
 }
+
+describe('a command whose reader is slow', () => {
+  it('exits only once the reader has taken all of its output, however long the reader pauses', async () => {
+    const { spawn } = await import('node:child_process')
+    const dir = mkdtempSync(join(tmpdir(), 'brine-slow-reader-'))
+    try {
+      // 4 MB of JSON: far more than a socket's buffer, so most of it is still queued when the command returns.
+      const child = spawn(process.execPath, [`${cliDir}bin/brine-call.js`, '-c', dir, '--local', '--out', 'json', 'cmd.run', 'head -c 3000000 /dev/zero | base64 -w0'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      const chunks: Buffer[] = []
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+      child.stdout.once('data', (chunk: Buffer) => {
+        chunks.push(chunk)
+        child.stdout.pause()
+        // The reader stops for longer than the 2 s the runner once gave its output before exiting, then reads the rest.
+        setTimeout(() => child.stdout.on('data', (more: Buffer) => chunks.push(more)).resume(), 3500)
+      })
+      expect(await exited).toBe(0)
+      const output = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { local: string }
+      expect(output.local).toHaveLength(4_000_000)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
