@@ -1,7 +1,7 @@
 import { type RequestClient } from '@brine/transport'
 import { RemoteError, silentLogger, type ErrorContext, type Logger } from '@brine/core'
 import { accessSync, constants, statSync } from 'node:fs'
-import { loadTransport } from '@brine/common'
+import { loadTransport, localChannelTransport } from '@brine/common'
 import { brokerFromConfig, loadConfig, type MasterConfig } from '@brine/config'
 import { clearRequest, localRequestPath } from '@brine/protocol'
 import { readRootKey, rootKeyPath } from '@brine/crypt/root-key'
@@ -116,10 +116,10 @@ export class ClearRequester {
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
     // On NATS the client reaches the master through the broker the master's config names (transport_opts first).
     const broker = brokerFromConfig({ ...opts, ...(opts.transport_opts[opts.transport] ?? {}) })
-    // A broker transport has no local channel (the master opens none for it, and its endpoints refuse a path).
-    const path = transport.peerSockets === false ? undefined : localChannel(opts)
+    const path = localChannel(opts)
     if (path !== undefined) this.logger.debug(`reaching the master through its local channel ${path}`)
-    const requests = transport.createRequestClient({
+    // A broker transport's local channel speaks a socket transport's framing (the master serves it so).
+    const requests = (path === undefined ? transport : await localChannelTransport(transport)).createRequestClient({
       host,
       port,
       broker,

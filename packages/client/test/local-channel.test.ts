@@ -130,19 +130,23 @@ describe.each(['zeromq', 'tcp'])('the operator’s local channel over %s', (tran
   })
 })
 
-describe('no local channel over nats', () => {
-  it('a NATS master opens no unix socket (its servers are the broker’s clients: a second one would be the same queue group), and the local client is answered through the broker', async () => {
+describe('the operator’s local channel over nats', () => {
+  it('a NATS master serves its local channel on a unix socket (TCP framing: its NATS servers are the broker’s clients and own no socket), and the local client is answered through it, not the broker', async () => {
     const dir = await tempDir()
     const nats = await natsFor('nats')
     const { master } = await startMaster(dir, { transport: 'nats', auto_accept: true, ...nats.config })
-    expect(master.endpoints[0]!.local).toBeUndefined()
-    await expect(stat(join(master.opts.sock_dir, 'ret_nats.ipc'))).rejects.toMatchObject({ code: 'ENOENT' })
-    expect(localChannel(master.opts)).toBeUndefined()
+    const { local } = master.endpoints[0]!
+    const path = join(master.opts.sock_dir, 'ret_nats.ipc')
+    expect(local?.address).toBe(`ipc://${path}`)
+    expect((await stat(path)).mode & 0o777).toBe(0o600)
+    expect(localChannel(master.opts)).toBe(path)
     const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port, broker: nats.broker! }
     const web1 = await FakeMinion.start('nats', 'web1', address, join(dir, 'm-web1'))
     expect(await web1.auth()).toEqual({ ok: true })
-    const client = new LocalClient({ opts: master.opts })
-    const runner = new RunnerClient({ opts: master.opts })
+    // The operator's config names a broker nobody listens on: only the local channel can answer it.
+    const operator = { ...master.opts, nats_servers: ['nats://127.0.0.1:1'] }
+    const client = new LocalClient({ opts: operator })
+    const runner = new RunnerClient({ opts: operator })
     cleanups.push(
       () => client.close(),
       () => runner.close(),
@@ -155,5 +159,18 @@ describe('no local channel over nats', () => {
     for await (const item of job.returns({ timeout: WAIT_MS })) returns.push(item.id)
     expect(returns).toEqual(['web1'])
     expect(await runner.cmd('jobs.list_jobs')).toHaveProperty(job.jid)
+    expect(local?.stats().peers).toBe(2)
+  })
+
+  it('without its local channel (another sock_dir), the local client reaches a NATS master through the broker', async () => {
+    const dir = await tempDir()
+    const nats = await natsFor('nats')
+    const { master } = await startMaster(dir, { transport: 'nats', ...nats.config })
+    const elsewhere = { ...master.opts, sock_dir: join(dir, 'no-such-sock-dir') }
+    expect(localChannel(elsewhere)).toBeUndefined()
+    const runner = new RunnerClient({ opts: elsewhere })
+    cleanups.push(() => runner.close())
+    expect(await runner.cmd('jobs.list_jobs')).toEqual({})
+    expect(master.endpoints[0]!.local?.stats().peers).toBe(0)
   })
 })

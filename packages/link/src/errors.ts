@@ -1,5 +1,5 @@
 /** The errors of a minion's link to its masters: a return the master did not take, a master name that does not
- * resolve, a spool file that cannot be written. Names are string literals (bundlers rename classes). */
+ * resolve, a spool file that cannot be read, a return that cannot be spooled. Names are string literals (bundlers rename classes). */
 import { BrineError, registerErrors } from '@brine/core'
 
 /**
@@ -41,4 +41,27 @@ export class SpoolFileError extends BrineError {
   }
 }
 
-registerErrors({ NotAcknowledgedError, MasterUnresolvedError, SpoolFileError })
+/**
+ * A return that could not be spooled: its file could not be written (the disk, the process's descriptors) and the
+ * returns already held in memory until their writes succeed take `limit` bytes (`SPOOL_HELD_BYTES`) or more.
+ */
+export class SpoolFullError extends BrineError {
+  override name = 'SpoolFullError'
+  readonly file: string
+  readonly held: number
+  readonly limit: number
+  constructor(file: string, held: number, limit: number, options?: ErrorOptions) {
+    const why = options?.cause instanceof Error ? options.cause.message : 'an older copy of it still waits to be written'
+    super(
+      `cannot spool ${file}: writing it failed (${why}) and the returns held in memory until their spool writes succeed ` +
+        `already take ${held} bytes of SPOOL_HELD_BYTES (${limit})`,
+      { file, held, limit },
+      options,
+    )
+    this.file = file
+    this.held = held
+    this.limit = limit
+  }
+}
+
+registerErrors({ NotAcknowledgedError, MasterUnresolvedError, SpoolFileError, SpoolFullError })

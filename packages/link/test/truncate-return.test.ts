@@ -4,13 +4,13 @@
  * transports) is in minion-limits.test.ts; the 70 MB case through the CLI in test-e2e/limits.test.ts.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReturnLoad } from '@brine/protocol'
 import { generateKeys, PeerBox } from '@brine/crypt'
-import { encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/core'
+import { decode, encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/core'
 import { ReturnSpool, encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES } from '@brine/link'
 
 const MIB = 1024 * 1024
@@ -134,17 +134,28 @@ describe('the spool on a full disk', () => {
     await rm(mount, { recursive: true, force: true })
   })
 
-  it('fails the write with ENOSPC, leaves no temporary file, and keeps the copy it had', async () => {
+  it('holds a return whose write fails with ENOSPC in memory (no temporary file left, the copy it had still on disk) and writes it once there is room', async () => {
     const dir = join(mount, 'spool')
     await mkdir(dir)
     const spool = new ReturnSpool(dir, silentLogger)
     const first = await spool.write(load('small'))
-    const error = await spool.write(load('x'.repeat(MIB))).catch((caught: unknown) => caught)
-    expect((error as NodeJS.ErrnoException).code).toBe('ENOSPC')
+    // Something else fills the disk: the next, larger copy of the same return does not fit.
+    const filler = join(mount, 'filler')
+    await writeFile(filler, Buffer.alloc(200 * 1024))
+    const bigger = 'x'.repeat(100 * 1024)
+    expect(await spool.write(load(bigger))).toBe(first)
     expect(await readdir(dir)).toEqual(['20240101000000000001.msgpack'])
-    expect((await spool.read(first)).return).toBe('small')
-    // The space is free again: the next write of the same size as before succeeds.
-    await spool.write(load('small again'))
-    expect((await spool.read(first)).return).toBe('small again')
+    expect((decode(await readFile(first)) as ReturnLoad).return).toBe('small')
+    // The spool delivers the newer copy, from memory, in its place.
+    expect(await spool.list()).toEqual([first])
+    expect((await spool.read(first)).return).toBe(bigger)
+    expect(spool.held).toBe(1)
+    // The space is free again: a retry writes the held copy.
+    await rm(filler)
+    for (const end = Date.now() + 20_000; spool.held > 0; await new Promise((resolve) => setTimeout(resolve, 20))) {
+      if (Date.now() > end) throw new Error('timed out waiting for the held return to be written')
+    }
+    expect((decode(await readFile(first)) as ReturnLoad).return).toBe(bigger)
+    expect(await readdir(dir)).toEqual(['20240101000000000001.msgpack'])
   })
 })

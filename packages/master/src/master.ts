@@ -14,7 +14,7 @@ import {
   type ReplayGuardStats,
   type SessionKey,
 } from '@brine/crypt'
-import { loadTransport, type JobCache } from '@brine/common'
+import { loadTransport, localChannelTransport, type JobCache } from '@brine/common'
 import {
   ConfigError,
   eauthLimitsFromConfig,
@@ -403,7 +403,7 @@ export class Master {
         logger,
       }
       const request = transport.createRequestServer(options)
-      const local = this.#localRequestServer(transport, name, options)
+      const local = this.#localRequestServer(await localChannelTransport(transport), name, options)
       this.#endpoints.push({ name, publish, request, ...(local === undefined ? {} : { local }) })
       publishServers.push(publish)
     }
@@ -579,15 +579,12 @@ export class Master {
   }
 
   /**
-   * The operator's channel for `name`: the request server's options on a unix socket under sock_dir.
+   * The operator's channel for `name`: the request server's options on a unix socket under sock_dir, served by
+   * `transport` (for a broker transport, the socket transport localChannelTransport names).
    * Its connections are counted apart from the network's, so its caps are the whole open-file
    * allowance, all from the one local "address"; every other bound (frames, deadlines) is the network's.
-   * None for a transport without per-peer sockets (NATS).
    */
   #localRequestServer(transport: Transport, name: string, options: RequestServerOptions): RequestServer | undefined {
-    // A broker transport's servers own no sockets: a second server there would join the same queue group on the
-    // same subject (no door of its own), so its local clients reach the master through the broker.
-    if (transport.peerSockets === false) return undefined
     const path = localRequestPath(this.opts.sock_dir, name)
     if (Buffer.byteLength(path) > MAX_UNIX_SOCKET_PATH) {
       this.#logger.warning(

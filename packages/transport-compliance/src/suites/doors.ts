@@ -92,8 +92,8 @@ async function brokerPeersHoldNoSlot(harness: Harness, cap: number): Promise<voi
 
 /**
  * The unix socket case's broker equivalent: a broker transport's servers are clients of the broker and own no
- * socket to put on a path, so the transport says so (`peerSockets: false`, whereupon the master opens no local
- * channel for it) and refuses a `path` at once, naming it, instead of serving the network's subject twice.
+ * socket to put on a path, so the transport says so (`peerSockets: false`, whereupon the master serves its local
+ * channel with a socket transport) and refuses a `path` at once, naming it, instead of serving the network's subject twice.
  */
 async function brokerRefusesAPath(harness: Harness): Promise<void> {
   const transport = await harness.transport()
