@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MasterEvent } from '@brine/client'
+import { MasterEvent, RunnerClient } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
 import { deadline, freeLoopbackPort } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
@@ -77,8 +77,17 @@ interface AuditLine {
   reason?: string
 }
 
-/** The master's audit log, parsed line by line (after `brine-run jobs.audit`, which waits for pending writes). */
+/**
+ * The master's audit log, parsed line by line, once the jobs.audit runner (which waits for pending writes) has
+ * answered: run in-process, since only its wait is needed here (the tests below check `brine-run jobs.audit` itself).
+ */
 async function auditLines(fleet: Fleet): Promise<{ text: string; lines: AuditLine[] }> {
+  const runner = new RunnerClient({ configDir: fleet.masterConfigDir })
+  try {
+    await runner.cmd('jobs.audit')
+  } finally {
+    await runner.close()
+  }
   const text = await readFile(join(fleet.masterConfigDir, 'var/log/brine/audit'), 'utf8')
   return {
     text,
@@ -188,7 +197,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     const lookup = json((await fleet.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])).stdout)
     expect(lookup).toEqual({ web1: 'deployed v42', web2: 'deployed v42' })
 
-    await fleet.run('brine-run', ['jobs.audit', 'user=reactor', '--out', 'json'])
     const { text, lines } = await auditLines(fleet)
     expect(text).not.toContain('s3cret-token')
     const deploys = lines.filter((line) => line.jid === jid)
@@ -218,7 +226,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     expect(created!.data).toMatchObject({ tgt: 'late1', arg: ['hello late1'], user: 'reactor' })
     const [ret] = await bus.waitFor((event) => event.tag === `salt/job/${String(created!.data['jid'])}/ret/late1`, "late1's return")
     expect(ret!.data['return']).toBe('hello late1')
-    await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
     const { lines } = await auditLines(fleet)
     expect(lines.filter((line) => line.jid === created!.data['jid'])).toEqual([
       expect.objectContaining({ cmd: 'publish', fun: 'test.echo', result: 'accepted', via: expect.objectContaining({ tag: 'salt/minion/late1/start' }) }),
@@ -255,7 +262,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     // The hook, then one event per reaction: three reactions ran (each fired the tag once more), the fourth was refused.
     const loops = bus.events.filter((event) => event.tag === 'salt/netapi/hook/loop')
     expect(loops).toHaveLength(4)
-    await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
     const { lines } = await auditLines(fleet)
     expect(lines.filter((line) => line.fun === 'event.send' && line.user === 'reactor' && line.result === 'accepted')).toHaveLength(3)
   })
