@@ -3,16 +3,16 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MasterEvent } from '@brine/client'
+import { MasterEvent, RunnerClient } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
 import { deadline, freeLoopbackPort } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
-import { bus as fleetBus, TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { bus as fleetBus, TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
 import { httpClient } from './helpers/http.js'
 import { json } from './helpers/output.js'
 
 const WAIT_MS = 60_000
-const startFleet = useFleets()
+const startFleet = withoutWorkerThreads(useFleets())
 
 /** Every event of the master's bus from connect() on, and bounded waits for the ones a test needs. */
 class BusLog {
@@ -77,8 +77,17 @@ interface AuditLine {
   reason?: string
 }
 
-/** The master's audit log, parsed line by line (after `brine-run jobs.audit`, which waits for pending writes). */
+/**
+ * The master's audit log, parsed line by line, once the jobs.audit runner (which waits for pending writes) has
+ * answered: run in-process, since only its wait is needed here (the tests below check `brine-run jobs.audit` itself).
+ */
 async function auditLines(fleet: Fleet): Promise<{ text: string; lines: AuditLine[] }> {
+  const runner = new RunnerClient({ configDir: fleet.masterConfigDir })
+  try {
+    await runner.cmd('jobs.audit')
+  } finally {
+    await runner.close()
+  }
   const text = await readFile(join(fleet.masterConfigDir, 'var/log/brine/audit'), 'utf8')
   return {
     text,
@@ -157,6 +166,8 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
           },
         },
         netapi_enable_clients: ['local'],
+        // Nothing here is about the request worker pool: the master's crypto stays on its main thread.
+        worker_threads: 0,
         minion_event_max_bytes: 2048,
         rest_cherrypy: { port, host: '127.0.0.1', disable_ssl: true, webhook_disable_auth: true },
       },
@@ -186,7 +197,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     const lookup = json((await fleet.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])).stdout)
     expect(lookup).toEqual({ web1: 'deployed v42', web2: 'deployed v42' })
 
-    await fleet.run('brine-run', ['jobs.audit', 'user=reactor', '--out', 'json'])
     const { text, lines } = await auditLines(fleet)
     expect(text).not.toContain('s3cret-token')
     const deploys = lines.filter((line) => line.jid === jid)
@@ -216,7 +226,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     expect(created!.data).toMatchObject({ tgt: 'late1', arg: ['hello late1'], user: 'reactor' })
     const [ret] = await bus.waitFor((event) => event.tag === `salt/job/${String(created!.data['jid'])}/ret/late1`, "late1's return")
     expect(ret!.data['return']).toBe('hello late1')
-    await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
     const { lines } = await auditLines(fleet)
     expect(lines.filter((line) => line.jid === created!.data['jid'])).toEqual([
       expect.objectContaining({ cmd: 'publish', fun: 'test.echo', result: 'accepted', via: expect.objectContaining({ tag: 'salt/minion/late1/start' }) }),
@@ -253,7 +262,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     // The hook, then one event per reaction: three reactions ran (each fired the tag once more), the fourth was refused.
     const loops = bus.events.filter((event) => event.tag === 'salt/netapi/hook/loop')
     expect(loops).toHaveLength(4)
-    await fleet.run('brine-run', ['jobs.audit', '--out', 'json'])
     const { lines } = await auditLines(fleet)
     expect(lines.filter((line) => line.fun === 'event.send' && line.user === 'reactor' && line.result === 'accepted')).toHaveLength(3)
   })

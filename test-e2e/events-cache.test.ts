@@ -1,27 +1,36 @@
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets, withoutWorkerThreads } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
 import { deadline, deferred } from '@brine/testkit'
-import { binPath } from '@brine/harness'
+import { binPath, type TransportName } from '@brine/harness'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
-const startFleet = useFleets(runCleanups)
+const startFleet = withoutWorkerThreads(useFleets(runCleanups))
 
-describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
-  // The first two tests share a master and its minions: neither stops a daemon, and the second's jobs name their
-  // minions (its fake minion, accepted after the first test's '*' job, closes after it).
-  const startShared = useSharedFleets()
-  let shared: ReturnType<typeof startShared> | undefined
-  const quiet = (): ReturnType<typeof startShared> =>
-    (shared ??= startShared({
+// A master and its minions per transport, shared by the tests that stop no daemon: the first two of each transport's
+// describe, whose jobs after the first test's '*' job name their minions (the second's fake minion closes after it),
+// then event.listen, which counts the events of its own job on the tcp one. They are stopped after the file.
+const startShared = withoutWorkerThreads(useSharedFleets())
+const quietFleets = new Map<TransportName, ReturnType<typeof startShared>>()
+function quietFleet(transport: TransportName): ReturnType<typeof startShared> {
+  let fleet = quietFleets.get(transport)
+  if (fleet === undefined) {
+    fleet = startShared({
       minions: [
         { id: 'web1', transport },
         { id: 'db1', transport },
       ],
-    }))
+    })
+    quietFleets.set(transport, fleet)
+  }
+  return fleet
+}
+
+describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
+  const quiet = (): ReturnType<typeof startShared> => quietFleet(transport)
 
   it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {
     const fleet = await quiet()
@@ -161,7 +170,7 @@ describe('two masters on one PostgreSQL job cache', () => {
 
 describe('brine-run event.listen', () => {
   it('prints the bus events of a real job, one JSON object per line', async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport: 'tcp' }] })
+    const fleet = await quietFleet('tcp')
     const listener = fleet.spawnNode('brine-run event.listen', binPath('brine-run'), [
       '-c',
       fleet.masterConfigDir,

@@ -1,9 +1,10 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets, withoutWorkerThreads } from './helpers/fleets.js'
 
-const startFleet = useFleets()
+// The file's teardown: every process the test kit started is killed by pid after the file.
+useFleets()
 
 /** Salt 3006's text for the data test.arg returns below (packages/cli/test/fixtures, made with PyYAML and Python's json). */
 interface Fixture {
@@ -46,8 +47,43 @@ const NESTED = [
 ].join('\n')
 
 describe.each(TRANSPORTS)('Salt parity through the built CLI against a real minion over %s', (transport) => {
+  // One master and its two minions for both tests: neither stops a daemon; the first lists the keys as they are, the
+  // second calls web1 alone and then adds master.d/output.conf, which changes every later output of that master.
+  const startShared = withoutWorkerThreads(useSharedFleets())
+  let shared: ReturnType<typeof startShared> | undefined
+  const webAndDb = (): ReturnType<typeof startShared> =>
+    (shared ??= startShared({
+      minions: [
+        { id: 'web1', transport },
+        { id: 'db1', transport },
+      ],
+    }))
+
+  it('brine-key -L --out json and -p as salt-key prints them, and usage errors exit 64', async () => {
+    const fleet = await webAndDb()
+    const listed = await fleet.run('brine-key', ['-L', '--out', 'json'])
+    expect(listed.stdout).toBe(
+      '{\n    "minions": [\n        "db1",\n        "web1"\n    ],\n    "minions_pre": [],\n    "minions_rejected": [],\n    "minions_denied": []\n}\n',
+    )
+    expect(listed.code).toBe(0)
+    const printed = await fleet.run('brine-key', ['-p', 'web1', '--out', 'json'])
+    const pub = JSON.parse(printed.stdout) as { minions: { web1: string } }
+    // The master prints the public key the minion generated (root_dir-prefixed pki_dir).
+    expect(pub.minions.web1).toBe(await readFile(join(fleet.minionConfigDir('web1'), 'etc/brine/pki/minion/minion.pub'), 'utf8'))
+
+    const nothing = await fleet.run('brine-key', ['-d', 'nobody', '-y'])
+    expect(nothing).toMatchObject({ code: 0, stdout: "The key glob 'nobody' does not match any unaccepted keys.\n" })
+
+    const badList = await fleet.run('brine-key', ['-l', 'sideways'])
+    expect(badList.code).toBe(64)
+    expect(badList.stderr).toBe("Usage: brine-key [options]\n\nbrine-key: error: 'sideways' is not a valid argument to '--list'\n")
+    const badFlag = await fleet.run('brine', ['--bogus', '*', 'test.ping'])
+    expect(badFlag.code).toBe(64)
+    expect(badFlag.stderr).toMatch(/^Usage: brine \[options\]/)
+  })
+
   it("types arguments as Salt does and prints Salt's nested, yaml and json text", async () => {
-    const fleet = await startFleet({ minions: [{ id: 'web1', transport }] })
+    const fleet = await webAndDb()
     const salt = await saltText()
 
     const nested = await fleet.run('brine', ['web1', 'test.arg', ...ARGS])
@@ -71,33 +107,5 @@ describe.each(TRANSPORTS)('Salt parity through the built CLI against a real mini
       configDir: fleet.minionConfigDir('web1'),
     })
     expect(local.stdout).toBe('{"local": {"args": [1, 2.5, true, null, [1, 2], {"a": 1}, 755], "kwargs": {"mode": 755}}}\n')
-  })
-
-  it('brine-key -L --out json and -p as salt-key prints them, and usage errors exit 64', async () => {
-    const fleet = await startFleet({
-      minions: [
-        { id: 'web1', transport },
-        { id: 'db1', transport },
-      ],
-    })
-    const listed = await fleet.run('brine-key', ['-L', '--out', 'json'])
-    expect(listed.stdout).toBe(
-      '{\n    "minions": [\n        "db1",\n        "web1"\n    ],\n    "minions_pre": [],\n    "minions_rejected": [],\n    "minions_denied": []\n}\n',
-    )
-    expect(listed.code).toBe(0)
-    const printed = await fleet.run('brine-key', ['-p', 'web1', '--out', 'json'])
-    const pub = JSON.parse(printed.stdout) as { minions: { web1: string } }
-    // The master prints the public key the minion generated (root_dir-prefixed pki_dir).
-    expect(pub.minions.web1).toBe(await readFile(join(fleet.minionConfigDir('web1'), 'etc/brine/pki/minion/minion.pub'), 'utf8'))
-
-    const nothing = await fleet.run('brine-key', ['-d', 'nobody', '-y'])
-    expect(nothing).toMatchObject({ code: 0, stdout: "The key glob 'nobody' does not match any unaccepted keys.\n" })
-
-    const badList = await fleet.run('brine-key', ['-l', 'sideways'])
-    expect(badList.code).toBe(64)
-    expect(badList.stderr).toBe("Usage: brine-key [options]\n\nbrine-key: error: 'sideways' is not a valid argument to '--list'\n")
-    const badFlag = await fleet.run('brine', ['--bogus', '*', 'test.ping'])
-    expect(badFlag.code).toBe(64)
-    expect(badFlag.stderr).toMatch(/^Usage: brine \[options\]/)
   })
 })

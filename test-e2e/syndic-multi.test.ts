@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { parseJobReturnTag } from '@brine/protocol'
-import { TRANSPORTS, useFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
-import { record, returnCounts, startTree } from './helpers/syndic.js'
+import { record, returnCounts } from './helpers/syndic.js'
 
-const startFleet = useFleets()
+const startFleet = withoutWorkerThreads(useFleets())
 
 describe.each(TRANSPORTS)('multi-syndic over %s', (transport) => {
   it('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {
@@ -38,23 +38,5 @@ describe.each(TRANSPORTS)('multi-syndic over %s', (transport) => {
     const atAReturns = atA.events.filter((event) => parseJobReturnTag(event.tag)?.jid === jidA)
     expect(atAReturns.map((event) => event.data['master_id'])).toEqual(['A', 'A'])
     expect(returnCounts(atA.events, jidB)).toEqual({})
-  })
-})
-
-describe.each(TRANSPORTS)('two syndic nodes and the top on one PostgreSQL job cache over %s', (transport) => {
-  it('jobs.lookup_jid at the top shows every return of the tree once, and the top fires one event per minion', async () => {
-    const pg = { master_job_cache: 'postgres', 'postgres.url': process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test' }
-    const { top } = await startTree(startFleet, transport, pg, pg)
-    const returns = record(top, '^salt/job/')
-    const jid = jidOf((await top.run('brine', ['*', 'test.echo', 'shared', '--async'])).stdout)
-    await returns.until((events) => Object.keys(returnCounts(events, jid)).length === 5, `the 5 returns of ${jid} at the top`)
-    const barrier = jidOf((await top.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])).stdout)
-    await returns.until((events) => Object.keys(returnCounts(events, barrier)).length === 5, `the 5 returns of ${barrier}`)
-    returns.stop()
-    expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, 's1-web': 1, 's1-db': 1, 's2-web': 1, 's2-db': 1 })
-    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ direct1: 'shared', 's1-web': 'shared', 's1-db': 'shared', 's2-web': 'shared', 's2-db': 'shared' })
-    const listed = json((await top.run('brine-run', ['jobs.list_job', jid, '--out', 'json'])).stdout)
-    expect(listed['Minions']).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
   })
 })

@@ -1,20 +1,22 @@
 import { describe, expect, it } from 'vitest'
 import { type JobLoad } from '@brine/protocol'
 import { deadline } from '@brine/testkit'
-import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets, withoutWorkerThreads } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { EVENTS_MS, record, returnCounts, startTree, useHandMadeLinks } from './helpers/syndic.js'
 
 // The syndic's e2e tests are four files (syndic-*.test.ts) so that they run side by side.
 
-const startFleet = useFleets()
+const startFleet = withoutWorkerThreads(useFleets())
 const handMadeLink = useHandMadeLinks()
 
-describe.each(TRANSPORTS)('a tree of masters over %s', (transport) => {
+const PG = { master_job_cache: 'postgres', 'postgres.url': process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test' }
+
+describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on one PostgreSQL job cache, over %s', (transport) => {
   // One tree for this describe's tests: none stops a daemon; the last one adds a plain minion to the top.
-  const startShared = useSharedFleets()
+  const startShared = withoutWorkerThreads(useSharedFleets())
   let shared: ReturnType<typeof startTree> | undefined
-  const tree = (): ReturnType<typeof startTree> => (shared ??= startTree(startShared, transport))
+  const tree = (): ReturnType<typeof startTree> => (shared ??= startTree(startShared, transport, PG, PG))
 
   it('test.ping, cmd.run, a grain target and a compound target on the top reach exactly the right minions; --async then jobs.lookup_jid shows all', async () => {
     const { top } = await tree()
@@ -45,6 +47,21 @@ describe.each(TRANSPORTS)('a tree of masters over %s', (transport) => {
     returns.stop()
     const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid!, '--out', 'json'])
     expect(json(lookup.stdout)).toEqual(expected)
+  })
+
+  it('jobs.lookup_jid at the top shows every return of the tree once, and the top fires one event per minion', async () => {
+    const { top } = await tree()
+    const returns = record(top, '^salt/job/')
+    const jid = jidOf((await top.run('brine', ['*', 'test.echo', 'shared', '--async'])).stdout)
+    await returns.until((events) => Object.keys(returnCounts(events, jid)).length === 5, `the 5 returns of ${jid} at the top`)
+    const barrier = jidOf((await top.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])).stdout)
+    await returns.until((events) => Object.keys(returnCounts(events, barrier)).length === 5, `the 5 returns of ${barrier}`)
+    returns.stop()
+    expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, 's1-web': 1, 's1-db': 1, 's2-web': 1, 's2-db': 1 })
+    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
+    expect(json(lookup.stdout)).toEqual({ direct1: 'shared', 's1-web': 'shared', 's1-db': 'shared', 's2-web': 'shared', 's2-db': 'shared' })
+    const listed = json((await top.run('brine-run', ['jobs.list_job', jid, '--out', 'json'])).stdout)
+    expect(listed['Minions']).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
   })
 
   it('a minion whose key is not accepted as a syndic cannot speak for minions: refused, logged, nothing stored; brine-key -L shows the real syndic', async () => {
