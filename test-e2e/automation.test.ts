@@ -7,12 +7,12 @@ import { MasterEvent, RunnerClient } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
 import { deadline, freeLoopbackPort } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
-import { bus as fleetBus, TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { bus as fleetBus, TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { httpClient } from './helpers/http.js'
 import { json } from './helpers/output.js'
 
 const WAIT_MS = 60_000
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 
 /** Every event of the master's bus from connect() on, and bounded waits for the ones a test needs. */
 class BusLog {
@@ -166,8 +166,6 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
           },
         },
         netapi_enable_clients: ['local'],
-        // Nothing here is about the request worker pool: the master's crypto stays on its main thread.
-        worker_threads: 0,
         minion_event_max_bytes: 2048,
         rest_cherrypy: { port, host: '127.0.0.1', disable_ssl: true, webhook_disable_auth: true },
       },

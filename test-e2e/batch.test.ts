@@ -1,8 +1,8 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 
 /** The `--out json` documents among Salt's batch lines, in order. */
 function jsonDocuments(stdout: string): Array<Record<string, unknown>> {

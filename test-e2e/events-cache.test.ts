@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets, useSharedFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
@@ -8,12 +8,12 @@ import { binPath, type TransportName } from '@brine/harness'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
-const startFleet = withoutWorkerThreads(useFleets(runCleanups))
+const startFleet = useFleets(runCleanups)
 
 // A master and its minions per transport, shared by the tests that stop no daemon: the first two of each transport's
 // describe, whose jobs after the first test's '*' job name their minions (the second's fake minion closes after it),
 // then event.listen, which counts the events of its own job on the tcp one. They are stopped after the file.
-const startShared = withoutWorkerThreads(useSharedFleets())
+const startShared = useSharedFleets()
 const quietFleets = new Map<TransportName, ReturnType<typeof startShared>>()
 function quietFleet(transport: TransportName): ReturnType<typeof startShared> {
   let fleet = quietFleets.get(transport)

@@ -1,15 +1,13 @@
 import { execFileSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { json } from './helpers/output.js'
 
 const startFleet = useFleets()
-// For the tests that only run jobs; the one that accepts and deletes keys (a session key rotation) keeps the harness's worker threads.
-const startWithoutThreads = withoutWorkerThreads(startFleet)
 
 describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
   it('test.ping, cmd.run and grain targeting reach three real minions through the built CLI', async () => {
-    const fleet = await startWithoutThreads({
+    const fleet = await startFleet({
       minions: [
         { id: 'web1', transport, grains: { role: 'web' } },
         { id: 'web2', transport, grains: { role: 'web' } },
@@ -72,7 +70,7 @@ describe.each(TRANSPORTS)('a job end to end over %s', (transport) => {
 
 describe('one master serving several transports', () => {
   it('reaches a ZeroMQ minion and a TCP minion with one job', async () => {
-    const fleet = await startWithoutThreads({
+    const fleet = await startFleet({
       minions: [
         { id: 'zmq-minion', transport: 'zeromq' },
         { id: 'tcp-minion', transport: 'tcp' },
@@ -84,7 +82,7 @@ describe('one master serving several transports', () => {
   })
 
   it('reaches a ZeroMQ, a TCP and a NATS minion with one job, and a targeted job only the one named', async () => {
-    const fleet = await startWithoutThreads({
+    const fleet = await startFleet({
       minions: [
         { id: 'zmq-minion', transport: 'zeromq' },
         { id: 'tcp-minion', transport: 'tcp' },

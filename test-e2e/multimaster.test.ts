@@ -12,10 +12,10 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LocalClient } from '@brine/client'
 import { generateJid } from '@brine/protocol'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 // Named from the helper, not from the package that holds Fleet (moving to @brine/testkit).
 type Fleet = Awaited<ReturnType<typeof startFleet>>
 type TransportName = (typeof TRANSPORTS)[number]

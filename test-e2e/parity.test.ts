@@ -1,7 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets, useSharedFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 
 // The file's teardown: every process the test kit started is killed by pid after the file.
 useFleets()
@@ -49,7 +49,7 @@ const NESTED = [
 describe.each(TRANSPORTS)('Salt parity through the built CLI against a real minion over %s', (transport) => {
   // One master and its two minions for both tests: neither stops a daemon; the first lists the keys as they are, the
   // second calls web1 alone and then adds master.d/output.conf, which changes every later output of that master.
-  const startShared = withoutWorkerThreads(useSharedFleets())
+  const startShared = useSharedFleets()
   let shared: ReturnType<typeof startShared> | undefined
   const webAndDb = (): ReturnType<typeof startShared> =>
     (shared ??= startShared({

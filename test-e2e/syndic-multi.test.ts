@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { parseJobReturnTag } from '@brine/protocol'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { record, returnCounts } from './helpers/syndic.js'
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 
 describe.each(TRANSPORTS)('multi-syndic over %s', (transport) => {
   it('multi-syndic with master_id: one lower master under two upper masters; each job runs once on each minion and returns to the master that asked', async () => {

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { tags, type JobLoad } from '@brine/protocol'
 import { deadline } from '@brine/testkit'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { EVENTS_MS, record, returnCounts, startTree, useHandMadeLinks } from './helpers/syndic.js'
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 const handMadeLink = useHandMadeLinks()
 
 describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {

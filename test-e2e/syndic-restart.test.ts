@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
 import { tags } from '@brine/protocol'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { record, returnCounts, EVENTS_MS } from './helpers/syndic.js'
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 
 describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   it('three levels deep (top → syndic → syndic → minions): every minion answers, and the top bus carries one return event per minion', async () => {

@@ -1,20 +1,20 @@
 import { describe, expect, it } from 'vitest'
 import { type JobLoad } from '@brine/protocol'
 import { deadline } from '@brine/testkit'
-import { TRANSPORTS, useFleets, useSharedFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { EVENTS_MS, record, returnCounts, startTree, useHandMadeLinks } from './helpers/syndic.js'
 
 // The syndic's e2e tests are four files (syndic-*.test.ts) so that they run side by side.
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 const handMadeLink = useHandMadeLinks()
 
 const PG = { master_job_cache: 'postgres', 'postgres.url': process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test' }
 
 describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on one PostgreSQL job cache, over %s', (transport) => {
   // One tree for this describe's tests: none stops a daemon; the last one adds a plain minion to the top.
-  const startShared = withoutWorkerThreads(useSharedFleets())
+  const startShared = useSharedFleets()
   let shared: ReturnType<typeof startTree> | undefined
   const tree = (): ReturnType<typeof startTree> => (shared ??= startTree(startShared, transport, PG, PG))
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { TRANSPORTS, useFleets, withoutWorkerThreads } from './helpers/fleets.js'
+import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { json } from './helpers/output.js'
 
-const startFleet = withoutWorkerThreads(useFleets())
+const startFleet = useFleets()
 
 /** A long id, for a hostile pattern to backtrack on. */
 const LONG = `db-${'a'.repeat(36)}`

@@ -43,15 +43,3 @@ export function useSharedFleets(): (options: Omit<FleetOptions, 'bus'>) => Promi
     return fleet
   }
 }
-
-type StartFleet = (options: Omit<FleetOptions, 'bus'>) => Promise<Fleet>
-
-/**
- * Wraps a fleet starter so that every master it starts runs its crypto on its main thread (`worker_threads: 0`
- * unless the options set it): for tests that are not about the request worker pool, whose masters then start no
- * worker isolate. The pool as shipped is tested by worker-pool.test.ts, and the tests that rotate or check keys keep
- * the harness's threads.
- */
-export function withoutWorkerThreads(start: StartFleet): StartFleet {
-  return (options) => start({ ...options, masterConfig: { worker_threads: 0, ...options.masterConfig } })
-}
