@@ -219,9 +219,13 @@ describe('a command whose reader is slow', () => {
     const dir = mkdtempSync(join(tmpdir(), 'brine-slow-reader-'))
     try {
       // 4 MB of JSON: far more than a socket's buffer, so most of it is still queued when the command returns.
-      const child = spawn(process.execPath, [`${cliDir}bin/brine-call.js`, '-c', dir, '--local', '--out', 'json', 'cmd.run', 'head -c 3000000 /dev/zero | base64 -w0'], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      })
+      const child = spawn(
+        process.execPath,
+        [`${cliDir}bin/brine-call.js`, '-c', dir, '--local', '--out', 'json', 'cmd.run', 'head -c 3000000 /dev/zero | base64 -w0'],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
       const chunks: Buffer[] = []
       const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
       child.stdout.once('data', (chunk: Buffer) => {
