@@ -255,9 +255,9 @@ export class MinionBoxes {
     return this.#boxes.has(id)
   }
 
-  /** Seals a reply to minion `id` (its key must be accepted). */
-  async seal(id: string, load: WireValue): Promise<SealedMessage> {
-    return (await this.#box(id)).seal(load)
+  /** Seals a reply to minion `id` (its key must be accepted), stamped `now` (the master's clock). */
+  async seal(id: string, load: WireValue, now: number = Date.now()): Promise<SealedMessage> {
+    return (await this.#box(id)).seal(load, now)
   }
 
   /** Drops the cached shared key of `id` (after its key was deleted or rejected). */

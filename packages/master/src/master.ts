@@ -516,6 +516,7 @@ export class Master {
       publishPortOf: (transport) => this.#publishPortOf(transport),
       files: parts.files,
       decodeLimits: { maxEntries: opts.max_frame_entries, maxDepth: opts.max_frame_depth },
+      now: this.#now,
       logger: this.#logger,
     })
   }

@@ -42,6 +42,11 @@ export interface MasterWireAdapterOptions {
   publishPortOf?: (transport: string) => number | undefined
   /** Answers the sealed file commands (`_serve_file`, `_file_recv`, …); without it they are refused. */
   files?: FileServer
+  /**
+   * The master's clock, ms since the epoch (default Date.now): a sealed answer carries it, and a minion whose
+   * clock anchor lags catches up from it (packages/link, sendSealed).
+   */
+  now?: () => number
   logger?: Logger
 }
 
@@ -109,6 +114,7 @@ export class MasterWireAdapter {
   readonly #publishPortOf: (transport: string) => number | undefined
   readonly #files: FileServer | undefined
   readonly #openOptions: { limits?: DecodeLimits }
+  readonly #now: () => number
   /** Each allowed clear command (CLEAR_COMMANDS) → its handler; anything else is refused. */
   readonly #clearHandlers: ReadonlyMap<string, ClearHandler>
   /** Each allowed sealed command (SEALED_COMMANDS) → its handler; anything else is refused. */
@@ -123,6 +129,7 @@ export class MasterWireAdapter {
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
     this.#files = options.files
+    this.#now = options.now ?? Date.now
     // A Map, not an object's keys: a peer's `cmd` of `constructor` or `__proto__` must find nothing.
     this.#clearHandlers = new Map(Object.entries(this.#clearTable()))
     this.#sealedHandlers = new Map(Object.entries(this.#sealedTable()))
@@ -253,7 +260,7 @@ export class MasterWireAdapter {
         `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`,
         'sealed requests over the decode bounds',
       )
-      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) })) as unknown as WireValue
+      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) }, this.#now())) as unknown as WireValue
     }
     // Sealed by an accepted minion's key: its connection is never evicted to make room at a cap.
     context.authenticated?.()
@@ -273,8 +280,8 @@ export class MasterWireAdapter {
       else this.#sealedLog.warning(this.#logger, line, 'refused sealed requests')
       reply = { ok: false, error: serializeError(error) }
     }
-    // Sealed with the key that sealed the request: only its holder can read the answer.
-    return opened.box.seal(reply) as unknown as WireValue
+    // Sealed with the key that sealed the request: only its holder can read the answer. Stamped with the master's clock.
+    return opened.box.seal(reply, this.#now()) as unknown as WireValue
   }
 
   /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */
