@@ -296,6 +296,8 @@ export class Master {
     await this.bus.start()
     const pool = this.#threads(this.opts.worker_threads, keys, store.submit.bind(store), 'worker_threads')
     this.#pool = pool
+    // The minions that hold the kept session key come back at once: their threads boot while the rest of the start runs.
+    if (pool instanceof ThreadPool && this.sessionStore.reused && this.sessionStore.holders > 0) pool.prestart()
     const publishServers = await this.#createEndpoints()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
     // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
