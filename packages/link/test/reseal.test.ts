@@ -107,7 +107,8 @@ describe('sendSealedFresh after a master restart', () => {
     guard = new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, now: () => masterNow, startedAt: masterNow })
     masterNow += 1500
     wall += 2500
-    expect(await sendSealedFresh(client, auth, { cmd: '_minion_event', id: 'web1', events: [] }, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
+    const checkIn = { cmd: '_minion_event', id: 'web1', events: [] }
+    expect(await sendSealedFresh(client, auth, checkIn, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
     // One request, applied: nothing sealed before the restarted master's start, no refusal, no second round trip.
     expect(stamps).toHaveLength(2)
     expect(guard.stats()).toMatchObject({ applied: 1, stale: 0 })
