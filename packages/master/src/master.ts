@@ -51,7 +51,7 @@ import { SyndicRegistry } from './syndics.js'
 import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
-import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
+import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolWorkers } from './worker-pool.js'
 import { PublishSealer } from './publish-sealer.js'
 import { masterVersion } from './version.js'
 
@@ -244,6 +244,11 @@ export class Master {
     return this.#pool?.size ?? 0
   }
 
+  /** The request worker threads running now, started and retired so far; undefined when the work runs inline. */
+  requestWorkers(): ThreadPoolWorkers | undefined {
+    return this.#pool instanceof ThreadPool ? this.#pool.workers() : undefined
+  }
+
   #started(what: string): { keys: KeyPair; store: PkiStore; session: SessionStore; rootKey: string; publisher: FanoutPublishServer } {
     if (this.#keys === undefined || this.#store === undefined || this.#session === undefined || this.#rootKey === undefined || this.#publisher === undefined) {
       throw new MasterStateError(`master.${what} is available once start() has resolved; the master is ${this.#state}`, this.#state)
@@ -297,7 +302,8 @@ export class Master {
     const pool = this.#threads(this.opts.worker_threads, keys, store.submit.bind(store), 'worker_threads')
     this.#pool = pool
     // The minions that hold the kept session key come back at once: their threads boot while the rest of the start runs.
-    if (pool instanceof ThreadPool && this.sessionStore.reused && this.sessionStore.holders > 0) pool.prestart()
+    const session = this.#session
+    if (pool instanceof ThreadPool && session !== undefined && session.reused && session.holders > 0) pool.prestart()
     const publishServers = await this.#createEndpoints()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
     // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { StaleSessionKeyError } from '@brine/crypt'
 import type { Master } from '../src/index.js'
-import { FakeMinion, natsFor, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir, watchSubscribers, type EventLog } from './helpers.js'
+import { addressOf, FakeMinion, natsFor, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir, watchSubscribers, type EventLog } from './helpers.js'
 
 afterEach(runCleanups)
 afterAll(stopNatsServer)
@@ -115,6 +115,32 @@ describe.each(TRANSPORTS)('a restarted master over %s', (transport) => {
     expect(again.session.gen).toBe(rotated.gen)
     const job = await publishPing(again)
     expect(web1.open(await web1.nthPublish(1))).toMatchObject({ jid: job })
+  })
+})
+
+describe('a master restarted over a kept session key', () => {
+  // Real threads: the built request worker (as a daemon runs it), not the inline pool tests from sources get.
+  const workerScript = new URL('../dist/request-worker.js', import.meta.url)
+
+  it('starts its request worker threads as it starts, before any minion comes back; a master with no holders starts none', async () => {
+    const dir = await tempDir()
+    const { master } = await startMaster(dir, { transport: 'tcp', auto_accept: true, worker_threads: 2 }, { workerScript })
+    expect(master.requestWorkers()).toEqual({ running: 0, started: 0, retired: 0 })
+    const web1 = await FakeMinion.start('tcp', 'web1', addressOf(master), join(dir, 'm-web1'))
+    expect(await web1.auth()).toEqual({ ok: true })
+    expect(master.sessionStore.holders).toBe(1)
+    await master.stop()
+    const { opts } = master
+    const { master: again } = await startMaster(
+      dir,
+      { transport: 'tcp', auto_accept: true, worker_threads: 2, publish_port: opts.publish_port, ret_port: opts.ret_port },
+      { workerScript },
+    )
+    expect(again.sessionStore.reused).toBe(true)
+    expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
+    // The minion's first request after the restart is served by those threads: none other starts.
+    expect(await web1.sealed({ cmd: '_minion_event', id: 'web1', events: [] })).toMatchObject({ ok: true })
+    expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
   })
 })
 
