@@ -241,6 +241,11 @@ export class SessionStore {
     return this.#holders.size
   }
 
+  /** The ids of the minions the current key was handed to. */
+  heldBy(): string[] {
+    return [...this.#holders.keys()]
+  }
+
   /** Replaces the key with one of the next generation (nobody holds it yet) and writes the file; returns the new key at once. */
   rotate(): SessionKey {
     const next = this.keys.rotate()

@@ -51,7 +51,7 @@ import { SyndicRegistry } from './syndics.js'
 import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
-import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolWorkers } from './worker-pool.js'
+import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolStats, type ThreadPoolWorkers } from './worker-pool.js'
 import { PublishSealer } from './publish-sealer.js'
 import { masterVersion } from './version.js'
 
@@ -244,9 +244,12 @@ export class Master {
     return this.#pool?.size ?? 0
   }
 
-  /** The request worker threads running now, started and retired so far; undefined when the work runs inline. */
-  requestWorkers(): ThreadPoolWorkers | undefined {
-    return this.#pool instanceof ThreadPool ? this.#pool.workers() : undefined
+  /**
+   * The request worker threads running now, started and retired so far, and the tasks they ran by kind; undefined
+   * when the work runs inline.
+   */
+  requestWorkers(): (ThreadPoolWorkers & { tasks: ThreadPoolStats['offThread'] }) | undefined {
+    return this.#pool instanceof ThreadPool ? { ...this.#pool.workers(), tasks: this.#pool.stats().offThread } : undefined
   }
 
   #started(what: string): { keys: KeyPair; store: PkiStore; session: SessionStore; rootKey: string; publisher: FanoutPublishServer } {
@@ -343,6 +346,8 @@ export class Master {
       startedAt,
     })
     await this.#serve(adapter)
+    // The holders of a kept session key are coming back: their shared keys are derived in batches as they do.
+    if (session !== undefined && session.reused && session.holders > 0) void adapter.warmBoxes(session.heldBy())
     this.#startTimers(timeouts, externalAuth)
   }
 

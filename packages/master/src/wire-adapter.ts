@@ -79,6 +79,9 @@ export function isOperatorRequest(request: WireValue): boolean {
  */
 const MINION_BOXES_KEPT = 131_072
 
+/** Shared keys per worker task when a restarted master derives its fleet's ahead of their requests. */
+const WARM_BATCH = 128
+
 const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous', 'origin'])
 
 function withoutCredentials(load: Record<string, unknown>): Record<string, unknown> {
@@ -115,6 +118,8 @@ export class MasterWireAdapter {
   readonly #files: FileServer | undefined
   readonly #openOptions: { limits?: DecodeLimits }
   readonly #now: () => number
+  readonly #store: PkiStore
+  readonly #crypto: RequestPool
   /** Each allowed clear command (CLEAR_COMMANDS) → its handler; anything else is refused. */
   readonly #clearHandlers: ReadonlyMap<string, ClearHandler>
   /** Each allowed sealed command (SEALED_COMMANDS) → its handler; anything else is refused. */
@@ -134,6 +139,8 @@ export class MasterWireAdapter {
     this.#clearHandlers = new Map(Object.entries(this.#clearTable()))
     this.#sealedHandlers = new Map(Object.entries(this.#sealedTable()))
     const { store, crypto } = options
+    this.#store = store
+    this.#crypto = crypto
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       maxEntries: MINION_BOXES_KEPT,
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -142,6 +149,44 @@ export class MasterWireAdapter {
     this.#service.onKeyChange((change) => {
       if (change.from === 'accepted' || change.act === 'delete') this.#boxes.forget(change.id)
     })
+  }
+
+  /**
+   * Derives the shared keys of minions about to come back (a restarted master's session key holders) ahead of their
+   * requests, `WARM_BATCH` to a worker task: their first check-in or return then waits for its batch instead of
+   * taking a hop to a worker each. Ids no longer accepted are left out; a failure leaves their requests to derive
+   * as before. Resolves once every batch is done.
+   */
+  async warmBoxes(ids: readonly string[]): Promise<void> {
+    const batches: Promise<void>[] = []
+    for (let first = 0; first < ids.length; first += WARM_BATCH) {
+      const looked = await Promise.all(
+        ids.slice(first, first + WARM_BATCH).map(async (id) => ({
+          id,
+          box: await this.#store.acceptedKeys(id).then(
+            (keys) => keys?.box,
+            () => undefined,
+          ),
+        })),
+      )
+      const entries = looked.filter((entry): entry is { id: string; box: Uint8Array } => entry.box !== undefined)
+      if (entries.length === 0) continue
+      const keys = this.#crypto.run(`warm:${first}`, { op: 'box-shared-keys', boxKeys: entries.map((entry) => entry.box) }) as Promise<(Uint8Array | null)[]>
+      entries.forEach(({ id, box }, index) =>
+        this.#boxes.hold(
+          id,
+          box,
+          keys.then((derived) => derived[index] ?? undefined),
+        ),
+      )
+      batches.push(
+        keys.then(
+          () => undefined,
+          () => undefined,
+        ),
+      )
+    }
+    await Promise.all(batches)
   }
 
   /** The transport's RequestHandler. */

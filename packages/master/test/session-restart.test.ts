@@ -5,10 +5,21 @@
  */
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { StaleSessionKeyError } from '@brine/crypt'
 import type { Master } from '../src/index.js'
-import { addressOf, FakeMinion, natsFor, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir, watchSubscribers, type EventLog } from './helpers.js'
+import {
+  addressOf,
+  FakeMinion,
+  natsFor,
+  runCleanups,
+  startMaster,
+  startMasterWithMinions,
+  stopNatsServer,
+  tempDir,
+  watchSubscribers,
+  type EventLog,
+} from './helpers.js'
 
 afterEach(runCleanups)
 afterAll(stopNatsServer)
@@ -122,10 +133,10 @@ describe('a master restarted over a kept session key', () => {
   // Real threads: the built request worker (as a daemon runs it), not the inline pool tests from sources get.
   const workerScript = new URL('../dist/request-worker.js', import.meta.url)
 
-  it('starts its request worker threads as it starts, before any minion comes back; a master with no holders starts none', async () => {
+  it("starts its request worker threads and derives its holders' shared keys as it starts; a master with no holders does neither", async () => {
     const dir = await tempDir()
     const { master } = await startMaster(dir, { transport: 'tcp', auto_accept: true, worker_threads: 2 }, { workerScript })
-    expect(master.requestWorkers()).toEqual({ running: 0, started: 0, retired: 0 })
+    expect(master.requestWorkers()).toEqual({ running: 0, started: 0, retired: 0, tasks: {} })
     const web1 = await FakeMinion.start('tcp', 'web1', addressOf(master), join(dir, 'm-web1'))
     expect(await web1.auth()).toEqual({ ok: true })
     expect(master.sessionStore.holders).toBe(1)
@@ -138,9 +149,11 @@ describe('a master restarted over a kept session key', () => {
     )
     expect(again.sessionStore.reused).toBe(true)
     expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
-    // The minion's first request after the restart is served by those threads: none other starts.
+    // The holders' shared keys are derived in a batch as the master starts, not one task per minion's first request.
+    await vi.waitFor(() => expect(again.requestWorkers()?.tasks['box-shared-keys']).toBe(1), { timeout: 10_000, interval: 20 })
     expect(await web1.sealed({ cmd: '_minion_event', id: 'web1', events: [] })).toMatchObject({ ok: true })
     expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
+    expect(again.requestWorkers()?.tasks['box-shared-key']).toBeUndefined()
   })
 })
 

@@ -122,7 +122,7 @@ describe('request pools', () => {
     expect(pool.workers()).toEqual({ running: 1, started: 1, retired: 0 })
   })
 
-  it('threads: prestart starts every slot\'s thread before any task, the tasks start none other, and idle ones are retired as any', async () => {
+  it("threads: prestart starts every slot's thread before any task, the tasks start none other, and idle ones are retired as any", async () => {
     const master = generateKeys()
     const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit, idleMs: 2000 })
     pools.push(pool)
