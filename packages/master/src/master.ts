@@ -347,7 +347,10 @@ export class Master {
     })
     await this.#serve(adapter)
     // The holders of a kept session key are coming back: their shared keys are derived in batches as they do.
-    if (session !== undefined && session.reused && session.holders > 0) void adapter.warmBoxes(session.heldBy())
+    if (session !== undefined && session.reused && session.holders > 0) {
+      // Only ahead of time: whatever fails here, each minion's own request derives its key as before.
+      adapter.warmBoxes(session.heldBy()).catch((error: unknown) => this.#logger.debug(`box keys of the session key's holders: ${(error as Error).message}`))
+    }
     this.#startTimers(timeouts, externalAuth)
   }
 
