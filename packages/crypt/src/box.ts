@@ -214,6 +214,8 @@ export class MinionBoxes {
   readonly #derive: SharedKeyDerivation
   readonly #boxes: LruMap<string, PeerBox>
   readonly #cache: CryptCache
+  /** Shared keys being derived ahead of a minion's request ({@link hold}), by minion id. */
+  readonly #held = new Map<string, { peerPublicKey: Uint8Array; sharedKey: Promise<Uint8Array | undefined> }>()
 
   constructor(masterBoxSecret: Uint8Array, lookup: AcceptedBoxKeyLookup, options: MinionBoxesOptions = {}) {
     this.#secretKey = masterBoxSecret
@@ -232,10 +234,38 @@ export class MinionBoxes {
       this.#boxes.delete(id)
       throw new MinionNotAcceptedError(id)
     }
-    if (known !== undefined && Buffer.compare(known.peerPublicKey, publicKey) === 0) return known
-    const box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: await this.#derive(id, publicKey), cache: this.#cache })
+    // The box may have been made while the key was looked up (a key derived ahead came in).
+    const kept = known ?? this.#boxes.get(id)
+    if (kept !== undefined && Buffer.compare(kept.peerPublicKey, publicKey) === 0) return kept
+    const held = this.#held.get(id)
+    // A key derived ahead for this very public key (the one accepted now) is used; anything else is derived here.
+    const ahead = held !== undefined && Buffer.compare(held.peerPublicKey, publicKey) === 0 ? await held.sharedKey : undefined
+    const box = new PeerBox({ id, role: 'master', peerPublicKey: publicKey, sharedKey: ahead ?? (await this.#derive(id, publicKey)), cache: this.#cache })
     this.#boxes.set(id, box)
     return box
+  }
+
+  /**
+   * Takes a shared key derived ahead of minion `id`'s next request for `peerPublicKey` (a restarted master derives
+   * its fleet's in a few batches as it starts): that request waits for it instead of deriving its own. It is used
+   * only while `peerPublicKey` is the key accepted for `id` when the request comes; undefined (a failed
+   * derivation) leaves the request to derive as before.
+   */
+  hold(id: string, peerPublicKey: Uint8Array, sharedKey: Promise<Uint8Array | undefined>): void {
+    if (this.#boxes.has(id)) return
+    const entry = { peerPublicKey, sharedKey: sharedKey.catch(() => undefined) }
+    this.#held.set(id, entry)
+    void entry.sharedKey.then((key) => {
+      if (this.#held.get(id) !== entry) return
+      this.#held.delete(id)
+      if (key === undefined || this.#boxes.has(id)) return
+      // Kept as any box is: each request still looks the accepted key up and derives anew if it changed.
+      try {
+        this.#boxes.set(id, new PeerBox({ id, role: 'master', peerPublicKey, sharedKey: key, cache: this.#cache }))
+      } catch {
+        // An id or key the box refuses: the minion's own request derives (and refuses) as before.
+      }
+    })
   }
 
   /**
@@ -255,13 +285,14 @@ export class MinionBoxes {
     return this.#boxes.has(id)
   }
 
-  /** Seals a reply to minion `id` (its key must be accepted). */
-  async seal(id: string, load: WireValue): Promise<SealedMessage> {
-    return (await this.#box(id)).seal(load)
+  /** Seals a reply to minion `id` (its key must be accepted), stamped `now` (the master's clock). */
+  async seal(id: string, load: WireValue, now: number = Date.now()): Promise<SealedMessage> {
+    return (await this.#box(id)).seal(load, now)
   }
 
   /** Drops the cached shared key of `id` (after its key was deleted or rejected). */
   forget(id: string): void {
     this.#boxes.delete(id)
+    this.#held.delete(id)
   }
 }

@@ -147,8 +147,18 @@ export interface SessionStoreOptions extends Omit<ReuseCheck, 'now'> {
   pkiDir: string
   /** The master's clock (default Date.now). */
   now?: () => number
+  /** Least time between the starts of two writes of the file, ms (default {@link SESSION_WRITE_SPACING_MS}). */
+  writeSpacingMs?: number
   logger?: Logger
 }
+
+/**
+ * Least time between two writes of the session file. Each write holds every holder, so a fleet authenticating
+ * (a launch: a thousand `_auth`s over seconds) rewrote it for nearly every minion, each write formatting the
+ * whole list again and syncing it: what arrives within this wait of the last write goes in the next one, and
+ * an `_auth` reply waits for it at most this much longer. A lone `_auth` is written at once.
+ */
+export const SESSION_WRITE_SPACING_MS = 50
 
 /**
  * The master's current session key ({@link SessionKeys}) and its file: opened at start (the key kept or a new
@@ -171,6 +181,10 @@ export class SessionStore {
   #written = 0
   #writing = false
   readonly #waiters: Array<{ version: number; resolve: () => void }> = []
+  readonly #spacingMs: number
+  /** When the last write began (performance.now(): a wall clock the master's tests move must not stretch the wait). */
+  #lastWriteAt = Number.NEGATIVE_INFINITY
+  #writes = 0
 
   private constructor(options: SessionStoreOptions, keys: SessionKeys, madeAt: number, holders: ReadonlyMap<string, string> | undefined) {
     this.#o = options
@@ -180,7 +194,13 @@ export class SessionStore {
     this.keys = keys
     this.reused = holders !== undefined
     this.#madeAt = madeAt
+    this.#spacingMs = Math.max(0, options.writeSpacingMs ?? SESSION_WRITE_SPACING_MS)
     if (holders !== undefined) this.#holders = new Map(holders)
+  }
+
+  /** Writes of the file so far (each names every change made before it began). */
+  get writes(): number {
+    return this.#writes
   }
 
   /** Reads the file and keeps its key if nothing forbids it, else makes a new one; the file is written before this resolves. */
@@ -219,6 +239,11 @@ export class SessionStore {
   /** The minions the current key was handed to. */
   get holders(): number {
     return this.#holders.size
+  }
+
+  /** The ids of the minions the current key was handed to. */
+  heldBy(): string[] {
+    return [...this.#holders.keys()]
   }
 
   /** Replaces the key with one of the next generation (nobody holds it yet) and writes the file; returns the new key at once. */
@@ -276,6 +301,10 @@ export class SessionStore {
   async #writeLoop(): Promise<void> {
     try {
       while (this.#written < this.#version) {
+        const wait = this.#lastWriteAt + this.#spacingMs - performance.now()
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+        this.#lastWriteAt = performance.now()
+        this.#writes++
         const version = this.#version
         const text = formatSessionFile({ session: this.keys.current(), madeAt: this.#madeAt, master: this.#o.master, holders: this.#holders })
         try {

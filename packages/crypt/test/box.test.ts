@@ -126,3 +126,43 @@ describe('sealed minion requests', () => {
     expect(() => master1.open(sealed, { maxAgeMs: 60_000, now: 1_100_000 })).toThrow(DecryptError)
   })
 })
+
+describe('shared keys derived ahead of a minion request (MinionBoxes.hold)', () => {
+  async function counted(): Promise<{ boxes: MinionBoxes; derived: string[] }> {
+    const store = await PkiStore.open(await tempDir())
+    await store.submit('web1', publicKeysOf(web1), { autoAccept: true })
+    await store.submit('web2', publicKeysOf(web2), { autoAccept: true })
+    const derived: string[] = []
+    const boxes = new MinionBoxes(master.box.secretKey, async (id) => (await store.acceptedKeys(id))?.box, {
+      deriveSharedKey: async (id, peerPublicKey) => {
+        derived.push(id)
+        return boxSharedKey(peerPublicKey, master.box.secretKey)
+      },
+    })
+    return { boxes, derived }
+  }
+
+  it('a request waiting for a held key, and one after it is in, open with it: nothing derived per request', async () => {
+    const { boxes, derived } = await counted()
+    let deliver!: (key: Uint8Array) => void
+    boxes.hold('web1', web1.box.publicKey, new Promise((resolve) => (deliver = resolve)))
+    const first = boxes.open(minionBox('web1').seal(ret))
+    deliver(boxSharedKey(web1.box.publicKey, master.box.secretKey))
+    expect((await first).load).toEqual(ret)
+    boxes.hold('web2', web2.box.publicKey, Promise.resolve(boxSharedKey(web2.box.publicKey, master.box.secretKey)))
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(boxes.knows('web2')).toBe(true)
+    expect((await boxes.open(minionBox('web2', web2).seal({ ...ret, id: 'web2' }))).load).toMatchObject({ id: 'web2' })
+    expect(derived).toEqual([])
+  })
+
+  it('a key held for another public key than the accepted one, or one whose derivation failed, is not used: the request derives its own', async () => {
+    const { boxes, derived } = await counted()
+    const stranger = generateKeys()
+    boxes.hold('web1', stranger.box.publicKey, Promise.resolve(boxSharedKey(stranger.box.publicKey, master.box.secretKey)))
+    boxes.hold('web2', web2.box.publicKey, Promise.reject(new Error('worker gone')))
+    expect((await boxes.open(minionBox('web1').seal(ret))).load).toEqual(ret)
+    expect((await boxes.open(minionBox('web2', web2).seal({ ...ret, id: 'web2' }))).load).toMatchObject({ id: 'web2' })
+    expect(derived.sort()).toEqual(['web1', 'web2'])
+  })
+})

@@ -2,7 +2,7 @@ import { chmod, readFile, stat, writeFile } from 'node:fs/promises'
 import { createLogger, type Logger } from '@brine/core'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { fingerprint, generateKeys, PkiStore, publicKeysOf, SESSION_FILE, SessionStore, type PublicKeys } from '../src/index.js'
+import { fingerprint, generateKeys, PkiStore, publicKeysOf, SESSION_FILE, SESSION_WRITE_SPACING_MS, SessionStore, type PublicKeys } from '../src/index.js'
 import { useTempDirs } from './temp-dir.js'
 
 const tempDir = useTempDirs()
@@ -73,6 +73,28 @@ describe('SessionStore: the session key across a restart', () => {
     const written = JSON.parse(await readFile(file, 'utf8')) as { holders: Record<string, string>; gen: number }
     expect(Object.keys(written.holders)).toEqual(['web1'])
     expect(written.gen).toBe(store.keys.current().gen)
+  })
+
+  it('names each minion before handedTo resolves when a fleet authenticates over time, in writes at least the spacing apart', async () => {
+    const ids = Array.from({ length: 60 }, (_, index) => `web${index}`)
+    const { open, file } = await setup(ids)
+    const { store } = await open()
+    const before = store.writes
+    const began = performance.now()
+    // One `_auth` every 2 ms, as a fleet's come in over a launch: each reply waits until the file names its minion.
+    await Promise.all(
+      ids.map(async (id, index) => {
+        await new Promise((resolve) => setTimeout(resolve, index * 2))
+        await store.handedTo(id)
+        const written = JSON.parse(await readFile(file, 'utf8')) as { holders: Record<string, string> }
+        expect(written.holders[id]).toBeDefined()
+      }),
+    )
+    const writes = store.writes - before
+    // Writes begin at least SESSION_WRITE_SPACING_MS apart: at most one per spacing of the time it took, and one more.
+    expect(writes).toBeGreaterThanOrEqual(1)
+    expect(writes).toBeLessThanOrEqual(Math.floor((performance.now() - began) / SESSION_WRITE_SPACING_MS) + 1)
+    expect(Object.keys((JSON.parse(await readFile(file, 'utf8')) as { holders: Record<string, string> }).holders).sort()).toEqual([...ids].sort())
   })
 
   it('makes a new key of the next generation when a holder was deleted while the master was down', async () => {

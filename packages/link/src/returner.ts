@@ -4,6 +4,7 @@
  * minion's box, retried `return_retry_tries` times, acknowledged only by the master's sealed `{ok: true}`. A return that is not acknowledged goes to the spool and is sent
  * again, oldest first, after the next auth or on a timer, and deleted only once acknowledged.
  */
+import type { OpenedMessage } from '@brine/crypt'
 import { SEALED_REFUSALS, type ReturnLoad } from '@brine/protocol'
 import { type RequestClient } from '@brine/transport'
 import { DEFAULT_MAX_FRAME_BYTES, type Logger, type WireValue } from '@brine/core'
@@ -34,12 +35,17 @@ export async function sendSealed(
   options: SealedSendOptions,
 ): Promise<Record<string, unknown>> {
   const reply: WireValue = await client.send(session.box.seal(load, session.time.now()), options)
-  let inner: WireValue
+  let opened: OpenedMessage
   try {
-    inner = session.box.open(reply)
+    opened = session.box.openDetailed(reply)
   } catch (error) {
     throw new NotAcknowledgedError(load.cmd, `the reply does not open as the master's sealed answer (${(error as Error).message})`, { cause: error })
   }
+  // The master sealed its answer at its own time, which its clock has reached: an anchor that lags (its auth reply
+  // was slow to arrive, a thousand minions authenticating at once) catches up here, so what this minion seals next
+  // is not refused as sealed before a master restarted since (a refusal and a second round trip each).
+  session.time.atLeast(opened.timestamp)
+  const inner = opened.load
   const ack = inner as { ok?: unknown; error?: unknown } | null
   if (typeof ack !== 'object' || ack === null || ack.ok !== true) {
     const error = typeof ack === 'object' && ack !== null ? (ack.error as { name?: unknown; message?: unknown } | undefined) : undefined

@@ -4,7 +4,7 @@ import { serializeError, type WireValue } from '@brine/core'
 import type { RequestClient } from '@brine/transport'
 import type { MasterSession, MinionAuth } from '../src/auth.js'
 import { MasterTime } from '../src/master-time.js'
-import { sendSealedFresh } from '../src/returner.js'
+import { sendSealed, sendSealedFresh } from '../src/returner.js'
 
 /**
  * A master restarted a moment ago refuses what was sealed before its start. A minion whose clock anchor lags (its
@@ -62,6 +62,56 @@ describe('sendSealedFresh after a master restart', () => {
     expect(await sendSealedFresh(client, auth, load, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
     expect(stamps).toHaveLength(3)
     expect(guard.stats()).toMatchObject({ applied: 2, stale: 1 })
+  })
+
+  it('catches a lagging anchor up from any sealed answer, so a request after a restart goes through at once', async () => {
+    const minion = generateKeys()
+    const master = generateKeys()
+    const masterBox = new PeerBox({ id: 'web1', role: 'master', secretKey: master.box.secretKey, peerPublicKey: minion.box.publicKey })
+    // The master's clock, and the guard of a master up for a minute (a restart replaces it).
+    let masterNow = 5_000_000
+    let guard = new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, now: () => masterNow, startedAt: masterNow - 60_000 })
+    const stamps: number[] = []
+    const client = {
+      address: 'tcp://127.0.0.1:4506',
+      send: async (request: WireValue): Promise<WireValue> => {
+        const sealed = request as unknown as SealedMessage
+        const { timestamp } = masterBox.openDetailed(sealed)
+        stamps.push(timestamp)
+        try {
+          await guard.run('web1', sealed.nonce, timestamp, async () => {})
+          return masterBox.seal({ ok: true }, masterNow) as unknown as WireValue
+        } catch (error) {
+          return masterBox.seal({ ok: false, error: serializeError(error) as unknown as WireValue }, masterNow) as unknown as WireValue
+        }
+      },
+    } as unknown as RequestClient
+    // The minion's anchor is 3 s behind the master's clock: its auth reply took that long to arrive.
+    let wall = 1_000
+    const time = new MasterTime(masterNow - 3000, { wall: () => wall, monotonic: () => wall })
+    const session = {
+      session: { key: new Uint8Array(32), gen: 1 },
+      box: new PeerBox({ id: 'web1', role: 'minion', secretKey: minion.box.secretKey, peerPublicKey: master.box.publicKey }),
+      time,
+    } as unknown as MasterSession
+    const auth = { current: session, ready: async () => session, refresh: async () => session } as unknown as MinionAuth
+    const load = { cmd: '_return', id: 'web1' }
+
+    expect(await sendSealed(client, session, load, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
+    expect(stamps[0]).toBe(masterNow - 3000)
+    // Caught up with the time the master sealed its answer at, and never beyond it.
+    expect(time.now()).toBe(masterNow)
+
+    // The master restarts 1 s later; the minion checks in 1.5 s after that.
+    masterNow += 1000
+    guard = new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, now: () => masterNow, startedAt: masterNow })
+    masterNow += 1500
+    wall += 2500
+    const checkIn = { cmd: '_minion_event', id: 'web1', events: [] }
+    expect(await sendSealedFresh(client, auth, checkIn, { timeout: 1000, tries: 1 })).toMatchObject({ ok: true })
+    // One request, applied: nothing sealed before the restarted master's start, no refusal, no second round trip.
+    expect(stamps).toHaveLength(2)
+    expect(guard.stats()).toMatchObject({ applied: 1, stale: 0 })
   })
 
   it('moves the anchor only forward', () => {

@@ -81,6 +81,11 @@ export class DemandPool implements RequestPool {
     return { ...this.#threads.stats(), inline: { ...this.#inlineRan } }
   }
 
+  /** Starts every thread now, ahead of a herd known to be coming (a restarted master's session-key holders); tasks go to them from here. */
+  prestart(): void {
+    this.#threads.prestart()
+  }
+
   /** The thread pool's threads: running now, started and retired so far. */
   workers(): ReturnType<ThreadPool['workers']> {
     return this.#threads.workers()

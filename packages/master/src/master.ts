@@ -51,7 +51,7 @@ import { SyndicRegistry } from './syndics.js'
 import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import type { SubmitKey } from './request-worker.js'
-import { InlinePool, ThreadPool, type RequestPool } from './worker-pool.js'
+import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolStats, type ThreadPoolWorkers } from './worker-pool.js'
 import { DemandPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS } from './demand-pool.js'
 import { PublishSealer } from './publish-sealer.js'
 import { masterVersion } from './version.js'
@@ -74,6 +74,11 @@ export interface MasterOptions {
    * from TypeScript sources point it at the package's dist/ to get real threads.
    */
   workerScript?: URL
+  /**
+   * Request tasks within a second that start the worker threads, and session-key holders that start them as a
+   * restarted master starts (default {@link WORKER_START_TASKS}). Tests lower it to see a small fleet as a herd.
+   */
+  workerStartTasks?: number
 }
 
 /** A count config key that must be a positive integer (a bound of 0 would refuse everything). */
@@ -148,6 +153,7 @@ export class Master {
   #externalAuth: ExternalAuth | undefined
   #hashes: PasswordHashPool | undefined
   readonly #workerScript: URL
+  readonly #workerStartTasks: number
   #replayGuard: ReplayGuard | undefined
   #files: FileServer | undefined
   readonly #now: () => number
@@ -166,6 +172,7 @@ export class Master {
     this.#jobs = options.jobs
     this.#now = options.now ?? Date.now
     this.#workerScript = options.workerScript ?? new URL('./request-worker.js', import.meta.url)
+    this.#workerStartTasks = options.workerStartTasks ?? WORKER_START_TASKS
     this.bus = new EventBus({ sockDir: opts.sock_dir, hwm: eventBusHwm(opts.pub_hwm), logger: this.#logger.child('event-bus') })
   }
 
@@ -245,6 +252,15 @@ export class Master {
     return this.#pool?.size ?? 0
   }
 
+  /**
+   * The request worker threads running now, started and retired so far, and the tasks they ran by kind; undefined
+   * when the work runs inline.
+   */
+  requestWorkers(): (ThreadPoolWorkers & { tasks: ThreadPoolStats['offThread'] }) | undefined {
+    const pool = this.#pool
+    return pool instanceof DemandPool || pool instanceof ThreadPool ? { ...pool.workers(), tasks: pool.stats().offThread } : undefined
+  }
+
   #started(what: string): { keys: KeyPair; store: PkiStore; session: SessionStore; rootKey: string; publisher: FanoutPublishServer } {
     if (this.#keys === undefined || this.#store === undefined || this.#session === undefined || this.#rootKey === undefined || this.#publisher === undefined) {
       throw new MasterStateError(`master.${what} is available once start() has resolved; the master is ${this.#state}`, this.#state)
@@ -297,6 +313,9 @@ export class Master {
     await this.bus.start()
     const pool = this.#threads(this.opts.worker_threads, keys, store.submit.bind(store), 'worker_threads')
     this.#pool = pool
+    // A herd of minions holding the kept session key comes back at once: the threads boot while the rest of the start runs.
+    const session = this.#session
+    if (pool instanceof DemandPool && session !== undefined && session.reused && session.holders >= this.#workerStartTasks) pool.prestart()
     const publishServers = await this.#createEndpoints()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
     // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
@@ -336,6 +355,11 @@ export class Master {
       startedAt,
     })
     await this.#serve(adapter)
+    // The holders of a kept session key are coming back: their shared keys are derived in batches as they do.
+    if (session !== undefined && session.reused && session.holders > 0) {
+      // Only ahead of time: whatever fails here, each minion's own request derives its key as before.
+      adapter.warmBoxes(session.heldBy()).catch((error: unknown) => this.#logger.debug(`box keys of the session key's holders: ${(error as Error).message}`))
+    }
     this.#startTimers(timeouts, externalAuth)
   }
 
@@ -517,6 +541,7 @@ export class Master {
       publishPortOf: (transport) => this.#publishPortOf(transport),
       files: parts.files,
       decodeLimits: { maxEntries: opts.max_frame_entries, maxDepth: opts.max_frame_depth },
+      now: this.#now,
       logger: this.#logger,
     })
   }
@@ -684,8 +709,8 @@ export class Master {
       return threads
     }
     // A password hash is worth a thread from the first login; the request crypto only once a herd comes (demand-pool.ts).
-    this.#logger.info(`${key}: ${size} worker threads, started once ${WORKER_START_TASKS} tasks come within ${WORKER_START_WINDOW_MS} ms`)
-    return new DemandPool({ inline: new InlinePool(keys, submit), threads })
+    this.#logger.info(`${key}: ${size} worker threads, started once ${this.#workerStartTasks} tasks come within ${WORKER_START_WINDOW_MS} ms`)
+    return new DemandPool({ inline: new InlinePool(keys, submit), threads, startTasks: this.#workerStartTasks })
   }
 
   /**

@@ -26,6 +26,7 @@ import { serializeError, type SerializedError, type WireValue } from '@brine/cor
 export type WorkerTask =
   | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean; now: number; publishPort: number; sessionTtlMs: number }
   | { op: 'box-shared-key'; boxKey: Uint8Array }
+  | { op: 'box-shared-keys'; boxKeys: Uint8Array[] }
   | { op: 'seal-publish'; encoded: Uint8Array; session: SessionKey }
   | { op: 'bcrypt-compare'; password: string; hash: string }
 
@@ -57,6 +58,15 @@ export class RequestCrypto {
         })
       case 'box-shared-key':
         return boxSharedKey(task.boxKey, this.#keys.box.secretKey, this.#cache)
+      case 'box-shared-keys':
+        // Many minions' at once (a restarted master's fleet): one hop for a batch. A key that cannot be agreed is null.
+        return task.boxKeys.map((boxKey) => {
+          try {
+            return boxSharedKey(boxKey, this.#keys.box.secretKey, this.#cache)
+          } catch {
+            return null
+          }
+        })
       case 'seal-publish':
         return sealEncodedPublish(task.encoded, task.session, this.#keys.sign.secretKey, this.#cache)
       case 'bcrypt-compare':

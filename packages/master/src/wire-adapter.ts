@@ -42,6 +42,11 @@ export interface MasterWireAdapterOptions {
   publishPortOf?: (transport: string) => number | undefined
   /** Answers the sealed file commands (`_serve_file`, `_file_recv`, …); without it they are refused. */
   files?: FileServer
+  /**
+   * The master's clock, ms since the epoch (default Date.now): a sealed answer carries it, and a minion whose
+   * clock anchor lags catches up from it (packages/link, sendSealed).
+   */
+  now?: () => number
   logger?: Logger
 }
 
@@ -73,6 +78,9 @@ export function isOperatorRequest(request: WireValue): boolean {
  * over crypt's default of 16,384: a test.ping's median went from seconds to 32 s). A few hundred bytes each.
  */
 const MINION_BOXES_KEPT = 131_072
+
+/** Shared keys per worker task when a restarted master derives its fleet's ahead of their requests. */
+const WARM_BATCH = 128
 
 const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous', 'origin'])
 
@@ -109,6 +117,9 @@ export class MasterWireAdapter {
   readonly #publishPortOf: (transport: string) => number | undefined
   readonly #files: FileServer | undefined
   readonly #openOptions: { limits?: DecodeLimits }
+  readonly #now: () => number
+  readonly #store: PkiStore
+  readonly #crypto: RequestPool
   /** Each allowed clear command (CLEAR_COMMANDS) → its handler; anything else is refused. */
   readonly #clearHandlers: ReadonlyMap<string, ClearHandler>
   /** Each allowed sealed command (SEALED_COMMANDS) → its handler; anything else is refused. */
@@ -123,10 +134,13 @@ export class MasterWireAdapter {
     this.#guard = options.replayGuard
     this.#publishPortOf = options.publishPortOf ?? (() => undefined)
     this.#files = options.files
+    this.#now = options.now ?? Date.now
     // A Map, not an object's keys: a peer's `cmd` of `constructor` or `__proto__` must find nothing.
     this.#clearHandlers = new Map(Object.entries(this.#clearTable()))
     this.#sealedHandlers = new Map(Object.entries(this.#sealedTable()))
     const { store, crypto } = options
+    this.#store = store
+    this.#crypto = crypto
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       maxEntries: MINION_BOXES_KEPT,
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
@@ -135,6 +149,44 @@ export class MasterWireAdapter {
     this.#service.onKeyChange((change) => {
       if (change.from === 'accepted' || change.act === 'delete') this.#boxes.forget(change.id)
     })
+  }
+
+  /**
+   * Derives the shared keys of minions about to come back (a restarted master's session key holders) ahead of their
+   * requests, `WARM_BATCH` to a worker task: their first check-in or return then waits for its batch instead of
+   * taking a hop to a worker each. Ids no longer accepted are left out; a failure leaves their requests to derive
+   * as before. Resolves once every batch is done.
+   */
+  async warmBoxes(ids: readonly string[]): Promise<void> {
+    const batches: Promise<void>[] = []
+    for (let first = 0; first < ids.length; first += WARM_BATCH) {
+      const looked = await Promise.all(
+        ids.slice(first, first + WARM_BATCH).map(async (id) => ({
+          id,
+          box: await this.#store.acceptedKeys(id).then(
+            (keys) => keys?.box,
+            () => undefined,
+          ),
+        })),
+      )
+      const entries = looked.filter((entry): entry is { id: string; box: Uint8Array } => entry.box !== undefined)
+      if (entries.length === 0) continue
+      const keys = this.#crypto.run(`warm:${first}`, { op: 'box-shared-keys', boxKeys: entries.map((entry) => entry.box) }) as Promise<(Uint8Array | null)[]>
+      entries.forEach(({ id, box }, index) =>
+        this.#boxes.hold(
+          id,
+          box,
+          keys.then((derived) => derived[index] ?? undefined),
+        ),
+      )
+      batches.push(
+        keys.then(
+          () => undefined,
+          () => undefined,
+        ),
+      )
+    }
+    await Promise.all(batches)
   }
 
   /** The transport's RequestHandler. */
@@ -253,7 +305,7 @@ export class MasterWireAdapter {
         `sealed request from minion ${JSON.stringify(id)} refused: ${(error as Error).message}`,
         'sealed requests over the decode bounds',
       )
-      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) })) as unknown as WireValue
+      return (await this.#boxes.seal(id, { ok: false, error: serializeError(error) }, this.#now())) as unknown as WireValue
     }
     // Sealed by an accepted minion's key: its connection is never evicted to make room at a cap.
     context.authenticated?.()
@@ -273,8 +325,8 @@ export class MasterWireAdapter {
       else this.#sealedLog.warning(this.#logger, line, 'refused sealed requests')
       reply = { ok: false, error: serializeError(error) }
     }
-    // Sealed with the key that sealed the request: only its holder can read the answer.
-    return opened.box.seal(reply) as unknown as WireValue
+    // Sealed with the key that sealed the request: only its holder can read the answer. Stamped with the master's clock.
+    return opened.box.seal(reply, this.#now()) as unknown as WireValue
   }
 
   /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */

@@ -265,6 +265,21 @@ export class ThreadPool implements RequestPool {
     )
   }
 
+  /**
+   * Starts every slot's thread now, without waiting for a task. A master restarted over a kept session key calls it as
+   * it starts: its minions come back within a second, each with a request whose crypto needs a worker, and a thread
+   * started by the first of them boots (loads its modules) while the rest queue behind it. Threads given nothing
+   * to do are retired after `idleMs`, as any idle thread is.
+   */
+  prestart(): void {
+    if (this.#closing) return
+    for (const slot of this.#slots) {
+      if (slot.worker !== undefined) continue
+      this.#spawn(slot)
+      slot.idleSince = this.#now()
+    }
+  }
+
   #post(slot: Slot, task: WorkerTask, settle: Settle): void {
     const taskId = this.#nextTask++
     const worker = slot.worker ?? this.#spawn(slot)

@@ -211,7 +211,7 @@ export async function stopNatsServer(): Promise<void> {
 export async function startMaster(
   dir: string,
   overrides: Record<string, unknown>,
-  options: { logger?: Logger; jobs?: MemoryJobStore; workerScript?: URL } = {},
+  options: { logger?: Logger; jobs?: MemoryJobStore; workerScript?: URL; workerStartTasks?: number } = {},
 ): Promise<{ master: Master; events: EventLog }> {
   const master = new Master(await masterConfig(dir, overrides), { jobs: new MemoryJobStore(), ...options })
   cleanups.push(() => master.stop())

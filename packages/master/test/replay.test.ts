@@ -259,6 +259,19 @@ describe.each(TRANSPORTS)('replayed sealed requests over %s', (transport) => {
     expect((await started.publish({ tgt: 'role:web', tgt_type: 'grain', fun: 'test.ping' })).minions).toEqual(['web1'])
   })
 
+  it("stamps its sealed answers with the master's clock, which a minion whose anchor lags catches up from", async () => {
+    const clock = new TestClock()
+    const started = await start(transport, clock)
+    const [web1] = await acceptedMinions(started, 'web1')
+    // The master's clock an hour ahead of this host's: an answer stamped by the host's clock would be an hour behind it.
+    clock.shift += 3_600_000
+    const before = clock.wall()
+    const answer = web1!.box!.openDetailed(await web1!.request.send(web1!.box!.seal({ cmd: '_minion_event', id: 'web1', events: [] }, clock.wall())))
+    expect(answer.load).toMatchObject({ ok: true })
+    expect(answer.timestamp).toBeGreaterThanOrEqual(before)
+    expect(answer.timestamp).toBeLessThanOrEqual(clock.wall())
+  })
+
   it('100 replays of a _minion_event fire no extra event and add nothing to the nonce memory', async () => {
     const clock = new TestClock()
     const started = await start(transport, clock)

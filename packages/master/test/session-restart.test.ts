@@ -5,10 +5,21 @@
  */
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import { StaleSessionKeyError } from '@brine/crypt'
 import type { Master } from '../src/index.js'
-import { FakeMinion, natsFor, runCleanups, startMaster, startMasterWithMinions, stopNatsServer, tempDir, watchSubscribers, type EventLog } from './helpers.js'
+import {
+  addressOf,
+  FakeMinion,
+  natsFor,
+  runCleanups,
+  startMaster,
+  startMasterWithMinions,
+  stopNatsServer,
+  tempDir,
+  watchSubscribers,
+  type EventLog,
+} from './helpers.js'
 
 afterEach(runCleanups)
 afterAll(stopNatsServer)
@@ -115,6 +126,53 @@ describe.each(TRANSPORTS)('a restarted master over %s', (transport) => {
     expect(again.session.gen).toBe(rotated.gen)
     const job = await publishPing(again)
     expect(web1.open(await web1.nthPublish(1))).toMatchObject({ jid: job })
+  })
+})
+
+describe('a master restarted over a kept session key', () => {
+  // Real threads: the built request worker (as a daemon runs it), not the inline pool tests from sources get.
+  const workerScript = new URL('../dist/request-worker.js', import.meta.url)
+
+  it("starts its request worker threads and derives its holders' shared keys as it starts when its holders are a herd; a master with no holders does neither", async () => {
+    const dir = await tempDir()
+    // One holder counts as a herd here (workerStartTasks: 1), so one fake minion stands for the many.
+    const { master } = await startMaster(dir, { transport: 'tcp', auto_accept: true, worker_threads: 2 }, { workerScript, workerStartTasks: 1 })
+    expect(master.requestWorkers()).toEqual({ running: 0, started: 0, retired: 0, tasks: {} })
+    const web1 = await FakeMinion.start('tcp', 'web1', addressOf(master), join(dir, 'm-web1'))
+    expect(await web1.auth()).toEqual({ ok: true })
+    expect(master.sessionStore.holders).toBe(1)
+    await master.stop()
+    const { opts } = master
+    const { master: again } = await startMaster(
+      dir,
+      { transport: 'tcp', auto_accept: true, worker_threads: 2, publish_port: opts.publish_port, ret_port: opts.ret_port },
+      { workerScript, workerStartTasks: 1 },
+    )
+    expect(again.sessionStore.reused).toBe(true)
+    expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
+    // The holders' shared keys are derived in a batch as the master starts, not one task per minion's first request.
+    await vi.waitFor(() => expect(again.requestWorkers()?.tasks['box-shared-keys']).toBe(1), { timeout: 10_000, interval: 20 })
+    expect(await web1.sealed({ cmd: '_minion_event', id: 'web1', events: [] })).toMatchObject({ ok: true })
+    expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
+    expect(again.requestWorkers()?.tasks['box-shared-key']).toBeUndefined()
+  })
+
+  it('leaves its threads unstarted when its holders are fewer than a herd: a few minions coming back cost no thread boot', async () => {
+    const dir = await tempDir()
+    const { master } = await startMaster(dir, { transport: 'tcp', auto_accept: true, worker_threads: 2 }, { workerScript })
+    const web1 = await FakeMinion.start('tcp', 'web1', addressOf(master), join(dir, 'm-web1'))
+    expect(await web1.auth()).toEqual({ ok: true })
+    await master.stop()
+    const { opts } = master
+    const { master: again } = await startMaster(
+      dir,
+      { transport: 'tcp', auto_accept: true, worker_threads: 2, publish_port: opts.publish_port, ret_port: opts.ret_port },
+      { workerScript },
+    )
+    expect(again.sessionStore.reused).toBe(true)
+    expect(again.sessionStore.holders).toBe(1)
+    expect(await web1.sealed({ cmd: '_minion_event', id: 'web1', events: [] })).toMatchObject({ ok: true })
+    expect(again.requestWorkers()).toMatchObject({ running: 0, started: 0 })
   })
 })
 

@@ -122,6 +122,21 @@ describe('request pools', () => {
     expect(pool.workers()).toEqual({ running: 1, started: 1, retired: 0 })
   })
 
+  it("threads: prestart starts every slot's thread before any task, the tasks start none other, and idle ones are retired as any", async () => {
+    const master = generateKeys()
+    const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit, idleMs: 2000 })
+    pools.push(pool)
+    pool.prestart()
+    expect(pool.workers()).toEqual({ running: 2, started: 2, retired: 0 })
+    pool.prestart()
+    const minions = ['web1', 'web2', 'web3', 'web4'].map((id) => ({ id, keys: generateKeys() }))
+    for (const { id, keys } of minions) {
+      expect(await pool.run(id, { op: 'box-shared-key', boxKey: keys.box.publicKey })).toEqual(boxSharedKey(master.box.publicKey, keys.box.secretKey))
+    }
+    expect(pool.workers()).toEqual({ running: 2, started: 2, retired: 0 })
+    await vi.waitFor(() => expect(pool.workers()).toEqual({ running: 0, started: 2, retired: 2 }), { timeout: 20_000, interval: 50 })
+  })
+
   it("threads: bounds each worker's young generation", async () => {
     const pool = new ThreadPool({ size: 2, script, masterKeys: generateKeys(), submit })
     pools.push(pool)
