@@ -114,7 +114,11 @@ describe('brine-master and brine-minion', () => {
 
     const minion = fakeDaemon<MinionConfig>()
     const stopMinion = new AbortController()
-    const minionRun = runMinion(['-c', dir, '--root-dir', dir, '--id', 'web1'], memoryIO({ signal: stopMinion.signal }), { load: minion.load, setV8Flags, heapGovernor })
+    const minionRun = runMinion(['-c', dir, '--root-dir', dir, '--id', 'web1'], memoryIO({ signal: stopMinion.signal }), {
+      load: minion.load,
+      setV8Flags,
+      heapGovernor,
+    })
     await deadline(minion.record.started.promise, 5000, 'the minion to start')
     stopMinion.abort()
     expect(await deadline(minionRun, 5000, 'the minion to stop')).toBe(0)
