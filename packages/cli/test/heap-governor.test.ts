@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { HEAP_PRESSURE_GROWING_PERCENT, HEAP_PRESSURE_HIGH_BYTES, HEAP_PRESSURE_LOW_BYTES, HeapGovernor } from '../src/heap-governor.js'
 
@@ -61,4 +63,37 @@ describe('HeapGovernor', () => {
     expect(governor.check()).toBe(false)
     expect(set).toEqual([10, 100])
   })
+})
+
+/**
+ * A process that keeps a live set and churns objects that live long enough to be promoted (its young generation held
+ * small), with the old generation's growth set at run time as the governor sets it: its old space's largest size.
+ */
+const CHURN = `
+const v8 = require('node:v8')
+v8.setFlagsFromString('--heap-growing-percent=' + process.argv[1])
+const oldSpace = () => v8.getHeapSpaceStatistics().find((space) => space.space_name === 'old_space').space_size
+const live = []
+for (let i = 0; i < 100000; i++) live.push({ i, name: 'live' + i, pair: [i, i] })
+const ring = new Array(20000)
+let largest = 0
+for (let k = 0; k < 800000; k++) {
+  ring[k % ring.length] = { k, name: 'garbage' + k, one: [k] }
+  if (k % 5000 === 0) largest = Math.max(largest, oldSpace())
+}
+process.stdout.write(String(live.length === 100000 ? largest : -1))
+`
+
+async function largestOldSpace(percent: number): Promise<number> {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--max-semi-space-size=1', '-e', CHURN, String(percent)], { timeout: 60_000 })
+  return Number(stdout)
+}
+
+describe('the share the governor sets', () => {
+  it('bounds the old generation of a running process: under the same churn it peaks lower at the tight share than at the relaxed one', async () => {
+    const [relaxed, tight] = await Promise.all([largestOldSpace(150), largestOldSpace(HEAP_PRESSURE_GROWING_PERCENT)])
+    expect(relaxed).toBeGreaterThan(0)
+    expect(tight).toBeGreaterThan(0)
+    expect(tight).toBeLessThan(relaxed * 0.8)
+  }, 120_000)
 })
