@@ -4,8 +4,9 @@ import type { Logger } from '@brine/core'
  * The master's old generation under memory pressure. V8 collects the old generation once it has grown a set share
  * past what survived the previous full collection; the master sets that share to 150 % (`MASTER_HEAP_GROWING_PERCENT`),
  * which costs little CPU while a load runs, but through a burst of returns it multiplies whatever is live then (the
- * requests in flight, the bus readers' queues, the job cache's index) by 2.5, and most of the burst's peak was
- * that garbage. So the share is a function of the process's resident size: past {@link HEAP_PRESSURE_HIGH_BYTES} V8
+ * requests in flight, the bus readers' queues, the job cache's index) by 2.5, and V8 keeps the pages a collection
+ * frees for its next allocations until a memory-reducing collection, so the process stays as large as its heap has
+ * been. So the share is a function of the process's resident size: past {@link HEAP_PRESSURE_HIGH_BYTES} V8
  * collects at {@link HEAP_PRESSURE_GROWING_PERCENT} past what is live, and once the size is back under
  * {@link HEAP_PRESSURE_LOW_BYTES} (the load over, the idle collection done) at the relaxed share again. Full
  * collections come more often while it is tight, most of their marking concurrent; nothing is refused or dropped.
@@ -37,7 +38,7 @@ export const HEAP_PRESSURE_HIGH_BYTES = 208 * 1024 * 1024
 export const HEAP_PRESSURE_LOW_BYTES = 176 * 1024 * 1024
 /** The old generation's growth past what is live while under pressure, %. */
 export const HEAP_PRESSURE_GROWING_PERCENT = 25
-/** How often the governor looks (ms): a burst grows the master by tens of MiB a second. */
+/** How often the governor looks (ms): often enough that a burst cannot grow the heap far past the mark before it does. */
 export const HEAP_PRESSURE_CHECK_EVERY_MS = 250
 
 export class HeapGovernor {

@@ -81,9 +81,9 @@ const handleOf = (socket: Socket): ReadingHandle | undefined => (socket as unkno
 
 /**
  * Stops the socket's reads from the kernel now. `socket.pause()` alone stops only the stream's flow: the socket
- * goes on reading until its readable buffer holds its high-water mark (64 KiB, plus the read that crossed it), so
- * a request server holding 1,000 connections past its in-flight bound still took in up to 64 MiB more (a burst's
- * returns, 53 MiB of socket reads at the master's peak). This is what `pause()` itself does for a socket made
+ * goes on reading until its readable buffer holds its high-water mark (plus the read that crossed it), so a request
+ * server holding many connections past its in-flight bound still took in that much more from each of them, which
+ * the bound was meant to leave in the kernel and the peers. This is what `pause()` itself does for a socket made
  * with `onread`; {@link startHandleReads} undoes it.
  */
 export function stopHandleReads(socket: Socket): void {
