@@ -59,7 +59,9 @@ describe('brine-master and brine-minion', () => {
     }
     const master = fakeDaemon<MasterConfig>({ onStart: () => flags.push('started') })
     const controller = new AbortController()
-    const running = runMaster(['-c', dir, '--root-dir', dir], memoryIO({ signal: controller.signal }), { load: master.load, setV8Flags })
+    // The governor's own flags (the test process's resident size decides them) are the next test's.
+    const heapGovernor = () => ({ start: () => {}, stop: () => {} })
+    const running = runMaster(['-c', dir, '--root-dir', dir], memoryIO({ signal: controller.signal }), { load: master.load, setV8Flags, heapGovernor })
     await deadline(master.record.started.promise, 5000, 'the master to start')
     controller.abort()
     expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
@@ -77,6 +79,50 @@ describe('brine-master and brine-minion', () => {
     expect(heapGrowthFlag('master', ['--heap_growing_percent', '50'])).toBeUndefined()
     expect(heapGrowthFlag('master', ['--heap-growing-percentage=5', '--max-old-space-size=4096'])).toBe(`--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`)
     expect(heapGrowthFlag('syndic', [])).toBeUndefined()
+  })
+
+  it('the master governs its heap growth from the share it set, through the same flag setter, while it runs; a minion does not', async () => {
+    const steps: string[] = []
+    const setV8Flags = (value: string): void => {
+      steps.push(value)
+    }
+    const heapGovernor = (setGrowingPercent: (percent: number) => void, relaxedPercent: number) => {
+      steps.push(`governor from ${relaxedPercent}`)
+      return {
+        start: () => {
+          steps.push('governor started')
+          setGrowingPercent(25)
+        },
+        stop: () => steps.push('governor stopped'),
+      }
+    }
+    const master = fakeDaemon<MasterConfig>({ onStart: () => steps.push('master started') })
+    const controller = new AbortController()
+    const running = runMaster(['-c', dir, '--root-dir', dir], memoryIO({ signal: controller.signal }), { load: master.load, setV8Flags, heapGovernor })
+    await deadline(master.record.started.promise, 5000, 'the master to start')
+    controller.abort()
+    expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
+    expect(steps).toEqual([
+      'master started',
+      `--heap-growing-percent=${MASTER_HEAP_GROWING_PERCENT}`,
+      `governor from ${MASTER_HEAP_GROWING_PERCENT}`,
+      'governor started',
+      '--heap-growing-percent=25',
+      WORKER_HEAP_FLAG,
+      'governor stopped',
+    ])
+
+    const minion = fakeDaemon<MinionConfig>()
+    const stopMinion = new AbortController()
+    const minionRun = runMinion(['-c', dir, '--root-dir', dir, '--id', 'web1'], memoryIO({ signal: stopMinion.signal }), {
+      load: minion.load,
+      setV8Flags,
+      heapGovernor,
+    })
+    await deadline(minion.record.started.promise, 5000, 'the minion to start')
+    stopMinion.abort()
+    expect(await deadline(minionRun, 5000, 'the minion to stop')).toBe(0)
+    expect(steps).toHaveLength(7)
   })
 
   it('the master starts its idle collector once started and stops it as it stops; a minion has none', async () => {

@@ -100,6 +100,34 @@ describe('FramedConnection', () => {
     expect(connection.queuedBytes).toBe(connection.queued * (small.length + QUEUED_MESSAGE_COST))
   })
 
+  it("holdReading takes nothing more from the socket while held (not even a readable buffer's worth of it), and every frame arrives once resumed", async () => {
+    const { writer, received, server, reader } = await socketPair()
+    cleanup.push(async () => {
+      writer.destroy()
+      await reader.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    })
+    const frames = Array.from({ length: 4000 }, (_, index) => frame(encode({ index, pad: 'p'.repeat(1000) })))
+    const total = frames.reduce((sum, each) => sum + each.length, 0)
+    reader.holdReading(true)
+    const before = reader.bytesReceived
+    for (const each of frames) writer.write(each)
+    // The kernel took some of it: from here every turn of the loop would read it, were the socket reading.
+    await until(() => writer.writableLength < total, 'the kernel taking the first bytes')
+    for (let turn = 0; turn < 50; turn++) await new Promise((resolve) => setImmediate(resolve))
+    expect(reader.socket.readableLength).toBe(0)
+    expect(reader.bytesReceived).toBe(before)
+    expect(received).toEqual([])
+    reader.holdReading(false, 0)
+    await until(() => received.length >= frames.length, `${frames.length} frames after the hold`)
+    expect(received.map((body) => (body as { index: number }).index)).toEqual(frames.map((_, index) => index))
+    // Held and resumed again mid-stream: still nothing lost.
+    reader.holdReading(true)
+    writer.write(Buffer.concat(frames.slice(0, 10)))
+    reader.holdReading(false, 0)
+    await until(() => received.length >= frames.length + 10, 'the 10 frames after a second hold')
+  })
+
   it('coalesce: what the socket took from a batch and has not sent counts against the byte bound of the next turns', async () => {
     const bound = 8 * 1024 * 1024
     const { connection } = await coalescingWriter(1_000_000, { maxQueuedBytes: bound, stalled: true })

@@ -19,6 +19,7 @@ import {
   chownPath,
   chownTree,
   heapGrowthFlag,
+  MASTER_HEAP_GROWING_PERCENT,
   makeDaemonDir,
   workerHeapFlag,
   removePidfile,
@@ -27,7 +28,8 @@ import {
   writePidfile,
   type RunAs,
 } from '../daemon-process.js'
-import { processIdleCollector } from '../idle-collector.js'
+import { fullGc, processIdleCollector } from '../idle-collector.js'
+import { HeapGovernor } from '../heap-governor.js'
 import { runCheckConfig } from './check-config.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
@@ -44,6 +46,11 @@ export interface DaemonDeps<C> {
   setV8Flags?: (flags: string) => void
   /** The master's collector after a load (default: {@link processIdleCollector}); the other daemons have none. */
   idleCollector?: (logger: Logger) => { start(): void; stop(): void }
+  /**
+   * The master's old-generation growth under memory pressure, given the setter of `--heap-growing-percent` and the
+   * share it set (default: a {@link HeapGovernor} over this process); only when the master set the share itself.
+   */
+  heapGovernor?: (setGrowingPercent: (percent: number) => void, relaxedPercent: number, logger: Logger) => { start(): void; stop(): void }
 }
 
 type Role = 'master' | 'minion' | 'syndic'
@@ -224,7 +231,7 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   const pidfile = typeof opts.pidfile === 'string' && opts.pidfile !== '' ? opts.pidfile : undefined
   const onHangup = (): void => logging.reopen()
   let daemon: Daemon | undefined
-  let collector: { start(): void; stop(): void } | undefined
+  let memory: MemoryKeeping | undefined
   /** Directories created here (for the pidfile, and for a daemon that switches users), given to its user once it has started. */
   const created: string[] = []
   try {
@@ -234,18 +241,12 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
     // The master opens the job cache master_job_cache names (local_cache or postgres) itself.
     daemon = new Daemon(opts as C, { logger })
     await daemon.start()
-    // Set once started: a V8 flag changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it.
-    const heapFlag = heapGrowthFlag(role, process.execArgv)
-    if (heapFlag !== undefined) (deps.setV8Flags ?? v8.setFlagsFromString)(heapFlag)
-    const workerFlag = workerHeapFlag(role)
-    if (workerFlag !== undefined) (deps.setV8Flags ?? v8.setFlagsFromString)(workerFlag)
-    if (role === 'master') collector = (deps.idleCollector ?? processIdleCollector)(logger.child('memory'))
-    collector?.start()
+    memory = startMemoryKeeping(role, deps, logger)
     if (runAs !== undefined) becomeUser(runAs, opts, created, logging, pidfile, logger)
   } catch (error) {
     io.stderr.write(`${name}: cannot start: ${(error as Error).message}\n`)
     // A half-started daemon must not keep ports or sockets.
-    collector?.stop()
+    memory?.stop()
     await daemon?.stop().catch(() => {})
     if (pidfile !== undefined) removePidfile(pidfile, logger)
     logging.close()
@@ -256,7 +257,7 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   logger.info(`${name} started (transport ${String(opts.transport)}, id ${String(opts.id)}, pid ${process.pid})`)
   await aborted(io.signal)
   logger.info(`${name} stopping`)
-  collector?.stop()
+  memory?.stop()
   let code = EXIT_OK
   try {
     await daemon.stop()
@@ -268,6 +269,42 @@ export async function runDaemon<C>(role: Role, argv: readonly string[], io: Comm
   if (pidfile !== undefined) removePidfile(pidfile, logger)
   logging.close()
   return code
+}
+
+/** What keeps a started daemon's memory in bounds, stopped as it stops. */
+interface MemoryKeeping {
+  stop(): void
+}
+
+/**
+ * Sets a started daemon's V8 flags and starts what keeps the master's memory in bounds: its old generation's growth
+ * (and the governor that tightens it under pressure), its workers' young generation, its collector after a load.
+ * Set once started: a V8 flag changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it.
+ */
+function startMemoryKeeping<C>(role: Role, deps: DaemonDeps<C>, logger: Logger): MemoryKeeping {
+  const setV8Flags = deps.setV8Flags ?? v8.setFlagsFromString
+  const running: Array<{ stop(): void }> = []
+  const heapFlag = heapGrowthFlag(role, process.execArgv)
+  if (heapFlag !== undefined) {
+    setV8Flags(heapFlag)
+    const setGrowingPercent = (percent: number): void => setV8Flags(`--heap-growing-percent=${percent}`)
+    const governor = (deps.heapGovernor ?? processHeapGovernor)(setGrowingPercent, MASTER_HEAP_GROWING_PERCENT, logger.child('memory'))
+    governor.start()
+    running.push(governor)
+  }
+  const workerFlag = workerHeapFlag(role)
+  if (workerFlag !== undefined) setV8Flags(workerFlag)
+  if (role === 'master') {
+    const collector = (deps.idleCollector ?? processIdleCollector)(logger.child('memory'))
+    collector.start()
+    running.push(collector)
+  }
+  return { stop: () => running.reverse().forEach((each) => each.stop()) }
+}
+
+/** The master's governor over this process's resident size. */
+function processHeapGovernor(setGrowingPercent: (percent: number) => void, relaxedPercent: number, logger: Logger): HeapGovernor {
+  return new HeapGovernor({ rssBytes: () => process.memoryUsage.rss(), setGrowingPercent, relaxedPercent, collect: fullGc(), logger })
 }
 
 /** The directories a daemon writes to while it runs. */

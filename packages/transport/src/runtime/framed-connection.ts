@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import type { AdmittedPeer, PendingHolder } from './admission.js'
-import { BoundedQueue, type FrameTooLargeError, FrameReader, type StreamReader } from '@brine/core'
+import { BoundedQueue, type FrameTooLargeError, FrameReader, type StreamReader, TransportError } from '@brine/core'
 
 export interface FramedConnectionHandlers {
   /** One whole frame body; it may be a view into a chunk, so copy it to keep it past the call. */
@@ -68,6 +68,45 @@ const sizeOf = (data: Outgoing): number => {
   let size = QUEUED_MESSAGE_COST
   for (const part of data as readonly Buffer[]) size += part.length
   return size
+}
+
+/** The native handle under a net.Socket, as far as reading goes (Node's own `_handle`; absent once closed). */
+interface ReadingHandle {
+  reading?: boolean
+  readStart?: () => number
+  readStop?: () => number
+}
+
+const handleOf = (socket: Socket): ReadingHandle | undefined => (socket as unknown as { _handle?: ReadingHandle | null })._handle ?? undefined
+
+/**
+ * Stops the socket's reads from the kernel now. `socket.pause()` alone stops only the stream's flow: the socket
+ * goes on reading until its readable buffer holds its high-water mark (plus the read that crossed it), so a request
+ * server holding many connections past its in-flight bound still took in that much more from each of them, which
+ * the bound was meant to leave in the kernel and the peers. This is what `pause()` itself does for a socket made
+ * with `onread`; {@link startHandleReads} undoes it.
+ */
+export function stopHandleReads(socket: Socket): void {
+  const handle = handleOf(socket)
+  if (socket.destroyed || handle?.reading !== true || typeof handle.readStop !== 'function') return
+  handle.reading = false
+  handle.readStop()
+}
+
+/**
+ * Starts the socket's reads again after {@link stopHandleReads}. Needed besides `resume()`: the stream asks for
+ * more (and its socket starts reading) only when no read of its own is pending, and one that was pending when the
+ * reads stopped would wait forever.
+ */
+export function startHandleReads(socket: Socket): void {
+  const handle = handleOf(socket)
+  if (socket.destroyed || socket.connecting || handle === undefined || handle.reading === true || typeof handle.readStart !== 'function') return
+  handle.reading = true
+  const status = handle.readStart()
+  if (status < 0) {
+    const peer = peerOf(socket)
+    socket.destroy(new TransportError(`connection from ${peer} could not read again (libuv status ${status})`, { peer }))
+  }
 }
 
 /** The host of a `host:port` (or `[v6]:port`) peer name, as {@link peerOf} writes it. */
@@ -215,12 +254,14 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     if (this.isClosed) return
     if (held) {
       this.socket.pause()
+      stopHandleReads(this.socket)
       return
     }
     this.openedAt += heldFor
     this.lastProgress += heldFor
     if (this.frameStartedAt !== undefined) this.frameStartedAt += heldFor
     this.socket.resume()
+    startHandleReads(this.socket)
   }
 
   /** True while a frame has begun and not ended. */
