@@ -94,24 +94,28 @@ export class IdleCollector {
   }
 }
 
-/**
- * V8's memory-reducing full collection, without exposing `gc` to the process's own code: the flag is set, and
- * the function taken from a fresh context, where V8 installs it. Set once the daemon has started (a V8 flag
- * changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it).
- */
-export function memoryReducingGc(): () => void {
-  setFlagsFromString('--expose-gc')
-  const gc = runInNewContext('gc') as (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void
-  return () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
-}
+/** Options of V8's `gc`, as `--expose-gc` gives it. */
+type GcOptions = { type: 'major'; execution: 'sync' | 'async'; flavor?: 'last-resort' }
 
 /**
- * V8's regular full collection, taken as {@link memoryReducingGc} takes its own, started from a task of its own rather
- * than inside the caller's turn of the event loop.
+ * V8's `gc`, without exposing it to the process's own code: the flag is set, and the function taken from a fresh
+ * context, where V8 installs it. Taken once the daemon has started (a V8 flag changed earlier makes V8 refuse Node's
+ * compiled-code cache for every module loaded after it).
  */
-export function fullGc(): () => void {
+function hiddenGc(): (options: GcOptions) => void | Promise<void> {
   setFlagsFromString('--expose-gc')
-  const gc = runInNewContext('gc') as (options: { type: 'major'; execution: 'async' }) => Promise<void>
+  return runInNewContext('gc') as (options: GcOptions) => void | Promise<void>
+}
+
+/** V8's memory-reducing full collection, run in the caller's turn. */
+export function memoryReducingGc(): () => void {
+  const gc = hiddenGc()
+  return () => void gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+}
+
+/** V8's regular full collection, started from a task of its own rather than inside the caller's turn of the event loop. */
+export function fullGc(): () => void {
+  const gc = hiddenGc()
   return () => void gc({ type: 'major', execution: 'async' })
 }
 
