@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # npm test: everything the project checks, shaped for two cores (docs/development.md, Tests).
-#   1. the build, and beside it what needs no build: lint, typecheck (it reads the sources) and the services;
-#   2. vitest on Node 24 (every project) and, beside it, the Node 22 run (scripts/test-node22.sh): the e2e files
-#      spend much of their time waiting for processes, timers and disks, and the Node 22 run's unit files fill it.
-# Each step's output is kept in a log under .tmp/test/ and printed when the step ends, so the two runs never
+#   1. what the tests stand on: the build (skipped when every dist/ is newer than its sources) and the services;
+#   2. vitest on Node 24 (every project) and, beside it, the Node 22 run (scripts/test-node22.sh), the lint and the
+#      typecheck (both read the sources only): the e2e files spend part of their time waiting for processes, timers
+#      and disks, and the steps beside them fill it.
+# Each step's output is kept in a log under .tmp/test/ and printed when the step ends, so the runs never
 # interleave their lines; the exit code is the first failure's.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,14 +37,14 @@ finish() {
   [ "$failed" = 0 ] || exit "$failed"
 }
 
-start lint npm run --silent lint
-start typecheck npm run --silent typecheck
 start services npm run --silent services
 start build node scripts/quiet-build.mjs
 finish
 
-# Node 24 in the foreground, Node 22 beside it with its log printed at the end.
+# Node 24 in the foreground; the Node 22 run, the lint and the typecheck beside it, their logs printed at the end.
 start node22 bash scripts/test-node22.sh
+start lint npm run --silent lint
+start typecheck npm run --silent typecheck
 code=0
 npx vitest run || code=$?
 finish
