@@ -78,3 +78,33 @@ describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) =>
     expect(await readFile(dest, 'utf8')).toBe(`served /${transport}.txt`)
   })
 })
+
+describe('the compile cache of a master that gives up root', () => {
+  const startFleets = useSharedFleets()
+
+  it('is written before it switches to its user, so its next start loads its modules from it', async () => {
+    const cache = await mkdtemp(join(tmpdir(), 'brine-cc-'))
+    const saved = { XDG_CACHE_HOME: process.env.XDG_CACHE_HOME, NODE_DEBUG_NATIVE: process.env.NODE_DEBUG_NATIVE }
+    // Root's own cache directory, as root's ~/.cache: mode 0700, which the user cannot write into.
+    Object.assign(process.env, { XDG_CACHE_HOME: cache, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' })
+    try {
+      const startMaster = async (): Promise<string> => {
+        const fleet = await startFleets({ minions: [], transports: ['tcp'], masterConfig: { user: 'nobody' }, rootMode: 0o755 })
+        await fleet.master.waitForOutput(/running as user nobody/, 30_000)
+        expect(await fleet.master.stop('SIGTERM')).toEqual({ code: 0, signal: null })
+        return fleet.master.stderr
+      }
+      const first = await startMaster()
+      expect(first.split('\n').filter((line) => line.startsWith('[compile cache]') && line.includes('permission denied'))).toEqual([])
+      const second = await startMaster()
+      // Node 24 says "code cache for ESM <path> was accepted", Node 22 "cache for <url> was accepted".
+      expect(second).toMatch(/cache for (?:ESM )?\S*\/packages\/master\/dist\/\S* was accepted/)
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name]
+        else process.env[name] = value
+      }
+      await rm(cache, { recursive: true, force: true })
+    }
+  })
+})
