@@ -359,8 +359,9 @@ export class Fleet {
     const reconnected = this.events?.nextConnection?.()
     const args = ['-c', this.masterConfigDir, '-l', 'info']
     const prefix = this.options.masterPrefix
-    // Started with Node here, the master gets its runtime's flags at once instead of re-executing itself into them.
-    const start = await daemonStart('brine-master', this.options.nodeArgs)
+    // Started with Node here, the master gets its runtime's flags at once instead of re-executing itself into them; an
+    // installed command is run as a user runs it, and re-executes by itself.
+    const start = this.options.binDir === undefined ? await daemonStart('brine-master', this.options.nodeArgs) : NO_RUNTIME
     if (prefix === undefined || prefix.length === 0) {
       this.master = this.spawnBin('brine-master', 'brine-master', args, start)
     } else {
@@ -368,7 +369,7 @@ export class Fleet {
         this.options.binDir === undefined
           ? [process.execPath, ...start.nodeArgs, ...(this.options.nodeArgs ?? []), binPath('brine-master')]
           : [join(this.options.binDir, 'brine-master')]
-      const env = this.options.binDir === undefined ? { ...process.env, ...start.vars } : undefined
+      const env = { ...process.env, ...start.vars }
       this.master = DaemonProcess.spawn('brine-master', prefix[0]!, [...prefix.slice(1), ...command, ...args], { env })
       if (this.master.pid > 0) this.spawnedPids.push(this.master.pid)
     }
@@ -540,7 +541,6 @@ export class Fleet {
 
   /** Starts one of the brine* commands as a daemon of this fleet: the installed one with `binDir`, else the one of the `@brine/cli` package the harness resolves ({@link binPath}). */
   spawnBin(name: string, bin: string, args: readonly string[], start: DaemonStart = NO_RUNTIME): DaemonProcess {
-    // An installed command is run as a user runs it; its launcher re-executes into its runtime by itself.
     if (this.options.binDir === undefined) return this.spawnNode(name, binPath(bin), args, start)
     const daemon = DaemonProcess.spawn(name, join(this.options.binDir, bin), args)
     if (daemon.pid > 0) this.spawnedPids.push(daemon.pid)
