@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -22,22 +22,47 @@ function processOf(pid: number): { argv: string[]; env: string[] } {
 let server: Server
 let base: string
 let dir: string
+/** A module every daemon of the fleets here imports first, which logs its process's pid at each start of Node. */
+let startHook: string
+let startLog: string
+let savedNodeOptions: string | undefined
 
 beforeAll(async () => {
   server = createServer((request, response) => response.end(`served ${request.url}`))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   dir = await mkdtemp(join(tmpdir(), 'brine-runtime-'))
+  startLog = join(dir, 'starts.log')
+  startHook = join(dir, 'start-hook.mjs')
+  // Worker threads run the --import modules too; only a process's main thread is a start of Node.
+  await writeFile(
+    startHook,
+    `import { appendFileSync } from 'node:fs'\nimport { isMainThread } from 'node:worker_threads'\n` +
+      `if (isMainThread) appendFileSync(${JSON.stringify(startLog)}, process.pid + '\\n')\n`,
+  )
+  // Through NODE_OPTIONS, so the daemons' command lines stay as the harness gives them.
+  savedNodeOptions = process.env.NODE_OPTIONS
+  process.env.NODE_OPTIONS = `${savedNodeOptions ?? ''} --import ${startHook}`.trim()
 })
 
+/** How many times Node started in the process `pid` (an execve starts it again under the same pid). */
+async function nodeStarts(pid: number): Promise<number> {
+  return (await readFile(startLog, 'utf8')).split('\n').filter((line) => line === String(pid)).length
+}
+
 afterAll(async () => {
+  if (savedNodeOptions === undefined) delete process.env.NODE_OPTIONS
+  else process.env.NODE_OPTIONS = savedNodeOptions
   await new Promise<void>((resolve) => server.close(() => resolve()))
   await rm(dir, { recursive: true, force: true })
 })
 
 describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) => {
-  it('the master re-executed itself (same pid) with its flags, the minion set its own as it ran; the minion still fetches over HTTP', async () => {
+  it('the harness started the master with its flags (one start of Node), the minion set its own as it ran; the minion still fetches over HTTP', async () => {
     const fleet = await startFleet({ minions: [{ id: 'rt1', transport }] })
+    // The harness passed the master's runtime as it started it, so the master's launcher had nothing to re-execute into.
+    expect(await nodeStarts(fleet.master.pid)).toBe(1)
+    expect(await nodeStarts(fleet.minions.get('rt1')!.pid)).toBe(1)
     const master = processOf(fleet.master.pid)
     expect(master.argv.slice(1, 2)).toEqual(['--max-semi-space-size=8'])
     expect(master.argv[2]).toMatch(/brine-master\.js$/)
@@ -51,5 +76,35 @@ describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) =>
     const got = await fleet.run('brine', ['rt1', 'cp.get_url', `${base}/${transport}.txt`, dest, '--out', 'json', '--static'])
     expect(json(got.stdout)).toEqual({ rt1: dest })
     expect(await readFile(dest, 'utf8')).toBe(`served /${transport}.txt`)
+  })
+})
+
+describe('the compile cache of a master that gives up root', () => {
+  const startFleets = useSharedFleets()
+
+  it('is written before it switches to its user, so its next start loads its modules from it', async () => {
+    const cache = await mkdtemp(join(tmpdir(), 'brine-cc-'))
+    const saved = { XDG_CACHE_HOME: process.env.XDG_CACHE_HOME, NODE_DEBUG_NATIVE: process.env.NODE_DEBUG_NATIVE }
+    // Root's own cache directory, as root's ~/.cache: mode 0700, which the user cannot write into.
+    Object.assign(process.env, { XDG_CACHE_HOME: cache, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' })
+    try {
+      const startMaster = async (): Promise<string> => {
+        const fleet = await startFleets({ minions: [], transports: ['tcp'], masterConfig: { user: 'nobody' }, rootMode: 0o755 })
+        await fleet.master.waitForOutput(/running as user nobody/, 30_000)
+        expect(await fleet.master.stop('SIGTERM')).toEqual({ code: 0, signal: null })
+        return fleet.master.stderr
+      }
+      const first = await startMaster()
+      expect(first.split('\n').filter((line) => line.startsWith('[compile cache]') && line.includes('permission denied'))).toEqual([])
+      const second = await startMaster()
+      // Node 24 says "code cache for ESM <path> was accepted", Node 22 "cache for <url> was accepted".
+      expect(second).toMatch(/cache for (?:ESM )?\S*\/packages\/master\/dist\/\S* was accepted/)
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name]
+        else process.env[name] = value
+      }
+      await rm(cache, { recursive: true, force: true })
+    }
   })
 })

@@ -5,9 +5,10 @@
 // not resize a heap, so a daemon that wants them re-executes itself once, same pid (systemd, the harness and the
 // bench see one process), with the flags on its command line and the variables in its environment; worker
 // threads take both from the process (the master clears its semi-space flag once started, so its request workers
-// take the smaller bound their pool gives them). Which compilers run is read each time V8 decides to optimise a
-// function, so those flags are set in the running process before any of Brine loads, which spares the daemon a
-// second start of Node. What the user chose wins: a flag named on the command line or in NODE_OPTIONS, in its
+// take the smaller bound their pool gives them). A program that starts the daemon with Node itself (Brine's
+// harness: the tests, the bench, the demo) passes them at once instead (`daemonStartOptions`), which spares the
+// second start. Which compilers run is read each time V8 decides to optimise a function, so those flags are set
+// in the running process before any of Brine loads, which spares the daemon a second start of Node. What the user chose wins: a flag named on the command line or in NODE_OPTIONS, in its
 // `--flag` or `--no-flag` form, and a variable already set.
 import { setFlagsFromString } from 'node:v8'
 
@@ -69,10 +70,27 @@ export function flagChosen(flag, execArgv, nodeOptions = '') {
  * variables not already set; undefined when there is nothing to add.
  */
 export function runtimeExec(runtime, argv, execArgv, env) {
-  const flags = runtime.flags.filter((flag) => !flagChosen(flag, execArgv, env.NODE_OPTIONS))
-  const vars = Object.entries(runtime.env).filter(([name]) => env[name] === undefined)
-  if (flags.length === 0 && vars.length === 0) return undefined
-  return { argv: [argv[0], ...flags, ...execArgv, ...argv.slice(1)], env: { ...env, ...Object.fromEntries(vars) } }
+  const { nodeArgs, vars } = runtimeStart(runtime, execArgv, env)
+  if (nodeArgs.length === 0 && Object.keys(vars).length === 0) return undefined
+  return { argv: [argv[0], ...nodeArgs, ...execArgv, ...argv.slice(1)], env: { ...env, ...vars } }
+}
+
+/** Of `runtime`'s `flags` and `env`, those neither `execArgv` nor `env` (its NODE_OPTIONS, its variables) chose: `{ nodeArgs, vars }`. */
+export function runtimeStart(runtime, execArgv, env) {
+  const nodeArgs = runtime.flags.filter((flag) => !flagChosen(flag, execArgv, env.NODE_OPTIONS))
+  const vars = Object.fromEntries(Object.entries(runtime.env).filter(([name]) => env[name] === undefined))
+  return { nodeArgs, vars }
+}
+
+/**
+ * How a program that starts the daemon `name` with Node itself (`node <nodeArgs> <execArgv> <bin>`, as Brine's
+ * harness does) starts it in its runtime at once, so that the daemon need not re-execute (a second start of Node):
+ * Node's flags to pass before the bin and the variables to add to its environment, leaving out what `execArgv`
+ * (the Node options the program passes anyway) or `env` already chose. Nothing for a bin without a runtime.
+ */
+export function daemonStartOptions(name, execArgv = [], env = process.env) {
+  const runtime = DAEMON_RUNTIME[name]
+  return runtime === undefined ? { nodeArgs: [], vars: {} } : runtimeStart(runtime, execArgv, env)
 }
 
 /** Of `runtime`'s `v8Flags`, those the user did not choose either way. */

@@ -1,4 +1,4 @@
-import { enableCompileCache as enableNodeCompileCache } from 'node:module'
+import { enableCompileCache as enableNodeCompileCache, flushCompileCache as flushNodeCompileCache } from 'node:module'
 import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 
@@ -29,6 +29,19 @@ export function enableCompileCache(env: NodeJS.ProcessEnv = process.env): void {
   if (dir === undefined) return
   try {
     enableNodeCompileCache(dir)
+  } catch {
+    // Only the speed-up is lost.
+  }
+}
+
+/**
+ * Writes the compile cache of the modules loaded so far, which Node otherwise writes at exit. A daemon started as
+ * root does so before it switches to its `user:`, who could no longer write into root's cache directory: without
+ * it each of its starts compiled every module afresh. A cache that cannot be written costs only the speed.
+ */
+export function flushCompileCache(): void {
+  try {
+    flushNodeCompileCache()
   } catch {
     // Only the speed-up is lost.
   }

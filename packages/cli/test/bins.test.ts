@@ -174,6 +174,14 @@ describe('what brine-run loads at start', () => {
   })
 })
 
+describe('what brine-api loads at start', () => {
+  it('loads the API server (fastify, its plugins, the console) only once it starts one: not for --version', () => {
+    const loaded = modulesLoadedBy(['--version'], 'brine-api')
+    expect(loaded.some((url) => url.includes('/packages/config/dist/'))).toBe(true)
+    expect(loaded.filter((url) => /\/packages\/(api|console)\/dist\//.test(url) || /\/node_modules\/(fastify|@fastify|ws)\//.test(url))).toEqual([])
+  })
+})
+
 describe('the built bundles a minion and the brine command load', () => {
   it('are ASCII, so V8 holds each module source as a one-byte string (a single other character doubles it)', () => {
     const packages = ['transport', 'transport-tcp', 'transport-zeromq', 'transport-nats', 'crypt', 'common', 'minion', 'client', 'cli']

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 // @ts-expect-error: a plain-JavaScript launcher module (bin/ is not compiled), exercised as the bins run it
-import { DAEMON_RUNTIME, MASTER_SEMI_SPACE_MB, runtimeExec, runtimeV8Flags } from '../bin/daemon-runtime.js'
+import { DAEMON_RUNTIME, daemonStartOptions, MASTER_SEMI_SPACE_MB, runtimeExec, runtimeV8Flags } from '../bin/daemon-runtime.js'
 
 const moduleUrl = pathToFileURL(fileURLToPath(new URL('../bin/daemon-runtime.js', import.meta.url))).href
 
@@ -155,6 +155,20 @@ describe('each daemon enters its runtime', () => {
     expect(exec(compilersOff, argv, ['--opt', '--maglev', '--sparkplug'], {})).toBeUndefined()
     expect(runtimes['brine']).toBeUndefined()
     expect(runtimes['brine-key']).toBeUndefined()
+  })
+
+  it('tells a program that starts a daemon with Node what to start it with so it need not re-execute', () => {
+    const startOf = daemonStartOptions as (name: string, execArgv: string[], env: NodeJS.ProcessEnv) => { nodeArgs: string[]; vars: Record<string, string> }
+    expect(startOf('brine-master', [], {})).toEqual({ nodeArgs: [`--max-semi-space-size=${MASTER_SEMI_SPACE_MB}`], vars: { MALLOC_ARENA_MAX: '2' } })
+    // What the starter passes anyway, or its environment chose, is left to it.
+    expect(startOf('brine-master', ['--max_semi_space_size=32'], { MALLOC_ARENA_MAX: '4' })).toEqual({ nodeArgs: [], vars: {} })
+    expect(startOf('brine-master', [], { NODE_OPTIONS: '--max-semi-space-size=16' })).toEqual({ nodeArgs: [], vars: { MALLOC_ARENA_MAX: '2' } })
+    // Started so, the master's launcher finds nothing to re-execute into.
+    const started = startOf('brine-master', ['--cpu-prof'], {})
+    expect(exec(runtimes['brine-master']!, argv, [...started.nodeArgs, '--cpu-prof'], started.vars)).toBeUndefined()
+    // The minion sets its flags as it runs; the commands have no runtime.
+    expect(startOf('brine-minion', [], {})).toEqual({ nodeArgs: [], vars: {} })
+    expect(startOf('brine', [], {})).toEqual({ nodeArgs: [], vars: {} })
   })
 
   it('a minion runs without Turbofan, not re-executed (its first line once), WebAssembly still there', () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { DaemonProcess, deadline, freeLoopbackPort, HarnessSetupError, NatsServerProcess, ProcessWaitError, runProcess, type RunResult } from '@brine/testkit'
 import type { BrokerOptions } from '@brine/transport'
-import { binPath } from './bins.js'
+import { binPath, daemonStart, type DaemonStart } from './bins.js'
 
 export type TransportName = 'zeromq' | 'tcp' | 'nats'
 
@@ -129,6 +129,9 @@ export interface SwarmProcess {
   ids: string[]
   transport: TransportName
 }
+
+/** A command started without runtime flags or variables. */
+const NO_RUNTIME: DaemonStart = { nodeArgs: [], vars: {} }
 
 /** Stands in for an id while a tag is turned into a pattern. */
 const ID_SLOT = '\u0000id\u0000'
@@ -356,14 +359,18 @@ export class Fleet {
     const reconnected = this.events?.nextConnection?.()
     const args = ['-c', this.masterConfigDir, '-l', 'info']
     const prefix = this.options.masterPrefix
+    // Started with Node here, the master gets its runtime's flags at once instead of re-executing itself into them; an
+    // installed command is run as a user runs it, and re-executes by itself.
+    const start = this.options.binDir === undefined ? await daemonStart('brine-master', this.options.nodeArgs) : NO_RUNTIME
     if (prefix === undefined || prefix.length === 0) {
-      this.master = this.spawnBin('brine-master', 'brine-master', args)
+      this.master = this.spawnBin('brine-master', 'brine-master', args, start)
     } else {
       const command =
         this.options.binDir === undefined
-          ? [process.execPath, ...(this.options.nodeArgs ?? []), binPath('brine-master')]
+          ? [process.execPath, ...start.nodeArgs, ...(this.options.nodeArgs ?? []), binPath('brine-master')]
           : [join(this.options.binDir, 'brine-master')]
-      this.master = DaemonProcess.spawn('brine-master', prefix[0]!, [...prefix.slice(1), ...command, ...args])
+      const env = { ...process.env, ...start.vars }
+      this.master = DaemonProcess.spawn('brine-master', prefix[0]!, [...prefix.slice(1), ...command, ...args], { env })
       if (this.master.pid > 0) this.spawnedPids.push(this.master.pid)
     }
     for (const transport of this.transports) {
@@ -508,9 +515,14 @@ export class Fleet {
     return this.startEvents.length
   }
 
-  /** Starts a Node script as a daemon of this fleet (with its `nodeArgs`), its pid recorded in {@link spawnedPids}. */
-  spawnNode(name: string, script: string, args: readonly string[]): DaemonProcess {
-    const daemon = DaemonProcess.spawn(name, process.execPath, [...(this.options.nodeArgs ?? []), script, ...args])
+  /**
+   * Starts a Node script as a daemon of this fleet (with its `nodeArgs`, after `start`'s Node flags, and `start`'s
+   * variables in its environment), its pid recorded in {@link spawnedPids}.
+   */
+  spawnNode(name: string, script: string, args: readonly string[], start: DaemonStart = NO_RUNTIME): DaemonProcess {
+    const command = [...start.nodeArgs, ...(this.options.nodeArgs ?? []), script, ...args]
+    const env = Object.keys(start.vars).length === 0 ? undefined : { ...process.env, ...start.vars }
+    const daemon = DaemonProcess.spawn(name, process.execPath, command, { env })
     if (daemon.pid > 0) this.spawnedPids.push(daemon.pid)
     return daemon
   }
@@ -528,8 +540,8 @@ export class Fleet {
   }
 
   /** Starts one of the brine* commands as a daemon of this fleet: the installed one with `binDir`, else the one of the `@brine/cli` package the harness resolves ({@link binPath}). */
-  spawnBin(name: string, bin: string, args: readonly string[]): DaemonProcess {
-    if (this.options.binDir === undefined) return this.spawnNode(name, binPath(bin), args)
+  spawnBin(name: string, bin: string, args: readonly string[], start: DaemonStart = NO_RUNTIME): DaemonProcess {
+    if (this.options.binDir === undefined) return this.spawnNode(name, binPath(bin), args, start)
     const daemon = DaemonProcess.spawn(name, join(this.options.binDir, bin), args)
     if (daemon.pid > 0) this.spawnedPids.push(daemon.pid)
     return daemon

@@ -1,6 +1,6 @@
 import { parseLogLevel } from '@brine/core'
 import { loadConfig, parseOverride } from '@brine/config'
-import { ApiServer, apiSettings } from '@brine/api'
+import type { ApiServer } from '@brine/api'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, type CommandIO } from '../io.js'
 
 /** Resolves when `signal` aborts (never without one). */
@@ -40,6 +40,9 @@ export async function runApi(argv: readonly string[], io: CommandIO): Promise<nu
     }
     const { opts } = await loadConfig('master', { configDir: o.configDir, overrides, logger })
     logger = cliLogger(cliLevel ?? parseLogLevel(String(opts.log_level ?? 'warning')), io, 'brine-api')
+    // The server (fastify and its plugins, the console's files: hundreds of modules) loads only once there is one to
+    // start, so --version, --help and a usage error do not pay for it.
+    const { ApiServer, apiSettings } = await import('@brine/api')
     const { settings, warnings } = apiSettings(opts)
     for (const warning of warnings) logger.warning(warning)
     server = new ApiServer(opts, settings, { logger })

@@ -13,6 +13,7 @@ import {
   type MinionConfig,
   type SyndicConfig,
 } from '@brine/config'
+import { flushCompileCache } from '../compile-cache.js'
 import { DaemonLoadError } from '../errors.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
 import {
@@ -338,6 +339,7 @@ function becomeUser(
   if (pidfile !== undefined) chownPath(pidfile, runAs)
   // The master's audit log, created at start beside the log file: its user goes on appending to it.
   if (typeof opts['audit_log'] === 'string' && opts['audit_log'] !== '') chownPath(opts['audit_log'], runAs)
+  flushCompileCache()
   switchUser(runAs)
   logger.info(`running as user ${runAs.name} (uid ${runAs.uid}, gid ${runAs.gid})`)
 }
