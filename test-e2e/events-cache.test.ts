@@ -15,18 +15,33 @@ const startFleet = useFleets(async () => {
   await clients.close()
   await runCleanups()
 })
-/** Reads the bus until `seen` holds the return of the job `marker` published on it: every earlier event has been read. */
-async function readThrough(fleet: Fleet, seen: BusEvent[], controller: AbortController, reading: Promise<void>): Promise<void> {
-  const marker = await clients.run(fleet, 'web1', 'test.echo', ['marker'])
-  await deadline(
-    (async () => {
-      while (!seen.some((event) => event.tag === `salt/job/${marker.jid}/ret/web1`)) await new Promise((resolve) => setTimeout(resolve, 20))
-    })(),
-    20_000,
-    `the marker job ${marker.jid}'s return on the bus`,
-  )
-  controller.abort()
-  await reading
+/**
+ * A reader of the fleet's bus from now on, keeping its job events in `seen`; `through()` publishes a marker job and
+ * stops once the marker's return has been read, so every event fired before it is in `seen` (the bus delivers in order).
+ */
+async function readJobEvents(fleet: Fleet): Promise<{ seen: BusEvent[]; through: () => Promise<void> }> {
+  const events = new MasterEvent({ sockDir: fleet.sockDir })
+  await events.connect()
+  const seen: BusEvent[] = []
+  const controller = new AbortController()
+  const sawMarker = deferred()
+  let markerTag: string | undefined
+  const reading = (async () => {
+    for await (const event of events.iter({ match: 'salt/job/', signal: controller.signal })) {
+      seen.push(event)
+      if (event.tag === markerTag) sawMarker.resolve()
+    }
+  })()
+  const through = async (): Promise<void> => {
+    const { jid } = await clients.run(fleet, 'web1', 'test.echo', ['marker'])
+    markerTag = `salt/job/${jid}/ret/web1`
+    if (seen.some((event) => event.tag === markerTag)) sawMarker.resolve()
+    await deadline(sawMarker.promise, 20_000, `the marker job ${jid}'s return on the bus`)
+    controller.abort()
+    await reading
+    await events.close()
+  }
+  return { seen, through }
 }
 
 // A master and its minions per transport, shared by the tests that stop no daemon: the first two of each transport's
@@ -53,17 +68,10 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
 
   it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {
     const fleet = await quiet()
-    const events = new MasterEvent({ sockDir: fleet.sockDir })
-    await events.connect()
-    const seen: BusEvent[] = []
-    const controller = new AbortController()
-    const reading = (async () => {
-      for await (const event of events.iter({ match: 'salt/job/', signal: controller.signal })) seen.push(event)
-    })()
+    const { seen, through } = await readJobEvents(fleet)
     const { jid } = await clients.run(fleet, '*', 'test.ping')
-    // Both returns came in, so both ret events were fired; the bus delivers in order.
-    await readThrough(fleet, seen, controller, reading)
-    await events.close()
+    // Both returns came in, so both ret events were fired before the marker's.
+    await through()
 
     const ofJob = seen.filter((event) => event.tag.startsWith(`salt/job/${jid}/`))
     const created = ofJob.filter((event) => event.tag === `salt/job/${jid}/new`)
@@ -90,19 +98,12 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
       `${fleet.root}/fake-pki`,
     )
     expect((await fake.auth()).ok).toBe(true)
-    const events = new MasterEvent({ sockDir: fleet.sockDir })
-    await events.connect()
-    const seen: BusEvent[] = []
-    const controller = new AbortController()
-    const reading = (async () => {
-      for await (const event of events.iter({ match: 'salt/job/', signal: controller.signal })) seen.push(event)
-    })()
+    const { seen, through } = await readJobEvents(fleet)
     const jid = await clients.of(fleet).local.cmdAsync('retry-minion', 'test.ping')
     // The minion's first delivery was stored but its acknowledgement "lost": it sends the same return again.
     expect(await fake.returnJob(jid)).toEqual({ ok: true })
     expect(await fake.returnJob(jid)).toEqual({ ok: true })
-    await readThrough(fleet, seen, controller, reading)
-    await events.close()
+    await through()
     expect(seen.filter((event) => event.tag === `salt/job/${jid}/ret/retry-minion`)).toHaveLength(1)
     expect(await clients.runner(fleet, 'jobs.lookup_jid', [jid])).toEqual({ 'retry-minion': true })
   })
