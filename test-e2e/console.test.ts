@@ -7,6 +7,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { freeLoopbackPort, killAllProcesses } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
+import { FleetClients } from './helpers/clients.js'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
 import { htpasswdEauth, selfSignedCertificate } from './helpers/http.js'
 
@@ -56,6 +57,8 @@ async function browser(profile: string): Promise<BrowserContext> {
 
 describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => {
   let fleet: Fleet
+  /** The jobs the tests run beside the page, through a LocalClient as `brine` publishes them (the page is what is tested). */
+  const clients = new FleetClients()
   let dir: string
   let context: BrowserContext
   let page: Page
@@ -129,6 +132,7 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
 
   afterAll(async () => {
     await context?.close()
+    await clients.close()
     await fleet?.stop()
     if (dir !== undefined) await rm(dir, { recursive: true, force: true })
   })
@@ -141,7 +145,7 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     await shoot('login')
     await logIn('admin')
 
-    const os = JSON.parse((await fleet.run('brine', ['*', 'grains.item', 'os', '--out', 'json', '--static'])).stdout) as Record<string, { os: string }>
+    const os = (await clients.run(fleet, '*', 'grains.item', ['os'])).returns as Record<string, { os: string }>
     const rows = page.locator('table.minions tbody tr')
     await expect.poll(() => rows.count(), { timeout: WAIT_MS }).toBe(3)
     for (const id of ['db1', 'web1', 'web2']) {
@@ -196,13 +200,13 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     // Paused, the list stands still and counts what it did not show; resumed, it moves again.
     const shown = await tags.count()
     await page.getByRole('button', { name: 'Pause' }).click()
-    const quiet = await fleet.run('brine', ['web1', 'test.ping', '--out', 'json', '--static'])
-    expect(quiet.code, quiet.stderr).toBe(0)
+    const quiet = await clients.run(fleet, 'web1', 'test.ping')
+    expect(quiet.allSucceeded).toBe(true)
     await expect.poll(() => page.locator('section .count').innerText(), { timeout: WAIT_MS }).toMatch(/paused, [1-9]\d* not shown$/)
     expect(await tags.count()).toBe(shown)
     await page.getByRole('button', { name: 'Resume' }).click()
-    const loud = await fleet.run('brine', ['web2', 'test.ping', '--out', 'json', '--static'])
-    expect(loud.code, loud.stderr).toBe(0)
+    const loud = await clients.run(fleet, 'web2', 'test.ping')
+    expect(loud.allSucceeded).toBe(true)
     await expect.poll(() => tags.count(), { timeout: WAIT_MS }).toBeGreaterThan(shown)
   })
 

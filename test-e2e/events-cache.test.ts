@@ -1,19 +1,53 @@
 import { describe, expect, it } from 'vitest'
+import { FleetClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
-import { jidOf, json } from './helpers/output.js'
 import { MasterEvent } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
 import { deadline, deferred } from '@brine/testkit'
-import { binPath, type TransportName } from '@brine/harness'
+import { binPath, type Fleet, type TransportName } from '@brine/harness'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
 
 const PG_URL = process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test'
-const startFleet = useFleets(runCleanups)
+// The jobs and runners go through a LocalClient and a RunnerClient per fleet, published and waited for as `brine` and
+// `brine-run` do: what these tests check is the bus and the job cache, not the CLI's output (which has its own files).
+const clients = new FleetClients()
+const startFleet = useFleets(async () => {
+  await clients.close()
+  await runCleanups()
+})
+/**
+ * A reader of the fleet's bus from now on, keeping its job events in `seen`; `through()` publishes a marker job and
+ * stops once the marker's return has been read, so every event fired before it is in `seen` (the bus delivers in order).
+ */
+async function readJobEvents(fleet: Fleet): Promise<{ seen: BusEvent[]; through: () => Promise<void> }> {
+  const events = new MasterEvent({ sockDir: fleet.sockDir })
+  await events.connect()
+  const seen: BusEvent[] = []
+  const controller = new AbortController()
+  const sawMarker = deferred()
+  let markerTag: string | undefined
+  const reading = (async () => {
+    for await (const event of events.iter({ match: 'salt/job/', signal: controller.signal })) {
+      seen.push(event)
+      if (event.tag === markerTag) sawMarker.resolve()
+    }
+  })()
+  const through = async (): Promise<void> => {
+    const { jid } = await clients.run(fleet, 'web1', 'test.echo', ['marker'])
+    markerTag = `salt/job/${jid}/ret/web1`
+    if (seen.some((event) => event.tag === markerTag)) sawMarker.resolve()
+    await deadline(sawMarker.promise, 20_000, `the marker job ${jid}'s return on the bus`)
+    controller.abort()
+    await reading
+    await events.close()
+  }
+  return { seen, through }
+}
 
 // A master and its minions per transport, shared by the tests that stop no daemon: the first two of each transport's
 // describe, whose jobs after the first test's '*' job name their minions (the second's fake minion closes after it),
 // then event.listen, which counts the events of its own job on the tcp one. They are stopped after the file.
-const startShared = useSharedFleets()
+const startShared = useSharedFleets(() => clients.close())
 const quietFleets = new Map<TransportName, ReturnType<typeof startShared>>()
 function quietFleet(transport: TransportName): ReturnType<typeof startShared> {
   let fleet = quietFleets.get(transport)
@@ -34,20 +68,10 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
 
   it("a MasterEvent program sees the job's new event with its minions and one return per minion, in Salt's shapes", async () => {
     const fleet = await quiet()
-    const events = new MasterEvent({ sockDir: fleet.sockDir })
-    await events.connect()
-    const seen: BusEvent[] = []
-    const controller = new AbortController()
-    const reading = (async () => {
-      for await (const event of events.iter({ match: 'salt/job/', signal: controller.signal })) seen.push(event)
-    })()
-    const result = await fleet.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])
-    const jid = jidOf(result.stdout)
-    // The CLI printed both returns, so both ret events were fired; the bus delivers in order.
-    await fleet.run('brine', ['web1', 'test.echo', 'marker', '--out', 'json', '--static'])
-    controller.abort()
-    await reading
-    await events.close()
+    const { seen, through } = await readJobEvents(fleet)
+    const { jid } = await clients.run(fleet, '*', 'test.ping')
+    // Both returns came in, so both ret events were fired before the marker's.
+    await through()
 
     const ofJob = seen.filter((event) => event.tag.startsWith(`salt/job/${jid}/`))
     const created = ofJob.filter((event) => event.tag === `salt/job/${jid}/new`)
@@ -74,24 +98,14 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
       `${fleet.root}/fake-pki`,
     )
     expect((await fake.auth()).ok).toBe(true)
-    const events = new MasterEvent({ sockDir: fleet.sockDir })
-    await events.connect()
-    const seen: BusEvent[] = []
-    const controller = new AbortController()
-    const reading = (async () => {
-      for await (const event of events.iter({ match: 'salt/job/', signal: controller.signal })) seen.push(event)
-    })()
-    const jid = jidOf((await fleet.run('brine', ['retry-minion', 'test.ping', '--async'])).stdout)
+    const { seen, through } = await readJobEvents(fleet)
+    const jid = await clients.of(fleet).local.cmdAsync('retry-minion', 'test.ping')
     // The minion's first delivery was stored but its acknowledgement "lost": it sends the same return again.
     expect(await fake.returnJob(jid)).toEqual({ ok: true })
     expect(await fake.returnJob(jid)).toEqual({ ok: true })
-    await fleet.run('brine', ['web1', 'test.echo', 'marker', '--out', 'json', '--static'])
-    controller.abort()
-    await reading
-    await events.close()
+    await through()
     expect(seen.filter((event) => event.tag === `salt/job/${jid}/ret/retry-minion`)).toHaveLength(1)
-    const lookup = await fleet.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ 'retry-minion': true })
+    expect(await clients.runner(fleet, 'jobs.lookup_jid', [jid])).toEqual({ 'retry-minion': true })
   })
 
   it('returns acknowledged before a kill -9 of the master are all there after its restart', async () => {
@@ -102,13 +116,14 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
         { id: 'db1', transport },
       ],
     })
-    const result = await fleet.run('brine', ['*', 'test.echo', 'kept', '--show-jid', '--out', 'json', '--static'])
-    const jid = jidOf(result.stdout)
-    expect(result.code).toBe(0)
+    const result = await clients.run(fleet, '*', 'test.echo', ['kept'])
+    const jid = result.jid
+    expect(result.allSucceeded).toBe(true)
     expect((await fleet.master.stop('SIGKILL')).signal).toBe('SIGKILL')
+    // Clients of the killed master's channel would reconnect; new ones read the restarted master's cache.
+    await clients.close(fleet)
     await fleet.launchMaster()
-    const lookup = await fleet.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ web1: 'kept', web2: 'kept', db1: 'kept' })
+    expect(await clients.runner(fleet, 'jobs.lookup_jid', [jid])).toEqual({ web1: 'kept', web2: 'kept', db1: 'kept' })
   })
 
   it('manage.down lists a killed minion and manage.up the live ones; --async then jobs.lookup_jid shows the returns', async () => {
@@ -134,21 +149,18 @@ describe.each(TRANSPORTS)('events and the job cache over %s', (transport) => {
         if (jid !== '' && seen.filter((tag) => tag.startsWith(`salt/job/${jid}/`)).length === 3) allIn.resolve()
       }
     })()
-    const asynchronous = await fleet.run('brine', ['*', 'test.echo', 'later', '--async'])
-    jid = jidOf(asynchronous.stdout)
+    jid = await clients.of(fleet).local.cmdAsync('*', 'test.echo', ['later'])
     if (seen.filter((tag) => tag.startsWith(`salt/job/${jid}/`)).length === 3) allIn.resolve()
     await deadline(allIn.promise, 20_000, `three returns of ${jid} on the bus`)
     controller.abort()
     await reading
     await returns.close()
-    const lookup = await fleet.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ web1: 'later', web2: 'later', db1: 'later' })
+    expect(await clients.runner(fleet, 'jobs.lookup_jid', [jid])).toEqual({ web1: 'later', web2: 'later', db1: 'later' })
 
     await fleet.minions.get('db1')!.stop('SIGKILL')
-    const down = await fleet.run('brine-run', ['manage.down', '-t', '1', '--out', 'json'])
-    expect(JSON.parse(down.stdout)).toEqual(['db1'])
-    const up = await fleet.run('brine-run', ['manage.up', '-t', '1', '--out', 'json'])
-    expect(JSON.parse(up.stdout)).toEqual(['web1', 'web2'])
+    // brine-run's -t 1 is the runner's timeout (seconds).
+    expect(await clients.runner(fleet, 'manage.down', [], { timeout: 1 })).toEqual(['db1'])
+    expect(await clients.runner(fleet, 'manage.up', [], { timeout: 1 })).toEqual(['web1', 'web2'])
   })
 })
 
@@ -157,12 +169,12 @@ describe('two masters on one PostgreSQL job cache', () => {
     const masterConfig = { master_job_cache: 'postgres', 'postgres.url': PG_URL }
     const a = await startFleet({ minions: [{ id: 'alpha', transport: 'zeromq' }], masterConfig })
     const b = await startFleet({ minions: [{ id: 'beta', transport: 'tcp' }], masterConfig })
-    const jidA = jidOf((await a.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])).stdout)
-    const jidB = jidOf((await b.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])).stdout)
+    const jidA = (await clients.run(a, '*', 'test.ping')).jid
+    const jidB = (await clients.run(b, '*', 'test.ping')).jid
     for (const fleet of [a, b]) {
-      const listed = json((await fleet.run('brine-run', ['jobs.list_jobs', 'search_function=test.ping', '--out', 'json'])).stdout)
+      const listed = (await clients.runner(fleet, 'jobs.list_jobs', [], { search_function: 'test.ping' })) as Record<string, unknown>
       expect(Object.keys(listed)).toEqual(expect.arrayContaining([jidA, jidB]))
-      const viaOther = json((await fleet.run('brine-run', ['jobs.lookup_jid', fleet === a ? jidB : jidA, '--out', 'json'])).stdout)
+      const viaOther = await clients.runner(fleet, 'jobs.lookup_jid', [fleet === a ? jidB : jidA])
       expect(viaOther).toEqual(fleet === a ? { beta: true } : { alpha: true })
     }
   })
@@ -184,7 +196,7 @@ describe('brine-run event.listen', () => {
     ])
     try {
       await listener.waitForOutput(/listening for events matching "salt\/job\/\*"/, 20_000)
-      const jid = jidOf((await fleet.run('brine', ['web1', 'test.ping', '--show-jid'])).stdout)
+      const { jid } = await clients.run(fleet, 'web1', 'test.ping')
       expect(await listener.exited).toEqual({ code: 0, signal: null })
       const lines = listener.stdout
         .trim()

@@ -3,25 +3,14 @@ import { createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rea
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalClient, RunnerClient } from '@brine/client'
 import { parseInput } from '@brine/config'
 import type { Fleet } from '@brine/harness'
+import { FleetClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
 /** The clients of each fleet a test started, made at its first call and closed before the fleets stop. */
-const clients = new Map<Fleet, { local: LocalClient; runner: RunnerClient }>()
-const startFleet = useFleets(async () => {
-  for (const { local, runner } of clients.values()) await Promise.all([local.close(), runner.close()])
-  clients.clear()
-})
-const clientsOf = (fleet: Fleet): { local: LocalClient; runner: RunnerClient } => {
-  let made = clients.get(fleet)
-  if (made === undefined) {
-    made = { local: new LocalClient({ configDir: fleet.masterConfigDir }), runner: new RunnerClient({ configDir: fleet.masterConfigDir }) }
-    clients.set(fleet, made)
-  }
-  return made
-}
+const clients = new FleetClients()
+const startFleet = useFleets(() => clients.close())
 
 /** 50 MiB, as the acceptance asks: 200 chunks of file_buffer_size (256 KiB) over the sealed channel. */
 const BIG_BYTES = 50 * 1024 * 1024
@@ -59,12 +48,11 @@ const masterConfig = (extra: Record<string, unknown> = {}) => ({ file_roots: { b
  * CLI's output has its own e2e files). A 50 MiB fetch takes a while on a loaded machine: bounds, not timings.
  */
 const call = async (fleet: Fleet, [fun, ...words]: string[]): Promise<unknown> => {
-  const returns = await clientsOf(fleet).local.cmd('m1', fun!, parseInput(words), { timeout: 120_000 })
+  const returns = await clients.of(fleet).local.cmd('m1', fun!, parseInput(words), { timeout: 120_000 })
   return (JSON.parse(JSON.stringify(returns)) as Record<string, unknown>)['m1']
 }
 /** What `brine-run <fun> [key=value…] --out json` prints, through a RunnerClient. */
-const runner = async (fleet: Fleet, fun: string, kwarg: Record<string, unknown> = {}): Promise<unknown> =>
-  JSON.parse(JSON.stringify(await clientsOf(fleet).runner.cmd(fun, [], kwarg))) as unknown
+const runner = (fleet: Fleet, fun: string, kwarg: Record<string, unknown> = {}): Promise<unknown> => clients.runner(fleet, fun, [], kwarg)
 const servedBytes = async (fleet: Fleet): Promise<number> => ((await runner(fleet, 'fileserver.stats')) as { bytes_served: number }).bytes_served
 const masterCache = (fleet: Fleet): string => join(fleet.masterConfigDir, 'var/cache/brine/master')
 

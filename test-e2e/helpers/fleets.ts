@@ -32,9 +32,10 @@ export function useFleets(beforeStop: () => Promise<void> = async () => {}): (op
  * For a describe whose tests share fleets they do not disturb: call it inside the describe; the fleets started
  * through it are stopped after the describe's last test instead of after each test.
  */
-export function useSharedFleets(): (options: Omit<FleetOptions, 'bus'>) => Promise<Fleet> {
+export function useSharedFleets(beforeStop: () => Promise<void> = async () => {}): (options: Omit<FleetOptions, 'bus'>) => Promise<Fleet> {
   const fleets: Fleet[] = []
   afterAll(async () => {
+    await beforeStop()
     for (const fleet of fleets.splice(0)) await fleet.stop()
   })
   return async (options) => {

@@ -1,18 +1,36 @@
 import { execFileSync } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import { request as httpsRequest } from 'node:https'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-/** A self-signed certificate for 127.0.0.1 and localhost made by openssl: `dir`/key.pem and `dir`/crt.pem; resolves with the certificate. */
+/** The key pair and certificate of {@link selfSignedCertificate}, made once per test file. */
+let madeCertificate: { key: Buffer; crt: Buffer } | undefined
+
+/**
+ * A self-signed certificate for 127.0.0.1 and localhost made by openssl: `dir`/key.pem and `dir`/crt.pem; resolves with
+ * the certificate. A file's describes (one API per transport) get copies of one: an RSA key pair is the costly part,
+ * and no test tells two of them apart.
+ */
 export async function selfSignedCertificate(dir: string): Promise<Buffer> {
-  const subject = ['-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost']
-  execFileSync(
-    'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'crt.pem'), '-days', '1', ...subject],
-    { stdio: 'ignore' },
-  )
-  return readFile(join(dir, 'crt.pem'))
+  if (madeCertificate === undefined) {
+    const made = await mkdtemp(join(tmpdir(), 'brine-certificate-'))
+    try {
+      const subject = ['-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost']
+      execFileSync(
+        'openssl',
+        ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(made, 'key.pem'), '-out', join(made, 'crt.pem'), '-days', '1', ...subject],
+        { stdio: 'ignore' },
+      )
+      madeCertificate = { key: await readFile(join(made, 'key.pem')), crt: await readFile(join(made, 'crt.pem')) }
+    } finally {
+      await rm(made, { recursive: true, force: true })
+    }
+  }
+  await writeFile(join(dir, 'key.pem'), madeCertificate.key, { mode: 0o600 })
+  await writeFile(join(dir, 'crt.pem'), madeCertificate.crt)
+  return madeCertificate.crt
 }
 
 /** The master's `external_auth` block for the htpasswd file at `dir`/htpasswd, with each user's ACL. */
