@@ -72,6 +72,24 @@ describe('the file eauth backend', () => {
     expect(await digest.authenticate('cory', 'px')).toBe(false)
   })
 
+  it("checks an unknown user against a dummy bcrypt hash at the cost of the file's entries, which no password matches", async () => {
+    const file = join(await tempDir(), 'htpasswd')
+    const hashes: string[] = []
+    const recording = { compareBcrypt: async (password: string, hash: string) => (hashes.push(hash), bcrypt.compare(password, hash)) }
+    const settings = async (text: string) => {
+      await writeFile(file, text)
+      return new FileAuthBackend(await fileBackendSettings({ '^filename': file, '^filetype': 'htpasswd' }), undefined, recording)
+    }
+    const cost6 = await settings(`bob:{SHA}${sha1('builder')}\nalice:${bcrypt.hashSync('wonder', 6)}\n`)
+    expect(await cost6.authenticate('carol', 'wonder')).toBe(false)
+    expect(await cost6.authenticate('alice', 'wonder')).toBe(true)
+    expect(hashes.map((hash) => bcrypt.getRounds(hash))).toEqual([6, 6])
+    const noBcrypt = await settings(`bob:{SHA}${sha1('builder')}\n`)
+    expect(await noBcrypt.authenticate('carol', '')).toBe(false)
+    expect(bcrypt.getRounds(hashes[2]!)).toBe(10)
+    expect(hashes[0]).not.toBe(hashes[2])
+  })
+
   it('refuses bad settings with a ConfigError naming the key', async () => {
     const dir = await tempDir()
     const missing = await fileBackendSettings({}).catch((error: unknown) => error)

@@ -145,9 +145,9 @@ describe.each(TRANSPORTS)('login limits over %s', (transport) => {
     const storm = { sent: 0, answered: 0, failed: 0, other: [] as unknown[] }
     const STORM = 48
     const attacker = async (): Promise<void> => {
-      // Each attacker's first login names an unknown user (checked against the backend's cost-10 dummy hash), the rest
-      // guess alice's password (her cost-6 hash): both kinds go to the hashing threads, and the cheap kind keeps the
-      // storm's hashing small, since its length comes from the failure padding.
+      // Each attacker's first login names an unknown user (checked against the backend's dummy hash, at the cost of
+      // the file's hashes), the rest guess alice's password (her cost-6 hash): both kinds go to the hashing threads,
+      // and the cheap cost keeps the storm's hashing small, since its length comes from the failure padding.
       let unknown = true
       while (storm.sent < STORM) {
         storm.sent++

@@ -78,11 +78,26 @@ export async function fileBackendSettings(block: Readonly<Record<string, unknown
 }
 
 /**
- * A bcrypt hash (cost 10, of random bytes nobody kept) every unknown user is checked against, so a
- * missing user costs what a wrong password does. A literal, not hashed at load: a bcrypt hash is slow on
- * purpose, and every process that imports the master (the CLI's too) would pay for it at start.
+ * A bcrypt hash (of random bytes nobody kept) every unknown user is checked against, so a missing user
+ * costs what a wrong password does. A literal, not hashed at load: a bcrypt hash is slow on purpose, and
+ * every process that imports the master (the CLI's too) would pay for it at start.
  */
 const DUMMY_BCRYPT = '$2b$10$jaR/yBVKR5PJ.Mqd8RWXVeEy/1CHLBFpx2fa5q7Z5qruGIbFlGGdO'
+const BCRYPT_ENTRY = /^[^:]*:\$2[abxy]\$(\d\d)\$/
+
+/**
+ * The dummy at the cost of the file's first bcrypt entry (the literal's cost, 10, when it has none): a
+ * dummy cheaper than the real entries would tell a missing user from a wrong password by the time, a
+ * dearer one would make guessing names cost more than guessing passwords. bcrypt reads the cost from
+ * the hash, so the literal's salt and digest serve at any cost and still match no password.
+ */
+export function dummyBcryptFor(lines: readonly string[]): string {
+  for (const line of lines) {
+    const cost = BCRYPT_ENTRY.exec(line.trim())?.[1]
+    if (cost !== undefined) return `$2b$${cost}$${DUMMY_BCRYPT.slice(7)}`
+  }
+  return DUMMY_BCRYPT
+}
 
 const digest = (algorithm: string, text: string, encoding: 'hex' | 'base64' = 'hex'): string => createHash(algorithm).update(text, 'utf8').digest(encoding)
 
@@ -172,7 +187,7 @@ export class FileAuthBackend {
       }
       return verdict
     }
-    await this.#hasher.compareBcrypt(password, DUMMY_BCRYPT)
+    await this.#hasher.compareBcrypt(password, dummyBcryptFor(lines))
     return false
   }
 
