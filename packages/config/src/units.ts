@@ -123,14 +123,23 @@ function positiveSecondsToMs(value: unknown, key: string): number {
   return ms
 }
 
+/** The grain of a return retry delay: Salt draws whole seconds. */
+const RETRY_DELAY_STEP_MS = 1000
+
 /**
- * Salt's return retry: each retry waits a random time between return_retry_timer and
- * return_retry_timer_max (the max is ignored when smaller). `random` is injectable for tests.
+ * Salt's return retry: each retry waits a random whole number of seconds from return_retry_timer to
+ * return_retry_timer_max, both included (Salt's `randint`; the max is ignored when smaller). Bounds less than a
+ * second apart give one or the other. The few distinct delays also keep a process's pending returns on a few of
+ * Node's timer lists (one per distinct duration) where a delay drawn to the millisecond opens one list per return:
+ * a swarm of a thousand minions each waiting on its return's acknowledgement. `random` is injectable for tests.
  */
 export function returnRetryDelayMs(opts: TimeoutConfig, random: () => number = Math.random): number {
   const low = secondsToMs(opts.return_retry_timer ?? 5, 'return_retry_timer')
   const high = Math.max(low, secondsToMs(opts.return_retry_timer_max ?? 10, 'return_retry_timer_max'))
-  return Math.round(low + (high - low) * random())
+  const step = Math.min(RETRY_DELAY_STEP_MS, high - low)
+  if (step <= 0) return low
+  const steps = Math.floor((high - low) / step)
+  return low + step * Math.min(steps, Math.floor(random() * (steps + 1)))
 }
 
 export interface ReconnectConfig {

@@ -89,6 +89,21 @@ describe('timeoutsFromConfig', () => {
     expect(returnRetryDelayMs({ return_retry_timer: 2, return_retry_timer_max: 4 }, () => 0.5)).toBe(3000)
     expect(returnRetryDelayMs({ return_retry_timer: 5, return_retry_timer_max: 1 }, () => 0.9)).toBe(5000)
   })
+
+  it("draws whole seconds from return_retry_timer to its max, both included, as Salt's randint does", () => {
+    const drawn = new Set<number>()
+    for (let draw = 0; draw < 1000; draw++) drawn.add(returnRetryDelayMs({ return_retry_timer: 5, return_retry_timer_max: 10 }, () => draw / 1000))
+    expect([...drawn].sort((a, b) => a - b)).toEqual([5000, 6000, 7000, 8000, 9000, 10_000])
+    expect(returnRetryDelayMs({ return_retry_timer: 5, return_retry_timer_max: 10 }, () => 0.999_999)).toBe(10_000)
+    expect(returnRetryDelayMs({ return_retry_timer: 2.5, return_retry_timer_max: 4 }, () => 0.9)).toBe(3500)
+    expect(returnRetryDelayMs({}, () => 0.999_999)).toBe(10_000)
+  })
+
+  it('gives one bound or the other when they are less than a second apart', () => {
+    expect(returnRetryDelayMs({ return_retry_timer: 0.2, return_retry_timer_max: 0.5 }, () => 0.3)).toBe(200)
+    expect(returnRetryDelayMs({ return_retry_timer: 0.2, return_retry_timer_max: 0.5 }, () => 0.7)).toBe(500)
+    expect(returnRetryDelayMs({ return_retry_timer: 0.2, return_retry_timer_max: 0.2 }, () => 0.7)).toBe(200)
+  })
 })
 
 describe('backoffFromConfig', () => {
