@@ -83,6 +83,12 @@ export interface AuthOutcome {
   changes: KeyChange[]
   /** An accepted key was replaced (open_mode): the caller should rotate the session key. */
   rotateSession: boolean
+  /**
+   * On acceptance: the box key shared with the minion (`nacl.box.before` of its `pub.box` and the master's secret),
+   * which sealing the session key needed anyway. The master's sealed channel keeps it for the minion's requests
+   * instead of agreeing it a second time.
+   */
+  sharedKey?: Uint8Array
 }
 
 export interface HandleAuthOptions {
@@ -203,19 +209,20 @@ export async function handleAuth(
 
   const current = 'current' in session ? session.current() : session
   const nonce = randomNonce(nacl.box.nonceLength, options.cache)
+  const sharedKey = boxSharedKey(r.pub.box, masterKeys.box.secretKey, options.cache)
   const unsigned = {
     id: r.id,
     token: r.token,
     gen: current.gen,
     nonce,
-    session: nacl.box.after(current.key, nonce, boxSharedKey(r.pub.box, masterKeys.box.secretKey, options.cache)),
+    session: nacl.box.after(current.key, nonce, sharedKey),
     master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
     time: now,
     publish_port: options.publishPort ?? 0,
     session_ttl: options.sessionTtlMs ?? 0,
   }
   const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey, options.cache) }
-  return { reply, event: event('accept', true), ...base }
+  return { reply, event: event('accept', true), ...base, sharedKey }
 }
 
 export type AuthResult =

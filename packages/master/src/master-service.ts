@@ -85,6 +85,11 @@ export interface MasterServiceSettings {
 export interface AuthContext {
   /** The publish port of the transport the request came in on (Salt's auth reply carries it). */
   publishPort?: number
+  /**
+   * Told the box key shared with a minion just accepted (for its `pub.box`), which the handshake agreed to seal the
+   * session key: the sealed channel keeps it for that minion's requests instead of agreeing it again.
+   */
+  onSharedKey?: (id: string, boxPublicKey: Uint8Array, sharedKey: Uint8Array) => void
 }
 
 export interface MasterServiceOptions {
@@ -346,9 +351,13 @@ export class MasterService {
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
     if (outcome.reply.ret === true && key !== '') this.#connected.add(key)
     // The reply carries the pre-rotation key; answer again under the new one.
-    const reply =
-      outcome.rotateSession && outcome.reply.ret ? ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply : outcome.reply
-    if (reply.ret === true && key !== '') await this.#o.session.handedTo?.(key)
+    const final = outcome.rotateSession && outcome.reply.ret ? ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome) : outcome
+    const reply = final.reply
+    if (reply.ret === true && key !== '') {
+      // An accepted reply means the request was well formed: `pub.box` is the minion's 32-byte box key.
+      if (final.sharedKey !== undefined) context.onSharedKey?.(key, (load['pub'] as { box: Uint8Array }).box, final.sharedKey)
+      await this.#o.session.handedTo?.(key)
+    }
     return reply
   }
 
