@@ -108,7 +108,8 @@ export class CryptCache {
    * agreeing boxes with `boxSecretKey` (the arrays of that {@link KeyPair}): they need not be imported again.
    */
   adoptPrivateKeys(boxSecretKey: Uint8Array, box: KeyObject, signSecretKey: Uint8Array, sign: KeyObject): void {
-    if (box.asymmetricKeyType !== 'x25519' || sign.asymmetricKeyType !== 'ed25519') throw new RangeError('adoptPrivateKeys takes an X25519 and an Ed25519 private key')
+    if (box.asymmetricKeyType !== 'x25519' || sign.asymmetricKeyType !== 'ed25519')
+      throw new RangeError('adoptPrivateKeys takes an X25519 and an Ed25519 private key')
     this.#x25519Keys.set(boxSecretKey, box)
     this.#signingKeys.set(signSecretKey, sign)
   }

@@ -227,7 +227,10 @@ export class MasterWireAdapter {
     return {
       _auth: async (load, context) => {
         const publishPort = this.#publishPortOf(context.transport)
-        const reply = await service.auth(load, publishPort === undefined ? { onSharedKey: this.#holdSharedKey } : { publishPort, onSharedKey: this.#holdSharedKey })
+        const reply = await service.auth(
+          load,
+          publishPort === undefined ? { onSharedKey: this.#holdSharedKey } : { publishPort, onSharedKey: this.#holdSharedKey },
+        )
         if ((reply as { ret?: unknown } | null)?.ret === true) context.authenticated?.()
         return reply
       },
