@@ -1,5 +1,5 @@
 import { createHash, generateKeyPairSync, type KeyObject } from 'node:crypto'
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readFileSync, statSync } from 'node:fs'
 import { mkdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { silentLogger, type Logger } from '@brine/core'
@@ -164,14 +164,12 @@ export async function readKeyText(file: string, secret: boolean): Promise<string
 
 /** Creates the pki dir (0700) if it is missing; warns when an existing one is open to others. */
 export async function ensurePkiDir(pkiDir: string, logger: Logger = silentLogger): Promise<void> {
-  // Made once, then found at every start and every auth reply: one stat, not a recursive mkdir walking the path each time.
-  let info = await stat(pkiDir).catch((error: unknown) => {
-    if (isNotFound(error)) return undefined
-    throw error
-  })
+  // Made once, then found at every start and every first contact with a master: one stat, not a recursive mkdir walking
+  // the path each time; synchronous as readKeyText's reads are (a swarm process starts hundreds of minions at once).
+  let info = statSync(pkiDir, { throwIfNoEntry: false })
   if (info === undefined || !info.isDirectory()) {
     await mkdir(pkiDir, { recursive: true, mode: PKI_DIR_MODE })
-    info = await stat(pkiDir)
+    info = statSync(pkiDir)
   }
   if ((info.mode & 0o077) !== 0) {
     logger.warning(`pki_dir ${pkiDir} has mode 0${(info.mode & 0o777).toString(8)}; 0700 is expected`)
