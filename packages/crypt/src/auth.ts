@@ -83,6 +83,12 @@ export interface AuthOutcome {
   changes: KeyChange[]
   /** An accepted key was replaced (open_mode): the caller should rotate the session key. */
   rotateSession: boolean
+  /**
+   * On acceptance: the box key shared with the minion (`nacl.box.before` of its `pub.box` and the master's secret),
+   * which sealing the session key needed anyway. The master's sealed channel keeps it for the minion's requests
+   * instead of agreeing it a second time.
+   */
+  sharedKey?: Uint8Array
 }
 
 export interface HandleAuthOptions {
@@ -144,6 +150,96 @@ function requestProblem(request: unknown): string | undefined {
   return undefined
 }
 
+/** An `_auth` request that passed every check needing no key store, with its public keys as text (for events). */
+export interface CheckedAuth {
+  request: AuthRequest
+  pubText: string
+}
+
+/** {@link checkAuthRequest}'s answer: the checked request, or the outcome refusing it. */
+export type AuthCheck = { ok: true; checked: CheckedAuth } | { ok: false; outcome: AuthOutcome }
+
+/** An acceptance made for a checked request ({@link acceptAuth}), and the box key agreed to seal it. */
+export interface AuthAcceptanceMade {
+  reply: AuthAcceptance
+  sharedKey: Uint8Array
+}
+
+/**
+ * The checks of the master's `_auth` that need no key store: the request's shape, its id, its signature and, when
+ * bounded, its clock skew. Never throws on what a peer sent: a failed check is the outcome to answer with.
+ */
+export function checkAuthRequest(request: unknown, options: Pick<HandleAuthOptions, 'maxClockSkewMs' | 'now' | 'cache'> = {}): AuthCheck {
+  const none = { changes: [], rotateSession: false }
+  const shape = requestProblem(request)
+  if (shape !== undefined) return { ok: false, outcome: { reply: refuse('malformed', `malformed _auth request: ${shape}`), ...none } }
+  const r = request as AuthRequest
+  const idProblem = minionIdProblem(r.id)
+  if (idProblem !== undefined) return { ok: false, outcome: { reply: refuse('invalid id', `invalid minion id: ${idProblem}`), ...none } }
+  const pubText = formatPublicKeys(r.pub)
+  if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign, options.cache)) {
+    const event: AuthEvent = { act: 'reject', id: r.id, result: false, pub: pubText }
+    return { ok: false, outcome: { reply: refuse('bad signature', '_auth request signature does not verify'), event, ...none } }
+  }
+  const now = options.now ?? Date.now()
+  if (options.maxClockSkewMs !== undefined && Math.abs(now - r.timestamp) > options.maxClockSkewMs) {
+    const message = `_auth timestamp is more than ${options.maxClockSkewMs} ms from the master's clock`
+    return { ok: false, outcome: { reply: refuse('stale timestamp', message, now), ...none } }
+  }
+  return { ok: true, checked: { request: r, pubText } }
+}
+
+/** The master's acceptance of a checked request: the current session key sealed to the minion and its own public keys, signed. */
+export function acceptAuth(
+  r: AuthRequest,
+  session: SessionKeys | SessionKey,
+  masterKeys: KeyPair,
+  options: Pick<HandleAuthOptions, 'now' | 'publishPort' | 'sessionTtlMs' | 'cache'> = {},
+): AuthAcceptanceMade {
+  const current = 'current' in session ? session.current() : session
+  const nonce = randomNonce(nacl.box.nonceLength, options.cache)
+  const sharedKey = boxSharedKey(r.pub.box, masterKeys.box.secretKey, options.cache)
+  const unsigned = {
+    id: r.id,
+    token: r.token,
+    gen: current.gen,
+    nonce,
+    session: nacl.box.after(current.key, nonce, sharedKey),
+    master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
+    time: options.now ?? Date.now(),
+    publish_port: options.publishPort ?? 0,
+    session_ttl: options.sessionTtlMs ?? 0,
+  }
+  const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey, options.cache) }
+  return { reply, sharedKey }
+}
+
+/** The refusal of an attempt the key store turned away at `max_pending_keys` (by name: a worker thread rebuilds errors as plain ones); undefined for any other error. */
+export function pendingLimitOutcome(error: unknown, now: number): AuthOutcome | undefined {
+  if ((error as Error)?.name !== 'PendingKeyLimitError') return undefined
+  return { reply: refuse('pending limit', (error as Error).message, now), changes: [], rotateSession: false }
+}
+
+/**
+ * The outcome of a checked request once the key store decided (Salt's rules: pending, accepted, rejected, denied on a
+ * key mismatch): a refusal with its `salt/auth` event, or, accepted, `acceptance` (made for this request) answered.
+ */
+export function settleAuth(checked: CheckedAuth, submitted: SubmitResult, now: number, acceptance?: AuthAcceptanceMade): AuthOutcome {
+  const base = { changes: submitted.changes, rotateSession: submitted.rotateSession }
+  const event = (act: AuthEvent['act'], result: boolean): AuthEvent => ({ act, id: checked.request.id, result, pub: checked.pubText })
+  switch (submitted.state) {
+    case 'pending':
+      return { reply: refuse('pending', 'key is pending acceptance on the master', now), event: event('pend', true), ...base }
+    case 'rejected':
+      return { reply: refuse('rejected', 'key has been rejected by the master', now), event: event('reject', false), ...base }
+    case 'denied':
+      return { reply: refuse('denied', 'key does not match the key the master has for this id', now), event: event('denied', false), ...base }
+    case 'accepted':
+      if (acceptance === undefined) throw new RangeError(`settleAuth: minion ${checked.request.id} was accepted, but no acceptance was made`)
+      return { reply: acceptance.reply, event: event('accept', true), ...base, sharedKey: acceptance.sharedKey }
+  }
+}
+
 /**
  * The master's `_auth`: validates the request, checks its signature, records the attempt in the
  * key store (Salt's rules: pending, accepted, rejected, denied on key mismatch) and, once the
@@ -157,25 +253,10 @@ export async function handleAuth(
   masterKeys: KeyPair,
   options: HandleAuthOptions = {},
 ): Promise<AuthOutcome> {
-  const none = { changes: [], rotateSession: false }
-  const shape = requestProblem(request)
-  if (shape !== undefined) return { reply: refuse('malformed', `malformed _auth request: ${shape}`), ...none }
-  const r = request as AuthRequest
-  const idProblem = minionIdProblem(r.id)
-  if (idProblem !== undefined) return { reply: refuse('invalid id', `invalid minion id: ${idProblem}`), ...none }
-  const pubText = formatPublicKeys(r.pub)
-  if (!verifyDetached(r.sig, requestTranscript(r), r.pub.sign, options.cache)) {
-    return {
-      reply: refuse('bad signature', '_auth request signature does not verify'),
-      event: { act: 'reject', id: r.id, result: false, pub: pubText },
-      ...none,
-    }
-  }
+  const check = checkAuthRequest(request, options)
+  if (!check.ok) return check.outcome
+  const r = check.checked.request
   const now = options.now ?? Date.now()
-  if (options.maxClockSkewMs !== undefined && Math.abs(now - r.timestamp) > options.maxClockSkewMs) {
-    return { reply: refuse('stale timestamp', `_auth timestamp is more than ${options.maxClockSkewMs} ms from the master's clock`, now), ...none }
-  }
-
   let submitted: SubmitResult
   try {
     submitted = await store.submit(
@@ -184,38 +265,12 @@ export async function handleAuth(
       { autoAccept: options.autoAccept ?? false, openMode: options.openMode ?? false, signedAt: r.timestamp },
     )
   } catch (error) {
-    // By name: from a worker thread the store's error arrives rebuilt as a plain Error carrying it.
-    if ((error as Error)?.name !== 'PendingKeyLimitError') throw error
-    return { reply: refuse('pending limit', (error as Error).message, now), ...none }
+    const refused = pendingLimitOutcome(error, now)
+    if (refused === undefined) throw error
+    return refused
   }
-  const base = { changes: submitted.changes, rotateSession: submitted.rotateSession }
-  const event = (act: AuthEvent['act'], result: boolean): AuthEvent => ({ act, id: r.id, result, pub: pubText })
-  switch (submitted.state) {
-    case 'pending':
-      return { reply: refuse('pending', 'key is pending acceptance on the master', now), event: event('pend', true), ...base }
-    case 'rejected':
-      return { reply: refuse('rejected', 'key has been rejected by the master', now), event: event('reject', false), ...base }
-    case 'denied':
-      return { reply: refuse('denied', 'key does not match the key the master has for this id', now), event: event('denied', false), ...base }
-    case 'accepted':
-      break
-  }
-
-  const current = 'current' in session ? session.current() : session
-  const nonce = randomNonce(nacl.box.nonceLength, options.cache)
-  const unsigned = {
-    id: r.id,
-    token: r.token,
-    gen: current.gen,
-    nonce,
-    session: nacl.box.after(current.key, nonce, boxSharedKey(r.pub.box, masterKeys.box.secretKey, options.cache)),
-    master_pub: { box: masterKeys.box.publicKey, sign: masterKeys.sign.publicKey },
-    time: now,
-    publish_port: options.publishPort ?? 0,
-    session_ttl: options.sessionTtlMs ?? 0,
-  }
-  const reply: AuthAcceptance = { ret: true, ...unsigned, sig: signDetached(replyTranscript(unsigned, r.pub.box), masterKeys.sign.secretKey, options.cache) }
-  return { reply, event: event('accept', true), ...base }
+  const acceptance = submitted.state === 'accepted' ? acceptAuth(r, session, masterKeys, { ...options, now }) : undefined
+  return settleAuth(check.checked, submitted, now, acceptance)
 }
 
 export type AuthResult =

@@ -60,6 +60,7 @@ export class CryptCache {
   readonly #opened: LruMap<string, OpenedPublish>
   readonly #derived = new WeakMap<object, Map<string, unknown>>()
   readonly #stats: CryptCacheStats = { nativeVerifies: 0, cachedVerifies: 0, reusedPublishes: 0 }
+  #importedPrivateKeys = 0
   #noncePool = Buffer.alloc(0)
   #noncePoolOffset = 0
 
@@ -68,6 +69,11 @@ export class CryptCache {
     this.#sharedKeyLimit = options.sharedKeys ?? 16_384
     this.#verified = new LruMap(options.verifiedSignatures ?? 256)
     this.#opened = new LruMap(options.openedPublishes ?? 64)
+  }
+
+  /** Private keys imported from their raw bytes so far (those a key pair was made or loaded with are adopted, not counted). */
+  get importedPrivateKeys(): number {
+    return this.#importedPrivateKeys
   }
 
   /** A copy of the counters. */
@@ -80,6 +86,7 @@ export class CryptCache {
     let key = this.#signingKeys.get(seedArray)
     if (key === undefined) {
       key = privateKeyFromRaw('Ed25519', seed)
+      this.#importedPrivateKeys++
       this.#signingKeys.set(seedArray, key)
     }
     return key
@@ -90,9 +97,21 @@ export class CryptCache {
     let key = this.#x25519Keys.get(secretKey)
     if (key === undefined) {
       key = privateKeyFromRaw('X25519', secretKey)
+      this.#importedPrivateKeys++
       this.#x25519Keys.set(secretKey, key)
     }
     return key
+  }
+
+  /**
+   * Keeps the private key objects a key pair was just made or loaded from, for signing with `signSecretKey` and
+   * agreeing boxes with `boxSecretKey` (the arrays of that {@link KeyPair}): they need not be imported again.
+   */
+  adoptPrivateKeys(boxSecretKey: Uint8Array, box: KeyObject, signSecretKey: Uint8Array, sign: KeyObject): void {
+    if (box.asymmetricKeyType !== 'x25519' || sign.asymmetricKeyType !== 'ed25519')
+      throw new RangeError('adoptPrivateKeys takes an X25519 and an Ed25519 private key')
+    this.#x25519Keys.set(boxSecretKey, box)
+    this.#signingKeys.set(signSecretKey, sign)
   }
 
   /** The Ed25519 public key object for 32 raw bytes, imported once and kept while recently used. */

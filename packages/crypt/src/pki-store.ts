@@ -1,9 +1,9 @@
-import { readdirSync, statSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { LogLimiter, silentLogger, type Logger } from '@brine/core'
 import { isBytes } from './bytes.js'
-import { MalformedMessageError, PendingKeyLimitError } from './errors.js'
+import { KeyFileError, MalformedMessageError, PendingKeyLimitError } from './errors.js'
 import { isNotFound, writeFileAtomic } from './fs-atomic.js'
 import { matchIds } from './glob.js'
 import {
@@ -175,6 +175,37 @@ interface CachedKeys {
 }
 
 /**
+ * A deletion marker's text, read synchronously: a few bytes on a local disk, looked up (and mostly not found) at every
+ * new key's `_auth` under `auto_accept`, where the promise API's hand-offs cost the main thread more than the read.
+ * O_NONBLOCK, so a FIFO put in its place cannot hang the thread (it is refused as not a regular file).
+ */
+function readMarkerSync(file: string): string {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK)
+  try {
+    if (!fstatSync(fd).isFile()) throw new KeyFileError(file, 'is not a regular file')
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** A {@link PkiStore.submit} waiting for its batch. */
+interface Submission {
+  id: string
+  keys: PublicKeys
+  options: SubmitOptions
+  resolve: (result: SubmitResult) => void
+  reject: (error: unknown) => void
+}
+
+/** A submission decided, with the key file its batch writes for it. */
+interface Decided {
+  submission: Submission
+  result: SubmitResult
+  write?: KeyState
+}
+
+/**
  * The master's minion key store: Salt's state directories under pki_dir, one file per minion id
  * holding its public keys. Every id is validated before a path is built. Writes are atomic
  * (temporary file, then rename) and files are 0600. Operations in one process are serialised;
@@ -192,6 +223,11 @@ export class PkiStore {
   #acceptedGeneration = 0
   readonly #now: () => number
   #queue: Promise<unknown> = Promise.resolve()
+  /** Submissions waiting for their batch to run ({@link submit}); undefined once it started or another mutation was queued. */
+  #openBatch: Submission[] | undefined
+  /** Keys a running batch decided to make pending whose files are not written yet: counted toward `max_pending_keys`. */
+  #pendingUnwritten = 0
+  #keyFileBatches = 0
   readonly #maxPending: number
   /** `minions_pre`'s size when last read, plus what this store wrote since; undefined after any other change. */
   #pending: { count: number; at: number } | undefined
@@ -207,6 +243,11 @@ export class PkiStore {
     this.#maxPending = options.maxPending ?? DEFAULT_MAX_PENDING_KEYS
   }
 
+  /** Batches of key files {@link submit} wrote (each file synced, the batch's syncs at once), since this store was opened. */
+  get keyFileBatches(): number {
+    return this.#keyFileBatches
+  }
+
   /** `_auth` attempts of new ids refused at `max_pending_keys`, since this store was opened. */
   get pendingRefused(): number {
     return this.#pendingRefused
@@ -216,7 +257,7 @@ export class PkiStore {
   async #admitPending(id: string): Promise<void> {
     const now = this.#now()
     if (this.#pending === undefined || now - this.#pending.at >= PENDING_RECOUNT_MS) {
-      this.#pending = { count: await this.#countState('pending'), at: now }
+      this.#pending = { count: (await this.#countState('pending')) + this.#pendingUnwritten, at: now }
     }
     if (this.#pending.count < this.#maxPending) {
       this.#pending.count++
@@ -278,7 +319,7 @@ export class PkiStore {
   async deletedAt(id: string): Promise<number | undefined> {
     let text: string
     try {
-      text = await readFile(this.#deletedPath(id), 'utf8')
+      text = readMarkerSync(this.#deletedPath(id))
     } catch (error) {
       if (isNotFound(error)) return undefined
       throw error
@@ -347,6 +388,7 @@ export class PkiStore {
 
   /** Runs `task` after every earlier mutation of this store has finished. */
   #exclusive<T>(task: () => Promise<T>): Promise<T> {
+    this.#openBatch = undefined
     const run = this.#queue.then(task, task)
     this.#queue = run.catch(() => {})
     return run
@@ -505,51 +547,108 @@ export class PkiStore {
     if (known !== undefined && publicKeysEqual(known, keys) && (options.openMode === true || !this.#exists('rejected', id))) {
       return { state: 'accepted', changes: [], rotateSession: false, keyMismatch: false }
     }
-    return this.#exclusive(async () => {
-      const done = (state: KeyState, changes: KeyChange[] = [], rotateSession = false, keyMismatch = false): SubmitResult => ({
-        state,
-        changes,
-        rotateSession,
-        keyMismatch,
-      })
-      const accepted = await this.#read('accepted', id)
-      if (options.openMode === true) {
-        if (accepted !== undefined && publicKeysEqual(accepted, keys)) return done('accepted')
-        const from = accepted !== undefined ? 'accepted' : await this.state(id)
-        await this.#write('accepted', id, keys)
-        await this.#remove('pending', id)
-        await this.#remove('rejected', id)
-        const change: KeyChange = from === undefined ? { id, act: 'accept', to: 'accepted' } : { id, act: 'accept', from, to: 'accepted' }
-        return done('accepted', [change], accepted !== undefined)
+    return new Promise((resolve, reject) => this.#joinBatch({ id, keys, options, resolve, reject }))
+  }
+
+  /**
+   * Queues a submission for the next batch: the submissions that arrive while the store is busy are decided one by
+   * one as before, and the key files they write are then written together, their syncs under way at once (a fleet
+   * authenticating at once needs one disk flush per batch, not one per minion, each waiting for the last). Each
+   * submission still resolves only once its file is synced in place.
+   */
+  #joinBatch(submission: Submission): void {
+    let batch = this.#openBatch
+    if (batch === undefined) {
+      const opened: Submission[] = []
+      // #exclusive closes any open batch: a submission arriving after another mutation is queued runs after it.
+      void this.#exclusive(() => this.#runBatch(opened))
+      this.#openBatch = batch = opened
+    }
+    batch.push(submission)
+  }
+
+  async #runBatch(batch: Submission[]): Promise<void> {
+    if (this.#openBatch === batch) this.#openBatch = undefined
+    let decided: Decided[] = []
+    const ids = new Set<string>()
+    for (const submission of batch) {
+      // A second attempt of one id must see what the first wrote: the files decided so far go to disk first.
+      if (ids.has(submission.id)) {
+        await this.#commit(decided)
+        decided = []
+        ids.clear()
       }
-      if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
-      const deny = async (): Promise<SubmitResult> => {
-        this.#takeoverLog.log(
-          this.#logger,
-          'error',
-          `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`,
-          'key-mismatch errors',
-        )
-        await this.#write('denied', id, keys)
-        return done('denied', [{ id, act: 'deny', to: 'denied' }], false, true)
+      ids.add(submission.id)
+      try {
+        decided.push({ submission, ...(await this.#decide(submission.id, submission.keys, submission.options)) })
+      } catch (error) {
+        submission.reject(error)
       }
-      if (accepted !== undefined) return publicKeysEqual(accepted, keys) ? done('accepted') : deny()
-      const pending = await this.#read('pending', id)
-      const autoAccept = await this.#mayAutoAccept(id, options, pending !== undefined)
-      if (pending !== undefined) {
-        if (!publicKeysEqual(pending, keys)) return deny()
-        if (!autoAccept) return done('pending')
-        await this.#move('pending', 'accepted', id)
-        return done('accepted', [{ id, act: 'accept', from: 'pending', to: 'accepted' }])
-      }
-      if (autoAccept) {
-        await this.#write('accepted', id, keys)
-        return done('accepted', [{ id, act: 'accept', to: 'accepted' }])
-      }
-      await this.#admitPending(id)
-      await this.#write('pending', id, keys)
-      return done('pending', [{ id, act: 'pend', to: 'pending' }])
+    }
+    await this.#commit(decided)
+  }
+
+  /** Writes the decided submissions' key files at once and answers each once its own file is in place. */
+  async #commit(decided: readonly Decided[]): Promise<void> {
+    if (decided.some(({ write }) => write !== undefined)) this.#keyFileBatches++
+    const written = await Promise.allSettled(
+      decided.map(async ({ submission, write }) => {
+        if (write === undefined) return
+        try {
+          await this.#write(write, submission.id, submission.keys)
+        } finally {
+          if (write === 'pending') this.#pendingUnwritten--
+        }
+      }),
+    )
+    written.forEach((outcome, index) => {
+      const { submission, result } = decided[index]!
+      if (outcome.status === 'fulfilled') submission.resolve(result)
+      else submission.reject(outcome.reason)
     })
+  }
+
+  /**
+   * Salt's rules for one attempt, against the files as they are: the result, and the key file it leaves to write
+   * (a new pending or accepted key, a denied one), which the batch writes. Every other change is made here.
+   */
+  async #decide(id: string, keys: PublicKeys, options: SubmitOptions): Promise<{ result: SubmitResult; write?: KeyState }> {
+    const done = (state: KeyState, changes: KeyChange[] = [], rotateSession = false, keyMismatch = false): { result: SubmitResult } => ({
+      result: { state, changes, rotateSession, keyMismatch },
+    })
+    const accepted = await this.#read('accepted', id)
+    if (options.openMode === true) {
+      if (accepted !== undefined && publicKeysEqual(accepted, keys)) return done('accepted')
+      const from = accepted !== undefined ? 'accepted' : await this.state(id)
+      await this.#write('accepted', id, keys)
+      await this.#remove('pending', id)
+      await this.#remove('rejected', id)
+      const change: KeyChange = from === undefined ? { id, act: 'accept', to: 'accepted' } : { id, act: 'accept', from, to: 'accepted' }
+      return done('accepted', [change], accepted !== undefined)
+    }
+    if ((await this.#read('rejected', id)) !== undefined) return done('rejected')
+    const deny = (): { result: SubmitResult; write: KeyState } => {
+      this.#takeoverLog.log(
+        this.#logger,
+        'error',
+        `authentication attempt from minion ${JSON.stringify(id.slice(0, 80))} with a key that does not match the one on file; key stored in minions_denied`,
+        'key-mismatch errors',
+      )
+      return { ...done('denied', [{ id, act: 'deny', to: 'denied' }], false, true), write: 'denied' }
+    }
+    if (accepted !== undefined) return publicKeysEqual(accepted, keys) ? done('accepted') : deny()
+    const pending = await this.#read('pending', id)
+    const autoAccept = await this.#mayAutoAccept(id, options, pending !== undefined)
+    if (pending !== undefined) {
+      if (!publicKeysEqual(pending, keys)) return deny()
+      if (!autoAccept) return done('pending')
+      await this.#move('pending', 'accepted', id)
+      return done('accepted', [{ id, act: 'accept', from: 'pending', to: 'accepted' }])
+    }
+    if (autoAccept) return { ...done('accepted', [{ id, act: 'accept', to: 'accepted' }]), write: 'accepted' }
+    await this.#admitPending(id)
+    this.#pendingUnwritten++
+    return { ...done('pending', [{ id, act: 'pend', to: 'pending' }]), write: 'pending' }
   }
 
   /** Moves every key in `sources` whose id matches `match` (globs or ids) to `target`. */

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { decode, encode } from '@brine/core'
 import {
   acceptAuthReply,
+  boxSharedKey,
   buildAuthRequest,
   DecryptError,
   fingerprint,
@@ -86,6 +87,17 @@ describe('_auth handshake', () => {
     const request = buildAuthRequest('web1', minion)
     const outcome = await handleAuth(wire(request), store, session, master, { autoAccept: true })
     expect(openAuthReply(wire(outcome.reply), request, minion)).toMatchObject({ ok: true })
+  })
+
+  it('hands back the box key it agreed with an accepted minion (the one the minion agrees), and none with a refusal', async () => {
+    const { store, session, master, minion } = await setup()
+    const pending = await handleAuth(wire(buildAuthRequest('web1', minion)), store, session, master)
+    expect(pending.reply).toMatchObject({ ret: false, reason: 'pending' })
+    expect(pending.sharedKey).toBeUndefined()
+    const accepted = await handleAuth(wire(buildAuthRequest('web2', minion)), store, session, master, { autoAccept: true })
+    expect(accepted.reply.ret).toBe(true)
+    expect(Buffer.compare(accepted.sharedKey!, boxSharedKey(master.box.publicKey, minion.box.secretKey))).toBe(0)
+    expect(Buffer.compare(accepted.sharedKey!, boxSharedKey(minion.box.publicKey, master.box.secretKey))).toBe(0)
   })
 
   it('refuses a master whose keys differ from the pinned ones', async () => {

@@ -5,6 +5,8 @@ import nacl from 'tweetnacl'
 import { describe, expect, it } from 'vitest'
 import { silentLogger } from '@brine/core'
 import {
+  boxSharedKey,
+  CryptCache,
   fingerprint,
   generateKeys,
   keysFromSecrets,
@@ -14,6 +16,7 @@ import {
   normalizeFingerprint,
   parsePublicKeys,
   publicKeysOf,
+  signDetached,
 } from '../src/index.js'
 import { ensurePkiDir } from '../src/keys.js'
 import { useTempDirs } from './temp-dir.js'
@@ -56,6 +59,26 @@ describe('loadOrCreateKeys', () => {
     expect(parsePublicKeys(pubText, loaded.pubFile)).toEqual(publicKeysOf(loaded.keys))
     // The secret file holds the secrets, not just public keys.
     expect(await readFile(loaded.keyFile, 'utf8')).toContain('BRINE SECRET KEYS')
+  })
+
+  it('keeps the key objects it made or loaded in a given cache: signing and agreeing a box import no private key again', async () => {
+    const pkiDir = join(await tempDir(), 'pki')
+    const minion = generateKeys()
+    for (const start of ['first', 'later']) {
+      const cache = new CryptCache()
+      const { keys, created } = await loadOrCreateKeys(pkiDir, 'minion', { cache })
+      expect(created).toBe(start === 'first')
+      const signature = signDetached(new Uint8Array([1, 2, 3]), keys.sign.secretKey, cache)
+      expect(Buffer.compare(signature, nacl.sign.detached(new Uint8Array([1, 2, 3]), keys.sign.secretKey))).toBe(0)
+      expect(Buffer.compare(boxSharedKey(minion.box.publicKey, keys.box.secretKey, cache), nacl.box.before(minion.box.publicKey, keys.box.secretKey))).toBe(0)
+      expect(cache.importedPrivateKeys).toBe(0)
+    }
+    // Without having loaded them through it, the cache imports each key once.
+    const cache = new CryptCache()
+    const { keys } = await loadOrCreateKeys(pkiDir, 'minion')
+    signDetached(new Uint8Array([1]), keys.sign.secretKey, cache)
+    boxSharedKey(minion.box.publicKey, keys.box.secretKey, cache)
+    expect(cache.importedPrivateKeys).toBe(2)
   })
 
   it('loads the same keys on a later start', async () => {

@@ -1,7 +1,7 @@
 import { readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { fingerprint, generateKeys, InvalidMinionIdError, KeyFileError, PkiStore, publicKeysOf, type PublicKeys } from '../src/index.js'
+import { fingerprint, generateKeys, InvalidMinionIdError, KeyFileError, parsePublicKeys, PkiStore, publicKeysOf, type PublicKeys } from '../src/index.js'
 import { useTempDirs } from './temp-dir.js'
 
 const tempDir = useTempDirs()
@@ -293,6 +293,56 @@ describe('PkiStore', () => {
     expect((await store.list()).minions_pre).toEqual(ids)
     expect(await readdir(join(store.pkiDir, '.pki-tmp'))).toEqual([])
   })
+
+  it('writes the key files of submissions that arrive together in batches, each answered once its own file is in place', async () => {
+    const store = await PkiStore.open(await tempDir())
+    const ids = Array.from({ length: 60 }, (_, i) => `m${String(i).padStart(2, '0')}`)
+    const keys = new Map(ids.map((id) => [id, newPub()]))
+    const answered = await Promise.all(
+      ids.map(async (id) => {
+        const result = await store.submit(id, keys.get(id)!, { autoAccept: id < 'm30' })
+        // Readable the moment its answer comes: the file was written (and synced) before.
+        const file = await readFile(join(store.pkiDir, result.state === 'accepted' ? 'minions' : 'minions_pre', id), 'utf8')
+        return { id, state: result.state, file }
+      }),
+    )
+    for (const { id, state, file } of answered) {
+      expect(state).toBe(id < 'm30' ? 'accepted' : 'pending')
+      expect(parsePublicKeys(file, id)).toEqual(keys.get(id))
+      expect(await store.get(id)).toEqual({ id, state, keys: keys.get(id) })
+    }
+    expect(store.keyFileBatches).toBeGreaterThan(0)
+    expect(store.keyFileBatches).toBeLessThan(ids.length / 2)
+    expect(await readdir(join(store.pkiDir, '.pki-tmp'))).toEqual([])
+  })
+
+  it('decides a second attempt of one id in a batch on what the first wrote', async () => {
+    const store = await PkiStore.open(await tempDir())
+    const [first, impostor, same] = [newPub(), newPub(), newPub()]
+    const results = await Promise.all([
+      store.submit('web1', first),
+      store.submit('web1', impostor),
+      store.submit('web2', same),
+      store.submit('web2', same, { autoAccept: true }),
+    ])
+    expect(results.map((result) => result.state)).toEqual(['pending', 'denied', 'pending', 'accepted'])
+    expect(await store.get('web1')).toEqual({ id: 'web1', state: 'pending', keys: first, denied: impostor })
+    expect(await store.get('web2')).toEqual({ id: 'web2', state: 'accepted', keys: same })
+  })
+
+  it('runs a submission made after a key operation after it, even while a batch is open', async () => {
+    const { store, keys } = await storeWith(['web1'])
+    // A batch in flight (its file being synced), and the next one open behind it when the rejection is queued.
+    const inFlight = store.submit('web0', newPub())
+    await new Promise(setImmediate)
+    const other = store.submit('web2', newPub())
+    await new Promise(setImmediate)
+    const rejected = store.reject('web1')
+    const after = store.submit('web1', keys.get('web1')!, { autoAccept: true })
+    await Promise.all([inFlight, other])
+    expect((await rejected).changes).toEqual([{ id: 'web1', act: 'reject', from: 'pending', to: 'rejected' }])
+    expect(await after).toMatchObject({ state: 'rejected' })
+  })
 })
 
 describe('PkiStore syndic keys', () => {
@@ -327,5 +377,16 @@ describe('PkiStore syndic keys', () => {
     expect((await store.list()).minions_pre).toEqual(['a', 'b'])
     // auto_accept is not held back.
     expect(await store.submit('d', newPub(), { autoAccept: true })).toMatchObject({ state: 'accepted' })
+  })
+
+  it('holds maxPending against a burst of new ids decided before their files are written', async () => {
+    // A clock that moves a second per reading: the pending keys are counted again at every attempt, mid-batch.
+    let clock = 0
+    const store = await PkiStore.open(await tempDir(), { maxPending: 10, now: () => (clock += 1000) })
+    const ids = Array.from({ length: 30 }, (_, i) => `n${String(i).padStart(2, '0')}`)
+    const settled = await Promise.allSettled(ids.map((id) => store.submit(id, newPub())))
+    expect(settled.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(10)
+    expect(store.pendingRefused).toBe(20)
+    expect((await store.list()).minions_pre).toHaveLength(10)
   })
 })

@@ -1,4 +1,16 @@
-import type { AuthOutcome, KeyChange, PkiStore, PublicKeys, SessionKey } from '@brine/crypt'
+import {
+  isValidMinionId,
+  pendingLimitOutcome,
+  publicKeysEqual,
+  settleAuth,
+  type AuthAcceptanceMade,
+  type AuthOutcome,
+  type KeyChange,
+  type PkiStore,
+  type PublicKeys,
+  type SessionKey,
+  type SubmitResult,
+} from '@brine/crypt'
 import { type JobCache } from '@brine/common'
 import { generateJid, tags, type EventLoad, type PublishReply, type ReturnLoad, returnEventData } from '@brine/protocol'
 import { type Grains } from '@brine/targeting'
@@ -18,6 +30,7 @@ import type { IssuedJobs } from './issued-jobs.js'
 import type { JobPublisher, JobRequest } from './job-publisher.js'
 import { findRunner, type RunnerContext } from './runners/index.js'
 import { runWheel, WHEEL_FUNCTIONS, type WheelContext } from './wheel.js'
+import type { AuthAcceptParams, AuthTaskResult, WorkerTask } from './request-worker.js'
 import type { RequestPool } from './worker-pool.js'
 import type { SyndicRegistry } from './syndics.js'
 import { saveReturn } from './job-returns.js'
@@ -85,6 +98,11 @@ export interface MasterServiceSettings {
 export interface AuthContext {
   /** The publish port of the transport the request came in on (Salt's auth reply carries it). */
   publishPort?: number
+  /**
+   * Told the box key shared with a minion just accepted (for its `pub.box`), which the handshake agreed to seal the
+   * session key: the sealed channel keeps it for that minion's requests instead of agreeing it again.
+   */
+  onSharedKey?: (id: string, boxPublicKey: Uint8Array, sharedKey: Uint8Array) => void
 }
 
 export interface MasterServiceOptions {
@@ -325,31 +343,78 @@ export class MasterService {
   }
 
   /**
-   * A minion's `_auth`: the handshake (in the crypto pool), `salt/auth`, key changes. The reply carries the
-   * master's clock, the session's lifetime and, when `context` names it, the publish port to subscribe to.
+   * A minion's `_auth`: the handshake (its checks and signatures in the crypto pool, the key store here), `salt/auth`,
+   * key changes. The reply carries the master's clock, the session's lifetime and, when `context` names it, the
+   * publish port to subscribe to.
    */
   async auth(load: Record<string, unknown>, context: AuthContext = {}): Promise<WireValue> {
     const key = typeof load['id'] === 'string' ? load['id'] : ''
-    const task = (session: SessionKey) => ({
-      op: 'auth' as const,
-      request: load,
+    const now = this.#now()
+    const accept = (session: SessionKey): AuthAcceptParams => ({
       session,
-      autoAccept: this.#o.settings.autoAccept,
-      openMode: this.#o.settings.openMode,
-      now: this.#now(),
+      now,
       publishPort: context.publishPort ?? 0,
       sessionTtlMs: this.#o.settings.sessionTtlMs ?? 0,
     })
+    // The acceptance is made with the checks when the key is expected to be accepted (one task); a key left pending
+    // costs the pool no box and no signature.
+    const expected = await this.#acceptanceExpected(load)
+    const task: WorkerTask = { op: 'auth', request: load, now, ...(expected ? { accept: accept(this.#o.session.current()) } : {}) }
     // A minion's _auth is worth nothing once its sender gave up waiting: under a storm the workers refuse it unrun (shed).
-    const outcome = (await this.#o.crypto.run(key, task(this.#o.session.current()), { shed: true })) as AuthOutcome
+    const checked = (await this.#o.crypto.run(key, task, { shed: true })) as AuthTaskResult
+    const outcome = checked.ok ? await this.#settleAuth(key, checked, now, accept) : checked.outcome
     if (outcome.event !== undefined) this.#o.bus.fire(tags.auth, { ...outcome.event })
     await this.#applyChanges(outcome.changes, outcome.rotateSession, 'a key was replaced (open_mode)')
     if (outcome.reply.ret === true && key !== '') this.#connected.add(key)
     // The reply carries the pre-rotation key; answer again under the new one.
-    const reply =
-      outcome.rotateSession && outcome.reply.ret ? ((await this.#o.crypto.run(key, task(this.#o.session.current()))) as AuthOutcome).reply : outcome.reply
-    if (reply.ret === true && key !== '') await this.#o.session.handedTo?.(key)
+    const final = outcome.rotateSession && outcome.reply.ret ? await this.#acceptance(key, checked, accept(this.#o.session.current())) : outcome
+    const reply = final.reply
+    if (reply.ret === true && key !== '') {
+      // An accepted reply means the request was well formed: `pub.box` is the minion's 32-byte box key.
+      if (final.sharedKey !== undefined) context.onSharedKey?.(key, (load['pub'] as { box: Uint8Array }).box, final.sharedKey)
+      await this.#o.session.handedTo?.(key)
+    }
     return reply
+  }
+
+  /** Whether an `_auth` will likely be accepted: `auto_accept`, `open_mode`, or its keys are the ones accepted for its id. */
+  async #acceptanceExpected(load: Record<string, unknown>): Promise<boolean> {
+    if (this.#o.settings.autoAccept || this.#o.settings.openMode) return true
+    const id = load['id']
+    const pub = load['pub']
+    if (typeof id !== 'string' || !isValidMinionId(id) || !isMap(pub)) return false
+    const { box, sign } = pub
+    if (!(box instanceof Uint8Array) || !(sign instanceof Uint8Array)) return false
+    const known = await this.#o.store.acceptedKeys(id).catch(() => undefined)
+    return known !== undefined && publicKeysEqual(known, { box, sign })
+  }
+
+  /** A checked `_auth` recorded in the key store (Salt's rules), then answered: a refusal, or the acceptance (made now if not with the checks). */
+  async #settleAuth(
+    key: string,
+    checked: Extract<AuthTaskResult, { ok: true }>,
+    now: number,
+    accept: (session: SessionKey) => AuthAcceptParams,
+  ): Promise<AuthOutcome> {
+    const r = checked.checked.request
+    const { autoAccept, openMode } = this.#o.settings
+    let submitted: SubmitResult
+    try {
+      submitted = await this.#o.store.submit(r.id, { box: r.pub.box, sign: r.pub.sign }, { autoAccept, openMode, signedAt: r.timestamp })
+    } catch (error) {
+      const refused = pendingLimitOutcome(error, now)
+      if (refused === undefined) throw error
+      return refused
+    }
+    if (submitted.state !== 'accepted') return settleAuth(checked.checked, submitted, now)
+    const acceptance = checked.acceptance ?? (await this.#acceptance(key, checked, accept(this.#o.session.current())))
+    return settleAuth(checked.checked, submitted, now, acceptance)
+  }
+
+  /** An acceptance of a checked `_auth` made in the crypto pool (one not made with its checks, or one under a rotated key). */
+  async #acceptance(key: string, checked: AuthTaskResult, params: AuthAcceptParams): Promise<AuthAcceptanceMade> {
+    if (!checked.ok) throw new RangeError('an acceptance needs a checked _auth request')
+    return (await this.#o.crypto.run(key, { op: 'auth-accept', request: checked.checked.request, ...params })) as unknown as AuthAcceptanceMade
   }
 
   /**

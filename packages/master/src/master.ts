@@ -50,7 +50,6 @@ import { SyndicIntake } from './syndic-intake.js'
 import { SyndicRegistry } from './syndics.js'
 import { TokenCommands } from './eauth/token-commands.js'
 import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
-import type { SubmitKey } from './request-worker.js'
 import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolStats, type ThreadPoolWorkers } from './worker-pool.js'
 import { DemandPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS } from './demand-pool.js'
 import { PublishSealer } from './publish-sealer.js'
@@ -311,7 +310,7 @@ export class Master {
     this.#files = files
     const { grains, syndics } = await this.#loadCaches()
     await this.bus.start()
-    const pool = this.#threads(this.opts.worker_threads, keys, store.submit.bind(store), 'worker_threads')
+    const pool = this.#threads(this.opts.worker_threads, keys, 'worker_threads')
     this.#pool = pool
     // A herd of minions holding the kept session key comes back at once: the threads boot while the rest of the start runs.
     const session = this.#session
@@ -389,7 +388,7 @@ export class Master {
     // Threads of their own: a login storm queues behind its own bound, never behind (or ahead of) job crypto.
     // None without external_auth: nothing would ever be hashed.
     const hashThreads = Object.keys(opts.external_auth ?? {}).length > 0 ? eauthLimits.hashThreads : 0
-    const pool = this.#threads(hashThreads, keys, store.submit.bind(store), 'eauth_hash_threads')
+    const pool = this.#threads(hashThreads, keys, 'eauth_hash_threads')
     this.#hashes = new PasswordHashPool({ pool, concurrency: Math.max(1, hashThreads), backlog: eauthLimits.hashBacklog })
     const externalAuth = await ExternalAuth.fromConfig(opts, this.#logger.child('eauth'), this.#hashes)
     this.#externalAuth = externalAuth
@@ -689,19 +688,18 @@ export class Master {
   }
 
   /** `size` worker threads running request-worker.js (`key` names the config key), or the main thread for 0. */
-  #threads(size: number, keys: KeyPair, submit: SubmitKey, key: string): RequestPool {
-    if (size <= 0) return new InlinePool(keys, submit)
+  #threads(size: number, keys: KeyPair, key: string): RequestPool {
+    if (size <= 0) return new InlinePool(keys)
     const script = this.#workerScript
     if (!existsSync(fileURLToPath(script))) {
       // Running from TypeScript sources (tests): there is no built worker script to start.
       this.#logger.warning(`${key}: ${size} ignored: ${fileURLToPath(script)} does not exist (not built?); working on the main thread`)
-      return new InlinePool(keys, submit)
+      return new InlinePool(keys)
     }
     const threads = new ThreadPool({
       size,
       script,
       masterKeys: keys,
-      submit,
       logger: this.#logger.child(key === 'worker_threads' ? 'workers' : 'hash-workers'),
     })
     if (key !== 'worker_threads') {
@@ -710,7 +708,7 @@ export class Master {
     }
     // A password hash is worth a thread from the first login; the request crypto only once a herd comes (demand-pool.ts).
     this.#logger.info(`${key}: ${size} worker threads, started once ${this.#workerStartTasks} tasks come within ${WORKER_START_WINDOW_MS} ms`)
-    return new DemandPool({ inline: new InlinePool(keys, submit), threads, startTasks: this.#workerStartTasks })
+    return new DemandPool({ inline: new InlinePool(keys), threads, startTasks: this.#workerStartTasks })
   }
 
   /**

@@ -1,17 +1,17 @@
 import { isMainThread, parentPort, threadId, workerData, type MessagePort } from 'node:worker_threads'
 import bcrypt from 'bcryptjs'
 import {
+  acceptAuth,
   boxSharedKey,
+  checkAuthRequest,
   CryptCache,
-  handleAuth,
   sealEncodedPublish,
+  type AuthAcceptanceMade,
   type AuthOutcome,
+  type AuthRequest,
+  type CheckedAuth,
   type KeyPair,
-  type PkiStore,
-  type PublicKeys,
   type SessionKey,
-  type SubmitOptions,
-  type SubmitResult,
 } from '@brine/crypt'
 import { serializeError, type SerializedError, type WireValue } from '@brine/core'
 
@@ -21,23 +21,36 @@ import { serializeError, type SerializedError, type WireValue } from '@brine/cor
  * thread; state (key store, jobs, events) stays on the main thread, which passes in what a task
  * needs (the minion's accepted box key, the current session key). Opening and sealing a minion's
  * box once its shared key is known costs less than a hop to a worker, so the main thread does it.
+ *
+ * An `_auth` is one task (two messages): the request's checks, and, when the main thread expects the key to be
+ * accepted (`auto_accept`, `open_mode`, or the key accepted already), the acceptance made with them; the main thread
+ * then asks its key store and answers. Only an acceptance it did not expect costs a second task (`auth-accept`).
  */
 
+/** What an `auth` task is told to make an acceptance with: the reply's session key and fields. */
+export interface AuthAcceptParams {
+  session: SessionKey
+  now: number
+  publishPort: number
+  sessionTtlMs: number
+}
+
 export type WorkerTask =
-  | { op: 'auth'; request: unknown; session: SessionKey; autoAccept: boolean; openMode: boolean; now: number; publishPort: number; sessionTtlMs: number }
+  | { op: 'auth'; request: unknown; now: number; accept?: AuthAcceptParams }
+  | ({ op: 'auth-accept'; request: AuthRequest } & AuthAcceptParams)
   | { op: 'box-shared-key'; boxKey: Uint8Array }
   | { op: 'box-shared-keys'; boxKeys: Uint8Array[] }
   | { op: 'seal-publish'; encoded: Uint8Array; session: SessionKey }
   | { op: 'bcrypt-compare'; password: string; hash: string }
+
+/** What an `auth` task answers: the refusal of a request that failed its checks, or the checked request (and the acceptance asked for). */
+export type AuthTaskResult = { ok: false; outcome: AuthOutcome } | { ok: true; checked: CheckedAuth; acceptance?: AuthAcceptanceMade }
 
 /** What a `bcrypt-compare` task answers: the verdict, and the thread that spent the CPU on it. */
 export interface HashVerdict {
   match: boolean
   threadId: number
 }
-
-/** Records an auth attempt in the key store, which lives on the main thread. */
-export type SubmitKey = (id: string, keys: PublicKeys, options: SubmitOptions) => Promise<SubmitResult>
 
 export class RequestCrypto {
   readonly #keys: KeyPair
@@ -48,14 +61,17 @@ export class RequestCrypto {
     this.#keys = masterKeys
   }
 
-  async run(task: WorkerTask, submit: SubmitKey): Promise<WireValue> {
+  run(task: WorkerTask): WireValue {
     switch (task.op) {
       case 'auth':
-        return this.auth(task.request, task.session, { autoAccept: task.autoAccept, openMode: task.openMode }, submit, {
+        return this.#auth(task.request, task.now, task.accept) as unknown as WireValue
+      case 'auth-accept':
+        return acceptAuth(task.request, task.session, this.#keys, {
           now: task.now,
           publishPort: task.publishPort,
           sessionTtlMs: task.sessionTtlMs,
-        })
+          cache: this.#cache,
+        }) as unknown as WireValue
       case 'box-shared-key':
         return boxSharedKey(task.boxKey, this.#keys.box.secretKey, this.#cache)
       case 'box-shared-keys':
@@ -76,56 +92,54 @@ export class RequestCrypto {
     }
   }
 
-  /** crypt's handleAuth, with the store reduced to the one call it makes (submit). */
-  auth(
-    request: unknown,
-    session: SessionKey,
-    options: SubmitOptions,
-    submit: SubmitKey,
-    reply: { now?: number; publishPort?: number; sessionTtlMs?: number } = {},
-  ): Promise<AuthOutcome> {
-    const store = { submit: (id: string, keys: PublicKeys, submitOptions: SubmitOptions) => submit(id, keys, submitOptions) }
-    return handleAuth(request, store as unknown as PkiStore, session, this.#keys, { ...options, ...reply, cache: this.#cache })
+  /** An `_auth` request's checks, and the acceptance made at once when `accept` says how. */
+  #auth(request: unknown, now: number, accept: AuthAcceptParams | undefined): AuthTaskResult {
+    const check = checkAuthRequest(request, { now, cache: this.#cache })
+    if (!check.ok || accept === undefined) return check
+    return {
+      ...check,
+      acceptance: acceptAuth(check.checked.request, accept.session, this.#keys, {
+        now: accept.now,
+        publishPort: accept.publishPort,
+        sessionTtlMs: accept.sessionTtlMs,
+        cache: this.#cache,
+      }),
+    }
   }
 }
 
 /** Main thread → worker. */
-export type ToWorker =
-  { type: 'task'; taskId: number; task: WorkerTask } | { type: 'submitted'; callId: number; result?: SubmitResult; error?: SerializedError }
+export interface ToWorker {
+  type: 'task'
+  taskId: number
+  task: WorkerTask
+}
 
 /** Worker → main thread. */
-export type FromWorker =
-  | { type: 'done'; taskId: number; value?: WireValue; error?: SerializedError; threadId: number }
-  | { type: 'submit'; callId: number; id: string; keys: PublicKeys; options: SubmitOptions }
+export interface FromWorker {
+  type: 'done'
+  taskId: number
+  value?: WireValue
+  error?: SerializedError
+  threadId: number
+}
 
 export interface RequestWorkerData {
   brineRequestWorker: true
   masterKeys: KeyPair
 }
 
-/** The worker thread's loop: run each task, relay key store submissions to the main thread. */
+/** The worker thread's loop: run each task, answer with its value or its error. */
 export function runRequestWorker(port: MessagePort, data: RequestWorkerData): void {
   const crypto = new RequestCrypto(data.masterKeys)
-  const calls = new Map<number, { resolve: (result: SubmitResult) => void; reject: (error: Error) => void }>()
-  let nextCall = 0
-  const submit: SubmitKey = (id, keys, options) =>
-    new Promise((resolve, reject) => {
-      const callId = nextCall++
-      calls.set(callId, { resolve, reject })
-      port.postMessage({ type: 'submit', callId, id, keys, options } satisfies FromWorker)
-    })
   port.on('message', (message: ToWorker) => {
-    if (message.type === 'submitted') {
-      const call = calls.get(message.callId)
-      calls.delete(message.callId)
-      if (message.error !== undefined) call?.reject(Object.assign(new Error(message.error.message), { name: message.error.name }))
-      else call?.resolve(message.result!)
-      return
+    let done: FromWorker
+    try {
+      done = { type: 'done', taskId: message.taskId, value: crypto.run(message.task), threadId }
+    } catch (error) {
+      done = { type: 'done', taskId: message.taskId, error: serializeError(error), threadId }
     }
-    crypto.run(message.task, submit).then(
-      (value) => port.postMessage({ type: 'done', taskId: message.taskId, value, threadId } satisfies FromWorker),
-      (error: unknown) => port.postMessage({ type: 'done', taskId: message.taskId, error: serializeError(error), threadId } satisfies FromWorker),
-    )
+    port.postMessage(done)
   })
 }
 

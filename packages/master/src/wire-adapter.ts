@@ -18,7 +18,7 @@ import { viaOfRequest, type Caller } from './authorize.js'
 import { MalformedRequestError, PermissionDeniedError } from '@brine/protocol'
 import type { TokenCommands } from './eauth/token-commands.js'
 import type { FileServer } from './file-server/file-server.js'
-import type { MasterService } from './master-service.js'
+import type { AuthContext, MasterService } from './master-service.js'
 import type { SyndicIntake } from './syndic-intake.js'
 import type { RequestPool } from './worker-pool.js'
 
@@ -189,6 +189,10 @@ export class MasterWireAdapter {
     await Promise.all(batches)
   }
 
+  /** An accepted `_auth`'s shared key, kept for the minion's sealed requests (used only while that box key stays the accepted one). */
+  readonly #holdSharedKey: NonNullable<AuthContext['onSharedKey']> = (id, boxPublicKey, sharedKey) =>
+    this.#boxes.hold(id, boxPublicKey, Promise.resolve(sharedKey))
+
   /** The transport's RequestHandler. */
   readonly handle = async (request: WireValue, context: RequestContext): Promise<WireValue> => {
     if (!isMap(request)) throw new MalformedRequestError('request', 'not a map; expected {enc, load} or a sealed {enc: "box", …}')
@@ -223,7 +227,10 @@ export class MasterWireAdapter {
     return {
       _auth: async (load, context) => {
         const publishPort = this.#publishPortOf(context.transport)
-        const reply = await service.auth(load, publishPort === undefined ? {} : { publishPort })
+        const reply = await service.auth(
+          load,
+          publishPort === undefined ? { onSharedKey: this.#holdSharedKey } : { publishPort, onSharedKey: this.#holdSharedKey },
+        )
         if ((reply as { ret?: unknown } | null)?.ret === true) context.authenticated?.()
         return reply
       },

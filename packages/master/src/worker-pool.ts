@@ -2,7 +2,7 @@ import { threadId, Worker, type ResourceLimits } from 'node:worker_threads'
 import type { KeyPair } from '@brine/crypt'
 import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
 import { RebuiltWorkerError, WorkerPoolBusyError, WorkerPoolError } from './errors.js'
-import { RequestCrypto, type FromWorker, type RequestWorkerData, type SubmitKey, type ToWorker, type WorkerTask } from './request-worker.js'
+import { RequestCrypto, type FromWorker, type RequestWorkerData, type ToWorker, type WorkerTask } from './request-worker.js'
 
 /** How a task may be treated when the workers are behind. */
 export interface RunOptions {
@@ -40,15 +40,13 @@ export function hashKey(key: string): number {
 export class InlinePool implements RequestPool {
   readonly size = 0
   readonly #crypto: RequestCrypto
-  readonly #submit: SubmitKey
 
-  constructor(masterKeys: KeyPair, submit: SubmitKey) {
+  constructor(masterKeys: KeyPair) {
     this.#crypto = new RequestCrypto(masterKeys)
-    this.#submit = submit
   }
 
-  run(_key: string, task: WorkerTask): Promise<WireValue> {
-    return this.#crypto.run(task, this.#submit)
+  async run(_key: string, task: WorkerTask): Promise<WireValue> {
+    return this.#crypto.run(task)
   }
 
   async close(): Promise<void> {}
@@ -80,7 +78,7 @@ interface Slot {
   head: number
 }
 
-/** Tasks handed to one worker at once: enough to keep it busy while its key store calls come back. */
+/** Tasks handed to one worker at once: enough to keep it busy while its answers cross to this thread and the next tasks come. */
 export const DEFAULT_WORKER_IN_FLIGHT = 32
 /** How long a sheddable task may wait for a worker: well inside Salt's default auth_timeout (5 s), so what is run is still awaited. */
 export const DEFAULT_WORKER_MAX_WAIT_MS = 2000
@@ -125,7 +123,6 @@ export interface ThreadPoolOptions {
   /** The built `request-worker.js`. */
   script: URL
   masterKeys: KeyPair
-  submit: SubmitKey
   logger?: Logger
   /** Tasks handed to each worker at once (default {@link DEFAULT_WORKER_IN_FLIGHT}); the rest wait on this thread. */
   maxInFlight?: number
@@ -141,7 +138,7 @@ export interface ThreadPoolOptions {
  * `worker_threads: N`: up to N node:worker_threads running {@link RequestCrypto}. A slot's thread starts
  * with the first task routed to it and stops once it has been idle `idleMs`, so an idle master holds no
  * worker isolate. A worker that dies fails only its own pending tasks and is replaced; the key store stays
- * on this thread and is reached from a worker through a `submit` message.
+ * on this thread, which asks it between tasks (an `_auth`'s checks, then its acceptance).
  *
  * Each worker holds at most `maxInFlight` tasks; the rest wait here in arrival order, so a storm of
  * requests costs this thread a small record each instead of filling the workers' message queues and
@@ -198,7 +195,7 @@ export class ThreadPool implements RequestPool {
     const worker = new Worker(this.#options.script, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } })
     slot.worker = worker
     this.#started++
-    worker.on('message', (message: FromWorker) => this.#onMessage(slot, worker, message))
+    worker.on('message', (message: FromWorker) => this.#onMessage(slot, message))
     // A retired worker's last events concern no task: the slot may already run its successor.
     const current = (): boolean => slot.worker === worker
     const failAll = (reason: string): void => {
@@ -243,26 +240,16 @@ export class ThreadPool implements RequestPool {
     return slot.pending.size === 0 && slot.urgent.length === 0 && slot.head === slot.queue.length
   }
 
-  #onMessage(slot: Slot, worker: Worker, message: FromWorker): void {
-    if (message.type === 'done') {
-      const task = slot.pending.get(message.taskId)
-      slot.pending.delete(message.taskId)
-      if (task !== undefined && message.threadId !== threadId) {
-        this.#offThread[task.op] = (this.#offThread[task.op] ?? 0) + 1
-        this.#threads.add(slot.index)
-      }
-      if (message.error !== undefined) task?.reject(new RebuiltWorkerError(message.error))
-      else task?.resolve(message.value)
-      this.#next(slot)
-      return
+  #onMessage(slot: Slot, message: FromWorker): void {
+    const task = slot.pending.get(message.taskId)
+    slot.pending.delete(message.taskId)
+    if (task !== undefined && message.threadId !== threadId) {
+      this.#offThread[task.op] = (this.#offThread[task.op] ?? 0) + 1
+      this.#threads.add(slot.index)
     }
-    const reply = (payload: Omit<Extract<ToWorker, { type: 'submitted' }>, 'type' | 'callId'>): void => {
-      if (!this.#closing) worker.postMessage({ type: 'submitted', callId: message.callId, ...payload } satisfies ToWorker)
-    }
-    this.#options.submit(message.id, message.keys, message.options).then(
-      (result) => reply({ result }),
-      (error: unknown) => reply({ error: { name: (error as Error).name ?? 'Error', message: (error as Error).message ?? String(error) } }),
-    )
+    if (message.error !== undefined) task?.reject(new RebuiltWorkerError(message.error))
+    else task?.resolve(message.value)
+    this.#next(slot)
   }
 
   /**

@@ -1,10 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { boxSharedKey, generateKeys, type SubmitResult } from '@brine/crypt'
+import { boxSharedKey, generateKeys } from '@brine/crypt'
 import { DemandPool, InlinePool, ThreadPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS, type RequestPool } from '../src/index.js'
 
 // The threads run the built worker script, as the master does (`npm test` builds before vitest).
 const script = new URL('../dist/request-worker.js', import.meta.url)
-const submit = async (): Promise<SubmitResult> => ({ state: 'pending', changes: [], rotateSession: false, keyMismatch: false })
 
 describe('the request pool that starts its threads on demand', () => {
   const pools: RequestPool[] = []
@@ -14,9 +13,9 @@ describe('the request pool that starts its threads on demand', () => {
 
   function demandPool(options: { size?: number; idleMs?: number; startTasks?: number; windowMs?: number; now?: () => number } = {}) {
     const masterKeys = generateKeys()
-    const threads = new ThreadPool({ size: options.size ?? 2, script, masterKeys, submit, idleMs: options.idleMs })
+    const threads = new ThreadPool({ size: options.size ?? 2, script, masterKeys, idleMs: options.idleMs })
     const pool = new DemandPool({
-      inline: new InlinePool(masterKeys, submit),
+      inline: new InlinePool(masterKeys),
       threads,
       startTasks: options.startTasks,
       windowMs: options.windowMs,
@@ -85,9 +84,9 @@ describe('the request pool that starts its threads on demand', () => {
 
   it('refuses a start bound or window that is not positive', () => {
     const masterKeys = generateKeys()
-    const threads = new ThreadPool({ size: 1, script, masterKeys, submit })
+    const threads = new ThreadPool({ size: 1, script, masterKeys })
     pools.push(threads)
-    const inline = new InlinePool(masterKeys, submit)
+    const inline = new InlinePool(masterKeys)
     for (const startTasks of [0, -1, 1.5])
       expect(() => new DemandPool({ inline, threads, startTasks })).toThrow(/worker start bound must be a positive integer/)
     for (const windowMs of [0, -1, Number.NaN])

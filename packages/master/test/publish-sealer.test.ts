@@ -1,10 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { generateKeys, openPublish, SessionKeys, type SubmitResult } from '@brine/crypt'
+import { generateKeys, openPublish, SessionKeys } from '@brine/crypt'
 import { InlinePool, INLINE_SEAL_MAX_BYTES, PublishSealer, ThreadPool, type RequestPool } from '../src/index.js'
 
 // The pool runs the built worker script, as the master does (worker-pool.test.ts checks it is there).
 const script = new URL('../dist/request-worker.js', import.meta.url)
-const submit = async (): Promise<SubmitResult> => ({ state: 'pending', changes: [], rotateSession: false, keyMismatch: false })
 const JID = '20261127000000000000'
 
 describe('PublishSealer', () => {
@@ -15,7 +14,7 @@ describe('PublishSealer', () => {
 
   it('seals a small publish on the calling thread and a large one on a worker thread; the minion opens both', async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master })
     pools.push(pool)
     const sealer = new PublishSealer({ pool, signSecret: master.sign.secretKey })
     const session = new SessionKeys().current()
@@ -33,7 +32,7 @@ describe('PublishSealer', () => {
 
   it('seals every publish on the calling thread with worker_threads 0, and under the session it is given', async () => {
     const master = generateKeys()
-    const pool = new InlinePool(master, submit)
+    const pool = new InlinePool(master)
     pools.push(pool)
     const sealer = new PublishSealer({ pool, signSecret: master.sign.secretKey, inlineMaxBytes: 10 })
     const sessions = new SessionKeys()

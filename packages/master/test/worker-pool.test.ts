@@ -1,14 +1,13 @@
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { boxSharedKey, generateKeys, openPublish, SessionKeys, type SubmitResult } from '@brine/crypt'
+import { boxSharedKey, generateKeys, openPublish, SessionKeys } from '@brine/crypt'
 import { InlinePool, ThreadPool, WORKER_YOUNG_GENERATION_MB, WorkerPoolBusyError, WorkerPoolError, type RequestPool } from '../src/index.js'
 import { encode } from '@brine/core'
 import bcrypt from 'bcryptjs'
 
 // The pool runs the built worker script, as the master does (`npm test` builds before vitest).
 const script = new URL('../dist/request-worker.js', import.meta.url)
-const submit = async (): Promise<SubmitResult> => ({ state: 'pending', changes: [], rotateSession: false, keyMismatch: false })
 
 describe('request pools', () => {
   const pools: RequestPool[] = []
@@ -24,7 +23,7 @@ describe('request pools', () => {
     it(`${kind}: computes a minion's shared key and seals publishes the minion can open`, async () => {
       const master = generateKeys()
       const minion = generateKeys()
-      const pool = kind === 'inline' ? new InlinePool(master, submit) : new ThreadPool({ size: 2, script, masterKeys: master, submit })
+      const pool = kind === 'inline' ? new InlinePool(master) : new ThreadPool({ size: 2, script, masterKeys: master })
       pools.push(pool)
       const shared = await pool.run('web1', { op: 'box-shared-key', boxKey: minion.box.publicKey })
       expect(shared).toEqual(boxSharedKey(master.box.publicKey, minion.box.secretKey))
@@ -36,7 +35,7 @@ describe('request pools', () => {
 
   it('threads: counts each kind of task a worker thread reports it ran, and the threads that ran them', async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit })
+    const pool = new ThreadPool({ size: 2, script, masterKeys: master })
     pools.push(pool)
     expect(pool.stats()).toEqual({ size: 2, offThread: {}, threads: 0 })
     const session = new SessionKeys().current()
@@ -50,7 +49,7 @@ describe('request pools', () => {
 
   it('threads: a failing task rejects with the worker error, and the pool keeps serving', async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master })
     pools.push(pool)
     await expect(pool.run('web1', { op: 'box-shared-key', boxKey: new Uint8Array(3) })).rejects.toThrow(/box public key must be 32 bytes/)
     const minion = generateKeys()
@@ -60,7 +59,7 @@ describe('request pools', () => {
   it('threads: hands each worker at most maxInFlight tasks; a sheddable one that waited past maxWaitMs is refused unrun, the rest run in order', async () => {
     const master = generateKeys()
     let clock = 0
-    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit, maxInFlight: 2, maxWaitMs: 2000, now: () => clock })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master, maxInFlight: 2, maxWaitMs: 2000, now: () => clock })
     pools.push(pool)
     const minion = generateKeys()
     const task = { op: 'box-shared-key' as const, boxKey: minion.box.publicKey }
@@ -90,7 +89,7 @@ describe('request pools', () => {
 
   it("threads: an urgent task (the master's own publish) is handed to the worker before the peers' tasks already waiting", async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit, maxInFlight: 1 })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master, maxInFlight: 1 })
     pools.push(pool)
     const order: string[] = []
     const session = new SessionKeys().current()
@@ -111,7 +110,7 @@ describe('request pools', () => {
 
   it('threads: starts no thread before a task needs one, then only the thread of the slot the task is routed to', async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit })
+    const pool = new ThreadPool({ size: 2, script, masterKeys: master })
     pools.push(pool)
     expect(pool.workers()).toEqual({ running: 0, started: 0, retired: 0 })
     const minion = generateKeys()
@@ -124,7 +123,7 @@ describe('request pools', () => {
 
   it("threads: prestart starts every slot's thread before any task, the tasks start none other, and idle ones are retired as any", async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 2, script, masterKeys: master, submit, idleMs: 2000 })
+    const pool = new ThreadPool({ size: 2, script, masterKeys: master, idleMs: 2000 })
     pools.push(pool)
     pool.prestart()
     expect(pool.workers()).toEqual({ running: 2, started: 2, retired: 0 })
@@ -138,7 +137,7 @@ describe('request pools', () => {
   })
 
   it("threads: bounds each worker's young generation", async () => {
-    const pool = new ThreadPool({ size: 2, script, masterKeys: generateKeys(), submit })
+    const pool = new ThreadPool({ size: 2, script, masterKeys: generateKeys() })
     pools.push(pool)
     const boxKey = generateKeys().box.publicKey
     await Promise.all(['web1', 'web2', 'web3', 'web4'].map((key) => pool.run(key, { op: 'box-shared-key', boxKey })))
@@ -149,7 +148,7 @@ describe('request pools', () => {
 
   it('threads: stops a thread idle for idleMs, and the next task starts a fresh one that serves it', async () => {
     const master = generateKeys()
-    const pool = new ThreadPool({ size: 1, script, masterKeys: master, submit, idleMs: 50 })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: master, idleMs: 50 })
     pools.push(pool)
     const minion = generateKeys()
     const task = { op: 'box-shared-key' as const, boxKey: minion.box.publicKey }
@@ -165,7 +164,7 @@ describe('request pools', () => {
   })
 
   it('threads: never stops a thread while it holds a task, however long the task runs', async () => {
-    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit, idleMs: 5 })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), idleMs: 5 })
     pools.push(pool)
     // Comparing with a bcrypt hash of cost 10 keeps the worker busy many times idleMs.
     const hash = bcrypt.hashSync('secret', 10)
@@ -183,18 +182,18 @@ describe('request pools', () => {
 
   it('threads: refuses an idle bound that is not a positive number of ms', () => {
     for (const idleMs of [0, -1, Number.NaN]) {
-      expect(() => new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit, idleMs })).toThrow(/idle bound must be a positive number of ms/)
+      expect(() => new ThreadPool({ size: 1, script, masterKeys: generateKeys(), idleMs })).toThrow(/idle bound must be a positive number of ms/)
     }
   })
 
   it('threads: refuses tasks once closed', async () => {
-    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys() })
     await pool.close()
     await expect(pool.run('web1', { op: 'box-shared-key', boxKey: generateKeys().box.publicKey })).rejects.toThrow(/closed/)
   })
 
   it('threads: tasks still waiting for a worker when the pool closes are refused, not left hanging', async () => {
-    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), submit, maxInFlight: 1 })
+    const pool = new ThreadPool({ size: 1, script, masterKeys: generateKeys(), maxInFlight: 1 })
     const boxKey = generateKeys().box.publicKey
     const running = pool.run('web1', { op: 'box-shared-key', boxKey })
     const waiting = pool.run('web1', { op: 'box-shared-key', boxKey }).then(

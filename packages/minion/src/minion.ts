@@ -212,7 +212,8 @@ export class Minion {
     const opts = this.opts
     const logger = this.#logger
     const selected = policyFor(opts, mastersOf(opts), logger)
-    const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger })
+    // The key objects made while loading go to the crypt cache: the first _auth's signature and box key reuse them.
+    const { keys } = await loadOrCreateKeys(opts.pki_dir, 'minion', { logger, cache: this.#cache })
     await this.schedule.load()
     replaceGrains(this.grains, await collectGrains(this.id, opts, this.#hostGrains))
     // Custom modules synced before, and module_dirs: a module that fails is logged and recorded, not fatal.

@@ -119,7 +119,8 @@ export class Syndic {
     // shuffled as a multi-master minion's random_master shuffles its list.
     const masters = failoverOrder(mastersOf(opts, 'syndic_master'), { randomMaster: opts.syndic_failover !== 'ordered', failback: false })
     const transport = await loadTransport(opts.syndic_transport ?? opts.transport)
-    const { keys } = await loadOrCreateKeys(opts.pki_dir, 'syndic', { logger })
+    const cache = new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
+    const { keys } = await loadOrCreateKeys(opts.pki_dir, 'syndic', { logger, cache })
     const dir = join(opts.cachedir, 'syndic')
     await this.#lower.connect()
     const timeouts = timeoutsFromConfig(opts)
@@ -127,7 +128,6 @@ export class Syndic {
     this.#parts = parts
     const carried = await parts.follower.load()
     if (this.#controller.signal.aborted) throw new ClosedError('syndic', this.id)
-    const cache = new CryptCache({ publicKeys: 4, sharedKeys: 4, openedPublishes: 16, verifiedSignatures: 16 })
     const several = masters.length > 1
     const signal = this.#controller.signal
     const track = (task: Promise<unknown>): void => this.#track(task)
