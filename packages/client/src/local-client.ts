@@ -51,6 +51,13 @@ export interface MinionReturn {
 /** What a job's reader listens to: Salt's job events and the syndics' (`syndic/<id>/…`). */
 const JOB_READER_MATCH = '^(?:salt/job/|syndic/)'
 
+/**
+ * The only events a job's reader uses (returns, find_job's among them, and syndics' announcements): the
+ * client's bus connection asks the master for these alone, so a job's `new` event and its audit line do not
+ * wake the client while the minions work.
+ */
+const JOB_BUS_TAGS = ['salt/job/*/ret/', 'syndic/']
+
 /** Why a job's bus reader was stopped (its returns are all in, or the Job was closed). */
 const READER_STOPPED = Object.freeze({ reason: 'the job reader stopped' })
 
@@ -136,7 +143,7 @@ export class LocalClient implements AsyncDisposable {
   async #open(): Promise<Connection> {
     const { opts, key, requests } = await this.#requester.connect()
     // The bus first would be Salt's order; either way it is open before any publish is sent.
-    const events = new MasterEvent({ sockDir: opts.sock_dir, logger: this.#logger })
+    const events = new MasterEvent({ sockDir: opts.sock_dir, logger: this.#logger, tags: JOB_BUS_TAGS })
     await events.connect()
     return { opts, key, requests, events }
   }

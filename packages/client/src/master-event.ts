@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { FramedConnection } from '@brine/transport'
-import { backoffDelay, BoundedQueue, decode, silentLogger, type BackoffOptions, type Logger } from '@brine/core'
-import { BUS_DROPPED_TAG, eventBusPath, type BusEvent } from '@brine/protocol'
+import { backoffDelay, BoundedQueue, decode, encode, frame, silentLogger, type BackoffOptions, type Logger } from '@brine/core'
+import { BUS_DROPPED_TAG, busTagMatcher, eventBusPath, parseBusSubscription, type BusEvent, type BusSubscription } from '@brine/protocol'
 import { globToRegExp } from '@brine/targeting'
 import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 
@@ -29,6 +29,12 @@ export interface MasterEventOptions {
   logger?: Logger
   /** Reconnect backoff when the master restarts, ms. */
   reconnect?: BackoffOptions
+  /**
+   * Tag patterns (docs/protocol.md: a prefix, a whole segment `*` for any one segment): the master then
+   * writes this connection only the events that match one, and its readers see no others. A reader that
+   * needs few of the bus's events (a job's returns) is then not woken by the rest. Default: every event.
+   */
+  tags?: readonly string[]
 }
 
 /** Builds the tag test for one match type. */
@@ -89,10 +95,20 @@ export class MasterEvent implements AsyncDisposable {
   reconnects = 0
   /** Waiting for the next (re)connection; see {@link nextConnection}. */
   private readonly connectWaiters = new Set<() => void>()
+  /** The subscription frame sent on every (re)connection, when `tags` narrows what this connection reads. */
+  private readonly subscription: Buffer | undefined
+  /** `tags` as one test: events the master sent before it read the subscription are held to it here too. */
+  private readonly accepts: ((tag: string) => boolean) | undefined
 
+  /** Throws BusSubscriptionError when `tags` is not a list of valid patterns. */
   constructor(private readonly options: MasterEventOptions) {
     this.path = eventBusPath(options.sockDir)
     this.logger = options.logger ?? silentLogger
+    if (options.tags !== undefined) {
+      const subscription: BusSubscription = { subscribe: parseBusSubscription({ subscribe: [...options.tags] }) }
+      this.subscription = frame(encode(subscription))
+      this.accepts = busTagMatcher(subscription.subscribe)
+    }
   }
 
   /** Connects once; rejects with EventBusUnavailableError (naming the socket) if the bus cannot be reached. */
@@ -132,6 +148,7 @@ export class MasterEvent implements AsyncDisposable {
         },
       )
       socket.once('connect', () => {
+        if (this.subscription !== undefined) connection.write(this.subscription)
         established = true
         this.everConnected = true
         this.attempt = 0
@@ -171,7 +188,7 @@ export class MasterEvent implements AsyncDisposable {
       delete (event as { dropped?: unknown }).dropped
       this.deliver({ tag: BUS_DROPPED_TAG, data: { count: lost, _stamp: event.data?.['_stamp'] } })
     }
-    this.deliver(event)
+    if (this.accepts === undefined || this.accepts(event.tag)) this.deliver(event)
   }
 
   private deliver(event: BusEvent): void {

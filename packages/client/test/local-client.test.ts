@@ -118,6 +118,26 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient over %s', (transportName) 
     expect(typeof publishes[0]?.user).toBe('string')
   })
 
+  it("asks the bus for its jobs' returns only: a job's new event and audit line are not written to its connection", async () => {
+    const { client, bus } = await standIn(transportName, (load, bus) => {
+      const jid = nextJid()
+      bus.fire(`salt/job/${jid}/new`, { jid, minions: ['web1'] })
+      bus.fire('brine/audit/publish', { jid })
+      fireReturn(bus, jid, 'web1', true)
+      return { jid, minions: ['web1'] }
+    })
+    await client.connect()
+    await deadline(
+      (async () => {
+        while (bus.narrowedSubscriberCount === 0) await new Promise((resolve) => setImmediate(resolve))
+      })(),
+      5000,
+      "the bus to read the client's subscription",
+    )
+    expect(await deadline(client.cmd('*', 'test.ping', [], { timeout: 30_000 }), 10_000, 'cmd to return')).toEqual({ web1: true })
+    expect(bus.skipped).toBe(2)
+  })
+
   it('publishes with the root key it was given, without reading one from cachedir', async () => {
     const { opts, key, publishes } = await standIn(transportName, () => ({ jid: nextJid(), minions: [] }))
     const elsewhere = await mkdtemp(join(tmpdir(), 'brine-lc-nokey-'))

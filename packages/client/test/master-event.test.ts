@@ -3,8 +3,8 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { encode, frame } from '@brine/core'
-import { BUS_DROPPED_TAG, eventBusPath } from '@brine/protocol'
+import { decode, encode, frame, FrameReader } from '@brine/core'
+import { BUS_DROPPED_TAG, BusSubscriptionError, eventBusPath } from '@brine/protocol'
 import { deadline } from '@brine/transport-compliance'
 import { EventBusUnavailableError } from '../src/errors.js'
 import { MasterEvent, tagMatcher } from '../src/master-event.js'
@@ -36,12 +36,16 @@ async function fakeBus(sockDir: string): Promise<{ server: Server; sockets: Sock
 
 /** A MasterEvent connected to a fresh stand-in bus, with the subscriber socket the bus accepted for it. */
 async function connectedBus(
-  options: { reconnect?: { initial: number; max: number } } = {},
+  options: { reconnect?: { initial: number; max: number }; tags?: string[] } = {},
 ): Promise<{ bus: Awaited<ReturnType<typeof fakeBus>>; events: MasterEvent; socket: Socket }> {
   const dir = await mkdtemp(join(tmpdir(), 'brine-me-'))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
   const bus = await fakeBus(dir)
-  const events = new MasterEvent(options.reconnect === undefined ? { sockDir: dir } : { sockDir: dir, reconnect: options.reconnect })
+  const events = new MasterEvent({
+    sockDir: dir,
+    ...(options.reconnect === undefined ? {} : { reconnect: options.reconnect }),
+    ...(options.tags === undefined ? {} : { tags: options.tags }),
+  })
   cleanups.push(() => events.close())
   const socketReady = bus.connected()
   await events.connect()
@@ -83,6 +87,36 @@ describe('MasterEvent', () => {
     await deadline(again, 5000, 'the reconnect')
     await deadline(reconnected, 5000, 'nextConnection to resolve')
     expect(events.reconnects).toBe(1)
+  })
+
+  it('asks the bus for its tags on every connection, and holds what arrives to them', async () => {
+    const { bus, events, socket } = await connectedBus({ reconnect: { initial: 10, max: 20 }, tags: ['salt/job/*/ret/', 'syndic/'] })
+    const subscriptionOf = async (peer: Socket): Promise<unknown> =>
+      deadline(
+        new Promise((resolve) => {
+          const reader = new FrameReader({ onFrame: (body) => resolve(decode(body)), onOversize: () => {} })
+          peer.on('data', (chunk: Buffer) => reader.push(chunk))
+        }),
+        5000,
+        'the subscription frame',
+      )
+    expect(await subscriptionOf(socket)).toEqual({ subscribe: ['salt/job/*/ret/', 'syndic/'] })
+    const all = events.iter()[Symbol.asyncIterator]()
+    // What a master writes before it has read the subscription reaches no reader.
+    fire(socket, 'salt/job/1/new')
+    fire(socket, 'brine/audit/publish')
+    fire(socket, 'salt/job/1/ret/web1')
+    expect((await deadline(all.next(), 5000, 'the return event')).value?.tag).toBe('salt/job/1/ret/web1')
+
+    const again = bus.connected()
+    socket.destroy()
+    const second = await deadline(again, 5000, 'the reconnect')
+    expect(await subscriptionOf(second)).toEqual({ subscribe: ['salt/job/*/ret/', 'syndic/'] })
+  })
+
+  it('refuses tags that are not valid patterns, naming the problem', () => {
+    expect(() => new MasterEvent({ sockDir: '/tmp', tags: ['salt/j*b/'] })).toThrow(BusSubscriptionError)
+    expect(() => new MasterEvent({ sockDir: '/tmp', tags: [] })).toThrow(/0 patterns; 1 to 16 are allowed/)
   })
 
   it('buffers for a reader only what its changing filter takes when the event arrives (a job reader narrowed to its jid)', async () => {

@@ -49,8 +49,20 @@ export interface SaveReturnOptions {
   onWritten?: () => void
 }
 
+export interface SaveJobOptions {
+  /**
+   * Nobody waits for this record to be durable (the master's publish path): a cache that group-commits may
+   * hold its sync briefly for the next save's, so a job and its first returns share one (the local cache:
+   * {@link LAZY_JOB_SYNC_MS}). The write, and what a `kill -9` cannot lose, are not delayed.
+   */
+  lazy?: boolean
+}
+
+/** How long the local cache holds a lazy job record's sync for the next save's (a job's first return, at N=1). */
+export const LAZY_JOB_SYNC_MS = 20
+
 export interface JobCache {
-  saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void>
+  saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[], options?: SaveJobOptions): Promise<void>
   /** Stores `id`'s return for `jid` durably before resolving; false (nothing stored) when already stored. */
   saveReturn(jid: string, id: string, ret: ReturnLoad, options?: SaveReturnOptions): Promise<boolean>
   getJob(jid: string): Promise<JobRecord | undefined>

@@ -1,8 +1,8 @@
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
 import { FramedConnection } from '@brine/transport'
-import { BoundedQueue, encode, frame, silentLogger, type Logger } from '@brine/core'
-import { eventBusPath, eventStamp, MAX_UNIX_SOCKET_PATH, type BusEvent } from '@brine/protocol'
+import { BoundedQueue, decode, encode, frame, silentLogger, type Logger } from '@brine/core'
+import { busTagMatcher, eventBusPath, eventStamp, MAX_BUS_PATTERNS, MAX_UNIX_SOCKET_PATH, parseBusSubscription, type BusEvent } from '@brine/protocol'
 import { EventBusError } from './errors.js'
 
 export interface EventBusOptions {
@@ -42,6 +42,17 @@ export function eventBusHwm(pubHwm: number | undefined): number {
 
 export type EventListener = (event: BusEvent) => void
 
+/** What the bus keeps of one socket subscriber: its drops, and the tags it asked for. */
+interface SubscriberState {
+  dropped: number
+  untold: number
+  /** The subscriber's {@link parseBusSubscription} patterns as one test; undefined: every event. */
+  accepts: ((tag: string) => boolean) | undefined
+}
+
+/** A subscription frame holds a map, one array and its patterns: anything more deeply built is refused before it is decoded. */
+const SUBSCRIPTION_LIMITS = { maxEntries: MAX_BUS_PATTERNS + 1, maxDepth: 2 }
+
 /**
  * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
  * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
@@ -55,7 +66,7 @@ export class EventBus {
   readonly path: string
   private server: Server | undefined
   /** Each subscriber with the events dropped for it, and how many of those it has not been told about yet. */
-  private readonly subscribers = new Map<FramedConnection, { dropped: number; untold: number }>()
+  private readonly subscribers = new Map<FramedConnection, SubscriberState>()
   private readonly listeners = new Set<EventListener>()
   /** Ends every in-process iterator when the bus closes. */
   readonly #enders = new Set<() => void>()
@@ -67,6 +78,8 @@ export class EventBus {
   /** Events dropped for subscribers that stopped reading. */
   dropped = 0
   fired = 0
+  /** Events left unwritten to a subscriber because its subscription did not name their tags (not drops). */
+  skipped = 0
 
   constructor(options: EventBusOptions) {
     this.path = eventBusPath(options.sockDir)
@@ -104,13 +117,24 @@ export class EventBus {
       socket,
       { maxFrameBytes: 1024, hwm: this.hwm, maxQueuedBytes: this.hwmBytes, peer: `event-bus-subscriber`, coalesce: true },
       {
-        // Subscribers only listen; anything they send is ignored.
-        onFrame: () => {},
+        // A subscriber sends at most its subscription (docs/protocol.md); anything else is logged and ignored.
+        onFrame: (body, conn) => this.#subscribe(conn, body),
         onOversize: () => {},
         onClose: (conn) => this.#closed(conn),
       },
     )
-    this.subscribers.set(connection, { dropped: 0, untold: 0 })
+    this.subscribers.set(connection, { dropped: 0, untold: 0, accepts: undefined })
+  }
+
+  /** Narrows what `connection` receives to the tags its subscription frame names; a bad frame changes nothing. */
+  #subscribe(connection: FramedConnection, body: Buffer): void {
+    const state = this.subscribers.get(connection)
+    if (state === undefined) return
+    try {
+      state.accepts = busTagMatcher(parseBusSubscription(decode(body, 'event-bus-subscriber', SUBSCRIPTION_LIMITS)))
+    } catch (error) {
+      this.logger.warning(`event bus: a subscriber's frame was ignored: ${(error as Error).message}`)
+    }
   }
 
   /** The warning in fire() shows only the 1st and every 1000th drop, so the exact count is logged when a subscriber leaves. */
@@ -137,8 +161,13 @@ export class EventBus {
       }
     }
     if (this.subscribers.size > 0) {
-      const bytes = frame(encode(event))
+      let bytes: Buffer | undefined
       for (const [subscriber, stats] of this.subscribers) {
+        if (stats.accepts !== undefined && !stats.accepts(tag)) {
+          this.skipped++
+          continue
+        }
+        bytes ??= frame(encode(event))
         // A subscriber that lost events is told how many with the next event that reaches it (`dropped`; its
         // MasterEvent turns that into a BUS_DROPPED_TAG event): a reader that must not miss returns reads them back.
         const written = stats.untold > 0 ? subscriber.write(frame(encode({ ...event, dropped: stats.untold }))) : subscriber.write(bytes)
@@ -201,6 +230,13 @@ export class EventBus {
 
   get subscriberCount(): number {
     return this.subscribers.size
+  }
+
+  /** Subscribers that asked for some tags only (a subscription frame the bus accepted). */
+  get narrowedSubscriberCount(): number {
+    let count = 0
+    for (const state of this.subscribers.values()) if (state.accepts !== undefined) count++
+    return count
   }
 
   /** Bytes waiting for subscribers that have not read them yet, over all subscribers. */

@@ -1,5 +1,5 @@
 import { type JobCache } from '@brine/common'
-import { jidToDate, type Target } from '@brine/protocol'
+import { jidMillis, type Target } from '@brine/protocol'
 import { ReturnRefusedError } from '@brine/protocol'
 
 /**
@@ -66,12 +66,12 @@ export class IssuedJobs {
 
   /** The newest jid the job cache held when the master started (so its own jids count as issued after a restart). */
   seed(newestJid: string): void {
-    this.#latest = Math.max(this.#latest, jidToDate(newestJid).getTime())
+    this.#latest = Math.max(this.#latest, jidMillis(newestJid))
   }
 
   /** Records a job as it is published; a jid published again (by another upper master, say) reaches both audiences. */
   record(jid: string, job: IssuedJob): void {
-    this.#latest = Math.max(this.#latest, jidToDate(jid).getTime())
+    this.#latest = Math.max(this.#latest, jidMillis(jid))
     const earlier = this.#recent.get(jid)
     if (earlier === undefined) {
       this.#remember(jid, { ...job })
@@ -141,7 +141,7 @@ export class IssuedJobs {
    * (or of the newest jid it issued): for a return, or a job a client names its own jid for.
    */
   checkNotFuture(jid: string, refuse: (detail: string) => Error): void {
-    const at = jidToDate(jid).getTime()
+    const at = jidMillis(jid)
     const now = this.#o.now()
     const reference = Math.max(now, this.#latest)
     if (at > reference + this.#o.clockSkewMs) {
@@ -162,7 +162,7 @@ export class IssuedJobs {
     const record = await this.#o.jobs.getJob(jid)
     // A record without a load holds returns only: nobody recorded publishing that job.
     if (record === undefined || Object.keys(record.load).length === 0) return undefined
-    const entry: Entry = { publishedAt: jidToDate(jid).getTime(), broadcast: record.load['tgt_type'] !== 'list', minions: record.minions }
+    const entry: Entry = { publishedAt: jidMillis(jid), broadcast: record.load['tgt_type'] !== 'list', minions: record.minions }
     const job = publishedJobOf(record.load)
     if (job !== undefined) entry.job = job
     this.#remember(jid, entry)

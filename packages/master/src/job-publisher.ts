@@ -109,8 +109,9 @@ export class JobPublisher {
     const masterId = job.master_id ?? this.#o.masterId
     if (masterId !== undefined) load['master_id'] = masterId
     // The job record need not be on disk before the publish: a return for a jid the cache has not recorded yet
-    // is kept all the same, so waiting for this write would only add a disk sync to every job's latency.
-    const saving = this.#o.jobs.saveJob(jid, load, minions).catch((error: unknown) => {
+    // is kept all the same, so waiting for this write would only add a disk sync to every job's latency. Nobody
+    // waits for its sync either (lazy): it may share its first return's.
+    const saving = this.#o.jobs.saveJob(jid, load, minions, { lazy: true }).catch((error: unknown) => {
       this.#logger.error(`job cache: could not save job ${jid}: ${(error as Error).message}`)
     })
     this.#pendingJobSaves.add(saving)

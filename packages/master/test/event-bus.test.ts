@@ -3,7 +3,7 @@ import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createLogger, decode, FrameReader, type Logger } from '@brine/core'
+import { createLogger, decode, encode, frame, FrameReader, type Logger } from '@brine/core'
 import { defaultsFor, type MasterConfig } from '@brine/config'
 import { deadline } from '@brine/transport-compliance'
 import { eventStamp } from '@brine/protocol'
@@ -27,7 +27,7 @@ async function startBus(hwm?: number, logger?: Logger, hwmBytes?: number): Promi
 }
 
 /** A raw subscriber: connects to the socket and collects decoded events. */
-function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; data: Record<string, unknown> }>; next: () => Promise<void> }> {
+function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; data: Record<string, unknown> }>; next: () => Promise<void>; socket: Socket }> {
   return new Promise((resolve, reject) => {
     const events: Array<{ tag: string; data: Record<string, unknown> }> = []
     let waiting: (() => void) | undefined
@@ -45,6 +45,7 @@ function rawSubscriber(path: string): Promise<{ events: Array<{ tag: string; dat
     socket.once('connect', () =>
       resolve({
         events,
+        socket,
         next: () =>
           new Promise<void>((r) => {
             waiting = r
@@ -62,6 +63,17 @@ async function registered(bus: EventBus): Promise<void> {
     })(),
     5000,
     'the bus to register its subscriber',
+  )
+}
+
+/** Resolves once `done()` holds, checked each turn of the event loop. */
+async function until(done: () => boolean, what: string): Promise<void> {
+  await deadline(
+    (async () => {
+      while (!done()) await new Promise((r) => setImmediate(r))
+    })(),
+    5000,
+    what,
   )
 }
 
@@ -209,6 +221,48 @@ describe('EventBus', () => {
       ['salt/test/after', 8],
       ['salt/test/after', undefined],
     ])
+  })
+
+  it('writes a subscriber that sent a subscription only the events whose tags match it, a `*` segment for any one segment', async () => {
+    const bus = await startBus()
+    const narrowed = await rawSubscriber(bus.path)
+    const everything = await rawSubscriber(bus.path)
+    narrowed.socket.write(frame(encode({ subscribe: ['salt/job/*/ret/', 'syndic/'] })))
+    await until(() => bus.narrowedSubscriberCount === 1, 'the bus to read the subscription')
+    const tags = [
+      'salt/job/20261122170903000001/new',
+      'brine/audit/publish',
+      'salt/job/20261122170903000001/ret/web1',
+      'syndic/s1/salt/job/20261122170903000001/new',
+      'salt/job/20261122170903000001',
+      'salt/key',
+    ]
+    for (const tag of tags) bus.fire(tag, {})
+    const last = 'salt/job/20261122170903000002/ret/db1'
+    bus.fire(last, {})
+    await until(() => narrowed.events.length === 3 && everything.events.length === tags.length + 1, 'the events to arrive')
+    expect(narrowed.events.map((event) => event.tag)).toEqual(['salt/job/20261122170903000001/ret/web1', 'syndic/s1/salt/job/20261122170903000001/new', last])
+    expect(everything.events.map((event) => event.tag)).toEqual([...tags, last])
+    expect(bus.skipped).toBe(4)
+  })
+
+  it('ignores a malformed subscription with a warning naming the problem: that subscriber still reads every event', async () => {
+    const lines: string[] = []
+    const bus = await startBus(undefined, createLogger({ level: 'warning', write: (line) => lines.push(line) }))
+    const subscriber = await rawSubscriber(bus.path)
+    subscriber.socket.write(frame(encode({ subscribe: 'salt/' })))
+    subscriber.socket.write(frame(encode({ subscribe: ['salt/j*b/'] })))
+    subscriber.socket.write(frame(encode({ subscribe: Array.from({ length: 17 }, (_, i) => `t${i}/`) })))
+    subscriber.socket.write(frame(Buffer.from([0xc1])))
+    await until(() => lines.length >= 4, 'the four warnings')
+    expect(lines[0]).toMatch(/bus subscription refused: expected \{subscribe: \[tag pattern, …\]\}/)
+    expect(lines[1]).toMatch(/'\*' stands only for a whole segment/)
+    expect(lines[2]).toMatch(/holds more than 17 entries/)
+    expect(lines[3]).toMatch(/subscriber's frame was ignored/)
+    expect(bus.narrowedSubscriberCount).toBe(0)
+    bus.fire('brine/audit/publish', {})
+    await until(() => subscriber.events.length === 1, 'the event to arrive')
+    expect(subscriber.events[0]!.tag).toBe('brine/audit/publish')
   })
 
   it("sizes its hwm from the master's pub_hwm: ten times it, never below 200,000", () => {

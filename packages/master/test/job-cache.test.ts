@@ -3,6 +3,7 @@ import { open } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import type { SaveJobOptions } from '@brine/common'
 import { LocalJobCache, PostgresJobCache } from '@brine/returners'
 import { Master, MasterStateError, MemoryJobStore } from '../src/index.js'
 import { addressOf, cleanups, EventLog, FakeMinion, masterConfig, runCleanups, stopNatsServer, tempDir, watchSubscribers } from './helpers.js'
@@ -120,6 +121,27 @@ async function holdSyncs(dir: string): Promise<{ release: () => void; restore: (
 }
 
 describe.each(TRANSPORTS)('local_cache over %s', (transport) => {
+  it("saves a published job lazily (nobody waits for its sync, so it may share its first return's) and stores the return", async () => {
+    const saved: Array<{ jid: string; lazy: boolean | undefined }> = []
+    class RecordingStore extends MemoryJobStore {
+      override async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[], options?: SaveJobOptions): Promise<void> {
+        saved.push({ jid, lazy: options?.lazy })
+        return super.saveJob(jid, load, minions)
+      }
+    }
+    const jobs = new RecordingStore()
+    const { master, dir } = await started({ transport }, { jobs })
+    const minion = await FakeMinion.start(transport, 'web1', addressOf(master), join(dir, 'm-web1'))
+    await watchSubscribers(master.endpoints[0]!.publish)(1)
+    expect(await minion.auth()).toEqual({ ok: true })
+    const caller = await master.service.authorize({ cmd: 'publish', key: master.rootKey })
+    const { jid } = await master.service.publish(caller, { tgt: 'web1', tgt_type: 'glob', fun: 'test.ping', arg: [], kwarg: {}, ret: '', user: 'root' })
+    await minion.nthPublish(1)
+    expect(await minion.returnJob(jid, 'pong')).toEqual({ ok: true })
+    expect(saved).toEqual([{ jid, lazy: true }])
+    expect((await jobs.getJob(jid))?.returns['web1']).toMatchObject({ return: 'pong' })
+  })
+
   it("fires a return's event once its record is written; the minion's acknowledgement waits for the disk's sync", async () => {
     const { master, dir } = await started({ transport })
     const events = new EventLog(master)

@@ -119,9 +119,22 @@ export function isJid(value: unknown): value is string {
   return true
 }
 
+/** The jid {@link jidMillis} parsed last, and its time: a job's publish and each of its returns ask for the same jid. */
+let lastJid: string | undefined
+let lastJidMillis = 0
+
+/** The jid's time, ms since the epoch (UTC); throws JidError as {@link parseJid} does. */
+export function jidMillis(jid: string): number {
+  if (jid === lastJid) return lastJidMillis
+  const time = parseJid(jid).date.getTime()
+  lastJid = jid
+  lastJidMillis = time
+  return time
+}
+
 /** The jid's time as a Date (millisecond precision, UTC). */
 export function jidToDate(jid: string): Date {
-  return parseJid(jid).date
+  return new Date(jidMillis(jid))
 }
 
 /*

@@ -1,8 +1,17 @@
 import { describe, expect, it } from 'vitest'
 import { JidError } from '../src/errors.js'
-import { createJidGenerator, createJidState, generateJid, isJid, isSaltJid, jidToDate, jidToTime, parseJid } from '../src/jid.js'
+import { createJidGenerator, createJidState, generateJid, isJid, isSaltJid, jidMillis, jidToDate, jidToTime, parseJid } from '../src/jid.js'
 
 describe('jid', () => {
+  it("reads a jid's time in ms, the same asked twice, and refuses a bad jid every time, even right after a good one", () => {
+    expect(jidMillis('20240229030405678000')).toBe(Date.parse('2024-02-29T03:04:05.678Z'))
+    expect(jidMillis('20240229030405678000')).toBe(Date.parse('2024-02-29T03:04:05.678Z'))
+    expect(jidMillis('20240301000000000999')).toBe(Date.parse('2024-03-01T00:00:00.000Z'))
+    expect(() => jidMillis('20240230000000000000')).toThrow(JidError)
+    expect(() => jidMillis('20240230000000000000')).toThrow(/not a valid date and time/)
+    expect(jidToDate('20240301000000000999').toISOString()).toBe('2024-03-01T00:00:00.000Z')
+  })
+
   it('formats a date as YYYYMMDDhhmmssffffff in UTC', () => {
     const next = createJidGenerator()
     expect(next(new Date('2024-02-29T03:04:05.678Z'))).toBe('20240229030405678000')

@@ -1,7 +1,16 @@
 import { constants, promises as fs, writeSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { selectJobs, type JobCache, type JobRecord, type JobSummary, type ListJobsFilter, type SaveReturnOptions } from '@brine/common'
+import {
+  LAZY_JOB_SYNC_MS,
+  selectJobs,
+  type JobCache,
+  type JobRecord,
+  type JobSummary,
+  type ListJobsFilter,
+  type SaveJobOptions,
+  type SaveReturnOptions,
+} from '@brine/common'
 import { isJid, jidToDate, type ReturnLoad } from '@brine/protocol'
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
@@ -114,6 +123,8 @@ interface Pending {
   record: { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] } | { t: 'ret'; jid: string; id: string }
   /** A return's {@link SaveReturnOptions.onWritten}. */
   onWritten?: (() => void) | undefined
+  /** A job record saved with {@link SaveJobOptions.lazy}. */
+  lazy?: boolean
   resolve(): void
   reject(error: unknown): void
 }
@@ -145,6 +156,9 @@ export class LocalJobCache implements JobCache {
   #chain: Promise<void> = Promise.resolve()
   /** The syncs of written batches, one after another in the order they were written; never rejects. */
   #syncing: Promise<void> = Promise.resolve()
+  /** Written batches of lazy job records only, whose syncs wait for the next batch (or the timer). */
+  #deferred: WrittenUnit[] = []
+  #deferTimer: NodeJS.Timeout | undefined
   /** Batches between the start of their write and its end. */
   #writesInFlight = 0
   /** A failed batch's bytes being cut off: the next write waits for it. */
@@ -227,7 +241,7 @@ export class LocalJobCache implements JobCache {
     return this.#indexed
   }
 
-  async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void> {
+  async saveJob(jid: string, load: Record<string, unknown>, minions: readonly string[], options: SaveJobOptions = {}): Promise<void> {
     this.#checkWritable()
     // Once indexed, the job counts as queued before this call returns, as a return saved right after it expects.
     if (!this.#indexReady) await this.#indexed
@@ -239,7 +253,7 @@ export class LocalJobCache implements JobCache {
       throw new JobCacheError('local_cache', `job ${jid} did not survive encoding (${typeof record === 'string' ? record : record.t})`, { jid })
     this.#jobsQueued.set(jid, (this.#jobsQueued.get(jid) ?? 0) + 1)
     try {
-      await this.#enqueue(day, record, bytes)
+      await this.#enqueue(day, record, bytes, undefined, options.lazy === true)
     } finally {
       const left = (this.#jobsQueued.get(jid) ?? 1) - 1
       if (left > 0) this.#jobsQueued.set(jid, left)
@@ -323,6 +337,7 @@ export class LocalJobCache implements JobCache {
     const boundary = dayName(before)
     return this.#serial(async () => {
       // Batches written before this still syncing: their segment's handle must not be closed under them.
+      this.#chainSyncs(this.#takeDeferred())
       await this.#syncing
       let removed = 0
       for (const jid of [...this.#jobs.keys()]) {
@@ -367,6 +382,7 @@ export class LocalJobCache implements JobCache {
     this.#state = 'closed'
     if (!wasOpen) return
     await this.#chain
+    this.#chainSyncs(this.#takeDeferred())
     await this.#syncing
     for (const segment of this.#segments.values()) {
       if (segment.handle === undefined) continue
@@ -379,9 +395,9 @@ export class LocalJobCache implements JobCache {
 
   // ---- writing ----
 
-  #enqueue(day: string, record: Pending['record'], bytes: Buffer, onWritten?: () => void): Promise<void> {
+  #enqueue(day: string, record: Pending['record'], bytes: Buffer, onWritten?: () => void, lazy = false): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.#queue.push({ day, bytes, record, onWritten, resolve, reject })
+      this.#queue.push({ day, bytes, record, onWritten, lazy, resolve, reject })
       if (this.#batchScheduled) return
       this.#batchScheduled = true
       // The batch takes what this turn of the event loop queues: the returns of every connection that was read.
@@ -432,11 +448,34 @@ export class LocalJobCache implements JobCache {
     } finally {
       this.#writesInFlight--
     }
+    if (units.length > 0 && batch.every((pending) => pending.lazy === true)) {
+      // Only job records nobody waits on: their sync rides the next batch's (a return's, at N=1), or the timer's.
+      this.#deferred.push(...units)
+      this.#deferTimer ??= setTimeout(() => this.#chainSyncs(this.#takeDeferred()), LAZY_JOB_SYNC_MS).unref()
+      return
+    }
+    // The deferred batches' sync first, on its own: it takes this batch along (written by now), which then needs none.
+    this.#chainSyncs(this.#takeDeferred())
+    this.#chainSyncs(units)
+  }
+
+  /** Queues the syncs of `units` after those queued before, in the order their batches were written. */
+  #chainSyncs(units: readonly WrittenUnit[]): void {
+    if (units.length === 0) return
     const synced = this.#syncing.then(() => Promise.all(units.map((unit) => this.#sync(unit))))
     this.#syncing = synced.then(
       () => undefined,
       () => undefined,
     )
+  }
+
+  /** The deferred lazy units, taken (written before any batch written now: their syncs go first). */
+  #takeDeferred(): WrittenUnit[] {
+    if (this.#deferTimer !== undefined) clearTimeout(this.#deferTimer)
+    this.#deferTimer = undefined
+    const units = this.#deferred
+    this.#deferred = []
+    return units
   }
 
   /** Appends a batch's records for one day and shows its returns; undefined (the batch rejected, its bytes cut off) if the write failed. */

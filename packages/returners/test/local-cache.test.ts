@@ -347,6 +347,65 @@ describe('LocalJobCache on disk', () => {
       })
     })
 
+    it("holds a lazy job record's sync for the next batch: the job and its first return share one fdatasync", async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-12T00:00:00Z', 1)
+        const segment = join(cachedir, 'jobs', '20240512.log')
+        const sync = await holdSyncs(cachedir)
+        sync.release()
+        try {
+          const job = cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1'], { lazy: true })
+          // The job record's batch is written first, on its own.
+          await deadline(
+            (async () => {
+              while (((await stat(segment).catch(() => undefined))?.size ?? 0) === 0) await new Promise((resolve) => setImmediate(resolve))
+            })(),
+            10_000,
+            "the job record's write",
+          )
+          expect(sync.calls()).toBe(0)
+          expect(await cache.saveReturn(jid, 'm1', ret(jid, 'm1'))).toBe(true)
+          await job
+          expect(sync.calls()).toBe(1)
+          expect(await cache.getJob(jid)).toEqual({ jid, load: { jid, fun: 'test.ping' }, minions: ['m1'], returns: { m1: ret(jid, 'm1') } })
+        } finally {
+          sync.restore()
+        }
+      })
+    })
+
+    it('syncs a lazy job record that no save follows within LAZY_JOB_SYNC_MS, and one still held at close', async () => {
+      const cachedir = await tempDir()
+      try {
+        const cache = await new LocalJobCache({ cachedir }).open()
+        const sync = await holdSyncs(cachedir)
+        sync.release()
+        const alone = jidAt('2024-05-12T00:00:00Z', 2)
+        const atClose = jidAt('2024-05-12T00:00:00Z', 3)
+        let closing: Promise<void> | undefined
+        try {
+          await deadline(cache.saveJob(alone, { jid: alone, fun: 'test.ping' }, ['m1'], { lazy: true }), 10_000, "the lone job record's sync")
+          expect(sync.calls()).toBe(1)
+          expect((await cache.getJob(alone))?.minions).toEqual(['m1'])
+          const last = cache.saveJob(atClose, { jid: atClose, fun: 'test.ping' }, ['m2'], { lazy: true })
+          closing = cache.close()
+          await deadline(Promise.all([last, closing]), 10_000, 'the held job record synced by close')
+          expect(sync.calls()).toBeGreaterThanOrEqual(2)
+        } finally {
+          sync.restore()
+          await closing
+        }
+        const reopened = await new LocalJobCache({ cachedir }).open()
+        try {
+          expect((await reopened.getJob(atClose))?.minions).toEqual(['m2'])
+        } finally {
+          await reopened.close()
+        }
+      } finally {
+        await rm(cachedir, { recursive: true, force: true })
+      }
+    })
+
     it('batches written while a sync runs are made durable together by the next one: one fdatasync for all of them', async () => {
       await withCache(async (cache, cachedir) => {
         const jid = jidAt('2024-05-11T00:00:00Z', 1)
