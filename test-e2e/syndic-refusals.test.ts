@@ -10,7 +10,8 @@ const handMadeLink = useHandMadeLinks()
 
 describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   it('kill a syndic: manage.status, manage.up and manage.down include the minions behind syndics, never the syndics; with -v its minions are reported "Minion did not return", the rest return, the exit code says so, and the syndic itself is not reported', async () => {
-    const { top, nodes } = await startTree(startFleet, transport, { syndic_wait: 1, gather_job_timeout: 2 })
+    // Each wait below for the killed syndic's minions is timeout + syndic_wait + one find_job round that nobody answers.
+    const { top, nodes } = await startTree(startFleet, transport, { syndic_wait: 1, gather_job_timeout: 1 })
     const status = await top.run('brine-run', ['manage.status', '--out', 'json'])
     expect(json(status.stdout)).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
     // The top learns which minions are behind each syndic from their announcements.
