@@ -54,9 +54,7 @@ const reconnects = (fleet: Fleet, ids: readonly string[]): number[] => ids.map((
 async function publishLinksBack(fleet: Fleet, transport: string, ids: readonly string[], before: readonly number[]): Promise<void> {
   if (transport === 'nats') return
   await Promise.all(
-    ids.map((id, index) =>
-      fleet.minions.get(id)!.waitForOutput(new RegExp(`(?:[\\s\\S]*?${RECONNECTED.source}){${before[index]! + 1}}`), RECONNECT_WAIT_MS),
-    ),
+    ids.map((id, index) => fleet.minions.get(id)!.waitForOutput(new RegExp(`(?:[\\s\\S]*?${RECONNECTED.source}){${before[index]! + 1}}`), RECONNECT_WAIT_MS)),
   )
 }
 
