@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import type { RunResult } from '@brine/testkit'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
 const startFleet = useFleets()
@@ -23,8 +24,26 @@ describe.each(TRANSPORTS)('brine batch mode against real minions over %s', (tran
     const fleet = await startFleet({ minions: ids.map((id) => ({ id, transport })), masterConfig: { gather_job_timeout: 1 } })
     expect((await fleet.minions.get('m4')!.stop('SIGTERM')).code).toBe(0)
 
+    // Each run starts with a ping that waits -t and a find_job round for the offline m4. The runs do not touch each
+    // other, so they go side by side and those waits overlap; the two mkdir runs share a directory and go one after the other.
+    const lock = join(fleet.root, 'batch-lock')
+    const mkdirRuns = async (): Promise<[RunResult, RunResult]> => {
+      // --failhard: the first minion to run creates the directory; the second fails to, and the run stops there.
+      const hard = await fleet.run('brine', ['*', 'cmd.run', `mkdir ${lock}`, '-b', '1', '-t', '1', '--failhard', '--hide-timeout'])
+      // Without it, every minion runs.
+      const soft = await fleet.run('brine', ['*', 'cmd.run', `mkdir ${lock}`, '-b', '1', '-t', '1', '--hide-timeout'])
+      return [hard, soft]
+    }
+    const [one, half, hidden, safe, unsafe, [hard, soft]] = await Promise.all([
+      fleet.run('brine', ['*', 'test.arg', 'hello', '-b', '1', '-t', '1', '--out', 'json']),
+      fleet.run('brine', ['*', 'test.ping', '-b', '50%', '-t', '1']),
+      fleet.run('brine', ['*', 'test.ping', '-b', '2', '-t', '1', '--hide-timeout']),
+      fleet.run('brine', ['*', 'test.ping', '-t', '1', '--batch-safe-limit', '3', '--batch-safe-size', '2']),
+      fleet.run('brine', ['m1', 'test.ping', '--batch-safe-limit', '3']),
+      mkdirRuns(),
+    ])
+
     // -b 1: the ping finds m4 silent (no job for it), then one minion at a time, each its own job.
-    const one = await fleet.run('brine', ['*', 'test.arg', 'hello', '-b', '1', '-t', '1', '--out', 'json'])
     expect(one.stdout).toContain('Minion m4 did not respond. No job will be sent.\n')
     expect(batchesOf(one.stdout)).toEqual(["'m1'", "'m2'", "'m3'"])
     const documents = jsonDocuments(one.stdout)
@@ -46,32 +65,25 @@ describe.each(TRANSPORTS)('brine batch mode against real minions over %s', (tran
     expect(JSON.parse(lookup.stdout)).toMatchObject({ Function: 'test.arg', Target: ['m2'], 'Target-type': 'list', Minions: ['m2'] })
 
     // -b 50%: half of the 3 that answered is 1.5, which Salt rounds down to 1.
-    const half = await fleet.run('brine', ['*', 'test.ping', '-b', '50%', '-t', '1'])
     expect(batchesOf(half.stdout)).toEqual(["'m1'", "'m2'", "'m3'"])
     expect(half.stdout).toMatch(/^jid:\n {4}\d{20}\nm2:\n {4}True\nretcode:\n {4}0$/m)
     expect(half.code).toBe(1)
-    const hidden = await fleet.run('brine', ['*', 'test.ping', '-b', '2', '-t', '1', '--hide-timeout'])
     expect(hidden.stdout).not.toContain('m4')
     expect(batchesOf(hidden.stdout)[0]).toBe("'m1', 'm2'")
     expect(hidden.code).toBe(0)
 
-    // --failhard: the first minion to run creates the directory; the second fails to, and the run stops there.
-    const lock = join(fleet.root, 'batch-lock')
-    const hard = await fleet.run('brine', ['*', 'cmd.run', `mkdir ${lock}`, '-b', '1', '-t', '1', '--failhard', '--hide-timeout'])
+    // --failhard stopped at m2, which found the directory m1 had made.
     expect(batchesOf(hard.stdout)).toEqual(["'m1'", "'m2'"])
     expect(hard.stdout).toMatch(/^m2:\n {4}mkdir: .*File exists/m)
     expect(hard.stderr).toContain("ERROR: Minion m2 returned with non-zero exit code. Batch run stopped due to failhard; not sent to ['m3']")
     expect(hard.code).toBe(1)
-    // Without it, every minion runs.
-    const soft = await fleet.run('brine', ['*', 'cmd.run', `mkdir ${lock}`, '-b', '1', '-t', '1', '--hide-timeout'])
+    // Without it, every minion ran.
     expect(batchesOf(soft.stdout)).toEqual(["'m1'", "'m2'", "'m3'"])
     expect(soft.code).toBe(1)
 
     // batch_safe_limit: 4 targeted minions reach a limit of 3, so the run goes in batches of 2.
-    const safe = await fleet.run('brine', ['*', 'test.ping', '-t', '1', '--batch-safe-limit', '3', '--batch-safe-size', '2'])
     expect(safe.stdout).toMatch(/^\nNOTICE: Too many minions targeted, switching to batch execution.\nMinion m4 did not respond/)
     expect(batchesOf(safe.stdout)[0]).toBe("'m1', 'm2'")
-    const unsafe = await fleet.run('brine', ['m1', 'test.ping', '--batch-safe-limit', '3'])
     expect(unsafe.stdout).toBe('m1:\n    True\n')
     expect(unsafe.code).toBe(0)
   })

@@ -27,13 +27,16 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     expect(fleet.master.stderr).toContain('worker_threads: 2 worker threads')
     const stopped = await fleet.minions.get('db1')!.stop('SIGTERM')
     expect(stopped.code).toBe(0)
-    const result = await fleet.run('brine', ['*', 'test.ping', '-t', '1', '-v'])
+    // Both wait out db1 (-t, then a find_job round): side by side, the waits overlap.
+    const [result, hidden] = await Promise.all([
+      fleet.run('brine', ['*', 'test.ping', '-t', '1', '-v']),
+      fleet.run('brine', ['*', 'test.ping', '-t', '1', '--hide-timeout', '--out', 'json', '--static']),
+    ])
     expect(result.stdout).toMatch(/Executing job with jid \d{20}/)
     expect(result.stdout).toContain('web1:\n    True\n')
     expect(result.stdout).toContain('db1:\n    Minion did not return. [No response]')
     expect(result.code).toBe(1)
 
-    const hidden = await fleet.run('brine', ['*', 'test.ping', '-t', '1', '--hide-timeout', '--out', 'json', '--static'])
     expect(JSON.parse(hidden.stdout)).toEqual({ web1: true })
   })
 

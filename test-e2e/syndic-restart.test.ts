@@ -34,7 +34,10 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   })
 
   it("stop the top master while cmd.run 'sleep 3' runs below, start it again: every return arrives at the top exactly once", async () => {
-    const top = await startFleet({ minions: [{ id: 'direct1', transport }], masterConfig: { order_masters: true } })
+    // direct1 tries its spooled return again as soon as the syndic (the harness's return_retry_timer) does: over NATS no
+    // reconnect hurries either, and Salt's 5–10 s would be most of the test.
+    const direct1 = { id: 'direct1', transport, config: { return_retry_timer: 1, return_retry_timer_max: 2 } }
+    const top = await startFleet({ minions: [direct1], masterConfig: { order_masters: true } })
     const node = await startFleet({
       minions: [
         { id: 's1-a', transport },
