@@ -22,9 +22,10 @@ export default defineConfig({
     sequence: { sequencer: LongestFirstSequencer },
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Two cores, three workers: an e2e file keeps about half a core busy (the rest is Salt's timeouts and process
-    // start-ups), so two workers left one core idle; more would have the wire tests' real processes starve each other.
-    maxWorkers: 3,
+    // Two cores, four workers: an e2e file keeps about half a core busy (the rest is Salt's timeouts and process
+    // start-ups), so fewer workers left a core idle part of the time; more would have the wire tests' real processes
+    // starve each other.
+    maxWorkers: 4,
     projects: [
       ...packages.map((name) => ({
         extends: true as const,
