@@ -22,5 +22,6 @@ echo "test-node22: $(node --version) at $(command -v node)" >&2
 # two workers with the package files instead of waiting for them and paying a second start-up.
 # npm test runs this beside the Node 24 run (scripts/test.sh): vitest's caches of its own, so that the two runs never
 # write one file at once (the file order then comes from scripts/test-durations.json).
+# Two workers: it runs beside the Node 24 run's four, and finishes long before it even so.
 node node_modules/vitest/vitest.mjs run "${projects[@]}" --project e2e packages/ test-e2e/job-flow.test.ts \
-  --no-cache --fsModuleCachePath node_modules/.vitest-cache-node22
+  --maxWorkers 2 --no-cache --fsModuleCachePath node_modules/.vitest-cache-node22
