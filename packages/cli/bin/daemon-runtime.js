@@ -8,8 +8,8 @@
 // take the smaller bound their pool gives them). A program that starts the daemon with Node itself (Brine's
 // harness: the tests, the bench, the demo) passes them at once instead (`daemonStartOptions`), which spares the
 // second start. Which compilers run is read each time V8 decides to optimise a function, so those flags are set
-// in the running process before any of Brine loads, which spares the daemon a second start of Node. What the user chose wins: a flag named on the command line or in NODE_OPTIONS, in its
-// `--flag` or `--no-flag` form, and a variable already set.
+// in the running process before any of Brine loads, with no second start either. What the user chose wins: a flag
+// named on the command line or in NODE_OPTIONS, in its `--flag` or `--no-flag` form, and a variable already set.
 import { setFlagsFromString } from 'node:v8'
 
 /**

@@ -7,6 +7,27 @@ import { MasterTime } from '../src/master-time.js'
 import { sendSealed, sendSealedFresh } from '../src/returner.js'
 
 /**
+ * The master's side of a sealed request: opens it, records its timestamp in `stamps`, runs it through the guard
+ * `guard()` gives at the time, and answers sealed at `now()` — `{ok: true}`, or the guard's refusal as an error.
+ */
+function fakeMaster(masterBox: PeerBox, guard: () => ReplayGuard, stamps: number[], now: () => number = Date.now): RequestClient {
+  return {
+    address: 'tcp://127.0.0.1:4506',
+    send: async (request: WireValue): Promise<WireValue> => {
+      const sealed = request as unknown as SealedMessage
+      const { timestamp } = masterBox.openDetailed(sealed)
+      stamps.push(timestamp)
+      try {
+        await guard().run('web1', sealed.nonce, timestamp, async () => {})
+        return masterBox.seal({ ok: true }, now()) as unknown as WireValue
+      } catch (error) {
+        return masterBox.seal({ ok: false, error: serializeError(error) as unknown as WireValue }, now()) as unknown as WireValue
+      }
+    },
+  } as unknown as RequestClient
+}
+
+/**
  * A master restarted a moment ago refuses what was sealed before its start. A minion whose clock anchor lags (its
  * last auth reply was slow to arrive) seals its first requests before that start by its own reckoning: the
  * master's sealed refusal says when it started, and the minion re-seals from there without an `_auth`.
@@ -20,20 +41,7 @@ describe('sendSealedFresh after a master restart', () => {
     const guard = new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, startedAt })
     const masterBox = new PeerBox({ id: 'web1', role: 'master', secretKey: master.box.secretKey, peerPublicKey: minion.box.publicKey })
     const stamps: number[] = []
-    const client = {
-      address: 'tcp://127.0.0.1:4506',
-      send: async (request: WireValue): Promise<WireValue> => {
-        const sealed = request as unknown as SealedMessage
-        const { timestamp } = masterBox.openDetailed(sealed)
-        stamps.push(timestamp)
-        try {
-          await guard.run('web1', sealed.nonce, timestamp, async () => {})
-          return masterBox.seal({ ok: true }) as unknown as WireValue
-        } catch (error) {
-          return masterBox.seal({ ok: false, error: serializeError(error) as unknown as WireValue }) as unknown as WireValue
-        }
-      },
-    } as unknown as RequestClient
+    const client = fakeMaster(masterBox, () => guard, stamps)
     // The minion's side: an anchor 5 s behind the master's clock.
     const time = new MasterTime(Date.now() - 5000)
     const session = {
@@ -72,20 +80,12 @@ describe('sendSealedFresh after a master restart', () => {
     let masterNow = 5_000_000
     let guard = new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, now: () => masterNow, startedAt: masterNow - 60_000 })
     const stamps: number[] = []
-    const client = {
-      address: 'tcp://127.0.0.1:4506',
-      send: async (request: WireValue): Promise<WireValue> => {
-        const sealed = request as unknown as SealedMessage
-        const { timestamp } = masterBox.openDetailed(sealed)
-        stamps.push(timestamp)
-        try {
-          await guard.run('web1', sealed.nonce, timestamp, async () => {})
-          return masterBox.seal({ ok: true }, masterNow) as unknown as WireValue
-        } catch (error) {
-          return masterBox.seal({ ok: false, error: serializeError(error) as unknown as WireValue }, masterNow) as unknown as WireValue
-        }
-      },
-    } as unknown as RequestClient
+    const client = fakeMaster(
+      masterBox,
+      () => guard,
+      stamps,
+      () => masterNow,
+    )
     // The minion's anchor is 3 s behind the master's clock: its auth reply took that long to arrive.
     let wall = 1_000
     const time = new MasterTime(masterNow - 3000, { wall: () => wall, monotonic: () => wall })
