@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createLogger, type Logger } from '@brine/core'
 import { deadline } from '@brine/transport-compliance'
 import { FutureJidError, LocalJobCache } from '../src/index.js'
@@ -353,6 +353,8 @@ describe('LocalJobCache on disk', () => {
         const segment = join(cachedir, 'jobs', '20240512.log')
         const sync = await holdSyncs(cachedir)
         sync.release()
+        // The lazy sync's timer must not run out while the test looks (a loaded machine once let 20 ms pass): held.
+        vi.useFakeTimers({ toFake: ['setTimeout'] })
         try {
           const job = cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1'], { lazy: true })
           // The job record's batch is written first, on its own.
@@ -369,6 +371,7 @@ describe('LocalJobCache on disk', () => {
           expect(sync.calls()).toBe(1)
           expect(await cache.getJob(jid)).toEqual({ jid, load: { jid, fun: 'test.ping' }, minions: ['m1'], returns: { m1: ret(jid, 'm1') } })
         } finally {
+          vi.useRealTimers()
           sync.restore()
         }
       })
