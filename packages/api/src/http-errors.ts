@@ -53,7 +53,8 @@ export function httpErrorOf(error: unknown, what: string, masterRunning: boolean
   const said = remote?.message ?? message
   if (isOneOf(remote, UNAUTHENTICATED)) return new ApiError(401, said, { cause: error })
   const limited = [error, remote].find((candidate) => candidate instanceof LoginRateLimitedError || candidate instanceof LoginBusyError) as
-    BrineError | undefined
+    | BrineError
+    | undefined
   if (limited !== undefined) return new ApiError(429, said, { cause: error, retryAfter: retryAfterOf(limited) })
   // A request over the master's entry or depth bound: too large (entries) or malformed (depth), never a server fault.
   const overBound = [error, remote].find((candidate) => candidate instanceof FrameLimitError) as FrameLimitError | undefined
