@@ -122,16 +122,20 @@ class Stream {
     return this.#queued
   }
 
-  /** Writes `event`'s records now, or queues them while the sink drains, or drops them past the stream's bound. */
+  /**
+   * Writes `event`'s records now, or queues them while the sink drains, or drops them past the stream's bound. A
+   * reader that lost an event loses every later one until it has caught up and been told how many: its loss is one
+   * stretch, the notice stands where it was, and an event it will not get is not even encoded for it (a stalled
+   * reader costs the API nothing per event but the count).
+   */
   send(event: BusEvent, cache: Map<string, Buffer>, limit: number): void {
     if (this.#ended) return
+    if (this.#unreported > 0) return this.#drop()
     for (const record of this.#sink.encode(event, cache)) {
       if (this.#ended) return
       if (this.#draining) {
         if (this.#queued + record.length > limit) {
-          this.dropped++
-          this.#unreported++
-          this.#hub.noteDrop()
+          this.#drop()
           if (this.#sink.overflow === 'drop-reader') {
             this.#hub.noteOverflow()
             this.end(`this reader fell more than ${limit} bytes behind (rest_cherrypy.events_buffer_bytes); dropped`, true)
@@ -145,6 +149,12 @@ class Stream {
       this.delivered++
       if (!this.#sink.write(record)) this.#draining = true
     }
+  }
+
+  #drop(): void {
+    this.dropped++
+    this.#unreported++
+    this.#hub.noteDrop()
   }
 
   #flush(): void {

@@ -9,6 +9,7 @@ import { deadline } from '@brine/transport-compliance'
 import { EventBus } from '../../master/src/index.js'
 import { EventStreams } from '../src/sse.js'
 import { EventFormatter, FORMAT_EVENTS_MAX_JOBS, websocketSink, WS_READY, wsRecord } from '../src/ws.js'
+import { until } from './until.js'
 
 describe("format_events (salt-api's event_processor)", () => {
   it('keeps a view of jobs (running, then complete when every minion succeeded) and of minions (grains, keys)', () => {
@@ -126,12 +127,3 @@ describe('websocket readers of EventStreams', () => {
     expect((await deadline(closed, 10_000, 'the dropped socket to close')).code).toBe(1006)
   })
 })
-
-/** Resolves once `check` holds, polling every 20 ms; fails naming `what` after `ms` (and stops polling). */
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const end = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}

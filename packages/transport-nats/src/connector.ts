@@ -4,7 +4,10 @@ import { connectDirect } from './direct-transport.js'
 import { NatsConnectError } from './errors.js'
 import { connectionOptions, type ResolvedBroker } from './options.js'
 
-/** How long one connect may take before the next server is tried. */
+/**
+ * How long one connect's handshake may take before the next server is tried: a server that answers and then says
+ * nothing. One that refuses (closes, or answers -ERR and closes) fails the handshake at once (connectDirect).
+ */
 const CONNECT_TIMEOUT_MS = 10_000
 
 /** What a connector tells each endpoint riding its connection. */
@@ -26,6 +29,7 @@ function reasonOf(error: unknown): string {
     return `the server refused the credentials (${text}); check nats_user/nats_password, nats_token, nats_nkey_seed_file or nats_creds_file`
   }
   if (/ECONNREFUSED|refused/i.test(text)) return `connection refused (${text}); is nats-server running there?`
+  if (/maximum connections exceeded/i.test(text)) return `the server is at its max_connections (${text}); raise it in nats-server's config`
   return text
 }
 
@@ -91,7 +95,6 @@ export class NatsConnector {
     try {
       connection = await connectDirect({
         ...connectionOptions(this.broker, this.name),
-        // A server past its max_connections answers -ERR and nats.js waits out this timeout: keep it short.
         timeout: CONNECT_TIMEOUT_MS,
         reconnect: true,
         maxReconnectAttempts: -1,

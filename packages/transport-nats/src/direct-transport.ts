@@ -1,4 +1,14 @@
-import { NatsConnectionImpl, connect, hasWsProtocol, setTransportFactory, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node'
+import {
+  ConnectionError,
+  NatsConnectionImpl,
+  ProtocolHandler,
+  connect,
+  hasWsProtocol,
+  setTransportFactory,
+  type ConnectionOptions,
+  type NatsConnection,
+  type Server,
+} from '@nats-io/transport-node'
 // nats.js's own socket glue for Node: dialing, TLS (upgrade after INFO, client certificates) and closing stay its own.
 import { NodeTransport, nodeResolveHost } from '@nats-io/transport-node/lib/node_transport.js'
 
@@ -82,13 +92,41 @@ export class DirectNodeTransport extends NodeTransport {
 }
 
 /**
- * nats.js's `connect` on {@link DirectNodeTransport}. The transport factory is nats-core's, one per process: a
- * stock `connect` elsewhere in the process (a test's raw subscriber) puts nats.js's own back for the connections
- * that dial after it, which then work as they always did; each connect here puts this one back.
+ * nats.js's protocol handler, failing a connect at once when the server closes the connection before the handshake's
+ * PONG. Stock, only a refused credential ends a handshake early: a server that answers `-ERR 'maximum connections
+ * exceeded'` (nats-server past its max_connections) and hangs up left the dial waiting out its whole `timeout`, then
+ * failing with a bare timeout instead of the server's reason, and a client failing over waited as long per server.
  */
-export function connectDirect(options: ConnectionOptions): Promise<NatsConnection> {
+class HandshakeProtocolHandler extends ProtocolHandler {
+  override dial(server: Server): Promise<void> {
+    // The stock dial sets up its transport and its handshake's rejection before its first await.
+    const earlierError = this.lastError
+    const dialing = super.dial(server)
+    const failHandshake = this.connectError
+    void this.transport.closed().then((cause) => {
+      // Still this dial's handshake (once it completes, or another dial starts, connectError is another or none).
+      if (failHandshake === undefined || this.connectError !== failHandshake) return
+      // The server's -ERR, parsed before the close was seen, is the reason a user needs.
+      const said = this.lastError !== earlierError ? this.lastError : undefined
+      failHandshake(said ?? (cause instanceof Error ? cause : new ConnectionError('the server closed the connection during the handshake')))
+    })
+    return dialing
+  }
+}
+
+/**
+ * nats.js's `connect` on {@link DirectNodeTransport} and {@link HandshakeProtocolHandler}. The transport factory is
+ * nats-core's, one per process: a stock `connect` elsewhere in the process (a test's raw subscriber) puts nats.js's own
+ * back for the connections that dial after it, which then work as they always did; each connect here puts this one back.
+ */
+export async function connectDirect(options: ConnectionOptions): Promise<NatsConnection> {
   // WebSocket URLs are nats.js's wsconnect's: its connect refuses them with its own error.
   if (hasWsProtocol(options)) return connect(options)
   setTransportFactory({ factory: () => new DirectNodeTransport(), dnsResolveFn: nodeResolveHost })
-  return NatsConnectionImpl.connect(options)
+  // As NatsConnectionImpl.connect, with the handler above (its constructor is private in the typings only).
+  const connection = new (NatsConnectionImpl as unknown as new (options: ConnectionOptions) => NatsConnectionImpl)(options)
+  const handler = new HandshakeProtocolHandler(connection.options, connection)
+  await handler.dialLoop()
+  connection.protocol = handler
+  return connection
 }

@@ -29,6 +29,8 @@ async function connectionCaps(): Promise<void> {
     await refused.close()
     expect((error as Error).name).toBe('NatsConnectError')
     expect((error as Error).message).toContain(capped.url.replace('nats://', ''))
+    // The server's own reason, as it refused: not the handshake's timeout run out.
+    expect((error as Error).message).toMatch(/at its max_connections \(ProtocolError: maximum connections exceeded\)/)
     await others.pop()!.close()
     const client = transport.createRequestClient({ host: '127.0.0.1', port })
     await client.start()

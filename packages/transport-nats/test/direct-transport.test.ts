@@ -70,6 +70,29 @@ describe('the NATS socket transport', () => {
     }
   })
 
+  it("a server past its max_connections fails the connect with its -ERR as it hangs up, not the handshake's timeout", async () => {
+    const server = await NatsServerProcess.start({ name: 'capped', config: 'max_connections: 1' })
+    servers.push(server)
+    const first = await connectDirect({ servers: [server.url] })
+    try {
+      // A timeout far past the test's own bound: stock nats.js waited it out and failed with a TimeoutError.
+      const refused = connectDirect({ servers: [server.url], timeout: 10 * WAIT_MS })
+      const error = await deadline(
+        refused.then(
+          () => undefined,
+          (cause: unknown) => cause,
+        ),
+        WAIT_MS,
+        'the refused connect to fail',
+      )
+      expect(error).toMatchObject({ name: 'ProtocolError', message: 'maximum connections exceeded' })
+      // The server's one connection is unharmed.
+      await first.flush()
+    } finally {
+      await first.close()
+    }
+  })
+
   it('a WebSocket URL is refused as nats.js refuses it, naming wsconnect', async () => {
     await expect(connectDirect({ servers: ['ws://127.0.0.1:4222'] })).rejects.toThrow(/wsconnect/)
   })

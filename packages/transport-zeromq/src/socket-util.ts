@@ -37,7 +37,8 @@ export function isIPv6(host: string): boolean {
  * second only, with delays drawn here: `steady` is a fixed interval (a maximum equal to the interval
  * stops the doubling) drawn once per client in TCP's window for an attempt, [initial × (1 − jitter),
  * initial], and `growing` doubles from a first delay drawn once in TCP's window for the attempt after
- * the steady ones ([2 × initial × (1 − jitter), 2 × initial]), so each client keeps its own point.
+ * the steady ones ([2 × initial × (1 − jitter), 2 × initial]), so each client keeps its own point, and
+ * above the client's `steadyInterval` (when given), so a retry's delay tells which schedule made it.
  * libzmq's own random part is not used: it is the same in every process. Its growth factor is always 2.
  */
 export interface ReconnectOptions {
@@ -47,7 +48,12 @@ export interface ReconnectOptions {
 
 export type ReconnectPhase = 'steady' | 'growing'
 
-export function zmqReconnectOptions(backoff: Required<BackoffOptions>, phase: ReconnectPhase, random: () => number = Math.random): ReconnectOptions {
+export function zmqReconnectOptions(
+  backoff: Required<BackoffOptions>,
+  phase: ReconnectPhase,
+  random: () => number = Math.random,
+  steadyInterval = 0,
+): ReconnectOptions {
   const jitter = Math.min(1, Math.max(0, backoff.jitter))
   const initial = Math.max(1, Math.round(backoff.initial))
   if (phase === 'steady') {
@@ -58,8 +64,18 @@ export function zmqReconnectOptions(backoff: Required<BackoffOptions>, phase: Re
     return { reconnectInterval: interval, reconnectMaxInterval: interval }
   }
   const base = Math.min(Math.max(initial, backoff.max), initial * 2)
-  const first = Math.max(1, Math.round(base * (1 - jitter * random())))
+  // Above the client's steady interval, so that every delay of one schedule differs from every delay of the other.
+  const first = Math.max(1, Math.round(base * (1 - jitter * random())), steadyInterval + 1)
   return { reconnectInterval: first, reconnectMaxInterval: Math.max(first, backoff.max) }
+}
+
+/**
+ * Whether `schedule` makes a retry `delay` ms after a failed attempt: its first delay doubled up to its maximum
+ * (libzmq's growth), or the maximum itself.
+ */
+export function makesDelay(schedule: ReconnectOptions, delay: number): boolean {
+  for (let made = Math.max(1, schedule.reconnectInterval); made < schedule.reconnectMaxInterval; made *= 2) if (made === delay) return true
+  return delay === schedule.reconnectMaxInterval
 }
 
 /**
@@ -124,13 +140,20 @@ export class ClientLink {
   private phase: ReconnectPhase = 'steady'
   /** Retries since the steady phase began. */
   private steadyRetries = 0
+  /** The steady schedule, drawn once for this client; the growing one starts above it. */
+  private readonly steady: ReconnectOptions
+  /** The schedule the endpoint was last connected with. */
+  private schedule: ReconnectOptions
   private socket: Socket | undefined
 
   constructor(
     private readonly core: EndpointCore,
     private readonly address: string,
     private readonly backoff: Required<BackoffOptions>,
-  ) {}
+  ) {
+    this.steady = zmqReconnectOptions(backoff, 'steady')
+    this.schedule = this.steady
+  }
 
   /** Watches the socket and connects it in the steady phase; connecting goes on in the background. */
   connect(socket: Socket): void {
@@ -157,6 +180,10 @@ export class ClientLink {
     })
     events.on('connect:retry', (event) => {
       if (this.core.isClosed) return
+      // A retry of the schedule before the last change, reported late (libzmq's monitor is read in turn with
+      // everything else, behind by more than a steady interval under load): the endpoint it retried is gone, and
+      // its delay will not be waited. Not an attempt of this schedule, nor counted towards its change.
+      if (!makesDelay(this.schedule, event.interval)) return
       this.attempt++
       const next = this.phase === 'steady' ? this.afterSteadyRetry() : this.attempt === 1 ? 'steady' : undefined
       this.core.emit({ type: 'reconnect-attempt', address: this.address, attempt: this.attempt, delay: next === undefined ? event.interval : 0 })
@@ -184,9 +211,9 @@ export class ClientLink {
   private connectIn(phase: ReconnectPhase, socket: Socket): void {
     this.phase = phase
     this.steadyRetries = 0
-    const { reconnectInterval, reconnectMaxInterval } = zmqReconnectOptions(this.backoff, phase)
-    socket.reconnectInterval = reconnectInterval
-    socket.reconnectMaxInterval = reconnectMaxInterval
+    this.schedule = phase === 'steady' ? this.steady : zmqReconnectOptions(this.backoff, phase, Math.random, this.steady.reconnectInterval)
+    socket.reconnectInterval = this.schedule.reconnectInterval
+    socket.reconnectMaxInterval = this.schedule.reconnectMaxInterval
     retryInterrupted(() => socket.connect(this.address))
   }
 }

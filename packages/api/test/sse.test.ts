@@ -1,0 +1,83 @@
+import type { ServerResponse } from 'node:http'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { MasterEvent } from '@brine/client'
+import { EventBus } from '../../master/src/index.js'
+import { EventStreams, sseSink, type EventSink } from '../src/sse.js'
+import { until } from './until.js'
+
+/** An `/events` response whose peer reads only when told to: what it was sent, and the SSE sink over it. */
+function stalledResponse(): { sink: EventSink; encoded: () => string[]; sent: () => string[]; resume: () => void } {
+  let reading = false
+  let chunks = ''
+  const listeners = new Map<string, () => void>()
+  const raw = {
+    writableEnded: false,
+    write: (chunk: Buffer) => {
+      chunks += chunk.toString()
+      return reading
+    },
+    on: (name: string, listener: () => void) => listeners.set(name, listener),
+    end: () => {},
+  } as unknown as ServerResponse
+  const real = sseSink(raw)
+  const encoded: string[] = []
+  const sink: EventSink = {
+    ...real,
+    encode: (event, cache) => {
+      encoded.push(event.tag)
+      return real.encode(event, cache)
+    },
+  }
+  // Each record's tag, or the comment it is: the order the reader sees (of the test's events).
+  const ours = (tags: string[]): string[] => tags.filter((tag) => !tag.startsWith('salt/warmup'))
+  const sent = (): string[] =>
+    ours(chunks.split('\n\n').flatMap((record) => /^tag: (\S+)|^: (dropped \d+ events)/.exec(record)?.slice(1).filter(Boolean) ?? []))
+  const resume = (): void => {
+    reading = true
+    listeners.get('drain')?.()
+  }
+  return { sink, encoded: () => ours(encoded), sent, resume }
+}
+
+describe('an /events reader that stops reading', () => {
+  const cleanup: Array<() => Promise<void>> = []
+  afterEach(async () => {
+    for (const step of cleanup.splice(0).reverse()) await step()
+  })
+
+  it('loses events in one stretch, none of them encoded for it, and is told how many where the stretch was', async () => {
+    const sockDir = await mkdtemp(join(tmpdir(), 'bs-'))
+    cleanup.push(() => rm(sockDir, { recursive: true, force: true }))
+    const bus = new EventBus({ sockDir })
+    await bus.start()
+    cleanup.push(() => bus.close())
+    const events = new MasterEvent({ sockDir })
+    cleanup.push(() => events.close())
+    const streams = new EventStreams({ events, bufferBytes: 1024, maxStreams: 1, recheckMs: 60_000, tokenLive: async () => true })
+    streams.start()
+    cleanup.push(() => streams.close())
+    // Warm-up events may still come after the reader is attached: what it is sent of them is left out below.
+    await until(() => (bus.fire('salt/warmup', {}), streams.stats().events > 0), 10_000, 'the hub to read the bus')
+
+    const reader = stalledResponse()
+    streams.attach(reader.sink, 'ab', Date.now() / 1000 + 3600)
+    // `first` fills the socket (the peer reads nothing), `queued` fits the 1 KiB bound, `big` does not, and `small`
+    // would: it is lost with `big`, as is everything until the reader has caught up.
+    bus.fire('salt/test/first', {})
+    bus.fire('salt/test/queued', {})
+    bus.fire('salt/test/big', { blob: 'x'.repeat(2048) })
+    bus.fire('salt/test/small', {})
+    await until(() => streams.stats().dropped === 2 || reader.encoded().includes('salt/test/small'), 10_000, 'the hub to read the four events')
+    expect(reader.encoded()).toEqual(['salt/test/first', 'salt/test/queued', 'salt/test/big'])
+    expect(streams.stats()).toMatchObject({ dropped: 2 })
+
+    reader.resume()
+    bus.fire('salt/test/after', {})
+    await until(() => reader.sent().includes('salt/test/after'), 10_000, 'the event after the catch-up')
+    expect(reader.sent()).toEqual(['salt/test/first', 'salt/test/queued', 'dropped 2 events', 'salt/test/after'])
+    expect(streams.stats()).toMatchObject({ dropped: 2, queuedBytes: 0 })
+  })
+})
