@@ -3,7 +3,8 @@
  * came from: from its master's event bus as they come, and, whenever that reader may have missed some (the
  * bus dropped events for it, the bus reconnected, the syndic restarted), read back from its master's job
  * cache (`jobs.list_job`) for every job still open in the journal ({@link OpenJobs}). Lower syndics'
- * announcements of their minions go further up the same way.
+ * announcements of their minions go further up the same way. Whatever is heard of a job before this syndic's own
+ * announcement of it went up waits for that announcement ({@link EarlyNews}).
  */
 import {
   BUS_DROPPED_TAG,
