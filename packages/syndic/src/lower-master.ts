@@ -9,7 +9,7 @@ import { ClearRequester, MasterEvent, MasterRequestError } from '@brine/client'
 import { ClosedError, remoteCause, sleep, type Logger } from '@brine/core'
 
 /** How long one request to its own master may take (a publish passed down, a job read back), ms. */
-const LOWER_REQUEST_MS = 30_000
+export const LOWER_REQUEST_MS = 30_000
 /** Bound on waiting for the own master's root key and bus at start, between attempts. */
 const LOWER_RETRY_MS = 500
 

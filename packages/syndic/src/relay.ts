@@ -1,7 +1,8 @@
 /**
  * Passes an upper master's jobs down into the syndic's own master: same jid, `to` one less (Salt),
  * master_id kept; the lower master resolves its own targets. Then announces upward the minions it expects
- * and the lower syndics still to hear from, and hands the job to the {@link ReturnFollower}. A job whose
+ * and the lower syndics still to hear from (what they announced before the publish reply came back counted in),
+ * and hands the job to the {@link ReturnFollower}. A job whose
  * master_id is this master's own is not passed down.
  */
 import { type SyndicConfig } from '@brine/config'
@@ -75,13 +76,15 @@ export class Relay {
       emit({ type: 'relay-failed', master, jid: job.jid, message })
       // Nobody here will answer: tell the upper master so its client does not wait for this syndic.
       upper.announce(job.jid, [], [], meta)
+      follower.abandon(job.jid)
       return
     }
     const syndics = Object.keys(reply.syndics ?? {})
+    // The open job carries what lower syndics announced before the reply came: their minions, and who is still pending.
     const open = await follower.open(job.jid, master, reply.minions, syndics)
-    upper.announce(job.jid, reply.minions, syndics, meta)
+    upper.announce(job.jid, open.expected, [...open.pendingSyndics], meta)
     emit({ type: 'relayed', master, jid: job.jid, fun: job.fun, minions: [...reply.minions], syndics })
-    follower.closeIfComplete(open)
+    follower.opened(open)
   }
 
   /** The clear `publish` that passes `job` down. */

@@ -3,7 +3,8 @@
  * came from: from its master's event bus as they come, and, whenever that reader may have missed some (the
  * bus dropped events for it, the bus reconnected, the syndic restarted), read back from its master's job
  * cache (`jobs.list_job`) for every job still open in the journal ({@link OpenJobs}). Lower syndics'
- * announcements of their minions go further up the same way.
+ * announcements of their minions go further up the same way. Whatever is heard of a job before this syndic's own
+ * announcement of it went up waits for that announcement ({@link EarlyNews}).
  */
 import {
   BUS_DROPPED_TAG,
@@ -15,7 +16,9 @@ import {
   type SyndicAnnouncementParts,
 } from '@brine/protocol'
 import { LruMap, type Logger } from '@brine/core'
+import { EarlyNews, type HeldJob } from './early-news.js'
 import type { UpperForwarder } from './forwarder.js'
+import { LOWER_REQUEST_MS } from './lower-master.js'
 import { OpenJobs, type OpenJob } from './open-jobs.js'
 
 /** What the follower reports. */
@@ -32,6 +35,15 @@ const ROUTES = 50_000
 const OPEN_JOBS = 1000
 /** How often jobs open too long are closed. */
 const EXPIRE_EVERY_MS = 60_000
+/**
+ * Jobs whose early announcements and returns are held at most ({@link EarlyNews}): jobs are passed down one at a
+ * time per upper master, so a few are held at once unless a relay failed in a way that let none go.
+ */
+const EARLY_JOBS = 64
+/** How long a job passed down is held at most: longer than its publish to the own master may take (two tries). */
+const EARLY_MAX_AGE_MS = 2 * LOWER_REQUEST_MS + 10_000
+/** Returns held per job at most (past it, they go up as they come). */
+const EARLY_RETURNS = 10_000
 
 export interface ReturnFollowerOptions {
   /** The open-jobs journal. */
@@ -59,6 +71,8 @@ export class ReturnFollower {
   readonly #o: ReturnFollowerOptions
   readonly #jobs: OpenJobs
   readonly #routes = new LruMap<string, string>(ROUTES)
+  /** What is heard of a job between passing it down and its announcement upward. */
+  readonly #early: EarlyNews
   #lastExpire = Date.now()
   #bus: BusCounters = { reconnects: 0, dropped: 0 }
   #reconciling: Promise<void> | undefined
@@ -67,6 +81,12 @@ export class ReturnFollower {
   constructor(options: ReturnFollowerOptions) {
     this.#o = options
     this.#jobs = new OpenJobs({ file: options.journal, ttlMs: options.ttlMs, limit: OPEN_JOBS, logger: options.logger.child('jobs') })
+    this.#early = new EarlyNews({
+      limit: EARLY_JOBS,
+      maxAgeMs: EARLY_MAX_AGE_MS,
+      maxReturns: EARLY_RETURNS,
+      release: (jid, held) => this.#forwardHeld(jid, held),
+    })
   }
 
   /** Jobs passed down whose returns are still being forwarded. */
@@ -80,19 +100,35 @@ export class ReturnFollower {
     return carried.length
   }
 
-  /** A job about to be passed down: its returns go to `master`, even those that come after it closes. */
+  /**
+   * A job about to be passed down: its returns go to `master`, even those that come after it closes. What is heard
+   * of it until {@link opened} (a lower syndic may announce before this syndic's master replied) is held till then.
+   */
   route(jid: string, master: string): void {
     this.#routes.set(jid, master)
+    this.#early.begin(jid)
   }
 
-  /** A job passed down, with the minions its master expects and the lower syndics still to announce theirs. */
-  open(jid: string, master: string, minions: readonly string[], syndics: readonly string[]): Promise<OpenJob> {
-    return this.#jobs.open(jid, master, minions, syndics)
+  /**
+   * A job passed down, with the minions its master expects and the lower syndics still to announce theirs; the
+   * announcements lower syndics made before it opened are applied, so the job it gives back is what to announce.
+   */
+  async open(jid: string, master: string, minions: readonly string[], syndics: readonly string[]): Promise<OpenJob> {
+    const job = await this.#jobs.open(jid, master, minions, syndics)
+    for (const [syndic, held] of this.#early.takeAnnouncements(jid)) this.#apply(job, syndic, [...held.minions], held.pending)
+    return job
   }
 
-  /** Closes `job` if every return it expects has gone up. */
-  closeIfComplete(job: OpenJob): void {
+  /** The job's announcement went up: what was held for it follows, and it closes if every return it expects has gone up. */
+  opened(job: OpenJob): void {
+    const held = this.#early.take(job.jid)
+    if (held !== undefined) this.#forwardHeld(job.jid, held)
     this.#jobs.closeIfComplete(job)
+  }
+
+  /** A job not passed down after all (its master did not take it): what was held for it goes up as it was heard. */
+  abandon(jid: string): void {
+    this.#early.letGo(jid)
   }
 
   /** Returns that went up (acknowledged or spooled) to an upper master, per jid. */
@@ -118,6 +154,11 @@ export class ReturnFollower {
   }
 
   #onReturn(jid: string, minion: string, data: Record<string, unknown>): void {
+    if (this.#early.addReturn(jid, minion, data)) return
+    this.#returnUp(jid, minion, data)
+  }
+
+  #returnUp(jid: string, minion: string, data: Record<string, unknown>): void {
     const route = this.#routes.get(jid) ?? this.#jobs.get(jid)?.master
     if (route === undefined) return // not a job from above: it stays here
     const upper = this.#o.upper(route)
@@ -129,16 +170,30 @@ export class ReturnFollower {
 
   /** A lower syndic announced minions for a job passed down: they are announced further up, as this syndic's. */
   #onAnnouncement(announcement: SyndicAnnouncementParts): void {
-    const job = this.#jobs.get(announcement.jid)
-    const route = this.#routes.get(announcement.jid) ?? job?.master
+    if (this.#early.announce(announcement)) return
+    this.#announceUp(announcement.jid, announcement.syndic, announcement.minions, announcement.pending)
+  }
+
+  #announceUp(jid: string, syndic: string, minions: readonly string[], pending: readonly string[]): void {
+    const job = this.#jobs.get(jid)
+    const route = this.#routes.get(jid) ?? job?.master
     const upper = route === undefined ? undefined : this.#o.upper(route)
     if (upper === undefined) return
-    if (job !== undefined) {
-      this.#jobs.expect(job.jid, announcement.minions)
-      if (announcement.pending.length === 0) job.pendingSyndics.delete(announcement.syndic)
-    }
-    upper.announce(announcement.jid, announcement.minions, job === undefined ? undefined : [...job.pendingSyndics])
+    if (job !== undefined) this.#apply(job, syndic, minions, pending)
+    upper.announce(jid, minions, job === undefined ? undefined : [...job.pendingSyndics])
     if (job !== undefined) this.#jobs.closeIfComplete(job)
+  }
+
+  /** A lower syndic's announcement, applied to the open job: its minions expected, and no longer pending once its subtree is complete. */
+  #apply(job: OpenJob, syndic: string, minions: readonly string[], pending: readonly string[]): void {
+    this.#jobs.expect(job.jid, minions)
+    if (pending.length === 0) job.pendingSyndics.delete(syndic)
+  }
+
+  /** What was held for a job, sent on as it would have gone had it come after the job's announcement. */
+  #forwardHeld(jid: string, held: HeldJob): void {
+    for (const [syndic, share] of held.announcements) this.#announceUp(jid, syndic, [...share.minions], share.pending)
+    for (const [minion, data] of held.returns) this.#returnUp(jid, minion, data)
   }
 
   /** At every tick: a bus that reconnected or fell behind means a read-back; jobs open too long close. */
@@ -146,6 +201,9 @@ export class ReturnFollower {
     if (bus.reconnects !== this.#bus.reconnects) this.reconcile("the master's bus reconnected")
     if (bus.dropped !== this.#bus.dropped) this.reconcile("this syndic's bus reader fell behind")
     this.#bus = { reconnects: bus.reconnects, dropped: bus.dropped }
+    const stale = this.#early.expire()
+    if (stale > 0)
+      this.#o.logger.warning(`${stale} job(s) passed down were not announced upward in time; what their lower syndics said goes up as it was heard`)
     if (Date.now() - this.#lastExpire > EXPIRE_EVERY_MS) {
       this.#lastExpire = Date.now()
       const expired = this.#jobs.expire()
