@@ -1,6 +1,7 @@
 import type { Logger } from '@brine/core'
-import { loadConfig, type MasterConfig } from '@brine/config'
+import { fileConfigParseCache, loadConfig, type ConfigParseCache, type MasterConfig } from '@brine/config'
 import { NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
+import { configCacheDir } from '../compile-cache.js'
 import { LiveLine } from '../live-line.js'
 import { parseBrineArgs, type BrineArgs } from './brine-args.js'
 import { jobBanner, planBatch, runBatchMode, type BatchView } from './brine-batch.js'
@@ -18,6 +19,12 @@ export interface BrineDeps {
   createClient?: (options: JobClientOptions) => JobClient
 }
 
+/** The parse cache of a command run as a process (its `io.env`); none for one run in a test's memory. */
+function parseCacheOf(io: CommandIO): ConfigParseCache | undefined {
+  const dir = io.env === undefined ? undefined : configCacheDir(io.env)
+  return dir === undefined ? undefined : fileConfigParseCache(dir)
+}
+
 /**
  * The master config and the credentials, each read once for the whole run: the client connects with
  * them, and the output keys (output, output_indent, color) come from the same config. An exit code when
@@ -26,7 +33,8 @@ export interface BrineDeps {
 async function resolveClientOptions(args: BrineArgs, io: CommandIO, logger: Logger, deps: BrineDeps): Promise<JobClientOptions | number> {
   let opts: MasterConfig
   try {
-    opts = (await loadConfig('master', { configDir: args.configDir, logger })).opts
+    const parseCache = parseCacheOf(io)
+    opts = (await loadConfig('master', { configDir: args.configDir, logger, ...(parseCache === undefined ? {} : { parseCache }) })).opts
   } catch (error) {
     return fail(io, 'brine', describeClientError(error))
   }
