@@ -1,8 +1,8 @@
 import type { Logger } from '@brine/core'
-import { fileConfigParseCache, loadConfig, type ConfigParseCache, type MasterConfig } from '@brine/config'
+import { loadConfig, type MasterConfig } from '@brine/config'
 import { NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
-import { configCacheDir } from '../compile-cache.js'
 import { LiveLine } from '../live-line.js'
+import { parseCacheOption } from '../parse-cache.js'
 import { parseBrineArgs, type BrineArgs } from './brine-args.js'
 import { jobBanner, planBatch, runBatchMode, type BatchView } from './brine-batch.js'
 import { describeClientError } from './client-error.js'
@@ -19,12 +19,6 @@ export interface BrineDeps {
   createClient?: (options: JobClientOptions) => JobClient
 }
 
-/** The parse cache of a command run as a process (its `io.env`); none for one run in a test's memory. */
-function parseCacheOf(io: CommandIO): ConfigParseCache | undefined {
-  const dir = io.env === undefined ? undefined : configCacheDir(io.env)
-  return dir === undefined ? undefined : fileConfigParseCache(dir)
-}
-
 /**
  * The master config and the credentials, each read once for the whole run: the client connects with
  * them, and the output keys (output, output_indent, color) come from the same config. An exit code when
@@ -33,8 +27,7 @@ function parseCacheOf(io: CommandIO): ConfigParseCache | undefined {
 async function resolveClientOptions(args: BrineArgs, io: CommandIO, logger: Logger, deps: BrineDeps): Promise<JobClientOptions | number> {
   let opts: MasterConfig
   try {
-    const parseCache = parseCacheOf(io)
-    opts = (await loadConfig('master', { configDir: args.configDir, logger, ...(parseCache === undefined ? {} : { parseCache }) })).opts
+    opts = (await loadConfig('master', { configDir: args.configDir, logger, ...parseCacheOption(io) })).opts
   } catch (error) {
     return fail(io, 'brine', describeClientError(error))
   }
