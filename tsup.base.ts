@@ -18,14 +18,18 @@ const emitDeclarations = 'tsc -p tsconfig.json --noEmit false --emitDeclarationO
 
 /**
  * Every package's build: ESM + .d.ts from `src/index.ts` (plus `extraEntries`, e.g. a worker script started by
- * path), and, for packages with command-line programs, one shebang'd file per bin under `dist/bin/`.
+ * path), and, for packages with command-line programs, one shebang'd file per bin under `dist/bin/`. `requireShim`:
+ * a package whose ESM bundles one of the CommonJS packages above (yaml) gives its modules a real `require`; the others
+ * go without, since each module that has one makes it with `createRequire` as it loads (about a millisecond over a
+ * command's twenty bundles).
  */
-export function packageConfig(options: { extraEntries?: string[]; bins?: Record<string, string> } = {}) {
+export function packageConfig(options: { extraEntries?: string[]; bins?: Record<string, string>; requireShim?: boolean } = {}) {
+  const shim = options.requireShim === true ? requireShim : ''
   const library: Options = {
     ...common,
     entry: ['src/index.ts', ...(options.extraEntries ?? [])],
     clean: true,
-    banner: { js: requireShim },
+    banner: { js: shim },
     onSuccess: emitDeclarations,
   }
   if (options.bins === undefined) return defineConfig(library)
@@ -33,7 +37,7 @@ export function packageConfig(options: { extraEntries?: string[]; bins?: Record<
     ...common,
     entry: Object.fromEntries(Object.entries(options.bins).map(([name, source]) => [`bin/${name}`, source])),
     clean: false,
-    banner: { js: `#!/usr/bin/env node\n${requireShim}` },
+    banner: { js: `#!/usr/bin/env node\n${shim}` },
   }
   return defineConfig([library, bins])
 }

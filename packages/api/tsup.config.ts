@@ -1,3 +1,4 @@
 import { packageConfig } from '../../tsup.base.js'
 
-export default packageConfig()
+// It bundles yaml (CommonJS), which needs a real `require`.
+export default packageConfig({ requireShim: true })

@@ -3,19 +3,39 @@ import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 
 /**
+ * Brine's directory under the user's cache directory (`$XDG_CACHE_HOME`, or `~/.cache`): `<that>/brine`; `undefined`
+ * when there is no home to put it in.
+ */
+export function userCacheDir(env: NodeJS.ProcessEnv = process.env, home: () => string = homedir): string | undefined {
+  if (env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME)) return join(env.XDG_CACHE_HOME, 'brine')
+  try {
+    const dir = home()
+    return dir === '' ? undefined : join(dir, '.cache', 'brine')
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * Where the commands keep Node's compile cache: `NODE_COMPILE_CACHE` when the user set it, else
  * `brine/compile-cache` under the user's cache directory (`$XDG_CACHE_HOME`, or `~/.cache`); `undefined`
  * when there is no home to put it in.
  */
 export function compileCacheDir(env: NodeJS.ProcessEnv = process.env, home: () => string = homedir): string | undefined {
   if (env.NODE_COMPILE_CACHE) return env.NODE_COMPILE_CACHE
-  if (env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME)) return join(env.XDG_CACHE_HOME, 'brine', 'compile-cache')
-  try {
-    const dir = home()
-    return dir === '' ? undefined : join(dir, '.cache', 'brine', 'compile-cache')
-  } catch {
-    return undefined
-  }
+  const dir = userCacheDir(env, home)
+  return dir === undefined ? undefined : join(dir, 'compile-cache')
+}
+
+/**
+ * Where a command keeps its config files' parses (`brine/config` under the user's cache directory), so that a run
+ * whose config has not changed does not load and run the YAML parser; `undefined` without a home, or when
+ * `BRINE_DISABLE_CONFIG_CACHE` is set.
+ */
+export function configCacheDir(env: NodeJS.ProcessEnv = process.env, home: () => string = homedir): string | undefined {
+  if (env.BRINE_DISABLE_CONFIG_CACHE) return undefined
+  const dir = userCacheDir(env, home)
+  return dir === undefined ? undefined : join(dir, 'config')
 }
 
 /**

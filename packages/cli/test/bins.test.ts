@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -156,6 +156,37 @@ describe('what the brine command loads at start', () => {
   })
 })
 
+describe("the brine command's config", () => {
+  it('is read from its parse cache while the file is unchanged, without loading the YAML parser; BRINE_DISABLE_CONFIG_CACHE turns it off', () => {
+    const root = mkdtempSync(join(tmpdir(), 'brine-config-cache-'))
+    try {
+      const configDir = join(root, 'etc')
+      mkdirSync(configDir)
+      writeFileSync(join(configDir, 'master'), `root_dir: ${join(root, 'master')}\ntransport: tcp\n`)
+      // No master has run here, so the command stops at the root key: after its config is read.
+      const run = {
+        env: { ...process.env, HOME: root, XDG_CACHE_HOME: join(root, 'cache'), NODE_COMPILE_CACHE: '' },
+        status: 1,
+        stderr: /root key .*does not exist/,
+      }
+      const yamlLoaded = (loaded: string[]): boolean => loaded.some((url) => url.endsWith('/packages/config/dist/yaml-bundle.cjs'))
+      const first = modulesLoadedBy(['-c', configDir, '*', 'test.ping'], 'brine', run)
+      expect(yamlLoaded(first)).toBe(true)
+      // yaml's 72 modules come as the one file built from them.
+      expect(first.filter((url) => url.includes('/node_modules/yaml/'))).toEqual([])
+      expect(readdirSync(join(root, 'cache', 'brine', 'config'))).toHaveLength(1)
+      expect(yamlLoaded(modulesLoadedBy(['-c', configDir, '*', 'test.ping'], 'brine', run))).toBe(false)
+      const off = { ...run, env: { ...run.env, BRINE_DISABLE_CONFIG_CACHE: '1' } }
+      expect(yamlLoaded(modulesLoadedBy(['-c', configDir, '*', 'test.ping'], 'brine', off))).toBe(true)
+      // A changed file is parsed again.
+      writeFileSync(join(configDir, 'master'), `root_dir: ${join(root, 'master')}\ntransport: zeromq\n`)
+      expect(yamlLoaded(modulesLoadedBy(['-c', configDir, '*', 'test.ping'], 'brine', run))).toBe(true)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('what brine-minion loads at start', () => {
   it('loads msgpackr without its native extractor, as the commands do', () => {
     const loaded = modulesLoadedBy(['--version'], 'brine-minion')
@@ -202,8 +233,11 @@ describe('the built bundles a minion and the brine command load', () => {
   })
 })
 
-/** Every module URL the built `bin` (default `brine`) loads when run with `args` (a module hook records them). */
-function modulesLoadedBy(args: string[], bin = 'brine'): string[] {
+/**
+ * Every module URL the built `bin` (default `brine`) loads when run with `args` (a module hook records them); the run
+ * must succeed unless `run.status` says what it should exit with.
+ */
+function modulesLoadedBy(args: string[], bin = 'brine', run: { env?: NodeJS.ProcessEnv; status?: number; stderr?: RegExp } = {}): string[] {
   const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
   try {
     const hook = join(root, 'hook.mjs')
@@ -213,8 +247,9 @@ function modulesLoadedBy(args: string[], bin = 'brine'): string[] {
       `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
         `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
     )
-    const run = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/${bin}.js`, ...args], { encoding: 'utf8' })
-    expect(run.status, run.stderr).toBe(0)
+    const result = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/${bin}.js`, ...args], { encoding: 'utf8', env: run.env ?? process.env })
+    expect(result.status, result.stderr).toBe(run.status ?? 0)
+    if (run.stderr !== undefined) expect(result.stderr).toMatch(run.stderr)
     return readFileSync(list, 'utf8').trim().split('\n')
   } finally {
     rmSync(root, { recursive: true, force: true })

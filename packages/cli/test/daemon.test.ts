@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -50,6 +50,26 @@ describe('brine-master and brine-minion', () => {
     controller.abort()
     expect(await deadline(running, 5000, 'the master to stop')).toBe(0)
     expect(record.stopped).toBe(1)
+  })
+
+  it("keeps its config file's parse in the user's cache, and a second start reads the same config from it", async () => {
+    const configDir = join(dir, 'cached')
+    await mkdir(configDir)
+    await writeFile(join(configDir, 'minion'), `root_dir: ${configDir}\nid: web2\nmaster: [m1, m2]\nrandom_reauth_delay: 0.5\n`)
+    const env = { XDG_CACHE_HOME: join(dir, 'cache') }
+    const starts: MinionConfig[] = []
+    for (let run = 0; run < 2; run++) {
+      const minion = fakeDaemon<MinionConfig>()
+      const controller = new AbortController()
+      const running = runMinion(['-c', configDir], { ...memoryIO({ signal: controller.signal }), env }, { load: minion.load })
+      await deadline(minion.record.started.promise, 5000, 'the minion to start')
+      controller.abort()
+      expect(await deadline(running, 5000, 'the minion to stop')).toBe(0)
+      starts.push(minion.record.opts!)
+      expect(await readdir(join(dir, 'cache', 'brine', 'config'))).toHaveLength(1)
+    }
+    expect(starts[0]).toMatchObject({ id: 'web2', master: ['m1', 'm2'], random_reauth_delay: 0.5 })
+    expect(starts[1]).toEqual(starts[0])
   })
 
   it('the master sets its heap growth once started, unless its node command line names one, and clears the semi-space bound its workers would inherit; a minion sets none', async () => {

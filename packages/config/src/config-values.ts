@@ -3,11 +3,11 @@
  * kind, and from the command line (`key=value`, text) through a parser per value kind. Both tables are
  * keyed by every {@link ValueKind}, so a new kind cannot be forgotten in one of them.
  */
-import { parse as parseYaml } from 'yaml'
 import { parseLogLevel } from '@brine/core'
 import { BUILTIN_TRANSPORTS, keySpec, type KeySpec, type ValueKind } from './config-schema.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
 import { SALT_YAML_OPTIONS } from './salt-yaml.js'
+import { yamlModule } from './yaml-module.js'
 
 export const COMMAND_LINE = 'command line'
 
@@ -241,7 +241,7 @@ export function parseOverrides(texts: readonly string[]): Record<string, unknown
 
 function parseYamlValue(raw: string, key: string): unknown {
   try {
-    return parseYaml(raw, SALT_YAML_OPTIONS) as unknown
+    return yamlModule().parse(raw, SALT_YAML_OPTIONS) as unknown
   } catch (error) {
     throw new ConfigError(`${COMMAND_LINE}: ${key}: cannot parse '${raw}' as YAML`, { key, file: COMMAND_LINE }, { cause: error })
   }

@@ -1,13 +1,14 @@
 import { readdir, readFile, readlink } from 'node:fs/promises'
 import { dirname, join, resolve, sep } from 'node:path'
-import { LineCounter, isMap, isScalar, parseDocument } from 'yaml'
 import { iterTransportOpts, suggestTransport } from '@brine/transport'
 import { silentLogger, UnknownTransportError, type Logger } from '@brine/core'
 import { BUILTIN_TRANSPORTS, CONFIG_SCHEMA, PATH_KEYS, defaultsFor, keySpec, type ConfigFor, type Role, type TransportName } from './config-schema.js'
 import { COMMAND_LINE, coerceValue, describeValue, isPlainObject } from './config-values.js'
 import { ConfigError, formatSource, type ConfigSource } from './errors.js'
+import type { ConfigParseCache, ParsedConfigFile } from './config-cache.js'
 import { checkMinionMasters, checkSyndicMasters } from './masters.js'
 import { SALT_YAML_OPTIONS } from './salt-yaml.js'
+import { yamlModule } from './yaml-module.js'
 
 export { coerceValue, MAX_PATH_BYTES, parseOverride, parseOverrides } from './config-values.js'
 
@@ -23,6 +24,8 @@ export interface LoadConfigOptions {
    * out (its default applies) and loading goes on, so one run reports each bad key, file and line.
    */
   problems?: ConfigError[]
+  /** Where a file's parse may be kept and found again, so a text read before is not parsed again (a command's). */
+  parseCache?: ConfigParseCache
 }
 
 /** A key the schema does not know, or one the role does not read; the daemon still starts. */
@@ -53,10 +56,7 @@ const PATH_SEPARATOR = '\u0000'
 /** Salt reads its config files with the same loader as everything else (salt-yaml.ts): YAML 1.1 as PyYAML, plus Salt's changes. */
 const YAML_OPTIONS = SALT_YAML_OPTIONS
 
-interface ParsedFile {
-  values: Record<string, unknown>
-  lines: Map<string, number>
-}
+type ParsedFile = ParsedConfigFile
 
 /**
  * Loads a daemon's config the way Salt does: defaults, then `<configDir>/<role>` (a missing file
@@ -96,7 +96,7 @@ export async function loadConfig<R extends Role>(role: R, options: LoadConfigOpt
     }
   }
 
-  const files = await readConfigFiles(role, configDir, apply, report)
+  const files = await readConfigFiles(role, configDir, apply, report, options.parseCache)
   if (options.overrides !== undefined) await apply(options.overrides, () => ({ file: COMMAND_LINE }))
 
   const opts: Record<string, unknown> = defaultsFor(role, configDir)
@@ -127,7 +127,13 @@ type ApplyValues = (values: Record<string, unknown>, source: (path: readonly str
  * `<configDir>/<role>` then `<configDir>/<role>.d/*.conf` in sorted order, each applied; the files read.
  * A file that is not valid YAML is reported (every syntax error) and its values are not applied.
  */
-async function readConfigFiles(role: Role, configDir: string, apply: ApplyValues, report: (error: unknown) => void): Promise<string[]> {
+async function readConfigFiles(
+  role: Role,
+  configDir: string,
+  apply: ApplyValues,
+  report: (error: unknown) => void,
+  cache: ConfigParseCache | undefined,
+): Promise<string[]> {
   // Salt's syndic reads the master's config file (its keys sit beside the master's).
   const base = role === 'syndic' ? 'master' : role
   const includeDir = join(configDir, `${base}.d`)
@@ -137,10 +143,15 @@ async function readConfigFiles(role: Role, configDir: string, apply: ApplyValues
     const text = await readOptional(file).catch((error: unknown) => report(error))
     if (text === undefined) continue
     files.push(file)
-    const parsed = parseConfigFile(text, file)
-    if (parsed.errors.length > 0) {
-      for (const error of parsed.errors) report(error)
-      continue
+    let parsed = cache?.get(file, text)
+    if (parsed === undefined) {
+      const fresh = parseConfigFile(text, file)
+      if (fresh.errors.length > 0) {
+        for (const error of fresh.errors) report(error)
+        continue
+      }
+      cache?.set(file, text, fresh)
+      parsed = fresh
     }
     await apply(parsed.values, (path) => ({ file, line: parsed.lines.get(path.join(PATH_SEPARATOR)) }))
   }
@@ -213,6 +224,7 @@ export function parseConfigText(text: string, file: string): ParsedFile {
 
 /** Parses one config file's text, returning every YAML error (with its line) instead of throwing. */
 function parseConfigFile(text: string, file: string): ParsedFile & { errors: ConfigError[] } {
+  const { LineCounter, isMap, isScalar, parseDocument } = yamlModule()
   const lineCounter = new LineCounter()
   const doc = parseDocument(text, { ...YAML_OPTIONS, lineCounter, prettyErrors: false })
   const lines = new Map<string, number>()

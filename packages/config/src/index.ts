@@ -10,6 +10,7 @@
 export * from './errors.js'
 export * from './config-schema.js'
 export * from './config.js'
+export * from './config-cache.js'
 export * from './masters.js'
 export * from './units.js'
 export * from './logging.js'

@@ -12,8 +12,9 @@
  * - timestamps stay strings (`2024-01-31`), as Salt 3006 constructs them with construct_scalar;
  * - a duplicate key, a list or mapping used as a key, and an unknown tag are errors.
  */
-import { parseDocument, type Document, type DocumentOptions, type ParseOptions, type ScalarTag, type SchemaOptions } from 'yaml'
+import type { Document, DocumentOptions, ParseOptions, ScalarTag, SchemaOptions } from 'yaml'
 import { YamlLoadError } from './errors.js'
+import { yamlModule } from './yaml-module.js'
 
 // PyYAML's implicit resolvers (yaml/resolver.py, YAML 1.1), as regular expressions on the whole scalar.
 const NULL = /^(?:~|null|Null|NULL|)$/
@@ -148,7 +149,7 @@ const MAX_ALIAS_COUNT = 100
 export function loadSaltYaml(text: string): unknown {
   let doc: Document.Parsed
   try {
-    doc = parseDocument(text, { ...SALT_YAML_OPTIONS, prettyErrors: false }) as Document.Parsed
+    doc = yamlModule().parseDocument(text, { ...SALT_YAML_OPTIONS, prettyErrors: false }) as Document.Parsed
   } catch (error) {
     throw new YamlLoadError(text, (error as Error).message, { cause: error })
   }

@@ -2,6 +2,7 @@ import type { Logger } from '@brine/core'
 import { loadConfig, type MasterConfig } from '@brine/config'
 import { NO_RESPONSE, type CliReturn, type RunJobOptions, type WaitOptions } from '@brine/client'
 import { LiveLine } from '../live-line.js'
+import { parseCacheOption } from '../parse-cache.js'
 import { parseBrineArgs, type BrineArgs } from './brine-args.js'
 import { jobBanner, planBatch, runBatchMode, type BatchView } from './brine-batch.js'
 import { describeClientError } from './client-error.js'
@@ -26,7 +27,7 @@ export interface BrineDeps {
 async function resolveClientOptions(args: BrineArgs, io: CommandIO, logger: Logger, deps: BrineDeps): Promise<JobClientOptions | number> {
   let opts: MasterConfig
   try {
-    opts = (await loadConfig('master', { configDir: args.configDir, logger })).opts
+    opts = (await loadConfig('master', { configDir: args.configDir, logger, ...parseCacheOption(io) })).opts
   } catch (error) {
     return fail(io, 'brine', describeClientError(error))
   }

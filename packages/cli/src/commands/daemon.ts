@@ -32,6 +32,7 @@ import {
 import { fullGc, processIdleCollector } from '../idle-collector.js'
 import { HeapGovernor } from '../heap-governor.js'
 import { runCheckConfig } from './check-config.js'
+import { parseCacheOption } from '../parse-cache.js'
 
 /** A daemon as the bins drive it: constructed from its loaded config, then start() and stop(). */
 export interface Daemon {
@@ -180,7 +181,7 @@ export async function loadDaemonConfig(role: Role, argv: readonly string[], io: 
     const cliLevel = program.getOptionValueSource('logLevel') === 'cli' ? parseLogLevel(String(o.logLevel)) : undefined
     if (o.checkConfig === true) return await runCheckConfig(role, { configDir: String(o.configDir), overrides }, io, overrideErrors)
     const bootLogger = cliLogger(cliLevel ?? 'warning', io, name)
-    const { opts, sources } = await loadConfig(role, { configDir: String(o.configDir), overrides, logger: bootLogger })
+    const { opts, sources } = await loadConfig(role, { configDir: String(o.configDir), overrides, logger: bootLogger, ...parseCacheOption(io) })
     const level = cliLevel ?? parseLogLevel(String(opts.log_level ?? 'warning'))
     return { opts, logger: cliLogger(level, io, name), consoleLevel: cliLevel, sources }
   } catch (error) {
