@@ -429,9 +429,10 @@ export class MasterLink implements ReturnRoute {
   /**
    * {@link send}, asked again while the master is overloaded: a try that timed out or that the master refused as
    * busy (a herd of minions authenticating fills its request workers, and it refuses what it cannot take) is
-   * sent again after the `_auth` backoff ({@link AuthPacing}: from acceptance_wait_time, doubling up to
-   * random_reauth_delay, half of it drawn at random), at most `tries` times in all. What an owner sends once
-   * after an auth (a minion's grains and start event) is then not lost to the herd the auth was part of.
+   * sent again after the `_auth` backoff ({@link AuthPacing}), from half of random_reauth_delay (so the herd's
+   * minions that got in do not ask again as fast as those still authenticating) up to all of it, the top half
+   * drawn at random, at most `tries` times in all. What an owner sends once after an auth (a minion's grains and
+   * start event) is then not lost to the herd the auth was part of.
    * Rejects as {@link send} does with the last try's error (ClosedError once the link closes).
    */
   async sendPersistently(load: { readonly cmd: string; readonly [field: string]: unknown }, tries: number): Promise<void> {
@@ -444,7 +445,7 @@ export class MasterLink implements ReturnRoute {
         return
       } catch (error) {
         if (signal.aborted || attempt >= tries || !(error instanceof TimeoutError || isBusy(error))) throw error
-        const { delay } = pacing.afterOverload(Math.max(PERSIST_MIN_WAIT_MS, o.acceptanceWaitMs))
+        const { delay } = pacing.afterOverload(Math.max(PERSIST_MIN_WAIT_MS, o.acceptanceWaitMs, (o.reauthDelayMs ?? 0) / 2))
         this.#logger.debug(`${load.cmd} to ${this.master} not answered (${(error as Error).message}); sending it again in ${delay} ms`)
         await sleep(delay, signal)
       }

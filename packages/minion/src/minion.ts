@@ -66,8 +66,8 @@ export interface MinionOptions {
 
 /**
  * Tries of the grains and the start event sent after an auth (MasterLink.sendPersistently). Each try the master
- * refuses as busy or leaves unanswered waits the `_auth` backoff, up to random_reauth_delay (Salt's 10 s) plus
- * auth_timeout: sixty tries outlast some ten minutes of a master busy with its fleet's `_auth` herd.
+ * refuses as busy or leaves unanswered waits half to all of random_reauth_delay (Salt's 10 s), plus auth_timeout
+ * when unanswered: sixty tries outlast some five to fifteen minutes of a master busy with its fleet's `_auth` herd.
  */
 const AFTER_AUTH_TRIES = 60
 
