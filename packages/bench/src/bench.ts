@@ -1,7 +1,7 @@
 import { cpus, totalmem, type as osType, release } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
+import { currentUser, LocalClient, MasterEvent, RunnerClient, unwrapLookup } from '@brine/client'
 import { secondsFromMs } from '@brine/config'
 import { JOB_TAG_PREFIX, parseJobReturnTag } from '@brine/protocol'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -373,13 +373,27 @@ async function pingAll(client: LocalClient, timeoutMs: number, gatherMs = 1000):
 /** The most minions {@link untilAllAnswer} pings by a list target; more still unheard are pinged with `*`. */
 const LIST_PING_MAX = 500
 
+/** The minions whose return to `jid` the master stored (jobs.lookup_jid over the client's own channel); none when it cannot say. */
+async function storedIds(client: LocalClient, jid: string): Promise<string[]> {
+  try {
+    const reply = (await client.request({ cmd: 'runner', fun: 'jobs.lookup_jid', arg: [jid], kwarg: {}, user: currentUser() }, { tries: 1 })) as {
+      return?: unknown
+    }
+    return Object.keys(unwrapLookup(reply.return).returns)
+  } catch {
+    return []
+  }
+}
+
 /**
  * Pings until every one of the `n` minions has answered test.ping since the phase began; resolves
  * with the moment the last of them did (performance.now(), the figure's end). The first ping goes
  * to all and tells who the master expects; each next one, sent when the previous one is done, goes
  * only to those not heard from yet (to all again while more than LIST_PING_MAX are). One at a time: overlapping pings (tried: a new one every 250 ms)
  * loaded a master busy re-authenticating a thousand minions so much that the figure doubled.
- * Throws naming how many answered at `deadline`.
+ * Before each next ping, the returns the master stored for the earlier ones count too: at tens of thousands a
+ * ping outlasts its window, and a minion that answered it late has answered all the same (pinging it again
+ * would only add its work to the fleet's). Throws naming how many answered at `deadline`.
  */
 async function untilAllAnswer(
   client: () => LocalClient,
@@ -393,7 +407,10 @@ async function untilAllAnswer(
   // publish is seen by the next ping, so the window bounds how finely the figure is measured.
   const window = options.windowMs ?? Math.min(2000, 500 + n / 2)
   const from = options.from ?? performance.now()
+  const pinged: string[] = []
   for (;;) {
+    for (const jid of pinged) for (const id of await storedIds(client(), jid)) heard.add(id)
+    if (heard.size >= n) return performance.now()
     const unheard = expected?.filter((id) => !heard.has(id))
     // A list target is one message per minion, each carrying the whole list: past a few hundred minions, pinging all costs less.
     const missing = unheard !== undefined && unheard.length <= LIST_PING_MAX ? unheard : undefined
@@ -406,6 +423,7 @@ async function untilAllAnswer(
         listen: true,
       })
       pingRound.publishedMs = round(performance.now() - from)
+      pinged.push(job.jid)
       if (expected === undefined && missing === undefined && job.minions.length >= n) expected = [...job.minions]
       for await (const item of job.returns({ timeout: window, gatherJobTimeout: 250 })) {
         if (item.status !== 'returned') continue

@@ -1,5 +1,5 @@
 import { collectReturns, type CollectedReturn, type JobSource } from '@brine/common'
-import { type BusEvent } from '@brine/protocol'
+import { type BusEvent, type Target } from '@brine/protocol'
 import type { Logger } from '@brine/core'
 import { JobClosedError } from './errors.js'
 
@@ -59,6 +59,8 @@ export class Job implements AsyncDisposable {
   readonly syndics: Readonly<Record<string, readonly string[]>> | undefined
   /** A list target's ids that are not accepted minions (Salt's `missing`): they cannot return. */
   readonly missing: readonly string[]
+  /** The job's target as published, when known: a find_job round may ask it instead of listing many missing minions. */
+  readonly target: Target | undefined
   readonly #host: JobHost
   /** A reader opened before the publish, for the first returns() to use (no cache catch-up needed). */
   #early: JobEventReader | undefined
@@ -72,12 +74,14 @@ export class Job implements AsyncDisposable {
     early?: JobEventReader,
     syndics?: Readonly<Record<string, readonly string[]>>,
     missing: readonly string[] = [],
+    target?: Target,
   ) {
     this.#host = host
     this.jid = jid
     this.minions = [...minions]
     this.syndics = syndics
     this.missing = [...missing]
+    this.target = target
     this.#early = early
   }
 
@@ -114,6 +118,7 @@ export class Job implements AsyncDisposable {
       yield* collectReturns({
         jid: this.jid,
         minions: this.minions,
+        ...(this.target === undefined ? {} : { target: this.target }),
         ...(this.syndics === undefined ? {} : { syndics: this.syndics, syndicWait: waits.syndicWait ?? 0 }),
         events: reader.events,
         ...(reader.focus === undefined ? {} : { focus: reader.focus }),

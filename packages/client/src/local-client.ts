@@ -112,8 +112,8 @@ export class LocalClient implements AsyncDisposable {
     this.#requester = new ClearRequester(options)
     this.#logger = this.#requester.logger
     const source: JobSource = {
-      findJob: (jid, ids, { timeout, signal }) =>
-        this.#publish([...ids], 'saltutil.find_job', [jid], signal === undefined ? { tgtType: 'list', timeout } : { tgtType: 'list', timeout, signal }),
+      findJob: (jid, { tgt, tgt_type: tgtType = 'glob' }, { timeout, signal }) =>
+        this.#publish(tgt, 'saltutil.find_job', [jid], signal === undefined ? { tgtType, timeout } : { tgtType, timeout, signal }),
       storedReturns: (jid, { signal }) => this.#storedReturns(jid, signal),
     }
     this.#host = {
@@ -188,7 +188,8 @@ export class LocalClient implements AsyncDisposable {
     }
     const expectsReturns = reply.minions.length > 0 || Object.keys(reply.syndics ?? {}).length > 0
     if (!expectsReturns) early?.stop()
-    return new Job(this.#host, reply.jid, reply.minions, expectsReturns ? early : undefined, reply.syndics, reply.missing)
+    const target = { tgt, tgt_type: options.tgtType ?? 'glob' }
+    return new Job(this.#host, reply.jid, reply.minions, expectsReturns ? early : undefined, reply.syndics, reply.missing, target)
   }
 
   async #publish(tgt: Tgt, fun: string, arg: readonly unknown[], options: RunJobOptions): Promise<PublishReply> {

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { loadTransport } from '@brine/common'
+import { FIND_JOB_LIST_MAX, loadTransport } from '@brine/common'
 import { loadConfig, type MasterConfig } from '@brine/config'
 import { type PublishLoad } from '@brine/protocol'
 import { createRootKey, rootKeyPath, RootKeyError } from '@brine/crypt'
@@ -195,6 +195,31 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient over %s', (transportName) 
     const findJobs = publishes.filter((load) => load.fun === 'saltutil.find_job')
     expect(findJobs).toHaveLength(2)
     expect(findJobs[0]).toMatchObject({ tgt: ['slow'], tgt_type: 'list', arg: [jid] })
+  })
+
+  it("asks 1,200 missing minions find_job without naming them all to each: by a glob job's own target, a list job's ids in lists of at most FIND_JOB_LIST_MAX", async () => {
+    const minions = Array.from({ length: 1200 }, (_, index) => `m${index}`)
+    const { client, publishes } = await standIn(transportName, (load) => {
+      const jid = nextJid()
+      if (load.fun === 'saltutil.find_job') return { jid, minions: load.tgt_type === 'list' ? (load.tgt as string[]) : minions }
+      return { jid, minions }
+    })
+    for (const [tgt, tgtType] of [
+      ['m*', 'glob'],
+      [minions, 'list'],
+    ] as const) {
+      const job = await client.runJob(tgt, 'test.ping', [], { tgtType, listen: true })
+      const items = await deadline(collect(job.returns({ timeout: 50, gatherJobTimeout: 100 })), 10_000, 'the returns')
+      expect(items.filter((item) => item.status === 'missing').map((item) => item.id)).toEqual(minions)
+    }
+    const findJobs = publishes.filter((load) => load.fun === 'saltutil.find_job')
+    expect(findJobs[0]).toMatchObject({ tgt: 'm*', tgt_type: 'glob' })
+    expect(findJobs.slice(1).map((load) => [load.tgt_type, (load.tgt as string[]).length])).toEqual([
+      ['list', FIND_JOB_LIST_MAX],
+      ['list', FIND_JOB_LIST_MAX],
+      ['list', 200],
+    ])
+    expect(findJobs.slice(1).flatMap((load) => load.tgt)).toEqual(minions)
   })
 
   it('reports a minion that never answers, and one that is not running the job, as missing', async () => {

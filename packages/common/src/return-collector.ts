@@ -7,6 +7,7 @@ import {
   type PublishReply,
   type StoredReturn,
   type StoredReturns,
+  type Target,
 } from '@brine/protocol'
 import type { JobRecord } from './job-cache.js'
 
@@ -23,11 +24,44 @@ export type CollectedReturn =
 export type ReceivedReturn = Extract<CollectedReturn, { status: 'returned' }>
 
 /**
+ * The most minion ids one find_job publish lists. Each listed minion receives the whole list (a targeted publish
+ * is one message per minion on NATS, and on ZeroMQ and TCP with filtering), so a round's bytes grow with the
+ * square of the ids one list names: more missing minions than this are asked in several lists, or by the job's
+ * own target ({@link findJobTargets}).
+ */
+export const FIND_JOB_LIST_MAX = 500
+
+/** The longest job target (in characters, a list's ids counted) a find_job round asks in place of lists. */
+export const FIND_JOB_TARGET_MAX_CHARS = 4096
+
+/**
+ * What one find_job round publishes to ask `missing` (of the job's `expected` minions) whether they still run the
+ * job, so that no minion receives more than {@link FIND_JOB_LIST_MAX} ids however large the fleet: a list of the
+ * missing minions (Salt's way since 2015.8) while they are that few; else, when the job's own `target` is short and
+ * most of its minions are missing, that target (Salt's way before: one message per minion, the few that already
+ * returned answering too); else lists of at most that many ids each.
+ */
+export function findJobTargets(missing: readonly string[], expected: number, target?: Target): Target[] {
+  if (missing.length <= FIND_JOB_LIST_MAX) return [{ tgt: [...missing], tgt_type: 'list' }]
+  const own = target?.tgt_type ?? 'glob'
+  if (target !== undefined && own !== 'list' && targetChars(target.tgt) <= FIND_JOB_TARGET_MAX_CHARS && missing.length * 2 >= expected) {
+    return [{ tgt: target.tgt, tgt_type: own }]
+  }
+  const lists: Target[] = []
+  for (let first = 0; first < missing.length; first += FIND_JOB_LIST_MAX) lists.push({ tgt: missing.slice(first, first + FIND_JOB_LIST_MAX), tgt_type: 'list' })
+  return lists
+}
+
+function targetChars(tgt: Target['tgt']): number {
+  return typeof tgt === 'string' ? tgt.length : tgt.reduce((sum, word) => sum + word.length + 1, 0)
+}
+
+/**
  * What the collector asks of whoever runs the job: the local client over the wire, the master in-process.
  */
 export interface JobSource {
-  /** Publishes `saltutil.find_job [jid]` to `ids` (a list target) and returns that job's reply. */
-  findJob(jid: string, ids: readonly string[], options: { timeout: number; signal?: AbortSignal }): Promise<PublishReply>
+  /** Publishes `saltutil.find_job [jid]` to `target` (a list of missing minions, or the job's own target) and returns that job's reply. */
+  findJob(jid: string, target: Target, options: { timeout: number; signal?: AbortSignal }): Promise<PublishReply>
   /** The returns stored for `jid`. May throw: the collector then goes on as if the cache held none. */
   storedReturns(jid: string, options: { signal?: AbortSignal }): Promise<StoredReturns>
 }
@@ -36,6 +70,8 @@ export interface CollectReturnsOptions {
   jid: string
   /** The minions expected to return. Returns of others (a syndic's minions) are yielded too. */
   minions: readonly string[]
+  /** The job's own target, which a find_job round may ask instead of listing many missing minions ({@link findJobTargets}). */
+  target?: Target
   /**
    * With `order_masters`: the syndics expected to announce their minions (the publish reply's `syndics`),
    * each with the minions it announced before that the target may select. The collector waits up to
@@ -221,24 +257,36 @@ class ReturnCollector {
     this.#unsettled.clear()
   }
 
-  /** Phase 2: asks the missing minions whether they still run the job; the round's minions, undefined when none can answer. */
+  /**
+   * Phase 2: asks the missing minions whether they still run the job, in one publish or several
+   * ({@link findJobTargets}); the round's minions, undefined when none can answer.
+   */
   async #askFindJob(): Promise<Map<string, boolean> | undefined> {
-    const { signal, gatherJobTimeout } = this.#o
-    try {
-      const asked = [...this.#outstanding]
-      this.#o.focus?.(undefined)
-      const reply = await this.#o.source.findJob(this.#jid, asked, signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
-      // Behind syndics the top master cannot tell who will be reached: every asked minion may answer.
-      const reached = reply.syndics !== undefined && Object.keys(reply.syndics).length > 0 ? asked : reply.minions
-      if (reached.length === 0) return undefined
-      const round = new Map(reached.map((id) => [id, false]))
-      this.#findJobs.set(reply.jid, round)
-      this.#focus()
-      return round
-    } catch (error) {
-      if (!this.#reader.aborted) this.#logger.warning(`find_job for ${this.#jid} failed: ${(error as Error).message}`)
-      return undefined
+    const asked = [...this.#outstanding]
+    this.#o.focus?.(undefined)
+    const targets = findJobTargets(asked, this.#o.minions.length, this.#o.target)
+    const replies = await Promise.allSettled(targets.map((target) => this.#publishFindJob(target)))
+    const wanted = new Set(asked)
+    const round = new Map<string, boolean>()
+    for (const result of replies) {
+      if (result.status === 'rejected') {
+        if (!this.#reader.aborted) this.#logger.warning(`find_job for ${this.#jid} failed: ${(result.reason as Error).message}`)
+        continue
+      }
+      const reply = result.value
+      // Behind syndics the top master cannot tell who will be reached: every asked minion may answer. The job's own
+      // target reaches minions that returned already too: their answers are not waited for.
+      const reached = reply.syndics !== undefined && Object.keys(reply.syndics).length > 0 ? asked : reply.minions.filter((id) => wanted.has(id))
+      for (const id of reached) round.set(id, false)
+      if (reached.length > 0) this.#findJobs.set(reply.jid, round)
     }
+    this.#focus()
+    return round.size === 0 ? undefined : round
+  }
+
+  #publishFindJob(target: Target): Promise<PublishReply> {
+    const { signal, gatherJobTimeout } = this.#o
+    return this.#o.source.findJob(this.#jid, target, signal === undefined ? { timeout: gatherJobTimeout } : { timeout: gatherJobTimeout, signal })
   }
 
   /** The round's answers (and returns) until every asked minion answered or `gatherJobTimeout` passed; false when the stream ended or was aborted. */

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { BoundedQueue } from '@brine/core'
 import { deadline } from '@brine/transport-compliance'
-import { jobEventJid, storedReturnsOfListJob, tags, type BusEvent, type StoredReturns } from '@brine/protocol'
-import { collectReturns, type CollectedReturn, type CollectReturnsOptions, type JobSource } from '../src/return-collector.js'
+import { jobEventJid, storedReturnsOfListJob, tags, type BusEvent, type StoredReturns, type Target } from '@brine/protocol'
+import { collectReturns, FIND_JOB_LIST_MAX, findJobTargets, type CollectedReturn, type CollectReturnsOptions, type JobSource } from '../src/return-collector.js'
 
 const JID = '20260101000000000001'
 let findJobCounter = 0
@@ -12,12 +12,15 @@ const findJobJid = (): string => `20260101000000${String(500_000 + ++findJobCoun
  * A bus reader fed by the test: events pushed before or while the collector reads. With `accepts`, an event
  * it refuses when fired is not buffered (as LocalClient's reader filters by tag), and counted in `skipped()`.
  */
-function bus(accepts?: (tag: string) => boolean): {
+function bus(
+  accepts?: (tag: string) => boolean,
+  capacity = 1000,
+): {
   events: BoundedQueue<BusEvent>
   ret: (jid: string, id: string, value: unknown, extra?: Record<string, unknown>) => void
   skipped: () => number
 } {
-  const events = new BoundedQueue<BusEvent>(1000)
+  const events = new BoundedQueue<BusEvent>(capacity)
   let skipped = 0
   return {
     events,
@@ -31,18 +34,28 @@ function bus(accepts?: (tag: string) => boolean): {
 }
 
 interface Recorded extends JobSource {
-  findJobs: Array<{ jid: string; ids: string[]; timeout: number }>
+  /** Each find_job publish: a list's ids, or (`target`) another target and the ids it reached. */
+  findJobs: Array<{ jid: string; ids: string[]; timeout: number; target?: Target }>
   lookups: number
 }
 
-function source(options: { onFindJob?: (round: number, findJid: string, ids: readonly string[]) => string[]; stored?: () => StoredReturns } = {}): Recorded {
+/** A find_job publish as recorded: a list's ids, or the target asked. */
+function asked(jid: string, target: Target, timeout: number): Recorded['findJobs'][number] {
+  if (target.tgt_type === 'list' && Array.isArray(target.tgt)) return { jid, ids: [...target.tgt], timeout }
+  return { jid, ids: [], timeout, target }
+}
+
+function source(
+  options: { onFindJob?: (round: number, findJid: string, ids: readonly string[], target: Target) => string[]; stored?: () => StoredReturns } = {},
+): Recorded {
   const recorded: Recorded = {
     findJobs: [],
     lookups: 0,
-    async findJob(jid, ids, { timeout }) {
-      recorded.findJobs.push({ jid, ids: [...ids], timeout })
+    async findJob(jid, target, { timeout }) {
+      const round = asked(jid, target, timeout)
+      recorded.findJobs.push(round)
       const findJid = findJobJid()
-      const minions = options.onFindJob?.(recorded.findJobs.length, findJid, ids) ?? [...ids]
+      const minions = options.onFindJob?.(recorded.findJobs.length, findJid, round.ids, target) ?? round.ids
       return { jid: findJid, minions }
     },
     async storedReturns() {
@@ -215,6 +228,75 @@ describe('collectReturns', () => {
   })
 })
 
+describe('find_job rounds for many missing minions', () => {
+  const ids = (count: number, prefix = 'm'): string[] => Array.from({ length: count }, (_, index) => `${prefix}${index}`)
+
+  it("findJobTargets: one list while few are missing; the job's own short target when most are; else lists of at most FIND_JOB_LIST_MAX", () => {
+    const star = { tgt: '*', tgt_type: 'glob' as const }
+    expect(findJobTargets(['a', 'b'], 20_000, star)).toEqual([{ tgt: ['a', 'b'], tgt_type: 'list' }])
+    expect(findJobTargets(ids(FIND_JOB_LIST_MAX), 20_000, star)).toEqual([{ tgt: ids(FIND_JOB_LIST_MAX), tgt_type: 'list' }])
+    // 19,000 of 20,000 missing: the job's own target, one message per minion instead of 19,000 lists of 19,000 ids.
+    expect(findJobTargets(ids(19_000), 20_000, star)).toEqual([star])
+    expect(findJobTargets(ids(1200), 2000, { tgt: 'web* and G@os:Debian', tgt_type: 'compound' })).toEqual([
+      { tgt: 'web* and G@os:Debian', tgt_type: 'compound' },
+    ])
+    // Not when few of the job's minions are missing (the target would ask all of them), nor without a target,
+    // nor when the target is itself a list or a long one (it would carry as many ids as it names).
+    for (const [missing, expected, target] of [
+      [ids(1200), 20_000, star],
+      [ids(1200), 1200, undefined],
+      [ids(1200), 1200, { tgt: ids(1200), tgt_type: 'list' as const }],
+      [ids(1200), 1200, { tgt: ids(1200).join(' or '), tgt_type: 'compound' as const }],
+    ] as const) {
+      const lists = findJobTargets(missing, expected, target)
+      expect(lists).toHaveLength(3)
+      expect(lists.every((list) => list.tgt_type === 'list' && list.tgt.length <= FIND_JOB_LIST_MAX)).toBe(true)
+      expect(lists.flatMap((list) => list.tgt)).toEqual(missing)
+    }
+  })
+
+  it("without the job's target, asks 1,300 missing minions in lists of at most FIND_JOB_LIST_MAX ids, each once per round, and extends the wait for one still running in any list", async () => {
+    const { events, ret } = bus(undefined, 10_000)
+    const minions = ids(1300)
+    const running = new Set(['m7', 'm1299'])
+    const jobs = source({
+      onFindJob: (call, findJid, asked) => {
+        for (const id of asked) {
+          // Round one (three lists): m7 and m1299 still run the job; by round two they have returned.
+          if (call > 3 && running.has(id)) ret(JID, id, 'done')
+          ret(findJid, id, call <= 3 && running.has(id) ? { jid: JID, fun: 'test.sleep' } : {}, { fun: 'saltutil.find_job' })
+        }
+        return [...asked]
+      },
+    })
+    const items = await collect({ jid: JID, minions, events, source: jobs, timeout: 20, gatherJobTimeout: 1000 })
+    expect(items.filter((item) => item.status === 'returned').map((item) => item.id)).toEqual(['m7', 'm1299'])
+    expect(items.filter((item) => item.status === 'missing')).toHaveLength(1298)
+    expect(jobs.findJobs.map((round) => round.ids.length)).toEqual([500, 500, 300, 500, 500, 300])
+    expect(jobs.findJobs.slice(0, 3).flatMap((round) => round.ids)).toEqual(minions)
+  })
+
+  it("by the job's own target when most of its minions are missing: only the missing ones it reaches are waited for, and one still running extends the wait", async () => {
+    const { events, ret } = bus(undefined, 10_000)
+    const minions = ids(1000)
+    // 100 returned; of the 900 missing, m999 still runs the job; the target reaches all 1,000 and one the job did not.
+    for (const id of minions.slice(0, 100)) ret(JID, id, true)
+    const jobs = source({
+      onFindJob: (call, findJid, _asked, target) => {
+        expect(target).toEqual({ tgt: 'm*', tgt_type: 'glob' })
+        if (call === 2) ret(JID, 'm999', 'done')
+        for (const id of minions.slice(100, 999)) ret(findJid, id, {}, { fun: 'saltutil.find_job' })
+        ret(findJid, 'm999', call === 1 ? { jid: JID, fun: 'test.sleep' } : {}, { fun: 'saltutil.find_job' })
+        return [...minions, 'newcomer']
+      },
+    })
+    const items = await collect({ jid: JID, minions, events, source: jobs, target: { tgt: 'm*', tgt_type: 'glob' }, timeout: 50, gatherJobTimeout: 1000 })
+    expect(items.filter((item) => item.status === 'returned')).toHaveLength(101)
+    expect(items.filter((item) => item.status === 'missing').map((item) => item.id)).toEqual(minions.slice(100, 999))
+    expect(jobs.findJobs.map((round) => round.target?.tgt)).toEqual(['m*', 'm*'])
+  })
+})
+
 describe('collectReturns behind syndics (order_masters)', () => {
   const announce = (events: BoundedQueue<BusEvent>, syndic: string, jid: string, minions: string[], pending: string[] = []): void => {
     events.push({ tag: tags.syndicJobNew(syndic, jid), data: { jid, minions, syndic_pending: pending } })
@@ -280,8 +362,8 @@ describe('collectReturns behind syndics (order_masters)', () => {
     const jobs: Recorded = {
       findJobs: [],
       lookups: 0,
-      async findJob(jid, ids, { timeout }) {
-        jobs.findJobs.push({ jid, ids: [...ids], timeout })
+      async findJob(jid, target, { timeout }) {
+        jobs.findJobs.push(asked(jid, target, timeout))
         const findJid = findJobJid()
         // slow1 is still running the job (behind a syndic), then returns.
         queueMicrotask(() => {

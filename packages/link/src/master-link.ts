@@ -12,6 +12,7 @@ import { CryptCache, type KeyPair } from '@brine/crypt'
 import { type ClientOptions, type RequestClient, type Transport } from '@brine/transport'
 import { ClosedError, InvalidOperationError, LifecycleEvents, settleWithin, silentLogger, sleep, TimeoutError, type Logger } from '@brine/core'
 import { authTimingOf, isBusy, MinionAuth, type AuthTiming, type MasterSession } from './auth.js'
+import { AuthPacing } from './auth-pacing.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { systemClock, type Clock } from './master-time.js'
 import { Returner, sendSealedFresh, type SealedSendOptions } from './returner.js'
@@ -105,6 +106,8 @@ const CLOSE_DRAIN_MS = 10_000
 const EVENT_HISTORY = 64
 /** How long the first auth's messages (the start event) wait for the publish link to connect. */
 const PUBLISH_CONNECT_WAIT_MS = 2000
+/** The shortest wait between the tries of {@link MasterLink.sendPersistently}, so a zero acceptance_wait_time cannot make it spin. */
+const PERSIST_MIN_WAIT_MS = 50
 
 /** Check-in tries with a master that timed out or said it was busy, before authenticating again instead. */
 const CHECK_IN_TRIES = 5
@@ -421,6 +424,32 @@ export class MasterLink implements ReturnRoute {
    */
   async send(load: { readonly cmd: string; readonly [field: string]: unknown }, options: Partial<SealedSendOptions> = {}): Promise<void> {
     await this.#sendSealed(load, options)
+  }
+
+  /**
+   * {@link send}, asked again while the master is overloaded: a try that timed out or that the master refused as
+   * busy (a herd of minions authenticating fills its request workers, and it refuses what it cannot take) is
+   * sent again after the `_auth` backoff ({@link AuthPacing}), from half of random_reauth_delay (so the herd's
+   * minions that got in do not ask again as fast as those still authenticating) up to all of it, the top half
+   * drawn at random, at most `tries` times in all. What an owner sends once after an auth (a minion's grains and
+   * start event) is then not lost to the herd the auth was part of.
+   * Rejects as {@link send} does with the last try's error (ClosedError once the link closes).
+   */
+  async sendPersistently(load: { readonly cmd: string; readonly [field: string]: unknown }, tries: number): Promise<void> {
+    const o = this.#o
+    const pacing = new AuthPacing({ reauthDelayMs: o.reauthDelayMs ?? 0, authTries: tries, ...(o.random === undefined ? {} : { random: o.random }) })
+    const signal = this.#controller.signal
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.send(load)
+        return
+      } catch (error) {
+        if (signal.aborted || attempt >= tries || !(error instanceof TimeoutError || isBusy(error))) throw error
+        const { delay } = pacing.afterOverload(Math.max(PERSIST_MIN_WAIT_MS, o.acceptanceWaitMs, (o.reauthDelayMs ?? 0) / 2))
+        this.#logger.debug(`${load.cmd} to ${this.master} not answered (${(error as Error).message}); sending it again in ${delay} ms`)
+        await sleep(delay, signal)
+      }
+    }
   }
 
   /**

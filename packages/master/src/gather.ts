@@ -58,10 +58,11 @@ export async function gather(deps: GatherDeps, tgt: Tgt, fun: string, arg: reado
     const collecting = collectReturns({
       jid: reply.jid,
       minions: reply.minions,
+      target: { tgt, tgt_type: options.tgtType ?? 'glob' },
       ...(reply.syndics === undefined ? {} : { syndics: reply.syndics, syndicWait: deps.syndicWait ?? 0 }),
       events,
       source: {
-        findJob: (jid, ids) => deps.publish(job([...ids], 'list', 'saltutil.find_job', [jid])),
+        findJob: (jid, target) => deps.publish(job(target.tgt, target.tgt_type ?? 'glob', 'saltutil.find_job', [jid])),
         storedReturns: async (jid) => storedReturnsOf(await deps.jobs.getJob(jid)),
       },
       timeout: options.timeout,

@@ -64,6 +64,13 @@ export interface MinionOptions {
   hostGrains?: Grains
 }
 
+/**
+ * Tries of the grains and the start event sent after an auth (MasterLink.sendPersistently). Each try the master
+ * refuses as busy or leaves unanswered waits half to all of random_reauth_delay (Salt's 10 s), plus auth_timeout
+ * when unanswered: sixty tries outlast some five to fifteen minutes of a master busy with its fleet's `_auth` herd.
+ */
+const AFTER_AUTH_TRIES = 60
+
 /** Salt's minion start event text uses Python's time.asctime(): `Mon Jan  1 12:00:00 2024`. */
 /**
  * Salt's `master_type` as a policy. `func` and `disable` are not built: they fall back to the first
@@ -304,18 +311,23 @@ export class Minion {
     if (link === undefined) return
     const signal = this.#controller.signal
     this.#track(
-      link.send({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) }, { tries: 1, signal }).catch((error: unknown) => {
+      link.sendPersistently({ cmd: '_minion_event', id: this.id, events: minionStartEvents(this.id) }, AFTER_AUTH_TRIES).catch((error: unknown) => {
         if (!signal.aborted) this.#logger.warning(`could not send _minion_event to the master ${master}: ${(error as Error).message}`)
       }),
     )
   }
 
-  /** After every auth with a master: grains (the master targets by them), then the start event once. */
+  /**
+   * After every auth with a master: grains (the master targets by them), then the start event once, each sent
+   * again while the master is too busy to take it (the herd of a fleet's start): lost, the grains would leave
+   * grain targets guessing and the start event would never announce the minion (a reactor, or a harness
+   * waiting for `salt/minion/<id>/start`, would wait for it in vain).
+   */
   async #afterAuth(link: MasterLink, first: boolean): Promise<void> {
     const signal = this.#controller.signal
     const send = async (load: { cmd: string } & Record<string, unknown>): Promise<void> => {
       try {
-        await link.send(load, { tries: 1, signal })
+        await link.sendPersistently(load, AFTER_AUTH_TRIES)
       } catch (error) {
         if (!signal.aborted) this.#logger.warning(`could not send ${load.cmd} to the master ${link.master}: ${(error as Error).message}`)
       }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { generateKeys, sealPublish } from '@brine/crypt'
-import { decode, silentLogger } from '@brine/core'
+import { decode, ServerBusyError, silentLogger } from '@brine/core'
 import { Minion } from '../src/minion.js'
 import type { MinionEvent } from '@brine/link'
 import { deadline } from './modules-fixture.js'
@@ -77,6 +77,25 @@ describe.each(['zeromq', 'tcp', 'nats'])('minion daemon over %s', (transportName
     expect(events.map((event) => event.tag)).toEqual([`salt/minion/${ID}/start`, 'minion_start'])
     expect(events[0]?.data).toMatchObject({ cmd: '_minion_event', id: ID, pretag: null, tag: `salt/minion/${ID}/start` })
     expect(events[0]?.data.data).toMatch(new RegExp(`^Minion ${ID} started at \\w{3} \\w{3} [ \\d]\\d \\d\\d:\\d\\d:\\d\\d \\d{4}$`))
+  })
+
+  it('sends its grains and start event again while the master refuses them as busy, until it takes each once', async () => {
+    master = await StandInMaster.start(transportName, dir, { autoAccept: true })
+    // A master busy with a herd of _auths refuses what it cannot take now (ServerBusyError): the first two of each.
+    const refusals = new Map([
+      ['_grains', 2],
+      ['_minion_event', 2],
+    ])
+    master.refuseSealed = (load) => {
+      const left = refusals.get(String(load.cmd)) ?? 0
+      refusals.set(String(load.cmd), left - 1)
+      return left > 0 ? new ServerBusyError('the stand-in master', 1, 0) : undefined
+    }
+    await startMinion(true)
+    const start = await master.waitForLoad('_minion_event')
+    expect((start.events as { tag: string }[]).map((event) => event.tag)).toEqual([`salt/minion/${ID}/start`, 'minion_start'])
+    expect(master.loads('_grains')).toHaveLength(1)
+    expect(master.refused.map((load) => load.cmd)).toEqual(['_grains', '_grains', '_minion_event', '_minion_event'])
   })
 
   it('keeps asking, slowly, while rejected, and is served once the operator deletes and accepts the key', async () => {

@@ -49,6 +49,10 @@ export class StandInMaster {
   answer: (load: Record<string, unknown>) => Record<string, unknown> = () => ({})
   /** An error to answer an `_auth` with instead of handling it (default none), asked at each one. */
   refuseAuth: () => Error | undefined = () => undefined
+  /** An error to answer a sealed request with, once opened, instead of taking it (default none), asked at each one. */
+  refuseSealed: (load: Record<string, unknown>) => Error | undefined = () => undefined
+  /** The sealed loads refused by {@link refuseSealed}, in arrival order. */
+  readonly refused: Record<string, unknown>[] = []
   #publisher!: PublishServer
   #requests: RequestServer | undefined
   readonly #changes = new Changes()
@@ -163,6 +167,12 @@ export class StandInMaster {
       return outcome.reply
     }
     const opened = await this.boxes.open(request)
+    const refusal = this.refuseSealed(opened.load as Record<string, unknown>)
+    if (refusal !== undefined) {
+      this.refused.push(opened.load as Record<string, unknown>)
+      this.#notify()
+      throw refusal
+    }
     this.received.push({ id: opened.id, load: opened.load as Record<string, unknown> })
     this.#notify()
     return this.boxes.seal(opened.id, { ok: true, ...this.answer(opened.load as Record<string, unknown>) })
