@@ -1,11 +1,7 @@
 import type { ServerResponse } from 'node:http'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { MasterEvent } from '@brine/client'
-import { EventBus } from '../../master/src/index.js'
-import { EventStreams, sseSink, type EventSink } from '../src/sse.js'
+import { sseSink, type EventSink } from '../src/sse.js'
+import { startBusAndStreams } from './bus-streams.js'
 import { until } from './until.js'
 
 /** An `/events` response whose peer reads only when told to: what it was sent, and the SSE sink over it. */
@@ -49,16 +45,7 @@ describe('an /events reader that stops reading', () => {
   })
 
   it('loses events in one stretch, none of them encoded for it, and is told how many where the stretch was', async () => {
-    const sockDir = await mkdtemp(join(tmpdir(), 'bs-'))
-    cleanup.push(() => rm(sockDir, { recursive: true, force: true }))
-    const bus = new EventBus({ sockDir })
-    await bus.start()
-    cleanup.push(() => bus.close())
-    const events = new MasterEvent({ sockDir })
-    cleanup.push(() => events.close())
-    const streams = new EventStreams({ events, bufferBytes: 1024, maxStreams: 1, recheckMs: 60_000, tokenLive: async () => true })
-    streams.start()
-    cleanup.push(() => streams.close())
+    const { bus, streams } = await startBusAndStreams(cleanup, { bufferBytes: 1024, maxStreams: 1 })
     // Warm-up events may still come after the reader is attached: what it is sent of them is left out below.
     await until(() => (bus.fire('salt/warmup', {}), streams.stats().events > 0), 10_000, 'the hub to read the bus')
 

@@ -1,14 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
-import { MasterEvent } from '@brine/client'
 import { deadline } from '@brine/transport-compliance'
-import { EventBus } from '../../master/src/index.js'
-import { EventStreams } from '../src/sse.js'
 import { EventFormatter, FORMAT_EVENTS_MAX_JOBS, websocketSink, WS_READY, wsRecord } from '../src/ws.js'
+import { startBusAndStreams } from './bus-streams.js'
 import { until } from './until.js'
 
 describe("format_events (salt-api's event_processor)", () => {
@@ -64,16 +59,7 @@ describe('websocket readers of EventStreams', () => {
 
   /** A real bus, the hub reading it, and a ws server whose connections become readers of the hub. */
   async function setup(bufferBytes: number, expireInS = 3600, formatEvents = false) {
-    const sockDir = await mkdtemp(join(tmpdir(), 'bw-'))
-    cleanup.push(() => rm(sockDir, { recursive: true, force: true }))
-    const bus = new EventBus({ sockDir })
-    await bus.start()
-    cleanup.push(() => bus.close())
-    const events = new MasterEvent({ sockDir })
-    cleanup.push(() => events.close())
-    const streams = new EventStreams({ events, bufferBytes, maxStreams: 4, recheckMs: 60_000, tokenLive: async () => true })
-    streams.start()
-    cleanup.push(() => streams.close())
+    const { bus, streams } = await startBusAndStreams(cleanup, { bufferBytes, maxStreams: 4 })
     const server = new WebSocketServer({ port: 0, host: '127.0.0.1' })
     cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())))
     server.on('connection', (socket) => streams.attach(websocketSink(socket, formatEvents), 'ab', Date.now() / 1000 + expireInS))
