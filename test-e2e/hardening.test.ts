@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { readdir, readFile } from 'node:fs/promises'
-import { deadline } from '@brine/testkit'
+import { until } from '@brine/testkit'
 import { type Fleet } from '@brine/harness'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 
@@ -57,16 +57,6 @@ async function masterSide(ports: number[], from: string[]): Promise<{ queued: nu
   return { queued, held }
 }
 
-async function poll(condition: () => boolean, what: string, ms: number): Promise<void> {
-  await deadline(
-    (async () => {
-      while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20))
-    })(),
-    ms,
-    what,
-  )
-}
-
 /**
  * On NATS the master binds nothing: idle connections go to the broker, which admits them by its own limits and
  * closes those that never send CONNECT. What must hold is what the socket case checks: the master, under its 1,024
@@ -75,7 +65,7 @@ async function poll(condition: () => boolean, what: string, ms: number): Promise
 async function natsMasterUnderIdleConnections(fleet: Fleet): Promise<void> {
   const attack = idleConnections(fleet.natsServer!.port, 1500, '127.0.0.2')
   try {
-    await poll(() => attack.settled() === attack.sockets.length, 'all 1,500 connections to the broker to be accepted or refused', 60_000)
+    await until(() => attack.settled() === attack.sockets.length, 60_000, 'all 1,500 connections to the broker to be accepted or refused')
     const ping = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
     expect(json(ping.stdout)).toEqual({ web1: true })
     const mark = fleet.startEventCount
@@ -115,9 +105,9 @@ describe.each(TRANSPORTS)('a master under `ulimit -n 1024` over %s', (transport)
     ])
     const closed = (): number => attack.reduce((sum, group) => sum + group.closed(), 0)
     try {
-      await poll(() => attack.every((group) => group.settled() === group.sockets.length), 'all 1,000 connections to be accepted', 60_000)
+      await until(() => attack.every((group) => group.settled() === group.sockets.length), 60_000, 'all 1,000 connections to be accepted')
       // Every newcomer past the cap evicted the oldest connection that had not greeted; none was refused.
-      await poll(() => closed() >= 1000 - 894, 'the evicted connections to be closed', 60_000)
+      await until(() => closed() >= 1000 - 894, 60_000, 'the evicted connections to be closed')
       // The eviction total is at least 106, not exactly: an arrival at the global cap evicts the oldest of any address,
       // and the master may still be accepting from its backlog (a client's connect fires at the kernel's handshake).
       // So wait until it has accepted every connection and this side has seen each one it let go closed.
@@ -126,13 +116,7 @@ describe.each(TRANSPORTS)('a master under `ulimit -n 1024` over %s', (transport)
         const side = await masterSide([ports.ret, ports.publish], flooders)
         return side.queued === 0 && closed() === 1000 - side.held
       }
-      await deadline(
-        (async () => {
-          while (!(await floodSettled())) await new Promise((resolve) => setTimeout(resolve, 20))
-        })(),
-        60_000,
-        'the master to have accepted the flood and its evictions to be seen',
-      )
+      await until(floodSettled, 60_000, 'the master to have accepted the flood and its evictions to be seen')
       const open = attack.reduce((sum, group) => sum + group.sockets.filter((socket) => !socket.destroyed && socket.readyState === 'open').length, 0)
       expect(open).toBeLessThanOrEqual(894)
       expect(fleet.master.stderr).not.toMatch(/refused connection from/)

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { sseSink, type EventSink } from '../src/sse.js'
 import { startBusAndStreams } from './bus-streams.js'
-import { until } from './until.js'
+import { until } from '@brine/transport-compliance'
 
 /** An `/events` response whose peer reads only when told to: what it was sent, and the SSE sink over it. */
 function stalledResponse(): { sink: EventSink; encoded: () => string[]; sent: () => string[]; resume: () => void } {

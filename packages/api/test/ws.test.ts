@@ -1,10 +1,9 @@
 import type { AddressInfo } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocket, WebSocketServer } from 'ws'
-import { deadline } from '@brine/transport-compliance'
+import { deadline, until } from '@brine/transport-compliance'
 import { EventFormatter, FORMAT_EVENTS_MAX_JOBS, websocketSink, WS_READY, wsRecord } from '../src/ws.js'
 import { startBusAndStreams } from './bus-streams.js'
-import { until } from './until.js'
 
 describe("format_events (salt-api's event_processor)", () => {
   it('keeps a view of jobs (running, then complete when every minion succeeded) and of minions (grains, keys)', () => {

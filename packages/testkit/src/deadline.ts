@@ -20,3 +20,22 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   })
   return { promise, resolve }
 }
+
+/**
+ * Resolves once `condition` holds, asking it every 20 ms; fails with a {@link DeadlineError} naming `what` after `ms`,
+ * and stops asking. A bound on a wait for something the test cannot be told of, never a timing.
+ */
+export async function until(condition: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
+  let stopped = false
+  try {
+    await deadline(
+      (async () => {
+        while (!stopped && !(await condition())) await new Promise((resolve) => setTimeout(resolve, 20))
+      })(),
+      ms,
+      what,
+    )
+  } finally {
+    stopped = true
+  }
+}

@@ -21,7 +21,7 @@ import { requestReplyTests } from './suites/request-reply.js'
 
 export type { BrokerCompliance, ComplianceCase, ComplianceSetup, RawConnection, RawTarget } from './setup.js'
 /** Re-exported from `@brine/testkit` for the tests that import them from here. */
-export { deadline, deferred, DeadlineError } from '@brine/testkit'
+export { deadline, deferred, until, DeadlineError } from '@brine/testkit'
 export { Recorder } from './harness/recorder.js'
 export { connectRawSocket, type RawFraming } from './harness/raw-socket.js'
 export { createHarness, type Harness } from './harness/index.js'
