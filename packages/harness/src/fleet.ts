@@ -168,7 +168,9 @@ export class Fleet {
   readonly readyTimeoutMs: number
   private events: FleetEventReader | undefined
   private readonly startEvents: FleetEvent[] = []
-  private readonly startWatchers = new Set<() => void>()
+  /** Each tag's indices in startEvents, and each tag's waiters: a swarm's launch waits on tens of thousands of tags at once. */
+  private readonly startEventsByTag = new Map<string, number[]>()
+  private readonly startWatchers = new Map<string, Set<(event: FleetEvent) => void>>()
 
   private constructor(
     readonly root: string,
@@ -400,8 +402,11 @@ export class Fleet {
     await events.connect()
     void (async () => {
       for await (const event of events.iter({ match: startupTagPattern(bus.tags), matchType: 'regex', hwm: 1_000_000 })) {
+        const indices = this.startEventsByTag.get(event.tag)
+        if (indices === undefined) this.startEventsByTag.set(event.tag, [this.startEvents.length])
+        else indices.push(this.startEvents.length)
         this.startEvents.push(event)
-        for (const watcher of this.startWatchers) watcher()
+        for (const watcher of this.startWatchers.get(event.tag) ?? []) watcher(event)
       }
     })()
   }
@@ -456,13 +461,13 @@ export class Fleet {
   /** Waits for `salt/minion/<id>/start` on the master's bus (at or after event index `from`). */
   waitForMinionStart(id: string, from = 0): Promise<void> {
     const tag = this.options.bus.tags.minionStart(id)
-    return this.waitForEvent((event) => event.tag === tag, `minion ${id} to fire ${tag}`, id, from)
+    return this.waitForEvent(tag, () => true, `minion ${id} to fire ${tag}`, id, from)
   }
 
   /** Waits for `salt/syndic/<id>/start` on this fleet's master (a syndic below it connected; at or after event index `from`). */
   waitForSyndicStart(id: string, from = 0): Promise<void> {
     const tag = this.options.bus.tags.syndicStart(id)
-    return this.waitForEvent((event) => event.tag === tag, `syndic ${id} to fire ${tag}`, id, from)
+    return this.waitForEvent(tag, () => true, `syndic ${id} to fire ${tag}`, id, from)
   }
 
   /** The operator's `brine-key --accept-syndic ID -y` on this fleet's master: `id`'s key becomes a syndic's (docs/security.md). */
@@ -476,37 +481,33 @@ export class Fleet {
   /** Waits for a `salt/auth` event of `act` (e.g. 'pend' once a pending minion has asked) for `id`. */
   waitForAuth(id: string, act: string, from = 0): Promise<void> {
     const tag = this.options.bus.tags.auth
-    return this.waitForEvent(
-      (event) => event.tag === tag && event.data['id'] === id && event.data['act'] === act,
-      `a ${tag} '${act}' event for ${id}`,
-      id,
-      from,
-    )
+    return this.waitForEvent(tag, (event) => event.data['id'] === id && event.data['act'] === act, `a ${tag} '${act}' event for ${id}`, id, from)
   }
 
-  private waitForEvent(predicate: (event: FleetEvent) => boolean, what: string, id: string, from: number): Promise<void> {
+  /** Waits for an event of `tag` matching `predicate`, at or after event index `from`. */
+  private waitForEvent(tag: string, predicate: (event: FleetEvent) => boolean, what: string, id: string, from: number): Promise<void> {
     return new Promise((resolve, reject) => {
+      const seen = this.startEventsByTag.get(tag)?.some((index) => index >= from && predicate(this.startEvents[index]!))
+      if (seen === true) return resolve()
       const minion = this.minions.get(id) ?? this.swarms.find((swarm) => swarm.ids.includes(id))?.process
       const context = { process: minion?.name ?? id, pid: minion?.pid ?? -1, limit: this.readyTimeoutMs }
+      const watchers = this.startWatchers.get(tag) ?? new Set()
+      this.startWatchers.set(tag, watchers)
       const finish = (settle: () => void): void => {
         clearTimeout(timer)
-        this.startWatchers.delete(check)
+        watchers.delete(watcher)
+        if (watchers.size === 0 && this.startWatchers.get(tag) === watchers) this.startWatchers.delete(tag)
         settle()
       }
-      // Each check scans only the events it has not seen: a swarm waits on 1,000s of these at once.
-      let scanned = from
-      const check = (): void => {
-        for (; scanned < this.startEvents.length; scanned++) {
-          if (predicate(this.startEvents[scanned]!)) return finish(resolve)
-        }
+      const watcher = (event: FleetEvent): void => {
+        if (predicate(event)) finish(resolve)
       }
       const timer = setTimeout(
         () => finish(() => reject(new ProcessWaitError(`gave up after ${this.readyTimeoutMs} ms waiting for ${what}:\n${minion?.stderr ?? ''}`, context))),
         this.readyTimeoutMs,
       )
       void minion?.exited.then(() => finish(() => reject(new ProcessWaitError(`minion ${id} exited while waiting for ${what}:\n${minion.stderr}`, context))))
-      this.startWatchers.add(check)
-      check()
+      watchers.add(watcher)
     })
   }
 
