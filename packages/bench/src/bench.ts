@@ -55,6 +55,11 @@ export interface BenchSettings {
    * went away. An operator's choice for a fleet tuned to come back fast after a master restart; the report says when set.
    */
   reconDefault?: number
+  /**
+   * The swarm processes' nice value (0–19; default 0): a swarm of tens of thousands stands in for machines of their own,
+   * and at nice 0 on the master's cores it takes most of the CPU the master needs. The report says when set.
+   */
+  swarmNice?: number
   /** Bound on each wait for returns, ms. */
   jobTimeoutMs: number
   /** Bound on connecting (launch → all answering), and on answering again after a restart, ms. */
@@ -500,7 +505,7 @@ export function swarmParts(count: number, swarmSize: number, prefix: string): { 
  */
 async function startMinions(
   fleet: Fleet,
-  options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string; config: Record<string, unknown> },
+  options: { transport: TransportName; count: number; mode: MinionMode; swarmSize: number; prefix: string; config: Record<string, unknown>; nice?: number },
 ): Promise<string[]> {
   const { transport, count, prefix } = options
   const ids: string[] = []
@@ -513,7 +518,13 @@ async function startMinions(
   }
   const swarms = await Promise.all(
     swarmParts(count, options.swarmSize, prefix).map(({ part, count: size, prefix: partPrefix }) =>
-      startSwarm(fleet, { count: size, transport, prefix: partPrefix, config: { ...options.config, ...natsServerOf(fleet, transport, part) } }),
+      startSwarm(fleet, {
+        count: size,
+        transport,
+        prefix: partPrefix,
+        config: { ...options.config, ...natsServerOf(fleet, transport, part) },
+        nice: options.nice,
+      }),
     ),
   )
   return swarms.flatMap((swarm) => swarm.ids)
@@ -901,6 +912,7 @@ async function startCaseMinions(fleet: Fleet, split: Partial<Record<TransportNam
         swarmSize,
         prefix: `${ID_PREFIX[transport]}-`,
         config: minionConfigOf(settings),
+        nice: settings.swarmNice,
       })),
     )
   }
@@ -1004,7 +1016,7 @@ async function startSyndicNode(
   top: Fleet,
   index: number,
   share: number,
-  node: { transport: TransportName; mode: MinionMode; swarmSize: number; minionConfig: Record<string, unknown>; common: TreeCommon },
+  node: { transport: TransportName; mode: MinionMode; swarmSize: number; minionConfig: Record<string, unknown>; nice?: number; common: TreeCommon },
   fleets: Fleet[],
   hooks: BenchHooks,
 ): Promise<Fleet> {
@@ -1019,6 +1031,7 @@ async function startSyndicNode(
     mode: node.mode,
     swarmSize: node.swarmSize,
     config: node.minionConfig,
+    nice: node.nice,
     prefix: `${ID_PREFIX[transport]}-k${index + 1}-`,
   })
   await Promise.all(ids.map((id) => fleet.waitForMinionStart(id, from)))
@@ -1070,7 +1083,7 @@ export async function runTreeCase(benchCase: BenchCase, settings: BenchSettings,
     // One broker for the whole tree: the syndic nodes' masters and syndics, and every minion.
     await prepareNatsServer(top, result.memory, n + 2 * k, 1)
     const shares = Array.from({ length: k }, (_, index) => Math.floor(n / k) + (index < n % k ? 1 : 0))
-    const node = { transport, mode: benchCase.mode, swarmSize: settings.swarmSize, minionConfig: minionConfigOf(settings), common }
+    const node = { transport, mode: benchCase.mode, swarmSize: settings.swarmSize, minionConfig: minionConfigOf(settings), nice: settings.swarmNice, common }
     const nodes = await Promise.all(shares.map((share, index) => startSyndicNode(top!, index, share, node, fleets, hooks)))
     result.connect.allAcceptedMs = round(performance.now() - launched)
     const client = (readers.client = new LocalClient({ configDir: top.masterConfigDir, requestTimeout: settings.jobTimeoutMs }))

@@ -21,6 +21,8 @@ export interface SwarmOptions {
   config?: Record<string, unknown>
   /** How many instances start at once (default 50): keys, grains and connects are spread out. */
   batch?: number
+  /** The process's nice value (0–19; default 0): see `lowerPriority`. */
+  nice?: number
 }
 
 /**
@@ -74,7 +76,13 @@ export async function startSwarm(fleet: Fleet, options: SwarmOptions): Promise<S
   const ids = Array.from({ length: options.count }, (_, index) => `${options.prefix}${index}`)
   const layout = swarmLayout(fleet.root, options)
   await fleet.writeSharedMinionConfig(layout.configDir, { transport: options.transport, config: options.config })
-  const process = fleet.spawnNode(`brine-swarm ${options.prefix}*`, swarmBinPath, [...layoutArgs(layout), '-l', fleet.logLevel])
+  const process = fleet.spawnNode(`brine-swarm ${options.prefix}*`, swarmBinPath, [
+    ...layoutArgs(layout),
+    '--nice',
+    String(options.nice ?? 0),
+    '-l',
+    fleet.logLevel,
+  ])
   const swarm: SwarmProcess = { process, ids, transport: options.transport }
   fleet.swarms.push(swarm)
   await process.waitForOutput(/brine-swarm: \d+ minions started/, Math.max(fleet.readyTimeoutMs, options.count * 100))

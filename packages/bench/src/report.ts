@@ -159,7 +159,7 @@ export function markdownReport(result: BenchResult): string {
     '',
     `\`${result.command.join(' ')}\` — ${m.cpus} × ${m.cpuModel}, ${(m.totalmemBytes / 1024 ** 3).toFixed(0)} GiB, Node ${m.node}, ${m.os}${result.quick ? ' (quick)' : ''}`,
     ...jobsSection(result.cases),
-    ...launchSection(result.cases),
+    ...launchSection(result.cases, result.settings.swarmNice),
     ...memorySection(result.cases),
     ...scaleSection(result.cases),
     ...restartSection(result.cases, result.settings.reconDefault),
@@ -194,7 +194,7 @@ function jobsSection(cases: readonly CaseResult[]): string[] {
 const cpuText = (cpu: ProcessCpu | undefined): string => (cpu === undefined ? '–' : `${int(cpu.master)} / ${int(cpu.swarms)}`)
 
 /** The launch of each swarm case: what was made before it, and its steps, ms from the launch. */
-function launchSection(cases: readonly CaseResult[]): string[] {
+function launchSection(cases: readonly CaseResult[], swarmNice: number | undefined): string[] {
   const swarms = cases.filter((c) => c.mode === 'swarm' && c.tree === undefined)
   if (swarms.length === 0) return []
   const lines = [
@@ -207,6 +207,12 @@ function launchSection(cases: readonly CaseResult[]): string[] {
     "(`auto_accept`). Each swarm process reads its config once and computes the host's grains once for its minions.",
     '',
     'CPU: what the master and the swarm processes had used (ms, every thread) once all answered.',
+    ...(swarmNice === undefined
+      ? []
+      : [
+          `The swarm processes ran at nice ${swarmNice} (\`--swarm-nice\`): they stand in for machines of their own, and the master took the CPU`,
+          'it needed before them; what the fleet waited on is the master and the broker, not the swarms it shares its cores with.',
+        ]),
     '',
     '| transport | N | keys made before ms | master ready ms | all started (accepted) ms | all answering ms | CPU ms master / swarms |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',

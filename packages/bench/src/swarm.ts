@@ -1,3 +1,5 @@
+import { readdirSync, writeFileSync } from 'node:fs'
+import { setPriority } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig, prependRootDir, virtualFilesystemOf, type MinionConfig } from '@brine/config'
 import { CryptCache, loadOrCreateKeys } from '@brine/crypt'
@@ -80,6 +82,28 @@ async function forEachInstance(
     if (stopped()) return
     const indices = Array.from({ length: Math.min(batch, count - first) }, (_, offset) => first + offset)
     await Promise.all(indices.map((index) => run(instanceConfig(shared, `${prefix}${index}`, join(dir, `${prefix}${index}`)))))
+  }
+}
+
+/**
+ * Lowers this process's scheduling priority to `nice` (0–19). A swarm stands in for machines of their own; at tens of
+ * thousands of minions on the master's cores, its processes would otherwise take the CPU of the master it measures.
+ * On Linux a nice value is per thread (V8's helper threads exist before this runs; threads made later inherit it), and
+ * with autogroup scheduling it ranks a thread only within its session's group: a swarm is a daemon in a session of its
+ * own, so the group's nice (`/proc/self/autogroup`) is what ranks it against the master's.
+ */
+export function lowerPriority(nice: number): void {
+  let threads: number[]
+  try {
+    threads = readdirSync('/proc/self/task').map(Number)
+  } catch {
+    threads = [0]
+  }
+  for (const thread of threads) setPriority(thread, nice)
+  try {
+    writeFileSync('/proc/self/autogroup', String(nice))
+  } catch {
+    // No autogroup scheduling here (not Linux, or a kernel without it): the threads' nice values rank them.
   }
 }
 

@@ -1,6 +1,6 @@
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { getPriority, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -80,7 +80,7 @@ describe("a swarm's shared publish cache", () => {
 })
 
 describe.each<TransportName>(['zeromq', 'tcp', 'nats'])('brine-swarm over %s, keys made before the launch', (transport) => {
-  it('starts its minions with the keys made before, each answering with its own id and the host grains', async () => {
+  it('starts its minions with the keys made before, each answering with its own id and the host grains, every thread at its nice value', async () => {
     if (!existsSync(SWARM_BIN)) throw new Error(`${SWARM_BIN} does not exist: run \`npm run build\` first`)
     const part = { count: 3, prefix: `${transport}-s0-` }
     let fleet: Fleet | undefined
@@ -90,8 +90,12 @@ describe.each<TransportName>(['zeromq', 'tcp', 'nats'])('brine-swarm over %s, ke
       const layout = swarmLayout(fleet.root, part)
       const made = await Promise.all([0, 1, 2].map((index) => readFile(join(layout.dir, `${part.prefix}${index}`, 'etc/brine/pki/minion/minion.pub'), 'utf8')))
       const from = fleet.startEventCount
-      const swarm = await startSwarm(fleet, { ...part, transport })
+      const swarm = await startSwarm(fleet, { ...part, transport, nice: 5 })
       await Promise.all(swarm.ids.map((id) => fleet!.waitForMinionStart(id, from)))
+      const threads = readdirSync(`/proc/${swarm.process.pid}/task`).map(Number)
+      expect(threads.length).toBeGreaterThan(1)
+      expect(threads.map((thread) => getPriority(thread))).toEqual(threads.map(() => 5))
+      if (existsSync('/proc/self/autogroup')) expect(readFileSync(`/proc/${swarm.process.pid}/autogroup`, 'utf8')).toMatch(/ nice 5\n$/)
       // The master accepted the keys made before the launch: the swarm made none of its own.
       const accepted = await Promise.all(swarm.ids.map((id) => readFile(join(fleet!.masterConfigDir, 'etc/brine/pki/master/minions', id), 'utf8')))
       expect(accepted.map((text) => text.trim())).toEqual(made.map((text) => text.trim()))

@@ -34,6 +34,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --procs <max>           N up to this runs one process per minion, larger N a swarm (default 50)
   --swarm                 run every N as swarm minions
   --swarm-size <k>        minions per brine-swarm process (default 500)
+  --swarm-nice <n>        the swarm processes' nice value, 1–19 (default 0): a swarm of tens of thousands stands in for
+                          machines of their own; niced, it leaves the master the CPU it needs (the report says when set)
   --recon-default <ms>    the minions' recon_default (default: Salt's 1000 ms): an operator's choice for a fleet tuned to
                           come back fast after a master restart; the report's restart section says when it is set
   --keys-at-launch        swarm minions make their key pairs as they start, inside the timed launch (a fleet's
@@ -70,6 +72,7 @@ const { values } = parseArgs({
     'swarm-size': { type: 'string' },
     'keys-at-launch': { type: 'boolean', default: false },
     'recon-default': { type: 'string' },
+    'swarm-nice': { type: 'string' },
     'nats-servers': { type: 'string' },
     syndics: { type: 'string' },
     calls: { type: 'string' },
@@ -152,6 +155,9 @@ settings.keysAtLaunch = values['keys-at-launch']
 // In milliseconds, Salt's unit for recon_default.
 const reconDefault = positive(values['recon-default'], '--recon-default')
 if (reconDefault !== undefined) settings.reconDefault = reconDefault
+const swarmNice = positive(values['swarm-nice'], '--swarm-nice')
+if (swarmNice !== undefined && swarmNice > 19) fail(`--swarm-nice wants a nice value from 1 to 19, not '${swarmNice}'`)
+if (swarmNice !== undefined) settings.swarmNice = swarmNice
 settings.natsServers = positive(values['nats-servers'], '--nats-servers') ?? 1
 const procsMax = positive(values.procs, '--procs') ?? 50
 const transports = (values.transports ?? 'zeromq,tcp,nats,both').split(',').map((name) => name.trim())

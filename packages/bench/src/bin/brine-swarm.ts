@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util'
 import { parseLogLevel } from '@brine/core'
-import { DEFAULT_SWARM_BATCH, makeSwarmKeys, MinionSwarm } from '../swarm.js'
+import { DEFAULT_SWARM_BATCH, lowerPriority, makeSwarmKeys, MinionSwarm } from '../swarm.js'
 
-// brine-swarm --config <dir> --dir <root>/minions --prefix swarm-zmq- --count 500 [--batch 50] [--make-keys] [-l warning]
+// brine-swarm --config <dir> --dir <root>/minions --prefix swarm-zmq- --count 500 [--batch 50] [--nice 10] [--make-keys] [-l warning]
 const { values } = parseArgs({
   options: {
     config: { type: 'string' },
@@ -10,14 +10,25 @@ const { values } = parseArgs({
     prefix: { type: 'string', default: 'swarm-' },
     count: { type: 'string' },
     batch: { type: 'string', default: String(DEFAULT_SWARM_BATCH) },
+    nice: { type: 'string', default: '0' },
     'make-keys': { type: 'boolean', default: false },
     'log-level': { type: 'string', short: 'l', default: 'warning' },
   },
 })
-if (values.config === undefined || values.dir === undefined || values.count === undefined || !(Number(values.count) > 0)) {
-  process.stderr.write('usage: brine-swarm --config <dir> --dir <dir> --prefix <prefix> --count <n> [--batch <n>] [--make-keys] [-l <level>]\n')
+const nice = Number(values.nice)
+if (
+  values.config === undefined ||
+  values.dir === undefined ||
+  values.count === undefined ||
+  !(Number(values.count) > 0) ||
+  !Number.isInteger(nice) ||
+  nice < 0 ||
+  nice > 19
+) {
+  process.stderr.write('usage: brine-swarm --config <dir> --dir <dir> --prefix <prefix> --count <n> [--batch <n>] [--nice <0-19>] [--make-keys] [-l <level>]\n')
   process.exit(2)
 }
+if (nice > 0) lowerPriority(nice)
 const layout = { configDir: values.config, dir: values.dir, prefix: values.prefix, count: Number(values.count), batch: Number(values.batch) }
 if (values['make-keys']) {
   // Each instance's key pairs, made as its first start would make them; then the process exits.
