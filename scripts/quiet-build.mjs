@@ -2,11 +2,12 @@
 // Builds Brine the way a user wants to see it: one line while it builds, the full log only when it fails.
 // Run by `npm ci` (the root `prepare` script, so the brine* commands work right after it), `npm run demo` and
 // `npm test`. A build whose every dist/ file is newer than every source, config and the lock file is skipped;
-// `npm run build` always builds and prints lerna's log.
+// `npm run build` always builds (through lerna) and prints its log.
 //
 //   node scripts/quiet-build.mjs [--force] [--label <text>] [-- <command> [args...]]
 //
-// The command defaults to `lerna run build --loglevel warn`. The full log is also kept in .tmp/build.log.
+// The command defaults to scripts/build-packages.mjs: what `lerna run build` runs (each package's build script, in
+// dependency order), without lerna's, nx's and npm's processes around each. The full log is also kept in .tmp/build.log.
 import { spawn } from 'node:child_process'
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -69,7 +70,7 @@ if (reason === undefined) {
   process.exit(0)
 }
 
-const [command, ...args] = options.command ?? [join(root, 'node_modules/.bin/lerna'), 'run', 'build', '--loglevel', 'warn']
+const [command, ...args] = options.command ?? [process.execPath, join(root, 'scripts/build-packages.mjs')]
 mkdirSync(join(root, '.tmp'), { recursive: true })
 const logPath = join(root, '.tmp/build.log')
 const log = createWriteStream(logPath)

@@ -13,10 +13,16 @@ import { MasterEvent } from '@brine/client'
 import { tags, type BusEvent } from '@brine/protocol'
 import { deadline } from '@brine/testkit'
 import { FakeMinion, runCleanups } from '../packages/master/test/helpers.js'
+import { FleetClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
-import { jidOf, json } from './helpers/output.js'
 
-const startFleet = useFleets(runCleanups)
+// The jobs here are means (a ping that reaches both minions, a job to forge a return for, its stored returns): they go
+// through clients in this process instead of a `brine` or `brine-run` process each.
+const clients = new FleetClients()
+const startFleet = useFleets(async () => {
+  await clients.close()
+  await runCleanups()
+})
 
 describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
   it('a minion with only master and master_port finds the publish port in the auth reply, on a master serving every transport', async () => {
@@ -31,9 +37,9 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
     const config = await readFile(join(fleet.minionConfigDir('web1'), 'minion'), 'utf8')
     expect(config).toContain(`master_port: ${fleet.ports.get(transport)!.ret}`)
     expect(config).not.toContain('publish_port')
-    const ping = await fleet.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
-    expect(json(ping.stdout)).toEqual({ web1: true, db1: true })
-    expect(ping.code).toBe(0)
+    const ping = await clients.run(fleet, '*', 'test.ping')
+    expect(ping.returns).toEqual({ web1: true, db1: true })
+    expect(ping.allSucceeded).toBe(true)
   })
 
   it('a built master answers 100 replays of a recorded _minion_event with one event, and refuses a return for a job not sent', async () => {
@@ -71,7 +77,7 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
       expect(replies.slice(1)).toEqual(Array.from({ length: 100 }, () => ({ ok: true, duplicate: true })))
 
       // A job for web1 only; the spy's return for it is refused and never stored.
-      const jid = jidOf((await fleet.run('brine', ['-L', 'web1', 'test.ping', '--async'])).stdout)
+      const jid = await clients.of(fleet).local.cmdAsync(['web1'], 'test.ping', [], { tgtType: 'list' })
       const web1Returned = sight(tags.jobReturn(jid, 'web1'))
       expect(await fake.returnJob(jid, 'forged')).toMatchObject({
         ok: false,
@@ -84,8 +90,7 @@ describe.each(TRANSPORTS)('connecting and replaying over %s', (transport) => {
       await web1Returned
       expect(seen.filter((event) => event.tag === tag)).toHaveLength(1)
       expect(seen.filter((event) => event.tag === tags.jobReturn(jid, 'spy'))).toEqual([])
-      const lookup = await fleet.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-      expect(json(lookup.stdout)).toEqual({ web1: true })
+      expect(await clients.runner(fleet, 'jobs.lookup_jid', [jid])).toEqual({ web1: true })
     } finally {
       controller.abort()
       await reading

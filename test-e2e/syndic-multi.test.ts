@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { parseJobReturnTag } from '@brine/protocol'
+import { withClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { record, returnCounts } from './helpers/syndic.js'
@@ -27,9 +28,9 @@ describe.each(TRANSPORTS)('multi-syndic over %s', (transport) => {
     const [jidA, jidB] = [jidOf(fromA.stdout), jidOf(fromB.stdout)]
     expect(json(fromA.stdout.replace(/^jid: .*\n/, ''))).toEqual({ m1: true, m2: true })
     expect(json(fromB.stdout.replace(/^jid: .*\n/, ''))).toEqual({ m1: true, m2: true })
-    // Each master has its own job's returns and not the other's.
-    expect(json((await a.run('brine-run', ['jobs.lookup_jid', jidB, '--out', 'json'])).stdout)).toEqual({})
-    expect(json((await b.run('brine-run', ['jobs.lookup_jid', jidA, '--out', 'json'])).stdout)).toEqual({})
+    // Each master has its own job's returns and not the other's (looked up through clients in this process).
+    expect(await withClients(a, (clients) => clients.runner(a, 'jobs.lookup_jid', [jidB]))).toEqual({})
+    expect(await withClients(b, (clients) => clients.runner(b, 'jobs.lookup_jid', [jidA]))).toEqual({})
     await below.until((events) => Object.keys(returnCounts(events, jidB)).length === 2, `the returns of ${jidB} below`)
     below.stop()
     atA.stop()

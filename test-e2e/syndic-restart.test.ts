@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { tags } from '@brine/protocol'
+import { withClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { jidOf, json } from './helpers/output.js'
 import { record, returnCounts, EVENTS_MS } from './helpers/syndic.js'
@@ -47,7 +48,8 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     })
     const below = record(node, '^salt/job/')
     const announced = record(top, '^syndic/')
-    const jid = jidOf((await top.run('brine', ['*', 'cmd.run', 'sleep 3; echo slept', '--async'])).stdout)
+    // The job, the runner and the lookup go through clients in this process (the top restarts in between: one each).
+    const jid = await withClients(top, (_, made) => made.local.cmdAsync('*', 'cmd.run', ['sleep 3; echo slept']))
     await announced.until((events) => events.some((event) => event.tag === tags.syndicJobNew('syndic1', jid)), `syndic1's announcement of ${jid}`)
     announced.stop()
     await top.master.stop()
@@ -60,14 +62,13 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     // The syndic's spooled batch is acknowledged (so never sent again); a runner's events, fired after that on the same
     // bus, come after any event the batch caused.
     await node.syndic!.waitForOutput(/delivered spooled batch .* to /, EVENTS_MS)
-    await top.run('brine-run', ['jobs.list_jobs', '--out', 'json'])
+    await withClients(top, (clients) => clients.runner(top, 'jobs.list_jobs'))
     await returns.until(
       (events) => events.some((event) => /^salt\/run\/\d+\/ret$/.test(event.tag) && event.data['fun'] === 'runner.jobs.list_jobs'),
       'the events of the jobs.list_jobs runner',
     )
     returns.stop()
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, 's1-a': 1, 's1-b': 1 })
-    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ direct1: 'slept', 's1-a': 'slept', 's1-b': 'slept' })
+    expect(await withClients(top, (clients) => clients.runner(top, 'jobs.lookup_jid', [jid]))).toEqual({ direct1: 'slept', 's1-a': 'slept', 's1-b': 'slept' })
   })
 })

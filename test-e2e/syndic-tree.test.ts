@@ -1,20 +1,24 @@
 import { describe, expect, it } from 'vitest'
 import { type JobLoad } from '@brine/protocol'
 import { deadline } from '@brine/testkit'
+import { FleetClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
-import { jidOf, json } from './helpers/output.js'
+import { json } from './helpers/output.js'
 import { EVENTS_MS, record, returnCounts, startTree, useHandMadeLinks } from './helpers/syndic.js'
 
 // The syndic's e2e tests are four files (syndic-*.test.ts) so that they run side by side.
 
 const startFleet = useFleets()
 const handMadeLink = useHandMadeLinks()
+// Jobs published only for their jid, and the job cache's runners, go through the top's clients in this process (a
+// `brine --async` or `brine-run` process each cost more than the call): what the top's CLI prints, the first test reads.
+const clients = new FleetClients()
 
 const PG = { master_job_cache: 'postgres', 'postgres.url': process.env['BRINE_TEST_PG_URL'] ?? 'postgres://brine:brine@127.0.0.1:5432/brine_test' }
 
 describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on one PostgreSQL job cache, over %s', (transport) => {
   // One tree for this describe's tests: none stops a daemon; the last one adds a plain minion to the top.
-  const startShared = useSharedFleets()
+  const startShared = useSharedFleets(() => clients.close())
   let shared: ReturnType<typeof startTree> | undefined
   const tree = (): ReturnType<typeof startTree> => (shared ??= startTree(startShared, transport, PG, PG))
 
@@ -38,29 +42,31 @@ describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on o
     expect(json(compound.stdout)).toEqual({ 's1-web': true, 's1-db': true, 's2-db': true })
 
     const returns = record(top, '^salt/job/\\d+/ret/')
-    const queued = await top.run('brine', ['*', 'test.echo', 'later', '--async'])
-    const jid = /job ID: (\d{20})/.exec(queued.stdout)?.[1]
-    expect(jid, queued.stdout + queued.stderr).toBeDefined()
+    const jid = await clients.of(top).local.cmdAsync('*', 'test.echo', ['later'])
     // Every return is stored at the top before its event; lookup_jid reads the job cache, so wait for the last event.
     const expected = { direct1: 'later', 's1-web': 'later', 's1-db': 'later', 's2-web': 'later', 's2-db': 'later' }
-    await returns.until((events) => events.filter((event) => event.data['jid'] === jid).length >= 5, `the 5 returns of ${jid!} on the top's bus`)
+    await returns.until((events) => events.filter((event) => event.data['jid'] === jid).length >= 5, `the 5 returns of ${jid} on the top's bus`)
     returns.stop()
-    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid!, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual(expected)
+    expect(await clients.runner(top, 'jobs.lookup_jid', [jid])).toEqual(expected)
   })
 
   it('jobs.lookup_jid at the top shows every return of the tree once, and the top fires one event per minion', async () => {
     const { top } = await tree()
     const returns = record(top, '^salt/job/')
-    const jid = jidOf((await top.run('brine', ['*', 'test.echo', 'shared', '--async'])).stdout)
+    const jid = await clients.of(top).local.cmdAsync('*', 'test.echo', ['shared'])
     await returns.until((events) => Object.keys(returnCounts(events, jid)).length === 5, `the 5 returns of ${jid} at the top`)
-    const barrier = jidOf((await top.run('brine', ['*', 'test.ping', '--show-jid', '--out', 'json', '--static'])).stdout)
+    const { jid: barrier } = await clients.run(top, '*', 'test.ping')
     await returns.until((events) => Object.keys(returnCounts(events, barrier)).length === 5, `the 5 returns of ${barrier}`)
     returns.stop()
     expect(returnCounts(returns.events, jid)).toEqual({ direct1: 1, 's1-web': 1, 's1-db': 1, 's2-web': 1, 's2-db': 1 })
-    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ direct1: 'shared', 's1-web': 'shared', 's1-db': 'shared', 's2-web': 'shared', 's2-db': 'shared' })
-    const listed = json((await top.run('brine-run', ['jobs.list_job', jid, '--out', 'json'])).stdout)
+    expect(await clients.runner(top, 'jobs.lookup_jid', [jid])).toEqual({
+      direct1: 'shared',
+      's1-web': 'shared',
+      's1-db': 'shared',
+      's2-web': 'shared',
+      's2-db': 'shared',
+    })
+    const listed = (await clients.runner(top, 'jobs.list_job', [jid])) as Record<string, unknown>
     expect(listed['Minions']).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
   })
 
@@ -70,7 +76,7 @@ describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on o
     const publishes = link.publishes()[Symbol.asyncIterator]()
     await link.start()
     await deadline(link.authenticated, EVENTS_MS, 'the plain minion accepted by the top (auto_accept)')
-    const jid = jidOf((await top.run('brine', ['*', 'test.ping', '--async'])).stdout)
+    const jid = await clients.of(top).local.cmdAsync('*', 'test.ping')
     let job: Readonly<JobLoad> | undefined
     while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the plain minion`)).value?.job
     // It answers for a minion behind syndic1, and for one that does not exist.
@@ -89,7 +95,7 @@ describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on o
     await top.master.waitForOutput(/_syndic_return refused: "plain" is not accepted as a syndic on this master \(brine-key --accept-syndic plain\)/, EVENTS_MS)
     // The real returns come up through syndic1; the forged ones never.
     const returns = record(top, '^salt/job/')
-    const lookup = async () => json((await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])).stdout) as Record<string, unknown>
+    const lookup = async () => (await clients.runner(top, 'jobs.lookup_jid', [jid])) as Record<string, unknown>
     let stored = await lookup()
     if (stored['s1-web'] === undefined) {
       await returns.until((events) => returnCounts(events, jid)['s1-web'] === 1, `the real return of s1-web for ${jid}`)
@@ -102,7 +108,7 @@ describe.each(TRANSPORTS)('a tree of masters, the top and both syndic nodes on o
     const listing = json((await top.run('brine-key', ['-L', '--out', 'json'])).stdout) as Record<string, string[]>
     expect(listing['syndics']).toEqual(['syndic1', 'syndic2'])
     expect(listing['minions']).toEqual(expect.arrayContaining(['plain', 'syndic1', 'syndic2', 'direct1']))
-    const syndics = json((await top.run('brine-run', ['syndics.list', '--out', 'json'])).stdout) as Record<string, { syndic_key: boolean; minions: string[] }>
+    const syndics = (await clients.runner(top, 'syndics.list')) as Record<string, { syndic_key: boolean; minions: string[] }>
     expect(Object.keys(syndics).sort()).toEqual(['syndic1', 'syndic2'])
     expect(syndics['syndic1']).toMatchObject({ syndic_key: true })
     expect(syndics['syndic1']!.minions).not.toContain('ghost')

@@ -60,3 +60,16 @@ export class FleetClients {
     return JSON.parse(JSON.stringify(await this.of(fleet).runner.cmd(fun, arg, kwarg))) as unknown
   }
 }
+
+/**
+ * `fn` with clients of `fleet`'s master made for it alone and closed after: for a master that is killed or restarted
+ * between calls, where clients held across it would first have to notice that it went away.
+ */
+export async function withClients<T>(fleet: Fleet, fn: (clients: FleetClients, made: MasterClients) => Promise<T>): Promise<T> {
+  const clients = new FleetClients()
+  try {
+    return await fn(clients, clients.of(fleet))
+  } finally {
+    await clients.close()
+  }
+}

@@ -6,6 +6,7 @@ import websocket from '@fastify/websocket'
 import { yamlifyArg } from '@brine/config'
 import { checkValueShape, FrameLimitError, LogLimiter } from '@brine/core'
 import { isAppRequest } from './app.js'
+import { drainBounds, drainUnreadBody } from './body-drain.js'
 import { ApiError, REFUSED_HEADER } from './errors.js'
 import { chooseResponseType, parseYamlBody } from './negotiate.js'
 import { plainIp, respond, type ApiContext } from './routes/context.js'
@@ -170,7 +171,7 @@ function fastifyErrorStatus(code: string | undefined, context: ApiContext, reque
 /** Every error a JSON (or YAML) body `{status, return}` with salt-api's status; a server fault logged, its stack shown only with `debug`. */
 export function installErrorHandler(app: FastifyInstance, context: ApiContext): void {
   const { settings, logger } = context
-  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+  const answer = (error: Error & { statusCode?: number; code?: string }, request: FastifyRequest, reply: FastifyReply): FastifyReply => {
     if (error instanceof ApiError) {
       if (error.retryAfter !== undefined) reply.header('Retry-After', String(error.retryAfter))
       // salt-api answers an ACL refusal with the same 401 as bad credentials; this header lets a client that
@@ -189,5 +190,17 @@ export function installErrorHandler(app: FastifyInstance, context: ApiContext): 
       status,
       status === 500 ? (settings.debug ? (error.stack ?? error.message) : 'An unexpected error occurred') : error.message,
     )
+  }
+  const bounds = drainBounds(settings.maxRequestBodySize)
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+    // An answer before the body was read (too large, a content type not parsed, a refused caller): the body is read
+    // first, within bounds, so that the client still sending it gets the answer instead of a reset (body-drain.ts).
+    // An injected request (tests) has no `complete`, nor a socket to reset.
+    if (request.raw.complete !== false) return answer(error, request, reply)
+    void drainUnreadBody(request.raw, bounds).then((ended) => {
+      if (!ended) reply.header('connection', 'close')
+      answer(error, request, reply)
+    })
+    return undefined
   })
 }
