@@ -98,7 +98,8 @@ export class Reassembler {
 
   receive(data: Buffer, peer: string): void {
     if (data.length === 0 || data[0] !== CHUNK_MARK) {
-      const interrupted = this.#partials.get(peer)
+      // Most messages come whole with nothing in progress: no lookup (a fresh subject string hashed) for those.
+      const interrupted = this.#partials.size === 0 ? undefined : this.#partials.get(peer)
       if (interrupted !== undefined) this.#discard(interrupted, `its chunked message of ${interrupted.total} bytes was interrupted by another message`)
       this.#greet(peer)
       // The broker's max_payload may be larger than this endpoint's max_frame_bytes.

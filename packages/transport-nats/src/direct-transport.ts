@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import {
   ConnectionError,
   NatsConnectionImpl,
@@ -17,13 +18,26 @@ import { NodeTransport, nodeResolveHost } from '@nats-io/transport-node/lib/node
  * read resumes an async generator that waits on a fresh deferred promise, and every write makes a deferred promise
  * no one awaits: per message a minion receives or sends, several promises and microtasks. A swarm of thousands of
  * NATS minions in one process spends a fifth of its transport time there. Here a chunk read goes straight to the
- * protocol's waiting reader (or a queue while it parses), and a write is a plain socket write whose failure the
- * socket's error and close events report, as nats.js's ignored write errors were left to its reads and pings.
+ * protocol's parser once the protocol's reader has caught up ({@link parseWith}; until then, to the waiting reader or
+ * a queue), and a write is a plain socket write whose failure the socket's error and close events report, as
+ * nats.js's ignored write errors were left to its reads and pings.
  */
 export class DirectNodeTransport extends NodeTransport {
   /** The protocol's reader waiting for the next chunk; chunks that arrive while it parses wait in `yields`. */
   #reader: ((result: IteratorResult<Uint8Array>) => void) | undefined
   #ended = false
+  /** The protocol's parser, fed each chunk in the socket's data event while the reader waits with nothing queued. */
+  #parse: ((chunk: Uint8Array) => void) | undefined
+
+  /**
+   * Parses chunks as they arrive instead of resuming the protocol's reader: no promise and no microtask per chunk.
+   * Only once the reader waits with nothing queued, so every chunk is still parsed once, in order. A chunk the parser
+   * refuses (a broken protocol stream) ends the connection, which nats.js then reconnects; stock, its reader stopped
+   * reading and the connection hung until its pings went unanswered.
+   */
+  parseWith(parse: (chunk: Uint8Array) => void): void {
+    this.#parse = parse
+  }
 
   override setupHandlers(): void {
     const socket = this.socket
@@ -32,6 +46,10 @@ export class DirectNodeTransport extends NodeTransport {
       const reader = this.#reader
       if (reader === undefined) {
         this.yields.push(chunk)
+        return
+      }
+      if (this.#parse !== undefined) {
+        this.#parseNow(socket, chunk)
         return
       }
       this.#reader = undefined
@@ -69,6 +87,15 @@ export class DirectNodeTransport extends NodeTransport {
     return iterator
   }
 
+  #parseNow(socket: Socket, chunk: Uint8Array): void {
+    try {
+      this.#parse!(chunk)
+    } catch (error) {
+      this.#parse = undefined
+      socket.destroy(error instanceof Error ? error : new Error(String(error)))
+    }
+  }
+
   override send(frame: Uint8Array): void {
     if (this.done || this.socket === undefined || this.socket.destroyed) return
     try {
@@ -102,6 +129,8 @@ class HandshakeProtocolHandler extends ProtocolHandler {
     // The stock dial sets up its transport and its handshake's rejection before its first await.
     const earlierError = this.lastError
     const dialing = super.dial(server)
+    // The parser of the moment: a reconnect's prepare() makes a new one.
+    if (this.transport instanceof DirectNodeTransport) this.transport.parseWith((chunk) => this.parser.parse(chunk))
     const failHandshake = this.connectError
     void this.transport.closed().then((cause) => {
       // Still this dial's handshake (once it completes, or another dial starts, connectError is another or none).

@@ -1,3 +1,4 @@
+import { createServer, type Server, type Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { NatsServerProcess, deadline } from '@brine/testkit'
 import { DirectNodeTransport, connectDirect } from '../src/direct-transport.js'
@@ -90,6 +91,43 @@ describe('the NATS socket transport', () => {
       await first.flush()
     } finally {
       await first.close()
+    }
+  })
+
+  it('a connection whose server sends what the protocol cannot parse is dropped and dialled again, not left hanging', async () => {
+    // A hand-written server: INFO, PONG to each PING, and on its first connection a line no NATS server sends.
+    const sockets: Socket[] = []
+    let connections = 0
+    const fake: Server = createServer((socket) => {
+      sockets.push(socket)
+      const first = ++connections === 1
+      socket.write(`INFO {"server_id":"fake","version":"2.10.0","proto":1,"headers":true,"max_payload":1048576}\r\n`)
+      socket.on('data', (data) => {
+        if (!data.toString('latin1').includes('PING\r\n')) return
+        socket.write('PONG\r\n')
+        if (first) socket.write('XYZZY\r\n')
+      })
+    })
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve))
+    const port = (fake.address() as { port: number }).port
+    const connection = await connectDirect({ servers: [`127.0.0.1:${port}`], reconnectTimeWait: 50, maxReconnectAttempts: 20 })
+    try {
+      const seen: string[] = []
+      const reconnected = (async () => {
+        for await (const status of connection.status()) {
+          seen.push(status.type)
+          if (status.type === 'reconnect') return
+        }
+      })()
+      await deadline(reconnected, WAIT_MS, 'a reconnect after the unparsable line')
+      expect(seen).toContain('disconnect')
+      expect(seen.at(-1)).toBe('reconnect')
+      expect(connections).toBe(2)
+      await deadline(connection.flush(), WAIT_MS, 'a flush on the new connection')
+    } finally {
+      await connection.close()
+      for (const socket of sockets) socket.destroy()
+      await new Promise((resolve) => fake.close(resolve))
     }
   })
 
