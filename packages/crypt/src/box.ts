@@ -54,7 +54,7 @@ const hsalsa20 = (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uin
 function agree(peerPublicKey: Uint8Array, secretKey: Uint8Array, cache: CryptCache | undefined): Uint8Array {
   let secret: Buffer
   try {
-    const publicKey = publicKeyFromRaw('X25519', peerPublicKey)
+    const publicKey = cache !== undefined ? cache.agreementKey(peerPublicKey) : publicKeyFromRaw('X25519', peerPublicKey)
     const privateKey = cache !== undefined ? cache.x25519Key(secretKey) : privateKeyFromRaw('X25519', secretKey)
     secret = diffieHellman({ privateKey, publicKey })
   } catch (error) {

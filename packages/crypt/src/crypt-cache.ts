@@ -18,6 +18,11 @@ export interface CryptCacheOptions {
   publicKeys?: number
   /** Shared box keys agreed, per secret key (default 16384). */
   sharedKeys?: number
+  /**
+   * Peers' X25519 public keys imported for agreeing box keys, least recently used dropped beyond this (default 64): a
+   * swarm's minions all agree with one master's key, which is imported once instead of once per minion.
+   */
+  agreementKeys?: number
   /** Successful signature verifications remembered for {@link verifyDetachedCached} (default 256). */
   verifiedSignatures?: number
   /** Publishes opened (verified, decrypted, decoded), remembered by signature (default 64). */
@@ -54,6 +59,7 @@ export class CryptCache {
   readonly #signingKeys = new WeakMap<Uint8Array, KeyObject>()
   readonly #x25519Keys = new WeakMap<Uint8Array, KeyObject>()
   readonly #publicKeys: LruMap<string, KeyObject>
+  readonly #agreementKeys: LruMap<string, KeyObject>
   readonly #sharedKeys = new WeakMap<Uint8Array, LruMap<string, Uint8Array>>()
   readonly #sharedKeyLimit: number
   readonly #verified: LruMap<string, true>
@@ -66,6 +72,7 @@ export class CryptCache {
 
   constructor(options: CryptCacheOptions = {}) {
     this.#publicKeys = new LruMap(options.publicKeys ?? 16_384)
+    this.#agreementKeys = new LruMap(options.agreementKeys ?? 64)
     this.#sharedKeyLimit = options.sharedKeys ?? 16_384
     this.#verified = new LruMap(options.verifiedSignatures ?? 256)
     this.#opened = new LruMap(options.openedPublishes ?? 64)
@@ -121,6 +128,17 @@ export class CryptCache {
     if (key === undefined) {
       key = publicKeyFromRaw('Ed25519', publicKey)
       this.#publicKeys.set(id, key)
+    }
+    return key
+  }
+
+  /** The X25519 public key object for a peer's 32 raw bytes, imported once and kept while recently used. */
+  agreementKey(publicKey: Uint8Array): KeyObject {
+    const id = latin1(publicKey)
+    let key = this.#agreementKeys.get(id)
+    if (key === undefined) {
+      key = publicKeyFromRaw('X25519', publicKey)
+      this.#agreementKeys.set(id, key)
     }
     return key
   }

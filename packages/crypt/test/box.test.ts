@@ -70,6 +70,25 @@ describe('sealed minion requests', () => {
     expect(() => boxSharedKey(new Uint8Array(32), master.box.secretKey, cache)).toThrow(DecryptError)
   })
 
+  it("a swarm's shared cache imports the master's public key once for all its minions' boxes, each agreed exactly", () => {
+    const cache = new CryptCache()
+    const peer = cache.agreementKey(master.box.publicKey)
+    for (let index = 0; index < 20; index++) {
+      const minion = nacl.box.keyPair()
+      expect(boxSharedKey(master.box.publicKey, minion.secretKey, cache)).toEqual(nacl.box.before(master.box.publicKey, minion.secretKey))
+    }
+    // The same key object throughout (an equal array elsewhere finds it too), and another peer's key is a key of its own.
+    expect(cache.agreementKey(new Uint8Array(master.box.publicKey))).toBe(peer)
+    expect(cache.agreementKey(web1.box.publicKey)).not.toBe(peer)
+    // Bounded: beyond `agreementKeys` the least recently used goes, and is imported again when needed.
+    const small = new CryptCache({ agreementKeys: 2 })
+    const first = small.agreementKey(master.box.publicKey)
+    small.agreementKey(web1.box.publicKey)
+    small.agreementKey(web2.box.publicKey)
+    expect(small.agreementKey(master.box.publicKey)).not.toBe(first)
+    expect(boxSharedKey(master.box.publicKey, web1.box.secretKey, small)).toEqual(nacl.box.before(master.box.publicKey, web1.box.secretKey))
+  })
+
   it('a box from a shared key computed elsewhere (a worker) opens what the minion sealed', async () => {
     const shared = boxSharedKey(web1.box.publicKey, master.box.secretKey)
     const box = new PeerBox({ id: 'web1', role: 'master', peerPublicKey: web1.box.publicKey, sharedKey: shared })
