@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, statSync, unlinkSync } from 'node:fs'
 import { mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { LogLimiter, silentLogger, type Logger } from '@brine/core'
@@ -335,7 +335,8 @@ export class PkiStore {
 
   async #clearDeleted(id: string): Promise<void> {
     try {
-      await unlink(this.#deletedPath(id))
+      // Synchronous, as the marker's read is: at every new key's acceptance, and there is mostly none to remove.
+      unlinkSync(this.#deletedPath(id))
     } catch (error) {
       if (!isNotFound(error)) throw error
     }

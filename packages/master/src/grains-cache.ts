@@ -32,6 +32,8 @@ export class GrainsCache {
   /** sha256 of the JSON each minion's file holds (a digest, not the text, to keep memory flat). */
   readonly #onDisk = new Map<string, string>()
   readonly #flights = new Map<string, Flight>()
+  /** Minions whose directory this cache has seen or made: a new minion's directory is made before its first write. */
+  readonly #dirs = new Set<string>()
   readonly #logger: Logger
   /** Files actually written (for tests and benchmarks). */
   writes = 0
@@ -65,6 +67,7 @@ export class GrainsCache {
     // Read in parallel, a bounded number at a time: one after another, a thousand minions' files
     // kept a restarting master from serving for most of a second.
     const ids = names.filter((id) => isValidMinionId(id))
+    for (const id of ids) this.#dirs.add(id)
     for (let first = 0; first < ids.length; first += GRAINS_LOAD_PARALLEL) {
       await Promise.all(ids.slice(first, first + GRAINS_LOAD_PARALLEL).map(loadOne))
     }
@@ -120,11 +123,16 @@ export class GrainsCache {
     const dir = join(this.dir, id)
     const temp = join(dir, `.grains.${randomBytes(6).toString('hex')}.tmp`)
     try {
+      // A new minion (a fleet's launch brings a thousand): its directory first, rather than a write that fails without it.
+      if (!this.#dirs.has(id)) {
+        await mkdir(dir, { recursive: true, mode: 0o700 })
+        this.#dirs.add(id)
+      }
       try {
         await writeFile(temp, json, { mode: 0o600, flag: 'wx' })
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-        // First write for this minion: create its directory (only then, to spare a mkdir per write).
+        // The directory went away meanwhile (removed by hand): made again.
         await mkdir(dir, { recursive: true, mode: 0o700 })
         await writeFile(temp, json, { mode: 0o600, flag: 'wx' })
       }
