@@ -14,7 +14,7 @@ import { LocalClient } from '@brine/client'
 import { generateJid } from '@brine/protocol'
 import { withClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
-import { jidOf, json } from './helpers/output.js'
+import { json } from './helpers/output.js'
 
 const startFleet = useFleets()
 // Named from the helper, not from the package that holds Fleet (moving to @brine/testkit).
@@ -44,8 +44,8 @@ const QUICK = { auth_timeout: 2, recon_default: 200, recon_max: 1000, return_ret
 
 // The pings, the lookups in the job cache and an echo go through clients in this process (a `brine` or `brine-run`
 // process each cost more than the call), made for each call: these tests kill and restart masters. The CLI's own answers
-// (no minion matched, a minion that does not return) stay the CLI's, and so do the jobs published to be killed mid-run:
-// published in this process, each was unknown to its master once that was restarted (docs/performance.md, testtime).
+// (no minion matched, a minion that does not return) stay the CLI's. The jobs published to be killed mid-run go through
+// a client too: the master writes a job's record before publishing it, so the restarted master knows it (jobsave).
 /** `brine <id> test.ping`: the returns, once every expected minion returned with retcode 0 (as the CLI exits 0). */
 async function ping(fleet: Fleet, id: string): Promise<Record<string, unknown>> {
   const { returns, allSucceeded } = await withClients(fleet, (clients) => clients.run(fleet, id, 'test.ping'))
@@ -101,7 +101,7 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
 
     // A job of the first master runs while that master is killed.
     const slowFile = join(one.root, 'slow.txt')
-    const slow = jidOf((await one.run('brine', ['mm', 'cmd.run', `echo ran >> ${slowFile}; sleep 3; echo slept`, '--async'])).stdout)
+    const slow = await withClients(one, (_clients, made) => made.local.cmdAsync('mm', 'cmd.run', [`echo ran >> ${slowFile}; sleep 3; echo slept`]))
     await minion.waitForOutput(new RegExp(`Executing command cmd.run with jid ${slow}`), WAIT_MS)
     expect((await one.master.stop('SIGKILL')).signal).toBe('SIGKILL')
     expect(await ping(two, 'mm')).toEqual({ mm: true })
@@ -145,7 +145,7 @@ describe.each(TRANSPORTS)('multi-master minions over %s', (transport) => {
     expect(none.stderr).toContain('No minions matched the target')
 
     const slowFile = join(one.root, 'slow.txt')
-    const slow = jidOf((await one.run('brine', ['fo', 'cmd.run', `echo ran >> ${slowFile}; sleep 3; echo slept`, '--async'])).stdout)
+    const slow = await withClients(one, (_clients, made) => made.local.cmdAsync('fo', 'cmd.run', [`echo ran >> ${slowFile}; sleep 3; echo slept`]))
     await minion.waitForOutput(new RegExp(`Executing command cmd.run with jid ${slow}`), WAIT_MS)
     const secondMark = two.startEventCount
     expect((await one.master.stop('SIGKILL')).signal).toBe('SIGKILL')

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { isDeepStrictEqual } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import type { Fleet } from '@brine/harness'
+import { withClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { json } from './helpers/output.js'
 
@@ -40,6 +41,9 @@ async function pingUntil(fleet: Fleet, expected: Record<string, boolean>): Promi
   }
   throw new Error(`test.ping did not get ${JSON.stringify(expected)} in ${PING_ATTEMPTS} jobs; the last said:\n${last}`)
 }
+
+/** Quick retry timers, so a return the dead master did not acknowledge is spooled, and sent again, within seconds. */
+const QUICK_RETURNS = { auth_timeout: 2, recon_default: 200, recon_max: 1000, return_retry_timer: 1, return_retry_timer_max: 1, return_retry_tries: 1 }
 
 const authentications = (stderr: string): string[] => [...stderr.matchAll(AUTHENTICATED)].map((match) => match[1]!)
 
@@ -116,5 +120,21 @@ describe.each(TRANSPORTS)('a master restart over %s', (transport) => {
     const web2 = fleet.minions.get('web2')!.stderr
     expect(web2).not.toContain(`with jid ${jid}`)
     expect(authentications(web2)).toEqual([gen])
+  })
+
+  it('takes the return of a job published right before it was SIGKILLed: the job record was written before the publish', async () => {
+    const fleet = await startFleet({ minions: [{ id: 'web1', transport, config: QUICK_RETURNS }], logLevel: 'info', masterConfig: { gather_job_timeout: 1 } })
+    await pingUntil(fleet, { web1: true })
+    const minion = fleet.minions.get('web1')!
+    // Published through a client in this process, the master killed as soon as the minion runs it: no CLI's exit in between.
+    const jid = await withClients(fleet, (_clients, made) => made.local.cmdAsync('web1', 'cmd.run', ['sleep 3; echo slept']))
+    await minion.waitForOutput(new RegExp(`Executing command cmd.run with jid ${jid}`), RECONNECT_WAIT_MS)
+    expect((await fleet.master.stop('SIGKILL')).signal).toBe('SIGKILL')
+    await minion.waitForOutput(new RegExp(`return of job ${jid} \\(cmd.run\\) not acknowledged .*; spooled to `), RECONNECT_WAIT_MS)
+
+    await fleet.launchMaster()
+    await minion.waitForOutput(new RegExp(`spooled return of job ${jid} \\(cmd.run\\) delivered`), RECONNECT_WAIT_MS)
+    expect(fleet.master.stderr).not.toContain('unknown jid')
+    expect(await withClients(fleet, (clients) => clients.runner(fleet, 'jobs.lookup_jid', [jid]))).toEqual({ web1: 'slept' })
   })
 })

@@ -56,6 +56,13 @@ export interface SaveJobOptions {
    * {@link LAZY_JOB_SYNC_MS}). The write, and what a `kill -9` cannot lose, are not delayed.
    */
   lazy?: boolean
+  /**
+   * Called (at most once, before the save resolves) as soon as a crash of this process can no longer lose the
+   * record, if the cache knows that moment before the record is durable (the local cache: written, not yet
+   * synced). The master publishes the job then: a master killed right after its publish, and started again,
+   * must still find the job its minions return for. A cache that does not call it leaves that to the save's resolution.
+   */
+  onWritten?: () => void
 }
 
 /** How long the local cache holds a lazy job record's sync for the next save's (a job's first return, at N=1). */

@@ -108,14 +108,11 @@ export class JobPublisher {
     // A job a syndic passes down keeps the master_id of the master that started it (Salt's syndic does the same).
     const masterId = job.master_id ?? this.#o.masterId
     if (masterId !== undefined) load['master_id'] = masterId
-    // The job record need not be on disk before the publish: a return for a jid the cache has not recorded yet
-    // is kept all the same, so waiting for this write would only add a disk sync to every job's latency. Nobody
-    // waits for its sync either (lazy): it may share its first return's.
-    const saving = this.#o.jobs.saveJob(jid, load, minions, { lazy: true }).catch((error: unknown) => {
-      this.#logger.error(`job cache: could not save job ${jid}: ${(error as Error).message}`)
-    })
-    this.#pendingJobSaves.add(saving)
-    void saving.finally(() => this.#pendingJobSaves.delete(saving))
+    // The job record is written before the publish goes out (Salt saves the load first too): a master killed
+    // right after it, and started again, finds the job its minions return for (else it refuses them as an
+    // unknown jid). Written is enough, a kill -9 cannot lose it; nobody waits for its sync (lazy), which may
+    // share its first return's. A save that fails is logged and the job published all the same, as Salt does.
+    await this.#savedJob(jid, load, minions)
     // Before the publish goes out: a return can only come back after it.
     // Its target too: a syndic's announcement for it is checked against it.
     this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions, job: { tgt: job.tgt, tgt_type: job.tgt_type, fun: job.fun } })
@@ -138,6 +135,19 @@ export class JobPublisher {
     const reply: PublishReply = syndics === undefined ? { jid, minions: [...minions] } : { jid, minions: [...minions], syndics: { ...syndics } }
     if (missing.length > 0) reply.missing = [...missing]
     return reply
+  }
+
+  /** Hands the job record to the cache; resolves once it is written (or the save failed, logged). */
+  #savedJob(jid: string, load: Record<string, unknown>, minions: readonly string[]): Promise<void> {
+    return new Promise<void>((written) => {
+      const saving = this.#o.jobs.saveJob(jid, load, minions, { lazy: true, onWritten: written }).catch((error: unknown) => {
+        this.#logger.error(`job cache: could not save job ${jid}: ${(error as Error).message}`)
+      })
+      // A cache that does not say when it wrote (or a save that failed) lets the publish go once the save settles.
+      void saving.finally(written)
+      this.#pendingJobSaves.add(saving)
+      void saving.finally(() => this.#pendingJobSaves.delete(saving))
+    })
   }
 
   /** Resolves once every job record handed to the cache has been written (or failed and been logged). */

@@ -121,7 +121,7 @@ interface Pending {
   day: string
   bytes: Buffer
   record: { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] } | { t: 'ret'; jid: string; id: string }
-  /** A return's {@link SaveReturnOptions.onWritten}. */
+  /** A return's {@link SaveReturnOptions.onWritten}, or a job record's {@link SaveJobOptions.onWritten}. */
   onWritten?: (() => void) | undefined
   /** A job record saved with {@link SaveJobOptions.lazy}. */
   lazy?: boolean
@@ -253,7 +253,7 @@ export class LocalJobCache implements JobCache {
       throw new JobCacheError('local_cache', `job ${jid} did not survive encoding (${typeof record === 'string' ? record : record.t})`, { jid })
     this.#jobsQueued.set(jid, (this.#jobsQueued.get(jid) ?? 0) + 1)
     try {
-      await this.#enqueue(day, record, bytes, undefined, options.lazy === true)
+      await this.#enqueue(day, record, bytes, options.onWritten, options.lazy === true)
     } finally {
       const left = (this.#jobsQueued.get(jid) ?? 1) - 1
       if (left > 0) this.#jobsQueued.set(jid, left)
@@ -550,7 +550,8 @@ export class LocalJobCache implements JobCache {
   /**
    * The returns of a batch whose write has completed (the bytes are the file's: a kill -9 of this process no
    * longer loses them) and whose fdatasync has not: each is put in the index, so getJob reads it, and its
-   * `onWritten` is called. Their saves still resolve only once durable; a failed sync takes them out again.
+   * `onWritten` is called (and a job record's, which is indexed once durable). Their saves still resolve only once
+   * durable; a failed sync takes the returns out again.
    */
   #showWritten(day: string, start: number, batch: readonly Pending[]): Written[] {
     const shown: Written[] = []
@@ -558,14 +559,18 @@ export class LocalJobCache implements JobCache {
     for (const pending of batch) {
       const location = { day, offset, length: pending.bytes.length }
       offset += pending.bytes.length
-      if (pending.onWritten === undefined || pending.record.t !== 'ret') continue
-      const created = !this.#jobs.has(pending.record.jid)
-      this.#apply(pending.record, location)
-      shown.push({ jid: pending.record.jid, id: pending.record.id, location, created })
+      if (pending.onWritten === undefined) continue
+      // A job record goes into the index once durable (its save counts it as queued until then): only its caller is told.
+      if (pending.record.t === 'ret') {
+        const created = !this.#jobs.has(pending.record.jid)
+        this.#apply(pending.record, location)
+        shown.push({ jid: pending.record.jid, id: pending.record.id, location, created })
+      }
       try {
         pending.onWritten()
       } catch (error) {
-        this.#logger?.error(`job cache: onWritten of ${pending.record.jid}/${pending.record.id} failed`, error)
+        const what = pending.record.t === 'ret' ? `${pending.record.jid}/${pending.record.id}` : pending.record.jid
+        this.#logger?.error(`job cache: onWritten of ${what} failed`, error)
       }
     }
     return shown

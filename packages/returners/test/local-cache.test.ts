@@ -319,6 +319,43 @@ describe('LocalJobCache on disk', () => {
     })
   })
 
+  describe("a job record's onWritten", () => {
+    it('runs once the record is in its segment file, before its (lazy) sync: a copy of the files taken then, as a kill -9 would leave them, holds the job', async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-09T00:00:00Z', 3)
+        const sync = await holdSyncs(cachedir)
+        const copy = await tempDir()
+        try {
+          let saved = false
+          let written = (): void => {}
+          const wrote = new Promise<void>((resolve) => (written = resolve))
+          const saving = cache.saveJob(jid, { jid, fun: 'cmd.run' }, ['m1'], { lazy: true, onWritten: () => written() })
+          void saving.then(() => (saved = true))
+          await deadline(wrote, 10_000, "the job record's onWritten")
+          expect(saved).toBe(false)
+          // What a process killed now leaves behind: the files as they are (the lock is that dead process's).
+          await mkdir(join(copy, 'jobs'))
+          for (const name of await readdir(join(cachedir, 'jobs'))) {
+            if (name.endsWith('.log')) await writeFile(join(copy, 'jobs', name), await readFile(join(cachedir, 'jobs', name)))
+          }
+          const reopened = await new LocalJobCache({ cachedir: copy }).open()
+          try {
+            expect(await reopened.getJob(jid)).toEqual({ jid, load: { jid, fun: 'cmd.run' }, minions: ['m1'], returns: {} })
+          } finally {
+            await reopened.close()
+          }
+          sync.release()
+          await saving
+          expect(saved).toBe(true)
+        } finally {
+          sync.release()
+          sync.restore()
+          await rm(copy, { recursive: true, force: true })
+        }
+      })
+    })
+  })
+
   describe('batches written while earlier ones sync', () => {
     it("a return queued behind a job record's slow sync is written and shown before that sync ends; the saves resolve in order", async () => {
       await withCache(async (cache, cachedir) => {
