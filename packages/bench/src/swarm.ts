@@ -99,7 +99,13 @@ export function lowerPriority(nice: number): void {
   } catch {
     threads = [0]
   }
-  for (const thread of threads) setPriority(thread, nice)
+  for (const thread of threads) {
+    try {
+      setPriority(thread, nice)
+    } catch {
+      // A thread that ended since the listing has nothing left to rank.
+    }
+  }
   try {
     writeFileSync('/proc/self/autogroup', String(nice))
   } catch {

@@ -123,24 +123,12 @@ export class CryptCache {
 
   /** The Ed25519 public key object for 32 raw bytes, imported once and kept while recently used. */
   verifyingKey(publicKey: Uint8Array): KeyObject {
-    const id = latin1(publicKey)
-    let key = this.#publicKeys.get(id)
-    if (key === undefined) {
-      key = publicKeyFromRaw('Ed25519', publicKey)
-      this.#publicKeys.set(id, key)
-    }
-    return key
+    return importedOnce(this.#publicKeys, 'Ed25519', publicKey)
   }
 
   /** The X25519 public key object for a peer's 32 raw bytes, imported once and kept while recently used. */
   agreementKey(publicKey: Uint8Array): KeyObject {
-    const id = latin1(publicKey)
-    let key = this.#agreementKeys.get(id)
-    if (key === undefined) {
-      key = publicKeyFromRaw('X25519', publicKey)
-      this.#agreementKeys.set(id, key)
-    }
-    return key
+    return importedOnce(this.#agreementKeys, 'X25519', publicKey)
   }
 
   /** The shared key `secretKey` agreed with `peerPublicKey`, computing it with `agree` once. */
@@ -208,4 +196,15 @@ export class CryptCache {
     values.set(name, value)
     return value
   }
+}
+
+/** The public key object of `type` for raw `publicKey`, from `imported` or imported now and kept there. */
+function importedOnce(imported: LruMap<string, KeyObject>, type: 'Ed25519' | 'X25519', publicKey: Uint8Array): KeyObject {
+  const id = latin1(publicKey)
+  let key = imported.get(id)
+  if (key === undefined) {
+    key = publicKeyFromRaw(type, publicKey)
+    imported.set(id, key)
+  }
+  return key
 }
