@@ -141,7 +141,10 @@ describe('the operator’s local channel over nats', () => {
     expect((await stat(path)).mode & 0o777).toBe(0o600)
     expect(localChannel(master.opts)).toBe(path)
     const address = { host: '127.0.0.1', publishPort: master.opts.publish_port, retPort: master.opts.ret_port, broker: nats.broker! }
+    // The fake minion's NATS publish client subscribes in the background: the job waits until the master heard it.
+    const subscribers = watchSubscribers(master.endpoints[0]!.publish)
     const web1 = await FakeMinion.start('nats', 'web1', address, join(dir, 'm-web1'))
+    await subscribers(1)
     expect(await web1.auth()).toEqual({ ok: true })
     // The operator's config names a broker nobody listens on: only the local channel can answer it.
     const operator = { ...master.opts, nats_servers: ['nats://127.0.0.1:1'] }
