@@ -7,7 +7,7 @@ import { promisify } from 'node:util'
 import bcrypt from 'bcryptjs'
 import { extract } from 'tar-stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { deadline, freeLoopbackPort, killAllProcesses, rssBytes } from '@brine/testkit'
+import { deadline, freeLoopbackPort, killAllProcesses, rssBytes, until } from '@brine/testkit'
 import { EauthClient } from '@brine/client'
 import { Fleet } from '@brine/harness'
 import { htpasswdEauth, httpClient, selfSignedCertificate, SseReader, type HttpResponse } from './helpers/http.js'
@@ -15,7 +15,7 @@ import { wsOpen, WsReader } from './helpers/ws.js'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
 
 const WAIT_MS = 30_000
-/** How long the API's bus reader may take to work through the slow-reader test's 300 MiB flood before a new event reaches its streams. */
+/** How long the API's bus reader may take to be back after the slow-reader test's 300 MiB flood, a new event reaching its streams. */
 const CATCH_UP_MS = 120_000
 const execFileAsync = promisify(execFile)
 const PASSWORDS = { admin: 'admin-pw', alice: 'wonder', shortlived: 'tick' }
@@ -403,12 +403,21 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       const notice = await slow.next((record) => record.comment?.startsWith('dropped ') === true, WAIT_MS, 'the dropped-events notice')
       expect(Number(/^dropped (\d+) events/.exec(notice.comment!)?.[1])).toBeGreaterThan(0)
       slow.close()
-      // The API's one bus reader may still be working through the 300 MiB (or coming back to the bus, if the master let it
-      // go as too slow): an event fired now reaches the streams only after that. Wait for one, so the next test's
-      // events are not waiting behind this one's.
+      // The master's bus may have let the API's one reader go as too slow during the 300 MiB: events fired until it is
+      // back reach no stream (the next test's hook event was lost so, once). Fire a marker each second until one reaches
+      // a stream, so the next test starts with the reader back.
       const marker = new SseReader(await api.stream('/events', { 'x-auth-token': admin }))
-      await hook('caught-up', 16)
-      await marker.next((record) => record.tag === 'salt/netapi/hook/caught-up', CATCH_UP_MS, "the API's bus reader to catch up after the flood")
+      await until(
+        async () => {
+          await hook('caught-up', 16)
+          return marker
+            .next((record) => record.tag === 'salt/netapi/hook/caught-up', 1000, 'a marker event')
+            .then(() => true)
+            .catch(() => false)
+        },
+        CATCH_UP_MS,
+        "the API's bus reader to be back after the flood",
+      )
       marker.close()
     },
     60_000 + CATCH_UP_MS,
