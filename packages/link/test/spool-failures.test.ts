@@ -94,11 +94,13 @@ describe('the return spool when a write fails', () => {
     let release: () => void = () => {}
     const released = new Promise<void>((resolve) => (release = resolve))
     let retryStarted = false
+    let lateWriteDone = false
     const writeFile: SpoolFileWriter = async (file, bytes, options) => {
       if (++tries === 1) throw Object.assign(new Error(`EIO: simulated failure, write '${file}'`), { code: 'EIO' })
       retryStarted = true
       await released // the disk is slow: the flush delivers the return meanwhile
       await writeFileAtomic(file, bytes, options)
+      lateWriteDone = true
     }
     const spool = new ReturnSpool(dir, recordingLogger().logger, writeFile)
     const file = await spool.write(returnLoad(jid(7)))
@@ -109,7 +111,9 @@ describe('the return spool when a write fails', () => {
     expect(spool.held).toBe(0)
     expect(await spool.list()).toEqual([])
     release()
-    await until(async () => tries === 2 && (await readdir(dir)).length === 0 && (await spool.list()).length === 0, 'the late write to be undone')
+    // Waits for the late write to have landed first: before it starts, the directory is empty too.
+    await until(() => lateWriteDone, 'the late write to land')
+    await until(async () => (await readdir(dir)).length === 0 && (await spool.list()).length === 0, 'the late write to be undone')
     await new Promise((resolve) => setTimeout(resolve, 300))
     expect(tries).toBe(2) // no retry left after it
     expect(await readdir(dir)).toEqual([])
