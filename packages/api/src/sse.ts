@@ -165,8 +165,12 @@ class Stream {
     for (const record of this.#sink.encode(event, cache)) {
       if (this.#ended) return
       if (this.#draining) {
-        // A notice of events lost before the streams is never itself lost: it is small, and alone past the bound.
-        if (!notice && this.#queued + record.length > limit) {
+        if (this.#queued + record.length > limit) {
+          // A notice of events lost before the streams is not lost with them: it waits, and follows the reader's own notice.
+          if (notice && this.#sink.overflow === 'drop-events') {
+            this.#heldLoss = mergeLoss(this.#heldLoss, event)
+            return
+          }
           this.#drop()
           if (this.#sink.overflow === 'drop-reader') {
             this.#hub.noteOverflow()
