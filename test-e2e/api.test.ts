@@ -15,7 +15,7 @@ import { wsOpen, WsReader } from './helpers/ws.js'
 import { bus, TRANSPORTS } from './helpers/fleets.js'
 
 const WAIT_MS = 30_000
-/** How long the API's bus reader may take to be back after the slow-reader test's 300 MiB flood, a new event reaching its streams. */
+/** How long the API's bus reader may take to catch up after the slow-reader test's 300 MiB flood, a new event reaching its streams. */
 const CATCH_UP_MS = 120_000
 const execFileAsync = promisify(execFile)
 const PASSWORDS = { admin: 'admin-pw', alice: 'wonder', shortlived: 'tick' }
@@ -403,9 +403,10 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       const notice = await slow.next((record) => record.comment?.startsWith('dropped ') === true, WAIT_MS, 'the dropped-events notice')
       expect(Number(/^dropped (\d+) events/.exec(notice.comment!)?.[1])).toBeGreaterThan(0)
       slow.close()
-      // The master's bus may have let the API's one reader go as too slow during the 300 MiB: events fired until it is
-      // back reach no stream (the next test's hook event was lost so, once). Fire a marker each second until one reaches
-      // a stream, so the next test starts with the reader back.
+      // The master's bus may still be dropping events for the API's one reader, its queue there full of the 300 MiB: an
+      // event fired until that queue drains reaches no stream (the next test's hook event was lost so, once; the streams
+      // are now told, with a brine/bus/dropped event). Fire a marker each second until one reaches a stream, so the
+      // next test starts with the reader caught up.
       const marker = new SseReader(await api.stream('/events', { 'x-auth-token': admin }))
       await until(
         async () => {
@@ -622,6 +623,41 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
       'access-control-allow-headers': 'Content-Type, X-Auth-Token, X-Requested-With',
       'access-control-max-age': '1400',
     })
+  })
+
+  it('tells every open /events and /ws stream, once, that events fired while its bus reader was away were lost (a master restart)', async () => {
+    const admin = tokens['admin']!
+    const hook = (path: string) =>
+      api.call(`/hook/${path}`, { method: 'POST', ...json({}), headers: { 'content-type': 'application/json', 'x-auth-token': admin } })
+    const frame = (tag: string) => (text: string) => text.startsWith(`data: {"tag":"${tag}"`)
+    const sse = new SseReader(await api.stream('/events', { 'x-auth-token': admin }))
+    const socket = await wsOpen(`${apiUrl.replace(/^http/, 'ws')}/ws/${admin}`, ca)
+    if (!(socket instanceof WsReader)) throw new Error(`the websocket did not open: ${JSON.stringify(socket)}`)
+    socket.ready()
+    // Ready is a message on the socket: wait until a hook event shows it arrived.
+    await until(async () => (await hook('gap/ready'), socket.messages.length > 0), WAIT_MS, 'the first event on the websocket')
+
+    expect((await fleet.master.stop('SIGTERM')).code).toBe(0)
+    await fleet.launchMaster()
+    const lost = { tag: 'brine/bus/dropped', data: { count: null, reason: 'reconnect', _stamp: expect.any(String) } }
+    const sseNotice = await sse.next((record) => record.tag === 'brine/bus/dropped', WAIT_MS, 'the gap notice on /events')
+    expect(JSON.parse(sseNotice.data!)).toEqual(lost)
+    const wsNotice = await socket.next((text) => text.startsWith('data: {"tag":"brine/bus/dropped"'), WAIT_MS, 'the gap notice on /ws')
+    expect(JSON.parse(wsNotice.slice('data: '.length))).toEqual(lost)
+    // Events fired from now on reach both streams, and the gap was told once. Fired with the restarted master's root
+    // key (a new one: the API's webhooks hold the old one until the API restarts).
+    const fresh = new EauthClient({ configDir: fleet.masterConfigDir })
+    try {
+      await fresh.fireEvent('brine/test/gap/after', {})
+    } finally {
+      await fresh.close()
+    }
+    await sse.next((record) => record.tag === 'brine/test/gap/after', WAIT_MS, 'an event after the gap on /events')
+    await socket.next(frame('brine/test/gap/after'), WAIT_MS, 'an event after the gap on /ws')
+    expect(sse.records.filter((record) => record.tag === 'brine/bus/dropped')).toHaveLength(1)
+    expect(socket.messages.filter(frame('brine/bus/dropped'))).toHaveLength(1)
+    sse.close()
+    socket.close()
   })
 
   it('answers 503 with a JSON body once the master is down', async () => {

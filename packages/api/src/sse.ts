@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import type { BusEvent } from '@brine/protocol'
+import { BUS_DROPPED_TAG, type BusEvent } from '@brine/protocol'
 import { silentLogger, type Logger } from '@brine/core'
 import type { MasterEvent } from '@brine/client'
 import { ApiError } from './errors.js'
@@ -32,6 +32,10 @@ export interface EventStreamStats {
   overflowed: number
   /** Bytes held right now for readers that are behind (at most `streams` × `bufferBytes`). */
   queuedBytes: number
+  /** Gaps before the streams: times the API's bus reader was told it lost events (the master dropped them for it, or its connection was lost). */
+  upstreamGaps: number
+  /** Events those gaps lost, where they were counted (a lost connection's are not). */
+  upstreamLost: number
 }
 
 /** Salt's SSE record for one event: `tag:` then `data: {"tag", "data"}` as JSON, then a blank line. */
@@ -67,6 +71,22 @@ export interface EventSink {
   dropNotice(count: number, bufferBytes: number): Buffer | undefined
   /** Ends the reader: `reason` says why; `abrupt` when it is being dropped and nothing more can reach it. */
   end(reason: string | undefined, abrupt: boolean): void
+  /**
+   * Events were lost before the streams (a `brine/bus/dropped` event): the reason to end this reader, or undefined
+   * to send it the notice as an event (a `format_events` view that missed events would be wrong, so it is ended).
+   */
+  lostUpstream?(): string | undefined
+}
+
+/** Whether `event` is the notice of events lost before the streams (the bus's `brine/bus/dropped`). */
+const isLossNotice = (event: BusEvent): boolean => event.tag === BUS_DROPPED_TAG
+
+/** Two notices of events lost before the streams as one: their counts summed, or null when either was not counted. */
+function mergeLoss(held: BusEvent | undefined, next: BusEvent): BusEvent {
+  if (held === undefined) return next
+  const [a, b] = [held.data['count'], next.data['count']]
+  const count = typeof a === 'number' && typeof b === 'number' ? a + b : null
+  return { tag: next.tag, data: { ...next.data, count, reason: count === null ? 'reconnect' : next.data['reason'] } }
 }
 
 /** The SSE sink of one `/events` response. */
@@ -99,6 +119,8 @@ class Stream {
   #draining = false
   /** Events dropped since the last notice sent to this reader. */
   #unreported = 0
+  /** A notice of events lost before the streams that came while this reader was losing events: sent after its own notice. */
+  #heldLoss: BusEvent | undefined
   dropped = 0
   delivered = 0
   #timer: NodeJS.Timeout | undefined
@@ -130,11 +152,25 @@ class Stream {
    */
   send(event: BusEvent, cache: Map<string, Buffer>, limit: number): void {
     if (this.#ended) return
-    if (this.#unreported > 0) return this.#drop()
+    const notice = isLossNotice(event)
+    if (notice) {
+      const reason = this.#sink.lostUpstream?.()
+      if (reason !== undefined) return this.end(reason)
+    }
+    if (this.#unreported > 0 || this.#heldLoss !== undefined) {
+      if (!notice) return this.#drop()
+      this.#heldLoss = mergeLoss(this.#heldLoss, event)
+      return
+    }
     for (const record of this.#sink.encode(event, cache)) {
       if (this.#ended) return
       if (this.#draining) {
         if (this.#queued + record.length > limit) {
+          // A notice of events lost before the streams is not lost with them: it waits, and follows the reader's own notice.
+          if (notice && this.#sink.overflow === 'drop-events') {
+            this.#heldLoss = mergeLoss(this.#heldLoss, event)
+            return
+          }
           this.#drop()
           if (this.#sink.overflow === 'drop-reader') {
             this.#hub.noteOverflow()
@@ -171,6 +207,11 @@ class Stream {
       this.#unreported = 0
       if (notice !== undefined && !this.#sink.write(notice)) this.#draining = true
     }
+    if (!this.#draining && this.#heldLoss !== undefined) {
+      const held = this.#heldLoss
+      this.#heldLoss = undefined
+      for (const record of this.#sink.encode(held, new Map())) if (!this.#sink.write(record)) this.#draining = true
+    }
   }
 
   /** Ends the stream (telling the reader `reason`); idempotent. */
@@ -188,7 +229,9 @@ class Stream {
 /**
  * The `/events` streams: one reader of the master's bus feeds them all. Each stream is bounded
  * (`bufferBytes`): a reader that does not keep up loses events — counted, and told in an SSE comment when
- * it catches up — and never grows the API's memory. A stream ends when its token expires, is revoked
+ * it catches up — and never grows the API's memory. Events lost before the streams (the master's bus dropped them
+ * for this reader, or its connection was lost and made again) reach every stream as one `brine/bus/dropped` event
+ * per gap (`{count, reason}`; `count` null when nobody counted), as the bus's own readers see it. A stream ends when its token expires, is revoked
  * (checked every `recheckMs`, or at once by {@link endToken} on logout), or the client goes.
  */
 export class EventStreams {
@@ -201,6 +244,8 @@ export class EventStreams {
   #delivered = 0
   #dropped = 0
   #overflowed = 0
+  #upstreamGaps = 0
+  #upstreamLost = 0
   #reading: Promise<void> | undefined
 
   constructor(options: EventStreamsOptions) {
@@ -240,10 +285,23 @@ export class EventStreams {
 
   #fanout(event: BusEvent): void {
     this.#events++
+    if (isLossNotice(event)) this.#noteUpstreamLoss(event)
     if (this.#streams.size === 0) return
     // One encoding per kind of sink for this event, however many readers share it.
     const cache = new Map<string, Buffer>()
     for (const stream of this.#streams) stream.send(event, cache, this.#o.bufferBytes)
+  }
+
+  /** Counts a gap before the streams and says so in the log; every stream gets the notice itself (its own `brine/bus/dropped` event). */
+  #noteUpstreamLoss(event: BusEvent): void {
+    const count = event.data['count']
+    this.#upstreamGaps++
+    if (typeof count === 'number') this.#upstreamLost += count
+    this.#logger.warning(
+      typeof count === 'number'
+        ? `event streams: the master's bus dropped ${count} event(s) for this API's reader (it fell behind); ${this.#streams.size} stream(s) told`
+        : `event streams: the connection to the master's bus was lost and made again; events fired meanwhile reached no stream; ${this.#streams.size} stream(s) told`,
+    )
   }
 
   /** Opens a stream on `raw` for a live token (`expire`: epoch seconds); 503 past `maxStreams`. */
@@ -308,7 +366,16 @@ export class EventStreams {
       delivered += stream.delivered
       queuedBytes += stream.queuedBytes
     }
-    return { streams: this.#streams.size, events: this.#events, delivered, dropped: this.#dropped, overflowed: this.#overflowed, queuedBytes }
+    return {
+      streams: this.#streams.size,
+      events: this.#events,
+      delivered,
+      dropped: this.#dropped,
+      overflowed: this.#overflowed,
+      queuedBytes,
+      upstreamGaps: this.#upstreamGaps,
+      upstreamLost: this.#upstreamLost,
+    }
   }
 
   async close(): Promise<void> {

@@ -8,6 +8,12 @@ export const WS_READY = 'websocket client ready'
 /** Bytes handed to a websocket and not yet flushed to the kernel past which the reader counts as behind. */
 const WS_HIGH_WATER = 64 * 1024
 
+/**
+ * Why a ready `format_events` reader is closed (1013, try again later) when events were lost before the streams: its
+ * views would be silently wrong from then on, and salt-api's format has no message that could say so.
+ */
+export const FORMAT_EVENTS_LOSS_REASON = 'events were lost before this stream; reconnect to rebuild the view'
+
 /** How many jobs a `format_events` reader's view keeps (salt-api's grows for as long as the socket lives). */
 export const FORMAT_EVENTS_MAX_JOBS = 200
 
@@ -99,7 +105,8 @@ export class EventFormatter {
 
 /**
  * The sink of one `/ws` reader. Nothing reaches it until the client sends {@link WS_READY}, as with salt-api;
- * then each event is one text message (salt-api's `data: …` frame, or `format_events` views). A reader whose
+ * then each event is one text message (salt-api's `data: …` frame, or `format_events` views); events lost before the
+ * streams arrive as a `brine/bus/dropped` event (a `format_events` reader is closed instead). A reader whose
  * unflushed messages pass the stream's bound is dropped (`drop-reader`): the socket is destroyed at once, since
  * a close frame would queue behind what it is not reading.
  */
@@ -137,14 +144,17 @@ export function websocketSink(socket: WebSocket, formatEvents: boolean): EventSi
     onClose: (listener) => socket.on('close', listener),
     overflow: 'drop-reader',
     dropNotice: () => undefined,
+    // A plain reader gets the notice as an event; a view that has begun is ended (one not yet begun lost nothing of it).
+    lostUpstream: () => (formatter !== undefined && ready ? FORMAT_EVENTS_LOSS_REASON : undefined),
     end: (reason, abrupt) => {
       if (abrupt) return socket.terminate()
       if (socket.readyState !== socket.OPEN) return
-      // 1001 "going away" when the API stops; 1008 "policy violation" for an expired or revoked token.
+      // 1001 "going away" when the API stops; 1013 "try again later" for a view that missed events; 1008 "policy
+      // violation" for an expired or revoked token.
       const text = Buffer.from(reason ?? '')
         .subarray(0, 123)
         .toString()
-      socket.close(reason === 'the API is stopping' ? 1001 : 1008, text)
+      socket.close(reason === 'the API is stopping' ? 1001 : reason === FORMAT_EVENTS_LOSS_REASON ? 1013 : 1008, text)
     },
   }
 }

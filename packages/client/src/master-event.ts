@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { FramedConnection } from '@brine/transport'
 import { backoffDelay, BoundedQueue, decode, encode, frame, silentLogger, type BackoffOptions, type Logger } from '@brine/core'
-import { BUS_DROPPED_TAG, busTagMatcher, eventBusPath, parseBusSubscription, type BusEvent, type BusSubscription } from '@brine/protocol'
+import { BUS_DROPPED_TAG, busTagMatcher, eventBusPath, eventStamp, parseBusSubscription, type BusEvent, type BusSubscription } from '@brine/protocol'
 import { globToRegExp } from '@brine/targeting'
 import { EventBusUnavailableError, MatchTypeError } from './errors.js'
 
@@ -61,6 +61,17 @@ export function tagMatcher(match: string, matchType: MatchType = 'startswith'): 
   }
 }
 
+/** Why a `brine/bus/dropped` event was delivered: the master dropped events for this connection, or the connection was lost and made again. */
+export type BusLossReason = 'behind' | 'reconnect'
+
+/**
+ * The `brine/bus/dropped` event a reader gets where events were lost before it: `count` of them, or `null` when
+ * nobody counted them (the connection to the bus was lost and made again).
+ */
+export function busLossEvent(count: number | null, reason: BusLossReason, stamp?: unknown): BusEvent {
+  return { tag: BUS_DROPPED_TAG, data: { count, reason, _stamp: typeof stamp === 'string' ? stamp : eventStamp() } }
+}
+
 interface Reader {
   test: (tag: string) => boolean
   queue: BoundedQueue<BusEvent>
@@ -70,7 +81,8 @@ interface Reader {
  * Salt's MasterEvent: the master's event bus as async iterators. Several readers may iterate at once,
  * each with its own tag filter and bounded buffer. If the master restarts, the connection comes back on
  * its own (events fired while it was down are not replayed). When the master had to drop events for this
- * connection, readers whose filter takes `brine/bus/dropped` get one such event (`{count}`) in their place.
+ * connection, readers whose filter takes `brine/bus/dropped` get one such event (`{count, reason: 'behind'}`) in
+ * their place; when the connection came back after it was lost, one with `{count: null, reason: 'reconnect'}`.
  *
  * ```ts
  * const events = new MasterEvent({ sockDir: '/var/run/brine/master' })
@@ -152,8 +164,12 @@ export class MasterEvent implements AsyncDisposable {
         established = true
         this.everConnected = true
         this.attempt = 0
-        if (!first) this.reconnects++
         this.connection = connection
+        if (!first) {
+          this.reconnects++
+          // Whatever the master fired while this connection was down reached no reader here, and nothing counted it.
+          this.deliver(busLossEvent(null, 'reconnect'))
+        }
         for (const wake of this.connectWaiters) wake()
         this.connectWaiters.clear()
         resolve()
@@ -173,21 +189,23 @@ export class MasterEvent implements AsyncDisposable {
   }
 
   private dispatch(body: Buffer): void {
-    let event: BusEvent
+    let event: BusEvent & { dropped?: unknown }
     try {
-      event = decode(body) as BusEvent
+      event = decode(body) as BusEvent & { dropped?: unknown }
     } catch (error) {
       this.logger.warning(`event bus: undecodable event dropped: ${(error as Error).message}`)
       return
     }
-    if (typeof event?.tag !== 'string') return
-    const lost = (event as BusEvent & { dropped?: unknown }).dropped
+    if (typeof event !== 'object' || event === null) return
+    const lost = event.dropped
     if (typeof lost === 'number' && lost > 0) {
-      // The master dropped events for this connection before this one: readers that ask for it are told.
+      // The master dropped events for this connection before this frame (an event, or the count alone once the
+      // connection takes frames again): readers that ask for it are told.
       this.masterDropped += lost
-      delete (event as { dropped?: unknown }).dropped
-      this.deliver({ tag: BUS_DROPPED_TAG, data: { count: lost, _stamp: event.data?.['_stamp'] } })
+      delete event.dropped
+      this.deliver(busLossEvent(lost, 'behind', event.data?.['_stamp']))
     }
+    if (typeof event.tag !== 'string') return
     if (this.accepts === undefined || this.accepts(event.tag)) this.deliver(event)
   }
 

@@ -107,7 +107,7 @@ export class RunnerClient implements AsyncDisposable {
         else if (tag === tags.runReturn(jid)) return { jid, return: data['return'], success: data['success'] !== false }
         else if (tag === BUS_DROPPED_TAG)
           throw new RunnerError(
-            `the master's event bus dropped ${String(data['count'])} events for this reader while runner ${fun} (jid ${jid}) ran; its return may be among them`,
+            `${typeof data['count'] === 'number' ? `the master's event bus dropped ${data['count']} events for this reader` : "this reader lost its connection to the master's event bus"} while runner ${fun} (jid ${jid}) ran; its return may be among the events it missed`,
             { fun },
           )
       }

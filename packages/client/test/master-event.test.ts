@@ -89,6 +89,21 @@ describe('MasterEvent', () => {
     expect(events.reconnects).toBe(1)
   })
 
+  it("tells readers the master's count of dropped events when it comes in a frame of its own, whatever tags the connection asked for", async () => {
+    const { events, socket } = await connectedBus({ tags: ['salt/job/*/ret/'] })
+    const all = events.iter()[Symbol.asyncIterator]()
+    const jobs = events.iter({ match: 'salt/job/' })[Symbol.asyncIterator]()
+    socket.write(frame(encode({ dropped: 2 })))
+    fire(socket, 'salt/job/1/ret/web1')
+    expect((await deadline(all.next(), 5000, 'the drop notice')).value).toEqual({
+      tag: BUS_DROPPED_TAG,
+      data: { count: 2, reason: 'behind', _stamp: expect.any(String) },
+    })
+    expect((await deadline(all.next(), 5000, 'the next event')).value?.tag).toBe('salt/job/1/ret/web1')
+    expect((await deadline(jobs.next(), 5000, 'the job event')).value?.tag).toBe('salt/job/1/ret/web1')
+    expect(events.masterDropped).toBe(2)
+  })
+
   it('asks the bus for its tags on every connection, and holds what arrives to them', async () => {
     const { bus, events, socket } = await connectedBus({ reconnect: { initial: 10, max: 20 }, tags: ['salt/job/*/ret/', 'syndic/'] })
     const subscriptionOf = async (peer: Socket): Promise<unknown> =>
@@ -176,6 +191,11 @@ describe('MasterEvent', () => {
     bus = await fakeBus(dir)
     const again = await deadline(bus.connected(), 10_000, 'MasterEvent to reconnect')
     fire(again, 'salt/auth', { id: 'web1' })
+    // Where the connection was down, the reader is told that an uncounted number of events may be lost.
+    expect((await deadline(reader.next(), 5000, 'the reconnect notice')).value).toEqual({
+      tag: BUS_DROPPED_TAG,
+      data: { count: null, reason: 'reconnect', _stamp: expect.any(String) },
+    })
     expect((await deadline(reader.next(), 5000, 'an event after the reconnect')).value?.tag).toBe('salt/auth')
     expect(events.reconnects).toBe(1)
   })

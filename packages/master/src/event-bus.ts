@@ -57,8 +57,9 @@ const SUBSCRIPTION_LIMITS = { maxEntries: MAX_BUS_PATTERNS + 1, maxDepth: 2 }
  * The master's local event bus (Salt's master_event_pub.ipc): a unix socket only the master's user
  * can open. Every fired event is stamped, encoded once and written to every subscriber, each behind
  * its own queue bounded by count (`hwm`) and bytes (`hwmBytes`), so a stalled reader loses events
- * (counted) instead of growing the master; the next event that reaches it says how many (`dropped`
- * beside `tag` and `data`), so a reader that must not miss returns can read them back from the job cache.
+ * (counted) instead of growing the master; once its queue takes frames again it is told how many (`dropped`:
+ * in a frame of its own, or beside `tag` and `data` of an event written first), so a reader that must not miss
+ * returns can read them back from the job cache. The bus never closes a reader for being slow.
  * In-process listeners ({@link subscribe}: the reactor) see every event synchronously and unqueued: they
  * run inside the master, so no socket reader's stall can make them miss one.
  */
@@ -121,6 +122,7 @@ export class EventBus {
         onFrame: (body, conn) => this.#subscribe(conn, body),
         onOversize: () => {},
         onClose: (conn) => this.#closed(conn),
+        onWritable: (conn) => this.#tellDropped(conn),
       },
     )
     this.subscribers.set(connection, { dropped: 0, untold: 0, accepts: undefined })
@@ -135,6 +137,17 @@ export class EventBus {
     } catch (error) {
       this.logger.warning(`event bus: a subscriber's frame was ignored: ${(error as Error).message}`)
     }
+  }
+
+  /**
+   * `connection` takes frames again after some were dropped for it: it is told how many now, in a frame of its own
+   * (`{dropped}`, no tag), rather than with the next event, which may be long in coming (the flood that filled its
+   * queue has ended) — until then it could not know that it had lost any.
+   */
+  #tellDropped(connection: FramedConnection): void {
+    const state = this.subscribers.get(connection)
+    if (state === undefined || state.untold === 0) return
+    if (connection.write(frame(encode({ dropped: state.untold })))) state.untold = 0
   }
 
   /** The warning in fire() shows only the 1st and every 1000th drop, so the exact count is logged when a subscriber leaves. */

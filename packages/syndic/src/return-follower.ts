@@ -144,7 +144,8 @@ export class ReturnFollower {
       return true
     }
     if (event.tag === BUS_DROPPED_TAG) {
-      this.reconcile(`the master's bus dropped ${String(event.data['count'] ?? 'some')} event(s) for this syndic`)
+      // A reconnect's notice is left to the tick, which reads back on the bus's reconnect count (once per reconnect).
+      if (event.data['reason'] !== 'reconnect') this.reconcile(`the master's bus dropped ${String(event.data['count'] ?? 'some')} event(s) for this syndic`)
       return true
     }
     const announcement = parseSyndicAnnouncement(event)

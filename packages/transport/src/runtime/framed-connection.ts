@@ -11,6 +11,12 @@ export interface FramedConnectionHandlers {
   onClose(connection: FramedConnection, reason: string | undefined): void
   /** {@link FramedConnection.drop} is closing the connection for what the peer did (before onClose). */
   onDrop?(connection: FramedConnection, reason: string): void
+  /**
+   * A {@link FramedConnection.write} was refused (the queue was full) and the connection takes writes again:
+   * its queue has drained, or its coalesced batch went out without filling the socket. A writer that drops
+   * frames past the mark (the event bus) tells its peer here what it dropped, without waiting for its next frame.
+   */
+  onWritable?(connection: FramedConnection): void
 }
 
 /** Where a server's connection reports the bytes of its incomplete frame (the process's admission). */
@@ -144,6 +150,8 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
   private batchBytes = 0
   private queuedBytesNow = 0
   private blocked = false
+  /** A write was refused since the connection last took writes again (see onWritable). */
+  private refused = false
   private error: string | undefined
   private isClosed = false
   /** Whole frames (or ZMTP messages and the handshake) received so far. */
@@ -294,20 +302,33 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     if (this.blocked) {
       const size = sizeOf(data)
       // What the socket took and has not sent yet (a whole coalesced batch, say) counts too.
-      if (this.queuedBytes > 0 && this.queuedBytes + this.socket.writableLength + size > this.maxQueuedBytes) return false
-      if (!this.outgoing.push(data)) return false
+      if (this.queuedBytes > 0 && this.queuedBytes + this.socket.writableLength + size > this.maxQueuedBytes) return this.refuse()
+      if (!this.outgoing.push(data)) return this.refuse()
       this.queuedBytesNow += size
       return true
     }
     if (this.coalesce) {
       const size = sizeOf(data)
-      if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + this.socket.writableLength + size > this.maxQueuedBytes)) return false
+      if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + this.socket.writableLength + size > this.maxQueuedBytes))
+        return this.refuse()
       this.batchBytes += size
       if (this.batch.push(data) === 1) setImmediate(this.writeBatch)
       return true
     }
     if (!this.send(data)) this.blocked = true
     return true
+  }
+
+  private refuse(): false {
+    this.refused = true
+    return false
+  }
+
+  /** Tells the owner, once per stretch of refusals, that writes are taken again. */
+  private writable(): void {
+    if (!this.refused || this.blocked || !this.isOpen) return
+    this.refused = false
+    this.handlers.onWritable?.(this)
   }
 
   /** Writes one message's parts under one cork (one writev); false when the socket wants a drain. */
@@ -331,6 +352,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     for (const data of batch) this.send(data)
     this.socket.uncork()
     if (this.socket.writableNeedDrain) this.blocked = true
+    this.writable()
   }
 
   private flush(): void {
@@ -343,6 +365,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
         return
       }
     }
+    this.writable()
   }
 
   private releaseHeld(): void {
