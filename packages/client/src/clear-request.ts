@@ -1,9 +1,9 @@
 import { type RequestClient } from '@brine/transport'
-import { RemoteError, silentLogger, type ErrorContext, type Logger } from '@brine/core'
+import { RemoteError, remoteCause, silentLogger, type ErrorContext, type Logger } from '@brine/core'
 import { accessSync, constants, statSync } from 'node:fs'
 import { loadTransport, localChannelTransport } from '@brine/common'
 import { brokerFromConfig, loadConfig, type MasterConfig } from '@brine/config'
-import { clearRequest, localRequestPath } from '@brine/protocol'
+import { clearRequest, localRequestPath, PermissionDeniedError } from '@brine/protocol'
 import { readRootKey, rootKeyPath } from '@brine/crypt/root-key'
 import { MasterRequestError } from './errors.js'
 
@@ -47,7 +47,7 @@ export interface MasterClientOptions {
 
 export interface ClearConnection {
   opts: MasterConfig
-  /** The master's root key (`<cachedir>/.root_key`); undefined when the client authenticates with `credentials`. */
+  /** The master's root key (`<cachedir>/.root_key`, read again when a restarted master wrote a new one); undefined when the client authenticates with `credentials`. */
   key: string | undefined
   requests: RequestClient
 }
@@ -131,9 +131,40 @@ export class ClearRequester {
     return { opts, key, requests }
   }
 
-  /** Sends one clear load with the root key (or the credentials given) and returns the master's reply. */
+  /**
+   * Sends one clear load with the root key (or the credentials given) and returns the master's reply. A master
+   * writes a new root key at every start: a refusal of the key this client read at its connect has it read the
+   * file again, and the request is sent once more when the key there is another.
+   */
   async request(load: Record<string, unknown>, options: ClearRequestOptions = {}, ErrorClass: MasterRequestErrorClass = MasterRequestError): Promise<unknown> {
-    const { key, requests } = await this.connect()
+    const connection = await this.connect()
+    const sentKey = connection.key
+    try {
+      return await this.#requestOnce(connection, load, options, ErrorClass)
+    } catch (error) {
+      if (!(await this.#rootKeyRenewed(connection, sentKey, error, options))) throw error
+      this.logger.info(`the master's root key changed (the master restarted): ${String(load['cmd'])} sent again with the new one`)
+      return await this.#requestOnce(connection, load, options, ErrorClass)
+    }
+  }
+
+  /** Whether `error` refused the root key this client read from the file, and the file now holds another (taken). */
+  async #rootKeyRenewed(connection: ClearConnection, sentKey: string | undefined, error: unknown, options: ClearRequestOptions): Promise<boolean> {
+    const fromFile = options.credentials === undefined && this.options.credentials === undefined && this.options.rootKey === undefined
+    if (!fromFile || sentKey === undefined || !(remoteCause(error) instanceof PermissionDeniedError)) return false
+    const current = await readRootKey(rootKeyPath(connection.opts.cachedir)).catch(() => undefined)
+    if (current === undefined || current === sentKey) return false
+    connection.key = current
+    return true
+  }
+
+  async #requestOnce(
+    connection: ClearConnection,
+    load: Record<string, unknown>,
+    options: ClearRequestOptions,
+    ErrorClass: MasterRequestErrorClass,
+  ): Promise<unknown> {
+    const { key, requests } = connection
     const { credentials: given, origin: givenOrigin, ...sendOptions } = options
     const credentials = given ?? this.options.credentials ?? { key }
     const origin = givenOrigin ?? this.options.origin ?? { client: 'library' }

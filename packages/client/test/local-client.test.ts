@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { FIND_JOB_LIST_MAX, loadTransport } from '@brine/common'
 import { loadConfig, type MasterConfig } from '@brine/config'
-import { type PublishLoad } from '@brine/protocol'
+import { PermissionDeniedError, type PublishLoad } from '@brine/protocol'
 import { createRootKey, rootKeyPath, RootKeyError } from '@brine/crypt'
 import { deadline } from '@brine/transport-compliance'
 import type { RequestServer } from '@brine/transport'
@@ -32,6 +32,8 @@ interface StandIn {
   client: LocalClient
   opts: MasterConfig
   key: string
+  /** Writes a new root key, as a restarted master does; the stand-in refuses the old one from then on. */
+  renewKey: () => Promise<string>
   publishes: Publish[]
   runs: Array<{ fun: string; arg: unknown[] }>
   bus: EventBus
@@ -50,7 +52,8 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
   const cachedir = join(dir, 'cache')
   const sockDir = join(dir, 'sock')
-  const key = await createRootKey(rootKeyPath(cachedir))
+  let key = await createRootKey(rootKeyPath(cachedir))
+  const renewKey = async (): Promise<string> => (key = await createRootKey(rootKeyPath(cachedir)))
   const bus = new EventBus({ sockDir })
   await bus.start()
   cleanups.push(() => bus.close())
@@ -72,7 +75,7 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
       return { jid: nextJid(), return: runner(run) as never, success: true }
     }
     if (enc !== 'clear' || load.cmd !== 'publish') throw new Error('unexpected request')
-    if (load.key !== key) throw new Error('bad root key')
+    if (load.key !== key) throw new PermissionDeniedError('publish', 'the root key is missing or wrong')
     publishes.push(load)
     return script(load, bus, publishes.length)
   })
@@ -94,7 +97,7 @@ async function standIn(transportName: string, script: Script, runner?: Runner): 
   })
   const client = new LocalClient({ opts })
   cleanups.push(() => client.close())
-  return { client, opts, key, publishes, runs, bus }
+  return { client, opts, key, renewKey, publishes, runs, bus }
 }
 
 async function collect(iterable: AsyncIterable<CliReturn>): Promise<CliReturn[]> {
@@ -148,6 +151,14 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient over %s', (transportName) 
     expect(await deadline(client.cmdAsync('*', 'test.ping'), 10_000, 'the publish to be answered')).toBe('')
     expect(publishes).toHaveLength(1)
     expect(publishes[0]?.key).toBe(key)
+  })
+
+  it('reads the root key again when a restarted master refuses the one it read, and sends the request once more', async () => {
+    const { client, key, renewKey, publishes } = await standIn(transportName, () => ({ jid: nextJid(), minions: [] }))
+    expect(await deadline(client.cmdAsync('*', 'test.ping'), 10_000, 'the first publish')).toBe('')
+    const renewed = await renewKey()
+    expect(await deadline(client.cmdAsync('*', 'test.ping'), 10_000, 'the publish after the key changed')).toBe('')
+    expect(publishes.map((load) => load.key)).toEqual([key, renewed])
   })
 
   it('cmdIter yields Salt-shaped returns; cmdAsync gives the jid, or "" when nothing matched', async () => {
