@@ -7,6 +7,7 @@ import { MasterEvent, RunnerClient } from '@brine/client'
 import type { BusEvent } from '@brine/protocol'
 import { deadline, freeLoopbackPort } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
+import { FleetClients } from './helpers/clients.js'
 import { bus as fleetBus, TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { httpClient } from './helpers/http.js'
 import { json } from './helpers/output.js'
@@ -304,30 +305,30 @@ describe.each(TRANSPORTS)('schedules over %s', (transport) => {
     })
     const bus = new BusLog(fleet.sockDir)
     await bus.connect()
+    // The jobs and runners here are means (the CLI's own output has its e2e files): clients in this process, not a
+    // `brine` or `brine-run` process each. The master keeps running; only the minion restarts.
+    const clients = new FleetClients()
     try {
       const isTick = (event: BusEvent): boolean => /^salt\/job\/\d+\/ret\/web1$/.test(event.tag) && event.data['schedule'] === 'tick'
       const ticks = await bus.waitFor(isTick, 'three returns of the tick schedule', 3)
       const jids = ticks.slice(0, 3).map((event) => String(event.data['jid']))
       expect(new Set(jids).size).toBe(3)
-      const listed = json((await fleet.run('brine-run', ['jobs.list_jobs', 'search_function=test.echo', '--out', 'json'])).stdout)
+      const listed = (await clients.runner(fleet, 'jobs.list_jobs', [], { search_function: 'test.echo' })) as Record<string, unknown>
       for (const jid of jids) expect(listed[jid]).toMatchObject({ Function: 'test.echo', Target: 'web1', User: 'Schedule' })
-      const lookup = json((await fleet.run('brine-run', ['jobs.lookup_jid', jids[0]!, '--out', 'json'])).stdout)
-      expect(lookup).toEqual({ web1: 'tick' })
+      expect(await clients.runner(fleet, 'jobs.lookup_jid', [jids[0]!])).toEqual({ web1: 'tick' })
 
       // schedule.disable: no tick starts after it. A 5 s job (more than two intervals) is the clock.
-      const disabled = await fleet.run('brine', ['web1', 'schedule.disable', '--out', 'json', '--static', '--show-jid'])
-      const disableJid = /jid: (\d{20})/.exec(disabled.stdout)![1]!
-      await fleet.run('brine', ['web1', 'test.sleep', '5', '--out', 'json', '--static', '-t', '30'])
+      const disabled = await clients.run(fleet, 'web1', 'schedule.disable')
+      expect(disabled.allSucceeded).toBe(true)
+      const disableJid = disabled.jid
+      expect((await clients.run(fleet, 'web1', 'test.sleep', [5], { timeout: 30_000 })).returns).toEqual({ web1: true })
       const late = bus.events.filter(isTick).filter((event) => String(event.data['jid']) > disableJid)
       expect(late).toEqual([])
 
       // An entry added at run time (persisted) and the schedule enabled again, then the minion restarted.
-      const added = json(
-        (await fleet.run('brine', ['web1', 'schedule.add', 'later', 'function=test.echo', 'job_args=[after]', 'seconds=2', '--out', 'json', '--static']))
-          .stdout,
-      )
-      expect(added['web1']).toMatchObject({ result: true })
-      await fleet.run('brine', ['web1', 'schedule.enable', '--out', 'json', '--static'])
+      const added = await clients.run(fleet, 'web1', 'schedule.add', ['later'], { kwarg: { function: 'test.echo', job_args: ['after'], seconds: 2 } })
+      expect(added.returns['web1']).toMatchObject({ result: true })
+      expect((await clients.run(fleet, 'web1', 'schedule.enable')).allSucceeded).toBe(true)
       await fleet.minions.get('web1')!.stop()
       const mark = bus.events.length
       await fleet.startMinion({ id: 'web1', transport, config: { schedule: { tick: { function: 'test.echo', args: ['tick'], seconds: 2 } } } })
@@ -344,10 +345,11 @@ describe.each(TRANSPORTS)('schedules over %s', (transport) => {
       )
       expect(ran!.data).toMatchObject({ user: 'schedule', success: true })
       await bus.waitFor((event) => event.tag === 'housekeeping/tick', "the master schedule's event")
-      const audited = json((await fleet.run('brine-run', ['jobs.audit', 'user=schedule', 'fun=event.send', '--out', 'json'])).stdout) as unknown as AuditLine[]
+      const audited = (await clients.runner(fleet, 'jobs.audit', [], { user: 'schedule', fun: 'event.send' })) as AuditLine[]
       expect(audited.length).toBeGreaterThan(0)
       expect(audited[0]).toMatchObject({ cmd: 'runner', auth: 'schedule', via: { client: 'schedule', name: 'housekeeping' }, result: 'accepted' })
     } finally {
+      await clients.close()
       await bus.close()
     }
   })

@@ -10,13 +10,14 @@ import { describe, expect, it } from 'vitest'
 import type { Fleet } from '@brine/harness'
 import { withClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
-import { json } from './helpers/output.js'
 
 const startFleet = useFleets()
 
 /** Each of a minion's successful `_auth`s logs this line (packages/link, MinionAuth). */
 const AUTHENTICATED = /authenticated with the master at \S+ \(session key generation (\d+)\)/g
 const PING_ATTEMPTS = 10
+/** Each ping's wait for returns before asking the missing minions (the CLI's `-t 3`). */
+const PING_TIMEOUT_MS = 3000
 /** Each time a minion's publish link comes back to its master, it logs this line (packages/link, PublishSubscription). */
 const RECONNECTED = /publishes from \S+: connected again/g
 const RECONNECT_WAIT_MS = 30_000
@@ -24,22 +25,17 @@ const RECONNECT_WAIT_MS = 30_000
 /**
  * test.ping to every accepted minion until `expected` all answered in one job, at most PING_ATTEMPTS times: a
  * minion whose publish link has not reconnected to the restarted master yet misses a publish, and the next one
- * reaches it. Returns the answering job's jid and output.
+ * reaches it. Each job goes through clients in this process made for it (the master restarts between calls), not a
+ * `brine` process: the ping is a means here. Returns the answering job's jid and returns.
  */
 async function pingUntil(fleet: Fleet, expected: Record<string, boolean>): Promise<{ jid: string; returns: unknown }> {
-  let last = ''
+  let last: unknown
   for (let attempt = 0; attempt < PING_ATTEMPTS; attempt++) {
-    const result = await fleet.run('brine', ['*', 'test.ping', '-t', '3', '--show-jid', '--out', 'json', '--static'])
-    last = result.stdout + result.stderr
-    const jid = /jid: (\d{20})/.exec(result.stdout)?.[1]
-    const output = result.stdout.slice(result.stdout.indexOf('{'))
-    if (jid !== undefined && output.startsWith('{')) {
-      const returns = json(output)
-      // Returns print in the order they came: compare as maps, not as text.
-      if (isDeepStrictEqual(returns, expected)) return { jid, returns }
-    }
+    const { jid, returns } = await withClients(fleet, (clients) => clients.run(fleet, '*', 'test.ping', [], { timeout: PING_TIMEOUT_MS }))
+    last = returns
+    if (isDeepStrictEqual(returns, expected)) return { jid, returns }
   }
-  throw new Error(`test.ping did not get ${JSON.stringify(expected)} in ${PING_ATTEMPTS} jobs; the last said:\n${last}`)
+  throw new Error(`test.ping did not get ${JSON.stringify(expected)} in ${PING_ATTEMPTS} jobs; the last got ${JSON.stringify(last)}`)
 }
 
 /** Quick retry timers, so a return the dead master did not acknowledge is spooled, and sent again, within seconds. */

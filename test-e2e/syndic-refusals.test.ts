@@ -42,8 +42,11 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     const mark = top.startEventCount
     await link.start()
     await deadline(link.authenticated, EVENTS_MS, 'the rogue syndic accepted by the top')
-    // A syndic the operator accepted as one, then compromised: it may lie about its own subtree only.
-    await top.acceptSyndic('rogue')
+    // A syndic the operator accepted as one, then compromised: it may lie about its own subtree only. The command itself
+    // here (the fleets' own syndic nodes are accepted through the same wheel call from this process).
+    const accepted = await top.run('brine-key', ['--accept-syndic', 'rogue', '-y'])
+    expect(accepted.stdout).toBe('The following keys are going to be accepted as syndics:\nAccepted Keys:\nrogue\nKey for syndic rogue accepted.\n')
+    expect(accepted.code).toBe(0)
     await link.send({ cmd: '_syndic_event', id: 'rogue', events: [{ tag: tags.syndicStart('rogue'), data: { id: 'rogue' } }] })
     await top.waitForSyndicStart('rogue', mark)
 

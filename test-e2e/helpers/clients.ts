@@ -37,15 +37,17 @@ export class FleetClients {
   /**
    * What `brine <tgt> <fun> <arg…> --show-jid --out json --static` yields: the jid and every expected minion's
    * return, waited for as the CLI waits (the master's timeout and gather_job_timeout), and whether the CLI would
-   * exit 0: every expected minion returned, each with retcode 0.
+   * exit 0: every expected minion returned, each with retcode 0. `timeout` (ms) is the CLI's `-t` (in seconds there),
+   * `kwarg` its `key=value` arguments.
    */
   async run(
     fleet: Fleet,
     tgt: string,
     fun: string,
     arg: readonly unknown[] = [],
+    options: { timeout?: number; kwarg?: Record<string, unknown> } = {},
   ): Promise<{ jid: string; returns: Record<string, unknown>; allSucceeded: boolean }> {
-    await using job = await this.of(fleet).local.runJob(tgt, fun, arg, { listen: true })
+    await using job = await this.of(fleet).local.runJob(tgt, fun, arg, { listen: true, timeout: options.timeout, kwarg: options.kwarg })
     const returns: Record<string, unknown> = {}
     let allSucceeded = job.expectsReturns
     for await (const item of job.returns()) {

@@ -54,6 +54,12 @@ export interface FleetOptions {
   masterConfig?: Record<string, unknown>
   /** Log level passed to every daemon (default warning; the master always logs its start-up lines). */
   logLevel?: string
+  /**
+   * Opens a wheel client on the master, handed in by the caller (`(options) => new WheelClient(options)` with
+   * `WheelClient` from `@brine/client`): the harness's own key operations ({@link Fleet.acceptSyndic}) are then
+   * wheel calls from this process instead of a `brine-key` process each. Without it they run `brine-key`.
+   */
+  wheel?: (options: { configDir: string }) => FleetWheelClient
   /** Wait for every minion's `salt/minion/<id>/start` event (default: when autoAccept). */
   waitForMinions?: boolean
   /** Bound on every start-up wait, ms (default 30 s). */
@@ -101,6 +107,12 @@ export interface FleetOptions {
    * master, its keys in the master's config file as in Salt, connected to the upper fleet's master.
    */
   syndic?: FleetSyndic
+}
+
+/** A wheel client on a fleet's master, in the caller's process; `WheelClient` from `@brine/client` is one. */
+export interface FleetWheelClient {
+  cmd(fun: string, kwarg?: Record<string, unknown>): Promise<unknown>
+  close(): Promise<void>
 }
 
 /** A syndic beside a fleet's master, connected to an upper fleet's master. */
@@ -470,11 +482,27 @@ export class Fleet {
     return this.waitForEvent(tag, () => true, `syndic ${id} to fire ${tag}`, id, from)
   }
 
-  /** The operator's `brine-key --accept-syndic ID -y` on this fleet's master: `id`'s key becomes a syndic's (docs/security.md). */
+  /**
+   * The operator's `brine-key --accept-syndic ID -y` on this fleet's master: `id`'s key becomes a syndic's
+   * (docs/security.md). With `FleetOptions.wheel`, the wheel call that command makes, from this process.
+   */
   async acceptSyndic(id: string): Promise<void> {
-    const result = await this.run('brine-key', ['--accept-syndic', id, '-y'])
-    if (result.code !== 0 || !result.stdout.includes(`Key for syndic ${id} accepted.`)) {
-      throw new HarnessSetupError(`brine-key --accept-syndic ${id} failed (exit ${String(result.code)}):\n${result.stdout}${result.stderr}`, { id })
+    const open = this.options.wheel
+    if (open === undefined) {
+      const result = await this.run('brine-key', ['--accept-syndic', id, '-y'])
+      if (result.code !== 0 || !result.stdout.includes(`Key for syndic ${id} accepted.`)) {
+        throw new HarnessSetupError(`brine-key --accept-syndic ${id} failed (exit ${String(result.code)}):\n${result.stdout}${result.stderr}`, { id })
+      }
+      return
+    }
+    const wheel = open({ configDir: this.masterConfigDir })
+    try {
+      // Literal names, as brine-key passes the keys its glob selected.
+      const result = (await wheel.cmd('key.accept_syndic', { match: [id] })) as { syndics?: unknown } | undefined
+      const syndics = Array.isArray(result?.syndics) ? result.syndics : []
+      if (!syndics.includes(id)) throw new HarnessSetupError(`wheel key.accept_syndic ${id} marked ${JSON.stringify(syndics)}, not ${id}`, { id })
+    } finally {
+      await wheel.close()
     }
   }
 
