@@ -1,6 +1,7 @@
 import { constants, promises as fs, writeSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
 import {
   LAZY_JOB_SYNC_MS,
   selectJobs,
@@ -1033,23 +1034,6 @@ async function fsyncDir(dir: string): Promise<void> {
   } finally {
     await handle.close()
   }
-}
-
-const CRC_TABLE = (() => {
-  const table = new Int32Array(256)
-  for (let n = 0; n < 256; n++) {
-    let c = n
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
-    table[n] = c
-  }
-  return table
-})()
-
-/** CRC-32 (IEEE, zlib's): node:zlib has crc32 only from Node 22. */
-function crc32(bytes: Uint8Array): number {
-  let c = -1
-  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8)
-  return (c ^ -1) >>> 0
 }
 
 /** `YYYYMMDD` in UTC, the segment a jid of that time lands in. */
