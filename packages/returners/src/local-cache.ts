@@ -1,6 +1,7 @@
 import { constants, promises as fs, writeSync, type Stats } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
 import {
   LAZY_JOB_SYNC_MS,
   selectJobs,
@@ -15,6 +16,8 @@ import { isJid, jidToDate, type ReturnLoad } from '@brine/protocol'
 import { validateMinionId } from '@brine/crypt'
 import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
 import { FutureJidError, JobCacheError } from './errors.js'
+import { decodeSnapshot, encodeSnapshot, type Snapshot, type SnapshotSegment } from './index-snapshot.js'
+import { ReturnLocations, type Location } from './return-locations.js'
 import { lockOwnerGone, lockText, parseLockText } from './process-identity.js'
 
 const CHECKSUM_BYTES = 4
@@ -33,6 +36,8 @@ const OLD_LAYOUT_DAY_DIR = /^\d{8}$/
 /** Jids are checked as before the log format: Salt's 20 digits, optionally `_suffix` of safe characters. */
 const SAFE_JID = /^\d{20}(?:_[A-Za-z0-9.-]+)?$/
 const LOCK_FILE = '.lock'
+/** The persisted index (index-snapshot.ts), written at close. */
+const INDEX_FILE = 'index'
 const SCAN_CHUNK_BYTES = 1 << 20
 /**
  * getJob reads neighbouring records in one span, skipping gaps up to READ_GAP_BYTES (other jobs' records), into
@@ -86,17 +91,10 @@ interface Written {
   created: boolean
 }
 
-/** Where one return's record sits: `length` bytes (the whole frame) at `offset` of segment `day`. */
-interface Location {
-  day: string
-  offset: number
-  length: number
-}
-
 interface JobEntry {
   load: Record<string, unknown>
   minions: string[]
-  returns: Map<string, Location>
+  returns: ReturnLocations
 }
 
 interface Segment {
@@ -112,6 +110,10 @@ interface Segment {
   handle: Promise<FileHandle> | undefined
   /** Set by prune: the file is gone, the handle must not be reopened. */
   deleted: boolean
+  /** CRC-32 of the file's first `size` bytes, kept as batches are written (the persisted index names it); undefined: not known, read back when needed. */
+  crc: number | undefined
+  /** The file appeared while the cache was open and its records before ours were never indexed: no index is persisted over it. */
+  unindexed?: boolean
 }
 
 type LogRecord = { t: 'job'; jid: string; load: Record<string, unknown>; minions: string[] } | { t: 'ret'; jid: string; id: string; ret: ReturnLoad }
@@ -139,9 +141,11 @@ interface Pending {
  * batch, while later calls queue for the next batch. What a call resolved for survives kill -9 and
  * power loss. Per-return files cost ~1,000–2,500 returns/s here; the log does tens of thousands.
  *
- * The index (jobs with their loads and minions, and where each return's record is) lives in memory
- * and is rebuilt by scanning the segments on open(); return bodies stay on disk until getJob reads
- * them. So exactly one process may own a cachedir: open() takes `<cachedir>/jobs/.lock`.
+ * The index (jobs with their loads and minions, and where each return's record is) lives in memory;
+ * return bodies stay on disk until getJob reads them. close() persists it to `<cachedir>/jobs/index`
+ * (index-snapshot.ts); open() reads that back if the segments still begin with the bytes it was built
+ * from and scans only what lies past them, else scans the segments whole. So exactly one process may
+ * own a cachedir: open() takes `<cachedir>/jobs/.lock`.
  */
 export class LocalJobCache implements JobCache {
   readonly root: string
@@ -201,7 +205,7 @@ export class LocalJobCache implements JobCache {
     await this.#makeRoot()
     await this.#lock()
     if (this.#indexInBackground) {
-      this.#indexed = this.#scanAll().catch((error: unknown) => {
+      this.#indexed = this.#buildIndex().catch((error: unknown) => {
         const failure = new JobCacheError(
           'local_cache',
           `the index of ${this.root} could not be rebuilt: ${(error as Error).message}`,
@@ -225,7 +229,7 @@ export class LocalJobCache implements JobCache {
       return this
     }
     try {
-      await this.#scanAll()
+      await this.#buildIndex()
     } catch (error) {
       await this.#closeHandles()
       await fs.rm(this.#lockPath, { force: true })
@@ -390,6 +394,7 @@ export class LocalJobCache implements JobCache {
       await handle?.sync().catch((error: unknown) => this.#logger?.error(`job cache: fsync of ${segment.path} failed at close`, error))
     }
     await this.#closeHandles()
+    await this.#persistIndex()
     await fs.rm(this.#lockPath, { force: true })
   }
 
@@ -490,6 +495,7 @@ export class LocalJobCache implements JobCache {
       const bytes = batch.length === 1 ? batch[0]!.bytes : Buffer.concat(batch.map((p) => p.bytes))
       writeAllNow(handle, bytes, start)
       segment.size = start + bytes.length
+      if (segment.crc !== undefined) segment.crc = crc32(bytes, segment.crc)
       return { day, segment, handle, start, length: bytes.length, batch, shown: this.#showWritten(day, start, batch) }
     } catch (error) {
       const failure = writeFailure(batch, segment?.path ?? day, error)
@@ -593,6 +599,7 @@ export class LocalJobCache implements JobCache {
   async #rollBack(segment: Segment, handle: FileHandle, size: number, failure: JobCacheError): Promise<void> {
     segment.size = size
     segment.durable = Math.min(segment.durable, size)
+    segment.crc = undefined // read back if an index is persisted: cheaper than keeping each batch's
     try {
       await handle.truncate(size)
       await handle.datasync()
@@ -612,7 +619,7 @@ export class LocalJobCache implements JobCache {
     const existing = this.#segments.get(day)
     if (existing !== undefined) return existing
     const path = join(this.root, `${day}.log`)
-    const segment: Segment = { day, path, size: 0, durable: 0, handle: undefined, deleted: false }
+    const segment: Segment = { day, path, size: 0, durable: 0, handle: undefined, deleted: false, crc: 0 }
     let handle: FileHandle
     try {
       handle = await fs.open(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o600)
@@ -621,6 +628,8 @@ export class LocalJobCache implements JobCache {
       // Not there at open() and we hold the lock: someone put it there by hand. Append after it.
       handle = await fs.open(path, constants.O_RDWR)
       segment.size = (await handle.stat()).size
+      segment.crc = undefined
+      segment.unindexed = true
       this.#logger?.warning(`job cache: ${path} appeared while the cache was open; appending to it unscanned`)
     }
     await fsyncDir(this.root)
@@ -632,7 +641,7 @@ export class LocalJobCache implements JobCache {
   #apply(record: Pending['record'], location: Location): void {
     let entry = this.#jobs.get(record.jid)
     if (entry === undefined) {
-      entry = { load: {}, minions: [], returns: new Map() }
+      entry = { load: {}, minions: [], returns: new ReturnLocations() }
       this.#jobs.set(record.jid, entry)
       this.#noteJid(record.jid)
     }
@@ -784,7 +793,12 @@ export class LocalJobCache implements JobCache {
     }
   }
 
-  async #scanAll(): Promise<void> {
+  /**
+   * The index: the persisted one (written at the last clean close) if the segments it names still begin with the
+   * bytes it was built from, then each segment's records past what it covered (the whole of a segment it does not
+   * name: a later day, or one written by a run killed before it could close). Without one, the whole log is read.
+   */
+  async #buildIndex(): Promise<void> {
     const names = (await fs.readdir(this.root)).sort() // oldest day first: later records win
     const oldLayout = names.filter((name) => OLD_LAYOUT_DAY_DIR.test(name))
     if (oldLayout.length > 0) {
@@ -792,24 +806,103 @@ export class LocalJobCache implements JobCache {
         `job cache: ignoring ${oldLayout.length} day director${oldLayout.length === 1 ? 'y' : 'ies'} of the old one-file-per-return layout under ${this.root}`,
       )
     }
-    for (const name of names) {
-      const day = SEGMENT_FILE.exec(name)?.[1]
-      if (day !== undefined) await this.#scanSegment(day, join(this.root, name))
+    const days = names.flatMap((name) => SEGMENT_FILE.exec(name)?.[1] ?? [])
+    const snapshot = await this.#readSnapshot(new Set(days))
+    if (snapshot !== undefined) {
+      for (const name of snapshot.names) this.#sharedId(name)
+      for (const { jid, load, minions, returns } of snapshot.jobs) {
+        this.#jobs.set(jid, { load, minions, returns })
+        this.#noteJid(jid)
+      }
+    }
+    const covered = new Map(snapshot?.segments.map((segment) => [segment.day, segment]))
+    let scanned = 0
+    for (const day of days) scanned += await this.#scanSegment(day, join(this.root, `${day}.log`), covered.get(day))
+    if (snapshot !== undefined) {
+      this.#logger?.debug(
+        `job cache: index of ${snapshot.jobs.length} job(s) read from ${join(this.root, INDEX_FILE)}, then ${scanned} byte(s) of the log past it`,
+      )
+    }
+  }
+
+  /** The persisted index if there is one and it matches the log (see #buildIndex), else undefined, saying why. */
+  async #readSnapshot(days: ReadonlySet<string>): Promise<Snapshot | undefined> {
+    const path = join(this.root, INDEX_FILE)
+    let problem: string
+    try {
+      const snapshot = decodeSnapshot(await fs.readFile(path))
+      problem = typeof snapshot === 'string' ? `corrupt (${snapshot})` : ((await this.#staleness(snapshot.segments, days)) ?? '')
+      if (problem === '') return snapshot as Snapshot
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        if (days.size > 0) this.#logger?.info(`job cache: no index persisted in ${this.root} (the last run did not close it): reading the whole log`)
+        return undefined
+      }
+      problem = `unreadable (${(error as Error).message})`
+    }
+    this.#logger?.warning(`job cache: the persisted index ${path} is ${problem}; rebuilding the index from the whole log`)
+    await fs.rm(path, { force: true })
+    return undefined
+  }
+
+  /** Why `segments` (what the persisted index covered) no longer describe the files, or undefined if each still begins with those bytes. */
+  async #staleness(segments: readonly SnapshotSegment[], days: ReadonlySet<string>): Promise<string | undefined> {
+    for (const { day, size, crc } of segments) {
+      if (!days.has(day)) return `stale (${day}.log is gone)`
+      const handle = await fs.open(join(this.root, `${day}.log`), constants.O_RDONLY)
+      try {
+        const actual = (await handle.stat()).size
+        if (actual < size) return `stale (${day}.log holds ${actual} bytes, fewer than the ${size} it covered)`
+        if ((await crcOfPrefix(handle, size)) !== crc) return `stale (the first ${size} bytes of ${day}.log are not those it was built from)`
+      } finally {
+        await handle.close()
+      }
+    }
+    return undefined
+  }
+
+  /**
+   * Writes the index to `jobs/index` (through a temporary file renamed over it) so that the next open reads it
+   * instead of the whole log. Not when the index is not the log's (a failed rebuild, a tail left unknown, a segment
+   * that appeared unscanned): the one persisted before stays, and the next open checks it against the files. Never
+   * fails close: the next open then reads the log.
+   */
+  async #persistIndex(): Promise<void> {
+    const segments = [...this.#segments.values()]
+    if (!this.#indexReady || this.#broken !== undefined || segments.some((segment) => segment.unindexed === true)) return
+    const path = join(this.root, INDEX_FILE)
+    const tmp = `${path}.tmp`
+    try {
+      const covered: SnapshotSegment[] = []
+      for (const segment of segments) covered.push({ day: segment.day, size: segment.size, crc: segment.crc ?? (await crcOfFile(segment.path, segment.size)) })
+      const bytes = encodeSnapshot(
+        covered,
+        [...this.#jobs].map(([jid, { load, minions, returns }]) => ({ jid, load, minions, returns })),
+      )
+      await fs.writeFile(tmp, bytes, { mode: 0o600, flush: true })
+      await fs.rename(tmp, path)
+      await fsyncDir(this.root)
+    } catch (error) {
+      await fs.rm(tmp, { force: true })
+      this.#logger?.warning(`job cache: could not persist the index to ${path}: ${(error as Error).message}; the next start reads the log instead`)
     }
   }
 
   /**
-   * Indexes one segment. The first bad record (length beyond the file, checksum mismatch, not a
+   * Indexes one segment from `from` (what the persisted index covered of it; else from its start) and returns how many
+   * bytes it read. The first bad record (length beyond the file, checksum mismatch, not a
    * record) ends the scan and the file is truncated there, so appends after it stay readable: a torn
    * tail (nothing but zeros or a partial frame after it) with a warning; anything else is corruption,
    * logged as an error, and the whole file is first copied to `<day>.log.corrupt-<time>` for inspection.
    */
-  async #scanSegment(day: string, path: string): Promise<void> {
+  async #scanSegment(day: string, path: string, from?: SnapshotSegment): Promise<number> {
     const handle = await fs.open(path, constants.O_RDWR)
-    const segment: Segment = { day, path, size: 0, durable: 0, handle: undefined, deleted: false }
+    const segment: Segment = { day, path, size: 0, durable: 0, handle: undefined, deleted: false, crc: undefined }
+    const start = from?.size ?? 0
     try {
       const stat: Stats = await handle.stat()
-      let good = 0
+      let good = start
+      let crc = from?.crc ?? 0
       let bad: string | undefined
       const reader = new FrameReader(
         {
@@ -836,20 +929,23 @@ export class LocalJobCache implements JobCache {
         },
         Math.max(0, stat.size - FRAME_HEADER_BYTES),
       )
-      for (let position = 0; position < stat.size && bad === undefined;) {
+      for (let position = start; position < stat.size && bad === undefined;) {
         const chunk = Buffer.allocUnsafe(Math.min(SCAN_CHUNK_BYTES, stat.size - position))
         const { bytesRead } = await handle.read(chunk, 0, chunk.length, position)
         if (bytesRead === 0) break
+        crc = crc32(chunk.subarray(0, bytesRead), crc)
         reader.push(chunk.subarray(0, bytesRead))
         position += bytesRead
       }
       if (bad === undefined && good < stat.size) bad = 'partial frame at the end'
       if (bad !== undefined) await this.#truncateBad(handle, path, good, stat.size, bad)
+      else segment.crc = crc
       segment.size = good
+      this.#segments.set(day, segment)
+      return stat.size - start
     } finally {
       await handle.close()
     }
-    this.#segments.set(day, segment)
   }
 
   async #truncateBad(handle: FileHandle, path: string, good: number, size: number, problem: string): Promise<void> {
@@ -1026,6 +1122,28 @@ function writeAllNow(handle: FileHandle, bytes: Buffer, position: number): void 
   while (written < bytes.length) written += writeSync(handle.fd, bytes, written, bytes.length - written, position + written)
 }
 
+/** CRC-32 of the first `size` bytes read through `handle` (of fewer if the file is shorter). */
+async function crcOfPrefix(handle: FileHandle, size: number): Promise<number> {
+  const chunk = Buffer.allocUnsafe(Math.max(1, Math.min(SCAN_CHUNK_BYTES, size)))
+  let crc = 0
+  for (let position = 0; position < size;) {
+    const { bytesRead } = await handle.read(chunk, 0, Math.min(chunk.length, size - position), position)
+    if (bytesRead === 0) break
+    crc = crc32(chunk.subarray(0, bytesRead), crc)
+    position += bytesRead
+  }
+  return crc
+}
+
+async function crcOfFile(path: string, size: number): Promise<number> {
+  const handle = await fs.open(path, constants.O_RDONLY)
+  try {
+    return await crcOfPrefix(handle, size)
+  } finally {
+    await handle.close()
+  }
+}
+
 async function fsyncDir(dir: string): Promise<void> {
   const handle = await fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY)
   try {
@@ -1033,23 +1151,6 @@ async function fsyncDir(dir: string): Promise<void> {
   } finally {
     await handle.close()
   }
-}
-
-const CRC_TABLE = (() => {
-  const table = new Int32Array(256)
-  for (let n = 0; n < 256; n++) {
-    let c = n
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
-    table[n] = c
-  }
-  return table
-})()
-
-/** CRC-32 (IEEE, zlib's): node:zlib has crc32 only from Node 22. */
-function crc32(bytes: Uint8Array): number {
-  let c = -1
-  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8)
-  return (c ^ -1) >>> 0
 }
 
 /** `YYYYMMDD` in UTC, the segment a jid of that time lands in. */

@@ -170,7 +170,8 @@ describe('LocalJobCache on disk', () => {
       expect((await stat(jobs)).mode & 0o777).toBe(0o700)
       for (const name of ['20240506.log', '20240507.log']) expect((await stat(join(jobs, name))).mode & 0o777).toBe(0o600)
       await cache.close()
-      expect((await readdir(jobs)).sort()).toEqual(['20240506.log', '20240507.log'])
+      // The index persisted at close beside the segments (see 'LocalJobCache persisted index').
+      expect((await readdir(jobs)).sort()).toEqual(['20240506.log', '20240507.log', 'index'])
 
       const again = await new LocalJobCache({ cachedir }).open()
       try {
@@ -781,4 +782,202 @@ describe('LocalJobCache on disk', () => {
       await rm(cachedir, { recursive: true, force: true })
     }
   })
+})
+
+/** What a process killed now would leave in `cachedir`: its segments and persisted index as they are (the lock is the dead process's), copied to `copy`. */
+async function crashImage(cachedir: string, copy: string): Promise<void> {
+  await mkdir(join(copy, 'jobs'), { recursive: true })
+  for (const name of await readdir(join(cachedir, 'jobs'))) {
+    if (name.endsWith('.log') || name === 'index') await writeFile(join(copy, 'jobs', name), await readFile(join(cachedir, 'jobs', name)))
+  }
+}
+
+/** Two days of jobs as a fleet leaves them: job records, returns in arrival order, and returns for a jid never saved as a job. */
+async function fillTwoDays(cache: LocalJobCache): Promise<{ jids: string[] }> {
+  const jids = [jidAt('2024-08-01T10:00:00Z', 1), jidAt('2024-08-01T11:00:00Z', 2), jidAt('2024-08-02T09:00:00Z', 3), jidAt('2024-08-02T09:30:00Z', 4)]
+  for (const jid of jids.slice(0, 3)) {
+    await cache.saveJob(jid, { jid, fun: 'test.ping', tgt: '*', user: 'root' }, ['m3', 'm1', 'm2'])
+    for (const id of ['m2', 'm3', 'm1']) await cache.saveReturn(jid, id, ret(jid, id, { jid, id }))
+  }
+  await cache.saveReturn(jids[3]!, 'stray', ret(jids[3]!, 'stray'))
+  return { jids }
+}
+
+/** Every job the cache holds, whole, newest first: what two caches over the same log must agree on. */
+async function everything(cache: LocalJobCache): Promise<unknown[]> {
+  const listed = await cache.listJobs()
+  return Promise.all(listed.map(async ({ jid }) => ({ job: await cache.getJob(jid), order: Object.keys((await cache.getJob(jid))?.returns ?? {}) })))
+}
+
+describe('LocalJobCache persisted index', () => {
+  it('persists its index at close and reads it back on open instead of the log: the same jobs, returns and return order as a full scan', async () => {
+    const cachedir = await tempDir()
+    const scanned = await tempDir()
+    try {
+      const first = await new LocalJobCache({ cachedir }).open()
+      const { jids } = await fillTwoDays(first)
+      await first.close()
+      expect((await readdir(join(cachedir, 'jobs'))).sort()).toEqual(['20240801.log', '20240802.log', 'index'])
+      expect((await stat(join(cachedir, 'jobs', 'index'))).mode & 0o777).toBe(0o600)
+      // The same log without the index: what a full scan makes of it.
+      await mkdir(join(scanned, 'jobs'))
+      for (const name of ['20240801.log', '20240802.log']) await writeFile(join(scanned, 'jobs', name), await readFile(join(cachedir, 'jobs', name)))
+
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir, logger, indexInBackground: true }).open()
+      const full = await new LocalJobCache({ cachedir: scanned }).open()
+      try {
+        await cache.ready()
+        expect(lines.join('')).toMatch(/index of 4 job\(s\) read from \S+index, then 0 byte\(s\) of the log past it/)
+        expect(await everything(cache)).toEqual(await everything(full))
+        expect((await cache.getJob(jids[0]!))?.minions).toEqual(['m3', 'm1', 'm2'])
+        expect(Object.keys((await cache.getJob(jids[1]!))?.returns ?? {})).toEqual(['m2', 'm3', 'm1'])
+        expect(await cache.getJob(jids[3]!)).toEqual({ jid: jids[3], load: {}, minions: [], returns: { stray: ret(jids[3]!, 'stray') } })
+        expect(await cache.newestJid()).toBe(jids[3])
+        // Duplicates are still known, new returns go after the indexed ones.
+        expect(await cache.saveReturn(jids[2]!, 'm3', ret(jids[2]!, 'm3', 'again'))).toBe(false)
+        expect(await cache.saveReturn(jids[2]!, 'm4', ret(jids[2]!, 'm4'))).toBe(true)
+        expect(Object.keys((await cache.getJob(jids[2]!))?.returns ?? {})).toEqual(['m2', 'm3', 'm1', 'm4'])
+        expect(lines.join('')).not.toMatch(/persisted index .* is/)
+      } finally {
+        await cache.close()
+        await full.close()
+      }
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+      await rm(scanned, { recursive: true, force: true })
+    }
+  })
+
+  it('after a run killed with SIGKILL since the index was persisted, reads the index and then only the records written past it: nothing is lost', async () => {
+    const cachedir = await tempDir()
+    const copy = await tempDir()
+    try {
+      const first = await new LocalJobCache({ cachedir }).open()
+      const { jids } = await fillTwoDays(first)
+      await first.close()
+      const indexed = (await stat(join(cachedir, 'jobs', '20240802.log'))).size
+      const second = await new LocalJobCache({ cachedir }).open()
+      const later = jidAt('2024-08-03T00:00:00Z', 5)
+      try {
+        await second.saveReturn(jids[2]!, 'm4', ret(jids[2]!, 'm4'))
+        await second.saveJob(later, { jid: later, fun: 'cmd.run' }, ['m1'])
+        await second.saveReturn(later, 'm1', ret(later, 'm1'))
+        await crashImage(cachedir, copy)
+      } finally {
+        await second.close()
+      }
+      const past = (await stat(join(copy, 'jobs', '20240802.log'))).size - indexed + (await stat(join(copy, 'jobs', '20240803.log'))).size
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir: copy, logger }).open()
+      try {
+        expect(lines.join('')).toContain(`index of 4 job(s) read from ${join(copy, 'jobs', 'index')}, then ${past} byte(s) of the log past it`)
+        expect(Object.keys((await cache.getJob(jids[2]!))?.returns ?? {})).toEqual(['m2', 'm3', 'm1', 'm4'])
+        expect(await cache.getJob(later)).toEqual({ jid: later, load: { jid: later, fun: 'cmd.run' }, minions: ['m1'], returns: { m1: ret(later, 'm1') } })
+        expect((await cache.listJobs()).map((job) => job.jid)).toEqual([later, ...[...jids].reverse()])
+      } finally {
+        await cache.close()
+      }
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+      await rm(copy, { recursive: true, force: true })
+    }
+  })
+
+  it('detects a corrupt persisted index, says so, rebuilds the index from the log and persists a good one at close', async () => {
+    const cachedir = await tempDir()
+    try {
+      const first = await new LocalJobCache({ cachedir }).open()
+      const { jids } = await fillTwoDays(first)
+      await first.close()
+      const path = join(cachedir, 'jobs', 'index')
+      const bytes = await readFile(path)
+      bytes[bytes.length - 3] = bytes[bytes.length - 3]! ^ 0xff
+      await writeFile(path, bytes)
+      const { logger, lines } = capture()
+      const cache = await new LocalJobCache({ cachedir, logger, indexInBackground: true }).open()
+      try {
+        expect((await cache.getJob(jids[1]!))?.returns).toEqual(
+          Object.fromEntries(['m2', 'm3', 'm1'].map((id) => [id, ret(jids[1]!, id, { jid: jids[1], id })])),
+        )
+        expect(lines.join('')).toMatch(/the persisted index \S+ is corrupt \(checksum mismatch\); rebuilding the index from the whole log/)
+        expect(await cache.listJobs()).toHaveLength(4)
+      } finally {
+        await cache.close()
+      }
+      const again = capture()
+      const reopened = await new LocalJobCache({ cachedir, logger: again.logger }).open()
+      await reopened.close()
+      expect(again.lines.join('')).toMatch(/index of 4 job\(s\) read from/)
+    } finally {
+      await rm(cachedir, { recursive: true, force: true })
+    }
+  })
+
+  const changes: [string, RegExp, (jobs: string, jids: string[]) => Promise<void>, (cache: LocalJobCache, jids: string[]) => Promise<void>][] = [
+    [
+      'a segment shortened',
+      /20240801\.log holds \d+ bytes, fewer than the \d+ it covered/,
+      async (jobs) => {
+        const path = join(jobs, '20240801.log')
+        const bytes = await readFile(path)
+        await writeFile(path, bytes.subarray(0, bytes.readUInt32BE(0) + 4)) // the first job record alone
+      },
+      async (cache, jids) => {
+        expect(await cache.getJob(jids[0]!)).toMatchObject({ minions: ['m3', 'm1', 'm2'], returns: {} })
+        expect(await cache.getJob(jids[1]!)).toBeUndefined()
+      },
+    ],
+    [
+      'a segment replaced by another log',
+      /the first \d+ bytes of 20240801\.log are not those it was built from/,
+      async (jobs, jids) => {
+        const other = await tempDir()
+        try {
+          const cache = await new LocalJobCache({ cachedir: other }).open()
+          for (let index = 0; index < 10; index++) await cache.saveReturn(jids[0]!, `other${index}`, ret(jids[0]!, `other${index}`, 'x'.repeat(100)))
+          await cache.close()
+          await writeFile(join(jobs, '20240801.log'), await readFile(join(other, 'jobs', '20240801.log')))
+        } finally {
+          await rm(other, { recursive: true, force: true })
+        }
+      },
+      async (cache, jids) => {
+        expect(Object.keys((await cache.getJob(jids[0]!))?.returns ?? {})).toEqual(Array.from({ length: 10 }, (_, index) => `other${index}`))
+        expect(await cache.getJob(jids[1]!)).toBeUndefined()
+      },
+    ],
+    [
+      'a segment gone',
+      /20240801\.log is gone/,
+      async (jobs) => rm(join(jobs, '20240801.log')),
+      async (cache, jids) => {
+        expect((await cache.listJobs()).map((job) => job.jid)).toEqual([jids[3], jids[2]])
+      },
+    ],
+  ]
+  it.each(changes)(
+    'ignores a persisted index the log no longer matches (%s), saying why, and rebuilds the index from the log',
+    async (_name, why, change, check) => {
+      const cachedir = await tempDir()
+      try {
+        const first = await new LocalJobCache({ cachedir }).open()
+        const { jids } = await fillTwoDays(first)
+        await first.close()
+        await change(join(cachedir, 'jobs'), jids)
+        const { logger, lines } = capture()
+        const cache = await new LocalJobCache({ cachedir, logger }).open()
+        try {
+          expect(lines.join('')).toMatch(/the persisted index \S+ is stale/)
+          expect(lines.join('')).toMatch(why)
+          await check(cache, jids)
+          expect((await cache.getJob(jids[2]!))?.minions).toEqual(['m3', 'm1', 'm2'])
+        } finally {
+          await cache.close()
+        }
+      } finally {
+        await rm(cachedir, { recursive: true, force: true })
+      }
+    },
+  )
 })
