@@ -7,6 +7,7 @@ import {
   type WireValue,
   EnvelopeKind,
   encodeEnvelope,
+  ownBytes,
   decodeEnvelope,
   requestIdOf,
   decodeLimitsOf,
@@ -170,8 +171,13 @@ export class RequestServing<P> {
     if (this.#handler === undefined) throw new InvalidOperationError(`${core.what} ${core.address}: call handle() before start()`)
   }
 
-  /** One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known). */
-  receive(body: Buffer, peer: P, peerName: string, address?: string): void {
+  /**
+   * One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known).
+   * The frame may be a view into the chunk it was read with; it is kept (and decoded) as a copy of its own bytes, so
+   * what a request holds while it waits or runs is what `maxInFlightBytes` counts of it.
+   */
+  receive(frame: Buffer, peer: P, peerName: string, address?: string): void {
+    const body = ownBytes(frame)
     if (this.#paused) {
       this.#held.push({ body, peer, peerName, address })
       return
@@ -198,7 +204,7 @@ export class RequestServing<P> {
       return
     }
     if (this.#running < this.concurrency) void this.#serve({ id, cost, peer, peerName, address }, { request: envelope.body })
-    else if (this.#waiting?.push({ id, cost, frame: Buffer.from(body), peer, peerName, address }, this.#isUrgent(envelope.body)) === true) {
+    else if (this.#waiting?.push({ id, cost, frame: body, peer, peerName, address }, this.#isUrgent(envelope.body)) === true) {
       this.#inHand.add(peer, id)
       this.#hold(cost)
     } else this.#refuse(id, peer, peerName)
