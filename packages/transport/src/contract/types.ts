@@ -262,8 +262,8 @@ export interface RequestServerOptions extends ServerOptions {
    * {@link REQUEST_OVERHEAD_BYTES} more (default {@link DEFAULT_MAX_IN_FLIGHT_BYTES}): past it the server takes no
    * more in (`intake-pause`), so a burst from every peer at once waits in the peers' sockets or their retries, not
    * in this process's memory. One request larger than the bound is still served when nothing else is in flight.
-   * A server without a gate (a broker's) lets a request it cannot run within the bound wait as its frame, counted at
-   * its bytes and {@link WAITING_FRAME_OVERHEAD_BYTES}, while that fits, and refuses it only past that.
+   * A server without a gate (a broker's) runs calls within half the bound and lets a request past that wait as its
+   * frame, counted at its bytes and {@link WAITING_FRAME_OVERHEAD_BYTES}, while the whole fits; it refuses only past that.
    */
   maxInFlightBytes?: number
 }

@@ -90,8 +90,8 @@ export interface IntakeGate {
  *
  * What is read and not yet answered is bounded in bytes too (`maxInFlightBytes`): past it the transport's
  * {@link IntakeGate} stops reading its peers until half of it is left (`intake-pause`, `intake-resume`), so a
- * burst waits in the peers' sockets rather than here; a transport without a gate keeps what it cannot run as frames
- * (their bytes and a record each) while those fit, and refuses the rest.
+ * burst waits in the peers' sockets rather than here; a transport without a gate runs calls within half of it and
+ * keeps what it cannot run as frames (their bytes and a record each) while the whole fits, and refuses the rest.
  */
 export class RequestServing<P> {
   readonly concurrency: number
@@ -200,9 +200,11 @@ export class RequestServing<P> {
     }
     const cost = body.length + REQUEST_OVERHEAD_BYTES
     const request = { id, cost, held: cost, peer, peerName, address }
-    // Without a gate the bound refuses; one request alone is served whatever its size (max_frame_bytes bounds it), and
-    // an urgent one (the operator's publish) whatever the flood it arrives in: it is counted, never refused.
-    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes && !this.#isUrgent(envelope.body)) {
+    // Without a gate, running calls may fill half the bound (their decoded forms and promises: what REQUEST_OVERHEAD_BYTES
+    // stands for); past that a request waits as its frame, which costs a fraction of that, in the other half. One
+    // request alone is served whatever its size (max_frame_bytes bounds it), and an urgent one (the operator's
+    // publish) whatever the flood it arrives in: it is counted, never refused.
+    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes / 2 && !this.#isUrgent(envelope.body)) {
       this.#waitAsFrame(request, body)
       return
     }
@@ -215,8 +217,8 @@ export class RequestServing<P> {
   }
 
   /**
-   * A request a server without an intake gate cannot run within `maxInFlightBytes` (a broker's: its deliveries cannot
-   * be left unread). Refused, it would be sent again after its sender's retry wait, costing this server its intake
+   * A request a server without an intake gate cannot run within half of `maxInFlightBytes` (a broker's: its deliveries
+   * cannot be left unread). Refused, it would be sent again after its sender's retry wait, costing this server its intake
    * twice and the sender a spool write; it waits as its frame instead, counted at the frame's bytes and its record
    * ({@link WAITING_FRAME_OVERHEAD_BYTES}) while those fit the bound, and is counted at its full cost once it runs
    * (each call answered frees more than that). Refused only when not even its frame fits, or the backlog is full.
