@@ -87,3 +87,16 @@ export class ByteQueue {
     this.held -= n
   }
 }
+
+/**
+ * `bytes` in an ArrayBuffer of their own: the same Buffer when it already is one, else a copy. A frame read with
+ * others in one socket read is a view into that read's chunk (tens of KiB), and whatever is decoded from it (msgpack
+ * bins are views too) keeps the whole chunk alive: a request kept while its handler waits would hold its chunk, so
+ * a server's bound on the bytes of requests in flight would bound the few hundred bytes it counts and not the
+ * chunk each one holds. Not Buffer.from: a small copy from Node's pool is a view into a shared slab again.
+ */
+export function ownBytes(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes
+  const own = new Uint8Array(bytes)
+  return Buffer.from(own.buffer, 0, own.byteLength)
+}

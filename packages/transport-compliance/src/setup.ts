@@ -100,6 +100,7 @@ export type ComplianceCase =
   | 'request limits: a reply over max_frame_bytes becomes an error reply naming the limit'
   | 'request limits: past `maxInFlightBytes` a server takes no more requests in: a socket transport stops reading its peers until half is answered, a broker one refuses with ServerBusyError'
   | 'request limits: an over-limit reply is dropped by the client, which times the request out and keeps the link'
+  | 'request limits: a request served or waiting holds its own bytes, not the chunk it was read with (what `maxInFlightBytes` counts is what it holds)'
   | 'malformed input: 10,000 garbage frames leave the server answering'
   | 'malformed input: each kind of bad envelope is dropped with one frame-drop giving a reason'
   | 'close: close is idempotent and resolves `closed`'

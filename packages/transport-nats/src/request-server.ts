@@ -48,7 +48,8 @@ export class NatsRequestServer extends EndpointBase implements RequestServer {
       this.core,
       {
         ...servingOptionsOf(options),
-        // No intake gate: a broker's deliveries cannot be held at their source, so past the bound requests are refused and the minions retry.
+        // No intake gate: a broker's deliveries cannot be held at their source, so past the bound requests wait here as
+        // their frames while those fit, and beyond that are refused and the minions retry.
       },
       (peer, reply) => this.#reply(peer, reply),
     )

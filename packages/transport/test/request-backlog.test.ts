@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest'
 import { RequestBacklog, RequestsInHand, type WaitingRequest } from '../src/runtime/request-backlog.js'
 
-const waiting = (peer: string, id: number): WaitingRequest<string> => ({ id, cost: 0, frame: Buffer.from([id]), peer, peerName: peer, address: undefined })
+const waiting = (peer: string, id: number): WaitingRequest<string> => ({
+  id,
+  cost: 0,
+  held: 0,
+  frame: Buffer.from([id]),
+  peer,
+  peerName: peer,
+  address: undefined,
+})
 
 describe('RequestBacklog', () => {
   it('serves the urgent lane first, each lane in arrival order, and bounds both lanes together', () => {

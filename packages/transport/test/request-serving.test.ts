@@ -1,7 +1,7 @@
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
-import { EndpointCore, REQUEST_OVERHEAD_BYTES, RequestServing, type TransportEvent } from '../src/index.js'
+import { EndpointCore, REQUEST_OVERHEAD_BYTES, RequestServing, WAITING_FRAME_OVERHEAD_BYTES, type TransportEvent } from '../src/index.js'
 import { EnvelopeKind, InvalidOperationError, decodeEnvelope, encodeEnvelope, type Envelope, type WireValue } from '@brine/core'
 
 const ADDRESS = 'tcp://127.0.0.1:4506'
@@ -231,6 +231,36 @@ describe('RequestServing', () => {
     request(2, body)
     expect(held).toHaveLength(2)
     expect(loop.inFlightBytes).toBe(cost)
+  })
+
+  it('without an intake gate lets a request it cannot run within maxInFlightBytes wait as its frame while that fits, in order, and refuses it only past that', async () => {
+    const body = 'x'.repeat(1000)
+    const frame = encodeEnvelope({ kind: EnvelopeKind.Request, id: 0, body }).length
+    const cost = frame + REQUEST_OVERHEAD_BYTES
+    const waits = frame + WAITING_FRAME_OVERHEAD_BYTES
+    // One runs; two more fit as frames (not as running calls); the fourth fits neither way.
+    const { core, loop, replies, held, request, untilReplies } = serving({ maxInFlightBytes: cost + 2 * waits + 10 })
+    for (let id = 0; id < 4; id++) request(id, body)
+    expect(held).toHaveLength(1)
+    expect(loop.waiting).toBe(2)
+    expect(loop.inFlightBytes).toBe(cost + 2 * waits)
+    expect(replies.map(({ envelope }) => [envelope.id, (envelope.body as { name?: string }).name])).toEqual([[3, 'ServerBusyError']])
+    expect(core.counters.refused).toBe(1)
+    // A slot is free, but the frames waiting are served first: a later request that would fit waits behind them.
+    held[0]!.release()
+    await untilReplies(2)
+    expect(held).toHaveLength(2)
+    expect(loop.inFlightBytes).toBe(cost + waits)
+    request(4, 'y')
+    expect(loop.waiting).toBe(2)
+    for (let served = 1; served < 4; served++) {
+      held[served]!.release()
+      await untilReplies(served + 2)
+    }
+    expect(held.map((call) => (call.request as string).length)).toEqual([1000, 1000, 1000, 1])
+    expect(replies.map(({ envelope }) => envelope.id)).toEqual([3, 0, 1, 2, 4])
+    expect(loop.inFlightBytes).toBe(0)
+    expect(core.counters.refused).toBe(1)
   })
 
   it('without an intake gate still serves an urgent request past maxInFlightBytes (the operator in a flood of returns), counted in', async () => {

@@ -17,6 +17,7 @@ export function requestLimitTests(harness: Harness): void {
     inFlightAndBacklogCases(harness)
     laneCases(harness)
     inFlightBytesCase(harness)
+    ownBytesCase(harness)
     replyAndRequestBoundCases(harness)
   })
 }
@@ -140,6 +141,35 @@ function laneCases(harness: Harness): void {
     await deadline(held, WAIT_MS, 'the blocker')
     expect(seen).toEqual(['blocker', 'gave up', 'answered', 'fits'])
     expect(server.endpoint.stats()).toMatchObject({ queued: 0, inFlight: 0, refused: 1 })
+  })
+}
+
+const OWN_BYTES_CASE =
+  'request limits: a request served or waiting holds its own bytes, not the chunk it was read with (what `maxInFlightBytes` counts is what it holds)'
+
+/**
+ * Forty small requests sent at once arrive several to a socket read (or a broker's delivery), each a view into that
+ * read's chunk; a binary field decoded from a view shares its buffer. Two run at a time and the rest wait, so both
+ * paths (served at once, decoded after waiting) are seen: each bin's buffer must be no bigger than its request.
+ */
+function ownBytesCase(harness: Harness): void {
+  test(OWN_BYTES_CASE, async () => {
+    const held: number[] = []
+    const server = await harness.requestServer(
+      async (request) => {
+        const data = (request as { data: Uint8Array }).data
+        held.push(data.buffer.byteLength)
+        server.recorder.poke()
+        return data.length
+      },
+      { concurrency: 2, backlog: 100 },
+    )
+    const { endpoint: client } = await harness.requestClient(server.port)
+    const sends = Array.from({ length: 40 }, (_, n) => client.send({ n, data: Buffer.alloc(32, n) }, { timeout: WAIT_MS }))
+    expect(await deadline(Promise.all(sends), WAIT_MS, 'the forty requests to be answered')).toEqual(Array.from({ length: 40 }, () => 32))
+    expect(held).toHaveLength(40)
+    // An encoded request here is about 50 bytes; a socket read's chunk is tens of KiB.
+    expect(Math.max(...held)).toBeLessThanOrEqual(256)
   })
 }
 

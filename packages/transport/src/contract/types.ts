@@ -30,7 +30,8 @@ export type TransportEvent =
   /**
    * A request server holds more bytes of requests read and not yet answered than `maxInFlightBytes`: it stops
    * taking requests in (a socket transport stops reading its peers, whose requests wait in their sockets; a broker
-   * transport refuses them with ServerBusyError) until what it holds falls to half the bound (`intake-resume`).
+   * transport keeps what still fits as frames and refuses the rest with ServerBusyError) until what it holds falls to
+   * half the bound (`intake-resume`).
    */
   | { type: 'intake-pause'; bytes: number; limit: number }
   | { type: 'intake-resume'; bytes: number; limit: number }
@@ -261,6 +262,8 @@ export interface RequestServerOptions extends ServerOptions {
    * {@link REQUEST_OVERHEAD_BYTES} more (default {@link DEFAULT_MAX_IN_FLIGHT_BYTES}): past it the server takes no
    * more in (`intake-pause`), so a burst from every peer at once waits in the peers' sockets or their retries, not
    * in this process's memory. One request larger than the bound is still served when nothing else is in flight.
+   * A server without a gate (a broker's) runs calls within half the bound and lets a request past that wait as its
+   * frame, counted at its bytes and {@link WAITING_FRAME_OVERHEAD_BYTES}, while the whole fits; it refuses only past that.
    */
   maxInFlightBytes?: number
 }
@@ -361,7 +364,8 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
  * Handler calls a request server runs at once. A master's call for a return waits mostly for the job cache's group
  * commit, so how many must run to keep a throughput grows with that commit's latency (Little's law): a low count
  * starves the master of returns while it waits on the disk. What they hold is bounded by
- * {@link DEFAULT_MAX_IN_FLIGHT_BYTES}, which counts a running call as it counts a waiting one.
+ * {@link DEFAULT_MAX_IN_FLIGHT_BYTES}, which counts a running call as it counts a waiting one (but for a frame that
+ * waits past the bound of a server without an intake gate, counted at its bytes: see `maxInFlightBytes`).
  */
 export const DEFAULT_REQUEST_CONCURRENCY = 8192
 export const DEFAULT_REQUEST_BACKLOG = 262_144
@@ -376,6 +380,11 @@ export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
  * the handler's promises and what the handler decodes from it (a sealed return, opened).
  */
 export const REQUEST_OVERHEAD_BYTES = 2048
+/**
+ * What a request waiting as its frame is taken to cost beyond the frame's bytes (the frame a copy of its own, never
+ * a view into a larger read): its record in the backlog, its entry among the ids in hand, its peer's name.
+ */
+export const WAITING_FRAME_OVERHEAD_BYTES = 256
 /**
  * Largest frame a publish server accepts from a subscriber (a TCP hello, a ZeroMQ subscription):
  * larger ones are skipped unread (TCP) or end the connection (ZeroMQ).

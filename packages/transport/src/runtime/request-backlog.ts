@@ -3,8 +3,13 @@ import { BoundedQueue } from '@brine/core'
 /** One request waiting for a handler slot. */
 export interface WaitingRequest<P> {
   id: number
-  /** What it counts against the server's `maxInFlightBytes`: its frame and REQUEST_OVERHEAD_BYTES. */
+  /** What it counts against the server's `maxInFlightBytes` as it runs: its frame and REQUEST_OVERHEAD_BYTES. */
   cost: number
+  /**
+   * What it counts while it waits: `cost`, or, waiting past the bound of a server without an intake gate, its frame
+   * and WAITING_FRAME_OVERHEAD_BYTES (RequestServing counts the rest in as it starts).
+   */
+  held: number
   /**
    * The request as its frame's bytes, copied out of the read it arrived in: decoded again when its turn comes, so a
    * burst waits as frames and not as the objects they decode to, which would outlive two scavenges and be promoted.

@@ -7,6 +7,7 @@ import {
   type WireValue,
   EnvelopeKind,
   encodeEnvelope,
+  ownBytes,
   decodeEnvelope,
   requestIdOf,
   decodeLimitsOf,
@@ -18,6 +19,7 @@ import {
   DEFAULT_REQUEST_BACKLOG,
   DEFAULT_REQUEST_CONCURRENCY,
   REQUEST_OVERHEAD_BYTES,
+  WAITING_FRAME_OVERHEAD_BYTES,
   type RequestHandler,
   type RequestServerOptions,
 } from '../contract/types.js'
@@ -88,7 +90,8 @@ export interface IntakeGate {
  *
  * What is read and not yet answered is bounded in bytes too (`maxInFlightBytes`): past it the transport's
  * {@link IntakeGate} stops reading its peers until half of it is left (`intake-pause`, `intake-resume`), so a
- * burst waits in the peers' sockets rather than here; a transport without a gate refuses the excess instead.
+ * burst waits in the peers' sockets rather than here; a transport without a gate runs calls within half of it and
+ * keeps what it cannot run as frames (their bytes and a record each) while the whole fits, and refuses the rest.
  */
 export class RequestServing<P> {
   readonly concurrency: number
@@ -170,8 +173,13 @@ export class RequestServing<P> {
     if (this.#handler === undefined) throw new InvalidOperationError(`${core.what} ${core.address}: call handle() before start()`)
   }
 
-  /** One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known). */
-  receive(body: Buffer, peer: P, peerName: string, address?: string): void {
+  /**
+   * One frame from `peer` (named `peerName` in events and the handler's context; `address`, its host, when known).
+   * The frame may be a view into the chunk it was read with; it is kept (and decoded) as a copy of its own bytes, so
+   * what a request holds while it waits or runs is what `maxInFlightBytes` counts of it.
+   */
+  receive(frame: Buffer, peer: P, peerName: string, address?: string): void {
+    const body = ownBytes(frame)
     if (this.#paused) {
       this.#held.push({ body, peer, peerName, address })
       return
@@ -191,16 +199,37 @@ export class RequestServing<P> {
       return
     }
     const cost = body.length + REQUEST_OVERHEAD_BYTES
-    // Without a gate the bound refuses; one request alone is served whatever its size (max_frame_bytes bounds it), and
-    // an urgent one (the operator's publish) whatever the flood it arrives in: it is counted, never refused.
-    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes && !this.#isUrgent(envelope.body)) {
-      this.#refuse(id, peer, peerName, this.maxInFlightBytes)
+    const request = { id, cost, held: cost, peer, peerName, address }
+    // Without a gate, running calls may fill half the bound (their decoded forms and promises: what REQUEST_OVERHEAD_BYTES
+    // stands for); past that a request waits as its frame, which costs a fraction of that, in the other half. One
+    // request alone is served whatever its size (max_frame_bytes bounds it), and an urgent one (the operator's
+    // publish) whatever the flood it arrives in: it is counted, never refused.
+    if (this.#intake === undefined && this.#inFlightBytes > 0 && this.#inFlightBytes + cost > this.maxInFlightBytes / 2 && !this.#isUrgent(envelope.body)) {
+      this.#waitAsFrame(request, body)
       return
     }
-    if (this.#running < this.concurrency) void this.#serve({ id, cost, peer, peerName, address }, { request: envelope.body })
-    else if (this.#waiting?.push({ id, cost, frame: Buffer.from(body), peer, peerName, address }, this.#isUrgent(envelope.body)) === true) {
+    // Frames waiting past the bound (no gate) come first: a slot free then is not theirs to skip, but an urgent request's.
+    if (this.#running < this.concurrency && (this.waiting === 0 || this.#isUrgent(envelope.body))) void this.#serve(request, { request: envelope.body })
+    else if (this.#waiting?.push({ ...request, frame: body }, this.#isUrgent(envelope.body)) === true) {
       this.#inHand.add(peer, id)
       this.#hold(cost)
+    } else this.#refuse(id, peer, peerName)
+  }
+
+  /**
+   * A request a server without an intake gate cannot run within half of `maxInFlightBytes` (a broker's: its deliveries
+   * cannot be left unread). Refused, it would be sent again after its sender's retry wait, costing this server its intake
+   * twice and the sender a spool write; it waits as its frame instead, counted at the frame's bytes and its record
+   * ({@link WAITING_FRAME_OVERHEAD_BYTES}) while those fit the bound, and is counted at its full cost once it runs
+   * (each call answered frees more than that). Refused only when not even its frame fits, or the backlog is full.
+   */
+  #waitAsFrame(request: Omit<WaitingRequest<P>, 'frame'>, frame: Buffer): void {
+    const held = frame.length + WAITING_FRAME_OVERHEAD_BYTES
+    const { id, peer, peerName } = request
+    if (this.#inFlightBytes + held > this.maxInFlightBytes) this.#refuse(id, peer, peerName, this.maxInFlightBytes)
+    else if (this.#waiting?.push({ ...request, held, frame }, false) === true) {
+      this.#inHand.add(peer, id)
+      this.#hold(held)
     } else this.#refuse(id, peer, peerName)
   }
 
@@ -247,12 +276,14 @@ export class RequestServing<P> {
    * and out once it is answered.
    */
   async #serve(
-    { id, cost, peer, peerName, address }: Omit<WaitingRequest<P>, 'frame'>,
+    { id, cost, held, peer, peerName, address }: Omit<WaitingRequest<P>, 'frame'>,
     body: { request: WireValue } | { frame: Buffer },
     counted = false,
   ): Promise<void> {
     const core = this.#core
+    // A frame that waited counted at less than its cost (past the bound, no gate) is counted in full as it runs.
     if (!counted) this.#hold(cost)
+    else if (held < cost) this.#hold(cost - held)
     this.#running++
     this.#inHand.add(peer, id)
     let reply: Buffer
