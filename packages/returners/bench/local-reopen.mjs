@@ -6,32 +6,10 @@
 // scan, as after kill -9); prints the ms and the CPU ms until the index is ready.
 import { mkdtemp, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
-import { build } from 'esbuild'
+import { bundledLocalJobCache } from './bundle-cache.mjs'
 
-const here = fileURLToPath(new URL('.', import.meta.url))
-const packages = join(here, '..', '..')
 const [base = '/tmp', jobsArg = '260', minionsArg = '1000', reopensArg = '3'] = process.argv.slice(2)
-const outfile = join(here, '..', 'test', '.tmp', `bench-${process.pid}.mjs`)
-await build({
-  stdin: { contents: "export { LocalJobCache } from './src/local-cache.ts'", resolveDir: join(here, '..'), loader: 'ts' },
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node20',
-  outfile,
-  logLevel: 'silent',
-  plugins: [
-    {
-      name: 'brine-src',
-      setup(b) {
-        b.onResolve({ filter: /^@brine\/[a-z-]+$/ }, (a) => ({ path: join(packages, a.path.slice(7), 'src', 'index.ts') }))
-        b.onResolve({ filter: /^[^./]/ }, (a) => ({ path: a.path, external: true }))
-      },
-    },
-  ],
-})
-const { LocalJobCache } = await import(pathToFileURL(outfile).href)
+const { LocalJobCache, outfile } = await bundledLocalJobCache()
 const cachedir = await mkdtemp(join(base, 'brine-reopen-'))
 const cpuMs = () => {
   const { user, system } = process.cpuUsage()

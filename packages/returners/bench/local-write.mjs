@@ -5,32 +5,10 @@
 // then reopens the cache (index rebuilt by scanning the log) and reads the job back, timing both.
 import { mkdtemp, rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
-import { build } from 'esbuild'
+import { bundledLocalJobCache } from './bundle-cache.mjs'
 
-const here = fileURLToPath(new URL('.', import.meta.url))
-const packages = join(here, '..', '..')
 const [base = '/tmp', total = '2000', concurrency = '1'] = process.argv.slice(2)
-const outfile = join(here, '..', 'test', '.tmp', `bench-${process.pid}.mjs`)
-await build({
-  stdin: { contents: "export { LocalJobCache } from './src/local-cache.ts'", resolveDir: join(here, '..'), loader: 'ts' },
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node20',
-  outfile,
-  logLevel: 'silent',
-  plugins: [
-    {
-      name: 'brine-src',
-      setup(b) {
-        b.onResolve({ filter: /^@brine\/[a-z-]+$/ }, (a) => ({ path: join(packages, a.path.slice(7), 'src', 'index.ts') }))
-        b.onResolve({ filter: /^[^./]/ }, (a) => ({ path: a.path, external: true }))
-      },
-    },
-  ],
-})
-const { LocalJobCache } = await import(pathToFileURL(outfile).href)
+const { LocalJobCache, outfile } = await bundledLocalJobCache()
 const cachedir = await mkdtemp(join(base, 'brine-bench-'))
 try {
   const cache = await new LocalJobCache({ cachedir }).open()
