@@ -14,7 +14,10 @@ export interface IterOptions {
   /** How `match` is applied (Salt's default: startswith). */
   matchType?: MatchType
   signal?: AbortSignal
-  /** Events buffered for this reader before the newest are dropped (counted in `dropped`). */
+  /**
+   * Events buffered for this reader before the newest are dropped (counted in `dropped`; a reader whose match takes
+   * `brine/bus/dropped` is told where, once its buffer has room again).
+   */
   hwm?: number
   /**
    * A further test of each tag that matches, made as the event arrives (before it is buffered); it may
@@ -75,14 +78,45 @@ export function busLossEvent(count: number | null, reason: BusLossReason, stamp?
 interface Reader {
   test: (tag: string) => boolean
   queue: BoundedQueue<BusEvent>
+  /** Events this reader's full buffer dropped since it was last told (only counted for a reader that takes the notice). */
+  lost: number
+}
+
+/**
+ * Offers `event` to one reader: a reader that lost events to its full buffer is first told how many (a
+ * `brine/bus/dropped` event, reason `behind`, where the events went missing), once its buffer holds both. Returns false
+ * when the event was dropped.
+ */
+function offer(reader: Reader, event: BusEvent): boolean {
+  if (reader.lost > 0) {
+    if (reader.queue.size + 2 > reader.queue.capacity) return dropFor(reader)
+    reader.queue.push(busLossEvent(reader.lost, 'behind'))
+    reader.lost = 0
+  }
+  return reader.queue.push(event) || reader.queue.isEnded || dropFor(reader)
+}
+
+/** Counts one event the reader's buffer could not take, for its notice if its match takes one; always false. */
+function dropFor(reader: Reader): false {
+  if (reader.test(BUS_DROPPED_TAG)) reader.lost++
+  return false
+}
+
+/** The notice of what a reader's full buffer dropped, taken out of the reader once its buffer is read empty. */
+function pendingNotice(reader: Reader): BusEvent | undefined {
+  if (reader.lost === 0 || reader.queue.size > 0) return undefined
+  const notice = busLossEvent(reader.lost, 'behind')
+  reader.lost = 0
+  return notice
 }
 
 /**
  * Salt's MasterEvent: the master's event bus as async iterators. Several readers may iterate at once,
  * each with its own tag filter and bounded buffer. If the master restarts, the connection comes back on
  * its own (events fired while it was down are not replayed). When the master had to drop events for this
- * connection, readers whose filter takes `brine/bus/dropped` get one such event (`{count, reason: 'behind'}`) in
- * their place; when the connection came back after it was lost, one with `{count: null, reason: 'reconnect'}`.
+ * connection, or a reader's own buffer was full, readers whose filter takes `brine/bus/dropped` get one such event
+ * (`{count, reason: 'behind'}`) in their place; when the connection came back after it was lost, one with
+ * `{count: null, reason: 'reconnect'}`.
  *
  * ```ts
  * const events = new MasterEvent({ sockDir: '/var/run/brine/master' })
@@ -211,7 +245,7 @@ export class MasterEvent implements AsyncDisposable {
 
   private deliver(event: BusEvent): void {
     for (const reader of this.readers) {
-      if (reader.test(event.tag) && !reader.queue.push(event) && !reader.queue.isEnded) this.dropped++
+      if (reader.test(event.tag) && !offer(reader, event)) this.dropped++
     }
   }
 
@@ -222,7 +256,11 @@ export class MasterEvent implements AsyncDisposable {
   iter(options: IterOptions = {}): AsyncIterable<BusEvent> {
     const matches = tagMatcher(options.match ?? '', options.matchType)
     const filter = options.filter
-    const reader: Reader = { test: filter === undefined ? matches : (tag) => matches(tag) && filter(tag), queue: new BoundedQueue(options.hwm ?? 10_000) }
+    const reader: Reader = {
+      test: filter === undefined ? matches : (tag) => matches(tag) && filter(tag),
+      queue: new BoundedQueue(options.hwm ?? 10_000),
+      lost: 0,
+    }
     this.readers.add(reader)
     const finish = (): void => {
       this.readers.delete(reader)
@@ -238,7 +276,9 @@ export class MasterEvent implements AsyncDisposable {
           // EventBusUnavailableError); once connected, reconnects happen in the background.
           next: async () => {
             if (!this.closed && !this.everConnected) await this.connect()
-            return inner.next()
+            // Read empty after it fell behind, with no event since to carry the notice: told now, not at some later event.
+            const notice = pendingNotice(reader)
+            return notice === undefined ? inner.next() : { value: notice, done: false }
           },
           return: async () => {
             finish()

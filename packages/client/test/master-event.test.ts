@@ -223,7 +223,41 @@ describe('MasterEvent buffering', () => {
     expect(seen).toEqual(['salt/job/9/ret/m0', 'salt/job/9/ret/m1', 'salt/job/9/ret/m2'])
     expect(events.dropped).toBe(3)
     fire(socket, 'salt/job/9/ret/late')
+    // The reader takes brine/bus/dropped (it matches every tag): told where its three went missing, before the next event.
+    expect((await deadline(slow.next(), 5000, 'the notice')).value).toMatchObject({ tag: BUS_DROPPED_TAG, data: { count: 3, reason: 'behind' } })
     expect((await deadline(slow.next(), 5000, 'an event once the reader caught up')).value?.tag).toBe('salt/job/9/ret/late')
+  })
+
+  it('tells a reader whose own buffer dropped events as soon as it has read the buffer empty, without waiting for another event, and keeps the order around the gap', async () => {
+    const { events, socket } = await connectedBus()
+    const slow = events.iter({ match: `^salt/job/|^${BUS_DROPPED_TAG}$`, matchType: 'regex', hwm: 3 })[Symbol.asyncIterator]()
+    const narrow = events.iter({ match: 'salt/job/', hwm: 3 })[Symbol.asyncIterator]()
+    const witness = events.iter({ match: 'salt/job/' })[Symbol.asyncIterator]()
+    for (let index = 0; index < 5; index++) fire(socket, `salt/job/1/ret/m${index}`)
+    for (let index = 0; index < 5; index++) await deadline(witness.next(), 5000, `event ${index} at the witness`)
+    const read: unknown[] = []
+    for (let index = 0; index < 4; index++) read.push((await deadline(slow.next(), 5000, `read ${index}`)).value)
+    expect(read.map((event) => (event as { tag: string }).tag)).toEqual(['salt/job/1/ret/m0', 'salt/job/1/ret/m1', 'salt/job/1/ret/m2', BUS_DROPPED_TAG])
+    expect((read[3] as { data: unknown }).data).toMatchObject({ count: 2, reason: 'behind' })
+    // n3 finds the buffer full; after one event read, n4 finds room for one, not for a notice and an event: lost too.
+    for (let index = 0; index < 4; index++) fire(socket, `salt/job/1/ret/n${index}`)
+    for (let index = 0; index < 4; index++) await deadline(witness.next(), 5000, `n${index} at the witness`)
+    expect((await deadline(slow.next(), 5000, 'n0')).value?.tag).toBe('salt/job/1/ret/n0')
+    fire(socket, 'salt/job/1/ret/n4')
+    await deadline(witness.next(), 5000, 'n4 at the witness')
+    expect((await deadline(slow.next(), 5000, 'n1')).value?.tag).toBe('salt/job/1/ret/n1')
+    // Two free now: the notice of n3 and n4, then n5, after what was buffered before the gap.
+    fire(socket, 'salt/job/1/ret/n5')
+    await deadline(witness.next(), 5000, 'n5 at the witness')
+    const after: unknown[] = []
+    for (let index = 0; index < 3; index++) after.push((await deadline(slow.next(), 5000, `after ${index}`)).value)
+    expect(after.map((event) => (event as { tag: string }).tag)).toEqual(['salt/job/1/ret/n2', BUS_DROPPED_TAG, 'salt/job/1/ret/n5'])
+    expect((after[1] as { data: unknown }).data).toMatchObject({ count: 2, reason: 'behind' })
+    // A reader whose match does not take the notice loses the same events, counted, and is never sent one.
+    const narrowTags: unknown[] = []
+    for (let index = 0; index < 3; index++) narrowTags.push((await deadline(narrow.next(), 5000, `narrow ${index}`)).value?.tag)
+    expect(narrowTags).toEqual(['salt/job/1/ret/m0', 'salt/job/1/ret/m1', 'salt/job/1/ret/m2'])
+    expect(events.dropped).toBeGreaterThan(3)
   })
 
   it('fails the first next() with the clear error when the bus is unreachable', async () => {
