@@ -9,9 +9,10 @@ import {
   type RequestClient,
   type RequestClientOptions,
   type SendOptions,
+  ReconnectingLink,
+  tcpAddress,
 } from '@brine/transport'
 import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame, type WireValue } from '@brine/core'
-import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
  * Minion / client side of the request link: one connection, kept up in the background, carrying
