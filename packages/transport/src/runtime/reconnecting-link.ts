@@ -51,6 +51,8 @@ export class ReconnectingLink {
   private attempt = 0
   private everConnected = false
   private timer: NodeJS.Timeout | undefined
+  /** The pending connection's handshake deadline, with a handshake. */
+  private handshakeTimer: NodeJS.Timeout | undefined
   private stopped = false
   readonly peer: string
 
@@ -96,10 +98,9 @@ export class ReconnectingLink {
         this.established(connection)
         return
       }
-      const deadline = setTimeout(() => {
+      this.handshakeTimer = setTimeout(() => {
         if (this.pending === connection) connection.drop(`no handshake from the server within ${this.options.handshakeTimeout} ms (handshake_timeout)`)
       }, this.options.handshakeTimeout)
-      void connection.closed.then(() => clearTimeout(deadline))
       this.handlers.onOpen?.(connection)
     })
   }
@@ -107,6 +108,7 @@ export class ReconnectingLink {
   /** The connection is up (its socket connected, or the owner's handshake over it completed). */
   established(connection: Connection): void {
     if (this.stopped || this.pending !== connection || !connection.isOpen) return
+    clearTimeout(this.handshakeTimer)
     this.pending = undefined
     this.current = connection
     this.attempt = 0
@@ -117,7 +119,10 @@ export class ReconnectingLink {
   }
 
   private closed(connection: Connection, reason: string | undefined): void {
-    if (this.pending === connection) this.pending = undefined
+    if (this.pending === connection) {
+      this.pending = undefined
+      clearTimeout(this.handshakeTimer)
+    }
     if (this.current === connection) {
       this.current = undefined
       this.core.emit({ type: 'peer-disconnect', peer: this.peer, ...(reason === undefined ? {} : { reason }) })
@@ -148,6 +153,7 @@ export class ReconnectingLink {
     this.stopped = true
     if (this.timer !== undefined) clearTimeout(this.timer)
     this.timer = undefined
+    clearTimeout(this.handshakeTimer)
     const open = [this.current, this.pending].filter((conn): conn is Connection => conn !== undefined)
     await Promise.all(open.map((conn) => conn.close()))
   }
