@@ -3,7 +3,9 @@ import { TimeoutError } from '@brine/core'
 import { deadline, portOf } from '@brine/testkit'
 import { describe, expect, it } from 'vitest'
 import { zeromqTransport } from '../src/index.js'
-import { HOST, handOvers, track } from './helpers.js'
+import { Recorder } from '@brine/transport-compliance'
+import { topicForId } from '../src/socket-util.js'
+import { HOST, handOvers, take, track } from './helpers.js'
 
 const transport = zeromqTransport()
 
@@ -49,6 +51,25 @@ describe('zeromq request/reply', () => {
     // Its re-sends found it already waiting: nothing was sent twice, nothing dropped, nothing left behind.
     expect(client.stats().dropped).toBe(0)
     expect(client.stats().queued).toBe(0)
+  })
+
+  it('makes a round trip and gets a publish over IPv6 loopback', async () => {
+    const server = track(transport.createRequestServer({ host: '::1', port: 0 }))
+    server.handle(async (request) => ({ over: request }))
+    await server.start()
+    expect(server.address).toMatch(/^tcp:\/\/\[::1\]:\d+$/)
+    const client = track(transport.createRequestClient({ host: '::1', port: portOf(server.address) }))
+    await client.start()
+    expect(await deadline(client.send('v6'), 10_000, 'the reply over IPv6')).toEqual({ over: 'v6' })
+
+    const publisher = track(transport.createPublishServer({ host: '::1', port: 0 }))
+    const events = new Recorder(publisher)
+    await publisher.start()
+    const subscriber = track(transport.createPublishClient({ host: '::1', port: portOf(publisher.address), id: 'minion-6' }))
+    await subscriber.start()
+    await events.waitFor((event) => event.type === 'peer-subscribe' && event.topic === topicForId('minion-6'), 'the subscription over IPv6')
+    await publisher.publish('to six', { topics: ['minion-6'] })
+    expect(await take(subscriber[Symbol.asyncIterator](), 1, 'the load over IPv6')).toEqual(['to six'])
   })
 
   it("hands the replies of one turn to a peer's socket as one write (libzmq wakes two threads per segment)", async () => {
