@@ -2,10 +2,10 @@ import {
   DEFAULT_HWM,
   DEFAULT_REQUEST_TIMEOUT_MS,
   EndpointBase,
+  LinkRequests,
   RequestTable,
   type FramedConnection,
   type LiveStats,
-  type PendingRequest,
   type ReconnectingLink,
   type RequestClient,
   type RequestClientOptions,
@@ -24,16 +24,16 @@ const zmtpFrame = (envelope: Buffer): Buffer => Buffer.concat([frameHeader(envel
  * `ret_port`, many requests in flight on it through the shared RequestTable (ids, tries, timeouts, late replies,
  * abort, close). This class only moves frames: each try is one one-frame message (the envelope), each reply
  * message goes to the table, and a request made while the link is down waits (within its timeout) and goes out
- * once the handshake completes, as TCP's client does.
+ * once the handshake completes (LinkRequests, as TCP's client).
  */
 export class ZeroMQRequestClient extends EndpointBase implements RequestClient {
   readonly #link: ReconnectingLink
   readonly #table: RequestTable
-  /** Requests waiting for a connection, in send order; a request leaves it when it settles. */
-  readonly #waiting = new Set<PendingRequest>()
+  readonly #requests: LinkRequests
 
   constructor(options: RequestClientOptions) {
     super('zeromq', 'request client', endpointOf(options), options.logger)
+    this.#requests = new LinkRequests(this.core, () => this.#link.current)
     this.#table = new RequestTable(
       this.core,
       {
@@ -44,14 +44,14 @@ export class ZeroMQRequestClient extends EndpointBase implements RequestClient {
         limits: decodeLimitsOf(options, 'client'),
         wrap: zmtpFrame,
       },
-      { transmit: (request) => this.#transmit(request), settled: (request) => this.#waiting.delete(request) },
+      this.#requests,
     )
     this.#link = zmtpClientLink(
       this.core,
       options,
       { socketType: 'DEALER', peerTypes: ['ROUTER', 'DEALER'] },
       {
-        onConnect: (connection) => this.#flushWaiting(connection),
+        onConnect: (connection) => this.#requests.flush(connection),
         onMessage: (parts, connection) => this.#accept(parts, connection),
       },
     )
@@ -72,24 +72,6 @@ export class ZeroMQRequestClient extends EndpointBase implements RequestClient {
     this.#link.reconnectNow()
   }
 
-  #transmit(request: PendingRequest): void {
-    const connection = this.#link.current
-    if (connection === undefined) this.#waiting.add(request)
-    else this.#write(request, connection)
-  }
-
-  #write(request: PendingRequest, connection: FramedConnection): void {
-    if (!connection.write(request.data) && connection.isOpen) {
-      this.core.messageDropped(connection.peer, `send queue to ${this.address} is full; request ${request.id} try ${request.attempt} not sent`)
-    }
-  }
-
-  #flushWaiting(connection: FramedConnection): void {
-    const waiting = [...this.#waiting]
-    this.#waiting.clear()
-    for (const request of waiting) this.#write(request, connection)
-  }
-
   /** One reply message: exactly one envelope frame, else a frame drop. */
   #accept(parts: Buffer[], connection: FramedConnection): void {
     const [body] = parts
@@ -101,7 +83,7 @@ export class ZeroMQRequestClient extends EndpointBase implements RequestClient {
   }
 
   protected liveStats(): LiveStats {
-    return { queued: this.#waiting.size + (this.#link.current?.queued ?? 0), inFlight: this.#table.inFlight, peers: this.#link.isConnected ? 1 : 0 }
+    return { queued: this.#requests.waiting + (this.#link.current?.queued ?? 0), inFlight: this.#table.inFlight, peers: this.#link.isConnected ? 1 : 0 }
   }
 
   protected async release(): Promise<void> {
