@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // Packs Brine for installation on another machine: `npm pack` of @brine/cli and every @brine package it needs,
 // each tarball carrying its third-party dependencies (bundleDependencies) exactly as this repository's
-// package-lock.json tested them, native addons included (zeromq ships prebuilt libzmq addons for Linux, macOS
-// and Windows). A user then runs
+// package-lock.json tested them, native addons included (msgpackr's optional extractor). A user then runs
 //
 //   npm install -g ./brine-*.tgz
 //

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds brine_<version>_<arch>.deb: /opt/brine holds the project's own Node runtime (scripts/runtime.sh, the
 // pinned Node 24) and the installed @brine packages with their production dependencies (the tarballs
-// scripts/pack.mjs makes, installed offline: zeromq's prebuilt addon included, nothing compiled); /usr/bin holds
+// scripts/pack.mjs makes, installed offline: nothing compiled); /usr/bin holds
 // one small wrapper per command that runs it on that runtime, so the machine's own Node (if any) plays no part.
 // Units go to /lib/systemd/system, the config files to /etc/brine (conffiles), logrotate's snippet to
 // /etc/logrotate.d; packaging/deb/ has the maintainer scripts. Needs dpkg-deb; reaches only the npm registry

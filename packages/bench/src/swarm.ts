@@ -155,7 +155,6 @@ export class MinionSwarm {
 
   /** Loads the shared config and starts every instance, `batch` at a time. Resolves once all have started. */
   async start(): Promise<void> {
-    await raiseZeroMqSocketLimit(this.options.count * 8 + 64)
     const shared = await loadSwarmConfig(this.options.configDir)
     const host = hostGrains()
     await forEachInstance(
@@ -176,19 +175,4 @@ export class MinionSwarm {
     this.#stopping ??= Promise.allSettled(this.minions.map((minion) => minion.stop())).then(() => undefined)
     return this.#stopping
   }
-}
-
-/**
- * libzmq's context allows 1,023 sockets by default and each ZeroMQ minion holds about six (dealer,
- * subscriber, their monitors and monitor pairs), so a swarm of more than ~170 would fail with "Too many open file
- * descriptors". All instances share zeromq's global context: raise its limit once, before any starts.
- */
-async function raiseZeroMqSocketLimit(wanted: number): Promise<void> {
-  let zmq: { context: { maxSockets: number; readonly maxSocketsLimit: number } }
-  try {
-    zmq = (await import('zeromq')) as unknown as typeof zmq
-  } catch {
-    return // no ZeroMQ here: only TCP minions can run
-  }
-  if (zmq.context.maxSockets < wanted) zmq.context.maxSockets = Math.min(wanted, zmq.context.maxSocketsLimit)
 }

@@ -27,8 +27,8 @@ export async function runBin(command: CommandFunction): Promise<void> {
   process.off('SIGTERM', onSignal)
   // The command has closed everything it opened. Exit once its output is flushed (the empty
   // writes call back after everything queued before them) rather than when the event loop drains:
-  // that would wait for libzmq's background teardown of every connection a daemon had accepted,
-  // 1.5 s for a master with a thousand minions, all of it after the master had stopped.
+  // that would wait for the background teardown of every connection a daemon had accepted (libzmq's, when it had
+  // any: 1.5 s for a master with a thousand minions), all of it after the master had stopped.
   process.exitCode = code
   process.stdout.write('', () => process.stderr.write('', () => process.exit(code)))
   // A reader that went away fails the pending writes (EPIPE): exit then. A slow or paused reader (a pager, a

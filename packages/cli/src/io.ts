@@ -43,7 +43,7 @@ export function usageError(io: CommandIO, name: string, message: string, usage?:
 
 export const LOG_LEVEL_NAMES = ['quiet', 'error', 'warning', 'info', 'debug', 'trace'] as const
 
-/** Salt's `--versions-report`: Brine, Node, the libraries this install loads (libzmq from the zeromq addon) and the OS. */
+/** Salt's `--versions-report`: Brine, Node, the libraries this install loads and the OS. */
 export function versionsReport(): string {
   return formatVersionsReport(
     collectVersions({ version: BRINE_VERSION, from: import.meta.url, dependencies: [{ name: 'commander' }, { name: 'cli-progress' }] }),

@@ -1,5 +1,4 @@
 import { existsSync, readFileSync, realpathSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { arch, machine, release, type, version as osVersion } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -33,7 +32,6 @@ const DEPENDENCIES: readonly ReportedDependency[] = [
   { name: 'pg', via: ['@brine/returners'] },
   { name: 'tweetnacl', via: ['@brine/crypt'] },
   { name: 'yaml', via: ['@brine/config'] },
-  { name: 'zeromq', via: ['@brine/transport-zeromq'] },
 ]
 
 /** The directory of `name` as Node resolves it from `fromDir` (walking up through node_modules), or undefined. */
@@ -63,17 +61,6 @@ function resolveChain(dependency: ReportedDependency, start: string): string | u
   return dir
 }
 
-/** libzmq's version from the zeromq addon this install would load, or why it does not load. */
-function libzmqVersion(zeromqDir: string | undefined): string | null {
-  if (zeromqDir === undefined) return null
-  try {
-    const zeromq = createRequire(join(zeromqDir, 'package.json'))(zeromqDir) as { version?: unknown }
-    return typeof zeromq.version === 'string' ? zeromq.version : 'unknown'
-  } catch (error) {
-    return `the zeromq addon does not load: ${(error as Error).message.split('\n')[0]}`
-  }
-}
-
 /** /etc/os-release as Salt's `dist` and `version` lines show it. */
 function distribution(): { dist: string | null; version: string } {
   try {
@@ -90,8 +77,8 @@ function distribution(): { dist: string | null; version: string } {
 }
 
 /**
- * Salt's `--versions-report`: Brine's version, Node's, the libraries Brine loads (zeromq and the libzmq
- * inside its addon, msgpackr, yaml, tweetnacl, pg, plus `dependencies`) and the system's.
+ * Salt's `--versions-report`: Brine's version, Node's, the libraries Brine loads (msgpackr, yaml, tweetnacl, pg,
+ * plus `dependencies`) and the system's. No libzmq: both ends of the ZeroMQ transport speak ZMTP on node:net.
  */
 export function collectVersions(options: VersionsReportOptions): VersionsReport {
   const here = dirname(fileURLToPath(import.meta.url))
@@ -101,7 +88,6 @@ export function collectVersions(options: VersionsReportOptions): VersionsReport 
   for (const dependency of options.dependencies ?? []) found.set(dependency.name, resolveChain(dependency, start))
   const dependencies: Record<string, string | null> = {}
   for (const [name, dir] of found) dependencies[name] = dir === undefined ? null : readVersion(dir)
-  dependencies.libzmq = libzmqVersion(found.get('zeromq'))
   dependencies.OpenSSL = process.versions.openssl ?? null
   dependencies.libuv = process.versions.uv ?? null
   dependencies.V8 = process.versions.v8 ?? null

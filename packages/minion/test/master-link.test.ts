@@ -57,11 +57,10 @@ async function take(stream: AsyncIterator<LinkPublish>, count: number, what: str
 const NEVER_IN_A_TEST: BackoffOptions = { initial: 60_000, max: 60_000, jitter: 0 }
 const QUICK: BackoffOptions = { initial: 50, max: 300 }
 /**
- * The interval of the link that waits for the other: none a test waits out where the transport's clients can bring an
- * attempt forward (TCP; NATS, whose links a master restart does not drop). A ZeroMQ client cannot (docs/transports.md),
- * so there both links come back on their own quick schedules, and the test shows the rest (the check-in after both).
+ * The interval of the link that waits for the other: none a test waits out, on every transport: the socket
+ * transports' clients bring an attempt forward (reconnectNow()), and a master restart does not drop NATS's links.
  */
-const waitingLink = (transportName: string): BackoffOptions => (transportName === 'zeromq' ? QUICK : NEVER_IN_A_TEST)
+const waitingLink = (_transportName: string): BackoffOptions => NEVER_IN_A_TEST
 
 /** `transport` with its publish clients and request clients on backoffs of their own (its servers as they are). */
 function withBackoffs(transport: Transport, backoffs: { publish: BackoffOptions; request: BackoffOptions }): Transport {

@@ -1,6 +1,5 @@
-import { DEFAULT_HWM, EndpointBase, type LiveStats, type PublishClient, type PublishClientOptions } from '@brine/transport'
+import { DEFAULT_HWM, EndpointBase, type LiveStats, type PublishClient, type PublishClientOptions, ReconnectingLink, tcpAddress } from '@brine/transport'
 import { BoundedQueue, BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type WireValue } from '@brine/core'
-import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
  * Minion side of the TCP publish link: connects to the publish port in the background, says hello

@@ -8,9 +8,9 @@ import {
   type PublishOptions,
   type PublishServer,
   type PublishServerOptions,
+  tcpAddress,
 } from '@brine/transport'
 import { BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type WireValue } from '@brine/core'
-import { tcpAddress } from './reconnecting-link.js'
 
 interface Subscriber {
   /** Set by the hello frame; null for a subscriber without an id (broadcasts only). */

@@ -2,33 +2,33 @@ import {
   DEFAULT_HWM,
   DEFAULT_REQUEST_TIMEOUT_MS,
   EndpointBase,
+  LinkRequests,
+  ReconnectingLink,
   RequestTable,
-  type FramedConnection as Connection,
+  tcpAddress,
   type LiveStats,
-  type PendingRequest,
   type RequestClient,
   type RequestClientOptions,
   type SendOptions,
 } from '@brine/transport'
 import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame, type WireValue } from '@brine/core'
-import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
  * Minion / client side of the request link: one connection, kept up in the background, carrying
  * many requests at once through the shared RequestTable (ids, tries, timeouts, late replies, abort,
  * close). This class only moves frames: each try writes the request's framed envelope, and a
- * request made while disconnected waits (within its timeout) and goes out on connect.
+ * request made while disconnected waits (within its timeout) and goes out on connect (LinkRequests).
  */
 export class TcpRequestClient extends EndpointBase implements RequestClient {
   readonly #link: ReconnectingLink
   readonly #table: RequestTable
-  /** Requests waiting for a connection, in send order; a request leaves it when it settles. */
-  readonly #waiting = new Set<PendingRequest>()
+  readonly #requests: LinkRequests
 
   constructor(options: RequestClientOptions) {
     super('tcp', 'request client', tcpAddress(options), options.logger)
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
     const hwm = options.hwm ?? DEFAULT_HWM
+    this.#requests = new LinkRequests(this.core, () => this.#link.current)
     this.#table = new RequestTable(
       this.core,
       {
@@ -39,7 +39,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
         limits: decodeLimitsOf(options, 'client'),
         wrap: frame,
       },
-      { transmit: (request) => this.#transmit(request), settled: (request) => this.#waiting.delete(request) },
+      this.#requests,
     )
     this.#link = new ReconnectingLink(
       this.core,
@@ -52,7 +52,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
         reconnect: options.reconnect,
       },
       {
-        onConnect: (connection) => this.#flushWaiting(connection),
+        onConnect: (connection) => this.#requests.flush(connection),
         onFrame: (body, connection) => this.#table.receive(body, connection.peer),
       },
     )
@@ -73,26 +73,8 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
     this.#link.reconnectNow()
   }
 
-  #transmit(request: PendingRequest): void {
-    const connection = this.#link.current
-    if (connection === undefined) this.#waiting.add(request)
-    else this.#write(request, connection)
-  }
-
-  #write(request: PendingRequest, connection: Connection): void {
-    if (!connection.write(request.data) && connection.isOpen) {
-      this.core.messageDropped(connection.peer, `send queue to ${this.address} is full; request ${request.id} try ${request.attempt} not sent`)
-    }
-  }
-
-  #flushWaiting(connection: Connection): void {
-    const waiting = [...this.#waiting]
-    this.#waiting.clear()
-    for (const request of waiting) this.#write(request, connection)
-  }
-
   protected liveStats(): LiveStats {
-    return { queued: this.#waiting.size + (this.#link.current?.queued ?? 0), inFlight: this.#table.inFlight, peers: this.#link.isConnected ? 1 : 0 }
+    return { queued: this.#requests.waiting + (this.#link.current?.queued ?? 0), inFlight: this.#table.inFlight, peers: this.#link.isConnected ? 1 : 0 }
   }
 
   protected async release(): Promise<void> {

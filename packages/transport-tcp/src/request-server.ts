@@ -10,9 +10,9 @@ import {
   type RequestHandler,
   type RequestServer,
   type RequestServerOptions,
+  tcpAddress,
 } from '@brine/transport'
 import { DEFAULT_MAX_FRAME_BYTES, frame } from '@brine/core'
-import { tcpAddress } from './reconnecting-link.js'
 
 /**
  * Master side of the request link: binds the ret port and hands every frame to the shared

@@ -2,10 +2,11 @@
  * @packageDocumentation
  * `@brine/transport-zeromq` is Brine's ZeroMQ transport: the four roles of `@brine/transport` on the ZeroMQ
  * wire (ZMTP 3.0), with an XPUB/Subscriber publish link filtered by topic at the publisher (Salt's
- * `zmq_filtering`) and a ROUTER/Dealer request link multiplexing many requests by id. The clients are zeromq v6
- * (libzmq) sockets; the servers speak ZMTP 3.0 themselves on the runtime's Listener, so they keep the same bounds
- * as TCP's: connection caps, the incomplete-frame budget, the idle timeout, and subscriptions checked before they
- * are kept. The API takes milliseconds; config keys stay in Salt's seconds.
+ * `zmq_filtering`) and a ROUTER/DEALER request link multiplexing many requests by id. Both ends speak ZMTP 3.0
+ * themselves on node:net, with no native code: the servers on the runtime's Listener, so they keep the same bounds
+ * as TCP's (connection caps, the incomplete-frame budget, the idle timeout, subscriptions checked before they are
+ * kept); the clients on the runtime's ReconnectingLink, as TCP's clients, speaking as libzmq 4.3's Dealer and
+ * Subscriber do, so either end also talks to libzmq. The API takes milliseconds; config keys stay in Salt's seconds.
  */
 import type { Transport } from '@brine/transport'
 import { ZeroMQPublishClient } from './publish-client.js'
@@ -26,5 +27,3 @@ export function zeromqTransport(): Transport {
 
 export { ZeroMQPublishServer, ZeroMQPublishClient, ZeroMQRequestServer, ZeroMQRequestClient }
 export { BROADCAST_TOPIC, topicForId } from './socket-util.js'
-export { mapNativeError, type NativeErrorContext } from './map-native-error.js'
-export { SendQueue } from './send-queue.js'

@@ -1,51 +1,84 @@
-import { type LiveStats, type PublishClient, type PublishClientOptions } from '@brine/transport'
-import { BoundedQueue, FrameTooLargeError, decode, decodeLimitsOf, type DecodeLimits, type WireValue } from '@brine/core'
-import { Subscriber } from 'zeromq'
-import { ZeroMQClient } from './client-endpoint.js'
-import { BROADCAST_TOPIC, clientMaxMessageSize, messageSize, retryInterrupted, topicForId } from './socket-util.js'
+import {
+  DEFAULT_HWM,
+  EndpointBase,
+  type FramedConnection,
+  type ReconnectingLink,
+  type LiveStats,
+  type PublishClient,
+  type PublishClientOptions,
+} from '@brine/transport'
+import { BoundedQueue, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, type DecodeLimits, type WireValue } from '@brine/core'
+import { BROADCAST_TOPIC, endpointOf, messageSize, topicForId } from './socket-util.js'
+import { messageParts } from './zmtp.js'
+import { zmtpClientLink } from './zmtp-client.js'
+
+const SUBSCRIBE = 1
+/** Room for a publish's topic frame (`broadcast`, or a 40-byte SHA-1) beside a payload of max_frame_bytes. */
+const TOPIC_ALLOWANCE = 64
+
+/** `\x01topic` messages, one per topic, ready for one write. */
+function subscriptions(topics: readonly string[]): Buffer[] {
+  return topics.flatMap((topic) => messageParts([Buffer.concat([Buffer.from([SUBSCRIBE]), Buffer.from(topic, 'latin1')])]))
+}
 
 /**
- * Minion side of the publish link: a Subscriber connected to `publish_port`, subscribed to
- * `broadcast` and to the SHA-1 of its id. Decoded loads wait in a bounded queue (the newest are
- * dropped when the consumer falls behind) for the single `for await` consumer. The receive loop
- * keeps a receive pending at all times: libzmq re-sends the subscriptions after a reconnect, but a
- * Subscriber with no receive outstanding was seen to miss loads from a restarted publisher.
+ * Minion side of the publish link: a ZMTP 3.0 SUB of Brine's own, on node:net, connected to `publish_port`,
+ * subscribed to `broadcast` and to the SHA-1 of its id. The subscriptions are sent again on every (re)connect,
+ * as libzmq's Subscriber does. Decoded loads wait in a bounded queue (the newest are dropped when the consumer
+ * falls behind) for the single `for await` consumer.
  */
-export class ZeroMQPublishClient extends ZeroMQClient<Subscriber> implements PublishClient {
+export class ZeroMQPublishClient extends EndpointBase implements PublishClient {
   private readonly queue: BoundedQueue<WireValue>
   private readonly ids = new Set<string>()
   private readonly limits: DecodeLimits
+  private readonly maxFrameBytes: number
+  private readonly hwm: number
+  private readonly link: ReconnectingLink
 
   constructor(options: PublishClientOptions) {
-    super('publish client', options)
+    super('zeromq', 'publish client', endpointOf(options), options.logger)
+    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
+    this.hwm = options.hwm ?? DEFAULT_HWM
     this.queue = new BoundedQueue(this.hwm, 'drop-newest')
     this.limits = decodeLimitsOf(options, 'client')
     if (options.id !== undefined) this.ids.add(options.id)
+    this.link = zmtpClientLink(
+      this.core,
+      options,
+      { socketType: 'SUB', peerTypes: ['PUB', 'XPUB'], maxMessageBytes: this.maxFrameBytes + TOPIC_ALLOWANCE },
+      {
+        onConnect: (connection) => this.subscribeAll(connection),
+        onMessage: (parts) => this.accept(parts),
+      },
+    )
   }
 
-  protected createSocket(): Subscriber {
-    return new Subscriber({ linger: 0, receiveHighWaterMark: this.hwm, maxMessageSize: clientMaxMessageSize(this.maxFrameBytes) })
+  protected open(): Promise<void> {
+    this.link.start()
+    return Promise.resolve()
   }
 
-  protected prepare(socket: Subscriber): void {
-    retryInterrupted(() => socket.subscribe(BROADCAST_TOPIC, ...[...this.ids].map(topicForId)))
+  private subscribeAll(connection: FramedConnection): void {
+    connection.write(subscriptions([BROADCAST_TOPIC, ...[...this.ids].map(topicForId)]))
   }
 
   subscribe(id: string): void {
     if (this.ids.has(id)) return
     this.ids.add(id)
-    const socket = this.socket
-    if (socket !== undefined && !socket.closed) retryInterrupted(() => socket.subscribe(topicForId(id)))
+    // Not connected: the next connect subscribes to it with the rest.
+    this.link.current?.write(subscriptions([topicForId(id)]))
   }
 
-  protected accept(frames: Buffer[]): void {
+  reconnectNow(): void {
+    if (this.core.isClosed) return
+    this.link.reconnectNow()
+  }
+
+  /** One publish, `[topic, payload]`; a payload over max_frame_bytes never gets here (the reader skips it). */
+  private accept(frames: Buffer[]): void {
     const [, body] = frames
     if (body === undefined || frames.length !== 2) {
       this.core.frameDropped(this.address, `expected [topic, payload], got ${frames.length} frames`, messageSize(frames))
-      return
-    }
-    if (body.length > this.maxFrameBytes) {
-      this.core.frameDropped(this.address, new FrameTooLargeError(body.length, this.maxFrameBytes, this.address).message, body.length)
       return
     }
     let value: WireValue
@@ -64,13 +97,14 @@ export class ZeroMQPublishClient extends ZeroMQClient<Subscriber> implements Pub
     return this.queue[Symbol.asyncIterator]()
   }
 
-  protected abandon(): void {
+  protected liveStats(): LiveStats {
+    return { queued: this.queue.size, inFlight: 0, peers: this.link.isConnected ? 1 : 0 }
+  }
+
+  protected async release(): Promise<void> {
     // Closing ends the stream now: loads still queued are discarded, the iterator reports done.
     this.queue.end()
     this.queue.drain()
-  }
-
-  protected liveStats(): LiveStats {
-    return { queued: this.queue.size, inFlight: 0, peers: this.link.connected ? 1 : 0 }
+    await this.link.close()
   }
 }

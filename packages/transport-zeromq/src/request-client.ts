@@ -1,92 +1,93 @@
 import {
+  DEFAULT_HWM,
   DEFAULT_REQUEST_TIMEOUT_MS,
+  EndpointBase,
+  LinkRequests,
   RequestTable,
+  type FramedConnection,
   type LiveStats,
-  type PendingRequest,
+  type ReconnectingLink,
   type RequestClient,
   type RequestClientOptions,
   type SendOptions,
 } from '@brine/transport'
-import { decodeLimitsOf, type WireValue } from '@brine/core'
-import { Dealer } from 'zeromq'
-import { ZeroMQClient } from './client-endpoint.js'
-import { mapNativeError } from './map-native-error.js'
-import { SendQueue } from './send-queue.js'
-import { clientMaxMessageSize, messageSize } from './socket-util.js'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, type WireValue } from '@brine/core'
+import { endpointOf, messageSize } from './socket-util.js'
+import { frameHeader } from './zmtp.js'
+import { zmtpClientLink } from './zmtp-client.js'
+
+/** A request's one-frame ZMTP message, made once per request (every try sends the same bytes). */
+const zmtpFrame = (envelope: Buffer): Buffer => Buffer.concat([frameHeader(envelope.length, false), envelope])
 
 /**
- * Minion, client and syndic side of the request link: one Dealer connected to `ret_port`, many
- * requests in flight on it through the shared RequestTable (ids, tries, timeouts, late replies,
- * abort, close). This class only moves frames: each try is one `[0, id, body]` message handed to
- * libzmq through the send queue, and each reply message goes to the table.
+ * Minion, client and syndic side of the request link: a ZMTP 3.0 DEALER of Brine's own, on node:net, connected to
+ * `ret_port`, many requests in flight on it through the shared RequestTable (ids, tries, timeouts, late replies,
+ * abort, close). This class only moves frames: each try is one one-frame message (the envelope), each reply
+ * message goes to the table, and a request made while the link is down waits (within its timeout) and goes out
+ * once the handshake completes (LinkRequests, as TCP's client).
  */
-export class ZeroMQRequestClient extends ZeroMQClient<Dealer> implements RequestClient {
+export class ZeroMQRequestClient extends EndpointBase implements RequestClient {
+  readonly #link: ReconnectingLink
   readonly #table: RequestTable
-  #queue: SendQueue | undefined
+  readonly #requests: LinkRequests
 
   constructor(options: RequestClientOptions) {
-    super('request client', options)
+    super('zeromq', 'request client', endpointOf(options), options.logger)
+    this.#requests = new LinkRequests(this.core, () => this.#link.current)
     this.#table = new RequestTable(
       this.core,
       {
         timeout: options.timeout ?? DEFAULT_REQUEST_TIMEOUT_MS,
         tries: options.tries ?? 1,
-        limit: this.hwm,
-        maxFrameBytes: this.maxFrameBytes,
+        limit: options.hwm ?? DEFAULT_HWM,
+        maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
         limits: decodeLimitsOf(options, 'client'),
+        wrap: zmtpFrame,
       },
-      { transmit: (request) => this.#transmit(request) },
+      this.#requests,
+    )
+    this.#link = zmtpClientLink(
+      this.core,
+      options,
+      { socketType: 'DEALER', peerTypes: ['ROUTER', 'DEALER'] },
+      {
+        onConnect: (connection) => this.#requests.flush(connection),
+        onMessage: (parts, connection) => this.#accept(parts, connection),
+      },
     )
   }
 
-  protected createSocket(): Dealer {
-    return new Dealer({
-      linger: 0,
-      // Queue requests while disconnected; they go out once the server is back.
-      immediate: false,
-      sendHighWaterMark: this.hwm,
-      maxMessageSize: clientMaxMessageSize(this.maxFrameBytes),
-      // Never block the send queue: when libzmq cannot take a try at once (server down and the
-      // queue at its mark), that try is lost and the request's own timeout and tries take over.
-      sendTimeout: 0,
-    })
-  }
-
-  protected prepare(socket: Dealer): void {
-    this.#queue = new SendQueue(
-      socket,
-      (error) => mapNativeError(error, { what: this.core.what, address: this.address, closing: this.core.isClosed }),
-      () => this.core.closedError(),
-    )
+  protected open(): Promise<void> {
     this.#table.open()
+    this.#link.start()
+    return Promise.resolve()
   }
 
   send(request: WireValue, options?: SendOptions): Promise<WireValue> {
     return this.#table.send(request, options)
   }
 
-  #transmit(request: PendingRequest): void {
-    this.#queue!.send(request.data).catch((error: unknown) => {
-      // libzmq could not take it at once (its queue is at the mark while the server is away).
-      if (!this.core.isClosed) this.core.messageDropped(this.address, `request ${request.id} try ${request.attempt} not sent: ${(error as Error).message}`)
-    })
+  reconnectNow(): void {
+    if (this.core.isClosed) return
+    this.#link.reconnectNow()
   }
 
-  protected accept(frames: Buffer[]): void {
-    const [body] = frames
-    if (body === undefined || frames.length !== 1) {
-      this.core.frameDropped(this.address, `expected one frame per reply, got ${frames.length}`, messageSize(frames))
+  /** One reply message: exactly one envelope frame, else a frame drop. */
+  #accept(parts: Buffer[], connection: FramedConnection): void {
+    const [body] = parts
+    if (body === undefined || parts.length !== 1) {
+      this.core.frameDropped(connection.peer, `expected one frame per reply, got ${parts.length}`, messageSize(parts))
       return
     }
-    this.#table.receive(body, this.address)
-  }
-
-  protected abandon(): void {
-    this.#queue?.close()
-    this.#table.close()
+    this.#table.receive(body, connection.peer)
   }
 
   protected liveStats(): LiveStats {
-    return { queued: this.#queue?.size ?? 0, inFlight: this.#table.inFlight, peers: this.link.connected ? 1 : 0 }
+    return { queued: this.#requests.waiting + (this.#link.current?.queued ?? 0), inFlight: this.#table.inFlight, peers: this.#link.isConnected ? 1 : 0 }
+  }
+
+  protected async release(): Promise<void> {
+    this.#table.close()
+    await this.#link.close()
   }
 }

@@ -2,13 +2,14 @@ import { type FramedConnection } from '@brine/transport'
 import { ByteQueue, type StreamReader } from '@brine/core'
 
 /**
- * ZMTP 3.0 (rfc.zeromq.org/spec/23) with the NULL mechanism: the server side of the wire libzmq's
- * Dealer and Subscriber speak. Brine's ZeroMQ servers speak it themselves, over the runtime's
+ * ZMTP 3.0 (rfc.zeromq.org/spec/23) with the NULL mechanism, both sides: the wire libzmq's Router,
+ * XPublisher, Dealer and Subscriber speak. Brine's ZeroMQ servers speak it themselves, over the runtime's
  * Listener, rather than through libzmq's Router and XPublisher: libzmq keeps every subscription a
  * peer sends (200,000 junk topics cost a publisher about 390 MiB, in manual mode as well) and has no
- * way to close one peer's connection, so it could bound neither subscriptions nor connections.
- * Announcing version 3.0 makes libzmq 4.3 send subscriptions as messages (`\x01topic`), not 3.1's
- * SUBSCRIBE commands.
+ * way to close one peer's connection, so it could bound neither subscriptions nor connections. The
+ * clients speak it too (zmtp-client.ts), so no libzmq I/O thread stands between the kernel and the
+ * main thread. Announcing version 3.0 makes libzmq 4.3 send subscriptions as messages (`\x01topic`),
+ * not 3.1's SUBSCRIBE commands, and take them so from us.
  */
 
 export const GREETING_BYTES = 64
@@ -85,7 +86,7 @@ type State = 'greeting' | 'ready' | 'traffic' | 'stopped'
 /**
  * Reads a ZMTP 3 stream: the 64-byte greeting, the peer's READY, then frames into messages. A frame
  * over `maxFrameBytes` is skipped as it streams past (never buffered) and its message dropped, as
- * the length-prefixed reader does; a message's parts together may hold at most `maxFrameBytes`.
+ * the length-prefixed reader does; a message's parts together may hold at most `maxMessageBytes`.
  * Progress (the handshake, each message) is reported to the connection for its idle timeout.
  */
 export class ZmtpReader implements StreamReader {
@@ -100,6 +101,8 @@ export class ZmtpReader implements StreamReader {
     private readonly connection: FramedConnection,
     private readonly handlers: ZmtpHandlers,
     private readonly maxFrameBytes: number,
+    /** Bytes a message's parts may hold together (a publish's topic besides a payload of max_frame_bytes). */
+    private readonly maxMessageBytes = maxFrameBytes,
   ) {}
 
   get pendingBytes(): number {
@@ -188,11 +191,11 @@ export class ZmtpReader implements StreamReader {
       if (!more) this.connection.frameDone()
       return
     }
-    if (this.parts.length >= MAX_MESSAGE_PARTS || this.partsBytes + body.length > this.maxFrameBytes) {
+    if (this.parts.length >= MAX_MESSAGE_PARTS || this.partsBytes + body.length > this.maxMessageBytes) {
       this.dropMessage(
         more,
         this.partsBytes + body.length,
-        `message from ${this.connection.peer} has more than ${MAX_MESSAGE_PARTS} parts or ${this.maxFrameBytes} bytes (max_frame_bytes)`,
+        `message from ${this.connection.peer} has more than ${MAX_MESSAGE_PARTS} parts or ${this.maxMessageBytes} bytes (max_frame_bytes)`,
       )
       return
     }

@@ -61,13 +61,13 @@ async function silentServer(): Promise<{
   }
 }
 
-describe('zeromq client handshake deadline (ZMQ_HANDSHAKE_IVL)', () => {
+describe("zeromq client handshake deadline (handshakeTimeout, as libzmq's ZMQ_HANDSHAKE_IVL)", () => {
   it('drops a server that accepts and never completes the ZMTP greeting, and tries again', async () => {
     const server = await silentServer()
     try {
       const client = track(transport.createRequestClient({ host: HOST, port: server.port, handshakeTimeout: 200, reconnect: { initial: 50, max: 100 } }))
       await client.start()
-      // libzmq closes the half-greeted connection at its handshake interval, then reconnects.
+      // The client closes the half-greeted connection at its handshake timeout, then reconnects.
       await server.changed(() => server.closes >= 1 && server.accepted.length >= 2, 'the client to drop the silent server and connect again')
       expect(server.closes).toBeGreaterThanOrEqual(1)
       await client.close()

@@ -1,6 +1,6 @@
 import { Dealer } from 'zeromq'
 import { connectRawSocket, type RawConnection, type RawTarget } from '@brine/transport-compliance'
-import { formatEndpoint, isIPv6, retryInterrupted } from '../src/socket-util.js'
+import { formatEndpoint, isIPv6 } from '../src/socket-util.js'
 import { frameHeader, greeting, GREETING_BYTES, readyCommand } from '../src/zmtp.js'
 
 /** How long libzmq keeps delivering after close(), and how long one send may wait for the link. */
@@ -15,7 +15,7 @@ const RAW_LINGER_MS = 2000
 export async function sendRawFrames(target: { host: string; port: number }, frames: readonly Uint8Array[]): Promise<void> {
   const socket = new Dealer({ linger: RAW_LINGER_MS, sendTimeout: RAW_LINGER_MS, ipv6: isIPv6(target.host) })
   try {
-    retryInterrupted(() => socket.connect(formatEndpoint(target.host, target.port)))
+    socket.connect(formatEndpoint(target.host, target.port))
     for (const frame of frames) await socket.send(frame)
   } finally {
     socket.close()

@@ -228,7 +228,7 @@ export interface ClientOptions extends EndpointOptions {
   reconnect?: BackoffOptions
   /**
    * ms a client waits for the server's half of the greeting before it drops the connection and
-   * reconnects (ZeroMQ: libzmq's ZMQ_HANDSHAKE_IVL; default 30,000). TCP has no greeting from the
+   * reconnects (ZeroMQ: the ZMTP greeting and READY; default 30,000, libzmq's ZMQ_HANDSHAKE_IVL). TCP has no greeting from the
    * server: there a request's own timeout stands.
    */
   handshakeTimeout?: number

@@ -41,7 +41,7 @@ function readOpenFileLimit(): number {
 
 /**
  * `max_connections` when the config leaves it at 0: the open-file limit less an eighth of it (at
- * least 64), kept for the daemon's own files, the event bus, its clients and libzmq's sockets.
+ * least 64), kept for the daemon's own files, the event bus and its clients' sockets.
  */
 export function defaultMaxConnections(limit: number = openFileLimit()): number {
   return Math.max(1, limit - Math.max(64, Math.floor(limit / 8)))
