@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import bcrypt from 'bcryptjs'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { freeLoopbackPort, killAllProcesses } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
@@ -35,13 +35,20 @@ function requireChromium(): void {
   if (!existsSync(CHROMIUM)) throw new Error(`Chromium is not installed at ${CHROMIUM}: run \`npm run chromium\` (bash scripts/ensure-chromium.sh) first`)
 }
 
-/** A headless Chromium with its own fresh profile, nothing in the background, trusting the API's self-signed certificate. */
-async function browser(profile: string): Promise<BrowserContext> {
-  return chromium.launchPersistentContext(profile, {
+/**
+ * One headless Chromium for the file, nothing in the background: the browser is the means here, its start and a
+ * profile on disk per transport were not what the tests check; each transport gets a context of its own (below).
+ */
+let launched: Promise<Browser> | undefined
+afterAll(async () => {
+  await (await launched?.catch(() => undefined))?.close()
+})
+
+/** A fresh context (its own cookies and storage, as a new profile has) trusting the API's self-signed certificate. */
+async function browserContext(): Promise<BrowserContext> {
+  launched ??= chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    ignoreHTTPSErrors: true,
-    viewport: { width: 1280, height: 760 },
     timeout: WAIT_MS,
     args: [
       '--no-sandbox',
@@ -53,6 +60,7 @@ async function browser(profile: string): Promise<BrowserContext> {
       '--disable-sync',
     ],
   })
+  return (await launched).newContext({ ignoreHTTPSErrors: true, viewport: { width: 1280, height: 760 } })
 }
 
 describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => {
@@ -121,7 +129,7 @@ describe.each(TRANSPORTS)('the web console in Chromium over %s', (transport) => 
     expect(accepted.code, accepted.stderr).toBe(0)
     await Promise.all(['web1', 'web2', 'db1'].map((id) => fleet.waitForMinionStart(id, mark)))
     base = (await fleet.startApi()).url
-    context = await browser(join(dir, 'chromium-profile'))
+    context = await browserContext()
     page = await context.newPage()
     page.setDefaultTimeout(WAIT_MS)
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`))

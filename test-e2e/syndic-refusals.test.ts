@@ -1,28 +1,32 @@
 import { describe, expect, it } from 'vitest'
 import { tags, type JobLoad } from '@brine/protocol'
 import { deadline } from '@brine/testkit'
+import { FleetClients } from './helpers/clients.js'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
-import { jidOf, json } from './helpers/output.js'
 import { EVENTS_MS, record, returnCounts, startTree, useHandMadeLinks } from './helpers/syndic.js'
 
-const startFleet = useFleets()
+// The runners, the job published for its jid and the warm-up ping go through the top's clients in this process (a
+// process each cost more than the call); what the CLI prints is checked where it is the point: the ping of a tree with
+// a killed syndic, and `brine-key --accept-syndic`.
+const clients = new FleetClients()
+const startFleet = useFleets(() => clients.close())
 const handMadeLink = useHandMadeLinks()
 
 describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   it('kill a syndic: manage.status, manage.up and manage.down include the minions behind syndics, never the syndics; with -v its minions are reported "Minion did not return", the rest return, the exit code says so, and the syndic itself is not reported', async () => {
     // Each wait below for the killed syndic's minions is timeout + syndic_wait + one find_job round that nobody answers.
     const { top, nodes } = await startTree(startFleet, transport, { syndic_wait: 1, gather_job_timeout: 1 })
-    const status = await top.run('brine-run', ['manage.status', '--out', 'json'])
-    expect(json(status.stdout)).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
+    expect(await clients.runner(top, 'manage.status')).toEqual({ up: ['direct1', 's1-db', 's1-web', 's2-db', 's2-web'], down: [] })
     // The top learns which minions are behind each syndic from their announcements.
-    const first = await top.run('brine', ['*', 'test.ping', '--out', 'json', '--static'])
-    expect(Object.keys(json(first.stdout)).sort()).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
+    const first = await clients.run(top, '*', 'test.ping')
+    expect(Object.keys(first.returns).sort()).toEqual(['direct1', 's1-db', 's1-web', 's2-db', 's2-web'])
     await nodes[1]!.syndic!.stop('SIGKILL')
     // Each waits out the killed syndic's minions on its own: side by side, those waits overlap.
+    // The runners' timeout is brine-run's `-t 1` (seconds).
     const [ping, down, up] = await Promise.all([
       top.run('brine', ['*', 'test.ping', '-v', '-t', '2']),
-      top.run('brine-run', ['manage.down', '-t', '1', '--out', 'json']),
-      top.run('brine-run', ['manage.up', '-t', '1', '--out', 'json']),
+      clients.runner(top, 'manage.down', [], { timeout: 1 }),
+      clients.runner(top, 'manage.up', [], { timeout: 1 }),
     ])
     expect(ping.stdout).toContain('Executing job with jid')
     for (const id of ['direct1', 's1-web', 's1-db']) expect(ping.stdout).toContain(`${id}:\n    True\n`)
@@ -30,8 +34,8 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     expect(ping.stdout.match(/Minion did not return/g)).toHaveLength(2)
     expect(ping.stdout).not.toContain('syndic')
     expect(ping.code).toBe(1)
-    expect(JSON.parse(down.stdout)).toEqual(['s2-db', 's2-web'])
-    expect(JSON.parse(up.stdout)).toEqual(['direct1', 's1-db', 's1-web'])
+    expect(down).toEqual(['s2-db', 's2-web'])
+    expect(up).toEqual(['direct1', 's1-db', 's1-web'])
   })
 
   it('a syndic that sends a return for a minion it did not announce, or for a minion of the master itself, is refused and logged', async () => {
@@ -51,7 +55,7 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
     await top.waitForSyndicStart('rogue', mark)
 
     const returns = record(top, '^salt/job/')
-    const jid = jidOf((await top.run('brine', ['*', 'test.ping', '--async'])).stdout)
+    const jid = await clients.of(top).local.cmdAsync('*', 'test.ping')
     let job: Readonly<JobLoad> | undefined
     while (job?.jid !== jid) job = (await deadline(publishes.next(), EVENTS_MS, `the publish of ${jid} at the rogue syndic`)).value?.job
     const forged = { return: 'forged', retcode: 0, success: true, fun_args: [] }
@@ -65,8 +69,7 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
       (events) => returnCounts(events, jid)['direct1'] === 1 && returnCounts(events, jid)['ghost1'] === 1,
       `the returns of direct1 and ghost1 for ${jid}`,
     )
-    const lookup = await top.run('brine-run', ['jobs.lookup_jid', jid, '--out', 'json'])
-    expect(json(lookup.stdout)).toEqual({ direct1: true, ghost1: 'forged' })
+    expect(await clients.runner(top, 'jobs.lookup_jid', [jid])).toEqual({ direct1: true, ghost1: 'forged' })
     await top.master.waitForOutput(
       /refused a return from syndic rogue for minion "ghost2" of job \d+: syndic rogue did not announce minion "ghost2"/,
       EVENTS_MS,

@@ -47,8 +47,9 @@ function requireBuilt(): void {
 // transport of the quick matrix and `both`, at N = 1 and 2 minions instead of 1 and 10, each phase with fewer jobs
 // than a CI run measures with: what is asserted is the shape of every figure and that each job got every return once,
 // which two minions (the fewest `both` splits over two transports) yield as well as ten; the minions' processes and
-// the phases' jobs are most of the file's CPU. The quick matrix's own sizes are the unit test's above.
-const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--burst', '10']
+// the phases' jobs are most of the file's CPU. The api phase's pings likewise: two `brine` processes give a median and
+// a p95 as five do, and each is a process start. The quick matrix's own sizes are the unit test's above.
+const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--burst', '10', '--api-calls', '5', '--cli-calls', '2']
 describe('brine-bench --quick', () => {
   let outDir: string
   let code: number | null = null
@@ -98,6 +99,7 @@ describe('brine-bench --quick', () => {
     expect(typeof result.machine.node).toBe('string')
     expect(result.cases.map((c) => `${c.transport}:${c.n}`)).toEqual(['zeromq:1', 'zeromq:2', 'tcp:1', 'tcp:2', 'nats:1', 'nats:2', 'both:2'])
     expect(result.cases.find((c) => c.transport === 'both')?.split).toEqual({ zeromq: 1, tcp: 1 })
+    expect({ api: result.settings.apiCalls, cli: result.settings.cliCalls }).toEqual({ api: 5, cli: 2 })
   })
 
   it('has every figure, and every job got all of its returns exactly once', () => {

@@ -48,6 +48,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --calls <n>             timed test.ping calls (default 50; quick 20)
   --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
   --burst <n>             overload burst jobs (default 200; quick 50; 0 leaves the overload phase out)
+  --api-calls <n>         the api phase's timed POST / pings (default 50; quick 20)
+  --cli-calls <n>         the api phase's timed \`brine\` process pings (default 10; quick 5)
   --out-dir <dir>         where results go (default ./bench-results)
   -l, --log-level <lvl>   daemons' log level (default warning)
   --cpu-prof <dir>        profile the master, minions and swarms (node --cpu-prof) into <dir>
@@ -78,6 +80,8 @@ const { values } = parseArgs({
     calls: { type: 'string' },
     jobs: { type: 'string' },
     burst: { type: 'string' },
+    'api-calls': { type: 'string' },
+    'cli-calls': { type: 'string' },
     'out-dir': { type: 'string', default: 'bench-results' },
     'log-level': { type: 'string', short: 'l', default: 'warning' },
     'cpu-prof': { type: 'string' },
@@ -150,6 +154,8 @@ settings.latencyCalls = positive(values.calls, '--calls') ?? settings.latencyCal
 settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughputJobs
 // --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
 settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
+settings.apiCalls = positive(values['api-calls'], '--api-calls') ?? settings.apiCalls
+settings.cliCalls = positive(values['cli-calls'], '--cli-calls') ?? settings.cliCalls
 settings.swarmSize = positive(values['swarm-size'], '--swarm-size') ?? settings.swarmSize
 settings.keysAtLaunch = values['keys-at-launch']
 // In milliseconds, Salt's unit for recon_default.
