@@ -346,8 +346,9 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
   // The flood is the API's to bound, and its path does not cross the fleet's transport: the root key's requests take
   // the master's local channel (a unix socket speaking ZeroMQ's framing for zeromq, TCP's for tcp and for NATS,
   // whose broker it bypasses) and the events reach the API over the master's bus (sock_dir). Over NATS it would run
-  // the tcp case's code again, for the heaviest test of the file: it runs once per framing of that channel.
-  it.skipIf(transport === 'nats')(
+  // the tcp case's code again, for the heaviest test of the file: it is defined once per framing of that channel.
+  const onEachLocalChannelFraming = transport === 'nats' ? () => {} : it
+  onEachLocalChannelFraming(
     'keeps memory bounded with 50 idle streams and one slow reader: the slow one loses events (counted, then told), the API does not grow',
     async () => {
       const admin = tokens['admin']!
