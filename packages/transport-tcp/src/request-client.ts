@@ -10,7 +10,7 @@ import {
   type RequestClientOptions,
   type SendOptions,
 } from '@brine/transport'
-import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame, type WireValue } from '@brine/core'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, encodeEnvelopeFrame, type WireValue } from '@brine/core'
 import { ReconnectingLink, tcpAddress } from './reconnecting-link.js'
 
 /**
@@ -37,7 +37,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
         limit: hwm,
         maxFrameBytes,
         limits: decodeLimitsOf(options, 'client'),
-        wrap: frame,
+        encodeRequest: encodeEnvelopeFrame,
       },
       { transmit: (request) => this.#transmit(request), settled: (request) => this.#waiting.delete(request) },
     )

@@ -8,6 +8,7 @@ import {
   encodeEnvelope,
   decodeLimitsOf,
   type DecodeLimits,
+  type Envelope,
 } from '@brine/core'
 import type { SendOptions } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
@@ -40,10 +41,11 @@ export interface RequestTableOptions {
   /** Entries and depth a reply may have (default: a client's, `decodeLimitsOf({}, 'client')`). */
   limits?: DecodeLimits
   /**
-   * What each try sends, made once per request from the encoded envelope: TCP adds its length
-   * prefix (`frame`); ZeroMQ sends the envelope as it is (the default).
+   * What each try sends, encoded once per request from the envelope: TCP's adds its length prefix
+   * (`encodeEnvelopeFrame`, written with the envelope rather than copied in front of it); ZeroMQ sends the
+   * envelope as it is (`encodeEnvelope`, the default). Both bound the envelope by `maxFrameBytes`.
    */
-  wrap?: (envelope: Buffer) => Buffer
+  encodeRequest?: (envelope: Envelope, limit: number, peer: string) => Buffer
   /** Ids wrap here (default {@link REQUEST_ID_LIMIT}); must exceed `limit`. */
   idLimit?: number
 }
@@ -105,7 +107,7 @@ export class RequestTable {
   readonly #limit: number
   readonly #maxFrameBytes: number
   readonly #limits: DecodeLimits
-  readonly #wrap: ((envelope: Buffer) => Buffer) | undefined
+  readonly #encodeRequest: (envelope: Envelope, limit: number, peer: string) => Buffer
   readonly #idLimit: number
   #lastId = -1
   #open = false
@@ -119,7 +121,7 @@ export class RequestTable {
     this.#limit = options.limit
     this.#maxFrameBytes = options.maxFrameBytes
     this.#limits = options.limits ?? decodeLimitsOf({}, 'client')
-    this.#wrap = options.wrap
+    this.#encodeRequest = options.encodeRequest ?? encodeEnvelope
     this.#idLimit = options.idLimit ?? REQUEST_ID_LIMIT
     if (!(this.#idLimit > this.#limit)) throw new RangeError(`idLimit (${this.#idLimit}) must exceed the in-flight limit (${this.#limit})`)
   }
@@ -152,8 +154,7 @@ export class RequestTable {
         throw error
       }
       const id = this.#nextId()
-      const envelope = encodeEnvelope({ kind: EnvelopeKind.Request, id, body: request }, this.#maxFrameBytes, core.address)
-      data = this.#wrap === undefined ? envelope : this.#wrap(envelope)
+      data = this.#encodeRequest({ kind: EnvelopeKind.Request, id, body: request }, this.#maxFrameBytes, core.address)
     } catch (error) {
       return Promise.reject(error)
     }
