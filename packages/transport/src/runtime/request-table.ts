@@ -41,11 +41,12 @@ export interface RequestTableOptions {
   /** Entries and depth a reply may have (default: a client's, `decodeLimitsOf({}, 'client')`). */
   limits?: DecodeLimits
   /**
-   * What each try sends, encoded once per request from the envelope: TCP's adds its length prefix
-   * (`encodeEnvelopeFrame`, written with the envelope rather than copied in front of it); ZeroMQ sends the
-   * envelope as it is (`encodeEnvelope`, the default). Both bound the envelope by `maxFrameBytes`.
+   * How each request's envelope is encoded, once per request, bounded by `maxFrameBytes`: TCP's writes its length
+   * prefix with it (`encodeEnvelopeFrame`) rather than `wrap` copying the envelope behind one; default `encodeEnvelope`.
    */
   encodeRequest?: (envelope: Envelope, limit: number, peer: string) => Buffer
+  /** What each try sends, made once per request from the encoded request (after `encodeRequest`); default: it as it is. */
+  wrap?: (envelope: Buffer) => Buffer
   /** Ids wrap here (default {@link REQUEST_ID_LIMIT}); must exceed `limit`. */
   idLimit?: number
 }
@@ -108,6 +109,7 @@ export class RequestTable {
   readonly #maxFrameBytes: number
   readonly #limits: DecodeLimits
   readonly #encodeRequest: (envelope: Envelope, limit: number, peer: string) => Buffer
+  readonly #wrap: ((envelope: Buffer) => Buffer) | undefined
   readonly #idLimit: number
   #lastId = -1
   #open = false
@@ -122,6 +124,7 @@ export class RequestTable {
     this.#maxFrameBytes = options.maxFrameBytes
     this.#limits = options.limits ?? decodeLimitsOf({}, 'client')
     this.#encodeRequest = options.encodeRequest ?? encodeEnvelope
+    this.#wrap = options.wrap
     this.#idLimit = options.idLimit ?? REQUEST_ID_LIMIT
     if (!(this.#idLimit > this.#limit)) throw new RangeError(`idLimit (${this.#idLimit}) must exceed the in-flight limit (${this.#limit})`)
   }
@@ -154,7 +157,8 @@ export class RequestTable {
         throw error
       }
       const id = this.#nextId()
-      data = this.#encodeRequest({ kind: EnvelopeKind.Request, id, body: request }, this.#maxFrameBytes, core.address)
+      const encoded = this.#encodeRequest({ kind: EnvelopeKind.Request, id, body: request }, this.#maxFrameBytes, core.address)
+      data = this.#wrap === undefined ? encoded : this.#wrap(encoded)
     } catch (error) {
       return Promise.reject(error)
     }
