@@ -1,4 +1,4 @@
-import { C1, Packr } from 'msgpackr'
+import { C1, Packr, RESERVE_START_SPACE } from 'msgpackr'
 import { FrameTooLargeError, MalformedFrameError, type SerializedError } from './errors.js'
 import { DEFAULT_MAX_FRAME_BYTES, type WireValue } from './wire.js'
 import { checkFrameShape, type DecodeLimits } from './frame-shape.js'
@@ -12,11 +12,51 @@ const packr = new Packr({ useRecords: false, moreTypes: false, mapsAsObjects: tr
 /** Length of the big-endian length prefix on every TCP frame. */
 export const FRAME_HEADER_BYTES = 4
 
+/** Encoded values at least this long leave msgpackr's buffer behind them (see {@link packWithHeadroom}). */
+const LARGE_ENCODING_BYTES = 1 << 20
+/** What msgpackr starts with. */
+const FRESH_BUFFER_BYTES = 8192
+/** Most bytes msgpackr reserves before a value (the low byte of its encode options). */
+const MAX_HEADROOM_BYTES = 0xff
+
+/**
+ * `value` as msgpack after `headroom` bytes left for the caller (unset). msgpackr encodes each value after the last
+ * in one growing buffer, and grows it to three bytes per character before it writes a string; when it grows, it copies
+ * everything from the value's start to where the string would end, not to where writing stands. After a 64 MB
+ * string, the next large value would thus copy the unused rest of a 200 MB buffer (fresh memory, every page of it
+ * touched) before writing a byte: so after a large value it starts over in a small buffer of its own. The value
+ * just encoded keeps the large one.
+ */
+function packWithHeadroom(value: WireValue, headroom: number): Buffer {
+  if (!Number.isInteger(headroom) || headroom < 0 || headroom > MAX_HEADROOM_BYTES)
+    throw new RangeError(`headroom must be 0 to ${MAX_HEADROOM_BYTES} bytes, got ${headroom}`)
+  const encoded = headroom === 0 ? packr.pack(value) : packr.pack(value, RESERVE_START_SPACE | headroom)
+  if (encoded.length >= LARGE_ENCODING_BYTES) packr.useBuffer(Buffer.allocUnsafeSlow(FRESH_BUFFER_BYTES))
+  return encoded
+}
+
 /** Encodes one value; throws FrameTooLargeError when the body would exceed `limit`. */
 export function encode(value: WireValue, limit: number = DEFAULT_MAX_FRAME_BYTES, peer?: string): Buffer {
-  const body = packr.pack(value)
-  if (body.length > limit) throw new FrameTooLargeError(body.length, limit, peer === undefined ? undefined : `to ${peer}`)
-  return body
+  return encodeWithHeadroom(value, 0, limit, peer)
+}
+
+/**
+ * {@link encode} with `headroom` bytes (at most 255) left before the body, for the caller to fill in place: a frame's
+ * length prefix, or the zero bytes nacl's secretbox works on. Spares the copy of the body into a larger buffer,
+ * which for a 64 MB return is a pass over fresh memory. `limit` bounds the body, not the headroom.
+ */
+export function encodeWithHeadroom(value: WireValue, headroom: number, limit: number = DEFAULT_MAX_FRAME_BYTES, peer?: string): Buffer {
+  const encoded = packWithHeadroom(value, headroom)
+  const bodyBytes = encoded.length - headroom
+  if (bodyBytes > limit) throw new FrameTooLargeError(bodyBytes, limit, peer === undefined ? undefined : `to ${peer}`)
+  return encoded
+}
+
+/** `value` encoded as one TCP frame, exactly `frame(encode(value, limit, peer))`, written once. */
+export function encodeFrame(value: WireValue, limit: number = DEFAULT_MAX_FRAME_BYTES, peer?: string): Buffer {
+  const out = encodeWithHeadroom(value, FRAME_HEADER_BYTES, limit, peer)
+  out.writeUInt32BE(out.length - FRAME_HEADER_BYTES, 0)
+  return out
 }
 
 /**
@@ -69,6 +109,11 @@ export type Envelope =
 
 export function encodeEnvelope(envelope: Envelope, limit?: number, peer?: string): Buffer {
   return encode([envelope.kind, envelope.id, envelope.body], limit, peer)
+}
+
+/** An envelope as one TCP frame, exactly `frame(encodeEnvelope(envelope, limit, peer))`, written once. */
+export function encodeEnvelopeFrame(envelope: Envelope, limit?: number, peer?: string): Buffer {
+  return encodeFrame([envelope.kind, envelope.id, envelope.body], limit, peer)
 }
 
 /**

@@ -1,5 +1,18 @@
 import { describe, expect, it } from 'vitest'
-import { decode, decodeEnvelope, encode, encodeEnvelope, EnvelopeKind, frame, FrameReader, FrameTooLargeError, MalformedFrameError } from '@brine/core'
+import {
+  decode,
+  decodeEnvelope,
+  encode,
+  encodeEnvelope,
+  encodeEnvelopeFrame,
+  encodeFrame,
+  encodeWithHeadroom,
+  EnvelopeKind,
+  frame,
+  FrameReader,
+  FrameTooLargeError,
+  MalformedFrameError,
+} from '@brine/core'
 
 describe('codec', () => {
   it('round-trips Salt-shaped loads, binary included', () => {
@@ -32,6 +45,33 @@ describe('codec', () => {
     expect(() => decode(Buffer.from([0xc1]))).toThrow(MalformedFrameError)
     expect(() => decode(Buffer.concat([encode(1), encode(2)]))).toThrow(/expected one msgpack value/)
     expect(() => decode(Buffer.alloc(0))).toThrow(MalformedFrameError)
+  })
+
+  it('writes a frame, and leaves headroom, with the same bytes as encoding and copying them', () => {
+    const load = { cmd: '_return', jid: '20261122170903123456', return: { stdout: 'é'.repeat(300), retcode: 3 }, key: Buffer.from([1, 2, 3]) }
+    expect(encodeFrame(load)).toEqual(frame(encode(load)))
+    const envelope = { kind: EnvelopeKind.Request, id: 70_000, body: load } as const
+    expect(encodeEnvelopeFrame(envelope)).toEqual(frame(encodeEnvelope(envelope)))
+    const roomy = encodeWithHeadroom(load, 32)
+    expect(roomy.subarray(32)).toEqual(encode(load))
+    expect(() => encodeWithHeadroom(load, 256)).toThrow(RangeError)
+    // The bound is on the body: a body of exactly `limit` bytes passes with its headroom, one more is refused.
+    const body = encode('x'.repeat(100))
+    expect(encodeWithHeadroom('x'.repeat(100), 4, body.length).length).toBe(body.length + 4)
+    expect(() => encodeFrame('x'.repeat(100), body.length - 1)).toThrow(FrameTooLargeError)
+  })
+
+  it('encodes large values one after another, each whole, with small ones between', () => {
+    // Past the size after which the encoder starts over in a buffer of its own: each value must still come out whole.
+    const values = [
+      { a: 'y'.repeat(3 << 20), b: 'e'.repeat(1 << 20) },
+      { small: 1 },
+      { c: 'z'.repeat(2 << 20), d: Buffer.alloc(1 << 20, 9) },
+      'w'.repeat(5 << 20),
+      { small: 2 },
+    ]
+    const encoded = values.map((value, index) => (index % 2 === 0 ? encode(value) : encodeFrame(value).subarray(4)))
+    encoded.forEach((bytes, index) => expect(decode(bytes)).toEqual(values[index]))
   })
 
   it('checks envelope shapes', () => {

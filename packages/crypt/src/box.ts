@@ -1,11 +1,12 @@
 import { diffieHellman } from 'node:crypto'
 import nacl from 'tweetnacl'
-import { decode, encode, LruMap, type DecodeLimits, type WireValue } from '@brine/core'
+import { decode, LruMap, type DecodeLimits, type WireValue } from '@brine/core'
 import { isBytes, randomNonce } from './bytes.js'
 import { CryptCache } from './crypt-cache.js'
 import { DecryptError, MalformedMessageError, MinionNotAcceptedError, quote } from './errors.js'
 import { validateMinionId } from './minion-id.js'
 import { privateKeyFromRaw, publicKeyFromRaw } from './raw-keys.js'
+import { openBox, sealEncoded } from './secretbox.js'
 
 /** Marker of a message sealed by {@link PeerBox}. */
 export const BOX_ENC = 'box'
@@ -134,7 +135,7 @@ export class PeerBox {
 
   seal(load: WireValue, now: number = Date.now()): SealedMessage {
     const nonce = randomNonce(nacl.box.nonceLength, this.#cache)
-    const box = nacl.box.after(encode([this.role, this.id, now, load]), nonce, this.#shared)
+    const box = sealEncoded([this.role, this.id, now, load], nonce, this.#shared)
     return { enc: BOX_ENC, id: this.id, nonce, box }
   }
 
@@ -147,7 +148,7 @@ export class PeerBox {
     const sealed = checkSealed(message)
     if (sealed.id !== this.id) throw new DecryptError(`message for minion ${quote(sealed.id)}`, `this box belongs to ${quote(this.id)}`)
     const what = this.#what
-    const plain = nacl.box.open.after(sealed.box, sealed.nonce, this.#shared)
+    const plain = openBox(sealed.box, sealed.nonce, this.#shared)
     if (plain === null) throw new DecryptError(what, "was not sealed with the sender's key")
     let inner: unknown
     // The [role, id, timestamp, load] wrapper is one level more than the load a clear request carries.

@@ -6,7 +6,7 @@
  * with a marker that says how long it was and why it was cut; retcode and success are untouched.
  */
 import type { ReturnLoad } from '@brine/protocol'
-import { encode } from '@brine/core'
+import { encode, type WireValue } from '@brine/core'
 
 /**
  * Bytes kept free below `max_frame_bytes` for what wraps a return on its way: the seal (role, id,
@@ -30,9 +30,45 @@ export function truncationMarker(originalBytes: number, keptBytes: number, maxFr
   return `\n[brine: truncated by the minion: ${originalBytes} bytes, the first ${keptBytes} kept, to fit max_frame_bytes (${maxFrameBytes})]`
 }
 
-/** Bytes `value` takes on the wire, as msgpack. */
+/** Strings at least this long are measured by their UTF-8 length rather than encoded (see {@link encodedBytes}). */
+const MEASURED_STRING_CHARS = 1024
+
+/** Bytes of a msgpack str header for a string of `bytes` UTF-8 bytes (msgpackr picks it by the encoded length). */
+function stringHeaderBytes(bytes: number): number {
+  if (bytes < 0x20) return 1
+  if (bytes < 0x100) return 2
+  return bytes < 0x10000 ? 3 : 5
+}
+
+/**
+ * `value` with its long strings (in arrays and plain objects, at most MAX_DEPTH deep) replaced by '' (one byte of
+ * msgpack), and what those strings take on the wire beyond that byte, added to `measured.bytes`.
+ */
+function withoutLongStrings(value: unknown, measured: { bytes: number }, depth = 0): unknown {
+  if (typeof value === 'string') {
+    if (value.length < MEASURED_STRING_CHARS) return value
+    const bytes = Buffer.byteLength(value, 'utf8')
+    measured.bytes += stringHeaderBytes(bytes) + bytes - 1
+    return ''
+  }
+  if (depth >= MAX_DEPTH || typeof value !== 'object' || value === null || value instanceof Uint8Array) return value
+  if (Array.isArray(value)) return value.map((item) => withoutLongStrings(item, measured, depth + 1))
+  const prototype = Object.getPrototypeOf(value) as unknown
+  if (prototype !== Object.prototype && prototype !== null) return value
+  const out: Record<string, unknown> = {}
+  for (const [key, item] of Object.entries(value)) out[key] = withoutLongStrings(item, measured, depth + 1)
+  return out
+}
+
+/**
+ * Bytes `value` takes on the wire, as msgpack: exactly its encoded length, found by encoding it with its long
+ * strings left out and adding their lengths. Encoding a 64 MB output only to measure it cost as much as sealing
+ * it, and a cut return was measured twice before it was sealed.
+ */
 export function encodedBytes(value: unknown): number {
-  return encode(value, NO_LIMIT).length
+  const measured = { bytes: 0 }
+  const rest = withoutLongStrings(value, measured)
+  return encode(rest as WireValue, NO_LIMIT).length + measured.bytes
 }
 
 /**
@@ -147,8 +183,10 @@ function copyTree(value: unknown, depth = 0): unknown {
   return out
 }
 
-/** The first `bytes` bytes of `text` in UTF-8, never splitting a character. */
-function utf8Prefix(text: string, bytes: number): string {
+/** The first `bytes` bytes of `text` (`textBytes` long in UTF-8) in UTF-8, never splitting a character. */
+function utf8Prefix(text: string, bytes: number, textBytes: number): string {
+  // As many bytes as characters: ASCII, where a byte is a character (no copy of a 64 MB output to UTF-8 and back).
+  if (textBytes === text.length) return text.slice(0, Math.max(0, bytes))
   const buffer = Buffer.from(text, 'utf8')
   if (bytes >= buffer.length) return text
   let end = Math.max(0, bytes)
@@ -172,7 +210,7 @@ function cutStrings(root: { value: unknown }, excess: number, maxFrameBytes: num
     const markerBytes = Buffer.byteLength(truncationMarker(bytes, bytes, maxFrameBytes), 'utf8')
     // Save the excess plus the marker; a little more for msgpack's length headers.
     const keep = Math.max(0, bytes - excess - markerBytes - 16)
-    const kept = utf8Prefix(content, keep)
+    const kept = utf8Prefix(content, keep, bytes)
     const keptBytes = Buffer.byteLength(kept, 'utf8')
     slot.set(`${kept}${earlier}${truncationMarker(bytes, keptBytes, maxFrameBytes)}`)
     excess -= bytes - keptBytes - markerBytes

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReturnLoad } from '@brine/protocol'
 import { generateKeys, PeerBox } from '@brine/crypt'
-import { decode, encodeEnvelope, EnvelopeKind, silentLogger } from '@brine/core'
+import { decode, encode, encodeEnvelope, EnvelopeKind, silentLogger, type WireValue } from '@brine/core'
 import { ReturnSpool, encodedBytes, fitReturn, mayNeedFitting, RETURN_FRAME_RESERVE_BYTES } from '@brine/link'
 
 const MIB = 1024 * 1024
@@ -60,6 +60,23 @@ describe('mayNeedFitting', () => {
     expect(mayNeedFitting(load('x'.repeat(budget)), limit)).toBe(true)
     expect(mayNeedFitting(load(new Date(0)), limit)).toBe(true)
     expect(mayNeedFitting(load('hello'), limit)).toBe(false)
+  })
+})
+
+describe('encodedBytes', () => {
+  it('is exactly the encoded length, long strings of every width and at every header boundary included', () => {
+    const ascii = (bytes: number): string => 'y'.repeat(bytes)
+    const values: unknown[] = [
+      load(ascii(3 * MIB)),
+      load({ pid: 7, retcode: 3, stdout: ascii(2 * MIB), stderr: 'e'.repeat(70_000) }),
+      // UTF-8 lengths on each side of str16/str32 (0x10000 bytes) from strings of fewer characters than bytes.
+      ...[0xffff, 0x10000, 0x10001].map((bytes) => 'é'.repeat(Math.floor(bytes / 2)) + ascii(bytes % 2)),
+      ['€'.repeat(1500), '😀'.repeat(800), `${'a'.repeat(1200)}\ud800${'b'.repeat(10)}`, ascii(1023), ascii(1024), ascii(255), ascii(256)],
+      { nested: [[{ deep: ascii(5000) }]], bytes: Buffer.alloc(4000, 1), map: new Map([['k', ascii(2000)]]), nothing: null, gone: undefined },
+      Object.assign(Object.create(null) as Record<string, unknown>, { long: ascii(4096), n: 1.5 }),
+      ascii(100_000),
+    ]
+    for (const value of values) expect(encodedBytes(value)).toBe(encode(value as WireValue).length)
   })
 })
 

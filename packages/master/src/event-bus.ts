@@ -1,7 +1,7 @@
 import { chmod, mkdir, rm } from 'node:fs/promises'
 import { createServer, type Server, type Socket } from 'node:net'
 import { FramedConnection } from '@brine/transport'
-import { BoundedQueue, decode, encode, frame, silentLogger, type Logger } from '@brine/core'
+import { BoundedQueue, decode, encodeFrame, silentLogger, type Logger } from '@brine/core'
 import { busTagMatcher, eventBusPath, eventStamp, MAX_BUS_PATTERNS, MAX_UNIX_SOCKET_PATH, parseBusSubscription, type BusEvent } from '@brine/protocol'
 import { EventBusError } from './errors.js'
 
@@ -147,7 +147,7 @@ export class EventBus {
   #tellDropped(connection: FramedConnection): void {
     const state = this.subscribers.get(connection)
     if (state === undefined || state.untold === 0) return
-    if (connection.write(frame(encode({ dropped: state.untold })))) state.untold = 0
+    if (connection.write(encodeFrame({ dropped: state.untold }))) state.untold = 0
   }
 
   /** The warning in fire() shows only the 1st and every 1000th drop, so the exact count is logged when a subscriber leaves. */
@@ -180,10 +180,10 @@ export class EventBus {
           this.skipped++
           continue
         }
-        bytes ??= frame(encode(event))
+        bytes ??= encodeFrame(event)
         // A subscriber that lost events is told how many with the next event that reaches it (`dropped`; its
         // MasterEvent turns that into a BUS_DROPPED_TAG event): a reader that must not miss returns reads them back.
-        const written = stats.untold > 0 ? subscriber.write(frame(encode({ ...event, dropped: stats.untold }))) : subscriber.write(bytes)
+        const written = stats.untold > 0 ? subscriber.write(encodeFrame({ ...event, dropped: stats.untold })) : subscriber.write(bytes)
         if (written) stats.untold = 0
         else {
           this.dropped++

@@ -14,7 +14,7 @@ import {
 } from '@brine/common'
 import { isJid, jidToDate, type ReturnLoad } from '@brine/protocol'
 import { validateMinionId } from '@brine/crypt'
-import { decode, encode, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
+import { decode, encodeWithHeadroom, FRAME_HEADER_BYTES, FrameReader, LruMap, type Logger, type WireValue } from '@brine/core'
 import { FutureJidError, JobCacheError } from './errors.js'
 import { decodeSnapshot, encodeSnapshot, type Snapshot, type SnapshotSegment } from './index-snapshot.js'
 import { ReturnLocations, type Location } from './return-locations.js'
@@ -1016,12 +1016,11 @@ function writeFailure(batch: readonly Pending[], file: string, error: unknown): 
 }
 
 function encodeRecord(record: LogRecord): Buffer {
-  const body = encode(record as unknown as WireValue, MAX_RECORD_BYTES)
-  // One buffer, one copy: the frame's length, the checksum, then the msgpack.
-  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + CHECKSUM_BYTES + body.length)
+  // The msgpack written behind room for the frame's length and the checksum, which are filled in: no copy of the body.
+  const out = encodeWithHeadroom(record as unknown as WireValue, FRAME_HEADER_BYTES + CHECKSUM_BYTES, MAX_RECORD_BYTES)
+  const body = out.subarray(FRAME_HEADER_BYTES + CHECKSUM_BYTES)
   out.writeUInt32BE(CHECKSUM_BYTES + body.length, 0)
   out.writeUInt32BE(crc32(body), FRAME_HEADER_BYTES)
-  out.set(body, FRAME_HEADER_BYTES + CHECKSUM_BYTES)
   return out
 }
 

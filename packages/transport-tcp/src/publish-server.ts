@@ -10,7 +10,7 @@ import {
   type PublishServerOptions,
   tcpAddress,
 } from '@brine/transport'
-import { BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encode, frame, type DecodeLimits, type WireValue } from '@brine/core'
+import { BrineError, DEFAULT_MAX_FRAME_BYTES, decode, decodeLimitsOf, encodeFrame, type DecodeLimits, type WireValue } from '@brine/core'
 
 interface Subscriber {
   /** Set by the hello frame; null for a subscriber without an id (broadcasts only). */
@@ -99,7 +99,7 @@ export class TcpPublishServer extends EndpointBase implements PublishServer {
   async publish(payload: WireValue, options: PublishOptions = {}): Promise<void> {
     if (this.core.isClosed) throw this.core.closedError()
     // Encoded once for every recipient; too large throws before anything is written.
-    const data = frame(encode(payload, this.maxFrameBytes))
+    const data = encodeFrame(payload, this.maxFrameBytes)
     const recipients = new Set<Connection>()
     if (options.topics === undefined) {
       for (const connection of this.subscribers.keys()) recipients.add(connection)

@@ -11,7 +11,7 @@ import {
   type RequestClientOptions,
   type SendOptions,
 } from '@brine/transport'
-import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, frame, type WireValue } from '@brine/core'
+import { DEFAULT_MAX_FRAME_BYTES, decodeLimitsOf, encodeEnvelopeFrame, type WireValue } from '@brine/core'
 
 /**
  * Minion / client side of the request link: one connection, kept up in the background, carrying
@@ -37,7 +37,7 @@ export class TcpRequestClient extends EndpointBase implements RequestClient {
         limit: hwm,
         maxFrameBytes,
         limits: decodeLimitsOf(options, 'client'),
-        wrap: frame,
+        encodeRequest: encodeEnvelopeFrame,
       },
       this.#requests,
     )

@@ -8,6 +8,7 @@ import {
   encodeEnvelope,
   decodeLimitsOf,
   type DecodeLimits,
+  type Envelope,
 } from '@brine/core'
 import type { SendOptions } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
@@ -40,9 +41,11 @@ export interface RequestTableOptions {
   /** Entries and depth a reply may have (default: a client's, `decodeLimitsOf({}, 'client')`). */
   limits?: DecodeLimits
   /**
-   * What each try sends, made once per request from the encoded envelope: TCP adds its length
-   * prefix (`frame`); ZeroMQ sends the envelope as it is (the default).
+   * How each request's envelope is encoded, once per request, bounded by `maxFrameBytes`: TCP's writes its length
+   * prefix with it (`encodeEnvelopeFrame`) rather than `wrap` copying the envelope behind one; default `encodeEnvelope`.
    */
+  encodeRequest?: (envelope: Envelope, limit: number, peer: string) => Buffer
+  /** What each try sends, made once per request from the encoded request (after `encodeRequest`); default: it as it is. */
   wrap?: (envelope: Buffer) => Buffer
   /** Ids wrap here (default {@link REQUEST_ID_LIMIT}); must exceed `limit`. */
   idLimit?: number
@@ -105,6 +108,7 @@ export class RequestTable {
   readonly #limit: number
   readonly #maxFrameBytes: number
   readonly #limits: DecodeLimits
+  readonly #encodeRequest: (envelope: Envelope, limit: number, peer: string) => Buffer
   readonly #wrap: ((envelope: Buffer) => Buffer) | undefined
   readonly #idLimit: number
   #lastId = -1
@@ -119,6 +123,7 @@ export class RequestTable {
     this.#limit = options.limit
     this.#maxFrameBytes = options.maxFrameBytes
     this.#limits = options.limits ?? decodeLimitsOf({}, 'client')
+    this.#encodeRequest = options.encodeRequest ?? encodeEnvelope
     this.#wrap = options.wrap
     this.#idLimit = options.idLimit ?? REQUEST_ID_LIMIT
     if (!(this.#idLimit > this.#limit)) throw new RangeError(`idLimit (${this.#idLimit}) must exceed the in-flight limit (${this.#limit})`)
@@ -152,8 +157,8 @@ export class RequestTable {
         throw error
       }
       const id = this.#nextId()
-      const envelope = encodeEnvelope({ kind: EnvelopeKind.Request, id, body: request }, this.#maxFrameBytes, core.address)
-      data = this.#wrap === undefined ? envelope : this.#wrap(envelope)
+      const encoded = this.#encodeRequest({ kind: EnvelopeKind.Request, id, body: request }, this.#maxFrameBytes, core.address)
+      data = this.#wrap === undefined ? encoded : this.#wrap(encoded)
     } catch (error) {
       return Promise.reject(error)
     }
