@@ -48,7 +48,7 @@ function requireBuilt(): void {
 // than a CI run measures with: what is asserted is the shape of every figure and that each job got every return once,
 // which two minions (the fewest `both` splits over two transports) yield as well as ten; the minions' processes and
 // the phases' jobs are most of the file's CPU. The quick matrix's own sizes are the unit test's above.
-const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--burst', '10']
+const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--window', '3', '--burst', '10']
 describe('brine-bench --quick', () => {
   let outDir: string
   let code: number | null = null
@@ -119,6 +119,8 @@ describe('brine-bench --quick', () => {
       expect(c.latency.calls).toBe(result.settings.latencyCalls)
       expect(c.latency.expected).toBe(c.latency.calls * c.n)
       expect(c.throughput.jobs).toBe(result.settings.throughputJobs)
+      // --window 3: the throughput phase kept three jobs in flight, not the default five.
+      expect([c.throughput.window, result.settings.window]).toEqual([3, 3])
       expect(c.overload.expected).toBe(result.settings.overloadJobs * c.n)
       for (const distribution of [c.latency.ms, c.throughput.jobMs]) {
         expect(distribution.min).toBeLessThanOrEqual(distribution.median)
