@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { benchMatrix, stats, type BenchResult } from '../src/bench.js'
+import { benchMatrix, cpuMsPerReturn, stats, type BenchResult } from '../src/bench.js'
 import { LocalClient } from '@brine/client'
 import { pidAlive } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
@@ -19,6 +19,13 @@ describe('stats and matrix', () => {
     const values = Array.from({ length: 100 }, (_, index) => 100 - index)
     expect(stats(values)).toEqual({ count: 100, min: 1, median: 50, p95: 95, max: 100 })
     expect(stats([])).toEqual({ count: 0, min: 0, median: 0, p95: 0, max: 0 })
+  })
+
+  it("gives the master's CPU per return to 0.0001 ms, and none without returns", () => {
+    // 4,410 ms of CPU over 20,000 returns: 0.2205 ms, which 0.01 ms steps would have read as 0.22.
+    expect(cpuMsPerReturn(4410, 20_000)).toBe(0.2205)
+    expect(cpuMsPerReturn(13_270, 50_000)).toBe(0.2654)
+    expect(cpuMsPerReturn(10, 0)).toBeNull()
   })
 
   it('runs the three transports and both at N ∈ {1, 10} when quick, and 1,000 swarm minions in the full matrix', () => {
@@ -49,7 +56,7 @@ function requireBuilt(): void {
 // which two minions (the fewest `both` splits over two transports) yield as well as ten; the minions' processes and
 // the phases' jobs are most of the file's CPU. The api phase's pings likewise: two `brine` processes give a median and
 // a p95 as five do, and each is a process start. The quick matrix's own sizes are the unit test's above.
-const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--burst', '10', '--api-calls', '5', '--cli-calls', '2']
+const SMOKE_ARGS = ['--quick', '--n', '1,2', '--calls', '5', '--jobs', '10', '--window', '3', '--burst', '10', '--api-calls', '5', '--cli-calls', '2']
 describe('brine-bench --quick', () => {
   let outDir: string
   let code: number | null = null
@@ -121,6 +128,8 @@ describe('brine-bench --quick', () => {
       expect(c.latency.calls).toBe(result.settings.latencyCalls)
       expect(c.latency.expected).toBe(c.latency.calls * c.n)
       expect(c.throughput.jobs).toBe(result.settings.throughputJobs)
+      // --window 3: the throughput phase kept three jobs in flight, not the default five.
+      expect([c.throughput.window, result.settings.window]).toEqual([3, 3])
       expect(c.overload.expected).toBe(result.settings.overloadJobs * c.n)
       for (const distribution of [c.latency.ms, c.throughput.jobMs]) {
         expect(distribution.min).toBeLessThanOrEqual(distribution.median)

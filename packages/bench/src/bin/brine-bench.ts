@@ -46,7 +46,10 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
                           each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
-  --jobs <n>              throughput jobs, 5 in flight (default 200; quick 50)
+  --jobs <n>              throughput jobs, --window of them in flight (default 200; quick 50)
+  --window <k>            throughput jobs in flight at once (default 5); compare the scale curve's CPU per return at
+                          one window: at N=5,000 a window of 5 sends 25,000 returns at once, more than a loaded 2-core
+                          machine serves within a minion's return try (return_retry_timer, 5–10 s)
   --burst <n>             overload burst jobs (default 200; quick 50; 0 leaves the overload phase out)
   --api-calls <n>         the api phase's timed POST / pings (default 50; quick 20)
   --cli-calls <n>         the api phase's timed \`brine\` process pings (default 10; quick 5)
@@ -79,6 +82,7 @@ const { values } = parseArgs({
     syndics: { type: 'string' },
     calls: { type: 'string' },
     jobs: { type: 'string' },
+    window: { type: 'string' },
     burst: { type: 'string' },
     'api-calls': { type: 'string' },
     'cli-calls': { type: 'string' },
@@ -152,6 +156,7 @@ const quick = values.quick
 const settings = { ...(quick ? QUICK_SETTINGS : FULL_SETTINGS) }
 settings.latencyCalls = positive(values.calls, '--calls') ?? settings.latencyCalls
 settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughputJobs
+settings.window = positive(values.window, '--window') ?? settings.window
 // --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
 settings.overloadJobs = values.burst === '0' ? 0 : (positive(values.burst, '--burst') ?? settings.overloadJobs)
 settings.apiCalls = positive(values['api-calls'], '--api-calls') ?? settings.apiCalls
