@@ -85,8 +85,8 @@ describe('the .deb, installed with dpkg -i', () => {
       expect({ bin, code: ran.code, out: ran.stdout }).toEqual({ bin, code: 0, out: `${version}\n` })
     }
     expect(packageFiles).toEqual(expect.arrayContaining([...UNITS, '/etc/brine/master', '/etc/brine/minion', '/etc/logrotate.d/brine']))
-    const zeromq = packageFiles.filter((file) => file.includes('/node_modules/zeromq/') && file.endsWith('.node'))
-    expect(zeromq.length).toBeGreaterThan(0)
+    // Both ends of the ZeroMQ transport are node:net: the package carries no zeromq, and no native addon of it.
+    expect(packageFiles.filter((file) => file.includes('/node_modules/zeromq/'))).toEqual([])
   })
 
   it('marks the config files as conffiles, creates the brine user and the log directory', async () => {
