@@ -46,6 +46,8 @@ throughput, memory, restart and overload, and writes <out-dir>/<timestamp>.{json
   --syndics <k>           a tree: a top master (order_masters) and k syndic nodes with N/k minions under
                           each; jobs go to the top (zeromq, tcp or nats; phases connect, latency, throughput)
   --calls <n>             timed test.ping calls (default 50; quick 20)
+  --warmup <n>            untimed test.ping calls before them, 0 or more (default 30; quick 3): the fleet's
+                          code warmed as a running fleet's is
   --jobs <n>              throughput jobs, --window of them in flight (default 200; quick 50)
   --window <k>            throughput jobs in flight at once (default 5); compare the scale curve's CPU per return at
                           one window: at N=5,000 a window of 5 sends 25,000 returns at once, more than a loaded 2-core
@@ -81,6 +83,7 @@ const { values } = parseArgs({
     'nats-servers': { type: 'string' },
     syndics: { type: 'string' },
     calls: { type: 'string' },
+    warmup: { type: 'string' },
     jobs: { type: 'string' },
     window: { type: 'string' },
     burst: { type: 'string' },
@@ -155,6 +158,7 @@ async function runScenario(name: string): Promise<never> {
 const quick = values.quick
 const settings = { ...(quick ? QUICK_SETTINGS : FULL_SETTINGS) }
 settings.latencyCalls = positive(values.calls, '--calls') ?? settings.latencyCalls
+settings.warmupCalls = values.warmup === '0' ? 0 : (positive(values.warmup, '--warmup') ?? settings.warmupCalls)
 settings.throughputJobs = positive(values.jobs, '--jobs') ?? settings.throughputJobs
 settings.window = positive(values.window, '--window') ?? settings.window
 // --burst 0 leaves the overload phase out (a swarm of tens of thousands measured for connect and latency only).
