@@ -1,5 +1,4 @@
 import { copyFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { defineConfig, type Options } from 'tsup'
 import { packageConfig } from '../../tsup.base.js'
 
@@ -10,8 +9,9 @@ const BUNDLED = ['brine']
 
 /**
  * What a bundle leaves to Node: yaml (loaded only to parse a changed config, from the copy of @brine/config's one-file
- * build put beside the bundle) and cli-progress (only on a terminal), both dependencies of this package, and msgpackr's
- * native extractor, which the commands do not load.
+ * build put beside the bundle) and cli-progress (only on a terminal), both dependencies of this package; msgpackr's
+ * native extractor, which the commands do not load; and Node's `readline/promises`, which this esbuild does not know
+ * for a builtin.
  */
 const BUNDLE_EXTERNAL = ['yaml', 'cli-progress', 'msgpackr-extract', 'readline/promises']
 const YAML_BUNDLE = '../config/dist/yaml-bundle.cjs'
