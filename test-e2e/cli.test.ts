@@ -63,6 +63,28 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     expect(badFlag.stderr).toMatch(/--out/)
   })
 
+  it('prints and exits the same from its one-file build as from its modules (what a stale or missing build falls back to)', async () => {
+    const fleet = await webAndDb()
+    const modules = { ...process.env, BRINE_DISABLE_BUNDLE: '1' }
+    for (const args of [
+      ['web1', 'test.ping'],
+      ['web1', 'test.echo', 'hi', '--out', 'json'],
+      ['web1', 'test.nosuch'],
+      ['web1', 'cmd.run', 'echo oops >&2; exit 3'],
+      ['nosuchminion', 'test.ping'],
+      ['web1', 'test.ping', '--out', 'xml'],
+    ]) {
+      const bundled = await fleet.run('brine', args)
+      const fromModules = await fleet.run('brine', args, { env: modules })
+      expect({ args, code: bundled.code, stdout: bundled.stdout, stderr: bundled.stderr }).toEqual({
+        args,
+        code: fromModules.code,
+        stdout: fromModules.stdout,
+        stderr: fromModules.stderr,
+      })
+    }
+  })
+
   it('rejecting an accepted key rotates the session and cuts the minion off', async () => {
     const fleet = await webAndDb()
     const rejected = await fleet.run('brine-key', ['-r', 'db1', '--include-accepted', '-y'])

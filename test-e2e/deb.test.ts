@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
 import { holdHostLock } from './helpers/host-lock.js'
@@ -114,6 +115,14 @@ describe('the .deb, installed with dpkg -i', () => {
       expect(unitSection).toMatch(/^StartLimitBurst=10$/m)
       expect(text).toMatch(/^ExecStart=\/usr\/bin\/brine-[a-z]+ -c \/etc\/brine$/m)
     }
+  })
+
+  it('runs brine from its one-file build, which matches the packages installed beside it', async () => {
+    const cli = '/opt/brine/lib/node_modules/@brine/cli'
+    const launcher = (await import(pathToFileURL(join(cli, 'bin/bundle.js')).href)) as {
+      bundleTarget: (name: string, env: NodeJS.ProcessEnv, root: string) => string | undefined
+    }
+    expect(launcher.bundleTarget('brine', {}, cli)).toBe(join(cli, 'dist/bundle/brine.cjs'))
   })
 
   describe.each(TRANSPORTS)('its brine-master and brine-minion over %s', (transport) => {

@@ -1,6 +1,7 @@
 import { mkdtemp, readFile, rm, writeFile, readdir, realpath } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DaemonProcess, freeLoopbackPort } from '@brine/testkit'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
@@ -46,6 +47,14 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     }
     const launcher = await realpath(join(prefix, 'bin', 'brine-master'))
     expect(launcher).toBe(join(prefix, 'lib/node_modules/@brine/cli/bin/brine-master.js'))
+  })
+
+  it('runs brine from its one-file build, which matches the packages installed beside it', async () => {
+    const cli = join(prefix, 'lib/node_modules/@brine/cli')
+    const launcher = (await import(pathToFileURL(join(cli, 'bin/bundle.js')).href)) as {
+      bundleTarget: (name: string, env: NodeJS.ProcessEnv, root: string) => string | undefined
+    }
+    expect(launcher.bundleTarget('brine', {}, cli)).toBe(join(cli, 'dist/bundle/brine.cjs'))
   })
 
   it('ships no zeromq addon (both ends of the ZeroMQ transport are node:net) and reports the bundled libraries in --versions-report', async () => {

@@ -1,8 +1,71 @@
+import { copyFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { defineConfig, type Options } from 'tsup'
 import { packageConfig } from '../../tsup.base.js'
 
-// One file per bin, each runnable as `node dist/bin/brine.js` or through package.json "bin".
-export default packageConfig({
-  bins: Object.fromEntries(
-    ['brine', 'brine-master', 'brine-minion', 'brine-syndic', 'brine-key', 'brine-call', 'brine-run', 'brine-api'].map((bin) => [bin, `src/bin/${bin}.ts`]),
-  ),
-})
+const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-syndic', 'brine-key', 'brine-call', 'brine-run', 'brine-api']
+
+/** The short-lived commands also built as one CommonJS file each (bin/bundle.js runs it when it is current). */
+const BUNDLED = ['brine']
+
+/**
+ * What a bundle leaves to Node: yaml (loaded only to parse a changed config, from the copy of @brine/config's one-file
+ * build put beside the bundle) and cli-progress (only on a terminal), both dependencies of this package; msgpackr's
+ * native extractor, which the commands do not load; and Node's `readline/promises`, which this esbuild does not know
+ * for a builtin.
+ */
+const BUNDLE_EXTERNAL = ['yaml', 'cli-progress', 'msgpackr-extract', 'readline/promises']
+const YAML_BUNDLE = '../config/dist/yaml-bundle.cjs'
+
+/**
+ * Writes `dist/bundle/<name>.json` beside each bundle: when it was built and the size of each file of the other
+ * workspace packages it inlined (paths from this package's root), which the launcher compares with the files it
+ * finds there before it runs the bundle (bin/bundle.js); and copies @brine/config's yaml build beside it.
+ */
+const bundleManifest = {
+  name: 'brine-bundle-manifest',
+  setup(build: {
+    initialOptions: { metafile?: boolean }
+    onEnd: (callback: (result: { metafile?: { inputs: Record<string, unknown>; outputs: Record<string, { entryPoint?: string }> } }) => void) => void
+  }) {
+    build.initialOptions.metafile = true
+    build.onEnd((result) => {
+      if (result.metafile === undefined) return
+      const sibling = (file: string): boolean => file.startsWith('../') && !file.startsWith('../../')
+      const inputs = [...Object.keys(result.metafile.inputs).filter(sibling), YAML_BUNDLE]
+      const files = Object.fromEntries(inputs.map((file) => [file, statSync(file).size]))
+      mkdirSync('dist/bundle', { recursive: true })
+      copyFileSync(YAML_BUNDLE, 'dist/bundle/yaml-bundle.cjs')
+      const builtAt = Date.now()
+      for (const name of BUNDLED) writeFileSync(`dist/bundle/${name}.json`, `${JSON.stringify({ builtAt, files }, null, 1)}\n`)
+    })
+  },
+}
+
+const bundles: Options = {
+  entry: Object.fromEntries(BUNDLED.map((name) => [`bundle/${name}`, `src/bundle/${name}.ts`])),
+  format: ['cjs'],
+  target: 'node22',
+  platform: 'node',
+  sourcemap: true,
+  clean: false,
+  splitting: false,
+  // A smaller source is less to read and hash at each start; names are kept, so stacks still read.
+  minifyWhitespace: true,
+  minifySyntax: true,
+  shims: true,
+  noExternal: [/.*/],
+  external: BUNDLE_EXTERNAL,
+  esbuildPlugins: [bundleManifest],
+  // The packages' bare `import '@brine/core'` lines (kept by their own builds) are dropped here as they should be.
+  esbuildOptions(options) {
+    options.logOverride = { 'ignored-bare-import': 'silent' }
+  },
+}
+
+// One file per bin, each runnable as `node dist/bin/brine.js` or through package.json "bin"; `dist/compile-cache.js`
+// for the launcher, which turns the cache on before it loads a bundle.
+const [library, bins] = packageConfig({
+  extraEntries: ['src/compile-cache.ts'],
+  bins: Object.fromEntries(BINS.map((bin) => [bin, `src/bin/${bin}.ts`])),
+}) as Options[]
+export default defineConfig([{ ...library!, clean: ['!bundle/**'] }, bins!, bundles])

@@ -6,11 +6,16 @@ import { existsSync } from 'node:fs'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { refuseUnsupportedNode } from './node-version.js'
 import { enterDaemonRuntime } from './daemon-runtime.js'
+import { runBundle } from './bundle.js'
 
-/** Imports `dist/bin/<name>.js`, which runs the command, once this Node is one Brine supports. */
+/**
+ * Runs the command once this Node is one Brine supports: its one-file build when there is a current one (bundle.js),
+ * else `dist/bin/<name>.js`, which imports its modules.
+ */
 export async function launch(name) {
   refuseUnsupportedNode(name)
   enterDaemonRuntime(name)
+  if (await runBundle(name)) return
   const target = fileURLToPath(new URL(`../dist/bin/${name}.js`, import.meta.url))
   if (!existsSync(target)) {
     const root = fileURLToPath(new URL('../../..', import.meta.url))
