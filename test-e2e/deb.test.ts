@@ -47,7 +47,7 @@ beforeAll(
     expect(process.getuid?.(), 'the .deb tests install a package with dpkg: run them as root').toBe(0)
     scratch = await mkdtemp(join(tmpdir(), 'brine-deb-'))
     // From the prefix the run's tarballs were installed into once (install uses it too): the same lib/ npm lays out.
-    // --fast: gzip level 1, the same package in the same format: this file installs it, it does not ship it.
+    // --fast: the data member uncompressed, the same files in the same format: this file installs it, it does not ship it.
     const built = await run(process.execPath, ['scripts/package-deb.mjs', scratch, '--fast', '--installed', await installedPrefix(BUILD_MS)], {
       ms: BUILD_MS,
     })

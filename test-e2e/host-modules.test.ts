@@ -107,14 +107,15 @@ describe.each(TRANSPORTS)('daily execution modules on the real host over %s', (t
     "pkg installs a package built with dpkg-deb from salt:// (the master's file_roots) and from a local path, shows its version, removes it, and leaves the machine as it was",
     { timeout: HOST_LOCK_MS + 60_000 },
     async () => {
-      // Only this test runs dpkg: it holds the lock the files that install packages share until its cleanup has purged.
+      const { fleet, fileRoot: dir } = await host()
+      // The .deb sits at the top of the master's file_roots: salt://brine-test_1.0_all.deb.
+      const deb = await buildDeb(dir)
+      // Only this test runs dpkg: it holds the lock the files that install packages share until its cleanup has purged,
+      // and takes it once its fleet is up and its package built, which need no dpkg (the other file waits meanwhile).
       const releaseHostLock = await holdHostLock(HOST_LOCK_MS)
       cleanups.push(async () => releaseHostLock())
       expect(await installed()).toBe(false)
-      const { fleet, fileRoot: dir } = await host()
       cleanups.push(async () => (await installed()) && (await exec('dpkg', ['--purge', PACKAGE])))
-      // The .deb sits at the top of the master's file_roots: salt://brine-test_1.0_all.deb.
-      const deb = await buildDeb(dir)
       const salt = `salt://${PACKAGE}_1.0_all.deb`
 
       expect(await call(fleet, id, 'pkg.version', PACKAGE)).toBe('')

@@ -35,9 +35,9 @@ describe.each(TRANSPORTS)('syndic acceptance over %s', (transport) => {
   })
 
   it("stop the top master while cmd.run 'sleep 3' runs below, start it again: every return arrives at the top exactly once", async () => {
-    // direct1 tries its spooled return again as soon as the syndic (the harness's return_retry_timer) does: over NATS no
+    // direct1 tries its spooled return again as soon as the syndic (QUICK_SYNDIC in helpers/fleets.ts) does: over NATS no
     // reconnect hurries either, and Salt's 5–10 s would be most of the test.
-    const direct1 = { id: 'direct1', transport, config: { return_retry_timer: 1, return_retry_timer_max: 2 } }
+    const direct1 = { id: 'direct1', transport, config: { return_retry_timer: 0.2, return_retry_timer_max: 0.5 } }
     const top = await startFleet({ minions: [direct1], masterConfig: { order_masters: true } })
     const node = await startFleet({
       minions: [
