@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { BRINE_VERSION } from '../src/io.js'
 import { compileCacheDir, importWithoutNativeMsgpack } from '../src/compile-cache.js'
-import { COMMANDS, memoryIO } from './helpers.js'
+import { COMMANDS, memoryIO, modulesLoadedBy } from './helpers.js'
 
 const cliDir = fileURLToPath(new URL('..', import.meta.url))
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url))
@@ -240,29 +240,6 @@ describe('the built bundles a minion and the brine command load', () => {
     expect(offenders).toEqual([])
   })
 })
-
-/**
- * Every module URL the built `bin` (default `brine`) loads when run with `args` (a module hook records them); the run
- * must succeed unless `run.status` says what it should exit with.
- */
-function modulesLoadedBy(args: string[], bin = 'brine', run: { env?: NodeJS.ProcessEnv; status?: number; stderr?: RegExp } = {}): string[] {
-  const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
-  try {
-    const hook = join(root, 'hook.mjs')
-    const list = join(root, 'loaded.txt')
-    writeFileSync(
-      hook,
-      `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
-        `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
-    )
-    const result = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/${bin}.js`, ...args], { encoding: 'utf8', env: run.env ?? process.env })
-    expect(result.status, result.stderr).toBe(run.status ?? 0)
-    if (run.stderr !== undefined) expect(result.stderr).toMatch(run.stderr)
-    return readFileSync(list, 'utf8').trim().split('\n')
-  } finally {
-    rmSync(root, { recursive: true, force: true })
-  }
-}
 
 describe('a command whose reader is slow', () => {
   it('exits only once the reader has taken all of its output, however long the reader pauses', async () => {

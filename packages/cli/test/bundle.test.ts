@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
+import { modulesLoadedBy } from './helpers.js'
 
 const cliDir = fileURLToPath(new URL('..', import.meta.url))
 type BundleTarget = (name: string, env?: NodeJS.ProcessEnv, root?: string) => string | undefined
@@ -77,7 +78,7 @@ describe('which build of a command the launcher runs (bin/bundle.js)', () => {
 describe('the built brine command', () => {
   it('runs its one-file build: one module of its own, none of the packages it inlines, no cryptography, no YAML parser', () => {
     expect(bundleTarget('brine')).toBe(`${cliDir}dist/bundle/brine.cjs`)
-    const loaded = loadedBy(['--version'], process.env)
+    const loaded = modulesLoadedBy(['--version'])
     expect(loaded).toContain(`file://${cliDir}dist/bundle/brine.cjs`)
     expect(loaded.filter((url) => /\/packages\/[^/]+\/dist\/(index|root-key-file)\.js$|\/dist\/bin\//.test(url))).toEqual([])
     expect(loaded.filter((url) => url === 'node:crypto' || /\/(yaml|tweetnacl|msgpackr|commander)\//.test(url) || url.endsWith('yaml-bundle.cjs'))).toEqual([])
@@ -115,23 +116,7 @@ describe('the built brine command', () => {
     const env = { ...process.env, HOME: root, XDG_CACHE_HOME: join(root, 'cache'), NODE_COMPILE_CACHE: '' }
     const args = ['-c', root, '*', 'test.ping']
     const yaml = (loaded: string[]): string[] => loaded.filter((url) => /yaml/.test(url))
-    expect(yaml(loadedBy(args, env, 1))).toEqual([`file://${cliDir}dist/bundle/yaml-bundle.cjs`])
-    expect(yaml(loadedBy(args, env, 1))).toEqual([])
+    expect(yaml(modulesLoadedBy(args, 'brine', { env, status: 1 }))).toEqual([`file://${cliDir}dist/bundle/yaml-bundle.cjs`])
+    expect(yaml(modulesLoadedBy(args, 'brine', { env, status: 1 }))).toEqual([])
   })
 })
-
-/** Every module URL the built `brine` loads when run with `args` (a module hook records them); it must exit `status`. */
-function loadedBy(args: string[], env: NodeJS.ProcessEnv, status = 0): string[] {
-  const root = mkdtempSync(join(tmpdir(), 'brine-loads-'))
-  scratch.push(root)
-  const hook = join(root, 'hook.mjs')
-  const list = join(root, 'loaded.txt')
-  writeFileSync(
-    hook,
-    `import { registerHooks } from 'node:module'\nimport { appendFileSync } from 'node:fs'\n` +
-      `registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context) } })\n`,
-  )
-  const result = spawnSync(process.execPath, ['--import', hook, `${cliDir}bin/brine.js`, ...args], { encoding: 'utf8', env })
-  expect(result.status, result.stderr).toBe(status)
-  return readFileSync(list, 'utf8').trim().split('\n')
-}
