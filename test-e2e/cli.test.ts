@@ -63,20 +63,26 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     expect(badFlag.stderr).toMatch(/--out/)
   })
 
-  it('prints and exits the same from its one-file build as from its modules (what a stale or missing build falls back to)', async () => {
+  it('brine, brine-run and brine-key print and exit the same from their one-file builds as from their modules (what a stale or missing build falls back to)', async () => {
     const fleet = await webAndDb()
     const modules = { ...process.env, BRINE_DISABLE_BUNDLE: '1' }
-    for (const args of [
-      ['web1', 'test.ping'],
-      ['web1', 'test.echo', 'hi', '--out', 'json'],
-      ['web1', 'test.nosuch'],
-      ['web1', 'cmd.run', 'echo oops >&2; exit 3'],
-      ['nosuchminion', 'test.ping'],
-      ['web1', 'test.ping', '--out', 'xml'],
-    ]) {
-      const bundled = await fleet.run('brine', args)
-      const fromModules = await fleet.run('brine', args, { env: modules })
-      expect({ args, code: bundled.code, stdout: bundled.stdout, stderr: bundled.stderr }).toEqual({
+    for (const [bin, args] of [
+      ['brine', ['web1', 'test.ping']],
+      ['brine', ['web1', 'test.echo', 'hi', '--out', 'json']],
+      ['brine', ['web1', 'test.nosuch']],
+      ['brine', ['web1', 'cmd.run', 'echo oops >&2; exit 3']],
+      ['brine', ['nosuchminion', 'test.ping']],
+      ['brine', ['web1', 'test.ping', '--out', 'xml']],
+      ['brine-run', ['manage.status', '--out', 'json']],
+      ['brine-run', ['jobs.nosuch']],
+      ['brine-key', ['-L', '--out', 'json']],
+      ['brine-key', ['-f', 'web1']],
+      ['brine-key', ['-d', 'nosuchminion', '-y']],
+    ] as const) {
+      const bundled = await fleet.run(bin, [...args])
+      const fromModules = await fleet.run(bin, [...args], { env: modules })
+      expect({ bin, args, code: bundled.code, stdout: bundled.stdout, stderr: bundled.stderr }).toEqual({
+        bin,
         args,
         code: fromModules.code,
         stdout: fromModules.stdout,

@@ -5,7 +5,7 @@ import { packageConfig } from '../../tsup.base.js'
 const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-syndic', 'brine-key', 'brine-call', 'brine-run', 'brine-api']
 
 /** The short-lived commands also built as one CommonJS file each (bin/bundle.js runs it when it is current). */
-const BUNDLED = ['brine']
+const BUNDLED = ['brine', 'brine-run', 'brine-key']
 
 /**
  * What a bundle leaves to Node: yaml (loaded only to parse a changed config, from the copy of @brine/config's one-file

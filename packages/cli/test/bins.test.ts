@@ -205,7 +205,7 @@ describe('what brine-minion loads at start', () => {
 
 describe('what brine-run loads at start', () => {
   it("parses its arguments with the config package's helpers, without loading the minion package and its cryptography", () => {
-    const loaded = modulesLoadedBy(['--version'], 'brine-run')
+    const loaded = modulesLoadedBy(['--version'], 'brine-run', { env: MODULES_ENV })
     expect(loaded.some((url) => url.includes('/packages/config/dist/'))).toBe(true)
     expect(loaded.filter((url) => /\/packages\/(minion|link)\/dist\//.test(url) || url === 'node:crypto' || /\/node_modules\/tweetnacl\//.test(url))).toEqual(
       [],

@@ -45,7 +45,7 @@ describe('which build of a command the launcher runs (bin/bundle.js)', () => {
   it('runs the modules when the build is missing, its manifest is unreadable, or BRINE_DISABLE_BUNDLE is set', () => {
     const { root } = layout({ checkout: true })
     expect(bundleTarget('brine', { BRINE_DISABLE_BUNDLE: '1' }, root)).toBeUndefined()
-    // Another command has no build of its own.
+    // A command with no build of its own in this layout.
     expect(bundleTarget('brine-key', {}, root)).toBeUndefined()
     writeFileSync(join(root, 'dist', 'bundle', 'brine.json'), '{"builtAt": ')
     expect(bundleTarget('brine', {}, root)).toBeUndefined()
@@ -118,5 +118,26 @@ describe('the built brine command', () => {
     const yaml = (loaded: string[]): string[] => loaded.filter((url) => /yaml/.test(url))
     expect(yaml(modulesLoadedBy(args, 'brine', { env, status: 1 }))).toEqual([`file://${cliDir}dist/bundle/yaml-bundle.cjs`])
     expect(yaml(modulesLoadedBy(args, 'brine', { env, status: 1 }))).toEqual([])
+  })
+})
+
+describe.each(['brine-run', 'brine-key'])('the built %s command', (bin) => {
+  it('runs its one-file build and prints and exits as its modules do: --version, --versions-report, a usage error, a missing config', () => {
+    expect(bundleTarget(bin)).toBe(`${cliDir}dist/bundle/${bin}.cjs`)
+    const loaded = modulesLoadedBy(['--version'], bin)
+    expect(loaded).toContain(`file://${cliDir}dist/bundle/${bin}.cjs`)
+    expect(loaded.filter((url) => /\/packages\/[^/]+\/dist\/(index|root-key-file)\.js$|\/dist\/bin\//.test(url))).toEqual([])
+    const root = mkdtempSync(join(tmpdir(), 'brine-bundle-run-'))
+    scratch.push(root)
+    const env = { ...process.env, HOME: root, XDG_CACHE_HOME: join(root, 'cache'), NODE_COMPILE_CACHE: '' }
+    for (const args of [['--version'], ['--versions-report'], ['--no-such-flag'], ['-c', join(root, 'missing'), '-L']]) {
+      const run = (extra: NodeJS.ProcessEnv) => {
+        const result = spawnSync(process.execPath, [`${cliDir}bin/${bin}.js`, ...args], { encoding: 'utf8', env: { ...env, ...extra } })
+        return { args, status: result.status, stdout: result.stdout, stderr: result.stderr }
+      }
+      const bundled = run({})
+      expect(bundled.stdout + bundled.stderr).not.toBe('')
+      expect(bundled).toEqual(run({ BRINE_DISABLE_BUNDLE: '1' }))
+    }
   })
 })
