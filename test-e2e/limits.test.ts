@@ -2,7 +2,8 @@
  * Data loss at the edges and awkward ids, with real daemons through the built CLIs, on both transports:
  * a 70 MB command output reaches `brine` cut below max_frame_bytes with a marker and its retcode (it used
  * to be "could not be spooled; it is lost" and "Minion did not return"); a key named `x[1]` is deleted by
- * its own name without touching `x1`; a mixed-script id is flagged by `brine-key -L`.
+ * its own name without touching `x1`; a mixed-script id is flagged by `brine-key -L`. The master receives that
+ * return once: it used to be sent again each return_retry_timer while a loaded master was still taking it in.
  */
 import { describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets } from './helpers/fleets.js'
@@ -45,6 +46,8 @@ describe.each(TRANSPORTS)('limits over %s', (transport) => {
     expect(returned.stdout.slice(0, kept)).toBe('y'.repeat(kept))
     expect(big.code).toBe(1) // a non-zero retcode, as Salt's exit code says
     expect(fleet.minions.get('x1')!.stderr).not.toContain('it is lost')
+    // The master received the return once: no try of it came again (a try waits for the return's size), none was spooled.
+    expect(`${fleet.master.stderr}\n${fleet.minions.get('x1')!.stderr}`).not.toMatch(/\(\d{7,} bytes\) came again|not acknowledged/)
 
     const deleted = await fleet.run('brine-key', ['-d', 'x[1]', '-y'])
     expect(deleted.stdout).toBe('The following keys are going to be deleted:\nAccepted Keys:\nx[1]\nKey for minion x[1] deleted.\n')

@@ -142,6 +142,32 @@ export function returnRetryDelayMs(opts: TimeoutConfig, random: () => number = M
   return low + step * Math.min(steps, Math.floor(random() * (steps + 1)))
 }
 
+/** Bytes in a MiB: a return's size is counted in MiB, to the nearest, toward its try's timeout. */
+const BYTES_PER_MIB = 1_048_576
+
+/**
+ * What a return's try is given per MiB of its sealed frame, on top of its drawn delay: the master's intake of a
+ * large return (reading the frame, deciphering, decoding, storing it) grows with its size, and on a loaded machine
+ * takes longer than return_retry_timer's 5–10 s (docs/performance.md, "A large return sent once"). Whole seconds, so
+ * the timeouts stay on a few of Node's timer lists, as the drawn delays do.
+ */
+export const RETURN_TRY_MS_PER_MIB = 1000
+
+/** The most a return's try grows for its size: a try never waits more than this past its drawn delay. */
+export const RETURN_TRY_GROWTH_MAX_MS = 120_000
+
+/**
+ * The timeout of one try of a sealed return of `sealedBytes`: `delayMs` (a {@link returnRetryDelayMs} draw, Salt's
+ * return_retry_timer..return_retry_timer_max) plus {@link RETURN_TRY_MS_PER_MIB} for each MiB of the frame (to the
+ * nearest MiB), at most {@link RETURN_TRY_GROWTH_MAX_MS} more. A return under 512 KiB gets exactly Salt's timeout. Salt has no such
+ * key: a size-blind timeout made a master that is merely slow to take a 64 MB return in receive it three times,
+ * then once more from the spool.
+ */
+export function returnTryTimeoutMs(delayMs: number, sealedBytes: number): number {
+  const mib = Number.isFinite(sealedBytes) && sealedBytes > 0 ? Math.round(sealedBytes / BYTES_PER_MIB) : 0
+  return delayMs + Math.min(RETURN_TRY_GROWTH_MAX_MS, mib * RETURN_TRY_MS_PER_MIB)
+}
+
 export interface ReconnectConfig {
   recon_default?: number
   recon_max?: number

@@ -8,6 +8,7 @@ import {
   hoursToMs,
   msFromSeconds,
   returnRetryDelayMs,
+  returnTryTimeoutMs,
   secondsFromMs,
   secondsToMs,
   serverLimitsFromConfig,
@@ -103,6 +104,38 @@ describe('timeoutsFromConfig', () => {
     expect(returnRetryDelayMs({ return_retry_timer: 0.2, return_retry_timer_max: 0.5 }, () => 0.3)).toBe(200)
     expect(returnRetryDelayMs({ return_retry_timer: 0.2, return_retry_timer_max: 0.5 }, () => 0.7)).toBe(500)
     expect(returnRetryDelayMs({ return_retry_timer: 0.2, return_retry_timer_max: 0.2 }, () => 0.7)).toBe(200)
+  })
+})
+
+describe('returnTryTimeoutMs', () => {
+  const MIB = 1_048_576
+
+  it("gives a return under 512 KiB exactly its drawn delay (Salt's timeout)", () => {
+    expect(returnTryTimeoutMs(5000, 0)).toBe(5000)
+    expect(returnTryTimeoutMs(5000, 2048)).toBe(5000)
+    expect(returnTryTimeoutMs(7000, MIB / 2 - 1)).toBe(7000)
+  })
+
+  it('adds a second per MiB of the sealed frame, to the nearest MiB', () => {
+    expect(returnTryTimeoutMs(5000, MIB / 2)).toBe(6000)
+    expect(returnTryTimeoutMs(5000, MIB)).toBe(6000)
+    expect(returnTryTimeoutMs(5000, 1.5 * MIB - 1)).toBe(6000)
+    expect(returnTryTimeoutMs(5000, 1.5 * MIB)).toBe(7000)
+    expect(returnTryTimeoutMs(300, 8 * MIB + 17)).toBe(8300)
+    // A 64 MiB frame (the default max_frame_bytes) gets a minute more than its drawn delay.
+    expect(returnTryTimeoutMs(10_000, 64 * MIB)).toBe(74_000)
+  })
+
+  it('grows by two minutes at most, however large the frame', () => {
+    expect(returnTryTimeoutMs(5000, 120 * MIB)).toBe(125_000)
+    expect(returnTryTimeoutMs(5000, 121 * MIB)).toBe(125_000)
+    expect(returnTryTimeoutMs(5000, 1024 * MIB)).toBe(125_000)
+  })
+
+  it('takes a size that is not a count of bytes as none', () => {
+    expect(returnTryTimeoutMs(5000, -1)).toBe(5000)
+    expect(returnTryTimeoutMs(5000, Number.NaN)).toBe(5000)
+    expect(returnTryTimeoutMs(5000, Number.POSITIVE_INFINITY)).toBe(5000)
   })
 })
 

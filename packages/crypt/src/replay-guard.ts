@@ -196,6 +196,24 @@ export class ReplayGuard {
     )
   }
 
+  /**
+   * The request `(id, nonce)` already given to {@link run} and remembered: resolves 'duplicate' once its first arrival
+   * has been applied (or rejects as that did), counted as a duplicate. Undefined when the pair is not remembered (new,
+   * forgotten, out of the window, or its apply failed): such a request goes through {@link run}. Asked before a
+   * request is opened, so a copy of one in hand costs no opening; nothing is remembered here, so a stranger naming a
+   * nonce it saw gains only an answer sealed to the minion.
+   */
+  seen(id: string, nonce: Uint8Array): Promise<ReplayVerdict> | undefined {
+    if (nonce.length !== REPLAY_NONCE_BYTES) return undefined
+    this.#expire(this.#now())
+    const memory = this.#minions.get(id)
+    if (memory === undefined) return undefined
+    if (this.#find(memory, nonce, this.#hash(nonce, 0)) === NONE) return undefined
+    this.#stats.duplicates++
+    const first = memory.inFlight?.get(latin1(nonce))
+    return first === undefined ? Promise.resolve('duplicate') : first.then(() => 'duplicate')
+  }
+
   #newMemory(id: string): MinionMemory {
     const memory: MinionMemory = { id, first: NONE, last: NONE, live: 0, inFlight: undefined, floor: Number.NEGATIVE_INFINITY }
     this.#minions.set(id, memory)

@@ -92,6 +92,48 @@ describe('ReplayGuard', () => {
     expect(applied).toBe(2)
   })
 
+  it('seen() knows a request given to run() before it is opened: it waits for the first, and knows nothing new, failed or expired', async () => {
+    const { guard: g, clock } = guard()
+    const n = nonce()
+    expect(g.seen('web1', n)).toBeUndefined()
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let applied = 0
+    const first = g.run('web1', n, clock.now, async () => {
+      await gate
+      applied++
+    })
+    // A copy while the first is applied: its answer waits for the first, which it never applies again.
+    let settled = false
+    const copy = g.seen('web1', Uint8Array.from(n))!.then((verdict) => ((settled = true), verdict))
+    await Promise.resolve()
+    expect(settled).toBe(false)
+    release()
+    expect(await Promise.all([first, copy])).toEqual(['applied', 'duplicate'])
+    expect(await g.seen('web1', n)).toBe('duplicate')
+    expect(applied).toBe(1)
+    // Another minion, another nonce, a nonce of the wrong length: not seen.
+    expect(g.seen('web2', n)).toBeUndefined()
+    expect(g.seen('web1', nonce())).toBeUndefined()
+    expect(g.seen('web1', n.subarray(0, 16))).toBeUndefined()
+    expect(g.stats()).toMatchObject({ entries: 1, applied: 1, duplicates: 2 })
+
+    // A copy of a request whose apply fails fails as it did; the request is forgotten, so its retry is applied.
+    const m = nonce()
+    let fail!: (error: Error) => void
+    const failing = g.run('web1', m, clock.now, () => new Promise<void>((_resolve, reject) => (fail = reject)))
+    const failedCopy = g.seen('web1', m)!
+    const failure = new Error('disk full')
+    fail(failure)
+    expect(await rejection(failing)).toBe(failure)
+    expect(await rejection(failedCopy)).toBe(failure)
+    expect(g.seen('web1', m)).toBeUndefined()
+
+    // Past the window the memory of it is gone: a copy goes through run(), which refuses it as stale.
+    clock.now += 300_001
+    expect(g.seen('web1', n)).toBeUndefined()
+  })
+
   it('stays bounded per minion and in total, and what it forgets early can never be replayed', async () => {
     const { guard: g, clock } = guard({ perMinion: 10, total: 25 })
     const apply = async (): Promise<void> => {}

@@ -8,6 +8,7 @@ import type { OpenedMessage } from '@brine/crypt'
 import { SEALED_REFUSALS, type ReturnLoad } from '@brine/protocol'
 import { type RequestClient } from '@brine/transport'
 import { DEFAULT_MAX_FRAME_BYTES, type Logger, type WireValue } from '@brine/core'
+import { returnTryTimeoutMs } from '@brine/config'
 import type { MinionAuth, MasterSession } from './auth.js'
 import type { MasterLinkEvent } from './lifecycle.js'
 import { NotAcknowledgedError, SpoolFileError } from './errors.js'
@@ -15,7 +16,8 @@ import type { ReturnSpool } from './spool.js'
 import { fitReturn, mayNeedFitting } from './truncate-return.js'
 
 export interface SealedSendOptions {
-  timeout: number
+  /** Per-try timeout, ms; or how to compute it from the sealed frame's size (a return's: {@link returnTryTimeoutMs}). */
+  timeout: number | ((sealedBytes: number) => number)
   tries: number
   signal?: AbortSignal
 }
@@ -34,7 +36,9 @@ export async function sendSealed(
   load: { readonly cmd: string },
   options: SealedSendOptions,
 ): Promise<Record<string, unknown>> {
-  const reply: WireValue = await client.send(session.box.seal(load, session.time.now()), options)
+  const sealed = session.box.seal(load, session.time.now())
+  const { timeout, ...rest } = options
+  const reply: WireValue = await client.send(sealed, { ...rest, timeout: typeof timeout === 'number' ? timeout : timeout(sealed.box.length) })
   let opened: OpenedMessage
   try {
     opened = session.box.openDetailed(reply)
@@ -102,7 +106,10 @@ export interface ReturnerOptions {
   spool: ReturnSpool
   logger: Logger
   emit: (event: MasterLinkEvent) => void
-  /** Per-try timeout of a return and the wait before a spool retry, ms (return_retry_timer..max). */
+  /**
+   * The wait before a spool retry, ms (return_retry_timer..max), and a return's per-try timeout before it grows with the
+   * return's sealed size ({@link returnTryTimeoutMs}).
+   */
   retryDelayMs: () => number
   /** return_retry_tries. */
   tries: number
@@ -138,6 +145,16 @@ export class Returner {
     return task
   }
 
+  /**
+   * How a return is sent: `tries` tries, each given the drawn return_retry_timer delay plus time for the return's size,
+   * so a master merely slow to take a large return in answers the first try instead of receiving it again.
+   */
+  #sendOptions(): SealedSendOptions {
+    const o = this.#o
+    const delayMs = o.retryDelayMs()
+    return { timeout: (sealedBytes) => returnTryTimeoutMs(delayMs, sealedBytes), tries: Math.max(1, o.tries), signal: o.signal }
+  }
+
   /** `load`, cut to fit one frame if it is too big to travel (logged). */
   #fit(load: ReturnLoad): ReturnLoad {
     const limit = this.#o.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES
@@ -159,7 +176,7 @@ export class Returner {
     let problem = 'the link to the master is closing'
     if (session !== undefined && !o.signal.aborted) {
       try {
-        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        await sendSealedFresh(o.client, o.auth, load, this.#sendOptions())
         o.logger.debug(`return of job ${load.jid} (${load.fun}) acknowledged by the master`)
         o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: false })
         return
@@ -224,7 +241,7 @@ export class Returner {
         continue
       }
       try {
-        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        await sendSealedFresh(o.client, o.auth, load, this.#sendOptions())
       } catch (error) {
         if (o.signal.aborted) return
         if (isFinalRefusal(error)) {

@@ -113,6 +113,8 @@ export class MasterWireAdapter {
   readonly #refusalLog = new LogLimiter()
   /** Refused sealed requests, the same: a minion (or whoever holds its key) decides how many it sends. */
   readonly #sealedLog = new LogLimiter()
+  /** Copies of sealed requests already held: each a minion's try that timed out (a master slower than it waits). */
+  readonly #copyLog = new LogLimiter()
   readonly #guard: ReplayGuard
   readonly #publishPortOf: (transport: string) => number | undefined
   readonly #files: FileServer | undefined
@@ -296,6 +298,8 @@ export class MasterWireAdapter {
 
   async #box(request: Record<string, unknown>, context: RequestContext): Promise<WireValue> {
     const id = request['id']
+    const again = this.#answerCopy(id, request['nonce'], request['box'])
+    if (again !== undefined) return again
     // A known box's id passed this check when the box was made.
     if (typeof id !== 'string' || !this.#boxes.knows(id)) {
       const problem = minionIdProblem(id)
@@ -334,6 +338,35 @@ export class MasterWireAdapter {
     }
     // Sealed with the key that sealed the request: only its holder can read the answer. Stamped with the master's clock.
     return opened.box.seal(reply, this.#now()) as unknown as WireValue
+  }
+
+  /**
+   * A copy of a sealed request this master holds already (a try sent again after the first was taken in, or a replay)
+   * is answered as the first was, by the replay guard, before anything is opened: a minion whose try of a 64 MB return
+   * timed out costs the master no second decipher and decode. The answer is sealed to the minion; nothing is applied.
+   * Undefined for anything else, which is opened and checked as always.
+   */
+  #answerCopy(id: unknown, nonce: unknown, box: unknown): Promise<WireValue> | undefined {
+    if (typeof id !== 'string' || !(nonce instanceof Uint8Array)) return undefined
+    const first = this.#guard.seen(id, nonce)
+    return first === undefined ? undefined : this.#sealCopyAnswer(id, first, box instanceof Uint8Array ? box.length : 0)
+  }
+
+  async #sealCopyAnswer(id: string, first: Promise<unknown>, bytes: number): Promise<WireValue> {
+    let reply: Record<string, unknown>
+    try {
+      await first
+      reply = { ok: true, duplicate: true }
+    } catch (error) {
+      reply = { ok: false, error: serializeError(error) }
+    }
+    this.#copyLog.log(
+      this.#logger,
+      'info',
+      `a sealed request from minion ${JSON.stringify(id)} (${bytes} bytes) came again (its try timed out, or a replay): answered as already handled, not opened again`,
+      'sealed requests that came again',
+    )
+    return (await this.#boxes.seal(id, reply, this.#now())) as unknown as WireValue
   }
 
   /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */

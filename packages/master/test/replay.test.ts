@@ -12,8 +12,8 @@
  */
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { buildAuthRequest, readRootKey, rootKeyPath } from '@brine/crypt'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
+import { buildAuthRequest, MinionBoxes, readRootKey, rootKeyPath } from '@brine/crypt'
 import { loadTransport } from '@brine/common'
 import { createJidGenerator, tags } from '@brine/protocol'
 import { Minion } from '@brine/minion'
@@ -289,6 +289,32 @@ describe.each(TRANSPORTS)('replayed sealed requests over %s', (transport) => {
     const after = started.master.replayStats()
     expect(after.duplicates - before.duplicates).toBe(100)
     expect(after.entries).toBe(before.entries + 1)
+  })
+
+  it('a copy of a 2 MB return it holds is answered as already handled without being opened again; stored and fired once', async () => {
+    const clock = new TestClock()
+    const started = await start(transport, clock)
+    const [web1] = await acceptedMinions(started, 'web1')
+    const { jid } = await started.publish({ tgt: ['web1'], tgt_type: 'list', fun: 'test.echo' })
+    const output = 'y'.repeat(2_000_000)
+    const sealed = web1!.box!.seal({ cmd: '_return', id: 'web1', jid, fun: 'test.echo', fun_args: [], return: output, retcode: 0, success: true }, clock.wall())
+    expect(web1!.box!.open(await web1!.request.send(sealed))).toEqual({ ok: true })
+    await started.events.next(tags.jobReturn(jid, 'web1'))
+    const before = started.master.replayStats()
+    const opens = vi.spyOn(MinionBoxes.prototype, 'open')
+    try {
+      // The same bytes twice more, as a minion's tries after the first was answered: answered, sealed to it, not opened.
+      for (let copy = 0; copy < 2; copy++) expect(web1!.box!.open(await web1!.request.send(sealed))).toEqual({ ok: true, duplicate: true })
+      expect(opens).not.toHaveBeenCalled()
+      // A request it does not hold is opened as always.
+      expect(await web1!.sealed({ cmd: '_minion_event', id: 'web1', events: [] })).toMatchObject({ ok: true })
+      expect(opens).toHaveBeenCalledTimes(1)
+    } finally {
+      opens.mockRestore()
+    }
+    expect(started.master.replayStats().duplicates - before.duplicates).toBe(2)
+    expect(((await started.master.jobs.getJob(jid))?.returns['web1'] as { return?: unknown } | undefined)?.return).toBe(output)
+    expect(started.events.tagged(tags.jobReturn(jid, 'web1'))).toHaveLength(1)
   })
 
   it('a replayed _auth after brine-key -d with auto_accept leaves the key pending; the minion itself is accepted again', async () => {

@@ -3,9 +3,11 @@
  * with the master's rule before it starts (a bad id used to start and retry `_auth` forever) and
  * authenticates under the NFC form of its configured id; a return bigger than max_frame_bytes
  * reaches the master cut below the limit with a marker and its retcode kept (it used to fail the
- * send and the spool and be lost).
+ * send and the spool and be lost); a large return the master is slow to acknowledge is sent once, its try given
+ * time for its size (it used to be sent again each return_retry_timer, then spooled and sent once more).
  */
 import { readdir } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, describe, expect, it } from 'vitest'
 import { InvalidMinionIdError } from '@brine/crypt'
 import { silentLogger } from '@brine/core'
@@ -84,4 +86,22 @@ describe.each(['zeromq', 'tcp', 'nats'])('a minion at the edges over %s', (trans
     expect(recorder.of('spooled')).toEqual([])
     expect(await readdir(spoolDir(minion.opts.cachedir)).catch(() => [])).toEqual([])
   })
+
+  it('an 8 MB return the master is slow to acknowledge reaches it once: no second try, no spool', async () => {
+    const { master, minion, recorder } = await accepted('slow-taker')
+    const run = job('cmd.run', ['head -c 8000000 /dev/zero | tr "\\0" y'], { tgt: ['slow-taker'], tgt_type: 'list' })
+    // The master acknowledges the return 1.5 s after it took it in: five times the minion's return_retry_timer (0.3 s,
+    // 2 tries), well within the second a try is given per MiB of the return.
+    let held = 0
+    master.holdSealed = (load) => (load.cmd === '_return' && load.jid === run.jid && held++ === 0 ? sleep(1500) : undefined)
+    await master.publish(run, ['slow-taker'])
+    const returned = await recorder.waitFor('returned', (event) => event.jid === run.jid, 'the acknowledgement of the return', 60_000)
+    expect(returned.fromSpool).toBe(false)
+    expect(recorder.of('spooled')).toEqual([])
+    // Opened once, and no try of it came again while it was held (the transport would have coalesced it: counted here).
+    expect(master.loads('_return', run.jid as string)).toHaveLength(1)
+    expect(master.requestStats()?.coalesced).toBe(0)
+    expect((master.loads('_return', run.jid as string)[0]!.return as string).length).toBe(8_000_000)
+    expect(await readdir(spoolDir(minion.opts.cachedir)).catch(() => [])).toEqual([])
+  }, 120_000)
 })

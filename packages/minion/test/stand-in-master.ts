@@ -10,7 +10,7 @@ import { afterEach, beforeEach } from 'vitest'
 import { loadTransport } from '@brine/common'
 import { loadConfig, type MinionConfig } from '@brine/config'
 import { handleAuth, loadOrCreateKeys, MinionBoxes, PkiStore, sealPublish, SessionKeys, type KeyPair } from '@brine/crypt'
-import type { BrokerOptions, PublishServer, RequestServer, Transport } from '@brine/transport'
+import type { BrokerOptions, EndpointStats, PublishServer, RequestServer, Transport } from '@brine/transport'
 import type { WireValue } from '@brine/core'
 import { freeLoopbackPort, NatsServerProcess } from '@brine/testkit'
 import { deadline } from './modules-fixture.js'
@@ -51,6 +51,11 @@ export class StandInMaster {
   refuseAuth: () => Error | undefined = () => undefined
   /** An error to answer a sealed request with, once opened, instead of taking it (default none), asked at each one. */
   refuseSealed: (load: Record<string, unknown>) => Error | undefined = () => undefined
+  /**
+   * What a sealed request's acknowledgement waits for once it is opened and taken (default nothing), asked at each one:
+   * a master slow to take a request in.
+   */
+  holdSealed: (load: Record<string, unknown>) => Promise<void> | undefined = () => undefined
   /** The sealed loads refused by {@link refuseSealed}, in arrival order. */
   readonly refused: Record<string, unknown>[] = []
   #publisher!: PublishServer
@@ -175,6 +180,7 @@ export class StandInMaster {
     }
     this.received.push({ id: opened.id, load: opened.load as Record<string, unknown> })
     this.#notify()
+    await this.holdSealed(opened.load as Record<string, unknown>)
     return this.boxes.seal(opened.id, { ok: true, ...this.answer(opened.load as Record<string, unknown>) })
   }
 
@@ -184,6 +190,11 @@ export class StandInMaster {
     server.handle((request) => this.#handle(request))
     await server.start()
     this.#requests = server
+  }
+
+  /** The request server's counters (`coalesced`: tries of a request that came again while it was in hand). */
+  requestStats(): EndpointStats | undefined {
+    return this.#requests?.stats()
   }
 
   /** Takes the request server down (the master "goes away" for returns and auth). */

@@ -8,6 +8,7 @@
 import type { SyndicJobEntry, SyndicMinionReturn, SyndicReturnLoad } from '@brine/protocol'
 import { encodedBytes, fitReturn, NotAcknowledgedError, RETURN_FRAME_RESERVE_BYTES, type MasterLink } from '@brine/link'
 import { silentLogger, type Logger } from '@brine/core'
+import { returnTryTimeoutMs } from '@brine/config'
 import type { BatchSpool } from './batch-spool.js'
 import { SyndicFileError, SyndicSpoolFullError } from './errors.js'
 
@@ -144,7 +145,7 @@ export interface ForwarderOptions {
   spool: BatchSpool
   /** syndic_event_forward_timeout, ms. */
   intervalMs: number
-  /** Per-try timeout of a batch and the wait before the spool is tried again, ms (return_retry_timer). */
+  /** The wait before the spool is tried again and a batch's per-try timeout before it grows with its size, ms (return_retry_timer). */
   retryDelayMs: () => number
   /** syndic_jid_forward_cache_hwm: jids whose load was already sent up. */
   loadCacheSize: number
@@ -317,7 +318,9 @@ export class UpperForwarder {
 
   async #send(jobs: SyndicJobEntry[]): Promise<void> {
     const load: SyndicReturnLoad = { cmd: '_syndic_return', id: this.#o.id, jobs }
-    await this.#o.link.send(load as unknown as { cmd: string }, { timeout: this.#o.retryDelayMs(), tries: 1 })
+    // A batch carries its jobs' returns: like a minion's return, its try grows with its sealed size.
+    const delayMs = this.#o.retryDelayMs()
+    await this.#o.link.send(load as unknown as { cmd: string }, { timeout: (sealedBytes) => returnTryTimeoutMs(delayMs, sealedBytes), tries: 1 })
     for (const entry of jobs) if (entry.load !== undefined) this.#rememberLoad(entry.jid)
   }
 

@@ -38,6 +38,7 @@ export class EndpointCore {
   /** Peer-caused warnings, each kind rate-limited on its own (10 a minute, then a count of the rest). */
   readonly #frameLog = new LogLimiter()
   readonly #peerLog = new LogLimiter()
+  readonly #coalescedLog = new LogLimiter()
 
   constructor(
     readonly transport: string,
@@ -76,6 +77,20 @@ export class EndpointCore {
       this.logger,
       `${this.what} ${this.address}: dropped frame from ${peer}: ${reason} (${this.counters.framesDropped} dropped so far)`,
       `dropped-frame warnings from ${this.what} ${this.address}`,
+    )
+  }
+
+  /**
+   * A server got a try of a request it still holds (the sender's try timed out: this server is slower than the sender
+   * waits): counted in `coalesced` and logged at info (rate-limited), with the bytes that crossed the wire again.
+   */
+  requestCoalesced(peer: string, id: number, size: number): void {
+    this.counters.coalesced++
+    this.#coalescedLog.log(
+      this.logger,
+      'info',
+      `${this.what} ${this.address}: request ${id} from ${peer} (${size} bytes) came again while its first try was in hand; not served twice (${this.counters.coalesced} so far)`,
+      `requests that came again at ${this.what} ${this.address}`,
     )
   }
 

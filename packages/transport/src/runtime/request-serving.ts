@@ -195,7 +195,7 @@ export class RequestServing<P> {
     // A sender that timed out while its request waited or ran here sends the same bytes again: serving both would
     // run it twice and grow the queue with every try; the one reply answers each try, whichever the sender still waits on.
     if (this.#inHand.holds(peer, id)) {
-      core.counters.coalesced++
+      core.requestCoalesced(peerName, id, body.length)
       return
     }
     const cost = body.length + REQUEST_OVERHEAD_BYTES
