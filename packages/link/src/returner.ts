@@ -17,8 +17,17 @@ import { fitReturn, mayNeedFitting } from './truncate-return.js'
 export interface SealedSendOptions {
   timeout: number
   tries: number
+  /** Tries the master may hand back as still in hand (SendOptions.patience); default none. */
+  patience?: number
   signal?: AbortSignal
 }
+
+/**
+ * Tries of a return the master may hand back as still in hand (a Pending notice: the return waits or is being
+ * stored there, behind a burst). Waiting for its answer costs a notice per try; giving up costs the spool write here
+ * and, at the master, the whole return again once it is sent from the spool.
+ */
+export const RETURN_PATIENCE = 6
 
 /** A stale request re-sealed after a refresh younger than this needs no other `_auth` first. */
 export const RESEAL_REFRESH_MS = 1000
@@ -159,7 +168,7 @@ export class Returner {
     let problem = 'the link to the master is closing'
     if (session !== undefined && !o.signal.aborted) {
       try {
-        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), patience: RETURN_PATIENCE, signal: o.signal })
         o.logger.debug(`return of job ${load.jid} (${load.fun}) acknowledged by the master`)
         o.emit({ type: 'returned', master: o.master, jid: load.jid, fromSpool: false })
         return
@@ -224,7 +233,7 @@ export class Returner {
         continue
       }
       try {
-        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), signal: o.signal })
+        await sendSealedFresh(o.client, o.auth, load, { timeout: o.retryDelayMs(), tries: Math.max(1, o.tries), patience: RETURN_PATIENCE, signal: o.signal })
       } catch (error) {
         if (o.signal.aborted) return
         if (isFinalRefusal(error)) {
