@@ -170,6 +170,8 @@ export interface CaseResult extends BenchCase {
     allPresentMs: number | null
     allAnsweringMs: number
     rounds: PingRound[]
+    /** Each round's window (ms): {@link restartWindowMs}. */
+    windowMs?: number
     /** CPU time (ms) of the relaunched master, and the swarm processes' from the stop, once all answered again. */
     cpuMs?: ProcessCpu
   }
@@ -754,11 +756,25 @@ async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: num
   }
   // The restarted master wrote a new root key: a new client reads it.
   const client = newClient()
+  const windowMs = restartWindowMs(n, result.latency.ms.p95)
+  result.restart.windowMs = windowMs
   result.restart.allAnsweringMs = round(
-    (await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched })) - relaunched,
+    (await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched, windowMs })) - relaunched,
   )
   result.restart.cpuMs = { master: cpuTimeMs(fleet.master.pid), swarms: swarmsCpuMs(fleet) - swarmsBefore }
   return client
+}
+
+/**
+ * A restart round's window: the connect phase's (a few times a small fleet's ping), or twice the latency phase's p95
+ * ping when that is longer. A round whose ping to all N takes longer than its window to come back ends in a find_job
+ * to all and then another ping to all, two more returns per minion for a master still taking in the last round's:
+ * such rounds measure the bench's own load (at N=5,000 on a loaded two-core machine the window was a third of a
+ * ping's p95, and the relaunched master stored some twenty returns per minion before every minion was heard).
+ */
+export function restartWindowMs(n: number, latencyP95Ms: number): number {
+  const connectWindow = Math.min(2000, 500 + n / 2)
+  return Math.max(connectWindow, Math.round(2 * latencyP95Ms))
 }
 
 /** How long a restart's first round waits at most for every minion to be present before it goes out anyway. */

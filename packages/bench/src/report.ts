@@ -330,6 +330,7 @@ function restartSection(cases: readonly CaseResult[], reconDefault: number | und
     '(its window, then find_job): the figure is the end of the last round. On ZeroMQ and TCP the first round waits until the',
     "master's `manage.present` lists every minion (each checks in once both its links are back); on NATS no link went away.",
     "Times in ms from the relaunch. CPU: the relaunched master's, and the swarm processes' since the stop, once all answered (ms).",
+    "Each round's window is the connect phase's, or twice the latency phase's p95 ping when that is longer (it leads the rounds' cell).",
     ...(reconDefault === undefined
       ? []
       : [`The minions' \`recon_default\` is ${reconDefault} ms here (\`--recon-default\`, an operator's choice; Salt's default is 1000 ms).`]),
@@ -338,7 +339,8 @@ function restartSection(cases: readonly CaseResult[], reconDefault: number | und
     '| --- | ---: | ---: | ---: | --- | ---: | ---: |',
   ]
   for (const c of restarted) {
-    const rounds = c.restart.rounds.map((r) => `${r.publishedMs === null ? 'no answer' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
+    const window = c.restart.windowMs === undefined ? '' : `window ${ms(c.restart.windowMs)}: `
+    const rounds = window + c.restart.rounds.map((r) => `${r.publishedMs === null ? 'no answer' : ms(r.publishedMs)} → ${int(r.heard)}`).join('; ')
     // Results written before the field existed have none.
     const present = c.restart.allPresentMs ?? null
     lines.push(

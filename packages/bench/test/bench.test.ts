@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { benchMatrix, cpuMsPerReturn, stats, type BenchResult } from '../src/bench.js'
+import { benchMatrix, cpuMsPerReturn, restartWindowMs, stats, type BenchResult } from '../src/bench.js'
 import { LocalClient } from '@brine/client'
 import { pidAlive } from '@brine/testkit'
 import { Fleet } from '@brine/harness'
@@ -26,6 +26,13 @@ describe('stats and matrix', () => {
     expect(cpuMsPerReturn(4410, 20_000)).toBe(0.2205)
     expect(cpuMsPerReturn(13_270, 50_000)).toBe(0.2654)
     expect(cpuMsPerReturn(10, 0)).toBeNull()
+  })
+
+  it("gives a restart round the connect phase's window, or twice the latency phase's p95 ping when that is longer", () => {
+    expect(restartWindowMs(10, 40)).toBe(505)
+    expect(restartWindowMs(1000, 300)).toBe(1000)
+    // N=5,000 whose pings took up to 6.6 s to come back in the latency phase: a round waits 13.2 s, not 2 s.
+    expect(restartWindowMs(5000, 6599.4)).toBe(13_199)
   })
 
   it('runs the three transports and both at N ∈ {1, 10} when quick, and 1,000 swarm minions in the full matrix', () => {
@@ -138,6 +145,7 @@ describe('brine-bench --quick', () => {
       }
       expect(c.connect.allAnsweringMs).toBeGreaterThanOrEqual(c.connect.masterReadyMs)
       expect(c.restart.allAnsweringMs).toBeGreaterThan(0)
+      expect(c.restart.windowMs).toBe(restartWindowMs(c.n, c.latency.ms.p95))
       // The figure is the end of its last ping round, the one that heard the last minion.
       const rounds = c.restart.rounds
       expect(rounds.length).toBeGreaterThan(0)

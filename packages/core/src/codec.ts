@@ -96,16 +96,19 @@ export function frame(body: Uint8Array): Buffer {
 }
 
 /**
- * Request/reply envelopes, the same bytes on both transports:
- *   request `[0, id, body]`, ok reply `[1, id, body]`, error reply `[2, id, {name, message, context}]`.
+ * Request/reply envelopes, the same bytes on every transport:
+ *   request `[0, id, body]`, ok reply `[1, id, body]`, error reply `[2, id, {name, message, context}]`, and the
+ *   server's notice `[3, id, nil]` that a try came again while the request is still in its hands (waiting or running):
+ *   not an answer, but word that the answer is coming, which a patient client waits for instead of giving up.
  * The id lets one connection multiplex many requests; an array keeps the envelope to 3–9 bytes.
  */
-export const EnvelopeKind = { Request: 0, Reply: 1, ErrorReply: 2 } as const
+export const EnvelopeKind = { Request: 0, Reply: 1, ErrorReply: 2, Pending: 3 } as const
 
 export type Envelope =
   | { kind: typeof EnvelopeKind.Request; id: number; body: WireValue }
   | { kind: typeof EnvelopeKind.Reply; id: number; body: WireValue }
   | { kind: typeof EnvelopeKind.ErrorReply; id: number; body: SerializedError }
+  | { kind: typeof EnvelopeKind.Pending; id: number; body: null }
 
 export function encodeEnvelope(envelope: Envelope, limit?: number, peer?: string): Buffer {
   return encode([envelope.kind, envelope.id, envelope.body], limit, peer)
@@ -153,6 +156,9 @@ export function decodeEnvelope(body: Uint8Array, peer?: string, limits?: DecodeL
         throw new MalformedFrameError('error reply without a message', peer)
       }
       return { kind, id, body: payload as SerializedError }
+    case EnvelopeKind.Pending:
+      if (payload !== null) throw new MalformedFrameError('pending notice with a body', peer)
+      return { kind, id, body: null }
     default:
       throw new MalformedFrameError(`unknown envelope kind ${String(kind)}`, peer)
   }

@@ -81,6 +81,13 @@ describe('codec', () => {
     expect(() => decodeEnvelope(encode([9, 1, null]))).toThrow(/unknown envelope kind 9/)
     expect(() => decodeEnvelope(encode([0, -1, null]))).toThrow(/non-negative integer/)
     expect(() => decodeEnvelope(encode([2, 1, 'oops']))).toThrow(/error reply without a message/)
+    // The server's notice that a request is still in its hands: an id and nothing else.
+    expect(decodeEnvelope(encodeEnvelope({ kind: EnvelopeKind.Pending, id: 70_000, body: null }))).toEqual({
+      kind: EnvelopeKind.Pending,
+      id: 70_000,
+      body: null,
+    })
+    expect(() => decodeEnvelope(encode([3, 1, 'a body']))).toThrow(/pending notice with a body/)
   })
 })
 

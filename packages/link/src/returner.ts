@@ -19,8 +19,17 @@ export interface SealedSendOptions {
   /** Per-try timeout, ms; or how to compute it from the sealed frame's size (a return's: {@link returnTryTimeoutMs}). */
   timeout: number | ((sealedBytes: number) => number)
   tries: number
+  /** Tries the master may hand back as still in hand (SendOptions.patience); default none. */
+  patience?: number
   signal?: AbortSignal
 }
+
+/**
+ * Tries of a return the master may hand back as still in hand (a Pending notice: the return waits or is being
+ * stored there, behind a burst). Waiting for its answer costs a notice per try; giving up costs the spool write here
+ * and, at the master, the whole return again once it is sent from the spool.
+ */
+export const RETURN_PATIENCE = 6
 
 /** A stale request re-sealed after a refresh younger than this needs no other `_auth` first. */
 export const RESEAL_REFRESH_MS = 1000
@@ -152,7 +161,7 @@ export class Returner {
   #sendOptions(): SealedSendOptions {
     const o = this.#o
     const delayMs = o.retryDelayMs()
-    return { timeout: (sealedBytes) => returnTryTimeoutMs(delayMs, sealedBytes), tries: Math.max(1, o.tries), signal: o.signal }
+    return { timeout: (sealedBytes) => returnTryTimeoutMs(delayMs, sealedBytes), tries: Math.max(1, o.tries), patience: RETURN_PATIENCE, signal: o.signal }
   }
 
   /** `load`, cut to fit one frame if it is too big to travel (logged). */

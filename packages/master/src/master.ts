@@ -53,6 +53,7 @@ import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
 import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolStats, type ThreadPoolWorkers } from './worker-pool.js'
 import { DemandPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS } from './demand-pool.js'
 import { PublishSealer } from './publish-sealer.js'
+import { listenBacklogFor, warnOfListenCap } from './listen-backlog.js'
 import { masterVersion } from './version.js'
 
 export interface MasterOptions {
@@ -410,11 +411,15 @@ export class Master {
   async #createEndpoints(): Promise<PublishServer[]> {
     const limits = endpointLimitsFromConfig(this.opts)
     const publishServers: PublishServer[] = []
+    // The fleet that reconnects at once after a restart: every accepted minion, one connection to each server.
+    const accepted = (await this.#store?.acceptedIds())?.length ?? 0
     for (const [name, topts] of iterTransportOpts(this.opts)) {
       const transport = await loadTransport(name)
       const logger = this.#logger.child(name)
       // Bounds before work: what an unauthenticated peer may cost (entries, depth, connections, incomplete frames, idling).
-      const bounds = serverLimitsFromConfig(topts)
+      const configured = serverLimitsFromConfig(topts)
+      const bounds = { ...configured, listenBacklog: listenBacklogFor(configured.listenBacklog, accepted) }
+      if (transport.peerSockets !== false) warnOfListenCap(bounds.listenBacklog, accepted, logger)
       const publish = transport.createPublishServer({ host: topts.interface, port: topts.publish_port, ...endpointLimitsFromConfig(topts), ...bounds, logger })
       const options: RequestServerOptions = {
         host: topts.interface,

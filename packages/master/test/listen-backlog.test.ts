@@ -7,7 +7,11 @@
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { PkiStore, generateKeys, publicKeysOf } from '@brine/crypt'
+import { type Logger } from '@brine/core'
+import { listenBacklogFor, warnOfListenCap } from '../src/listen-backlog.js'
 import { runCleanups, startMaster, tempDir } from './helpers.js'
 
 afterEach(runCleanups)
@@ -34,5 +38,33 @@ describe.each(['zeromq', 'tcp'])('the listen backlog of a master over %s', (tran
     const { master } = await startMaster(await tempDir(), { transport, zmq_backlog: 777 })
     const { publish_port, ret_port } = master.opts
     expect([listenBacklogOf(publish_port), listenBacklogOf(ret_port)]).toEqual([Math.min(777, somaxconn), Math.min(777, somaxconn)])
+  })
+
+  it('is the accepted fleet when that is larger than zmq_backlog: every minion reconnects to both ports at once after a restart', async () => {
+    const dir = await tempDir()
+    const store = await PkiStore.open(join(dir, 'pki'))
+    for (let index = 0; index < 60; index++) await store.submit(`fleet-${index}`, publicKeysOf(generateKeys()), { autoAccept: true })
+    const { master } = await startMaster(dir, { transport, zmq_backlog: 40 })
+    const { publish_port, ret_port } = master.opts
+    expect([listenBacklogOf(publish_port), listenBacklogOf(ret_port)]).toEqual([Math.min(60, somaxconn), Math.min(60, somaxconn)])
+  })
+})
+
+describe('the listen backlog for a fleet', () => {
+  it('is zmq_backlog or the accepted minions, whichever is larger', () => {
+    expect(listenBacklogFor(1000, 5000)).toBe(5000)
+    expect(listenBacklogFor(1000, 10)).toBe(1000)
+  })
+
+  it("warns once at start when the kernel's net.core.somaxconn queues fewer, naming what to raise", () => {
+    const warnings: string[] = []
+    const logger = { warning: (line: string) => warnings.push(line) } as unknown as Logger
+    warnOfListenCap(4096, 4096, logger, 4096)
+    warnOfListenCap(1000, 10, logger, undefined)
+    expect(warnings).toEqual([])
+    warnOfListenCap(5000, 5000, logger, 4096)
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toContain('net.core.somaxconn 4096')
+    expect(warnings[0]).toContain('sysctl -w net.core.somaxconn=5000')
   })
 })

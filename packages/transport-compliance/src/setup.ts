@@ -78,6 +78,7 @@ export type ComplianceCase =
   | 'request-reply: the handler sees the request context'
   | 'timeouts: TimeoutError after exactly `tries` attempts, carrying address, timeout and tries'
   | 'timeouts: a late reply to an earlier try completes the request'
+  | 'timeouts: a patient client keeps waiting while the server holds its request (Pending notices), beyond its tries'
   | 'timeouts: an aborted signal rejects the request'
   | 'timeouts: tries and timeout are checked alike, a RangeError naming the bad value, before anything is sent'
   | 'handler failure: a throwing handler yields an error reply and the server keeps serving'

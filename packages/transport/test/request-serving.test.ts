@@ -2,6 +2,7 @@ import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { EndpointCore, REQUEST_OVERHEAD_BYTES, RequestServing, WAITING_FRAME_OVERHEAD_BYTES, type TransportEvent } from '../src/index.js'
+import { ANSWER_KEPT_MAX_BYTES, ANSWER_OVERHEAD_BYTES } from '../src/runtime/answered-replies.js'
 import { EnvelopeKind, InvalidOperationError, decodeEnvelope, encodeEnvelope, type Envelope, type WireValue } from '@brine/core'
 
 const ADDRESS = 'tcp://127.0.0.1:4506'
@@ -14,6 +15,7 @@ function serving(
     maxInFlightBytes?: number
     intake?: { pause(): void; resume(): void }
     urgent?: (request: WireValue) => boolean
+    answeredBytes?: number
   } = {},
 ) {
   const core = new EndpointCore('test', 'request server', ADDRESS)
@@ -278,5 +280,80 @@ describe('RequestServing', () => {
     expect(held.map(({ request }) => (request as { cmd: string }).cmd)).toEqual(['_return', 'publish'])
     expect(core.counters.refused).toBe(1)
     expect(loop.inFlightBytes).toBeGreaterThan(cost + 10)
+  })
+
+  it('does not serve again a try of a request it holds: the sender is told it is in hand (Pending), and the one reply answers it', async () => {
+    const { core, replies, held, request, untilReplies } = serving()
+    request(1, 'store me')
+    request(1, 'store me')
+    request(1, 'store me')
+    expect(held).toHaveLength(1)
+    expect(replies.map(({ envelope }) => envelope)).toEqual([
+      { kind: EnvelopeKind.Pending, id: 1, body: null },
+      { kind: EnvelopeKind.Pending, id: 1, body: null },
+    ])
+    expect(core.counters.coalesced).toBe(2)
+    held[0]!.release()
+    await untilReplies(3)
+    expect(replies[2]!.envelope).toEqual({ kind: EnvelopeKind.Reply, id: 1, body: { answer: 'store me' } })
+  })
+
+  it('answers a try that comes after its request was answered with the same reply, unserved; other bytes under that id, or another peer, are served', async () => {
+    const { core, replies, held, request, untilReplies } = serving()
+    request(7, { cmd: '_return', jid: '1' })
+    held[0]!.release()
+    await untilReplies(1)
+    request(7, { cmd: '_return', jid: '1' })
+    expect(held).toHaveLength(1)
+    expect(replies.map(({ envelope }) => envelope)).toEqual(
+      [0, 1].map(() => ({ kind: EnvelopeKind.Reply, id: 7, body: { answer: { cmd: '_return', jid: '1' } } })),
+    )
+    expect(core.counters.coalesced).toBe(1)
+    // A new request that reuses the id (its bytes differ), and the same bytes from another peer, are requests of their own.
+    request(7, { cmd: '_return', jid: '2' })
+    request(7, { cmd: '_return', jid: '1' }, 'peer-b')
+    expect(held.map(({ request }) => request)).toEqual([
+      { cmd: '_return', jid: '1' },
+      { cmd: '_return', jid: '2' },
+      { cmd: '_return', jid: '1' },
+    ])
+    expect(core.counters.coalesced).toBe(1)
+  })
+
+  it('keeps answers within answeredBytes, the oldest forgotten first; keeps neither error replies nor replies too large', async () => {
+    const core = new EndpointCore('test', 'request server', ADDRESS)
+    const calls: WireValue[] = []
+    const loop = new RequestServing<string>(core, { maxFrameBytes: 1024 * 1024, answeredBytes: 2 * (ANSWER_OVERHEAD_BYTES + 20) }, () => {})
+    loop.handle(async (request) => {
+      calls.push(request)
+      if (request === 'fail') throw new Error('not this time')
+      return request === 'large' ? 'x'.repeat(ANSWER_KEPT_MAX_BYTES) : 'ok'
+    }, false)
+    const send = async (id: number, body: WireValue): Promise<void> => {
+      loop.receive(encodeEnvelope({ kind: EnvelopeKind.Request, id, body }), 'peer-a', 'peer-a')
+      for (let turn = 0; loop.running > 0; turn++) {
+        if (turn === 1000) throw new Error(`gave up after 1000 turns of the event loop waiting for request ${id}`)
+        await new Promise<void>((resolve) => setImmediate(resolve))
+      }
+    }
+    for (const [id, body] of [
+      [1, 'a'],
+      [2, 'b'],
+      [3, 'c'],
+      [4, 'fail'],
+      [5, 'large'],
+    ] as const)
+      await send(id, body)
+    // 2 and 3 are kept (two fit); 1 was forgotten, the error and the large reply never kept: each of those runs again.
+    for (const [id, body] of [
+      [3, 'c'],
+      [2, 'b'],
+      [1, 'a'],
+      [4, 'fail'],
+      [5, 'large'],
+    ] as const)
+      await send(id, body)
+    expect(calls).toEqual(['a', 'b', 'c', 'fail', 'large', 'a', 'fail', 'large'])
+    expect(core.counters.coalesced).toBe(2)
   })
 })

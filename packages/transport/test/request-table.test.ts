@@ -95,6 +95,44 @@ describe('RequestTable', () => {
     expect(new Set(tries.map((request) => request.data)).size).toBe(1)
   })
 
+  it('with `patience`, a try the server answers with a Pending notice does not count, at most `patience` times; without, notices change nothing', async () => {
+    const core = new EndpointCore('test', 'request client', ADDRESS)
+    const sent: number[] = []
+    // The server's side, played here: every try of request `id` is answered "still in hand".
+    const requests: RequestTable = new RequestTable(
+      core,
+      { timeout: 10, tries: 2, limit: 10, maxFrameBytes: 1024 },
+      {
+        transmit: (request) => {
+          sent.push(request.id)
+          requests.receive(encodeEnvelope({ kind: EnvelopeKind.Pending, id: request.id, body: null }), 'server')
+        },
+      },
+    )
+    requests.open()
+    open.push(requests)
+    const patient = await requests.send('queued', { patience: 3 }).catch((caught: unknown) => caught)
+    expect(patient).toBeInstanceOf(TimeoutError)
+    expect(patient).toMatchObject({ timeout: 10, tries: 2 })
+    // Two tries and the three handed back: five in all, the same request each time.
+    expect(sent).toEqual([0, 0, 0, 0, 0])
+    sent.length = 0
+    expect(await requests.send('impatient').catch((caught: unknown) => caught)).toBeInstanceOf(TimeoutError)
+    expect(sent).toEqual([1, 1])
+    await expect(requests.send('x', { patience: -1 })).rejects.toThrow(new RangeError('patience must be a non-negative integer, got -1'))
+    await expect(requests.send('x', { patience: 0.5 })).rejects.toThrow(/got 0\.5$/)
+  })
+
+  it('a reply after Pending notices resolves the request', async () => {
+    const { requests, tries } = table()
+    const answer = requests.send('queued', { timeout: 60_000, tries: 1, patience: 2 })
+    requests.receive(encodeEnvelope({ kind: EnvelopeKind.Pending, id: 0, body: null }), 'server')
+    expect(requests.inFlight).toBe(1)
+    requests.receive(encodeEnvelope({ kind: EnvelopeKind.Reply, id: 0, body: 'stored' }), 'server')
+    expect(await answer).toBe('stored')
+    expect(tries).toHaveLength(1)
+  })
+
   it('rejects with a RemoteError on an error reply, with the abort reason on abort, and ClosedError on close', async () => {
     const { requests, tries } = table()
     const failing = requests.send('fail')

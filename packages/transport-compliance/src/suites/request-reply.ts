@@ -1,7 +1,7 @@
 import { describe, expect } from 'vitest'
 import { type RequestContext, type SendOptions } from '@brine/transport'
 import { RemoteError, TimeoutError, type WireValue } from '@brine/core'
-import { deadline, deferred } from '@brine/testkit'
+import { deadline, deferred, until } from '@brine/testkit'
 import { HOST, WAIT_MS, type Harness } from '../harness/index.js'
 import { complianceCase as test } from './case.js'
 
@@ -129,6 +129,21 @@ function timeoutRetryCases(harness: Harness): void {
     first.resolve('answer to the first try')
     expect(await deadline(question, WAIT_MS, 'the question')).toBe('answer to the first try')
     expect(calls).toEqual(['question', 'gave up', 'probe'])
+  })
+
+  test('timeouts: a patient client keeps waiting while the server holds its request (Pending notices), beyond its tries', async () => {
+    const calls: WireValue[] = []
+    const server = await harness.requestServer(async (request) => {
+      calls.push(request)
+      // Answered only once the request has been asked for three times more: with two tries, the client asks a second
+      // and a third time beyond them only because the server's notices (still in hand) handed those tries back.
+      await until(() => server.endpoint.stats().coalesced >= 3, WAIT_MS, 'three more tries of the held request')
+      return 'stored'
+    })
+    const { endpoint: client } = await harness.requestClient(server.port)
+    expect(await deadline(client.send('held', { timeout: 1000, tries: 2, patience: 4 }), WAIT_MS, 'the patient request')).toBe('stored')
+    expect(calls).toEqual(['held'])
+    expect(client.stats().inFlight).toBe(0)
   })
 }
 

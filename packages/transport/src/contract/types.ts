@@ -75,8 +75,9 @@ export interface EndpointStats {
   slowConsumers: number
   /**
    * Servers: tries of a request that arrived while an earlier try of it (same peer, same request id) was still
-   * waiting for a handler slot or in its handler, in total. Such a try is not served again: the earlier try's
-   * reply answers it.
+   * waiting for a handler slot or in its handler, or just after it was answered, in total. Such a try is not served
+   * again: the earlier try's reply answers it (sent again, when it had gone already), and a try of a request still
+   * in hand is told so with a Pending notice.
    */
   coalesced: number
 }
@@ -328,6 +329,13 @@ export interface SendOptions {
   timeout?: number
   /** Attempts before TimeoutError, a positive integer, else RangeError; a late reply to any earlier attempt still counts. */
   tries?: number
+  /**
+   * Tries the server may hand back (default 0, a non-negative integer, else RangeError): a try the server answers with
+   * a Pending notice (the request is still in its hands, waiting or running; the try came again meanwhile) does not
+   * count, at most `patience` times, so a caller whose request is queued behind a burst keeps waiting for its answer
+   * rather than giving up after `tries` and asking again from scratch. At most `tries + patience` tries in all.
+   */
+  patience?: number
   signal?: AbortSignal
 }
 

@@ -25,6 +25,7 @@ import {
 } from '../contract/types.js'
 import type { EndpointCore } from './endpoint-core.js'
 import { RequestBacklog, RequestsInHand, type WaitingRequest } from './request-backlog.js'
+import { AnsweredReplies } from './answered-replies.js'
 
 export interface RequestServingOptions<P = unknown> {
   maxFrameBytes: number
@@ -45,6 +46,8 @@ export interface RequestServingOptions<P = unknown> {
   authenticated?: (peer: P) => void
   /** Picks the requests that wait in the urgent lane, served before every other waiting request (RequestServerOptions.urgent). */
   urgent?: (request: WireValue) => boolean
+  /** Bytes of recent replies kept to answer a try that comes again after its request was answered (default: half of `maxInFlightBytes`). */
+  answeredBytes?: number
 }
 
 /** What a transport's request server passes on to its {@link RequestServing} from its options, the same on every transport. */
@@ -79,7 +82,9 @@ export interface IntakeGate {
  * context}]` sent back through the transport's {@link ReplySender}. At most `concurrency` handler
  * calls run at once; up to `backlog` more requests wait, those `urgent` picks first, each lane in arrival
  * order; a try of a request whose earlier try (same peer, same id) still waits or runs is not served again
- * (the earlier try's reply, same id, answers it; counted in `stats().coalesced`); beyond that a request is
+ * (the earlier try's reply, same id, answers it, and the sender hears `[3, id, nil]`: still in hand), nor one that
+ * comes just after it was answered (the same reply again, from {@link AnsweredReplies}; both counted in
+ * `stats().coalesced`); beyond that a request is
  * answered at once with a ServerBusyError naming both limits and counted in `stats().refused`, so
  * no flood can grow the server's memory without bound. Nothing a peer sends can stop it: a bad
  * frame — over max_frame_bytes, over the entry or depth bound (refused on its bytes, before any
@@ -115,6 +120,8 @@ export class RequestServing<P> {
   readonly #urgent: ((request: WireValue) => boolean) | undefined
   /** Every request waiting or running, by peer and id. */
   readonly #inHand = new RequestsInHand<P>()
+  /** The last replies sent, for a try that comes again once its request was answered. */
+  readonly #answered: AnsweredReplies<P>
   #handler: RequestHandler | undefined
   readonly #authenticated: ((peer: P) => void) | undefined
   #running = 0
@@ -142,6 +149,7 @@ export class RequestServing<P> {
     this.concurrency = concurrency
     this.backlog = backlog
     this.#waiting = backlog === 0 ? undefined : new RequestBacklog<P>(backlog)
+    this.#answered = new AnsweredReplies<P>(options.answeredBytes ?? Math.floor(maxInFlightBytes / 2))
   }
 
   /** Handler calls running now. */
@@ -184,6 +192,9 @@ export class RequestServing<P> {
       this.#held.push({ body, peer, peerName, address })
       return
     }
+    // A try of a request in hand or just answered is known by its id, read from the frame's first bytes: nothing decoded.
+    const quickId = requestIdOf(body)
+    if (quickId !== undefined && this.#repeated(quickId, body, peer, peerName)) return
     const core = this.#core
     const envelope = core.envelopeOf(body, peerName, this.#maxFrameBytes, this.#limits, (error) => this.#answerLimit(body, error, peer, peerName))
     if (envelope === undefined) return
@@ -192,12 +203,7 @@ export class RequestServing<P> {
       return
     }
     const id = envelope.id
-    // A sender that timed out while its request waited or ran here sends the same bytes again: serving both would
-    // run it twice and grow the queue with every try; the one reply answers each try, whichever the sender still waits on.
-    if (this.#inHand.holds(peer, id)) {
-      core.requestCoalesced(peerName, id, body.length)
-      return
-    }
+    if (quickId === undefined && this.#repeated(id, body, peer, peerName)) return
     const cost = body.length + REQUEST_OVERHEAD_BYTES
     const request = { id, cost, held: cost, peer, peerName, address }
     // Without a gate, running calls may fill half the bound (their decoded forms and promises: what REQUEST_OVERHEAD_BYTES
@@ -209,11 +215,33 @@ export class RequestServing<P> {
       return
     }
     // Frames waiting past the bound (no gate) come first: a slot free then is not theirs to skip, but an urgent request's.
-    if (this.#running < this.concurrency && (this.waiting === 0 || this.#isUrgent(envelope.body))) void this.#serve(request, { request: envelope.body })
+    if (this.#running < this.concurrency && (this.waiting === 0 || this.#isUrgent(envelope.body)))
+      void this.#serve(request, { request: envelope.body, frame: body })
     else if (this.#waiting?.push({ ...request, frame: body }, this.#isUrgent(envelope.body)) === true) {
       this.#inHand.add(peer, id)
       this.#hold(cost)
     } else this.#refuse(id, peer, peerName)
+  }
+
+  /**
+   * A try of a request this server already has (same peer, same id): true when it was dealt with here.
+   * - Still waiting or running (its sender timed out meanwhile and sent the same bytes again): serving both would run it
+   *   twice and grow the queue with every try. It is not served again: the one reply answers each try, whichever the
+   *   sender still waits on, and the sender is told now that the request is in hand (a Pending notice), so that a
+   *   patient one (SendOptions.patience) does not count this try and give up while its answer is on the way.
+   * - Answered a moment ago (the try waited in a socket while the first was served): the same reply bytes again.
+   */
+  #repeated(id: number, body: Buffer, peer: P, peerName: string): boolean {
+    if (this.#inHand.holds(peer, id)) {
+      this.#core.requestCoalesced(peerName, id, body.length)
+      this.#send(peer, encodeEnvelope({ kind: EnvelopeKind.Pending, id, body: null }), peerName)
+      return true
+    }
+    const reply = this.#answered.replyTo(peer, id, body)
+    if (reply === undefined) return false
+    this.#core.counters.coalesced++
+    this.#send(peer, reply, peerName)
+    return true
   }
 
   /**
@@ -277,7 +305,7 @@ export class RequestServing<P> {
    */
   async #serve(
     { id, cost, held, peer, peerName, address }: Omit<WaitingRequest<P>, 'frame'>,
-    body: { request: WireValue } | { frame: Buffer },
+    body: { request: WireValue; frame: Buffer } | { frame: Buffer },
     counted = false,
   ): Promise<void> {
     const core = this.#core
@@ -287,6 +315,7 @@ export class RequestServing<P> {
     this.#running++
     this.#inHand.add(peer, id)
     let reply: Buffer
+    let answered = false
     try {
       const authenticated = this.#authenticated
       const context = {
@@ -299,6 +328,7 @@ export class RequestServing<P> {
       const request = 'request' in body ? body.request : decodeEnvelope(body.frame, peerName, this.#limits).body
       const result = await this.#handler!(request, context)
       reply = this.#encodeReply(id, result, peerName)
+      answered = reply[1] === EnvelopeKind.Reply
     } catch (error) {
       core.emit({ type: 'handler-error', peer: peerName, error: error instanceof Error ? error.message : String(error) })
       reply = this.#encodeError(id, serializeError(error), peerName)
@@ -306,6 +336,8 @@ export class RequestServing<P> {
     this.#running--
     this.#inHand.delete(peer, id)
     if (core.isClosed) return
+    // Only a reply is kept for a later try: an error (a busy worker, a refusal) may not be the answer the next time.
+    if (answered) this.#answered.remember(peer, id, body.frame, reply)
     this.#send(peer, reply, peerName)
     // Counted out once its reply is on its way: the reply's bytes are the connection's queue's from here.
     this.#hold(-cost)
@@ -356,6 +388,7 @@ export class RequestServing<P> {
   close(): void {
     this.#waiting?.clear()
     this.#inHand.clear()
+    this.#answered.clear()
     this.#held = []
     this.#inFlightBytes = 0
   }

@@ -25,6 +25,12 @@ export function checkTimeout(timeout: number): number {
   return timeout
 }
 
+/** Throws RangeError unless `patience` is a non-negative integer. */
+export function checkPatience(patience: number): number {
+  if (!Number.isInteger(patience) || patience < 0) throw new RangeError(`patience must be a non-negative integer, got ${patience}`)
+  return patience
+}
+
 /** Throws RangeError unless `tries` is a positive integer. */
 export function checkTries(tries: number): number {
   if (!Number.isInteger(tries) || tries < 1) throw new RangeError(`tries must be a positive integer, got ${tries}`)
@@ -66,8 +72,10 @@ const ONCE = { once: true } as const
  * and its per-try timer calls a module-level function, so a request costs no closures beyond its promise.
  */
 export class PendingRequest {
-  /** Tries made so far. */
+  /** Tries made so far (less those the server handed back with a Pending notice). */
   attempt = 0
+  /** Tries handed back so far, at most `patience`. */
+  handedBack = 0
   timer: NodeJS.Timeout | undefined = undefined
   settled = false
 
@@ -78,6 +86,7 @@ export class PendingRequest {
     readonly data: Buffer,
     readonly timeout: number,
     readonly tries: number,
+    readonly patience: number,
     readonly resolve: (reply: WireValue) => void,
     readonly reject: (error: unknown) => void,
     readonly signal: AbortSignal | undefined,
@@ -145,11 +154,13 @@ export class RequestTable {
     if (!this.#open) return Promise.reject(new InvalidOperationError(`${core.what} ${core.address}: call start() before send()`))
     let timeout: number
     let tries: number
+    let patience: number
     let data: Buffer
     const signal = options.signal
     try {
       timeout = options.timeout === undefined ? this.#timeout : checkTimeout(options.timeout)
       tries = options.tries === undefined ? this.#tries : checkTries(options.tries)
+      patience = options.patience === undefined ? 0 : checkPatience(options.patience)
       signal?.throwIfAborted()
       if (this.#pending.size >= this.#limit) {
         const error = new InFlightLimitError(core.address, this.#limit)
@@ -163,7 +174,7 @@ export class RequestTable {
       return Promise.reject(error)
     }
     return new Promise<WireValue>((resolve, reject) => {
-      const pending = new PendingRequest(this, this.#lastId, data, timeout, tries, resolve, reject, signal)
+      const pending = new PendingRequest(this, this.#lastId, data, timeout, tries, patience, resolve, reject, signal)
       this.#pending.set(pending.id, pending)
       signal?.addEventListener('abort', pending, ONCE)
       this.#try(pending)
@@ -227,6 +238,13 @@ export class RequestTable {
       core.logger.debug(`${core.what} ${core.address}: reply to request ${envelope.id} arrived after it settled`)
     } else if (envelope.kind === EnvelopeKind.Reply) {
       if (this.#settle(request)) request.resolve(envelope.body)
+    } else if (envelope.kind === EnvelopeKind.Pending) {
+      // The server holds the request: within its patience, the try it answered this way does not count, and the
+      // next one (when this try's timer runs out) asks again whether the answer is still coming.
+      if (!request.settled && request.handedBack < request.patience && request.attempt > 0) {
+        request.handedBack++
+        request.attempt--
+      }
     } else {
       this.fail(request, errorFromJSON(envelope.body, core.address))
     }
