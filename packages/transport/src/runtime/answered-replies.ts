@@ -1,7 +1,11 @@
 import { crc32 } from 'node:zlib'
 
-/** What one kept answer counts beside its reply's bytes: its records, the peer's map entry, the request's checksum. */
-export const ANSWER_OVERHEAD_BYTES = 160
+/**
+ * What one kept answer counts beside its reply's bytes: its record, its slot in the order, the peer's map entry and the
+ * reply's Buffer object and backing store, as a master holds them after a burst (docs/performance.md, "What the kept
+ * answers hold"); counted lower, the kept answers held twice their budget.
+ */
+export const ANSWER_OVERHEAD_BYTES = 480
 
 /** Replies larger than this are not kept: a retry of such a request (a file chunk) is served again, as before. */
 export const ANSWER_KEPT_MAX_BYTES = 4096
