@@ -4,6 +4,21 @@ import { ReplayGuard, StaleRequestError } from '../src/index.js'
 
 const nonce = (): Uint8Array => new Uint8Array(randomBytes(24))
 
+/** An apply that waits for `release()` (each call after it runs at once) and counts the applies that ran. */
+function heldApply(): { apply: () => Promise<void>; release: () => void; applied: number } {
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => (release = resolve))
+  const held = {
+    apply: async () => {
+      await gate
+      held.applied++
+    },
+    release: () => release(),
+    applied: 0,
+  }
+  return held
+}
+
 function guard(options: Partial<ConstructorParameters<typeof ReplayGuard>[0]> = {}): { guard: ReplayGuard; clock: { now: number } } {
   const clock = { now: 1_700_000_000_000 }
   return { guard: new ReplayGuard({ windowMs: 300_000, perMinion: 100, total: 1000, now: () => clock.now, ...options }), clock }
@@ -73,45 +88,35 @@ describe('ReplayGuard', () => {
   it('a duplicate arriving while the first is applied waits for it; a failed apply is forgotten so a retry applies', async () => {
     const { guard: g, clock } = guard()
     const n = nonce()
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    let applied = 0
-    const first = g.run('web1', n, clock.now, async () => {
-      await gate
-      applied++
-    })
-    const second = g.run('web1', n, clock.now, async () => void applied++)
-    release()
+    const held = heldApply()
+    const first = g.run('web1', n, clock.now, held.apply)
+    const second = g.run('web1', n, clock.now, held.apply)
+    held.release()
     expect(await Promise.all([first, second])).toEqual(['applied', 'duplicate'])
-    expect(applied).toBe(1)
+    expect(held.applied).toBe(1)
 
     const m = nonce()
     const failure = new Error('disk full')
     expect(await rejection(g.run('web1', m, clock.now, async () => Promise.reject(failure)))).toBe(failure)
-    expect(await g.run('web1', m, clock.now, async () => void applied++)).toBe('applied')
-    expect(applied).toBe(2)
+    expect(await g.run('web1', m, clock.now, held.apply)).toBe('applied')
+    expect(held.applied).toBe(2)
   })
 
   it('seen() knows a request given to run() before it is opened: it waits for the first, and knows nothing new, failed or expired', async () => {
     const { guard: g, clock } = guard()
     const n = nonce()
     expect(g.seen('web1', n)).toBeUndefined()
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    let applied = 0
-    const first = g.run('web1', n, clock.now, async () => {
-      await gate
-      applied++
-    })
+    const held = heldApply()
+    const first = g.run('web1', n, clock.now, held.apply)
     // A copy while the first is applied: its answer waits for the first, which it never applies again.
     let settled = false
     const copy = g.seen('web1', Uint8Array.from(n))!.then((verdict) => ((settled = true), verdict))
     await Promise.resolve()
     expect(settled).toBe(false)
-    release()
+    held.release()
     expect(await Promise.all([first, copy])).toEqual(['applied', 'duplicate'])
     expect(await g.seen('web1', n)).toBe('duplicate')
-    expect(applied).toBe(1)
+    expect(held.applied).toBe(1)
     // Another minion, another nonce, a nonce of the wrong length: not seen.
     expect(g.seen('web2', n)).toBeUndefined()
     expect(g.seen('web1', nonce())).toBeUndefined()
