@@ -236,4 +236,18 @@ describe('brine-key usage errors', () => {
     expect(parseKeyArgs(['--bogus'], unknown)).toBe(64)
     expect(unknown.err()).toBe("Usage: brine-key [options]\n\nbrine-key: error: unknown option '--bogus'\n")
   })
+
+  it("takes Salt's documented `-F master` as -F, and refuses a stray word anywhere else instead of ignoring it", async () => {
+    const fingers = await key(['-F', 'master'])
+    expect(fingers).toMatchObject({ code: 0, out: 'Accepted Keys:\nweb1:  aa:bb\nUnaccepted Keys:\ndb1:  cc:dd\n' })
+    expect(fingers.loads.at(-1)).toEqual({ cmd: 'wheel', fun: 'key.finger', match: ['*'] })
+    const stray = memoryIO()
+    expect(parseKeyArgs(['-d', 'web1', 'web2'], stray)).toBe(64)
+    expect(stray.err()).toBe(
+      'Usage: brine-key [options]\n\nbrine-key: error: unexpected argument: web2 (globs go after their option: -a GLOB, -d GLOB, -f GLOB, …)\n',
+    )
+    const two = memoryIO()
+    expect(parseKeyArgs(['-F', 'master', 'web1'], two)).toBe(64)
+    expect(two.err()).toMatch(/unexpected arguments: master web1/)
+  })
 })

@@ -1,4 +1,4 @@
-import { Option } from 'commander'
+import { Option, type Command } from 'commander'
 import { silentLogger, type Logger } from '@brine/core'
 import { loadConfig, type MasterConfig } from '@brine/config'
 import { escapeNonAscii, fingerprint, loadOrCreateKeys, matchIds, mixedScripts, publicKeysOf } from '@brine/crypt'
@@ -50,8 +50,9 @@ export interface KeyArgs {
   output: OutputFlags
 }
 
-export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | number {
-  const program = addCommonOptions(createProgram('brine-key', io), { shortLogLevel: false })
+/** brine-key's options, salt-key's names. */
+function keyProgram(io: CommandIO): Command {
+  return addCommonOptions(createProgram('brine-key', io), { shortLogLevel: false })
     .description("Manage minion keys on the running master (Salt's `salt-key`).")
     .option('-L, --list-all', 'list every key')
     .option('-l, --list <state>', 'list the keys in one state: pre|un|unaccepted, acc|accepted, rej|rejected, den|denied, syn|syndics, all')
@@ -78,9 +79,16 @@ export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | 
     .option('--out-indent <n>', 'indent for json and yaml output (negative: one line)', integer)
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+    .allowExcessArguments(true)
+}
+
+export function parseKeyArgs(argv: readonly string[], io: CommandIO): KeyArgs | number {
+  const program = keyProgram(io)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
+  const extraProblem = checkExtraArguments(program.args, o)
+  if (extraProblem !== undefined) return usageError(io, 'brine-key', extraProblem, program.usage())
   const actions: Action[] = []
   const keysizeProblem = checkKeysize(o.keysize)
   if (keysizeProblem !== undefined) return usageError(io, 'brine-key', keysizeProblem, program.usage())
@@ -220,6 +228,18 @@ export async function runKey(argv: readonly string[], io: CommandIO, deps: KeyDe
   } finally {
     await client.close()
   }
+}
+
+/**
+ * Salt's documentation has operators type `salt-key -F master` to read the master's fingerprint: salt-key ignores
+ * every word that is not an option's value, and `-F` prints every fingerprint, the master's (`local`) among them.
+ * Brine takes that word after `-F` alone; anywhere else a stray word is refused, where salt-key would ignore it
+ * (`-d web1 web2` deletes web1 only there).
+ */
+function checkExtraArguments(extra: readonly string[], o: Record<string, unknown>): string | undefined {
+  if (extra.length === 0) return undefined
+  if (o.fingerAll === true && extra.length === 1) return undefined
+  return `unexpected argument${extra.length > 1 ? 's' : ''}: ${extra.join(' ')} (globs go after their option: -a GLOB, -d GLOB, -f GLOB, …)`
 }
 
 /** Salt's range for `--keysize` (salt-key's process_keysize), kept so a script written for salt-key fails the same way. */
