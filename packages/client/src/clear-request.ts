@@ -1,7 +1,7 @@
 import { type RequestClient } from '@brine/transport'
 import { RemoteError, remoteCause, silentLogger, type ErrorContext, type Logger } from '@brine/core'
 import { accessSync, constants, statSync } from 'node:fs'
-import { loadTransport, localChannelTransport } from '@brine/common'
+import { loadLocalChannelTransport, loadTransport } from '@brine/common'
 import { brokerFromConfig, loadConfig, type MasterConfig } from '@brine/config'
 import { clearRequest, localRequestPath, PermissionDeniedError } from '@brine/protocol'
 import { readRootKey, rootKeyPath } from '@brine/crypt/root-key'
@@ -111,15 +111,16 @@ export class ClearRequester {
     const opts = this.options.opts ?? (await loadConfig('master', { configDir: this.options.configDir, logger: this.logger })).opts
     // RootKeyError already says "run as the master's user" when the file cannot be read.
     const key = this.options.credentials === undefined ? (this.options.rootKey ?? (await readRootKey(rootKeyPath(opts.cachedir)))) : undefined
-    const transport = await loadTransport(opts.transport)
+    const path = localChannel(opts)
+    // A broker transport's local channel speaks a socket transport's framing (the master serves it so); the broker's
+    // own client is then not loaded at all.
+    const transport = path === undefined ? await loadTransport(opts.transport) : await loadLocalChannelTransport(opts.transport)
     const host = opts.interface === '0.0.0.0' ? '127.0.0.1' : opts.interface === '::' ? '::1' : opts.interface
     const port = Number(opts.transport_opts[opts.transport]?.ret_port ?? opts.ret_port)
     // On NATS the client reaches the master through the broker the master's config names (transport_opts first).
     const broker = brokerFromConfig({ ...opts, ...(opts.transport_opts[opts.transport] ?? {}) })
-    const path = localChannel(opts)
     if (path !== undefined) this.logger.debug(`reaching the master through its local channel ${path}`)
-    // A broker transport's local channel speaks a socket transport's framing (the master serves it so).
-    const requests = (path === undefined ? transport : await localChannelTransport(transport)).createRequestClient({
+    const requests = transport.createRequestClient({
       host,
       port,
       broker,

@@ -1,4 +1,4 @@
-import { getTransport, listTransports, registerTransport } from '@brine/transport'
+import { getTransport, listTransports, registeredPeerSockets, registerTransport } from '@brine/transport'
 import type { Transport } from '@brine/transport'
 
 /** What to tell an operator whose ZeroMQ native addon failed to load. */
@@ -21,6 +21,8 @@ export function registerBuiltinTransports(): void {
     // Each endpoint brings its own servers, prefix and credentials (`broker`, from nats_* config keys).
     registerTransport('nats', () => import('@brine/transport-nats').then((module) => module.natsTransport() as Transport), {
       hint: 'check the installation of @brine/transport-nats (and its @nats-io/transport-node dependency)',
+      // A broker's: said here too, so that reaching a master's local channel does not load the NATS client.
+      peerSockets: false,
     })
   }
   if (!registered.has('tcp')) {
@@ -51,4 +53,16 @@ export const LOCAL_CHANNEL_SOCKET_TRANSPORT = 'tcp'
  */
 export async function localChannelTransport(transport: Transport): Promise<Transport> {
   return transport.peerSockets === false ? loadTransport(LOCAL_CHANNEL_SOCKET_TRANSPORT) : transport
+}
+
+/**
+ * {@link localChannelTransport} for the transport named `name` (a config's `transport`), loading a broker transport not
+ * at all when its registration says it is one: a command on the master's host that reaches the master through its
+ * local channel never uses the broker's client, whose library cost every `brine` run on a NATS master its loading.
+ * An unknown name fails as {@link loadTransport} fails.
+ */
+export async function loadLocalChannelTransport(name: string, source?: string): Promise<Transport> {
+  registerBuiltinTransports()
+  if (registeredPeerSockets(name) === false) return loadTransport(LOCAL_CHANNEL_SOCKET_TRANSPORT)
+  return localChannelTransport(await loadTransport(name, source))
 }

@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { listTransports, registerTransport, unregisterTransport } from '@brine/transport'
+import { listTransports, registeredPeerSockets, registerTransport, unregisterTransport, type Transport } from '@brine/transport'
 import { TransportUnavailableError, UnknownTransportError } from '@brine/core'
-import { ZEROMQ_UNAVAILABLE_HINT, loadTransport, registerBuiltinTransports } from '../src/transports.js'
+import { ZEROMQ_UNAVAILABLE_HINT, loadLocalChannelTransport, loadTransport, registerBuiltinTransports } from '../src/transports.js'
 
 afterEach(() => {
   unregisterTransport('broken-fake')
+  unregisterTransport('broker-fake')
 })
 
 describe('built-in transports', () => {
@@ -35,5 +36,33 @@ describe('built-in transports', () => {
   it('loads the tcp transport lazily', async () => {
     const transport = await loadTransport('tcp')
     expect(transport.name).toBe('tcp')
+  })
+
+  it('declares at registration the peerSockets each built-in transport has once loaded', async () => {
+    registerBuiltinTransports()
+    for (const name of ['zeromq', 'tcp', 'nats']) {
+      const declared = registeredPeerSockets(name)
+      // Undefined declares nothing: such a transport is loaded to be asked.
+      if (declared !== undefined) expect({ name, peerSockets: (await loadTransport(name)).peerSockets }).toEqual({ name, peerSockets: declared })
+    }
+    expect(registeredPeerSockets('nats')).toBe(false)
+  })
+
+  it("reaches a broker transport's local channel through tcp's framing without loading the broker's transport", async () => {
+    let loads = 0
+    registerTransport(
+      'broker-fake',
+      async () => {
+        loads++
+        return { name: 'broker-fake', peerSockets: false } as unknown as Transport
+      },
+      { peerSockets: false },
+    )
+    expect((await loadLocalChannelTransport('broker-fake')).name).toBe('tcp')
+    expect(loads).toBe(0)
+    // A socket transport's local channel is its own; an unknown name fails as loadTransport fails.
+    expect((await loadLocalChannelTransport('tcp')).name).toBe('tcp')
+    expect((await loadLocalChannelTransport('zeromq')).name).toBe('zeromq')
+    await expect(loadLocalChannelTransport('zmq')).rejects.toBeInstanceOf(UnknownTransportError)
   })
 })

@@ -6,6 +6,7 @@ export type TransportLoader = () => Promise<Transport>
 interface Entry {
   loader: TransportLoader
   hint: string
+  peerSockets: boolean | undefined
   loaded?: Promise<Transport>
 }
 
@@ -17,12 +18,22 @@ const ALIASES: Record<string, string> = { zmq: 'zeromq', '0mq': 'zeromq', zeromq
 export interface RegisterOptions {
   /** What to tell a user whose load failed, e.g. "use `transport: tcp`". */
   hint?: string
+  /**
+   * What the loaded transport's `peerSockets` will say, when the registrant knows it: a caller that only needs to know
+   * (which framing a master's local channel speaks) then need not load the transport and its client library.
+   */
+  peerSockets?: boolean
 }
 
 /** Registers a lazily loaded transport under its config name. A duplicate name throws. */
 export function registerTransport(name: string, loader: TransportLoader, options: RegisterOptions = {}): void {
   if (registry.has(name)) throw new DuplicateTransportError(name)
-  registry.set(name, { loader, hint: options.hint ?? 'check the installation of the package that provides it' })
+  registry.set(name, { loader, hint: options.hint ?? 'check the installation of the package that provides it', peerSockets: options.peerSockets })
+}
+
+/** The `peerSockets` the registration of `name` declared, without loading it; undefined when it declared none or `name` is not registered. */
+export function registeredPeerSockets(name: string): boolean | undefined {
+  return registry.get(name)?.peerSockets
 }
 
 /** Removes a registration; for tests and plugins that replace a transport. */
