@@ -501,6 +501,23 @@ export class PkiStore {
   }
 
   /**
+   * `id`'s accepted public keys when this store holds them and they are still current, without waiting: checked
+   * within `recheckMs`, or found unchanged by a stat now (as {@link acceptedKeys} checks them). Undefined when they
+   * are not held or the file changed or went: {@link acceptedKeys} then reads or refuses. A sealed request whose
+   * minion's keys are held is opened without a promise and a turn of the microtask queue for the lookup.
+   */
+  acceptedKeysNow(id: string): PublicKeys | undefined {
+    const cached = this.#accepted.get(id)
+    if (cached === undefined) return undefined
+    const now = this.#now()
+    if (now - cached.checkedAt < this.#recheckMs) return cached.keys
+    const info = statSync(cached.file, { bigint: true, throwIfNoEntry: false })
+    if (info === undefined || cached.ino !== info.ino || cached.mtimeNs !== info.mtimeNs || cached.size !== info.size) return undefined
+    cached.checkedAt = now
+    return cached.keys
+  }
+
+  /**
    * `id`'s accepted public keys, or undefined. The hot path of every sealed request: a cached copy
    * is trusted for `recheckMs`, then reused while the file's inode, mtime and size are unchanged
    * (any write renames a new inode in). Changes made through this store drop the copy at once;

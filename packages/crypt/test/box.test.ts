@@ -138,6 +138,39 @@ describe('sealed minion requests', () => {
     expect(await rejection(boxes.open({ ...sealed, id: '../minions/web2' }))).toBeInstanceOf(InvalidMinionIdError)
   })
 
+  it("opens a known minion's request without waiting only while its accepted key is the box's, with the same checks", async () => {
+    const store = await PkiStore.open(await tempDir())
+    await store.submit('web1', publicKeysOf(web1), { autoAccept: true })
+    const boxes = new MinionBoxes(master.box.secretKey, async (id) => (await store.acceptedKeys(id))?.box, {
+      lookupNow: (id) => store.acceptedKeysNow(id)?.box,
+    })
+    const sealed = decode(encode(minionBox('web1').seal(ret)))
+    // No box yet: nothing opened now; open derives it.
+    expect(boxes.openNow(sealed)).toBeUndefined()
+    expect((await boxes.open(sealed)).load).toEqual(ret)
+    const opened = boxes.openNow(sealed)
+    expect(opened).toMatchObject({ id: 'web1', load: ret })
+    expect(opened?.box).toBeInstanceOf(PeerBox)
+    // The same refusals as open, thrown.
+    const tampered = { ...minionBox('web1').seal(ret), box: minionBox('web1').seal(ret).box.slice() }
+    tampered.box[0]! ^= 1
+    expect(() => boxes.openNow(tampered)).toThrow(DecryptError)
+    expect(() => boxes.openNow(minionBox('web1', web2).seal(ret))).toThrow(DecryptError)
+    // The key no longer accepted: nothing opened now, and open refuses.
+    await store.delete('web1')
+    expect(boxes.openNow(sealed)).toBeUndefined()
+    expect(await rejection(boxes.open(sealed))).toBeInstanceOf(MinionNotAcceptedError)
+    // Accepted again under another key: the old box is not used; open derives the new one.
+    await store.submit('web1', publicKeysOf(web2), { autoAccept: true, signedAt: Date.now() + 1 })
+    const byNewKey = minionBox('web1', web2).seal(ret)
+    expect(boxes.openNow(byNewKey)).toBeUndefined()
+    expect((await boxes.open(byNewKey)).load).toEqual(ret)
+    expect(boxes.openNow(byNewKey)?.load).toEqual(ret)
+    expect(() => boxes.openNow(sealed)).toThrow(DecryptError)
+    // Without lookupNow nothing is opened this way.
+    expect((await masterSide()).boxes.openNow(sealed)).toBeUndefined()
+  })
+
   it('can bound the age of a message', () => {
     const master1 = new PeerBox({ id: 'web1', role: 'master', secretKey: master.box.secretKey, peerPublicKey: web1.box.publicKey })
     const sealed = minionBox('web1').seal(ret, 1_000_000)

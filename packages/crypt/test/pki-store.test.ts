@@ -173,6 +173,40 @@ describe('PkiStore', () => {
     expect(await master.acceptedKeys('web1')).toEqual(replacement)
   })
 
+  it('tells a held key without waiting as acceptedKeys would give it: within recheckMs, then by a stat; nothing it does not hold', async () => {
+    const pkiDir = await tempDir()
+    let now = 1_000_000
+    const master = await PkiStore.open(pkiDir, { recheckMs: 1000, now: () => now })
+    const cli = await PkiStore.open(pkiDir)
+    const pub = newPub()
+    await master.submit('web1', pub, { autoAccept: true })
+    await master.submit('web2', newPub(), { autoAccept: true })
+    // Not looked up yet: not held, so not told (acceptedKeys reads it).
+    expect(master.acceptedKeysNow('web1')).toBeUndefined()
+    expect(await master.acceptedKeys('web1')).toEqual(pub)
+    expect(master.acceptedKeysNow('web1')).toEqual(pub)
+    // Past the window and unchanged on disk: still told, after a stat.
+    now += 1000
+    expect(master.acceptedKeysNow('web1')).toEqual(pub)
+    // Deleted by another process: told within the window as acceptedKeys is, and not after it.
+    await cli.delete('web1')
+    now += 999
+    expect(master.acceptedKeysNow('web1')).toEqual(pub)
+    expect(await master.acceptedKeys('web1')).toEqual(pub)
+    now += 1
+    expect(master.acceptedKeysNow('web1')).toBeUndefined()
+    expect(await master.acceptedKeys('web1')).toBeUndefined()
+    // Replaced by hand (a new file, a new inode): not told the old key, and the new one once read.
+    const replacement = newPub()
+    await cli.submit('web1', replacement, { autoAccept: true, signedAt: Date.now() + 1 })
+    expect(master.acceptedKeysNow('web1')).toBeUndefined()
+    expect(await master.acceptedKeys('web1')).toEqual(replacement)
+    expect(master.acceptedKeysNow('web1')).toEqual(replacement)
+    // This store's own change: forgotten at once, whatever the window.
+    await master.reject('web1', { includeAccepted: true })
+    expect(master.acceptedKeysNow('web1')).toBeUndefined()
+  })
+
   it('sees its own changes to an accepted key at once, whatever recheckMs', async () => {
     const { store } = await storeWith(['web1'])
     await store.accept('web1')

@@ -13,6 +13,9 @@ const values = [
   'x'.repeat(32),
   'x'.repeat(61),
   'é'.repeat(200),
+  // Boxes of 4,096 and 4,097 bytes: the last opened in one pass over a copy, and the first checked before deciphering.
+  'x'.repeat(4077),
+  'x'.repeat(4078),
   { return: 'y'.repeat(200_000), retcode: 3 },
   Buffer.alloc(70_000, 7),
 ]
@@ -50,6 +53,13 @@ describe('secretbox without copies', () => {
       changed[at]! ^= 1
       expect(openBox(inside(changed, 20), nonce, key)).toBeNull()
       expect(nacl.secretbox.open(changed, nonce, key)).toBeNull()
+    }
+    // A large box (checked before it is deciphered) changed in its MAC or its last byte.
+    const large = sealEncoded({ return: 'z'.repeat(10_000) }, nonce, key)
+    for (const at of [0, large.length - 1]) {
+      const changed = Buffer.from(large)
+      changed[at]! ^= 1
+      expect(openBox(inside(changed, 20), nonce, key)).toBeNull()
     }
     expect(openBox(sealed.subarray(0, 15), nonce, key)).toBeNull()
     expect(openBox(sealed, nonce, nacl.randomBytes(32))).toBeNull()

@@ -145,6 +145,7 @@ export class MasterWireAdapter {
     this.#crypto = crypto
     this.#boxes = new MinionBoxes(options.masterBoxSecret, async (id) => (await store.acceptedKeys(id))?.box, {
       maxEntries: MINION_BOXES_KEPT,
+      lookupNow: (id) => store.acceptedKeysNow(id)?.box,
       deriveSharedKey: async (id, boxKey) => (await crypto.run(id, { op: 'box-shared-key', boxKey })) as Uint8Array,
     })
     // A minion whose key left `accepted` (rejected, deleted) must not reuse the shared key it had.
@@ -307,7 +308,8 @@ export class MasterWireAdapter {
     }
     let opened: Awaited<ReturnType<MinionBoxes['open']>>
     try {
-      opened = await this.#boxes.open(request, this.#openOptions)
+      // A known minion's key is told without waiting (the hot path of every return); otherwise it is looked up.
+      opened = this.#boxes.openNow(request, this.#openOptions) ?? (await this.#boxes.open(request, this.#openOptions))
     } catch (error) {
       // Over max_frame_entries/max_frame_depth once unsealed: an answer the sender can read, naming the bound.
       if ((error as Error)?.name !== 'FrameLimitError' || typeof id !== 'string') throw error
