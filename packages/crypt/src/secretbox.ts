@@ -74,6 +74,8 @@ export function sealEncoded(value: WireValue, nonce: Uint8Array, key: Uint8Array
   xsalsaSubkey(plain(nonce), plain(key))
   lowlevel.crypto_stream_salsa20_xor(message, 0, message, 0, message.length, SUBNONCE, SUBKEY)
   lowlevel.crypto_onetimeauth(message, BOX_ZERO_BYTES, message, ZERO_BYTES, message.length - ZERO_BYTES, message)
+  // The rest of the one-time MAC key, beside the box in its buffer: zeroed, as nacl does.
+  message.fill(0, 0, BOX_ZERO_BYTES)
   return message.subarray(BOX_ZERO_BYTES)
 }
 
