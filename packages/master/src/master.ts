@@ -401,10 +401,13 @@ export class Master {
     return externalAuth
   }
 
-  /** The minions' grains and the syndics attached before a restart, read back from cachedir. */
+  /**
+   * The minions' grains and the syndics attached before a restart, read back from cachedir. The grains (a file per
+   * minion) load while the master starts listening: what needs them all waits for them (GrainsCache.whenLoaded).
+   */
   async #loadCaches(): Promise<{ grains: GrainsCache; syndics: SyndicRegistry }> {
     const grains = new GrainsCache(this.opts.cachedir, this.#logger)
-    await grains.load()
+    void grains.load()
     const syndics = new SyndicRegistry(this.opts.cachedir, this.#logger.child('syndics'))
     await syndics.load()
     this.#syndics = syndics
