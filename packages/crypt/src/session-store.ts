@@ -203,7 +203,11 @@ export class SessionStore {
     return this.#writes
   }
 
-  /** Reads the file and keeps its key if nothing forbids it, else makes a new one; the file is written before this resolves. */
+  /**
+   * Reads the file and keeps its key if nothing forbids it, else makes a new one, written before this resolves. A kept
+   * key's file already holds what it would be written with (and was read as valid and 0600): it is not written again,
+   * which spared a restarting master a thousand holders formatted and a sync before it listens.
+   */
   static async open(options: SessionStoreOptions): Promise<SessionStore> {
     const now = options.now ?? Date.now
     const logger = options.logger ?? silentLogger
@@ -227,7 +231,7 @@ export class SessionStore {
       if (stored !== undefined)
         logger.info(`session key generation ${stored.session.gen} in ${file} not kept: ${reason ?? ''}; new generation ${store.keys.current().gen}`)
     }
-    await store.#persist(store.#changed())
+    if (!store.reused) await store.#persist(store.#changed())
     return store
   }
 

@@ -66,6 +66,26 @@ describe('SessionStore: the session key across a restart', () => {
     expect(logger.lines.join('\n')).toMatch(new RegExp(`generation ${held.gen} kept from .*held by 2 minion`))
   })
 
+  it('does not write a kept key again at the start: the file already holds it, and a later holder is written as before', async () => {
+    const { open, file } = await setup()
+    const { store: first } = await open()
+    expect(first.writes).toBe(1)
+    await first.handedTo('web1')
+    const written = await readFile(file, 'utf8')
+    const { mtimeMs } = await stat(file)
+
+    const { store: second } = await open()
+    expect(second.reused).toBe(true)
+    expect(second.writes).toBe(0)
+    expect(await readFile(file, 'utf8')).toBe(written)
+    expect((await stat(file)).mtimeMs).toBe(mtimeMs)
+    await second.handedTo('web2')
+    expect(second.writes).toBe(1)
+    const { store: third } = await open()
+    expect(third.reused).toBe(true)
+    expect(third.holders).toBe(2)
+  })
+
   it('names a minion in the file before handedTo resolves', async () => {
     const { open, file } = await setup()
     const { store } = await open()

@@ -35,6 +35,10 @@ export class GrainsCache {
   /** Minions whose directory this cache has seen or made: a new minion's directory is made before its first write. */
   readonly #dirs = new Set<string>()
   readonly #logger: Logger
+  /** The load under way (or the last one): what {@link whenLoaded} waits for. */
+  #loading: Promise<void> = Promise.resolve()
+  /** Minions set or deleted while a load runs: what the load read of them is older, and is not kept. */
+  #touched: Set<string> | undefined
   /** Files actually written (for tests and benchmarks). */
   writes = 0
 
@@ -43,8 +47,26 @@ export class GrainsCache {
     this.#logger = logger
   }
 
-  /** Reads every cached grains file; unreadable ones are logged and skipped. */
-  async load(): Promise<void> {
+  /**
+   * Reads every cached grains file; unreadable ones are logged and skipped. The cache serves meanwhile (a restarting
+   * master listens without waiting for a thousand files): grains set or deleted during the load win over what it read,
+   * and {@link whenLoaded} tells a reader of all of them (a publish's targeting) when they are in.
+   */
+  load(): Promise<void> {
+    const touched = new Set<string>()
+    this.#touched = touched
+    this.#loading = this.#load(touched).finally(() => {
+      if (this.#touched === touched) this.#touched = undefined
+    })
+    return this.#loading
+  }
+
+  /** Resolves once the grains on disk are loaded (at once when no load is under way). */
+  whenLoaded(): Promise<void> {
+    return this.#loading
+  }
+
+  async #load(touched: ReadonlySet<string>): Promise<void> {
     let names: string[]
     try {
       names = await readdir(this.dir)
@@ -56,6 +78,7 @@ export class GrainsCache {
       try {
         const text = await readFile(file, 'utf8')
         const value: unknown = JSON.parse(text)
+        if (touched.has(id)) return
         if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
           this.#grains.set(id, value as Grains)
           this.#onDisk.set(id, digest(text))
@@ -87,6 +110,7 @@ export class GrainsCache {
     } catch (error) {
       return Promise.reject(error as Error)
     }
+    this.#touched?.add(id)
     const json = JSON.stringify(grains)
     // What is kept is what the file holds (and what a restarted master loads), parsed afresh: the decoded request's
     // objects and strings are views that keep the whole request alive, and cost about three times as much.
@@ -145,6 +169,7 @@ export class GrainsCache {
   }
 
   delete(id: string): void {
+    this.#touched?.add(id)
     this.#grains.delete(id)
     // Forget what the file holds so grains sent again after a re-accept are written, whatever happened to it meanwhile.
     this.#onDisk.delete(id)

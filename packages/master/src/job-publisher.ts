@@ -54,6 +54,7 @@ export class JobPublisher {
 
   /** The accepted minions, with the grains each last reported. */
   async known(): Promise<MinionInfo[]> {
+    await this.#o.grains.whenLoaded()
     const accepted = await this.#o.store.acceptedIds()
     return accepted.map((id) => {
       const grains = this.#o.grains.get(id)

@@ -49,7 +49,7 @@ import { Reactor, reactorRules } from './reactor/reactor.js'
 import { SyndicIntake } from './syndic-intake.js'
 import { SyndicRegistry } from './syndics.js'
 import { TokenCommands } from './eauth/token-commands.js'
-import { MasterWireAdapter, isOperatorRequest } from './wire-adapter.js'
+import { MasterWireAdapter, WARM_BATCH, isOperatorRequest } from './wire-adapter.js'
 import { InlinePool, ThreadPool, type RequestPool, type ThreadPoolStats, type ThreadPoolWorkers } from './worker-pool.js'
 import { DemandPool, WORKER_START_TASKS, WORKER_START_WINDOW_MS } from './demand-pool.js'
 import { PublishSealer } from './publish-sealer.js'
@@ -313,9 +313,13 @@ export class Master {
     await this.bus.start()
     const pool = this.#threads(this.opts.worker_threads, keys, 'worker_threads')
     this.#pool = pool
-    // A herd of minions holding the kept session key comes back at once: the threads boot while the rest of the start runs.
+    // A herd of minions holding the kept session key comes back at once. Their shared keys are derived WARM_BATCH to a
+    // task as the master listens (warmBoxes below): when those tasks are a herd of their own the threads boot while the
+    // rest of the start runs; fewer (a thousand holders are 8 tasks, about 0.1 s of CPU) run on this thread, cheaper
+    // than two threads loading their modules while the fleet reconnects, and no check-in waits for a thread to boot.
     const session = this.#session
-    if (pool instanceof DemandPool && session !== undefined && session.reused && session.holders >= this.#workerStartTasks) pool.prestart()
+    if (pool instanceof DemandPool && session !== undefined && session.reused && Math.ceil(session.holders / WARM_BATCH) >= this.#workerStartTasks)
+      pool.prestart()
     const publishServers = await this.#createEndpoints()
     // master_job_cache: local_cache (default) or postgres, unless the caller injected one. Opened once the transports
     // are loaded: the local cache rebuilds its index in the background, and the modules' loading no longer waits behind it.
@@ -397,10 +401,13 @@ export class Master {
     return externalAuth
   }
 
-  /** The minions' grains and the syndics attached before a restart, read back from cachedir. */
+  /**
+   * The minions' grains and the syndics attached before a restart, read back from cachedir. The grains (a file per
+   * minion) load while the master starts listening: what needs them all waits for them (GrainsCache.whenLoaded).
+   */
   async #loadCaches(): Promise<{ grains: GrainsCache; syndics: SyndicRegistry }> {
     const grains = new GrainsCache(this.opts.cachedir, this.#logger)
-    await grains.load()
+    void grains.load()
     const syndics = new SyndicRegistry(this.opts.cachedir, this.#logger.child('syndics'))
     await syndics.load()
     this.#syndics = syndics

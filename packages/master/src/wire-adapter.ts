@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises'
 import { minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiStore } from '@brine/crypt'
 import {
   CLEAR_COMMANDS,
@@ -80,7 +81,7 @@ export function isOperatorRequest(request: WireValue): boolean {
 const MINION_BOXES_KEPT = 131_072
 
 /** Shared keys per worker task when a restarted master derives its fleet's ahead of their requests. */
-const WARM_BATCH = 128
+export const WARM_BATCH = 128
 
 const NOT_ARGUMENTS = new Set(['cmd', 'key', 'token', 'eauth', 'username', 'password', 'asynchronous', 'origin'])
 
@@ -159,10 +160,14 @@ export class MasterWireAdapter {
    * requests, `WARM_BATCH` to a worker task: their first check-in or return then waits for its batch instead of
    * taking a hop to a worker each. Ids no longer accepted are left out; a failure leaves their requests to derive
    * as before. Resolves once every batch is done.
+   *
+   * Batches the pool runs on this thread (fewer than a herd of tasks: no worker thread started) run between the
+   * event loop's turns, so the fleet's connections and check-ins are read while the rest is derived.
    */
   async warmBoxes(ids: readonly string[]): Promise<void> {
     const batches: Promise<void>[] = []
     for (let first = 0; first < ids.length; first += WARM_BATCH) {
+      if (first > 0) await setImmediate()
       const looked = await Promise.all(
         ids.slice(first, first + WARM_BATCH).map(async (id) => ({
           id,

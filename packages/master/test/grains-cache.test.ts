@@ -50,6 +50,22 @@ describe('GrainsCache', () => {
     expect(await onDisk(second, 'web1')).toEqual({ os: 'Arch' })
   })
 
+  it('serves while it loads: grains set or deleted meanwhile win over what the load read, and whenLoaded waits for the rest', async () => {
+    const dir = await tempDir()
+    const first = new GrainsCache(dir)
+    await Promise.all(['web1', 'web2', 'web3'].map((id) => first.set(id, { os: 'Arch', id })))
+    const second = new GrainsCache(dir)
+    const loading = second.load()
+    const sent = second.set('web1', { os: 'Debian' })
+    second.delete('web2')
+    await second.whenLoaded()
+    expect(second.get('web1')).toEqual({ os: 'Debian' })
+    expect(second.get('web2')).toBeUndefined()
+    expect(second.get('web3')).toEqual({ os: 'Arch', id: 'web3' })
+    await Promise.all([loading, sent])
+    expect(await onDisk(second, 'web1')).toEqual({ os: 'Debian' })
+  })
+
   it('keeps the grains as their file holds them, sharing nothing with the request they came in', async () => {
     const cache = new GrainsCache(await tempDir())
     const sent = decode(encode({ cmd: '_grains', grains: { os: 'Debian', ipv4: ['192.0.2.2'], gone: undefined } })) as { grains: Grains }

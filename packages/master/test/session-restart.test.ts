@@ -6,6 +6,7 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
+import { createLogger } from '@brine/core'
 import { StaleSessionKeyError } from '@brine/crypt'
 import type { Master } from '../src/index.js'
 import {
@@ -155,6 +156,33 @@ describe('a master restarted over a kept session key', () => {
     expect(await web1.sealed({ cmd: '_minion_event', id: 'web1', events: [] })).toMatchObject({ ok: true })
     expect(again.requestWorkers()).toMatchObject({ running: 2, started: 2 })
     expect(again.requestWorkers()?.tasks['box-shared-key']).toBeUndefined()
+  })
+
+  it("derives its holders' shared keys on its own thread when their batches are fewer than a herd of tasks: no thread boots, and a check-in derives nothing", async () => {
+    const dir = await tempDir()
+    // Two tasks make a herd here, and two holders are as many minions; their keys are one batch, one task (as a thousand
+    // holders are 8 tasks of the default 32).
+    const { master } = await startMaster(dir, { transport: 'tcp', auto_accept: true, worker_threads: 2 }, { workerScript, workerStartTasks: 2 })
+    const holders = await Promise.all(['web1', 'web2'].map((id) => FakeMinion.start('tcp', id, addressOf(master), join(dir, `m-${id}`))))
+    for (const minion of holders) expect(await minion.auth()).toEqual({ ok: true })
+    expect(master.sessionStore.holders).toBe(2)
+    await master.stop()
+    const { opts } = master
+    const lines: string[] = []
+    const logger = createLogger({ level: 'info', write: (line) => lines.push(line) })
+    const { master: again } = await startMaster(
+      dir,
+      { transport: 'tcp', auto_accept: true, worker_threads: 2, publish_port: opts.publish_port, ret_port: opts.ret_port },
+      { workerScript, workerStartTasks: 2, logger },
+    )
+    expect(again.sessionStore.reused).toBe(true)
+    expect(again.requestWorkers()).toMatchObject({ running: 0, started: 0 })
+    for (const minion of holders) expect(await minion.sealed({ cmd: '_minion_event', id: minion.id, events: [] })).toMatchObject({ ok: true })
+    expect(again.requestWorkers()).toEqual({ running: 0, started: 0, retired: 0, tasks: {} })
+    await again.stop()
+    // The stop line counts the tasks run on the main thread: the holders' one batch, and no shared key for a check-in alone.
+    const work = lines.find((line) => line.includes('worker_threads:') && line.includes('task(s) ran'))
+    expect(work).toContain('0 task(s) ran on 0 of 2 worker threads; 1 on the main thread before they were warranted (box-shared-keys 1)')
   })
 
   it('leaves its threads unstarted when its holders are fewer than a herd: a few minions coming back cost no thread boot', async () => {

@@ -11,6 +11,7 @@ const grains: RunnerFunction = async (args, context) => {
   if (typeof tgt !== 'string' && !Array.isArray(tgt)) throw new MalformedRequestError('runner cache.grains arguments', "'tgt' is required (a target, e.g. '*')")
   const tgtType = String(param(args, 1, 'tgt_type') ?? 'glob') as TargetType
   const out: Record<string, unknown> = {}
+  await context.grains.whenLoaded()
   for (const id of (await context.select(tgt as string | string[], tgtType)).sort()) {
     const cached = context.grains.get(id)
     if (cached !== undefined) out[id] = cached
