@@ -36,7 +36,7 @@ export interface NatsServerOptions {
   name?: string
   /** Monitoring port (`http:`), for `links()`; a cluster member, hub or site gets one of its own when not given. */
   monitorPort?: number
-  /** `GOMAXPROCS` for the server (default: the environment's `GOMAXPROCS`, else {@link NATS_GOMAXPROCS}). */
+  /** `GOMAXPROCS` for the server (default: the environment's `GOMAXPROCS` when set and not empty, else {@link NATS_GOMAXPROCS}). */
   maxProcs?: number
 }
 
@@ -125,7 +125,8 @@ export class NatsServerProcess {
     if (this.running) return
     const file = join(this.#dir, 'nats.conf')
     writeFileSync(file, this.#config())
-    const maxProcs = this.#options.maxProcs ?? process.env.GOMAXPROCS ?? NATS_GOMAXPROCS
+    const fromEnvironment = process.env.GOMAXPROCS
+    const maxProcs = this.#options.maxProcs ?? (fromEnvironment === undefined || fromEnvironment === '' ? NATS_GOMAXPROCS : fromEnvironment)
     this.#process = DaemonProcess.spawn(this.name, natsServerBinary(), ['-c', file], { env: { ...process.env, GOMAXPROCS: String(maxProcs) } })
     await this.#process.waitForOutput(/Server is ready/, NATS_START_MS)
   }
