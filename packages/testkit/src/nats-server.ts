@@ -10,6 +10,16 @@ import { DaemonProcess } from './processes.js'
 /** Bound on a nats-server's start; a failure limit on a loaded machine, never a measurement. */
 const NATS_START_MS = 20_000
 
+/**
+ * The Go scheduler's processors (`GOMAXPROCS`) a nats-server started here runs on, unless the environment names
+ * its own. These servers share their host's cores with the master, the minions and the tests that drive them, as
+ * a broker beside its master on a small host does (docs/transports.md): with one processor per core, Go's idle
+ * threads spin looking for work and hand each goroutine between threads, a wake-up and a context switch taken on
+ * the cores the fleet needs, for every message a minion sends or receives (docs/performance.md, "NATS against
+ * TCP, fourth look").
+ */
+export const NATS_GOMAXPROCS = 1
+
 export interface NatsServerOptions {
   /** Client port (default: a free loopback port). Kept across restart(). */
   port?: number
@@ -26,6 +36,8 @@ export interface NatsServerOptions {
   name?: string
   /** Monitoring port (`http:`), for `links()`; a cluster member, hub or site gets one of its own when not given. */
   monitorPort?: number
+  /** `GOMAXPROCS` for the server (default: the environment's `GOMAXPROCS` when set and not empty, else {@link NATS_GOMAXPROCS}). */
+  maxProcs?: number
 }
 
 /** The path of the nats-server binary, or a HarnessSetupError naming the script that installs it. */
@@ -113,7 +125,9 @@ export class NatsServerProcess {
     if (this.running) return
     const file = join(this.#dir, 'nats.conf')
     writeFileSync(file, this.#config())
-    this.#process = DaemonProcess.spawn(this.name, natsServerBinary(), ['-c', file])
+    const fromEnvironment = process.env.GOMAXPROCS
+    const maxProcs = this.#options.maxProcs ?? (fromEnvironment === undefined || fromEnvironment === '' ? NATS_GOMAXPROCS : fromEnvironment)
+    this.#process = DaemonProcess.spawn(this.name, natsServerBinary(), ['-c', file], { env: { ...process.env, GOMAXPROCS: String(maxProcs) } })
     await this.#process.waitForOutput(/Server is ready/, NATS_START_MS)
   }
 
