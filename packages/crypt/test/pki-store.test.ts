@@ -17,6 +17,17 @@ async function storeWith(pending: string[]): Promise<{ store: PkiStore; keys: Ma
   return { store, keys }
 }
 
+/** A master's store trusting a looked-up key for 1 s on a clock the test moves, another process's store, and web1 accepted. */
+async function masterAndCli(): Promise<{ master: PkiStore; cli: PkiStore; pub: PublicKeys; clock: { now: number } }> {
+  const pkiDir = await tempDir()
+  const clock = { now: 1_000_000 }
+  const master = await PkiStore.open(pkiDir, { recheckMs: 1000, now: () => clock.now })
+  const cli = await PkiStore.open(pkiDir)
+  const pub = newPub()
+  await master.submit('web1', pub, { autoAccept: true })
+  return { master, cli, pub, clock }
+}
+
 describe('PkiStore', () => {
   it("creates Salt's state directories, 0700", async () => {
     const pkiDir = await tempDir()
@@ -154,17 +165,12 @@ describe('PkiStore', () => {
   })
 
   it("trusts a looked-up key for recheckMs, then sees another process's change", async () => {
-    const pkiDir = await tempDir()
-    let now = 1_000_000
-    const master = await PkiStore.open(pkiDir, { recheckMs: 1000, now: () => now })
-    const cli = await PkiStore.open(pkiDir)
-    const pub = newPub()
-    await master.submit('web1', pub, { autoAccept: true })
+    const { master, cli, pub, clock } = await masterAndCli()
     expect(await master.acceptedKeys('web1')).toEqual(pub)
     await cli.delete('web1')
-    now += 999
+    clock.now += 999
     expect(await master.acceptedKeys('web1')).toEqual(pub)
-    now += 1
+    clock.now += 1
     expect(await master.acceptedKeys('web1')).toBeUndefined()
     // Replaced by hand (a new file under the same id): the new key once the window has passed. (Signed after
     // the deletion: an older _auth is not auto-accepted any more, see the replay test below.)
@@ -174,26 +180,21 @@ describe('PkiStore', () => {
   })
 
   it('tells a held key without waiting as acceptedKeys would give it: within recheckMs, then by a stat; nothing it does not hold', async () => {
-    const pkiDir = await tempDir()
-    let now = 1_000_000
-    const master = await PkiStore.open(pkiDir, { recheckMs: 1000, now: () => now })
-    const cli = await PkiStore.open(pkiDir)
-    const pub = newPub()
-    await master.submit('web1', pub, { autoAccept: true })
+    const { master, cli, pub, clock } = await masterAndCli()
     await master.submit('web2', newPub(), { autoAccept: true })
     // Not looked up yet: not held, so not told (acceptedKeys reads it).
     expect(master.acceptedKeysNow('web1')).toBeUndefined()
     expect(await master.acceptedKeys('web1')).toEqual(pub)
     expect(master.acceptedKeysNow('web1')).toEqual(pub)
     // Past the window and unchanged on disk: still told, after a stat.
-    now += 1000
+    clock.now += 1000
     expect(master.acceptedKeysNow('web1')).toEqual(pub)
     // Deleted by another process: told within the window as acceptedKeys is, and not after it.
     await cli.delete('web1')
-    now += 999
+    clock.now += 999
     expect(master.acceptedKeysNow('web1')).toEqual(pub)
     expect(await master.acceptedKeys('web1')).toEqual(pub)
-    now += 1
+    clock.now += 1
     expect(master.acceptedKeysNow('web1')).toBeUndefined()
     expect(await master.acceptedKeys('web1')).toBeUndefined()
     // Replaced by hand (a new file, a new inode): not told the old key, and the new one once read.
