@@ -30,6 +30,10 @@ function reasonOf(error: unknown): string {
   }
   if (/ECONNREFUSED|refused/i.test(text)) return `connection refused (${text}); is nats-server running there?`
   if (/maximum connections exceeded/i.test(text)) return `the server is at its max_connections (${text}); raise it in nats-server's config`
+  // A server that says why and hangs up (its -ERR, then the close) can lose the race with the handshake's CONNECT: the
+  // kernel drops the unread -ERR when the server's reset answers it. The reason is then in the server's log only.
+  if (/\b(EPIPE|ECONNRESET)\b|closed the connection during the handshake/.test(text))
+    return `the server closed the connection during the handshake (${text}); it may be at its max_connections or refusing this client: its log says why`
   return text
 }
 

@@ -1,4 +1,4 @@
-import type { Socket } from 'node:net'
+import { connect as connectSocket, type Socket } from 'node:net'
 import {
   ConnectionError,
   NatsConnectionImpl,
@@ -132,15 +132,53 @@ class HandshakeProtocolHandler extends ProtocolHandler {
     // The parser of the moment: a reconnect's prepare() makes a new one.
     if (this.transport instanceof DirectNodeTransport) this.transport.parseWith((chunk) => this.parser.parse(chunk))
     const failHandshake = this.connectError
-    void this.transport.closed().then((cause) => {
+    void this.transport.closed().then(async (cause) => {
       // Still this dial's handshake (once it completes, or another dial starts, connectError is another or none).
       if (failHandshake === undefined || this.connectError !== failHandshake) return
       // The server's -ERR, parsed before the close was seen, is the reason a user needs.
-      const said = this.lastError !== earlierError ? this.lastError : undefined
+      const said = this.lastError !== earlierError ? this.lastError : await this.#reasonLost(server, cause)
+      if (this.connectError !== failHandshake) return
       failHandshake(said ?? (cause instanceof Error ? cause : new ConnectionError('the server closed the connection during the handshake')))
     })
     return dialing
   }
+
+  /**
+   * A server that says why and hangs up at once (nats-server past its max_connections: INFO, -ERR, close) answers our
+   * CONNECT with a reset, and a write that meets the reset (EPIPE) closes the socket before the -ERR queued behind it
+   * is read. Then the server is asked again on a connection that only listens: its -ERR, if it says one at once.
+   */
+  async #reasonLost(server: Server, cause: unknown): Promise<Error | undefined> {
+    const code = (cause as NodeJS.ErrnoException | undefined)?.code
+    if (code !== 'EPIPE' && code !== 'ECONNRESET') return undefined
+    const line = await firstErrorLine(server.hostname, server.port)
+    return line === undefined ? undefined : (ProtocolHandler as unknown as { toError(text: string): Error }).toError(line)
+  }
+}
+
+/** How long a listening probe waits for a refusing server's -ERR, which it sends right after its INFO. */
+const PROBE_MS = 500
+
+/** The text of the -ERR a server sends within {@link PROBE_MS} on a connection that sends nothing, if any. */
+function firstErrorLine(host: string, port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    let text = ''
+    const socket = connectSocket({ host, port })
+    const done = (line: string | undefined): void => {
+      clearTimeout(timer)
+      socket.destroy()
+      resolve(line)
+    }
+    const timer = setTimeout(() => done(undefined), PROBE_MS)
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1')
+      const found = /^-ERR '?([^'\r\n]*)'?\r\n/m.exec(text)
+      if (found !== null) done(found[1])
+      else if (text.length > 64 * 1024) done(undefined)
+    })
+    socket.on('error', () => done(undefined))
+    socket.on('close', () => done(/^-ERR '?([^'\r\n]*)'?\r\n/m.exec(text)?.[1]))
+  })
 }
 
 /**

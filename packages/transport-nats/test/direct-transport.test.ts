@@ -2,6 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import { NatsServerProcess, deadline } from '@brine/testkit'
 import { DirectNodeTransport, connectDirect } from '../src/direct-transport.js'
+import { natsTransport } from '../src/index.js'
 
 const WAIT_MS = 15_000
 const servers: NatsServerProcess[] = []
@@ -91,6 +92,35 @@ describe('the NATS socket transport', () => {
       await first.flush()
     } finally {
       await first.close()
+    }
+  })
+
+  it('a server that resets the connection in the handshake fails a server endpoint at once, naming the URL and the hang-up', async () => {
+    // As a nats-server past max_connections whose -ERR the reset dropped: INFO, then a reset when CONNECT arrives.
+    const fake: Server = createServer((socket) => {
+      socket.write(`INFO {"server_id":"fake","version":"2.10.0","proto":1,"headers":true,"max_payload":1048576}\r\n`)
+      socket.once('data', () => socket.resetAndDestroy())
+    })
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve))
+    const url = `nats://127.0.0.1:${(fake.address() as { port: number }).port}`
+    const endpoint = natsTransport({ servers: [url], subjectPrefix: 'reset' }).createPublishServer({ host: '127.0.0.1', port: 4505 })
+    try {
+      const error = await deadline(
+        endpoint.start().then(
+          () => undefined,
+          (cause: unknown) => cause,
+        ),
+        WAIT_MS,
+        'the reset connect to fail',
+      )
+      expect(error).toMatchObject({ name: 'NatsConnectError' })
+      expect((error as Error).message).toContain(url.replace('nats://', ''))
+      expect((error as Error).message).toMatch(
+        /closed the connection during the handshake \(.*(EPIPE|ECONNRESET|closed the connection).*\); it may be at its max_connections/,
+      )
+    } finally {
+      await endpoint.close()
+      await new Promise((resolve) => fake.close(resolve))
     }
   })
 
