@@ -511,6 +511,8 @@ export class PkiStore {
     if (cached === undefined) return undefined
     const now = this.#now()
     if (now - cached.checkedAt < this.#recheckMs) return cached.keys
+    // Synchronous on purpose: a local stat takes ~2 µs, the promise version costs the main thread
+    // many times that in hand-offs (measured), and this runs once per minion per window.
     const info = statSync(cached.file, { bigint: true, throwIfNoEntry: false })
     if (info === undefined || cached.ino !== info.ino || cached.mtimeNs !== info.mtimeNs || cached.size !== info.size) return undefined
     cached.checkedAt = now
@@ -524,23 +526,22 @@ export class PkiStore {
    * another process running `brine-key -d` on the files is seen within `recheckMs`.
    */
   async acceptedKeys(id: string): Promise<PublicKeys | undefined> {
+    // Held and current (within the window, or its file unchanged): no read.
+    const held = this.acceptedKeysNow(id)
+    if (held !== undefined) return held
     const cached = this.#accepted.get(id)
     const now = this.#now()
-    if (cached !== undefined && now - cached.checkedAt < this.#recheckMs) return cached.keys
     // Only a validated id is ever cached, so a cached one is not validated again.
     const file = cached?.file ?? this.#path('accepted', id)
     // One check per window: lookups that arrive while this one reads the file use the copy meanwhile.
     if (cached !== undefined) cached.checkedAt = now
     // A mutation while this lookup is in flight must not be overwritten by what the lookup read before it.
     const generation = this.#acceptedGeneration
-    // Synchronous on purpose: a local stat takes ~2 µs, the promise version costs the main thread
-    // many times that in hand-offs (measured), and this runs once per minion per window.
     const info = statSync(file, { bigint: true, throwIfNoEntry: false })
     if (info === undefined) {
       this.#accepted.delete(id)
       return undefined
     }
-    if (cached !== undefined && cached.ino === info.ino && cached.mtimeNs === info.mtimeNs && cached.size === info.size) return cached.keys
     const keys = await this.#read('accepted', id)
     if (keys === undefined || generation !== this.#acceptedGeneration) this.#accepted.delete(id)
     else this.#accepted.set(id, { keys, file, ino: info.ino, mtimeNs: info.mtimeNs, size: info.size, checkedAt: now })
