@@ -44,8 +44,8 @@ export interface ApiSettings {
   staticPath: string
 }
 
-/** The clients Brine's API implements (Salt 3006's NetapiClient, without ssh and local_subset). */
-export const API_CLIENTS = ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel', 'wheel_async'] as const
+/** The clients Brine's API implements (Salt 3006's NetapiClient, without ssh). */
+export const API_CLIENTS = ['local', 'local_async', 'local_batch', 'local_subset', 'runner', 'runner_async', 'wheel', 'wheel_async'] as const
 export type ApiClientName = (typeof API_CLIENTS)[number]
 
 const KNOWN = new Set([

@@ -1,4 +1,4 @@
-import type { ClientCredentials, RequestOrigin } from '@brine/client'
+import { DEFAULT_SUBSET_SIZE, parseSubsetSize, SubsetSizeError, type ClientCredentials, type RequestOrigin } from '@brine/client'
 import { msFromSeconds } from '@brine/config'
 import { TARGET_TYPES, type TargetType, type Tgt } from '@brine/protocol'
 import { API_CLIENTS, type ApiSettings } from './config.js'
@@ -32,6 +32,7 @@ const RESERVED = new Set([
   'password',
   'batch',
   'batch_wait',
+  'subset',
 ])
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -129,6 +130,8 @@ export async function runChunk(chunk: Chunk, link: ApiMasterClient, settings: Ap
       return link.call(() => localAsync(chunk, link, who), 'local_async')
     case 'local_batch':
       return link.call(() => localBatch(chunk, link, who), 'local_batch')
+    case 'local_subset':
+      return link.call(() => localSubset(chunk, link, who), 'local_subset')
     case 'runner': {
       const fun = requiredString(chunk, 'fun')
       const result = await link.call(() => link.runner.cmdFull(fun, argList(chunk), extraKwargs(chunk), who), 'runner')
@@ -186,6 +189,25 @@ async function local(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Rec
     else out[item.id] = full ? { ret: item.ret, retcode: item.retcode, jid: item.jid, ...(item.out === undefined ? {} : { out: item.out }) } : item.ret
   }
   return out
+}
+
+/**
+ * Salt's cmd_subset through salt-api: `sys.list_functions` on the target, then `fun` on `subset` (default 3)
+ * of the minions that have it, picked at random, answered as `local` answers; {} when none has it.
+ */
+async function localSubset(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Record<string, unknown>> {
+  const { tgt, tgtType } = target(chunk)
+  const fun = requiredString(chunk, 'fun')
+  let size: number
+  try {
+    size = parseSubsetSize(chunk['subset'] ?? DEFAULT_SUBSET_SIZE, "'subset'")
+  } catch (error) {
+    if (error instanceof SubsetSizeError) throw new ApiError(400, error.message)
+    throw error
+  }
+  const timeout = timeoutMs(chunk)
+  const ids = await link.local.subsetOf(tgt, fun, size, { tgtType, ...who, ...(timeout === undefined ? {} : { timeout }) })
+  return ids.length === 0 ? {} : local({ ...chunk, tgt: ids, tgt_type: 'list' }, link, who)
 }
 
 /**

@@ -44,7 +44,7 @@ describe('rest_cherrypy settings', () => {
     expect(settings.enabledClients).toEqual(['local', 'wheel_async'])
     expect(warnings).toEqual([
       'rest_cherrypy.expire_responses: unknown setting; ignored',
-      "netapi_enable_clients: 'ssh' is not a client Brine's API has (local, local_async, local_batch, runner, runner_async, wheel, wheel_async); ignored",
+      "netapi_enable_clients: 'ssh' is not a client Brine's API has (local, local_async, local_batch, local_subset, runner, runner_async, wheel, wheel_async); ignored",
     ])
   })
 })

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module'
 import type { SingleBar } from 'cli-progress'
-import type { CommandIO } from './io.js'
+import type { CommandIO, OutputStream } from './io.js'
 
 // cli-progress is loaded on the first draw: a run whose stderr is not a terminal (a script, `--static`) never pays for it.
 const load = createRequire(import.meta.url)
@@ -46,12 +46,15 @@ export class LiveLine {
     this.#draw()
   }
 
-  /** Prints `text` on stdout with the line cleared first and drawn again after, with `value` and `payload` when given. */
-  write(text: string, value?: number, payload: Record<string, unknown> = {}): void {
+  /**
+   * Prints `text` on stdout (or `to`: an `--out-file`) with the line cleared first and drawn again after,
+   * with `value` and `payload` when given.
+   */
+  write(text: string, value?: number, payload: Record<string, unknown> = {}, to: OutputStream = this.#io.stdout): void {
     if (value !== undefined) this.#set(value, payload)
     const shown = this.#bar !== undefined
     this.#bar?.stop()
-    this.#io.stdout.write(text)
+    to.write(text)
     if (shown) this.#draw()
   }
 

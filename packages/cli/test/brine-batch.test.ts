@@ -1,3 +1,6 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { BatchEvent, BatchOptions, CliReturn } from '@brine/client'
 import type { Tgt } from '@brine/protocol'
@@ -64,6 +67,9 @@ function batchClient(
     },
     async cmdAsync() {
       return J1
+    },
+    async subsetOf(_tgt, _fun, count) {
+      return matched.slice(0, count)
     },
     async config() {
       return options.config ?? { batch_safe_limit: 0, batch_safe_size: '8' }
@@ -193,6 +199,35 @@ describe('brine in batch mode', () => {
     const io = memoryIO()
     expect(await runBrine(['-b', '2', '--static', '--out', 'json', '*', 'test.ping'], io, { createClient: () => batchClient(threeBatches()) })).toBe(1)
     expect(JSON.parse(io.out())).toEqual({ a: true, b: true, c: 'done', d: 'Minion did not return. [No response]' })
+  })
+
+  it('--out-file takes the returns and the --static document; the batch lines stay on stdout', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-batch-outfile-'))
+    try {
+      const path = join(dir, 'out.txt')
+      const io = memoryIO()
+      expect(await runBrine(['-b', '1', '--out-file', path, '*', 'test.ping'], io, { createClient: () => batchClient(threeBatches()) })).toBe(1)
+      expect(io.out()).toBe(
+        "Minion d did not respond. No job will be sent.\n\nExecuting run on ['a']\n\n\nExecuting run on ['b']\n\n\nExecuting run on ['c']\n\n",
+      )
+      expect(await readFile(path, 'utf8')).toBe(
+        'a:\n    True\njid:\n    20260101000000000001\nretcode:\n    0\nb:\n    True\njid:\n    20260101000000000002\nretcode:\n    0\nc:\n    done\njid:\n    20260101000000000003\nretcode:\n    0\n',
+      )
+      const statics = memoryIO()
+      expect(
+        await runBrine(['-b', '2', '-s', '--out', 'json', '--out-file', path, '*', 'test.ping'], statics, { createClient: () => batchClient(threeBatches()) }),
+      ).toBe(1)
+      expect(statics.out()).toBe('')
+      expect(JSON.parse(await readFile(path, 'utf8'))).toEqual({ a: true, b: true, c: 'done', d: 'Minion did not return. [No response]' })
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('--subset picks the minions first, then runs the batches over them as a list target', async () => {
+    const client = batchClient(threeBatches(), { matched: ['a', 'b', 'c'] })
+    expect(await runBrine(['--subset', '2', '-b', '1', '*', 'test.ping'], memoryIO(), { createClient: () => client })).toBe(1)
+    expect(client.batches[0]).toMatchObject({ tgt: ['a', 'b'], fun: 'test.ping', options: { tgtType: 'list' } })
   })
 
   it('exits 2 when nothing matched', async () => {

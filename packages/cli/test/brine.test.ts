@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -8,11 +8,21 @@ import { memoryIO } from './helpers.js'
 
 const JID = '20260101000000000001'
 
-/** A LocalClient stand-in: answers the publish with `minions` and yields `returns`. */
-function fakeClient(minions: string[], returns: CliReturn[], missing: string[] = []): JobClient & { calls: unknown[][]; closed: boolean } {
+/** A LocalClient stand-in: answers the publish with `minions` and yields `returns`; `--subset` picks the first `count` of `having`. */
+function fakeClient(
+  minions: string[],
+  returns: CliReturn[],
+  missing: string[] = [],
+  having: string[] = [],
+): JobClient & { calls: unknown[][]; subsets: unknown[][]; closed: boolean } {
   const client = {
     calls: [] as unknown[][],
+    subsets: [] as unknown[][],
     closed: false,
+    async subsetOf(...args: unknown[]) {
+      client.subsets.push(args)
+      return having.slice(0, args[2] as number)
+    },
     async runJob(...args: unknown[]) {
       client.calls.push(args)
       return {
@@ -80,6 +90,20 @@ describe('brine argument parsing', () => {
     expect(parseBrineArgs(['*', 'test.ping'], memoryIO())).toMatchObject({ tgt: '*', tgtType: 'glob', arg: [], configDir: '/etc/brine', logLevel: 'warning' })
   })
 
+  it("takes Salt's -s, --summary, --subset and --out-file flags (with their --output-file spellings)", () => {
+    expect(parseBrineArgs(['-s', '*', 'test.ping'], memoryIO())).toMatchObject({ static: true, summary: false })
+    expect(parseBrineArgs(['--summary', '--subset', '2', '--out-file', 'f.txt', '*', 'test.ping'], memoryIO())).toMatchObject({
+      summary: true,
+      subset: 2,
+      outFile: { path: 'f.txt', append: false },
+    })
+    expect(parseBrineArgs(['--output-file', 'g.txt', '--output-file-append', '*', 'test.ping'], memoryIO())).toMatchObject({
+      outFile: { path: 'g.txt', append: true },
+    })
+    const plain = parseBrineArgs(['*', 'test.ping'], memoryIO())
+    expect(typeof plain === 'object' && [plain.subset, plain.outFile]).toEqual([undefined, undefined])
+  })
+
   it('refuses bad input with exit 64 (EX_USAGE, as Salt) and a message naming the flag', () => {
     const cases: Array<[string[], RegExp]> = [
       [['-X', '*', 'test.ping'], /unknown option '-X'/],
@@ -90,6 +114,9 @@ describe('brine argument parsing', () => {
       [['-E', '-L', 'x', 'test.ping'], /at most one target type; got -E, -L/],
       [['*'], /missing required argument 'function'/],
       [['*', 'not a function'], /is not a function name/],
+      [['--subset', '0', '*', 'test.ping'], /--subset <n>.*'0' is invalid.*whole number of minions, at least 1/s],
+      [['--subset', 'two', '*', 'test.ping'], /--subset <n>.*'two'/],
+      [['--out-file-append', '*', 'test.ping'], /--out-file-append needs --out-file <path>/],
     ]
     for (const [argv, message] of cases) {
       const io = memoryIO()
@@ -210,6 +237,86 @@ describe('brine runs and exit codes', () => {
         }),
       ).toBe(0)
       expect(forced.out()).toBe('\x1b[0;36mweb1\x1b[0;0m:\n    \x1b[0;1;33mTrue\x1b[0;0m\n')
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("--summary prints Salt's Summary block after the returns; -v names who did not respond or failed; not with --out", async () => {
+    const returns: CliReturn[] = [ok('web1', true), ok('db1', 'boom', { retcode: 1 }), { id: 'ghost', status: 'missing', jid: JID }]
+    const client = () => fakeClient(['web1', 'db1', 'ghost'], returns)
+    const io = memoryIO()
+    expect(await runBrine(['--summary', '*', 'cmd.run', 'x'], io, { createClient: client })).toBe(1)
+    const block = [
+      '-------------------------------------------',
+      'Summary',
+      '-------------------------------------------',
+      '# of minions targeted: 3',
+      '# of minions returned: 2',
+      '# of minions that did not return: 1',
+      '# of minions with errors: 1',
+    ]
+    const rule = '-------------------------------------------'
+    expect(io.out()).toBe(`web1:\n    True\ndb1:\n    boom\nghost:\n    Minion did not return. [No response]\n\n\n${[...block, rule].join('\n')}\n`)
+    const verbose = memoryIO()
+    expect(await runBrine(['--summary', '-v', '*', 'cmd.run', 'x'], verbose, { createClient: client })).toBe(1)
+    expect(verbose.out()).toMatch(new RegExp(`${block.at(-1)}\nMinions not responding: ghost\nMinions with failures: db1\n${rule}\n$`))
+    const json = memoryIO()
+    expect(await runBrine(['--summary', '--out', 'json', '*', 'cmd.run', 'x'], json, { createClient: client })).toBe(1)
+    expect(json.out()).not.toMatch(/Summary/)
+  })
+
+  it('prints the summary when the master config sets cli_summary', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-summary-'))
+    try {
+      await writeFile(join(dir, 'master'), 'cli_summary: true\n')
+      const io = memoryIO()
+      expect(await runBrine(['-c', dir, '*', 'test.ping'], io, { createClient: () => fakeClient(['web1'], [ok('web1', true)]) })).toBe(0)
+      expect(io.out()).toMatch(/^web1:\n    True\n\n\n-+\nSummary\n-+\n# of minions targeted: 1\n/)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('--subset runs the job on the minions picked, as a list target; exits 2 when none has the function', async () => {
+    const client = fakeClient(['db1', 'web2'], [ok('db1', true), ok('web2', true)], [], ['db1', 'web2', 'web3'])
+    const io = memoryIO()
+    expect(await runBrine(['--subset', '2', '-t', '4', '-G', 'os:Debian', 'test.ping'], io, { createClient: () => client })).toBe(0)
+    expect(client.subsets[0]).toEqual(['os:Debian', 'test.ping', 2, { tgtType: 'grain', timeout: 4000 }])
+    expect(client.calls[0]).toEqual([['db1', 'web2'], 'test.ping', [], { tgtType: 'list', timeout: 4000 }])
+    expect(io.out()).toBe('db1:\n    True\nweb2:\n    True\n')
+    const none = fakeClient(['db1'], [], [], [])
+    const nothing = memoryIO()
+    expect(await runBrine(['--subset', '1', '*', 'no.such'], nothing, { createClient: () => none })).toBe(2)
+    expect(none.calls).toEqual([])
+    expect(nothing.err()).toMatch(/No minions matched the target/)
+  })
+
+  it('--out-file writes the returns to a file (emptied first, or appended to) without colour, the rest on stdout', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-outfile-'))
+    try {
+      const path = join(dir, 'out.txt')
+      await writeFile(path, 'old contents\n')
+      const returns = [ok('web1', true), { id: 'ghost', status: 'missing', jid: JID } as CliReturn]
+      const io = memoryIO({ tty: true })
+      expect(
+        await runBrine(['--out-file', path, '--show-jid', '--summary', '*', 'test.ping'], io, { createClient: () => fakeClient(['web1', 'ghost'], returns) }),
+      ).toBe(1)
+      expect(await readFile(path, 'utf8')).toBe('web1:\n    True\nghost:\n    Minion did not return. [No response]\n')
+      expect(io.out()).toMatch(new RegExp(`^jid: ${JID}\n\n\n-+\nSummary\n`))
+      const again = memoryIO()
+      expect(
+        await runBrine(['--out-file', path, '--out-file-append', '--out', 'json', '*', 'test.ping'], again, {
+          createClient: () => fakeClient(['web1'], [ok('web1', 2)]),
+        }),
+      ).toBe(0)
+      expect(await readFile(path, 'utf8')).toMatch(/\[No response\]\n\{\n    "web1": 2\n\}\n$/)
+      expect(again.out()).toBe('')
+      const missingDir = memoryIO()
+      const client = fakeClient(['web1'], [ok('web1', 2)])
+      expect(await runBrine(['--out-file', join(dir, 'no', 'such', 'f'), '*', 'test.ping'], missingDir, { createClient: () => client })).toBe(64)
+      expect(missingDir.err()).toMatch(/--out-file: cannot open .*no\/such\/f: ENOENT/)
+      expect(client.calls).toEqual([])
     } finally {
       await rm(dir, { recursive: true, force: true })
     }

@@ -54,6 +54,18 @@ export class BatchSizeError extends BrineError {
   }
 }
 
+/** A subset size that is not a whole number of minions of at least 1; names the value and where it came from (`--subset`, `subset`). */
+export class SubsetSizeError extends BrineError {
+  override name = 'SubsetSizeError'
+  readonly value: string
+  readonly key: string
+  constructor(value: string, key: string, reason: string) {
+    super(`invalid subset size ${JSON.stringify(value)} for ${key}: ${reason}; give a number of minions (3)`, { value, key })
+    this.value = value
+    this.key = key
+  }
+}
+
 /** A {@link Job} used after `close()`: its returns can no longer be read through it. */
 export class JobClosedError extends BrineError {
   override name = 'JobClosedError'
@@ -64,4 +76,14 @@ export class JobClosedError extends BrineError {
   }
 }
 
-registerErrors({ MasterRequestError, PublishError, RunnerError, WheelError, EventBusUnavailableError, MatchTypeError, BatchSizeError, JobClosedError })
+registerErrors({
+  MasterRequestError,
+  PublishError,
+  RunnerError,
+  WheelError,
+  EventBusUnavailableError,
+  MatchTypeError,
+  BatchSizeError,
+  SubsetSizeError,
+  JobClosedError,
+})

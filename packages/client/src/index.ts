@@ -8,13 +8,14 @@
  * `rm_token`), and `MasterEvent` reads the bus as async iterators. Every client authenticates with the
  * master's root key, or with eauth `credentials` (a token, or a backend, user and password) whose ACL
  * the master applies; runner and wheel calls have Salt's async forms (`cmdAsync`: `{tag, jid}`); `cmdBatch()` is Salt's
- * batch mode as an async iterator.
+ * batch mode as an async iterator, `cmdSubset()` Salt's cmd_subset.
  */
 export * from './errors.js'
 export * from './master-event.js'
 export * from './clear-request.js'
 export * from './job.js'
 export * from './batch.js'
+export * from './subset.js'
 export * from './local-client.js'
 export * from './runner-client.js'
 export * from './wheel-client.js'

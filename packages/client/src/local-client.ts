@@ -18,6 +18,7 @@ import { ClearRequester, type ClearRequestOptions, type ClientCredentials, type 
 import { MasterRequestError, PublishError } from './errors.js'
 import { Job, type CliReturn, type JobEventReader, type JobHost, type WaitOptions } from './job.js'
 import { MasterEvent } from './master-event.js'
+import { DEFAULT_SUBSET_SIZE, parseSubsetSize, pickSubset } from './subset.js'
 
 export type LocalClientOptions = MasterClientOptions
 
@@ -228,6 +229,25 @@ export class LocalClient implements AsyncDisposable {
       for (const [id, value] of Object.entries(item)) out[id] = value.ret
     }
     return out
+  }
+
+  /**
+   * The minions Salt's cmd_subset would run on: `sys.list_functions` is run on `tgt` (with the same
+   * credentials, so the caller needs the right to run it) and, of the minions whose list names `fun`,
+   * `count` are picked at random. The ids, for a list target; none when no minion has `fun`.
+   */
+  async subsetOf(tgt: Tgt, fun: string, count: number, options: RunJobOptions = {}): Promise<string[]> {
+    const size = parseSubsetSize(count, 'subset')
+    // The look-up job carries the caller's target, wait and identity, not the job's own arguments or returners.
+    const { kwarg: _kwarg, ret: _ret, jid: _jid, ...lookup } = options
+    return pickSubset(await this.cmd(tgt, 'sys.list_functions', [], lookup), fun, size)
+  }
+
+  /** Salt's cmd_subset: `fun` on at most `subset` (default 3) of the minions `tgt` matches that have it, `{id: return}` as {@link cmd}. */
+  async cmdSubset(tgt: Tgt, fun: string, arg: readonly unknown[] = [], options: RunJobOptions & { subset?: number } = {}): Promise<Record<string, unknown>> {
+    const { subset = DEFAULT_SUBSET_SIZE, ...rest } = options
+    const ids = await this.subsetOf(tgt, fun, subset, rest)
+    return ids.length === 0 ? {} : this.cmd(ids, fun, arg, { ...rest, tgtType: 'list' })
   }
 
   /** Yields `{[id]: {ret, retcode, jid, out?}}` per minion as it returns (Salt's cmd_iter). */

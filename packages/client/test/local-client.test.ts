@@ -316,6 +316,37 @@ describe.each(['zeromq', 'tcp', 'nats'])('LocalClient over %s', (transportName) 
     controller.abort()
     expect(await deadline(gathering, 5000, 'the aborted wait to end')).toEqual([])
   })
+
+  it("cmdSubset runs the function on a random pick of the minions whose sys.list_functions names it (Salt's cmd_subset)", async () => {
+    const functions: Record<string, unknown> = {
+      m1: ['test.ping', 'cmd.run'],
+      m2: ['cmd.run'],
+      m3: ['test.ping'],
+      m4: "'sys.list_functions' is not available.",
+    }
+    const { client, publishes } = await standIn(transportName, (load, bus) => {
+      const jid = nextJid()
+      const ids = load.fun === 'sys.list_functions' ? Object.keys(functions) : (load.tgt as string[])
+      for (const id of ids) fireReturn(bus, jid, id, load.fun === 'sys.list_functions' ? functions[id] : `ran on ${id}`)
+      return { jid, minions: ids }
+    })
+    const picked = await deadline(
+      client.cmdSubset('m*', 'test.ping', ['x'], { subset: 2, kwarg: { k: 1 }, ret: 'local_cache', timeout: 30_000 }),
+      10_000,
+      'cmdSubset',
+    )
+    // Only m1 and m3 have test.ping; the look-up carries the target, not the job's arguments or returners.
+    expect(picked).toEqual({ m1: 'ran on m1', m3: 'ran on m3' })
+    expect(publishes[0]).toMatchObject({ tgt: 'm*', tgt_type: 'glob', fun: 'sys.list_functions', arg: [], kwarg: {}, ret: '' })
+    expect(publishes[1]).toMatchObject({ tgt_type: 'list', fun: 'test.ping', arg: ['x'], kwarg: { k: 1 }, ret: 'local_cache' })
+    expect([...(publishes[1]?.tgt as string[])].sort()).toEqual(['m1', 'm3'])
+    const one = await client.subsetOf('m*', 'test.ping', 1, { timeout: 30_000 })
+    expect(one).toHaveLength(1)
+    expect(['m1', 'm3']).toContain(one[0])
+    // No minion has it: nothing published after the look-up.
+    expect(await client.cmdSubset('m*', 'no.such', [], { timeout: 30_000 })).toEqual({})
+    expect(publishes.map((load) => load.fun)).toEqual(['sys.list_functions', 'test.ping', 'sys.list_functions', 'sys.list_functions'])
+  })
 })
 
 describe('LocalClient config', () => {

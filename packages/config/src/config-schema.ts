@@ -337,6 +337,8 @@ export const CONFIG_SCHEMA = {
   output_indent: { kind: 'output-indent', roles: ALL, default: undefined },
   color: { kind: 'boolean', roles: ALL, default: true },
   strip_colors: { kind: 'boolean', roles: ALL, default: true },
+  // `brine` prints Salt's "Summary" block after the returns (as --summary; not with --out, --static or batch mode).
+  cli_summary: { kind: 'boolean', roles: MASTER, default: false },
 
   // PostgreSQL job cache (master_job_cache: postgres), Salt's flat returner keys.
   'postgres.host': { kind: 'string', roles: MASTER, default: 'localhost' },

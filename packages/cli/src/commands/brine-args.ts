@@ -1,7 +1,9 @@
-import { Option } from 'commander'
+import { InvalidArgumentError, Option, type Command } from 'commander'
 import { parseInput, secondsToMs } from '@brine/config'
 import { type TargetType, type Tgt } from '@brine/protocol'
+import { parseSubsetSize, SubsetSizeError } from '@brine/client'
 import { addBatchOptions, readBatchFlags, type BatchFlags } from './batch-flags.js'
+import { addOutFileOptions, readOutFileFlags, type OutFileFlags } from './output-file.js'
 import { addEauthOptions, eauthArgs, type EauthArgs } from './eauth.js'
 import { isOutputter, OUTPUTTERS, type OutputterName } from '../output/index.js'
 import { addCommonOptions, createProgram, usageError, integer, nonNegativeSeconds, parseArgv, type CommandIO } from '../io.js'
@@ -30,6 +32,12 @@ export interface BrineArgs {
   out?: OutputterName
   outIndent?: number
   static: boolean
+  /** `--summary`: Salt's Summary block after the returns (the master config's `cli_summary` asks for it too). */
+  summary: boolean
+  /** `--subset`: run on this many of the targeted minions that have the function, picked at random. */
+  subset?: number
+  /** `--out-file`: where the outputter's documents go instead of stdout. */
+  outFile?: OutFileFlags
   async: boolean
   showJid: boolean
   verbose: boolean
@@ -41,8 +49,8 @@ export interface BrineArgs {
   auth: EauthArgs
 }
 
-/** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
-export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArgs | number {
+/** `brine`'s commander program: its arguments and every flag. */
+function brineProgram(io: CommandIO): Command {
   const program = addCommonOptions(createProgram('brine', io))
     .description("Run a function on the minions matched by a target (Salt's `salt`).")
     .argument('<target>', 'which minions (a glob on ids unless a target flag says otherwise)')
@@ -53,7 +61,9 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   program
     .addOption(new Option('--out <outputter>', 'how to print the returns').choices(OUTPUTTERS))
     .option('--out-indent <n>', 'indent for json and yaml output (negative: one line)', integer)
-    .option('--static', 'print one document with every return at the end')
+    .option('-s, --static', 'print one document with every return at the end')
+    .option('--summary', "print Salt's summary of the returns at the end (config cli_summary)")
+    .option('--subset <n>', 'run on this many of the targeted minions, picked at random among those that have the function', subsetSize)
     .option('--async', 'publish and print the job id without waiting')
     .option('--show-jid', 'print the job id first')
     .option('-v, --verbose', 'print the job id banner and every minion that did not return')
@@ -62,8 +72,14 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+  addOutFileOptions(program)
   addBatchOptions(program)
-  addEauthOptions(program)
+  return addEauthOptions(program)
+}
+
+/** Parses `brine`'s argv; returns the arguments, or an exit code when parsing ended the run. */
+export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArgs | number {
+  const program = brineProgram(io)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
@@ -86,6 +102,8 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   }
   const batch = readBatchFlags(options, io)
   if (typeof batch === 'number') return batch
+  const outFile = readOutFileFlags(options)
+  if (typeof outFile === 'string') return usageError(io, 'brine', outFile, program.usage())
   let auth: EauthArgs
   try {
     auth = eauthArgs(options)
@@ -101,6 +119,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     fun,
     arg: parseInput(rest, { noParse: noParseNames(options.parse) }),
     static: options.static === true,
+    summary: options.summary === true,
     async: options.async === true,
     showJid: options.showJid === true,
     verbose: options.verbose === true,
@@ -111,6 +130,8 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   if (typeof options.out === 'string' && isOutputter(options.out)) args.out = options.out
   if (typeof options.outIndent === 'number') args.outIndent = options.outIndent
   if (typeof options.return === 'string') args.ret = options.return
+  if (typeof options.subset === 'number') args.subset = options.subset
+  if (outFile !== undefined) args.outFile = outFile
   if (options.forceColor === true) args.color = true
   else if (options.color === false) args.color = false
   return args
@@ -124,4 +145,14 @@ export function noParseNames(value: unknown): string[] {
         .map((name) => name.trim())
         .filter((name) => name !== '')
     : []
+}
+
+/** A commander parser for `--subset`: a whole number of minions, at least 1. */
+function subsetSize(value: string): number {
+  try {
+    return parseSubsetSize(value, '--subset')
+  } catch (error) {
+    if (error instanceof SubsetSizeError) throw new InvalidArgumentError('give a whole number of minions, at least 1')
+    throw error
+  }
 }

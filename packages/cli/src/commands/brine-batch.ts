@@ -1,7 +1,7 @@
 import { NO_RESPONSE, parseBatchSize, type BatchEvent, type BatchJob, type BatchOptions, type CliReturn, type RunJobOptions } from '@brine/client'
 import { LiveLine } from '../live-line.js'
 import { pythonRepr, renderOutput, type DisplayOptions } from '../output/index.js'
-import { EXIT_GENERIC, EXIT_NO_MINIONS, EXIT_OK, type CommandIO } from '../io.js'
+import { EXIT_GENERIC, EXIT_NO_MINIONS, EXIT_OK, type CommandIO, type OutputStream } from '../io.js'
 import type { BrineArgs } from './brine-args.js'
 import type { JobClient } from './job-client.js'
 
@@ -53,10 +53,12 @@ function exitCodeOf(item: CliReturn): number {
   return item.retcode !== 0 || item.success === false ? EXIT_GENERIC : EXIT_OK
 }
 
-/** How returns are shown: the outputter `--out` (or the config) chose, and the display options. */
+/** How returns are shown: the outputter `--out` (or the config) chose, the display options, and where the documents go. */
 export interface BatchView {
   out?: string | undefined
   display: DisplayOptions
+  /** stdout, or the `--out-file`: the outputter's documents only (announcements, banners and summaries stay on stdout). */
+  documents: OutputStream
 }
 
 type EventOf<T extends BatchEvent['type']> = Extract<BatchEvent, { type: T }>
@@ -114,13 +116,14 @@ class BatchDisplay {
       return EXIT_GENERIC
     }
     if (this.#args.static && Object.keys(this.#collected).length > 0)
-      io.stdout.write(renderOutput(this.#view.out ?? 'nested', this.#collected, this.#view.display))
+      this.#view.documents.write(renderOutput(this.#view.out ?? 'nested', this.#collected, this.#view.display))
     if (this.#failedRetcode) io.stderr.write('ERROR: Minions returned with non-zero exit code\n')
     return this.#code
   }
 
-  #print(text: string): void {
-    if (!this.#args.static) this.#live.write(text)
+  /** An announcement (stdout), or with `document` one of the outputter's documents (stdout or the --out-file). */
+  #print(text: string, document = false): void {
+    if (!this.#args.static) this.#live.write(text, undefined, {}, document ? this.#view.documents : this.#io.stdout)
   }
 
   #note(event: Extract<BatchEvent, { progress: unknown }>): void {
@@ -155,7 +158,7 @@ class BatchDisplay {
     this.#code = Math.max(this.#code, exitCodeOf(item))
     if (item.status === 'returned' && exitCodeOf(item) !== EXIT_OK) this.#failedRetcode = true
     if (this.#args.static) this.#collected[item.id] = item.status === 'returned' ? item.ret : NO_RESPONSE
-    else this.#print(this.#returnText(item))
+    else this.#print(this.#returnText(item), true)
   }
 
   #returnText(item: CliReturn): string {

@@ -8,6 +8,8 @@ import { jobBanner, planBatch, runBatchMode, type BatchView } from './brine-batc
 import { describeClientError } from './client-error.js'
 import { resolveCredentials, type ResolvedCredentials } from './eauth.js'
 import { localJobClient, type CliJob, type JobClient, type JobClientOptions } from './job-client.js'
+import { openOutFile, type FileSink } from './output-file.js'
+import { returnsSummary } from './summary.js'
 import { outputSettings, renderOutput } from '../output/index.js'
 import { cliLogger, EXIT_GENERIC, EXIT_NO_MINIONS, EXIT_OK, EXIT_USAGE, fail, type CommandIO } from '../io.js'
 
@@ -72,13 +74,19 @@ class ReturnsDisplay {
   readonly #live: LiveLine
   readonly #collected: Record<string, unknown> = {}
   readonly #returned = new Set<string>()
+  /** Minions that did not return, and returned minions that failed: what the summary names. */
+  readonly #missing: string[] = []
+  readonly #failures: string[] = []
+  readonly #summary: boolean
   #failed = false
   #shown = 0
 
-  constructor(args: BrineArgs, io: CommandIO, view: BatchView) {
+  constructor(args: BrineArgs, io: CommandIO, view: BatchView, summary: boolean) {
     this.#args = args
     this.#io = io
     this.#view = view
+    // Salt prints it only when --out was not given, and --static takes its batch path, which has none.
+    this.#summary = summary && args.out === undefined && !args.static
     // A live "returns 2/3" on a terminal's stderr.
     this.#live = new LiveLine(io, 'returns {value}/{total}', { enabled: !args.static && io.stderr.isTTY === true })
   }
@@ -103,7 +111,7 @@ class ReturnsDisplay {
     }
   }
 
-  /** After the last return: the --static document, Salt's closing lines, and the exit code. */
+  /** After the last return: the --static document, the summary, Salt's closing lines, and the exit code. */
   finish(jid: string): number {
     const io = this.#io
     if (io.signal?.aborted === true) {
@@ -113,7 +121,11 @@ class ReturnsDisplay {
       return EXIT_GENERIC
     }
     const { out, display } = this.#view
-    if (this.#args.static && Object.keys(this.#collected).length > 0) io.stdout.write(renderOutput(out ?? 'nested', this.#collected, display))
+    if (this.#args.static && Object.keys(this.#collected).length > 0) this.#view.documents.write(renderOutput(out ?? 'nested', this.#collected, display))
+    if (this.#summary) {
+      const counts = { returned: this.#returned.size, missing: this.#missing, failures: this.#failures }
+      io.stdout.write(returnsSummary(counts, this.#args.verbose))
+    }
     if (this.#returned.size === 0 && !this.#failed) {
       io.stderr.write('ERROR: No return received\n')
       return EXIT_NO_MINIONS
@@ -127,19 +139,24 @@ class ReturnsDisplay {
 
   #show(item: Extract<CliReturn, { status: 'returned' }>): void {
     this.#returned.add(item.id)
-    if (item.retcode !== 0 || item.success === false) this.#failed = true
+    if (item.retcode !== 0 || item.success === false) {
+      this.#failed = true
+      this.#failures.push(item.id)
+    }
     if (this.#args.static) {
       this.#collected[item.id] = item.ret
       return
     }
     // The minion's outputter hint applies only when neither --out nor the config's `output` chose one, as in Salt.
     const { out, display } = this.#view
-    this.#live.write(renderOutput(out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode }), ++this.#shown)
+    const text = renderOutput(out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
+    this.#live.write(text, ++this.#shown, {}, this.#view.documents)
   }
 
   #noReturn(id: string): void {
     if (this.#args.hideTimeout) return
     this.#failed = true
+    this.#missing.push(id)
     if (this.#args.static) {
       this.#collected[id] = NO_RESPONSE
       return
@@ -147,12 +164,12 @@ class ReturnsDisplay {
     const { out, display } = this.#view
     const text =
       out === undefined || out === 'nested' ? renderOutput('no_return', { [id]: NO_RESPONSE }, display) : renderOutput(out, { [id]: NO_RESPONSE }, display)
-    this.#live.write(text, ++this.#shown)
+    this.#live.write(text, ++this.#shown, {}, this.#view.documents)
   }
 }
 
 /** Publishes the job and shows its returns. */
-async function runJob(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView): Promise<number> {
+async function runJob(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView, summary: boolean): Promise<number> {
   const job = await client.runJob(args.tgt, args.fun, args.arg, jobOptionsOf(args, io))
   if (job.minions.length === 0 && Object.keys(job.syndics ?? {}).length === 0) {
     await job.close()
@@ -160,13 +177,48 @@ async function runJob(client: JobClient, args: BrineArgs, io: CommandIO, view: B
   }
   if (args.showJid) io.stdout.write(`jid: ${job.jid}\n`)
   if (args.verbose) io.stdout.write(jobBanner(job.jid))
-  const display = new ReturnsDisplay(args, io, view)
+  const display = new ReturnsDisplay(args, io, view, summary)
   try {
     await display.follow(job)
   } finally {
     await job.close()
   }
   return display.finish(job.jid)
+}
+
+/**
+ * `--subset`: the same run on the minions picked (a list target), found by asking the target's minions
+ * for `sys.list_functions` first; undefined when none of them has the function.
+ */
+async function pickSubset(client: JobClient, args: BrineArgs, io: CommandIO, count: number): Promise<BrineArgs | undefined> {
+  const options: RunJobOptions = { tgtType: args.tgtType }
+  if (args.timeout !== undefined) options.timeout = args.timeout
+  if (io.signal !== undefined) options.signal = io.signal
+  const ids = await client.subsetOf(args.tgt, args.fun, count, options)
+  return ids.length === 0 ? undefined : { ...args, tgt: ids, tgtType: 'list' }
+}
+
+/** Opens `--out-file` before anything is sent; an exit code naming the file when it cannot be opened. */
+function documentsSink(args: BrineArgs, io: CommandIO): FileSink | number | undefined {
+  if (args.outFile === undefined) return undefined
+  try {
+    return openOutFile(args.outFile)
+  } catch (error) {
+    return fail(io, 'brine', `--out-file: cannot open ${args.outFile.path}: ${(error as Error).message}`, EXIT_USAGE)
+  }
+}
+
+/** Runs the job the way the flags ask: a subset first, then batch mode, --async, or one job. */
+async function dispatch(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView, summary: boolean): Promise<number> {
+  if (args.subset !== undefined) {
+    const picked = await pickSubset(client, args, io, args.subset)
+    if (picked === undefined) return noMinions(io)
+    args = picked
+  }
+  const plan = await planBatch(client, args, io)
+  if (plan !== undefined) return await runBatchMode(client, args, io, plan, view)
+  if (args.async) return await publishAsync(client, args, io)
+  return await runJob(client, args, io, view, summary)
 }
 
 /** `brine <target> <function> [arguments...]`: returns the exit code (Salt's: 0, 1 a minion failed or did not return, 2 nothing matched). */
@@ -176,17 +228,20 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   const logger = cliLogger(args.logLevel, io, 'brine')
   const clientOptions = await resolveClientOptions(args, io, logger, deps)
   if (typeof clientOptions === 'number') return clientOptions
+  const file = documentsSink(args, io)
+  if (typeof file === 'number') return file
   const client = deps.createClient?.(clientOptions) ?? localJobClient(clientOptions)
-  const output = outputSettings(clientOptions.opts, args, io.stdout.isTTY === true)
-  const view: BatchView = { out: output.out, display: { color: output.color, indent: output.indent, stripColors: output.stripColors } }
+  // A file gets no colour unless --force-color asks for it.
+  const output = outputSettings(clientOptions.opts, args, file === undefined && io.stdout.isTTY === true)
+  const display = { color: output.color, indent: output.indent, stripColors: output.stripColors }
+  const view: BatchView = { out: output.out, display, documents: file ?? io.stdout }
+  const summary = args.summary || clientOptions.opts.cli_summary === true
   try {
-    const plan = await planBatch(client, args, io)
-    if (plan !== undefined) return await runBatchMode(client, args, io, plan, view)
-    if (args.async) return await publishAsync(client, args, io)
-    return await runJob(client, args, io, view)
+    return await dispatch(client, args, io, view, summary)
   } catch (error) {
     return fail(io, 'brine', describeClientError(error))
   } finally {
+    file?.close()
     await client.close()
   }
 }

@@ -11,6 +11,8 @@ export interface JobClient {
   /** Publishes with a reader of the job's returns already open (LocalClient's `runJob` with `listen: true`). */
   runJob(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<CliJob>
   cmdAsync(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<string>
+  /** The minions `--subset` runs on (LocalClient's `subsetOf`: those that have `fun`, `count` of them at random). */
+  subsetOf(tgt: Tgt, fun: string, count: number, options?: RunJobOptions): Promise<string[]>
   /** Batch mode (LocalClient's `cmdBatch`). */
   cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[], options: BatchOptions): AsyncIterable<BatchEvent>
   /** The master config's keys `brine` reads (batch_safe_limit, batch_safe_size). */
@@ -35,6 +37,7 @@ export function localJobClient(options: JobClientOptions): JobClient {
   return {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
     cmdAsync: (tgt, fun, arg, jobOptions) => client.cmdAsync(tgt, fun, arg, jobOptions),
+    subsetOf: (tgt, fun, count, subsetOptions) => client.subsetOf(tgt, fun, count, subsetOptions),
     cmdBatch: (tgt, fun, arg, batchOptions) => client.cmdBatch(tgt, fun, arg, batchOptions),
     config: () => client.config(),
     close: () => client.close(),
