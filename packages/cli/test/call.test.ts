@@ -22,6 +22,14 @@ describe('brine-call --local', () => {
     expect(io.out()).toBe('local:\n    True\n')
   })
 
+  it('--out-file writes the return to the file instead of stdout', async () => {
+    const path = join(dir, 'call-out.txt')
+    const io = memoryIO({ tty: true })
+    expect(await runCall(['-c', dir, '--local', '--out-file', path, 'test.ping'], io)).toBe(0)
+    expect(io.out()).toBe('')
+    expect(await readFile(path, 'utf8')).toBe('local:\n    True\n')
+  })
+
   it('runs cmd.run and exits with its retcode', async () => {
     const io = memoryIO()
     expect(await runCall(['-c', dir, '--local', '--out', 'json', 'cmd.run', 'echo hi; exit 3'], io)).toBe(3)

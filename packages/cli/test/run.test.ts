@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -95,6 +95,34 @@ describe('brine-run', () => {
     const usage = memoryIO()
     expect(await runRun(['nodot'], usage, { createRunner: () => fakeRunner({}) })).toBe(64)
     expect(usage.err()).toMatch(/'nodot' is not a runner name/)
+  })
+
+  it('--out-file writes the return to the file (emptied first, or appended to), without colour; an unopenable file is a usage error', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-run-outfile-'))
+    try {
+      const path = join(dir, 'out.txt')
+      await writeFile(path, 'old\n')
+      const io = memoryIO({ tty: true })
+      expect(await runRun(['manage.up', '--out-file', path], io, { createRunner: () => fakeRunner({ return: ['web1'] }) })).toBe(0)
+      expect(io.out()).toBe('')
+      expect(await readFile(path, 'utf8')).toBe('- web1\n')
+      expect(
+        await runRun(['manage.up', '--output-file', path, '--out-file-append', '--out', 'json'], memoryIO(), {
+          createRunner: () => fakeRunner({ return: [] }),
+        }),
+      ).toBe(0)
+      expect(await readFile(path, 'utf8')).toBe('- web1\n[]\n')
+      const runner = fakeRunner({ return: [] })
+      const refused = memoryIO()
+      expect(await runRun(['manage.up', '--out-file', join(dir, 'no', 'f')], refused, { createRunner: () => runner })).toBe(64)
+      expect(refused.err()).toMatch(/brine-run: --out-file: cannot open .*no\/f: ENOENT/)
+      expect(runner.calls).toEqual([])
+      const alone = memoryIO()
+      expect(await runRun(['manage.up', '--out-file-append'], alone, { createRunner: () => runner })).toBe(64)
+      expect(alone.err()).toMatch(/--out-file-append needs --out-file/)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it('against a real master: brine-key lists through WheelClient, brine-run runs, event.listen prints events as JSON lines', async () => {

@@ -8,7 +8,7 @@ import { jobBanner, planBatch, runBatchMode, type BatchView } from './brine-batc
 import { describeClientError } from './client-error.js'
 import { resolveCredentials, type ResolvedCredentials } from './eauth.js'
 import { localJobClient, type CliJob, type JobClient, type JobClientOptions } from './job-client.js'
-import { openOutFile, type FileSink } from './output-file.js'
+import { openDocuments } from './output-file.js'
 import { returnsSummary } from './summary.js'
 import { outputSettings, renderOutput } from '../output/index.js'
 import { cliLogger, EXIT_GENERIC, EXIT_NO_MINIONS, EXIT_OK, EXIT_USAGE, fail, type CommandIO } from '../io.js'
@@ -198,16 +198,6 @@ async function pickSubset(client: JobClient, args: BrineArgs, io: CommandIO, cou
   return ids.length === 0 ? undefined : { ...args, tgt: ids, tgtType: 'list' }
 }
 
-/** Opens `--out-file` before anything is sent; an exit code naming the file when it cannot be opened. */
-function documentsSink(args: BrineArgs, io: CommandIO): FileSink | number | undefined {
-  if (args.outFile === undefined) return undefined
-  try {
-    return openOutFile(args.outFile)
-  } catch (error) {
-    return fail(io, 'brine', `--out-file: cannot open ${args.outFile.path}: ${(error as Error).message}`, EXIT_USAGE)
-  }
-}
-
 /** Runs the job the way the flags ask: a subset first, then batch mode, --async, or one job. */
 async function dispatch(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView, summary: boolean): Promise<number> {
   if (args.subset !== undefined) {
@@ -228,7 +218,7 @@ export async function runBrine(argv: readonly string[], io: CommandIO, deps: Bri
   const logger = cliLogger(args.logLevel, io, 'brine')
   const clientOptions = await resolveClientOptions(args, io, logger, deps)
   if (typeof clientOptions === 'number') return clientOptions
-  const file = documentsSink(args, io)
+  const file = openDocuments('brine', args.outFile, io)
   if (typeof file === 'number') return file
   const client = deps.createClient?.(clientOptions) ?? localJobClient(clientOptions)
   // A file gets no colour unless --force-color asks for it.

@@ -7,6 +7,7 @@ import { NotAcknowledgedError } from '@brine/link'
 import { serializeError } from '@brine/core'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine-args.js'
+import { addOutFileOptions, openDocuments, readOutFileFlags } from './output-file.js'
 import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
 
 /**
@@ -47,6 +48,7 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     .option('--out-indent <n>', 'indent for json and yaml output', integer)
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+  addOutFileOptions(program)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const o = program.opts<Record<string, unknown>>()
@@ -54,6 +56,10 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
   if (o.local !== true) {
     return usageError(io, 'brine-call', 'brine-call without --local is not supported yet; use --local', program.usage())
   }
+  const outFile = readOutFileFlags(o)
+  if (typeof outFile === 'string') return usageError(io, 'brine-call', outFile, program.usage())
+  const file = openDocuments('brine-call', outFile, io)
+  if (typeof file === 'number') return file
   const logger = cliLogger(String(o.logLevel), io, 'brine-call')
   try {
     const overrides: Record<string, unknown> = {}
@@ -84,8 +90,8 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
     if (typeof o.outIndent === 'number') flags.outIndent = o.outIndent
     if (o.forceColor === true) flags.color = true
     else if (o.color === false) flags.color = false
-    const output = outputSettings(opts, flags, io.stdout.isTTY === true)
-    io.stdout.write(
+    const output = outputSettings(opts, flags, file === undefined && io.stdout.isTTY === true)
+    ;(file ?? io.stdout).write(
       renderOutput(
         output.out ?? result.out ?? 'nested',
         { local: result.return },
@@ -97,5 +103,7 @@ export async function runCall(argv: readonly string[], io: CommandIO): Promise<n
   } catch (error) {
     io.stderr.write(`brine-call: ${(error as Error).message}\n`)
     return EXIT_GENERIC
+  } finally {
+    file?.close()
   }
 }

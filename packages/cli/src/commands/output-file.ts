@@ -1,6 +1,6 @@
 import { closeSync, openSync, writeSync } from 'node:fs'
 import { Option, type Command } from 'commander'
-import type { OutputStream } from '../io.js'
+import { fail, EXIT_USAGE, type CommandIO, type OutputStream } from '../io.js'
 
 /** `--out-file` as parsed: the path, and whether to append to it. */
 export interface OutFileFlags {
@@ -48,5 +48,18 @@ export function openOutFile(flags: OutFileFlags): FileSink {
       open = false
       closeSync(fd)
     },
+  }
+}
+
+/**
+ * The `--out-file` opened before the command does anything (undefined without one), or an exit code
+ * (64, the file named) when it cannot be opened.
+ */
+export function openDocuments(name: string, flags: OutFileFlags | undefined, io: CommandIO): FileSink | number | undefined {
+  if (flags === undefined) return undefined
+  try {
+    return openOutFile(flags)
+  } catch (error) {
+    return fail(io, name, `--out-file: cannot open ${flags.path}: ${(error as Error).message}`, EXIT_USAGE)
   }
 }

@@ -19,6 +19,7 @@ import {
   type CommandIO,
 } from '../io.js'
 import { describeClientError } from './client-error.js'
+import { addOutFileOptions, openDocuments, readOutFileFlags, type OutFileFlags } from './output-file.js'
 
 /** What `brine-run` needs of a RunnerClient (tests pass a stand-in). */
 export interface RunnerLike {
@@ -60,6 +61,8 @@ export interface RunArgs {
   timeout?: number
   matchType?: MatchType
   color?: boolean
+  /** `--out-file`: where the return, the progress events and event.listen's lines go instead of stdout. */
+  outFile?: OutFileFlags
 }
 
 /**
@@ -94,10 +97,16 @@ export function parseRunArgs(argv: readonly string[], io: CommandIO): RunArgs | 
     .addOption(new Option('--match-type <type>', 'event.listen: how the tag match applies (default glob, as state.event)').choices(MATCH_TYPES))
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
+  addOutFileOptions(program)
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
   const [fun, rest] = program.processedArgs as [string, string[]]
+  const outFile = readOutFileFlags(options)
+  if (typeof outFile === 'string') {
+    io.stderr.write(`brine-run: error: ${outFile}\n`)
+    return EXIT_USAGE
+  }
   if (!/^[A-Za-z_][\w]*\.[\w.]+$/.test(fun)) {
     io.stderr.write(`brine-run: error: '${fun}' is not a runner name (module.function, e.g. jobs.list_jobs)\n`)
     return EXIT_USAGE
@@ -110,6 +119,7 @@ export function parseRunArgs(argv: readonly string[], io: CommandIO): RunArgs | 
   if (typeof options.matchType === 'string') args.matchType = options.matchType as MatchType
   if (options.forceColor === true) args.color = true
   else if (options.color === false) args.color = false
+  if (outFile !== undefined) args.outFile = outFile
   return args
 }
 
@@ -118,10 +128,22 @@ export function parseRunArgs(argv: readonly string[], io: CommandIO): RunArgs | 
  * (nested by default). Exit codes: 0 success, 1 the runner failed or the master could not be
  * reached or refused, 2 usage error.
  */
-export async function runRun(argv: readonly string[], io: CommandIO, deps: RunDeps = {}): Promise<number> {
-  const parsed = parseRunArgs(argv, io)
+export async function runRun(argv: readonly string[], terminal: CommandIO, deps: RunDeps = {}): Promise<number> {
+  const parsed = parseRunArgs(argv, terminal)
   if (typeof parsed === 'number') return parsed
   const args = parsed
+  const file = openDocuments('brine-run', args.outFile, terminal)
+  if (typeof file === 'number') return file
+  // Everything brine-run prints is the outputter's: with --out-file it all goes there.
+  const io: CommandIO = file === undefined ? terminal : { ...terminal, stdout: file }
+  try {
+    return await runWith(args, io, deps)
+  } finally {
+    file?.close()
+  }
+}
+
+async function runWith(args: RunArgs, io: CommandIO, deps: RunDeps): Promise<number> {
   const logger = cliLogger(args.logLevel, io, 'brine-run')
   if (args.fun === 'event.listen') return listen(args, io, logger, deps)
   const color = args.color ?? io.stdout.isTTY === true
