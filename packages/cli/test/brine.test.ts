@@ -104,6 +104,22 @@ describe('brine argument parsing', () => {
     expect(typeof plain === 'object' && [plain.subset, plain.outFile]).toEqual([undefined, undefined])
   })
 
+  it("-d/--doc/--documentation rewrites the words as Salt's: sys.doc on '*' or the target given, the function as its argument", () => {
+    const cases: Array<[string[], unknown]> = [
+      [['-d'], { tgt: '*', fun: 'sys.doc', arg: [] }],
+      [['--doc', 'web1'], { tgt: 'web1', fun: 'sys.doc', arg: [] }],
+      [['--documentation', 'web1', 'test.ping'], { tgt: 'web1', fun: 'sys.doc', arg: ['test.ping'] }],
+      [['-d', 'web1', 'sys.doc', 'test'], { tgt: 'web1', fun: 'sys.doc', arg: ['test'] }],
+    ]
+    for (const [argv, expected] of cases) expect(parseBrineArgs(argv, memoryIO()), argv.join(' ')).toMatchObject(expected as object)
+    const tooMany = memoryIO()
+    expect(parseBrineArgs(['-d', 'web1', 'test.ping', 'test.echo'], tooMany)).toBe(64)
+    expect(tooMany.err()).toMatch(/brine: error: You can only get documentation for one method at one time\.\n$/)
+    const noTarget = memoryIO()
+    expect(parseBrineArgs([], noTarget)).toBe(64)
+    expect(noTarget.err()).toBe("Usage: brine [options] <target> <function> [arguments...]\n\nbrine: error: missing required argument 'target'\n")
+  })
+
   it('refuses bad input with exit 64 (EX_USAGE, as Salt) and a message naming the flag', () => {
     const cases: Array<[string[], RegExp]> = [
       [['-X', '*', 'test.ping'], /unknown option '-X'/],
@@ -320,6 +336,24 @@ describe('brine runs and exit codes', () => {
     } finally {
       await rm(dir, { recursive: true, force: true })
     }
+  })
+
+  it("sys.doc prints each function's docstring once, sorted, after every return (Salt's CLI); with --out as nested documents", async () => {
+    const returns: CliReturn[] = [
+      ok('web1', { 'test.ping': 'Ping the minion.', 'sys.doc': 'Return the docstrings.' }),
+      ok('db1', { 'test.ping': 'Another text, not shown: web1 gave one first.', 'cmd.run': 'Run a command.', 'test.empty': '' }),
+      ok('old1', "'sys.doc' is not available."),
+    ]
+    const client = () => fakeClient(['web1', 'db1', 'old1'], returns)
+    const io = memoryIO()
+    expect(await runBrine(['*', 'sys.doc'], io, { createClient: client })).toBe(0)
+    expect(io.out()).toBe('cmd.run:\nRun a command.\n\nsys.doc:\nReturn the docstrings.\n\ntest.ping:\nPing the minion.\n\n')
+    const nested = memoryIO()
+    expect(await runBrine(['--out', 'json', '-d'], nested, { createClient: client })).toBe(0)
+    expect(nested.out()).toBe('cmd.run:\n    Run a command.\nsys.doc:\n    Return the docstrings.\ntest.ping:\n    Ping the minion.\n')
+    const none = memoryIO()
+    expect(await runBrine(['-d', 'old1'], none, { createClient: () => fakeClient(['old1'], [ok('old1', 'not available')]) })).toBe(2)
+    expect(none.err()).toBe('No minions found to gather docs from\n')
   })
 
   it('--async prints the job id without waiting', async () => {

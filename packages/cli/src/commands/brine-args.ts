@@ -53,8 +53,10 @@ export interface BrineArgs {
 function brineProgram(io: CommandIO): Command {
   const program = addCommonOptions(createProgram('brine', io))
     .description("Run a function on the minions matched by a target (Salt's `salt`).")
-    .argument('<target>', 'which minions (a glob on ids unless a target flag says otherwise)')
-    .argument('<function>', 'the execution module function, e.g. test.ping')
+    // Both are required unless -d makes them optional; the check is ours (positionals), the usage line says so.
+    .usage('[options] <target> <function> [arguments...]')
+    .argument('[target]', 'which minions (a glob on ids unless a target flag says otherwise)')
+    .argument('[function]', 'the execution module function, e.g. test.ping')
     .argument('[arguments...]', "its arguments, typed as Salt types them (1, 2.5, True, None, '[1, 2]', '{a: 1}'); key=value ones are keyword arguments")
     .option('-t, --timeout <seconds>', 'seconds to wait for returns before asking the minions (find_job)', nonNegativeSeconds)
   for (const [flag, , , help] of TARGET_FLAGS) program.option(flag, help)
@@ -62,6 +64,8 @@ function brineProgram(io: CommandIO): Command {
     .addOption(new Option('--out <outputter>', 'how to print the returns').choices(OUTPUTTERS))
     .option('--out-indent <n>', 'indent for json and yaml output (negative: one line)', integer)
     .option('-s, --static', 'print one document with every return at the end')
+    .option('-d, --doc', "print the functions' documentation: sys.doc on the target ('*' if none) for the function given, or all")
+    .addOption(new Option('--documentation', 'the same as -d/--doc').hideHelp())
     .option('--summary', "print Salt's summary of the returns at the end (config cli_summary)")
     .option('--subset <n>', 'run on this many of the targeted minions, picked at random among those that have the function', subsetSize)
     .option('--async', 'publish and print the job id without waiting')
@@ -83,7 +87,9 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   const code = parseArgv(program, argv)
   if (code !== undefined) return code
   const options = program.opts<Record<string, unknown>>()
-  const [target, fun, rest] = program.processedArgs as [string, string, string[]]
+  const words = positionals(program.processedArgs as [string | undefined, string | undefined, string[]], options.doc === true || options.documentation === true)
+  if (typeof words === 'string') return usageError(io, 'brine', words, program.usage())
+  const [target, fun, rest] = words
   const chosen = TARGET_FLAGS.filter(([, key]) => options[key] === true)
   if (chosen.length > 1) {
     return usageError(io, 'brine', `give at most one target type; got ${chosen.map(([flag]) => flag.split(',')[0]).join(', ')}`, program.usage())
@@ -155,4 +161,21 @@ function subsetSize(value: string): number {
     if (error instanceof SubsetSizeError) throw new InvalidArgumentError('give a whole number of minions, at least 1')
     throw error
   }
+}
+
+/**
+ * The target, the function and its arguments; an error message when one is missing. With `-d`, Salt's
+ * rewrite: the target defaults to '*', `sys.doc` goes in as the function, and what was the function
+ * becomes its one argument (`brine -d web1 test.ping` runs `sys.doc test.ping` on web1).
+ */
+function positionals([target, fun, rest]: [string | undefined, string | undefined, string[]], doc: boolean): [string, string, string[]] | string {
+  if (!doc) {
+    if (target === undefined) return "missing required argument 'target'"
+    if (fun === undefined) return "missing required argument 'function'"
+    return [target, fun, rest]
+  }
+  const words = [target ?? '*', ...(fun === undefined ? [] : [fun]), ...rest]
+  if (words[1] !== 'sys.doc') words.splice(1, 0, 'sys.doc')
+  if (words.length > 3) return 'You can only get documentation for one method at one time.'
+  return [words[0]!, words[1]!, words.slice(2)]
 }

@@ -8,6 +8,7 @@ import { jobBanner, planBatch, runBatchMode, type BatchView } from './brine-batc
 import { describeClientError } from './client-error.js'
 import { resolveCredentials, type ResolvedCredentials } from './eauth.js'
 import { localJobClient, type CliJob, type JobClient, type JobClientOptions } from './job-client.js'
+import { formatDocs } from './docs.js'
 import { openDocuments } from './output-file.js'
 import { returnsSummary } from './summary.js'
 import { outputSettings, renderOutput } from '../output/index.js'
@@ -78,6 +79,8 @@ class ReturnsDisplay {
   readonly #missing: string[] = []
   readonly #failures: string[] = []
   readonly #summary: boolean
+  /** `sys.doc`: the docstrings are printed once each after every return, as Salt's CLI does. */
+  readonly #docs: boolean
   #failed = false
   #shown = 0
 
@@ -87,6 +90,7 @@ class ReturnsDisplay {
     this.#view = view
     // Salt prints it only when --out was not given, and --static takes its batch path, which has none.
     this.#summary = summary && args.out === undefined && !args.static
+    this.#docs = args.fun === 'sys.doc' && !args.static
     // A live "returns 2/3" on a terminal's stderr.
     this.#live = new LiveLine(io, 'returns {value}/{total}', { enabled: !args.static && io.stderr.isTTY === true })
   }
@@ -120,6 +124,7 @@ class ReturnsDisplay {
       )
       return EXIT_GENERIC
     }
+    if (this.#docs) return this.#finishDocs()
     const { out, display } = this.#view
     if (this.#args.static && Object.keys(this.#collected).length > 0) this.#view.documents.write(renderOutput(out ?? 'nested', this.#collected, display))
     if (this.#summary) {
@@ -143,7 +148,7 @@ class ReturnsDisplay {
       this.#failed = true
       this.#failures.push(item.id)
     }
-    if (this.#args.static) {
+    if (this.#args.static || this.#docs) {
       this.#collected[item.id] = item.ret
       return
     }
@@ -151,6 +156,17 @@ class ReturnsDisplay {
     const { out, display } = this.#view
     const text = renderOutput(out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
     this.#live.write(text, ++this.#shown, {}, this.#view.documents)
+  }
+
+  /** sys.doc's end: the docstrings, or Salt's message and exit 2 when no minion gave any. */
+  #finishDocs(): number {
+    const text = formatDocs(this.#collected, this.#args.out !== undefined, this.#view.display)
+    if (text === '') {
+      this.#io.stderr.write('No minions found to gather docs from\n')
+      return EXIT_NO_MINIONS
+    }
+    this.#view.documents.write(text)
+    return this.#failed ? EXIT_GENERIC : EXIT_OK
   }
 
   #noReturn(id: string): void {
