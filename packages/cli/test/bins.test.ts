@@ -208,6 +208,23 @@ describe('what brine-minion loads at start', () => {
     expect(loaded.filter((url) => !/\/packages\/cli\/(bin|dist)\/[^/]+\.js$/.test(url) && !url.endsWith('/dist/bundle/brine-minion.cjs'))).toEqual([])
   })
 
+  it("loads neither Node's worker_threads nor its zlib at start: only a regex target or a served request needs them", () => {
+    const root = mkdtempSync(join(tmpdir(), 'brine-builtins-'))
+    try {
+      const hook = join(root, 'hook.cjs')
+      const list = join(root, 'builtins.json')
+      writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
+      const result = spawnSync(process.execPath, ['--require', hook, `${cliDir}bin/brine-minion.js`, '--version'], { encoding: 'utf8' })
+      expect(result.status, result.stderr).toBe(0)
+      const builtins = JSON.parse(readFileSync(list, 'utf8')) as string[]
+      // What the bundle loads as it is read: the transport and the crypto it always needs.
+      expect(builtins).toContain('NativeModule net')
+      expect(builtins.filter((name) => /^NativeModule (worker_threads|zlib)$/.test(name))).toEqual([])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
   it("has none of the other daemons', the API's or the client's code in its one-file build", () => {
     const manifest = JSON.parse(readFileSync(`${cliDir}dist/bundle/brine-minion.json`, 'utf8')) as { files: Record<string, number> }
     const inlined = Object.keys(manifest.files)
