@@ -9,6 +9,7 @@ import { json } from './helpers/output.js'
 import { TRANSPORTS, useSharedFleets } from './helpers/fleets.js'
 
 const startFleet = useSharedFleets()
+const MINION_VERSION = (JSON.parse(readFileSync(new URL('../packages/minion/package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 /** A process's argv and environment, as the kernel has them after any execve. */
 function processOf(pid: number): { argv: string[]; env: string[] } {
@@ -76,6 +77,10 @@ describe.each(TRANSPORTS)('the daemons in their runtime over %s', (transport) =>
     const got = await fleet.run('brine', ['rt1', 'cp.get_url', `${base}/${transport}.txt`, dest, '--out', 'json', '--static'])
     expect(json(got.stdout)).toEqual({ rt1: dest })
     expect(await readFile(dest, 'utf8')).toBe(`served /${transport}.txt`)
+
+    // The minion runs from its one-file build inside @brine/cli, and finds Brine's version from there.
+    const version = await fleet.run('brine', ['rt1', 'test.version', '--out', 'json', '--static'])
+    expect(json(version.stdout)).toEqual({ rt1: MINION_VERSION })
   })
 })
 

@@ -117,12 +117,13 @@ describe('the .deb, installed with dpkg -i', () => {
     }
   })
 
-  it('runs brine from its one-file build, which matches the packages installed beside it', async () => {
+  it('runs brine and brine-minion from their one-file builds, which match the packages installed beside them', async () => {
     const cli = '/opt/brine/lib/node_modules/@brine/cli'
     const launcher = (await import(pathToFileURL(join(cli, 'bin/bundle.js')).href)) as {
       bundleTarget: (name: string, env: NodeJS.ProcessEnv, root: string) => string | undefined
     }
     expect(launcher.bundleTarget('brine', {}, cli)).toBe(join(cli, 'dist/bundle/brine.cjs'))
+    expect(launcher.bundleTarget('brine-minion', {}, cli)).toBe(join(cli, 'dist/bundle/brine-minion.cjs'))
   })
 
   describe.each(TRANSPORTS)('its brine-master and brine-minion over %s', (transport) => {

@@ -49,12 +49,13 @@ describe('npm pack, then npm install -g of the tarballs into a fresh prefix', ()
     expect(launcher).toBe(join(prefix, 'lib/node_modules/@brine/cli/bin/brine-master.js'))
   })
 
-  it('runs brine from its one-file build, which matches the packages installed beside it', async () => {
+  it('runs brine and brine-minion from their one-file builds, which match the packages installed beside them', async () => {
     const cli = join(prefix, 'lib/node_modules/@brine/cli')
     const launcher = (await import(pathToFileURL(join(cli, 'bin/bundle.js')).href)) as {
       bundleTarget: (name: string, env: NodeJS.ProcessEnv, root: string) => string | undefined
     }
     expect(launcher.bundleTarget('brine', {}, cli)).toBe(join(cli, 'dist/bundle/brine.cjs'))
+    expect(launcher.bundleTarget('brine-minion', {}, cli)).toBe(join(cli, 'dist/bundle/brine-minion.cjs'))
   })
 
   it('ships no zeromq addon (both ends of the ZeroMQ transport are node:net) and reports the bundled libraries in --versions-report', async () => {

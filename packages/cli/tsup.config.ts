@@ -8,6 +8,13 @@ const BINS = ['brine', 'brine-master', 'brine-minion', 'brine-syndic', 'brine-ke
 const BUNDLED = ['brine', 'brine-run', 'brine-key']
 
 /**
+ * The minion daemon's own one-file build. Built apart from the commands' because it leaves out the packages of the other
+ * daemons that the daemon command's module names (brine-minion never loads them): in the file, they would be source an
+ * idle minion holds in memory for as long as it runs.
+ */
+const MINION_BUNDLE_EXTERNAL = ['@brine/master', '@brine/syndic']
+
+/**
  * What a bundle leaves to Node: yaml (loaded only to parse a changed config, from the copy of @brine/config's one-file
  * build put beside the bundle) and cli-progress (only on a terminal), both dependencies of this package; msgpackr's
  * native extractor, which the commands do not load; and Node's `readline/promises`, which this esbuild does not know
@@ -21,7 +28,7 @@ const YAML_BUNDLE = '../config/dist/yaml-bundle.cjs'
  * workspace packages it inlined (paths from this package's root), which the launcher compares with the files it
  * finds there before it runs the bundle (bin/bundle.js); and copies @brine/config's yaml build beside it.
  */
-const bundleManifest = {
+const bundleManifest = (names: readonly string[]) => ({
   name: 'brine-bundle-manifest',
   setup(build: {
     initialOptions: { metafile?: boolean }
@@ -36,13 +43,14 @@ const bundleManifest = {
       mkdirSync('dist/bundle', { recursive: true })
       copyFileSync(YAML_BUNDLE, 'dist/bundle/yaml-bundle.cjs')
       const builtAt = Date.now()
-      for (const name of BUNDLED) writeFileSync(`dist/bundle/${name}.json`, `${JSON.stringify({ builtAt, files }, null, 1)}\n`)
+      for (const name of names) writeFileSync(`dist/bundle/${name}.json`, `${JSON.stringify({ builtAt, files }, null, 1)}\n`)
     })
   },
-}
+})
 
-const bundles: Options = {
-  entry: Object.fromEntries(BUNDLED.map((name) => [`bundle/${name}`, `src/bundle/${name}.ts`])),
+/** The one-file build of the commands `names`, leaving `external` (beyond {@link BUNDLE_EXTERNAL}) to Node. */
+const bundles = (names: readonly string[], external: readonly string[] = []): Options => ({
+  entry: Object.fromEntries(names.map((name) => [`bundle/${name}`, `src/bundle/${name}.ts`])),
   format: ['cjs'],
   target: 'node22',
   platform: 'node',
@@ -53,14 +61,15 @@ const bundles: Options = {
   minifyWhitespace: true,
   minifySyntax: true,
   shims: true,
-  noExternal: [/.*/],
-  external: BUNDLE_EXTERNAL,
-  esbuildPlugins: [bundleManifest],
+  // Everything but `external` is inlined (noExternal wins over external in tsup, so it names the exceptions too).
+  noExternal: [new RegExp(`^(?!(?:${external.map((name) => name.replace('/', '\\/')).join('|')})$)`)],
+  external: [...BUNDLE_EXTERNAL, ...external],
+  esbuildPlugins: [bundleManifest(names)],
   // The packages' bare `import '@brine/core'` lines (kept by their own builds) are dropped here as they should be.
   esbuildOptions(options) {
     options.logOverride = { 'ignored-bare-import': 'silent' }
   },
-}
+})
 
 // One file per bin, each runnable as `node dist/bin/brine.js` or through package.json "bin"; `dist/compile-cache.js`
 // for the launcher, which turns the cache on before it loads a bundle.
@@ -68,4 +77,4 @@ const [library, bins] = packageConfig({
   extraEntries: ['src/compile-cache.ts'],
   bins: Object.fromEntries(BINS.map((bin) => [bin, `src/bin/${bin}.ts`])),
 }) as Options[]
-export default defineConfig([{ ...library!, clean: ['!bundle/**'] }, bins!, bundles])
+export default defineConfig([{ ...library!, clean: ['!bundle/**'] }, bins!, bundles(BUNDLED), bundles(['brine-minion'], MINION_BUNDLE_EXTERNAL)])

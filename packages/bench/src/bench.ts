@@ -151,7 +151,10 @@ export interface CaseResult extends BenchCase {
     /** The same read the moment the last minion answered: the connecting storm's garbage and young generation still held. */
     masterAtConnectBytes?: number
     masterAfterLoadBytes: number
-    /** One minion process, idle (procs mode). */
+    /**
+     * One real `brine-minion` process (procs mode), idle: read once it has collected what its start left (see
+     * {@link settledMinionRss}), as it is for the rest of an idle minion's life.
+     */
     minionProcessIdleBytes: number | null
     /** Each swarm process's RSS (swarm mode), and that divided by its minion count. */
     swarmProcessBytes: number[] | null
@@ -585,7 +588,7 @@ async function measureConnected(fleet: Fleet, result: CaseResult, n: number): Pr
   result.scale.masterBytesPerMinion = Math.round(Math.max(0, memory.masterWithMinionsBytes - memory.masterIdleBytes) / Math.max(1, n))
   if (memory.natsServer !== null) memory.natsServer.withMinionsBytes = natsServerRss(fleet)
   const firstMinion = [...fleet.minions.values()][0]
-  if (firstMinion !== undefined) memory.minionProcessIdleBytes = rssBytes(firstMinion.pid)
+  if (firstMinion !== undefined) memory.minionProcessIdleBytes = await settledMinionRss(firstMinion.pid)
   recordSwarmMemory(memory, fleet.swarms)
 }
 
@@ -612,6 +615,23 @@ async function settledRss(pid: number, baselineBytes: number): Promise<number> {
   if (grown - baselineBytes < SETTLE_GROWTH_BYTES) return grown
   const given = grown - (grown - baselineBytes) / 2
   for (const until = performance.now() + SETTLE_MAX_MS; performance.now() < until && rssBytes(pid) > given;) {
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  return rssBytes(pid)
+}
+
+/**
+ * brine-minion collects what its start left once its event loop has been idle 2 s (checking once a second): a minion
+ * just connected is read once its RSS fell by {@link MINION_SETTLE_DROP_BYTES} from the first reading, or after
+ * {@link MINION_SETTLE_MAX_MS} (one that had already collected, or an older build that does not).
+ */
+const MINION_SETTLE_MAX_MS = 6000
+const MINION_SETTLE_DROP_BYTES = 1024 * 1024
+
+/** `pid`'s RSS once it has given back its start's leftovers (see {@link MINION_SETTLE_MAX_MS}). */
+async function settledMinionRss(pid: number): Promise<number> {
+  const first = rssBytes(pid)
+  for (const until = performance.now() + MINION_SETTLE_MAX_MS; performance.now() < until && rssBytes(pid) > first - MINION_SETTLE_DROP_BYTES;) {
     await new Promise((resolve) => setTimeout(resolve, 250))
   }
   return rssBytes(pid)

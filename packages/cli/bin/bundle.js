@@ -1,9 +1,10 @@
 // Plain JavaScript, run by the launcher (launch.js) before any of Brine loads.
 //
-// The short-lived commands named in ../tsup.config.ts are also built as one CommonJS file each, dist/bundle/<name>.cjs:
-// the command with the workspace packages and the pure-JavaScript dependencies it loads inlined. Node then reads one
-// file and takes one entry from the compile cache instead of resolving, reading and linking some fifty modules
-// (docs/performance.md, "The `brine` command as one file"). The modules stay the command's fallback: the launcher runs
+// The short-lived commands and the minion daemon named in ../tsup.config.ts are also built as one CommonJS file each,
+// dist/bundle/<name>.cjs: the command with the workspace packages and the pure-JavaScript dependencies it loads inlined.
+// Node then reads one file and takes one entry from the compile cache instead of resolving, reading and linking some
+// fifty modules (docs/performance.md, "The `brine` command as one file"), and an idle minion holds less of them
+// ("An idle minion, third pass"). The modules stay the command's fallback: the launcher runs
 // the bundle only when it matches what it was built from (bundleTarget), so a checkout where another package was
 // rebuilt since, or a copy whose files differ, runs the modules as before.
 import { existsSync, readFileSync, statSync } from 'node:fs'

@@ -41,7 +41,9 @@ export const MASTER_MALLOC_ARENAS = 2
  *   fast under Maglev, where the interpreter alone made it several times slower. Only long-running
  *   JavaScript in a job (a module's own loops) loses Turbofan's last factor. Not `--jitless` either, which
  *   also takes WebAssembly away, and with it Node's `fetch` (cp.get_url). `node --turbofan brine-minion`
- *   gives it back (NODE_OPTIONS does not carry V8's compiler flags).
+ *   gives it back (NODE_OPTIONS does not carry V8's compiler flags). And its young generation kept at its initial
+ *   size: loading the modules at start would grow it for good, and a minion allocates little per job. Set here for
+ *   its one-file build as for its modules (src/bin/brine-minion.ts sets it too, for `node dist/bin/brine-minion.js`).
  */
 export const DAEMON_RUNTIME = {
   'brine-master': {
@@ -49,7 +51,7 @@ export const DAEMON_RUNTIME = {
     env: { MALLOC_ARENA_MAX: String(MASTER_MALLOC_ARENAS) },
     v8Flags: [],
   },
-  'brine-minion': { flags: [], env: {}, v8Flags: ['--no-turbofan'] },
+  'brine-minion': { flags: [], env: {}, v8Flags: ['--no-turbofan', '--semi-space-growth-factor=1'] },
 }
 
 /** `--max_semi_space_size=16` → `max-semi-space-size`, `--no_turbofan` → `turbofan`: V8 takes dashes and underscores alike. */

@@ -28,8 +28,13 @@ export interface IdleCollectorOptions {
   idleMs?: number
   /** Growth of the resident size since the last collection (or the start) that makes one worth it, bytes (default {@link IDLE_COLLECT_GROWTH_BYTES}). */
   growthBytes?: number
+  /** The resident size growth is first measured from, bytes (default: the size when the collector is made; 0: the first idle spell collects). */
+  baselineBytes?: number
   logger?: Logger
 }
+
+/** A daemon's settings of its collector: see {@link IdleCollectorOptions}. */
+export type IdleCollection = Pick<IdleCollectorOptions, 'growthBytes' | 'baselineBytes'>
 
 /** Idle for this long (ms): the load is over, not paused between two jobs of a batch. */
 export const IDLE_COLLECT_AFTER_MS = 2000
@@ -58,7 +63,7 @@ export class IdleCollector {
     this.#o = options
     this.#idleMs = options.idleMs ?? IDLE_COLLECT_AFTER_MS
     this.#growthBytes = options.growthBytes ?? IDLE_COLLECT_GROWTH_BYTES
-    this.#baseline = options.rssBytes()
+    this.#baseline = options.baselineBytes ?? options.rssBytes()
     this.#busyAt = options.now()
   }
 
@@ -119,10 +124,21 @@ export function fullGc(): () => void {
   return () => void gc({ type: 'major', execution: 'async' })
 }
 
-/** The master's collector over this process. */
-export function processIdleCollector(logger?: Logger): IdleCollector {
+/**
+ * A minion's collection: once after its start, and after what a job left. An idle minion is most of a minion's life,
+ * and what it holds then is mostly its start's leftovers: the young generation grown while its modules loaded, the
+ * bytecode of what ran only once (argument parsing, the config, the first authentication), freed pages V8 and glibc
+ * keep. A regular collection leaves them; V8 would only hand them back under memory pressure, which an idle minion
+ * never makes. So the first idle spell collects (its pause falls on an idle process), and then a job that left a few
+ * MiB more (a large return, a file copy) does; the small growth each ping leaves does not.
+ */
+export const MINION_IDLE_COLLECTION: IdleCollection = { growthBytes: 4 * 1024 * 1024, baselineBytes: 0 }
+
+/** A daemon's collector over this process (the master's by default; `settings` for another daemon's). */
+export function processIdleCollector(logger?: Logger, settings: IdleCollection = {}): IdleCollector {
   let last = performance.eventLoopUtilization()
   return new IdleCollector({
+    ...settings,
     collect: memoryReducingGc(),
     rssBytes: () => process.memoryUsage.rss(),
     busyShare: () => {

@@ -196,10 +196,40 @@ describe("the brine command's config (its modules)", () => {
 })
 
 describe('what brine-minion loads at start', () => {
-  it('loads msgpackr without its native extractor, as the commands do', () => {
-    const loaded = modulesLoadedBy(['--version'], 'brine-minion')
+  it('loads msgpackr without its native extractor, as the commands do (its modules)', () => {
+    const loaded = modulesLoadedBy(['--version'], 'brine-minion', { env: MODULES_ENV })
     expect(loaded.some((url) => /\/node_modules\/msgpackr\//.test(url))).toBe(true)
     expect(loaded.filter((url) => /\/node_modules\/(msgpackr-extract|node-gyp-build-optional-packages)\//.test(url) || url.endsWith('.node'))).toEqual([])
+  })
+
+  it('runs from its one-file build: the launcher, then that file alone, with no native addon', () => {
+    const loaded = modulesLoadedBy(['--version'], 'brine-minion').filter((url) => !url.startsWith('node:'))
+    expect(loaded.some((url) => url.endsWith('/packages/cli/dist/bundle/brine-minion.cjs'))).toBe(true)
+    expect(loaded.filter((url) => !/\/packages\/cli\/(bin|dist)\/[^/]+\.js$/.test(url) && !url.endsWith('/dist/bundle/brine-minion.cjs'))).toEqual([])
+  })
+
+  it("loads neither Node's worker_threads nor its zlib at start: only a regex target or a served request needs them", () => {
+    const root = mkdtempSync(join(tmpdir(), 'brine-builtins-'))
+    try {
+      const hook = join(root, 'hook.cjs')
+      const list = join(root, 'builtins.json')
+      writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
+      const result = spawnSync(process.execPath, ['--require', hook, `${cliDir}bin/brine-minion.js`, '--version'], { encoding: 'utf8' })
+      expect(result.status, result.stderr).toBe(0)
+      const builtins = JSON.parse(readFileSync(list, 'utf8')) as string[]
+      // What the bundle loads as it is read: the transport and the crypto it always needs.
+      expect(builtins).toContain('NativeModule net')
+      expect(builtins.filter((name) => /^NativeModule (worker_threads|zlib)$/.test(name))).toEqual([])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
+  it("has none of the other daemons', the API's or the client's code in its one-file build", () => {
+    const manifest = JSON.parse(readFileSync(`${cliDir}dist/bundle/brine-minion.json`, 'utf8')) as { files: Record<string, number> }
+    const inlined = Object.keys(manifest.files)
+    expect(inlined.some((file) => file.startsWith('../minion/dist/'))).toBe(true)
+    expect(inlined.filter((file) => /^\.\.\/(master|syndic|api|client|console)\//.test(file))).toEqual([])
   })
 })
 

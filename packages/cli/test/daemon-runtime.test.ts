@@ -142,12 +142,12 @@ describe('each daemon enters its runtime', () => {
       argv,
       env: { NODE_OPTIONS: '--max-semi-space-size=64', MALLOC_ARENA_MAX: '2' },
     })
-    // The minion's compiler flag is set as it runs: no second start of Node for it.
+    // The minion's compiler and young-generation flags are set as it runs: no second start of Node for them.
     const minion = runtimes['brine-minion']!
     expect(exec(minion, argv, [], {})).toBeUndefined()
-    expect(v8FlagsOf(minion, [], {})).toEqual(['--no-turbofan'])
-    expect(v8FlagsOf(minion, ['--turbofan'], {})).toEqual([])
-    expect(v8FlagsOf(minion, ['--no_turbofan'], {})).toEqual([])
+    expect(v8FlagsOf(minion, [], {})).toEqual(['--no-turbofan', '--semi-space-growth-factor=1'])
+    expect(v8FlagsOf(minion, ['--turbofan'], {})).toEqual(['--semi-space-growth-factor=1'])
+    expect(v8FlagsOf(minion, ['--no_turbofan', '--semi_space_growth_factor=2'], {})).toEqual([])
     expect(v8FlagsOf(master, [], {})).toEqual([])
     // A user who names a compiler keeps it, and the others stay off.
     const compilersOff: Runtime = { flags: ['--no-opt', '--no-maglev', '--no-sparkplug'], env: {} }

@@ -9,6 +9,7 @@ import { deadline, deferred } from '@brine/transport-compliance'
 import { runApi } from '../src/commands/api.js'
 import { runMaster, runMinion, runSyndic, type Daemon } from '../src/commands/daemon.js'
 import { heapGrowthFlag, MASTER_HEAP_GROWING_PERCENT, WORKER_HEAP_FLAG } from '../src/daemon-process.js'
+import { MINION_IDLE_COLLECTION, type IdleCollection } from '../src/idle-collector.js'
 import { memoryIO } from './helpers.js'
 
 let dir = ''
@@ -145,10 +146,12 @@ describe('brine-master and brine-minion', () => {
     expect(steps).toHaveLength(7)
   })
 
-  it('the master starts its idle collector once started and stops it as it stops; a minion has none', async () => {
+  it('the master and a minion start their idle collectors once started, each with its settings, and stop them as they stop', async () => {
     const steps: string[] = []
-    const idleCollector = () => {
+    const settingsSeen: IdleCollection[] = []
+    const idleCollector = (_logger: unknown, settings: IdleCollection) => {
       steps.push('made')
+      settingsSeen.push(settings)
       return { start: () => steps.push('collector started'), stop: () => steps.push('collector stopped') }
     }
     const master = fakeDaemon<MasterConfig>({ onStart: () => steps.push('master started') })
@@ -165,7 +168,8 @@ describe('brine-master and brine-minion', () => {
     await deadline(minion.record.started.promise, 5000, 'the minion to start')
     stopMinion.abort()
     expect(await deadline(minionRun, 5000, 'the minion to stop')).toBe(0)
-    expect(steps).toHaveLength(4)
+    expect(steps.slice(4)).toEqual(['made', 'collector started', 'collector stopped'])
+    expect(settingsSeen).toEqual([{}, MINION_IDLE_COLLECTION])
   })
 
   it('exits 1 with the ConfigError text on a bad config', async () => {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { IDLE_CHECK_EVERY_MS, IdleCollector, memoryReducingGc } from '../src/idle-collector.js'
+import { IDLE_CHECK_EVERY_MS, IdleCollector, memoryReducingGc, MINION_IDLE_COLLECTION, type IdleCollection } from '../src/idle-collector.js'
 
 const MiB = 1024 * 1024
 
 /** A process to drive by hand: its clock, its CPU time and its resident size, and a collection that shrinks it. */
-function fakeProcess(afterCollect = 100 * MiB) {
+function fakeProcess(afterCollect = 100 * MiB, settings: IdleCollection = { growthBytes: 48 * MiB }) {
   const state = { now: 0, share: 0, rss: 100 * MiB, collected: 0 }
   const collector = new IdleCollector({
     collect: () => {
@@ -15,7 +15,7 @@ function fakeProcess(afterCollect = 100 * MiB) {
     busyShare: () => state.share,
     now: () => state.now,
     idleMs: 2000,
-    growthBytes: 48 * MiB,
+    ...settings,
   })
   /** `ms` of time with the event loop busy `share` of it, one check a second. */
   const run = (ms: number, share: number): boolean[] => {
@@ -64,6 +64,22 @@ describe('IdleCollector', () => {
     state.rss = 120 * MiB
     run(5000, 0.01)
     state.rss = 170 * MiB
+    run(2000, 0.9)
+    expect(run(5000, 0.01)).toContain(true)
+    expect(state.collected).toBe(2)
+  })
+
+  it("a minion's settings: its first idle spell after the start collects, then a job's few MiB more do and a ping's less do not", () => {
+    const { state, run } = fakeProcess(50 * MiB, MINION_IDLE_COLLECTION)
+    state.rss = 64 * MiB
+    run(3000, 0.9)
+    expect(state.collected).toBe(0)
+    expect(run(5000, 0.01)).toContain(true)
+    expect(state.collected).toBe(1)
+    state.rss = 51 * MiB
+    run(2000, 0.9)
+    expect(run(5000, 0.01)).not.toContain(true)
+    state.rss = 58 * MiB
     run(2000, 0.9)
     expect(run(5000, 0.01)).toContain(true)
     expect(state.collected).toBe(2)

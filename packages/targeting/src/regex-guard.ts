@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads'
+import type { Worker } from 'node:worker_threads'
 import { LruMap } from '@brine/core'
 import { RegexMatchError, RegexTimeoutError } from './errors.js'
 
@@ -269,6 +269,9 @@ export class RegexGuard {
 
   #ensureWorker(): Worker {
     if (this.#worker !== undefined) return this.#worker
+    // Node's worker_threads module is loaded here, at the first regex, not with this module: loading it costs every
+    // process a few MiB of resident memory (its code and the binary's pages it touches), and most minions never match one.
+    const { Worker } = process.getBuiltinModule('node:worker_threads')
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       name: 'brine-regex',

@@ -29,7 +29,7 @@ import {
   writePidfile,
   type RunAs,
 } from '../daemon-process.js'
-import { fullGc, processIdleCollector } from '../idle-collector.js'
+import { fullGc, MINION_IDLE_COLLECTION, processIdleCollector, type IdleCollection } from '../idle-collector.js'
 import { HeapGovernor } from '../heap-governor.js'
 import { runCheckConfig } from './check-config.js'
 import { parseCacheOption } from '../parse-cache.js'
@@ -46,8 +46,11 @@ export interface DaemonDeps<C> {
   load?: () => Promise<DaemonClass<C>>
   /** Sets V8 flags in this process (default: `v8.setFlagsFromString`). */
   setV8Flags?: (flags: string) => void
-  /** The master's collector after a load (default: {@link processIdleCollector}); the other daemons have none. */
-  idleCollector?: (logger: Logger) => { start(): void; stop(): void }
+  /**
+   * The collector after a load (default: {@link processIdleCollector}), made with the daemon's `settings`: the master's
+   * (none: the defaults) and the minion's ({@link MINION_IDLE_COLLECTION}); the syndic has none.
+   */
+  idleCollector?: (logger: Logger, settings: IdleCollection) => { start(): void; stop(): void }
   /**
    * The master's old-generation growth under memory pressure, given the setter of `--heap-growing-percent` and the
    * share it set (default: a {@link HeapGovernor} over this process); only when the master set the share itself.
@@ -280,7 +283,8 @@ interface MemoryKeeping {
 
 /**
  * Sets a started daemon's V8 flags and starts what keeps the master's memory in bounds: its old generation's growth
- * (and the governor that tightens it under pressure), its workers' young generation, its collector after a load.
+ * (and the governor that tightens it under pressure), its workers' young generation, its collector after a load (and the
+ * minion's after its start).
  * Set once started: a V8 flag changed earlier makes V8 refuse Node's compiled-code cache for every module loaded after it.
  */
 function startMemoryKeeping<C>(role: Role, deps: DaemonDeps<C>, logger: Logger): MemoryKeeping {
@@ -296,13 +300,17 @@ function startMemoryKeeping<C>(role: Role, deps: DaemonDeps<C>, logger: Logger):
   }
   const workerFlag = workerHeapFlag(role)
   if (workerFlag !== undefined) setV8Flags(workerFlag)
-  if (role === 'master') {
-    const collector = (deps.idleCollector ?? processIdleCollector)(logger.child('memory'))
+  const collection = IDLE_COLLECTION[role]
+  if (collection !== undefined) {
+    const collector = (deps.idleCollector ?? processIdleCollector)(logger.child('memory'), collection)
     collector.start()
     running.push(collector)
   }
   return { stop: () => running.reverse().forEach((each) => each.stop()) }
 }
+
+/** Each daemon's collector after a load: the master's after a burst, the minion's after its start and a large job's; the syndic has none. */
+const IDLE_COLLECTION: Partial<Record<Role, IdleCollection>> = { master: {}, minion: MINION_IDLE_COLLECTION }
 
 /** The master's governor over this process's resident size. */
 function processHeapGovernor(setGrowingPercent: (percent: number) => void, relaxedPercent: number, logger: Logger): HeapGovernor {

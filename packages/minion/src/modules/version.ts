@@ -5,8 +5,14 @@ import { fileURLToPath } from 'node:url'
 let cached: string | undefined
 
 /**
- * Brine's version, read from `@brine/minion`'s package.json by walking up from this file, which
- * finds it both from `src/modules/` (tests) and from the bundled `dist/`.
+ * The packages whose package.json gives Brine's version (one version for all, lerna's fixed mode): `@brine/minion`'s
+ * own, and `@brine/cli`'s, where `brine-minion`'s one-file build (`dist/bundle/brine-minion.cjs`) inlines this module.
+ */
+const VERSIONED_PACKAGES = new Set(['@brine/minion', '@brine/cli'])
+
+/**
+ * Brine's version, read from the package.json of the package this file is in by walking up from it, which
+ * finds it from `src/modules/` (tests), from the package's `dist/` and from the CLI's one-file build.
  */
 export function brineVersion(): string {
   if (cached !== undefined) return cached
@@ -14,7 +20,7 @@ export function brineVersion(): string {
   for (let depth = 0; depth < 5; depth++) {
     try {
       const manifest = JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown }
-      if (manifest.name === '@brine/minion' && typeof manifest.version === 'string') {
+      if (typeof manifest.name === 'string' && VERSIONED_PACKAGES.has(manifest.name) && typeof manifest.version === 'string') {
         cached = manifest.version
         return cached
       }

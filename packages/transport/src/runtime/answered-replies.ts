@@ -1,11 +1,20 @@
-import { crc32 } from 'node:zlib'
-
 /**
  * What one kept answer counts beside its reply's bytes: its record, its slot in the order, the peer's map entry and the
  * reply's Buffer object and backing store, as a master holds them after a burst (docs/performance.md, "What the kept
  * answers hold"); counted lower, the kept answers held twice their budget.
  */
 export const ANSWER_OVERHEAD_BYTES = 480
+
+/**
+ * zlib's CRC-32, with Node's zlib module loaded at the first answer kept rather than with this module: only a serving
+ * process keeps answers, and every process that loads the transport (a minion, a command) would otherwise pay zlib's
+ * code for it.
+ */
+let zlibCrc32: ((data: Buffer) => number) | undefined
+function crc32(data: Buffer): number {
+  zlibCrc32 ??= process.getBuiltinModule('node:zlib').crc32
+  return zlibCrc32(data)
+}
 
 /** Replies larger than this are not kept: a retry of such a request (a file chunk) is served again, as before. */
 export const ANSWER_KEPT_MAX_BYTES = 4096
