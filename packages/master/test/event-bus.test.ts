@@ -180,7 +180,7 @@ describe('EventBus', () => {
     expect(subscriber.events[0]!.data['return']).toBe(big)
   })
 
-  it("writes an event fired in an immediate (a return's, once the job cache's batch is written) when that task ends, before the next immediate", async () => {
+  it("writes an event fired in an immediate (a return's, once the job cache's batch is written) at once, before the next immediate", async () => {
     const bus = await startBus()
     const subscriber = await rawSubscriber(bus.path)
     await registered(bus)

@@ -46,7 +46,7 @@ describe('zeromq publish', () => {
     expect(handed).toEqual([15])
   })
 
-  it('hands a publish made in an immediate to its socket when that task ends, before the next immediate (a job at N=1 waits on it)', async () => {
+  it('hands a publish made in an immediate to its socket at once, before the next immediate (a job at N=1 waits on it)', async () => {
     const { server, events } = await publishServer()
     const port = portOf(server.address)
     const client = await subscriber(port)

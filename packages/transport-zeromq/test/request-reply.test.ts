@@ -95,7 +95,7 @@ describe('zeromq request/reply', () => {
     expect(handed).toEqual([6])
   })
 
-  it('hands a reply released in an immediate to the socket when that task ends, before the next immediate', async () => {
+  it('hands a reply released in an immediate to the socket at once, before the next immediate', async () => {
     let release: (() => void) | undefined
     const server = await serve(async (request) => {
       if (request === 'hello') return 'hello'

@@ -76,7 +76,7 @@ describe('FramedConnection', () => {
     expect(received).toEqual(Array.from({ length: 600 }, (_, index) => ({ index })))
   })
 
-  it("coalesce: a batch begun in an immediate (where the job cache's batch lets a publish go) goes to the socket when that task ends, before the next immediate", async () => {
+  it("coalesce: a batch begun in an immediate (where the job cache's batch lets a publish go) goes to the socket at once, before the next immediate", async () => {
     const { connection, received } = await coalescingWriter(1000)
     const unsentAtNextImmediate = await new Promise<number>((resolve) => {
       setImmediate(() => {

@@ -40,14 +40,14 @@ export interface FramedConnectionOptions {
   /** `host:port` of the other end; derived from the socket when absent. */
   peer?: string
   /**
-   * Gather the frames written in one task (the callback that is running and every promise continuation
-   * it leads to) and hand them to the socket together (one writev) as soon as that task ends. For a
-   * writer that sends many small frames to one peer, such as the event bus (a job cache batch's
-   * return events), and for a peer that pays for each segment it receives (a libzmq socket wakes its I/O
-   * thread and then its caller's thread for every one: the ZeroMQ servers coalesce, a publish's fan-out
-   * and the replies a batch releases going out together). Not later: a `setImmediate` would hold the
-   * frames for the rest of the loop's turn, or, written from an immediate (the job cache's batch), for
-   * the whole next turn, and a job at N=1 waited that long for its publish.
+   * Gather the frames written together (in one synchronous stretch, until the microtasks already queued
+   * have run) and hand them to the socket as one writev in a microtask just after. For a writer that
+   * sends many small frames to one peer, such as the event bus (a job cache batch's return events, fired
+   * in one loop), and for a peer that pays for each segment it receives (a libzmq socket wakes its I/O
+   * thread and then its caller's thread for every one: the ZeroMQ servers coalesce a publish's fan-out and
+   * the replies released together). Not later: the rest of the task (the publishing request's reply, say)
+   * or, with a `setImmediate`, the rest of the loop's turn would hold the frames back, and a job at N=1
+   * waited on its publish that long.
    */
   coalesce?: boolean
   /**
@@ -149,7 +149,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
   private readonly maxQueuedBytes: number
   private readonly coalesce: boolean
   private readonly budget: PendingBudget | undefined
-  /** Frames written in this task, when coalescing. */
+  /** Frames written since the last batch went out, when coalescing. */
   private batch: Outgoing[] = []
   private batchBytes = 0
   private queuedBytesNow = 0
@@ -291,7 +291,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     return this.outgoing.size
   }
 
-  /** Bytes waiting for the socket to drain (or for this task's batch), each message counted with {@link QUEUED_MESSAGE_COST}. */
+  /** Bytes waiting for the socket to drain (or for the batch being gathered), each message counted with {@link QUEUED_MESSAGE_COST}. */
   get queuedBytes(): number {
     return this.queuedBytesNow + this.batchBytes
   }
@@ -316,7 +316,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
       if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + this.socket.writableLength + size > this.maxQueuedBytes))
         return this.refuse()
       this.batchBytes += size
-      if (this.batch.push(data) === 1) queueMicrotask(this.afterTask)
+      if (this.batch.push(data) === 1) queueMicrotask(this.writeBatch)
       return true
     }
     if (!this.send(data)) this.blocked = true
@@ -345,15 +345,6 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     for (const part of parts) ok = this.socket.write(part) && ok
     this.socket.uncork()
     return ok && !this.socket.writableNeedDrain
-  }
-
-  /**
-   * Runs as a microtask of the task that began the batch; the tick it queues runs once the microtask queue is
-   * empty (Node runs ticks queued by a microtask after the queue drains), so after every continuation of that
-   * task and before any other callback.
-   */
-  private readonly afterTask = (): void => {
-    process.nextTick(this.writeBatch)
   }
 
   private readonly writeBatch = (): void => {
