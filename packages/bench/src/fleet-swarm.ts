@@ -5,8 +5,16 @@ import { HarnessSetupError, runProcess } from '@brine/testkit'
 import { packageDir, type Fleet, type FleetBus, type SwarmProcess, type TransportName } from '@brine/harness'
 import { DEFAULT_SWARM_BATCH, type SwarmLayout } from './swarm.js'
 
-/** How the bench's fleets hear their master: the client's MasterEvent and the protocol's tags. */
-export const fleetBus: FleetBus = { open: (options) => new MasterEvent(options), tags }
+/**
+ * The tags a bench fleet's own bus reader asks the master for: what the fleet waits on (a minion's or a syndic's
+ * start, `salt/auth`). A `brine` command has no such reader beside it; reading every event, it had the master encode
+ * and write each job's `salt/job/<jid>/new`, audit and return events once more, and woke the bench's process for
+ * them, inside every timed ping.
+ */
+export const FLEET_BUS_TAGS: readonly string[] = [tags.minionStart('*'), tags.syndicStart('*'), tags.auth]
+
+/** How the bench's fleets hear their master: the client's MasterEvent, reading {@link FLEET_BUS_TAGS}, and the protocol's tags. */
+export const fleetBus: FleetBus = { open: (options) => new MasterEvent({ ...options, tags: FLEET_BUS_TAGS }), tags }
 
 /** The built swarm entry point of this package (`npm run build` first). */
 export const swarmBinPath = join(packageDir('@brine/bench', import.meta.url), 'dist/bin/brine-swarm.js')

@@ -3,7 +3,11 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { getPriority, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { createServer } from 'node:net'
 import { afterAll, describe, expect, it } from 'vitest'
+import { decode, FrameReader } from '@brine/core'
+import { busTagMatcher, eventBusPath, parseBusSubscription } from '@brine/protocol'
+import { deadline } from '@brine/testkit'
 import { loadConfig } from '@brine/config'
 import { LocalClient } from '@brine/client'
 import { Fleet, type TransportName } from '@brine/harness'
@@ -76,6 +80,33 @@ describe("a swarm's shared publish cache", () => {
       }
     }
     expect(cache.stats()).toEqual({ nativeVerifies: burst.length, cachedVerifies: 0, reusedPublishes: (minions - 1) * burst.length })
+  })
+})
+
+describe("a bench fleet's bus reader", () => {
+  it("asks the master for the start and auth events the fleet waits on, not a job's events", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'brine-fleet-bus-'))
+    const reader = fleetBus.open({ sockDir: dir, reconnect: { initial: 10, max: 20 } })
+    const server = createServer()
+    try {
+      const first = new Promise<unknown>((resolve) => {
+        server.on('connection', (socket) => {
+          const frames = new FrameReader({ onFrame: (body) => resolve(decode(body)), onOversize: () => {} })
+          socket.on('data', (chunk: Buffer) => frames.push(chunk))
+        })
+      })
+      await new Promise<void>((resolve) => server.listen(eventBusPath(dir), resolve))
+      await reader.connect()
+      const accepts = busTagMatcher(parseBusSubscription(await deadline(first, 10_000, "the reader's subscription")))
+      const taken = ['salt/minion/zeromq-s0-1/start', 'salt/syndic/syndic1/start', 'salt/auth']
+      const left = ['salt/job/20261128113000000001/new', 'salt/job/20261128113000000001/ret/zeromq-s0-1', 'brine/audit/publish', 'minion_start']
+      expect(taken.map(accepts)).toEqual(taken.map(() => true))
+      expect(left.map(accepts)).toEqual(left.map(() => false))
+    } finally {
+      await reader.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })
 

@@ -180,6 +180,26 @@ describe('EventBus', () => {
     expect(subscriber.events[0]!.data['return']).toBe(big)
   })
 
+  it("writes an event fired in an immediate (a return's, once the job cache's batch is written) at once, before the next immediate", async () => {
+    const bus = await startBus()
+    const subscriber = await rawSubscriber(bus.path)
+    await registered(bus)
+    const arrived = subscriber.next()
+    const unsentAtNextImmediate = await new Promise<number>((resolve) => {
+      setImmediate(() => {
+        // Queued before the event: an event held for the rest of the loop's turn would still be unsent when it runs.
+        setImmediate(() => resolve(bus.queuedBytes))
+        void (async () => {
+          await null
+          bus.fire('salt/job/20261128111500000001/ret/web1', { return: true })
+        })()
+      })
+    })
+    expect(unsentAtNextImmediate).toBe(0)
+    await deadline(arrived, 5000, 'the event')
+    expect(subscriber.events.map((event) => event.tag)).toEqual(['salt/job/20261128111500000001/ret/web1'])
+  })
+
   it('tells a subscriber that lost events how many, with the next event that reaches it', async () => {
     const bus = await startBus(2)
     const received: Array<{ tag: string; dropped?: number }> = []

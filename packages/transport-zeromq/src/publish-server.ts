@@ -59,7 +59,7 @@ export class ZeroMQPublishServer extends EndpointBase implements PublishServer {
         maxFrameBytes: inbound,
         hwm: this.#hwm,
         formatAddress: formatEndpoint,
-        // libzmq peers wake two threads per segment received: a turn's publishes to one go out together.
+        // libzmq peers wake two threads per segment received: publishes made together to one go out together.
         coalesce: true,
         reader: (connection) => {
           const session = new ZmtpSession(

@@ -50,7 +50,7 @@ export class ZeroMQRequestServer extends EndpointBase implements RequestServer {
         hwm: options.hwm ?? DEFAULT_HWM,
         formatAddress: formatEndpoint,
         authenticates: true,
-        // libzmq peers wake two threads per segment received: a turn's replies go out together.
+        // libzmq peers wake two threads per segment received: replies released together go out together.
         coalesce: true,
         reader: (connection) => {
           const session = new ZmtpSession(

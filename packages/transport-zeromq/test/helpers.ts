@@ -36,9 +36,9 @@ export async function take<T>(iterator: AsyncIterator<T>, n: number, what: strin
 
 /**
  * Runs `work` while counting what the server's end of each link on `port` hands to the kernel: the
- * parts of each writev, or 1 for a single write. Resolves to those counts, in order.
+ * parts of each writev, or 1 for a single write. Resolves to those counts, in order; `work` sees them as they come.
  */
-export async function handOvers(port: number, work: () => Promise<void>): Promise<number[]> {
+export async function handOvers(port: number, work: (handed: readonly number[]) => Promise<void>): Promise<number[]> {
   const handed: number[] = []
   const proto = Socket.prototype as unknown as Record<'_writev' | '_write', (this: Socket, ...args: unknown[]) => void>
   const { _writev: writev, _write: write } = proto
@@ -51,7 +51,7 @@ export async function handOvers(port: number, work: () => Promise<void>): Promis
     write.apply(this, args)
   }
   try {
-    await work()
+    await work(handed)
   } finally {
     proto._writev = writev
     proto._write = write

@@ -45,4 +45,26 @@ describe('zeromq publish', () => {
     // Five messages of three parts each (topic frame, header, body), in one hand-over.
     expect(handed).toEqual([15])
   })
+
+  it('hands a publish made in an immediate to its socket at once, before the next immediate (a job at N=1 waits on it)', async () => {
+    const { server, events } = await publishServer()
+    const port = portOf(server.address)
+    const client = await subscriber(port)
+    await events.waitFor(subscribedTo('broadcast'), 'broadcast subscription')
+    const handed = await handOvers(port, async (live) => {
+      // The master publishes in an immediate's continuation, once the job cache's batch has written the job record.
+      const atNextImmediate = await new Promise<number>((resolve) => {
+        setImmediate(() => {
+          setImmediate(() => resolve(live.length))
+          void (async () => {
+            await null
+            await server.publish('from an immediate')
+          })()
+        })
+      })
+      expect(atNextImmediate).toBe(1)
+      expect(await take(client[Symbol.asyncIterator](), 1, 'the load')).toEqual(['from an immediate'])
+    })
+    expect(handed).toEqual([3])
+  })
 })

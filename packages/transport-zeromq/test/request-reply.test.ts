@@ -94,4 +94,36 @@ describe('zeromq request/reply', () => {
     // Three replies of two parts each (header, body), in one hand-over.
     expect(handed).toEqual([6])
   })
+
+  it('hands a reply released in an immediate to the socket at once, before the next immediate', async () => {
+    let release: (() => void) | undefined
+    const server = await serve(async (request) => {
+      if (request === 'hello') return 'hello'
+      await new Promise<void>((resolve) => (release = resolve))
+      return { echo: request }
+    })
+    const port = portOf(server.address)
+    const client = await connect(port)
+    expect(await deadline(client.send('hello'), 10_000, 'the hello reply')).toBe('hello')
+    const handed = await handOvers(port, async (live) => {
+      const reply = client.send(1)
+      await deadline(
+        (async () => {
+          while (release === undefined) await new Promise((resolve) => setTimeout(resolve, 5))
+        })(),
+        10_000,
+        'the request in hand',
+      )
+      const atNextImmediate = await new Promise<number>((resolve) => {
+        setImmediate(() => {
+          setImmediate(() => resolve(live.length))
+          release!()
+        })
+      })
+      expect(atNextImmediate).toBe(1)
+      expect(await deadline(reply, 10_000, 'the reply')).toEqual({ echo: 1 })
+    })
+    // One reply of two parts (header, body).
+    expect(handed).toEqual([2])
+  })
 })

@@ -76,6 +76,25 @@ describe('FramedConnection', () => {
     expect(received).toEqual(Array.from({ length: 600 }, (_, index) => ({ index })))
   })
 
+  it("coalesce: a batch begun in an immediate (where the job cache's batch lets a publish go) goes to the socket at once, before the next immediate", async () => {
+    const { connection, received } = await coalescingWriter(1000)
+    const unsentAtNextImmediate = await new Promise<number>((resolve) => {
+      setImmediate(() => {
+        // Queued before the writes: a batch held for the rest of the loop's turn would still be unsent when it runs.
+        setImmediate(() => resolve(connection.queuedBytes))
+        void (async () => {
+          for (let index = 0; index < 3; index++) {
+            await null
+            connection.write(frame(encode({ index })))
+          }
+        })()
+      })
+    })
+    expect(unsentAtNextImmediate).toBe(0)
+    await until(() => received.length >= 3, '3 frames')
+    expect(received).toEqual([{ index: 0 }, { index: 1 }, { index: 2 }])
+  })
+
   it('coalesce: refuses frames past the hwm within one turn, and accepts again the next', async () => {
     const { connection, received } = await coalescingWriter(10)
     const accepted = Array.from({ length: 15 }, (_, index) => connection.write(frame(encode({ index }))))

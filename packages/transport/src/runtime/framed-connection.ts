@@ -40,10 +40,14 @@ export interface FramedConnectionOptions {
   /** `host:port` of the other end; derived from the socket when absent. */
   peer?: string
   /**
-   * Gather the frames written in one turn of the event loop and hand them to the socket together
-   * (one writev) just after it. For a writer that sends many small frames to one peer, such as the
-   * event bus, and for a peer that pays for each segment it receives (a libzmq socket wakes its I/O
-   * thread and then its caller's thread for every one: the ZeroMQ servers coalesce).
+   * Gather the frames written together (in one synchronous stretch, until the microtasks already queued
+   * have run) and hand them to the socket as one writev in a microtask just after. For a writer that
+   * sends many small frames to one peer, such as the event bus (a job cache batch's return events, fired
+   * in one loop), and for a peer that pays for each segment it receives (a libzmq socket wakes its I/O
+   * thread and then its caller's thread for every one: the ZeroMQ servers coalesce a publish's fan-out and
+   * the replies released together). Not later: the rest of the task (the publishing request's reply, say)
+   * or, with a `setImmediate`, the rest of the loop's turn would hold the frames back, and a job at N=1
+   * waited on its publish that long.
    */
   coalesce?: boolean
   /**
@@ -145,7 +149,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
   private readonly maxQueuedBytes: number
   private readonly coalesce: boolean
   private readonly budget: PendingBudget | undefined
-  /** Frames written this turn, when coalescing. */
+  /** Frames written since the last batch went out, when coalescing. */
   private batch: Outgoing[] = []
   private batchBytes = 0
   private queuedBytesNow = 0
@@ -287,7 +291,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
     return this.outgoing.size
   }
 
-  /** Bytes waiting for the socket to drain (or for this turn's batch), each message counted with {@link QUEUED_MESSAGE_COST}. */
+  /** Bytes waiting for the socket to drain (or for the batch being gathered), each message counted with {@link QUEUED_MESSAGE_COST}. */
   get queuedBytes(): number {
     return this.queuedBytesNow + this.batchBytes
   }
@@ -312,7 +316,7 @@ export class FramedConnection implements PendingHolder, AdmittedPeer {
       if (this.batch.length >= this.hwm || (this.batchBytes > 0 && this.batchBytes + this.socket.writableLength + size > this.maxQueuedBytes))
         return this.refuse()
       this.batchBytes += size
-      if (this.batch.push(data) === 1) setImmediate(this.writeBatch)
+      if (this.batch.push(data) === 1) queueMicrotask(this.writeBatch)
       return true
     }
     if (!this.send(data)) this.blocked = true

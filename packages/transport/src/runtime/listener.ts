@@ -33,7 +33,7 @@ export interface ListenerOptions extends Pick<
   /** Outgoing bytes queued per connection (default: no bound but `hwm`). */
   maxQueuedBytes?: number
   /**
-   * Write each connection's frames of one event-loop turn together, just after the turn (see
+   * Write each connection's frames written together as one, just after (see
    * FramedConnectionOptions.coalesce): for peers that pay per segment received, such as libzmq's.
    */
   coalesce?: boolean
