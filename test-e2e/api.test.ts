@@ -69,7 +69,7 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
           shortlived: ['test.*'],
         }),
         token_expire_user_override: { file: ['shortlived'] },
-        netapi_enable_clients: ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel'],
+        netapi_enable_clients: ['local', 'local_async', 'local_batch', 'local_subset', 'runner', 'runner_async', 'wheel'],
         rest_cherrypy: {
           port,
           host: '127.0.0.1',
@@ -103,7 +103,7 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
   it('welcomes without a token, logs a htpasswd user in over TLS (token, X-Auth-Token, session cookie) and runs local test.ping on every minion', async () => {
     const welcome = await api.call('/')
     expect(welcome.status).toBe(200)
-    expect(welcome.json).toEqual({ return: 'Welcome', clients: ['local', 'local_async', 'local_batch', 'runner', 'runner_async', 'wheel'] })
+    expect(welcome.json).toEqual({ return: 'Welcome', clients: ['local', 'local_async', 'local_batch', 'local_subset', 'runner', 'runner_async', 'wheel'] })
 
     const response = await login('admin')
     expect(response.status).toBe(200)
@@ -135,6 +135,15 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
     const [perMinion] = (batched.json as { return: Array<Array<Record<string, unknown>>> }).return
     expect(perMinion!.map((item) => Object.keys(item)[0]).sort()).toEqual(['db1', 'web1', 'web2'])
     expect(perMinion!.every((item) => Object.values(item)[0] === true)).toBe(true)
+
+    // local_subset: Salt's cmd_subset through salt-api, two of the three minions (all have test.ping), as `local` answers.
+    const subset = await run(tokens['admin']!, [{ client: 'local_subset', tgt: '*', fun: 'test.ping', subset: 2 }])
+    expect(subset.status).toBe(200)
+    const [picked] = (subset.json as { return: Array<Record<string, unknown>> }).return
+    expect(Object.values(picked!)).toEqual([true, true])
+    expect(Object.keys(picked!).every((id) => ['db1', 'web1', 'web2'].includes(id))).toBe(true)
+    const badSize = await run(tokens['admin']!, [{ client: 'local_subset', tgt: '*', fun: 'test.ping', subset: 0 }])
+    expect(badSize.status).toBe(400)
   })
 
   it('local_async then GET /jobs/<jid>; runner jobs.lookup_jid; wheel key.list_all; the convenience endpoints', async () => {

@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { TRANSPORTS, useFleets, useSharedFleets } from './helpers/fleets.js'
 
@@ -61,6 +63,18 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     const badFlag = await fleet.run('brine', ['web1', 'test.ping', '--out', 'xml'])
     expect(badFlag.code).toBe(64)
     expect(badFlag.stderr).toMatch(/--out/)
+
+    // Salt's --subset (sys.list_functions asked first), --summary and --out-file, and -d's docstrings, from the built command.
+    const file = join(fleet.root, 'subset-returns.txt')
+    const [subset, docs] = await Promise.all([
+      fleet.run('brine', ['--subset', '1', '--summary', '--out-file', file, '*', 'test.ping']),
+      fleet.run('brine', ['-d', 'web1', 'test.ping']),
+    ])
+    expect(subset.code).toBe(0)
+    expect(subset.stdout).toMatch(/\n# of minions targeted: 1\n# of minions returned: 1\n# of minions that did not return: 0\n/)
+    expect(await readFile(file, 'utf8')).toMatch(/^(web1|db1):\n    True\n$/)
+    expect(docs.stdout).toMatch(/^test\.ping:\n\S[^]*\n\n$/)
+    expect(docs.code).toBe(0)
   })
 
   it('brine, brine-run and brine-key print and exit the same from their one-file builds as from their modules (what a stale or missing build falls back to)', async () => {
