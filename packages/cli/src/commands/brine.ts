@@ -206,7 +206,7 @@ async function runJob(client: JobClient, args: BrineArgs, io: CommandIO, view: B
  * `--subset`: the same run on the minions picked (a list target), found by asking the target's minions
  * for `sys.list_functions` first; undefined when none of them has the function.
  */
-async function pickSubset(client: JobClient, args: BrineArgs, io: CommandIO, count: number): Promise<BrineArgs | undefined> {
+async function narrowToSubset(client: JobClient, args: BrineArgs, io: CommandIO, count: number): Promise<BrineArgs | undefined> {
   const options: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) options.timeout = args.timeout
   if (io.signal !== undefined) options.signal = io.signal
@@ -217,7 +217,7 @@ async function pickSubset(client: JobClient, args: BrineArgs, io: CommandIO, cou
 /** Runs the job the way the flags ask: a subset first, then batch mode, --async, or one job. */
 async function dispatch(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView, summary: boolean): Promise<number> {
   if (args.subset !== undefined) {
-    const picked = await pickSubset(client, args, io, args.subset)
+    const picked = await narrowToSubset(client, args, io, args.subset)
     if (picked === undefined) return noMinions(io)
     args = picked
   }
