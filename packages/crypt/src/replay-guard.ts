@@ -54,6 +54,9 @@ export interface ReplayGuardStats {
 /** What happened to a request given to {@link ReplayGuard.run}. */
 export type ReplayVerdict = 'applied' | 'duplicate'
 
+/** What {@link ReplayGuard.admit} resolves to for a duplicate (a request that is not applied again). */
+export const DUPLICATE: unique symbol = Symbol('duplicate')
+
 /** Bytes of a sealed request's box nonce (nacl's box nonce): the guard stores exactly this many per request. */
 export const REPLAY_NONCE_BYTES = 24
 
@@ -67,14 +70,9 @@ interface MinionMemory {
   last: number
   /** Its slots still remembered (in the table). */
   live: number
-  /** Requests being applied, by nonce (latin1): a duplicate waits for the first. Made on first use. */
-  inFlight: Map<string, Promise<void>> | undefined
   /** Requests sealed at or before this time are refused. */
   floor: number
 }
-
-/** The nonce as a map key: one char per byte (a 24-byte nonce needs no Buffer to become a string). */
-const latin1 = (bytes: Uint8Array): string => String.fromCharCode.apply(null, bytes as unknown as number[])
 
 /** Smallest power of two ≥ n. */
 const powerOfTwoAtLeast = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(2, n)))
@@ -105,6 +103,18 @@ export class ReplayGuard {
   #owners: Array<MinionMemory | undefined> = []
   #nextOfMinion = new Int32Array(0)
   #live = new Uint8Array(0)
+  /**
+   * The apply of each live slot's request while it runs: a duplicate found in the table waits for it. By slot, not by
+   * the nonce as a string: a request makes no key of its own.
+   */
+  #applying: Array<Promise<unknown> | undefined> = []
+  /**
+   * The nonce {@link seen} hashed last and its hash: {@link admit} of the same request (the same array, which must not
+   * change meanwhile, as run's contract says) takes it instead of hashing the nonce a second time. Let go once taken;
+   * held until the next `seen` when the request never reaches `admit` (its box did not open).
+   */
+  #hashedNonce: Uint8Array | undefined
+  #hashedValue = 0
   /** Slot + 1 per cell, 0 for empty; at most half full. */
   #table = new Int32Array(0)
   #mask = 0
@@ -145,55 +155,87 @@ export class ReplayGuard {
    * `nonce` is {@link REPLAY_NONCE_BYTES} long and must not change until the returned promise settles.
    */
   run(id: string, nonce: Uint8Array, timestamp: number, apply: () => Promise<void>): Promise<ReplayVerdict> {
+    return this.admit(id, nonce, timestamp, apply).then((outcome) => (outcome === DUPLICATE ? 'duplicate' : 'applied'))
+  }
+
+  /**
+   * {@link run}, resolving with what `apply` resolved to for the first arrival and {@link DUPLICATE} for a later one:
+   * the caller keeps its result without a closure of its own around `apply`, and no second promise is chained.
+   */
+  admit<T>(id: string, nonce: Uint8Array, timestamp: number, apply: () => Promise<T>): Promise<T | typeof DUPLICATE> {
     if (nonce.length !== REPLAY_NONCE_BYTES) {
       return Promise.reject(new RangeError(`ReplayGuard nonce must be ${REPLAY_NONCE_BYTES} bytes, got ${nonce.length}`))
     }
     const now = this.#now()
     this.#expire(now)
-    if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.windowMs) {
-      this.#stats.stale++
-      return Promise.reject(new StaleRequestError(id, timestamp, now, 'window', this.windowMs))
-    }
-    if (timestamp <= this.#started) {
-      this.#stats.stale++
-      return Promise.reject(new StaleRequestError(id, timestamp, now, 'start', this.#started))
-    }
+    const stale = this.#staleness(id, timestamp, now)
+    if (stale !== undefined) return Promise.reject(stale)
     const memory = this.#minions.get(id)
-    const hash = this.#hash(nonce, 0)
-    if (memory !== undefined && this.#find(memory, nonce, hash) !== NONE) {
-      this.#stats.duplicates++
-      const first = memory.inFlight?.get(latin1(nonce))
-      return first === undefined ? Promise.resolve('duplicate') : first.then(() => 'duplicate')
-    }
+    const hash = this.#hashOf(nonce)
+    const known = memory === undefined ? NONE : this.#find(memory, nonce, hash)
+    if (known !== NONE) return this.#duplicateOf(known)
     if (memory !== undefined && timestamp <= memory.floor) {
       this.#stats.stale++
       return Promise.reject(new StaleRequestError(id, timestamp, now, 'floor', memory.floor))
     }
     const mine = memory ?? this.#newMemory(id)
     this.#remember(mine, nonce, hash, timestamp)
-    let applying: Promise<void>
+    let applying: Promise<T>
     try {
       applying = apply()
     } catch (error) {
       applying = Promise.reject(error)
     }
-    const key = latin1(nonce)
-    const inFlight = (mine.inFlight ??= new Map())
-    inFlight.set(key, applying)
+    // Found again rather than kept: `apply`'s synchronous part may have moved the ring (another request remembered).
+    const slot = this.#find(mine, nonce, hash)
+    if (slot !== NONE) this.#applying[slot] = applying
     return applying.then(
-      () => {
-        inFlight.delete(key)
+      (value) => {
+        this.#settled(mine, nonce, hash, applying)
         this.#stats.applied++
-        return 'applied'
+        return value
       },
       (error: unknown) => {
-        inFlight.delete(key)
         // Not applied: the same bytes sent again (the minion's retry) may be applied then.
-        const slot = this.#find(mine, nonce, hash)
-        if (slot !== NONE && this.#times[slot] === timestamp) this.#unremember(slot)
+        const at = this.#settled(mine, nonce, hash, applying)
+        if (at !== NONE && this.#times[at] === timestamp) this.#unremember(at)
         throw error
       },
     )
+  }
+
+  /** A StaleRequestError (counted) when `timestamp` is outside the window or not after the master's start, else undefined. */
+  #staleness(id: string, timestamp: number, now: number): StaleRequestError | undefined {
+    if (!Number.isFinite(timestamp) || Math.abs(now - timestamp) > this.windowMs) {
+      this.#stats.stale++
+      return new StaleRequestError(id, timestamp, now, 'window', this.windowMs)
+    }
+    if (timestamp <= this.#started) {
+      this.#stats.stale++
+      return new StaleRequestError(id, timestamp, now, 'start', this.#started)
+    }
+    return undefined
+  }
+
+  /** A remembered request's copy: counted, and settled once the first arrival's apply is (or at once). */
+  #duplicateOf(slot: number): Promise<typeof DUPLICATE> {
+    this.#stats.duplicates++
+    const first = this.#applying[slot]
+    return first === undefined ? Promise.resolve(DUPLICATE) : first.then(() => DUPLICATE)
+  }
+
+  /** The slot of a request whose apply settled, its apply no longer waited for; NONE when it was forgotten meanwhile. */
+  #settled(memory: MinionMemory, nonce: Uint8Array, hash: number, applying: Promise<unknown>): number {
+    const slot = this.#find(memory, nonce, hash)
+    if (slot !== NONE && this.#applying[slot] === applying) this.#applying[slot] = undefined
+    return slot
+  }
+
+  /** The nonce's hash, taken from {@link seen}'s when it hashed this very array last. */
+  #hashOf(nonce: Uint8Array): number {
+    if (nonce !== this.#hashedNonce) return this.#hash(nonce, 0)
+    this.#hashedNonce = undefined
+    return this.#hashedValue
   }
 
   /**
@@ -208,14 +250,17 @@ export class ReplayGuard {
     this.#expire(this.#now())
     const memory = this.#minions.get(id)
     if (memory === undefined) return undefined
-    if (this.#find(memory, nonce, this.#hash(nonce, 0)) === NONE) return undefined
-    this.#stats.duplicates++
-    const first = memory.inFlight?.get(latin1(nonce))
-    return first === undefined ? Promise.resolve('duplicate') : first.then(() => 'duplicate')
+    const hash = this.#hash(nonce, 0)
+    this.#hashedNonce = nonce
+    this.#hashedValue = hash
+    const slot = this.#find(memory, nonce, hash)
+    if (slot === NONE) return undefined
+    this.#hashedNonce = undefined
+    return this.#duplicateOf(slot).then(() => 'duplicate')
   }
 
   #newMemory(id: string): MinionMemory {
-    const memory: MinionMemory = { id, first: NONE, last: NONE, live: 0, inFlight: undefined, floor: Number.NEGATIVE_INFINITY }
+    const memory: MinionMemory = { id, first: NONE, last: NONE, live: 0, floor: Number.NEGATIVE_INFINITY }
     this.#minions.set(id, memory)
     return memory
   }
@@ -233,6 +278,7 @@ export class ReplayGuard {
     this.#owners[slot] = memory
     this.#nextOfMinion[slot] = NONE
     this.#live[slot] = 1
+    this.#applying[slot] = undefined
     if (memory.last === NONE) memory.first = slot
     else this.#nextOfMinion[memory.last] = slot
     memory.last = slot
@@ -271,6 +317,7 @@ export class ReplayGuard {
   /** Takes a live slot out of the table; it stays chained to its minion (dead) until its chain or the ring reaches it. */
   #unremember(slot: number): void {
     this.#live[slot] = 0
+    this.#applying[slot] = undefined
     this.#owners[slot]!.live--
     this.#entries--
     this.#deleteFromTable(slot)
@@ -382,6 +429,8 @@ export class ReplayGuard {
     this.#owners = new Array<MinionMemory | undefined>(capacity).fill(undefined)
     this.#nextOfMinion = new Int32Array(capacity)
     this.#live = new Uint8Array(capacity)
+    const applying = this.#applying
+    this.#applying = new Array<Promise<unknown> | undefined>(capacity).fill(undefined)
     const moved = (slot: number): number => (slot === NONE ? NONE : (slot - this.#head + old.capacity) % old.capacity)
     for (let position = 0; position < this.#used; position++) {
       const from = (this.#head + position) % old.capacity
@@ -390,6 +439,7 @@ export class ReplayGuard {
       this.#owners[position] = old.owners[from]
       this.#nextOfMinion[position] = moved(old.next[from]!)
       this.#live[position] = old.live[from]!
+      this.#applying[position] = applying[from]
     }
     for (const memory of this.#minions.values()) {
       memory.first = moved(memory.first)

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
-import { ReplayGuard, StaleRequestError } from '../src/index.js'
+import { DUPLICATE, ReplayGuard, StaleRequestError } from '../src/index.js'
 
 const nonce = (): Uint8Array => new Uint8Array(randomBytes(24))
 
@@ -170,6 +170,54 @@ describe('ReplayGuard', () => {
     clock.now += 300_000 + 200
     expect(await g.run('later', nonce(), clock.now, apply)).toBe('applied')
     expect(g.stats()).toMatchObject({ entries: 1, minions: 1 })
+  })
+
+  it('admit() resolves with what the first apply resolved to and DUPLICATE for its copies, which wait for it', async () => {
+    const { guard: g, clock } = guard()
+    const n = nonce()
+    let release!: (value: { refused: string[] }) => void
+    const result = new Promise<{ refused: string[] }>((resolve) => (release = resolve))
+    let applied = 0
+    const apply = (): Promise<{ refused: string[] }> => (applied++, result)
+    const first = g.admit('web1', n, clock.now, apply)
+    let copySettled = false
+    const copy = g.admit('web1', Uint8Array.from(n), clock.now, apply).then((outcome) => ((copySettled = true), outcome))
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(copySettled).toBe(false)
+    release({ refused: ['db1'] })
+    expect(await first).toEqual({ refused: ['db1'] })
+    expect(await copy).toBe(DUPLICATE)
+    expect(await g.admit('web1', n, clock.now, apply)).toBe(DUPLICATE)
+    expect(applied).toBe(1)
+    // An apply that throws before it returns a promise is a rejection, and is forgotten as a failed one.
+    const m = nonce()
+    const thrown = new Error('malformed')
+    expect(
+      await rejection(
+        g.admit('web1', m, clock.now, () => {
+          throw thrown
+        }),
+      ),
+    ).toBe(thrown)
+    expect(await g.admit('web1', m, clock.now, async () => 'stored')).toBe('stored')
+    expect(g.stats()).toMatchObject({ applied: 2, duplicates: 2 })
+  })
+
+  it('a copy of a request still being applied waits for it after the memory grew and moved its slots', async () => {
+    const { guard: g, clock } = guard({ perMinion: 5000, total: 6000 })
+    const n = nonce()
+    const held = heldApply()
+    const first = g.run('web1', n, clock.now, held.apply)
+    // 3,000 more requests: the ring grows from 1,024 slots to 4,096, each growth moving every slot.
+    for (let i = 0; i < 3000; i++) expect(await g.run(`m${i % 40}`, nonce(), clock.now, async () => undefined)).toBe('applied')
+    let copySettled = false
+    const copy = g.run('web1', Uint8Array.from(n), clock.now, held.apply).then((verdict) => ((copySettled = true), verdict))
+    const seenCopy = g.seen('web1', Uint8Array.from(n))!
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(copySettled).toBe(false)
+    held.release()
+    expect(await Promise.all([first, copy, seenCopy])).toEqual(['applied', 'duplicate', 'duplicate'])
+    expect(held.applied).toBe(1)
   })
 
   it('grows past its first thousand slots and keeps every request it remembers: each replay is a duplicate', async () => {
