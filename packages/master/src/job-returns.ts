@@ -9,7 +9,11 @@ import { ReturnRefusedError } from '@brine/protocol'
  */
 export function saveReturn(jobs: JobCache, ret: ReturnLoad, options?: SaveReturnOptions): Promise<boolean> {
   return jobs.saveReturn(ret.jid, ret.id, ret, options).catch((error: unknown) => {
-    if (error instanceof UnstorableValueError) throw new ReturnRefusedError(ret.jid, ret.id, 'unstorable', error.message)
-    throw error
+    throw storeFailure(ret, error)
   })
+}
+
+/** What a failure to store `ret` is to its sender: a ReturnRefusedError for a return no retry can store, else itself. */
+export function storeFailure(ret: ReturnLoad, error: unknown): unknown {
+  return error instanceof UnstorableValueError ? new ReturnRefusedError(ret.jid, ret.id, 'unstorable', error.message) : error
 }

@@ -33,7 +33,7 @@ import { runWheel, WHEEL_FUNCTIONS, type WheelContext } from './wheel.js'
 import type { AuthAcceptParams, AuthTaskResult, WorkerTask } from './request-worker.js'
 import type { RequestPool } from './worker-pool.js'
 import type { SyndicRegistry } from './syndics.js'
-import { saveReturn } from './job-returns.js'
+import { saveReturn, storeFailure } from './job-returns.js'
 
 /** A runner call: Salt's `fun`, positional `arg` and keyword `kwarg`. */
 export interface RunnerCall {
@@ -431,12 +431,20 @@ export class MasterService {
    * Only for a job this master issued (or holds in its job cache) whose publish could reach `id`, and never
    * for a jid dated beyond `clock_skew` ahead: anything else is a ReturnRefusedError, and nothing is stored.
    */
-  async minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
+  minionReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     if (ret.id !== id)
-      throw new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`)
+      return Promise.reject(
+        new PermissionDeniedError('_return', `the return names minion ${JSON.stringify(ret.id.slice(0, 80))}, but it came from ${JSON.stringify(id)}`),
+      )
     if (ret.schedule !== undefined) return this.#scheduleReturn(id, ret)
+    // Not async, as every return passes here: a job held in memory is checked without waiting, and the return is
+    // stored through one promise of its own.
     const checking = this.#o.issued.check(ret.jid, id)
-    if (checking !== undefined) await checking
+    return checking === undefined ? this.#storeReturn(id, ret) : checking.then(() => this.#storeReturn(id, ret))
+  }
+
+  /** Stores a checked return of minion `id` and fires its event once; false for a duplicate. */
+  #storeReturn(id: string, ret: ReturnLoad): Promise<boolean> {
     // Fired once the return is readable from the cache and a crash of the master cannot lose it (the local cache:
     // written), without waiting for the disk's sync; the minion's acknowledgement still waits for that.
     let fired = false
@@ -445,10 +453,16 @@ export class MasterService {
       fired = true
       this.#o.bus.fire(tags.jobReturn(ret.jid, id), returnEventData(ret))
     }
-    const stored = await saveReturn(this.#o.jobs, ret, { onWritten: fire })
-    this.#connected.add(id)
-    if (stored) fire()
-    return stored
+    return this.#o.jobs.saveReturn(ret.jid, ret.id, ret, { onWritten: fire }).then(
+      (stored) => {
+        this.#connected.add(id)
+        if (stored) fire()
+        return stored
+      },
+      (error: unknown) => {
+        throw storeFailure(ret, error)
+      },
+    )
   }
 
   /**

@@ -1,5 +1,5 @@
 import { setImmediate } from 'node:timers/promises'
-import { minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiStore } from '@brine/crypt'
+import { DUPLICATE, minionIdProblem, MinionBoxes, ReplayGuard, StaleRequestError, type PkiStore } from '@brine/crypt'
 import {
   CLEAR_COMMANDS,
   FILE_COMMANDS,
@@ -54,8 +54,15 @@ export interface MasterWireAdapterOptions {
 /** A clear command's handler: the load (a map whose `cmd` named it) and where it came from → the reply. */
 type ClearHandler = (load: Record<string, unknown>, context: RequestContext) => Promise<WireValue>
 
-/** A sealed command's handler: the minion the box proved and its opened load → what is added to `{ok: true}`. */
-type SealedHandler = (id: string, load: Record<string, unknown>, context: RequestContext) => Promise<Record<string, unknown> | undefined>
+/**
+ * A sealed command's handler: the minion the box proved and its opened load → what is added to `{ok: true}` (a map;
+ * anything else adds nothing, so a handler may hand on its service's promise as it is, without a frame of its own).
+ */
+type SealedHandler = (id: string, load: Record<string, unknown>, context: RequestContext) => Promise<unknown>
+
+/** The acknowledgement of a sealed request applied with nothing to add, and of one applied before (its copy). */
+const ACKNOWLEDGED = Object.freeze({ ok: true })
+const ALREADY_HANDLED = Object.freeze({ ok: true, duplicate: true })
 
 const isMap = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -329,13 +336,10 @@ export class MasterWireAdapter {
     context.authenticated?.()
     let reply: Record<string, unknown>
     try {
-      let extra: Record<string, unknown> | undefined
-      const verdict = await this.#guard.run(opened.id, opened.nonce, opened.timestamp, async () => {
-        extra = await this.#sealed(opened.id, opened.load, context)
-      })
+      const outcome = await this.#guard.admit(opened.id, opened.nonce, opened.timestamp, () => this.#sealed(opened.id, opened.load, context))
       // A duplicate (the same bytes again: a transport retry, or a replay) was handled the first time; nothing is
       // applied twice, and what the first answer added (a syndic's refusals) is not repeated.
-      reply = verdict === 'duplicate' ? { ok: true, duplicate: true } : { ok: true, ...extra }
+      reply = outcome === DUPLICATE ? ALREADY_HANDLED : isMap(outcome) ? { ok: true, ...outcome } : ACKNOWLEDGED
     } catch (error) {
       // A stale request is routine (a minion's clock anchor aged, or a recording replayed): it re-seals; not worth a warning each.
       const line = `sealed request from minion ${JSON.stringify(opened.id)} refused: ${String((error as Error).message ?? error)}`
@@ -376,8 +380,11 @@ export class MasterWireAdapter {
     return (await this.#boxes.seal(id, reply, this.#now())) as unknown as WireValue
   }
 
-  /** Dispatches one opened load; what it returns is added to the `{ok: true}` acknowledgement. */
-  async #sealed(id: string, load: WireValue, context: RequestContext): Promise<Record<string, unknown> | undefined> {
+  /**
+   * Dispatches one opened load; a map it resolves to is added to the `{ok: true}` acknowledgement. Not async: the
+   * handler's promise is handed on as it is, and what it throws before that is the guard's rejection (ReplayGuard.admit).
+   */
+  #sealed(id: string, load: WireValue, context: RequestContext): Promise<unknown> {
     if (!isMap(load)) throw new MalformedRequestError('sealed load', 'not a map')
     if (load['id'] !== id)
       throw new PermissionDeniedError(
@@ -405,10 +412,8 @@ export class MasterWireAdapter {
     ) as Record<(typeof FILE_COMMANDS)[number], SealedHandler>
     return {
       ...fileHandlers,
-      _return: async (id, load) => {
-        await service.minionReturn(id, validateReturnLoad(load))
-        return undefined
-      },
+      // minionReturn's boolean (stored or a duplicate) is not a map: it adds nothing to the acknowledgement.
+      _return: (id, load) => service.minionReturn(id, validateReturnLoad(load)),
       _minion_event: async (id, load, context) => {
         const { events } = validateMinionEventLoad(load)
         service.minionEvents(id, events)
