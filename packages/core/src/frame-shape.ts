@@ -49,8 +49,12 @@ const UNDEFINED_EXT = 0x00
  */
 export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: string): void {
   const end = bytes.length
-  const stack: number[] = []
-  const cursor: Cursor = { pos: 0, items: 0, pairs: false }
+  const stack = WALK_STACK
+  stack.length = 0
+  const cursor = WALK_CURSOR
+  cursor.pos = 0
+  cursor.items = 0
+  cursor.pairs = false
   let entries = 0
   let remaining = 1
   for (;;) {
@@ -112,6 +116,13 @@ function cutShort(peer: string | undefined): MalformedFrameError {
  * One item whose type byte was just read: moves the cursor past a scalar, string, binary or extension
  * and answers false, or past a container's header, leaving its size in the cursor, and answers true.
  */
+/**
+ * The walk's stack and cursor, one pair for every call: a walk runs to its end (or throws) without calling out, so no
+ * two overlap, and each request's frame is checked without making either (a return's frames were checked with three).
+ */
+const WALK_STACK: number[] = []
+const WALK_CURSOR: Cursor = { pos: 0, items: 0, pairs: false }
+
 function readHeader(bytes: Uint8Array, type: number, cursor: Cursor, peer: string | undefined): boolean {
   if (type <= 0x7f || type >= 0xe0) return false
   if (type <= 0x9f) {
