@@ -50,7 +50,8 @@ const UNDEFINED_EXT = 0x00
 export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: string): void {
   const end = bytes.length
   const stack = WALK_STACK
-  stack.length = 0
+  // The stack's height: its array is never shortened (`length = 0` would free its storage, to be made again).
+  let depth = 0
   const cursor = WALK_CURSOR
   cursor.pos = 0
   cursor.items = 0
@@ -59,9 +60,8 @@ export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: 
   let remaining = 1
   for (;;) {
     if (remaining === 0) {
-      const outer = stack.pop()
-      if (outer === undefined) break
-      remaining = outer
+      if (depth === 0) break
+      remaining = stack[--depth]!
       continue
     }
     if (cursor.pos >= end) throw cutShort(peer)
@@ -80,14 +80,14 @@ export function checkFrameShape(bytes: Uint8Array, limits: DecodeLimits, peer?: 
         peer,
       )
     }
-    if (stack.length + 1 > limits.maxDepth) {
+    if (depth + 1 > limits.maxDepth) {
       throw new FrameLimitError('max_frame_depth', `nests containers more than ${limits.maxDepth} deep`, limits.maxDepth, bytes.length, peer)
     }
     const children = pairs ? items * 2 : items
     // Each item takes at least one byte: a header claiming more than remain is a lie, refused at once.
     if (children > end - pos) throw new MalformedFrameError(`a container claims ${items} ${pairs ? 'pairs' : 'items'} but only ${end - pos} bytes follow`, peer)
     if (children === 0) continue
-    stack.push(remaining)
+    stack[depth++] = remaining
     remaining = children
   }
   if (cursor.pos > end) throw cutShort(peer)

@@ -20,6 +20,7 @@ import {
   DEFAULT_REQUEST_CONCURRENCY,
   REQUEST_OVERHEAD_BYTES,
   WAITING_FRAME_OVERHEAD_BYTES,
+  type RequestContext,
   type RequestHandler,
   type RequestServerOptions,
 } from '../contract/types.js'
@@ -318,11 +319,12 @@ export class RequestServing<P> {
     let answered = false
     try {
       const authenticated = this.#authenticated
-      const context = {
+      // One shape for every request, its absent fields undefined: no objects made to be spread into it.
+      const context: RequestContext = {
         peer: peerName,
         transport: core.transport,
-        ...(address === undefined ? {} : { address }),
-        ...(authenticated === undefined ? {} : { authenticated: () => authenticated(peer) }),
+        address,
+        authenticated: authenticated === undefined ? undefined : () => authenticated(peer),
       }
       // A waited frame passed every check when it arrived; decoded now, its objects live only as long as the call.
       const request = 'request' in body ? body.request : decodeEnvelope(body.frame, peerName, this.#limits).body
