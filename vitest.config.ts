@@ -1,10 +1,8 @@
-import { readdirSync, existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 import LongestFirstSequencer from './scripts/vitest-sequencer.js'
 
 const root = fileURLToPath(new URL('.', import.meta.url))
-const packages = readdirSync(new URL('./packages', import.meta.url)).filter((name) => existsSync(new URL(`./packages/${name}/package.json`, import.meta.url)))
 
 export default defineConfig({
   resolve: {
@@ -27,10 +25,12 @@ export default defineConfig({
     // starve each other.
     maxWorkers: 4,
     projects: [
-      ...packages.map((name) => ({
-        extends: true as const,
-        test: { name, include: [`packages/${name}/test/**/*.test.ts`] },
-      })),
+      // Every package's unit and compliance files, one project whose files share their workers (`isolate: false`):
+      // vitest hands a finished worker the next file only when that file is of the same project and not isolated, and
+      // a fresh worker per file paid Node's start and the evaluation of every module the file imports, most of a
+      // small file's CPU. So a file must leave the process as it found it (timers, registries, mocks, environment).
+      // One package's files: `npx vitest run packages/<name>/`.
+      { extends: true, test: { name: 'packages', isolate: false, include: ['packages/*/test/**/*.test.ts'] } },
       // The two files that install Debian packages (deb, host-modules) take turns through helpers/host-lock.ts.
       // The e2e files share a scratch directory per run (helpers/run-scratch.ts, added to the root's globalSetup).
       { extends: true, test: { name: 'e2e', include: ['test-e2e/**/*.test.ts'], globalSetup: [`${root}test-e2e/helpers/run-scratch.ts`] } },

@@ -12,16 +12,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin="$(bash scripts/runtime.sh 22)"
-projects=()
+packages=()
 for name in core transport transport-compliance transport-zeromq transport-tcp transport-nats crypt api returners; do
-  projects+=(--project "$name")
+  packages+=("packages/$name/")
 done
 export PATH="$bin:$PATH"
 echo "test-node22: $(node --version) at $(command -v node)" >&2
 # One run (the filters keep every file of those packages and, of the e2e files, job-flow alone), so job-flow shares the
-# two workers with the package files instead of waiting for them and paying a second start-up.
+# two workers with the package files instead of waiting for them and paying a second start-up. A filter is a part of
+# the file's path: packages/transport/ is that package's alone, not transport-tcp's.
 # npm test runs this beside the Node 24 run (scripts/test.sh): vitest's caches of its own, so that the two runs never
 # write one file at once (the file order then comes from scripts/test-durations.json).
 # Two workers: it runs beside the Node 24 run's four, and finishes long before it even so.
-node node_modules/vitest/vitest.mjs run "${projects[@]}" --project e2e packages/ test-e2e/job-flow.test.ts \
+node node_modules/vitest/vitest.mjs run "${packages[@]}" test-e2e/job-flow.test.ts \
   --maxWorkers 2 --no-cache --fsModuleCachePath node_modules/.vitest-cache-node22

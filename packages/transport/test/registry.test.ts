@@ -1,14 +1,17 @@
-import { afterEach, describe, expect, it } from 'vitest'
-import { getTransport, iterTransportOpts, registerTransport, unregisterTransport, type Transport } from '@brine/transport'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { getTransport, iterTransportOpts, listTransports, registerTransport, unregisterTransport, type Transport } from '@brine/transport'
 import { DuplicateTransportError, TransportUnavailableError, UnknownTransportError } from '@brine/core'
 
 const fake = (name: string): Transport => ({ name }) as Transport
 
 describe('transport registry', () => {
-  afterEach(() => {
-    unregisterTransport('zeromq')
-    unregisterTransport('tcp')
-  })
+  // The registry is the module's: a file that ran before this one in the same worker (the packages project shares
+  // them) may have registered the built-ins. Each test starts from an empty registry and leaves one.
+  const clear = (): void => {
+    for (const name of listTransports()) unregisterTransport(name)
+  }
+  beforeEach(clear)
+  afterEach(clear)
 
   it('loads lazily, once, and refuses duplicate names', async () => {
     let loads = 0
