@@ -47,13 +47,14 @@ export class LiveLine {
   }
 
   /**
-   * Prints `text` on stdout (or `to`: an `--out-file`) with the line cleared first and drawn again after,
-   * with `value` and `payload` when given.
+   * Prints `text` on stdout (or `to`: an `--out-file`) with the line cleared first and drawn again after, with
+   * `value` and `payload` when given.
    */
-  write(text: string, value?: number, payload: Record<string, unknown> = {}, to: OutputStream = this.#io.stdout): void {
-    if (value !== undefined) this.#set(value, payload)
+  write(text: string, options: { value?: number; payload?: Record<string, unknown>; to?: OutputStream } = {}): void {
+    if (options.value !== undefined) this.#set(options.value, options.payload ?? {})
     const shown = this.#bar !== undefined
     this.#bar?.stop()
+    const to = options.to ?? this.#io.stdout
     to.write(text)
     if (shown) this.#draw()
   }

@@ -123,7 +123,7 @@ class BatchDisplay {
 
   /** An announcement (stdout), or with `document` one of the outputter's documents (stdout or the --out-file). */
   #print(text: string, document = false): void {
-    if (!this.#args.static) this.#live.write(text, undefined, {}, document ? this.#view.documents : this.#io.stdout)
+    if (!this.#args.static) this.#live.write(text, { to: document ? this.#view.documents : this.#io.stdout })
   }
 
   #note(event: Extract<BatchEvent, { progress: unknown }>): void {

@@ -155,7 +155,7 @@ class ReturnsDisplay {
     // The minion's outputter hint applies only when neither --out nor the config's `output` chose one, as in Salt.
     const { out, display } = this.#view
     const text = renderOutput(out ?? item.out ?? 'nested', { [item.id]: item.ret }, { ...display, retcode: item.retcode })
-    this.#live.write(text, ++this.#shown, {}, this.#view.documents)
+    this.#live.write(text, { value: ++this.#shown, to: this.#view.documents })
   }
 
   /** sys.doc's end: the docstrings, or Salt's message and exit 2 when no minion gave any. */
@@ -180,7 +180,7 @@ class ReturnsDisplay {
     const { out, display } = this.#view
     const text =
       out === undefined || out === 'nested' ? renderOutput('no_return', { [id]: NO_RESPONSE }, display) : renderOutput(out, { [id]: NO_RESPONSE }, display)
-    this.#live.write(text, ++this.#shown, {}, this.#view.documents)
+    this.#live.write(text, { value: ++this.#shown, to: this.#view.documents })
   }
 }
 
