@@ -149,20 +149,27 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
   it('local_async then GET /jobs/<jid>; runner jobs.lookup_jid; wheel key.list_all; the convenience endpoints', async () => {
     const events = new SseReader(await api.stream('/events', { 'x-auth-token': tokens['admin']! }))
     try {
-      const started = await run(tokens['admin']!, [{ client: 'local_async', tgt: '*', fun: 'test.arg', arg: ['one'], kwarg: { two: 2 } }])
+      const metadata = { ticket: 8, owner: 'ops' }
+      const started = await run(tokens['admin']!, [{ client: 'local_async', tgt: '*', fun: 'test.arg', arg: ['one'], kwarg: { two: 2 }, metadata }])
       expect(started.status).toBe(200)
       const { jid, minions } = (started.json as { return: Array<{ jid: string; minions: string[] }> }).return[0]!
       expect([...minions].sort()).toEqual(['db1', 'web1', 'web2'])
-      for (const id of minions) await events.next((record) => record.tag === `salt/job/${jid}/ret/${id}`, WAIT_MS, `${id}'s return of ${jid}`)
+      for (const id of minions) {
+        // Each minion echoes the job's metadata in its return, as Salt's does.
+        const ret = await events.next((record) => record.tag === `salt/job/${jid}/ret/${id}`, WAIT_MS, `${id}'s return of ${jid}`)
+        expect(JSON.parse(ret.data!).data).toMatchObject({ id, metadata })
+      }
       const job = await api.call(`/jobs/${jid}`, { headers: { 'x-auth-token': tokens['admin']! } })
       expect(job.status).toBe(200)
       const body = job.json as { info: Array<Record<string, unknown>>; return: Array<Record<string, { args: unknown[]; kwargs: Record<string, unknown> }>> }
-      expect(body.info[0]).toMatchObject({ jid, Function: 'test.arg', User: 'admin' })
+      expect(body.info[0]).toMatchObject({ jid, Function: 'test.arg', User: 'admin', Metadata: metadata })
       expect(Object.keys(body.return[0]!).sort()).toEqual(['db1', 'web1', 'web2'])
       expect(body.return[0]!['web1']).toMatchObject({ args: ['one'], kwargs: { two: 2 } })
 
       const lookup = await run(tokens['admin']!, [{ client: 'runner', fun: 'jobs.lookup_jid', jid }])
       expect(lookup.json).toEqual({ return: [{ db1: expect.anything(), web1: expect.anything(), web2: expect.anything() }] })
+      const searched = await run(tokens['admin']!, [{ client: 'runner', fun: 'jobs.list_jobs', search_metadata: { ticket: 8 } }])
+      expect(Object.keys((searched.json as { return: Array<Record<string, unknown>> }).return[0]!)).toEqual([jid])
       const list = await api.call('/jobs', { headers: { 'x-auth-token': tokens['admin']! } })
       expect((list.json as { return: Array<Record<string, unknown>> }).return[0]).toHaveProperty(jid)
 
@@ -576,6 +583,12 @@ describe.each(TRANSPORTS)('brine-api over %s', (transport) => {
         'Invalid JSON document',
       ],
       ['an unknown client', run(admin, [{ client: 'ssh', tgt: '*', fun: 'test.ping' }]), 400, "Invalid client specified: 'ssh'"],
+      [
+        'metadata that is not a mapping',
+        run(admin, [{ client: 'local', tgt: '*', fun: 'test.ping', metadata: 'ticket 8' }]),
+        400,
+        `'metadata' must be a mapping, got "ticket 8"`,
+      ],
       ['a disabled client', run(admin, [{ client: 'wheel_async', fun: 'key.list_all' }]), 400, /^Client disabled: 'wheel_async'/],
       [
         'a wrong content type',

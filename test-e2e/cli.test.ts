@@ -75,6 +75,13 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     expect(await readFile(file, 'utf8')).toMatch(/^(web1|db1):\n    True\n$/)
     expect(docs.stdout).toMatch(/^test\.ping:\n\S[^]*\n\n$/)
     expect(docs.code).toBe(0)
+
+    // Salt's --metadata: kept with the job, echoed by the minion, found again by jobs.list_jobs search_metadata.
+    const tagged = await fleet.run('brine', ['--metadata', '{ticket: t-8}', '--show-jid', 'web1', 'test.ping'])
+    expect(tagged.code).toBe(0)
+    const jid = /^jid: (\d{20})\n/.exec(tagged.stdout)?.[1]
+    const found = await fleet.run('brine-run', ['--out', 'json', 'jobs.list_jobs', 'search_metadata={ticket: t-8}'])
+    expect(JSON.parse(found.stdout)).toEqual({ [jid!]: expect.objectContaining({ Function: 'test.ping', Metadata: { ticket: 't-8' } }) })
   })
 
   it('brine, brine-run and brine-key print and exit the same from their one-file builds as from their modules (what a stale or missing build falls back to)', async () => {

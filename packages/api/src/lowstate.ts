@@ -74,6 +74,18 @@ function extraKwargs(chunk: Chunk): Record<string, unknown> {
   return { ...out, ...kwargMap(chunk) }
 }
 
+/** What a local chunk adds to its publish, as Salt's LocalClient takes them: `ret` (returners) and `metadata` (a mapping; 400 otherwise). */
+function publishExtras(chunk: Chunk): { ret?: string; metadata?: Record<string, unknown> } {
+  const out: { ret?: string; metadata?: Record<string, unknown> } = {}
+  if (typeof chunk['ret'] === 'string') out.ret = chunk['ret']
+  const metadata = chunk['metadata']
+  if (metadata !== undefined && metadata !== null) {
+    if (!isMap(metadata)) throw new ApiError(400, `'metadata' must be a mapping, got ${JSON.stringify(metadata)?.slice(0, 80)}`)
+    out.metadata = metadata
+  }
+  return out
+}
+
 function requiredString(chunk: Chunk, key: string): string {
   const value = chunk[key]
   if (typeof value !== 'string' || value === '') throw new ApiError(400, `Missing or invalid '${key}' (a string) for client '${String(chunk['client'])}'`)
@@ -178,7 +190,7 @@ async function local(chunk: Chunk, link: ApiMasterClient, who: Who): Promise<Rec
     ...who,
     listen: true,
     ...(timeout === undefined ? {} : { timeout }),
-    ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}),
+    ...publishExtras(chunk),
   }
   await using job = await link.local.runJob(tgt, fun, argList(chunk), options)
   const out: Record<string, unknown> = {}
@@ -231,7 +243,7 @@ async function localBatch(chunk: Chunk, link: ApiMasterClient, who: Who): Promis
     failhard: truthy(chunk['failhard']),
     ...(timeout === undefined ? {} : { timeout }),
     ...(batchWait === undefined ? {} : { batchWait: msFromSeconds(batchWait) }),
-    ...(typeof chunk['ret'] === 'string' ? { ret: chunk['ret'] } : {}),
+    ...publishExtras(chunk),
   }
   const out: Array<Record<string, unknown>> = []
   for await (const event of link.local.cmdBatch(tgt, fun, argList(chunk), options)) {
@@ -252,6 +264,7 @@ async function localAsync(chunk: Chunk, link: ApiMasterClient, who: Who): Promis
     kwarg: kwargMap(chunk),
     ...who,
     ...(timeout === undefined ? {} : { timeout }),
+    ...publishExtras(chunk),
   })
   return job.minions.length === 0 ? {} : { jid: job.jid, minions: [...job.minions] }
 }

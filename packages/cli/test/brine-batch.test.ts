@@ -138,6 +138,14 @@ describe('brine in batch mode', () => {
     ])
   })
 
+  it('passes --metadata to the batch run', async () => {
+    const client = batchClient(threeBatches(0))
+    await runBrine(['-b', '1', '--metadata', '{ticket: 8}', '*', 'cmd.run', 'deploy'], memoryIO(), { createClient: () => client })
+    expect(client.batches).toEqual([
+      { tgt: '*', fun: 'cmd.run', arg: ['deploy'], options: { tgtType: 'glob', batch: '1', failhard: false, metadata: { ticket: 8 } } },
+    ])
+  })
+
   it('--out json: each return is a document carrying retcode and jid; a silent minion alone makes the exit 1', async () => {
     const io = memoryIO()
     expect(await runBrine(['-b', '50%', '--out', 'json', '-L', 'a,b,c,d', 'test.ping'], io, { createClient: () => batchClient(threeBatches()) })).toBe(1)

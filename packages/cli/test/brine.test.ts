@@ -133,6 +133,8 @@ describe('brine argument parsing', () => {
       [['--subset', '0', '*', 'test.ping'], /--subset <n>.*'0' is invalid.*whole number of minions, at least 1/s],
       [['--subset', 'two', '*', 'test.ping'], /--subset <n>.*'two'/],
       [['--out-file-append', '*', 'test.ping'], /--out-file-append needs --out-file <path>/],
+      [['--metadata', 'ticket', '*', 'test.ping'], /--metadata <mapping>.*'ticket' is invalid.*give a mapping/s],
+      [['--metadata', '[1, 2]', '*', 'test.ping'], /--metadata <mapping>.*give a mapping/s],
     ]
     for (const [argv, message] of cases) {
       const io = memoryIO()
@@ -172,6 +174,12 @@ describe('brine runs and exit codes', () => {
     expect(io.out()).toBe('web1:\n    True\ndb1:\n    True\n')
     expect(client.calls[0]).toEqual(['*', 'test.ping', [], { tgtType: 'glob', timeout: 3000 }])
     expect(client.closed).toBe(true)
+  })
+
+  it('--metadata goes with the job as a mapping, typed as Salt types a word', async () => {
+    const client = fakeClient(['web1'], [ok('web1', true)])
+    expect(await runBrine(['--metadata', '{ticket: 8, owner: ops, urgent: True}', '*', 'test.ping'], memoryIO(), { createClient: () => client })).toBe(0)
+    expect(client.calls[0]).toEqual(['*', 'test.ping', [], { tgtType: 'glob', metadata: { ticket: 8, owner: 'ops', urgent: true } }])
   })
 
   it("exits 2 with Salt's message when no minion matched", async () => {

@@ -53,6 +53,7 @@ export interface BatchJobOptions {
   tgtType: TargetType
   kwarg?: Record<string, unknown>
   ret?: string
+  metadata?: Record<string, unknown>
   timeout?: number
   signal?: AbortSignal
 }
@@ -68,6 +69,8 @@ export interface BatchOptions {
   kwarg?: Record<string, unknown>
   /** Returners to send the returns to as well (Salt's `ret`). */
   ret?: string
+  /** Salt's job metadata, on every batch's job (not on the ping). */
+  metadata?: Record<string, unknown>
   /** Minions at a time: a count or a percentage of those that answered the ping (Salt's `batch`, default `10%`). */
   batch?: string | number
   /** ms a minion's slot stays empty after it returned, before the next minion takes it (Salt's `batch_wait`, seconds). */
@@ -174,6 +177,7 @@ class BatchPublisher {
     const out = this.pingOptions('list')
     if (this.#options.kwarg !== undefined) out.kwarg = this.#options.kwarg
     if (this.#options.ret !== undefined) out.ret = this.#options.ret
+    if (this.#options.metadata !== undefined) out.metadata = this.#options.metadata
     return out
   }
 

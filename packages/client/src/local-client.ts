@@ -32,6 +32,8 @@ export interface RunJobOptions {
   ret?: string
   /** A jid of the caller's choosing; the master allocates one otherwise. */
   jid?: string
+  /** Salt's job metadata: kept with the job, echoed in each return, searched by `jobs.list_jobs search_metadata=`. */
+  metadata?: Record<string, unknown>
   /** Ends the wait for returns (the job keeps running on the minions). */
   signal?: AbortSignal
   /** Publish as this eauth user (their ACL applies) instead of with the client's own credentials. */
@@ -209,6 +211,7 @@ export class LocalClient implements AsyncDisposable {
       timeout: secondsFromMs(timeout),
     }
     if (options.jid !== undefined) load.jid = options.jid
+    if (options.metadata !== undefined) load.metadata = options.metadata
     const requestOptions: ClearRequestOptions = {}
     if (options.signal !== undefined) requestOptions.signal = options.signal
     if (options.credentials !== undefined) requestOptions.credentials = options.credentials
@@ -239,7 +242,7 @@ export class LocalClient implements AsyncDisposable {
   async subsetOf(tgt: Tgt, fun: string, count: number, options: RunJobOptions = {}): Promise<string[]> {
     const size = parseSubsetSize(count, 'subset')
     // The look-up job carries the caller's target, wait and identity, not the job's own arguments or returners.
-    const { kwarg: _kwarg, ret: _ret, jid: _jid, ...lookup } = options
+    const { kwarg: _kwarg, ret: _ret, jid: _jid, metadata: _metadata, ...lookup } = options
     return pickSubset(await this.cmd(tgt, 'sys.list_functions', [], lookup), fun, size)
   }
 

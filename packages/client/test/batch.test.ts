@@ -149,7 +149,7 @@ const returned = (id: string, jid: string, retcode = 0) => ({ id, status: 'retur
 describe('runBatch', () => {
   it('pings first, gives no job to the minions that did not answer, and keeps a sliding window of list-target jobs', async () => {
     const host = new FakeHost(['web2', 'web1', 'db1', 'web3'])
-    const run = stepper(host, { batch: 2, tgtType: 'glob', kwarg: { cwd: '/' }, ret: 'syslog', timeout: 3000, gatherJobTimeout: 1000 })
+    const run = stepper(host, { batch: 2, tgtType: 'glob', kwarg: { cwd: '/' }, ret: 'syslog', metadata: { ticket: 8 }, timeout: 3000, gatherJobTimeout: 1000 })
     const first = run.next()
     const ping = host.job(0)
     ping.answer('web2')
@@ -167,7 +167,7 @@ describe('runBatch', () => {
       tgt: ['web1', 'web2'],
       fun: 'cmd.run',
       arg: ['true'],
-      options: { tgtType: 'list', timeout: 3000, kwarg: { cwd: '/' }, ret: 'syslog' },
+      options: { tgtType: 'list', timeout: 3000, kwarg: { cwd: '/' }, ret: 'syslog', metadata: { ticket: 8 } },
     })
     // web2 returns first: its slot goes to web3 at once, while web1 still runs.
     host.job(1).answer('web2')

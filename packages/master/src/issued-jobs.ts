@@ -28,9 +28,11 @@ export interface IssuedJobsOptions {
   maxJobs?: number
 }
 
-/** What a job was published as: its target and function (a syndic's announcement is checked against it). */
+/** What a job was published as: its target and function (a syndic's announcement is checked against it), and its metadata. */
 export interface PublishedJob extends Target {
   fun?: string
+  /** Echoed in the returns a syndic delivers, as a minion echoes it in its own. */
+  metadata?: Record<string, unknown>
 }
 
 export interface IssuedJob {
@@ -194,5 +196,7 @@ function publishedJobOf(load: Record<string, unknown>): PublishedJob | undefined
   const job: PublishedJob = { tgt: tgt as Target['tgt'] }
   if (typeof load['tgt_type'] === 'string') job.tgt_type = load['tgt_type'] as Target['tgt_type']
   if (typeof load['fun'] === 'string') job.fun = load['fun']
+  const metadata = load['metadata']
+  if (typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata)) job.metadata = metadata as Record<string, unknown>
   return job
 }

@@ -7,7 +7,7 @@ import { silentLogger, type Logger, type WireValue } from '@brine/core'
 import type { EventBus } from './event-bus.js'
 import type { GrainsCache } from './grains-cache.js'
 import { MalformedRequestError } from '@brine/protocol'
-import type { IssuedJobs } from './issued-jobs.js'
+import type { IssuedJobs, PublishedJob } from './issued-jobs.js'
 
 /** A job to publish, as the master's own publish path takes it (a publish load without cmd and key). */
 export type JobRequest = Omit<PublishLoad, 'cmd' | 'key' | 'token' | 'eauth' | 'username' | 'password'>
@@ -109,6 +109,7 @@ export class JobPublisher {
     // A job a syndic passes down keeps the master_id of the master that started it (Salt's syndic does the same).
     const masterId = job.master_id ?? this.#o.masterId
     if (masterId !== undefined) load['master_id'] = masterId
+    if (job.metadata !== undefined) load['metadata'] = job.metadata
     // The job record is written before the publish goes out (Salt saves the load first too): a master killed
     // right after it, and started again, finds the job its minions return for (else it refuses them as an
     // unknown jid). Written is enough, a kill -9 cannot lose it; nobody waits for its sync (lazy), which may
@@ -116,7 +117,7 @@ export class JobPublisher {
     await this.#savedJob(jid, load, minions)
     // Before the publish goes out: a return can only come back after it.
     // Its target too: a syndic's announcement for it is checked against it.
-    this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions, job: { tgt: job.tgt, tgt_type: job.tgt_type, fun: job.fun } })
+    this.#o.issued.record(jid, { publishedAt: now, broadcast: job.tgt_type !== 'list', minions, job: publishedJob(job) })
     // Salt's new-job event; `missing`: the ids a list target names that are not accepted minions.
     this.#o.bus.fire(tags.jobNew(jid), {
       jid,
@@ -155,4 +156,11 @@ export class JobPublisher {
   async settle(): Promise<void> {
     await Promise.all([...this.#pendingJobSaves])
   }
+}
+
+/** What {@link IssuedJobs} keeps of a job: its target and function, and its metadata when it has some. */
+function publishedJob(job: NamedJob): PublishedJob {
+  const published: PublishedJob = { tgt: job.tgt, tgt_type: job.tgt_type, fun: job.fun }
+  if (job.metadata !== undefined) published.metadata = job.metadata
+  return published
 }

@@ -245,6 +245,7 @@ export class SyndicIntake {
       const load: ReturnLoad = { cmd: '_return', id: minion, jid, fun, fun_args: ret.fun_args, return: ret.return, retcode: ret.retcode, success: ret.success }
       if (ret.out !== undefined) load.out = ret.out
       if (entry.master_id !== undefined) load.master_id = entry.master_id
+      if (job.metadata !== undefined) load.metadata = job.metadata
       saves.push(
         this.#storeSyndicReturn(load).catch((error: unknown) => {
           // That one return is refused; the rest of the batch is stored.

@@ -215,12 +215,22 @@ describe.each(TRANSPORTS)("Salt's test, jobs, manage and cache runners over %s",
     })
     expect((await runner('jobs.exit_success', [job.jid])).return).toEqual({ web1: true, web2: false, db1: false })
     expect((await runner('jobs.exit_success', ['20200101000000000000'])).return).toEqual({})
-    const other = await publish({ tgt: 'db1', fun: 'test.ping' })
+    const other = await publish({ tgt: 'db1', fun: 'test.ping', metadata: { ticket: 8, team: { name: 'ops' } } })
+    const db1 = minions[2]!
+    expect(db1.open(await db1.nthPublish(2))['metadata']).toEqual({ ticket: 8, team: { name: 'ops' } })
     expect(Object.keys((await runner('jobs.last_run')).return as object)).toEqual([other.jid])
     expect(Object.keys((await runner('jobs.last_run', [], { function: 'test.echo' })).return as object)).toEqual([job.jid])
-    // Brine's publishes carry no metadata: a metadata filter finds nothing; one that is not a mapping is refused with false, as in Salt.
+    // A metadata filter finds the jobs with any of its keys equal (Salt's search_metadata); one that is not a mapping is refused with false, as in Salt.
     expect((await runner('jobs.last_run', [], { metadata: { ticket: 7 } })).return).toBe(false)
     expect((await runner('jobs.last_run', [], { metadata: 'ticket' })).return).toBe(false)
+    expect((await runner('jobs.last_run', [], { metadata: { ticket: 7, team: { name: 'ops' } } })).return).toMatchObject({
+      [other.jid]: { Function: 'test.ping', Metadata: { ticket: 8, team: { name: 'ops' } } },
+    })
+    expect(Object.keys((await runner('jobs.list_jobs', [], { search_metadata: { ticket: 8 } })).return as object)).toEqual([other.jid])
+    expect(Object.keys((await runner('jobs.list_jobs', [], { search_metadata: { ticket: '8' } })).return as object)).toEqual([])
+    expect(Object.keys((await runner('jobs.list_jobs', [], { search_metadata: {} })).return as object).sort()).toEqual([job.jid, other.jid].sort())
+    // A publish whose metadata is not a mapping is refused, naming the field.
+    await expect(publish({ tgt: 'db1', fun: 'test.ping', metadata: 'ticket 8' })).rejects.toThrow(/field 'metadata' must be a mapping \(got "ticket 8"\)/)
     expect((await runner('jobs.last_run', [], { target: 'nobody*' })).return).toBe(false)
 
     // Every minion authenticated in setup: all are connected. A deleted key is no longer.

@@ -318,6 +318,8 @@ export class JobRunner {
       success: result.success,
     }
     if (result.out !== undefined) ret.out = result.out
+    // Salt's minion echoes the job's metadata in its return (a mapping: the job's check refused anything else).
+    if (job.metadata !== undefined) ret.metadata = job.metadata
     taken.state = 'returned'
     if (o.severalMasters === true) this.#keep(taken, ret)
     // A master that publishes the jid from here on is answered in #join; these asked while it ran.

@@ -157,6 +157,17 @@ describe('JobRunner: one jid from several masters', () => {
     expect(runner.runningFor('a:4506')).toBe(0)
   })
 
+  it("echoes the job's metadata in its return, as Salt's minion does", async () => {
+    const { runner, release } = setUp()
+    const link = new Route('a:4506')
+    await runner.handle({ job: load('20240101000000000002', 'gate.wait', ['hi'], { metadata: { ticket: 8 } }), link })
+    await runner.handle({ job: load('20240101000000000003', 'gate.wait', ['ho']), link })
+    release()
+    expect(await link.returned('20240101000000000002')).toMatchObject({ return: 'hi', metadata: { ticket: 8 } })
+    expect(await link.returned('20240101000000000003')).not.toHaveProperty('metadata')
+    await runner.drain()
+  })
+
   it('answers a master publishing it after it returned from the kept return, but only once per master', async () => {
     const { runner, events, runs, release } = setUp()
     release()

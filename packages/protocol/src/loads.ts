@@ -41,6 +41,8 @@ export interface PublishLoad {
   to?: number
   /** The master that started the job, when a syndic passes a job down (Salt's `master_id`, kept as it is). */
   master_id?: string
+  /** Salt's job metadata (`--metadata`): kept with the job, sent to the minions, echoed in each return, searched by `jobs.list_jobs`. */
+  metadata?: Record<string, unknown>
   /** Filled in by the master: the minions expected to answer. */
   minions?: string[]
 }
@@ -85,6 +87,8 @@ export interface JobLoad {
   to?: number
   /** Which master in a multi-master or syndic tree started the job (Salt's master_id). */
   master_id?: string
+  /** The publish's metadata, when it had some (Salt's `metadata`). */
+  metadata?: Record<string, unknown>
   /** When the master published it, ms since the epoch in the master's clock (not in Salt's load). */
   issued: number
   /**
@@ -109,6 +113,8 @@ export interface ReturnLoad {
   success: boolean
   out?: string
   master_id?: string
+  /** The job's metadata, echoed as Salt's minion echoes it. */
+  metadata?: Record<string, unknown>
   /** A schedule's return (Salt's `schedule` field): the job was not published; the minion made its jid. */
   schedule?: string
 }
@@ -197,6 +203,7 @@ const PUBLISH_CHECKS = fieldChecks({
   timeout: optional(number),
   to: optional(number),
   master_id: optional(string),
+  metadata: optional(record),
   minions: optional(array),
 })
 
@@ -216,6 +223,7 @@ const JOB_CHECKS = fieldChecks({
   user: string,
   to: optional(number),
   master_id: optional(string),
+  metadata: optional(record),
   issued: number,
   expire: number,
 })
@@ -236,6 +244,7 @@ const RETURN_CHECKS = fieldChecks({
   success: boolean,
   out: optional(string),
   master_id: optional(string),
+  metadata: optional(record),
   schedule: optional(nonEmptyString),
 })
 

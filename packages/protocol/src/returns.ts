@@ -10,7 +10,10 @@ import type { PublishReply, ReturnLoad } from './loads.js'
  * Salt's `salt/job/<jid>/ret/<id>` data: exactly the return load's fields, so programs written against
  * Salt's events see the same keys.
  */
-export type ReturnEvent = Pick<ReturnLoad, 'cmd' | 'id' | 'jid' | 'fun' | 'fun_args' | 'return' | 'retcode' | 'success' | 'out' | 'master_id' | 'schedule'> & {
+export type ReturnEvent = Pick<
+  ReturnLoad,
+  'cmd' | 'id' | 'jid' | 'fun' | 'fun_args' | 'return' | 'retcode' | 'success' | 'out' | 'master_id' | 'metadata' | 'schedule'
+> & {
   /** When the master fired it (ISO 8601). */
   _stamp?: string
 }
@@ -29,7 +32,7 @@ export interface EventReturn {
 
 /**
  * Return → event: the load's fields (cmd, id, jid, fun, fun_args, return, retcode, success, and
- * out/master_id when set); anything else a minion added is left out.
+ * out/master_id/metadata when set); anything else a minion added is left out.
  */
 export function returnEventData(ret: ReturnLoad): ReturnEvent {
   const data: ReturnEvent = {
@@ -44,6 +47,7 @@ export function returnEventData(ret: ReturnLoad): ReturnEvent {
   }
   if (ret.out !== undefined) data.out = ret.out
   if (ret.master_id !== undefined) data.master_id = ret.master_id
+  if (ret.metadata !== undefined) data.metadata = ret.metadata
   // Stamped here, so the bus fires this fresh object as it is instead of copying it to add the stamp.
   data._stamp = eventStamp()
   return data

@@ -12,6 +12,12 @@ describe('the return event and its two conversions', () => {
     expect(returnOfEvent(event)).toEqual({ return: 'hi', retcode: 2, success: false, out: 'txt', fun_args: ['hi'] })
   })
 
+  it('return → event keeps the metadata the job carried, as Salt’s return event does', () => {
+    const event = returnEventData({ ...load, metadata: { ticket: 8 } })
+    expect(event.metadata).toEqual({ ticket: 8 })
+    expect('metadata' in returnEventData(load)).toBe(false)
+  })
+
   it('event → return: retcode 0 and no success or out when the event lacks them', () => {
     const ret = returnOfEvent({ return: true, retcode: 'bad', success: 'yes', out: 3 })
     expect(ret).toEqual({ return: true, retcode: 0, fun_args: [] })

@@ -105,6 +105,7 @@ export class Relay {
       origin: { client: 'syndic', address: master },
     }
     if (job.master_id !== undefined) load['master_id'] = job.master_id
+    if (job.metadata !== undefined) load['metadata'] = job.metadata
     return load
   }
 }

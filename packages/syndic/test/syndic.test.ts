@@ -174,9 +174,13 @@ describe.each(TRANSPORTS)('the syndic over %s', (transport) => {
     await syndicEvent(syndic, (event) => event.type === 'batch-forwarded' && event.returns === 2, 'the batch of 2 returns acknowledged')
     expect(syndic.openJobs).toBe(0)
     // The next job's returns: the first job's were not sent again meanwhile.
-    const next = await top.master.service.publish(rootCaller(), topJob('test.ping'))
-    await top.bus.until((event) => event.tag === tags.jobReturn(next.jid, 'm2'), 'the next job')
-    await top.bus.until((event) => event.tag === tags.jobReturn(next.jid, 'm1'), 'the next job')
+    // It carries metadata: passed down with the job, echoed by the minions below, and in the returns at the top.
+    const metadata = { ticket: 8 }
+    const next = await top.master.service.publish(rootCaller(), { ...topJob('test.ping'), metadata })
+    for (const id of ['m1', 'm2']) {
+      expect((await top.bus.until((event) => event.tag === tags.jobReturn(next.jid, id), 'the next job')).data).toMatchObject({ return: true, metadata })
+      expect((await lower.bus.until((event) => event.tag === tags.jobReturn(next.jid, id), 'the next job below')).data).toMatchObject({ metadata })
+    }
     expect(top.bus.count(tags.jobReturn(reply.jid, 'm1')) + top.bus.count(tags.jobReturn(reply.jid, 'm2'))).toBe(2)
   })
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander'
-import { parseInput, secondsToMs } from '@brine/config'
+import { parseInput, secondsToMs, yamlifyArg } from '@brine/config'
 import { type TargetType, type Tgt } from '@brine/protocol'
 import { parseSubsetSize, SubsetSizeError } from '@brine/client'
 import { addBatchOptions, readBatchFlags, type BatchFlags } from './batch-flags.js'
@@ -43,6 +43,8 @@ export interface BrineArgs {
   verbose: boolean
   hideTimeout: boolean
   ret?: string
+  /** `--metadata`: Salt's job metadata, a mapping. */
+  metadata?: Record<string, unknown>
   color?: boolean
   batch: BatchFlags
   /** `-a/--auth`, `-T/--make-token`, `--username`, `--password`. */
@@ -73,6 +75,11 @@ function brineProgram(io: CommandIO): Command {
     .option('-v, --verbose', 'print the job id banner and every minion that did not return')
     .option('--hide-timeout', 'do not report minions that did not return')
     .option('--return <returners>', 'returners that also receive the returns')
+    .option(
+      '--metadata <mapping>',
+      "metadata kept with the job and echoed in its returns, e.g. '{ticket: 8}' (jobs.list_jobs search_metadata=)",
+      metadataMapping,
+    )
     .option('--no-parse <argnames>', 'comma-separated keyword arguments (argname=value) whose values stay strings')
     .option('--no-color', 'never colour the output')
     .option('--force-color', 'colour the output even when it is not a terminal')
@@ -136,6 +143,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
   if (typeof options.out === 'string' && isOutputter(options.out)) args.out = options.out
   if (typeof options.outIndent === 'number') args.outIndent = options.outIndent
   if (typeof options.return === 'string') args.ret = options.return
+  if (options.metadata !== undefined) args.metadata = options.metadata as Record<string, unknown>
   if (typeof options.subset === 'number') args.subset = options.subset
   if (outFile !== undefined) args.outFile = outFile
   if (options.forceColor === true) args.color = true
@@ -151,6 +159,13 @@ export function noParseNames(value: unknown): string[] {
         .map((name) => name.trim())
         .filter((name) => name !== '')
     : []
+}
+
+/** A commander parser for `--metadata`: Salt types the word as YAML; only a mapping means anything to a minion (Salt's ignores the rest). */
+function metadataMapping(value: string): Record<string, unknown> {
+  const typed = yamlifyArg(value)
+  if (typeof typed === 'object' && typed !== null && !Array.isArray(typed)) return typed as Record<string, unknown>
+  throw new InvalidArgumentError("give a mapping, e.g. '{ticket: 8, owner: ops}'")
 }
 
 /** A commander parser for `--subset`: a whole number of minions, at least 1. */

@@ -187,6 +187,7 @@ function batchOptions(args: BrineArgs, io: CommandIO, plan: BatchPlan): BatchOpt
   const options: BatchOptions = { tgtType: args.tgtType, batch: plan.size, failhard: args.batch.failhard }
   if (args.timeout !== undefined) options.timeout = args.timeout
   if (args.ret !== undefined) options.ret = args.ret
+  if (args.metadata !== undefined) options.metadata = args.metadata
   if (args.batch.wait !== undefined) options.batchWait = args.batch.wait
   if (plan.ping !== undefined) options.ping = plan.ping
   if (io.signal !== undefined) options.signal = io.signal

@@ -50,6 +50,7 @@ function jobOptionsOf(args: BrineArgs, io: CommandIO): RunJobOptions {
   const options: RunJobOptions = { tgtType: args.tgtType }
   if (args.timeout !== undefined) options.timeout = args.timeout
   if (args.ret !== undefined) options.ret = args.ret
+  if (args.metadata !== undefined) options.metadata = args.metadata
   if (io.signal !== undefined) options.signal = io.signal
   return options
 }

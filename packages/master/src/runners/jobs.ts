@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util'
 import { storedReturnsOf, type ListJobsFilter } from '@brine/common'
 import { jidToTime, parseJid, type ReturnLoad } from '@brine/protocol'
 import { MalformedRequestError } from '@brine/protocol'
@@ -73,13 +74,14 @@ function globs(value: unknown): string[] | undefined {
   return [String(value)]
 }
 
-/** jobs.list_jobs: `{jid: {Function, Arguments, Target, Target-type, User, StartTime}}`, filtered as Salt filters. */
+/** jobs.list_jobs: `{jid: {Function, Arguments, Target, Target-type, User, StartTime, Metadata?}}`, filtered as Salt filters. */
 async function listJobs(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   const base: ListJobsFilter = {}
   const start = param(args, 5, 'start_time')
   const end = param(args, 6, 'end_time')
   if (start !== undefined && start !== null && start !== '') base.startTime = parseTimeArgument(start, 'start_time')
   if (end !== undefined && end !== null && end !== '') base.endTime = parseTimeArgument(end, 'end_time')
+  const metadata = param(args, 2, 'search_metadata')
   const funs = globs(param(args, 3, 'search_function')) ?? [undefined]
   const targets = globs(param(args, 4, 'search_target')) ?? [undefined]
   // A list of globs matches any of them (Salt's fnmatch loop): one query per combination.
@@ -89,7 +91,9 @@ async function listJobs(args: RunnerArgs, context: RunnerContext): Promise<unkno
       const filter: ListJobsFilter = { ...base }
       if (fun !== undefined) filter.fun = fun
       if (target !== undefined) filter.target = target
-      for (const summary of await context.jobs.listJobs(filter)) found.set(summary.jid, summary.load)
+      for (const summary of await context.jobs.listJobs(filter)) {
+        if (metadataMatches(summary.load['metadata'], metadata)) found.set(summary.jid, summary.load)
+      }
     }
   }
   const out: Record<string, unknown> = {}
@@ -140,30 +144,32 @@ function pythonTruthy(value: unknown): boolean {
 
 /**
  * jobs.last_run: print_job of the newest job list_jobs finds with the same filters (`function`, `target`,
- * `metadata`), false when none matches.
+ * `metadata` as `search_metadata`), false when none matches or `metadata` is not a mapping (Salt's answer).
  */
 async function lastRun(args: RunnerArgs, context: RunnerContext): Promise<unknown> {
   const metadata = param(args, 2, 'metadata')
-  if (metadata !== undefined && metadata !== null && (typeof metadata !== 'object' || Array.isArray(metadata))) return false
+  if (pythonTruthy(metadata) && !isMapping(metadata)) return false
   const kwarg: Record<string, unknown> = {}
   const fun = param(args, 3, 'function')
   const target = param(args, 4, 'target')
+  if (metadata !== undefined) kwarg['search_metadata'] = metadata
   if (fun !== undefined && fun !== null) kwarg['search_function'] = fun
   if (target !== undefined && target !== null) kwarg['search_target'] = target
-  const jobs = Object.entries((await listJobs({ arg: [], kwarg }, context)) as Record<string, Record<string, unknown>>)
-  const matching = jobs.filter(([, job]) => metadataMatches(job['Metadata'], metadata as Record<string, unknown> | undefined | null))
-  const last = matching
-    .map(([jid]) => jid)
-    .sort()
-    .at(-1)
+  const jobs = (await listJobs({ arg: [], kwarg }, context)) as Record<string, unknown>
+  const last = Object.keys(jobs).sort().at(-1)
   return last === undefined ? false : printJob({ arg: [last], kwarg: {} }, context)
 }
 
-/** Salt's search_metadata: every key given is in the job's metadata with an equal value. */
-function metadataMatches(jobMetadata: unknown, wanted: Record<string, unknown> | undefined | null): boolean {
-  if (wanted === undefined || wanted === null) return true
-  if (typeof jobMetadata !== 'object' || jobMetadata === null) return false
-  return Object.entries(wanted).every(([key, value]) => JSON.stringify((jobMetadata as Record<string, unknown>)[key]) === JSON.stringify(value))
+const isMapping = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * Salt's search_metadata: a job matches when any key given is in its metadata with an equal value. No
+ * filter when it is empty (None, `{}`, ''); one that is not a mapping matches nothing (Salt logs and finds none).
+ */
+function metadataMatches(jobMetadata: unknown, wanted: unknown): boolean {
+  if (!pythonTruthy(wanted)) return true
+  if (!isMapping(wanted) || !isMapping(jobMetadata)) return false
+  return Object.entries(wanted).some(([key, value]) => Object.hasOwn(jobMetadata, key) && isDeepStrictEqual(jobMetadata[key], value))
 }
 
 /**
