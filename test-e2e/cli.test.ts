@@ -66,10 +66,14 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
 
     // Salt's --subset (sys.list_functions asked first), --summary and --out-file, and -d's docstrings, from the built command.
     const file = join(fleet.root, 'subset-returns.txt')
-    const [subset, docs] = await Promise.all([
+    const [subset, docs, preview] = await Promise.all([
       fleet.run('brine', ['--subset', '1', '--summary', '--out-file', file, '*', 'test.ping']),
       fleet.run('brine', ['-d', 'web1', 'test.ping']),
+      fleet.run('brine', ['--preview-target', '-L', 'web1,ghost,db1', 'test.ping']),
     ])
+    // Salt's --preview-target: the accepted minions the target selects, as a nested list; nothing runs.
+    expect(preview.stdout).toBe('- db1\n- web1\n')
+    expect(preview.code).toBe(0)
     expect(subset.code).toBe(0)
     expect(subset.stdout).toMatch(/\n# of minions targeted: 1\n# of minions returned: 1\n# of minions that did not return: 0\n/)
     expect(await readFile(file, 'utf8')).toMatch(/^(web1|db1):\n    True\n$/)

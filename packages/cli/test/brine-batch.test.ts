@@ -71,6 +71,9 @@ function batchClient(
     async subsetOf(_tgt, _fun, count) {
       return matched.slice(0, count)
     },
+    async previewTarget() {
+      throw new Error('a preview was not expected here')
+    },
     async config() {
       return options.config ?? { batch_safe_limit: 0, batch_safe_size: '8' }
     },

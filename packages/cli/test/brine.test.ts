@@ -14,11 +14,16 @@ function fakeClient(
   returns: CliReturn[],
   missing: string[] = [],
   having: string[] = [],
-): JobClient & { calls: unknown[][]; subsets: unknown[][]; closed: boolean } {
+): JobClient & { calls: unknown[][]; subsets: unknown[][]; previews: unknown[][]; closed: boolean } {
   const client = {
     calls: [] as unknown[][],
     subsets: [] as unknown[][],
+    previews: [] as unknown[][],
     closed: false,
+    async previewTarget(...args: unknown[]) {
+      client.previews.push(args)
+      return minions
+    },
     async subsetOf(...args: unknown[]) {
       client.subsets.push(args)
       return having.slice(0, args[2] as number)
@@ -174,6 +179,18 @@ describe('brine runs and exit codes', () => {
     expect(io.out()).toBe('web1:\n    True\ndb1:\n    True\n')
     expect(client.calls[0]).toEqual(['*', 'test.ping', [], { tgtType: 'glob', timeout: 3000 }])
     expect(client.closed).toBe(true)
+  })
+
+  it("--preview-target prints the minions the master resolves the target to, Salt's nested list by default, and runs nothing", async () => {
+    const client = fakeClient(['web1', 'web2'], [])
+    const io = memoryIO()
+    expect(await runBrine(['--preview-target', '-G', 'role:web', 'test.ping'], io, { createClient: () => client })).toBe(0)
+    expect(io.out()).toBe('- web1\n- web2\n')
+    expect(client.previews).toEqual([['role:web', 'test.ping', { tgtType: 'grain' }]])
+    expect(client.calls).toEqual([])
+    const json = memoryIO()
+    expect(await runBrine(['--preview-target', '--out', 'json', 'nobody*', 'test.ping'], json, { createClient: () => fakeClient([], []) })).toBe(0)
+    expect(JSON.parse(json.out())).toEqual([])
   })
 
   it('--metadata goes with the job as a mapping, typed as Salt types a word', async () => {

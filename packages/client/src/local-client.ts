@@ -8,6 +8,7 @@ import {
   parsePublishReply,
   storedReturnsOfListJob,
   unwrapOutputter,
+  type PreviewTargetLoad,
   type PublishLoad,
   type PublishReply,
   type TargetType,
@@ -212,11 +213,21 @@ export class LocalClient implements AsyncDisposable {
     }
     if (options.jid !== undefined) load.jid = options.jid
     if (options.metadata !== undefined) load.metadata = options.metadata
-    const requestOptions: ClearRequestOptions = {}
-    if (options.signal !== undefined) requestOptions.signal = options.signal
-    if (options.credentials !== undefined) requestOptions.credentials = options.credentials
-    if (options.origin !== undefined) requestOptions.origin = options.origin
-    return checkPublishReply(await this.request(load as unknown as Record<string, unknown>, requestOptions))
+    return checkPublishReply(await this.request(load as unknown as Record<string, unknown>, requestOptionsOf(options)))
+  }
+
+  /**
+   * The minions a publish of `fun` to `tgt` would expect, as the master resolves them and under the same permission
+   * check; nothing is published (Salt's `--preview-target`).
+   */
+  async previewTarget(tgt: Tgt, fun: string, options: Pick<RunJobOptions, 'tgtType' | 'signal' | 'credentials' | 'origin'> = {}): Promise<string[]> {
+    await this.connect()
+    const load: PreviewTargetLoad = { cmd: 'preview_target', tgt, tgt_type: options.tgtType ?? 'glob', fun, user: currentUser() }
+    const reply = (await this.request(load as unknown as Record<string, unknown>, requestOptionsOf(options))) as { minions?: unknown } | null
+    const minions = reply?.minions
+    if (!Array.isArray(minions) || !minions.every((id) => typeof id === 'string'))
+      throw new PublishError(`the master answered preview_target with ${JSON.stringify(reply)?.slice(0, 200)}, not {minions}`)
+    return minions
   }
 
   /** Publishes and returns the jid at once, '' if no minion matched (Salt's cmd_async). */
@@ -394,6 +405,15 @@ export function unwrapLookup(value: unknown): { returns: Record<string, unknown>
   if (outputter !== undefined && typeof data === 'object' && data !== null && !Array.isArray(data))
     return { returns: data as Record<string, unknown>, out: outputter }
   return { returns: typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {} }
+}
+
+/** The request options a job's options carry: its signal, credentials and origin. */
+function requestOptionsOf(options: Pick<RunJobOptions, 'signal' | 'credentials' | 'origin'>): ClearRequestOptions {
+  const requestOptions: ClearRequestOptions = {}
+  if (options.signal !== undefined) requestOptions.signal = options.signal
+  if (options.credentials !== undefined) requestOptions.credentials = options.credentials
+  if (options.origin !== undefined) requestOptions.origin = options.origin
+  return requestOptions
 }
 
 function checkPublishReply(reply: unknown): PublishReply {

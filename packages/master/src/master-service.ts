@@ -12,8 +12,8 @@ import {
   type SubmitResult,
 } from '@brine/crypt'
 import { type JobCache } from '@brine/common'
-import { generateJid, tags, type EventLoad, type PublishReply, type ReturnLoad, returnEventData } from '@brine/protocol'
-import { type Grains } from '@brine/targeting'
+import { generateJid, tags, type EventLoad, type PreviewTargetReply, type PublishReply, type ReturnLoad, type Target, returnEventData } from '@brine/protocol'
+import { type Grains, type MinionInfo } from '@brine/targeting'
 import { LogLimiter, silentLogger, type Logger, type WireValue } from '@brine/core'
 import { aclTargets, permits, refusal, type Action } from './acl.js'
 import { masterCaller, type Authorizer, type Caller, type Credentials } from './authorize.js'
@@ -190,18 +190,9 @@ export class MasterService {
   async publish(caller: Caller, job: JobRequest): Promise<PublishReply> {
     // A returner the minions do not have is refused here, not left to each minion to log (Salt's way).
     checkReturners(job.ret)
-    const syndicRegistry = this.#o.syndics
-    // A syndic's key is accepted here, but it is not a minion: it is never expected to return.
-    const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))
-    // Nodegroups are the master's: minions receive the compound expression they stand for (as Salt's client sends it).
-    const resolved = { ...job, ...this.#o.publisher.resolveNodegroups(job), jid: job.jid ?? this.#newJid() }
-    const minions = await this.#o.publisher.expected({ tgt: resolved.tgt, tgt_type: resolved.tgt_type }, known)
+    const { known, target, minions } = await this.#expected(job)
+    const resolved = { ...job, ...target, jid: job.jid ?? this.#newJid() }
     const syndics = this.#o.settings.orderMasters === true ? await this.#syndicsFor(resolved) : undefined
-    // ACL targets resolve against the same known minions (matching is async: regexes run off the main thread).
-    const targets = aclTargets(caller)
-    const allowed = new Map(
-      await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)),
-    )
     const audited: AuditCall = {
       cmd: 'publish',
       fun: job.fun,
@@ -211,7 +202,7 @@ export class MasterService {
       kwarg: job.kwarg,
       result: 'accepted',
     }
-    this.#check(caller, 'publish', { kind: 'publish', fun: job.fun, minions }, (target) => allowed.get(target) ?? [], audited)
+    await this.#checkPublish(caller, job.fun, minions, known, audited)
     const reply = await this.#o.publisher.publish(
       resolved.user === caller.user ? resolved : { ...resolved, user: caller.user },
       minions,
@@ -220,6 +211,35 @@ export class MasterService {
     )
     this.#o.audit?.record(caller, { ...audited, jid: reply.jid, minions: reply.minions })
     return reply
+  }
+
+  /**
+   * The minions a publish of `request.fun` to its target would expect, checked as that publish would be; nothing is
+   * stored, fired, published or audited (Salt's `--preview-target`).
+   */
+  async previewTarget(caller: Caller, request: Pick<JobRequest, 'tgt' | 'tgt_type' | 'fun'>): Promise<PreviewTargetReply> {
+    const { known, minions } = await this.#expected(request)
+    await this.#checkPublish(caller, request.fun, minions, known)
+    return { minions }
+  }
+
+  /** The accepted minions (a syndic is not one: it never returns), the target with nodegroups resolved, and the minions it selects. */
+  async #expected(job: Pick<JobRequest, 'tgt' | 'tgt_type'>): Promise<{ known: MinionInfo[]; target: Target; minions: string[] }> {
+    const syndicRegistry = this.#o.syndics
+    const known = (await this.#o.publisher.known()).filter((minion) => !syndicRegistry.isSyndic(minion.id))
+    // Nodegroups are the master's: minions receive the compound expression they stand for (as Salt's client sends it).
+    const target = this.#o.publisher.resolveNodegroups({ tgt: job.tgt, tgt_type: job.tgt_type })
+    return { known, target, minions: await this.#o.publisher.expected(target, known) }
+  }
+
+  /** Refuses a publish of `fun` to `minions` that no ACL entry of the caller permits (its targets resolved against the same `known`). */
+  async #checkPublish(caller: Caller, fun: string, minions: readonly string[], known: readonly MinionInfo[], audited?: AuditCall): Promise<void> {
+    // Matching is async: regexes run off the main thread.
+    const targets = aclTargets(caller)
+    const allowed = new Map(
+      await Promise.all(targets.map(async (target) => [target, await this.#o.publisher.expected({ tgt: target, tgt_type: 'compound' }, known)] as const)),
+    )
+    this.#check(caller, 'publish', { kind: 'publish', fun, minions }, (target) => allowed.get(target) ?? [], audited)
   }
 
   /** The syndics attached now (registered and accepted), each with the minions it announced before that `target` may select. */

@@ -7,6 +7,7 @@ import {
   type ClearCommand,
   type SealedCommand,
   validateMinionEventLoad,
+  validatePreviewTargetLoad,
   validatePublishLoad,
   validateReturnLoad,
   validateSyndicEventLoad,
@@ -100,7 +101,7 @@ function withoutCredentials(load: Record<string, unknown>): Record<string, unkno
  * The master's request port, shared by every transport's RequestServer: decodes a request, authorizes
  * it, dispatches it through one table per channel (command → handler) to the {@link MasterService}, the
  * {@link SyndicIntake} or the {@link TokenCommands}, and encodes the reply. Clear requests carry the
- * allow-listed commands (`_auth`; `publish`, `wheel`, `runner` and `fire_event` behind `authorize`, the
+ * allow-listed commands (`_auth`; `publish`, `preview_target`, `wheel`, `runner` and `fire_event` behind `authorize`, the
  * runner and wheel ones with `asynchronous: true` answering `{tag, jid}` at once; Salt's eauth token flow
  * `mk_token`, `get_token` and `rm_token`); sealed ones (`{enc: 'box'}`) a minion's `_return`,
  * `_minion_event`, `_grains` and the file server's commands (FileServer), and a syndic's `_syndic_return` and
@@ -262,6 +263,11 @@ export class MasterWireAdapter {
           ...job
         } = validatePublishLoad(load) as PublishLoad & { origin?: unknown }
         return (await service.publish(caller, job)) as unknown as WireValue
+      },
+      preview_target: async (load, context) => {
+        const caller = await this.#caller(load, context)
+        const { tgt, tgt_type, fun } = validatePreviewTargetLoad(load)
+        return (await service.previewTarget(caller, { tgt, tgt_type, fun })) as unknown as WireValue
       },
       wheel: async (load, context) => {
         const caller = await this.#caller(load, context)

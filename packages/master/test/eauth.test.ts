@@ -245,6 +245,18 @@ describe.each(TRANSPORTS)('eauth over %s', (transport) => {
       refused: 'PermissionDeniedError',
       message: expect.stringContaining('user "alice" may not run "test.ping" on db1'),
     })
+    // preview_target: the minions a publish would expect, under the same check; nothing is published.
+    const listJobs = { cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, token }
+    const jobsBefore = Object.keys(((await send(listJobs)) as { return: object }).return)
+    const preview = { cmd: 'preview_target', tgt: 'web*', tgt_type: 'glob', fun: 'test.ping', user: 'root' }
+    expect(await send({ ...preview, token })).toEqual({ minions: ['web1'] })
+    expect(await send({ ...preview, tgt: '*', token })).toMatchObject({
+      refused: 'PermissionDeniedError',
+      message: expect.stringContaining('user "alice" may not run "test.ping" on db1'),
+    })
+    expect(await send({ ...preview, tgt: 'os:Debian', tgt_type: 'grain', key: master.rootKey })).toEqual({ minions: ['db1', 'web1'] })
+    expect(await send({ ...preview, fun: '', token })).toMatchObject({ refused: 'PayloadError', message: expect.stringContaining("field 'fun'") })
+    expect(Object.keys(((await send(listJobs)) as { return: object }).return)).toEqual(jobsBefore)
     expect(await send({ cmd: 'runner', fun: 'jobs.list_jobs', arg: [], kwarg: {}, token })).toMatchObject({ success: true })
     expect(await send({ cmd: 'runner', fun: 'manage.down', arg: [], kwarg: {}, token })).toMatchObject({ refused: 'PermissionDeniedError' })
     expect(await send({ cmd: 'wheel', fun: 'key.list_all', token })).toMatchObject({ return: { minions: ['db1', 'web1'] }, user: 'alice' })

@@ -48,6 +48,17 @@ export interface PublishLoad {
 }
 
 /**
+ * What `brine --preview-target` asks the master: the minions a publish of `fun` to the target would expect,
+ * under the same permission check; nothing is stored, fired or published. The credentials are a publish's.
+ */
+export type PreviewTargetLoad = Pick<PublishLoad, 'tgt' | 'tgt_type' | 'fun' | 'user' | 'key' | 'token' | 'eauth' | 'username' | 'password'> & {
+  cmd: 'preview_target'
+}
+
+/** The master's answer to a `preview_target`: the minions, as a publish's reply names them. */
+export type PreviewTargetReply = Pick<PublishReply, 'minions'>
+
+/**
  * An eauth token as the master keeps it and `mk_token` / `get_token` answer it (Salt's token data):
  * `start` and `expire` are epoch seconds, `name` the user, `eauth` the backend that authenticated them.
  */
@@ -210,6 +221,24 @@ const PUBLISH_CHECKS = fieldChecks({
 /** Checks a publish request; throws PayloadError naming the first bad field. */
 export function validatePublishLoad(value: unknown): PublishLoad {
   return validate<PublishLoad>('publish', value, PUBLISH_CHECKS)
+}
+
+const PREVIEW_TARGET_CHECKS = fieldChecks({
+  cmd: literal('preview_target'),
+  tgt,
+  tgt_type: tgtType,
+  fun: nonEmptyString,
+  user: string,
+  key: optional(string),
+  token: optional(string),
+  eauth: optional(string),
+  username: optional(string),
+  password: optional(string),
+})
+
+/** Checks a `preview_target` request; throws PayloadError naming the first bad field. */
+export function validatePreviewTargetLoad(value: unknown): PreviewTargetLoad {
+  return validate<PreviewTargetLoad>('preview_target', value, PREVIEW_TARGET_CHECKS)
 }
 
 const JOB_CHECKS = fieldChecks({

@@ -7,9 +7,10 @@
 /**
  * Commands a clear request may carry; anything else is refused (DESIGN §3). `mk_token`, `get_token`
  * and `rm_token` are Salt's eauth token flow (the last one Brine's: revoke a token one holds);
- * `fire_event` puts an event on the master's bus for a root-key caller (the REST API's webhooks).
+ * `fire_event` puts an event on the master's bus for a root-key caller (the REST API's webhooks); `preview_target`
+ * answers the minions a publish would expect, publishing nothing (Salt's `--preview-target`).
  */
-export const CLEAR_COMMANDS = ['_auth', 'publish', 'wheel', 'runner', 'mk_token', 'get_token', 'rm_token', 'fire_event'] as const
+export const CLEAR_COMMANDS = ['_auth', 'publish', 'preview_target', 'wheel', 'runner', 'mk_token', 'get_token', 'rm_token', 'fire_event'] as const
 export type ClearCommand = (typeof CLEAR_COMMANDS)[number]
 
 /** Commands a sealed request may carry: a minion's (its file server requests too), and a syndic's (which authenticates as a minion does). */

@@ -34,6 +34,8 @@ export interface BrineArgs {
   static: boolean
   /** `--summary`: Salt's Summary block after the returns (the master config's `cli_summary` asks for it too). */
   summary: boolean
+  /** `--preview-target`: print the minions the target selects instead of running anything. */
+  previewTarget: boolean
   /** `--subset`: run on this many of the targeted minions that have the function, picked at random. */
   subset?: number
   /** `--out-file`: where the outputter's documents go instead of stdout. */
@@ -69,6 +71,7 @@ function brineProgram(io: CommandIO): Command {
     .option('-d, --doc', "print the functions' documentation: sys.doc on the target ('*' if none) for the function given, or all")
     .addOption(new Option('--documentation', 'the same as -d/--doc').hideHelp())
     .option('--summary', "print Salt's summary of the returns at the end (config cli_summary)")
+    .option('--preview-target', 'print the minions the target selects (as the master resolves it) and run nothing')
     .option('--subset <n>', 'run on this many of the targeted minions, picked at random among those that have the function', subsetSize)
     .option('--async', 'publish and print the job id without waiting')
     .option('--show-jid', 'print the job id first')
@@ -133,6 +136,7 @@ export function parseBrineArgs(argv: readonly string[], io: CommandIO): BrineArg
     arg: parseInput(rest, { noParse: noParseNames(options.parse) }),
     static: options.static === true,
     summary: options.summary === true,
+    previewTarget: options.previewTarget === true,
     async: options.async === true,
     showJid: options.showJid === true,
     verbose: options.verbose === true,

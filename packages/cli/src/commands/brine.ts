@@ -215,8 +215,18 @@ async function narrowToSubset(client: JobClient, args: BrineArgs, io: CommandIO,
   return ids.length === 0 ? undefined : { ...args, tgt: ids, tgtType: 'list' }
 }
 
-/** Runs the job the way the flags ask: a subset first, then batch mode, --async, or one job. */
+/** `--preview-target`: the minions the master resolves the target to, through the outputter (Salt's nested list by default); exit 0. */
+async function previewTarget(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView): Promise<number> {
+  const options: RunJobOptions = { tgtType: args.tgtType }
+  if (io.signal !== undefined) options.signal = io.signal
+  const minions = await client.previewTarget(args.tgt, args.fun, options)
+  view.documents.write(renderOutput(view.out ?? 'nested', minions, view.display))
+  return EXIT_OK
+}
+
+/** Runs the job the way the flags ask: a preview of the target only, a subset first, then batch mode, --async, or one job. */
 async function dispatch(client: JobClient, args: BrineArgs, io: CommandIO, view: BatchView, summary: boolean): Promise<number> {
+  if (args.previewTarget) return await previewTarget(client, args, io, view)
   if (args.subset !== undefined) {
     const picked = await narrowToSubset(client, args, io, args.subset)
     if (picked === undefined) return noMinions(io)

@@ -13,6 +13,8 @@ export interface JobClient {
   cmdAsync(tgt: Tgt, fun: string, arg?: readonly unknown[], options?: RunJobOptions): Promise<string>
   /** The minions `--subset` runs on (LocalClient's `subsetOf`: those that have `fun`, `count` of them at random). */
   subsetOf(tgt: Tgt, fun: string, count: number, options?: RunJobOptions): Promise<string[]>
+  /** The minions a publish would expect, nothing published (LocalClient's `previewTarget`, `--preview-target`). */
+  previewTarget(tgt: Tgt, fun: string, options?: RunJobOptions): Promise<string[]>
   /** Batch mode (LocalClient's `cmdBatch`). */
   cmdBatch(tgt: Tgt, fun: string, arg: readonly unknown[], options: BatchOptions): AsyncIterable<BatchEvent>
   /** The master config's keys `brine` reads (batch_safe_limit, batch_safe_size). */
@@ -38,6 +40,7 @@ export function localJobClient(options: JobClientOptions): JobClient {
     runJob: (tgt, fun, arg, jobOptions) => client.runJob(tgt, fun, arg, { ...jobOptions, listen: true }),
     cmdAsync: (tgt, fun, arg, jobOptions) => client.cmdAsync(tgt, fun, arg, jobOptions),
     subsetOf: (tgt, fun, count, subsetOptions) => client.subsetOf(tgt, fun, count, subsetOptions),
+    previewTarget: (tgt, fun, previewOptions) => client.previewTarget(tgt, fun, previewOptions),
     cmdBatch: (tgt, fun, arg, batchOptions) => client.cmdBatch(tgt, fun, arg, batchOptions),
     config: () => client.config(),
     close: () => client.close(),
