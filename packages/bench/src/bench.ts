@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ApiProbe, apiMasterConfig, type ApiFigures } from './api-bench.js'
-import { cpuTimeMs, pidAlive, rssBytes } from '@brine/testkit'
+import { cpuTimeMs, deadline, pidAlive, rssBytes } from '@brine/testkit'
 import { Fleet, type SwarmProcess, type TransportName } from '@brine/harness'
 import { fleetBus, makeSwarmKeysUnder, startSwarm } from './fleet-swarm.js'
 import { makeRoomForMinions, natsServerRss } from './nats-broker.js'
@@ -759,9 +759,20 @@ async function measureApi(fleet: Fleet, client: LocalClient, counter: ReturnCoun
 
 /**
  * The restart phase: the master stopped and launched again, then test.ping rounds until all N answer, bounded
- * by `connectTimeoutMs` from the relaunch; the new client.
+ * by `connectTimeoutMs` from the relaunch; the new client, once `counterBus` (the return counter's) is back too.
  */
-async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: number, connectTimeoutMs: number, result: CaseResult): Promise<LocalClient> {
+async function measureRestart(
+  fleet: Fleet,
+  newClient: () => LocalClient,
+  n: number,
+  connectTimeoutMs: number,
+  result: CaseResult,
+  counterBus: MasterEvent,
+): Promise<LocalClient> {
+  // The counter's bus connection goes with the master and comes back on its own backoff, after the fleet's reader (which
+  // launchMaster waits for) and possibly after the last round: a burst sent before it is back reaches no counter, and
+  // the overload phase would wait out its quiet window for returns it never hears, and time the burst by an older one.
+  const counterBack = counterBus.nextConnection()
   const swarmsBefore = swarmsCpuMs(fleet)
   await fleet.master.stop('SIGTERM')
   const relaunched = performance.now()
@@ -782,6 +793,10 @@ async function measureRestart(fleet: Fleet, newClient: () => LocalClient, n: num
     (await untilAllAnswer(() => client, n, relaunched + connectTimeoutMs, { rounds: result.restart.rounds, from: relaunched, windowMs })) - relaunched,
   )
   result.restart.cpuMs = { master: cpuTimeMs(fleet.master.pid), swarms: swarmsCpuMs(fleet) - swarmsBefore }
+  await deadline(counterBack, connectTimeoutMs, "the return counter's bus connection back after the master's restart").catch(async (error: unknown) => {
+    await client.close()
+    throw error
+  })
   return client
 }
 
@@ -1035,7 +1050,7 @@ export async function runCase(benchCase: BenchCase, settings: BenchSettings, hoo
 
     phase('restart')
     await client.close()
-    readers.client = await measureRestart(fleet, newClient, n, connectTimeoutMs, result)
+    readers.client = await measureRestart(fleet, newClient, n, connectTimeoutMs, result, readers.counterBus!)
 
     phase('overload')
     await measureOverload(fleet, readers.client, counter, n, settings, stored, result)
