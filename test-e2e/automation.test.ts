@@ -299,6 +299,11 @@ describe.each(TRANSPORTS)('the reactor, events from minions and the audit log ov
     const big = (await event('web1', 'event.send', 'big', `{blob: ${'x'.repeat(4096)}}`)) as Record<string, unknown>
     expect(String(big['web1'])).toMatch(/minion_event_max_bytes/)
     expect(bus.events.some((event) => event.tag === 'salt/minion/web1/big')).toBe(false)
+    // brine-call without --local fires at the master too, as Salt's salt-call does, authenticated with the minion's keys.
+    const called = await fleet.run('brine-call', ['event.send', 'called/done', '{via: brine-call}'], { configDir: fleet.minionConfigDir('web1') })
+    expect([called.stdout, called.code]).toEqual(['local:\n    True\n', 0])
+    const [fired] = await bus.waitFor((event) => event.tag === 'salt/minion/web1/called/done', 'the event brine-call sent')
+    expect(fired!.data).toMatchObject({ via: 'brine-call', id: 'web1' })
   })
 })
 

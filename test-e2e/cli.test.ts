@@ -125,6 +125,10 @@ describe.each(TRANSPORTS)('the brine CLI against real daemons over %s', (transpo
     const listed = await fleet.run('brine-key', ['-L'])
     expect(listed.stdout).toMatch(/Accepted Keys:\nweb1\n/)
     expect(listed.stdout).toMatch(/Rejected Keys:\ndb1\n/)
+    // brine-call as db1 cannot authenticate now, and says so at once, as Salt's salt-call does (exit 2).
+    const refused = await fleet.run('brine-call', ['test.ping'], { configDir: fleet.minionConfigDir('db1') })
+    expect(refused.stderr).toMatch(/^brine-call: Minion failed to authenticate with the master \S+: its key was refused/m)
+    expect([refused.stdout, refused.code]).toEqual(['', 2])
   })
 })
 

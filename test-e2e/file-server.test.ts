@@ -88,6 +88,14 @@ describe.each(TRANSPORTS)('the file server over %s', (transport) => {
         stderr: '',
       })
 
+      // brine-call without --local: salt:// from the master, authenticated with the minion's own keys (Salt's salt-call).
+      const fetched = join(scratch, `${transport}-called.sh`)
+      const called = await fleet.run('brine-call', ['--out', 'json', 'cp.get_file', 'salt://scripts/hello.sh', fetched], {
+        configDir: fleet.minionConfigDir('m1'),
+      })
+      expect([JSON.parse(called.stdout), called.code]).toEqual([{ local: fetched }, 0])
+      expect(readFileSync(fetched, 'utf8')).toBe(readFileSync(join(srv, 'scripts/hello.sh'), 'utf8'))
+
       const source = join(scratch, `${transport}-push.txt`)
       writeFileSync(source, 'from the minion')
       expect(await call(fleet, ['cp.push', source])).toBe(false)

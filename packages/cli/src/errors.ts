@@ -46,4 +46,18 @@ export class UsageError extends BrineError {
   override name = 'UsageError'
 }
 
-registerErrors({ DaemonLoadError, PidfileError, UserSwitchError, UsageError })
+/**
+ * `brine-call` (without `--local`) could not authenticate with its master: the key waits for the operator or was
+ * rejected (Salt's salt-call gives up at once then too), or the master did not answer within `auth_timeout` × `auth_tries`.
+ */
+export class CallAuthError extends BrineError {
+  override name = 'CallAuthError'
+  readonly master: string
+
+  constructor(master: string, reason: string) {
+    super(`Minion failed to authenticate with the master ${master}: ${reason}`, { master })
+    this.master = master
+  }
+}
+
+registerErrors({ CallAuthError, DaemonLoadError, PidfileError, UserSwitchError, UsageError })

@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { freeLoopbackPort } from '@brine/testkit'
 import { runCall } from '../src/commands/call.js'
 import { memoryIO } from './helpers.js'
 
@@ -94,10 +95,17 @@ describe('brine-call --local', () => {
     }
   })
 
-  it('refuses to run without --local (not supported yet)', async () => {
+  it('without --local asks the master, and exits 2 naming it when it does not answer within auth_timeout × auth_tries', async () => {
     const io = memoryIO()
-    expect(await runCall(['-c', dir, 'test.ping'], io)).toBe(64)
-    expect(io.err()).toMatch(/without --local is not supported yet; use --local/)
+    const port = await freeLoopbackPort()
+    const argv = ['-c', dir, '--set', 'master=127.0.0.1', '--set', `master_port=${port}`, '--set', 'auth_timeout=1', '--set', 'auth_tries=1', 'test.ping']
+    expect(await runCall(argv, io)).toBe(2)
+    expect(io.err()).toMatch(
+      new RegExp(
+        `\\nbrine-call: Minion failed to authenticate with the master 127\\.0\\.0\\.1:${port}: no answer within 1000 ms \\(auth_timeout × auth_tries\\)\\n$`,
+      ),
+    )
+    expect(io.out()).toBe('')
   })
 
   it("reads salt:// from the minion's own file_roots (Salt's file_client: local), confined as on a master", async () => {

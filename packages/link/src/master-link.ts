@@ -87,6 +87,8 @@ export interface MasterLinkOptions extends AuthTiming {
   clock?: Clock
   /** How far ahead of the master's clock (as last heard) a publish may be issued, ms (`clock_skew`, default 300 s). */
   clockSkewMs?: number
+  /** Only requests, no publishes (`brine-call` asking the master for files and firing events, as Salt's `salt-call`). */
+  requestsOnly?: boolean
 }
 
 /** What a policy reads to choose among links. */
@@ -167,6 +169,7 @@ export class MasterLink implements ReturnRoute {
       track: (task) => this.#track(task),
       // The master is back: the request link need not wait out the rest of its reconnect interval.
       onReconnect: () => this.#request.reconnectNow(),
+      ...(options.requestsOnly === true ? { requestsOnly: true } : {}),
     })
     this.#auth = this.#createAuth(cache, signal, emit)
     this.#opener = new PublishOpener({

@@ -30,6 +30,8 @@ export interface PublishSubscriptionOptions {
   track: (task: Promise<unknown>) => void
   /** The publish client connected again after a loss: the master is back, so its other link may be too. */
   onReconnect?: () => void
+  /** A link that only makes requests (`brine-call`'s): no publish client is ever made, and waits for one end at once. */
+  requestsOnly?: boolean
 }
 
 /** Opens one envelope: the job, undefined when dropped, or a promise of either. */
@@ -53,7 +55,8 @@ export class PublishSubscription {
   constructor(options: PublishSubscriptionOptions) {
     this.#o = options
     this.#ready = new Promise((resolve) => (this.#resolveReady = resolve))
-    if (options.publishPort !== undefined) this.#create(options.publishPort)
+    if (options.requestsOnly === true) this.#resolveReady(undefined)
+    else if (options.publishPort !== undefined) this.#create(options.publishPort)
   }
 
   /** The current client's address, if there is a client yet. */
@@ -77,7 +80,7 @@ export class PublishSubscription {
    * publishes can reach it again.
    */
   whenConnected(): Promise<void> {
-    if (this.#isConnected || this.#o.signal.aborted) return Promise.resolve()
+    if (this.#isConnected || this.#o.signal.aborted || this.#o.requestsOnly === true) return Promise.resolve()
     return new Promise((resolve) => {
       const done = (): void => {
         this.#connectWaiters.delete(done)
@@ -145,7 +148,7 @@ export class PublishSubscription {
    */
   subscribeAt(session: MasterSession): void {
     const { master, logger } = this.#o
-    if (this.#o.publishPort !== undefined || this.#o.closing()) return
+    if (this.#o.publishPort !== undefined || this.#o.closing() || this.#o.requestsOnly === true) return
     let port = session.publishPort
     if (port === undefined) {
       port = this.#port ?? DEFAULT_PUBLISH_PORT
@@ -171,6 +174,7 @@ export class PublishSubscription {
    * ends when the link stops. A single consumer: a second call throws InvalidOperationError.
    */
   stream<T>(open: OpenEnvelope, wrap: (job: JobLoad) => T): AsyncIterable<T> {
+    if (this.#o.requestsOnly === true) throw new InvalidOperationError(`the link to ${this.#o.master} makes requests only: it has no publishes`)
     if (this.#taken) throw new InvalidOperationError(`the publishes of ${this.#o.master} have a reader already`)
     this.#taken = true
     // A plain iterator rather than an async generator: one promise per job on the hot path, where a

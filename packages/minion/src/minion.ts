@@ -4,22 +4,10 @@
  * choosing those masters (Salt's `master_type`), and one {@link JobRunner} matching and running
  * the jobs every link delivers.
  */
-import { join } from 'node:path'
 import { loadTransport, type ScheduleEntry } from '@brine/common'
-import {
-  backoffFromConfig,
-  checkMinionMasters,
-  ConfigError,
-  endpointLimitsFromConfig,
-  masterAddressOf,
-  masterFingerFor,
-  mastersOf,
-  returnRetryDelayMs,
-  timeoutsFromConfig,
-  type MinionConfig,
-} from '@brine/config'
+import { checkMinionMasters, ConfigError, masterAddressOf, mastersOf, timeoutsFromConfig, type MinionConfig } from '@brine/config'
 import { generateJid, tags, type ReturnLoad } from '@brine/protocol'
-import { CryptCache, loadOrCreateKeys, masterAddressStem, masterPinFile, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
+import { CryptCache, loadOrCreateKeys, normalizeMinionId, validateMinionId, type KeyPair } from '@brine/crypt'
 import { type Transport } from '@brine/transport'
 import { ClosedError, createLogger, InvalidOperationError, LifecycleEvents, type Logger } from '@brine/core'
 import type { MinionReturners } from '@brine/returners'
@@ -33,9 +21,9 @@ import {
   type MasterPolicy,
   type Clock,
   ReturnSpool,
-  spoolDir,
 } from '@brine/link'
 import { JobRunner } from './job-runner.js'
+import { linkOptionsOf } from './link-options.js'
 import { collectGrains, replaceGrains } from './modules/grains.js'
 import { reloadCustomModules } from './modules/loader.js'
 import { createModuleRegistry } from './modules/registry.js'
@@ -244,43 +232,14 @@ export class Minion {
     logger.info(`minion ${this.id}: transport ${transport.name}, master${several ? 's' : ''} ${selected.policy.links.map((link) => link.master).join(', ')}`)
   }
 
-  /**
-   * The link to one master, the entry at `index` of `master`. With several masters each has its own
-   * pin file (`minion_master-<host>-<port>.pub`), spool (`<cachedir>/minion/spool/<host>-<port>/`) and
-   * `master_finger` (one for all, or this entry's); a single master keeps Salt's `minion_master.pub`
-   * and the spool directory itself.
-   */
+  /** The link to one master, the entry at `index` of `master` ({@link linkOptionsOf}). */
   #link(entry: string, index: number, keys: KeyPair, transport: Transport, several: boolean): MasterLink {
-    const opts = this.opts
-    const timeouts = timeoutsFromConfig(opts)
-    // `host:port` as Salt reads it, else master_port: on NATS the port is what tells masters on one cluster apart.
-    const { host, port } = masterAddressOf(entry, opts.master_port)!
-    const masterFinger = masterFingerFor(opts.master_finger, mastersOf(opts), index)
-    const spool = several ? join(spoolDir(opts.cachedir), masterAddressStem(host, port)) : spoolDir(opts.cachedir)
+    const options = linkOptionsOf(this.opts, entry, index, { id: this.id, keys, transport, several })
     const link = new MasterLink({
-      id: this.id,
-      keys,
-      transport,
-      host,
-      port,
-      // Set in config it overrides what the master's auth reply names; absent, the link subscribes where the master says.
-      ...(opts.publish_port === undefined ? {} : { publishPort: opts.publish_port }),
-      clockSkewMs: timeouts.clockSkewMs,
+      ...options,
       ...(this.#clock === undefined ? {} : { clock: this.#clock }),
-      client: { reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) },
-      pkiDir: opts.pki_dir,
-      ...(several ? { pinFile: masterPinFile(host, port) } : {}),
-      ...(masterFinger === '' ? {} : { masterFinger }),
-      authTimeoutMs: timeouts.authTimeoutMs,
-      acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
-      acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
-      reauthDelayMs: timeouts.randomReauthDelayMs,
-      authTries: opts.auth_tries,
-      spoolDir: spool,
-      returnRetryDelayMs: () => returnRetryDelayMs(opts),
-      returnRetryTries: opts.return_retry_tries,
       cache: this.#cache,
-      logger: several ? this.#logger.child(`master ${host}:${port}`) : this.#logger,
+      logger: several ? this.#logger.child(`master ${options.host}:${options.port}`) : this.#logger,
       signal: this.#controller.signal,
       afterAuth: (authenticated, first) => this.#afterAuth(authenticated, first),
       onEvent: (event) => {
@@ -288,7 +247,7 @@ export class Minion {
         if (event.type === 'authenticated') this.#resolveAuthenticated()
       },
     })
-    this.#spools.set(link, new ReturnSpool(spool, this.#logger))
+    this.#spools.set(link, new ReturnSpool(options.spoolDir, this.#logger))
     return link
   }
 
