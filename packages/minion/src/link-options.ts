@@ -10,7 +10,7 @@ import {
   type MinionConfig,
 } from '@brine/config'
 import { masterAddressStem, masterPinFile, type KeyPair } from '@brine/crypt'
-import { spoolDir, type MasterLinkOptions } from '@brine/link'
+import { linkPacingOf, spoolDir, type MasterLinkOptions } from '@brine/link'
 import { type Transport } from '@brine/transport'
 
 /** What a link to one master needs beside the minion's config. */
@@ -24,13 +24,11 @@ export interface LinkParts {
 
 /**
  * The {@link MasterLinkOptions} a minion's config gives the link to the entry at `index` of `master`: the master's
- * address (`host:port` as Salt reads it, else `master_port`), its timeouts, reconnect backoff and endpoint limits,
- * its pin file, `master_finger` and spool. With several masters each has its own pin file
+ * address (`host:port` as Salt reads it, else `master_port`), its pacing ({@link linkPacingOf}), its pin file, `master_finger` and spool. With several masters each has its own pin file
  * (`minion_master-<host>-<port>.pub`), spool (`<cachedir>/minion/spool/<host>-<port>/`) and `master_finger`; a
  * single master keeps Salt's `minion_master.pub` and the spool directory itself. The daemon and `brine-call` share it.
  */
 export function linkOptionsOf(opts: MinionConfig, entry: string, index: number, parts: LinkParts): MasterLinkOptions {
-  const timeouts = timeoutsFromConfig(opts)
   // On NATS the port is what tells masters on one cluster apart.
   const { host, port } = masterAddressOf(entry, opts.master_port)!
   const masterFinger = masterFingerFor(opts.master_finger, mastersOf(opts), index)
@@ -42,18 +40,10 @@ export function linkOptionsOf(opts: MinionConfig, entry: string, index: number, 
     port,
     // Set in config it overrides what the master's auth reply names; absent, the link subscribes where the master says.
     ...(opts.publish_port === undefined ? {} : { publishPort: opts.publish_port }),
-    clockSkewMs: timeouts.clockSkewMs,
-    client: { reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) },
+    ...linkPacingOf(opts),
     pkiDir: opts.pki_dir,
     ...(parts.several ? { pinFile: masterPinFile(host, port) } : {}),
     ...(masterFinger === '' ? {} : { masterFinger }),
-    authTimeoutMs: timeouts.authTimeoutMs,
-    acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
-    acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
-    reauthDelayMs: timeouts.randomReauthDelayMs,
-    authTries: opts.auth_tries,
     spoolDir: parts.several ? join(spoolDir(opts.cachedir), masterAddressStem(host, port)) : spoolDir(opts.cachedir),
-    returnRetryDelayMs: () => returnRetryDelayMs(opts),
-    returnRetryTries: opts.return_retry_tries,
   }
 }

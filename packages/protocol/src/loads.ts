@@ -196,6 +196,15 @@ function validate<T>(load: string, value: unknown, checks: FieldChecks): T {
   return value as T
 }
 
+/** The credentials an operator's clear request may carry: the root key, a token, or an eauth trio (docs/protocol.md). */
+const CREDENTIAL_CHECKS: Record<string, Check> = {
+  key: optional(string),
+  token: optional(string),
+  eauth: optional(string),
+  username: optional(string),
+  password: optional(string),
+}
+
 const PUBLISH_CHECKS = fieldChecks({
   cmd: literal('publish'),
   tgt,
@@ -206,11 +215,7 @@ const PUBLISH_CHECKS = fieldChecks({
   jid: optional(jid),
   ret: string,
   user: string,
-  key: optional(string),
-  token: optional(string),
-  eauth: optional(string),
-  username: optional(string),
-  password: optional(string),
+  ...CREDENTIAL_CHECKS,
   timeout: optional(number),
   to: optional(number),
   master_id: optional(string),
@@ -229,11 +234,7 @@ const PREVIEW_TARGET_CHECKS = fieldChecks({
   tgt_type: tgtType,
   fun: nonEmptyString,
   user: string,
-  key: optional(string),
-  token: optional(string),
-  eauth: optional(string),
-  username: optional(string),
-  password: optional(string),
+  ...CREDENTIAL_CHECKS,
 })
 
 /** Checks a `preview_target` request; throws PayloadError naming the first bad field. */

@@ -4,10 +4,10 @@
  * `salt/syndic/<id>/start`, sent once it accepts this syndic.
  */
 import { join } from 'node:path'
-import { backoffFromConfig, endpointLimitsFromConfig, masterAddressOf, returnRetryDelayMs, timeoutsFromConfig, type SyndicConfig } from '@brine/config'
+import { endpointLimitsFromConfig, masterAddressOf, returnRetryDelayMs, timeoutsFromConfig, type SyndicConfig } from '@brine/config'
 import { tags } from '@brine/protocol'
 import { masterAddressStem, masterPinFile, type CryptCache, type KeyPair } from '@brine/crypt'
-import { MasterLink, minionStartEvents, NotAcknowledgedError, type MasterLinkEvent } from '@brine/link'
+import { linkPacingOf, MasterLink, minionStartEvents, NotAcknowledgedError, type MasterLinkEvent } from '@brine/link'
 import { type Transport } from '@brine/transport'
 import { sleep, type Logger } from '@brine/core'
 import { BatchSpool } from './batch-spool.js'
@@ -66,7 +66,6 @@ export class UpperMaster {
 
   #createLink(host: string, port: number, stem: string): MasterLink {
     const { opts, several } = this.#o
-    const timeouts = timeoutsFromConfig(opts)
     return new MasterLink({
       id: this.#o.id,
       keys: this.#o.keys,
@@ -75,22 +74,14 @@ export class UpperMaster {
       port,
       // Set in config it overrides what the upper master's auth reply names; absent, the link subscribes where that master says.
       ...(opts.syndic_master_publish_port === undefined ? {} : { publishPort: opts.syndic_master_publish_port }),
-      // Its jobs are fresh by the upper master's clock; relayed, they are stamped again in this node's master's.
-      clockSkewMs: timeouts.clockSkewMs,
-      client: { reconnect: backoffFromConfig(opts), ...endpointLimitsFromConfig(opts) },
+      // Its jobs are fresh by the upper master's clock (clock_skew); relayed, they are stamped again in this node's master's.
+      ...linkPacingOf(opts),
       pkiDir: opts.pki_dir,
       // Its own pin file: the node's minion (if any) pins its own master in minion_master.pub.
       pinFile: several ? masterPinFile(host, port, 'syndic_master') : 'syndic_master.pub',
       ...(opts.syndic_finger === '' ? {} : { masterFinger: opts.syndic_finger }),
-      authTimeoutMs: timeouts.authTimeoutMs,
-      acceptanceWaitMs: timeouts.acceptanceWaitTimeMs,
-      acceptanceWaitMaxMs: timeouts.acceptanceWaitTimeMaxMs,
-      reauthDelayMs: timeouts.randomReauthDelayMs,
-      authTries: opts.auth_tries,
       // The link's own return spool is not used: batches have theirs.
       spoolDir: join(this.#o.dir, 'link', stem),
-      returnRetryDelayMs: () => returnRetryDelayMs(opts),
-      returnRetryTries: opts.return_retry_tries,
       cache: this.#o.cache,
       logger: this.#logger,
       signal: this.#o.signal,
