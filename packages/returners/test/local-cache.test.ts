@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { statSync } from 'node:fs'
 import { appendFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -288,6 +289,47 @@ describe('LocalJobCache on disk', () => {
           sync.restore()
         }
         expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+      })
+    })
+
+    it("runs in the task that saved it when nothing else waits; the saves of the turn's later tasks share one write at its end", async () => {
+      await withCache(async (cache, cachedir) => {
+        const jid = jidAt('2024-05-09T00:00:00Z', 3)
+        await cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1', 'm2', 'm3'])
+        const segment = join(cachedir, 'jobs', '20240509.log')
+        const order: string[] = []
+        const sizeWhenWritten = new Map<string, number>()
+        const saved: Promise<boolean>[] = []
+        const save = (id: string): void => {
+          const onWritten = (): void => {
+            order.push(`${id} written`)
+            sizeWhenWritten.set(id, statSync(segment).size)
+          }
+          saved.push(cache.saveReturn(jid, id, ret(jid, id), { onWritten }))
+        }
+        // Three tasks of one turn of the event loop, as the read callbacks of three connections are: immediates queued
+        // together run in the same turn, each followed by its microtasks.
+        await new Promise<void>((resolve) => {
+          setImmediate(() => {
+            save('m1')
+            order.push('task 1 ends')
+          })
+          setImmediate(() => {
+            order.push('task 2')
+            save('m2')
+          })
+          setImmediate(() => {
+            save('m3')
+            order.push('task 3 ends')
+            resolve()
+          })
+        })
+        expect(await deadline(Promise.all(saved), 10_000, 'the three saves')).toEqual([true, true, true])
+        expect(order).toEqual(['task 1 ends', 'm1 written', 'task 2', 'task 3 ends', 'm2 written', 'm3 written'])
+        // m2 and m3 went out in one write: each was shown with the other's bytes already in the file.
+        expect(sizeWhenWritten.get('m2')).toBe(sizeWhenWritten.get('m3'))
+        expect(sizeWhenWritten.get('m1')).toBeLessThan(sizeWhenWritten.get('m2')!)
+        expect(Object.keys((await cache.getJob(jid))?.returns ?? {}).sort()).toEqual(['m1', 'm2', 'm3'])
       })
     })
 
