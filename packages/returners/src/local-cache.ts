@@ -169,8 +169,8 @@ export class LocalJobCache implements JobCache {
   #cutting: Promise<void> = Promise.resolve()
   #batchScheduled = false
   /**
-   * Set once a batch was begun in the task that queued it, until this turn of the event loop ends: later saves of
-   * the turn wait for its end and share one batch.
+   * Set once a batch was begun in the task that queued it (a job record's), until this turn of the event loop ends:
+   * later saves of the turn wait for its end and share one batch.
    */
   #begunThisTurn = false
   /** Set when a failed write could not be rolled back: the log's tail is unknown, so nothing more is written. */
@@ -410,11 +410,11 @@ export class LocalJobCache implements JobCache {
       this.#queue.push({ day, bytes, record, onWritten, lazy, resolve, reject })
       if (this.#batchScheduled) return
       this.#batchScheduled = true
-      // The first batch of a turn of the event loop is written in the task that queued it (after its microtasks, so it
-      // takes what that task queues): a lone job record goes out, or a lone return's event fires, without waiting for
-      // the turn's end. The saves of the turn's later tasks wait for its end and share one batch (the returns of every
-      // connection read then), so a busy turn makes at most one write more.
-      if (this.#begunThisTurn) {
+      // A job record that begins a turn's first batch is written in the task that queued it (after that task's
+      // microtasks, so the batch takes what the task queues): the publish waiting for it goes out without waiting for
+      // the turn's end, and a turn makes at most one write more. Returns wait for the end of the turn and share one
+      // batch, the returns of every connection read in it (written as each came, they doubled the bus's writes at N=10).
+      if (this.#begunThisTurn || record.t !== 'job') {
         void this.#serial(async () => {
           await endOfTurn()
           return this.#writeBatch()
