@@ -62,9 +62,6 @@ const JOB_READER_MATCH = '^(?:salt/job/|syndic/)'
  */
 const JOB_BUS_TAGS = ['salt/job/*/ret/', 'syndic/']
 
-/** Why a job's bus reader was stopped (its returns are all in, or the Job was closed). */
-const READER_STOPPED = Object.freeze({ reason: 'the job reader stopped' })
-
 /** Salt's text for a minion that neither returned nor answered find_job. */
 export const NO_RESPONSE = 'Minion did not return. [No response]'
 
@@ -358,16 +355,15 @@ export class LocalClient implements AsyncDisposable {
   }
 
   #openReader(connection: Connection): JobEventReader {
-    const controller = new AbortController()
     // Job events, and the announcements of syndics (`syndic/<id>/salt/job/<jid>/new`) on a master of masters;
     // once its collector names its jids, only theirs (with several jobs in flight, each reader skips the others' returns).
     let jids: ReadonlySet<string> | undefined
     const filter = (tag: string): boolean => jids === undefined || jids.has(jobEventJid(tag) ?? '')
-    const events = connection.events.iter({ match: JOB_READER_MATCH, matchType: 'regex', signal: controller.signal, filter })
+    const events = connection.events.iter({ match: JOB_READER_MATCH, matchType: 'regex', filter })
     return {
       events,
-      // A reason of our own: abort() without one makes a DOMException (and its stack) for every job.
-      stop: () => controller.abort(READER_STOPPED),
+      // Not an AbortController's abort: that made and dispatched an abort event for every job.
+      stop: () => events.stop(),
       focus: (wanted) => {
         jids = wanted
       },

@@ -26,6 +26,12 @@ export interface IterOptions {
   filter?: (tag: string) => boolean
 }
 
+/** What {@link MasterEvent.iter} returns: the events, and a way to end them that needs no AbortController. */
+export interface BusReader extends AsyncIterable<BusEvent> {
+  /** Ends the reader as an abort of its `signal` would (idempotent): what it buffered is read, then it is done. */
+  stop(): void
+}
+
 export interface MasterEventOptions {
   /** The master's sock_dir. */
   sockDir: string
@@ -250,10 +256,10 @@ export class MasterEvent implements AsyncDisposable {
   }
 
   /**
-   * Events whose tag matches, as they arrive from now on. Ends when `signal` aborts, when the caller
-   * breaks out of the loop, or when this MasterEvent is closed.
+   * Events whose tag matches, as they arrive from now on. Ends when `signal` aborts, when its `stop()` is called, when
+   * the caller breaks out of the loop, or when this MasterEvent is closed.
    */
-  iter(options: IterOptions = {}): AsyncIterable<BusEvent> {
+  iter(options: IterOptions = {}): BusReader {
     const matches = tagMatcher(options.match ?? '', options.matchType)
     const filter = options.filter
     const reader: Reader = {
@@ -269,6 +275,10 @@ export class MasterEvent implements AsyncDisposable {
     if (this.closed || options.signal?.aborted) finish()
     options.signal?.addEventListener('abort', finish, { once: true })
     return {
+      stop: () => {
+        finish()
+        options.signal?.removeEventListener('abort', finish)
+      },
       [Symbol.asyncIterator]: () => {
         const inner = reader.queue[Symbol.asyncIterator]()
         return {

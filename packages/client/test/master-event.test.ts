@@ -167,6 +167,22 @@ describe('MasterEvent', () => {
     expect((await everything.next()).value?.tag).toBe('salt/job/1/new')
   })
 
+  it('ends a reader on stop() as on abort: what it buffered is read, later events are not, other readers go on', async () => {
+    const { events, socket } = await connectedBus()
+    const stopped = events.iter({ match: 'salt/job/' })
+    const reader = stopped[Symbol.asyncIterator]()
+    const everything = events.iter()[Symbol.asyncIterator]()
+    fire(socket, 'salt/job/1/ret/a')
+    expect((await deadline(everything.next(), 5000, 'the first event')).value?.tag).toBe('salt/job/1/ret/a')
+    stopped.stop()
+    stopped.stop()
+    fire(socket, 'salt/job/1/ret/b')
+    expect((await deadline(everything.next(), 5000, 'the event after the stop')).value?.tag).toBe('salt/job/1/ret/b')
+    expect((await deadline(reader.next(), 5000, 'the event buffered before the stop')).value?.tag).toBe('salt/job/1/ret/a')
+    expect(await deadline(reader.next(), 5000, "the stopped reader's end")).toEqual({ value: undefined, done: true })
+    expect(events.dropped).toBe(0)
+  })
+
   it('names the socket when the bus cannot be reached', async () => {
     const events = new MasterEvent({ sockDir: '/nonexistent/brine' })
     const error = await events.connect().catch((e: unknown) => e)

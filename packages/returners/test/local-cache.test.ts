@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { statSync } from 'node:fs'
 import { appendFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -288,6 +289,46 @@ describe('LocalJobCache on disk', () => {
           sync.restore()
         }
         expect((await cache.getJob(jid))?.returns).toEqual({ m1: ret(jid, 'm1') })
+      })
+    })
+
+    it("a job record's runs in the task that saved it when nothing else waits; the returns of the turn's later tasks share one write at its end", async () => {
+      await withCache(async (cache, cachedir) => {
+        const earlier = jidAt('2024-05-09T00:00:00Z', 3)
+        const jid = jidAt('2024-05-09T00:00:00Z', 4)
+        await cache.saveJob(earlier, { jid: earlier, fun: 'test.ping' }, ['m1', 'm2'])
+        const segment = join(cachedir, 'jobs', '20240509.log')
+        const order: string[] = []
+        const sizeWhenWritten = new Map<string, number>()
+        const shown = (what: string) => (): void => {
+          order.push(`${what} written`)
+          sizeWhenWritten.set(what, statSync(segment).size)
+        }
+        const saved: Promise<unknown>[] = []
+        // Three tasks of one turn of the event loop, as the read callbacks of three connections are: immediates queued
+        // together run in the same turn, each followed by its microtasks.
+        await new Promise<void>((resolve) => {
+          setImmediate(() => {
+            saved.push(cache.saveJob(jid, { jid, fun: 'test.ping' }, ['m1'], { lazy: true, onWritten: shown('job') }))
+            order.push('task 1 ends')
+          })
+          setImmediate(() => {
+            order.push('task 2')
+            saved.push(cache.saveReturn(earlier, 'm1', ret(earlier, 'm1'), { onWritten: shown('m1') }))
+          })
+          setImmediate(() => {
+            saved.push(cache.saveReturn(earlier, 'm2', ret(earlier, 'm2'), { onWritten: shown('m2') }))
+            order.push('task 3 ends')
+            resolve()
+          })
+        })
+        expect(await deadline(Promise.all(saved), 10_000, 'the three saves')).toEqual([undefined, true, true])
+        expect(order).toEqual(['task 1 ends', 'job written', 'task 2', 'task 3 ends', 'm1 written', 'm2 written'])
+        // The two returns went out in one write: each was shown with the other's bytes already in the file.
+        expect(sizeWhenWritten.get('m1')).toBe(sizeWhenWritten.get('m2'))
+        expect(sizeWhenWritten.get('job')).toBeLessThan(sizeWhenWritten.get('m1')!)
+        expect(Object.keys((await cache.getJob(earlier))?.returns ?? {}).sort()).toEqual(['m1', 'm2'])
+        expect((await cache.getJob(jid))?.minions).toEqual(['m1'])
       })
     })
 
