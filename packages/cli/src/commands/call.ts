@@ -8,7 +8,8 @@ import { serializeError } from '@brine/core'
 import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../output/index.js'
 import { noParseNames } from './brine-args.js'
 import { addOutFileOptions, openDocuments, readOutFileFlags } from './output-file.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, integer, parseArgv, usageError, type CommandIO } from '../io.js'
+import { cliLogger, EXIT_GENERIC, usageError, type CommandIO } from '../io.js'
+import { addCommonOptions, createProgram, integer, parseArgv } from '../program.js'
 
 /**
  * Salt's `file_client: local`: `salt://` is read from this machine's own `file_roots`, through the same file
