@@ -53,7 +53,7 @@ type EsbuildPlugin = NonNullable<Options['esbuildPlugins']>[number]
 
 /**
  * Gives the NATS client (@nats-io/transport-node) src/bundle/lazy-tls.ts for its `node:tls`: the client requires it as it
- * loads, and a minion on a broker without TLS would hold Node's tls module (~3 MiB) for nothing.
+ * loads, and a minion on a broker without TLS would hold Node's tls module for nothing.
  */
 const lazyTlsForNats: EsbuildPlugin = {
   name: 'brine-lazy-tls-for-nats',

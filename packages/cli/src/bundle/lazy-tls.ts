@@ -1,7 +1,8 @@
 // What the minion's one-file build gives the NATS client (@nats-io/transport-node) for `node:tls` (see ../../tsup.config.ts):
 // the client requires Node's tls module as it loads, to open a TLS connection and to tell whether its socket is one,
-// and loading it costs a process ~3 MiB of resident memory (docs/performance.md, "An idle minion, fourth pass"). Here
-// it is loaded at the first TLS connection, so a minion whose broker speaks plain NATS never holds it.
+// and a loaded tls module stays resident in the process (its code, and the binary's pages it touches: docs/performance.md,
+// "An idle minion, fourth pass"). Here it is loaded at the first TLS connection, so a minion whose broker speaks plain
+// NATS never holds it.
 import type * as Tls from 'node:tls'
 
 let tls: typeof Tls | undefined
