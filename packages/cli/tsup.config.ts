@@ -1,4 +1,5 @@
 import { copyFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { defineConfig, type Options } from 'tsup'
 import { packageConfig } from '../../tsup.base.js'
 
@@ -48,8 +49,26 @@ const bundleManifest = (names: readonly string[]) => ({
   },
 })
 
+type EsbuildPlugin = NonNullable<Options['esbuildPlugins']>[number]
+
+/**
+ * Gives the NATS client (@nats-io/transport-node) src/bundle/lazy-tls.ts for its `node:tls`: the client requires it as it
+ * loads, and a minion on a broker without TLS would hold Node's tls module for nothing.
+ */
+const lazyTlsForNats: EsbuildPlugin = {
+  name: 'brine-lazy-tls-for-nats',
+  setup(build) {
+    build.onResolve({ filter: /^(node:)?tls$/ }, (args) =>
+      args.importer.includes('/@nats-io/transport-node/') ? { path: fileURLToPath(new URL('src/bundle/lazy-tls.ts', import.meta.url)) } : undefined,
+    )
+  },
+}
+
 /** The one-file build of the commands `names`, leaving `external` (beyond {@link BUNDLE_EXTERNAL}) to Node. */
-const bundles = (names: readonly string[], external: readonly string[] = []): Options => ({
+const bundles = (names: readonly string[], external: readonly string[] = [], plugins: readonly EsbuildPlugin[] = []): Options => ({
+  // tsup's own resolution of `node:` imports would come before the plugins' (lazyTlsForNats); esbuild leaves Node's
+  // modules to Node either way.
+  ...(plugins.length === 0 ? {} : { removeNodeProtocol: false }),
   entry: Object.fromEntries(names.map((name) => [`bundle/${name}`, `src/bundle/${name}.ts`])),
   format: ['cjs'],
   target: 'node22',
@@ -64,7 +83,7 @@ const bundles = (names: readonly string[], external: readonly string[] = []): Op
   // Everything but `external` is inlined (noExternal wins over external in tsup, so it names the exceptions too).
   noExternal: [new RegExp(`^(?!(?:${external.map((name) => name.replace('/', '\\/')).join('|')})$)`)],
   external: [...BUNDLE_EXTERNAL, ...external],
-  esbuildPlugins: [bundleManifest(names)],
+  esbuildPlugins: [bundleManifest(names), ...plugins],
   // The packages' bare `import '@brine/core'` lines (kept by their own builds) are dropped here as they should be.
   esbuildOptions(options) {
     options.logOverride = { 'ignored-bare-import': 'silent' }
@@ -77,4 +96,9 @@ const [library, bins] = packageConfig({
   extraEntries: ['src/compile-cache.ts'],
   bins: Object.fromEntries(BINS.map((bin) => [bin, `src/bin/${bin}.ts`])),
 }) as Options[]
-export default defineConfig([{ ...library!, clean: ['!bundle/**'] }, bins!, bundles(BUNDLED), bundles(['brine-minion'], MINION_BUNDLE_EXTERNAL)])
+export default defineConfig([
+  { ...library!, clean: ['!bundle/**'] },
+  bins!,
+  bundles(BUNDLED),
+  bundles(['brine-minion'], MINION_BUNDLE_EXTERNAL, [lazyTlsForNats]),
+])

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import { existsSync, lchownSync, lstatSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -70,6 +69,8 @@ export function lookupUser(name: string): { uid: number; gid: number } | undefin
     // no /etc/passwd: ask NSS
   }
   try {
+    // node:child_process is loaded here, not with this module: a daemon that never asks NSS does not hold it.
+    const { execFileSync } = process.getBuiltinModule('node:child_process')
     return parse(execFileSync('getent', ['passwd', name], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] }).trim())
   } catch {
     return undefined

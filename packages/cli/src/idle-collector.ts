@@ -33,8 +33,8 @@ export interface IdleCollectorOptions {
   logger?: Logger
 }
 
-/** A daemon's settings of its collector: see {@link IdleCollectorOptions}. */
-export type IdleCollection = Pick<IdleCollectorOptions, 'growthBytes' | 'baselineBytes'>
+/** A daemon's settings of its collector: see {@link IdleCollectorOptions}, and `rounds` of {@link memoryReducingGc} a collection runs (default 1). */
+export type IdleCollection = Pick<IdleCollectorOptions, 'growthBytes' | 'baselineBytes'> & { rounds?: number }
 
 /** Idle for this long (ms): the load is over, not paused between two jobs of a batch. */
 export const IDLE_COLLECT_AFTER_MS = 2000
@@ -112,10 +112,23 @@ function hiddenGc(): (options: GcOptions) => void | Promise<void> {
   return runInNewContext('gc') as (options: GcOptions) => void | Promise<void>
 }
 
-/** V8's memory-reducing full collection, run in the caller's turn. */
-export function memoryReducingGc(): () => void {
+/**
+ * V8's memory-reducing full collection, `rounds` times: the first in the caller's turn, each other one in a later turn
+ * of the event loop, so that a job arriving meanwhile waits for one round at most. V8 drops the bytecode of a function
+ * that has not run for a few full collections (it compiles it again if it runs), so a single collection leaves it: it
+ * takes three in a row to free the bytecode of what ran once, and a fourth to hand its pages back. The promise resolves
+ * once every round has run.
+ */
+export function memoryReducingGc(rounds = 1): () => Promise<void> {
   const gc = hiddenGc()
-  return () => void gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+  const round = (): void => void gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
+  return async () => {
+    round()
+    for (let done = 1; done < rounds; done++) {
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      round()
+    }
+  }
 }
 
 /** V8's regular full collection, started from a task of its own rather than inside the caller's turn of the event loop. */
@@ -130,16 +143,18 @@ export function fullGc(): () => void {
  * bytecode of what ran only once (argument parsing, the config, the first authentication), freed pages V8 and glibc
  * keep. A regular collection leaves them; V8 would only hand them back under memory pressure, which an idle minion
  * never makes. So the first idle spell collects (its pause falls on an idle process), and then a job that left a few
- * MiB more (a large return, a file copy) does; the small growth each ping leaves does not.
+ * MiB more (a large return, a file copy) does; the small growth each ping leaves does not. Each runs four rounds, the
+ * fewest that free that bytecode and hand back its pages; what runs again afterwards (the next job's path) is compiled again, once.
  */
-export const MINION_IDLE_COLLECTION: IdleCollection = { growthBytes: 4 * 1024 * 1024, baselineBytes: 0 }
+export const MINION_IDLE_COLLECTION: IdleCollection = { growthBytes: 4 * 1024 * 1024, baselineBytes: 0, rounds: 4 }
 
 /** A daemon's collector over this process (the master's by default; `settings` for another daemon's). */
 export function processIdleCollector(logger?: Logger, settings: IdleCollection = {}): IdleCollector {
   let last = performance.eventLoopUtilization()
+  const { rounds, ...options } = settings
   return new IdleCollector({
-    ...settings,
-    collect: memoryReducingGc(),
+    ...options,
+    collect: memoryReducingGc(rounds),
     rssBytes: () => process.memoryUsage.rss(),
     busyShare: () => {
       const now = performance.eventLoopUtilization()

@@ -225,6 +225,25 @@ describe('what brine-minion loads at start', () => {
     }
   })
 
+  it("reads its usual flags without commander, and loads Node's child_process and dgram only to run a command or send UDP", () => {
+    const root = mkdtempSync(join(tmpdir(), 'brine-builtins-'))
+    try {
+      const hook = join(root, 'hook.cjs')
+      const list = join(root, 'builtins.json')
+      writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
+      // --check-config reads the flags and the config as a start does, then exits: an empty directory is a clean config.
+      const args = ['--require', hook, `${cliDir}bin/brine-minion.js`, '-c', root, '-l', 'warning', '--id', 'm1', '--check-config']
+      const result = spawnSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, HOME: root, XDG_CACHE_HOME: root } })
+      expect(result.status, result.stderr).toBe(0)
+      const builtins = JSON.parse(readFileSync(list, 'utf8')) as string[]
+      expect(builtins).toContain('NativeModule net')
+      // commander requires child_process as it loads: its absence says commander was not loaded either.
+      expect(builtins.filter((name) => /^NativeModule (child_process|dgram)$/.test(name))).toEqual([])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
   it("has none of the other daemons', the API's or the client's code in its one-file build", () => {
     const manifest = JSON.parse(readFileSync(`${cliDir}dist/bundle/brine-minion.json`, 'utf8')) as { files: Record<string, number> }
     const inlined = Object.keys(manifest.files)

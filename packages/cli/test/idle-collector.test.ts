@@ -1,3 +1,4 @@
+import v8 from 'node:v8'
 import { describe, expect, it } from 'vitest'
 import { IDLE_CHECK_EVERY_MS, IdleCollector, memoryReducingGc, MINION_IDLE_COLLECTION, type IdleCollection } from '../src/idle-collector.js'
 
@@ -83,6 +84,21 @@ describe('IdleCollector', () => {
     run(2000, 0.9)
     expect(run(5000, 0.01)).toContain(true)
     expect(state.collected).toBe(2)
+  })
+
+  it('memoryReducingGc in three rounds or more frees the bytecode of functions that ran once, which one round leaves', async () => {
+    const trustedUsed = (): number => v8.getHeapSpaceStatistics().find((space) => space.space_name === 'trusted_space')!.space_used_size
+    // Still reachable, so only their bytecode can go.
+    const functions = Array.from(
+      { length: 3000 },
+      (_, index) => new Function('n', `let s = ${index}; for (let i = 0; i < n; i++) s += (i * ${index}) % 7; return s`),
+    )
+    for (const fn of functions) fn(3)
+    await memoryReducingGc(1)()
+    const afterOne = trustedUsed()
+    await memoryReducingGc(3)()
+    expect(afterOne - trustedUsed()).toBeGreaterThan(0.6 * MiB)
+    expect(functions.map((fn) => fn(1))).toHaveLength(3000)
   })
 
   it('memoryReducingGc hands back what a dropped heap held', () => {

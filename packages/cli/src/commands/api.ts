@@ -1,7 +1,8 @@
 import { parseLogLevel } from '@brine/core'
 import { loadConfig, parseOverride } from '@brine/config'
 import type { ApiServer } from '@brine/api'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, type CommandIO } from '../io.js'
+import { cliLogger, EXIT_GENERIC, EXIT_OK, type CommandIO } from '../io.js'
+import { addCommonOptions, createProgram, parseArgv } from '../program.js'
 
 /** Resolves when `signal` aborts (never without one). */
 function aborted(signal: AbortSignal | undefined): Promise<void> {

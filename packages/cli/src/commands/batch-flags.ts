@@ -1,7 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander'
 import { secondsToMs } from '@brine/config'
 import { BatchSizeError, parseBatchSize } from '@brine/client'
-import { EXIT_USAGE, integer, nonNegativeSeconds, type CommandIO } from '../io.js'
+import { EXIT_USAGE, type CommandIO } from '../io.js'
+import { integer, nonNegativeSeconds } from '../program.js'
 
 /** `brine`'s batch flags, as parsed. */
 export interface BatchFlags {

@@ -6,7 +6,8 @@ import { addBatchOptions, readBatchFlags, type BatchFlags } from './batch-flags.
 import { addOutFileOptions, readOutFileFlags, type OutFileFlags } from './output-file.js'
 import { addEauthOptions, eauthArgs, type EauthArgs } from './eauth.js'
 import { isOutputter, OUTPUTTERS, type OutputterName } from '../output/index.js'
-import { addCommonOptions, createProgram, usageError, integer, nonNegativeSeconds, parseArgv, type CommandIO } from '../io.js'
+import { usageError, type CommandIO } from '../io.js'
+import { addCommonOptions, createProgram, integer, nonNegativeSeconds, parseArgv } from '../program.js'
 
 /** Salt's target flags and the tgt_type each selects. */
 const TARGET_FLAGS: ReadonlyArray<[flag: string, key: string, type: TargetType, help: string]> = [

@@ -9,7 +9,8 @@ import { OUTPUTTERS, outputSettings, renderOutput, type OutputFlags } from '../o
 import { noParseNames } from './brine-args.js'
 import { addOutFileOptions, openDocuments, readOutFileFlags } from './output-file.js'
 import { connectCallMaster } from './call-master.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_NO_MINIONS, integer, parseArgv, usageError, type CommandIO } from '../io.js'
+import { cliLogger, EXIT_GENERIC, EXIT_NO_MINIONS, usageError, type CommandIO } from '../io.js'
+import { addCommonOptions, createProgram, integer, parseArgv } from '../program.js'
 import { CallAuthError } from '../errors.js'
 
 /**

@@ -1,6 +1,5 @@
 import { dirname } from 'node:path'
 import v8 from 'node:v8'
-import type { Command } from 'commander'
 import { parseLogLevel, type Logger, type LogLevel } from '@brine/core'
 import {
   ConfigError,
@@ -15,7 +14,8 @@ import {
 } from '@brine/config'
 import { flushCompileCache } from '../compile-cache.js'
 import { DaemonLoadError } from '../errors.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_GENERIC, EXIT_OK, parseArgv, usageError, type CommandIO } from '../io.js'
+import { cliLogger, EXIT_GENERIC, EXIT_OK, type CommandIO } from '../io.js'
+import { quickDaemonArgs, type DaemonArgs, type Role } from './daemon-args.js'
 import {
   chownPath,
   chownTree,
@@ -58,82 +58,15 @@ export interface DaemonDeps<C> {
   heapGovernor?: (setGrowingPercent: (percent: number) => void, relaxedPercent: number, logger: Logger) => { start(): void; stop(): void }
 }
 
-type Role = 'master' | 'minion' | 'syndic'
-
-/** A flag that becomes a config override: `--ret-port 4606` → `ret_port=4606`. */
-interface OverrideFlag {
-  flags: string
-  key: string
-  help: string
-}
-
-/** Salt's daemon flags for the process itself (salt-master/salt-minion: -u, --pid-file, --log-file, --log-file-level). */
-const PROCESS_FLAGS: OverrideFlag[] = [
-  { flags: '-u, --user <user>', key: 'user', help: 'run as this user (started as root: switch to it after binding ports and reading keys)' },
-  { flags: '--pid-file <path>', key: 'pidfile', help: 'where to write the pid (default /var/run/brine-<role>.pid)' },
-  { flags: '--log-file <path>', key: 'log_file', help: 'log file path (default /var/log/brine/<role>)' },
-  { flags: '--log-file-level <level>', key: 'log_level_logfile', help: 'log file level (default: the log level)' },
-]
-
-const MASTER_FLAGS: OverrideFlag[] = [
-  { flags: '--transport <name>', key: 'transport', help: 'transport to serve: zeromq, tcp or nats' },
-  { flags: '--interface <address>', key: 'interface', help: 'address to bind' },
-  { flags: '--publish-port <port>', key: 'publish_port', help: 'publish port' },
-  { flags: '--ret-port <port>', key: 'ret_port', help: 'request (return) port' },
-  { flags: '--id <id>', key: 'id', help: "the master's id" },
-  { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
-  ...PROCESS_FLAGS,
-]
-
-const MINION_FLAGS: OverrideFlag[] = [
-  { flags: '--transport <name>', key: 'transport', help: 'transport to use: zeromq, tcp or nats' },
-  { flags: '--id <id>', key: 'id', help: "this minion's id" },
-  { flags: '--master <host>', key: 'master', help: 'the master to connect to' },
-  { flags: '--master-port <port>', key: 'master_port', help: "the master's request port" },
-  { flags: '--publish-port <port>', key: 'publish_port', help: "the master's publish port" },
-  { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
-  ...PROCESS_FLAGS,
-]
-
-/**
- * Salt's salt-syndic reads the master's config file; its process keys are syndic_pidfile and
- * syndic_log_file (the master's own pidfile and log_file stay the master's).
- */
-const SYNDIC_FLAGS: OverrideFlag[] = [
-  { flags: '--id <id>', key: 'id', help: "the syndic's id (what the upper master sees)" },
-  { flags: '--syndic-master <host>', key: 'syndic_master', help: 'the upper master to connect to' },
-  { flags: '--syndic-master-port <port>', key: 'syndic_master_port', help: "the upper master's request port" },
-  { flags: '--syndic-transport <name>', key: 'syndic_transport', help: "transport to the upper master: zeromq, tcp or nats (default: the master's transport)" },
-  { flags: '--root-dir <dir>', key: 'root_dir', help: 'prefix for every path in the config' },
-  { flags: '-u, --user <user>', key: 'user', help: 'run as this user (started as root: switch to it after connecting and reading keys)' },
-  { flags: '--pid-file <path>', key: 'syndic_pidfile', help: 'where to write the pid (default /var/run/brine-syndic.pid)' },
-  { flags: '--log-file <path>', key: 'syndic_log_file', help: 'log file path (default /var/log/brine/syndic)' },
-  { flags: '--log-file-level <level>', key: 'log_level_logfile', help: 'log file level (default: the log level)' },
-]
-
-const ROLE_FLAGS: Record<Role, OverrideFlag[]> = { master: MASTER_FLAGS, minion: MINION_FLAGS, syndic: SYNDIC_FLAGS }
-const DESCRIPTIONS: Record<Role, string> = {
-  master: "Run the Brine master (Salt's `salt-master`).",
-  minion: "Run a Brine minion (Salt's `salt-minion`).",
-  syndic: "Run the Brine syndic beside a master, relaying an upper master's jobs (Salt's `salt-syndic`); it reads the master's config file.",
-}
 /** The daemon class each role's package exports. */
 const DAEMON_CLASSES: Record<Role, string> = { master: 'Master', minion: 'Minion', syndic: 'Syndic' }
 
-function buildProgram(role: Role, io: CommandIO): Command {
-  const name = `brine-${role}`
-  const program = addCommonOptions(createProgram(name, io)).description(DESCRIPTIONS[role])
-  for (const flag of ROLE_FLAGS[role]) program.option(flag.flags, flag.help)
-  program
-    .option(
-      '--set <key=value>',
-      'set any config key (repeatable), e.g. --set timeout=10',
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
-    )
-    .option('-d, --daemon', 'not supported: run under a process supervisor instead')
-    .option('--check-config', 'check the config files, print every problem with its file and line, and exit (1 if any is an error)')
-  return program
+/** `argv` as the daemon reads it: without commander when it can (daemon-args.ts), else with its program. */
+async function readDaemonArgs(role: Role, argv: readonly string[], io: CommandIO): Promise<DaemonArgs | number> {
+  const quick = quickDaemonArgs(role, argv)
+  if (quick !== undefined) return quick
+  const { programDaemonArgs } = await import('./daemon-program.js')
+  return programDaemonArgs(role, argv, io)
 }
 
 /** A daemon's loaded config; `logger` writes to the command's stderr only (runDaemon adds the log file). */
@@ -149,18 +82,8 @@ export interface LoadedDaemonConfig {
 /** The daemon's loaded config, or an exit code (`--check-config` runs the check and returns its exit code). */
 export async function loadDaemonConfig(role: Role, argv: readonly string[], io: CommandIO): Promise<LoadedDaemonConfig | number> {
   const name = `brine-${role}`
-  const program = buildProgram(role, io)
-  const code = parseArgv(program, argv)
-  if (code !== undefined) return code
-  const o = program.opts<Record<string, unknown>>()
-  if (o.daemon === true) {
-    return usageError(
-      io,
-      name,
-      `-d/--daemon is not supported; run ${name} in the foreground under a process supervisor (systemd, runit, a container)`,
-      program.usage(),
-    )
-  }
+  const args = await readDaemonArgs(role, argv, io)
+  if (typeof args === 'number') return args
   try {
     const overrides: Record<string, unknown> = {}
     // --check-config reports a bad flag value with the other problems instead of stopping at it.
@@ -170,21 +93,16 @@ export async function loadDaemonConfig(role: Role, argv: readonly string[], io: 
         const { key, value } = parseOverride(text)
         overrides[key] = value
       } catch (error) {
-        if (o.checkConfig !== true || !(error instanceof ConfigError)) throw error
+        if (!args.checkConfig || !(error instanceof ConfigError)) throw error
         overrideErrors.push(error)
       }
     }
-    for (const flag of ROLE_FLAGS[role]) {
-      const attribute = program.options.find((option) => option.flags === flag.flags)?.attributeName()
-      const value = attribute === undefined ? undefined : o[attribute]
-      if (typeof value === 'string') override(`${flag.key}=${value}`)
-    }
-    for (const text of o.set as string[]) override(text)
+    for (const text of args.overrides) override(text)
     // -l on the command line wins over log_level in the file, as in Salt.
-    const cliLevel = program.getOptionValueSource('logLevel') === 'cli' ? parseLogLevel(String(o.logLevel)) : undefined
-    if (o.checkConfig === true) return await runCheckConfig(role, { configDir: String(o.configDir), overrides }, io, overrideErrors)
+    const cliLevel = args.logLevel === undefined ? undefined : parseLogLevel(args.logLevel)
+    if (args.checkConfig) return await runCheckConfig(role, { configDir: args.configDir, overrides }, io, overrideErrors)
     const bootLogger = cliLogger(cliLevel ?? 'warning', io, name)
-    const { opts, sources } = await loadConfig(role, { configDir: String(o.configDir), overrides, logger: bootLogger, ...parseCacheOption(io) })
+    const { opts, sources } = await loadConfig(role, { configDir: args.configDir, overrides, logger: bootLogger, ...parseCacheOption(io) })
     const level = cliLevel ?? parseLogLevel(String(opts.log_level ?? 'warning'))
     return { opts, logger: cliLogger(level, io, name), consoleLevel: cliLevel, sources }
   } catch (error) {

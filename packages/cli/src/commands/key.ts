@@ -4,7 +4,8 @@ import { loadConfig, type MasterConfig } from '@brine/config'
 import { escapeNonAscii, fingerprint, loadOrCreateKeys, matchIds, mixedScripts, publicKeysOf } from '@brine/crypt'
 import { WheelClient } from '@brine/client'
 import { comparePython, outputSettings, OUTPUTTERS, renderOutput, type OutputFlags, type OutputSettings } from '../output/index.js'
-import { addCommonOptions, cliLogger, createProgram, EXIT_OK, fail, integer, parseArgv, usageError, type CommandIO } from '../io.js'
+import { cliLogger, EXIT_OK, fail, usageError, type CommandIO } from '../io.js'
+import { addCommonOptions, createProgram, integer, parseArgv } from '../program.js'
 import { describeClientError } from './client-error.js'
 
 /** What `brine-key` needs of @brine/client's WheelClient (tests pass a stand-in). */

@@ -5,19 +5,8 @@ import { unwrapOutputter, type BusEvent } from '@brine/protocol'
 import { MasterEvent, RunnerClient, type FollowedCallOptions, type MatchType, type RunEventSource, type RunnerResult } from '@brine/client'
 import { jsonOutput } from '../output/json.js'
 import { isOutputter, OUTPUTTERS, renderOutput, type OutputterName } from '../output/index.js'
-import {
-  addCommonOptions,
-  cliLogger,
-  createProgram,
-  EXIT_GENERIC,
-  EXIT_OK,
-  EXIT_USAGE,
-  fail,
-  integer,
-  nonNegativeSeconds,
-  parseArgv,
-  type CommandIO,
-} from '../io.js'
+import { cliLogger, EXIT_GENERIC, EXIT_OK, EXIT_USAGE, fail, type CommandIO } from '../io.js'
+import { addCommonOptions, createProgram, integer, nonNegativeSeconds, parseArgv } from '../program.js'
 import { describeClientError } from './client-error.js'
 import { addOutFileOptions, openDocuments, readOutFileFlags, type OutFileFlags } from './output-file.js'
 

@@ -3,7 +3,7 @@
  * Each command is its own process group, so a timeout, saltutil.kill_job or a minion shutdown
  * kills the whole tree it started, not just the shell.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { accessSync, constants as fsConstants, statSync } from 'node:fs'
 import { homedir, constants as osConstants } from 'node:os'
 import { delimiter, isAbsolute, join } from 'node:path'
@@ -15,7 +15,15 @@ import { parseLogLevel, type LogLevel } from '@brine/core'
 import type { JobContext, ModuleDefinition, ModuleFunctionSpec } from './types.js'
 import { msFromSeconds } from '@brine/config'
 
-const execFileAsync = promisify(execFile)
+/**
+ * node:child_process, loaded at the first command rather than with this module: every minion loads the execution
+ * modules at start, and one that runs no command would hold its code (and node:dgram's, which it loads) for nothing.
+ */
+const childProcess = (): typeof import('node:child_process') => process.getBuiltinModule('node:child_process')
+
+function execFileAsync(file: string, args: readonly string[], options: { timeout: number }): Promise<{ stdout: string; stderr: string }> {
+  return promisify(childProcess().execFile)(file, args, options)
+}
 
 /** Default cap on what one stream of one command may return (matches `max_frame_bytes`). */
 export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024 * 1024
@@ -325,7 +333,7 @@ function spawnToCompletion(
   return new Promise<CommandResult>((resolve, reject) => {
     let child: ChildProcess
     try {
-      child = spawn(invocation.file, invocation.argv, {
+      child = childProcess().spawn(invocation.file, invocation.argv, {
         cwd: invocation.cwd,
         env: invocation.env,
         detached: true, // its own process group, killed as a whole

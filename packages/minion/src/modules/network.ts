@@ -3,7 +3,6 @@
  * routes and sockets from /proc and /sys, ping through the system's `ping`, and a TCP or UDP
  * connect test from the minion itself.
  */
-import { createSocket } from 'node:dgram'
 import { readdir, readFile, readlink } from 'node:fs/promises'
 import { isIP, Socket } from 'node:net'
 import { lookup } from 'node:dns/promises'
@@ -89,6 +88,8 @@ function hostOf(value: unknown, name = 'host'): string {
 /** One TCP connect or UDP send to host:port within `timeout` seconds. */
 async function tryConnect(address: string, port: number, proto: 'tcp' | 'udp', timeoutMs: number): Promise<void> {
   if (proto === 'udp') {
+    // node:dgram is loaded at the first UDP check, not with the execution modules (every minion loads them at start).
+    const { createSocket } = process.getBuiltinModule('node:dgram')
     const socket = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4')
     try {
       await new Promise<void>((resolve, reject) => socket.send(Buffer.alloc(0), port, address, (error) => (error ? reject(error) : resolve())))

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 
 /** Open files assumed when the limit cannot be read (a conservative soft limit of many systems). */
@@ -29,6 +28,8 @@ function readOpenFileLimit(): number {
     // Not Linux: ask the shell.
   }
   try {
+    // node:child_process only here, off Linux: every process that loads the transport would otherwise hold it.
+    const { execFileSync } = process.getBuiltinModule('node:child_process')
     const text = execFileSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8', timeout: 2000 }).trim()
     if (text === 'unlimited') return Number.MAX_SAFE_INTEGER
     const value = Number(text)
