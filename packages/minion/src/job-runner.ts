@@ -11,7 +11,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { type JobLoad, type ReturnLoad } from '@brine/protocol'
 import { matchMinion, type Nodegroups } from '@brine/targeting'
 import type { Logger } from '@brine/core'
-import { executeJob } from './executor.js'
+import { executeJob, type JobRequest } from './executor.js'
 import type { MinionEvent, LinkPublish, ReturnRoute } from '@brine/link'
 import type { Grains, ModuleRegistry } from './modules/types.js'
 
@@ -250,7 +250,8 @@ export class JobRunner {
       this.#seen.delete(job.jid)
       this.#seen.set(job.jid, sighting)
     }
-    o.logger.info(`User ${job.user} Executing command ${job.fun} with jid ${job.jid}`)
+    // The line is made only when it is written: a swarm's thousands of minions run each ping's job at the warning level.
+    if (o.logger.isEnabled('info')) o.logger.info(`User ${job.user} Executing command ${job.fun} with jid ${job.jid}`)
     o.emit({ type: 'job-received', master: link.master, jid: job.jid, fun: job.fun })
     this.#runningJobs.set(job.jid, entry)
     const task = this.#run(job, entry).finally(() => {
@@ -298,9 +299,9 @@ export class JobRunner {
   async #run(job: Readonly<JobLoad>, taken: TakenJob): Promise<void> {
     const o = this.#o
     // The load may be shared (and is frozen): the function gets arguments of its own to change.
-    const own: JobLoad = { ...job, arg: mutableCopy(job.arg) }
+    const own: JobRequest = { ...job, arg: mutableCopy(job.arg) }
     if (job.kwarg !== undefined) own.kwarg = mutableCopy(job.kwarg)
-    const result = await executeJob(o.registry, { ...own }, { signal: o.signal })
+    const result = await executeJob(o.registry, own, { signal: o.signal })
     if (result.killed === true) {
       // Salt's killed job never returns; the client reports it from find_job or as "did not return".
       taken.state = 'killed'
