@@ -31,7 +31,6 @@ export function claimPort(port: number): boolean {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       writeFileSync(file, String(process.pid), { flag: 'wx' })
-      releaseClaimsOnExit()
       return true
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') mkdirSync(claimsDir, { recursive: true })
@@ -62,15 +61,19 @@ function unlinkQuietly(file: string): void {
   }
 }
 
-let releaseOnExit = false
+// A process's claims are removed when it exits (a process killed outright leaves them; the pid check frees those).
+// Registered as the module loads, once, rather than at the first claim: a test worker's files then find the same
+// listeners on `process` before and after they run.
+process.once('exit', () => releasePortClaims())
 
-/** Removes this process's claims when it exits (a process killed outright leaves them; the pid check frees those). */
-function releaseClaimsOnExit(): void {
-  if (releaseOnExit) return
-  releaseOnExit = true
-  process.once('exit', () => {
-    for (const port of handedOut) unlinkQuietly(join(claimsDir, String(port)))
-  })
+/**
+ * Gives back every port this process handed out: its claims are removed and a later pick may hand the port out again
+ * (once it can be bound). For a process that outlives its user, such as a test worker that runs one file after
+ * another: without it, the claims of every file it ran would stay until it exits.
+ */
+export function releasePortClaims(): void {
+  for (const port of handedOut) unlinkQuietly(join(claimsDir, String(port)))
+  handedOut.clear()
 }
 
 /**

@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { canBind, deferred, freeLoopbackPort, portOf } from '../src/index.js'
-import { claimPort, claimsDir } from '../src/ports.js'
+import { claimPort, claimsDir, releasePortClaims } from '../src/ports.js'
 
 describe('freeLoopbackPort', () => {
   it('returns distinct bindable ports below the kernel ephemeral range', async () => {
@@ -51,6 +51,18 @@ describe('port claims across processes', () => {
     expect(owner).toBe(String(child.pid))
     expect(port).not.toBe(mine)
     expect(existsSync(join(claimsDir, String(port)))).toBe(false)
+  })
+})
+
+describe('releasePortClaims', () => {
+  it("removes this process's claims, and a released port may be handed out again", async () => {
+    const ports = await Promise.all(Array.from({ length: 3 }, () => freeLoopbackPort()))
+    for (const port of ports) expect(readFileSync(join(claimsDir, String(port)), 'utf8')).toBe(String(process.pid))
+    releasePortClaims()
+    for (const port of ports) expect(existsSync(join(claimsDir, String(port)))).toBe(false)
+    // claimPort alone records a claim without handing the port out: removed here, as nothing else would
+    expect(claimPort(ports[0]!)).toBe(true)
+    unlinkSync(join(claimsDir, String(ports[0])))
   })
 })
 
