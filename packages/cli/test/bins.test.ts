@@ -13,6 +13,25 @@ const repoRoot = fileURLToPath(new URL('../../..', import.meta.url))
 const manifest = JSON.parse(readFileSync(`${cliDir}package.json`, 'utf8')) as { bin: Record<string, string>; files: string[] }
 const lock = JSON.parse(readFileSync(`${repoRoot}package-lock.json`, 'utf8')) as { packages: Record<string, { bin?: Record<string, string> }> }
 
+/**
+ * Node's builtin modules the built brine-minion had loaded when it exited, run with the arguments `argsIn` gives for a
+ * scratch directory (also its HOME and cache, removed after).
+ */
+function minionBuiltins(argsIn: (root: string) => string[]): string[] {
+  const root = mkdtempSync(join(tmpdir(), 'brine-builtins-'))
+  try {
+    const hook = join(root, 'hook.cjs')
+    const list = join(root, 'builtins.json')
+    writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
+    const args = ['--require', hook, `${cliDir}bin/brine-minion.js`, ...argsIn(root)]
+    const result = spawnSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, HOME: root, XDG_CACHE_HOME: root } })
+    expect(result.status, result.stderr).toBe(0)
+    return JSON.parse(readFileSync(list, 'utf8')) as string[]
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+}
+
 describe('bins that npm can link at install time', () => {
   it('point at committed launchers (npm ci links a bin only if its file exists before the build), in package.json and the lock', () => {
     const committed = execFileSync('git', ['ls-files', 'bin'], { cwd: cliDir, encoding: 'utf8' }).trim().split('\n')
@@ -209,39 +228,18 @@ describe('what brine-minion loads at start', () => {
   })
 
   it("loads neither Node's worker_threads nor its zlib at start: only a regex target or a served request needs them", () => {
-    const root = mkdtempSync(join(tmpdir(), 'brine-builtins-'))
-    try {
-      const hook = join(root, 'hook.cjs')
-      const list = join(root, 'builtins.json')
-      writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
-      const result = spawnSync(process.execPath, ['--require', hook, `${cliDir}bin/brine-minion.js`, '--version'], { encoding: 'utf8' })
-      expect(result.status, result.stderr).toBe(0)
-      const builtins = JSON.parse(readFileSync(list, 'utf8')) as string[]
-      // What the bundle loads as it is read: the transport and the crypto it always needs.
-      expect(builtins).toContain('NativeModule net')
-      expect(builtins.filter((name) => /^NativeModule (worker_threads|zlib)$/.test(name))).toEqual([])
-    } finally {
-      rmSync(root, { recursive: true, force: true })
-    }
+    const builtins = minionBuiltins(() => ['--version'])
+    // What the bundle loads as it is read: the transport and the crypto it always needs.
+    expect(builtins).toContain('NativeModule net')
+    expect(builtins.filter((name) => /^NativeModule (worker_threads|zlib)$/.test(name))).toEqual([])
   })
 
   it("reads its usual flags without commander, and loads Node's child_process and dgram only to run a command or send UDP", () => {
-    const root = mkdtempSync(join(tmpdir(), 'brine-builtins-'))
-    try {
-      const hook = join(root, 'hook.cjs')
-      const list = join(root, 'builtins.json')
-      writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)))\n`)
-      // --check-config reads the flags and the config as a start does, then exits: an empty directory is a clean config.
-      const args = ['--require', hook, `${cliDir}bin/brine-minion.js`, '-c', root, '-l', 'warning', '--id', 'm1', '--check-config']
-      const result = spawnSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, HOME: root, XDG_CACHE_HOME: root } })
-      expect(result.status, result.stderr).toBe(0)
-      const builtins = JSON.parse(readFileSync(list, 'utf8')) as string[]
-      expect(builtins).toContain('NativeModule net')
-      // commander requires child_process as it loads: its absence says commander was not loaded either.
-      expect(builtins.filter((name) => /^NativeModule (child_process|dgram)$/.test(name))).toEqual([])
-    } finally {
-      rmSync(root, { recursive: true, force: true })
-    }
+    // --check-config reads the flags and the config as a start does, then exits: an empty directory is a clean config.
+    const builtins = minionBuiltins((root) => ['-c', root, '-l', 'warning', '--id', 'm1', '--check-config'])
+    expect(builtins).toContain('NativeModule net')
+    // commander requires child_process as it loads: its absence says commander was not loaded either.
+    expect(builtins.filter((name) => /^NativeModule (child_process|dgram)$/.test(name))).toEqual([])
   })
 
   it("has none of the other daemons', the API's or the client's code in its one-file build", () => {
